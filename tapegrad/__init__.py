@@ -1,0 +1,60 @@
+"""tapegrad: a tape-based autograd array library on NumPy (CPU) and CuPy (CUDA).
+
+>>> import tapegrad as tg
+>>> x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> y = (x * x).sum()
+>>> y.backward()
+>>> x.grad
+tensor([2., 4., 6.])
+"""
+from .dtypes import (DType, float16, float32, float64, int8, int16, int32, int64, uint8,
+                     bool, get_default_dtype, set_default_dtype)
+from .dtypes import float16 as half, float32 as float, float64 as double  # noqa: A001
+from .dtypes import int64 as long, int32 as int  # noqa: A001
+from .devices import Device, device
+from .tensor import Tensor
+from . import ops_registry
+from .ops import *  # noqa: F401,F403
+from .ops import abs, round, pow, sum  # noqa: F401,A001
+from .autodiff import (backward, grad, no_grad, enable_grad, set_grad_enabled,
+                       is_grad_enabled, Tape, checkpoint, detect_anomaly, set_detect_anomaly)
+from . import ops as _ops
+from .ops import _methods
+from . import tape as _tape
+from . import cuda  # noqa: F401
+from . import testing  # noqa: F401
+from . import functional  # noqa: F401
+
+_tape.install_namespace(_ops)
+_methods.install()
+
+Size = tuple
+__version__ = "0.1.0"
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def numel(input):
+    return input.numel()
+
+
+def _lazy(name):
+    import importlib
+    return importlib.import_module(f"tapegrad.{name}")
+
+
+def __getattr__(name):
+    # subpackages that import the public API themselves load on first use
+    if name in ("nn", "optim", "linalg", "fusion", "viz", "data", "examples", "profiler"):
+        return _lazy(name)
+    if name in ("elementwise", "fuse"):
+        return getattr(_lazy("fusion"), name)
+    if name in ("save", "load"):
+        return getattr(_lazy("serialization"), name)
+    if name == "profile":
+        return getattr(_lazy("profiler"), "profile")
+    if name == "custom_op":
+        return getattr(_lazy("custom"), "custom_op")
+    raise AttributeError(f"module 'tapegrad' has no attribute {name!r}")

@@ -1,0 +1,68 @@
+"""Shape helpers and the one error formatter every op uses."""
+import numpy as np
+
+from . import dtypes as _dt
+
+
+def op_error(op, msg, cls=ValueError):
+    """An exception of ``cls`` whose message starts with the op's name."""
+    return cls(f"{op}: {msg}")
+
+
+def broadcast_shapes(op, *shapes):
+    """Broadcast shapes as NumPy does, raising a clear error naming op and shapes."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        shown = " and ".join(str(tuple(s)) for s in shapes)
+        raise op_error(op, f"shapes {shown} cannot be broadcast together") from None
+
+
+def normalize_dim(op, dim, ndim):
+    """One dim (negative allowed) to a non-negative int, or an IndexError naming op."""
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise op_error(op, f"dim must be an int, got {dim!r}", TypeError)
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise op_error(op, f"dim {dim} out of range for a tensor of {ndim} dims "
+                       f"(expected in [{-n}, {n - 1}])", IndexError)
+    return int(dim) % n
+
+
+def normalize_dims(op, dim, ndim):
+    """None, an int or a sequence of ints to a sorted tuple of non-negative dims."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (list, tuple)):
+        out = tuple(sorted({normalize_dim(op, d, ndim) for d in dim}))
+        if len(out) != len(dim):
+            raise op_error(op, f"dim {tuple(dim)} repeats a dimension")
+        return out
+    return (normalize_dim(op, dim, ndim),)
+
+
+def alias(op, value, alias_value, name, alias_name, default=None):
+    """Resolve a PyTorch keyword and its NumPy alias (dim/axis, keepdim/keepdims)."""
+    if alias_value is not None:
+        if value is not None and value != default:
+            raise op_error(op, f"pass either {name} or {alias_name}, not both", TypeError)
+        return alias_value
+    return value
+
+
+def shape_arg(op, shape):
+    """`*ints` or one tuple/list to a tuple of ints."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    elif len(shape) == 1 and hasattr(shape[0], "__index__") is False and shape[0] is not None:
+        shape = tuple(shape[0])
+    out = []
+    for s in shape:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+            raise op_error(op, f"shape must be ints, got {shape!r}", TypeError)
+        out.append(int(s))
+    return tuple(out)
+
+
+def fmt_spec(x):
+    return f"{tuple(x.shape)} {_dt.from_np(x.dtype).name}"

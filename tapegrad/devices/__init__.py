@@ -1,0 +1,117 @@
+"""Devices: which array library holds a buffer, and the mixed-device check.
+
+CPU buffers are NumPy arrays; CUDA buffers are CuPy arrays. CuPy is imported lazily
+by ``devices.cuda`` so that everything works without it.
+"""
+import numpy as np
+
+__all__ = ["Device", "device", "device_of", "xp", "CPU", "check_same"]
+
+
+class Device:
+    """``tg.device("cpu")``, ``tg.device("cuda")``, ``tg.device("cuda:1")``."""
+    __slots__ = ("type", "index")
+
+    def __init__(self, type="cpu", index=None):
+        if isinstance(type, Device):
+            type, index = type.type, type.index
+        elif isinstance(type, str) and ":" in type:
+            type, _, idx = type.partition(":")
+            try:
+                index = int(idx)
+            except ValueError:
+                raise ValueError(f"device: invalid device string {type}:{idx!r}") from None
+        if type not in ("cpu", "cuda"):
+            raise ValueError(f"device: expected 'cpu', 'cuda' or 'cuda:N', got {type!r}")
+        if type == "cuda" and index is None:
+            index = 0
+        self.type, self.index = type, index
+
+    def __repr__(self):
+        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            try:
+                other = Device(other)
+            except ValueError:
+                return False
+        return isinstance(other, Device) and self.type == other.type and self.index == other.index
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+
+CPU = Device("cpu")
+_CUDA = {}
+
+
+def device(spec="cpu", index=None):
+    """Parse a device spec (str, Device, or int meaning a CUDA index)."""
+    if spec is None:
+        return CPU
+    if isinstance(spec, Device):
+        return spec
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return cuda_device(spec)
+    d = Device(spec, index)
+    return CPU if d.type == "cpu" else cuda_device(d.index)
+
+
+def cuda_device(index):
+    d = _CUDA.get(index)
+    if d is None:
+        d = _CUDA[index] = Device("cuda", index)
+    return d
+
+
+def device_of(array):
+    """The Device a raw buffer lives on (NumPy -> cpu, CuPy -> cuda:N)."""
+    if type(array) is np.ndarray or isinstance(array, (np.ndarray, np.generic)):
+        return CPU
+    dev = getattr(array, "device", None)
+    if dev is not None and type(array).__module__.startswith("cupy"):
+        return cuda_device(int(getattr(dev, "id", 0)))
+    return CPU
+
+
+def xp(dev):
+    """The array namespace of a device: numpy or cupy."""
+    if dev.type == "cpu":
+        return np
+    from . import cuda
+    return cuda.cupy()
+
+
+def xp_of(array):
+    """The array namespace of a raw buffer."""
+    if isinstance(array, np.ndarray):
+        return np
+    from . import cuda
+    return cuda.cupy() if cuda.is_cupy(array) else np
+
+
+def check_same(op, devs):
+    """RuntimeError naming both devices if an op mixes them."""
+    first = devs[0]
+    for d in devs[1:]:
+        if d != first:
+            raise RuntimeError(f"{op}: expected all tensors on the same device, "
+                               f"but found at least two devices, {first} and {d}")
+
+
+def special(name, array):
+    """A special function (erf, erfc) applied on the array's own device."""
+    if isinstance(array, np.ndarray):
+        from . import cpu
+        if array.dtype.kind != "f":
+            array = array.astype(np.float64)
+        return cpu.special(name)(array)
+    from . import cuda
+    import importlib
+    sp = importlib.import_module("cupyx.scipy.special")
+    cuda.check_available()
+    return getattr(sp, name)(array)

@@ -1,0 +1,58 @@
+"""The CUDA device through CuPy, imported lazily and optional.
+
+``available()`` says whether CuPy imports and sees a GPU; ``check_available()``
+raises a RuntimeError that says why not and what to install.
+"""
+import functools
+
+_state = {}
+
+
+def _try_import():
+    if "cupy" not in _state:
+        try:
+            import cupy
+            cupy.cuda.runtime.getDeviceCount()
+            _state["cupy"], _state["error"] = cupy, None
+        except Exception as e:  # ImportError, CUDARuntimeError, ...
+            _state["cupy"], _state["error"] = None, e
+    return _state["cupy"]
+
+
+def available():
+    return _try_import() is not None
+
+
+def device_count():
+    cp = _try_import()
+    return cp.cuda.runtime.getDeviceCount() if cp is not None else 0
+
+
+def check_available():
+    if _try_import() is None:
+        raise RuntimeError(
+            "CUDA is not available: CuPy could not be used "
+            f"({type(_state['error']).__name__}: {_state['error']}). "
+            "Install the GPU extra (pip install 'tapegrad[cuda]', which brings cupy) "
+            "on a machine with an NVIDIA GPU and driver.")
+
+
+def cupy():
+    check_available()
+    return _state["cupy"]
+
+
+def is_cupy(array):
+    return type(array).__module__.startswith("cupy") and _try_import() is not None
+
+
+@functools.lru_cache(maxsize=None)
+def elementwise_kernel(in_params, out_params, operation, name, preamble=""):
+    """A memoized ``cupy.ElementwiseKernel``."""
+    return cupy().ElementwiseKernel(in_params, out_params, operation, name, preamble=preamble)
+
+
+@functools.lru_cache(maxsize=None)
+def raw_kernel(source, name):
+    """A memoized ``cupy.RawKernel``."""
+    return cupy().RawKernel(source, name)

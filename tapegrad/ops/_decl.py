@@ -1,0 +1,106 @@
+"""Helpers for declaring ops: sample generators and shape rules shared by families."""
+import numpy as np
+
+from ..ops_registry import TensorSpec, Sample, register, OpDef
+from .._util import broadcast_shapes, op_error
+from .. import dtypes as _dt
+
+_rng = np.random.default_rng(0)
+
+
+def rand(shape, dtype=np.float64, low=-2.0, high=2.0, seed=None):
+    r = np.random.default_rng(seed) if seed is not None else _rng
+    return r.uniform(low, high, size=shape).astype(dtype)
+
+
+def away_from(a, points, margin=0.1):
+    """Nudge values off non-smooth points so finite differences are honest."""
+    a = np.array(a)
+    for p in points:
+        near = np.abs(a - p) < margin
+        a[near] = p + margin * np.where(a[near] >= p, 1.5, -1.5)
+    return a
+
+
+def spec_dtype(s):
+    return s.dtype if hasattr(s, "dtype") else None
+
+
+def _scalar_dtype(v):
+    if isinstance(v, bool):
+        return np.dtype(bool)
+    if isinstance(v, int):
+        return np.dtype(np.int64)
+    return _dt.default_float_np()
+
+
+def elementwise_infer(name, promote="same", out_dtype=None):
+    """Shape rule of a broadcasting elementwise op."""
+    def infer(*specs, **attrs):
+        shapes = [s.shape for s in specs if hasattr(s, "shape")]
+        shape = broadcast_shapes(name, *shapes) if len(shapes) > 1 else (tuple(shapes[0]) if shapes else ())
+        dts = [np.dtype(s.dtype) for s in specs if hasattr(s, "dtype")]
+        scal = [s for s in specs if isinstance(s, (int, float, bool))]
+        dt = _dt.result_type(*dts) if dts else _scalar_dtype(scal[0])
+        dt = _dt.promote_with_scalars(dt, scal)
+        if promote == "float" and dt.kind != "f":
+            dt = _dt.default_float_np()
+        if out_dtype is not None:
+            dt = np.dtype(out_dtype)
+        return TensorSpec(shape, dt)
+    return infer
+
+
+def unary_samples(low=-2.0, high=2.0, avoid=(), shapes=((3, 4), (), (2, 0, 3))):
+    def samples(dtype=np.float64):
+        out = []
+        for k, s in enumerate(shapes):
+            a = rand(s, dtype, low, high, seed=k)
+            if avoid:
+                a = away_from(a, avoid).astype(dtype)
+            out.append(Sample((a,), {}))
+        return out
+    return samples
+
+
+def binary_samples(low=-2.0, high=2.0, low2=None, high2=None, avoid_diff=False):
+    low2 = low if low2 is None else low2
+    high2 = high if high2 is None else high2
+
+    def samples(dtype=np.float64):
+        pairs = [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((2, 3, 4), (4,)), ((), (2,))]
+        out = []
+        for k, (s1, s2) in enumerate(pairs):
+            a = rand(s1, dtype, low, high, seed=k)
+            b = rand(s2, dtype, low2, high2, seed=k + 10)
+            if avoid_diff:
+                a, b = np.broadcast_arrays(a, b)
+                a = a.copy()
+                close = np.abs(a - b) < 0.1
+                a[close] = b[close] + 0.3
+                b = b.copy()
+                if s2 == (4,):
+                    b = b[0, 0]
+                elif s1 == (3, 1):
+                    a, b = a, b
+                out.append(Sample((a.astype(dtype), b.astype(dtype)), {}))
+                continue
+            out.append(Sample((a, b), {}))
+        return out
+    return samples
+
+
+def bad_broadcast(*extra):
+    def errors():
+        return [((rand((3, 4)), rand((5,))) + tuple(extra), {}, ValueError)]
+    return errors
+
+
+def bad_dtype_unary():
+    """Differentiable float ops reject bool input with a clear error... only when
+    they can't compute; most ops accept any dtype, so errors are about dims."""
+    return []
+
+
+__all__ = ["rand", "away_from", "elementwise_infer", "unary_samples", "binary_samples",
+           "bad_broadcast", "register", "OpDef", "Sample", "TensorSpec", "op_error"]

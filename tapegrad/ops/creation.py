@@ -1,0 +1,398 @@
+"""Creating tensors: ``tensor``, factories, random numbers, casts and copies."""
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import devices as _devices
+from ..tensor import Tensor, bind, wrap
+from .._util import shape_arg, op_error
+from ._decl import register, Sample, TensorSpec, rand as _rand
+
+
+def _np_dtype(dtype):
+    return None if dtype is None else _dt.as_dtype(dtype).np
+
+
+def _place(array, device):
+    """Move a NumPy array to ``device`` (no copy for the CPU)."""
+    dev = _devices.device(device) if device is not None else _devices.CPU
+    if dev.type == "cpu":
+        return array
+    cp = _devices.xp(dev)
+    with cp.cuda.Device(dev.index):
+        return cp.asarray(array)
+
+
+def _finish(array, requires_grad):
+    t = wrap(array)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_py_dtype(data):
+    """Default dtype for nested Python data: bool < int < float (torch rules)."""
+    kinds = set()
+
+    def walk(d):
+        if isinstance(d, (list, tuple)):
+            for v in d:
+                walk(v)
+        elif isinstance(d, Tensor):
+            kinds.add(d._data.dtype.kind)
+        elif isinstance(d, bool) or isinstance(d, np.bool_):
+            kinds.add("b")
+        elif isinstance(d, (int, np.integer)):
+            kinds.add("i")
+        elif isinstance(d, (float, np.floating)):
+            kinds.add("f")
+        elif isinstance(d, complex):
+            raise TypeError("tensor: complex numbers are not supported")
+        else:
+            raise TypeError(f"tensor: could not infer dtype of {type(d).__name__}")
+    walk(data)
+    if "f" in kinds:
+        return _dt.get_default_dtype().np
+    if "i" in kinds:
+        return np.dtype(np.int64)
+    if "b" in kinds:
+        return np.dtype(np.bool_)
+    return _dt.get_default_dtype().np
+
+
+def _to_array(data, dtype, copy):
+    if isinstance(data, Tensor):
+        a = data._data
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+    if isinstance(data, np.ndarray):
+        a = data
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        if a.dtype not in _dt._BY_NP:
+            raise TypeError(f"tensor: unsupported NumPy dtype {a.dtype}")
+        return a.copy() if copy else a
+    if isinstance(data, np.generic):
+        a = np.asarray(data)
+        return a.astype(dtype) if dtype is not None else a
+    if type(data).__module__.startswith("cupy"):
+        return data.astype(dtype) if dtype is not None else (data.copy() if copy else data)
+    if hasattr(data, "__dlpack__") and not isinstance(data, (list, tuple)):
+        from ..devices import dlpack
+        a = dlpack.import_array(data)
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+    if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
+        data = _untensor(data)
+    inferred = _infer_py_dtype(data) if dtype is None else dtype
+    try:
+        return np.array(data, dtype=inferred)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"tensor: could not build a tensor from the data: {e}") from None
+
+
+def _flat(data):
+    for v in data:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def _untensor(data):
+    if isinstance(data, (list, tuple)):
+        return [_untensor(v) for v in data]
+    if isinstance(data, Tensor):
+        return data._host().tolist() if data.ndim else data.item()
+    return data
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of ``data`` (scalars, nested lists, arrays, DLPack)."""
+    arr = _to_array(data, _np_dtype(dtype), copy=True)
+    if device is not None:
+        arr = _place(arr, device) if isinstance(arr, np.ndarray) else _move(arr, device)
+    return _finish(arr, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """A tensor sharing memory with ``data`` when dtype and device allow."""
+    if isinstance(data, Tensor) and dtype is None and device is None:
+        return data
+    arr = _to_array(data, _np_dtype(dtype), copy=False)
+    if device is not None:
+        arr = _move(arr, device)
+    return wrap(arr)
+
+
+def asarray(data, dtype=None, device=None):
+    return as_tensor(data, dtype, device)
+
+
+def from_numpy(a):
+    """A tensor sharing memory with the NumPy array ``a``."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray, got {type(a).__name__}")
+    if a.dtype not in _dt._BY_NP:
+        raise TypeError(f"from_numpy: unsupported dtype {a.dtype}")
+    return wrap(a)
+
+
+def from_dlpack(x):
+    """Zero-copy import from any DLPack producer (NumPy, PyTorch, JAX, CuPy)."""
+    from ..devices import dlpack
+    if isinstance(x, Tensor):
+        return x
+    return wrap(dlpack.import_array(x))
+
+
+def _move(arr, device):
+    dev = _devices.device(device)
+    cur = _devices.device_of(arr)
+    if cur == dev:
+        return arr
+    if dev.type == "cpu":
+        return arr.get()
+    cp = _devices.xp(dev)
+    with cp.cuda.Device(dev.index):
+        return cp.asarray(arr)
+
+
+# ---------------------------------------------------------------- factories
+def _factory(fill, name):
+    def f(*size, dtype=None, device=None, requires_grad=False, out=None):
+        shape = shape_arg(name, size)
+        dt = _np_dtype(dtype) or _dt.get_default_dtype().np
+        xp = _devices.xp(_devices.device(device)) if device is not None else np
+        return _finish(fill(xp, shape, dt), requires_grad)
+    f.__name__ = name
+    f.__doc__ = f"A tensor of the given shape filled by {name} (``*ints`` or a tuple)."
+    return f
+
+
+zeros = _factory(lambda xp, s, d: xp.zeros(s, d), "zeros")
+ones = _factory(lambda xp, s, d: xp.ones(s, d), "ones")
+empty = _factory(lambda xp, s, d: xp.empty(s, d), "empty")
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    shape = shape_arg("full", (size,) if not isinstance(size, (list, tuple)) else (tuple(size),))
+    if dtype is None:
+        dtype = _infer_py_dtype(fill_value)
+    xp = _devices.xp(_devices.device(device)) if device is not None else np
+    return _finish(xp.full(shape, fill_value, dtype=_np_dtype(dtype) if not isinstance(dtype, np.dtype) else dtype),
+                   requires_grad)
+
+
+def _like(name, fill):
+    def f(input, *args, dtype=None, device=None, requires_grad=False):
+        data = input._data if isinstance(input, Tensor) else input
+        dt = _np_dtype(dtype) or data.dtype
+        xp = _devices.xp_of(data) if device is None else _devices.xp(_devices.device(device))
+        arr = fill(xp, data.shape, dt, *args)
+        if not isinstance(input, Tensor):
+            return arr
+        return _finish(arr, requires_grad)
+    f.__name__ = name
+    return f
+
+
+zeros_like = _like("zeros_like", lambda xp, s, d: xp.zeros(s, d))
+ones_like = _like("ones_like", lambda xp, s, d: xp.ones(s, d))
+empty_like = _like("empty_like", lambda xp, s, d: xp.empty(s, d))
+full_like = _like("full_like", lambda xp, s, d, v: xp.full(s, v, dtype=d))
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    vals = (start, end, step)
+    if dtype is None:
+        dtype = _dt.get_default_dtype() if any(isinstance(v, float) for v in vals) else _dt.int64
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    xp = _devices.xp(_devices.device(device)) if device is not None else np
+    return _finish(xp.arange(start, end, step, dtype=_np_dtype(dtype)), requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    if steps < 0:
+        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    xp = _devices.xp(_devices.device(device)) if device is not None else np
+    dt = _np_dtype(dtype) or _dt.get_default_dtype().np
+    return _finish(xp.linspace(start, end, steps, dtype=dt), requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    xp = _devices.xp(_devices.device(device)) if device is not None else np
+    dt = _np_dtype(dtype) or _dt.get_default_dtype().np
+    return _finish(xp.eye(n, m, dtype=dt), requires_grad)
+
+
+# ---------------------------------------------------------------- random
+_gen = {"np": np.random.default_rng()}
+
+
+def manual_seed(seed):
+    """Seed tapegrad's random factories (and CuPy's when present)."""
+    _gen["np"] = np.random.default_rng(int(seed))
+    from ..devices import cuda
+    if cuda._state.get("cupy") is not None:
+        cuda._state["cupy"].random.seed(int(seed))
+    return _gen["np"]
+
+
+seed = manual_seed
+
+
+def generator():
+    return _gen["np"]
+
+
+def _random(name, draw):
+    def f(*size, dtype=None, device=None, requires_grad=False, generator=None):
+        shape = shape_arg(name, size)
+        dt = _np_dtype(dtype) or _dt.get_default_dtype().np
+        if dt.kind != "f":
+            raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
+        g = generator or _gen["np"]
+        arr = draw(g, shape).astype(dt, copy=False)
+        return _finish(_place(arr, device), requires_grad)
+    f.__name__ = name
+    return f
+
+
+rand = _random("rand", lambda g, s: g.random(s, dtype=np.float64))
+randn = _random("randn", lambda g, s: g.standard_normal(s))
+
+
+def randint(low, high=None, size=None, *, dtype=None, device=None, generator=None):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: size is required, e.g. tg.randint(0, 10, (3,))")
+    g = generator or _gen["np"]
+    arr = g.integers(low, high, size=tuple(size) if isinstance(size, (list, tuple)) else (size,))
+    return wrap(_place(arr.astype(_np_dtype(dtype) or np.int64), device))
+
+
+def rand_like(input, *, dtype=None, requires_grad=False):
+    return rand(tuple(input.shape), dtype=dtype or input.dtype, device=input.device,
+                requires_grad=requires_grad)
+
+
+def randn_like(input, *, dtype=None, requires_grad=False):
+    return randn(tuple(input.shape), dtype=dtype or input.dtype, device=input.device,
+                 requires_grad=requires_grad)
+
+
+def randperm(n, *, dtype=None, device=None, generator=None):
+    g = generator or _gen["np"]
+    return wrap(_place(g.permutation(n).astype(_np_dtype(dtype) or np.int64), device))
+
+
+# ---------------------------------------------------------------- casts, copies, devices
+def _cast_infer(x, dtype):
+    return TensorSpec(tuple(x.shape), np.dtype(dtype))
+
+
+def _cast_vjp(ctx, g):
+    # the walker casts the gradient back to the input's dtype; nothing else to do
+    return (g,)
+
+
+CAST = register(name="cast", kernel=lambda x, dtype: x.astype(dtype), infer=_cast_infer,
+                vjp=_cast_vjp,
+                samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float32)}, False),
+                                                  Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float64)})],
+                error_samples=lambda: [((_rand((3,)),), {"dtype": np.dtype("complex64")}, TypeError)])
+
+
+def _cast_kernel_checked(x, dtype):
+    if np.dtype(dtype) not in _dt._BY_NP:
+        raise TypeError(f"cast: unsupported dtype {dtype}")
+    return x.astype(dtype)
+
+
+CAST.kernel = _cast_kernel_checked
+
+
+def _cast_infer_checked(x, dtype):
+    if np.dtype(dtype) not in _dt._BY_NP:
+        raise TypeError(f"cast: unsupported dtype {np.dtype(dtype)}")
+    return _cast_infer(x, dtype)
+
+
+CAST.infer = _cast_infer_checked
+
+CLONE = register(name="clone", kernel=lambda x: x.copy(), infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
+                 vjp=lambda ctx, g: (g,),
+                 samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {})],
+                 error_samples=lambda: [(("x",), {}, TypeError)],
+                 torch=lambda torch, x: x.clone())
+
+
+def _to_device_kernel(x, device):
+    return _move(x, device)
+
+
+TO_DEVICE = register(name="to_device", kernel=_to_device_kernel,
+                     infer=lambda x, device: TensorSpec(tuple(x.shape), x.dtype),
+                     vjp=lambda ctx, g: (ctx.m.to_device(g, _devices.device_of(
+                         ctx.inputs[0]._data if hasattr(ctx.inputs[0], "_data") else ctx.inputs[0])),),
+                     saves=("x",),
+                     samples=lambda dtype=np.float64: [Sample((_rand((3,), dtype),), {"device": "cpu"})],
+                     error_samples=lambda: [((_rand((3,)),), {"device": "tpu"}, ValueError)])
+
+
+def to_device(x, device):
+    dev = _devices.device(device)
+    data = getattr(x, "_data", x)
+    if _devices.device_of(data) == dev:
+        return x
+    return bind(TO_DEVICE, x, device=dev)
+
+
+def cast(x, dtype):
+    """``x`` as ``dtype`` (differentiable between float dtypes)."""
+    d = _dt.as_dtype(dtype).np
+    data = getattr(x, "_data", x)
+    if data.dtype == d:
+        return x
+    return bind(CAST, x, dtype=d)
+
+
+def clone(input, *, memory_format=None):
+    return bind(CLONE, input)
+
+
+def detach(input):
+    return input.detach()
+
+
+def contiguous(input):
+    if input._data.flags.c_contiguous:
+        return input
+    return clone(input)
+
+
+def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False):
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, (_devices.Device, str)) and not (isinstance(a, str) and a in _dt._BY_NAME):
+            device = a
+        elif isinstance(a, int) and not isinstance(a, bool):
+            device = a
+        elif a is not None:
+            dtype = a
+    out = input
+    if device is not None:
+        out = to_device(out, device)
+    if dtype is not None:
+        out = cast(out, dtype)
+    if copy and out is input:
+        out = clone(input)
+    return out

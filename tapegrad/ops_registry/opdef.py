@@ -1,0 +1,126 @@
+"""The OpDef: one declaration per op.
+
+Contract
+--------
+An ``OpDef`` holds everything about one operator:
+
+``name``
+    public name (``"add"``, ``"conv2d"``); unique in the registry.
+``kind``
+    ``"basic"`` (output shapes follow from input shapes), ``"workspace"`` (also
+    declares scratch bytes that the caller hands in), ``"dynamic"`` (output shape
+    depends on the data: the kernel is handed an allocator), ``"view"`` (the output
+    aliases the first input; nothing is computed).
+``args``
+    names of the tensor inputs, the public argument names (``("x", "other")``).
+``kernel(*arrays, **attrs)``
+    computes on raw NumPy/CuPy arrays and returns an array (or a tuple for
+    ``nout > 1``). Workspace kernels also take ``workspace=``; dynamic kernels take
+    ``alloc=`` (``alloc(shape, dtype) -> array``); both may take ``out=``.
+``infer(*specs, **attrs)``
+    shapes and dtypes from ``TensorSpec``s alone; validates the attrs and raises
+    the op's clear error. Dynamic ops give ``None`` for data-dependent sizes.
+``workspace(*specs, **attrs)``
+    scratch bytes (workspace kind only).
+``vjp(ctx, g)``
+    returns one gradient (or ``None``) per input. ``ctx.inputs`` holds the saved
+    inputs (others ``None``), ``ctx.out`` the output if saved, ``ctx.attrs``,
+    ``ctx.shapes`` the input shapes, ``ctx.needs_input_grad``, and ``ctx.m``, the
+    namespace to compute with: ``tapegrad`` itself. The walker runs the vjp on raw
+    arrays when nothing records (fast) and on Tensors when a higher-order gradient
+    is wanted, so a vjp written with ``m.*`` and operators differentiates again.
+    For several outputs ``g`` is a tuple with ``None`` for outputs without gradient.
+``saves``
+    which of ``args`` and ``"out"`` the vjp reads; exactly those are kept.
+``jvp(ctx, *tangents)``
+    optional forward-mode rule (tangents ``None`` for constant inputs).
+``expr``
+    optional scalar expression (elementwise ops), e.g. ``"x * sigmoid(x)"``.
+``broadcasting``
+    inputs broadcast; the registry sums each gradient back to its input's shape.
+``promote``
+    ``"same"`` (inputs promoted to one dtype), ``"float"`` (and ints become the
+    default float), ``"none"`` (the kernel takes dtypes as they come).
+``differentiable``
+    False for comparisons, argmax and friends: nothing is recorded.
+``samples(dtype)``
+    a list of ``Sample(args, attrs)`` of NumPy arrays for tests.
+``error_samples()``
+    a list of ``(args, attrs, exception class)`` the op must reject.
+``torch``
+    optional ``torch_fn(torch, *tensors, **attrs)``: PyTorch's version for oracles.
+"""
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple, Optional
+
+KINDS = ("basic", "workspace", "dynamic", "view")
+
+
+class TensorSpec(NamedTuple):
+    """Shape and dtype of a tensor, no data (``None`` sizes: data-dependent)."""
+    shape: tuple
+    dtype: Any
+
+
+class Sample(NamedTuple):
+    args: tuple
+    attrs: dict = {}
+    grad: bool = True  # False: forward-only sample (non-smooth point, int inputs...)
+
+
+@dataclass(eq=False)
+class OpDef:
+    name: str
+    kernel: Callable
+    infer: Callable
+    args: tuple = ("x",)
+    kind: str = "basic"
+    vjp: Optional[Callable] = None
+    saves: tuple = ()
+    jvp: Optional[Callable] = None
+    expr: Optional[str] = None
+    workspace: Optional[Callable] = None
+    broadcasting: bool = False
+    promote: str = "none"
+    differentiable: bool = True
+    nout: int = 1
+    samples: Optional[Callable] = None
+    error_samples: Optional[Callable] = None
+    torch: Optional[Callable] = None
+    reference: Optional[Callable] = None
+    doc: str = ""
+    # filled by register(): positions of saved inputs, whether "out" is saved
+    save_idx: tuple = field(default=(), repr=False)
+    save_out: bool = field(default=False, repr=False)
+
+    def __repr__(self):
+        return f"OpDef({self.name!r}, kind={self.kind!r})"
+
+    # the compute API lives in compute.py; bound here for op.infer(...) style use
+    def compute(self, *arrays, out=None, workspace=None, **attrs):
+        from .compute import compute
+        return compute(self, *arrays, out=out, workspace=workspace, **attrs)
+
+    def workspace_bytes(self, *specs, **attrs):
+        from .compute import workspace_bytes
+        return workspace_bytes(self, *specs, **attrs)
+
+
+def validate(op):
+    """Reject a malformed declaration at import, naming the op."""
+    if op.kind not in KINDS:
+        raise ValueError(f"register {op.name}: kind {op.kind!r} is not one of {KINDS}")
+    if op.kind == "workspace" and op.workspace is None:
+        raise ValueError(f"register {op.name}: a workspace op needs a workspace rule")
+    if op.differentiable and op.vjp is None:
+        raise ValueError(f"register {op.name}: a differentiable op needs a vjp")
+    if op.samples is None:
+        raise ValueError(f"register {op.name}: every op needs samples for its tests")
+    for s in op.saves:
+        if s != "out" and s not in op.args:
+            raise ValueError(f"register {op.name}: saves {s!r} is neither an input "
+                             f"({', '.join(op.args)}) nor 'out'")
+    if op.promote not in ("same", "float", "none"):
+        raise ValueError(f"register {op.name}: promote must be same/float/none")
+    op.save_idx = tuple(i for i, a in enumerate(op.args) if a in op.saves)
+    op.save_out = "out" in op.saves

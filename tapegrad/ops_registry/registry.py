@@ -1,0 +1,54 @@
+"""The name -> OpDef table: ``register``, ``get``, ``list_ops``."""
+from .opdef import OpDef, validate
+
+_OPS = {}
+
+
+def register(op=None, **fields):
+    """Validate and add an OpDef (or build one from keyword fields); returns it."""
+    if op is None:
+        op = OpDef(**fields)
+    validate(op)
+    if op.name in _OPS and _OPS[op.name] is not op:
+        raise ValueError(f"register {op.name}: an op of that name already exists")
+    if op.broadcasting and op.vjp is not None and not getattr(op.vjp, "_sums_to", False):
+        op.vjp = _sum_to_wrapped(op.vjp)
+    _OPS[op.name] = op
+    return op
+
+
+def _sum_to_wrapped(vjp):
+    def wrapped(ctx, g):
+        grads = vjp(ctx, g)
+        shapes = ctx.shapes
+        out = []
+        for gi, shape in zip(grads, shapes):
+            if gi is not None and shape is not None and gi.shape != shape:
+                gi = ctx.m.sum_to(gi, shape)
+            out.append(gi)
+        return out
+    wrapped._sums_to = True
+    wrapped.__wrapped__ = vjp
+    return wrapped
+
+
+def get(name):
+    """The OpDef called ``name``; KeyError listing near names if absent."""
+    try:
+        return _OPS[name]
+    except KeyError:
+        import difflib
+        near = difflib.get_close_matches(name, _OPS, n=3)
+        raise KeyError(f"no op named {name!r}" + (f"; did you mean {near}?" if near else "")) from None
+
+
+def list_ops(kind=None):
+    """All registered OpDefs (optionally of one kind), in registration order."""
+    if kind is not None and kind not in ("basic", "workspace", "dynamic", "view"):
+        raise ValueError(f"list_ops: unknown kind {kind!r}")
+    return [op for op in _OPS.values() if kind is None or op.kind == kind]
+
+
+def unregister(name):
+    """Remove an op (tests and custom-op redefinition)."""
+    _OPS.pop(name, None)

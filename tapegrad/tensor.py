@@ -1,0 +1,596 @@
+"""The Tensor, and ``bind``: the one funnel every op call goes through."""
+import traceback
+
+import numpy as np
+
+from . import dtypes as _dt
+from . import devices as _devices
+from . import tape as _tape
+from .tape import Node, state as _state
+from ._util import fmt_spec
+
+__all__ = ["Tensor", "bind", "wrap", "apply_inplace"]
+
+_SCALARS = (int, float, bool)
+
+
+class Tensor:
+    """An n-dimensional array (NumPy on CPU, CuPy on CUDA) that records its history.
+
+    Create tensors with ``tg.tensor``, ``tg.zeros`` and friends. Operations on
+    tensors that require grad are recorded, and ``backward()`` fills ``.grad``:
+
+    >>> import tapegrad as tg
+    >>> x = tg.tensor([1.0, 2.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    tensor([2., 4.])
+    """
+    __slots__ = ("_data", "requires_grad", "grad", "_node", "_idx", "_version", "_base",
+                 "_hooks", "_tapes", "__weakref__")
+    __array_priority__ = 1000  # NumPy defers to our reflected operators
+
+    def __init__(self, data, requires_grad=False):
+        self._data = data
+        self.requires_grad = requires_grad
+        self.grad = None
+        self._node = None
+        self._idx = 0
+        self._version = [0]
+        self._base = None
+        self._hooks = None
+        self._tapes = None
+        if requires_grad and data.dtype.kind != "f":
+            raise RuntimeError(f"only Tensors of floating point dtype can require "
+                               f"gradients, got {_dt.from_np(data.dtype)}")
+
+    # ---- metadata
+    @property
+    def shape(self):
+        return self._data.shape
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    @property
+    def dtype(self):
+        return _dt.from_np(self._data.dtype)
+
+    @property
+    def device(self):
+        return _devices.device_of(self._data)
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def is_leaf(self):
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    @property
+    def data(self):
+        """The same buffer, detached from the record (as ``torch.Tensor.data``)."""
+        return Tensor(self._data)
+
+    @data.setter
+    def data(self, value):
+        self._data = value._data if isinstance(value, Tensor) else value
+
+    @property
+    def _version_number(self):
+        return self._version[0]
+
+    def dim(self):
+        return self._data.ndim
+
+    def size(self, dim=None):
+        if dim is None:
+            return self._data.shape
+        from ._util import normalize_dim
+        return self._data.shape[normalize_dim("size", dim, self._data.ndim)]
+
+    def numel(self):
+        return int(self._data.size)
+
+    def element_size(self):
+        return self._data.dtype.itemsize
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    # ---- conversion to Python / NumPy
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"item: a Tensor with {self._data.size} elements cannot be "
+                               f"converted to a Python scalar (shape {self.shape})")
+        return self._data.item() if isinstance(self._data, np.ndarray) else self._data.get().item()
+
+    def tolist(self):
+        return self._host().tolist()
+
+    def numpy(self, *, force=False):
+        if self.device.type != "cpu":
+            if force:
+                return self._data.get()
+            raise TypeError(f"numpy: the tensor is on {self.device}; call .cpu() first")
+        if self.requires_grad and not force:
+            raise RuntimeError("numpy: can't call numpy() on a Tensor that requires grad; "
+                               "use tensor.detach().numpy() instead")
+        return self._data
+
+    def _host(self):
+        return self._data if isinstance(self._data, np.ndarray) else self._data.get()
+
+    def __array__(self, dtype=None, copy=None):
+        if self.device.type != "cpu":
+            raise TypeError(f"__array__: the tensor is on {self.device}; call .cpu() first")
+        a = self._data
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        if copy:
+            return a.copy()
+        return a
+
+    # ---- DLPack
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from .devices import dlpack
+        return dlpack.export(self._data, read_only=self.requires_grad, stream=stream,
+                             max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    # ---- Python protocols
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"bool: the truth value of a Tensor with {self._data.size} "
+                               f"elements is ambiguous")
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self._one("float"))
+
+    def __int__(self):
+        return int(self._one("int"))
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub":
+            raise TypeError(f"only integer tensors of a single element can be converted "
+                            f"to an index, got {self.dtype}")
+        return int(self._one("index"))
+
+    def _one(self, what):
+        if self._data.size != 1:
+            raise RuntimeError(f"{what}: only one-element tensors can be converted to Python "
+                               f"scalars, got shape {self.shape}")
+        return self.item()
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        return _format(self)
+
+    # ---- autograd fields
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self._data.dtype.kind != "f":
+            raise RuntimeError(f"requires_grad_: only Tensors of floating point dtype can "
+                               f"require gradients, got {self.dtype}")
+        if not requires_grad and self._node is not None:
+            raise RuntimeError("requires_grad_: you can only change requires_grad flags of "
+                               "leaf variables; use detach() for a non-leaf")
+        self.requires_grad = requires_grad
+        return self
+
+    def detach(self):
+        t = Tensor(self._data)
+        t._version = self._version
+        t._base = self._base if self._base is not None else self
+        return t
+
+    def detach_(self):
+        self._node = None
+        self.requires_grad = False
+        return self
+
+    def retain_grad(self):
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad: can't retain_grad on a Tensor that has "
+                               "requires_grad=False")
+        if self._node is not None:
+            self._node.retain_output(self._idx, self)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a non-None
+        return value replaces the gradient. Returns a handle with ``remove()``."""
+        if not self.requires_grad:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that "
+                               "doesn't require gradient")
+        if self._node is not None:
+            self._node.register_hook(self._idx, hook)
+            fns = self._node.hooks[self._idx]
+        else:
+            if self._hooks is None:
+                self._hooks = []
+            self._hooks.append(hook)
+            fns = self._hooks
+        return _HookHandle(fns, hook)
+
+    @property
+    def _is_view(self):
+        return self._base is not None
+
+    def _check_writable(self, op):
+        if isinstance(self._data, np.ndarray) and not self._data.flags.writeable:
+            raise RuntimeError(f"{op}: this tensor is read-only (it shares memory with a "
+                               f"read-only buffer, e.g. an import through DLPack or an "
+                               f"expanded view); clone() it before writing")
+
+
+class _HookHandle:
+    __slots__ = ("fns", "fn")
+
+    def __init__(self, fns, fn):
+        self.fns, self.fn = fns, fn
+
+    def remove(self):
+        if self.fn in self.fns:
+            self.fns.remove(self.fn)
+
+
+def wrap(array, node=None, idx=0, version=None):
+    """A Tensor around a raw array; with ``node`` it is that node's output ``idx``."""
+    t = Tensor.__new__(Tensor)
+    if type(array) is not np.ndarray and isinstance(array, np.generic):
+        array = np.asarray(array)
+    t._data = array
+    t.grad = None
+    t._idx = idx
+    t._base = None
+    t._hooks = None
+    t._tapes = None
+    t._version = version if version is not None else [0]
+    if node is not None:
+        t._node = node
+        t.requires_grad = True
+    else:
+        t._node = None
+        t.requires_grad = False
+    return t
+
+
+_tape.install_tensor(Tensor, wrap)
+
+
+# ------------------------------------------------------------------ the funnel
+def _promote(op, arrays):
+    dts = []
+    scalars = []
+    for a in arrays:
+        if a is None:
+            continue
+        if type(a) in _SCALARS:
+            scalars.append(a)
+        else:
+            dts.append(a.dtype)
+    if not dts:
+        return arrays
+    target = dts[0]
+    for d in dts[1:]:
+        if d is not target and d != target:
+            target = _dt.result_type(*dts)
+            break
+    if scalars:
+        target = _dt.promote_with_scalars(target, scalars)
+    if op.promote == "float" and target.kind != "f":
+        target = _dt.default_float_np()
+    out = []
+    for a in arrays:
+        if a is not None and type(a) not in _SCALARS and a.dtype != target:
+            a = a.astype(target)
+        out.append(a)
+    return out
+
+
+def _coerce(op, i, a):
+    """A non-Tensor argument: a weak scalar, None, or a raw array constant."""
+    if a is None or type(a) in _SCALARS:
+        return a
+    if isinstance(a, np.generic):
+        return a.item()
+    if isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy"):
+        return a
+    name = op.args[i] if i < len(op.args) else f"#{i}"
+    raise TypeError(f"{op.name}: argument '{name}' must be a Tensor or a number, "
+                    f"not {type(a).__name__}")
+
+
+def _explain(op, arrays, attrs, err):
+    """Turn a kernel failure into the op's own error, via its shape rule."""
+    from .ops_registry.opdef import TensorSpec
+    specs = [a if a is None or type(a) in _SCALARS else TensorSpec(tuple(a.shape), a.dtype)
+             for a in arrays]
+    try:
+        op.infer(*specs, **attrs)
+    except (ValueError, TypeError, IndexError, RuntimeError) as e:
+        e.__cause__ = None
+        e.__suppress_context__ = True
+        return e
+    shown = ", ".join(fmt_spec(a) for a in arrays if a is not None and type(a) not in _SCALARS)
+    return RuntimeError(f"{op.name}: failed on inputs [{shown}]: {type(err).__name__}: {err}")
+
+
+def _run_kernel(op, arrays, attrs):
+    kw = attrs
+    if op.kind == "workspace":
+        from .ops_registry.opdef import TensorSpec
+        specs = [a if a is None or type(a) in _SCALARS else TensorSpec(tuple(a.shape), a.dtype)
+                 for a in arrays]
+        nbytes = op.workspace(*specs, **attrs)
+        kw = dict(attrs, workspace=_workspace(arrays, nbytes))
+    elif op.kind == "dynamic":
+        xp = _devices.xp_of(next(a for a in arrays if a is not None and type(a) not in _SCALARS))
+        kw = dict(attrs, alloc=lambda shape, dtype: xp.empty(shape, dtype=dtype))
+    try:
+        return op.kernel(*arrays, **kw)
+    except (ValueError, TypeError, IndexError, RuntimeError, ZeroDivisionError,
+            OverflowError, np.linalg.LinAlgError, AttributeError) as e:
+        raise _explain(op, arrays, attrs, e) from None
+
+
+_ws_cache = {}
+
+
+def _workspace(arrays, nbytes):
+    """Scratch for workspace ops: one growing buffer per device, reused."""
+    first = next(a for a in arrays if a is not None and type(a) not in _SCALARS)
+    xp = _devices.xp_of(first)
+    key = (_devices.device_of(first), id(_state))
+    buf = _ws_cache.get(key)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _ws_cache[key] = xp.empty(max(int(nbytes), 1), dtype=np.uint8)
+    return buf[:int(nbytes)]
+
+
+def bind(op, *args, **attrs):
+    """Run ``op`` on Tensors (or raw arrays, or scalars) and record it when needed.
+
+    Unwraps Tensors, checks devices, promotes dtypes per ``op.promote``, runs the
+    kernel (its shape rule explains any failure), wraps the outputs, and, when grad
+    mode is on and an input requires grad (or is watched by an active Tape), records
+    a Node that saves exactly ``op.saves``. With no Tensor among the arguments the
+    kernel's raw result is returned, which is how vjps run fast on plain arrays.
+    """
+    arrays = list(args)
+    tensor_seen = False
+    rg = False
+    n_arr = 0
+    first_type = None
+    mixed = False
+    for i, a in enumerate(args):
+        if type(a) is Tensor:
+            d = a._data
+            arrays[i] = d
+            tensor_seen = True
+            if a.requires_grad:
+                rg = True
+        elif a is None or type(a) in _SCALARS:
+            continue
+        else:
+            d = arrays[i] = _coerce(op, i, a)
+            if d is None or type(d) in _SCALARS:
+                continue
+        n_arr += 1
+        t = type(d)
+        if first_type is None:
+            first_type = t
+        elif t is not first_type:
+            mixed = True
+    if mixed:
+        _devices.check_same(op.name, [_devices.device_of(a) for a in arrays
+                                      if a is not None and type(a) not in _SCALARS])
+    if op.promote != "none" and n_arr:
+        arrays = _promote(op, arrays)
+    out = _run_kernel(op, arrays, attrs)
+    if not tensor_seen:
+        if type(out) is np.ndarray:
+            return out
+        if type(out) is tuple:
+            return tuple(_asarray(o) for o in out)
+        return _asarray(out)
+    tapes = _state.tapes
+    record = rg and op.differentiable and _state.grad_enabled
+    if tapes and op.differentiable and _state.grad_enabled and not record:
+        record = any(type(a) is Tensor and a._tapes for a in args)
+    if op.nout == 1:
+        if type(out) is not np.ndarray:
+            out = _asarray(out)
+        res = wrap(out)
+        if op.kind == "view":
+            _make_view(res, args[0])
+        if record and out.dtype.kind == "f":
+            _record(op, args, attrs, out, (res,), rg, tapes)
+        elif _state.anomaly:
+            _check_forward(op, (res,))
+        return res
+    res = tuple(wrap(o if type(o) is np.ndarray else _asarray(o)) for o in out)
+    if record and any(o._data.dtype.kind == "f" for o in res):
+        _record(op, args, attrs, tuple(o._data for o in res), res, rg, tapes)
+    return res
+
+
+def _asarray(o):
+    if isinstance(o, np.generic) or isinstance(o, (int, float, bool)):
+        return np.asarray(o)
+    return o
+
+
+def _make_view(res, base):
+    if type(base) is Tensor and (res._data.base is not None or res._data is base._data):
+        res._version = base._version
+        res._base = base._base if base._base is not None else base
+
+
+def _record(op, args, attrs, out_arrays, outs, rg, tapes):
+    edges = []
+    shapes = []
+    dtypes = []
+    for a in args:
+        if type(a) is Tensor:
+            shapes.append(a._data.shape)
+            dtypes.append(a._data.dtype)
+            if a.requires_grad or (tapes and a._tapes):
+                edges.append((a._node, a._idx) if a._node is not None else a)
+            else:
+                edges.append(None)
+        else:
+            shapes.append(None if a is None or type(a) in _SCALARS else a.shape)
+            dtypes.append(None if a is None or type(a) in _SCALARS else a.dtype)
+            edges.append(None)
+    node = Node(op, attrs, tuple(edges), tuple(shapes), tuple(dtypes))
+    if op.save_idx:
+        saved = [None] * len(args)
+        versions = [None] * len(args)
+        for i in op.save_idx:
+            a = args[i]
+            saved[i] = a
+            if type(a) is Tensor:
+                versions[i] = (a._version, a._version[0])
+        node.saved = saved
+        node.versions = versions
+    if op.save_out:
+        node.out = out_arrays
+        node.out_version = (outs[0]._version, outs[0]._version[0])
+    if tapes:
+        node.tapes = _tapes_of(args, rg, tapes)
+    for k, o in enumerate(outs):
+        if o._data.dtype.kind == "f":
+            o._node = node
+            o._idx = k
+            o.requires_grad = rg
+            o._tapes = node.tapes
+    if _state.anomaly:
+        node.where = _user_frame()
+        _check_forward(op, outs, node.where)
+
+
+def _tapes_of(args, rg, tapes):
+    active = {id(t) for t in tapes}
+    found = set()
+    for a in args:
+        if type(a) is Tensor and a._tapes:
+            found |= a._tapes & active
+    if rg:
+        found |= active
+    return frozenset(found) if found else None
+
+
+def _user_frame():
+    import os
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    for fr in reversed(traceback.extract_stack()[:-1]):
+        if not os.path.abspath(fr.filename).startswith(pkg):
+            return f"{fr.filename}:{fr.lineno} ({fr.line})"
+    return None
+
+
+def _check_forward(op, outs, where=None):
+    for o in outs:
+        _tape._check_finite(op.name, where or _user_frame(), o._data, "forward")
+
+
+# ------------------------------------------------------------------ in place
+def apply_inplace(op, t, *args, **attrs):
+    """``t <- op(t, *args)`` in t's own buffer, PyTorch rules.
+
+    A leaf that requires grad refuses (in grad mode); read-only buffers refuse; the
+    version counter (shared with views) is bumped so stale saved values are caught.
+    When recorded, the op sees a snapshot of t's old value, and t takes the new node.
+    """
+    if type(t) is not Tensor:
+        raise TypeError(f"{op.name}_: expected a Tensor, got {type(t).__name__}")
+    t._check_writable(op.name + "_")
+    grad_on = _state.grad_enabled
+    if grad_on and t.requires_grad and t._node is None:
+        raise RuntimeError(f"{op.name}_: a leaf Variable that requires grad is being used "
+                           f"in an in-place operation")
+    record = grad_on and (t.requires_grad or any(type(a) is Tensor and a.requires_grad
+                                                 for a in args))
+    if record:
+        if 0 in op.save_idx:
+            old = wrap(t._data.copy(), t._node, t._idx) if t._node is not None else Tensor(t._data.copy())
+        else:
+            old = wrap(t._data, t._node, t._idx) if t._node is not None else Tensor(t._data)
+        old.requires_grad = t.requires_grad
+        res = bind(op, old, *args, **attrs)
+    else:
+        prev = _state.grad_enabled
+        _state.grad_enabled = False
+        try:
+            res = bind(op, t, *args, **attrs)
+        finally:
+            _state.grad_enabled = prev
+    new = res._data
+    if new.dtype != t._data.dtype and not np.can_cast(new.dtype, t._data.dtype, "same_kind"):
+        raise RuntimeError(f"{op.name}_: result type {_dt.from_np(new.dtype)} can't be cast "
+                           f"to the desired output type {t.dtype}")
+    if new.shape != t._data.shape:
+        raise RuntimeError(f"{op.name}_: output with shape {t.shape} doesn't match the "
+                           f"broadcast shape {tuple(new.shape)}")
+    t._data[...] = new
+    t._version[0] += 1
+    if record:
+        t._node = res._node
+        t._idx = res._idx
+        t.requires_grad = True
+    return t
+
+
+# ------------------------------------------------------------------ repr
+def _format(t):
+    data = t._host()
+    dt = t.dtype
+    if data.dtype.kind == "f":
+        finite = data[np.isfinite(data)]
+        ints = finite.size == 0 or bool(np.all(finite == np.round(finite)))
+        big = finite.size and (np.abs(finite).max() >= 1e8 or
+                               (np.abs(finite[finite != 0]).min() < 1e-4 if np.any(finite != 0) else False))
+        if big:
+            fmt = {"float_kind": lambda v: f"{v:.4e}"}
+        elif ints:
+            fmt = {"float_kind": lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)}
+        else:
+            fmt = {"float_kind": lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)}
+        body = np.array2string(data, separator=", ", formatter=fmt, prefix="tensor(",
+                               threshold=1000, edgeitems=3)
+    elif data.dtype.kind == "b":
+        body = np.array2string(data, separator=", ", prefix="tensor(",
+                               formatter={"bool": lambda v: "True" if v else "False"})
+    else:
+        body = np.array2string(data, separator=", ", prefix="tensor(", threshold=1000)
+    extras = []
+    if t.device.type != "cpu":
+        extras.append(f"device='{t.device}'")
+    if dt not in (_dt.get_default_dtype(), _dt.int64, _dt.bool) or (data.size == 0 and dt != _dt.get_default_dtype()):
+        extras.append(f"dtype={dt}")
+    if t._node is not None:
+        extras.append(f"grad_fn=<{_tape._backward_name(t._node.op.name)}0>")
+    elif t.requires_grad:
+        extras.append("requires_grad=True")
+    return "tensor(" + body + "".join(", " + e for e in extras) + ")"
