@@ -9,7 +9,8 @@ from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
-from . import elementwise, reduce, shape, indexing, linalg, creation, nn  # noqa: F401
+from .activations import *  # noqa: F401,F403
+from . import elementwise, reduce, shape, indexing, linalg, creation, nn, activations  # noqa: F401
 
 
 def _public(mod):

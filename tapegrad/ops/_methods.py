@@ -166,8 +166,13 @@ _SAME_NAME = [
 
 
 def install(extra=()):
-    """Put the operator/method table onto Tensor (once, from tapegrad/__init__)."""
-    for mod, names in _SAME_NAME + list(extra):
+    """Put the operator/method table onto Tensor (once, from tapegrad/__init__).
+
+    Each family module may also list more method names in a ``METHODS`` string.
+    """
+    from . import activations
+    fams = [(m, getattr(m, "METHODS", "")) for m in (E, R, S, I, L, C, N, activations)]
+    for mod, names in _SAME_NAME + fams + list(extra):
         for name in names.split():
             fn = getattr(mod, name, None)
             if fn is not None:
