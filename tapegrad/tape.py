@@ -8,6 +8,7 @@ counting alone. The walker visits nodes reachable from the roots in decreasing
 sequence order (a heap), which is a topological order. It knows no op by name.
 """
 import heapq
+from heapq import heappush, heappop
 import itertools
 import threading
 import weakref
@@ -46,15 +47,16 @@ def is_grad_enabled():
 class Node:
     """One recorded op call (the ``grad_fn`` of its outputs)."""
     __slots__ = ("op", "attrs", "edges", "saved", "versions", "out", "out_version",
-                 "shapes", "dtypes", "seq", "hooks", "retain", "tapes", "freed",
+                 "shapes", "dtypes", "needs", "seq", "hooks", "retain", "tapes", "freed",
                  "where", "__weakref__")
 
-    def __init__(self, op, attrs, edges, shapes, dtypes):
+    def __init__(self, op, attrs, edges, shapes, dtypes, needs):
         self.op = op
         self.attrs = attrs
         self.edges = edges
         self.shapes = shapes
         self.dtypes = dtypes
+        self.needs = needs
         self.saved = None
         self.versions = None
         self.out = None
@@ -286,7 +288,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         needed = _needed_nodes([n for _, n in heap], input_keys, tape_id)
 
     while heap:
-        _, node = heapq.heappop(heap)
+        _, node = heappop(heap)
         gs = grads.pop(node)
         if node.hooks:
             for idx, fns in node.hooks.items():
@@ -308,45 +310,47 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         if tape_id is not None and not (node.tapes and tape_id in node.tapes):
             continue
         edges = node.edges
+        op = node.op
         if needed is not None:
             needs = tuple(e is not None and (
                 (type(e) is tuple and (needed.get(e[0]) or (id(e[0]), e[1]) in input_keys))
                 or (type(e) is not tuple and id(e) in input_keys)) for e in edges)
         else:
-            needs = tuple(e is not None for e in edges)
+            needs = node.needs
         ctx = _make_ctx(node, traced, needs)
-        if node.op.nout == 1:
-            g = gs[0]
-        else:
-            g = tuple(gs)
-        in_grads = node.op.vjp(ctx, g)
+        in_grads = op.vjp(ctx, gs[0] if op.nout == 1 else tuple(gs))
         if not retain_graph:
             node.release()
         if len(in_grads) != len(edges):
-            raise RuntimeError(f"{node.op.name}: vjp returned {len(in_grads)} gradients "
+            raise RuntimeError(f"{op.name}: vjp returned {len(in_grads)} gradients "
                                f"for {len(edges)} inputs")
+        shapes = node.shapes
+        dtypes = node.dtypes
         for i, e in enumerate(edges):
             gi = in_grads[i]
             if gi is None or not needs[i]:
                 continue
-            shape = node.shapes[i]
-            if tuple(gi.shape) != shape:
-                raise RuntimeError(f"{node.op.name}: gradient of input '{node.op.args[i]}' "
-                                   f"has shape {tuple(gi.shape)}, expected {shape}")
-            dt = node.dtypes[i]
+            shape = shapes[i]
+            if gi.shape != shape:
+                if op.broadcasting:
+                    gi = ctx.m.sum_to(gi, shape)
+                else:
+                    raise RuntimeError(f"{op.name}: gradient of input '{op.args[i]}' has "
+                                       f"shape {tuple(gi.shape)}, expected {shape}")
+            dt = dtypes[i]
             if traced:
                 if gi._data.dtype != dt:
                     gi = gi.to(dt)
-            elif gi.dtype != dt:
+            elif gi.dtype is not dt and gi.dtype != dt:
                 gi = gi.astype(dt)
             if anomaly:
-                _check_finite(node.op.name, node.where, gi, "backward")
+                _check_finite(op.name, node.where, gi, "backward")
             if type(e) is tuple:
                 pn, idx = e
                 slot = grads.get(pn)
                 if slot is None:
                     slot = grads[pn] = [None] * pn.op.nout
-                    heapq.heappush(heap, (-pn.seq, pn))
+                    heappush(heap, (-pn.seq, pn))
                 slot[idx] = gi if slot[idx] is None else slot[idx] + gi
             else:
                 deliver(e, gi)

@@ -12,6 +12,7 @@ from ._util import fmt_spec
 __all__ = ["Tensor", "bind", "wrap", "apply_inplace"]
 
 _SCALARS = (int, float, bool)
+_NDARRAY = np.ndarray
 
 
 class Tensor:
@@ -29,6 +30,10 @@ class Tensor:
     __slots__ = ("_data", "requires_grad", "grad", "_node", "_idx", "_version", "_base",
                  "_hooks", "_tapes", "__weakref__")
     __array_priority__ = 1000  # NumPy defers to our reflected operators
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        _register_subclass(cls)
 
     def __init__(self, data, requires_grad=False):
         self._data = data
@@ -277,9 +282,38 @@ def wrap(array, node=None, idx=0, version=None):
 
 _tape.install_tensor(Tensor, wrap)
 
+# Tensor and its subclasses (nn.Parameter): bind checks ``type(a) in _TT`` (fast)
+_TT = {Tensor}
+
+
+def _register_subclass(cls):
+    _TT.add(cls)
+
 
 # ------------------------------------------------------------------ the funnel
 def _promote(op, arrays):
+    target = None
+    same = True
+    scalars = False
+    for a in arrays:
+        if a is None:
+            continue
+        if type(a) in _SCALARS:
+            scalars = True
+            continue
+        dt = a.dtype
+        if target is None:
+            target = dt
+        elif dt is not target and dt != target:
+            same = False
+    if same and not scalars and (op.promote != "float" or target.kind == "f"):
+        return arrays
+    if same and scalars and target.kind == "f":
+        return arrays
+    return _promote_slow(op, arrays)
+
+
+def _promote_slow(op, arrays):
     dts = []
     scalars = []
     for a in arrays:
@@ -289,13 +323,7 @@ def _promote(op, arrays):
             scalars.append(a)
         else:
             dts.append(a.dtype)
-    if not dts:
-        return arrays
-    target = dts[0]
-    for d in dts[1:]:
-        if d is not target and d != target:
-            target = _dt.result_type(*dts)
-            break
+    target = _dt.result_type(*dts)
     if scalars:
         target = _dt.promote_with_scalars(target, scalars)
     if op.promote == "float" and target.kind != "f":
@@ -377,47 +405,58 @@ def bind(op, *args, **attrs):
     a Node that saves exactly ``op.saves``. With no Tensor among the arguments the
     kernel's raw result is returned, which is how vjps run fast on plain arrays.
     """
-    arrays = list(args)
+    arrays = []
+    push = arrays.append
     tensor_seen = False
     rg = False
-    n_arr = 0
     first_type = None
     mixed = False
-    for i, a in enumerate(args):
-        if type(a) is Tensor:
+    for a in args:
+        tp = type(a)
+        if tp in _TT:
             d = a._data
-            arrays[i] = d
             tensor_seen = True
             if a.requires_grad:
                 rg = True
-        elif a is None or type(a) in _SCALARS:
+        elif tp is _NDARRAY:
+            d = a
+        elif a is None or tp in _SCALARS:
+            push(a)
             continue
         else:
-            d = arrays[i] = _coerce(op, i, a)
+            d = _coerce(op, len(arrays), a)
             if d is None or type(d) in _SCALARS:
+                push(d)
                 continue
-        n_arr += 1
-        t = type(d)
+        push(d)
+        tp = type(d)
         if first_type is None:
-            first_type = t
-        elif t is not first_type:
+            first_type = tp
+        elif tp is not first_type:
             mixed = True
     if mixed:
         _devices.check_same(op.name, [_devices.device_of(a) for a in arrays
                                       if a is not None and type(a) not in _SCALARS])
-    if op.promote != "none" and n_arr:
+    if op.promote != "none" and first_type is not None:
         arrays = _promote(op, arrays)
-    out = _run_kernel(op, arrays, attrs)
+    if op.kind in _PLAIN_KINDS:
+        try:
+            out = op.kernel(*arrays, **attrs)
+        except _KERNEL_ERRORS as e:
+            raise _explain(op, arrays, attrs, e) from None
+    else:
+        out = _run_kernel(op, arrays, attrs)
     if not tensor_seen:
         if type(out) is np.ndarray:
             return out
         if type(out) is tuple:
             return tuple(_asarray(o) for o in out)
         return _asarray(out)
-    tapes = _state.tapes
-    record = rg and op.differentiable and _state.grad_enabled
-    if tapes and op.differentiable and _state.grad_enabled and not record:
-        record = any(type(a) is Tensor and a._tapes for a in args)
+    st = _state
+    record = rg and st.grad_enabled and op.differentiable
+    tapes = st.tapes
+    if tapes and not record and op.differentiable and st.grad_enabled:
+        record = any(type(a) in _TT and a._tapes for a in args)
     if op.nout == 1:
         if type(out) is not np.ndarray:
             out = _asarray(out)
@@ -426,13 +465,18 @@ def bind(op, *args, **attrs):
             _make_view(res, args[0])
         if record and out.dtype.kind == "f":
             _record(op, args, attrs, out, (res,), rg, tapes)
-        elif _state.anomaly:
+        elif st.anomaly:
             _check_forward(op, (res,))
         return res
     res = tuple(wrap(o if type(o) is np.ndarray else _asarray(o)) for o in out)
     if record and any(o._data.dtype.kind == "f" for o in res):
         _record(op, args, attrs, tuple(o._data for o in res), res, rg, tapes)
     return res
+
+
+_PLAIN_KINDS = frozenset(("basic", "view"))
+_KERNEL_ERRORS = (ValueError, TypeError, IndexError, RuntimeError, ZeroDivisionError,
+                  OverflowError, np.linalg.LinAlgError, AttributeError)
 
 
 def _asarray(o):
@@ -442,7 +486,7 @@ def _asarray(o):
 
 
 def _make_view(res, base):
-    if type(base) is Tensor and (res._data.base is not None or res._data is base._data):
+    if type(base) in _TT and (res._data.base is not None or res._data is base._data):
         res._version = base._version
         res._base = base._base if base._base is not None else base
 
@@ -451,32 +495,39 @@ def _record(op, args, attrs, out_arrays, outs, rg, tapes):
     edges = []
     shapes = []
     dtypes = []
+    needs = []
     for a in args:
-        if type(a) is Tensor:
-            shapes.append(a._data.shape)
-            dtypes.append(a._data.dtype)
+        if type(a) in _TT:
+            d = a._data
+            shapes.append(d.shape)
+            dtypes.append(d.dtype)
             if a.requires_grad or (tapes and a._tapes):
-                edges.append((a._node, a._idx) if a._node is not None else a)
-            else:
-                edges.append(None)
+                node = a._node
+                edges.append((node, a._idx) if node is not None else a)
+                needs.append(True)
+                continue
         else:
-            shapes.append(None if a is None or type(a) in _SCALARS else a.shape)
-            dtypes.append(None if a is None or type(a) in _SCALARS else a.dtype)
-            edges.append(None)
-    node = Node(op, attrs, tuple(edges), tuple(shapes), tuple(dtypes))
+            has = a is not None and type(a) not in _SCALARS
+            shapes.append(a.shape if has else None)
+            dtypes.append(a.dtype if has else None)
+        edges.append(None)
+        needs.append(False)
+    node = Node(op, attrs, tuple(edges), tuple(shapes), tuple(dtypes), tuple(needs))
     if op.save_idx:
         saved = [None] * len(args)
         versions = [None] * len(args)
         for i in op.save_idx:
             a = args[i]
             saved[i] = a
-            if type(a) is Tensor:
-                versions[i] = (a._version, a._version[0])
+            if type(a) in _TT:
+                v = a._version
+                versions[i] = (v, v[0])
         node.saved = saved
         node.versions = versions
     if op.save_out:
         node.out = out_arrays
-        node.out_version = (outs[0]._version, outs[0]._version[0])
+        v = outs[0]._version
+        node.out_version = (v, v[0])
     if tapes:
         node.tapes = _tapes_of(args, rg, tapes)
     for k, o in enumerate(outs):
@@ -494,7 +545,7 @@ def _tapes_of(args, rg, tapes):
     active = {id(t) for t in tapes}
     found = set()
     for a in args:
-        if type(a) is Tensor and a._tapes:
+        if type(a) in _TT and a._tapes:
             found |= a._tapes & active
     if rg:
         found |= active
@@ -523,14 +574,14 @@ def apply_inplace(op, t, *args, **attrs):
     version counter (shared with views) is bumped so stale saved values are caught.
     When recorded, the op sees a snapshot of t's old value, and t takes the new node.
     """
-    if type(t) is not Tensor:
+    if type(t) not in _TT:
         raise TypeError(f"{op.name}_: expected a Tensor, got {type(t).__name__}")
     t._check_writable(op.name + "_")
     grad_on = _state.grad_enabled
     if grad_on and t.requires_grad and t._node is None:
         raise RuntimeError(f"{op.name}_: a leaf Variable that requires grad is being used "
                            f"in an in-place operation")
-    record = grad_on and (t.requires_grad or any(type(a) is Tensor and a.requires_grad
+    record = grad_on and (t.requires_grad or any(type(a) in _TT and a.requires_grad
                                                  for a in args))
     if record:
         if 0 in op.save_idx:

@@ -11,13 +11,13 @@ def register(op=None, **fields):
     validate(op)
     if op.name in _OPS and _OPS[op.name] is not op:
         raise ValueError(f"register {op.name}: an op of that name already exists")
-    if op.broadcasting and op.vjp is not None and not getattr(op.vjp, "_sums_to", False):
-        op.vjp = _sum_to_wrapped(op.vjp)
     _OPS[op.name] = op
     return op
 
 
 def _sum_to_wrapped(vjp):
+    """A vjp that sums each gradient back to its input's shape (for callers of a
+    broadcasting op's vjp outside the walker; the walker does this itself)."""
     def wrapped(ctx, g):
         grads = vjp(ctx, g)
         shapes = ctx.shapes

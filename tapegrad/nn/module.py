@@ -1,0 +1,424 @@
+"""``Module``: the base class of layers, holding Parameters, buffers and submodules."""
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+import tapegrad as _tg
+from .parameter import Parameter, Buffer, is_parameter
+
+__all__ = ["Module"]
+
+_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Module:
+    """Base class for layers and models, as ``torch.nn.Module``.
+
+    Assigning a ``Parameter`` or a ``Module`` to an attribute registers it; calling
+    the module runs ``forward``:
+
+    >>> import tapegrad as tg
+    >>> class Net(tg.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.fc = tg.nn.Linear(4, 2)
+    ...     def forward(self, x):
+    ...         return self.fc(x).relu()
+    >>> [name for name, _ in Net().named_parameters()]
+    ['fc.weight', 'fc.bias']
+    """
+
+    training: bool
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = OrderedDict()
+        d["_buffers"] = OrderedDict()
+        d["_non_persistent_buffers"] = set()
+        d["_modules"] = OrderedDict()
+        d["_forward_hooks"] = OrderedDict()
+        d["_forward_pre_hooks"] = OrderedDict()
+
+    # ---------------------------------------------------------------- forward
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required "
+                                  f"\"forward\" function")
+
+    def __call__(self, *args, **kwargs):
+        if not self._forward_hooks and not self._forward_pre_hooks:
+            return self.forward(*args, **kwargs)
+        for hook in list(self._forward_pre_hooks.values()):
+            res = hook(self, args)
+            if res is not None:
+                args = res if isinstance(res, tuple) else (res,)
+        out = self.forward(*args, **kwargs)
+        for hook in list(self._forward_hooks.values()):
+            res = hook(self, args, out)
+            if res is not None:
+                out = res
+        return out
+
+    def register_forward_hook(self, hook):
+        return _Handle(self._forward_hooks, hook)
+
+    def register_forward_pre_hook(self, hook):
+        return _Handle(self._forward_pre_hooks, hook)
+
+    # ---------------------------------------------------------------- registration
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params = d.get("_parameters")
+        if is_parameter(value):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._forget(name)
+            params[name] = value
+        elif isinstance(value, Module):
+            if params is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._forget(name)
+            d["_modules"][name] = value
+        elif isinstance(value, Buffer):
+            self._forget(name)
+            self.register_buffer(name, value.data, value.persistent)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
+                                f"'{name}' (tg.nn.Parameter or None expected)")
+            params[name] = None
+        elif params is not None and name in d["_modules"]:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
+                                f"'{name}' (tg.nn.Module or None expected)")
+            d["_modules"][name] = None
+        elif params is not None and name in d["_buffers"]:
+            if value is not None and not isinstance(value, _tg.Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer "
+                                f"'{name}' (tg.Tensor or None expected)")
+            d["_buffers"][name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _forget(self, name):
+        d = self.__dict__
+        d.pop(name, None)
+        for key in ("_parameters", "_buffers", "_modules"):
+            d[key].pop(name, None)
+        d["_non_persistent_buffers"].discard(name)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for key in ("_parameters", "_buffers", "_modules"):
+            store = d.get(key)
+            if store is not None and name in store:
+                return store[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        d = self.__dict__
+        for key in ("_parameters", "_buffers", "_modules"):
+            if name in d[key]:
+                del d[key][name]
+                d["_non_persistent_buffers"].discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
+                      | set(self._modules))
+
+    def register_parameter(self, name, param):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_name(name, self)
+        if param is not None and not is_parameter(param):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (tg.nn.Parameter or None required)")
+        self._forget(name)
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_name(name, self)
+        if tensor is not None and not isinstance(tensor, _tg.Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
+                            f"'{name}' (tg.Tensor or None required)")
+        self._forget(name)
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent_buffers.add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        _check_name(name, self)
+        self._forget(name)
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target):
+        mod = self
+        for item in target.split(".") if target else ():
+            if item not in mod._modules:
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
+            mod = mod._modules[item]
+        return mod
+
+    # ---------------------------------------------------------------- traversal
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, mod in self._modules.items():
+            if mod is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from mod.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, mod in self._modules.items():
+            if mod is not None and id(mod) not in seen:
+                seen.add(id(mod))
+                yield name, mod
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, key, prefix, recurse, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mod_prefix, mod in mods:
+            for name, v in mod.__dict__[key].items():
+                if v is None or (remove_duplicate and id(v) in seen):
+                    continue
+                seen.add(id(v))
+                yield mod_prefix + ("." if mod_prefix else "") + name, v
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # ---------------------------------------------------------------- modes and grads
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        for m in self.modules():
+            m.__dict__["training"] = mode
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad._data[...] = 0
+                p.grad._version[0] += 1
+
+    # ---------------------------------------------------------------- device / dtype
+    def to(self, *args, **kwargs):
+        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``: moves and casts the
+        parameters and buffers in place (casts floating point ones only)."""
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, _tg.DType):
+                dtype = a
+            elif isinstance(a, _tg.Tensor):
+                device, dtype = a.device, a.dtype
+            else:
+                device = a
+        device = _tg.device(device) if device is not None else None
+
+        def convert(t):
+            if t is None:
+                return
+            new = t
+            if dtype is not None and t.is_floating_point():
+                new = new.to(dtype)
+            if device is not None and new.device != device:
+                new = new.to(device)
+            if new is not t:
+                t._data = new._data
+                if t.grad is not None:
+                    t.grad = convert_grad(t.grad)
+
+        def convert_grad(g):
+            if dtype is not None:
+                g = g.to(dtype)
+            return g.to(device) if device is not None else g
+
+        for m in self.modules():
+            for t in list(m._parameters.values()) + list(m._buffers.values()):
+                convert(t)
+        return self
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+
+    def float(self):
+        return self.to(_tg.float32)
+
+    def double(self):
+        return self.to(_tg.float64)
+
+    def half(self):
+        return self.to(_tg.float16)
+
+    # ---------------------------------------------------------------- state dict
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """An ordered dict name -> tensor of parameters and persistent buffers.
+
+        The tensors share memory with the module's (detached unless ``keep_vars``)."""
+        if destination is None:
+            destination = OrderedDict()
+        for mod_prefix, mod in self.named_modules(prefix=prefix.rstrip(".")):
+            head = mod_prefix + "." if mod_prefix else ""
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    destination[head + name] = p if keep_vars else p.detach()
+            for name, b in mod._buffers.items():
+                if b is not None and name not in mod._non_persistent_buffers:
+                    destination[head + name] = b if keep_vars else b.detach()
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy ``state_dict``'s tensors into this module's parameters and buffers.
+
+        With ``strict`` (default) missing or unexpected keys raise ``RuntimeError``;
+        a shape mismatch always does. Returns ``(missing_keys, unexpected_keys)``."""
+        if not hasattr(state_dict, "items"):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        if strict:
+            if unexpected:
+                errors.append("Unexpected key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.append("Missing key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in missing) + ". ")
+        pending = []
+        for key, dst in own.items():
+            if key not in state_dict:
+                continue
+            src = state_dict[key]
+            arr = src._data if isinstance(src, _tg.Tensor) else np.asarray(src)
+            if tuple(arr.shape) != tuple(dst.shape):
+                errors.append(f"size mismatch for {key}: copying a param with shape "
+                              f"{tuple(arr.shape)} from checkpoint, the shape in current "
+                              f"model is {tuple(dst.shape)}.")
+                continue
+            pending.append((dst, arr))
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(errors))
+        for dst, arr in pending:
+            _copy_into(dst, arr)
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ---------------------------------------------------------------- repr
+    def extra_repr(self):
+        return ""
+
+    def _get_name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines = extra.split("\n")
+        for name, mod in self._modules.items():
+            body = repr(mod).replace("\n", "\n  ")
+            lines.append(f"({name}): {body}")
+        main = self._get_name() + "("
+        if lines:
+            if len(lines) == 1 and not self._modules:
+                main += lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+    def __getstate__(self):
+        raise TypeError("tapegrad modules are not pickled; save model.state_dict() with "
+                        "tg.save instead")
+
+
+def _copy_into(dst, arr):
+    """Write ``arr`` into ``dst``'s buffer (dst's dtype and device), bumping its version."""
+    data = dst._data
+    if type(arr) is not type(data):
+        arr = _tg.tensor(arr).to(dst.device)._data if not isinstance(data, np.ndarray) \
+            else np.asarray(arr.get() if hasattr(arr, "get") else arr)
+    data[...] = arr.astype(data.dtype, copy=False)
+    dst._version[0] += 1
+
+
+def _check_name(name, module):
+    if not isinstance(name, str):
+        raise TypeError(f"attribute name should be a string, got {type(name).__name__}")
+    if "." in name or name == "":
+        raise KeyError(f"attribute name can't contain \".\" or be empty, got {name!r}")
+    if hasattr(type(module), name) and name not in module.__dict__:
+        raise KeyError(f"attribute '{name}' already exists")
+
+
+class _Handle:
+    _next = 0
+
+    def __init__(self, store, hook):
+        _Handle._next += 1
+        self.id = _Handle._next
+        self.store = store
+        store[self.id] = hook
+
+    def remove(self):
+        self.store.pop(self.id, None)
