@@ -46,9 +46,18 @@ def is_grad_enabled():
 
 class Node:
     """One recorded op call (the ``grad_fn`` of its outputs)."""
-    __slots__ = ("op", "attrs", "edges", "saved", "versions", "out", "out_version",
-                 "shapes", "dtypes", "needs", "seq", "hooks", "retain", "tapes", "freed",
-                 "where", "__weakref__")
+    __slots__ = ("op", "attrs", "edges", "shapes", "dtypes", "needs", "seq", "__dict__",
+                 "__weakref__")
+    # set only when used (the lazily created __dict__ holds them); these are defaults
+    saved = None        # list: the saved inputs (Tensors), None where not saved
+    versions = None     # list: (version holder, version at save) per saved input
+    out = None          # the saved output array(s)
+    out_version = None  # (holder, version) of the saved output
+    hooks = None        # {output index: [hook, ...]} of non-leaf tensors
+    retain = None       # {output index: weakref to tensor} for retain_grad
+    tapes = None        # frozenset of ids of the Tapes this was recorded on
+    freed = False       # saved values released by a backward without retain_graph
+    where = None        # user call site (anomaly mode)
 
     def __init__(self, op, attrs, edges, shapes, dtypes, needs):
         self.op = op
@@ -57,16 +66,7 @@ class Node:
         self.shapes = shapes
         self.dtypes = dtypes
         self.needs = needs
-        self.saved = None
-        self.versions = None
-        self.out = None
-        self.out_version = None
         self.seq = next_seq()
-        self.hooks = None
-        self.retain = None
-        self.tapes = None
-        self.freed = False
-        self.where = None
 
     def name(self):
         return self.op.name
@@ -124,27 +124,29 @@ _FREED_MSG = ("Trying to backward through the graph a second time (or to use sav
               "differentiate through the same recording again")
 
 
-def _make_ctx(node, traced, needs):
+def _make_ctx(node, traced, needs, ctx=None):
     if node.freed:
         raise RuntimeError(f"{node.op.name}: {_FREED_MSG}")
-    ctx = Ctx()
+    if ctx is None:
+        ctx = Ctx()
+        ctx.m = _namespace["m"]
     ctx.attrs = node.attrs
     ctx.shapes = node.shapes
     ctx.dtypes = node.dtypes
     ctx.needs_input_grad = needs
-    ctx.m = _namespace["m"]
     ctx.node = node
     saved = node.saved
     if saved is not None:
         versions = node.versions
-        wrap_tensor = _hooks["tensor_type"]
         vals = []
         for i, s in enumerate(saved):
-            if s is None or versions[i] is None:
-                vals.append(s if not traced or not hasattr(s, "shape") or isinstance(s, wrap_tensor)
-                            else _hooks["wrap"](s))
+            vr = versions[i]
+            if vr is None:
+                if traced and s is not None and hasattr(s, "shape") and not isinstance(s, _hooks["tensor_type"]):
+                    s = _hooks["wrap"](s)
+                vals.append(s)
                 continue
-            holder, v = versions[i]
+            holder, v = vr
             if holder[0] != v:
                 raise RuntimeError(
                     f"{node.op.name}: one of the variables needed for gradient computation "
@@ -252,6 +254,8 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         results = [None] * len(inputs)
     delivered = set()
     anomaly = state.anomaly
+    ctx0 = Ctx()  # reused for every node on the raw path
+    ctx0.m = _namespace["m"]
 
     def deliver(t, g):
         # a leaf (or a requested input) receives gradient g
@@ -317,7 +321,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
                 or (type(e) is not tuple and id(e) in input_keys)) for e in edges)
         else:
             needs = node.needs
-        ctx = _make_ctx(node, traced, needs)
+        ctx = _make_ctx(node, traced, needs, None if traced else ctx0)
         in_grads = op.vjp(ctx, gs[0] if op.nout == 1 else tuple(gs))
         if not retain_graph:
             node.release()

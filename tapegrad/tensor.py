@@ -27,8 +27,12 @@ class Tensor:
     >>> x.grad
     tensor([2., 4.])
     """
-    __slots__ = ("_data", "requires_grad", "grad", "_node", "_idx", "_version", "_base",
-                 "_hooks", "_tapes", "__weakref__")
+    __slots__ = ("_data", "requires_grad", "grad", "_node", "_idx", "_version",
+                 "__dict__", "__weakref__")
+    # rarely set fields live in the lazily created __dict__; these are the defaults
+    _base = None     # the tensor whose buffer a view shares
+    _hooks = None    # gradient hooks of a leaf
+    _tapes = None    # ids of explicit Tapes watching this tensor
     __array_priority__ = 1000  # NumPy defers to our reflected operators
 
     def __init_subclass__(cls, **kw):
@@ -42,9 +46,6 @@ class Tensor:
         self._node = None
         self._idx = 0
         self._version = [0]
-        self._base = None
-        self._hooks = None
-        self._tapes = None
         if requires_grad and data.dtype.kind != "f":
             raise RuntimeError(f"only Tensors of floating point dtype can require "
                                f"gradients, got {_dt.from_np(data.dtype)}")
@@ -267,9 +268,6 @@ def wrap(array, node=None, idx=0, version=None):
     t._data = array
     t.grad = None
     t._idx = idx
-    t._base = None
-    t._hooks = None
-    t._tapes = None
     t._version = version if version is not None else [0]
     if node is not None:
         t._node = node
@@ -350,7 +348,15 @@ def _coerce(op, i, a):
 
 
 def _explain(op, arrays, attrs, err):
-    """Turn a kernel failure into the op's own error, via its shape rule."""
+    """Turn a kernel failure into the op's own error, via its shape rule.
+
+    A kernel that raised its own clear error (message starting with the op's name)
+    keeps it: the shape rule cannot see data (index values, singular matrices).
+    """
+    if str(err).startswith(op.name + ":") or str(err).startswith(op.name + "_"):
+        err.__cause__ = None
+        err.__suppress_context__ = True
+        return err
     from .ops_registry.opdef import TensorSpec
     specs = [a if a is None or type(a) in _SCALARS else TensorSpec(tuple(a.shape), a.dtype)
              for a in arrays]
@@ -373,7 +379,7 @@ def _run_kernel(op, arrays, attrs):
         nbytes = op.workspace(*specs, **attrs)
         kw = dict(attrs, workspace=_workspace(arrays, nbytes))
     elif op.kind == "dynamic":
-        xp = _devices.xp_of(next(a for a in arrays if a is not None and type(a) not in _SCALARS))
+        xp = _devices.xp_of(next((a for a in arrays if a is not None and type(a) not in _SCALARS), 0))
         kw = dict(attrs, alloc=lambda shape, dtype: xp.empty(shape, dtype=dtype))
     try:
         return op.kernel(*arrays, **kw)
@@ -404,13 +410,87 @@ def bind(op, *args, **attrs):
     mode is on and an input requires grad (or is watched by an active Tape), records
     a Node that saves exactly ``op.saves``. With no Tensor among the arguments the
     kernel's raw result is returned, which is how vjps run fast on plain arrays.
+
+    The first branch is the common case of one or two CPU tensors (or a tensor and
+    a weak scalar) of one dtype, unrolled: it is most of the time of a training
+    step on small tensors. Everything else takes the general path.
     """
+    if op.fast and len(args) <= 2:
+        x = args[0]
+        if type(x) in _TT:
+            xd = x._data
+            if type(xd) is _NDARRAY:
+                if len(args) == 1:
+                    if op.promote != "float" or xd.dtype.kind == "f":
+                        return _fast(op, attrs, x, xd, None, None, xd.dtype)
+                else:
+                    y = args[1]
+                    ty = type(y)
+                    if ty in _TT:
+                        yd = y._data
+                        if type(yd) is _NDARRAY and yd.dtype is xd.dtype and (
+                                op.promote != "float" or xd.dtype.kind == "f"):
+                            return _fast(op, attrs, x, xd, y, yd, xd.dtype)
+                    elif (ty is float or ty is int) and xd.dtype.kind == "f":
+                        return _fast(op, attrs, x, xd, None, y, xd.dtype)
+    return _bind(op, args, attrs)
+
+
+def _fast(op, attrs, x, xd, y, yd, dt):
+    try:
+        out = op.kernel(xd, **attrs) if yd is None else op.kernel(xd, yd, **attrs)
+    except _KERNEL_ERRORS as e:
+        raise _explain(op, [xd] if yd is None else [xd, yd], attrs, e) from None
+    if type(out) is not _NDARRAY:
+        out = _asarray(out)
+    st = _state
+    rx = x.requires_grad
+    ry = y is not None and y.requires_grad
+    if not (rx or ry) or not st.grad_enabled or st.tapes or st.anomaly or out.dtype.kind != "f":
+        if st.tapes or st.anomaly:
+            return _bind(op, (x,) if yd is None else (x, y if y is not None else yd), attrs)
+        res = wrap(out)
+        if op.kind == "view":
+            _make_view(res, x)
+        return res
+    ex = ((x._node, x._idx) if x._node is not None else x) if rx else None
+    if yd is None:
+        node = Node(op, attrs, (ex,), (xd.shape,), (dt,), (rx,))
+    elif y is None:
+        node = Node(op, attrs, (ex, None), (xd.shape, None), (dt, None), (rx, False))
+    else:
+        ey = ((y._node, y._idx) if y._node is not None else y) if ry else None
+        node = Node(op, attrs, (ex, ey), (xd.shape, yd.shape), (dt, dt), (rx, ry))
+    si = op.save_idx
+    if si:
+        if yd is None:
+            node.saved = [x]
+            node.versions = [(x._version, x._version[0])]
+        else:
+            sy = y if y is not None else yd
+            sx = 0 in si
+            node.saved = [x if sx else None, sy if 1 in si else None]
+            node.versions = [(x._version, x._version[0]) if sx else None,
+                             (y._version, y._version[0]) if y is not None and 1 in si else None]
+    ver = [0]
+    if op.save_out:
+        node.out = out
+        node.out_version = (ver, 0)
+    res = wrap(out, node, 0, ver)
+    if op.kind == "view":
+        _make_view(res, x)
+    return res
+
+
+def _bind(op, args, attrs):
+    """The general path of ``bind``."""
     arrays = []
     push = arrays.append
     tensor_seen = False
     rg = False
     first_type = None
     mixed = False
+    generics = []
     for a in args:
         tp = type(a)
         if tp in _TT:
@@ -423,6 +503,11 @@ def bind(op, *args, **attrs):
         elif a is None or tp in _SCALARS:
             push(a)
             continue
+        elif isinstance(a, np.generic):
+            # a NumPy scalar (e.g. from 0-d array arithmetic in a raw vjp): a 0-d
+            # array on the raw path, a weak Python scalar next to Tensors
+            generics.append(len(arrays))
+            d = np.asarray(a)
         else:
             d = _coerce(op, len(arrays), a)
             if d is None or type(d) in _SCALARS:
@@ -434,6 +519,11 @@ def bind(op, *args, **attrs):
             first_type = tp
         elif tp is not first_type:
             mixed = True
+    if generics and tensor_seen:
+        for i in generics:
+            arrays[i] = arrays[i].item()
+        if all(a is None or type(a) in _SCALARS or type(a) is first_type for a in arrays):
+            mixed = False
     if mixed:
         _devices.check_same(op.name, [_devices.device_of(a) for a in arrays
                                       if a is not None and type(a) not in _SCALARS])
@@ -535,7 +625,8 @@ def _record(op, args, attrs, out_arrays, outs, rg, tapes):
             o._node = node
             o._idx = k
             o.requires_grad = rg
-            o._tapes = node.tapes
+            if tapes:
+                o._tapes = node.tapes
     if _state.anomaly:
         node.where = _user_frame()
         _check_forward(op, outs, node.where)

@@ -98,12 +98,15 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     diff_idx = [i for i, t in enumerate(inputs) if isinstance(t, tg.Tensor) and t.requires_grad]
 
     def vjp_fn(*args):
-        ins = args[:len(inputs)]
-        vs = args[len(inputs):]
-        os = [o for o in _flat_out(fn(*ins)) if o.requires_grad]
-        gs = tg.grad(os, [ins[i] for i in diff_idx], grad_outputs=list(vs), create_graph=True,
-                     allow_unused=True)
-        res = [g for g in gs if g is not None and g.requires_grad]
+        # gradcheck evaluates this under no_grad for finite differences; the inner
+        # gradient still needs a recording of fn
+        with tg.enable_grad():
+            ins = args[:len(inputs)]
+            vs = args[len(inputs):]
+            os = [o for o in _flat_out(fn(*ins)) if o.requires_grad]
+            gs = tg.grad(os, [ins[i] for i in diff_idx], grad_outputs=list(vs),
+                         create_graph=True, allow_unused=True)
+            res = [g for g in gs if g is not None and g.requires_grad]
         if not res:
             return tg.zeros(1, dtype=tg.float64)
         return tuple(res)

@@ -1,8 +1,9 @@
 """The Tensor's operators and methods, installed once from a table (``install``)."""
+import functools
 import numbers
 
 from .. import dtypes as _dt
-from ..tensor import Tensor, apply_inplace
+from ..tensor import Tensor, apply_inplace, bind
 from . import elementwise as E, reduce as R, shape as S, indexing as I, linalg as L
 from . import creation as C, nn as N
 
@@ -118,13 +119,21 @@ def _type_as(self, other):
     return C.cast(self, other.dtype)
 
 
+def _direct(op):
+    """``bind(op, self, *other)``: one Python frame for the hot operators."""
+    def method(self, *other):
+        return bind(op, self, *other)
+    method.__name__ = op.name
+    return method
+
+
 _TABLE = {
-    "__add__": E.add, "__radd__": _r(E.add), "__sub__": E.sub, "__rsub__": _r(E.sub),
-    "__mul__": E.mul, "__rmul__": _r(E.mul), "__truediv__": E.div, "__rtruediv__": _r(E.div),
+    "__add__": _direct(E.ADD), "__radd__": _r(E.add), "__sub__": _direct(E.SUB), "__rsub__": _r(E.sub),
+    "__mul__": _direct(E.MUL), "__rmul__": _r(E.mul), "__truediv__": _direct(E.DIV), "__rtruediv__": _r(E.div),
     "__floordiv__": E.floor_divide, "__rfloordiv__": _r(E.floor_divide),
     "__mod__": E.remainder, "__rmod__": _r(E.remainder),
-    "__pow__": E.pow, "__rpow__": _r(E.pow), "__matmul__": L.matmul, "__rmatmul__": _r(L.matmul),
-    "__neg__": E.neg, "__pos__": lambda self: self, "__abs__": E.abs,
+    "__pow__": E.pow, "__rpow__": _r(E.pow), "__matmul__": _direct(L.MATMUL), "__rmatmul__": _r(L.matmul),
+    "__neg__": _direct(E.NEG), "__pos__": lambda self: self, "__abs__": E.abs,
     "__eq__": E.eq, "__ne__": E.ne, "__lt__": E.lt, "__le__": E.le, "__gt__": E.gt, "__ge__": E.ge,
     "__and__": E.bitwise_and, "__rand__": _r(E.bitwise_and), "__or__": E.bitwise_or,
     "__ror__": _r(E.bitwise_or), "__xor__": E.bitwise_xor, "__rxor__": _r(E.bitwise_xor),

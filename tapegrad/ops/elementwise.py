@@ -10,15 +10,24 @@ import numpy as np
 
 from ..tensor import bind
 from .. import devices as _devices
+from .. import dtypes as _dt
 from ._decl import (register, Sample, elementwise_infer, unary_samples, binary_samples,
-                    bad_broadcast, rand, away_from)
+                    bad_broadcast, rand, away_from, op_error, TensorSpec)
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
+def _same_torch(name):
+    """The PyTorch function of the same name, as the test oracle."""
+    def oracle(torch, *args, **attrs):
+        return getattr(torch, name)(*args, **attrs)
+    return oracle
+
+
 def _binary(name, kernel, vjp, saves=(), promote="same", expr=None, torch=None,
             samples=None, differentiable=True, out_dtype=None, jvp=None):
+    torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x", "other"), vjp=vjp, saves=saves,
                     infer=elementwise_infer(name, promote, out_dtype), broadcasting=True,
                     promote=promote, expr=expr, torch=torch, jvp=jvp,
@@ -28,6 +37,7 @@ def _binary(name, kernel, vjp, saves=(), promote="same", expr=None, torch=None,
 
 def _unary(name, kernel, vjp, saves=("x",), promote="float", expr=None, torch=None,
            samples=None, differentiable=True, out_dtype=None, jvp=None):
+    torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x",), vjp=vjp, saves=saves,
                     infer=elementwise_infer(name, promote, out_dtype), promote=promote,
                     expr=expr, torch=torch, jvp=jvp, differentiable=differentiable,
@@ -85,7 +95,19 @@ def m_floor(ctx, v):
 
 
 REMAINDER = _binary("remainder", np.remainder, _remainder_vjp, saves=("x", "other"),
-                    samples=binary_samples(low=0.1, high=3.0, low2=0.7, high2=0.9))
+                    samples=binary_samples(low=0.1, high=3.0, low2=0.7, high2=0.9),
+                    torch=lambda torch, x, other: torch.remainder(x, other))
+
+
+def _fmod_vjp(ctx, g):
+    # fmod(x, y) = x - trunc(x / y) * y (sign of x, as C's fmod)
+    x, other = ctx.inputs
+    return (g, -g * ctx.m.trunc(x / other) if ctx.needs_input_grad[1] else None)
+
+
+FMOD = _binary("fmod", np.fmod, _fmod_vjp, saves=("x", "other"),
+               samples=binary_samples(low=-3.0, high=3.0, low2=0.7, high2=0.9),
+               torch=lambda torch, x, other: torch.fmod(x, other))
 
 
 def _pow_kernel(x, other):
@@ -106,7 +128,7 @@ def _pow_vjp(ctx, g):
         if not isinstance(other, (int, float)):
             gx = m.where(other == 0, 0.0, gx)
         elif other == 0:
-            gx = gx * 0
+            gx = g * 0
     if n[1]:
         out = ctx.out
         # d/dy x**y = x**y log x, taken as 0 where x == 0 and y >= 0 (as PyTorch)
@@ -149,12 +171,16 @@ ARCTAN2 = _binary("arctan2", np.arctan2, _atan2_vjp, saves=("x", "other"), promo
 
 
 def _logaddexp_vjp(ctx, g):
+    # d/dx log(e^x + e^y) = sigmoid(x - y): exact where exp(x - out) loses digits to
+    # the rounding of out (|out| ~ 1e4 in float32), and never overflows
     x, other = ctx.inputs
-    out = ctx.out
-    return g * ctx.m.exp(x - out), g * ctx.m.exp(other - out)
+    m = ctx.m
+    n = ctx.needs_input_grad
+    return (g * m.sigmoid(x - other) if n[0] else None,
+            g * m.sigmoid(other - x) if n[1] else None)
 
 
-LOGADDEXP = _binary("logaddexp", np.logaddexp, _logaddexp_vjp, saves=("x", "other", "out"),
+LOGADDEXP = _binary("logaddexp", np.logaddexp, _logaddexp_vjp, saves=("x", "other"),
                     promote="float", expr="logaddexp(x, other)")
 
 
@@ -174,7 +200,11 @@ def _u(name, kernel, vjp, saves=("x",), **kw):
 NEG = _u("neg", np.negative, lambda ctx, g: (-g,), saves=(), promote="same", expr="-x")
 ABS = _u("abs", np.abs, lambda ctx, g: (g * ctx.m.sign(ctx.inputs[0]),), promote="same",
          expr="abs(x)", samples=unary_samples(avoid=(0.0,)))
-SIGN = _u("sign", np.sign, lambda ctx, g: (g * 0,), saves=(), promote="same",
+def _sign(x):
+    return x.copy() if x.dtype == np.bool_ else np.sign(x)
+
+
+SIGN = _u("sign", _sign, lambda ctx, g: (g * 0,), saves=(), promote="same",
           samples=unary_samples(avoid=(0.0,)))
 EXP = _u("exp", np.exp, lambda ctx, g: (g * ctx.out,), saves=("out",), expr="exp(x)")
 EXP2 = _u("exp2", np.exp2, lambda ctx, g: (g * ctx.out * math.log(2.0),), saves=("out",),
@@ -199,7 +229,11 @@ def _rsqrt(x):
 
 RSQRT = _u("rsqrt", _rsqrt, lambda ctx, g: (-0.5 * g * ctx.out * ctx.out * ctx.out,),
            saves=("out",), expr="rsqrt(x)", samples=_pos)
-SQUARE = _u("square", np.square, lambda ctx, g: (2 * g * ctx.inputs[0],), promote="same",
+def _square(x):
+    return np.square(x.astype(np.int64) if x.dtype == np.bool_ else x)
+
+
+SQUARE = _u("square", _square, lambda ctx, g: (2 * g * ctx.inputs[0],), promote="same",
             expr="x * x")
 
 
@@ -227,8 +261,11 @@ TANH = _u("tanh", np.tanh, lambda ctx, g: (g * (1 - ctx.out * ctx.out),), saves=
 
 
 def _sigmoid(x):
-    # stable for large |x|: 0.5 * (1 + tanh(x / 2))
-    return 0.5 + 0.5 * np.tanh(0.5 * x)
+    # no overflow, and full relative precision in the tail x << 0 (where the tanh
+    # form 0.5 + 0.5 * tanh(x / 2) rounds to 0)
+    e = np.exp(-np.abs(x))
+    r = 1 / (1 + e)
+    return np.where(x >= 0, r, e * r)
 
 
 SIGMOID = _u("sigmoid", _sigmoid, lambda ctx, g: (g * ctx.out * (1 - ctx.out),),
@@ -251,11 +288,22 @@ def _erf(x):
 ERF = _u("erf", _erf, lambda ctx, g: (g * _2_OVER_SQRT_PI * ctx.m.exp(-ctx.inputs[0] ** 2),),
          expr="erf(x)")
 _kink = unary_samples(low=-2.7, high=2.7, avoid=(-2.0, -1.0, 0.0, 1.0, 2.0))
-FLOOR = _u("floor", np.floor, lambda ctx, g: (g * 0,), saves=(), promote="same", samples=_kink)
-CEIL = _u("ceil", np.ceil, lambda ctx, g: (g * 0,), saves=(), promote="same", samples=_kink)
+def _rounding(fn):
+    # integers are already whole: PyTorch returns them unchanged (NumPy would give floats)
+    def kernel(x, **attrs):
+        return x.copy() if x.dtype.kind in "biu" else fn(x, **attrs)
+    return kernel
+
+
+FLOOR = _u("floor", _rounding(np.floor), lambda ctx, g: (g * 0,), saves=(), promote="same", samples=_kink)
+CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), saves=(), promote="same", samples=_kink)
+TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), saves=(), promote="same", samples=_kink,
+           torch=lambda torch, x: torch.trunc(x))
 
 
 def _round(x, decimals=0):
+    if x.dtype.kind in "biu" and decimals >= 0:
+        return x.copy()
     return np.round(x, decimals)
 
 
@@ -351,6 +399,133 @@ WHERE = register(name="where", kernel=_where_kernel, args=("condition", "x", "ot
                                          ValueError)])
 
 
+# ---------------------------------------------------------------- clamp
+# Two ops, as PyTorch's two overloads: number bounds (attrs) and tensor bounds (inputs).
+def _clamp_dtype(dt, lo, hi):
+    return _dt.promote_with_scalars(np.dtype(dt), [v for v in (lo, hi) if v is not None])
+
+
+def _clamp_kernel(x, min=None, max=None):
+    # max(x, min) first, then min(., max): with min > max everything is max (as PyTorch)
+    _clamp_infer(x, min, max)
+    dt = _clamp_dtype(x.dtype, min, max)
+    out = x.astype(dt) if x.dtype != dt else x
+    if min is not None:
+        out = np.maximum(out, min)
+    if max is not None:
+        out = np.minimum(out, max)
+    return out.astype(dt, copy=False) if out is not x else x.copy()
+
+
+def _clamp_infer(x, min=None, max=None):
+    if min is None and max is None:
+        raise op_error("clamp", "at least one of 'min' or 'max' must not be None", ValueError)
+    for v in (min, max):
+        if v is not None and not isinstance(v, (int, float)):
+            raise op_error("clamp", f"bounds must be numbers, got {type(v).__name__}", TypeError)
+    return TensorSpec(tuple(x.shape), _clamp_dtype(x.dtype, min, max))
+
+
+def _clamp_vjp(ctx, g):
+    # subgradient 1 at the bounds (as PyTorch): g where min <= x <= max
+    x = ctx.inputs[0]
+    lo, hi = ctx.attrs.get("min"), ctx.attrs.get("max")
+    inside = None
+    if lo is not None:
+        inside = x >= lo
+    if hi is not None:
+        inside = (x <= hi) if inside is None else inside & (x <= hi)
+    return (ctx.m.where(inside, g, 0.0),)
+
+
+def _clamp_samples(dtype=np.float64):
+    x = away_from(rand((3, 4), dtype, seed=1), (-0.5, 0.5)).astype(dtype)
+    return [Sample((x,), {"min": -0.5, "max": 0.5}),
+            Sample((x,), {"min": -0.5}),
+            Sample((x.T,), {"max": 0.5}),
+            Sample((rand((), dtype, seed=4),), {"min": 0.0, "max": 1.5}),
+            Sample((rand((2, 0), dtype),), {"min": 0.0}),
+            Sample((x,), {"min": 0.7, "max": 0.2}),  # min > max: all max
+            Sample((np.arange(-3, 4),), {"min": -1, "max": 2}, False),
+            Sample((np.arange(-3, 4),), {"min": -1.5}, False)]  # int with float: float
+
+
+CLAMP = register(name="clamp", kernel=_clamp_kernel, infer=_clamp_infer, vjp=_clamp_vjp,
+                 saves=("x",), samples=_clamp_samples,
+                 torch=lambda torch, x, min=None, max=None: torch.clamp(x, min, max),
+                 error_samples=lambda: [((rand((3, 4)),), {}, ValueError),
+                                        ((rand((3, 4)),), {"min": "a"}, TypeError)])
+
+
+def _clamp_t_kernel(x, min, max):
+    if min is None and max is None:
+        raise op_error("clamp_tensor", "at least one of 'min' or 'max' must not be None", ValueError)
+    out = x
+    if min is not None:
+        out = np.maximum(out, min)
+    if max is not None:
+        out = np.minimum(out, max)
+    return out if out is not x else x.copy()
+
+
+def _clamp_t_infer(x, min, max):
+    if min is None and max is None:
+        raise op_error("clamp_tensor", "at least one of 'min' or 'max' must not be None",
+                       ValueError)
+    return elementwise_infer("clamp_tensor")(*[v for v in (x, min, max) if v is not None])
+
+
+def _clamp_t_vjp(ctx, g):
+    # PyTorch's clamp_backward_min_max: x gets g where min <= x <= max (inclusive); a
+    # bound gets g where it is the value taken (max also wherever max < min)
+    x, lo, hi = ctx.inputs
+    m = ctx.m
+    n = ctx.needs_input_grad
+    inside = None
+    if lo is not None:
+        inside = x >= lo
+    if hi is not None:
+        inside = (x <= hi) if inside is None else inside & (x <= hi)
+    gx = m.where(inside, g, 0.0) if n[0] else None
+    glo = ghi = None
+    if n[1]:
+        pick = x < lo
+        if hi is not None:
+            pick = pick & (lo < hi)
+        glo = m.where(pick, g, 0.0)
+    if n[2]:
+        pick = x > hi
+        if lo is not None:
+            pick = pick | (hi < lo)
+        ghi = m.where(pick, g, 0.0)
+    return gx, glo, ghi
+
+
+def _clamp_t_samples(dtype=np.float64):
+    x = rand((3, 4), dtype, seed=1)
+    lo = rand((3, 1), dtype, -1.0, 0.0, seed=2)
+    hi = rand((4,), dtype, 0.0, 1.0, seed=3)
+    for b in (np.broadcast_to(lo, (3, 4)), np.broadcast_to(hi, (3, 4))):
+        close = np.abs(x - b) < 0.1  # keep x off the bounds: honest finite differences
+        x[close] = b[close] + 0.2
+    return [Sample((x, lo, hi), {}),
+            Sample((x.T, lo.T, None), {}),
+            Sample((x, None, hi), {}),
+            Sample((x, lo, 0.5), {}),
+            # min > max: everything is max, the gradient goes to max only
+            Sample((x, np.full((1,), 0.7, dtype), np.full((1,), 0.2, dtype)), {})]
+
+
+CLAMP_TENSOR = register(name="clamp_tensor", kernel=_clamp_t_kernel, args=("x", "min", "max"),
+                        vjp=_clamp_t_vjp, saves=("x", "min", "max"), infer=_clamp_t_infer,
+                        broadcasting=True, promote="same", samples=_clamp_t_samples,
+                        torch=lambda torch, x, min, max: torch.clamp(
+                            x, *(torch.tensor(v, dtype=x.dtype) if isinstance(v, (int, float))
+                                 else v for v in (min, max))),
+                        error_samples=lambda: [((rand((3, 4)), rand((5,)), None), {},
+                                                ValueError)])
+
+
 # ---------------------------------------------------------------- public functions
 def add(input, other, *, alpha=1):
     """``input + alpha * other`` with broadcasting."""
@@ -394,6 +569,11 @@ def div(input, other, *, rounding_mode=None):
 divide = true_divide = div
 
 
+def fmod(input, other):
+    """C-style remainder: the result has the sign of ``input`` (``remainder``: of ``other``)."""
+    return bind(FMOD, input, other)
+
+
 def floor_divide(input, other):
     return bind(FLOOR_DIVIDE, input, other)
 
@@ -401,8 +581,6 @@ def floor_divide(input, other):
 def remainder(input, other):
     return bind(REMAINDER, input, other)
 
-
-fmod_like_remainder = remainder
 
 
 def pow(input, exponent):
@@ -553,6 +731,43 @@ def ceil(input):
     return bind(CEIL, input)
 
 
+def trunc(input):
+    return bind(TRUNC, input)
+
+
+fix = trunc
+
+
+def clamp(input, min=None, max=None):
+    """Clamp into ``[min, max]``; each bound a number, a Tensor (broadcast) or None.
+
+    As PyTorch: the gradient reaches ``input`` where ``min <= input <= max`` and a
+    tensor bound where it is the value taken; with ``min > max`` the result is ``max``.
+    """
+    if min is None and max is None:
+        raise op_error("clamp", "at least one of 'min' or 'max' must not be None", ValueError)
+    min, max = (v.item() if isinstance(v, np.generic) else v for v in (min, max))
+    if _is_number(min) and _is_number(max):
+        attrs = {k: v for k, v in (("min", min), ("max", max)) if v is not None}
+        return bind(CLAMP, input, **attrs)
+    return bind(CLAMP_TENSOR, input, min, max)
+
+
+def _is_number(v):
+    return v is None or isinstance(v, (int, float))
+
+
+clip = clamp
+
+
+def clamp_min(input, min):
+    return clamp(input, min, None)
+
+
+def clamp_max(input, max):
+    return clamp(input, None, max)
+
+
 def round(input, *, decimals=0):  # noqa: A001
     return bind(ROUND, input, decimals=decimals) if decimals else bind(ROUND, input)
 
@@ -634,3 +849,7 @@ def where(condition, input=None, other=None):
         from . import indexing
         return indexing.nonzero(condition, as_tuple=True)
     return bind(WHERE, condition, input, other)
+
+
+# Tensor methods beyond the core table in _methods.py
+METHODS = "clamp clip clamp_min clamp_max fmod trunc fix"

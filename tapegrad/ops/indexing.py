@@ -2,8 +2,11 @@
 its scatter-add adjoint; in-place ``__setitem__``."""
 import numpy as np
 
+from collections import namedtuple as _namedtuple
+
+from .. import devices as _devices
 from ..tensor import bind, Tensor, apply_inplace
-from .._util import op_error
+from .._util import broadcast_shapes as _broadcast_shapes, normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand
 
 
@@ -65,12 +68,13 @@ def _getitem_infer(x, index):
     _check_index(tuple(x.shape), index)
     probe = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=x.dtype), shape=tuple(x.shape),
                                             strides=(0,) * len(x.shape))
-    if _has_mask(index):
-        return TensorSpec(None, x.dtype)
     try:
-        return TensorSpec(probe[index].shape, x.dtype)
+        shape = probe[index].shape  # validates bounds and mask shapes too
     except IndexError as e:
         raise op_error("getitem", f"{e} (tensor of shape {tuple(x.shape)})", IndexError) from None
+    if _has_mask(index):  # data-dependent size (known here only because index is data)
+        return TensorSpec(None, x.dtype)
+    return TensorSpec(shape, x.dtype)
 
 
 def _getitem_vjp(ctx, g):
@@ -92,10 +96,33 @@ def _getitem_errors():
 
 GETITEM = register(name="getitem", kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
-                   torch=lambda torch, x, index: x[tuple(torch.as_tensor(i) if isinstance(i, np.ndarray) else i
-                                                         for i in index)])
-INDEX = register(name="index", kind="basic", kernel=_getitem_kernel, infer=_getitem_infer,
-                 vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors)
+                   torch=lambda torch, x, index: _torch_getitem(torch, x, index))
+def _torch_getitem(torch, x, index):
+    """PyTorch's x[index]; negative slice steps (which PyTorch lacks) via flip."""
+    items = []
+    for d, i in enumerate(index):
+        if isinstance(i, slice) and i.step is not None and i.step < 0:
+            return torch.from_numpy(x.numpy()[index].copy())
+        items.append(torch.as_tensor(i) if isinstance(i, np.ndarray) else i)
+    return x[tuple(items)]
+
+
+def _named(name, infer):
+    """``infer`` whose errors name ``name`` too (the ops behind getitem/setitem)."""
+    def wrapped(*specs, **attrs):
+        try:
+            return infer(*specs, **attrs)
+        except (IndexError, ValueError, RuntimeError, TypeError) as e:
+            if str(e).startswith(name + ":"):
+                raise
+            raise type(e)(f"{name}: {e}") from None
+    return wrapped
+
+
+INDEX = register(name="index", kind="basic", kernel=_getitem_kernel,
+                 infer=_named("index", _getitem_infer),
+                 vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
+                 torch=lambda torch, x, index: _torch_getitem(torch, x, index))
 
 
 def _mask_kernel(x, index, alloc=None):
@@ -103,7 +130,7 @@ def _mask_kernel(x, index, alloc=None):
 
 
 MASKED_INDEX = register(name="masked_index", kind="dynamic", kernel=_mask_kernel,
-                        infer=_getitem_infer, vjp=_getitem_vjp,
+                        infer=_named("masked_index", _getitem_infer), vjp=_getitem_vjp,
                         samples=lambda dtype=np.float64: [
                             Sample((rand((3, 4), dtype, seed=1),),
                                    {"index": (rand((3, 4), seed=2) > 0,)}),
@@ -114,6 +141,19 @@ MASKED_INDEX = register(name="masked_index", kind="dynamic", kernel=_mask_kernel
 
 
 # ---------------------------------------------------------------- scatter-add adjoint
+def _into_infer(name, g, shape, index, check_g=True):
+    spec = _getitem_infer(TensorSpec(tuple(shape), g.dtype), index)
+    if check_g and spec.shape is not None:
+        try:
+            ok = np.broadcast_shapes(tuple(g.shape), spec.shape) == spec.shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise op_error(name, f"values of shape {tuple(g.shape)} don't fit the indexed "
+                                 f"shape {spec.shape} of a tensor of shape {tuple(shape)}")
+    return TensorSpec(tuple(shape), g.dtype)
+
+
 def _index_add_into_kernel(g, shape, index):
     out = np.zeros(shape, dtype=g.dtype) if isinstance(g, np.ndarray) else \
         __import__("cupy").zeros(shape, dtype=g.dtype)
@@ -128,7 +168,7 @@ def _index_add_into_kernel(g, shape, index):
 
 INDEX_ADD_INTO = register(
     name="index_add_into", kernel=_index_add_into_kernel, args=("g",),
-    infer=lambda g, shape, index: TensorSpec(tuple(shape), g.dtype),
+    infer=lambda g, shape, index: _into_infer("index_add_into", g, shape, index),
     vjp=lambda ctx, gg: (ctx.m.getitem_raw(gg, ctx.attrs["index"]),),
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 5), dtype),), {"shape": (4, 5), "index": (slice(1, 3),)}),
@@ -176,12 +216,17 @@ def _index_put_vjp(ctx, g):
         gv = m.getitem_raw(g, index)
         vshape = ctx.shapes[1]
         if vshape is not None and tuple(gv.shape) != tuple(vshape):
+            if len(vshape) > len(gv.shape):  # value had extra leading 1s
+                gv = m.reshape(gv, (1,) * (len(vshape) - len(gv.shape)) + tuple(gv.shape))
             gv = m.sum_to(gv, vshape)
     return gx, gv
 
 
 def _index_put_infer(x, value, index):
-    spec = _getitem_infer(x, index)
+    try:
+        spec = _getitem_infer(x, index)
+    except IndexError as e:
+        raise IndexError("setitem" + str(e)[len("getitem"):]) from None
     if hasattr(value, "shape") and spec.shape is not None:
         try:
             np.broadcast_shapes(tuple(value.shape), spec.shape)
@@ -192,7 +237,7 @@ def _index_put_infer(x, value, index):
 
 
 INDEX_PUT = register(name="index_put", kernel=_index_put_kernel, args=("x", "value"),
-                     infer=_index_put_infer, vjp=_index_put_vjp, promote="none",
+                     infer=_named("index_put", _index_put_infer), vjp=_index_put_vjp, promote="none",
                      samples=lambda dtype=np.float64: [
                          Sample((rand((4, 5), dtype), rand((2, 5), dtype)),
                                 {"index": (slice(1, 3),)}),
@@ -209,7 +254,8 @@ def _index_put_zero_kernel(g, index):
 
 
 INDEX_PUT_ZERO = register(name="index_put_zero", kernel=_index_put_zero_kernel, args=("g",),
-                          infer=lambda g, index: TensorSpec(tuple(g.shape), g.dtype),
+                          infer=lambda g, index: _named("index_put_zero", _into_infer)("index_put_zero", g, tuple(g.shape),
+                                                             index, False),
                           vjp=lambda ctx, gg: (ctx.m.index_put_zero(gg, ctx.attrs["index"]),),
                           samples=lambda dtype=np.float64: [
                               Sample((rand((4, 5), dtype),), {"index": (slice(1, 3),)})],
@@ -225,6 +271,755 @@ def setitem(x, index, value):
     index = _raw_index(index)
     if not isinstance(index, tuple):
         index = (index,)
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value)
     if isinstance(value, Tensor) and value.dtype != x.dtype:
         value = value.to(x.dtype)
     apply_inplace(INDEX_PUT, x, value, index=index)
+
+
+# ================================================================ gather / scatter family
+class _IndexOutOfRange(IndexError, RuntimeError):
+    """An index value out of range: IndexError, and RuntimeError as PyTorch raises."""
+
+
+_IndexOutOfRange.__name__ = _IndexOutOfRange.__qualname__ = "IndexError"
+
+
+def _raw(a):
+    return getattr(a, "_data", a)
+
+
+def _grid(index, dim):
+    """The advanced index that picks ``x[..., index[i, j, ...] at dim, ...]``: index
+    itself at ``dim``, an open arange grid over index's shape elsewhere."""
+    xp = _devices.xp_of(index)
+    nd = index.ndim
+    out = []
+    for d in range(nd):
+        if d == dim:
+            out.append(index)
+        else:
+            sh = [1] * nd
+            sh[d] = index.shape[d]
+            out.append(xp.arange(index.shape[d]).reshape(sh))
+    return tuple(out)
+
+
+def _add_at(out, index, values):
+    """``out[index] += values`` with repeated indices accumulating."""
+    if isinstance(out, np.ndarray):
+        np.add.at(out, index, values)
+    else:
+        __import__("cupyx").scatter_add(out, index, values)
+
+
+def _check_int(name, index):
+    if np.dtype(index.dtype).kind not in "iu":
+        raise op_error(name, f"expected an integer index tensor (int64), got {index.dtype}",
+                       RuntimeError)
+
+
+def _check_range(name, index, size, dim, shape, negative=False):
+    """Data-dependent bound check (public functions call it: infer can't see data)."""
+    idx = _raw(index)
+    if idx is None or not hasattr(idx, "size") or idx.size == 0:
+        return
+    lo, hi = int(idx.min()), int(idx.max())
+    low = -size if negative else 0
+    if lo < low or hi >= size:
+        bad = lo if lo < low else hi
+        raise _IndexOutOfRange(f"{name}: index {bad} is out of bounds for dim {dim} with size "
+                               f"{size} (input shape {tuple(shape)}, index shape "
+                               f"{tuple(idx.shape)})")
+
+
+def _same_ndim(name, **specs):
+    nds = {k: len(v.shape) for k, v in specs.items()}
+    if len(set(nds.values())) > 1:
+        shown = ", ".join(f"{k} {tuple(v.shape)}" for k, v in specs.items())
+        raise op_error(name, f"index tensor must have the same number of dims as the input "
+                             f"({shown})", RuntimeError)
+
+
+def _index_not_larger(name, index, other, skip, what):
+    for d, (a, b) in enumerate(zip(index.shape, other.shape)):
+        if d != skip and a > b:
+            raise op_error(name, f"size of index {tuple(index.shape)} must not exceed the "
+                                 f"{what} shape {tuple(other.shape)} at dim {d}", RuntimeError)
+
+
+def _int_sample(high, shape, seed):
+    return np.random.default_rng(seed).integers(0, high, size=shape).astype(np.int64)
+
+
+# ---------------------------------------------------------------- gather
+def _gather_infer(x, index, dim):
+    _check_int("gather", index)
+    _same_ndim("gather", input=x, index=index)
+    d = normalize_dim("gather", dim, len(x.shape))
+    _index_not_larger("gather", index, x, d, "input")
+    return TensorSpec(tuple(index.shape), x.dtype)
+
+
+def _gather_kernel(x, index, dim):
+    _gather_infer(x, index, dim)
+    if x.ndim == 0:
+        return x.copy()
+    return x[_grid(index, dim)]
+
+
+GATHER = register(
+    name="gather", kernel=_gather_kernel, infer=_gather_infer, args=("x", "index"),
+    saves=("index",),
+    vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _grid(_raw(ctx.inputs[1]),
+                                                                     ctx.attrs["dim"])), None),
+    samples=lambda dtype=np.float64: [
+        Sample((rand((3, 4), dtype), _int_sample(4, (3, 5), 1)), {"dim": 1}),
+        Sample((rand((3, 4), dtype), _int_sample(3, (4, 2), 2)), {"dim": 0}),
+        Sample((rand((4, 3), dtype).T, _int_sample(4, (2, 3), 3)), {"dim": 1}),
+        Sample((rand((2, 3, 4), dtype), _int_sample(3, (2, 6, 4), 4)), {"dim": 1}),
+        Sample((rand((3, 4), dtype), _int_sample(4, (3, 0), 5)), {"dim": 1})],
+    error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0)), {"dim": 0}, RuntimeError),
+                           ((rand((3, 4)), _int_sample(3, (5, 4), 0)), {"dim": 1}, RuntimeError),
+                           ((rand((3, 4)), _int_sample(3, (3, 4), 0)), {"dim": 2}, IndexError)],
+    torch=lambda torch, x, index, dim: torch.gather(x, dim, index))
+
+
+def _canon_dim(name, input, dim):
+    nd = len(input.shape)
+    return normalize_dim(name, dim, nd) if nd else 0
+
+
+def gather(input, dim, index, *, sparse_grad=False):
+    """``out[i][j][k] = input[i][index[i][j][k]][k]`` (for dim=1); differentiable in
+    input (repeated indices accumulate)."""
+    d = _canon_dim("gather", input, dim)
+    if len(input.shape) and len(index.shape) == len(input.shape):
+        _check_range("gather", index, input.shape[d], d, input.shape)
+    return bind(GATHER, input, index, dim=d)
+
+
+# ---------------------------------------------------------------- scatter_add / scatter
+def _scatter_infer(name):
+    def infer(x, index, src, dim):
+        _check_int(name, index)
+        d = normalize_dim(name, dim, len(x.shape))
+        if hasattr(src, "shape"):
+            _same_ndim(name, input=x, index=index, src=src)
+            _index_not_larger(name, index, src, -1, "src")
+            if np.dtype(src.dtype) != np.dtype(x.dtype):
+                raise op_error(name, f"expected self.dtype to be equal to src.dtype, got "
+                                     f"{np.dtype(x.dtype)} and {np.dtype(src.dtype)}",
+                               RuntimeError)
+        else:
+            _same_ndim(name, input=x, index=index)
+        _index_not_larger(name, index, x, d, "input")
+        return TensorSpec(tuple(x.shape), x.dtype)
+    return infer
+
+
+def _src_part(src, index):
+    if not hasattr(src, "shape"):
+        return src
+    if tuple(src.shape) == tuple(index.shape):
+        return src
+    return src[tuple(slice(0, n) for n in index.shape)]
+
+
+def _scatter_add_kernel(x, index, src, dim):
+    _scatter_infer("scatter_add")(x, index, src, dim)
+    out = x.copy()
+    if x.ndim == 0:
+        return out + src
+    _add_at(out, _grid(index, dim), _src_part(src, index))
+    return out
+
+
+def _src_grad(m, g, index, dim, src_shape):
+    """Gradient of src: g gathered at the scatter positions, zero where src was unused."""
+    gs = m.getitem_raw(g, _grid(index, dim))
+    if tuple(src_shape) != tuple(index.shape):
+        gs = m.index_add_into(gs, tuple(src_shape), tuple(slice(0, n) for n in index.shape))
+    return gs
+
+
+def _scatter_add_vjp(ctx, g):
+    index, dim = _raw(ctx.inputs[1]), ctx.attrs["dim"]
+    gsrc = _src_grad(ctx.m, g, index, dim, ctx.shapes[2]) if ctx.needs_input_grad[2] else None
+    return g, None, gsrc
+
+
+def _scatter_samples(dtype=np.float64):
+    return [Sample((rand((3, 4), dtype), _int_sample(4, (3, 5), 1), rand((3, 5), dtype)),
+                   {"dim": 1}),
+            Sample((rand((3, 4), dtype), _int_sample(3, (2, 3), 2), rand((4, 4), dtype)),
+                   {"dim": 0}),
+            Sample((rand((4, 3), dtype).T, _int_sample(4, (2, 2), 3), rand((3, 2), dtype).T),
+                   {"dim": 1})]
+
+
+SCATTER_ADD = register(
+    name="scatter_add", kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
+    args=("x", "index", "src"), saves=("index",), vjp=_scatter_add_vjp,
+    samples=_scatter_samples,
+    error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),
+                            {"dim": 1}, RuntimeError),
+                           ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((2, 4))),
+                            {"dim": 1}, RuntimeError)],
+    torch=lambda torch, x, index, src, dim: torch.scatter_add(x, dim, index, src))
+
+
+def _scatter_kernel(x, index, src, dim):
+    _scatter_infer("scatter")(x, index, src, dim)
+    out = x.copy()
+    if x.ndim == 0:
+        out[...] = src
+        return out
+    out[_grid(index, dim)] = _src_part(src, index)
+    return out
+
+
+def _scatter_vjp(ctx, g):
+    # with repeated indices the written value is unspecified (as PyTorch); these
+    # gradients are those of the writes that were not overwritten only when unique
+    index, dim = _raw(ctx.inputs[1]), ctx.attrs["dim"]
+    m = ctx.m
+    gx = m.index_put_zero(g, _grid(index, dim)) if ctx.needs_input_grad[0] else None
+    gsrc = _src_grad(m, g, index, dim, ctx.shapes[2]) if ctx.needs_input_grad[2] else None
+    return gx, None, gsrc
+
+
+def _scatter_unique_samples(dtype=np.float64):
+    perm = np.stack([np.random.default_rng(k).permutation(4) for k in range(3)])
+    return [Sample((rand((3, 4), dtype), perm[:, :3].copy(), rand((3, 5), dtype)), {"dim": 1}),
+            Sample((rand((3, 4), dtype), perm[:, :2].T.copy() % 3, rand((2, 4), dtype)),
+                   {"dim": 0}, False),
+            Sample((rand((3, 4), dtype), perm.copy(), 1.5), {"dim": 1})]
+
+
+SCATTER = register(
+    name="scatter", kernel=_scatter_kernel, infer=_scatter_infer("scatter"),
+    args=("x", "index", "src"), saves=("index",), vjp=_scatter_vjp,
+    samples=_scatter_unique_samples,
+    error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0), rand((3,))),
+                            {"dim": 0}, RuntimeError)],
+    torch=lambda torch, x, index, src, dim: torch.scatter(x, dim, index, src))
+
+
+def _scatter_args(name, input, dim, index, src, value):
+    if (src is None) == (value is None):
+        raise op_error(name, "pass exactly one of src and value", TypeError)
+    if src is None:
+        src = value
+    if not hasattr(src, "shape") and not isinstance(src, (int, float, bool)):
+        src = np.asarray(src)
+    if hasattr(src, "shape") and len(src.shape) == 0 and len(index.shape):
+        src = src.item() if not getattr(src, "requires_grad", False) else src
+    d = _canon_dim(name, input, dim)
+    if len(input.shape) and len(index.shape) == len(input.shape):
+        _check_range(name, index, input.shape[d], d, input.shape)
+    return d, src
+
+
+def scatter_add(input, dim, index, src):
+    """A copy of input with ``src`` added at ``index`` along ``dim`` (repeated indices
+    accumulate); differentiable in input and src."""
+    d, src = _scatter_args("scatter_add", input, dim, index, src, None)
+    return bind(SCATTER_ADD, input, index, src, dim=d)
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """A copy of input with ``src`` (a tensor, or the number ``value``) written at
+    ``index`` along ``dim``."""
+    if reduce is not None:
+        if reduce == "add":
+            return scatter_add(input, dim, index, src)
+        raise op_error("scatter", f"reduce={reduce!r} is not supported", NotImplementedError)
+    d, src = _scatter_args("scatter", input, dim, index, src, value)
+    return bind(SCATTER, input, index, src, dim=d)
+
+
+def scatter_add_(input, dim, index, src):
+    d, src = _scatter_args("scatter_add", input, dim, index, src, None)
+    return apply_inplace(SCATTER_ADD, input, index, src, dim=d)
+
+
+def scatter_(input, dim, index, src=None, *, value=None):
+    d, src = _scatter_args("scatter", input, dim, index, src, value)
+    return apply_inplace(SCATTER, input, index, src, dim=d)
+
+
+# ---------------------------------------------------------------- index_select
+def _index_select_infer(x, index, dim):
+    _check_int("index_select", index)
+    if len(index.shape) > 1:
+        raise op_error("index_select", f"index is supposed to be a vector, got shape "
+                                       f"{tuple(index.shape)}", IndexError)
+    shape = tuple(x.shape)
+    d = normalize_dim("index_select", dim, len(shape))
+    n = 1
+    for s in index.shape:
+        n *= s
+    if not shape:
+        return TensorSpec((), x.dtype)
+    return TensorSpec(shape[:d] + (n,) + shape[d + 1:], x.dtype)
+
+
+def _select_index(index, dim):
+    return (slice(None),) * dim + (index.reshape(-1),)
+
+
+def _index_select_kernel(x, index, dim):
+    _index_select_infer(x, index, dim)
+    if x.ndim == 0:
+        return x.copy()
+    return x[_select_index(index, dim)]
+
+
+INDEX_SELECT = register(
+    name="index_select", kernel=_index_select_kernel, infer=_index_select_infer,
+    args=("x", "index"), saves=("index",),
+    vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _select_index(
+        _raw(ctx.inputs[1]), ctx.attrs["dim"])) if len(ctx.shapes[0]) else g, None),
+    samples=lambda dtype=np.float64: [
+        Sample((rand((3, 4), dtype), np.array([0, 2, 2, 1])), {"dim": 1}),
+        Sample((rand((3, 4), dtype), np.array(1)), {"dim": 0}),
+        Sample((rand((4, 3), dtype).T, np.array([3, 0])), {"dim": 1}),
+        Sample((rand((2, 3, 2), dtype), np.zeros(0, np.int64)), {"dim": 1})],
+    error_samples=lambda: [((rand((3, 4)), np.zeros((2, 2), np.int64)), {"dim": 0}, IndexError),
+                           ((rand((3, 4)), np.array([0.5])), {"dim": 0}, RuntimeError)],
+    torch=lambda torch, x, index, dim: torch.index_select(x, dim, index))
+
+
+def index_select(input, dim, index):
+    """The entries of ``index`` (a vector) along ``dim``."""
+    d = _canon_dim("index_select", input, dim)
+    if len(input.shape):
+        _check_range("index_select", index, input.shape[d], d, input.shape)
+    return bind(INDEX_SELECT, input, index, dim=d)
+
+
+# ---------------------------------------------------------------- take_along_dim
+def _tad_shapes(x, indices, dim):
+    xs, js = tuple(x.shape), tuple(indices.shape)
+    rest = _broadcast_shapes("take_along_dim", tuple(1 if i == dim else s for i, s in enumerate(xs)),
+                            tuple(1 if i == dim else s for i, s in enumerate(js)))
+    return rest
+
+
+def _tad_infer(x, indices, dim):
+    _check_int("take_along_dim", indices)
+    _same_ndim("take_along_dim", input=x, indices=indices)
+    d = normalize_dim("take_along_dim", dim, len(x.shape))
+    rest = list(_tad_shapes(x, indices, d))
+    rest[d] = indices.shape[d]
+    return TensorSpec(tuple(rest), x.dtype)
+
+
+def _tad_index(xshape, indices, dim):
+    xp = _devices.xp_of(indices)
+    nd = len(xshape)
+    rest = _tad_shapes(TensorSpec(xshape, None), indices, dim)
+    out = []
+    for d in range(nd):
+        if d == dim:
+            out.append(indices)
+            continue
+        sh = [1] * nd
+        sh[d] = rest[d]
+        a = xp.arange(rest[d]) if xshape[d] != 1 else xp.zeros(rest[d], dtype=np.int64)
+        out.append(a.reshape(sh))
+    return tuple(out)
+
+
+def _tad_kernel(x, indices, dim):
+    _tad_infer(x, indices, dim)
+    if x.ndim == 0:
+        return x.copy()
+    return x[_tad_index(tuple(x.shape), indices, dim)]
+
+
+TAKE_ALONG_DIM = register(
+    name="take_along_dim", kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
+    saves=("indices",),
+    vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _tad_index(
+        tuple(ctx.shapes[0]), _raw(ctx.inputs[1]), ctx.attrs["dim"])), None),
+    samples=lambda dtype=np.float64: [
+        Sample((rand((3, 4), dtype), _int_sample(4, (3, 2), 1)), {"dim": 1}),
+        Sample((rand((3, 4), dtype), _int_sample(4, (1, 6), 2) - 4), {"dim": 1}),
+        Sample((rand((3, 1), dtype), _int_sample(3, (5, 4), 3)), {"dim": 0}),
+        Sample((rand((4, 3), dtype).T, _int_sample(3, (3, 2), 4)), {"dim": 1})],
+    error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0)), {"dim": 0}, RuntimeError),
+                           ((rand((3, 4)), _int_sample(3, (2, 4), 0)), {"dim": 1}, ValueError)],
+    torch=lambda torch, x, indices, dim: torch.take_along_dim(x, indices, dim))
+
+
+def take_along_dim(input, indices, dim=None):
+    """``input`` picked at ``indices`` along ``dim`` (other dims broadcast; None:
+    both flattened)."""
+    if dim is None:
+        from .shape import reshape
+        input, indices, d = reshape(input, (-1,)), reshape(indices, (-1,)), 0
+    else:
+        d = _canon_dim("take_along_dim", input, dim)
+    if len(input.shape) and len(indices.shape) == len(input.shape):
+        _check_range("take_along_dim", indices, input.shape[d], d, input.shape, negative=True)
+    return bind(TAKE_ALONG_DIM, input, indices, dim=d)
+
+
+# ---------------------------------------------------------------- masked_fill
+def _check_mask(name, mask):
+    if np.dtype(mask.dtype) != np.bool_:
+        raise op_error(name, f"expected a boolean mask, got {np.dtype(mask.dtype)}",
+                       RuntimeError)
+
+
+def _masked_fill_infer(x, mask, value):
+    _check_mask("masked_fill", mask)
+    if hasattr(value, "shape") and len(value.shape):
+        raise op_error("masked_fill", f"only supports a 0-dimensional value tensor, got shape "
+                                      f"{tuple(value.shape)}", RuntimeError)
+    shape = _broadcast_shapes("masked_fill", tuple(x.shape), tuple(mask.shape))
+    return TensorSpec(shape, x.dtype)
+
+
+def _masked_fill_kernel(x, mask, value):
+    _masked_fill_infer(x, mask, value)
+    xp = _devices.xp_of(x)
+    return xp.where(mask, xp.asarray(value).astype(x.dtype), x)
+
+
+def _masked_fill_vjp(ctx, g):
+    m, mask, need = ctx.m, ctx.inputs[1], ctx.needs_input_grad
+    gx = m.where(mask, 0.0, g) if need[0] else None
+    gv = m.where(mask, g, 0.0) if need[2] else None  # summed to () by the registry
+    return gx, None, gv
+
+
+MASKED_FILL = register(
+    name="masked_fill", kernel=_masked_fill_kernel, infer=_masked_fill_infer,
+    args=("x", "mask", "value"), saves=("mask",), broadcasting=True, vjp=_masked_fill_vjp,
+    samples=lambda dtype=np.float64: [
+        Sample((rand((3, 4), dtype), rand((3, 4), seed=1) > 0, -1.5), {}),
+        Sample((rand((3, 4), dtype), rand((4,), seed=2) > 0, rand((), dtype)), {}),
+        Sample((rand((1, 4), dtype), rand((3, 1), seed=3) > 0, 2.0), {}),
+        Sample((rand((4, 3), dtype).T, rand((3, 4), seed=4) > 0, rand((), dtype)), {})],
+    error_samples=lambda: [((rand((3, 4)), rand((3, 4)), 1.0), {}, RuntimeError),
+                           ((rand((3, 4)), rand((3, 4)) > 0, rand((2,))), {}, RuntimeError),
+                           ((rand((3, 4)), rand((5,)) > 0, 1.0), {}, ValueError)],
+    torch=lambda torch, x, mask, value: torch.masked_fill(x, mask, value))
+
+
+def _fill_value(value):
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value)
+    if isinstance(value, np.generic):
+        value = value.item()
+    return value
+
+
+def masked_fill(input, mask, value):
+    """``value`` where ``mask`` is True, ``input`` elsewhere (mask broadcasts);
+    differentiable in input and in a 0-d tensor ``value``."""
+    return bind(MASKED_FILL, input, mask, _fill_value(value))
+
+
+def masked_fill_(input, mask, value):
+    return apply_inplace(MASKED_FILL, input, mask, _fill_value(value))
+
+
+# ---------------------------------------------------------------- nonzero
+def _nonzero_kernel(x, alloc=None):
+    xp = _devices.xp_of(x)
+    idx = xp.argwhere(x)
+    out = alloc(idx.shape, np.int64) if alloc is not None else xp.empty(idx.shape, np.int64)
+    out[...] = idx
+    return out
+
+
+def _nonzero_infer(x, **attrs):
+    if attrs:
+        raise op_error("nonzero", f"takes no attributes, got {sorted(attrs)}", TypeError)
+    if not hasattr(x, "shape"):
+        raise op_error("nonzero", f"expected a tensor, got {type(x).__name__}", TypeError)
+    return TensorSpec((None, len(x.shape)), np.dtype(np.int64))
+
+
+NONZERO = register(
+    name="nonzero", kind="dynamic", kernel=_nonzero_kernel, differentiable=False,
+    infer=_nonzero_infer,
+    samples=lambda dtype=np.float64: [
+        Sample((np.where(rand((3, 4), seed=1) > 0, rand((3, 4), seed=2), 0).astype(dtype),), {}),
+        Sample((rand((5,), seed=3) > 0,), {}),
+        Sample((np.zeros((2, 0, 3), dtype),), {}),
+        Sample((np.array(2.0, dtype),), {})],
+    error_samples=lambda: [((rand((3,)),), {"as_tuple": True}, TypeError)],  # an attr it lacks
+    torch=lambda torch, x: torch.nonzero(x))
+
+
+def nonzero(input, *, as_tuple=False):
+    """Indices of the non-zero elements: an (N, ndim) int64 tensor, or with
+    ``as_tuple`` one 1-D tensor per dim."""
+    if not hasattr(input, "shape"):
+        raise op_error("nonzero", f"expected a Tensor, got {type(input).__name__}", TypeError)
+    r = bind(NONZERO, input)
+    if not as_tuple:
+        return r
+    if len(input.shape) == 0:
+        from .shape import reshape
+        return (getitem_raw(r, (slice(None), 0)) if r.shape[1] else
+                bind(NONZERO, reshape(input, (1,)))[:, 0],)
+    return tuple(getitem_raw(r, (slice(None), d)) for d in range(len(input.shape)))
+
+
+def argwhere(input):
+    return nonzero(input)
+
+
+# ---------------------------------------------------------------- masked_select
+def _masked_select_infer(x, mask):
+    _check_mask("masked_select", mask)
+    _broadcast_shapes("masked_select", tuple(x.shape), tuple(mask.shape))
+    return TensorSpec((None,), x.dtype)
+
+
+def _masked_select_kernel(x, mask, alloc=None):
+    _masked_select_infer(x, mask)
+    xp = _devices.xp_of(x)
+    shape = np.broadcast_shapes(x.shape, mask.shape)
+    sel = xp.broadcast_to(x, shape)[xp.broadcast_to(mask, shape)]
+    out = alloc(sel.shape, x.dtype) if alloc is not None else xp.empty(sel.shape, x.dtype)
+    out[...] = sel
+    return out
+
+
+def _masked_select_vjp(ctx, g):
+    mask = _raw(ctx.inputs[1])
+    shape = tuple(np.broadcast_shapes(tuple(ctx.shapes[0]), tuple(mask.shape)))
+    xp = _devices.xp_of(mask)
+    # the registry sums this back over broadcast dims of x
+    return ctx.m.index_add_into(g, shape, (xp.broadcast_to(mask, shape),)), None
+
+
+MASKED_SELECT = register(
+    name="masked_select", kind="dynamic", kernel=_masked_select_kernel,
+    infer=_masked_select_infer, args=("x", "mask"), saves=("mask",), broadcasting=True,
+    vjp=_masked_select_vjp,
+    samples=lambda dtype=np.float64: [
+        Sample((rand((3, 4), dtype), rand((3, 4), seed=1) > 0), {}),
+        Sample((rand((4,), dtype), rand((3, 4), seed=2) > 0), {}),
+        Sample((rand((4, 3), dtype).T, rand((3, 1), seed=3) > 0), {}),
+        Sample((rand((3,), dtype), np.zeros(3, bool)), {})],
+    error_samples=lambda: [((rand((3, 4)), rand((3, 4))), {}, RuntimeError),
+                           ((rand((3, 4)), rand((5,)) > 0), {}, ValueError)],
+    torch=lambda torch, x, mask: torch.masked_select(x, mask))
+
+
+def masked_select(input, mask):
+    """The elements of ``input`` where ``mask`` (broadcast) is True, as a 1-D tensor;
+    differentiable in input."""
+    return bind(MASKED_SELECT, input, mask)
+
+
+# ---------------------------------------------------------------- unique
+def _unique_infer(x, sorted=True, dim=None):
+    shape = tuple(x.shape)
+    i64 = np.dtype(np.int64)
+    if dim is None:
+        return (TensorSpec((None,), x.dtype), TensorSpec(shape, i64), TensorSpec((None,), i64))
+    d = normalize_dim("unique", dim, len(shape))
+    return (TensorSpec(shape[:d] + (None,) + shape[d + 1:], x.dtype),
+            TensorSpec((shape[d],), i64), TensorSpec((None,), i64))
+
+
+def _unique_kernel(x, sorted=True, dim=None, alloc=None):
+    _unique_infer(x, sorted, dim)
+    xp = _devices.xp_of(x)
+    if dim is None:
+        vals, inv, cnt = xp.unique(x.reshape(-1), return_inverse=True, return_counts=True)
+        inv = inv.reshape(x.shape)
+    else:
+        if x.shape[dim] == 0:
+            return x.copy(), xp.zeros(0, np.int64), xp.zeros(0, np.int64)
+        vals, inv, cnt = np.unique(x, axis=dim, return_inverse=True, return_counts=True)
+        inv = inv.reshape(-1)
+    return vals, inv.astype(np.int64), cnt.astype(np.int64)
+
+
+UNIQUE = register(
+    name="unique", kind="dynamic", kernel=_unique_kernel, infer=_unique_infer,
+    differentiable=False, nout=3,
+    samples=lambda dtype=np.float64: [
+        Sample((np.array([[3, 1, 2], [1, 3, 3]], dtype),), {"sorted": True, "dim": None}),
+        Sample((np.array([[1, 2], [1, 2], [0, 4]], dtype),), {"sorted": True, "dim": 0}),
+        Sample((np.array([[1, 2, 1], [3, 0, 3]], dtype),), {"sorted": True, "dim": 1}),
+        Sample((np.zeros(0, dtype),), {"sorted": True, "dim": None})],
+    error_samples=lambda: [((rand((3, 4)),), {"sorted": True, "dim": 2}, IndexError)],
+    torch=lambda torch, x, sorted=True, dim=None: torch.unique(
+        x, sorted=sorted, return_inverse=True, return_counts=True, dim=dim))
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The unique elements (sorted), optionally with the inverse indices and counts;
+    with ``dim``, unique slices along that dim."""
+    d = None if dim is None else normalize_dim("unique", dim, len(input.shape))
+    vals, inv, cnt = bind(UNIQUE, input, sorted=bool(sorted), dim=d)
+    out = (vals,) + ((inv,) if return_inverse else ()) + ((cnt,) if return_counts else ())
+    return out[0] if len(out) == 1 else out
+
+
+# ---------------------------------------------------------------- sort / argsort / topk
+_SortResult = _namedtuple("sort", ("values", "indices"))
+_TopkResult = _namedtuple("topk", ("values", "indices"))
+
+
+def _sort_indices(x, dim, descending):
+    """Stable argsort along dim; descending keeps equal elements in their order."""
+    xp = _devices.xp_of(x)
+    if not descending:
+        return xp.argsort(x, axis=dim, kind="stable").astype(np.int64)
+    n = x.shape[dim]
+    i = xp.argsort(xp.flip(x, axis=dim), axis=dim, kind="stable")
+    return ((n - 1) - xp.flip(i, axis=dim)).astype(np.int64)
+
+
+def _sort_infer(x, dim=-1, descending=False, stable=False, name="sort"):
+    shape = tuple(x.shape)
+    normalize_dim(name, dim, len(shape))
+    return TensorSpec(shape, x.dtype), TensorSpec(shape, np.dtype(np.int64))
+
+
+def _sort_kernel(x, dim=-1, descending=False, stable=False):
+    _sort_infer(x, dim, descending, stable)
+    xp = _devices.xp_of(x)
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), np.int64)
+    idx = _sort_indices(x, dim, descending)
+    return xp.take_along_axis(x, idx, axis=dim), idx
+
+
+def _scatter_back_vjp(ctx, g):
+    """sort/topk: the values' gradient goes back to where each value came from."""
+    gv = g[0]
+    if gv is None:
+        return (None,)
+    shape = tuple(ctx.shapes[0])
+    if not shape:
+        return (gv,)
+    idx = _raw(ctx.out[1])
+    return (ctx.m.index_add_into(gv, shape, _grid(idx, ctx.attrs["dim"])),)
+
+
+def _distinct(shape, dtype, seed):
+    """Values with no ties (finite differences and tie order stay unambiguous)."""
+    n = int(np.prod(shape))
+    v = np.random.default_rng(seed).permutation(n).astype(dtype) * 0.37 - 1.0
+    return v.reshape(shape)
+
+
+def _sort_samples(dtype=np.float64):
+    return [Sample((_distinct((3, 4), dtype, 1),), {"dim": 1, "descending": False,
+                                                    "stable": False}),
+            Sample((_distinct((3, 4), dtype, 2),), {"dim": 0, "descending": True,
+                                                    "stable": False}),
+            Sample((_distinct((4, 3), dtype, 3).T,), {"dim": 1, "descending": True,
+                                                      "stable": True}),
+            Sample((np.array([2, 1, 2, 1, 3], dtype),), {"dim": 0, "descending": True,
+                                                         "stable": True}, False),
+            Sample((np.array([2, 1, 2, 1, 3], dtype),), {"dim": 0, "descending": False,
+                                                         "stable": True}, False),
+            Sample((_distinct((2, 0), dtype, 4),), {"dim": 1, "descending": False,
+                                                    "stable": False})]
+
+
+SORT = register(
+    name="sort", kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
+    vjp=_scatter_back_vjp, samples=_sort_samples,
+    error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
+                            IndexError)],
+    torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.sort(
+        x, dim=dim, descending=descending, stable=True))
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """``(values, indices)`` sorted along ``dim`` (always stable here); differentiable
+    in the values."""
+    d = _canon_dim("sort", input, dim)
+    v, i = bind(SORT, input, dim=d, descending=bool(descending), stable=bool(stable))
+    return _SortResult(v, i)
+
+
+def _argsort_kernel(x, dim=-1, descending=False, stable=False):
+    _sort_infer(x, dim, descending, stable, "argsort")
+    if x.ndim == 0:
+        return _devices.xp_of(x).zeros((), np.int64)
+    return _sort_indices(x, dim, descending)
+
+
+ARGSORT = register(
+    name="argsort", kernel=_argsort_kernel, differentiable=False,
+    infer=lambda x, dim=-1, descending=False, stable=False: _sort_infer(x, dim, descending,
+                                                                        stable, "argsort")[1],
+    samples=_sort_samples,
+    error_samples=lambda: [((rand((3, 4)),), {"dim": -3, "descending": False, "stable": False},
+                            IndexError)],
+    torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.argsort(
+        x, dim=dim, descending=descending, stable=True))
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    """The indices that sort ``input`` along ``dim`` (stable)."""
+    d = _canon_dim("argsort", input, dim)
+    return bind(ARGSORT, input, dim=d, descending=bool(descending), stable=bool(stable))
+
+
+def _topk_infer(x, k, dim=-1, largest=True, sorted=True):
+    shape = tuple(x.shape)
+    d = normalize_dim("topk", dim, len(shape))
+    n = shape[d] if shape else 1
+    if not 0 <= k <= n:
+        raise op_error("topk", f"selected index k={k} out of range for dim {d} of size {n} "
+                               f"(shape {shape})", RuntimeError)
+    out = shape[:d] + (k,) + shape[d + 1:] if shape else ()
+    return TensorSpec(out, x.dtype), TensorSpec(out, np.dtype(np.int64))
+
+
+def _topk_kernel(x, k, dim=-1, largest=True, sorted=True):
+    _topk_infer(x, k, dim, largest, sorted)
+    xp = _devices.xp_of(x)
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), np.int64)
+    idx = _sort_indices(x, dim, largest)
+    idx = idx[(slice(None),) * dim + (slice(0, k),)]
+    return xp.take_along_axis(x, idx, axis=dim), idx
+
+
+TOPK = register(
+    name="topk", kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
+    vjp=_scatter_back_vjp,
+    samples=lambda dtype=np.float64: [
+        Sample((_distinct((3, 5), dtype, 1),), {"k": 2, "dim": 1, "largest": True,
+                                                "sorted": True}),
+        Sample((_distinct((4, 3), dtype, 2),), {"k": 3, "dim": 0, "largest": False,
+                                                "sorted": True}),
+        Sample((_distinct((5, 3), dtype, 3).T,), {"k": 1, "dim": 1, "largest": True,
+                                                  "sorted": True}),
+        Sample((_distinct((3, 4), dtype, 4),), {"k": 0, "dim": 1, "largest": True,
+                                                "sorted": True})],
+    error_samples=lambda: [((rand((3, 4)),), {"k": 5, "dim": 1, "largest": True,
+                                              "sorted": True}, RuntimeError)],
+    torch=lambda torch, x, k, dim=-1, largest=True, sorted=True: torch.topk(
+        x, k, dim=dim, largest=largest, sorted=sorted))
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """``(values, indices)`` of the ``k`` largest (or smallest) along ``dim``, in
+    sorted order; differentiable in the values."""
+    d = _canon_dim("topk", input, dim)
+    v, i = bind(TOPK, input, k=int(k), dim=d, largest=bool(largest), sorted=bool(sorted))
+    return _TopkResult(v, i)
+
+
+METHODS = ("gather scatter_add scatter scatter_add_ scatter_ index_select take_along_dim "
+           "masked_fill masked_fill_ nonzero argwhere masked_select unique sort argsort topk")

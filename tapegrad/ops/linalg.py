@@ -1,8 +1,12 @@
 """Linear algebra: matmul, dot, outer, tensordot, einsum, trace, and ``tg.linalg``."""
+import collections
+import string
+
 import numpy as np
 
-from ..tensor import bind
-from .._util import op_error
+from ..tensor import bind, Tensor
+from .. import devices as _devices
+from .._util import op_error, normalize_dim, normalize_dims
 from ._decl import register, Sample, TensorSpec, rand
 
 
@@ -79,3 +83,991 @@ MATMUL = register(name="matmul", kernel=_matmul_kernel, args=("x", "other"), inf
 def matmul(input, other):
     """Matrix product with NumPy/PyTorch semantics (1-D cases, batch broadcasting)."""
     return bind(MATMUL, input, other)
+
+# ================================================================ helpers
+def _raw(v):
+    """The array behind a Tensor (or the array itself): for dtype/device of constants."""
+    return v._data if isinstance(v, Tensor) else v
+
+
+def _const(ref, make):
+    """A constant array built by ``make(xp, dtype)`` on ref's device with ref's dtype."""
+    r = _raw(ref)
+    return make(_devices.xp_of(r), r.dtype)
+
+
+def _float_check(name, *specs):
+    for s in specs:
+        if np.dtype(s.dtype).kind != "f":
+            raise op_error(name, f"expected a floating point tensor as input, got "
+                                 f"{np.dtype(s.dtype)}", TypeError)
+
+
+def _result_dtype(*specs):
+    from .. import dtypes
+    return dtypes.result_type(*[np.dtype(s.dtype) for s in specs])
+
+
+# ================================================================ einsum
+_LETTERS = string.ascii_uppercase + string.ascii_lowercase
+
+
+def _canon_equation(equation, ndims, name="einsum"):
+    """An einsum equation to its explicit form over letters only.
+
+    Ellipses become fresh letters (right-aligned across operands, as NumPy/PyTorch
+    broadcast them), the implicit output becomes explicit (ellipsis dims first, then
+    the letters used once, sorted). Raises RuntimeError naming the problem.
+    """
+    if not isinstance(equation, str):
+        raise op_error(name, f"equation must be a string, got {type(equation).__name__}",
+                       TypeError)
+    eq = equation.replace(" ", "")
+    if "->" in eq:
+        lhs, out = eq.split("->", 1)
+        if "->" in out or "-" in out or ">" in out:
+            raise op_error(name, f"invalid equation {equation!r}", RuntimeError)
+    else:
+        lhs, out = eq, None
+    subs = lhs.split(",")
+    if len(subs) != len(ndims):
+        raise op_error(name, f"the equation {equation!r} names {len(subs)} operands "
+                                 f"but {len(ndims)} were given", RuntimeError)
+    used = set()
+    for s in subs + ([out] if out is not None else []):
+        body = s.replace("...", "")
+        for c in body:
+            if c not in _LETTERS:
+                raise op_error(name, f"invalid subscript {c!r} in equation {equation!r}: "
+                                         f"subscripts are letters [a-zA-Z] and '...'",
+                               RuntimeError)
+        if s.count("...") > 1:
+            raise op_error(name, f"more than one ellipsis in {s!r}", RuntimeError)
+        used |= set(body)
+    fresh = [c for c in _LETTERS if c not in used]
+    ell_n = []
+    for k, (s, nd) in enumerate(zip(subs, ndims)):
+        n_letters = len(s.replace("...", ""))
+        if "..." in s:
+            if n_letters > nd:
+                raise op_error(name, f"operand {k} has {nd} dims but subscripts {s!r} "
+                                         f"name {n_letters}", RuntimeError)
+            ell_n.append(nd - n_letters)
+        else:
+            if n_letters != nd:
+                raise op_error(name, f"the number of subscripts in {s!r} ({n_letters}) "
+                                         f"does not match the number of dimensions ({nd}) of "
+                                         f"operand {k} and no ellipsis was given", RuntimeError)
+            ell_n.append(0)
+    n_ell = max(ell_n, default=0)
+    if n_ell > len(fresh):
+        raise op_error(name, "too many dimensions for 52 subscript letters", RuntimeError)
+    ell = "".join(fresh[:n_ell])
+    subs = [s.replace("...", ell[n_ell - e:]) for s, e in zip(subs, ell_n)]
+    if out is None:
+        counts = {}
+        for s in subs:
+            for c in s:
+                if c not in ell:
+                    counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1))
+    else:
+        out = out.replace("...", ell)
+        seen = set()
+        for c in out:
+            if c in seen:
+                raise op_error(name, f"output subscript {c} appears more than once in the "
+                                         f"output", RuntimeError)
+            seen.add(c)
+            if not any(c in s for s in subs):
+                raise op_error(name, f"output subscript {c} does not appear in the "
+                                         f"equation for any input operand", RuntimeError)
+    return ",".join(subs) + "->" + out
+
+
+def _split_equation(eq):
+    lhs, out = eq.split("->")
+    return lhs.split(","), out
+
+
+def _letter_sizes(subs, shapes, name="einsum"):
+    """Size of each letter, broadcasting size-1 dims across operands; checks."""
+    sizes = {}
+    for k, (s, shape) in enumerate(zip(subs, shapes)):
+        mine = {}
+        for c, d in zip(s, shape):
+            if c in mine and mine[c] != d:
+                raise op_error(name, f"subscript {c} is repeated for operand {k} but the "
+                                         f"sizes don't match, {mine[c]} != {d}", RuntimeError)
+            mine[c] = d
+        for c, d in mine.items():
+            prev = sizes.get(c)
+            if prev is None or prev == 1:
+                sizes[c] = d
+            elif d != 1 and d != prev:
+                raise op_error(name, f"subscript {c} has size {d} for operand {k} which "
+                                         f"does not broadcast with previously seen size {prev}"
+                                         f" (shapes {[tuple(x) for x in shapes]})", RuntimeError)
+    return sizes
+
+
+def _einsum_name(n):
+    return "einsum" if n == 2 else f"einsum{n}"
+
+
+def _einsum_infer(*specs, equation):
+    shapes = [tuple(s.shape) for s in specs]
+    name = _einsum_name(len(specs))
+    subs, out = _split_equation(_canon_equation(equation, [len(s) for s in shapes], name))
+    sizes = _letter_sizes(subs, shapes, name)
+    return TensorSpec(tuple(sizes[c] for c in out), _result_dtype(*specs))
+
+
+def _einsum_kernel(*operands, equation):
+    return np.asarray(np.einsum(equation, *operands, optimize=len(operands) > 1))
+
+
+def _einsum_grad(m, subs, out, operands, g, k, shape_k):
+    """Cotangent of operand k of ``einsum(subs -> out)``: an einsum of g and the others.
+
+    Letters of operand k that occur nowhere else are broadcast back with a ones
+    vector; a letter repeated within operand k (a diagonal) is embedded back with an
+    identity, so the adjoint is again an einsum and differentiates again.
+    """
+    sk = subs[k]
+    terms = [(out, g)] + [(s, o) for j, (s, o) in enumerate(zip(subs, operands)) if j != k]
+    have = set(out).union(*[set(s) for j, s in enumerate(subs) if j != k])
+    used = set("".join(subs) + out)
+    fresh = iter(c for c in _LETTERS if c not in used)
+    target, seen = [], set()
+    for c, d in zip(sk, shape_k):
+        if c in seen:
+            f = next(fresh, None)
+            if f is None:
+                raise op_error("einsum", "too many subscripts to form the gradient", RuntimeError)
+            terms.append((c + f, _const(g, lambda xp, dt, d=d: xp.eye(d, dtype=dt))))
+            target.append(f)
+            continue
+        seen.add(c)
+        if c not in have:
+            terms.append((c, _const(g, lambda xp, dt, d=d: xp.ones(d, dtype=dt))))
+            have.add(c)
+        target.append(c)
+    eq = ",".join(s for s, _ in terms) + "->" + "".join(target)
+    r = bind(_einsum_op(len(terms)), *[t for _, t in terms], equation=eq)
+    shape_k = tuple(shape_k)
+    if tuple(r.shape) != shape_k:
+        # size-1 dims broadcast in the forward: sum where operand k had size 1, expand
+        # where only the others had size 1
+        red = tuple(1 if t == 1 else s for s, t in zip(r.shape, shape_k))
+        if red != tuple(r.shape):
+            r = m.sum_to(r, red)
+        if red != shape_k:
+            r = m.broadcast_to(r, shape_k)
+    return r
+
+
+def _einsum_vjp(ctx, g):
+    subs, out = _split_equation(_canon_equation(ctx.attrs["equation"],
+                                                [len(s) for s in ctx.shapes]))
+    ops = ctx.inputs
+    return tuple(_einsum_grad(ctx.m, subs, out, ops, g, k, ctx.shapes[k])
+                 if ctx.needs_input_grad[k] else None for k in range(len(subs)))
+
+
+_EINSUM_SAMPLES = {
+    1: [("ij->ji", [(3, 4)]), ("ii->i", [(3, 3)]), ("ii->", [(3, 3)]), ("ij->", [(2, 3)]),
+        ("iji->j", [(3, 2, 3)]), ("ij->i", [(3, 0)]), ("ABij->ABji", [(2, 1, 2, 3)]),
+        ("ijk->kj", [(2, 3, 4)])],
+    2: [("ij,jk->ik", [(3, 4), (4, 2)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 2)]),
+        ("i,i->", [(4,), (4,)]), ("i,j->ij", [(3,), (2,)]), ("ij,ij->ij", [(1, 3), (4, 3)]),
+        ("ii,i->i", [(3, 3), (3,)]), ("ij,jk->", [(2, 3), (3, 2)]),
+        ("Aij,jk->Aik", [(1, 2, 3), (3, 2)]), ("bn,anm->bam", [(2, 3), (2, 3, 2)]),
+        ("ij,kl->ijkl", [(2, 2), (1, 2)]), ("iij,jk->ik", [(2, 2, 3), (1, 2)])],
+    3: [("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]), ("i,ij,j->", [(3,), (3, 4), (4,)]),
+        ("bi,bj,bk->bijk", [(2, 2), (2, 3), (2, 2)])],
+}
+
+
+def _einsum_samples_for(n):
+    def samples(dtype=np.float64):
+        out = []
+        for k, (eq, shapes) in enumerate(_EINSUM_SAMPLES.get(n, [])):
+            out.append(Sample(tuple(rand(s, dtype, seed=10 * k + j) for j, s in enumerate(shapes)),
+                              {"equation": eq}))
+        if n not in _EINSUM_SAMPLES:
+            shapes = [(2, 3)] * n
+            eq = ",".join("ij" for _ in range(n)) + "->ij"
+            out.append(Sample(tuple(rand(s, dtype, seed=j) for j, s in enumerate(shapes)),
+                              {"equation": eq}))
+        if n == 1:   # non-contiguous
+            out.append(Sample((rand((4, 3), dtype, seed=5).T,), {"equation": "ij->j"}))
+        return out
+    return samples
+
+
+def _einsum_errors_for(n):
+    def errors():
+        if n == 1:
+            return [((rand((2, 3)),), {"equation": "ii->i"}, RuntimeError),
+                    ((rand((2, 3)),), {"equation": "ijk->i"}, RuntimeError)]
+        ops = tuple(rand((2, 3)) for _ in range(n - 1)) + (rand((4, 5)),)
+        return [(ops, {"equation": ",".join("ij" for _ in range(n)) + "->ij"}, RuntimeError)]
+    return errors
+
+
+_EINSUM_OPS = {}
+
+
+def _einsum_op(n):
+    """The einsum op for n operands ("einsum" for two, "einsum<n>" otherwise), made on
+    first use: the registry keeps a fixed list of tensor args per op."""
+    op = _EINSUM_OPS.get(n)
+    if op is None:
+        args = tuple(f"operand{i}" for i in range(n))
+        op = _EINSUM_OPS[n] = register(
+            name=_einsum_name(n), kernel=_einsum_kernel,
+            infer=_einsum_infer, args=args, vjp=_einsum_vjp, saves=args, promote="same",
+            samples=_einsum_samples_for(n), error_samples=_einsum_errors_for(n),
+            torch=lambda torch, *ts, equation: torch.einsum(equation, *ts),
+            doc=f"einsum over {n} operand(s)")
+    return op
+
+
+for _n in (1, 2, 3):
+    _einsum_op(_n)
+
+
+def einsum(equation, *operands):
+    """Einstein summation as ``torch.einsum``: any subscripts, implicit or explicit
+    output, ``...``, repeated subscripts (diagonals/traces), size-1 broadcasting.
+
+    >>> tg.einsum("ij,jk->ik", a, b)          # matmul
+    >>> tg.einsum("ii", a)                     # trace
+    """
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise op_error("einsum", "must provide at least one operand", RuntimeError)
+    ndims = [len(getattr(o, "shape", np.shape(o))) for o in operands]
+    eq = _canon_equation(equation, ndims)
+    _letter_sizes(_split_equation(eq)[0], [tuple(o.shape) for o in operands])
+    return bind(_einsum_op(len(operands)), *operands, equation=eq)
+
+
+# ================================================================ dot / outer / trace
+def _dot_infer(x, y):
+    xs, ys = tuple(x.shape), tuple(y.shape)
+    if len(xs) != 1 or len(ys) != 1:
+        raise op_error("dot", f"1D tensors expected, but got {len(xs)}D and {len(ys)}D tensors "
+                              f"(shapes {xs} and {ys})", RuntimeError)
+    if xs != ys:
+        raise op_error("dot", f"inconsistent tensor size, expected tensor {xs} and src {ys} to "
+                              f"have the same number of elements", RuntimeError)
+    return TensorSpec((), _result_dtype(x, y))
+
+
+def _dot_kernel(x, y):
+    if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:
+        raise ValueError("dot")
+    return np.asarray(np.dot(x, y))
+
+
+def _dot_vjp(ctx, g):
+    x, y = ctx.inputs
+    n = ctx.needs_input_grad
+    return (g * y if n[0] else None, g * x if n[1] else None)
+
+
+DOT = register(name="dot", kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"), vjp=_dot_vjp,
+               saves=("x", "y"), promote="same",
+               samples=lambda dtype=np.float64: [
+                   Sample((rand((4,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
+                   Sample((rand((1,), dtype, seed=3), rand((1,), dtype, seed=4)), {}),
+                   Sample((rand((0,), dtype), rand((0,), dtype)), {}),
+                   Sample((rand((3, 4), dtype, seed=5)[:, 1], rand((3,), dtype, seed=6)), {})],
+               error_samples=lambda: [((rand((2, 3)), rand((2, 3))), {}, RuntimeError),
+                                      ((rand((3,)), rand((4,))), {}, RuntimeError)],
+               torch=lambda torch, x, y: torch.dot(x, y))
+
+
+def dot(input, other):
+    """Inner product of two 1-D tensors (``torch.dot``)."""
+    return bind(DOT, input, other)
+
+
+def _outer_infer(x, y):
+    xs, ys = tuple(x.shape), tuple(y.shape)
+    if len(xs) != 1 or len(ys) != 1:
+        raise op_error("outer", f"expected 1D tensors, got shapes {xs} and {ys}", RuntimeError)
+    return TensorSpec(xs + ys, _result_dtype(x, y))
+
+
+def _outer_kernel(x, y):
+    if x.ndim != 1 or y.ndim != 1:
+        raise ValueError("outer")
+    return np.multiply.outer(x, y)
+
+
+def _outer_vjp(ctx, g):
+    x, y = ctx.inputs
+    m, n = ctx.m, ctx.needs_input_grad
+    return (m.matmul(g, y) if n[0] else None, m.matmul(x, g) if n[1] else None)
+
+
+OUTER = register(name="outer", kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
+                 vjp=_outer_vjp, saves=("x", "vec2"), promote="same",
+                 samples=lambda dtype=np.float64: [
+                     Sample((rand((3,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
+                     Sample((rand((1,), dtype, seed=3), rand((2,), dtype, seed=4)), {}),
+                     Sample((rand((0,), dtype), rand((2,), dtype)), {}),
+                     Sample((rand((4, 3), dtype, seed=5)[:, 0], rand((2,), dtype, seed=6)), {})],
+                 error_samples=lambda: [((rand((2, 3)), rand((2,))), {}, RuntimeError)],
+                 torch=lambda torch, x, vec2: torch.outer(x, vec2))
+
+
+def outer(input, vec2):
+    """Outer product of two 1-D tensors (``torch.outer``)."""
+    return bind(OUTER, input, vec2)
+
+
+ger = outer
+
+
+def _trace_infer(x):
+    if len(x.shape) != 2:
+        raise op_error("trace", f"expected a matrix, but got tensor with dim {len(x.shape)} "
+                                f"(shape {tuple(x.shape)})", RuntimeError)
+    dt = np.dtype(x.dtype)
+    return TensorSpec((), np.dtype(np.int64) if dt.kind in "biu" else dt)
+
+
+def _trace_kernel(x):
+    if x.ndim != 2:
+        raise ValueError("trace")
+    dt = np.int64 if x.dtype.kind in "biu" else None
+    return np.asarray(np.trace(x, dtype=dt))
+
+
+def _trace_vjp(ctx, g):
+    n, k = ctx.shapes[0]
+    return (g * _const(g, lambda xp, dt: xp.eye(n, k, dtype=dt)),)
+
+
+TRACE = register(name="trace", kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
+                 samples=lambda dtype=np.float64: [
+                     Sample((rand((3, 3), dtype, seed=1),), {}),
+                     Sample((rand((2, 4), dtype, seed=2),), {}),
+                     Sample((rand((4, 3), dtype, seed=3).T,), {}),
+                     Sample((rand((0, 2), dtype),), {})],
+                 error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
+                 torch=lambda torch, x: torch.trace(x))
+
+
+def trace(input):
+    """Sum of the main diagonal of a 2-D tensor."""
+    return bind(TRACE, input)
+
+
+# ================================================================ tensordot
+def _td_dims(a_nd, b_nd, dims):
+    """``dims`` (int or pair of sequences) to a pair of tuples of non-negative dims."""
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, (int, np.integer)):
+        dims = int(dims)
+        if dims < 0:
+            raise op_error("tensordot", f"expects dims >= 0, but got dims={dims}", RuntimeError)
+        if dims > min(a_nd, b_nd):
+            raise op_error("tensordot", f"expects dims <= the number of dims of both inputs "
+                                        f"({a_nd} and {b_nd}), got {dims}", RuntimeError)
+        return tuple(range(a_nd - dims, a_nd)), tuple(range(dims))
+    try:
+        da, db = dims
+    except (TypeError, ValueError):
+        raise op_error("tensordot", f"dims must be an int or a pair of lists of dims, got "
+                                    f"{dims!r}", TypeError) from None
+    da = [da] if isinstance(da, (int, np.integer)) else list(da)
+    db = [db] if isinstance(db, (int, np.integer)) else list(db)
+    if len(da) != len(db):
+        raise op_error("tensordot", f"both dimension lists should have same length, got "
+                                    f"{da} and {db}", RuntimeError)
+    da = tuple(normalize_dim("tensordot", d, a_nd) for d in da)
+    db = tuple(normalize_dim("tensordot", d, b_nd) for d in db)
+    if len(set(da)) != len(da) or len(set(db)) != len(db):
+        raise op_error("tensordot", f"repeated dims in {da} / {db}", RuntimeError)
+    return da, db
+
+
+def _td_equation(a_nd, b_nd, dims):
+    da, db = dims
+    la = _LETTERS[:a_nd]
+    lb = list(_LETTERS[a_nd:a_nd + b_nd])
+    for i, j in zip(da, db):
+        lb[j] = la[i]
+    lb = "".join(lb)
+    out = "".join(c for i, c in enumerate(la) if i not in da) + \
+          "".join(c for j, c in enumerate(lb) if j not in db)
+    return la, lb, out
+
+
+def _td_infer(a, b, dims):
+    as_, bs = tuple(a.shape), tuple(b.shape)
+    da, db = _td_dims(len(as_), len(bs), dims)
+    for i, j in zip(da, db):
+        if as_[i] != bs[j]:
+            raise op_error("tensordot", f"contracted dimensions need to match, but first has "
+                                        f"size {as_[i]} in dim {i} and second has size "
+                                        f"{bs[j]} in dim {j} (shapes {as_} and {bs})",
+                           RuntimeError)
+    out = tuple(s for i, s in enumerate(as_) if i not in da) + \
+        tuple(s for j, s in enumerate(bs) if j not in db)
+    return TensorSpec(out, _result_dtype(a, b))
+
+
+def _td_kernel(a, b, dims):
+    da, db = dims
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise ValueError("tensordot")
+    return np.asarray(np.tensordot(a, b, axes=(list(da), list(db))))
+
+
+def _td_vjp(ctx, g):
+    a, b = ctx.inputs
+    sa, sb = ctx.shapes
+    la, lb, out = _td_equation(len(sa), len(sb), ctx.attrs["dims"])
+    n = ctx.needs_input_grad
+    return (_einsum_grad(ctx.m, [la, lb], out, [a, b], g, 0, sa) if n[0] else None,
+            _einsum_grad(ctx.m, [la, lb], out, [a, b], g, 1, sb) if n[1] else None)
+
+
+TENSORDOT = register(
+    name="tensordot", kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
+    saves=("a", "b"), promote="same",
+    samples=lambda dtype=np.float64: [
+        Sample((rand((2, 3, 4), dtype, seed=1), rand((3, 4, 2), dtype, seed=2)),
+               {"dims": ((1, 2), (0, 1))}),
+        Sample((rand((3, 4), dtype, seed=3), rand((4, 2), dtype, seed=4)), {"dims": ((1,), (0,))}),
+        Sample((rand((2, 3), dtype, seed=5), rand((2, 2), dtype, seed=6)), {"dims": ((), ())}),
+        Sample((rand((3, 2), dtype, seed=7), rand((2, 3), dtype, seed=8)),
+               {"dims": ((0, 1), (1, 0))}),
+        Sample((rand((4, 3), dtype, seed=9).T, rand((4, 2), dtype, seed=10)),
+               {"dims": ((1,), (0,))})],
+    error_samples=lambda: [((rand((2, 3)), rand((4, 2))), {"dims": ((1,), (0,))}, RuntimeError)],
+    torch=lambda torch, a, b, dims: torch.tensordot(a, b, dims=[list(dims[0]), list(dims[1])]))
+
+
+def tensordot(a, b, dims=2, out=None):
+    """Contract ``dims`` of ``a`` with ``dims`` of ``b`` (``torch.tensordot``)."""
+    if out is not None:
+        raise op_error("tensordot", "out= is not supported", TypeError)
+    d = _td_dims(len(a.shape), len(b.shape), dims)
+    return bind(TENSORDOT, a, b, dims=d)
+
+
+# ================================================================ tg.linalg
+class LinAlgError(RuntimeError):
+    """A linear algebra failure on valid shapes (singular or non positive-definite
+    input), as ``torch.linalg.LinAlgError``."""
+
+
+def _linalg_call(op, *args, **attrs):
+    """bind, re-raising a kernel's LinAlgError as itself (bind reports kernel failures
+    through the shape rule, which has nothing to add for a singular matrix)."""
+    try:
+        return bind(op, *args, **attrs)
+    except RuntimeError as e:
+        if isinstance(e.__context__, LinAlgError) and not isinstance(e, LinAlgError):
+            raise e.__context__ from None
+        raise
+
+
+def _square_check(name, x):
+    s = tuple(x.shape)
+    if len(s) < 2:
+        raise op_error(name, f"the input tensor A must have at least 2 dimensions, got "
+                             f"shape {s}", RuntimeError)
+    if s[-1] != s[-2]:
+        raise op_error(name, f"A must be batches of square matrices, but they are "
+                             f"{s[-2]} by {s[-1]} matrices (shape {s})", RuntimeError)
+    _float_check(name, x)
+    return s
+
+
+def _spd_samples(shapes, dtype, seed=0):
+    """Symmetric positive-definite, well-conditioned: R R^T + n I."""
+    out = []
+    for k, s in enumerate(shapes):
+        r = rand(s, np.float64, -1.0, 1.0, seed=seed + k)
+        n = s[-1]
+        a = r @ np.swapaxes(r, -1, -2) + n * np.eye(n)
+        out.append(a.astype(dtype))
+    return out
+
+
+def _wellcond(shape, dtype, seed=0):
+    """A general (non-symmetric) matrix batch away from singular: R + n I."""
+    n = shape[-1]
+    return (rand(shape, np.float64, -1.0, 1.0, seed=seed) + n * np.eye(n)).astype(dtype)
+
+
+def _unsq2(m, x):
+    """(...,) -> (..., 1, 1)."""
+    return m.reshape(x, tuple(x.shape) + (1, 1))
+
+
+# ---------------------------------------------------------------- inv
+def _inv_infer(x):
+    return TensorSpec(_square_check("linalg_inv", x), x.dtype)
+
+
+def _need_float(*arrays, square=True):
+    """NumPy's linalg takes ints silently, PyTorch refuses them; and a non-square
+    input must not pass for a singular one. The infer then explains."""
+    for a in arrays:
+        if a.dtype.kind != "f":
+            raise TypeError("not a floating point array")
+    if square and (arrays[0].ndim < 2 or arrays[0].shape[-1] != arrays[0].shape[-2]):
+        raise ValueError("not square")
+
+
+def _inv_kernel(x):
+    _need_float(x)
+    try:
+        return np.linalg.inv(x)
+    except np.linalg.LinAlgError:
+        raise LinAlgError("linalg_inv: the input matrix is singular, the inversion could not "
+                          f"be completed (shape {tuple(x.shape)})") from None
+
+
+INV = register(
+    name="linalg_inv", kernel=_inv_kernel, infer=_inv_infer, saves=("out",),
+    vjp=lambda ctx, g: (-ctx.m.matmul(ctx.m.mT(ctx.out), ctx.m.matmul(g, ctx.m.mT(ctx.out))),),
+    samples=lambda dtype=np.float64: [
+        Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
+        Sample((_spd_samples([(3, 3)], dtype, 3)[0],), {}),
+        Sample((_wellcond((1, 1), dtype, 4),), {}), Sample((rand((2, 0, 0), dtype),), {})],
+    error_samples=lambda: [((rand((2, 3)),), {}, RuntimeError),
+                           ((np.ones((3, 3)),), {}, RuntimeError),
+                           ((np.eye(3, dtype=np.int64),), {}, TypeError)],
+    torch=lambda torch, x: torch.linalg.inv(x))
+
+
+def inv(A, *, out=None):
+    """Inverse of square matrices (batched); LinAlgError (a RuntimeError) if singular."""
+    if out is not None:
+        raise op_error("linalg_inv", "out= is not supported", TypeError)
+    return _linalg_call(INV, A)
+
+
+def inverse(input):
+    """``torch.inverse``: alias of ``tg.linalg.inv``."""
+    return inv(input)
+
+
+# ---------------------------------------------------------------- det / slogdet
+def _det_infer(x):
+    s = _square_check("linalg_det", x)
+    return TensorSpec(s[:-2], x.dtype)
+
+
+def _det_vjp(ctx, g):
+    # d det(A) = det(A) tr(A^-1 dA)  =>  gA = g det(A) A^-T
+    m = ctx.m
+    x, = ctx.inputs
+    return (_unsq2(m, g) * _unsq2(m, ctx.out) * m.mT(inv(x)),)
+
+
+def _det_kernel(x):
+    _need_float(x)
+    return np.asarray(np.linalg.det(x))
+
+
+DET = register(
+    name="linalg_det", kernel=_det_kernel, infer=_det_infer,
+    vjp=_det_vjp, saves=("x", "out"),
+    samples=lambda dtype=np.float64: [
+        Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
+        Sample((-_wellcond((2, 2), dtype, 3),), {}), Sample((_wellcond((1, 1), dtype, 4),), {}),
+        Sample((_wellcond((3, 3), dtype, 5).T,), {})],
+    error_samples=lambda: [((rand((2, 3)),), {}, RuntimeError)],
+    torch=lambda torch, x: torch.linalg.det(x))
+
+
+def det(A, *, out=None):
+    """Determinant of square matrices (batched). Its gradient uses A^-1 (A invertible)."""
+    if out is not None:
+        raise op_error("linalg_det", "out= is not supported", TypeError)
+    return bind(DET, A)
+
+
+def _slogdet_infer(x):
+    s = _square_check("linalg_slogdet", x)
+    return TensorSpec(s[:-2], x.dtype), TensorSpec(s[:-2], x.dtype)
+
+
+def _slogdet_kernel(x):
+    _need_float(x)
+    sign, logabs = np.linalg.slogdet(x)
+    return np.asarray(sign, dtype=x.dtype), np.asarray(logabs, dtype=x.dtype)
+
+
+def _slogdet_vjp(ctx, g):
+    # the sign is piecewise constant: only logabsdet has a gradient, g A^-T
+    _, glog = g
+    if glog is None:
+        return (None,)
+    m = ctx.m
+    x, = ctx.inputs
+    return (_unsq2(m, glog) * m.mT(inv(x)),)
+
+
+SLOGDET = register(
+    name="linalg_slogdet", kernel=_slogdet_kernel, infer=_slogdet_infer, vjp=_slogdet_vjp,
+    saves=("x",), nout=2,
+    samples=lambda dtype=np.float64: [
+        Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
+        Sample((_wellcond((3, 3), dtype, 3)[[1, 0, 2]],), {}),
+        Sample((_wellcond((1, 1), dtype, 4),), {})],
+    error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
+    torch=lambda torch, x: tuple(torch.linalg.slogdet(x)))
+
+SlogdetResult = collections.namedtuple("slogdet", ["sign", "logabsdet"])
+
+
+def slogdet(A, *, out=None):
+    """``(sign, logabsdet)`` of square matrices, a named tuple as PyTorch's."""
+    if out is not None:
+        raise op_error("linalg_slogdet", "out= is not supported", TypeError)
+    return SlogdetResult(*bind(SLOGDET, A))
+
+
+# ---------------------------------------------------------------- solve
+def _solve_infer(a, b):
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    _square_check("linalg_solve", a)
+    _float_check("linalg_solve", b)
+    if len(sb) < 2 or sb[-2] != sa[-1]:
+        raise op_error("linalg_solve", f"incompatible shapes of A and B for the equation "
+                                       f"AX = B ({sa[-2]}x{sa[-1]} and "
+                                       f"{'x'.join(map(str, sb[-2:]))}; shapes {sa} and {sb})",
+                       RuntimeError)
+    try:
+        batch = np.broadcast_shapes(sa[:-2], sb[:-2])
+    except ValueError:
+        raise op_error("linalg_solve", f"batch dims of A {sa} and B {sb} cannot be broadcast",
+                       RuntimeError) from None
+    return TensorSpec(tuple(batch) + sb[-2:], _result_dtype(a, b))
+
+
+def _solve_kernel(a, b):
+    if b.ndim < 2 or a.ndim < 2:
+        raise ValueError("linalg_solve")
+    _need_float(a, b)
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise LinAlgError("linalg_solve: the solver failed because the input matrix A is "
+                          f"singular (shape {tuple(a.shape)})") from None
+
+
+def _solve_vjp(ctx, g):
+    # X = A^-1 B:  gB = A^-T g,  gA = -gB X^T
+    m = ctx.m
+    a, _ = ctx.inputs
+    sa, sb = ctx.shapes
+    gb = solve(m.mT(a), g)
+    ga = -m.matmul(gb, m.mT(ctx.out)) if ctx.needs_input_grad[0] else None
+    if ga is not None and tuple(ga.shape) != sa:
+        ga = m.sum_to(ga, sa)
+    if tuple(gb.shape) != sb:
+        gb = m.sum_to(gb, sb)
+    return ga, (gb if ctx.needs_input_grad[1] else None)
+
+
+SOLVE = register(
+    name="linalg_solve", kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
+    vjp=_solve_vjp, saves=("A", "out"), promote="same",
+    samples=lambda dtype=np.float64: [
+        Sample((_wellcond((3, 3), dtype, 1), rand((3, 2), dtype, seed=2)), {}),
+        Sample((_wellcond((2, 3, 3), dtype, 3), rand((3, 1), dtype, seed=4)), {}),
+        Sample((_wellcond((3, 3), dtype, 5), rand((2, 3, 2), dtype, seed=6)), {}),
+        Sample((_wellcond((2, 1, 2, 2), dtype, 7), rand((3, 2, 2), dtype, seed=8)), {}),
+        Sample((_wellcond((3, 3), dtype, 9).T, rand((3, 0), dtype)), {})],
+    error_samples=lambda: [((_wellcond((3, 3), np.float64), rand((4, 2))), {}, RuntimeError),
+                           ((np.ones((2, 2)), rand((2, 1))), {}, RuntimeError)],
+    torch=lambda torch, A, B: torch.linalg.solve(A, B))
+
+
+def solve(A, B, *, left=True, out=None):
+    """Solve ``A X = B`` (or ``X A = B`` with ``left=False``), batched and broadcast as
+    ``torch.linalg.solve``: B is a (batch of) vector(s) when it is 1-D or has shape
+    ``A.shape[:-1]``."""
+    if out is not None:
+        raise op_error("linalg_solve", "out= is not supported", TypeError)
+    sa, sb = tuple(A.shape), tuple(B.shape)
+    if len(sa) < 2:
+        _square_check("linalg_solve", TensorSpec(sa, _raw(A).dtype))
+    from . import shape as _S
+    if not left:
+        if len(sb) < 2:
+            raise op_error("linalg_solve", f"with left=False B must be a matrix, got shape "
+                                           f"{sb}", RuntimeError)
+        return _S.mT(solve(_S.mT(A), _S.mT(B)))
+    vector = len(sb) == 1 or (len(sb) == len(sa) - 1 and sb == sa[:-1])
+    if vector:
+        x = _linalg_call(SOLVE, A, _S.reshape(B, sb + (1,)))
+        return _S.reshape(x, tuple(x.shape[:-1]))
+    return _linalg_call(SOLVE, A, B)
+
+
+# ---------------------------------------------------------------- cholesky
+def _chol_infer(x):
+    return TensorSpec(_square_check("linalg_cholesky", x), x.dtype)
+
+
+def _chol_kernel(x):
+    # A is taken as symmetric, (A + A^T)/2 (as JAX does): exact for the symmetric input
+    # the factorization is defined for, and it makes the (symmetric) gradient PyTorch
+    # gives the true gradient of this kernel.
+    _need_float(x)
+    sym = (x + np.swapaxes(x, -1, -2)) / 2
+    try:
+        return np.linalg.cholesky(sym)
+    except np.linalg.LinAlgError:
+        raise LinAlgError("linalg_cholesky: the factorization could not be completed because "
+                          f"the input is not positive-definite (shape {tuple(x.shape)})") from None
+
+
+def _chol_vjp(ctx, g):
+    # Murray (2016), as PyTorch writes it: gA = L^-T Phi L^-1 with
+    # Phi = sym(tril(L^T gL)) (strict lower part mirrored, halved)
+    m = ctx.m
+    L = ctx.out
+    n = ctx.shapes[0][-1]
+    low = _const(g, lambda xp, dt: xp.tril(xp.ones((n, n), dtype=dt)))
+    strict = _const(g, lambda xp, dt: xp.tril(xp.ones((n, n), dtype=dt), -1))
+    t = m.matmul(m.mT(L), g) * low
+    phi = (t + m.mT(t * strict)) * 0.5
+    linv = inv(L)
+    return (m.matmul(m.mT(linv), m.matmul(phi, linv)),)
+
+
+CHOLESKY = register(
+    name="linalg_cholesky", kernel=_chol_kernel, infer=_chol_infer, vjp=_chol_vjp,
+    saves=("out",),
+    samples=lambda dtype=np.float64: [
+        Sample((a,), {}) for a in _spd_samples([(3, 3), (2, 2, 2), (1, 1), (4, 4)], dtype)]
+    + [Sample((rand((2, 0, 0), dtype),), {})],
+    error_samples=lambda: [((-np.eye(3),), {}, RuntimeError), ((rand((2, 3)),), {}, RuntimeError)],
+    torch=lambda torch, x: torch.linalg.cholesky(x))
+
+
+def cholesky(A, *, upper=False, out=None):
+    """Cholesky factor of symmetric positive-definite matrices: lower ``L`` with
+    ``A = L L^T`` (``upper=True``: ``L^T``). A non positive-definite input raises
+    LinAlgError (a RuntimeError)."""
+    if out is not None:
+        raise op_error("linalg_cholesky", "out= is not supported", TypeError)
+    L = _linalg_call(CHOLESKY, A)
+    if upper:
+        from . import shape as _S
+        return _S.mT(L)
+    return L
+
+
+# ---------------------------------------------------------------- norms
+def _vn_dims(dim, ndim):
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return None
+    return normalize_dims("linalg_vector_norm", dim, ndim)
+
+
+def _vn_infer(x, ord=2.0, dim=None, keepdim=False):
+    _float_check("linalg_vector_norm", x)
+    shape = tuple(x.shape)
+    dims = tuple(range(len(shape))) if dim is None else \
+        normalize_dims("linalg_vector_norm", dim, len(shape))
+    if ord == np.inf or ord < 0:
+        for d in dims:
+            if shape[d] == 0:
+                raise op_error("linalg_vector_norm", f"cannot compute the {ord:g} norm on "
+                                                     f"the empty dimension {d} of shape "
+                                                     f"{shape}: the operation has no identity",
+                               RuntimeError)
+    out = tuple(1 if i in dims else s for i, s in enumerate(shape)) if keepdim else \
+        tuple(s for i, s in enumerate(shape) if i not in dims)
+    return TensorSpec(out, x.dtype)
+
+
+def _vn_kernel(x, ord=2.0, dim=None, keepdim=False):
+    _need_float(x, square=False)
+    if ord < 0 and any(x.shape[d] == 0 for d in (range(x.ndim) if dim is None else dim)):
+        raise ValueError("empty")
+    ax = dim
+    if ord == 2:
+        r = np.sqrt(np.sum(x * x, axis=ax, keepdims=keepdim))
+    elif ord == 1:
+        r = np.sum(np.abs(x), axis=ax, keepdims=keepdim)
+    elif ord == np.inf:
+        r = np.max(np.abs(x), axis=ax, keepdims=keepdim)
+    elif ord == -np.inf:
+        r = np.min(np.abs(x), axis=ax, keepdims=keepdim)
+    elif ord == 0:
+        r = np.sum(x != 0, axis=ax, keepdims=keepdim)
+    else:
+        with np.errstate(divide="ignore"):
+            r = np.sum(np.abs(x) ** ord, axis=ax, keepdims=keepdim) ** (1.0 / ord)
+    return np.asarray(r, dtype=x.dtype)
+
+
+def _vn_vjp(ctx, g):
+    m = ctx.m
+    x, = ctx.inputs
+    ord_, dim, keepdim = ctx.attrs["ord"], ctx.attrs["dim"], ctx.attrs["keepdim"]
+    shape = ctx.shapes[0]
+    dims = tuple(range(len(shape))) if dim is None else dim
+    kshape = tuple(1 if i in dims else s for i, s in enumerate(shape))
+    gk = g if keepdim else m.reshape(g, kshape)
+    if ord_ == 0:
+        return (None,)
+    if ord_ == 1:
+        return (gk * m.sign(x),)
+    nk = ctx.out if keepdim else m.reshape(ctx.out, kshape)
+    if ord_ in (np.inf, -np.inf):
+        # the subgradient PyTorch takes: split evenly among the entries that attain it
+        hit = m.eq(m.abs(x), nk)
+        cnt = m.sum(m.where(hit, 1.0, 0.0), dim=dims, keepdim=True)
+        return (m.where(hit, m.sign(x) * gk / cnt, 0.0),)
+    safe = m.where(m.eq(nk, 0), 1.0, nk)     # a zero norm means x == 0 there: gradient 0
+    if ord_ == 2:
+        return (gk * x / safe,)
+    return (gk * m.sign(x) * m.abs(x) ** (ord_ - 1) / safe ** (ord_ - 1),)
+
+
+def _vn_samples(dtype=np.float64):
+    from ._decl import away_from
+    a = away_from(rand((3, 4), dtype, seed=1), [0.0]).astype(dtype)
+    b = away_from(rand((2, 3, 4), dtype, seed=2), [0.0]).astype(dtype)
+    c = np.array([1.0, -3.0, 2.0, 0.5], dtype)
+    out = [Sample((a,), {"ord": 2.0, "dim": None, "keepdim": False}),
+           Sample((b,), {"ord": 2.0, "dim": (0, 2), "keepdim": True}),
+           Sample((a,), {"ord": 1.0, "dim": (1,), "keepdim": False}),
+           Sample((c,), {"ord": np.inf, "dim": None, "keepdim": False}),
+           Sample((c,), {"ord": -np.inf, "dim": (0,), "keepdim": True}),
+           Sample((b,), {"ord": 3.0, "dim": (2,), "keepdim": False}),
+           Sample((b,), {"ord": 0.5, "dim": (1,), "keepdim": False}),
+           Sample((b,), {"ord": -1.5, "dim": None, "keepdim": False}),
+           Sample((a,), {"ord": 0.0, "dim": (0,), "keepdim": False}, grad=False),
+           Sample((rand((4, 3), dtype, seed=3).T,), {"ord": 2.0, "dim": (1,), "keepdim": False}),
+           Sample((rand((2, 0), dtype),), {"ord": 2.0, "dim": (1,), "keepdim": False})]
+    return out
+
+
+VECTOR_NORM = register(
+    name="linalg_vector_norm", kernel=_vn_kernel, infer=_vn_infer, vjp=_vn_vjp,
+    saves=("x", "out"), samples=_vn_samples,
+    error_samples=lambda: [((rand((2, 3)),), {"ord": 2.0, "dim": (2,), "keepdim": False},
+                            IndexError),
+                           ((np.ones((2, 3), np.int64),), {"ord": 2.0, "dim": None,
+                                                          "keepdim": False}, TypeError)],
+    torch=lambda torch, x, ord, dim, keepdim: torch.linalg.vector_norm(x, ord, dim, keepdim))
+
+
+def _ord_value(name, ord):
+    if isinstance(ord, str) or isinstance(ord, bool) or not isinstance(ord, (int, float,
+                                                                           np.number)):
+        raise op_error(name, f"ord must be a number (or inf), got {ord!r}", RuntimeError)
+    return float(ord)
+
+
+def _cast_dtype(x, dtype):
+    if dtype is None:
+        return x
+    from .creation import cast
+    return cast(x, dtype)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    """Vector ``ord``-norm over ``dim`` (all dims if None): ord 2, 1, inf, -inf, 0
+    (count of non-zeros), or any other p, as ``torch.linalg.vector_norm``."""
+    if out is not None:
+        raise op_error("linalg_vector_norm", "out= is not supported", TypeError)
+    x = _cast_dtype(x, dtype)
+    return bind(VECTOR_NORM, x, ord=_ord_value("linalg_vector_norm", ord),
+                dim=_vn_dims(dim, len(x.shape)), keepdim=bool(keepdim))
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+    """Matrix norm over the two ``dim``: ord 'fro', 1, -1, inf, -inf (column/row sum
+    norms). ``'nuc'``, 2 and -2 (singular values) are not supported yet."""
+    from . import reduce as R, elementwise as E, shape as S
+    name = "linalg_matrix_norm"
+    if out is not None:
+        raise op_error(name, "out= is not supported", TypeError)
+    A = _cast_dtype(A, dtype)
+    nd = len(A.shape)
+    if nd < 2:
+        raise op_error(name, f"the input tensor A must have at least 2 dimensions, got shape "
+                             f"{tuple(A.shape)}", RuntimeError)
+    if not isinstance(dim, (tuple, list)) or len(dim) != 2:
+        raise op_error(name, f"dim must be a 2-tuple, got {dim!r}", RuntimeError)
+    d0, d1 = (normalize_dim(name, d, nd) for d in dim)
+    if d0 == d1:
+        raise op_error(name, f"dims must be different, got {tuple(dim)}", RuntimeError)
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):
+        raise op_error(name, f"ord={ord!r} (singular values) is not supported", NotImplementedError)
+    if isinstance(ord, str) or ord not in (1, -1, np.inf, -np.inf):
+        raise op_error(name, f"order {ord!r} not supported; use 'fro', 1, -1, inf or -inf",
+                       RuntimeError)
+    _float_check(name, TensorSpec(tuple(A.shape), _raw(A).dtype))
+    # 1/-1: max/min over columns of the column sums; inf/-inf: over rows of row sums
+    sum_dim, pick_dim = (d0, d1) if abs(ord) == 1 else (d1, d0)
+    s = R.sum(E.abs(A), dim=sum_dim, keepdim=True)
+    r = (R.amax if ord > 0 else R.amin)(s, dim=pick_dim, keepdim=True)
+    if not keepdim:
+        r = S.reshape(r, tuple(n for i, n in enumerate(A.shape) if i not in (d0, d1)))
+    return r
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
+    """``torch.linalg.norm``: a vector norm when ``dim`` is an int (or A is 1-D, or
+    ord is None and dim is None: the 2-norm of all entries), a matrix norm when
+    ``dim`` is a 2-tuple (or A is 2-D and ord is given)."""
+    name = "linalg_norm"
+    if out is not None:
+        raise op_error(name, "out= is not supported", TypeError)
+    nd = len(A.shape)
+    if isinstance(dim, (int, np.integer)):
+        dim = (int(dim),)
+    if dim is not None:
+        dim = tuple(dim)
+        if len(dim) == 2:
+            return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+        if len(dim) != 1:
+            raise op_error(name, f"dim must be an int or a 1- or 2-tuple, got {dim}",
+                           RuntimeError)
+        if isinstance(ord, str):
+            raise op_error(name, f"ord={ord!r} is a matrix norm, but dim names one dim",
+                           RuntimeError)
+        return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+    if ord is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype)
+    if nd == 1:
+        if isinstance(ord, str):
+            raise op_error(name, f"ord={ord!r} is a matrix norm, got a 1-D input",
+                           RuntimeError)
+        return vector_norm(A, ord, None, keepdim, dtype=dtype)
+    if nd == 2:
+        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+    raise op_error(name, f"input must be 1-D or 2-D when ord is given and dim is None, got "
+                         f"shape {tuple(A.shape)}", RuntimeError)
+
+
+__all__ = ["matmul", "dot", "outer", "ger", "tensordot", "einsum", "trace", "det", "inverse",
+           "slogdet"]
+
+METHODS = "dot outer ger trace det inverse slogdet"

@@ -1,8 +1,12 @@
 """Reductions: sum, mean, prod, amax/amin, max/min, var/std, logsumexp, norm, ..."""
+import builtins as _builtins
+import math
+from collections import namedtuple
+
 import numpy as np
 
-from ..tensor import bind
-from .._util import normalize_dims, op_error
+from ..tensor import bind, Tensor
+from .._util import normalize_dims, normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand
 
 
@@ -41,6 +45,8 @@ def _dim_errors():
 
 def _expand_back(m, g, shape, dims, keepdim):
     """Broadcast a reduced cotangent back to the input shape."""
+    if isinstance(g, np.generic):
+        g = np.asarray(g)
     if not keepdim and dims:
         g = m.reshape(g, _keep_shape(shape, dims))
     return m.broadcast_to(g, shape)
@@ -86,7 +92,7 @@ def _mean_vjp(ctx, g):
     shape = ctx.shapes[0]
     dims = normalize_dims("mean", ctx.attrs.get("dim"), len(shape))
     n = _count(shape, dims)
-    return (_expand_back(ctx.m, g / max(n, 1), shape, dims, ctx.attrs.get("keepdim", False)),)
+    return (_expand_back(ctx.m, g / _builtins.max(n, 1), shape, dims, ctx.attrs.get("keepdim", False)),)
 
 
 MEAN = register(name="mean", kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
@@ -136,7 +142,7 @@ SUM_TO = register(name="sum_to", kernel=_sum_to_kernel, infer=_sum_to_infer,
 def _extreme_kernel(fn, name):
     def kernel(x, dim=None, keepdim=False):
         dims = normalize_dims(name, dim, x.ndim)
-        if x.size == 0 and any(x.shape[d] == 0 for d in dims):
+        if x.size == 0 and _builtins.any(x.shape[d] == 0 for d in dims):
             raise op_error(name, f"cannot reduce over a zero-size dimension of shape "
                                  f"{tuple(x.shape)}", IndexError)
         return np.asarray(fn(x, axis=dims, keepdims=keepdim))
@@ -202,6 +208,549 @@ PROD = register(name="prod", kernel=_prod_kernel, infer=_reduce_infer("prod", "s
                 vjp=_prod_vjp, saves=("x",), samples=_reduce_samples, error_samples=_dim_errors)
 
 
+# ---------------------------------------------------------------- helpers for the ops below
+def _raw(v):
+    """The array behind a Tensor (for data-dependent choices and device-local constants)."""
+    return v._data if isinstance(v, Tensor) else v
+
+
+def _mask_like(m, cond, like):
+    """0/1 of ``like``'s dtype where ``cond`` (no gradient)."""
+    r = m.where(cond, 1.0, 0.0)
+    if r.dtype != like.dtype:
+        r = r.astype(like.dtype) if not isinstance(r, Tensor) else r.to(like.dtype)
+    return r
+
+
+def _dim_samples(dtype=np.float64, keep=(False, True)):
+    """Single-dim samples: size-1 dims, negative dim, non-contiguous, 0-d."""
+    out = []
+    for k, keepdim in enumerate(keep):
+        out += [Sample((rand((3, 4), dtype, seed=1 + k),), {"dim": 1, "keepdim": keepdim}),
+                Sample((rand((2, 3, 4), dtype, seed=3 + k),), {"dim": -2, "keepdim": keepdim}),
+                Sample((rand((1, 4), dtype, seed=5 + k),), {"dim": 0, "keepdim": keepdim}),
+                Sample((rand((4, 3), dtype, seed=7 + k).T,), {"dim": 0, "keepdim": keepdim})]
+    out.append(Sample((rand((), dtype, seed=9),), {"dim": 0, "keepdim": False}))
+    return out
+
+
+def _multi_samples(dtype=np.float64, seed=0):
+    """Multi-dim samples: None, int, negative, tuple dims, keepdim, size-1 dims."""
+    return [Sample((rand((3, 4), dtype, seed=seed + 1),), {"dim": None, "keepdim": False}),
+            Sample((rand((3, 4), dtype, seed=seed + 2),), {"dim": (1,), "keepdim": False}),
+            Sample((rand((3, 4), dtype, seed=seed + 3),), {"dim": (0,), "keepdim": True}),
+            Sample((rand((2, 3, 4), dtype, seed=seed + 4),), {"dim": (0, 2), "keepdim": True}),
+            Sample((rand((2, 1, 4), dtype, seed=seed + 5),), {"dim": (1, 2), "keepdim": False}),
+            Sample((rand((4, 3), dtype, seed=seed + 6).T,), {"dim": (1,), "keepdim": False}),
+            Sample((rand((), dtype, seed=seed + 7),), {"dim": None, "keepdim": False})]
+
+
+def _torch_dims(dim):
+    return {} if dim is None else {"dim": dim}
+
+
+# ---------------------------------------------------------------- max / min with a dim
+# values and indices together (nout=2); the gradient goes to the selected index only
+_values_indices = {n: namedtuple(n, ["values", "indices"]) for n in ("max", "min")}
+
+
+def _dim_reduced_shape(shape, dim, keepdim):
+    if len(shape) == 0:
+        return ()
+    return _reduced_shape(tuple(shape), (dim,), keepdim)
+
+
+def _argext_kernel(arg, name):
+    def kernel(x, dim, keepdim=False):
+        if x.ndim == 0:
+            return (x.copy(), np.zeros((), np.int64))
+        if x.shape[dim] == 0:
+            raise op_error(name, f"expected reduction dim {dim} to have non-zero size "
+                                 f"(shape {tuple(x.shape)})", IndexError)
+        idx = np.expand_dims(arg(x, axis=dim), dim)  # first occurrence; NaN wins
+        vals = np.take_along_axis(x, idx, axis=dim)
+        idx = idx.astype(np.int64, copy=False)
+        if not keepdim:
+            vals, idx = np.squeeze(vals, dim), np.squeeze(idx, dim)
+        return vals, idx
+    return kernel
+
+
+def _argext_infer(name):
+    def infer(x, dim, keepdim=False):
+        shape = tuple(x.shape)
+        dim = normalize_dim(name, dim, len(shape))
+        if shape and shape[dim] == 0:
+            raise op_error(name, f"expected reduction dim {dim} to have non-zero size "
+                                 f"(shape {shape})", IndexError)
+        out = _dim_reduced_shape(shape, dim, keepdim)
+        return TensorSpec(out, x.dtype), TensorSpec(out, np.dtype(np.int64))
+    return infer
+
+
+def _argext_vjp(ctx, g):
+    gv = g[0]
+    shape = ctx.shapes[0]
+    if len(shape) == 0:
+        return (gv,)
+    dim = normalize_dim("max", ctx.attrs["dim"], len(shape))
+    keep = ctx.attrs.get("keepdim", False)
+    hit = _index_onehot(ctx.out[1], shape, dim)
+    return (ctx.m.where(hit, _expand_back(ctx.m, gv, shape, (dim,), keep), 0.0),)
+
+
+def _argext_errors():
+    return [((rand((2, 3)),), {"dim": 2}, IndexError),
+            ((rand((0, 3)),), {"dim": 0}, IndexError)]
+
+
+def _argext_torch(name):
+    def oracle(torch, x, dim, keepdim=False):
+        return getattr(torch, name)(x, dim, keepdim)
+    return oracle
+
+
+MAX_DIM = register(name="max", kernel=_argext_kernel(np.argmax, "max"), nout=2,
+                   infer=_argext_infer("max"), vjp=_argext_vjp, saves=("out",),
+                   doc="max with a dim: (values, indices); max without one is amax",
+                   samples=_dim_samples, error_samples=_argext_errors,
+                   torch=_argext_torch("max"))
+MIN_DIM = register(name="min", kernel=_argext_kernel(np.argmin, "min"), nout=2,
+                   infer=_argext_infer("min"), vjp=_argext_vjp, saves=("out",),
+                   samples=_dim_samples, error_samples=_argext_errors,
+                   torch=_argext_torch("min"))
+
+
+def _onehot_kernel(indices, shape, dim):
+    shape = tuple(shape)
+    if indices.dtype.kind not in "iu":
+        raise op_error("index_onehot", f"indices must be integers, got {indices.dtype}",
+                       TypeError)
+    if len(shape) == 0:
+        return np.ones_like(indices, dtype=np.bool_)
+    dim = normalize_dim("index_onehot", dim, len(shape))
+    idx = indices if indices.ndim == len(shape) else np.expand_dims(indices, dim)
+    pos = np.arange(shape[dim], like=indices).reshape(
+        tuple(-1 if d == dim else 1 for d in range(len(shape))))
+    return np.broadcast_to(idx == pos, shape)
+
+
+def _onehot_infer(indices, shape, dim):
+    shape = tuple(shape)
+    if np.dtype(indices.dtype).kind not in "iu":
+        raise op_error("index_onehot", f"indices must be integers, got {np.dtype(indices.dtype)}",
+                       TypeError)
+    if shape:
+        normalize_dim("index_onehot", dim, len(shape))
+    return TensorSpec(shape, np.dtype(np.bool_))
+
+
+INDEX_ONEHOT = register(
+    name="index_onehot", kernel=_onehot_kernel, infer=_onehot_infer, args=("indices",),
+    differentiable=False,
+    samples=lambda dtype=None: [
+        Sample((np.array([2, 0, 1]),), {"shape": (3, 4), "dim": 1}, False),
+        Sample((np.array([[1, 0, 1, 1]]),), {"shape": (2, 4), "dim": 0}, False)],
+    error_samples=lambda: [((rand((3,)),), {"shape": (3, 4), "dim": 1}, TypeError)])
+
+
+def _index_onehot(indices, shape, dim):
+    """Bool mask of ``shape``: True where the position along ``dim`` is ``indices``."""
+    return bind(INDEX_ONEHOT, indices, shape=tuple(shape), dim=dim)
+
+
+# ---------------------------------------------------------------- argmax / argmin
+def _arg_kernel(fn, name):
+    def kernel(x, dim=None, keepdim=False):
+        if x.size == 0:
+            raise op_error(name, f"cannot take {name} of an empty tensor of shape "
+                                 f"{tuple(x.shape)}", IndexError)
+        if dim is None or x.ndim == 0:
+            r = np.asarray(fn(x)).astype(np.int64)
+            return r.reshape((1,) * x.ndim) if keepdim else r
+        return np.asarray(fn(x, axis=dim, keepdims=keepdim)).astype(np.int64, copy=False)
+    return kernel
+
+
+def _arg_infer(name):
+    def infer(x, dim=None, keepdim=False):
+        shape = tuple(x.shape)
+        if 0 in shape:
+            raise op_error(name, f"cannot take {name} of an empty tensor of shape {shape}",
+                           IndexError)
+        if dim is None or not shape:
+            out = (1,) * len(shape) if keepdim else ()
+        else:
+            out = _dim_reduced_shape(shape, normalize_dim(name, dim, len(shape)), keepdim)
+        return TensorSpec(out, np.dtype(np.int64))
+    return infer
+
+
+def _arg_samples(dtype=np.float64):
+    return [Sample((rand((3, 4), dtype, seed=1),), {"dim": None, "keepdim": False}, False),
+            Sample((rand((3, 4), dtype, seed=2),), {"dim": None, "keepdim": True}, False),
+            Sample((rand((2, 3, 4), dtype, seed=3),), {"dim": 2, "keepdim": False}, False),
+            Sample((rand((2, 3, 4), dtype, seed=4),), {"dim": 1, "keepdim": True}, False),
+            Sample((rand((4, 3), dtype, seed=5).T,), {"dim": 0, "keepdim": False}, False),
+            Sample((rand((), dtype, seed=6),), {"dim": None, "keepdim": False}, False),
+            Sample((np.array([[1, 5, 5], [7, 7, 0]]),), {"dim": 1, "keepdim": False}, False)]
+
+
+def _arg_torch(name):
+    def oracle(torch, x, dim=None, keepdim=False):
+        return getattr(torch, name)(x, dim=dim, keepdim=keepdim)
+    return oracle
+
+
+ARGMAX = register(name="argmax", kernel=_arg_kernel(np.argmax, "argmax"),
+                  infer=_arg_infer("argmax"), differentiable=False, samples=_arg_samples,
+                  error_samples=lambda: [((rand((2, 3)),), {"dim": -3}, IndexError),
+                                         ((rand((0,)),), {}, IndexError)],
+                  torch=_arg_torch("argmax"))
+ARGMIN = register(name="argmin", kernel=_arg_kernel(np.argmin, "argmin"),
+                  infer=_arg_infer("argmin"), differentiable=False, samples=_arg_samples,
+                  error_samples=lambda: [((rand((2, 3)),), {"dim": 2}, IndexError),
+                                         ((rand((2, 0)),), {"dim": 0}, IndexError)],
+                  torch=_arg_torch("argmin"))
+
+
+# ---------------------------------------------------------------- var / std
+def _float_only(name, x):
+    if x.dtype.kind != "f":
+        raise op_error(name, f"expected a floating point input, got {x.dtype}", TypeError)
+
+
+def _dof(shape, dims, correction):
+    return _count(shape, dims) - correction
+
+
+def _var_kernel(x, dim=None, correction=1, keepdim=False):
+    _float_only("var", x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim))
+
+
+def _var_grad(m, x, g, dims, correction):
+    """d var / dx times ``g`` (already broadcast): 2 (x - mean) / (N - correction)."""
+    dof = _dof(tuple(x.shape), dims, correction)
+    mean = m.mean(x, dim=dims, keepdim=True)
+    return g * (x - mean) * (2.0 / dof if dof > 0 else math.nan)
+
+
+def _var_vjp(ctx, g):
+    shape = ctx.shapes[0]
+    dims = normalize_dims("var", ctx.attrs.get("dim"), len(shape))
+    gb = _expand_back(ctx.m, g, shape, dims, ctx.attrs.get("keepdim", False))
+    return (_var_grad(ctx.m, ctx.inputs[0], gb, dims, ctx.attrs.get("correction", 1)),)
+
+
+def _var_samples(dtype=np.float64):
+    out = _multi_samples(dtype, seed=20)
+    out = [Sample(s.args, dict(s.attrs, correction=1)) for s in out[:-1]]
+    return out + [Sample((rand((3, 4), dtype, seed=30),), {"dim": (1,), "correction": 0,
+                                                           "keepdim": False}),
+                  Sample((rand((3, 4), dtype, seed=31),), {"dim": None, "correction": 2,
+                                                           "keepdim": True})]
+
+
+def _var_torch(name):
+    def oracle(torch, x, dim=None, correction=1, keepdim=False):
+        return getattr(torch, name)(x, dim=dim, correction=correction, keepdim=keepdim)
+    return oracle
+
+
+def _var_errors():
+    return [((rand((2, 3)),), {"dim": (2,)}, IndexError),
+            ((np.arange(6),), {}, TypeError)]
+
+
+VAR = register(name="var", kernel=_var_kernel, infer=_reduce_infer("var", "float"), vjp=_var_vjp,
+               saves=("x",), samples=_var_samples, error_samples=_var_errors,
+               torch=_var_torch("var"))
+
+
+def _std_kernel(x, dim=None, correction=1, keepdim=False):
+    _float_only("std", x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.std(x, axis=dim, ddof=correction, keepdims=keepdim))
+
+
+def _std_vjp(ctx, g):
+    # d std = d var / (2 std); 0 where std == 0 (as PyTorch), with a safe denominator
+    # so the masked branch adds no NaN to higher-order gradients
+    m = ctx.m
+    shape = ctx.shapes[0]
+    dims = normalize_dims("std", ctx.attrs.get("dim"), len(shape))
+    keep = ctx.attrs.get("keepdim", False)
+    out = ctx.out
+    zero = out == 0
+    gs = m.where(zero, 0.0, g / (2 * m.where(zero, 1.0, out)))
+    gb = _expand_back(m, gs, shape, dims, keep)
+    return (_var_grad(m, ctx.inputs[0], gb, dims, ctx.attrs.get("correction", 1)),)
+
+
+STD = register(name="std", kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
+               saves=("x", "out"), samples=_var_samples, error_samples=_var_errors,
+               torch=_var_torch("std"))
+
+
+# ---------------------------------------------------------------- logsumexp
+def _logsumexp_kernel(x, dim=None, keepdim=False):
+    # shift by the max (0 where it is infinite), so nothing overflows
+    top = np.max(x, axis=dim, keepdims=True, initial=-np.inf)
+    top = np.where(np.isfinite(top), top, 0).astype(x.dtype, copy=False)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - top), axis=dim, keepdims=True)) + top
+    if not keepdim:
+        dims = normalize_dims("logsumexp", dim, x.ndim)
+        out = out.reshape(_reduced_shape(x.shape, dims, False))
+    return np.asarray(out)
+
+
+def _logsumexp_vjp(ctx, g):
+    x, out = ctx.inputs[0], ctx.out
+    m = ctx.m
+    shape = ctx.shapes[0]
+    dims = normalize_dims("logsumexp", ctx.attrs.get("dim"), len(shape))
+    keep = ctx.attrs.get("keepdim", False)
+    gb = _expand_back(m, g, shape, dims, keep)
+    return (gb * m.exp(x - _expand_back(m, out, shape, dims, keep)),)
+
+
+def _logsumexp_samples(dtype=np.float64):
+    big = np.array([[1e4, 1e4 - 1, -1e4], [-1e4, -1e4 + 2, -1e4 - 1]], dtype)
+    return _multi_samples(dtype, seed=40) + [
+        Sample((big,), {"dim": (1,), "keepdim": False}),
+        Sample((big,), {"dim": (0,), "keepdim": True}),
+        Sample((np.array([[-np.inf, -np.inf], [0.0, -np.inf]], dtype),),
+               {"dim": (1,), "keepdim": False}, False)]
+
+
+LOGSUMEXP = register(name="logsumexp", kernel=_logsumexp_kernel, promote="float",
+                     infer=_reduce_infer("logsumexp", "float"), vjp=_logsumexp_vjp,
+                     saves=("x", "out"), samples=_logsumexp_samples,
+                     error_samples=lambda: [((rand((2, 3)),), {"dim": (0, 2)}, IndexError)],
+                     torch=lambda torch, x, dim=None, keepdim=False: torch.logsumexp(
+                         x, dim if dim is not None else tuple(range(x.ndim)), keepdim))
+
+
+# ---------------------------------------------------------------- norm
+def _norm_kernel(x, p=2.0, dim=None, keepdim=False):
+    _float_only("norm", x)
+    if p == 2:
+        r = np.sqrt(np.sum(x * x, axis=dim, keepdims=keepdim))
+    elif p == 1:
+        r = np.sum(np.abs(x), axis=dim, keepdims=keepdim)
+    elif p == math.inf:
+        r = np.max(np.abs(x), axis=dim, keepdims=keepdim, initial=0)
+    elif p == -math.inf:
+        r = np.min(np.abs(x), axis=dim, keepdims=keepdim, initial=math.inf)
+    elif p == 0:
+        r = np.sum(x != 0, axis=dim, keepdims=keepdim).astype(x.dtype)
+    else:
+        r = np.sum(np.abs(x) ** p, axis=dim, keepdims=keepdim) ** (1.0 / p)
+    return np.asarray(r).astype(x.dtype, copy=False)
+
+
+def _norm_vjp(ctx, g):
+    x, out = ctx.inputs[0], ctx.out
+    m = ctx.m
+    p = ctx.attrs.get("p", 2.0)
+    shape = ctx.shapes[0]
+    dims = normalize_dims("norm", ctx.attrs.get("dim"), len(shape))
+    keep = ctx.attrs.get("keepdim", False)
+    gb = _expand_back(m, g, shape, dims, keep)
+    if p == 0:
+        return (gb * 0,)
+    if p == 1:
+        return (gb * m.sign(x),)
+    outb = _expand_back(m, out, shape, dims, keep)
+    zero = outb == 0
+    if p == 2:
+        # x / norm, subgradient 0 at x == 0 (safe denominator: no NaN at higher order)
+        return (gb * x / m.where(zero, 1.0, outb),)
+    if p in (math.inf, -math.inf):
+        # the gradient is split evenly among the tied extremes, as PyTorch
+        hit = _mask_like(m, m.abs(x) == outb, x)
+        return (gb * m.sign(x) * hit / m.sum(hit, dim=dims, keepdim=True),)
+    # sign(x) |x|^(p-1) / norm^(p-1), 0 where x == 0 or the norm is 0
+    ax = m.abs(x)
+    xz = ax == 0
+    t = m.sign(x) * m.pow(m.where(xz, 1.0, ax), p - 1) / m.pow(m.where(zero, 1.0, outb), p - 1)
+    return (m.where(xz | zero, 0.0, gb * t),)
+
+
+def _norm_samples(dtype=np.float64):
+    out = []
+    for k, p in enumerate((2.0, 1.0, math.inf, -math.inf, 3.0, 0.5, 0.0)):
+        for j, s in enumerate(_multi_samples(dtype, seed=50 + 10 * k)):
+            if j in (0, 3, 5) or (p == 2.0 and j in (1, 2, 4, 6)):
+                a = _away0(s.args[0])
+                out.append(Sample((a,), dict(s.attrs, p=p), p != 0.0))
+    z = np.zeros((2, 3), dtype)
+    out += [Sample((z,), {"p": 2.0, "dim": None, "keepdim": False}, False),
+            Sample((z,), {"p": 3.0, "dim": (1,), "keepdim": False}, False)]
+    return out
+
+
+def _away0(a):
+    a = np.array(a)
+    a[np.abs(a) < 0.2] += 0.5
+    return a
+
+
+NORM = register(name="norm", kernel=_norm_kernel, infer=_reduce_infer("norm", "float"),
+                vjp=_norm_vjp, saves=("x", "out"), samples=_norm_samples,
+                error_samples=lambda: [((rand((2, 3)),), {"dim": (5,)}, IndexError),
+                                       ((np.arange(3),), {}, TypeError)],
+                torch=lambda torch, x, p=2.0, dim=None, keepdim=False:
+                torch.linalg.vector_norm(x, p, dim, keepdim))
+
+
+# ---------------------------------------------------------------- cumsum / cumprod
+def _cum_infer(name, int_out):
+    def infer(x, dim):
+        normalize_dim(name, dim, len(x.shape))
+        dt = np.dtype(x.dtype)
+        if int_out and dt.kind in "biu":
+            dt = np.dtype(np.int64)
+        return TensorSpec(tuple(x.shape), dt)
+    return infer
+
+
+def _cum_kernel(fn):
+    def kernel(x, dim):
+        dt = np.int64 if x.dtype.kind in "biu" else None
+        if x.ndim == 0:
+            return x.astype(dt or x.dtype)
+        return fn(x, axis=dim, dtype=dt)
+    return kernel
+
+
+def _cum_samples(dtype=np.float64, low=-2.0, high=2.0):
+    return [Sample((rand((3, 4), dtype, low, high, seed=1),), {"dim": 1}),
+            Sample((rand((3, 4), dtype, low, high, seed=2),), {"dim": 0}),
+            Sample((rand((2, 3, 4), dtype, low, high, seed=3),), {"dim": -2}),
+            Sample((rand((4, 3), dtype, low, high, seed=4).T,), {"dim": 1}),
+            Sample((rand((1, 5), dtype, low, high, seed=5),), {"dim": 0}),
+            Sample((rand((), dtype, low, high, seed=6),), {"dim": 0}),
+            Sample((np.array([[True, False, True]]),), {"dim": 1}, False),
+            Sample((np.arange(6).reshape(2, 3),), {"dim": 0}, False)]
+
+
+def _cum_errors():
+    return [((rand((2, 3)),), {"dim": 2}, IndexError)]
+
+
+def _reverse_cumsum_kernel(x, dim):
+    if x.ndim == 0:
+        return x.copy()
+    return np.flip(np.cumsum(np.flip(x, dim), axis=dim), dim)
+
+
+def _cumsum_vjp(ctx, g):
+    if len(ctx.shapes[0]) == 0:
+        return (g,)
+    return (bind(REVERSE_CUMSUM, g, dim=ctx.attrs["dim"]),)
+
+
+def _reverse_cumsum_vjp(ctx, g):
+    if len(ctx.shapes[0]) == 0:
+        return (g,)
+    return (bind(CUMSUM, g, dim=ctx.attrs["dim"]),)
+
+
+CUMSUM = register(name="cumsum", kernel=_cum_kernel(np.cumsum), infer=_cum_infer("cumsum", True),
+                  vjp=_cumsum_vjp, samples=_cum_samples, error_samples=_cum_errors,
+                  jvp=lambda ctx, xt: (bind(CUMSUM, xt, **ctx.attrs),),
+                  torch=lambda torch, x, dim: torch.cumsum(x, dim))
+# the adjoint of cumsum: sums from the end (its own adjoint is cumsum)
+REVERSE_CUMSUM = register(name="reverse_cumsum", kernel=_reverse_cumsum_kernel,
+                          infer=_cum_infer("reverse_cumsum", False), vjp=_reverse_cumsum_vjp,
+                          samples=lambda dtype=np.float64: _cum_samples(dtype)[:6],
+                          error_samples=_cum_errors,
+                          torch=lambda torch, x, dim: torch.flip(
+                              torch.cumsum(torch.flip(x, (dim,)), dim), (dim,))
+                          if x.ndim else x.clone())
+
+
+def _cumprod_vjp(ctx, g):
+    x = ctx.inputs[0]
+    m = ctx.m
+    shape = ctx.shapes[0]
+    if len(shape) == 0:
+        return (g,)
+    dim = ctx.attrs["dim"]
+    raw = _raw(x)
+    if not bool((raw == 0).any()):
+        # sum_{j >= i} g_j out_j / x_i
+        return (bind(REVERSE_CUMSUM, g * ctx.out, dim=dim) / x,)
+    # with zeros: grad_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k, built as an
+    # (n, n) table per position (O(n^2), only taken when a zero is present)
+    n = shape[dim]
+    xl = m.movedim(x, dim, -1)
+    gl = m.movedim(g, dim, -1)
+    eye = np.eye(n, dtype=np.bool_, like=raw)
+    upper = np.tri(n, dtype=np.bool_, like=raw).T  # [i, j]: j >= i
+    table = m.where(eye, 1.0, m.unsqueeze(xl, -2))  # [..., i, k]: x_k, 1 at k == i
+    pre = bind(CUMPROD, table, dim=len(table.shape) - 1)  # [..., i, j]
+    gi = m.sum(m.where(upper, pre * m.unsqueeze(gl, -2), 0.0), dim=-1)
+    return (m.movedim(gi, -1, dim),)
+
+
+def _cumprod_samples(dtype=np.float64):
+    out = _cum_samples(dtype, 0.5, 1.5)
+    z = rand((3, 4), dtype, 0.5, 1.5, seed=8)
+    z[0, 1] = 0.0
+    z[2, 0] = z[2, 2] = 0.0
+    return out + [Sample((z,), {"dim": 1}), Sample((z,), {"dim": 0})]
+
+
+CUMPROD = register(name="cumprod", kernel=_cum_kernel(np.cumprod),
+                   infer=_cum_infer("cumprod", True), vjp=_cumprod_vjp, saves=("x", "out"),
+                   samples=_cumprod_samples, error_samples=_cum_errors,
+                   torch=lambda torch, x, dim: torch.cumprod(x, dim))
+
+
+# ---------------------------------------------------------------- all / any
+def _bool_reduce_kernel(fn):
+    def kernel(x, dim=None, keepdim=False):
+        return np.asarray(fn(x, axis=dim, keepdims=keepdim))
+    return kernel
+
+
+def _bool_reduce_infer(name):
+    def infer(x, dim=None, keepdim=False):
+        dims = normalize_dims(name, dim, len(x.shape))
+        return TensorSpec(_reduced_shape(tuple(x.shape), dims, keepdim), np.dtype(np.bool_))
+    return infer
+
+
+def _bool_samples(dtype=np.float64):
+    b = rand((3, 4), seed=60) > -1.0
+    out = [Sample((np.asarray(s.args[0] > 0),), s.attrs, False) for s in _multi_samples(dtype, seed=60)]
+    return out + [Sample((b,), {"dim": (1,), "keepdim": False}, False),
+                  Sample((rand((2, 3), dtype, seed=61),), {"dim": None, "keepdim": False}, False),
+                  Sample((np.array([[0, 2], [0, 0]]),), {"dim": (0,), "keepdim": True}, False),
+                  Sample((np.zeros((0, 3), np.bool_),), {"dim": (0,), "keepdim": False}, False)]
+
+
+def _bool_torch(name):
+    def oracle(torch, x, dim=None, keepdim=False):
+        if dim is None:
+            return getattr(torch, name)(x)
+        return getattr(torch, name)(x, dim=dim, keepdim=keepdim)
+    return oracle
+
+
+ALL = register(name="all", kernel=_bool_reduce_kernel(np.all), infer=_bool_reduce_infer("all"),
+               differentiable=False, samples=_bool_samples, torch=_bool_torch("all"),
+               error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (3,)}, IndexError)])
+ANY = register(name="any", kernel=_bool_reduce_kernel(np.any), infer=_bool_reduce_infer("any"),
+               differentiable=False, samples=_bool_samples, torch=_bool_torch("any"),
+               error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (-3,)}, IndexError)])
+
+
 # ---------------------------------------------------------------- public functions
 def _dims(name, dim, axis):
     if axis is not None:
@@ -216,10 +765,26 @@ def _keep(keepdim, keepdims):
 
 
 def _canon(name, x, dim):
+    """Public dim -> None (all dims) or a sorted tuple of non-negative dims.
+
+    ``dim=()`` means all dims (as PyTorch); a 0-d tensor accepts dim 0 / -1.
+    """
     if dim is None:
         return None
     nd = len(x.shape)
-    return normalize_dims(name, dim, nd)
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        return None
+    dims = normalize_dims(name, dim, nd)
+    return None if nd == 0 or len(dims) == nd else dims
+
+
+def _canon1(name, x, dim):
+    """One public dim (an int) -> a non-negative int (0 for a 0-d tensor)."""
+    if isinstance(dim, (list, tuple)):
+        if len(dim) != 1:
+            raise op_error(name, f"dim must be a single int, got {tuple(dim)}", TypeError)
+        dim = dim[0]
+    return normalize_dim(name, dim, len(x.shape))
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):  # noqa: A001
@@ -262,3 +827,147 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
     dim = _canon("prod", input, _dims("prod", dim, axis))
     r = bind(PROD, input, dim=dim, keepdim=_keep(keepdim, keepdims))
     return r.to(dtype) if dtype is not None else r
+
+
+def _max_min(name, op, pairwise, input, dim, keepdim, axis, keepdims):
+    if isinstance(dim, Tensor) or isinstance(axis, Tensor):
+        # max(input, other): the elementwise maximum, as PyTorch's overload
+        from . import elementwise
+        return getattr(elementwise, pairwise)(input, dim if dim is not None else axis)
+    dim = _dims(name, dim, axis)
+    if dim is None:
+        if keepdim or keepdims:
+            raise op_error(name, "keepdim needs a dim", TypeError)
+        return bind(AMAX if name == "max" else AMIN, input, dim=None, keepdim=False)
+    d = _canon1(name, input, dim)
+    values, indices = bind(op, input, dim=d, keepdim=_keep(keepdim, keepdims))
+    return _values_indices[name](values, indices)
+
+
+def max(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
+    """The largest value; with ``dim`` the named tuple ``(values, indices)``.
+
+    As PyTorch: ``max(x)`` splits the gradient among tied maxima; ``max(x, dim)``
+    gives it to the returned index only; ``max(x, other_tensor)`` is ``maximum``.
+    """
+    return _max_min("max", MAX_DIM, "maximum", input, dim, keepdim, axis, keepdims)
+
+
+def min(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
+    """The smallest value; with ``dim`` the named tuple ``(values, indices)`` (see ``max``)."""
+    return _max_min("min", MIN_DIM, "minimum", input, dim, keepdim, axis, keepdims)
+
+
+def _arg(name, op, input, dim, keepdim, axis, keepdims):
+    dim = _dims(name, dim, axis)
+    if dim is not None:
+        dim = _canon1(name, input, dim)
+    return bind(op, input, dim=dim, keepdim=_keep(keepdim, keepdims))
+
+
+def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """Index of the largest value (the first one); ``dim=None``: into the flattened tensor."""
+    return _arg("argmax", ARGMAX, input, dim, keepdim, axis, keepdims)
+
+
+def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """Index of the smallest value (the first one); ``dim=None``: into the flattened tensor."""
+    return _arg("argmin", ARGMIN, input, dim, keepdim, axis, keepdims)
+
+
+def _correction(name, dim, unbiased, correction):
+    if isinstance(dim, bool):  # var(x, True): the old (input, unbiased) overload
+        if unbiased is not None:
+            raise op_error(name, "unbiased given twice", TypeError)
+        dim, unbiased = None, dim
+    if unbiased is not None:
+        if correction is not None:
+            raise op_error(name, "pass either unbiased or correction, not both", TypeError)
+        correction = 1 if unbiased else 0
+    return dim, 1 if correction is None else correction
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+        keepdims=None):
+    """Variance over ``dim``, dividing by ``N - correction`` (``correction=1`` default;
+    ``unbiased=False`` is ``correction=0``)."""
+    dim, correction = _correction("var", _dims("var", dim, axis), unbiased, correction)
+    return bind(VAR, input, dim=_canon("var", input, dim), correction=correction,
+                keepdim=_keep(keepdim, keepdims))
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+        keepdims=None):
+    """Standard deviation, ``sqrt(var)``; its gradient is 0 where it is 0 (as PyTorch)."""
+    dim, correction = _correction("std", _dims("std", dim, axis), unbiased, correction)
+    return bind(STD, input, dim=_canon("std", input, dim), correction=correction,
+                keepdim=_keep(keepdim, keepdims))
+
+
+def logsumexp(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """``log(sum(exp(x)))`` over ``dim`` (required, as PyTorch), without overflow."""
+    dim = _dims("logsumexp", dim, axis)
+    if dim is None:
+        raise op_error("logsumexp", "missing the required argument 'dim'", TypeError)
+    return bind(LOGSUMEXP, input, dim=_canon("logsumexp", input, dim),
+                keepdim=_keep(keepdim, keepdims))
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None, *, axis=None, keepdims=None):
+    """Vector p-norm over ``dim`` (all dims by default), as ``torch.norm``.
+
+    ``p``: a number (2 by default, 1, 0, any real), ``inf``/``-inf``, or ``"fro"``
+    (the 2-norm of the entries). The gradient of the 2-norm at 0 is 0.
+    """
+    dim = _dims("norm", dim, axis)
+    if isinstance(p, str):
+        if p != "fro":
+            raise op_error("norm", f"p={p!r} is not supported (use tg.linalg for matrix "
+                                   f"norms); expected a number, inf or 'fro'", ValueError)
+        if dim is not None and not isinstance(dim, int) and len(dim) > 2:
+            raise op_error("norm", f"'fro' takes at most 2 dims, got {tuple(dim)}", ValueError)
+        p = 2.0
+    elif p is None:
+        p = 2.0
+    elif not isinstance(p, (int, float)) or isinstance(p, bool):
+        raise op_error("norm", f"p must be a number or 'fro', got {p!r}", TypeError)
+    if dtype is not None:
+        input = input.to(dtype)
+    return bind(NORM, input, p=float(p), dim=_canon("norm", input, dim),
+                keepdim=_keep(keepdim, keepdims))
+
+
+def _cum(name, op, input, dim, axis, dtype):
+    dim = _dims(name, dim, axis)
+    if dim is None:
+        raise op_error(name, "missing the required argument 'dim'", TypeError)
+    if dtype is not None:
+        input = input.to(dtype)
+    return bind(op, input, dim=_canon1(name, input, dim))
+
+
+def cumsum(input, dim=None, *, dtype=None, axis=None):
+    """Running sum along ``dim`` (ints and bools give int64, as PyTorch)."""
+    return _cum("cumsum", CUMSUM, input, dim, axis, dtype)
+
+
+def cumprod(input, dim=None, *, dtype=None, axis=None):
+    """Running product along ``dim``; the gradient is exact with zeros in the input too."""
+    return _cum("cumprod", CUMPROD, input, dim, axis, dtype)
+
+
+def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
+    """True where every element (over ``dim``, int or tuple) is nonzero; bool result."""
+    return bind(ALL, input, dim=_canon("all", input, _dims("all", dim, axis)),
+                keepdim=_keep(keepdim, keepdims))
+
+
+def any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
+    """True where some element (over ``dim``, int or tuple) is nonzero; bool result."""
+    return bind(ANY, input, dim=_canon("any", input, _dims("any", dim, axis)),
+                keepdim=_keep(keepdim, keepdims))
+
+
+# Tensor methods (x.max(dim=1), x.var(), ...) beyond the core table in _methods.py
+METHODS = ("sum mean prod amax amin max min argmax argmin var std logsumexp norm cumsum "
+           "cumprod all any")

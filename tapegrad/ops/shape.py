@@ -2,7 +2,8 @@
 import numpy as np
 
 from ..tensor import bind
-from .._util import normalize_dim, op_error, shape_arg
+from .. import dtypes as _dt
+from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, shape_arg
 from ._decl import register, Sample, TensorSpec, rand
 
 
@@ -158,12 +159,14 @@ def reshape(input, *shape):
 def view(input, *shape):
     shape = shape_arg("view", shape)
     data = getattr(input, "_data", input)
-    if not data.flags.c_contiguous and data.size > 1:
-        r = bind(RESHAPE, input, shape=shape)
-        if getattr(r, "_data", r).base is None:
+    if not data.flags.c_contiguous and data.size > 1 and isinstance(data, np.ndarray):
+        target = _resolve_shape("view", shape, data.size)
+        try:
+            np.reshape(data, target, copy=False)  # only when no copy is needed
+        except ValueError:
             raise RuntimeError(f"view: view size is not compatible with input tensor's size "
-                               f"and stride {tuple(input.shape)}; use .reshape(...) instead")
-        return r
+                               f"and stride (shape {tuple(input.shape)}, strides "
+                               f"{data.strides}); use .reshape(...) instead") from None
     return bind(RESHAPE, input, shape=shape)
 
 
@@ -264,3 +267,765 @@ def mT(input):
         raise op_error("mT", f"expected a tensor of at least 2 dims, got shape "
                              f"{tuple(input.shape)}")
     return transpose(input, -2, -1)
+
+
+def unflatten(input, dim, sizes):
+    """Split dim ``dim`` into ``sizes`` (one entry may be -1)."""
+    shape = tuple(input.shape)
+    d = normalize_dim("unflatten", dim, len(shape))
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes:
+        raise op_error("unflatten", "sizes must be non-empty", RuntimeError)
+    sizes = _resolve_shape("unflatten", sizes, shape[d])
+    return reshape(input, shape[:d] + sizes + shape[d + 1:])
+
+
+# ================================================================ more shape ops
+def _same_spec(x):
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def _seq(v):
+    return tuple(v) if isinstance(v, (list, tuple)) else (v,)
+
+
+# ---------------------------------------------------------------- flip
+def _flip_infer(x, dims):
+    _normalize_dims("flip", dims, len(x.shape))
+    return _same_spec(x)
+
+
+def _flip_kernel(x, dims):
+    if x.ndim == 0 or not dims:
+        return x.copy()
+    return np.flip(x, axis=dims).copy()  # PyTorch's flip copies
+
+
+FLIP = register(name="flip", kernel=_flip_kernel, infer=_flip_infer,
+                vjp=lambda ctx, g: (ctx.m.flip(g, ctx.attrs["dims"]),),
+                jvp=lambda ctx, xt: (flip(xt, ctx.attrs["dims"]),),
+                samples=lambda dtype=np.float64: [
+                    Sample((rand((3, 4), dtype),), {"dims": (0,)}),
+                    Sample((rand((2, 3, 4), dtype),), {"dims": (0, 2)}),
+                    Sample((rand((4, 3), dtype).T,), {"dims": (1,)}),
+                    Sample((rand((2, 0), dtype),), {"dims": (1,)})],
+                error_samples=lambda: [((rand((3, 4)),), {"dims": (2,)}, IndexError)],
+                torch=lambda torch, x, dims: torch.flip(x, dims))
+
+
+def flip(input, *args, dims=None):
+    """Reverse the order of elements along ``dims`` (a copy, as PyTorch)."""
+    if dims is None:
+        dims = args[0] if len(args) == 1 else args
+    nd = len(input.shape)
+    dims = _normalize_dims("flip", _seq(dims), nd) if nd else ()
+    return bind(FLIP, input, dims=dims)
+
+
+def fliplr(input):
+    return flip(input, (1,))
+
+
+def flipud(input):
+    return flip(input, (0,))
+
+
+# ---------------------------------------------------------------- roll
+def _roll_infer(x, shifts, dims=None):
+    if dims is not None:
+        for d in dims:
+            normalize_dim("roll", d, len(x.shape))
+        if len(dims) != len(shifts):
+            raise op_error("roll", f"shifts {shifts} and dims {dims} must have the same "
+                                   f"length", RuntimeError)
+    return _same_spec(x)
+
+
+def _roll_kernel(x, shifts, dims=None):
+    _roll_infer(x, shifts, dims)
+    if dims is None:
+        return np.roll(x, shifts[0])
+    return np.roll(x, shifts, axis=dims)
+
+
+ROLL = register(name="roll", kernel=_roll_kernel, infer=_roll_infer,
+                vjp=lambda ctx, g: (bind(ROLL, g, shifts=tuple(-s for s in ctx.attrs["shifts"]),
+                                         dims=ctx.attrs["dims"]),),
+                samples=lambda dtype=np.float64: [
+                    Sample((rand((3, 4), dtype),), {"shifts": (1,), "dims": (1,)}),
+                    Sample((rand((3, 4), dtype),), {"shifts": (5,), "dims": None}),
+                    Sample((rand((2, 3, 4), dtype),), {"shifts": (-1, 2), "dims": (0, 2)}),
+                    Sample((rand((4, 3), dtype).T,), {"shifts": (2,), "dims": (0,)})],
+                error_samples=lambda: [((rand((3, 4)),), {"shifts": (1, 2), "dims": (0,)},
+                                        RuntimeError)],
+                torch=lambda torch, x, shifts, dims=None:
+                torch.roll(x, shifts, dims) if dims is not None else torch.roll(x, shifts[0]))
+
+
+def roll(input, shifts, dims=None):
+    """Roll elements along ``dims`` (all elements, flattened, when ``dims`` is None)."""
+    shifts = tuple(int(s) for s in _seq(shifts))
+    if dims is None:
+        if len(shifts) != 1:
+            raise op_error("roll", f"shifts {shifts} need dims of the same length",
+                           RuntimeError)
+    else:
+        nd = len(input.shape)
+        dims = tuple(normalize_dim("roll", d, nd) for d in _seq(dims))
+    return bind(ROLL, input, shifts=shifts, dims=dims)
+
+
+# ---------------------------------------------------------------- repeat / tile
+def _repeat_infer(x, sizes):
+    shape = tuple(x.shape)
+    if len(sizes) < len(shape):
+        raise op_error("repeat", f"the number of repeat sizes {sizes} can not be smaller than "
+                                 f"the number of dims of the input {shape}", RuntimeError)
+    if any(s < 0 for s in sizes):
+        raise op_error("repeat", f"repeat sizes must be non-negative, got {sizes}",
+                       RuntimeError)
+    padded = (1,) * (len(sizes) - len(shape)) + shape
+    return TensorSpec(tuple(p * s for p, s in zip(padded, sizes)), x.dtype)
+
+
+def _repeat_kernel(x, sizes):
+    _repeat_infer(x, sizes)
+    return np.tile(x, sizes) if sizes else x.copy()
+
+
+def _repeat_vjp(ctx, g):
+    m = ctx.m
+    shape = tuple(ctx.shapes[0])
+    sizes = ctx.attrs["sizes"]
+    padded = (1,) * (len(sizes) - len(shape)) + shape
+    inter = []
+    for r, d in zip(sizes, padded):
+        inter += [r, d]
+    g = m.reshape(g, tuple(inter))
+    g = m.sum(g, dim=tuple(range(0, 2 * len(sizes), 2)))
+    return (m.reshape(g, shape),)
+
+
+REPEAT = register(name="repeat", kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
+                  samples=lambda dtype=np.float64: [
+                      Sample((rand((2, 3), dtype),), {"sizes": (2, 1)}),
+                      Sample((rand((2, 3), dtype),), {"sizes": (2, 1, 3)}),
+                      Sample((rand((3,), dtype),), {"sizes": (0, 2)}),
+                      Sample((rand((4, 2), dtype).T,), {"sizes": (1, 2)}),
+                      Sample((rand((), dtype),), {"sizes": (3,)})],
+                  error_samples=lambda: [((rand((2, 3)),), {"sizes": (2,)}, RuntimeError)],
+                  torch=lambda torch, x, sizes: x.repeat(*sizes))
+
+
+def repeat(input, *sizes):
+    """Tile the tensor ``sizes[i]`` times along each dim (PyTorch's ``Tensor.repeat``;
+    NumPy's ``repeat`` is ``repeat_interleave``)."""
+    return bind(REPEAT, input, sizes=shape_arg("repeat", sizes))
+
+
+def tile(input, *args, dims=None):
+    """As ``repeat``, with ``dims`` padded with leading 1s to the input's ndim."""
+    dims = shape_arg("tile", args if dims is None else _seq(dims))
+    nd = len(input.shape)
+    dims = (1,) * (nd - len(dims)) + dims
+    return bind(REPEAT, input, sizes=dims)
+
+
+# ---------------------------------------------------------------- cat / stack
+def _cat_infer(*xs, dim):
+    if not xs:
+        raise op_error("cat", "expected a non-empty sequence of tensors", RuntimeError)
+    nd = len(xs[0].shape)
+    if nd == 0:
+        raise op_error("cat", "zero-dimensional tensors cannot be concatenated",
+                       RuntimeError)
+    d = normalize_dim("cat", dim, nd)
+    first = tuple(xs[0].shape)
+    total = 0
+    for k, x in enumerate(xs):
+        s = tuple(x.shape)
+        if len(s) != nd or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != d):
+            raise op_error("cat", f"sizes of tensors must match except in dim {d}: tensor 0 "
+                                  f"has shape {first}, tensor {k} has shape {s}", RuntimeError)
+        total += s[d]
+    dt = _dt.result_type(*[np.dtype(x.dtype) for x in xs])
+    return TensorSpec(first[:d] + (total,) + first[d + 1:], dt)
+
+
+def _cat_kernel(*xs, dim):
+    _cat_infer(*xs, dim=dim)
+    return np.concatenate(xs, axis=dim)
+
+
+def _cat_vjp(ctx, g):
+    dim = ctx.attrs["dim"]
+    out = []
+    start = 0
+    for s, need in zip(ctx.shapes, ctx.needs_input_grad):
+        n = s[dim]
+        out.append(ctx.m.getitem_raw(g, (slice(None),) * dim + (slice(start, start + n),))
+                   if need else None)
+        start += n
+    return out
+
+
+CAT = register(name="cat", kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
+               vjp=_cat_vjp, promote="same",
+               samples=lambda dtype=np.float64: [
+                   Sample((rand((2, 3), dtype), rand((1, 3), dtype)), {"dim": 0}),
+                   Sample((rand((2, 3), dtype), rand((2, 1), dtype), rand((2, 2), dtype)),
+                          {"dim": 1}),
+                   Sample((rand((2, 0), dtype), rand((3, 2), dtype).T), {"dim": 1}),
+                   Sample((rand((3,), dtype),), {"dim": 0})],
+               error_samples=lambda: [((rand((2, 3)), rand((2, 4))), {"dim": 0}, RuntimeError),
+                                      ((rand((2, 3)), rand((2, 3))), {"dim": 2}, IndexError)],
+               torch=lambda torch, *xs, dim: torch.cat(xs, dim))
+
+
+def _tensor_list(name, tensors):
+    if hasattr(tensors, "shape") or not isinstance(tensors, (list, tuple)):
+        raise op_error(name, f"expected a sequence of tensors, got {type(tensors).__name__}",
+                       TypeError)
+    if not tensors:
+        raise op_error(name, "expected a non-empty sequence of tensors", RuntimeError)
+    return list(tensors)
+
+
+def _dim_alias(name, dim, axis, default=0):
+    if axis is not None:
+        if dim is not None:
+            raise op_error(name, "pass either dim or axis, not both", TypeError)
+        return axis
+    return default if dim is None else dim
+
+
+def cat(tensors, dim=None, *, axis=None, out=None):
+    """Concatenate tensors along an existing dim (gradients split back to each)."""
+    ts = _tensor_list("cat", tensors)
+    dim = _dim_alias("cat", dim, axis)
+    # PyTorch's legacy rule: 1-D empty tensors are skipped next to tensors of other rank
+    nds = {len(t.shape) for t in ts}
+    if len(nds) > 1:
+        ts = [t for t in ts if tuple(t.shape) != (0,)] or ts[:1]
+    nd = len(ts[0].shape)
+    d = normalize_dim("cat", dim, nd) if nd else dim
+    return bind(CAT, *ts, dim=d)
+
+
+concatenate = concat = cat
+
+
+def _stack_infer(*xs, dim):
+    if not xs:
+        raise op_error("stack", "expected a non-empty sequence of tensors", RuntimeError)
+    first = tuple(xs[0].shape)
+    d = normalize_dim("stack", dim, len(first) + 1)
+    for k, x in enumerate(xs):
+        if tuple(x.shape) != first:
+            raise op_error("stack", f"stack expects each tensor to be equal size, but got "
+                                    f"{first} at entry 0 and {tuple(x.shape)} at entry {k}",
+                           RuntimeError)
+    dt = _dt.result_type(*[np.dtype(x.dtype) for x in xs])
+    return TensorSpec(first[:d] + (len(xs),) + first[d:], dt)
+
+
+def _stack_kernel(*xs, dim):
+    _stack_infer(*xs, dim=dim)
+    return np.stack(xs, axis=dim)
+
+
+STACK = register(name="stack", kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
+                 promote="same",
+                 vjp=lambda ctx, g: [ctx.m.getitem_raw(g, (slice(None),) * ctx.attrs["dim"] + (k,))
+                                     if need else None
+                                     for k, need in enumerate(ctx.needs_input_grad)],
+                 samples=lambda dtype=np.float64: [
+                     Sample((rand((2, 3), dtype), rand((2, 3), dtype)), {"dim": 0}),
+                     Sample((rand((2, 3), dtype), rand((2, 3), dtype), rand((3, 2), dtype).T),
+                            {"dim": 2}),
+                     Sample((rand((), dtype), rand((), dtype)), {"dim": 0}),
+                     Sample((rand((0, 2), dtype),), {"dim": 1})],
+                 error_samples=lambda: [((rand((2, 3)), rand((3, 2))), {"dim": 0}, RuntimeError),
+                                        ((rand((2, 3)),), {"dim": 3}, IndexError)],
+                 torch=lambda torch, *xs, dim: torch.stack(xs, dim))
+
+
+def stack(tensors, dim=None, *, axis=None, out=None):
+    """Join same-shaped tensors along a new dim."""
+    ts = _tensor_list("stack", tensors)
+    dim = _dim_alias("stack", dim, axis)
+    d = normalize_dim("stack", dim, len(ts[0].shape) + 1)
+    return bind(STACK, *ts, dim=d)
+
+
+def hstack(tensors):
+    ts = _tensor_list("hstack", tensors)
+    return cat(ts, 0 if all(len(t.shape) <= 1 for t in ts) else 1)
+
+
+def vstack(tensors):
+    ts = [t if len(t.shape) >= 2 else reshape(t, (1, -1) if len(t.shape) else (1, 1))
+          for t in _tensor_list("vstack", tensors)]
+    return cat(ts, 0)
+
+
+# ---------------------------------------------------------------- split / chunk
+def _slice_along(input, d, start, stop):
+    from .indexing import getitem_raw
+    return getitem_raw(input, (slice(None),) * d + (slice(start, stop),))
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Pieces of ``split_size_or_sections`` elements (an int: equal pieces, the last
+    smaller; a list: those sizes) along ``dim``; a tuple of views."""
+    shape = tuple(tensor.shape)
+    d = normalize_dim("split", dim, len(shape))
+    n = shape[d]
+    s = split_size_or_sections
+    if isinstance(s, (list, tuple)):
+        sizes = [int(v) for v in s]
+        if any(v < 0 for v in sizes) or sum(sizes) != n:
+            raise op_error("split", f"split sizes {tuple(sizes)} must be non-negative and sum "
+                                    f"to the size {n} of dim {d} (shape {shape})", RuntimeError)
+    else:
+        s = int(s)
+        if s < 0 or (s == 0 and n != 0):
+            raise op_error("split", f"split size {s} must be positive for dim {d} of size {n}",
+                           RuntimeError)
+        sizes = [min(s, n - i) for i in range(0, n, s)] if n else [0]
+    out = []
+    start = 0
+    for v in sizes:
+        out.append(_slice_along(tensor, d, start, start + v))
+        start += v
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    """At most ``chunks`` pieces of ceil(n / chunks) elements along ``dim``."""
+    chunks = int(chunks)
+    if chunks <= 0:
+        raise op_error("chunk", f"chunks must be greater than 0, got {chunks}", RuntimeError)
+    shape = tuple(input.shape)
+    d = normalize_dim("chunk", dim, len(shape))
+    n = shape[d]
+    if n == 0:
+        return tuple(_slice_along(input, d, 0, 0) for _ in range(chunks))
+    return split(input, -(-n // chunks), d)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    shape = tuple(input.shape)
+    d = normalize_dim("tensor_split", dim, len(shape))
+    n = shape[d]
+    if isinstance(indices_or_sections, (list, tuple)):
+        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+    else:
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise op_error("tensor_split", f"sections must be positive, got {k}", RuntimeError)
+        q, r = divmod(n, k)
+        bounds = [0]
+        for i in range(k):
+            bounds.append(bounds[-1] + q + (1 if i < r else 0))
+    return tuple(_slice_along(input, d, a, max(a, b)) for a, b in zip(bounds, bounds[1:]))
+
+
+def unbind(input, dim=0):
+    from .indexing import getitem_raw
+    d = normalize_dim("unbind", dim, len(input.shape))
+    return tuple(getitem_raw(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
+
+
+# ---------------------------------------------------------------- pad
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _pad_widths(name, shape, pad):
+    nd = len(shape)
+    if len(pad) % 2:
+        raise op_error(name, f"pad {pad} must have an even length", ValueError)
+    k = len(pad) // 2
+    if k > nd:
+        raise op_error(name, f"pad {pad} pads {k} dims but the input has shape {shape}",
+                       ValueError)
+    widths = [(0, 0)] * (nd - k)
+    for i in range(k):  # pad lists the last dim first
+        widths.append((pad[2 * (k - 1 - i)], pad[2 * (k - 1 - i) + 1]))
+    return widths
+
+
+def _pad_infer(x, pad, mode="constant", value=0.0):
+    shape = tuple(x.shape)
+    if mode not in _PAD_MODES:
+        raise op_error("pad", f"mode must be one of {_PAD_MODES}, got {mode!r}",
+                       NotImplementedError)
+    widths = _pad_widths("pad", shape, pad)
+    out = []
+    for d, ((b, a), s) in enumerate(zip(widths, shape)):
+        if s - max(-b, 0) - max(-a, 0) < 0:
+            raise op_error("pad", f"the input size {s} of dim {d}, plus negative padding {b} "
+                                  f"and {a}, gives a negative size (shape {shape})",
+                           RuntimeError)
+        if (b or a) and mode == "reflect" and (b >= s or a >= s):
+            raise op_error("pad", f"reflect padding ({b}, {a}) must be smaller than the size "
+                                  f"{s} of dim {d} (shape {shape})", RuntimeError)
+        if (b > 0 or a > 0) and mode == "replicate" and s == 0:
+            raise op_error("pad", f"replicate padding of an empty dim {d} (shape {shape})",
+                           RuntimeError)
+        if (b or a) and mode == "circular" and (b > s or a > s):
+            raise op_error("pad", f"circular padding ({b}, {a}) may be at most the size {s} "
+                                  f"of dim {d} (shape {shape})", RuntimeError)
+        out.append(s + b + a)
+    return TensorSpec(tuple(out), x.dtype)
+
+
+def _pad_index(shape, widths, mode, xp=np):
+    """The gather index that non-constant padding is: out = x[index]."""
+    lead = next((i for i, w in enumerate(widths) if w != (0, 0)), len(widths))
+    arrays = []
+    for d in range(lead, len(shape)):
+        (b, a), s = widths[d], shape[d]
+        i = np.arange(-b, s + a)
+        if mode == "reflect":
+            i = np.abs(i)
+            i = np.where(i > s - 1, 2 * (s - 1) - i, i)
+        elif mode == "replicate":
+            i = np.clip(i, 0, s - 1)
+        else:
+            i = i % max(s, 1)
+        arrays.append(i)
+    grids = np.ix_(*arrays) if arrays else ()
+    if xp is not np:
+        grids = tuple(xp.asarray(g) for g in grids)
+    return (slice(None),) * lead + tuple(grids)
+
+
+def _pad_kernel(x, pad, mode="constant", value=0.0):
+    _pad_infer(x, pad, mode, value)
+    widths = _pad_widths("pad", tuple(x.shape), pad)
+    if mode == "constant":
+        crop = tuple(slice(max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(widths, x.shape))
+        return np.pad(x[crop], [(max(b, 0), max(a, 0)) for b, a in widths], mode="constant",
+                      constant_values=value)
+    from .. import devices as _devices
+    return x[_pad_index(tuple(x.shape), widths, mode, _devices.xp_of(x))]
+
+
+def _pad_vjp(ctx, g):
+    pad, mode = ctx.attrs["pad"], ctx.attrs["mode"]
+    shape = tuple(ctx.shapes[0])
+    if mode == "constant":  # the adjoint crops what was padded and zero-pads what was cropped
+        return (bind(PAD, g, pad=tuple(-p for p in pad), mode="constant", value=0.0),)
+    widths = _pad_widths("pad", shape, pad)
+    from .. import devices as _devices
+    index = _pad_index(shape, widths, mode, _devices.xp_of(getattr(g, "_data", g)))
+    return (ctx.m.index_add_into(g, shape, index),)
+
+
+def _pad_samples(dtype=np.float64):
+    x = rand((2, 3, 4), dtype, seed=5)
+    return [Sample((x,), {"pad": (1, 2), "mode": "constant", "value": 0.0}),
+            Sample((x,), {"pad": (1, -1, -1, 2), "mode": "constant", "value": 1.5}),
+            Sample((rand((4, 3), dtype).T,), {"pad": (0, 1, 2, 0), "mode": "constant",
+                                              "value": 0.0}),
+            Sample((x,), {"pad": (2, 1), "mode": "reflect", "value": 0.0}),
+            Sample((x,), {"pad": (1, 2, 2, 1), "mode": "reflect", "value": 0.0}),
+            Sample((x,), {"pad": (2, 3, 1, 0), "mode": "replicate", "value": 0.0}),
+            Sample((x,), {"pad": (1, 3, 2, 1), "mode": "circular", "value": 0.0}),
+            Sample((x,), {"pad": (-1, 2), "mode": "replicate", "value": 0.0})]
+
+
+PAD = register(name="pad", kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
+               samples=_pad_samples,
+               error_samples=lambda: [
+                   ((rand((2, 3)),), {"pad": (1,), "mode": "constant", "value": 0.0}, ValueError),
+                   ((rand((2, 3)),), {"pad": (3, 0), "mode": "reflect", "value": 0.0},
+                    RuntimeError),
+                   ((rand((2, 3)),), {"pad": (-2, -2), "mode": "constant", "value": 0.0},
+                    RuntimeError)],
+               torch=lambda torch, x, pad, mode="constant", value=0.0:
+               torch.nn.functional.pad(x, pad, mode=mode,
+                                       value=value if mode == "constant" else None))
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad with PyTorch's flat ``pad`` tuple (last dim first); negative pads crop.
+    Modes: constant (``value``, default 0), reflect, replicate, circular."""
+    pad = tuple(int(p) for p in pad)
+    if value is not None and mode != "constant":
+        raise op_error("pad", f"padding mode {mode!r} doesn't take in value argument",
+                       ValueError)
+    value = 0.0 if value is None else value
+    if mode not in _PAD_MODES:
+        raise op_error("pad", f"mode must be one of {_PAD_MODES}, got {mode!r}",
+                       NotImplementedError)
+    if not any(pad):
+        _pad_widths("pad", tuple(input.shape), pad)
+    return bind(PAD, input, pad=pad, mode=mode, value=value)
+
+
+# ---------------------------------------------------------------- tril / triu
+def _tri_infer(name):
+    def infer(x, diagonal=0):
+        if len(x.shape) < 2:
+            raise op_error(name, f"input tensor must have at least 2 dimensions, got shape "
+                                 f"{tuple(x.shape)}", RuntimeError)
+        return _same_spec(x)
+    return infer
+
+
+def _tri_kernel(fn, name):
+    def kernel(x, diagonal=0):
+        _tri_infer(name)(x, diagonal)
+        return fn(x, k=diagonal)
+    return kernel
+
+
+def _tri_samples(dtype=np.float64):
+    return [Sample((rand((3, 4), dtype),), {"diagonal": 0}),
+            Sample((rand((2, 4, 3), dtype),), {"diagonal": 1}),
+            Sample((rand((4, 3), dtype).T,), {"diagonal": -1}),
+            Sample((rand((3, 3), dtype),), {"diagonal": 5})]
+
+
+TRIL = register(name="tril", kernel=_tri_kernel(np.tril, "tril"), infer=_tri_infer("tril"),
+                vjp=lambda ctx, g: (bind(TRIL, g, **ctx.attrs),), samples=_tri_samples,
+                error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
+                torch=lambda torch, x, diagonal=0: torch.tril(x, diagonal))
+TRIU = register(name="triu", kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
+                vjp=lambda ctx, g: (bind(TRIU, g, **ctx.attrs),), samples=_tri_samples,
+                error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
+                torch=lambda torch, x, diagonal=0: torch.triu(x, diagonal))
+
+
+def tril(input, diagonal=0):
+    """Lower triangle of the last two dims (elements above ``diagonal`` zeroed)."""
+    return bind(TRIL, input, diagonal=int(diagonal))
+
+
+def triu(input, diagonal=0):
+    """Upper triangle of the last two dims (elements below ``diagonal`` zeroed)."""
+    return bind(TRIU, input, diagonal=int(diagonal))
+
+
+# ---------------------------------------------------------------- diagonal / diag
+def _diag_len(s1, s2, offset):
+    return max(min(s1, s2 - offset) if offset >= 0 else min(s1 + offset, s2), 0)
+
+
+def _diagonal_shape(name, shape, offset, dim1, dim2):
+    nd = len(shape)
+    d1 = normalize_dim(name, dim1, nd)
+    d2 = normalize_dim(name, dim2, nd)
+    if d1 == d2:
+        raise op_error(name, f"dim1 and dim2 cannot be the same dim ({dim1}, {dim2}) for "
+                             f"shape {tuple(shape)}", RuntimeError)
+    rest = tuple(s for i, s in enumerate(shape) if i not in (d1, d2))
+    return rest + (_diag_len(shape[d1], shape[d2], offset),)
+
+
+def _diag_index(xp, n, offset):
+    i = xp.arange(n)
+    return i + max(-offset, 0), i + max(offset, 0)
+
+
+def _diagonal_kernel(x, offset=0, dim1=0, dim2=1):
+    n = _diagonal_shape("diagonal", x.shape, offset, dim1, dim2)[-1]
+    from .. import devices as _devices
+    r, c = _diag_index(_devices.xp_of(x), n, offset)
+    return np.moveaxis(x, (dim1, dim2), (-2, -1))[..., r, c]
+
+
+DIAGONAL = register(name="diagonal", kernel=_diagonal_kernel,
+                    infer=lambda x, offset=0, dim1=0, dim2=1: TensorSpec(
+                        _diagonal_shape("diagonal", tuple(x.shape), offset, dim1, dim2), x.dtype),
+                    vjp=lambda ctx, g: (ctx.m.diagonal_into(g, ctx.shapes[0], **ctx.attrs),),
+                    samples=lambda dtype=np.float64: [
+                        Sample((rand((3, 4), dtype),), {"offset": 0, "dim1": 0, "dim2": 1}),
+                        Sample((rand((3, 4), dtype),), {"offset": 2, "dim1": 0, "dim2": 1}),
+                        Sample((rand((2, 3, 4), dtype),), {"offset": -1, "dim1": 2, "dim2": 0}),
+                        Sample((rand((4, 3), dtype).T,), {"offset": 1, "dim1": 1, "dim2": 0}),
+                        Sample((rand((3, 3), dtype),), {"offset": 4, "dim1": 0, "dim2": 1})],
+                    error_samples=lambda: [((rand((3, 4)),), {"offset": 0, "dim1": 1, "dim2": 1},
+                                            RuntimeError),
+                                           ((rand((3, 4)),), {"offset": 0, "dim1": 0, "dim2": 2},
+                                            IndexError)],
+                    torch=lambda torch, x, offset=0, dim1=0, dim2=1:
+                    torch.diagonal(x, offset, dim1, dim2))
+
+
+def _diagonal_into_infer(g, shape, offset=0, dim1=0, dim2=1):
+    want = _diagonal_shape("diagonal_into", tuple(shape), offset, dim1, dim2)
+    if tuple(g.shape) != want:
+        raise op_error("diagonal_into", f"the diagonal of shape {tuple(shape)} has shape "
+                                        f"{want}, got {tuple(g.shape)}", RuntimeError)
+    return TensorSpec(tuple(shape), g.dtype)
+
+
+def _diagonal_into_kernel(g, shape, offset=0, dim1=0, dim2=1):
+    _diagonal_into_infer(g, shape, offset, dim1, dim2)
+    from .. import devices as _devices
+    xp = _devices.xp_of(g)
+    out = xp.zeros(shape, dtype=g.dtype)
+    r, c = _diag_index(xp, g.shape[-1], offset)
+    np.moveaxis(out, (dim1, dim2), (-2, -1))[..., r, c] = g
+    return out
+
+
+DIAGONAL_INTO = register(
+    name="diagonal_into", kernel=_diagonal_into_kernel, infer=_diagonal_into_infer, args=("g",),
+    vjp=lambda ctx, gg: (bind(DIAGONAL, gg, offset=ctx.attrs["offset"], dim1=ctx.attrs["dim1"],
+                              dim2=ctx.attrs["dim2"]),),
+    samples=lambda dtype=np.float64: [
+        Sample((rand((3,), dtype),), {"shape": (3, 4), "offset": 0, "dim1": 0, "dim2": 1}),
+        Sample((rand((2, 3), dtype),), {"shape": (3, 2, 4), "offset": -1, "dim1": 2, "dim2": 0})],
+    error_samples=lambda: [((rand((2,)),), {"shape": (3, 4), "offset": 0, "dim1": 0, "dim2": 1},
+                            RuntimeError)],
+    torch=lambda torch, g, shape, offset=0, dim1=0, dim2=1: torch.diagonal_scatter(
+        torch.zeros(shape, dtype=g.dtype), g, offset, dim1, dim2))
+
+
+def diagonal_into(g, shape, offset=0, dim1=0, dim2=1):
+    """Zeros of ``shape`` with ``g`` written on the diagonal (``diagonal``'s adjoint)."""
+    return bind(DIAGONAL_INTO, g, shape=tuple(shape), offset=offset, dim1=dim1, dim2=dim2)
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal of dims ``dim1, dim2`` (``offset`` > 0 above the main one), moved to
+    the last dim. (A copy, not a view.)"""
+    nd = len(input.shape)
+    d1 = normalize_dim("diagonal", dim1, nd)
+    d2 = normalize_dim("diagonal", dim2, nd)
+    return bind(DIAGONAL, input, offset=int(offset), dim1=d1, dim2=d2)
+
+
+def _diag_infer(x, diagonal=0):
+    shape = tuple(x.shape)
+    if len(shape) == 1:
+        n = shape[0] + abs(diagonal)
+        return TensorSpec((n, n), x.dtype)
+    if len(shape) == 2:
+        return TensorSpec((_diag_len(shape[0], shape[1], diagonal),), x.dtype)
+    raise op_error("diag", f"supports 1-D or 2-D tensors, got shape {shape}", RuntimeError)
+
+
+def _diag_kernel(x, diagonal=0):
+    _diag_infer(x, diagonal)
+    if x.ndim == 1:
+        n = x.shape[0] + abs(diagonal)
+        return _diagonal_into_kernel(x, (n, n), diagonal, 0, 1)
+    return _diagonal_kernel(x, diagonal, 0, 1)
+
+
+def _diag_vjp(ctx, g):
+    k = ctx.attrs["diagonal"]
+    shape = tuple(ctx.shapes[0])
+    if len(shape) == 1:
+        return (bind(DIAGONAL, g, offset=k, dim1=0, dim2=1),)
+    return (diagonal_into(g, shape, k, 0, 1),)
+
+
+DIAG = register(name="diag", kernel=_diag_kernel, infer=_diag_infer, vjp=_diag_vjp,
+                samples=lambda dtype=np.float64: [
+                    Sample((rand((3,), dtype),), {"diagonal": 0}),
+                    Sample((rand((3,), dtype),), {"diagonal": -2}),
+                    Sample((rand((3, 4), dtype),), {"diagonal": 1}),
+                    Sample((rand((4, 3), dtype).T,), {"diagonal": -1})],
+                error_samples=lambda: [((rand((2, 3, 4)),), {"diagonal": 0}, RuntimeError)],
+                torch=lambda torch, x, diagonal=0: torch.diag(x, diagonal))
+
+
+def diag(input, diagonal=0):
+    """1-D: a square matrix with ``input`` on the ``diagonal``; 2-D: that diagonal."""
+    return bind(DIAG, input, diagonal=int(diagonal))
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    nd = len(input.shape) + 1
+    d1 = normalize_dim("diag_embed", dim1, nd)
+    d2 = normalize_dim("diag_embed", dim2, nd)
+    if d1 == d2:
+        raise op_error("diag_embed", f"dim1 and dim2 cannot be the same ({dim1}, {dim2})",
+                       RuntimeError)
+    rest = list(input.shape[:-1])
+    n = input.shape[-1] + abs(int(offset))
+    shape = []
+    it = iter(rest)
+    for i in range(nd):
+        shape.append(n if i in (d1, d2) else next(it))
+    return diagonal_into(input, tuple(shape), int(offset), d1, d2)
+
+
+# ---------------------------------------------------------------- repeat_interleave
+def _ri_index(xp, n, repeats):
+    if isinstance(repeats, int):
+        return xp.repeat(xp.arange(n), repeats)
+    return xp.repeat(xp.arange(n), xp.asarray(repeats))
+
+
+def _ri_infer(x, repeats, dim):
+    shape = tuple(x.shape)
+    d = normalize_dim("repeat_interleave", dim, len(shape))
+    n = shape[d] if shape else 1
+    if isinstance(repeats, int):
+        if repeats < 0:
+            raise op_error("repeat_interleave", f"repeats must be non-negative, got {repeats}",
+                           RuntimeError)
+        total = n * repeats
+    else:
+        if len(repeats) != n or any(r < 0 for r in repeats):
+            raise op_error("repeat_interleave", f"repeats must have the same size as input "
+                                                f"along dim {d} ({n}), and be non-negative, got "
+                                                f"{len(repeats)} repeats", RuntimeError)
+        total = int(sum(repeats))
+    return TensorSpec(shape[:d] + (total,) + shape[d + 1:], x.dtype)
+
+
+def _ri_kernel(x, repeats, dim):
+    _ri_infer(x, repeats, dim)
+    return np.repeat(x, repeats if isinstance(repeats, int) else np.asarray(repeats), axis=dim)
+
+
+def _ri_vjp(ctx, g):
+    shape = tuple(ctx.shapes[0])
+    d, reps = ctx.attrs["dim"], ctx.attrs["repeats"]
+    index = (slice(None),) * d + (_ri_index(np, shape[d], reps),)
+    return (ctx.m.index_add_into(g, shape, index),)
+
+
+REPEAT_INTERLEAVE = register(
+    name="repeat_interleave", kernel=_ri_kernel, infer=_ri_infer, vjp=_ri_vjp,
+    samples=lambda dtype=np.float64: [
+        Sample((rand((2, 3), dtype),), {"repeats": 2, "dim": 1}),
+        Sample((rand((3, 2), dtype),), {"repeats": (1, 0, 3), "dim": 0}),
+        Sample((rand((3, 2), dtype).T,), {"repeats": 3, "dim": 0})],
+    error_samples=lambda: [((rand((3,)),), {"repeats": (1, 2), "dim": 0}, RuntimeError)],
+    torch=lambda torch, x, repeats, dim: torch.repeat_interleave(
+        x, repeats if isinstance(repeats, int) else torch.tensor(repeats), dim))
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Repeat each element ``repeats`` times along ``dim`` (flattened when None);
+    ``repeat_interleave(counts)`` gives ``arange(len(counts))`` repeated."""
+    if repeats is None:  # the one-tensor form: repeats the indices
+        counts = np.asarray(getattr(input, "_data", input)).reshape(-1)
+        from .creation import arange
+        input, repeats, dim = arange(len(counts)), counts, 0
+    if dim is None:
+        input = reshape(input, (-1,))
+        dim = 0
+    d = normalize_dim("repeat_interleave", dim, len(input.shape))
+    if hasattr(repeats, "shape") and len(repeats.shape) == 0:
+        repeats = int(repeats)
+    if isinstance(repeats, (int, np.integer)):
+        repeats = int(repeats)
+    else:
+        repeats = tuple(int(r) for r in np.asarray(getattr(repeats, "_data", repeats)).reshape(-1))
+        if len(repeats) == 1:
+            repeats = repeats[0]
+    return bind(REPEAT_INTERLEAVE, input, repeats=repeats, dim=d)
+
+
+METHODS = ("flip fliplr flipud roll repeat tile unflatten split chunk tensor_split unbind tril "
+           "triu diag diagonal diag_embed repeat_interleave")

@@ -20,7 +20,7 @@ def _as_raw(a):
 
 def spec_of(a):
     a = _as_raw(a)
-    if np.isscalar(a):
+    if np.isscalar(a) or a is None:
         return a
     return TensorSpec(tuple(a.shape), a.dtype)
 

@@ -92,6 +92,7 @@ class OpDef:
     # filled by register(): positions of saved inputs, whether "out" is saved
     save_idx: tuple = field(default=(), repr=False)
     save_out: bool = field(default=False, repr=False)
+    fast: bool = field(default=False, repr=False)
 
     def __repr__(self):
         return f"OpDef({self.name!r}, kind={self.kind!r})"
@@ -124,3 +125,5 @@ def validate(op):
         raise ValueError(f"register {op.name}: promote must be same/float/none")
     op.save_idx = tuple(i for i, a in enumerate(op.args) if a in op.saves)
     op.save_out = "out" in op.saves
+    # bind's unrolled path: one output, no scratch/allocator, at most two inputs
+    op.fast = (op.kind in ("basic", "view") and op.nout == 1 and len(op.args) <= 2)

@@ -102,7 +102,7 @@ def _raw_kernel(op, args, attrs):
 
 def _to_torch(a):
     if _is_array(a):
-        return torch.from_numpy(np.ascontiguousarray(a).copy())
+        return torch.from_numpy(np.array(a, order="C", copy=True))
     return a
 
 

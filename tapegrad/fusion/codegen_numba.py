@@ -1,0 +1,109 @@
+"""IR -> Python source for a Numba ``parallel=True`` kernel (one flat loop).
+
+A kernel ``kernel(n, a0, a1, ..., o0, o1, ...)`` reads input ``k`` at ``[i]`` (full
+size, contiguous) or ``[0]`` (size one, broadcast) and writes every output at
+``[i]``. Constants are module globals of the kernel's dtype (Numba freezes them),
+so a float32 kernel never widens to float64. float32 kernels call the vectorisable
+approximations of ``approx.py``; float64 kernels use libm through ``np.*``.
+"""
+import numpy as np
+
+from . import approx
+from .expr import topo
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
+          "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}
+_NP = {"exp": "np.exp", "log": "np.log", "log1p": "np.log1p", "expm1": "np.expm1",
+       "sqrt": "np.sqrt", "tanh": "np.tanh", "sin": "np.sin", "cos": "np.cos",
+       "abs": "np.abs", "erf": "_math.erf"}
+
+
+def kernel_source(inputs, outputs, dtype, pattern, approximate=True):
+    """Source of ``kernel`` for IR ``outputs`` over input nodes ``inputs``.
+
+    ``pattern[k]`` is ``"f"`` (full, read at i) or ``"s"`` (size one, read at 0).
+    """
+    dtype = np.dtype(dtype)
+    f32 = dtype == np.float32
+    tname = "np.float32" if f32 else "np.float64"
+    order = topo(outputs)
+    names, consts, body = {}, {}, []
+    for k, (node, p) in enumerate(zip(inputs, pattern)):
+        names[node] = f"v{k}"
+        body.append(f"v{k} = a{k}[{'i' if p == 'f' else '0'}]")
+    use_approx = f32 and approximate
+    used_ops = set()
+    for n in order:
+        if n in names:
+            continue
+        if n.op == "const":
+            if n.value not in consts:
+                consts[n.value] = f"_c{len(consts)}"
+            names[n] = consts[n.value]
+            continue
+        if n.op == "var":
+            raise ValueError(f"elementwise: free variable {n.value!r} is not an input")
+        t = f"t{len(body)}"
+        args = [names[a] for a in n.args]
+        used_ops.add(n.op)
+        body.append(f"{t} = {_expr(n, args, use_approx, tname)}")
+        names[n] = t
+    for j, o in enumerate(outputs):
+        body.append(f"o{j}[i] = {names[o]}" if not o.is_bool else
+                    f"o{j}[i] = _one if {names[o]} else _zero")
+    lines = ["import math as _math", "import numpy as np",
+             "from tapegrad.devices.cpu import jit_helpers as _jit_helpers",
+             "_h = _jit_helpers()", "prange = _h.prange", "_helper = _h.helper",
+             "_f32_bits, _f32_from_bits = _h.f32_bits, _h.f32_from_bits", ""]
+    if use_approx:
+        lines.append(approx.source_for(sorted(used_ops)))
+    lines.append(f"_one, _zero = {tname}(1.0), {tname}(0.0)")
+    for v, name in consts.items():
+        lines.append(f"{name} = {tname}({_lit(v)})")
+    params = ", ".join([f"a{k}" for k in range(len(inputs))] +
+                       [f"o{j}" for j in range(len(outputs))])
+    lines += ["", "", f"def kernel(n, {params}):", "    for i in prange(n):"]
+    lines += ["        " + b for b in body]
+    return "\n".join(lines) + "\n"
+
+
+def _lit(v):
+    if v != v:
+        return "np.nan"
+    if v in (float("inf"), float("-inf")):
+        return "np.inf" if v > 0 else "-np.inf"
+    return repr(v)
+
+
+def _expr(n, a, use_approx, tname):
+    op = n.op
+    if op in _INFIX:
+        return f"{a[0]} {_INFIX[op]} {a[1]}"
+    if op == "neg":
+        return f"-{a[0]}"
+    if op == "not":
+        return f"not {a[0]}"
+    if op == "where":
+        return f"{a[1]} if {a[0]} else {a[2]}"
+    if op == "maximum":  # NaN propagates from either side, as np.maximum
+        return f"{a[1]} if {a[1]} != {a[1]} else ({a[0]} if not {a[0]} <= {a[1]} else {a[1]})"
+    if op == "minimum":
+        return f"{a[1]} if {a[1]} != {a[1]} else ({a[0]} if not {a[0]} >= {a[1]} else {a[1]})"
+    if op == "sign":
+        return f"_one if {a[0]} > _zero else (-_one if {a[0]} < _zero else {a[0]})"
+    if op == "pow":
+        e = n.args[1]
+        if e.op == "const" and e.value in (2.0, 3.0, 4.0, -1.0, 0.5, -0.5):
+            return {2.0: f"{a[0]} * {a[0]}", 3.0: f"{a[0]} * {a[0]} * {a[0]}",
+                    4.0: f"({a[0]} * {a[0]}) * ({a[0]} * {a[0]})", -1.0: f"_one / {a[0]}",
+                    0.5: f"np.sqrt({a[0]})", -0.5: f"_one / np.sqrt({a[0]})"}[e.value]
+        return f"{a[0]} ** {a[1]}"
+    if op == "rsqrt":
+        return f"_one / np.sqrt({a[0]})"
+    if use_approx and op in approx.HELPERS:
+        return f"{approx.HELPERS[op][0]}({a[0]})"
+    if op == "sigmoid":
+        return f"_one / (_one + np.exp(-{a[0]}))"
+    if op == "erf":  # float64 (or unapproximated float32): libm erf
+        return f"{tname}(_math.erf({a[0]}))"
+    return f"{_NP[op]}({a[0]})"

@@ -1,0 +1,359 @@
+"""Expression ops: an OpDef whose kernel, reference and adjoint all come from one IR.
+
+An ``ExprOp`` holds a ``build(attrs) -> (input_nodes, output_nodes)`` function. Its
+kernel runs one compiled loop (Numba on CPU, CuPy on GPU; the NumPy reference where
+neither applies); its vjp binds another ExprOp, the derived adjoint (inputs: the
+op's inputs and one cotangent per output; outputs: one gradient per input that
+needs one), derived lazily and cached per (outputs with cotangent, inputs needing
+grad). That adjoint op has its own vjp the same way, so every order works.
+"""
+import math
+import time
+import warnings
+
+import numpy as np
+
+from .. import devices as _devices
+from .. import dtypes as _dt
+from .._util import broadcast_shapes
+from ..devices import cpu as _cpu, cuda as _cuda
+from ..ops_registry import TensorSpec, Sample, register, get as _get_op
+from ..tensor import bind
+from . import expr as E
+from . import codegen_numba, codegen_cuda
+
+
+class config:
+    """Switches of the fusion layer (module-level, read on every call).
+
+    ``use_numba``: compile CPU kernels (False: always the NumPy reference).
+    ``min_numel``: below this many output elements the NumPy reference runs instead
+    (no compile for tiny tensors; tests set 0 to exercise the compiled path).
+    ``approximate``: float32 kernels use the vectorisable approximations.
+    """
+    use_numba = True
+    min_numel = 2048
+    approximate = True
+
+
+# compile statistics, for benchmarks and the "second call compiles nothing" test
+stats = {"compiles": 0, "cache_loads": 0, "compile_seconds": 0.0,
+         "last_compile_seconds": 0.0, "numba_failures": 0}
+_numba_broken = []
+# set by trace.py: (stand-in type, splice function) so that an expression op called
+# on @fuse's symbolic stand-ins contributes its IR instead of computing
+proxy_hook = [None]
+
+
+class ExprOp:
+    """One elementwise op from a scalar expression (see ``elementwise``)."""
+
+    def __init__(self, name, inputs, build, nout=1, attr_names=(), expr=None,
+                 samples=None, error_samples=None, torch=None, doc=""):
+        if "out" in inputs:
+            raise ValueError(f"elementwise {name}: 'out' cannot be an input name")
+        self.name, self.inputs, self.build, self.nout = name, tuple(inputs), build, nout
+        self.attr_names = tuple(attr_names)
+        self._graphs, self._kernels, self._grads = {}, {}, {}
+        self.op = register(
+            name=name, kernel=self.kernel, infer=self.infer, args=self.inputs,
+            vjp=self.vjp, saves=self.inputs, expr=expr, broadcasting=True, promote="float",
+            nout=nout, samples=samples or _default_samples(len(self.inputs)),
+            error_samples=error_samples or _default_errors(len(self.inputs)),
+            torch=torch, reference=self.reference, doc=doc)
+        self.op.fusion = self
+
+    # ------------------------------------------------------------ IR
+    def graph(self, attrs):
+        key = tuple(sorted(attrs.items()))
+        g = self._graphs.get(key)
+        if g is None:
+            ins, outs = self.build(dict(attrs))
+            g = self._graphs[key] = (list(ins), list(outs))
+        return g
+
+    # ------------------------------------------------------------ shapes
+    def infer(self, *specs, **attrs):
+        if len(specs) != len(self.inputs):
+            raise TypeError(f"{self.name}: expected {len(self.inputs)} inputs "
+                            f"({', '.join(self.inputs)}), got {len(specs)}")
+        shapes = [tuple(s.shape) for s in specs if hasattr(s, "shape")]
+        shape = broadcast_shapes(self.name, *shapes) if shapes else ()
+        spec = TensorSpec(shape, _result_dtype(specs))
+        return spec if self.nout == 1 else (spec,) * self.nout
+
+    # ------------------------------------------------------------ kernels
+    def kernel(self, *arrays, **attrs):
+        hook = proxy_hook[0]
+        if hook is not None and any(isinstance(a, hook[0]) for a in arrays):
+            return hook[1](self, arrays, attrs)
+        if len(arrays) != len(self.inputs):
+            self.infer(*arrays, **attrs)
+        dtype = _result_dtype(arrays)
+        arrs = [a for a in arrays if hasattr(a, "shape")]
+        shape = broadcast_shapes(self.name, *[a.shape for a in arrs]) if arrs else ()
+        if arrs and _cuda.is_cupy(arrs[0]):
+            outs = self._run_cuda(arrays, attrs, dtype, shape)
+        else:
+            n = math.prod(shape)
+            outs = None
+            if (config.use_numba and not _numba_broken and n >= config.min_numel and n > 0
+                    and dtype in (np.float16, np.float32, np.float64)):
+                outs = self._run_numba(arrays, attrs, dtype, shape, n)
+            if outs is None:
+                outs = self._evaluate(arrays, attrs, dtype, shape)
+        return outs[0] if self.nout == 1 else tuple(outs)
+
+    def reference(self, *arrays, **attrs):
+        """The NumPy reference: the same IR evaluated op by op."""
+        dtype = _result_dtype(arrays)
+        arrs = [a for a in arrays if hasattr(a, "shape")]
+        shape = broadcast_shapes(self.name, *[a.shape for a in arrs]) if arrs else ()
+        outs = self._evaluate(arrays, attrs, dtype, shape)
+        return outs[0] if self.nout == 1 else tuple(outs)
+
+    def _evaluate(self, arrays, attrs, dtype, shape):
+        ins, outs = self.graph(attrs)
+        xp = np
+        for a in arrays:
+            if hasattr(a, "shape") and _cuda.is_cupy(a):
+                xp = _cuda.cupy()
+        vals = {n: _cast(xp, a, dtype) for n, a in zip(ins, arrays)}
+        res = evaluate(outs, vals, dtype, xp)
+        return [_materialise(xp, r, shape, dtype, any(r is v for v in vals.values()))
+                for r in res]
+
+    def _run_numba(self, arrays, attrs, dtype, shape, n):
+        cdt = np.dtype(np.float32) if dtype == np.float16 else dtype
+        flat, pattern = [], []
+        for a in arrays:
+            a = np.asarray(a, dtype=cdt) if not isinstance(a, np.ndarray) or a.dtype != cdt \
+                else a
+            if a.size == 1 or not any(a.strides):  # one value, maybe a broadcast view
+                flat.append(np.ascontiguousarray(a[(0,) * a.ndim]).reshape(1))
+                pattern.append("s")
+            else:
+                if a.shape != shape:
+                    a = np.broadcast_to(a, shape)
+                flat.append(np.ascontiguousarray(a).reshape(-1))
+                pattern.append("f")
+        outs = [np.empty(shape, cdt) for _ in range(self.nout)]
+        try:
+            fn = self._compiled(attrs, cdt, "".join(pattern))
+            first = not fn.signatures
+            t0 = time.perf_counter()
+            fn(n, *flat, *[o.reshape(-1) for o in outs])
+        except Exception as e:  # numba missing or broken: the reference still works
+            _numba_broken.append(e)
+            stats["numba_failures"] += 1
+            warnings.warn(f"tapegrad.fusion: compiling {self.name} with Numba failed "
+                          f"({type(e).__name__}: {e}); using the NumPy reference from now on",
+                          RuntimeWarning, stacklevel=3)
+            return None
+        if first:  # Numba compiled (or loaded from its disk cache) in that call
+            dt = time.perf_counter() - t0
+            if _loaded_from_cache(fn):
+                stats["cache_loads"] += 1
+            else:
+                stats["compiles"] += 1
+                stats["compile_seconds"] += dt
+                stats["last_compile_seconds"] = dt
+        if cdt != dtype:
+            outs = [o.astype(dtype) for o in outs]
+        return outs
+
+    def _compiled(self, attrs, dtype, pattern):
+        key = (tuple(sorted(attrs.items())), dtype.str, pattern, config.approximate)
+        fn = self._kernels.get(key)
+        if fn is None:
+            ins, outs = self.graph(attrs)
+            src = codegen_numba.kernel_source(ins, outs, dtype, pattern, config.approximate)
+            fn = _cpu.compile_source(("fusion", src), src, "kernel", parallel=True,
+                                     fastmath=_cpu.FASTMATH, error_model="numpy")
+            self._kernels[key] = fn
+        return fn
+
+    def _run_cuda(self, arrays, attrs, dtype, shape):
+        cp = _cuda.cupy()
+        cdt = np.dtype(np.float32) if dtype == np.float16 else dtype
+        ins, outs = self.graph(attrs)
+        key = ("cuda", tuple(sorted(attrs.items())), cdt.str)
+        spec = self._kernels.get(key)
+        if spec is None:
+            spec = self._kernels[key] = codegen_cuda.kernel_spec(ins, outs, cdt, self.name)
+        k = _cuda.elementwise_kernel(*spec)
+        args = [cp.asarray(a, dtype=cdt) for a in arrays]
+        res = [cp.empty(shape, dtype=cdt) for _ in outs]
+        k(*args, *res)
+        return [r.astype(dtype) for r in res] if cdt != dtype else res
+
+    # ------------------------------------------------------------ adjoint
+    def vjp(self, ctx, g):
+        gs = tuple(g) if self.nout > 1 else (g,)
+        omask = tuple(x is not None for x in gs)
+        imask = tuple(bool(n) for n in ctx.needs_input_grad)
+        if not any(omask) or not any(imask):
+            return [None] * len(self.inputs)
+        gop = self.grad_op(omask, imask)
+        res = bind(gop.op, *ctx.inputs, *[x for x in gs if x is not None], **ctx.attrs)
+        res = (res,) if gop.nout == 1 else res
+        out, it = [], iter(res)
+        for need in imask:
+            out.append(next(it) if need else None)
+        return out
+
+    def grad_op(self, omask, imask):
+        """The ExprOp computing this op's input gradients (derived once, cached)."""
+        key = (omask, imask)
+        gop = self._grads.get(key)
+        if gop is not None:
+            return gop
+        n_in = len(self.inputs)
+        gnames = [f"__g{n_in + k}" for k in range(sum(omask))]
+
+        def build(attrs):
+            ins, outs = self.graph(attrs)
+            gvars = [E.var(nm) for nm in gnames]
+            it = iter(gvars)
+            adj = E.grad(outs, ins, [next(it) if m else None for m in omask])
+            res = [adj[i] if adj[i] is not None else E.const(0.0)
+                   for i in range(n_in) if imask[i]]
+            return list(ins) + gvars, res
+
+        tag = "".join("1" if m else "0" for m in omask) + "_" + \
+            "".join("1" if m else "0" for m in imask)
+        name = f"{self.name}_grad{tag}"
+        try:
+            gop = _get_op(name).fusion
+        except KeyError:
+            gop = ExprOp(name, self.inputs + tuple(gnames), build, nout=sum(imask),
+                         attr_names=self.attr_names,
+                         samples=_grad_samples(self.op, sum(omask)),
+                         doc=f"gradient of {self.name} (derived)")
+        self._grads[key] = gop
+        return gop
+
+
+# ---------------------------------------------------------------- helpers
+def _result_dtype(items):
+    dts = [np.dtype(a.dtype) for a in items if hasattr(a, "dtype")]
+    scal = [a for a in items if isinstance(a, (int, float, bool))]
+    dt = _dt.result_type(*dts) if dts else _dt.default_float_np()
+    if scal and dts:
+        dt = _dt.promote_with_scalars(dt, scal)
+    if dt.kind != "f":
+        dt = _dt.default_float_np()
+    return np.dtype(dt)
+
+
+def _cast(xp, a, dtype):
+    if not hasattr(a, "dtype"):
+        return dtype.type(a)
+    return a if a.dtype == dtype else a.astype(dtype)
+
+
+def _materialise(xp, r, shape, dtype, is_input):
+    r = xp.asarray(r)
+    if r.shape == tuple(shape) and r.dtype == dtype and not is_input and r.base is None:
+        return r
+    out = xp.empty(shape, dtype=dtype)
+    out[...] = r
+    return out
+
+
+def _loaded_from_cache(fn):
+    try:
+        return bool(fn.stats.cache_hits)
+    except AttributeError:
+        return False
+
+
+_NP_UNARY = {"neg": "negative", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
+             "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos", "abs": "abs",
+             "sign": "sign", "not": "logical_not"}
+_NP_BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
+              "pow": "power", "maximum": "maximum", "minimum": "minimum", "lt": "less",
+              "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal",
+              "ne": "not_equal", "and": "logical_and", "or": "logical_or"}
+
+
+def evaluate(outputs, values, dtype, xp=np):
+    """Evaluate IR ``outputs`` with ``values`` (node -> array) using ``xp``."""
+    vals = dict(values)
+    with np.errstate(all="ignore"):
+        for n in E.topo(outputs):
+            if n in vals:
+                continue
+            if n.op == "const":
+                vals[n] = dtype.type(n.value)
+                continue
+            if n.op == "var":
+                raise ValueError(f"elementwise: free variable {n.value!r} is not an input")
+            a = [vals[x] for x in n.args]
+            vals[n] = _np_apply(xp, n.op, a, dtype)
+    return [vals[o] if not o.is_bool else xp.asarray(vals[o]).astype(dtype) for o in outputs]
+
+
+def _np_apply(xp, op, a, dtype):
+    if op in _NP_UNARY:
+        return getattr(xp, _NP_UNARY[op])(a[0])
+    if op in _NP_BINARY:
+        r = getattr(xp, _NP_BINARY[op])(a[0], a[1])
+        return r if op != "pow" else xp.asarray(r, dtype=dtype)
+    if op == "where":
+        return xp.where(a[0], a[1], a[2])
+    if op == "rsqrt":
+        return 1 / xp.sqrt(a[0])
+    if op == "sigmoid":
+        x = xp.asarray(a[0])
+        e = xp.exp(-xp.abs(x))
+        s = 1 / (1 + e)
+        return xp.where(x >= 0, s, e * s)
+    if op == "erf":
+        return _erf(xp, a[0], dtype)
+    raise ValueError(f"elementwise: no NumPy rule for {op}")
+
+
+def _erf(xp, x, dtype):
+    x = xp.asarray(x)
+    if xp is not np:
+        return _devices.special("erf", x)
+    if config.use_numba and not _numba_broken:
+        try:
+            return _devices.special("erf", x).astype(dtype, copy=False)
+        except Exception as e:  # numba unusable: the slow exact path below
+            _numba_broken.append(e)
+    return np.vectorize(math.erf, otypes=[dtype])(x)
+
+
+def _default_samples(n_in):
+    def samples(dtype=np.float64):
+        r = np.random.default_rng(0)
+        full = tuple(r.uniform(0.3, 1.7, (3, 4)).astype(dtype) for _ in range(n_in))
+        bc = tuple(r.uniform(0.3, 1.7, (3, 1) if k % 2 == 0 else (4,)).astype(dtype)
+                   for k in range(n_in))
+        return [Sample(full, {}), Sample(bc, {})]
+    return samples
+
+
+def _default_errors(n_in):
+    def errors():
+        r = np.random.default_rng(0)
+        if n_in >= 2:
+            return [((r.uniform(size=(3, 4)), r.uniform(size=(5,))) +
+                     tuple(r.uniform(size=(3, 4)) for _ in range(n_in - 2)), {}, ValueError)]
+        return [(("not a tensor",), {}, TypeError)]
+    return errors
+
+
+def _grad_samples(parent, n_cot):
+    def samples(dtype=np.float64):
+        out = []
+        r = np.random.default_rng(1)
+        for s in parent.samples(dtype):
+            shapes = [np.shape(a) for a in s.args]
+            shape = np.broadcast_shapes(*shapes)
+            cots = tuple(r.uniform(-1.0, 1.0, shape).astype(dtype) for _ in range(n_cot))
+            out.append(Sample(tuple(s.args) + cots, dict(s.attrs), s.grad))
+        return out
+    return samples

@@ -1,0 +1,11 @@
+"""``tg.linalg``: PyTorch's ``torch.linalg`` names over the ops in ``tapegrad.ops.linalg``.
+
+>>> import tapegrad as tg
+>>> A = tg.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=tg.float64)
+>>> tg.linalg.cholesky(A)
+"""
+from .ops.linalg import (inv, solve, det, slogdet, cholesky, norm, vector_norm,  # noqa: F401
+                         matrix_norm, matmul, LinAlgError, SlogdetResult)
+
+__all__ = ["inv", "solve", "det", "slogdet", "cholesky", "norm", "vector_norm", "matrix_norm",
+           "matmul", "LinAlgError"]

@@ -1,0 +1,17 @@
+"""``tg.nn``: modules, layers, initialisers and the functional API (PyTorch's names).
+
+>>> import tapegrad as tg
+>>> model = tg.nn.Sequential(tg.nn.Linear(4, 8), tg.nn.ReLU(), tg.nn.Linear(8, 2))
+>>> model
+Sequential(
+  (0): Linear(in_features=4, out_features=8, bias=True)
+  (1): ReLU()
+  (2): Linear(in_features=8, out_features=2, bias=True)
+)
+"""
+from .parameter import Parameter, Buffer
+from .module import Module
+from .container import Sequential, ModuleList, ModuleDict, ParameterList
+from .layers import *  # noqa: F401,F403
+from .attention import MultiheadAttention
+from . import functional, init  # noqa: F401

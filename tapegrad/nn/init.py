@@ -1,0 +1,105 @@
+"""``tg.nn.init``: in-place initialisers drawing from tapegrad's seeded generator
+(``tg.manual_seed``), with PyTorch's names and formulas."""
+import math
+
+import numpy as np
+
+from tapegrad.ops.creation import generator as _generator
+
+__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_",
+           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
+           "trunc_normal_"]
+
+
+def calculate_gain(nonlinearity, param=None):
+    if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "sigmoid", "identity"):
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity}")
+
+
+def _fans(tensor):
+    shape = tensor.shape
+    if len(shape) < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer "
+                         f"than 2 dimensions (shape {tuple(shape)})")
+    receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def _fill(tensor, values):
+    data = tensor._data
+    if not isinstance(data, np.ndarray):  # another device: copy the host values over
+        import tapegrad as tg
+        values = tg.tensor(np.asarray(values, dtype=data.dtype), device=tensor.device)._data
+    data[...] = values
+    tensor._version[0] += 1
+    return tensor
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    g = generator or _generator()
+    return _fill(tensor, g.uniform(a, b, size=tensor.shape))
+
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    g = generator or _generator()
+    return _fill(tensor, g.normal(mean, std, size=tensor.shape))
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    g = generator or _generator()
+    vals = g.normal(mean, std, size=tensor.shape)
+    bad = (vals < a) | (vals > b)
+    while bad.any():
+        vals[bad] = g.normal(mean, std, size=int(bad.sum()))
+        bad = (vals < a) | (vals > b)
+    return _fill(tensor, vals)
+
+
+def constant_(tensor, val):
+    return _fill(tensor, val)
+
+
+def zeros_(tensor):
+    return _fill(tensor, 0)
+
+
+def ones_(tensor):
+    return _fill(tensor, 1)
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _fans(tensor)
+    a = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(tensor, -a, a, generator)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _fans(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
+
+
+def _kaiming_std(tensor, a, mode, nonlinearity):
+    fan_in, fan_out = _fans(tensor)
+    fan = fan_in if mode == "fan_in" else fan_out
+    if fan == 0:
+        return 0.0
+    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+
+
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)

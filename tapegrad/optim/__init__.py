@@ -1,0 +1,16 @@
+"""``tg.optim``: optimizers and learning-rate schedulers with PyTorch's update formulas.
+
+>>> import tapegrad as tg
+>>> w = tg.nn.Parameter(tg.tensor([1.0, -2.0]))
+>>> opt = tg.optim.SGD([w], lr=0.1)
+>>> (w * w).sum().backward()
+>>> opt.step()
+>>> w
+tensor([ 0.8000, -1.6000], requires_grad=True)
+"""
+from .optimizer import Optimizer
+from .sgd import SGD
+from .adam import Adam, AdamW
+from . import lr_scheduler  # noqa: F401
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]

@@ -1,0 +1,70 @@
+"""Stochastic gradient descent, PyTorch's update step for step."""
+import numpy as np
+
+from .optimizer import Optimizer, required
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """``SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
+    maximize=False)``, as ``torch.optim.SGD``::
+
+        g = grad + weight_decay * p
+        buf = g (first step), else momentum * buf + (1 - dampening) * g
+        g = g + momentum * buf if nesterov else buf
+        p -= lr * g
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
+                 nesterov=False, *, maximize=False):
+        if lr is not required and lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize))
+
+    def _update(self, p, g, group):
+        x = p._data
+        lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
+        t = self._tmp(0, x)
+        d = g
+        if wd != 0:
+            np.multiply(x, wd, out=t)
+            if group["maximize"]:
+                np.subtract(t, d, out=t)
+            else:
+                np.add(d, t, out=t)
+            d = t
+        elif group["maximize"]:
+            np.negative(d, out=t)
+            d = t
+        if momentum != 0:
+            st = self.state.setdefault(p, {})
+            if st.get("momentum_buffer") is None:
+                buf = self._buffer(p, "momentum_buffer")
+                np.copyto(buf, d)
+            else:
+                buf = st["momentum_buffer"]._data
+                buf *= momentum
+                if group["dampening"] == 0:
+                    buf += d
+                else:
+                    t2 = self._tmp(1, x)
+                    np.multiply(d, 1 - group["dampening"], out=t2)
+                    buf += t2
+            if group["nesterov"]:
+                t2 = self._tmp(1, x)
+                np.multiply(buf, momentum, out=t2)
+                np.add(d, t2, out=t)
+                d = t
+            else:
+                d = buf
+        np.multiply(d, -lr, out=t)
+        np.add(x, t, out=x)

@@ -1,0 +1,138 @@
+"""``tg.profile()``: per-op call counts and times.
+
+>>> import tapegrad as tg
+>>> x = tg.ones(3, requires_grad=True)
+>>> with tg.profile() as prof:
+...     (x * x).sum().backward()
+>>> prof.counts["mul"]
+1
+
+While the context is open every registered op's kernel (and adjoint) is replaced by
+a timing wrapper, and restored on exit; nothing in the core changes. Times are
+kernel times (forward) and whole-adjoint times (backward; a higher-order adjoint's
+own ops are also counted as forward calls). The wrappers are process-wide, so ops
+run by other threads while the context is open are counted too.
+"""
+import threading
+import time
+from dataclasses import dataclass
+
+from . import ops_registry
+
+__all__ = ["profile", "OpStats"]
+
+_lock = threading.Lock()
+
+
+@dataclass
+class OpStats:
+    """Counts and total seconds of one op inside a ``profile`` block."""
+    name: str
+    count: int = 0
+    seconds: float = 0.0
+    backward_count: int = 0
+    backward_seconds: float = 0.0
+
+    @property
+    def total_seconds(self):
+        return self.seconds + self.backward_seconds
+
+
+class profile:
+    """Context manager collecting per-op statistics: ``prof.stats[name]`` is an
+    ``OpStats``; ``prof.counts`` and ``prof.times`` are plain dicts;
+    ``prof.table()`` (also ``str(prof)``) formats them, slowest first."""
+
+    def __init__(self, backward=True):
+        self.backward = backward
+        self.stats = {}
+        self._saved = []
+        self._start = None
+        self.wall_seconds = 0.0
+
+    # ---- results
+    @property
+    def counts(self):
+        return {n: s.count for n, s in self.stats.items() if s.count}
+
+    @property
+    def backward_counts(self):
+        return {n: s.backward_count for n, s in self.stats.items() if s.backward_count}
+
+    @property
+    def times(self):
+        return {n: s.seconds for n, s in self.stats.items() if s.count}
+
+    def table(self, sort_by="total", limit=None):
+        rows = [s for s in self.stats.values() if s.count or s.backward_count]
+        key = {"total": lambda s: -s.total_seconds, "count": lambda s: -s.count,
+               "forward": lambda s: -s.seconds, "backward": lambda s: -s.backward_seconds,
+               "name": lambda s: s.name}[sort_by]
+        rows.sort(key=key)
+        if limit is not None:
+            rows = rows[:limit]
+        head = f"{'op':<24}{'calls':>8}{'fwd us':>12}{'us/call':>10}{'bwd calls':>11}{'bwd us':>12}"
+        lines = [head, "-" * len(head)]
+        for s in rows:
+            per = s.seconds / s.count * 1e6 if s.count else 0.0
+            lines.append(f"{s.name:<24}{s.count:>8}{s.seconds * 1e6:>12.1f}{per:>10.2f}"
+                         f"{s.backward_count:>11}{s.backward_seconds * 1e6:>12.1f}")
+        lines.append(f"wall time in the block: {self.wall_seconds * 1e3:.3f} ms")
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.table()
+
+    # ---- the context
+    def __enter__(self):
+        with _lock:
+            for op in ops_registry.list_ops():
+                st = self.stats.setdefault(op.name, OpStats(op.name))
+                self._saved.append((op, op.kernel, op.vjp))
+                op.kernel = _timed(op.kernel, st, "count", "seconds")
+                if self.backward and op.vjp is not None:
+                    op.vjp = _timed_vjp(op.vjp, st)
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall_seconds += time.perf_counter() - self._start
+        with _lock:
+            # restore in reverse, so nested profiles unwind correctly
+            for op, kernel, vjp in reversed(self._saved):
+                op.kernel = kernel
+                op.vjp = vjp
+            self._saved = []
+        return False
+
+
+def _timed(fn, st, count_field, time_field):
+    clock = time.perf_counter
+
+    def timed(*args, **kwargs):
+        t0 = clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            st.seconds += clock() - t0
+            st.count += 1
+    timed.__wrapped__ = fn
+    return timed
+
+
+def _timed_vjp(vjp, st):
+    clock = time.perf_counter
+
+    def timed(ctx, g):
+        t0 = clock()
+        try:
+            return vjp(ctx, g)
+        finally:
+            st.backward_seconds += clock() - t0
+            st.backward_count += 1
+    # keep the registry's markers (e.g. a vjp that already sums to input shapes)
+    for attr in ("_sums_to",):
+        if hasattr(vjp, attr):
+            setattr(timed, attr, getattr(vjp, attr))
+    timed.__wrapped__ = vjp
+    return timed

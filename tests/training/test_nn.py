@@ -1,0 +1,220 @@
+"""tg.nn modules: registration, state dicts, modes, and layers against PyTorch given
+the same weights (forward and backward)."""
+import math
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.nn as nn
+import tapegrad.nn.functional as F
+
+torch = pytest.importorskip("torch")
+
+
+def _needs(*names):
+    missing = [n for n in names if not hasattr(tg.ops, n)]
+    return pytest.mark.skipif(bool(missing), reason=f"tapegrad.ops lacks {missing}")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 3, bias=False)])
+        self.scale = nn.Parameter(tg.ones(1))
+        self.register_buffer("counter", tg.zeros(1), persistent=False)
+        self.plain = 5
+
+
+def test_registration_and_traversal():
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ["scale", "conv.weight", "conv.bias", "bn.weight", "bn.bias",
+                     "blocks.0.weight", "blocks.0.bias", "blocks.1.weight"]
+    assert len(list(net.parameters())) == 8
+    assert [n for n, _ in net.named_children()] == ["conv", "bn", "blocks"]
+    assert len(list(net.modules())) == 6
+    assert [n for n, _ in net.named_buffers()] == ["counter", "bn.running_mean",
+                                                    "bn.running_var", "bn.num_batches_tracked"]
+    assert list(net.state_dict()) == names[:5] + ["bn.running_mean", "bn.running_var",
+                                                  "bn.num_batches_tracked"] + names[5:]
+    assert net.plain == 5 and all(p.requires_grad for p in net.parameters())
+    with pytest.raises(TypeError, match="parameter 'scale'"):
+        net.scale = tg.ones(1)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        net.nope
+
+
+def test_train_eval_zero_grad_and_repr():
+    net = Net()
+    net.eval()
+    assert not any(m.training for m in net.modules())
+    net.train()
+    assert all(m.training for m in net.modules())
+    for p in net.parameters():
+        p.grad = tg.ones(p.shape)
+    net.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+    seq = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.1), nn.Flatten())
+    assert repr(seq) == ("Sequential(\n  (0): Linear(in_features=4, out_features=8, bias=True)\n"
+                         "  (1): ReLU()\n  (2): Dropout(p=0.1, inplace=False)\n"
+                         "  (3): Flatten(start_dim=1, end_dim=-1)\n)")
+    assert repr(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(),
+                                    torch.nn.Dropout(0.1), torch.nn.Flatten())) == repr(seq)
+
+
+def test_load_state_dict_errors():
+    net = Net()
+    sd = net.state_dict()
+    other = Net()
+    other.load_state_dict(sd)
+    for k, v in other.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), sd[k].numpy())
+    bad = dict(sd)
+    del bad["conv.bias"]
+    bad["extra"] = tg.zeros(1)
+    with pytest.raises(RuntimeError, match=r'Missing key\(s\) in state_dict: "conv.bias"'):
+        other.load_state_dict(bad)
+    with pytest.raises(RuntimeError, match=r'Unexpected key\(s\) in state_dict: "extra"'):
+        other.load_state_dict(bad)
+    missing, unexpected = other.load_state_dict(bad, strict=False)
+    assert missing == ["conv.bias"] and unexpected == ["extra"]
+    wrong = dict(sd)
+    wrong["blocks.0.weight"] = tg.zeros(8, 9)
+    with pytest.raises(RuntimeError, match=r"size mismatch for blocks.0.weight: copying a "
+                                           r"param with shape \(8, 9\)"):
+        other.load_state_dict(wrong)
+
+
+def test_state_dict_save_load_round_trip_is_exact(tmp_path):
+    tg.manual_seed(0)
+    net = Net()
+    tg.save(net.state_dict(), tmp_path / "net.tg")
+    loaded = tg.load(tmp_path / "net.tg")
+    assert list(loaded) == list(net.state_dict())
+    tg.manual_seed(1)
+    fresh = Net()
+    fresh.load_state_dict(loaded)
+    for (k, a), (_, b) in zip(net.state_dict().items(), fresh.state_dict().items()):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_default_init_statistics():
+    tg.manual_seed(0)
+    lin = nn.Linear(400, 300)
+    bound = 1 / math.sqrt(400)
+    w = lin.weight.detach().numpy()
+    assert w.dtype == np.float32 and np.abs(w).max() <= bound
+    assert abs(w.std() - bound / math.sqrt(3)) < 0.02 * bound
+    assert np.abs(lin.bias.detach().numpy()).max() <= bound
+    conv = nn.Conv2d(6, 8, 5)
+    assert np.abs(conv.weight.detach().numpy()).max() <= 1 / math.sqrt(6 * 25)
+    emb = nn.Embedding(1000, 64, padding_idx=0)
+    e = emb.weight.detach().numpy()
+    assert abs(e.std() - 1) < 0.02 and not e[0].any()
+    tg.manual_seed(5)
+    a = nn.Linear(3, 3).weight.detach().numpy().copy()
+    tg.manual_seed(5)
+    assert np.array_equal(a, nn.Linear(3, 3).weight.detach().numpy())
+
+
+def test_to_dtype_keeps_parameter_identity():
+    lin = nn.Linear(3, 2)
+    w = lin.weight
+    lin.to(tg.float64)
+    assert lin.weight is w and w.dtype == tg.float64 and w.requires_grad
+    bn = nn.BatchNorm1d(3).double()
+    assert bn.running_mean.dtype == tg.float64 and bn.num_batches_tracked.dtype == tg.int64
+
+
+def _copy_to_torch(tg_mod, th_mod):
+    with torch.no_grad():
+        for (n, p), (m, q) in zip(tg_mod.named_parameters(), th_mod.named_parameters()):
+            assert n == m
+            q.copy_(torch.from_numpy(p.detach().numpy().copy()))
+
+
+def _compare_fwd_bwd(tg_mod, th_mod, x, rtol=1e-5, atol=1e-5):
+    _copy_to_torch(tg_mod, th_mod)
+    xt = tg.tensor(x, requires_grad=True)
+    xq = torch.tensor(x, requires_grad=True)
+    out, ref = tg_mod(xt), th_mod(xq)
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=rtol, atol=atol)
+    g = np.random.default_rng(1).standard_normal(ref.shape).astype(x.dtype)
+    out.backward(tg.tensor(g))
+    ref.backward(torch.tensor(g))
+    np.testing.assert_allclose(xt.grad.numpy(), xq.grad.numpy(), rtol=rtol, atol=atol)
+    for (n, p), (_, q) in zip(tg_mod.named_parameters(), th_mod.named_parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=rtol, atol=atol,
+                                   err_msg=n)
+
+
+@_needs("linear")
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_matches_torch(bias):
+    x = np.random.default_rng(0).standard_normal((5, 7)).astype(np.float32)
+    _compare_fwd_bwd(nn.Linear(7, 4, bias=bias), torch.nn.Linear(7, 4, bias=bias), x)
+    x3 = np.random.default_rng(0).standard_normal((2, 5, 7)).astype(np.float32)
+    _compare_fwd_bwd(nn.Linear(7, 4, bias=bias), torch.nn.Linear(7, 4, bias=bias), x3)
+
+
+@_needs("conv2d")
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1), dict(padding=2, dilation=2),
+                                dict(groups=2, bias=False)])
+def test_conv2d_matches_torch(kw):
+    x = np.random.default_rng(0).standard_normal((2, 4, 9, 8)).astype(np.float32)
+    _compare_fwd_bwd(nn.Conv2d(4, 6, 3, **kw), torch.nn.Conv2d(4, 6, 3, **kw), x, 1e-4, 1e-4)
+
+
+@_needs("batch_norm")
+def test_batchnorm_running_stats_match_torch():
+    rng = np.random.default_rng(0)
+    tb, qb = nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+    for momentum in (0.1, None):
+        tb.momentum = qb.momentum = momentum
+        for _ in range(3):
+            x = (rng.standard_normal((4, 3, 5, 5)) * 2 + 1).astype(np.float32)
+            np.testing.assert_allclose(tb(tg.tensor(x)).detach().numpy(),
+                                       qb(torch.tensor(x)).detach().numpy(), atol=1e-5)
+        np.testing.assert_allclose(tb.running_mean.numpy(), qb.running_mean.numpy(), atol=1e-6)
+        np.testing.assert_allclose(tb.running_var.numpy(), qb.running_var.numpy(), atol=1e-5)
+    assert int(tb.num_batches_tracked.item()) == int(qb.num_batches_tracked)
+    tb.eval()
+    qb.eval()
+    x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    np.testing.assert_allclose(tb(tg.tensor(x)).detach().numpy(),
+                               qb(torch.tensor(x)).detach().numpy(), atol=1e-5)
+
+
+@_needs("layer_norm")
+def test_layernorm_matches_torch():
+    x = np.random.default_rng(0).standard_normal((3, 4, 6)).astype(np.float32)
+    tl = nn.LayerNorm(6)
+    tl.weight._data[...] = np.linspace(0.5, 2, 6)
+    _compare_fwd_bwd(tl, torch.nn.LayerNorm(6), x)
+
+
+@_needs("linear")
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_matches_torch(batch_first):
+    rng = np.random.default_rng(0)
+    tm = nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    qm = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    tm.in_proj_bias._data[...] = rng.standard_normal(24) * 0.1
+    _copy_to_torch(tm, qm)
+    shape = (2, 5, 8) if batch_first else (5, 2, 8)
+    x = rng.standard_normal(shape).astype(np.float32)
+    mask = np.triu(np.ones((5, 5), dtype=bool), 1)
+    out, w = tm(tg.tensor(x), tg.tensor(x), tg.tensor(x), attn_mask=tg.tensor(mask))
+    ref, rw = qm(torch.tensor(x), torch.tensor(x), torch.tensor(x), attn_mask=torch.tensor(mask))
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(w.detach().numpy(), rw.detach().numpy(), atol=1e-6)
+
+
+def test_functional_names_resolve_lazily():
+    assert F.relu is tg.relu
+    with pytest.raises(AttributeError, match="no attribute 'not_an_op'"):
+        F.not_an_op

@@ -1,0 +1,152 @@
+"""Optimizers and schedulers against PyTorch: same initial weights and gradients,
+parameters equal after 10 steps (float32, 1e-6)."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+
+SHAPES = [(5, 3), (7,), (2, 3, 4)]
+
+CONFIGS = [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9)),
+    ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.3, weight_decay=0.01)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+    ("SGD", dict(lr=0.1, momentum=0.8, nesterov=True, weight_decay=0.1)),
+    ("SGD", dict(lr=0.1, weight_decay=0.1, maximize=True)),
+    ("Adam", dict()),
+    ("Adam", dict(lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
+    ("Adam", dict(lr=0.01, amsgrad=True)),
+    ("Adam", dict(lr=0.01, maximize=True, weight_decay=0.01)),
+    ("AdamW", dict()),
+    ("AdamW", dict(lr=0.01, weight_decay=0.1)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.1, amsgrad=True)),
+]
+
+
+def _ids(cfg):
+    name, kw = cfg
+    return name + "-" + "-".join(f"{k}={v}" for k, v in kw.items())
+
+
+def _run_both(name, kw, steps=10, seed=0):
+    rng = np.random.default_rng(seed)
+    inits = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(steps)]
+    tg_params = [tg.nn.Parameter(tg.tensor(a.copy())) for a in inits]
+    th_params = [torch.nn.Parameter(torch.tensor(a.copy())) for a in inits]
+    tg_opt = getattr(tg.optim, name)(tg_params, **kw)
+    th_opt = getattr(torch.optim, name)(th_params, foreach=False, **kw)
+    for step in grads:
+        for p, q, g in zip(tg_params, th_params, step):
+            p.grad = tg.tensor(g.copy())
+            q.grad = torch.tensor(g.copy())
+        tg_opt.step()
+        th_opt.step()
+    return tg_params, th_params, tg_opt
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_ids)
+def test_matches_torch_after_10_steps(cfg):
+    tg_params, th_params, _ = _run_both(*cfg)
+    for p, q in zip(tg_params, th_params):
+        assert p.dtype == tg.float32
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_update_is_in_place_and_bumps_version():
+    p = tg.nn.Parameter(tg.ones(3))
+    buf, v0 = p._data, p._version[0]
+    opt = tg.optim.Adam([p], lr=0.1)
+    p.grad = tg.ones(3)
+    opt.step()
+    assert p._data is buf and p._version[0] == v0 + 1
+    assert p.is_leaf and p.requires_grad
+
+
+def test_param_groups_and_skip_none_grads():
+    a, b = tg.nn.Parameter(tg.ones(2)), tg.nn.Parameter(tg.ones(2))
+    opt = tg.optim.SGD([{"params": [a]}, {"params": [b], "lr": 1.0}], lr=0.1)
+    a.grad = tg.ones(2)
+    opt.step()
+    assert np.allclose(a.detach().numpy(), 0.9) and np.allclose(b.detach().numpy(), 1.0)
+    b.grad = tg.ones(2)
+    opt.step()
+    assert np.allclose(b.detach().numpy(), 0.0)
+    opt.zero_grad()
+    assert a.grad is None and b.grad is None
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        tg.optim.SGD([{"params": [a]}, {"params": [a]}], lr=0.1)
+    with pytest.raises(ValueError, match="empty parameter list"):
+        tg.optim.SGD([], lr=0.1)
+    with pytest.raises(ValueError, match="Invalid learning rate"):
+        tg.optim.Adam([a], lr=-1)
+
+
+def test_state_dict_resume_matches_uninterrupted(tmp_path):
+    full, _, _ = _run_both("Adam", dict(lr=0.01, amsgrad=True), steps=10, seed=3)
+    # 5 steps, save, new optimizer from the checkpoint, 5 more steps
+    rng = np.random.default_rng(3)
+    inits = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(10)]
+    params = [tg.nn.Parameter(tg.tensor(a)) for a in inits]
+    opt = tg.optim.Adam(params, lr=0.01, amsgrad=True)
+    for step in grads[:5]:
+        for p, g in zip(params, step):
+            p.grad = tg.tensor(g)
+        opt.step()
+    tg.save(opt.state_dict(), tmp_path / "opt.tg")
+    opt2 = tg.optim.Adam(params, lr=0.5)
+    opt2.load_state_dict(tg.load(tmp_path / "opt.tg"))
+    assert opt2.param_groups[0]["lr"] == 0.01
+    for step in grads[5:]:
+        for p, g in zip(params, step):
+            p.grad = tg.tensor(g)
+        opt2.step()
+    for p, q in zip(params, full):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def _lr_sequences(make_tg, make_torch, n=25):
+    p = tg.nn.Parameter(tg.zeros(1))
+    q = torch.nn.Parameter(torch.zeros(1))
+    o1, o2 = tg.optim.SGD([p], lr=0.5), torch.optim.SGD([q], lr=0.5)
+    s1, s2 = make_tg(o1), make_torch(o2)
+    a, b = [s1.get_last_lr()[0]], [s2.get_last_lr()[0]]
+    for _ in range(n):
+        o1.step()
+        o2.step()
+        s1.step()
+        s2.step()
+        a.append(s1.get_last_lr()[0])
+        b.append(s2.get_last_lr()[0])
+    return a, b
+
+
+@pytest.mark.parametrize("kw", [dict(step_size=3), dict(step_size=5, gamma=0.5)])
+def test_steplr_matches_torch(kw):
+    a, b = _lr_sequences(lambda o: tg.optim.lr_scheduler.StepLR(o, **kw),
+                         lambda o: torch.optim.lr_scheduler.StepLR(o, **kw))
+    assert a == pytest.approx(b, rel=1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(T_max=10), dict(T_max=7, eta_min=0.01)])
+def test_cosine_matches_torch(kw):
+    a, b = _lr_sequences(lambda o: tg.optim.lr_scheduler.CosineAnnealingLR(o, **kw),
+                         lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, **kw))
+    assert a == pytest.approx(b, rel=1e-12, abs=1e-15)
+
+
+def test_scheduler_state_dict_round_trip():
+    p = tg.nn.Parameter(tg.zeros(1))
+    opt = tg.optim.SGD([p], lr=1.0)
+    s = tg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+    for _ in range(3):
+        opt.step()
+        s.step()
+    sd = s.state_dict()
+    s2 = tg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=99)
+    s2.load_state_dict(sd)
+    assert s2.T_max == 10 and s2.last_epoch == 3

@@ -1,0 +1,119 @@
+"""tg.save / tg.load: exact round trips, and files that are not ours are refused
+without executing anything."""
+import io
+import os
+import pickle
+import zipfile
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+
+def test_nested_round_trip_is_exact(tmp_path):
+    rng = np.random.default_rng(0)
+    shared = tg.tensor(rng.standard_normal((3, 2)).astype(np.float32))
+    obj = {
+        "model": OrderedDict(w=shared, b=tg.tensor(np.arange(3, dtype=np.int64))),
+        "optim": {"state": {0: {"step": 7, "exp_avg": tg.zeros(3, dtype=tg.float64)}},
+                  "param_groups": [{"lr": 0.1, "betas": (0.9, 0.999), "params": [0],
+                                    "amsgrad": False, "eps": 1e-8, "name": None}]},
+        "again": shared, "flags": tg.tensor([True, False]), "half": tg.ones(2, dtype=tg.float16),
+        "big": 2 ** 70, "nan": float("nan"), "np": np.arange(4, dtype=np.uint8),
+        "scalar": tg.tensor(3.5), "empty": tg.zeros((0, 4)),
+    }
+    path = tmp_path / "ckpt.tg"
+    tg.save(obj, path)
+    back = tg.load(path)
+    assert isinstance(back["model"], OrderedDict) and list(back["model"]) == ["w", "b"]
+    for a, b in [(obj["model"]["w"], back["model"]["w"]), (obj["model"]["b"], back["model"]["b"]),
+                 (obj["flags"], back["flags"]), (obj["half"], back["half"]),
+                 (obj["scalar"], back["scalar"]), (obj["empty"], back["empty"])]:
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert back["again"] is back["model"]["w"]
+    st = back["optim"]["state"]
+    assert list(st) == [0] and st[0]["step"] == 7 and st[0]["exp_avg"].dtype == tg.float64
+    assert back["optim"]["param_groups"][0]["betas"] == (0.9, 0.999)
+    assert back["optim"]["param_groups"][0]["name"] is None
+    assert back["big"] == 2 ** 70 and np.isnan(back["nan"])
+    assert isinstance(back["np"], np.ndarray) and back["np"].dtype == np.uint8
+
+
+def test_parameters_and_requires_grad_survive(tmp_path):
+    p = tg.nn.Parameter(tg.ones(2))
+    tg.save([p, tg.ones(1, requires_grad=True)], tmp_path / "p.tg")
+    q, r = tg.load(tmp_path / "p.tg")
+    assert isinstance(q, tg.nn.Parameter) and q.requires_grad and r.requires_grad
+
+
+def test_unsupported_objects_are_refused_at_save():
+    with pytest.raises(TypeError, match="can't save an object of type object"):
+        tg.save({"x": object()}, io.BytesIO())
+
+
+class _Boom:
+    def __reduce__(self):
+        return (os.system, ("touch " + _Boom.marker,))
+
+
+def test_malicious_pickle_is_not_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    _Boom.marker = str(marker)
+    path = tmp_path / "evil.tg"
+    with open(path, "wb") as f:
+        pickle.dump({"weights": _Boom()}, f)
+    with pytest.raises(ValueError, match="Python pickle"):
+        tg.load(path)
+    assert not marker.exists()
+
+
+def test_pickle_inside_npz_is_not_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    _Boom.marker = str(marker)
+    # an .npz whose manifest looks right but whose array member is an object array
+    path = tmp_path / "evil.npz"
+    manifest = b'{"format": "tapegrad.save", "version": 1, "tree": {"tensor": "a0"}}'
+    arr = np.empty(1, dtype=object)
+    arr[0] = _Boom()
+    np.savez(path, a0=arr, __tapegrad__=np.frombuffer(manifest, dtype=np.uint8))
+    with pytest.raises(ValueError, match="unpickling"):
+        tg.load(path)
+    assert not marker.exists()
+
+
+def test_torch_save_file_is_refused(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "model.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    with pytest.raises(ValueError, match="torch.save"):
+        tg.load(path)
+
+
+@pytest.mark.parametrize("content", [b"", b"hello world", b"PK\x03\x04garbage"])
+def test_corrupt_files_give_clear_errors(tmp_path, content):
+    path = tmp_path / "bad.tg"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match="tg.load"):
+        tg.load(path)
+
+
+def test_truncated_and_tampered_files(tmp_path):
+    path = tmp_path / "ok.tg"
+    tg.save({"w": tg.ones(100)}, path)
+    data = path.read_bytes()
+    (tmp_path / "cut.tg").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="tg.load"):
+        tg.load(tmp_path / "cut.tg")
+    with zipfile.ZipFile(tmp_path / "tampered.tg", "w") as z:
+        z.writestr("__tapegrad__.npy", b"\x93NUMPY not really")
+    with pytest.raises(ValueError, match="tg.load"):
+        tg.load(tmp_path / "tampered.tg")
+    buf = io.BytesIO()
+    np.savez(buf, __tapegrad__=np.frombuffer(b'{"format": "tapegrad.save", "version": 1, '
+                                             b'"tree": {"tensor": "nope"}}', dtype=np.uint8))
+    buf.seek(0)
+    with pytest.raises(ValueError, match="missing array"):
+        tg.load(buf)
