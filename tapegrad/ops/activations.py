@@ -5,7 +5,7 @@ tanh), silu, softplus, logsigmoid, elu, leaky_relu, mish.
 The expressions are written to be stable: no branch of a ``where`` overflows (the
 derivative of the branch not taken is multiplied by a zero adjoint, and inf * 0 is
 NaN), so softplus and logsigmoid use ``max(x, 0) + log1p(exp(-|x|))`` and elu
-takes ``expm1`` of ``min(x, 0)``.
+takes ``expm1`` of ``x`` only where ``x <= 0``.
 """
 import math
 
@@ -60,8 +60,10 @@ _SOFTPLUS = _elementwise(
 _LOGSIGMOID = _elementwise("logsigmoid", "minimum(x, 0) - log1p(exp(-abs(x)))",
                            samples=_samples(avoid=(0.0,)), error_samples=_errors,
                            torch=lambda torch, x: torch.nn.functional.logsigmoid(x))
-# NOTE: the gradient at x == 0 is alpha (the x <= 0 branch), as PyTorch's
-_ELU = _elementwise("elu", "where(x > 0, x, alpha * expm1(minimum(x, 0)))", attrs=("alpha",),
+# NOTE: the gradient at x == 0 is alpha (the x <= 0 branch), as PyTorch's; a
+# minimum(x, 0) here would split it in half at the tie
+_ELU = _elementwise("elu", "where(x > 0, x, alpha * expm1(where(x > 0, 0, x)))",
+                    attrs=("alpha",),
                     samples=_samples(avoid=(0.0,), attrs=({"alpha": 1.0}, {"alpha": 0.5})),
                     error_samples=_errors,
                     torch=lambda torch, x, alpha: torch.nn.functional.elu(x, alpha=alpha))

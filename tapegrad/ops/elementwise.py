@@ -26,13 +26,13 @@ def _same_torch(name):
 
 
 def _binary(name, kernel, vjp, saves=(), promote="same", expr=None, torch=None,
-            samples=None, differentiable=True, out_dtype=None, jvp=None):
+            samples=None, differentiable=True, out_dtype=None, jvp=None, errors=None):
     torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x", "other"), vjp=vjp, saves=saves,
                     infer=elementwise_infer(name, promote, out_dtype), broadcasting=True,
                     promote=promote, expr=expr, torch=torch, jvp=jvp,
                     differentiable=differentiable,
-                    samples=samples or binary_samples(), error_samples=bad_broadcast())
+                    samples=samples or binary_samples(), error_samples=errors or bad_broadcast())
 
 
 def _unary(name, kernel, vjp, saves=("x",), promote="float", expr=None, torch=None,
@@ -288,6 +288,8 @@ def _erf(x):
 ERF = _u("erf", _erf, lambda ctx, g: (g * _2_OVER_SQRT_PI * ctx.m.exp(-ctx.inputs[0] ** 2),),
          expr="erf(x)")
 _kink = unary_samples(low=-2.7, high=2.7, avoid=(-2.0, -1.0, 0.0, 1.0, 2.0))
+
+
 def _rounding(fn):
     # integers are already whole: PyTorch returns them unchanged (NumPy would give floats)
     def kernel(x, **attrs):
@@ -295,10 +297,10 @@ def _rounding(fn):
     return kernel
 
 
-FLOOR = _u("floor", _rounding(np.floor), lambda ctx, g: (g * 0,), saves=(), promote="same", samples=_kink)
-CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), saves=(), promote="same", samples=_kink)
-TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), saves=(), promote="same", samples=_kink,
-           torch=lambda torch, x: torch.trunc(x))
+_zero_grad = {"saves": (), "promote": "same", "samples": _kink}
+FLOOR = _u("floor", _rounding(np.floor), lambda ctx, g: (g * 0,), **_zero_grad)
+CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), **_zero_grad)
+TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), **_zero_grad)
 
 
 def _round(x, decimals=0):
@@ -353,12 +355,19 @@ def _bitwise(fn, name):
 
 _int_samples = lambda dtype=None: [Sample((np.array([True, False, True]), np.array([True, True, False])), {}, False),
                                    Sample((np.arange(6).reshape(2, 3), np.arange(3)), {}, False)]
+
+
+def _int_errors():
+    return [((np.arange(12).reshape(3, 4), np.arange(5)), {}, ValueError),
+            ((rand((3,)), np.arange(3)), {}, TypeError)]
+
+
 BITWISE_AND = _binary("bitwise_and", _bitwise(np.bitwise_and, "bitwise_and"), None,
-                      differentiable=False, samples=_int_samples)
+                      differentiable=False, samples=_int_samples, errors=_int_errors)
 BITWISE_OR = _binary("bitwise_or", _bitwise(np.bitwise_or, "bitwise_or"), None,
-                     differentiable=False, samples=_int_samples)
+                     differentiable=False, samples=_int_samples, errors=_int_errors)
 BITWISE_XOR = _binary("bitwise_xor", _bitwise(np.bitwise_xor, "bitwise_xor"), None,
-                      differentiable=False, samples=_int_samples)
+                      differentiable=False, samples=_int_samples, errors=_int_errors)
 
 
 # ---------------------------------------------------------------- where
@@ -459,7 +468,8 @@ CLAMP = register(name="clamp", kernel=_clamp_kernel, infer=_clamp_infer, vjp=_cl
 
 def _clamp_t_kernel(x, min, max):
     if min is None and max is None:
-        raise op_error("clamp_tensor", "at least one of 'min' or 'max' must not be None", ValueError)
+        raise op_error("clamp_tensor", "at least one of 'min' or 'max' must not be None",
+                       ValueError)
     out = x
     if min is not None:
         out = np.maximum(out, min)

@@ -190,7 +190,7 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
     N, C, H, W = input.shape
     O, Cg, kh, kw = weight.shape
     if C != Cg * groups or O % groups:
-        raise RuntimeError("conv2d: channel mismatch")
+        _check_conv("conv2d", input, weight, stride, padding, dilation, groups)
     Ho, Wo, _, _ = _geom(input.shape, weight.shape, stride, padding, dilation)
     if Ho < 1 or Wo < 1:
         raise RuntimeError("conv2d: kernel larger than input")
@@ -298,17 +298,55 @@ def _conv_errors():
             ((_rand((3, 5, 5)), _rand((1, 3, 3, 3)), None), _cattrs(), RuntimeError)]
 
 
-CONV2D = register(name="conv2d", kind="workspace", kernel=_conv2d_kernel,
-                  args=("input", "weight", "bias"), infer=_conv2d_infer,
-                  workspace=_conv2d_workspace, vjp=_conv2d_vjp, saves=("input", "weight"),
+def _conv_canon(weight_shape, stride=1, padding=0, dilation=1, groups=1):
+    """Conv attrs as the public function takes them (ints, pairs, 'same') or already
+    canonical (pairs, ((top, bottom), (left, right))) to the canonical form."""
+    stride = _pair("conv2d", stride, "stride")
+    dilation = _pair("conv2d", dilation, "dilation")
+    if not (isinstance(padding, (tuple, list)) and len(padding) == 2
+            and all(isinstance(p, (tuple, list)) for p in padding)):
+        ks = tuple(weight_shape[2:]) if len(weight_shape) == 4 else (1, 1)
+        padding = _conv_padding("conv2d", padding, ks, stride, dilation)
+    else:
+        padding = tuple(tuple(int(v) for v in p) for p in padding)
+    return dict(stride=stride, padding=padding, dilation=dilation, groups=int(groups))
+
+
+def _public_conv_attrs(fn):
+    """Let registry users pass conv2d's public keywords (defaults, ints, 'same')."""
+    def wrapped(input, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, **kw):
+        return fn(input, weight, bias, **_conv_canon(tuple(weight.shape), stride, padding,
+                                                     dilation, groups), **kw)
+    wrapped.__wrapped__ = fn
+    return wrapped
+
+
+CONV2D = register(name="conv2d", kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
+                  args=("input", "weight", "bias"), infer=_public_conv_attrs(_conv2d_infer),
+                  workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp, saves=("input", "weight"),
                   promote="same", samples=_conv_samples, error_samples=_conv_errors,
                   torch=_torch_conv)
+
+
+def _col2im_loop(cols, dst, sh, sw, dh, dw):
+    N, C, kh, kw, Ho, Wo = cols.shape
+    for n in range(N):
+        for c in range(C):
+            for i in range(kh):
+                for j in range(kw):
+                    for ho in range(Ho):
+                        h = ho * sh + i * dh
+                        for wo in range(Wo):
+                            dst[n, c, h, wo * sw + j * dw] += cols[n, c, i, j, ho, wo]
 
 
 def _col2im_add(cols, dst, Ho, Wo, stride, dilation):
     """dst[n, c, i*dh + ho*sh, j*dw + wo*sw] += cols[n, c, i, j, ho, wo]."""
     kh, kw = cols.shape[2:4]
     (sh, sw), (dh, dw) = stride, dilation
+    if isinstance(dst, np.ndarray):  # NumPy's strided adds cost ~10 ns/element here
+        _kernels()["col2im"](cols, dst, sh, sw, dh, dw)
+        return
     for i in range(kh):
         for j in range(kw):
             h0, w0 = i * dh, j * dw
@@ -612,7 +650,7 @@ def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation):
     N, C, H, W = input.shape
     Ho, Wo, _, _ = _pool_geom(input.shape, kernel_size, stride, padding, dilation)
     if Ho < 1 or Wo < 1:
-        raise RuntimeError("max_pool2d: input too small")
+        _check_pool("max_pool2d", input, kernel_size, stride, padding, dilation)
     if not isinstance(input, np.ndarray):
         return _max_pool2d_numpy(input, Ho, Wo, kernel_size, stride, padding, dilation)
     out = np.empty((N, C, Ho, Wo), dtype=input.dtype)
@@ -631,11 +669,12 @@ _KERNELS = {}
 
 
 def _kernels():
-    """Numba versions of the pooling loops, compiled on first use."""
+    """Numba versions of the pooling and col2im loops, compiled on first use."""
     if not _KERNELS:
         from ..devices import cpu
         _KERNELS["max_pool"] = cpu.njit(_max_pool2d_loop)
         _KERNELS["scatter_rows"] = cpu.njit(_scatter_rows)
+        _KERNELS["col2im"] = cpu.njit(_col2im_loop)
     return _KERNELS
 
 
@@ -691,6 +730,8 @@ MAX_POOL2D = register(name="max_pool2d", kernel=_max_pool2d_kernel, args=("input
 
 def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap):
     N, C, H, W = input_shape
+    if tuple(g.shape) != tuple(indices.shape) or tuple(g.shape[:2]) != (N, C):
+        raise RuntimeError("max_pool2d_input_grad: g and indices do not match")
     xp = _xp(g)
     out = xp.zeros((N * C, H * W), dtype=g.dtype)
     g2, i2 = g.reshape(N * C, -1), indices.reshape(N * C, -1)
@@ -1353,7 +1394,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 def _one_hot_kernel(input, *, num_classes):
     if input.dtype.kind not in "iu":
-        raise TypeError("one_hot: integer input expected")
+        raise RuntimeError("one_hot: is only applicable to index tensors")
     if input.size and (input.min() < 0 or input.max() >= num_classes):
         raise RuntimeError(f"one_hot: class values must be in [0, {num_classes}), got "
                            f"[{int(input.min())}, {int(input.max())}]")

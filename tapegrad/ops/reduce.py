@@ -728,7 +728,8 @@ def _bool_reduce_infer(name):
 
 def _bool_samples(dtype=np.float64):
     b = rand((3, 4), seed=60) > -1.0
-    out = [Sample((np.asarray(s.args[0] > 0),), s.attrs, False) for s in _multi_samples(dtype, seed=60)]
+    out = [Sample((np.asarray(s.args[0] > 0),), s.attrs, False)
+           for s in _multi_samples(dtype, seed=60)]
     return out + [Sample((b,), {"dim": (1,), "keepdim": False}, False),
                   Sample((rand((2, 3), dtype, seed=61),), {"dim": None, "keepdim": False}, False),
                   Sample((np.array([[0, 2], [0, 0]]),), {"dim": (0,), "keepdim": True}, False),

@@ -59,6 +59,8 @@ def compute(op, *arrays, out=None, workspace=None, **attrs):
         kw["workspace"] = workspace
     if op.kind == "dynamic":
         kw["alloc"] = lambda shape, dtype: xp.empty(shape, dtype=dtype)
+    if out is not None and op.takes_out and not isinstance(out, tuple):
+        kw["out"] = _as_raw(out)  # the kernel writes straight into the caller's buffer
     try:
         result = op.kernel(*raw, **kw)
     except Exception as e:
@@ -67,6 +69,8 @@ def compute(op, *arrays, out=None, workspace=None, **attrs):
         raise RuntimeError(f"{op.name}: kernel failed: {e}") from e
     if out is None:
         return result
+    if "out" in kw and result is kw["out"]:
+        return out
     if isinstance(out, tuple):
         for o, r in zip(out, result):
             _write(op, o, r)

@@ -93,6 +93,7 @@ class OpDef:
     save_idx: tuple = field(default=(), repr=False)
     save_out: bool = field(default=False, repr=False)
     fast: bool = field(default=False, repr=False)
+    takes_out: bool = field(default=False, repr=False)
 
     def __repr__(self):
         return f"OpDef({self.name!r}, kind={self.kind!r})"
@@ -125,5 +126,10 @@ def validate(op):
         raise ValueError(f"register {op.name}: promote must be same/float/none")
     op.save_idx = tuple(i for i, a in enumerate(op.args) if a in op.saves)
     op.save_out = "out" in op.saves
+    import inspect
+    try:
+        op.takes_out = "out" in inspect.signature(op.kernel).parameters
+    except (TypeError, ValueError):  # builtins such as np.add
+        op.takes_out = False
     # bind's unrolled path: one output, no scratch/allocator, at most two inputs
     op.fast = (op.kind in ("basic", "view") and op.nout == 1 and len(op.args) <= 2)

@@ -16,6 +16,7 @@ OPS = ["exp", "log", "log1p", "expm1", "tanh", "sigmoid", "erf"]
 MAX_ULP = 4.0
 
 
+@np.errstate(all="ignore")
 def _inputs():
     r = np.random.default_rng(0)
     parts = [r.uniform(-1, 1, 20000), r.uniform(-12, 12, 20000), r.uniform(-110, 110, 20000),
@@ -27,7 +28,7 @@ def _inputs():
              [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-40, -1e-40, 3e38, -3e38,
               88.72, 88.73, -87.3, -88.72, -103.9, -104.5, 0.625, -0.625, 0.69, 1.0, -1.0,
               2.0, 4.0, -4.0, 9.0, -1.0 + 2**-24]]
-    with np.errstate(all="ignore"):
+    if True:
         return np.concatenate([np.asarray(p, np.float64) for p in parts]).astype(np.float32)
 
 
@@ -70,6 +71,7 @@ def test_float32_approximation_within_a_few_ulp(results, op):
 
 
 @pytest.mark.parametrize("op", OPS)
+@np.errstate(all="ignore")
 def test_edge_values(results, op):
     xs, outs = results
     want = _reference(op, xs)

@@ -253,3 +253,12 @@ def test_view_ops_alias_input(op, sample):
     y = bind(op, x, *args[1:], **attrs)
     assert np.shares_memory(y._data, x._data), f"{op.name}: the output does not alias its input"
     assert y._version is x._version, f"{op.name}: a view must share its base's version counter"
+
+
+@pytest.mark.parametrize("op,sample",
+                         [p for p in SAMPLE_PARAMS if not p.values[0].differentiable])
+def test_non_differentiable_ops_record_nothing(op, sample):
+    tensors = _as_tensors(sample.args, grad=True)
+    for r in _outs(bind(op, *tensors, **sample.attrs)):
+        assert not r.requires_grad and r.grad_fn is None, \
+            f"{op.name} is not differentiable but its output was recorded"

@@ -1,0 +1,159 @@
+"""User tools: ``tg.custom_op``, ``tg.viz.to_dot``, ``tg.profile``."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.testing import gradcheck, gradgradcheck
+
+
+@pytest.fixture
+def fresh_name(request):
+    name = "test_" + request.node.name.replace("[", "_").replace("]", "")
+    yield name
+    tg.ops_registry.unregister(name)
+
+
+# ---------------------------------------------------------------- custom_op
+def test_custom_op_first_and_second_order(fresh_name):
+    def kernel(x, y):
+        return np.sin(x) * y
+
+    def adjoint(g, x, y):
+        return g * tg.cos(x) * y, g * tg.sin(x)
+
+    f = tg.custom_op(fresh_name, kernel, adjoint)
+    a = np.array([0.3, -1.2, 2.0])
+    b = np.array([1.5, 0.5, -0.7])
+    x = tg.tensor(a, requires_grad=True)
+    y = tg.tensor(b, requires_grad=True)
+    out = f(x, y)
+    np.testing.assert_allclose(out.detach().numpy(), np.sin(a) * b)
+    assert out.grad_fn is not None
+    gx, gy = tg.grad(out.sum(), [x, y], create_graph=True)
+    np.testing.assert_allclose(gx.detach().numpy(), np.cos(a) * b, rtol=1e-12)
+    np.testing.assert_allclose(gy.detach().numpy(), np.sin(a), rtol=1e-12)
+    gxx, gxy = tg.grad(gx.sum(), [x, y])
+    np.testing.assert_allclose(gxx.numpy(), -np.sin(a) * b, rtol=1e-12)
+    np.testing.assert_allclose(gxy.numpy(), np.cos(a), rtol=1e-12)
+    assert gradcheck(f, (x, y))
+    assert gradgradcheck(f, (x, y))
+
+
+def test_custom_op_with_attrs_and_none_gradient(fresh_name):
+    def kernel(x, idx, *, scale=1.0):
+        return x[idx] * scale
+
+    def adjoint(g, x, idx, *, scale=1.0):
+        full = tg.zeros_like(x) if isinstance(x, tg.Tensor) else np.zeros_like(x)
+        # scatter g back: written with tapegrad ops so it records at higher order
+        mask = np.zeros(x.shape, dtype=bool)
+        mask[idx] = True
+        return tg.where(tg.tensor(mask) if isinstance(x, tg.Tensor) else mask,
+                        full + g * scale if g.shape == x.shape else full + scale * _spread(g, x, idx),
+                        full), None
+
+    def _spread(g, x, idx):
+        out = np.zeros(x.shape)
+        out[idx] = np.asarray(g if not isinstance(g, tg.Tensor) else g.detach())
+        return out
+
+    f = tg.custom_op(fresh_name, kernel, adjoint)
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    idx = np.array([0, 2])
+    y = f(x, idx, scale=3.0)
+    np.testing.assert_allclose(y.detach().numpy(), [3.0, 9.0])
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 0.0, 3.0])
+
+
+def test_custom_op_is_registered_and_runs_on_raw_arrays(fresh_name):
+    f = tg.custom_op(fresh_name, lambda x: x * x, lambda g, x: 2 * g * x)
+    op = tg.ops_registry.get(fresh_name)
+    assert op is f.op and op.kind == "basic"
+    spec = op.infer(tg.ops_registry.TensorSpec((2, 3), np.dtype(np.float32)))
+    assert tuple(spec.shape) == (2, 3)
+    np.testing.assert_array_equal(op.compute(np.array([1.0, 2.0])), [1.0, 4.0])
+    # redefinition replaces a custom op
+    g = tg.custom_op(fresh_name, lambda x: x + 1, None)
+    assert g(tg.ones(2)).tolist() == [2.0, 2.0]
+    assert not g(tg.ones(2, requires_grad=True)).requires_grad
+
+
+def test_custom_op_refuses_builtin_name():
+    with pytest.raises(ValueError, match="add"):
+        tg.custom_op("add", lambda x, y: x + y, lambda g, x, y: (g, g))
+
+
+def test_custom_op_adjoint_arity_checked(fresh_name):
+    f = tg.custom_op(fresh_name, lambda x, y: x * y, lambda g, x, y: g * y)
+    x = tg.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="adjoint returned 1 gradients for 2"):
+        f(x, tg.ones(2)).sum().backward()
+
+
+def test_custom_op_with_tape(fresh_name):
+    f = tg.custom_op(fresh_name, np.exp, lambda g, x: g * tg.exp(x))
+    x = tg.tensor(0.5, dtype=tg.float64)
+    with tg.Tape() as outer:
+        outer.watch(x)
+        with tg.Tape() as inner:
+            inner.watch(x)
+            y = f(x)
+        d1 = inner.gradient(y, x)
+    d2 = outer.gradient(d1, x)
+    np.testing.assert_allclose([d1.item(), d2.item()], [np.exp(0.5)] * 2, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- viz
+def test_to_dot_mentions_ops_and_leaves():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    w = tg.tensor([[0.5], [0.25]], requires_grad=True)
+    y = tg.tanh(x @ w).sum()
+    dot = tg.viz.to_dot(y)
+    assert dot.startswith("digraph")
+    assert dot.rstrip().endswith("}")
+    for name in ("matmul", "tanh", "sum"):
+        assert name in dot
+    assert "leaf (2,)" in dot and "leaf (2, 1)" in dot
+    assert dot.count("->") >= 4
+
+
+def test_to_dot_of_leaf_and_shared_subgraph():
+    x = tg.tensor([1.0], requires_grad=True)
+    assert "leaf" in tg.viz.to_dot(x)
+    h = tg.exp(x)
+    y = h * h + h
+    dot = tg.viz.to_dot(y)
+    assert dot.count("label=\"exp") == 1, "a shared node is drawn once"
+
+
+def test_to_dot_rejects_non_tensor():
+    with pytest.raises(TypeError):
+        tg.viz.to_dot(np.ones(2))
+
+
+# ---------------------------------------------------------------- profile
+def test_profile_counts_ops_and_restores_kernels():
+    mul = tg.ops_registry.get("mul")
+    kernel, vjp = mul.kernel, mul.vjp
+    x = tg.ones(4, requires_grad=True)
+    with tg.profile() as prof:
+        for _ in range(5):
+            (x * x + x).sum().backward()
+    assert prof.counts["mul"] == 5 and prof.counts["add"] == 5
+    assert prof.backward_counts["mul"] == 5
+    assert prof.times["mul"] >= 0
+    assert "mul" in prof.table() and "mul" in str(prof)
+    assert mul.kernel is kernel and mul.vjp is vjp
+    (x * x).sum().backward()  # still works after the block
+
+
+def test_profile_nested_and_outside_not_counted():
+    x = tg.ones(2)
+    with tg.profile() as outer:
+        x * x
+        with tg.profile() as inner:
+            x * x
+    x * x
+    assert inner.counts.get("mul") == 1
+    assert outer.counts.get("mul") == 2
