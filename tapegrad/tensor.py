@@ -446,7 +446,8 @@ def _fast(op, attrs, x, xd, y, yd, dt):
     st = _state
     rx = x.requires_grad
     ry = y is not None and y.requires_grad
-    if not (rx or ry) or not st.grad_enabled or st.tapes or st.anomaly or out.dtype.kind != "f":
+    if not (rx or ry) or not st.grad_enabled or st.tapes or st.anomaly or \
+            out.dtype.kind != "f" or not op.differentiable:
         if st.tapes or st.anomaly:
             return _bind(op, (x,) if yd is None else (x, y if y is not None else yd), attrs)
         res = wrap(out)
