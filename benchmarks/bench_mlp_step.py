@@ -129,7 +129,7 @@ def main(argv=None):
     except ImportError:
         torch = None
     # same weights and data: the first losses must agree
-    first = {k: float(f()) for k, f in impls.items()}
+    first = {k: float(f().item()) for k, f in impls.items()}
     ref = first["numpy (hand-written)"]
     for k, v in first.items():
         assert abs(v - ref) < 1e-4 * max(1, abs(ref)), f"{k} loss {v} != numpy {ref}"

@@ -14,10 +14,9 @@ from .dtypes import int64 as long, int32 as int  # noqa: A001
 from .devices import Device, device
 from .tensor import Tensor
 from . import ops_registry
-from .ops import *  # noqa: F401,F403
-from .ops import abs, round, pow, sum  # noqa: F401,A001
-from .fusion import elementwise, fuse  # noqa: E402 (the ops star-import binds the ops.elementwise module to this name)
-globals().pop("nn", None)  # ops.nn (a star-imported module) must not shadow the tg.nn package
+from .ops import *  # noqa: F401,F403  (ops.__all__: the public op functions)
+from .ops import abs, round, pow, sum, max, min, all, any  # noqa: F401,A001
+from .fusion import elementwise, fuse
 from .autodiff import (backward, grad, no_grad, enable_grad, set_grad_enabled,
                        is_grad_enabled, Tape, checkpoint, detect_anomaly, set_detect_anomaly)
 from . import ops as _ops

@@ -15,8 +15,9 @@ def _prep(args, nums):
         a = out[i]
         if not isinstance(a, tg.Tensor):
             a = tg.tensor(a, dtype=tg.get_default_dtype() if isinstance(a, (int, float)) else None)
-        # a fresh leaf that shares data and, when it has a history, stays connected
-        out[i] = a if a.requires_grad and a.grad_fn is not None else _leaf(a)
+        # an input that already requires grad stays itself, so nested transforms
+        # (grad of grad, hessian) stay connected to it; others become fresh leaves
+        out[i] = a if a.requires_grad else _leaf(a)
     return out
 
 
@@ -124,6 +125,8 @@ def jacobian(f, argnums=0):
         for i, r in zip(nums, rows):
             shape = tuple(out.shape) + tuple(ins[i].shape)
             jacs.append(tg.stack(r).reshape(shape) if r else tg.zeros(shape, dtype=out.dtype))
+        if not any(isinstance(a, tg.Tensor) and a.requires_grad for a in args):
+            jacs = [j.detach() for j in jacs]  # not nested in another transform
         return jacs[0] if isinstance(argnums, int) else tuple(jacs)
     return wrapped
 

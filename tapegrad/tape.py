@@ -15,6 +15,8 @@ import weakref
 
 import numpy as _np
 
+from . import devices as _devices
+
 __all__ = ["Node", "is_grad_enabled", "set_grad_enabled_flag", "state", "backward_pass"]
 
 _seq = itertools.count()
@@ -211,12 +213,10 @@ def _needed_nodes(roots, input_keys, tape_id):
 
 
 def _check_finite(op_name, where, arr, phase):
-    import numpy as np
     data = getattr(arr, "_data", arr)
     if hasattr(data, "dtype") and data.dtype.kind == "f":
-        xp = np if isinstance(data, np.ndarray) else __import__("cupy")
-        if not bool(xp.isfinite(data).all()):
-            bad = "nan" if bool(xp.isnan(data).any()) else "inf"
+        ok, bad = _devices.all_finite(data)
+        if not ok:
             raise RuntimeError(f"detect_anomaly: the {phase} of '{op_name}' produced {bad}"
                                + (f"; the op was called at {where}" if where else ""))
 
@@ -257,18 +257,14 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
     ctx0 = Ctx()  # reused for every node on the raw path
     ctx0.m = _namespace["m"]
 
+    pending = {}  # id(leaf) -> [leaf, summed gradient]; hooks see the total
+
     def deliver(t, g):
-        # a leaf (or a requested input) receives gradient g
-        if t._hooks:
-            g = _run_hooks(t._hooks, g, traced, wrap)
-        if input_keys is not None:
-            key = id(t)
-            for k in input_keys.get(key, ()):
-                results[k] = g if results[k] is None else results[k] + g
-            return
-        if not t.requires_grad:
-            return
-        _accumulate(t, g, traced, delivered, wrap)
+        p = pending.get(id(t))
+        if p is None:
+            pending[id(t)] = [t, g]
+        else:
+            p[1] = p[1] + g
 
     for t, s in zip(roots, seeds):
         if traced and not isinstance(s, Tensor):
@@ -358,6 +354,14 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
                 slot[idx] = gi if slot[idx] is None else slot[idx] + gi
             else:
                 deliver(e, gi)
+    for t, g in pending.values():
+        if t._hooks:
+            g = _run_hooks(t._hooks, g, traced, wrap)
+        if input_keys is not None:
+            for k in input_keys.get(id(t), ()):
+                results[k] = g if results[k] is None else results[k] + g
+        elif t.requires_grad:
+            _accumulate(t, g, traced, delivered, wrap)
     return results
 
 

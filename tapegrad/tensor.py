@@ -348,15 +348,12 @@ def _coerce(op, i, a):
 
 
 def _explain(op, arrays, attrs, err):
-    """Turn a kernel failure into the op's own error, via its shape rule.
+    """Turn a kernel failure into the op's own error.
 
-    A kernel that raised its own clear error (message starting with the op's name)
-    keeps it: the shape rule cannot see data (index values, singular matrices).
+    The shape rule speaks first (shapes, dtypes, dims); when it finds nothing wrong,
+    a kernel error that already names the op (data-dependent: index values, a
+    singular matrix) is kept; anything else becomes a RuntimeError naming the op.
     """
-    if str(err).startswith(op.name + ":") or str(err).startswith(op.name + "_"):
-        err.__cause__ = None
-        err.__suppress_context__ = True
-        return err
     from .ops_registry.opdef import TensorSpec
     specs = [a if a is None or type(a) in _SCALARS else TensorSpec(tuple(a.shape), a.dtype)
              for a in arrays]
@@ -366,6 +363,11 @@ def _explain(op, arrays, attrs, err):
         e.__cause__ = None
         e.__suppress_context__ = True
         return e
+    msg = str(err)
+    if msg.startswith(op.name + ":") or msg.startswith(op.name + "_"):
+        err.__cause__ = None
+        err.__suppress_context__ = True
+        return err
     shown = ", ".join(fmt_spec(a) for a in arrays if a is not None and type(a) not in _SCALARS)
     return RuntimeError(f"{op.name}: failed on inputs [{shown}]: {type(err).__name__}: {err}")
 
@@ -709,24 +711,31 @@ def apply_inplace(op, t, *args, **attrs):
 def _format(t):
     data = t._host()
     dt = t.dtype
-    if data.dtype.kind == "f":
+    kind = data.dtype.kind
+    if kind == "f":
         finite = data[np.isfinite(data)]
         ints = finite.size == 0 or bool(np.all(finite == np.round(finite)))
-        big = finite.size and (np.abs(finite).max() >= 1e8 or
-                               (np.abs(finite[finite != 0]).min() < 1e-4 if np.any(finite != 0) else False))
+        nz = np.abs(finite[finite != 0])
+        big = nz.size and (nz.max() >= 1e8 or nz.min() < 1e-4)
         if big:
-            fmt = {"float_kind": lambda v: f"{v:.4e}"}
+            one = lambda v: f"{v:.4e}" if np.isfinite(v) else str(v)  # noqa: E731
         elif ints:
-            fmt = {"float_kind": lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)}
+            one = lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)  # noqa: E731
         else:
-            fmt = {"float_kind": lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)}
-        body = np.array2string(data, separator=", ", formatter=fmt, prefix="tensor(",
-                               threshold=1000, edgeitems=3)
-    elif data.dtype.kind == "b":
-        body = np.array2string(data, separator=", ", prefix="tensor(",
-                               formatter={"bool": lambda v: "True" if v else "False"})
+            one = lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)  # noqa: E731
+        key = "float_kind"
+    elif kind == "b":
+        one, key = (lambda v: "True" if v else "False"), "bool"
     else:
-        body = np.array2string(data, separator=", ", prefix="tensor(", threshold=1000)
+        one, key = (lambda v: str(int(v))), "int"
+    # every element right-aligned to the widest, as PyTorch prints
+    shown = data if data.size <= 1000 else np.concatenate(
+        [data.reshape(-1)[:500], data.reshape(-1)[-500:]])
+    if kind == "f":  # nan and inf don't widen the columns (PyTorch's rule)
+        shown = shown[np.isfinite(shown)]
+    width = max((len(one(v)) for v in shown.reshape(-1)), default=0)
+    body = np.array2string(data, separator=", ", prefix="tensor(", threshold=1000,
+                           edgeitems=3, formatter={key: lambda v: one(v).rjust(width)})
     extras = []
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")

@@ -115,3 +115,20 @@ def special(name, array):
     sp = importlib.import_module("cupyx.scipy.special")
     cuda.check_available()
     return getattr(sp, name)(array)
+
+
+def add_at(out, index, values):
+    """``out[index] += values`` with repeated indices accumulating, on any device."""
+    if isinstance(out, np.ndarray):
+        np.add.at(out, index, values)
+    else:
+        import importlib
+        importlib.import_module("cupyx").scatter_add(out, index, values)
+
+
+def all_finite(array):
+    """(finite?, 'nan' or 'inf') for a float buffer on any device."""
+    xp_ = xp_of(array)
+    if bool(xp_.isfinite(array).all()):
+        return True, None
+    return False, "nan" if bool(xp_.isnan(array).any()) else "inf"

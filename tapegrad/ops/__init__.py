@@ -1,18 +1,33 @@
 """All ops, one module per family. This package is also the namespace ``m`` that
 vjps compute with (``ctx.m.exp(x)``), on raw arrays or on Tensors alike."""
-from .elementwise import *  # noqa: F401,F403
-from .elementwise import abs, round, pow  # noqa: F401
-from .reduce import *  # noqa: F401,F403
-from .reduce import sum  # noqa: F401
-from .shape import *  # noqa: F401,F403
-from .indexing import *  # noqa: F401,F403
-from .linalg import *  # noqa: F401,F403
-from .creation import *  # noqa: F401,F403
-from .nn import *  # noqa: F401,F403
-from .activations import *  # noqa: F401,F403
-from . import elementwise, reduce, shape, indexing, linalg, creation, nn, activations  # noqa: F401
+from . import elementwise, reduce, shape, indexing, linalg, creation, nn, activations
+
+_FAMILIES = (elementwise, reduce, shape, indexing, linalg, creation, nn, activations)
+
+# used by vjps through ``m`` but not part of the public ``tg.*`` namespace
+_INTERNAL = {"sum_to", "getitem", "getitem_raw", "setitem", "index_add_into",
+             "index_put_zero", "cast", "to_device", "generator", "diagonal_into",
+             "reverse_cumsum", "index_onehot"}
 
 
 def _public(mod):
-    return [n for n, v in vars(mod).items() if not n.startswith("_") and callable(v)
-            and getattr(v, "__module__", "") == mod.__name__]
+    """A family's public names: its ``__all__``, else the functions it defines."""
+    names = getattr(mod, "__all__", None)
+    if names is None:
+        names = [n for n, v in vars(mod).items()
+                 if not n.startswith("_") and callable(v) and not isinstance(v, type)
+                 and getattr(v, "__module__", "") == mod.__name__]
+    return list(names)
+
+
+__all__ = []
+for _mod in _FAMILIES:
+    for _name in _public(_mod):
+        globals()[_name] = getattr(_mod, _name)
+        if _name not in _INTERNAL and _name not in __all__:
+            __all__.append(_name)
+    # the namespace m also needs the family's internal vjp helpers
+    for _name in _INTERNAL:
+        if hasattr(_mod, _name) and not _name.startswith("_"):
+            globals()[_name] = getattr(_mod, _name)
+del _mod, _name

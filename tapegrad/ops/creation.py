@@ -338,7 +338,8 @@ def _to_device_kernel(x, device):
 
 
 TO_DEVICE = register(name="to_device", kernel=_to_device_kernel,
-                     infer=lambda x, device: TensorSpec(tuple(x.shape), x.dtype),
+                     infer=lambda x, device: (_devices.device(device),
+                                              TensorSpec(tuple(x.shape), x.dtype))[1],
                      vjp=lambda ctx, g: (ctx.m.to_device(g, _devices.device_of(
                          ctx.inputs[0]._data if hasattr(ctx.inputs[0], "_data") else ctx.inputs[0])),),
                      saves=("x",),

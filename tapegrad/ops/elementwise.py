@@ -87,10 +87,10 @@ FLOOR_DIVIDE = _binary("floor_divide", _floor_divide, None, differentiable=False
 
 def _remainder_vjp(ctx, g):
     x, other = ctx.inputs
-    return (g, -g * m_floor(ctx, x / other) if ctx.needs_input_grad[1] else None)
+    return (g, -g * _m_floor(ctx, x / other) if ctx.needs_input_grad[1] else None)
 
 
-def m_floor(ctx, v):
+def _m_floor(ctx, v):
     return ctx.m.floor(v)
 
 

@@ -155,14 +155,12 @@ def _into_infer(name, g, shape, index, check_g=True):
 
 
 def _index_add_into_kernel(g, shape, index):
-    out = np.zeros(shape, dtype=g.dtype) if isinstance(g, np.ndarray) else \
-        __import__("cupy").zeros(shape, dtype=g.dtype)
+    out = _devices.xp_of(g).zeros(shape, dtype=g.dtype)
     if _is_basic(index):
         out[index] = g
     else:
         # repeated indices accumulate (np.add.at), as a gradient must
-        np.add.at(out, index, g) if isinstance(out, np.ndarray) else \
-            __import__("cupyx").scatter_add(out, index, g)
+        _devices.add_at(out, index, g)
     return out
 
 
@@ -308,10 +306,7 @@ def _grid(index, dim):
 
 def _add_at(out, index, values):
     """``out[index] += values`` with repeated indices accumulating."""
-    if isinstance(out, np.ndarray):
-        np.add.at(out, index, values)
-    else:
-        __import__("cupyx").scatter_add(out, index, values)
+    _devices.add_at(out, index, values)
 
 
 def _check_int(name, index):

@@ -5,8 +5,8 @@
 >>> opt = tg.optim.SGD([w], lr=0.1)
 >>> (w * w).sum().backward()
 >>> opt.step()
->>> w
-tensor([ 0.8000, -1.6000], requires_grad=True)
+>>> [round(v, 4) for v in w.tolist()]
+[0.8, -1.6]
 """
 from .optimizer import Optimizer
 from .sgd import SGD
