@@ -417,7 +417,8 @@ def bind(op, *args, **attrs):
     a weak scalar) of one dtype, unrolled: it is most of the time of a training
     step on small tensors. Everything else takes the general path.
     """
-    if op.fast and len(args) <= 2:
+    st = _state
+    if op.fast and len(args) <= 2 and not st.tapes and not st.anomaly:
         x = args[0]
         if type(x) in _TT:
             xd = x._data
@@ -445,13 +446,10 @@ def _fast(op, attrs, x, xd, y, yd, dt):
         raise _explain(op, [xd] if yd is None else [xd, yd], attrs, e) from None
     if type(out) is not _NDARRAY:
         out = _asarray(out)
-    st = _state
     rx = x.requires_grad
     ry = y is not None and y.requires_grad
-    if not (rx or ry) or not st.grad_enabled or st.tapes or st.anomaly or \
-            out.dtype.kind != "f" or not op.differentiable:
-        if st.tapes or st.anomaly:
-            return _bind(op, (x,) if yd is None else (x, y if y is not None else yd), attrs)
+    if not (rx or ry) or not _state.grad_enabled or out.dtype.kind != "f" or \
+            not op.differentiable:
         res = wrap(out)
         if op.kind == "view":
             _make_view(res, x)

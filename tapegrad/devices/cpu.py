@@ -28,12 +28,29 @@ def compile_source(key, source, func_name, *, parallel=True, fastmath=FASTMATH, 
     fn = _compiled.get(key)
     if fn is not None:
         return fn
-    import hashlib, importlib.util, os, sys
     nb = numba()
+    py = getattr(load_source(source), func_name)
+    if vectorize is not None:
+        fn = nb.vectorize(vectorize, target="parallel" if parallel else "cpu",
+                          fastmath=set(fastmath), cache=True)(py)
+    else:
+        fn = nb.njit(parallel=parallel, fastmath=set(fastmath), cache=True, nogil=True,
+                     error_model=error_model)(py)
+    _compiled[key] = fn
+    return fn
+
+
+def load_source(source, prefix="_tg_gen_"):
+    """Import generated Python ``source`` as a module kept under the cache folder
+    (named by its digest, so Numba's on-disk cache finds it again in a new process)."""
+    import hashlib, importlib.util, os, sys
     digest = hashlib.sha1(source.encode()).hexdigest()[:16]
+    modname = f"{prefix}{digest}"
+    mod = sys.modules.get(modname)
+    if mod is not None:
+        return mod
     folder = os.path.join(_cache_dir(), "gen")
     os.makedirs(folder, exist_ok=True)
-    modname = f"_tg_gen_{digest}"
     path = os.path.join(folder, modname + ".py")
     if not os.path.exists(path):
         tmp = path + f".{os.getpid()}.tmp"
@@ -44,15 +61,69 @@ def compile_source(key, source, func_name, *, parallel=True, fastmath=FASTMATH, 
     mod = importlib.util.module_from_spec(spec)
     sys.modules[modname] = mod
     spec.loader.exec_module(mod)
-    py = getattr(mod, func_name)
-    if vectorize is not None:
-        fn = nb.vectorize(vectorize, target="parallel" if parallel else "cpu",
-                          fastmath=set(fastmath), cache=True)(py)
-    else:
-        fn = nb.njit(parallel=parallel, fastmath=set(fastmath), cache=True, nogil=True,
-                     error_model=error_model)(py)
-    _compiled[key] = fn
-    return fn
+    return mod
+
+
+def threads():
+    """CPU threads ``run_chunked`` uses (the process's CPU affinity)."""
+    if not _pool:
+        import os
+        try:
+            _pool.append(max(1, len(os.sched_getaffinity(0))))
+        except AttributeError:
+            _pool.append(os.cpu_count() or 1)
+    return _pool[0]
+
+
+_pool = []  # [thread count, executor]
+CHUNK_MIN = 1 << 17
+
+
+def run_chunked(fn, n, *args):
+    """Call a serial, ``nogil`` kernel ``fn(n, *args)`` over ``[0, n)`` in chunks on
+    all CPU threads: each 1-D argument of length ``n`` is sliced per chunk, others
+    are passed whole.
+
+    Chunks are claimed dynamically and the caller works too, waiting only for chunks
+    already started: a worker the OS has not scheduled yet (a busy machine) delays
+    nothing, where a static split (Numba's ``prange``) waits for it.
+    """
+    nt = threads()
+    if nt == 1 or n < 2 * CHUNK_MIN:
+        return fn(n, *args)
+    import itertools, threading
+    size = max(CHUNK_MIN, -(-n // (4 * nt)))
+    chunks = -(-n // size)
+    cut = [isinstance(a, np.ndarray) and a.ndim == 1 and a.shape[0] == n for a in args]
+    claim = itertools.count()
+    lock = threading.Lock()
+    done = threading.Event()
+    state = [0, None]  # chunks finished, first error
+
+    def work():
+        while True:
+            c = next(claim)
+            if c >= chunks:
+                return
+            lo = c * size
+            hi = min(n, lo + size)
+            try:
+                fn(hi - lo, *[a[lo:hi] if k else a for a, k in zip(args, cut)])
+            except BaseException as e:  # re-raised by the caller
+                state[1] = state[1] or e
+            with lock:
+                state[0] += 1
+                if state[0] == chunks:
+                    done.set()
+    if len(_pool) < 2:
+        from concurrent.futures import ThreadPoolExecutor
+        _pool.append(ThreadPoolExecutor(nt - 1, thread_name_prefix="tapegrad-cpu"))
+    for _ in range(min(nt - 1, chunks - 1)):
+        _pool[1].submit(work)
+    work()
+    done.wait()
+    if state[1] is not None:
+        raise state[1]
 
 
 @functools.lru_cache(maxsize=None)
@@ -101,6 +172,9 @@ def special(name):
 
 
 _helpers = {}
+# bump when an intrinsic below changes: generated kernels embed it in their source, so
+# Numba's disk cache (keyed by the source file) does not serve stale machine code
+HELPERS_VERSION = 2
 
 
 def jit_helpers():
@@ -111,7 +185,10 @@ def jit_helpers():
     Cody-Waite reductions of the approximations are not reassociated; LLVM keeps the
     flags per instruction after inlining into the kernel); and bit casts between floats
     and integers (``f32_bits(x) -> int64``, ``f32_from_bits(int) -> float32`` and the
-    float64 pair), which vectorise, unlike ``ldexp``/``frexp``.
+    float64 pair), which vectorise, unlike ``ldexp``/``frexp``; and float32 pieces
+    built on 32-bit integer lanes, which AVX2 vectorises fully: ``f32_ldexp(y, kf)``
+    (``y * 2**kf``, ``kf`` integral), ``f32_exponent(x)`` (biased exponent field as a
+    float) and ``f32_mantissa(x)`` (significand in ``[0.5, 1)``).
     """
     ns = _helpers.get("ns")
     if ns is not None:
@@ -139,13 +216,53 @@ def jit_helpers():
 
     i32, i64 = ir.IntType(32), ir.IntType(64)
 
-    def helper(fn=None, fastmath=("contract", "nsz")):
+    def helper(fn=None, fastmath=("contract", "nsz"), cache=False):
         def wrap(f):
-            return nb.njit(fastmath=set(fastmath), nogil=True, error_model="numpy")(f)
+            return nb.njit(fastmath=set(fastmath), nogil=True, error_model="numpy",
+                           cache=cache)(f)
         return wrap(fn) if fn is not None else wrap
 
+    f32 = ir.FloatType()
+
+    def _f32_op(nargs, body):
+        # a float32 intrinsic whose body works on i32 lanes (Numba would widen
+        # integer arithmetic written in Python to int64, which AVX2 cannot convert
+        # to or from float32 in vector registers)
+        def codegen(context, builder, sig, llargs):
+            return body(builder, *llargs)
+        if nargs == 1:
+            @intrinsic
+            def op1(typingctx, x):
+                return types.float32(types.float32), codegen
+            return op1
+
+        @intrinsic
+        def op2(typingctx, x, y):
+            return types.float32(types.float32, types.float32), codegen
+        return op2
+
+    def _ldexp(b, y, kf):  # y * 2**k, k = int(kf) in [-252, 254], in two exact steps
+        k = b.fptosi(kf, i32)
+        k1 = b.ashr(k, ir.Constant(i32, 1))
+        k2 = b.sub(k, k1)
+        s1 = b.bitcast(b.shl(b.add(k1, ir.Constant(i32, 127)), ir.Constant(i32, 23)), f32)
+        s2 = b.bitcast(b.shl(b.add(k2, ir.Constant(i32, 127)), ir.Constant(i32, 23)), f32)
+        return b.fmul(b.fmul(y, s1), s2)
+
+    def _exponent(b, x):  # the biased exponent field, as a float
+        bits = b.bitcast(x, i32)
+        e = b.and_(b.lshr(bits, ir.Constant(i32, 23)), ir.Constant(i32, 255))
+        return b.sitofp(e, f32)
+
+    def _mantissa(b, x):  # the significand scaled into [0.5, 1)
+        bits = b.bitcast(x, i32)
+        m = b.or_(b.and_(bits, ir.Constant(i32, 0x7FFFFF)), ir.Constant(i32, 0x3F000000))
+        return b.bitcast(m, f32)
+
     ns = _types.SimpleNamespace(
-        prange=nb.prange, helper=helper,
+        prange=nb.prange, helper=helper, version=HELPERS_VERSION,
+        f32_ldexp=_f32_op(2, _ldexp), f32_exponent=_f32_op(1, _exponent),
+        f32_mantissa=_f32_op(1, _mantissa),
         f32_bits=_cast(types.float32, types.int64, i32, False),
         f32_from_bits=_cast(types.int64, types.float32, i32, True),
         f64_bits=_cast(types.float64, types.int64, i64, False),

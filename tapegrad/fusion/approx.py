@@ -2,10 +2,13 @@
 
 Numba lowers ``np.exp``/``np.tanh`` on float32 to scalar libm calls (``expf``,
 ``tanhf``; PyPI's llvmlite has no SVML), which stops LLVM's loop vectoriser. These
-helpers use only arithmetic, selects, ``floor`` and float<->int bit casts, so a
-kernel that inlines them vectorises. They are pasted into generated kernel modules
-(``codegen_numba``) and njit-ed with fastmath ``{contract, nsz}`` only: the
-Cody-Waite range reductions must not be reassociated, and NaN/inf must propagate.
+helpers use only arithmetic, selects, ``floor`` and bit manipulations on 32-bit
+integer lanes (``devices.cpu.jit_helpers``: Numba's own integer arithmetic is int64,
+whose conversions from float32 AVX2 cannot vectorise), so a kernel that inlines them
+vectorises. They live in one generated module (``helpers()``), njit-ed once per
+process with ``cache=True`` and fastmath ``{contract, nsz}`` only: the Cody-Waite
+range reductions must not be reassociated, and NaN/inf must propagate. LLVM inlines
+them into each kernel, keeping those per-instruction flags.
 
 Methods (constants from Cephes' single-precision library, S. L. Moshier):
 - exp: ``k = floor(x log2 e + 1/2)``, ``r = x - k ln2`` in two parts, degree-6
@@ -52,11 +55,7 @@ def _exp_f32(x):
     p = p * r + np.float32(1.6666665459e-1)
     p = p * r + np.float32(5.0000001201e-1)
     y = p * (r * r) + r + _F1
-    k = np.int64(kf)
-    k1 = k >> 1
-    k2 = k - k1
-    y = y * _f32_from_bits((k1 + 127) << 23)
-    y = y * _f32_from_bits((k2 + 127) << 23)
+    y = _f32_ldexp(y, kf)
     return x if x != x else y
 
 
@@ -64,13 +63,11 @@ def _exp_f32(x):
 def _log_f32(x):
     sub = x < np.float32(1.17549435e-38)
     xs = x * np.float32(8388608.0) if sub else x
-    bits = _f32_bits(xs)
-    e = ((bits >> 23) & 255) - (149 if sub else 126)
-    m = _f32_from_bits((bits & 8388607) | 1056964608)
+    ef = _f32_exponent(xs) - (np.float32(149.0) if sub else np.float32(126.0))
+    m = _f32_mantissa(xs)
     lo = m < _F_SQRTHF
-    e = e - 1 if lo else e
+    ef = ef - _F1 if lo else ef
     f = (m + m - _F1) if lo else (m - _F1)
-    ef = np.float32(e)
     z = f * f
     y = np.float32(7.0376836292e-2)
     y = y * f - np.float32(1.1514610310e-1)
@@ -189,29 +186,52 @@ HELPERS = {
 }
 
 
-def _blocks():
-    """Split SOURCE into the constants preamble and one block per helper."""
-    head, *funcs = SOURCE.split("\n\n@_helper\n")
-    blocks = {}
-    for f in funcs:
-        name = f[4:f.index("(")]
-        blocks[name] = "@_helper\n" + f.rstrip() + "\n"
-    return head.strip() + "\n", blocks
+_PREAMBLE = """import numpy as np
+from tapegrad.devices.cpu import jit_helpers as _jit_helpers
+_h = _jit_helpers()
+_f32_ldexp = _h.f32_ldexp
+_f32_exponent, _f32_mantissa = _h.f32_exponent, _h.f32_mantissa
 
 
-def source_for(ops):
-    """The helper source needed by kernels that use the IR ``ops`` (float32 only)."""
+def _helper(f):
+    return _h.helper(f, cache=True)
+"""
+_module = []
+
+
+def module_source():
+    """Source of the one module holding every helper (``helpers()`` imports it)."""
+    from ..devices.cpu import HELPERS_VERSION
+    return f"# tapegrad float32 approximations, jit helpers v{HELPERS_VERSION}\n" + \
+        _PREAMBLE + SOURCE
+
+
+def tag():
+    """A digest of the helpers; kernels embed it so that Numba's disk cache of a
+    kernel is not reused after the helpers (inlined into it) change."""
+    import hashlib
+    return hashlib.sha1(module_source().encode()).hexdigest()[:16]
+
+
+def helpers():
+    """The helper module, njit-ed with ``cache=True``: a process compiles (or loads)
+    each helper once, however many kernels inline it."""
+    if not _module:
+        from ..devices import cpu
+        _module.append(cpu.load_source(module_source(), prefix="_tg_approx_"))
+    return _module[0]
+
+
+def needed(ops):
+    """Helper names needed by kernels using the IR ``ops`` (float32 only)."""
     need = []
 
     def add(op):
         for dep in HELPERS[op][1]:
             add(dep)
-        if op not in need:
-            need.append(op)
+        if HELPERS[op][0] not in need:
+            need.append(HELPERS[op][0])
     for op in ops:
         if op in HELPERS:
             add(op)
-    if not need:
-        return ""
-    head, blocks = _blocks()
-    return head + "\n\n" + "\n\n".join(blocks[HELPERS[op][0]] for op in need)
+    return need

@@ -1,10 +1,11 @@
-"""IR -> Python source for a Numba ``parallel=True`` kernel (one flat loop).
+"""IR -> Python source for a serial, vectorised Numba kernel (one flat loop; the caller
+runs it over chunks on every thread, ``devices.cpu.run_chunked``).
 
 A kernel ``kernel(n, a0, a1, ..., o0, o1, ...)`` reads input ``k`` at ``[i]`` (full
-size, contiguous) or ``[0]`` (size one, broadcast) and writes every output at
-``[i]``. Constants are module globals of the kernel's dtype (Numba freezes them),
+size, contiguous) or once before the loop at ``[0]`` (size one, broadcast) and writes
+every output at ``[i]``. Constants are module globals of the kernel's dtype (Numba freezes them),
 so a float32 kernel never widens to float64. float32 kernels call the vectorisable
-approximations of ``approx.py``; float64 kernels use libm through ``np.*``.
+approximations of ``approx.py`` (one shared helper module, inlined by LLVM); float64 kernels use libm through ``np.*``.
 """
 import numpy as np
 
@@ -27,10 +28,11 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True):
     f32 = dtype == np.float32
     tname = "np.float32" if f32 else "np.float64"
     order = topo(outputs)
-    names, consts, body = {}, {}, []
+    names, consts, body, hoisted = {}, {}, [], []
     for k, (node, p) in enumerate(zip(inputs, pattern)):
         names[node] = f"v{k}"
-        body.append(f"v{k} = a{k}[{'i' if p == 'f' else '0'}]")
+        # size-one inputs are read once, before the loop
+        (body if p == "f" else hoisted).append(f"v{k} = a{k}[{'i' if p == 'f' else '0'}]")
     use_approx = f32 and approximate
     used_ops = set()
     for n in order:
@@ -51,18 +53,18 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True):
     for j, o in enumerate(outputs):
         body.append(f"o{j}[i] = {names[o]}" if not o.is_bool else
                     f"o{j}[i] = _one if {names[o]} else _zero")
-    lines = ["import math as _math", "import numpy as np",
-             "from tapegrad.devices.cpu import jit_helpers as _jit_helpers",
-             "_h = _jit_helpers()", "prange = _h.prange", "_helper = _h.helper",
-             "_f32_bits, _f32_from_bits = _h.f32_bits, _h.f32_from_bits", ""]
-    if use_approx:
-        lines.append(approx.source_for(sorted(used_ops)))
+    lines = ["import math as _math", "import numpy as np"]
+    need = approx.needed(sorted(used_ops)) if use_approx else []
+    if need:
+        lines += [f"from tapegrad.fusion.approx import helpers as _approx  # {approx.tag()}",
+                  "_A = _approx()"] + [f"{h} = _A.{h}" for h in need]
     lines.append(f"_one, _zero = {tname}(1.0), {tname}(0.0)")
     for v, name in consts.items():
         lines.append(f"{name} = {tname}({_lit(v)})")
     params = ", ".join([f"a{k}" for k in range(len(inputs))] +
                        [f"o{j}" for j in range(len(outputs))])
-    lines += ["", "", f"def kernel(n, {params}):", "    for i in prange(n):"]
+    lines += ["", "", f"def kernel(n, {params}):"] + ["    " + h for h in hoisted]
+    lines += ["    for i in range(n):"]
     lines += ["        " + b for b in body]
     return "\n".join(lines) + "\n"
 

@@ -9,6 +9,7 @@ ops (``tg.elementwise``, the activations) splice their own IR in. Anything else 
 reduction, a reshape, indexing, a captured tensor) raises ``_NotFusable``, and the
 function then runs unfused, with a warning saying why.
 """
+import contextlib
 import functools
 import itertools
 import warnings
@@ -136,6 +137,41 @@ def splice(op, arrays, attrs):
 proxy_hook[0] = (_Proxy, splice)
 
 
+def _expr_kernel(op, kernel):
+    """``op``'s kernel that, on stand-ins, contributes ``op.expr`` (``sigmoid(x)``, with
+    its cheap derived adjoint) rather than whatever ufuncs the NumPy kernel calls."""
+    def k(*arrays, **attrs):
+        if not attrs and len(arrays) == len(op.args) and \
+                any(isinstance(a, _Proxy) for a in arrays):
+            node = E.parse(op.expr, {n: _node_of(a) for n, a in zip(op.args, arrays)})
+            return _proxy(node, _dtype_of(node, arrays))
+        return kernel(*arrays, **attrs)
+    return k
+
+
+@contextlib.contextmanager
+def _expr_kernels():
+    """While tracing, registry ops that carry a parsable expression splice it."""
+    from ..ops_registry import list_ops
+    swapped = []
+    for op in list_ops():
+        if not op.expr or getattr(op, "fusion", None) is not None:
+            continue
+        try:
+            if not set(E.free_names(op.expr)) <= set(op.args):
+                continue
+            E.parse(op.expr, {n: E.var(n) for n in op.args})
+        except ValueError:  # arctan2, arcsin ...: no expression rule; ufuncs decide
+            continue
+        swapped.append((op, op.kernel))
+        op.kernel = _expr_kernel(op, op.kernel)
+    try:
+        yield
+    finally:
+        for op, kernel in swapped:
+            op.kernel = kernel
+
+
 def fuse(fn):
     """Compile a function of tensors whose body is elementwise into one forward and
     one backward kernel, recorded as one tape entry.
@@ -203,7 +239,8 @@ def _trace(fn, args, kwargs):
         dt = a._data.dtype if isinstance(a, Tensor) else a.dtype
         call[i] = _proxy(ins[k], dt if dt.kind == "f" else np.dtype(np.float64))
     try:
-        out = fn(*call, **kwargs)
+        with _expr_kernels():
+            out = fn(*call, **kwargs)
     except _NotFusable as e:
         return str(e)
     except Exception as e:  # anything the stand-ins cannot do

@@ -1,49 +1,44 @@
-"""``Parameter``: a leaf Tensor that a Module registers as one of its weights.
-
-``bind`` recognises operands by ``type(a) is Tensor`` (the dispatch fast path), so a
-Parameter is a plain ``Tensor`` marked in a weak registry; ``isinstance(t,
-Parameter)`` consults that registry.
-"""
-import weakref
-
+"""``Parameter``: a leaf Tensor that a Module registers as one of its weights."""
 import numpy as np
 
 import tapegrad as _tg
+from ..tensor import Tensor
 
 __all__ = ["Parameter", "Buffer", "is_parameter"]
 
-_marked = weakref.WeakValueDictionary()   # id(tensor) -> tensor
-
 
 def is_parameter(t):
-    return _marked.get(id(t)) is t
+    return isinstance(t, Parameter)
 
 
-class _ParameterMeta(type):
-    def __instancecheck__(cls, obj):
-        return is_parameter(obj)
-
-
-class Parameter(metaclass=_ParameterMeta):
-    """``Parameter(data=None, requires_grad=True)`` marks a tensor as a module weight.
-
-    Shares ``data``'s buffer (as ``torch.nn.Parameter``) and returns a leaf Tensor
-    with ``requires_grad`` set:
+class Parameter(Tensor):
+    """``Parameter(data=None, requires_grad=True)``: a Tensor subclass that a Module
+    registers as a weight. Shares ``data``'s buffer, as ``torch.nn.Parameter``:
 
     >>> import tapegrad as tg
     >>> w = tg.nn.Parameter(tg.zeros(2, 3))
     >>> isinstance(w, tg.nn.Parameter), w.requires_grad
     (True, True)
     """
+    __slots__ = ()
 
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
             data = _tg.empty(0)
-        if not isinstance(data, _tg.Tensor):
+        if not isinstance(data, Tensor):
             data = _tg.as_tensor(np.asarray(data))
-        t = _tg.Tensor(data._data, requires_grad=requires_grad)
-        _marked[id(t)] = t
+        t = Tensor.__new__(cls)
+        Tensor.__init__(t, data._data, requires_grad=requires_grad)
         return t
+
+    def __init__(self, data=None, requires_grad=True):
+        pass  # all done in __new__
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, proto):
+        raise TypeError("Parameter: use tg.save, which never pickles")
 
 
 class Buffer:

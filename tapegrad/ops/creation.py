@@ -333,12 +333,19 @@ CLONE = register(name="clone", kernel=lambda x: x.copy(), infer=lambda x: Tensor
                  torch=lambda torch, x: x.clone())
 
 
+def _check_device(device):
+    try:
+        return _devices.device(device)
+    except ValueError as e:
+        raise op_error("to_device", str(e)) from None
+
+
 def _to_device_kernel(x, device):
     return _move(x, device)
 
 
 TO_DEVICE = register(name="to_device", kernel=_to_device_kernel,
-                     infer=lambda x, device: (_devices.device(device),
+                     infer=lambda x, device: (_check_device(device),
                                               TensorSpec(tuple(x.shape), x.dtype))[1],
                      vjp=lambda ctx, g: (ctx.m.to_device(g, _devices.device_of(
                          ctx.inputs[0]._data if hasattr(ctx.inputs[0], "_data") else ctx.inputs[0])),),

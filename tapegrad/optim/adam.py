@@ -1,8 +1,10 @@
 """Adam and AdamW, PyTorch's single-tensor update step for step."""
+import functools
 import math
 
 import numpy as np
 
+from ..fusion.update import Update
 from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
@@ -16,6 +18,10 @@ class Adam(Optimizer):
         m += (1 - beta1) * (g - m);  v = beta2 * v + (1 - beta2) * g * g
         v_hat = max(v_hat, v) if amsgrad else v
         p -= lr / (1 - beta1**t) * m / (sqrt(v_hat) / sqrt(1 - beta2**t) + eps)
+
+    Each parameter's step is one fused pass (``tapegrad.fusion.update``) for
+    float32/float64 CPU parameters; small or non-contiguous ones (and CuPy arrays)
+    take the NumPy path below.
     """
     _decoupled = False
 
@@ -42,7 +48,18 @@ class Adam(Optimizer):
         st = self.state.setdefault(p, {})
         m = self._buffer(p, "exp_avg")
         v = self._buffer(p, "exp_avg_sq")
+        vmax = self._buffer(p, "max_exp_avg_sq") if group["amsgrad"] else None
         step = st["step"] = st.get("step", 0) + 1
+        step_size = lr / (1 - beta1 ** step)
+        bc2_sqrt = math.sqrt(1 - beta2 ** step)
+        w1 = 1 - beta1                     # m.lerp_(g, w1), PyTorch's two-sided formula
+        kern = _fused(wd != 0 and not self._decoupled, wd != 0 and self._decoupled,
+                      group["maximize"], group["amsgrad"], abs(w1) < 0.5)
+        scalars = (wd, 1 - lr * wd, w1, 1 - np.dtype(x.dtype).type(w1), beta2, 1 - beta2,
+                   -step_size, bc2_sqrt, eps)
+        if (kern(x, g, m, v, vmax, *scalars) if vmax is not None else
+                kern(x, g, m, v, *scalars)):
+            return
         t, t2 = self._tmp(0, x), self._tmp(1, x)
         if group["maximize"]:
             np.negative(g, out=t)
@@ -54,17 +71,18 @@ class Adam(Optimizer):
                 np.multiply(x, wd, out=t2)
                 np.add(g, t2, out=t)
                 g = t
-        np.subtract(g, m, out=t2)          # m.lerp_(g, 1 - beta1)
-        t2 *= 1 - beta1
-        m += t2
+        np.subtract(g, m, out=t2)          # m.lerp_(g, w1)
+        if abs(w1) < 0.5:
+            t2 *= w1
+            m += t2
+        else:
+            t2 *= scalars[3]
+            np.subtract(g, t2, out=m)
         v *= beta2                         # v.mul_(beta2).addcmul_(g, g, 1 - beta2)
         np.multiply(g, 1 - beta2, out=t2)
         t2 *= g
         v += t2
-        step_size = lr / (1 - beta1 ** step)
-        bc2_sqrt = math.sqrt(1 - beta2 ** step)
-        if group["amsgrad"]:
-            vmax = self._buffer(p, "max_exp_avg_sq")
+        if vmax is not None:
             np.maximum(vmax, v, out=vmax)
             v = vmax
         np.sqrt(v, out=t)                  # denom = sqrt(v) / bc2_sqrt + eps
@@ -73,6 +91,25 @@ class Adam(Optimizer):
         np.divide(m, t, out=t)             # p.addcdiv_(m, denom, value=-step_size)
         t *= -step_size
         x += t
+
+
+@functools.lru_cache(maxsize=None)
+def _fused(weight_decay, decoupled, maximize, amsgrad, lerp_low):
+    """The fused Adam/AdamW update for one combination of options, in PyTorch's
+    order of operations (single-tensor path)."""
+    body = [("d", "-g" if maximize else "g")]
+    if weight_decay:
+        body.append(("d", "d + wd * p"))
+    if decoupled:
+        body.append(("p", "p * decay"))
+    body.append(("m", "m + w1 * (d - m)" if lerp_low else "d - (d - m) * omw1"))
+    body.append(("v", "v * beta2 + c2 * d * d"))
+    if amsgrad:
+        body.append(("vmax", "maximum(vmax, v)"))
+    body.append(("p", f"p + neg_step * (m / (sqrt({'vmax' if amsgrad else 'v'}) / bc2 + eps))"))
+    arrays = ("p", "g", "m", "v", "vmax") if amsgrad else ("p", "g", "m", "v")
+    return Update("adamw" if decoupled else "adam", body, arrays,
+                  ("wd", "decay", "w1", "omw1", "beta2", "c2", "neg_step", "bc2", "eps"))
 
 
 class AdamW(Adam):

@@ -1,6 +1,9 @@
 """Stochastic gradient descent, PyTorch's update step for step."""
+import functools
+
 import numpy as np
 
+from ..fusion.update import Update
 from .optimizer import Optimizer, required
 
 __all__ = ["SGD"]
@@ -14,6 +17,10 @@ class SGD(Optimizer):
         buf = g (first step), else momentum * buf + (1 - dampening) * g
         g = g + momentum * buf if nesterov else buf
         p -= lr * g
+
+    Each parameter's step is one fused pass (``tapegrad.fusion.update``) for
+    float32/float64 CPU parameters; small or non-contiguous ones (and CuPy arrays)
+    take the NumPy path below.
     """
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
@@ -33,6 +40,19 @@ class SGD(Optimizer):
     def _update(self, p, g, group):
         x = p._data
         lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
+        buf, first = None, False
+        if momentum != 0:
+            st = self.state.setdefault(p, {})
+            first = st.get("momentum_buffer") is None
+            buf = self._buffer(p, "momentum_buffer")
+        # one fused pass; on the first step buf is zeros and 0 * buf + 1 * d is d exactly
+        kern = _fused(wd != 0, group["maximize"], momentum != 0, group["nesterov"])
+        if buf is None:
+            if kern(x, g, -lr, wd, 0.0, 1.0, momentum):
+                return
+        elif kern(x, g, buf, -lr, wd, 0.0 if first else momentum,
+                  1.0 if first else 1 - group["dampening"], momentum):
+            return
         t = self._tmp(0, x)
         d = g
         if wd != 0:
@@ -45,13 +65,10 @@ class SGD(Optimizer):
         elif group["maximize"]:
             np.negative(d, out=t)
             d = t
-        if momentum != 0:
-            st = self.state.setdefault(p, {})
-            if st.get("momentum_buffer") is None:
-                buf = self._buffer(p, "momentum_buffer")
+        if buf is not None:
+            if first:
                 np.copyto(buf, d)
             else:
-                buf = st["momentum_buffer"]._data
                 buf *= momentum
                 if group["dampening"] == 0:
                     buf += d
@@ -68,3 +85,19 @@ class SGD(Optimizer):
                 d = buf
         np.multiply(d, -lr, out=t)
         np.add(x, t, out=x)
+
+
+@functools.lru_cache(maxsize=None)
+def _fused(weight_decay, maximize, momentum, nesterov):
+    """The fused SGD update for one combination of options (PyTorch's order of ops:
+    ``d = grad + wd * p``; ``buf = momentum * buf + (1 - dampening) * d``;
+    ``d = d + momentum * buf`` (nesterov) or ``buf``; ``p = p + (-lr) * d``)."""
+    body = [("d", "-g" if maximize else "g")]
+    if weight_decay:
+        body.append(("d", "d + wd * p"))
+    if momentum:
+        body.append(("buf", "buf * mom + damp * d"))
+        body.append(("d", "d + momentum * buf" if nesterov else "buf"))
+    body.append(("p", "p + neg_lr * d"))
+    arrays = ("p", "g", "buf") if momentum else ("p", "g")
+    return Update("sgd", body, arrays, ("neg_lr", "wd", "mom", "damp", "momentum"))

@@ -1,0 +1,189 @@
+"""Fused in-place updates: a few scalar statements -> one compiled loop.
+
+An optimizer step is a handful of elementwise statements over arrays of one shape
+(``m <- beta1 * m + (1 - beta1) * g``, then ``p <- ...`` reading the new ``m``).
+``Update`` parses them with the fusion IR (``expr.parse``: the statements are
+chained, so a later one sees the values the earlier ones assigned, and shared
+subexpressions are computed once) and emits one Numba ``parallel`` loop that reads
+each array once at ``i``, computes every statement in registers, and writes the
+assigned arrays in place. Hyperparameters are runtime scalar arguments of the
+kernel (cast to the arrays' dtype, as PyTorch casts a scalar for a float32
+tensor), so a new learning rate, a bias correction that changes every step or a
+scheduler compiles nothing; the source is compiled once per dtype and cached on
+disk by ``tapegrad.devices.cpu.compile_source``.
+
+>>> import numpy as np
+>>> sgd = Update("sgd", [("p", "p - lr * g")], arrays=("p", "g"), scalars=("lr",))
+>>> p, g = np.ones(4, np.float32), np.full(4, 2.0, np.float32)
+>>> sgd(p, g, lr=0.25) and p.tolist()   # doctest: +SKIP
+[0.5, 0.5, 0.5, 0.5]
+
+``__call__`` returns False (and changes nothing) when it cannot run: Numba is
+missing or failed, an array is not a C-contiguous NumPy float32/float64 array of the
+common shape, or the arrays are smaller than ``config.min_numel``; the caller then
+runs its NumPy path.
+"""
+import hashlib
+import warnings
+
+import numpy as np
+
+from . import expr as E
+from .codegen_numba import _expr, _lit
+
+__all__ = ["Update", "config"]
+
+
+class config:
+    """``use_numba``: run compiled kernels (False: callers use their NumPy path).
+    ``min_numel``: smaller arrays take the NumPy path (a parallel Numba launch costs
+    more than a few ufunc calls on a few thousand elements); tests set 0."""
+    use_numba = True
+    min_numel = 4096
+
+
+_broken = []
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class Update:
+    """``Update(name, statements, arrays, scalars)``.
+
+    ``statements``: ``[(target, expression), ...]`` (or a dict), run in order; a
+    target may be assigned more than once; a target that is one of ``arrays`` is
+    written back, any other name is a temporary (kept in a register). ``arrays``:
+    names of the array arguments (all of one shape and dtype); ``scalars``: names
+    of the scalar arguments. Call as ``upd(*arrays, **scalars)`` (or positionally).
+    """
+
+    def __init__(self, name, statements, arrays, scalars=()):
+        if isinstance(statements, dict):
+            statements = list(statements.items())
+        self.name, self.arrays, self.scalars = name, tuple(arrays), tuple(scalars)
+        dup = set(self.arrays) & set(self.scalars)
+        if dup or len(set(self.arrays)) != len(self.arrays):
+            raise ValueError(f"Update {name}: names must be distinct, got arrays "
+                             f"{self.arrays} and scalars {self.scalars}")
+        self.in_nodes = [E.var(f"__a{k}") for k in range(len(self.arrays))]
+        self.scalar_nodes = [E.var(f"__s{k}") for k in range(len(self.scalars))]
+        env = dict(zip(self.arrays, self.in_nodes))
+        env.update(zip(self.scalars, self.scalar_nodes))
+        for target, src in statements:
+            if target in self.scalars:
+                raise ValueError(f"Update {name}: cannot assign the scalar {target!r}")
+            node = E.parse(src, env)
+            free = [n.value for n in E.topo([node]) if n.op == "var"
+                    and n not in self.in_nodes and n not in self.scalar_nodes]
+            if free:
+                raise ValueError(f"Update {name}: {free[0]!r} in {src!r} is neither an array "
+                                 f"nor a scalar argument")
+            env[target] = node
+        # only the arrays whose value changed are written back
+        self.targets = [k for k, a in enumerate(self.arrays)
+                        if env[a] is not self.in_nodes[k]]
+        self.out_nodes = [env[self.arrays[k]] for k in self.targets]
+        self._kernels = {}
+
+    # ------------------------------------------------------------ source
+    def source(self, dtype):
+        """Python source of ``kernel(n, a0, a1, ..., s0, s1, ...)`` for ``dtype``."""
+        dtype = np.dtype(dtype)
+        tname = "np.float32" if dtype == np.float32 else "np.float64"
+        used = {n for n in E.topo(self.out_nodes)}
+        names, consts, body = {}, {}, []
+        for k, node in enumerate(self.in_nodes):
+            if node in used:
+                names[node] = f"x{k}"
+                body.append(f"x{k} = a{k}[i]")
+        for k, node in enumerate(self.scalar_nodes):
+            names[node] = f"s{k}"
+        for n in E.topo(self.out_nodes):
+            if n in names:
+                continue
+            if n.op == "const":
+                names[n] = consts.setdefault(n.value, f"_c{len(consts)}")
+                continue
+            t = f"t{len(body)}"
+            body.append(f"{t} = {_expr(n, [names[a] for a in n.args], False, tname)}")
+            names[n] = t
+        for k, node in zip(self.targets, self.out_nodes):
+            body.append(f"a{k}[i] = {names[node]}" if not node.is_bool else
+                        f"a{k}[i] = _one if {names[node]} else _zero")
+        params = ", ".join([f"a{k}" for k in range(len(self.arrays))] +
+                           [f"s{k}" for k in range(len(self.scalars))])
+        lines = [f'"""tapegrad fused update {self.name} ({dtype.name})."""',
+                 "import math as _math", "import numpy as np",
+                 "from tapegrad.devices.cpu import jit_helpers as _jit_helpers",
+                 "prange = _jit_helpers().prange", "",
+                 f"_one, _zero = {tname}(1.0), {tname}(0.0)"]
+        lines += [f"{c} = {tname}({_lit(v)})" for v, c in consts.items()]
+        lines += ["", "", f"def kernel(n, {params}):", "    for i in prange(n):"]
+        lines += ["        " + b for b in body]
+        return "\n".join(lines) + "\n"
+
+    def kernel(self, dtype):
+        """The compiled kernel for ``dtype`` (compiled or loaded from disk once)."""
+        dtype = np.dtype(dtype)
+        fn = self._kernels.get(dtype)
+        if fn is None:
+            from ..devices import cpu
+            src = self.source(dtype)
+            key = ("update", hashlib.sha1(src.encode()).hexdigest())
+            fn = self._kernels[dtype] = cpu.compile_source(
+                key, src, "kernel", parallel=True, fastmath=cpu.FASTMATH,
+                error_model="numpy")
+        return fn
+
+    # ------------------------------------------------------------ running
+    def __call__(self, *arrays, **scalars):
+        """Run in place; True if it ran, False if the caller must use its own path."""
+        if not config.use_numba or _broken:
+            return False
+        if scalars:
+            arrays = arrays + tuple(scalars[s] for s in self.scalars[len(arrays)
+                                                                    - len(self.arrays):])
+        na = len(self.arrays)
+        arrs, svals = arrays[:na], arrays[na:]
+        if len(arrs) != na or len(svals) != len(self.scalars):
+            raise TypeError(f"Update {self.name}: expected arrays {self.arrays} and scalars "
+                            f"{self.scalars}, got {len(arrs)} arrays and {len(svals)} scalars")
+        first = arrs[0]
+        if type(first) is not np.ndarray or first.size < max(config.min_numel, 1):
+            return False
+        shape, dt = first.shape, first.dtype
+        if dt not in _FLOATS:
+            return False
+        flat = []
+        targets = self.targets
+        for k, a in enumerate(arrs):
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype != dt:
+                return False
+            if not a.flags.c_contiguous:
+                if k in targets:
+                    return False
+                a = np.ascontiguousarray(a)     # a read-only input: a contiguous copy
+            flat.append(a.reshape(-1))
+        cast = dt.type
+        try:
+            self.kernel(dt)(first.size, *flat, *[cast(s) for s in svals])
+        except Exception as e:  # numba missing or broken: the NumPy paths still work
+            _broken.append(e)
+            warnings.warn(f"tapegrad.fusion.update: running {self.name} with Numba failed "
+                          f"({type(e).__name__}: {e}); optimizers use NumPy from now on",
+                          RuntimeWarning, stacklevel=2)
+            return False
+        return True
+
+    def reference(self, *arrays, **scalars):
+        """The same statements evaluated with NumPy ufuncs (for tests), in place."""
+        from .op import evaluate
+        if scalars:
+            arrays = arrays + tuple(scalars[s] for s in self.scalars[len(arrays)
+                                                                    - len(self.arrays):])
+        na = len(self.arrays)
+        arrs, svals = arrays[:na], arrays[na:]
+        dt = np.result_type(*arrs)
+        vals = dict(zip(self.in_nodes, arrs))
+        vals.update((n, dt.type(s)) for n, s in zip(self.scalar_nodes, svals))
+        for k, r in zip(self.targets, evaluate(self.out_nodes, vals, dt)):
+            arrs[k][...] = r
