@@ -6,15 +6,26 @@ Question answered: how much do tapegrad's tape, dispatch and optimizer add on to
 the NumPy work a training step needs? (Target: tapegrad / numpy <= 1.05.)
 
     python benchmarks/bench_mlp_step.py [--steps 20] [--rounds 15]
+
+One BLAS/OpenMP/Numba thread for every contender by default (BENCH_THREADS=n to
+change): on a shared 2-core machine two threads per contender mostly measure the
+neighbours.
 """
 import argparse
+import os
+import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+THREADS = os.environ.get("BENCH_THREADS", "1")  # the same for every contender
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, THREADS)
 
-import tapegrad as tg
-import tapegrad.nn as nn
-import tapegrad.nn.functional as F
+import numpy as np  # noqa: E402
+
+import tapegrad as tg  # noqa: E402
+import tapegrad.nn as nn  # noqa: E402
+import tapegrad.nn.functional as F  # noqa: E402
 
 SIZES = (784, 512, 512, 10)
 BATCH = 128
@@ -144,12 +155,15 @@ def main(argv=None):
                 f()
             times[k].append((time.perf_counter() - t0) / args.steps)
     base = np.median(times["numpy (hand-written)"])
+    ref = np.median(times["pytorch"]) if "pytorch" in times else None
     print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, float32, SGD; BLAS threads "
           f"{threads} ({blas}); torch threads {torch.get_num_threads() if torch else '-'}")
-    print(f"{'implementation':<22}{'median ms':>11}{'min ms':>9}{'vs numpy':>10}")
+    print(f"{'implementation':<22}{'median ms':>11}{'min ms':>9}{'vs numpy':>10}"
+          f"{'vs torch':>10}")
     for k, ts in times.items():
         med = np.median(ts)
-        print(f"{k:<22}{med * 1e3:>11.3f}{min(ts) * 1e3:>9.3f}{med / base:>9.3f}x")
+        vs_torch = f"{med / ref:>9.3f}x" if ref else f"{'-':>10}"
+        print(f"{k:<22}{med * 1e3:>11.3f}{min(ts) * 1e3:>9.3f}{med / base:>9.3f}x{vs_torch}")
 
 
 if __name__ == "__main__":

@@ -436,7 +436,26 @@ def bind(op, *args, **attrs):
                             return _fast(op, attrs, x, xd, y, yd, xd.dtype)
                     elif (ty is float or ty is int) and xd.dtype.kind == "f":
                         return _fast(op, attrs, x, xd, None, y, xd.dtype)
+        elif type(x) is _NDARRAY and x.dtype.kind == "f":
+            # raw float arrays (a vjp on the fast path): the kernel and nothing else
+            if len(args) == 1:
+                out = _raw_kernel(op, attrs, args)
+            else:
+                y = args[1]
+                ty = type(y)
+                if (ty is _NDARRAY and y.dtype is x.dtype) or ty is float or ty is int:
+                    out = _raw_kernel(op, attrs, args)
+                else:
+                    return _bind(op, args, attrs)
+            return out if type(out) is _NDARRAY else _asarray(out)
     return _bind(op, args, attrs)
+
+
+def _raw_kernel(op, attrs, args):
+    try:
+        return op.kernel(*args, **attrs)
+    except _KERNEL_ERRORS as e:
+        raise _explain(op, list(args), attrs, e) from None
 
 
 def _fast(op, attrs, x, xd, y, yd, dt):

@@ -174,7 +174,7 @@ def special(name):
 _helpers = {}
 # bump when an intrinsic below changes: generated kernels embed it in their source, so
 # Numba's disk cache (keyed by the source file) does not serve stale machine code
-HELPERS_VERSION = 2
+HELPERS_VERSION = 3
 
 
 def jit_helpers():
@@ -218,8 +218,10 @@ def jit_helpers():
 
     def helper(fn=None, fastmath=("contract", "nsz"), cache=False):
         def wrap(f):
+            # forceinline: LLVM-level always-inline, so the helper's own flags stay on
+            # its instructions and no call is left to stop the loop vectoriser
             return nb.njit(fastmath=set(fastmath), nogil=True, error_model="numpy",
-                           cache=cache)(f)
+                           cache=cache, forceinline=True)(f)
         return wrap(fn) if fn is not None else wrap
 
     f32 = ir.FloatType()

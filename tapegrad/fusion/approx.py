@@ -18,7 +18,8 @@ Methods (constants from Cephes' single-precision library, S. L. Moshier):
   mantissa in ``[sqrt(1/2), sqrt(2))``, degree-9 polynomial.
 - log1p: ``u = 1 + x``; ``log(u) * x / (u - 1)`` (Goldberg's trick; exact ``u - 1``).
 - expm1: degree-10 Taylor polynomial for ``|x| < 0.69``, else ``exp(x) - 1``.
-- tanh: odd degree-9 polynomial for ``|x| < 0.625``, else ``1 - 2 / (exp(2|x|) + 1)``.
+- tanh: odd degree-9 polynomial for ``|x| < 0.625``, else ``(1 - e) / (1 + e)`` with
+  ``e = exp(-2|x|)`` (an exp of a non-positive argument needs no overflow clamp).
 - sigmoid: ``e = exp(-|x|)``; ``1 / (1 + e)`` for ``x >= 0``, ``e / (1 + e)`` below
   (no overflow, and denormal results for ``x < -87`` stay accurate).
 - erf: odd polynomial for ``|x| <= 1``; else ``1 - exp(-x*x) / |x| * P(1/x^2)``
@@ -45,6 +46,23 @@ _FH = np.float32(0.5)
 def _exp_f32(x):
     xc = x if x > np.float32(-104.0) else np.float32(-104.0)
     xc = xc if xc < np.float32(89.0) else np.float32(89.0)
+    kf = np.floor(xc * _F_LOG2E + _FH)
+    r = xc - kf * _F_C1
+    r = r - kf * _F_C2
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    y = p * (r * r) + r + _F1
+    y = _f32_ldexp(y, kf)
+    return x if x != x else y
+
+
+@_helper
+def _expneg_f32(x):  # exp for x <= 0 (or NaN): _exp_f32 without the overflow clamp
+    xc = x if x > np.float32(-104.0) else np.float32(-104.0)
     kf = np.floor(xc * _F_LOG2E + _FH)
     r = xc - kf * _F_C1
     r = r - kf * _F_C2
@@ -124,14 +142,15 @@ def _tanh_f32(x):
     p = p * z + np.float32(1.33314422036e-1)
     p = p * z - np.float32(3.33332819422e-1)
     small = p * z * x + x
-    big = _F1 - _F2 / (_exp_f32(a + a) + _F1)
+    e = _expneg_f32(-(a + a))
+    big = (_F1 - e) / (_F1 + e)
     big = big if x >= _F0 else -big
     return small if a < np.float32(0.625) else big
 
 
 @_helper
 def _sigmoid_f32(x):
-    e = _exp_f32(-np.abs(x))
+    e = _expneg_f32(-np.abs(x))
     s = _F1 / (_F1 + e)
     return s if x >= _F0 else e * s
 
@@ -168,7 +187,7 @@ def _erf_f32(x):
     r2 = r2 * w - np.float32(2.820767439740514e-1)
     r2 = r2 * w + np.float32(5.641895067754075e-1)
     r = r1 if a < _F2 else r2
-    big = _F1 - _exp_f32(-z) * q * r
+    big = _F1 - _expneg_f32(-z) * q * r
     big = _F1 if a >= np.float32(4.0) else big
     big = big if x >= _F0 else -big
     return x if x != x else (small if a <= _F1 else big)
@@ -180,9 +199,10 @@ HELPERS = {
     "log": ("_log_f32", ()),
     "log1p": ("_log1p_f32", ("log",)),
     "expm1": ("_expm1_f32", ("exp",)),
-    "tanh": ("_tanh_f32", ("exp",)),
-    "sigmoid": ("_sigmoid_f32", ("exp",)),
-    "erf": ("_erf_f32", ("exp",)),
+    "tanh": ("_tanh_f32", ("_expneg",)),
+    "sigmoid": ("_sigmoid_f32", ("_expneg",)),
+    "_expneg": ("_expneg_f32", ()),  # not an IR op: exp of a non-positive argument
+    "erf": ("_erf_f32", ("_expneg",)),
 }
 
 

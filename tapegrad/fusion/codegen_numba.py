@@ -3,9 +3,10 @@ runs it over chunks on every thread, ``devices.cpu.run_chunked``).
 
 A kernel ``kernel(n, a0, a1, ..., o0, o1, ...)`` reads input ``k`` at ``[i]`` (full
 size, contiguous) or once before the loop at ``[0]`` (size one, broadcast) and writes
-every output at ``[i]``. Constants are module globals of the kernel's dtype (Numba freezes them),
-so a float32 kernel never widens to float64. float32 kernels call the vectorisable
-approximations of ``approx.py`` (one shared helper module, inlined by LLVM); float64 kernels use libm through ``np.*``.
+every output at ``[i]``. Constants are module globals of the kernel's dtype (Numba
+freezes them), so a float32 kernel never widens to float64. float32 kernels call the
+vectorisable approximations of ``approx.py`` (one shared helper module, force-inlined
+by LLVM, so the loop vectorises); float64 kernels use libm through ``np.*``.
 """
 import numpy as np
 

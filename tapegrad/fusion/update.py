@@ -4,9 +4,10 @@ An optimizer step is a handful of elementwise statements over arrays of one shap
 (``m <- beta1 * m + (1 - beta1) * g``, then ``p <- ...`` reading the new ``m``).
 ``Update`` parses them with the fusion IR (``expr.parse``: the statements are
 chained, so a later one sees the values the earlier ones assigned, and shared
-subexpressions are computed once) and emits one Numba ``parallel`` loop that reads
+subexpressions are computed once) and emits one Numba loop that reads
 each array once at ``i``, computes every statement in registers, and writes the
-assigned arrays in place. Hyperparameters are runtime scalar arguments of the
+assigned arrays in place (a serial loop; a ``prange`` one for very large arrays,
+see ``config``). Hyperparameters are runtime scalar arguments of the
 kernel (cast to the arrays' dtype, as PyTorch casts a scalar for a float32
 tensor), so a new learning rate, a bias correction that changes every step or a
 scheduler compiles nothing; the source is compiled once per dtype and cached on
@@ -15,7 +16,7 @@ disk by ``tapegrad.devices.cpu.compile_source``.
 >>> import numpy as np
 >>> sgd = Update("sgd", [("p", "p - lr * g")], arrays=("p", "g"), scalars=("lr",))
 >>> p, g = np.ones(4, np.float32), np.full(4, 2.0, np.float32)
->>> sgd(p, g, lr=0.25) and p.tolist()   # doctest: +SKIP
+>>> sgd(p, g, 0.25) and p.tolist()   # doctest: +SKIP
 [0.5, 0.5, 0.5, 0.5]
 
 ``__call__`` returns False (and changes nothing) when it cannot run: Numba is
@@ -36,13 +37,22 @@ __all__ = ["Update", "config"]
 
 class config:
     """``use_numba``: run compiled kernels (False: callers use their NumPy path).
-    ``min_numel``: smaller arrays take the NumPy path (a parallel Numba launch costs
-    more than a few ufunc calls on a few thousand elements); tests set 0."""
+    ``min_numel``: None lets each ``Update`` use its own threshold (below it the
+    caller's NumPy path is faster: a parallel Numba launch costs ~5 us, a ufunc call
+    ~1 us); an int overrides it for all (tests set 0 to run every kernel).
+    ``parallel_min_numel``: arrays this large run a ``prange`` (multi-threaded) loop;
+    smaller ones, a serial loop (None: always serial). An update is memory-bound,
+    and Numba's OpenMP workers spin-wait after each parallel region: on a 2-core
+    machine they took the cores from the next BLAS calls and made a 784-512-512-10
+    MLP training step ~3x slower (BLAS at 1 thread, a loaded machine); a serial loop
+    costs ~60 us on 400k float32 elements in cache (parallel: ~36 us)."""
     use_numba = True
-    min_numel = 4096
+    min_numel = None
+    parallel_min_numel = 1 << 22
 
 
 _broken = []
+_NDARRAY = np.ndarray
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -53,13 +63,15 @@ class Update:
     target may be assigned more than once; a target that is one of ``arrays`` is
     written back, any other name is a temporary (kept in a register). ``arrays``:
     names of the array arguments (all of one shape and dtype); ``scalars``: names
-    of the scalar arguments. Call as ``upd(*arrays, **scalars)`` (or positionally).
+    of the scalar arguments. ``min_numel``: smaller arrays are left to the caller's
+    NumPy path (measured per optimizer). Call as ``upd(*arrays, *scalars)``.
     """
 
-    def __init__(self, name, statements, arrays, scalars=()):
+    def __init__(self, name, statements, arrays, scalars=(), min_numel=0):
         if isinstance(statements, dict):
             statements = list(statements.items())
         self.name, self.arrays, self.scalars = name, tuple(arrays), tuple(scalars)
+        self.min_numel = min_numel
         dup = set(self.arrays) & set(self.scalars)
         if dup or len(set(self.arrays)) != len(self.arrays):
             raise ValueError(f"Update {name}: names must be distinct, got arrays "
@@ -85,8 +97,9 @@ class Update:
         self._kernels = {}
 
     # ------------------------------------------------------------ source
-    def source(self, dtype):
-        """Python source of ``kernel(n, a0, a1, ..., s0, s1, ...)`` for ``dtype``."""
+    def source(self, dtype, parallel=False):
+        """Python source of ``kernel(n, a0, a1, ..., s0, s1, ...)`` for ``dtype``
+        (a ``prange`` loop when ``parallel``)."""
         dtype = np.dtype(dtype)
         tname = "np.float32" if dtype == np.float32 else "np.float64"
         used = {n for n in E.topo(self.out_nodes)}
@@ -117,55 +130,57 @@ class Update:
                  "prange = _jit_helpers().prange", "",
                  f"_one, _zero = {tname}(1.0), {tname}(0.0)"]
         lines += [f"{c} = {tname}({_lit(v)})" for v, c in consts.items()]
-        lines += ["", "", f"def kernel(n, {params}):", "    for i in prange(n):"]
+        loop = "prange" if parallel else "range"
+        lines += ["", "", f"def kernel(n, {params}):", f"    for i in {loop}(n):"]
         lines += ["        " + b for b in body]
         return "\n".join(lines) + "\n"
 
-    def kernel(self, dtype):
+    def kernel(self, dtype, parallel=False):
         """The compiled kernel for ``dtype`` (compiled or loaded from disk once)."""
-        dtype = np.dtype(dtype)
-        fn = self._kernels.get(dtype)
+        key = (np.dtype(dtype), bool(parallel))
+        fn = self._kernels.get(key)
         if fn is None:
             from ..devices import cpu
-            src = self.source(dtype)
-            key = ("update", hashlib.sha1(src.encode()).hexdigest())
-            fn = self._kernels[dtype] = cpu.compile_source(
-                key, src, "kernel", parallel=True, fastmath=cpu.FASTMATH,
-                error_model="numpy")
+            src = self.source(key[0], key[1])
+            fn = self._kernels[key] = cpu.compile_source(
+                ("update", hashlib.sha1(src.encode()).hexdigest()), src, "kernel",
+                parallel=key[1], fastmath=cpu.FASTMATH, error_model="numpy")
         return fn
 
     # ------------------------------------------------------------ running
-    def __call__(self, *arrays, **scalars):
-        """Run in place; True if it ran, False if the caller must use its own path."""
-        if not config.use_numba or _broken:
+    def __call__(self, *args):
+        """``upd(*arrays, *scalars)``: run in place; True if it ran, False (nothing
+        changed) if the caller must take its own path."""
+        first = args[0]
+        if type(first) is not _NDARRAY or not config.use_numba or _broken:
             return False
-        if scalars:
-            arrays = arrays + tuple(scalars[s] for s in self.scalars[len(arrays)
-                                                                    - len(self.arrays):])
+        n = first.size
+        if n < (self.min_numel if config.min_numel is None else config.min_numel) or n == 0:
+            return False
+        dt = first.dtype
+        par = config.parallel_min_numel is not None and n >= config.parallel_min_numel
+        fn = self._kernels.get((dt, par))
+        if fn is None and dt not in _FLOATS:
+            return False
         na = len(self.arrays)
-        arrs, svals = arrays[:na], arrays[na:]
-        if len(arrs) != na or len(svals) != len(self.scalars):
+        if len(args) != na + len(self.scalars):
             raise TypeError(f"Update {self.name}: expected arrays {self.arrays} and scalars "
-                            f"{self.scalars}, got {len(arrs)} arrays and {len(svals)} scalars")
-        first = arrs[0]
-        if type(first) is not np.ndarray or first.size < max(config.min_numel, 1):
-            return False
-        shape, dt = first.shape, first.dtype
-        if dt not in _FLOATS:
-            return False
-        flat = []
-        targets = self.targets
-        for k, a in enumerate(arrs):
-            if type(a) is not np.ndarray or a.shape != shape or a.dtype != dt:
+                            f"{self.scalars}, got {len(args)} arguments")
+        shape, flat, targets = first.shape, [n], self.targets
+        for k in range(na):
+            a = args[k]
+            if type(a) is not _NDARRAY or a.dtype != dt or a.shape != shape:
                 return False
             if not a.flags.c_contiguous:
                 if k in targets:
                     return False
                 a = np.ascontiguousarray(a)     # a read-only input: a contiguous copy
-            flat.append(a.reshape(-1))
+            flat.append(a if a.ndim == 1 else a.reshape(-1))
         cast = dt.type
+        for k in range(na, len(args)):
+            flat.append(cast(args[k]))
         try:
-            self.kernel(dt)(first.size, *flat, *[cast(s) for s in svals])
+            (fn or self.kernel(dt, par))(*flat)
         except Exception as e:  # numba missing or broken: the NumPy paths still work
             _broken.append(e)
             warnings.warn(f"tapegrad.fusion.update: running {self.name} with Numba failed "
@@ -174,12 +189,9 @@ class Update:
             return False
         return True
 
-    def reference(self, *arrays, **scalars):
+    def reference(self, *arrays):
         """The same statements evaluated with NumPy ufuncs (for tests), in place."""
         from .op import evaluate
-        if scalars:
-            arrays = arrays + tuple(scalars[s] for s in self.scalars[len(arrays)
-                                                                    - len(self.arrays):])
         na = len(self.arrays)
         arrs, svals = arrays[:na], arrays[na:]
         dt = np.result_type(*arrs)

@@ -1016,6 +1016,16 @@ def _linear_vjp(ctx, g):
     rows = 1
     for d in xs[:-1]:
         rows *= d
+    if type(g) is np.ndarray and type(w) is np.ndarray:
+        # plain NumPy arrays (nothing records): the same formulas without a bind per
+        # transpose and reduction, ~10-20 us each, on every step of every layer
+        g2 = g.reshape(rows, n_out)
+        gx = (g2 @ w).reshape(xs) if n[0] else None
+        gw = g2.T @ x.reshape(rows, n_in) if n[1] else None
+        gb = None
+        if len(n) > 2 and n[2]:
+            gb = g2.sum(0) if tuple(bs) == (n_out,) else g2.sum().reshape(bs)
+        return gx, gw, gb
     g2 = g if len(xs) == 2 else m.reshape(g, (rows, n_out))
     gx = gw = gb = None
     if n[0]:

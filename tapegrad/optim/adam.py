@@ -109,7 +109,8 @@ def _fused(weight_decay, decoupled, maximize, amsgrad, lerp_low):
     body.append(("p", f"p + neg_step * (m / (sqrt({'vmax' if amsgrad else 'v'}) / bc2 + eps))"))
     arrays = ("p", "g", "m", "v", "vmax") if amsgrad else ("p", "g", "m", "v")
     return Update("adamw" if decoupled else "adam", body, arrays,
-                  ("wd", "decay", "w1", "omw1", "beta2", "c2", "neg_step", "bc2", "eps"))
+                  ("wd", "decay", "w1", "omw1", "beta2", "c2", "neg_step", "bc2", "eps"),
+                  min_numel=0)   # faster than the ~12 ufunc calls of NumPy at any size
 
 
 class AdamW(Adam):

@@ -194,3 +194,27 @@ def test_elementwise_errors():
 def test_int_inputs_promote_to_float():
     out = FUSED(tg.tensor([1, 2]), tg.tensor([0, 1]), tg.tensor([0, 0]))
     assert out.dtype == tg.get_default_dtype()
+
+
+def test_large_inputs_run_in_chunks_on_threads(monkeypatch):
+    """Above ``2 * CHUNK_MIN`` elements kernels run chunk by chunk on a thread pool
+    (three threads here, whatever the machine): same values as the reference."""
+    from tapegrad.devices import cpu
+    monkeypatch.setattr(cpu, "_pool", [3])
+    r = np.random.default_rng(7)
+    n = 2 * cpu.CHUNK_MIN + 123
+    x = tg.tensor(r.uniform(-3, 3, n).astype(np.float32), requires_grad=True)
+    y = tg.tensor(np.array([0.75], np.float32), requires_grad=True)
+    tg.grad(tg.sum(chain(x, y)), [x, y])  # first calls compile, on this thread
+    out = chain(x, y)
+    gx, gy = tg.grad(tg.sum(out), [x, y])
+    assert len(cpu._pool) == 2  # the pool was used
+    fusion.config.use_numba = False
+    try:
+        ref = chain(x, y)
+        rx, ry = tg.grad(tg.sum(ref), [x, y])
+    finally:
+        fusion.config.use_numba = True
+    _close(out, ref, 3e-6)
+    _close(gx, rx, 3e-6)
+    np.testing.assert_allclose(gy.numpy(), ry.numpy(), rtol=1e-4)

@@ -4,8 +4,21 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
+from tapegrad.fusion import update as fused_update
 
 torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(params=["fused", "numpy"])
+def update_path(request, monkeypatch):
+    """Run a test on the fused (Numba) update kernels and on the NumPy path: the test
+    parameters are small, so both are forced through ``fusion.update.config``."""
+    if request.param == "fused":
+        pytest.importorskip("numba")
+        monkeypatch.setattr(fused_update.config, "min_numel", 0)
+    else:
+        monkeypatch.setattr(fused_update.config, "use_numba", False)
+    return request.param
 
 SHAPES = [(5, 3), (7,), (2, 3, 4)]
 
@@ -49,14 +62,14 @@ def _run_both(name, kw, steps=10, seed=0):
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=_ids)
-def test_matches_torch_after_10_steps(cfg):
+def test_matches_torch_after_10_steps(cfg, update_path):
     tg_params, th_params, _ = _run_both(*cfg)
     for p, q in zip(tg_params, th_params):
         assert p.dtype == tg.float32
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-6, atol=1e-6)
 
 
-def test_update_is_in_place_and_bumps_version():
+def test_update_is_in_place_and_bumps_version(update_path):
     p = tg.nn.Parameter(tg.ones(3))
     buf, v0 = p._data, p._version[0]
     opt = tg.optim.Adam([p], lr=0.1)
@@ -85,7 +98,7 @@ def test_param_groups_and_skip_none_grads():
         tg.optim.Adam([a], lr=-1)
 
 
-def test_state_dict_resume_matches_uninterrupted(tmp_path):
+def test_state_dict_resume_matches_uninterrupted(tmp_path, update_path):
     full, _, _ = _run_both("Adam", dict(lr=0.01, amsgrad=True), steps=10, seed=3)
     # 5 steps, save, new optimizer from the checkpoint, 5 more steps
     rng = np.random.default_rng(3)
@@ -107,6 +120,55 @@ def test_state_dict_resume_matches_uninterrupted(tmp_path):
         opt2.step()
     for p, q in zip(params, full):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def test_fused_matches_numpy_path_in_float64():
+    """The two paths of each optimizer agree to rounding on a large float64 parameter
+    (big enough to take the fused path at the default thresholds)."""
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(5)
+    init = rng.standard_normal(20000)
+    grads = [rng.standard_normal(20000) for _ in range(3)]
+    for name, kw in [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1)),
+                     ("AdamW", dict(lr=0.01, amsgrad=True, maximize=True))]:
+        out = []
+        for use in (True, False):
+            fused_update.config.use_numba = use
+            try:
+                p = tg.nn.Parameter(tg.tensor(init.copy()))
+                opt = getattr(tg.optim, name)([p], **kw)
+                for g in grads:
+                    p.grad = tg.tensor(g)
+                    opt.step()
+            finally:
+                fused_update.config.use_numba = True
+            out.append(p.detach().numpy())
+        np.testing.assert_allclose(out[0], out[1], rtol=1e-13, atol=1e-13)
+
+
+def test_update_kernel_reads_new_values_and_temporaries(monkeypatch):
+    """Statements run in order (a later one sees what an earlier one assigned),
+    temporaries are not written, scalars are runtime arguments (no recompile)."""
+    pytest.importorskip("numba")
+    upd = fused_update.Update("t", [("d", "g * 2"), ("m", "m + d"), ("p", "p - lr * m")],
+                              ("p", "g", "m"), ("lr",))
+    rng = np.random.default_rng(0)
+    p, g, m = (rng.standard_normal(50) for _ in range(3))
+    ref_p, ref_m = p.copy(), m.copy()
+    assert upd(p, g, m, 0.5)
+    assert upd(p, g, m, 0.25)                     # a new lr: the same compiled kernel
+    assert len(upd._kernels) == 1
+    monkeypatch.setattr(fused_update.config, "parallel_min_numel", 0)
+    assert upd(p, g, m, 0.125)                    # the prange variant
+    assert len(upd._kernels) == 2
+    for lr in (0.5, 0.25, 0.125):
+        ref_m += 2 * g
+        ref_p -= lr * ref_m
+    np.testing.assert_allclose(p, ref_p, rtol=1e-14)
+    np.testing.assert_allclose(m, ref_m, rtol=1e-14)
+    assert not upd(p.astype(np.float32), g, m, 0.5)   # mixed dtypes: caller's path
+    with pytest.raises(ValueError, match="neither an array nor a scalar"):
+        fused_update.Update("bad", [("p", "p - lr * q")], ("p",), ("lr",))
 
 
 def _lr_sequences(make_tg, make_torch, n=25):
