@@ -180,6 +180,18 @@ def _make_ctx(node, traced, needs, ctx=None):
     return ctx
 
 
+def _raw_inputs(node):
+    """The saved inputs as raw arrays, after checking their versions."""
+    vals = []
+    for i, (s, vr) in enumerate(zip(node.saved, node.versions)):
+        if vr is not None:
+            if vr[0][0] != vr[1]:
+                _make_ctx(node, False, ())  # raises the in-place modification error
+            s = s._data
+        vals.append(s)
+    return vals
+
+
 def _needed_nodes(roots, input_keys, tape_id):
     """Nodes from which a requested input is reachable (pruning for grad(inputs=))."""
     memo = {}
@@ -317,10 +329,24 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
                 or (type(e) is not tuple and id(e) in input_keys)) for e in edges)
         else:
             needs = node.needs
-        ctx = _make_ctx(node, traced, needs, None if traced else ctx0)
+        if traced or node.freed or node.out is not None:
+            ctx = _make_ctx(node, traced, needs, None if traced else ctx0)
+        else:  # the raw path, inlined: most nodes of a training step come here
+            ctx = ctx0
+            ctx.attrs = node.attrs
+            ctx.shapes = node.shapes
+            ctx.dtypes = node.dtypes
+            ctx.needs_input_grad = needs
+            ctx.node = node
+            ctx.out = None
+            ctx.inputs = None if node.saved is None else _raw_inputs(node)
         in_grads = op.vjp(ctx, gs[0] if op.nout == 1 else tuple(gs))
         if not retain_graph:
-            node.release()
+            node.freed = True
+            if node.saved is not None:
+                node.saved = None
+            if node.out is not None:
+                node.out = None
         if len(in_grads) != len(edges):
             raise RuntimeError(f"{op.name}: vjp returned {len(in_grads)} gradients "
                                f"for {len(edges)} inputs")

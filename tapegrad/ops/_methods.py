@@ -120,9 +120,13 @@ def _type_as(self, other):
 
 
 def _direct(op):
-    """``bind(op, self, *other)``: one Python frame for the hot operators."""
-    def method(self, *other):
-        return bind(op, self, *other)
+    """``bind(op, self[, other])``: one Python frame for the hot operators."""
+    if len(op.args) == 1:
+        def method(self):
+            return bind(op, self)
+    else:
+        def method(self, other):
+            return bind(op, self, other)
     method.__name__ = op.name
     return method
 
