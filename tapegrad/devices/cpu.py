@@ -172,9 +172,10 @@ def special(name):
 
 
 _helpers = {}
+_MAGIC_BITS = 0x4B400000  # bits of 1.5 * 2**23: t = x + that rounds x to an integer k
 # bump when an intrinsic below changes: generated kernels embed it in their source, so
 # Numba's disk cache (keyed by the source file) does not serve stale machine code
-HELPERS_VERSION = 3
+HELPERS_VERSION = 4
 
 
 def jit_helpers():
@@ -187,7 +188,10 @@ def jit_helpers():
     and integers (``f32_bits(x) -> int64``, ``f32_from_bits(int) -> float32`` and the
     float64 pair), which vectorise, unlike ``ldexp``/``frexp``; and float32 pieces
     built on 32-bit integer lanes, which AVX2 vectorises fully: ``f32_ldexp(y, kf)``
-    (``y * 2**kf``, ``kf`` integral), ``f32_exponent(x)`` (biased exponent field as a
+    (``y * 2**kf``, ``kf`` integral), ``f32_ldexp_magic(y, t)`` and
+    ``f32_pow2_magic(t, c)`` (``y * 2**k`` and ``2**(k + c - 127)`` for ``t = k + 1.5 *
+    2**23``, the rounding trick's float, whose low bits hold ``k``),
+    ``f32_select_sign(x, a, b)`` (``a`` where ``x``'s sign bit is set, else ``b``), ``f32_exponent(x)`` (biased exponent field as a
     float) and ``f32_mantissa(x)`` (significand in ``[0.5, 1)``).
     """
     ns = _helpers.get("ns")
@@ -251,6 +255,39 @@ def jit_helpers():
         s2 = b.bitcast(b.shl(b.add(k2, ir.Constant(i32, 127)), ir.Constant(i32, 23)), f32)
         return b.fmul(b.fmul(y, s1), s2)
 
+    def _ldexp_magic(b, y, t):
+        # y * 2**k where t = k + 1.5 * 2**23 (the float the rounding trick leaves: its
+        # low mantissa bits hold k), k in [-252, 254], in two exact steps
+        k = b.sub(b.bitcast(t, i32), ir.Constant(i32, _MAGIC_BITS))
+        k1 = b.ashr(k, ir.Constant(i32, 1))
+        k2 = b.sub(k, k1)
+        s1 = b.bitcast(b.shl(b.add(k1, ir.Constant(i32, 127)), ir.Constant(i32, 23)), f32)
+        s2 = b.bitcast(b.shl(b.add(k2, ir.Constant(i32, 127)), ir.Constant(i32, 23)), f32)
+        return b.fmul(b.fmul(y, s1), s2)
+
+    @intrinsic
+    def f32_pow2_magic(typingctx, t, c):
+        # 2**(k + c - 127) for t = k + 1.5 * 2**23, c an integer constant: the bits of t
+        # shifted into the exponent field ((bits(t) << 23) drops the magic's own bits)
+        if not isinstance(c, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            bits = builder.bitcast(args[0], i32)
+            cc = context.cast(builder, args[1], sig.args[1], types.int32)
+            return builder.bitcast(builder.shl(builder.add(bits, cc), ir.Constant(i32, 23)),
+                                   f32)
+        return types.float32(types.float32, c), codegen
+
+    @intrinsic
+    def f32_select_sign(typingctx, x, a, b):
+        # a where x's sign bit is set (x < 0, -0.0, negative NaNs), else b: a single
+        # blend on the sign bit (no compare)
+        def codegen(context, builder, sig, args):
+            neg = builder.icmp_signed("<", builder.bitcast(args[0], i32), ir.Constant(i32, 0))
+            return builder.select(neg, args[1], args[2])
+        return types.float32(types.float32, types.float32, types.float32), codegen
+
     def _exponent(b, x):  # the biased exponent field, as a float
         bits = b.bitcast(x, i32)
         e = b.and_(b.lshr(bits, ir.Constant(i32, 23)), ir.Constant(i32, 255))
@@ -263,7 +300,8 @@ def jit_helpers():
 
     ns = _types.SimpleNamespace(
         prange=nb.prange, helper=helper, version=HELPERS_VERSION,
-        f32_ldexp=_f32_op(2, _ldexp), f32_exponent=_f32_op(1, _exponent),
+        f32_ldexp=_f32_op(2, _ldexp), f32_ldexp_magic=_f32_op(2, _ldexp_magic),
+        f32_pow2_magic=f32_pow2_magic, f32_select_sign=f32_select_sign, f32_exponent=_f32_op(1, _exponent),
         f32_mantissa=_f32_op(1, _mantissa),
         f32_bits=_cast(types.float32, types.int64, i32, False),
         f32_from_bits=_cast(types.int64, types.float32, i32, True),

@@ -10,18 +10,28 @@ process with ``cache=True`` and fastmath ``{contract, nsz}`` only: the Cody-Wait
 range reductions must not be reassociated, and NaN/inf must propagate. LLVM inlines
 them into each kernel, keeping those per-instruction flags.
 
-Methods (constants from Cephes' single-precision library, S. L. Moshier):
-- exp: ``k = floor(x log2 e + 1/2)``, ``r = x - k ln2`` in two parts, degree-6
-  polynomial, scaled by ``2**k`` built from exponent bits in two halves (so denormal
-  results come out right).
+Methods (Cody-Waite and log/erf constants from Cephes' single-precision library,
+S. L. Moshier; the exp polynomial is a minimax fit):
+- exp: ``t = x log2 e + 1.5 * 2**23`` rounds to ``k`` in the low bits of ``t``
+  (``kf = t - 1.5 * 2**23``; no floor, no float->int conversion), ``r = x - k ln2`` in
+  two parts, ``exp(r) = 1 + r + r**2 q(r)`` with ``q`` of degree 4, scaled by ``2**k``
+  built from ``t``'s bits: in two halves for the full range, in one step times a
+  ``2**-64`` folded into the polynomial for ``exp`` of a non-positive argument (so
+  denormal results come out right). The clamps are selects ordered so that NaN passes
+  through them (x86 min/max return their second operand on NaN): no NaN select.
 - log: exponent and mantissa from the bits (denormals pre-scaled by ``2**23``),
   mantissa in ``[sqrt(1/2), sqrt(2))``, degree-9 polynomial.
 - log1p: ``u = 1 + x``; ``log(u) * x / (u - 1)`` (Goldberg's trick; exact ``u - 1``).
-- expm1: degree-10 Taylor polynomial for ``|x| < 0.69``, else ``exp(x) - 1``.
-- tanh: odd degree-9 polynomial for ``|x| < 0.625``, else ``(1 - e) / (1 + e)`` with
-  ``e = exp(-2|x|)`` (an exp of a non-positive argument needs no overflow clamp).
-- sigmoid: ``e = exp(-|x|)``; ``1 / (1 + e)`` for ``x >= 0``, ``e / (1 + e)`` below
-  (no overflow, and denormal results for ``x < -87`` stay accurate).
+- expm1: ``2**k (exp(r) - 1) + (2**k - 1)`` with ``exp(r) - 1 = r + r**2 q(r)``, as
+  ``2 (h u + (h - 1/2))``, ``h = 2**(k-1)`` (no overflow before the last step); no
+  branch, no cancellation.
+- tanh: ``e = expm1(-2x)`` the same way (clamped to ``|x| <= 10``, one-constant
+  reduction), ``tanh = -e / (e + 2)``: one division, no branch. (A rational
+  ``x P(x**2) / Q(x**2)``, Eigen's, is cheaper but its float32 evaluation errs by
+  4.7 ulp near ``|x| = 7``.)
+- sigmoid: ``e = exp(-|x|)``; ``n / (1 + e)`` with ``n = e`` for ``x < 0`` (one blend
+  on the sign bit), else 1: one division, no overflow, and denormal results for
+  ``x < -87`` stay accurate.
 - erf: odd polynomial for ``|x| <= 1``; else ``1 - exp(-x*x) / |x| * P(1/x^2)``
   (Cephes' erfcf split), saturating to +-1 at ``|x| >= 4``.
 
@@ -40,41 +50,56 @@ _F0 = np.float32(0.0)
 _F1 = np.float32(1.0)
 _F2 = np.float32(2.0)
 _FH = np.float32(0.5)
+_F_MAGIC = np.float32(12582912.0)  # 1.5 * 2**23: (v + _F_MAGIC) - _F_MAGIC rounds v
+_F_LN2 = np.float32(0.693147180559945309)
+
+
+_Q = (1.3814539415761828e-3, 8.36874544620514e-3, 4.166838899254799e-2,
+      1.666652113199234e-1, 4.999999403953552e-1)
+_Q4, _Q3, _Q2, _Q1, _Q0 = [np.float32(c) for c in _Q]
+# the same scaled by 2**-64 (exact), for _expneg_f32
+_S4, _S3, _S2, _S1, _S0 = [np.float32(c * 2.0 ** -64) for c in _Q]
+_F_2M64 = np.float32(2.0 ** -64)
+
+
+@_helper
+def _exp_poly(r):
+    # (exp(r) - 1 - r) / r**2 for |r| <= ln2 / 2 (minimax; exp's error < 0.07 ulp)
+    p = _Q4 * r + _Q3
+    p = p * r + _Q2
+    p = p * r + _Q1
+    return p * r + _Q0
 
 
 @_helper
 def _exp_f32(x):
-    xc = x if x > np.float32(-104.0) else np.float32(-104.0)
-    xc = xc if xc < np.float32(89.0) else np.float32(89.0)
-    kf = np.floor(xc * _F_LOG2E + _FH)
+    # the clamps are written so that NaN passes through them (x86 min/max operand order)
+    xc = np.float32(-104.0) if x < np.float32(-104.0) else x
+    xc = np.float32(89.0) if xc > np.float32(89.0) else xc
+    t = xc * _F_LOG2E + _F_MAGIC
+    kf = t - _F_MAGIC
     r = xc - kf * _F_C1
     r = r - kf * _F_C2
-    p = np.float32(1.9875691500e-4)
-    p = p * r + np.float32(1.3981999507e-3)
-    p = p * r + np.float32(8.3334519073e-3)
-    p = p * r + np.float32(4.1665795894e-2)
-    p = p * r + np.float32(1.6666665459e-1)
-    p = p * r + np.float32(5.0000001201e-1)
-    y = p * (r * r) + r + _F1
-    y = _f32_ldexp(y, kf)
-    return x if x != x else y
+    y = (_exp_poly(r) * r + _F1) * r + _F1
+    return _f32_ldexp_magic(y, t)
 
 
 @_helper
-def _expneg_f32(x):  # exp for x <= 0 (or NaN): _exp_f32 without the overflow clamp
-    xc = x if x > np.float32(-104.0) else np.float32(-104.0)
-    kf = np.floor(xc * _F_LOG2E + _FH)
+def _expneg_f32(x):  # exp for x <= 0 (or NaN): k in [-150, 0], one scaling step
+    xc = np.float32(-104.0) if x < np.float32(-104.0) else x
+    t = xc * _F_LOG2E + _F_MAGIC
+    kf = t - _F_MAGIC
     r = xc - kf * _F_C1
     r = r - kf * _F_C2
-    p = np.float32(1.9875691500e-4)
-    p = p * r + np.float32(1.3981999507e-3)
-    p = p * r + np.float32(8.3334519073e-3)
-    p = p * r + np.float32(4.1665795894e-2)
-    p = p * r + np.float32(1.6666665459e-1)
-    p = p * r + np.float32(5.0000001201e-1)
-    y = p * (r * r) + r + _F1
-    y = _f32_ldexp(y, kf)
-    return x if x != x else y
+    # y = exp(r) * 2**-64 (the polynomial's coefficients are scaled, exactly), then
+    # y * 2**(k + 64): 2**(k + 64) is a normal float, and the product rounds once
+    # into the denormals
+    p = _S4 * r + _S3
+    p = p * r + _S2
+    p = p * r + _S1
+    p = p * r + _S0
+    y = (p * r + _F_2M64) * r + _F_2M64
+    return y * _f32_pow2_magic(t, 191)
 
 
 @_helper
@@ -118,41 +143,43 @@ def _log1p_f32(x):
 
 @_helper
 def _expm1_f32(x):
-    p = np.float32(2.7557319e-7)
-    p = p * x + np.float32(2.7557319e-6)
-    p = p * x + np.float32(2.4801587e-5)
-    p = p * x + np.float32(1.9841270e-4)
-    p = p * x + np.float32(1.3888889e-3)
-    p = p * x + np.float32(8.3333333e-3)
-    p = p * x + np.float32(4.1666667e-2)
-    p = p * x + np.float32(1.6666667e-1)
-    p = p * x + _FH
-    small = p * (x * x) + x
-    big = _exp_f32(x) - _F1
-    return small if np.abs(x) < np.float32(0.69) else big
+    # 2**k * (exp(r) - 1) + (2**k - 1), computed as 2 * (h * u + (h - 1/2)) with
+    # h = 2**(k-1) (normal for k in [-43, 128]); no cancellation for k != 0
+    xc = np.float32(-30.0) if x < np.float32(-30.0) else x
+    xc = np.float32(89.0) if xc > np.float32(89.0) else xc
+    t = xc * _F_LOG2E + _F_MAGIC
+    kf = t - _F_MAGIC
+    r = xc - kf * _F_C1
+    r = r - kf * _F_C2
+    u = (_exp_poly(r) * r) * r + r  # exp(r) - 1 = r + r**2 q(r), exact in r
+    h = _f32_pow2_magic(t, 126)
+    return (h * u + (h - _FH)) * _F2
 
 
 @_helper
 def _tanh_f32(x):
-    a = np.abs(x)
-    z = x * x
-    p = np.float32(-5.70498872745e-3)
-    p = p * z + np.float32(2.06390887954e-2)
-    p = p * z - np.float32(5.37397155531e-2)
-    p = p * z + np.float32(1.33314422036e-1)
-    p = p * z - np.float32(3.33332819422e-1)
-    small = p * z * x + x
-    e = _expneg_f32(-(a + a))
-    big = (_F1 - e) / (_F1 + e)
-    big = big if x >= _F0 else -big
-    return small if a < np.float32(0.625) else big
+    # e = expm1(-2x) = 2**k * u + (2**k - 1), tanh(x) = -e / (e + 2); |x| <= 10 suffices
+    # (tanh rounds to +-1 from 9.02 on)
+    xc = np.float32(10.0) if x > np.float32(10.0) else x
+    xc = np.float32(-10.0) if xc < np.float32(-10.0) else xc
+    t = xc * np.float32(-2.88539008177792682) + _F_MAGIC
+    kf = t - _F_MAGIC
+    # one-constant reduction: its error (k * 2e-9 in r) is damped by tanh's slope
+    # (d tanh / d log(e + 1) ~ 2 * exp(-2|x|)) wherever k != 0
+    r = xc * np.float32(-2.0) - kf * _F_LN2
+    u = (_exp_poly(r) * r) * r + r  # exp(r) - 1 = r + r**2 q(r), exact in r
+    s = _f32_pow2_magic(t, 127)
+    e = s * u + (s - _F1)
+    return -e / (e + _F2)
 
 
 @_helper
 def _sigmoid_f32(x):
+    # e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) below (no overflow, and
+    # denormal results for x < -87 stay accurate)
     e = _expneg_f32(-np.abs(x))
-    s = _F1 / (_F1 + e)
-    return s if x >= _F0 else e * s
+    num = _f32_select_sign(x, e, _F1)  # e for x < 0 (or -0.0, where e = 1)
+    return num / (_F1 + e)
 
 
 @_helper
@@ -195,13 +222,15 @@ def _erf_f32(x):
 
 # op -> (helper function, helpers it calls)
 HELPERS = {
-    "exp": ("_exp_f32", ()),
+    "exp": ("_exp_f32", ("_exp_poly",)),
     "log": ("_log_f32", ()),
     "log1p": ("_log1p_f32", ("log",)),
-    "expm1": ("_expm1_f32", ("exp",)),
-    "tanh": ("_tanh_f32", ("_expneg",)),
+    "expm1": ("_expm1_f32", ("_exp_poly",)),
+    "tanh": ("_tanh_f32", ("_exp_poly",)),
     "sigmoid": ("_sigmoid_f32", ("_expneg",)),
-    "_expneg": ("_expneg_f32", ()),  # not an IR op: exp of a non-positive argument
+    # not IR ops: exp of a non-positive argument; the shared polynomial
+    "_expneg": ("_expneg_f32", ("_exp_poly",)),
+    "_exp_poly": ("_exp_poly", ()),
     "erf": ("_erf_f32", ("_expneg",)),
 }
 
@@ -209,7 +238,8 @@ HELPERS = {
 _PREAMBLE = """import numpy as np
 from tapegrad.devices.cpu import jit_helpers as _jit_helpers
 _h = _jit_helpers()
-_f32_ldexp = _h.f32_ldexp
+_f32_ldexp_magic, _f32_pow2_magic = _h.f32_ldexp_magic, _h.f32_pow2_magic
+_f32_select_sign = _h.f32_select_sign
 _f32_exponent, _f32_mantissa = _h.f32_exponent, _h.f32_mantissa
 
 

@@ -1,8 +1,9 @@
 """The float32 approximations against float64 NumPy/SciPy over the whole range.
 
 All seven run in one compiled kernel (one compile). Worst errors measured (ulp of
-the float32 result, on these inputs): exp 0.97, log 0.76, log1p 2.24, expm1 1.65,
-tanh 1.26, sigmoid 2.24, erf 2.24.
+the float32 result, on these inputs): exp 0.85, log 0.76, log1p 2.24, expm1 1.44,
+tanh 2.52, sigmoid 2.36, erf 2.46 (on a denser grid, every 61st float32 in
+[1e-8, 120] and its negation, the same maxima).
 """
 import math
 
