@@ -3,8 +3,9 @@ hand-written NumPy im2col version, in the same run?
 
 Batch 32 of 1x28x28 float32: conv 3x3 1->16, ReLU, maxpool 2, conv 3x3 16->32,
 ReLU, maxpool 2, linear 800->10, cross-entropy, plain SGD (lr 0.01) written
-inline. Two threads for everyone (BENCH_THREADS=n to change). Also prints the scratch bytes conv2d declares
-against the bytes its kernel really touches.
+inline. Two threads for everyone (BENCH_THREADS=n to change), each contender in its
+own process. Also prints the scratch bytes conv2d declares against the bytes its
+kernel really touches.
 
     python benchmarks/bench_cnn_step.py
 """
@@ -12,6 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 THREADS = os.environ.get("BENCH_THREADS", "2")  # the same for every contender
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ[_var] = THREADS
@@ -171,13 +173,26 @@ def workspace_report():
     return rows
 
 
-def main():
-    res = {"tapegrad": bench_tapegrad(), "pytorch": bench_torch(), "numpy im2col": bench_numpy()}
-    base = res["pytorch"][0]
-    print(f"CNN training step, batch {B} of 1x28x28 float32, {THREADS} threads (median ms)")
+_CONTENDERS = {"tapegrad": "bench_tapegrad", "pytorch": "bench_torch",
+               "numpy im2col": "bench_numpy"}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--one"]:  # a child process: one contender, one JSON line
+        from _isolate import report
+        ms, loss = globals()[_CONTENDERS[argv[1]]]()
+        report({"ms": ms, "loss": loss})
+        return
+    from _isolate import run_each
+    res = run_each(os.path.abspath(__file__), list(_CONTENDERS))
+    base = res["pytorch"]["ms"]
+    print(f"CNN training step, batch {B} of 1x28x28 float32, {THREADS} threads, each "
+          f"contender in its own process (median ms)")
     print(f"{'':14s} {'ms/step':>9s} {'vs torch':>9s} {'loss':>9s}")
-    for name, (ms, loss) in res.items():
-        print(f"{name:14s} {ms:9.3f} {ms / base:8.2f}x {loss:9.4f}")
+    for name, r in res.items():
+        if r is not None:
+            print(f"{name:14s} {r['ms']:9.3f} {r['ms'] / base:8.2f}x {r['loss']:9.4f}")
     print("\nconv2d scratch: declared vs written")
     for name, declared, touched in workspace_report():
         print(f"  {name:36s} declared {declared:9d} B, written {touched:9d} B")

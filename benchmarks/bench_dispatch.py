@@ -4,10 +4,14 @@ PyTorch CPU, HIPS autograd, JAX (eager) and hand-written NumPy in the same run.
 
     python benchmarks/bench_dispatch.py
 """
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 N_OPS = 100  # per repetition: 50 x (mul, add)
 
