@@ -562,13 +562,31 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 # positions in each (H, W) plane. Its adjoint scatters g to those positions
 # (max_pool2d_input_grad), whose adjoint gathers from them (max_pool2d_gather),
 # whose adjoint scatters again: every order is exact for the chosen maxima.
-def _pool_geom(shape, kernel_size, stride, padding, dilation):
+def _pool_out(L, k, s, p, d, ceil):
+    """PyTorch's pooled length; with ceil_mode the last window must start inside the
+    input or its left padding."""
+    span = L + 2 * p - d * (k - 1) - 1
+    if span < 0:
+        return 0
+    o = (span + (s - 1 if ceil else 0)) // s + 1
+    if ceil and (o - 1) * s >= L + p:
+        o -= 1
+    return o
+
+
+def _pool_geom(shape, kernel_size, stride, padding, dilation, ceil_mode=False):
+    """(Ho, Wo, Hp, Wp): output size and the padded extent the windows cover (with
+    ceil_mode the last windows may hang over the padding; they see nothing there)."""
     _, _, H, W = shape
-    pad = ((padding[0], padding[0]), (padding[1], padding[1]))
-    return _geom(shape, (1, 1) + tuple(kernel_size), stride, pad, dilation)
+    out, ext = [], []
+    for L, k, s_, p, d in zip((H, W), kernel_size, stride, padding, dilation):
+        o = _pool_out(L, k, s_, p, d, ceil_mode)
+        out.append(o)
+        ext.append(max(L + 2 * p, (o - 1) * s_ + d * (k - 1) + 1))
+    return out[0], out[1], ext[0], ext[1]
 
 
-def _check_pool(name, x, kernel_size, stride, padding, dilation=(1, 1)):
+def _check_pool(name, x, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False):
     xs = tuple(x.shape)
     if len(xs) != 4:
         raise op_error(name, f"expected a 4-D input (N, C, H, W), got shape {xs}", RuntimeError)
@@ -578,7 +596,7 @@ def _check_pool(name, x, kernel_size, stride, padding, dilation=(1, 1)):
     if any(2 * p > k for p, k in zip(padding, kernel_size)) or min(padding) < 0:
         raise op_error(name, f"padding {padding} must be non-negative and at most half of "
                              f"kernel_size {kernel_size}", RuntimeError)
-    Ho, Wo, _, _ = _pool_geom(xs, kernel_size, stride, padding, dilation)
+    Ho, Wo, _, _ = _pool_geom(xs, kernel_size, stride, padding, dilation, ceil_mode)
     if Ho < 1 or Wo < 1:
         raise op_error(name, f"input {xs} is too small for kernel_size {kernel_size} "
                              f"(padding {padding}, dilation {dilation})", RuntimeError)
@@ -620,13 +638,13 @@ def _max_pool2d_loop(x, out, idx, kh, kw, sh, sw, ph, pw, dh, dw):
                     idx[n, c, ho, wo] = arg
 
 
-def _max_pool2d_numpy(input, Ho, Wo, kernel_size, stride, padding, dilation):
+def _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation):
     N, C, H, W = input.shape
     xp = _xp(input)
     ph, pw = padding
     src = input
-    if ph or pw:
-        src = xp.full((N, C, H + 2 * ph, W + 2 * pw), -xp.inf, dtype=input.dtype)
+    if (Hp, Wp) != (H, W):
+        src = xp.full((N, C, Hp, Wp), -xp.inf, dtype=input.dtype)
         src[:, :, ph:ph + H, pw:pw + W] = input
     out = idx = None
     for i in range(kernel_size[0]):
@@ -646,13 +664,13 @@ def _max_pool2d_numpy(input, Ho, Wo, kernel_size, stride, padding, dilation):
     return out, idx
 
 
-def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation):
+def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation, ceil_mode=False):
     N, C, H, W = input.shape
-    Ho, Wo, _, _ = _pool_geom(input.shape, kernel_size, stride, padding, dilation)
+    Ho, Wo, Hp, Wp = _pool_geom(input.shape, kernel_size, stride, padding, dilation, ceil_mode)
     if Ho < 1 or Wo < 1:
-        _check_pool("max_pool2d", input, kernel_size, stride, padding, dilation)
+        _check_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
     if not isinstance(input, np.ndarray):
-        return _max_pool2d_numpy(input, Ho, Wo, kernel_size, stride, padding, dilation)
+        return _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation)
     out = np.empty((N, C, Ho, Wo), dtype=input.dtype)
     idx = np.empty((N, C, Ho, Wo), dtype=np.int64)
     _kernels()["max_pool"](input, out, idx, *kernel_size, *stride, *padding, *dilation)
@@ -662,7 +680,8 @@ def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation):
 def _scatter_rows(out, idx, g):
     for r in range(idx.shape[0]):
         for k in range(idx.shape[1]):
-            out[r, idx[r, k]] += g[r, k]
+            if idx[r, k] >= 0:  # -1: a window wholly in the padding picked nothing
+                out[r, idx[r, k]] += g[r, k]
 
 
 _KERNELS = {}
@@ -689,16 +708,18 @@ def _overlaps(attrs):
     return any(d_ * (k_ - 1) + 1 > s_ for k_, s_, d_ in zip(k, s, d))
 
 
-def _max_pool2d_infer(input, *, kernel_size, stride, padding, dilation):
-    Ho, Wo = _check_pool("max_pool2d", input, kernel_size, stride, padding, dilation)
+def _max_pool2d_infer(input, *, kernel_size, stride, padding, dilation, ceil_mode=False):
+    Ho, Wo = _check_pool("max_pool2d", input, kernel_size, stride, padding, dilation,
+                         ceil_mode)
     shape = (input.shape[0], input.shape[1], Ho, Wo)
     return TensorSpec(shape, input.dtype), TensorSpec(shape, np.dtype(np.int64))
 
 
-def _pattrs(k, s=None, p=0, d=1):
+def _pattrs(k, s=None, p=0, d=1, ceil=False):
     k = _pair("pool", k, "kernel_size")
     return dict(kernel_size=k, stride=k if s is None else _pair("pool", s, "stride"),
-                padding=_pair("pool", p, "padding"), dilation=_pair("pool", d, "dilation"))
+                padding=_pair("pool", p, "padding"), dilation=_pair("pool", d, "dilation"),
+                ceil_mode=ceil)
 
 
 def _distinct(shape, dtype, seed):
@@ -713,12 +734,14 @@ def _max_pool_samples(dtype=np.float64):
             Sample((_distinct((1, 2, 5, 5), dtype, 2),), _pattrs(3, 2, 1)),
             Sample((_distinct((1, 1, 5, 6), dtype, 3),), _pattrs((2, 3), 1)),
             Sample((_distinct((1, 1, 6, 5), dtype, 4),), _pattrs(2, (2, 1), 0, 2)),
-            Sample((_distinct((1, 2, 4, 4), dtype, 5).transpose(0, 1, 3, 2),), _pattrs(2))]
+            Sample((_distinct((1, 2, 4, 4), dtype, 5).transpose(0, 1, 3, 2),), _pattrs(2)),
+            Sample((_distinct((1, 2, 5, 6), dtype, 6),), _pattrs(2, 2, 0, 1, True)),
+            Sample((_distinct((1, 1, 7, 5), dtype, 7),), _pattrs(3, 2, 1, 1, True))]
 
 
-def _torch_max_pool(torch, x, *, kernel_size, stride, padding, dilation):
+def _torch_max_pool(torch, x, *, kernel_size, stride, padding, dilation, ceil_mode=False):
     return torch.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation,
-                                          return_indices=True)
+                                          ceil_mode=ceil_mode, return_indices=True)
 
 
 MAX_POOL2D = register(name="max_pool2d", kernel=_max_pool2d_kernel, args=("input",), nout=2,
@@ -782,7 +805,10 @@ def _max_pool2d_gather_kernel(x, indices):
     N, C = x.shape[:2]
     if tuple(indices.shape[:2]) != (N, C):
         raise RuntimeError("max_pool2d_gather: shape mismatch")
-    got = _xp(x).take_along_axis(x.reshape(N * C, -1), indices.reshape(N * C, -1), axis=1)
+    i2 = indices.reshape(N * C, -1)
+    got = _xp(x).take_along_axis(x.reshape(N * C, -1), _xp(x).maximum(i2, 0), axis=1)
+    if (i2 < 0).any():  # a window wholly in the padding: -inf forward, no gradient
+        got = _xp(x).where(i2 < 0, 0, got)
     return got.reshape(indices.shape)
 
 
@@ -817,24 +843,35 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                return_indices=False):
     """2-D max pooling over (N, C, H, W); ``stride`` defaults to ``kernel_size``.
     With ``return_indices`` also gives the flat (H*W) position of each maximum."""
-    if ceil_mode:
-        raise op_error("max_pool2d", "ceil_mode=True is not supported", NotImplementedError)
-    out, idx = bind(MAX_POOL2D, input, **_pool_args("max_pool2d", kernel_size, stride, padding,
-                                                    dilation))
+    squeeze = len(input.shape) == 3  # an unbatched (C, H, W) input, as PyTorch
+    if squeeze:
+        from .shape import unsqueeze
+        input = unsqueeze(input, 0)
+    out, idx = bind(MAX_POOL2D, input, ceil_mode=bool(ceil_mode),
+                    **_pool_args("max_pool2d", kernel_size, stride, padding, dilation))
+    if squeeze:
+        out, idx = out[0], idx[0]
     return (out, idx) if return_indices else out
 
 
 def _avg_divisor(xp, H, W, attrs):
-    """Per-output divisor: kernel area, or the count of non-padding elements."""
+    """Per-output divisor: the kernel area, else the count of elements each window
+    covers: with count_include_pad the padding counts but a ceil_mode overhang does
+    not (PyTorch's rule); without it only input elements count."""
     kh, kw = attrs["kernel_size"]
     if attrs["divisor_override"]:
         return float(attrs["divisor_override"])
-    if attrs["count_include_pad"] or attrs["padding"] == (0, 0):
-        return float(kh * kw)
     ph, pw = attrs["padding"]
-    ones = xp.zeros((1, 1, H + 2 * ph, W + 2 * pw))
-    ones[:, :, ph:ph + H, pw:pw + W] = 1
-    Ho, Wo, _, _ = _pool_geom((1, 1, H, W), (kh, kw), attrs["stride"], attrs["padding"], (1, 1))
+    ceil = attrs.get("ceil_mode", False)
+    Ho, Wo, Hp, Wp = _pool_geom((1, 1, H, W), (kh, kw), attrs["stride"], (ph, pw), (1, 1), ceil)
+    cip = attrs["count_include_pad"]
+    if (Hp, Wp) == (H + 2 * ph, W + 2 * pw) and (cip or (ph, pw) == (0, 0)):
+        return float(kh * kw)
+    ones = xp.zeros((1, 1, Hp, Wp))
+    if cip:
+        ones[:, :, :H + 2 * ph, :W + 2 * pw] = 1
+    else:
+        ones[:, :, ph:ph + H, pw:pw + W] = 1
     cnt = sum(ones[_offset_slice(i, j, Ho, Wo, attrs["stride"], (1, 1))]
               for i in range(kh) for j in range(kw))
     return cnt
@@ -845,11 +882,12 @@ def _avg_pool2d_kernel(input, **attrs):
     xp = _xp(input)
     kh, kw = attrs["kernel_size"]
     ph, pw = attrs["padding"]
-    Ho, Wo, Hp, Wp = _pool_geom(input.shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1))
+    Ho, Wo, Hp, Wp = _pool_geom(input.shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1),
+                                attrs.get("ceil_mode", False))
     if Ho < 1 or Wo < 1:
         raise RuntimeError("avg_pool2d: input too small")
     src = input
-    if ph or pw:
+    if (Hp, Wp) != (H, W):
         src = xp.zeros((N, C, Hp, Wp), dtype=input.dtype)
         src[:, :, ph:ph + H, pw:pw + W] = input
     out = None
@@ -866,12 +904,12 @@ def _avg_pool2d_kernel(input, **attrs):
 
 def _avg_pool2d_infer(input, **attrs):
     Ho, Wo = _check_pool("avg_pool2d", input, attrs["kernel_size"], attrs["stride"],
-                         attrs["padding"])
+                         attrs["padding"], (1, 1), attrs.get("ceil_mode", False))
     return TensorSpec((input.shape[0], input.shape[1], Ho, Wo), input.dtype)
 
 
-def _avg_attrs(k, s=None, p=0, cip=True, dov=None):
-    a = _pattrs(k, s, p)
+def _avg_attrs(k, s=None, p=0, cip=True, dov=None, ceil=False):
+    a = _pattrs(k, s, p, 1, ceil)
     del a["dilation"]
     return dict(a, count_include_pad=cip, divisor_override=dov)
 
@@ -881,7 +919,10 @@ def _avg_samples(dtype=np.float64):
             Sample((_rand((1, 2, 5, 5), dtype, seed=2),), _avg_attrs(3, 2, 1)),
             Sample((_rand((1, 2, 5, 5), dtype, seed=3),), _avg_attrs(3, 2, 1, False)),
             Sample((_rand((1, 1, 5, 6), dtype, seed=4),), _avg_attrs((2, 3), 1, 0, True, 5)),
-            Sample((_rand((1, 2, 4, 4), dtype, seed=5).transpose(0, 1, 3, 2),), _avg_attrs(2))]
+            Sample((_rand((1, 2, 4, 4), dtype, seed=5).transpose(0, 1, 3, 2),), _avg_attrs(2)),
+            Sample((_rand((1, 2, 5, 6), dtype, seed=6),), _avg_attrs(2, 2, 0, True, None, True)),
+            Sample((_rand((1, 1, 7, 5), dtype, seed=7),), _avg_attrs(3, 2, 1, True, None, True)),
+            Sample((_rand((1, 1, 7, 5), dtype, seed=8),), _avg_attrs(3, 2, 1, False, None, True))]
 
 
 AVG_POOL2D = register(
@@ -897,7 +938,8 @@ def _avg_pool2d_input_grad_kernel(g, *, input_shape, **attrs):
     xp = _xp(g)
     kh, kw = attrs["kernel_size"]
     ph, pw = attrs["padding"]
-    Ho, Wo, Hp, Wp = _pool_geom(input_shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1))
+    Ho, Wo, Hp, Wp = _pool_geom(input_shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1),
+                                attrs.get("ceil_mode", False))
     if tuple(g.shape) != (N, C, Ho, Wo):
         raise RuntimeError("avg_pool2d_input_grad: g shape")
     gd = g / xp.asarray(_avg_divisor(xp, H, W, attrs), dtype=g.dtype)
@@ -905,12 +947,13 @@ def _avg_pool2d_input_grad_kernel(g, *, input_shape, **attrs):
     for i in range(kh):
         for j in range(kw):
             dst[_offset_slice(i, j, Ho, Wo, attrs["stride"], (1, 1))] += gd
-    return dst[:, :, ph:ph + H, pw:pw + W] if ph or pw else dst
+    return dst[:, :, ph:ph + H, pw:pw + W] if (Hp, Wp) != (H, W) else dst
 
 
 def _avg_pool2d_input_grad_infer(g, *, input_shape, **attrs):
     Ho, Wo = _check_pool("avg_pool2d_input_grad", TensorSpec(input_shape, g.dtype),
-                         attrs["kernel_size"], attrs["stride"], attrs["padding"])
+                         attrs["kernel_size"], attrs["stride"], attrs["padding"], (1, 1),
+                         attrs.get("ceil_mode", False))
     if tuple(g.shape) != (input_shape[0], input_shape[1], Ho, Wo):
         raise op_error("avg_pool2d_input_grad", f"g has shape {tuple(g.shape)}, expected "
                        f"{(input_shape[0], input_shape[1], Ho, Wo)}", RuntimeError)
@@ -947,12 +990,15 @@ AVG_POOL2D_INPUT_GRAD = register(
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-D average pooling over (N, C, H, W); ``stride`` defaults to ``kernel_size``."""
-    if ceil_mode:
-        raise op_error("avg_pool2d", "ceil_mode=True is not supported", NotImplementedError)
     a = _pool_args("avg_pool2d", kernel_size, stride, padding)
     del a["dilation"]
-    return bind(AVG_POOL2D, input, count_include_pad=bool(count_include_pad),
-                divisor_override=divisor_override, **a)
+    squeeze = len(input.shape) == 3  # an unbatched (C, H, W) input, as PyTorch
+    if squeeze:
+        from .shape import unsqueeze
+        input = unsqueeze(input, 0)
+    out = bind(AVG_POOL2D, input, count_include_pad=bool(count_include_pad),
+               divisor_override=divisor_override, ceil_mode=bool(ceil_mode), **a)
+    return out[0] if squeeze else out
 
 
 def _adaptive_matrix(xp, n_in, n_out, dtype):
@@ -1002,7 +1048,8 @@ def _linear_kernel(input, weight, bias=None):
     if input.ndim == 2:
         out = input @ weight.T
     else:
-        out = (input.reshape(-1, n_in) @ weight.T).reshape(input.shape[:-1] + weight.shape[:1])
+        rows = int(np.prod(input.shape[:-1]))  # not -1: NumPy can't infer it when n_in == 0
+        out = (input.reshape(rows, n_in) @ weight.T).reshape(input.shape[:-1] + weight.shape[:1])
     if bias is not None:
         out += bias
     return out
@@ -1403,7 +1450,7 @@ EMBEDDING = register(name="embedding", kernel=_embedding_kernel, args=("input", 
 def _embedding_backward_kernel(g, input, *, num_weights, padding_idx):
     D = g.shape[-1]
     out = _xp(g).zeros((num_weights, D), dtype=g.dtype)
-    _xp(g).add.at(out, input.reshape(-1), g.reshape(-1, D))
+    _xp(g).add.at(out, input.reshape(-1), g.reshape(input.size, D))
     if padding_idx is not None:
         out[padding_idx] = 0
     return out
