@@ -188,20 +188,34 @@ def _prod_kernel(x, dim=None, keepdim=False):
 
 
 def _prod_vjp(ctx, g):
-    # out / x is wrong where x == 0; the product of the others is taken instead
     x = ctx.inputs[0]
     m = ctx.m
     shape = ctx.shapes[0]
     dims = normalize_dims("prod", ctx.attrs.get("dim"), len(shape))
-    keep = ctx.attrs.get("keepdim", False)
-    gb = _expand_back(m, g, shape, dims, keep)
-    zero = x == 0
-    safe = m.where(zero, 1.0, x)
-    p_safe = m.prod(safe, dim=dims, keepdim=True)
-    nz = m.sum(m.where(zero, 1.0, 0.0), dim=dims, keepdim=True)
-    # one zero: only that position gets the product of the others; more: all zero
-    others = m.where(zero, m.where(nz == 1, p_safe, 0.0), m.where(nz > 0, 0.0, p_safe / safe))
-    return (gb * others,)
+    gb = _expand_back(m, g, shape, dims, ctx.attrs.get("keepdim", False))
+    if not dims:
+        return (gb,)
+    if not bool((getattr(x, "_data", x) == 0).any()):
+        return (gb * m.prod(x, dim=dims, keepdim=True) / x,)
+    # with zeros, out / x is wrong: the product of all the others is taken instead,
+    # built from exclusive cumulative products so that it differentiates again
+    return (gb * _prod_of_others(m, x, shape, dims),)
+
+
+def _prod_of_others(m, x, shape, dims):
+    """``prod_{k != i} x_k`` over the reduced dims, for every position i."""
+    rest = [d for d in range(len(shape)) if d not in dims]
+    perm = rest + list(dims)
+    k = 1
+    for d in dims:
+        k *= shape[d]
+    flat = m.reshape(m.permute(x, tuple(perm)), tuple(shape[d] for d in rest) + (k,))
+    one = m.ones_like(flat[..., :1])
+    left = m.cumprod(m.cat([one, flat[..., :-1]], dim=-1), dim=-1)
+    right = m.flip(m.cumprod(m.flip(m.cat([flat[..., 1:], one], dim=-1), dims=(-1,)), dim=-1),
+                   dims=(-1,))
+    others = m.reshape(left * right, tuple(shape[d] for d in perm))
+    return m.permute(others, tuple(int(i) for i in np.argsort(perm)))
 
 
 PROD = register(name="prod", kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
