@@ -1,6 +1,8 @@
 """How many microseconds does one recorded op cost, forward + backward, on tiny
 tensors? A chain of 100 elementwise ops on (8,) float32, then backward, against
-PyTorch CPU, HIPS autograd, JAX (eager) and hand-written NumPy in the same run.
+PyTorch CPU, HIPS autograd, JAX (eager) and hand-written NumPy in the same run, each
+in its own process (PyTorch's idle worker threads would otherwise share the cores
+with whoever runs after it).
 
     python benchmarks/bench_dispatch.py
 """
@@ -12,6 +14,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 N_OPS = 100  # per repetition: 50 x (mul, add)
 
@@ -112,22 +115,26 @@ def bench_numpy():
     return _median_us(step)
 
 
-def main():
-    rows = []
-    for name, fn in [("tapegrad", bench_tapegrad), ("pytorch", bench_torch),
-                     ("hips-autograd", bench_autograd), ("jax (eager grad)", bench_jax_eager),
-                     ("numpy by hand", bench_numpy)]:
-        try:
-            rows.append((name, fn()))
-        except ImportError as e:
-            rows.append((name, None))
-            print(f"# {name} skipped: {e}")
-    ref = dict(rows)["pytorch"]
+_CONTENDERS = {"tapegrad": bench_tapegrad, "pytorch": bench_torch,
+               "hips-autograd": bench_autograd, "jax (eager grad)": bench_jax_eager,
+               "numpy by hand": bench_numpy}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--one"]:  # a child process: one contender, one JSON line
+        from _isolate import report
+        report({"us": _CONTENDERS[argv[1]]()})
+        return
+    from _isolate import run_each
+    res = run_each(os.path.abspath(__file__), list(_CONTENDERS), repeats=5, key="us")
+    ref = res["pytorch"]["us"]
+    print(f"chain of {N_OPS} ops on (8,) float32, forward + backward: median per process, "
+          f"best of 5 fresh processes per library")
     print(f"{'library':<20}{'us/op (fwd+bwd)':>18}{'vs pytorch':>12}")
-    for name, us in rows:
-        if us is None:
-            continue
-        print(f"{name:<20}{us:>18.2f}{us / ref:>11.2f}x")
+    for name, r in res.items():
+        if r is not None:
+            print(f"{name:<20}{r['us']:>18.2f}{r['us'] / ref:>11.2f}x")
 
 
 if __name__ == "__main__":
