@@ -69,9 +69,13 @@ def threads():
     if not _pool:
         import os
         try:
-            _pool.append(max(1, len(os.sched_getaffinity(0))))
+            n = max(1, len(os.sched_getaffinity(0)))
         except AttributeError:
-            _pool.append(os.cpu_count() or 1)
+            n = os.cpu_count() or 1
+        env = os.environ.get("NUMBA_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+        if env and env.isdigit() and int(env) > 0:
+            n = min(n, int(env))  # the same thread budget as Numba and BLAS were given
+        _pool.append(n)
     return _pool[0]
 
 
@@ -79,22 +83,23 @@ _pool = []  # [thread count, executor]
 CHUNK_MIN = 1 << 17
 
 
-def run_chunked(fn, n, *args):
+def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN):
     """Call a serial, ``nogil`` kernel ``fn(n, *args)`` over ``[0, n)`` in chunks on
-    all CPU threads: each 1-D argument of length ``n`` is sliced per chunk, others
-    are passed whole.
+    all CPU threads: each array argument whose first dim is ``n`` is sliced per
+    chunk along it, others are passed whole. Chunks hold at least ``min_chunk``
+    rows.
 
     Chunks are claimed dynamically and the caller works too, waiting only for chunks
     already started: a worker the OS has not scheduled yet (a busy machine) delays
     nothing, where a static split (Numba's ``prange``) waits for it.
     """
     nt = threads()
-    if nt == 1 or n < 2 * CHUNK_MIN:
+    if nt == 1 or n < 2 * min_chunk:
         return fn(n, *args)
     import itertools, threading
-    size = max(CHUNK_MIN, -(-n // (4 * nt)))
+    size = max(min_chunk, -(-n // (4 * nt)))
     chunks = -(-n // size)
-    cut = [isinstance(a, np.ndarray) and a.ndim == 1 and a.shape[0] == n for a in args]
+    cut = [isinstance(a, np.ndarray) and a.ndim >= 1 and a.shape[0] == n for a in args]
     claim = itertools.count()
     lock = threading.Lock()
     done = threading.Event()

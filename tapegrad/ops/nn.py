@@ -345,7 +345,9 @@ def _col2im_add(cols, dst, Ho, Wo, stride, dilation):
     kh, kw = cols.shape[2:4]
     (sh, sw), (dh, dw) = stride, dilation
     if isinstance(dst, np.ndarray):  # NumPy's strided adds cost ~10 ns/element here
-        _kernels()["col2im"](cols, dst, sh, sw, dh, dw)
+        k = _kernels()["col2im"]
+        _cpu_chunks(lambda n, c, d: k(c, d, sh, sw, dh, dw), cols.shape[0], cols, dst,
+                    per_row=cols[0].size)
         return
     for i in range(kh):
         for j in range(kw):
@@ -613,29 +615,36 @@ def _offset_slice(i, j, Ho, Wo, stride, dilation):
 
 
 def _max_pool2d_loop(x, out, idx, kh, kw, sh, sw, ph, pw, dh, dw):
-    """One pass per output: the first maximum (NaN wins) and its flat H*W index."""
+    """One pass per output: the first maximum (NaN wins) and its flat H*W index.
+    Planes and rows are taken once, so the inner loop indexes a 1-D row."""
     N, C, H, W = x.shape
     Ho, Wo = out.shape[2], out.shape[3]
     for n in range(N):
         for c in range(C):
+            plane = x[n, c]
+            o = out[n, c]
+            ix = idx[n, c]
             for ho in range(Ho):
+                h0 = ho * sh - ph
                 for wo in range(Wo):
+                    w0 = wo * sw - pw
                     best = -np.inf
                     arg = -1
                     for i in range(kh):
-                        h = ho * sh - ph + i * dh
+                        h = h0 + i * dh
                         if h < 0 or h >= H:
                             continue
+                        row = plane[h]
                         for j in range(kw):
-                            w = wo * sw - pw + j * dw
+                            w = w0 + j * dw
                             if w < 0 or w >= W:
                                 continue
-                            v = x[n, c, h, w]
+                            v = row[w]
                             if arg < 0 or v > best or (v != v and best == best):
                                 best = v
                                 arg = h * W + w
-                    out[n, c, ho, wo] = best
-                    idx[n, c, ho, wo] = arg
+                    o[ho, wo] = best
+                    ix[ho, wo] = arg
 
 
 def _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation):
@@ -673,7 +682,9 @@ def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation, ceil_mo
         return _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation)
     out = np.empty((N, C, Ho, Wo), dtype=input.dtype)
     idx = np.empty((N, C, Ho, Wo), dtype=np.int64)
-    _kernels()["max_pool"](input, out, idx, *kernel_size, *stride, *padding, *dilation)
+    k, params = _kernels()["max_pool"], (*kernel_size, *stride, *padding, *dilation)
+    _cpu_chunks(lambda n, x_, o_, i_: k(x_, o_, i_, *params), N, input, out, idx,
+                per_row=input[0].size)
     return out, idx
 
 
@@ -685,6 +696,13 @@ def _scatter_rows(out, idx, g):
 
 
 _KERNELS = {}
+
+
+def _cpu_chunks(fn, rows, *arrays, per_row):
+    """Run a nogil Numba loop over row blocks on the CPU threads (arrays split along
+    their first dim), with blocks of at least ~64k elements."""
+    from ..devices import cpu
+    cpu.run_chunked(fn, rows, *arrays, min_chunk=max(1, (1 << 16) // max(per_row, 1)))
 
 
 def _kernels():
@@ -759,7 +777,9 @@ def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap):
     out = xp.zeros((N * C, H * W), dtype=g.dtype)
     g2, i2 = g.reshape(N * C, -1), indices.reshape(N * C, -1)
     if xp is np:
-        _kernels()["scatter_rows"](out, i2, g2)
+        k = _kernels()["scatter_rows"]
+        _cpu_chunks(lambda n, o_, i_, g_: k(o_, i_, g_), N * C, out, i2, g2,
+                    per_row=i2.shape[1])
     elif overlap:  # windows share elements: repeated positions must accumulate
         rows = (xp.arange(N * C) * (H * W))[:, None]
         xp.add.at(out.reshape(-1), (i2 + rows).reshape(-1), g2.reshape(-1))
