@@ -130,9 +130,5 @@ def _timed_vjp(vjp, st):
         finally:
             st.backward_seconds += clock() - t0
             st.backward_count += 1
-    # keep the registry's markers (e.g. a vjp that already sums to input shapes)
-    for attr in ("_sums_to",):
-        if hasattr(vjp, attr):
-            setattr(timed, attr, getattr(vjp, attr))
     timed.__wrapped__ = vjp
     return timed

@@ -89,9 +89,13 @@ class Node:
         return tuple(out)
 
     def release(self):
-        self.saved = None
-        self.out = None
+        """Free the saved values (backward without retain_graph); a later backward
+        through this node raises."""
         self.freed = True
+        if self.saved is not None:
+            self.saved = None
+        if self.out is not None:
+            self.out = None
 
     def register_hook(self, idx, fn):
         if self.hooks is None:
@@ -342,11 +346,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             ctx.inputs = None if node.saved is None else _raw_inputs(node)
         in_grads = op.vjp(ctx, gs[0] if op.nout == 1 else tuple(gs))
         if not retain_graph:
-            node.freed = True
-            if node.saved is not None:
-                node.saved = None
-            if node.out is not None:
-                node.out = None
+            node.release()
         if len(in_grads) != len(edges):
             raise RuntimeError(f"{op.name}: vjp returned {len(in_grads)} gradients "
                                f"for {len(edges)} inputs")

@@ -866,7 +866,7 @@ def ge(input, other):
     return bind(GE, input, other)
 
 
-less, less_equal, greater, greater_equal, equal_elementwise, not_equal = lt, le, gt, ge, eq, ne
+less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
 
 
 def where(condition, input=None, other=None):

@@ -15,23 +15,6 @@ def register(op=None, **fields):
     return op
 
 
-def _sum_to_wrapped(vjp):
-    """A vjp that sums each gradient back to its input's shape (for callers of a
-    broadcasting op's vjp outside the walker; the walker does this itself)."""
-    def wrapped(ctx, g):
-        grads = vjp(ctx, g)
-        shapes = ctx.shapes
-        out = []
-        for gi, shape in zip(grads, shapes):
-            if gi is not None and shape is not None and gi.shape != shape:
-                gi = ctx.m.sum_to(gi, shape)
-            out.append(gi)
-        return out
-    wrapped._sums_to = True
-    wrapped.__wrapped__ = vjp
-    return wrapped
-
-
 def get(name):
     """The OpDef called ``name``; KeyError listing near names if absent."""
     try:
