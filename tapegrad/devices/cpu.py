@@ -83,11 +83,13 @@ _pool = []  # [thread count, executor]
 CHUNK_MIN = 1 << 17
 
 
-def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN):
+def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN, collect=False):
     """Call a serial, ``nogil`` kernel ``fn(n, *args)`` over ``[0, n)`` in chunks on
     all CPU threads: each array argument whose first dim is ``n`` is sliced per
     chunk along it, others are passed whole. Chunks hold at least ``min_chunk``
-    rows.
+    rows. With ``collect`` it returns the chunks' return values in chunk order (a
+    reduction kernel's partial results: the split depends only on ``n`` and the
+    thread count, so the combined result does not depend on scheduling).
 
     Chunks are claimed dynamically and the caller works too, waiting only for chunks
     already started: a worker the OS has not scheduled yet (a busy machine) delays
@@ -95,7 +97,8 @@ def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN):
     """
     nt = threads()
     if nt == 1 or n < 2 * min_chunk:
-        return fn(n, *args)
+        r = fn(n, *args)
+        return [r] if collect else r
     import itertools, threading
     size = max(min_chunk, -(-n // (4 * nt)))
     chunks = -(-n // size)
@@ -104,6 +107,7 @@ def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN):
     lock = threading.Lock()
     done = threading.Event()
     state = [0, None]  # chunks finished, first error
+    results = [None] * chunks
 
     def work():
         while True:
@@ -113,7 +117,7 @@ def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN):
             lo = c * size
             hi = min(n, lo + size)
             try:
-                fn(hi - lo, *[a[lo:hi] if k else a for a, k in zip(args, cut)])
+                results[c] = fn(hi - lo, *[a[lo:hi] if k else a for a, k in zip(args, cut)])
             except BaseException as e:  # re-raised by the caller
                 state[1] = state[1] or e
             with lock:
@@ -129,6 +133,7 @@ def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN):
     done.wait()
     if state[1] is not None:
         raise state[1]
+    return results if collect else None
 
 
 @functools.lru_cache(maxsize=None)

@@ -20,11 +20,20 @@ _NP = {"exp": "np.exp", "log": "np.log", "log1p": "np.log1p", "expm1": "np.expm1
        "abs": "np.abs", "erf": "_math.erf"}
 
 
-def kernel_source(inputs, outputs, dtype, pattern, approximate=True):
+_BLOCK = 1024  # elements per float32 partial sum of a reduction kernel
+
+
+def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=False):
     """Source of ``kernel`` for IR ``outputs`` over input nodes ``inputs``.
 
     ``pattern[k]`` is ``"f"`` (full, read at i) or ``"s"`` (size one, read at 0).
+    With ``reduce`` the kernel writes nothing and returns the sum of its one output
+    over ``[0, n)``: ``kernel(n, a0, a1, ...) -> float``, summed in the kernel's dtype
+    over blocks of ``_BLOCK`` elements (reassociated into vector lanes, so it vectorises)
+    and the blocks in float64.
     """
+    if reduce and len(outputs) != 1:
+        raise ValueError("a reduction kernel has exactly one output")
     dtype = np.dtype(dtype)
     f32 = dtype == np.float32
     tname = "np.float32" if f32 else "np.float64"
@@ -52,8 +61,8 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True):
         body.append(f"{t} = {_expr(n, args, use_approx, tname)}")
         names[n] = t
     for j, o in enumerate(outputs):
-        body.append(f"o{j}[i] = {names[o]}" if not o.is_bool else
-                    f"o{j}[i] = _one if {names[o]} else _zero")
+        val = names[o] if not o.is_bool else f"(_one if {names[o]} else _zero)"
+        body.append(f"s += {val}" if reduce else f"o{j}[i] = {val}")
     lines = ["import math as _math", "import numpy as np"]
     need = approx.needed(sorted(used_ops)) if use_approx else []
     if need:
@@ -63,10 +72,18 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True):
     for v, name in consts.items():
         lines.append(f"{name} = {tname}({_lit(v)})")
     params = ", ".join([f"a{k}" for k in range(len(inputs))] +
-                       [f"o{j}" for j in range(len(outputs))])
+                       ([] if reduce else [f"o{j}" for j in range(len(outputs))]))
     lines += ["", "", f"def kernel(n, {params}):"] + ["    " + h for h in hoisted]
-    lines += ["    for i in range(n):"]
-    lines += ["        " + b for b in body]
+    if reduce:
+        # float32 partial sums over blocks (the loop vectorises: a float64
+        # accumulator fed by conversions does not), blocks summed in float64
+        lines += ["    acc = 0.0", f"    for j in range(0, n, {_BLOCK}):", "        s = _zero",
+                  f"        for i in range(j, min(j + {_BLOCK}, n)):"]
+        lines += ["            " + b for b in body]
+        lines += ["        acc += s", "    return acc"]
+    else:
+        lines += ["    for i in range(n):"]
+        lines += ["        " + b for b in body]
     return "\n".join(lines) + "\n"
 
 

@@ -123,29 +123,21 @@ class ExprOp:
         return [_materialise(xp, r, shape, dtype, any(r is v for v in vals.values()))
                 for r in res]
 
-    def _run_numba(self, arrays, attrs, dtype, shape, n):
+    def _run_numba(self, arrays, attrs, dtype, shape, n, reduce=False):
+        """Run the compiled kernel; ``reduce``: return the float64 sum of the one
+        output instead of writing it. None when Numba is unusable."""
         cdt = np.dtype(np.float32) if dtype == np.float16 else dtype
-        flat, pattern = [], []
-        for a in arrays:
-            a = np.asarray(a, dtype=cdt) if not isinstance(a, np.ndarray) or a.dtype != cdt \
-                else a
-            if a.size == 1 or not any(a.strides):  # one value, maybe a broadcast view
-                flat.append(np.ascontiguousarray(a[(0,) * a.ndim]).reshape(1))
-                pattern.append("s")
-            else:
-                if a.shape != shape:
-                    a = np.broadcast_to(a, shape)
-                flat.append(np.ascontiguousarray(a).reshape(-1))
-                pattern.append("f")
-        outs = [np.empty(shape, cdt) for _ in range(self.nout)]
+        flat, pattern = _flatten(arrays, cdt, shape)
+        outs = [] if reduce else [np.empty(shape, cdt) for _ in range(self.nout)]
         try:
-            fn = self._compiled(attrs, cdt, "".join(pattern))
+            fn = self._compiled(attrs, cdt, pattern, reduce)
             first = not fn.signatures
             t0 = time.perf_counter()
             if first:  # compiles (or loads from the disk cache) on this thread
-                fn(n, *flat, *[o.reshape(-1) for o in outs])
+                parts = [fn(n, *flat, *[o.reshape(-1) for o in outs])]
             else:
-                _cpu.run_chunked(fn, n, *flat, *[o.reshape(-1) for o in outs])
+                parts = _cpu.run_chunked(fn, n, *flat, *[o.reshape(-1) for o in outs],
+                                         collect=True)
         except Exception as e:  # numba missing or broken: the reference still works
             _numba_broken.append(e)
             stats["numba_failures"] += 1
@@ -161,16 +153,19 @@ class ExprOp:
                 stats["compiles"] += 1
                 stats["compile_seconds"] += dt
                 stats["last_compile_seconds"] = dt
+        if reduce:
+            return math.fsum(parts)
         if cdt != dtype:
             outs = [o.astype(dtype) for o in outs]
         return outs
 
-    def _compiled(self, attrs, dtype, pattern):
-        key = (tuple(sorted(attrs.items())), dtype.str, pattern, config.approximate)
+    def _compiled(self, attrs, dtype, pattern, reduce=False):
+        key = (tuple(sorted(attrs.items())), dtype.str, pattern, config.approximate, reduce)
         fn = self._kernels.get(key)
         if fn is None:
             ins, outs = self.graph(attrs)
-            src = codegen_numba.kernel_source(ins, outs, dtype, pattern, config.approximate)
+            src = codegen_numba.kernel_source(ins, outs, dtype, pattern, config.approximate,
+                                              reduce=reduce)
             # a serial nogil kernel: run_chunked spreads it over the threads (a
             # busy machine does not stall it, unlike prange) and it compiles ~3x
             # faster than parallel=True
@@ -240,7 +235,108 @@ class ExprOp:
         return gop
 
 
+class ReduceExprOp:
+    """``sum`` or ``mean`` over every element of an ExprOp's one output, as one op.
+
+    The forward is one pass that reads the inputs and writes nothing: the
+    elementwise values are summed (in float64, per chunk) as they are computed. The
+    adjoint is the inner op's derived adjoint with the scalar cotangent broadcast
+    (divided by the element count for ``mean``), so it too is one pass, and every
+    order works as for the inner op. ``@fuse`` builds these for a body that ends in
+    ``sum()`` or ``mean()`` over all elements.
+    """
+
+    def __init__(self, name, inner, how, doc=""):
+        if how not in ("sum", "mean") or inner.nout != 1:
+            raise ValueError(f"{name}: a fused reduction is sum or mean of one output")
+        self.name, self.inner, self.how = name, inner, how
+        self.inputs = inner.inputs
+        self.op = register(
+            name=name, kernel=self.kernel, infer=self.infer, args=self.inputs,
+            vjp=self.vjp, saves=self.inputs, broadcasting=True, promote="float",
+            expr=f"{how}({inner.op.expr})" if inner.op.expr else None,
+            samples=inner.op.samples, error_samples=inner.op.error_samples,
+            reference=self.reference, doc=doc or f"{how} of {inner.name} over all elements")
+        self.op.fusion = self
+
+    def infer(self, *specs, **attrs):
+        self._shape(specs, attrs)
+        return TensorSpec((), _result_dtype(specs))
+
+    def _shape(self, arrays, attrs):
+        if len(arrays) != len(self.inputs):
+            raise TypeError(f"{self.name}: expected {len(self.inputs)} inputs "
+                            f"({', '.join(self.inputs)}), got {len(arrays)}")
+        arrs = [a for a in arrays if hasattr(a, "shape")]
+        return broadcast_shapes(self.name, *[a.shape for a in arrs]) if arrs else ()
+
+    def kernel(self, *arrays, **attrs):
+        hook = proxy_hook[0]
+        if hook is not None and any(isinstance(a, hook[0]) for a in arrays):
+            return hook[2](self.how, hook[1](self.inner, arrays, attrs))
+        shape = self._shape(arrays, attrs)
+        dtype = _result_dtype(arrays)
+        n = math.prod(shape)
+        arrs = [a for a in arrays if hasattr(a, "shape")]
+        if arrs and _cuda.is_cupy(arrs[0]):
+            y = self.inner._run_cuda(arrays, attrs, dtype, shape)[0]
+            r = y.sum() if self.how == "sum" else y.mean()
+            return r.astype(dtype, copy=False)
+        total = None
+        if (config.use_numba and not _numba_broken and n >= config.min_numel
+                and dtype in (np.float16, np.float32, np.float64)):
+            total = self.inner._run_numba(arrays, attrs, dtype, shape, n, reduce=True)
+        if total is None:
+            return self.reference(*arrays, **attrs)
+        if self.how == "mean":
+            total = total / n
+        return np.asarray(total, dtype=dtype)
+
+    def reference(self, *arrays, **attrs):
+        """The NumPy reference: the inner op's reference, then NumPy's reduction."""
+        shape = self._shape(arrays, attrs)
+        dtype = _result_dtype(arrays)
+        y = self.inner._evaluate(arrays, attrs, dtype, shape)[0]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = np.sum(y, dtype=np.float64) if self.how == "sum" else \
+                np.mean(y, dtype=np.float64)
+        return np.asarray(r, dtype=dtype)
+
+    def vjp(self, ctx, g):
+        imask = tuple(bool(n) for n in ctx.needs_input_grad)
+        if g is None or not any(imask):
+            return [None] * len(self.inputs)
+        if self.how == "mean":
+            shapes = [s for s, a in zip(ctx.shapes, ctx.inputs) if hasattr(a, "shape")]
+            g = g / max(1, math.prod(np.broadcast_shapes(*shapes)))
+        gop = self.inner.grad_op((True,), imask)
+        res = bind(gop.op, *ctx.inputs, g, **ctx.attrs)
+        res = (res,) if gop.nout == 1 else res
+        out, it = [], iter(res)
+        for need in imask:
+            out.append(next(it) if need else None)
+        return out
+
+
 # ---------------------------------------------------------------- helpers
+def _flatten(arrays, cdt, shape):
+    """Kernel arguments: each input as a flat contiguous ``cdt`` array of the
+    broadcast ``shape`` (pattern ``f``), or its one value (pattern ``s``)."""
+    flat, pattern = [], []
+    for a in arrays:
+        a = np.asarray(a, dtype=cdt) if not isinstance(a, np.ndarray) or a.dtype != cdt \
+            else a
+        if a.size == 1 or not any(a.strides):  # one value, maybe a broadcast view
+            flat.append(np.ascontiguousarray(a[(0,) * a.ndim]).reshape(1))
+            pattern.append("s")
+        else:
+            if a.shape != shape:
+                a = np.broadcast_to(a, shape)
+            flat.append(np.ascontiguousarray(a).reshape(-1))
+            pattern.append("f")
+    return flat, "".join(pattern)
+
+
 def _result_dtype(items):
     dts = [np.dtype(a.dtype) for a in items if hasattr(a, "dtype")]
     scal = [a for a in items if isinstance(a, (int, float, bool))]

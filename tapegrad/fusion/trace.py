@@ -6,11 +6,14 @@ symbolic stand-ins: ``_Proxy`` is a 0-d NumPy array subclass whose ufunc calls
 tapegrad's elementwise functions reach the stand-ins through ``bind``, which passes
 raw arrays to the op kernels, whose NumPy ufuncs then record themselves; expression
 ops (``tg.elementwise``, the activations) splice their own IR in. Anything else (a
-reduction, a reshape, indexing, a captured tensor) raises ``_NotFusable``, and the
-function then runs unfused, with a warning saying why.
+reshape, indexing, a captured tensor, a reduction over some dims) raises
+``_NotFusable``, and the function then runs unfused, with a warning saying why. A
+``sum()`` or ``mean()`` over all elements as the function's last step marks the
+stand-in (``_Proxy.reduce``) and the op becomes a ``ReduceExprOp``.
 """
 import contextlib
 import functools
+import inspect
 import itertools
 import warnings
 
@@ -18,7 +21,7 @@ import numpy as np
 
 from ..tensor import Tensor, bind
 from . import expr as E
-from .op import ExprOp, proxy_hook
+from .op import ExprOp, ReduceExprOp, proxy_hook
 
 _ids = itertools.count()
 
@@ -39,8 +42,7 @@ _UFUNCS = {
 _MACRO_UFUNCS = {"square": "square", "reciprocal": "reciprocal", "exp2": "exp2",
                  "log2": "log2", "log10": "log10", "tan": "tan", "sinh": "sinh",
                  "cosh": "cosh", "logaddexp": "logaddexp"}
-_REFUSED = ("reshape", "transpose", "swapaxes", "ravel", "flatten", "squeeze", "sum", "mean",
-            "prod", "max", "min", "cumsum", "cumprod", "argmax", "argmin", "std", "var",
+_REFUSED = ("reshape", "transpose", "swapaxes", "ravel", "flatten", "squeeze", "prod", "max", "min", "cumsum", "cumprod", "argmax", "argmin", "std", "var",
             "repeat", "take", "dot", "__getitem__", "__setitem__", "__matmul__", "__rmatmul__")
 
 
@@ -49,6 +51,24 @@ class _Proxy(np.ndarray):
 
     def __array_finalize__(self, obj):
         self.node = getattr(obj, "node", None)
+        self.reduce = None
+
+    def full_reduce(self, how, dim, keepdim, dtype):
+        """``sum``/``mean`` of a stand-in: fusable over all elements, as the last step."""
+        if dim is not None and not (isinstance(dim, (tuple, list)) and len(dim) == 0):
+            raise _NotFusable(f"{how} over dim={dim!r} is not elementwise (only a {how} over "
+                              "all elements, as the last step, fuses)")
+        if keepdim or dtype is not None:
+            raise _NotFusable(f"{how} with keepdim or dtype does not fuse")
+        return mark_reduced(how, self)
+
+    def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+        return self.full_reduce("sum", dim if dim is not None else axis,
+                                keepdim or bool(keepdims), dtype)
+
+    def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+        return self.full_reduce("mean", dim if dim is not None else axis,
+                                keepdim or bool(keepdims), dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = getattr(ufunc, "__name__", "")
@@ -107,8 +127,20 @@ def _proxy(node, dtype):
     return p
 
 
+def mark_reduced(how, p):
+    """The stand-in for ``how`` (sum or mean) over all elements of stand-in ``p``."""
+    if p.reduce is not None:
+        raise _NotFusable("a reduction of a reduction")
+    r = _proxy(p.node, p.dtype)
+    r.reduce = how
+    return r
+
+
 def _node_of(x):
     if isinstance(x, _Proxy):
+        if x.reduce is not None:
+            raise _NotFusable(f"the result of {x.reduce}() is used again (a reduction over "
+                              "all elements fuses only as the last step)")
         return x.node
     if isinstance(x, (bool, int, float, np.generic)) or (
             isinstance(x, np.ndarray) and x.ndim == 0):
@@ -134,7 +166,7 @@ def splice(op, arrays, attrs):
     return res[0] if len(res) == 1 else tuple(res)
 
 
-proxy_hook[0] = (_Proxy, splice)
+proxy_hook[0] = (_Proxy, splice, mark_reduced)
 
 
 def _expr_kernel(op, kernel):
@@ -178,9 +210,11 @@ def fuse(fn):
 
     The body may use operators, ``where`` and tapegrad's elementwise functions
     (``exp``, ``tanh``, ``sigmoid``, ``gelu`` ...); inputs broadcast. Non-tensor
-    arguments are constants of the trace. A body that is not elementwise (a
-    reduction, a reshape, indexing, a tensor captured from outside) runs unfused,
-    with a warning saying why.
+    arguments are constants of the trace. The body may end in ``sum()`` or
+    ``mean()`` over all elements: the forward then sums as it computes and stores
+    nothing but the scalar. A body that is not elementwise (a reduction over some
+    dims, a reshape, indexing, a tensor captured from outside) runs unfused, with a
+    warning saying why.
 
     >>> import tapegrad as tg
     >>> @tg.fuse
@@ -195,6 +229,7 @@ def fuse(fn):
         key = _signature(args, kwargs)
         entry = traces.get(key) if key is not None else "unhashable constant arguments"
         if entry is None:
+            inspect.signature(fn).bind(*args, **kwargs)  # a wrong call fails as itself
             entry = traces[key] = _trace(fn, args, kwargs)
             if isinstance(entry, str):  # warned once per signature
                 warnings.warn(f"tg.fuse: {fn.__qualname__} is not fusable ({entry}); running "
@@ -251,9 +286,17 @@ def _trace(fn, args, kwargs):
         return "it must return tensors computed from its tensor arguments"
     if any(o.node.is_bool for o in outs):
         return "a boolean output (comparisons are not differentiable)"
+    reduce = [o.reduce for o in outs]
+    if any(reduce) and len(outs) > 1:
+        return "a reduction fuses only as the one output"
     nodes = [o.node for o in outs]
     name = f"fused_{fn.__name__}_{uid}"
-    op = ExprOp(name, names, lambda attrs: (ins, nodes), nout=len(nodes),
-                expr="; ".join(str(n) for n in nodes),
-                doc=f"@fuse of {fn.__qualname__}")
-    return op, positions, single
+    body = ExprOp(name + ("_body" if reduce[0] else ""), names,
+                  lambda attrs: (ins, nodes), nout=len(nodes),
+                  expr="; ".join(str(n) for n in nodes),
+                  doc=f"@fuse of {fn.__qualname__}" + (" (before its reduction)" if reduce[0]
+                                                       else ""))
+    if reduce[0]:
+        return ReduceExprOp(name, body, reduce[0], doc=f"@fuse of {fn.__qualname__}"), \
+            positions, single
+    return body, positions, single

@@ -804,12 +804,17 @@ def _canon1(name, x, dim):
 
 def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):  # noqa: A001
     """Sum over ``dim`` (int, tuple, or None for all)."""
+    if isinstance(input, np.ndarray) and hasattr(input, "full_reduce"):  # @fuse tracing
+        return input.full_reduce("sum", _dims("sum", dim, axis), _keep(keepdim, keepdims), dtype)
     dim = _canon("sum", input, _dims("sum", dim, axis))
     r = bind(SUM, input, dim=dim, keepdim=_keep(keepdim, keepdims))
     return r.to(dtype) if dtype is not None else r
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    if isinstance(input, np.ndarray) and hasattr(input, "full_reduce"):  # @fuse tracing
+        return input.full_reduce("mean", _dims("mean", dim, axis), _keep(keepdim, keepdims),
+                                 dtype)
     dim = _canon("mean", input, _dims("mean", dim, axis))
     if dtype is not None:
         input = input.to(dtype)

@@ -35,3 +35,23 @@ def test_fuse_on_gpu():
     out.sum().backward()
     ref = np.tanh(x0) / (1 + np.exp(-y0)) + x0 * y0
     np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("how", ["sum", "mean"])
+def test_fused_reduction_on_gpu(how):
+    @tg.fuse
+    def f(x, y):
+        return getattr(tg, how)(tg.tanh(x) * tg.sigmoid(y) + x * y)
+
+    r = np.random.default_rng(3)
+    x0, y0 = r.standard_normal((100, 3)), r.standard_normal((3,))
+    xc, yc = tg.tensor(x0, requires_grad=True), tg.tensor(y0, requires_grad=True)
+    xg = tg.tensor(x0, device="cuda", requires_grad=True)
+    yg = tg.tensor(y0, device="cuda", requires_grad=True)
+    oc, og = f(xc, yc), f(xg, yg)
+    assert og.device.type == "cuda" and og.shape == ()
+    np.testing.assert_allclose(og.item(), oc.item(), rtol=1e-12)
+    oc.backward()
+    og.backward()
+    np.testing.assert_allclose(xg.grad.cpu().numpy(), xc.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(yg.grad.cpu().numpy(), yc.grad.numpy(), rtol=1e-12)
