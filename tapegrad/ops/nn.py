@@ -133,14 +133,15 @@ def _is_padded(padding):
 
 
 def _conv_ws(x_shape, w_shape, itemsize, stride, padding, dilation, g_copy=False):
-    """Scratch layout: [padded input | im2col columns | (weight grad) g transposed]."""
+    """Scratch layout: [padded input | im2col columns | (weight grad) per-sample
+    weight gradients, summed into the output]."""
     N, C, _, _ = x_shape
-    O, _, kh, kw = w_shape
+    O, Cg, kh, kw = w_shape
     Ho, Wo, Hp, Wp = _geom(x_shape, w_shape, stride, padding, dilation)
     pad = _align(N * C * Hp * Wp * itemsize) if _is_padded(padding) else 0
     cols = _align(N * C * kh * kw * Ho * Wo * itemsize)
-    gt = _align(N * O * Ho * Wo * itemsize) if g_copy else 0
-    return pad, cols, gt
+    per_sample = _align(N * O * Cg * kh * kw * itemsize) if g_copy else 0
+    return pad, cols, per_sample
 
 
 def _ws_view(ws, start, shape, dtype):
@@ -165,21 +166,16 @@ def _windows(xp_, kh, kw, Ho, Wo, stride, dilation):
                        (sN, sC, sH * dilation[0], sW * dilation[1], sH * stride[0], sW * stride[1]))
 
 
-def _im2col(x, w_shape, workspace, stride, padding, dilation, order):
-    """Columns of x in the workspace: order "nckl" -> (N, C, kh, kw, Ho, Wo);
-    "cknl" -> (C, kh, kw, N, Ho, Wo)."""
+def _im2col(x, w_shape, workspace, stride, padding, dilation):
+    """Columns of x in the workspace, (N, C, kh, kw, Ho, Wo)."""
     N, C = x.shape[:2]
     kh, kw = w_shape[2:]
     Ho, Wo, Hp, Wp = _geom(x.shape, w_shape, stride, padding, dilation)
     npad, _, _ = _conv_ws(x.shape, w_shape, x.dtype.itemsize, stride, padding, dilation)
     buf = _ws_view(workspace, 0, (N, C, Hp, Wp), x.dtype) if npad else None
     win = _windows(_pad_into(x, padding, buf), kh, kw, Ho, Wo, stride, dilation)
-    if order == "nckl":
-        cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), x.dtype)
-        cols[...] = win
-    else:
-        cols = _ws_view(workspace, npad, (C, kh, kw, N, Ho, Wo), x.dtype)
-        cols[...] = win.transpose(1, 2, 3, 0, 4, 5)
+    cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), x.dtype)
+    cols[...] = win
     return cols
 
 
@@ -200,7 +196,7 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
     if kh == kw == 1 and stride == (1, 1) and not _is_padded(padding):
         cols = input.reshape(N, groups, K, L)
     else:
-        cols = _im2col(input, weight.shape, workspace, stride, padding, dilation, "nckl")
+        cols = _im2col(input, weight.shape, workspace, stride, padding, dilation)
         cols = cols.reshape(N, groups, K, L)
     _xp(input).matmul(weight.reshape(groups, O // groups, K), cols,
                       out=out.reshape(N, groups, O // groups, L))
@@ -452,15 +448,16 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
         raise RuntimeError("conv2d_weight_grad: g shape")
     if out is None:
         out = xp.empty(weight_shape, dtype=g.dtype)
-    K, NL, Og = Cg * kh * kw, N * Ho * Wo, O // groups
+    K, L, Og = Cg * kh * kw, Ho * Wo, O // groups
     npad, ncols, _ = _conv_ws(input.shape, weight_shape, g.dtype.itemsize, stride, padding,
                               dilation, g_copy=True)
-    cols = _im2col(input, weight_shape, workspace, stride, padding, dilation, "cknl")
-    gt = _ws_view(workspace, npad + ncols, (O, N, Ho * Wo), g.dtype)
-    gt[...] = g.reshape(N, O, Ho * Wo).transpose(1, 0, 2)
-    # one GEMM per group over (n, ho, wo): dW[o, k] = sum g[o, nl] cols[k, nl]
-    xp.matmul(gt.reshape(groups, Og, NL), cols.reshape(groups, K, NL).transpose(0, 2, 1),
-              out=out.reshape(groups, Og, K))
+    cols = _im2col(input, weight_shape, workspace, stride, padding, dilation)
+    # per sample and group dW_n[o, k] = sum_l g[n, o, l] cols[n, k, l] (a GEMM with a
+    # transposed operand: no copy of g or cols), then the sum over n
+    per = _ws_view(workspace, npad + ncols, (N, groups, Og, K), g.dtype)
+    xp.matmul(g.reshape(N, groups, Og, L), cols.reshape(N, groups, K, L).transpose(0, 1, 3, 2),
+              out=per)
+    xp.sum(per, axis=0, out=out.reshape(groups, Og, K))
     return out
 
 
