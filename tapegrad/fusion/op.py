@@ -297,9 +297,10 @@ class ReduceExprOp:
         shape = self._shape(arrays, attrs)
         dtype = _result_dtype(arrays)
         y = self.inner._evaluate(arrays, attrs, dtype, shape)[0]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            r = np.sum(y, dtype=np.float64) if self.how == "sum" else \
-                np.mean(y, dtype=np.float64)
+        if self.how == "sum":
+            r = np.sum(y, dtype=np.float64)
+        else:  # the mean of nothing is NaN, as PyTorch (without NumPy's warning)
+            r = np.sum(y, dtype=np.float64) / y.size if y.size else np.nan
         return np.asarray(r, dtype=dtype)
 
     def vjp(self, ctx, g):
