@@ -7,7 +7,6 @@ inputs' nodes; nothing points back at outputs, so a record dies by reference
 counting alone. The walker visits nodes reachable from the roots in decreasing
 sequence order (a heap), which is a topological order. It knows no op by name.
 """
-import heapq
 from heapq import heappush, heappop
 import itertools
 import threading
@@ -17,17 +16,101 @@ import numpy as _np
 
 from . import devices as _devices
 
-__all__ = ["Node", "is_grad_enabled", "set_grad_enabled_flag", "state", "backward_pass"]
+__all__ = ["Node", "is_grad_enabled", "state", "backward_pass"]
 
 _seq = itertools.count()
 next_seq = _seq.__next__
 
 
+# what bind's fast paths may do in this thread, kept in ``state.mode`` so that an op
+# reads one thread-local attribute instead of three (grad mode, tapes, anomaly)
+GENERAL = 0        # an explicit Tape is active or anomaly mode is on: the general path
+FAST_NO_GRAD = 1   # neither, and grad mode is off: fast path, nothing is recorded
+FAST_RECORD = 2    # neither, and grad mode is on: fast path, record when an input needs
+
+
+class _TapeStack(list):
+    """The active explicit Tapes of one thread, innermost last; every change
+    refreshes ``state.mode`` (code mutates this list in place)."""
+    __slots__ = ()
+
+    def _changed(self, result=None):
+        state._refresh()
+        return result
+
+    def append(self, tape):
+        return self._changed(list.append(self, tape))
+
+    def extend(self, tapes):
+        return self._changed(list.extend(self, tapes))
+
+    def insert(self, i, tape):
+        return self._changed(list.insert(self, i, tape))
+
+    def remove(self, tape):
+        return self._changed(list.remove(self, tape))
+
+    def pop(self, i=-1):
+        return self._changed(list.pop(self, i))
+
+    def clear(self):
+        return self._changed(list.clear(self))
+
+    def __setitem__(self, i, v):
+        return self._changed(list.__setitem__(self, i, v))
+
+    def __delitem__(self, i):
+        return self._changed(list.__delitem__(self, i))
+
+    def __iadd__(self, tapes):
+        list.extend(self, tapes)
+        return self._changed(self)
+
+
 class _State(threading.local):
+    """Per-thread recording state: grad mode, active Tapes, anomaly mode, and
+    ``mode`` (one of GENERAL, FAST_NO_GRAD, FAST_RECORD) derived from the three.
+
+    The three are properties so that every way of changing them (context managers,
+    tests assigning ``state.grad_enabled``, in-place edits of ``state.tapes``) keeps
+    ``mode`` right; code on hot paths reads ``_grad``/``_tapes``/``_anomaly``."""
+
     def __init__(self):
-        self.grad_enabled = True
-        self.tapes = []          # active explicit Tapes, innermost last
-        self.anomaly = False
+        self._grad = True
+        self._tapes = _TapeStack()
+        self._anomaly = False
+        self.mode = FAST_RECORD
+
+    def _refresh(self):
+        self.mode = (GENERAL if self._tapes or self._anomaly else
+                     FAST_RECORD if self._grad else FAST_NO_GRAD)
+
+    @property
+    def grad_enabled(self):
+        return self._grad
+
+    @grad_enabled.setter
+    def grad_enabled(self, flag):
+        self._grad = flag
+        self._refresh()
+
+    @property
+    def anomaly(self):
+        return self._anomaly
+
+    @anomaly.setter
+    def anomaly(self, flag):
+        self._anomaly = flag
+        self._refresh()
+
+    @property
+    def tapes(self):
+        return self._tapes
+
+    @tapes.setter
+    def tapes(self, tapes):
+        self._tapes = _TapeStack(tapes)
+        self._refresh()
 
 
 state = _State()
@@ -43,22 +126,29 @@ def install_tensor(tensor_type, wrap):
 
 
 def is_grad_enabled():
-    return state.grad_enabled
+    return state._grad
 
 
 class Node:
-    """One recorded op call (the ``grad_fn`` of its outputs)."""
-    __slots__ = ("op", "attrs", "edges", "shapes", "dtypes", "needs", "seq", "__dict__",
-                 "__weakref__")
-    # set only when used (the lazily created __dict__ holds them); these are defaults
-    saved = None        # list: the saved inputs (Tensors), None where not saved
-    versions = None     # list: (version holder, version at save) per saved input
-    out = None          # the saved output array(s)
-    out_version = None  # (holder, version) of the saved output
-    hooks = None        # {output index: [hook, ...]} of non-leaf tensors
-    retain = None       # {output index: weakref to tensor} for retain_grad
+    """One recorded op call (the ``grad_fn`` of its outputs).
+
+    The fields every node has, or that the walker reads for every node, are slots
+    set at creation (a slot read is cheaper than a class default behind an instance
+    dict, and the lazily created dict would cost an allocation per node). Creation
+    is ``Node(...)``, or, on the hot path in tensor.py, ``Node.__new__`` with every
+    slot set (``new_node_fields`` lists them).
+    """
+    __slots__ = ("op", "attrs", "edges", "shapes", "dtypes", "needs", "seq",
+                 "saved",        # list: the saved inputs (Tensors), None where not saved
+                 "versions",     # list: (version holder, version at save) per saved input
+                 "out",          # the saved output array(s)
+                 "out_version",  # (holder, version) of the saved output
+                 "hooks",        # {output index: [hook, ...]} of non-leaf tensors
+                 "retain",       # {output index: weakref to tensor} for retain_grad
+                 "freed",        # saved values released by a backward without retain_graph
+                 "__dict__", "__weakref__")
+    # rarely set, so in the lazily created __dict__; these are the defaults
     tapes = None        # frozenset of ids of the Tapes this was recorded on
-    freed = False       # saved values released by a backward without retain_graph
     where = None        # user call site (anomaly mode)
 
     def __init__(self, op, attrs, edges, shapes, dtypes, needs):
@@ -69,6 +159,13 @@ class Node:
         self.dtypes = dtypes
         self.needs = needs
         self.seq = next_seq()
+        self.saved = None
+        self.versions = None
+        self.out = None
+        self.out_version = None
+        self.hooks = None
+        self.retain = None
+        self.freed = False
 
     def name(self):
         return self.op.name
@@ -184,18 +281,6 @@ def _make_ctx(node, traced, needs, ctx=None):
     return ctx
 
 
-def _raw_inputs(node):
-    """The saved inputs as raw arrays, after checking their versions."""
-    vals = []
-    for i, (s, vr) in enumerate(zip(node.saved, node.versions)):
-        if vr is not None:
-            if vr[0][0] != vr[1]:
-                _make_ctx(node, False, ())  # raises the in-place modification error
-            s = s._data
-        vals.append(s)
-    return vals
-
-
 def _needed_nodes(roots, input_keys, tape_id):
     """Nodes from which a requested input is reachable (pruning for grad(inputs=))."""
     memo = {}
@@ -248,7 +333,7 @@ def backward_pass(roots, seeds, *, inputs=None, retain_graph=False, traced=False
     """
     Tensor = _hooks["tensor_type"]
     wrap = _hooks["wrap"]
-    prev = state.grad_enabled
+    prev = state._grad
     state.grad_enabled = traced
     try:
         return _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id,
@@ -258,6 +343,8 @@ def backward_pass(roots, seeds, *, inputs=None, retain_graph=False, traced=False
 
 
 def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tensor, wrap):
+    # grads: node -> the gradient of its output (nout == 1; never None once set),
+    # or a list of them, None where none arrived yet (nout > 1)
     grads = {}
     heap = []
     results = None
@@ -269,18 +356,10 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             input_keys.setdefault(key, []).append(k)
         results = [None] * len(inputs)
     delivered = set()
-    anomaly = state.anomaly
+    anomaly = state._anomaly
     ctx0 = Ctx()  # reused for every node on the raw path
     ctx0.m = _namespace["m"]
-
     pending = {}  # id(leaf) -> [leaf, summed gradient]; hooks see the total
-
-    def deliver(t, g):
-        p = pending.get(id(t))
-        if p is None:
-            pending[id(t)] = [t, g]
-        else:
-            p[1] = p[1] + g
 
     for t, s in zip(roots, seeds):
         if traced and not isinstance(s, Tensor):
@@ -290,43 +369,35 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         delivered.add(id(s))
         node = t._node
         if node is None:
-            deliver(t, s)
+            p = pending.get(id(t))
+            if p is None:
+                pending[id(t)] = [t, s]
+            else:
+                p[1] = p[1] + s
             continue
-        slot = grads.get(node)
-        if slot is None:
-            slot = grads[node] = [None] * node.op.nout
-            heapq.heappush(heap, (-node.seq, node))
-        i = t._idx
-        slot[i] = s if slot[i] is None else slot[i] + s
+        _add_grad(grads, heap, node, t._idx, s)
 
     needed = None
     if input_keys is not None:
         needed = _needed_nodes([n for _, n in heap], input_keys, tape_id)
 
+    # The loop body is the cost of backward on small tensors, so the common case
+    # (a raw-array vjp of a one-output node, no hooks) is written out inline:
+    # no frame per node for the ctx, the saved inputs, release() or accumulation.
     while heap:
-        _, node = heappop(heap)
-        gs = grads.pop(node)
-        if node.hooks:
-            for idx, fns in node.hooks.items():
-                if gs[idx] is not None:
-                    gs[idx] = _run_hooks(fns, gs[idx], traced, wrap)
-        if node.retain:
-            for idx, ref in node.retain.items():
-                t = ref()
-                if t is not None and gs[idx] is not None:
-                    _accumulate(t, gs[idx], traced, delivered, wrap)
+        node = heappop(heap)[1]
+        op = node.op
+        single = op.nout == 1
+        g = grads.pop(node)
+        if node.hooks is not None or node.retain is not None:
+            g = _node_hooks(node, g, single, traced, wrap, delivered)
         if input_keys is not None:
-            for idx in range(len(gs)):
-                ks = input_keys.get((id(node), idx))
-                if ks and gs[idx] is not None:
-                    for k in ks:
-                        results[k] = gs[idx] if results[k] is None else results[k] + gs[idx]
+            _collect(node, g, single, input_keys, results)
             if not needed.get(node):
                 continue
         if tape_id is not None and not (node.tapes and tape_id in node.tapes):
             continue
         edges = node.edges
-        op = node.op
         if needed is not None:
             needs = tuple(e is not None and (
                 (type(e) is tuple and (needed.get(e[0]) or (id(e[0]), e[1]) in input_keys))
@@ -335,7 +406,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             needs = node.needs
         if traced or node.freed or node.out is not None:
             ctx = _make_ctx(node, traced, needs, None if traced else ctx0)
-        else:  # the raw path, inlined: most nodes of a training step come here
+        else:  # the raw path: most nodes of a training step come here
             ctx = ctx0
             ctx.attrs = node.attrs
             ctx.shapes = node.shapes
@@ -343,27 +414,36 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             ctx.needs_input_grad = needs
             ctx.node = node
             ctx.out = None
-            ctx.inputs = None if node.saved is None else _raw_inputs(node)
-        in_grads = op.vjp(ctx, gs[0] if op.nout == 1 else tuple(gs))
-        if not retain_graph:
-            node.release()
+            saved = node.saved
+            if saved is None:
+                ctx.inputs = None
+            else:  # the saved inputs as raw arrays, after checking their versions
+                vals = []
+                for s, vr in zip(saved, node.versions):
+                    if vr is not None:
+                        if vr[0][0] != vr[1]:
+                            _make_ctx(node, False, ())  # raises the in-place error
+                        s = s._data
+                    vals.append(s)
+                ctx.inputs = vals
+        in_grads = op.vjp(ctx, g if single else tuple(g))
+        if not retain_graph:  # Node.release, inline
+            node.freed = True
+            node.saved = None
+            node.out = None
         if len(in_grads) != len(edges):
             raise RuntimeError(f"{op.name}: vjp returned {len(in_grads)} gradients "
                                f"for {len(edges)} inputs")
-        shapes = node.shapes
-        dtypes = node.dtypes
-        for i, e in enumerate(edges):
-            gi = in_grads[i]
-            if gi is None or not needs[i]:
+        for e, gi, need, shape, dt in zip(edges, in_grads, needs, node.shapes, node.dtypes):
+            if gi is None or not need:
                 continue
-            shape = shapes[i]
             if gi.shape != shape:
                 if op.broadcasting:
                     gi = ctx.m.sum_to(gi, shape)
                 else:
+                    i = next(k for k, v in enumerate(in_grads) if v is gi)
                     raise RuntimeError(f"{op.name}: gradient of input '{op.args[i]}' has "
                                        f"shape {tuple(gi.shape)}, expected {shape}")
-            dt = dtypes[i]
             if traced:
                 if gi._data.dtype != dt:
                     gi = gi.to(dt)
@@ -372,14 +452,22 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             if anomaly:
                 _check_finite(op.name, node.where, gi, "backward")
             if type(e) is tuple:
-                pn, idx = e
-                slot = grads.get(pn)
-                if slot is None:
-                    slot = grads[pn] = [None] * pn.op.nout
-                    heappush(heap, (-pn.seq, pn))
-                slot[idx] = gi if slot[idx] is None else slot[idx] + gi
-            else:
-                deliver(e, gi)
+                pn = e[0]
+                if pn.op.nout == 1:
+                    cur = grads.get(pn)
+                    if cur is None:
+                        grads[pn] = gi
+                        heappush(heap, (-pn.seq, pn))
+                    else:
+                        grads[pn] = cur + gi
+                else:
+                    _add_grad(grads, heap, pn, e[1], gi)
+            else:  # a leaf: summed first, so that its hooks see the total
+                p = pending.get(id(e))
+                if p is None:
+                    pending[id(e)] = [e, gi]
+                else:
+                    p[1] = p[1] + gi
     for t, g in pending.values():
         if t._hooks:
             g = _run_hooks(t._hooks, g, traced, wrap)
@@ -389,6 +477,49 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         elif t.requires_grad:
             _accumulate(t, g, traced, delivered, wrap)
     return results
+
+
+def _add_grad(grads, heap, node, idx, g):
+    """Add ``g`` to the gradient of output ``idx`` of ``node``, queueing the node."""
+    if node.op.nout == 1:
+        cur = grads.get(node)
+        if cur is None:
+            grads[node] = g
+            heappush(heap, (-node.seq, node))
+        else:
+            grads[node] = cur + g
+        return
+    slot = grads.get(node)
+    if slot is None:
+        slot = grads[node] = [None] * node.op.nout
+        heappush(heap, (-node.seq, node))
+    slot[idx] = g if slot[idx] is None else slot[idx] + g
+
+
+def _node_hooks(node, g, single, traced, wrap, delivered):
+    """Run the hooks of a node's outputs and fill retain_grad tensors; the gradient
+    (or list of them) after the hooks."""
+    gs = [g] if single else g
+    if node.hooks:
+        for idx, fns in node.hooks.items():
+            if gs[idx] is not None:
+                gs[idx] = _run_hooks(fns, gs[idx], traced, wrap)
+    if node.retain:
+        for idx, ref in node.retain.items():
+            t = ref()
+            if t is not None and gs[idx] is not None:
+                _accumulate(t, gs[idx], traced, delivered, wrap)
+    return gs[0] if single else gs
+
+
+def _collect(node, g, single, input_keys, results):
+    """grad(inputs=...): gradients that reach a requested non-leaf input."""
+    gs = [g] if single else g
+    for idx in range(len(gs)):
+        ks = input_keys.get((id(node), idx))
+        if ks and gs[idx] is not None:
+            for k in ks:
+                results[k] = gs[idx] if results[k] is None else results[k] + gs[idx]
 
 
 def _run_hooks(fns, g, traced, wrap):

@@ -6,7 +6,7 @@ import numpy as np
 from . import dtypes as _dt
 from . import devices as _devices
 from . import tape as _tape
-from .tape import Node, state as _state
+from .tape import Node, state as _state, FAST_RECORD as _FAST_RECORD, next_seq as _next_seq
 from ._util import fmt_spec
 
 __all__ = ["Tensor", "bind", "wrap", "apply_inplace"]
@@ -417,15 +417,15 @@ def bind(op, *args, **attrs):
     a weak scalar) of one dtype, unrolled: it is most of the time of a training
     step on small tensors. Everything else takes the general path.
     """
-    st = _state
-    if op.fast and len(args) <= 2 and not st.tapes and not st.anomaly:
+    mode = _state.mode
+    if mode and op.fast and len(args) <= 2:
         x = args[0]
         if type(x) in _TT:
             xd = x._data
             if type(xd) is _NDARRAY:
                 if len(args) == 1:
                     if op.promote != "float" or xd.dtype.kind == "f":
-                        return _fast(op, attrs, x, xd, None, None, xd.dtype)
+                        return _fast(op, attrs, x, xd, None, None, xd.dtype, mode)
                 else:
                     y = args[1]
                     ty = type(y)
@@ -433,9 +433,9 @@ def bind(op, *args, **attrs):
                         yd = y._data
                         if type(yd) is _NDARRAY and yd.dtype is xd.dtype and (
                                 op.promote != "float" or xd.dtype.kind == "f"):
-                            return _fast(op, attrs, x, xd, y, yd, xd.dtype)
+                            return _fast(op, attrs, x, xd, y, yd, xd.dtype, mode)
                     elif (ty is float or ty is int) and xd.dtype.kind == "f":
-                        return _fast(op, attrs, x, xd, None, y, xd.dtype)
+                        return _fast(op, attrs, x, xd, None, y, xd.dtype, mode)
         elif type(x) is _NDARRAY and x.dtype.kind == "f":
             # raw float arrays (a vjp on the fast path): the kernel and nothing else
             if len(args) == 1:
@@ -458,7 +458,7 @@ def _raw_kernel(op, attrs, args):
         raise _explain(op, list(args), attrs, e) from None
 
 
-def _fast(op, attrs, x, xd, y, yd, dt):
+def _fast(op, attrs, x, xd, y, yd, dt, mode):
     try:
         out = op.kernel(xd, **attrs) if yd is None else op.kernel(xd, yd, **attrs)
     except _KERNEL_ERRORS as e:
@@ -467,7 +467,7 @@ def _fast(op, attrs, x, xd, y, yd, dt):
         out = _asarray(out)
     rx = x.requires_grad
     ry = y is not None and y.requires_grad
-    if not (rx or ry) or not _state.grad_enabled or out.dtype.kind != "f" or \
+    if not (rx or ry) or mode != _FAST_RECORD or out.dtype.kind != "f" or \
             not op.differentiable:
         res = wrap(out)
         if op.kind == "view":
@@ -500,6 +500,180 @@ def _fast(op, attrs, x, xd, y, yd, dt):
     if op.kind == "view":
         _make_view(res, x)
     return res
+
+
+# ------------------------------------------------------------------ operator fast paths
+_new = object.__new__
+
+
+def _new_node(op, edges, shapes, dtypes, needs):
+    """``Node(op, {}, ...)`` without the ``__init__`` frame (every slot set)."""
+    node = _new(Node)
+    node.op = op
+    node.attrs = {}
+    node.edges = edges
+    node.shapes = shapes
+    node.dtypes = dtypes
+    node.needs = needs
+    node.seq = _next_seq()
+    node.saved = None
+    node.versions = None
+    node.out = None
+    node.out_version = None
+    node.hooks = None
+    node.retain = None
+    node.freed = False
+    return node
+
+
+def binary_method(op):
+    """The operator method (``__mul__``...) of a binary elementwise op without attrs
+    whose kernel is a NumPy ufunc.
+
+    Why it exists: on small tensors an op's cost is Python overhead, not arithmetic,
+    and ``x * y`` through ``bind`` -> ``_fast`` -> ``wrap`` -> ``Node`` spends most of
+    its time in frames and argument packing. This is the same fast path in one frame:
+    two CPU tensors of one dtype (or a float tensor and a Python float/int), the
+    kernel called directly (``op.kernel`` is read per call: ``tg.profile`` swaps it),
+    the output Tensor and its Node built in place. Everything
+    else (another dtype or device, another argument type, an active Tape, anomaly
+    mode, a kernel error) goes to ``bind``, which handles it and words the error,
+    so the behaviour is exactly bind's.
+    """
+    float_only = op.promote == "float"
+    save_x = 0 in op.save_idx
+    save_y = 1 in op.save_idx
+    save_out = op.save_out
+    if not op.fast or op.kind != "basic" or op.nout != 1 or not op.differentiable:
+        raise ValueError(f"binary_method: {op.name} is not a plain elementwise op")
+
+    def method(self, other):
+        mode = _state.mode
+        if mode:
+            xd = self._data
+            dt = xd.dtype
+            ty = type(other)
+            if ty in _TT:
+                yd = other._data
+                if type(xd) is _NDARRAY and type(yd) is _NDARRAY and yd.dtype is dt and (
+                        not float_only or dt.kind == "f"):
+                    try:
+                        out = op.kernel(xd, yd)
+                    except _KERNEL_ERRORS:
+                        return bind(op, self, other)
+                    if type(out) is not _NDARRAY:
+                        out = _asarray(out)
+                    res = _new(Tensor)
+                    res._data = out
+                    res.grad = None
+                    res._idx = 0
+                    rx = self.requires_grad
+                    ry = other.requires_grad
+                    if (rx or ry) and mode == _FAST_RECORD and out.dtype.kind == "f":
+                        ex = ((self._node, self._idx) if self._node is not None else self) if rx else None
+                        ey = ((other._node, other._idx) if other._node is not None else other) if ry else None
+                        node = _new_node(op, (ex, ey), (xd.shape, yd.shape), (dt, dt), (rx, ry))
+                        if save_x or save_y:
+                            vx = self._version
+                            vy = other._version
+                            node.saved = [self if save_x else None, other if save_y else None]
+                            node.versions = [(vx, vx[0]) if save_x else None,
+                                             (vy, vy[0]) if save_y else None]
+                        ver = [0]
+                        if save_out:
+                            node.out = out
+                            node.out_version = (ver, 0)
+                        res._version = ver
+                        res._node = node
+                        res.requires_grad = True
+                    else:
+                        res._version = [0]
+                        res._node = None
+                        res.requires_grad = False
+                    return res
+            elif (ty is float or ty is int) and type(xd) is _NDARRAY and dt.kind == "f":
+                try:
+                    out = op.kernel(xd, other)
+                except _KERNEL_ERRORS:
+                    return bind(op, self, other)
+                if type(out) is not _NDARRAY:
+                    out = _asarray(out)
+                res = _new(Tensor)
+                res._data = out
+                res.grad = None
+                res._idx = 0
+                if self.requires_grad and mode == _FAST_RECORD:
+                    ex = (self._node, self._idx) if self._node is not None else self
+                    node = _new_node(op, (ex, None), (xd.shape, None), (dt, None), (True, False))
+                    if save_x or save_y:
+                        vx = self._version
+                        node.saved = [self if save_x else None, other if save_y else None]
+                        node.versions = [(vx, vx[0]) if save_x else None, None]
+                    ver = [0]
+                    if save_out:
+                        node.out = out
+                        node.out_version = (ver, 0)
+                    res._version = ver
+                    res._node = node
+                    res.requires_grad = True
+                else:
+                    res._version = [0]
+                    res._node = None
+                    res.requires_grad = False
+                return res
+        return bind(op, self, other)
+    method.__name__ = op.name
+    return method
+
+
+def unary_method(op):
+    """The method (``__neg__``...) of a unary elementwise op without attrs whose
+    kernel is a NumPy ufunc: bind's fast path in one frame, as ``binary_method``;
+    everything else goes to ``bind``."""
+    float_only = op.promote == "float"
+    save_x = 0 in op.save_idx
+    save_out = op.save_out
+    if not op.fast or op.kind != "basic" or op.nout != 1 or not op.differentiable:
+        raise ValueError(f"unary_method: {op.name} is not a plain elementwise op")
+
+    def method(self):
+        mode = _state.mode
+        if mode and type(self) in _TT:
+            xd = self._data
+            dt = xd.dtype
+            if type(xd) is _NDARRAY and (not float_only or dt.kind == "f"):
+                try:
+                    out = op.kernel(xd)
+                except _KERNEL_ERRORS:
+                    return bind(op, self)
+                if type(out) is not _NDARRAY:
+                    out = _asarray(out)
+                res = _new(Tensor)
+                res._data = out
+                res.grad = None
+                res._idx = 0
+                if self.requires_grad and mode == _FAST_RECORD and out.dtype.kind == "f":
+                    ex = (self._node, self._idx) if self._node is not None else self
+                    node = _new_node(op, (ex,), (xd.shape,), (dt,), (True,))
+                    if save_x:
+                        vx = self._version
+                        node.saved = [self]
+                        node.versions = [(vx, vx[0])]
+                    ver = [0]
+                    if save_out:
+                        node.out = out
+                        node.out_version = (ver, 0)
+                    res._version = ver
+                    res._node = node
+                    res.requires_grad = True
+                else:
+                    res._version = [0]
+                    res._node = None
+                    res.requires_grad = False
+                return res
+        return bind(op, self)
+    method.__name__ = op.name
+    return method
 
 
 def _bind(op, args, attrs):
@@ -563,9 +737,10 @@ def _bind(op, args, attrs):
             return tuple(_asarray(o) for o in out)
         return _asarray(out)
     st = _state
-    record = rg and st.grad_enabled and op.differentiable
-    tapes = st.tapes
-    if tapes and not record and op.differentiable and st.grad_enabled:
+    grad_on = st._grad
+    record = rg and grad_on and op.differentiable
+    tapes = st._tapes
+    if tapes and not record and op.differentiable and grad_on:
         record = any(type(a) in _TT and a._tapes for a in args)
     if op.nout == 1:
         if type(out) is not np.ndarray:
@@ -575,7 +750,7 @@ def _bind(op, args, attrs):
             _make_view(res, args[0])
         if record and out.dtype.kind == "f":
             _record(op, args, attrs, out, (res,), rg, tapes)
-        elif st.anomaly:
+        elif st._anomaly:
             _check_forward(op, (res,))
         return res
     res = tuple(wrap(o if type(o) is np.ndarray else _asarray(o)) for o in out)
@@ -647,7 +822,7 @@ def _record(op, args, attrs, out_arrays, outs, rg, tapes):
             o.requires_grad = rg
             if tapes:
                 o._tapes = node.tapes
-    if _state.anomaly:
+    if _state._anomaly:
         node.where = _user_frame()
         _check_forward(op, outs, node.where)
 
@@ -688,7 +863,7 @@ def apply_inplace(op, t, *args, **attrs):
     if type(t) not in _TT:
         raise TypeError(f"{op.name}_: expected a Tensor, got {type(t).__name__}")
     t._check_writable(op.name + "_")
-    grad_on = _state.grad_enabled
+    grad_on = _state._grad
     if grad_on and t.requires_grad and t._node is None:
         raise RuntimeError(f"{op.name}_: a leaf Variable that requires grad is being used "
                            f"in an in-place operation")

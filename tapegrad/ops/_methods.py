@@ -3,7 +3,9 @@ import functools
 import numbers
 
 from .. import dtypes as _dt
-from ..tensor import Tensor, apply_inplace, bind
+import numpy as np
+
+from ..tensor import Tensor, apply_inplace, bind, binary_method, unary_method
 from . import elementwise as E, reduce as R, shape as S, indexing as I, linalg as L
 from . import creation as C, nn as N
 
@@ -120,7 +122,13 @@ def _type_as(self, other):
 
 
 def _direct(op):
-    """``bind(op, self[, other])``: one Python frame for the hot operators."""
+    """``bind(op, self[, other])``: one Python frame for the hot operators; an
+    elementwise op whose kernel is a NumPy ufunc gets bind's fast path inlined
+    (``tensor.binary_method``/``unary_method``)."""
+    if isinstance(op.kernel, np.ufunc) and op.kind == "basic" and op.fast and op.differentiable:
+        if len(op.args) == 1:
+            return unary_method(op)
+        return binary_method(op)
     if len(op.args) == 1:
         def method(self):
             return bind(op, self)
