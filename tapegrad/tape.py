@@ -140,7 +140,7 @@ class Node:
     """
     __slots__ = ("op", "attrs", "edges", "shapes", "dtypes", "needs", "seq",
                  "saved",        # list: the saved inputs (Tensors), None where not saved
-                 "versions",     # list: (version holder, version at save) per saved input
+                 "versions",     # the version of each saved Tensor when saved, None for others
                  "out",          # the saved output array(s)
                  "out_version",  # (holder, version) of the saved output
                  "hooks",        # {output index: [hook, ...]} of non-leaf tensors
@@ -249,13 +249,14 @@ def _make_ctx(node, traced, needs, ctx=None):
                     s = _hooks["wrap"](s)
                 vals.append(s)
                 continue
-            holder, v = vr
-            if holder[0] != v:
+            # a Tensor's version counter (a one-element list) is fixed at creation
+            now = s._version[0]
+            if now != vr:
                 raise RuntimeError(
                     f"{node.op.name}: one of the variables needed for gradient computation "
                     f"has been modified by an inplace operation: input "
                     f"'{node.op.args[i]}' of {node.op.name} (shape {node.shapes[i]}) is at "
-                    f"version {holder[0]}; expected version {v}. Hint: avoid modifying it "
+                    f"version {now}; expected version {vr}. Hint: avoid modifying it "
                     f"in place, or clone() it before the in-place change")
             vals.append(s if traced else s._data)
         ctx.inputs = vals
@@ -418,13 +419,15 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             if saved is None:
                 ctx.inputs = None
             else:  # the saved inputs as raw arrays, after checking their versions
-                vals = []
-                for s, vr in zip(saved, node.versions):
-                    if vr is not None:
-                        if vr[0][0] != vr[1]:
+                vals = list(saved)
+                i = 0
+                for v in node.versions:
+                    if v is not None:
+                        s = vals[i]
+                        if s._version[0] != v:
                             _make_ctx(node, False, ())  # raises the in-place error
-                        s = s._data
-                    vals.append(s)
+                        vals[i] = s._data
+                    i += 1
                 ctx.inputs = vals
         in_grads = op.vjp(ctx, g if single else tuple(g))
         if not retain_graph:  # Node.release, inline
@@ -434,16 +437,18 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         if len(in_grads) != len(edges):
             raise RuntimeError(f"{op.name}: vjp returned {len(in_grads)} gradients "
                                f"for {len(edges)} inputs")
-        for e, gi, need, shape, dt in zip(edges, in_grads, needs, node.shapes, node.dtypes):
-            if gi is None or not need:
+        for i, e in enumerate(edges):
+            gi = in_grads[i]
+            if gi is None or not needs[i]:
                 continue
+            shape = node.shapes[i]
             if gi.shape != shape:
                 if op.broadcasting:
                     gi = ctx.m.sum_to(gi, shape)
                 else:
-                    i = next(k for k, v in enumerate(in_grads) if v is gi)
                     raise RuntimeError(f"{op.name}: gradient of input '{op.args[i]}' has "
                                        f"shape {tuple(gi.shape)}, expected {shape}")
+            dt = node.dtypes[i]
             if traced:
                 if gi._data.dtype != dt:
                     gi = gi.to(dt)

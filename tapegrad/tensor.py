@@ -474,28 +474,29 @@ def _fast(op, attrs, x, xd, y, yd, dt, mode):
             _make_view(res, x)
         return res
     ex = ((x._node, x._idx) if x._node is not None else x) if rx else None
+    si = op.save_idx
+    saved = versions = None
     if yd is None:
-        node = Node(op, attrs, (ex,), (xd.shape,), (dt,), (rx,))
-    elif y is None:
-        node = Node(op, attrs, (ex, None), (xd.shape, None), (dt, None), (rx, False))
+        edges, shapes, dtypes, needs = (ex,), (xd.shape,), (dt,), (rx,)
+        if si:
+            saved, versions = (x,), (x._version[0],)
+    elif y is None:  # a weak scalar
+        edges, shapes, dtypes, needs = (ex, None), (xd.shape, None), (dt, None), (rx, False)
+        if si:
+            sx = 0 in si
+            saved = (x if sx else None, yd if 1 in si else None)
+            versions = (x._version[0] if sx else None, None)
     else:
         ey = ((y._node, y._idx) if y._node is not None else y) if ry else None
-        node = Node(op, attrs, (ex, ey), (xd.shape, yd.shape), (dt, dt), (rx, ry))
-    si = op.save_idx
-    if si:
-        if yd is None:
-            node.saved = [x]
-            node.versions = [(x._version, x._version[0])]
-        else:
-            sy = y if y is not None else yd
+        edges, shapes, dtypes, needs = (ex, ey), (xd.shape, yd.shape), (dt, dt), (rx, ry)
+        if si:
             sx = 0 in si
-            node.saved = [x if sx else None, sy if 1 in si else None]
-            node.versions = [(x._version, x._version[0]) if sx else None,
-                             (y._version, y._version[0]) if y is not None and 1 in si else None]
+            sy = 1 in si
+            saved = (x if sx else None, y if sy else None)
+            versions = (x._version[0] if sx else None, y._version[0] if sy else None)
     ver = [0]
-    if op.save_out:
-        node.out = out
-        node.out_version = (ver, 0)
+    node = _new_node(op, attrs, edges, shapes, dtypes, needs, saved, versions,
+                     out if op.save_out else None, ver)
     res = wrap(out, node, 0, ver)
     if op.kind == "view":
         _make_view(res, x)
@@ -506,20 +507,22 @@ def _fast(op, attrs, x, xd, y, yd, dt, mode):
 _new = object.__new__
 
 
-def _new_node(op, edges, shapes, dtypes, needs):
-    """``Node(op, {}, ...)`` without the ``__init__`` frame (every slot set)."""
+def _new_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, ver):
+    """The Node of a fast-path call, without ``Node.__init__``'s frame: every slot
+    set here. ``out``: the output array when the op saves it (None otherwise), with
+    ``ver`` its version counter."""
     node = _new(Node)
     node.op = op
-    node.attrs = {}
+    node.attrs = attrs
     node.edges = edges
     node.shapes = shapes
     node.dtypes = dtypes
     node.needs = needs
     node.seq = _next_seq()
-    node.saved = None
-    node.versions = None
-    node.out = None
-    node.out_version = None
+    node.saved = saved
+    node.versions = versions
+    node.out = out
+    node.out_version = None if out is None else (ver, 0)
     node.hooks = None
     node.retain = None
     node.freed = False
@@ -535,10 +538,9 @@ def binary_method(op):
     its time in frames and argument packing. This is the same fast path in one frame:
     two CPU tensors of one dtype (or a float tensor and a Python float/int), the
     kernel called directly (``op.kernel`` is read per call: ``tg.profile`` swaps it),
-    the output Tensor and its Node built in place. Everything
-    else (another dtype or device, another argument type, an active Tape, anomaly
-    mode, a kernel error) goes to ``bind``, which handles it and words the error,
-    so the behaviour is exactly bind's.
+    the output Tensor built in place. Everything else (another dtype or device,
+    another argument type, an active Tape, anomaly mode, a kernel error) goes to
+    ``bind``, which handles it and words the error, so the behaviour is bind's.
     """
     float_only = op.promote == "float"
     save_x = 0 in op.save_idx
@@ -567,27 +569,21 @@ def binary_method(op):
                     res._data = out
                     res.grad = None
                     res._idx = 0
+                    ver = res._version = [0]
                     rx = self.requires_grad
                     ry = other.requires_grad
                     if (rx or ry) and mode == _FAST_RECORD and out.dtype.kind == "f":
-                        ex = ((self._node, self._idx) if self._node is not None else self) if rx else None
-                        ey = ((other._node, other._idx) if other._node is not None else other) if ry else None
-                        node = _new_node(op, (ex, ey), (xd.shape, yd.shape), (dt, dt), (rx, ry))
-                        if save_x or save_y:
-                            vx = self._version
-                            vy = other._version
-                            node.saved = [self if save_x else None, other if save_y else None]
-                            node.versions = [(vx, vx[0]) if save_x else None,
-                                             (vy, vy[0]) if save_y else None]
-                        ver = [0]
-                        if save_out:
-                            node.out = out
-                            node.out_version = (ver, 0)
-                        res._version = ver
-                        res._node = node
+                        res._node = _new_node(
+                            op, {},
+                            (((self._node, self._idx) if self._node is not None else self) if rx else None,
+                             ((other._node, other._idx) if other._node is not None else other) if ry else None),
+                            (xd.shape, yd.shape), (dt, dt), (rx, ry),
+                            (self if save_x else None, other if save_y else None) if save_x or save_y else None,
+                            (self._version[0] if save_x else None, other._version[0] if save_y else None)
+                            if save_x or save_y else None,
+                            out if save_out else None, ver)
                         res.requires_grad = True
                     else:
-                        res._version = [0]
                         res._node = None
                         res.requires_grad = False
                     return res
@@ -602,22 +598,17 @@ def binary_method(op):
                 res._data = out
                 res.grad = None
                 res._idx = 0
+                ver = res._version = [0]
                 if self.requires_grad and mode == _FAST_RECORD:
-                    ex = (self._node, self._idx) if self._node is not None else self
-                    node = _new_node(op, (ex, None), (xd.shape, None), (dt, None), (True, False))
-                    if save_x or save_y:
-                        vx = self._version
-                        node.saved = [self if save_x else None, other if save_y else None]
-                        node.versions = [(vx, vx[0]) if save_x else None, None]
-                    ver = [0]
-                    if save_out:
-                        node.out = out
-                        node.out_version = (ver, 0)
-                    res._version = ver
-                    res._node = node
+                    res._node = _new_node(
+                        op, {},
+                        ((self._node, self._idx) if self._node is not None else self, None),
+                        (xd.shape, None), (dt, None), (True, False),
+                        (self if save_x else None, other if save_y else None) if save_x or save_y else None,
+                        (self._version[0] if save_x else None, None) if save_x or save_y else None,
+                        out if save_out else None, ver)
                     res.requires_grad = True
                 else:
-                    res._version = [0]
                     res._node = None
                     res.requires_grad = False
                 return res
@@ -652,22 +643,15 @@ def unary_method(op):
                 res._data = out
                 res.grad = None
                 res._idx = 0
+                ver = res._version = [0]
                 if self.requires_grad and mode == _FAST_RECORD and out.dtype.kind == "f":
-                    ex = (self._node, self._idx) if self._node is not None else self
-                    node = _new_node(op, (ex,), (xd.shape,), (dt,), (True,))
-                    if save_x:
-                        vx = self._version
-                        node.saved = [self]
-                        node.versions = [(vx, vx[0])]
-                    ver = [0]
-                    if save_out:
-                        node.out = out
-                        node.out_version = (ver, 0)
-                    res._version = ver
-                    res._node = node
+                    res._node = _new_node(
+                        op, {}, ((self._node, self._idx) if self._node is not None else self,),
+                        (xd.shape,), (dt,), (True,),
+                        (self,) if save_x else None, (self._version[0],) if save_x else None,
+                        out if save_out else None, ver)
                     res.requires_grad = True
                 else:
-                    res._version = [0]
                     res._node = None
                     res.requires_grad = False
                 return res
@@ -805,8 +789,7 @@ def _record(op, args, attrs, out_arrays, outs, rg, tapes):
             a = args[i]
             saved[i] = a
             if type(a) in _TT:
-                v = a._version
-                versions[i] = (v, v[0])
+                versions[i] = a._version[0]
         node.saved = saved
         node.versions = versions
     if op.save_out:
