@@ -335,12 +335,15 @@ def backward_pass(roots, seeds, *, inputs=None, retain_graph=False, traced=False
     Tensor = _hooks["tensor_type"]
     wrap = _hooks["wrap"]
     prev = state._grad
-    state.grad_enabled = traced
+    state._grad = traced  # the property's work, inline (tapes and anomaly stay as they are)
+    if state.mode:
+        state.mode = FAST_RECORD if traced else FAST_NO_GRAD
     try:
         return _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id,
                      Tensor, wrap)
     finally:
-        state.grad_enabled = prev
+        state._grad = prev
+        state._refresh()
 
 
 def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tensor, wrap):
@@ -385,8 +388,13 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
     # The loop body is the cost of backward on small tensors, so the common case
     # (a raw-array vjp of a one-output node, no hooks) is written out inline:
     # no frame per node for the ctx, the saved inputs, release() or accumulation.
-    while heap:
-        node = heappop(heap)[1]
+    nxt = None  # the one queued node when the heap is empty (a chain): no heap round trip
+    while heap or nxt is not None:
+        if nxt is not None:
+            node = nxt
+            nxt = None
+        else:
+            node = heappop(heap)[1]
         op = node.op
         single = op.nout == 1
         g = grads.pop(node)
@@ -462,10 +470,19 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
                     cur = grads.get(pn)
                     if cur is None:
                         grads[pn] = gi
-                        heappush(heap, (-pn.seq, pn))
+                        if nxt is None and not heap:
+                            nxt = pn
+                        else:
+                            heappush(heap, (-pn.seq, pn))
+                            if nxt is not None:
+                                heappush(heap, (-nxt.seq, nxt))
+                                nxt = None
                     else:
                         grads[pn] = cur + gi
                 else:
+                    if nxt is not None:
+                        heappush(heap, (-nxt.seq, nxt))
+                        nxt = None
                     _add_grad(grads, heap, pn, e[1], gi)
             else:  # a leaf: summed first, so that its hooks see the total
                 p = pending.get(id(e))

@@ -2,9 +2,9 @@
 import functools
 import numbers
 
-from .. import dtypes as _dt
 import numpy as np
 
+from .. import autodiff as _autodiff, dtypes as _dt
 from ..tensor import Tensor, apply_inplace, bind, binary_method, unary_method
 from . import elementwise as E, reduce as R, shape as S, indexing as I, linalg as L
 from . import creation as C, nn as N
@@ -99,8 +99,7 @@ def _cpu(self):
 
 
 def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-    from ..autodiff import backward
-    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+    _autodiff.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
 def _view_method(self, *shape):
