@@ -146,6 +146,8 @@ class Node:
                  "hooks",        # {output index: [hook, ...]} of non-leaf tensors
                  "retain",       # {output index: weakref to tensor} for retain_grad
                  "freed",        # saved values released by a backward without retain_graph
+                 "same",         # an elementwise op whose tensor inputs all have the output's
+                                 # shape and dtype: so do the gradients its vjp returns
                  "__dict__", "__weakref__")
     # rarely set, so in the lazily created __dict__; these are the defaults
     tapes = None        # frozenset of ids of the Tapes this was recorded on
@@ -166,6 +168,7 @@ class Node:
         self.hooks = None
         self.retain = None
         self.freed = False
+        self.same = False
 
     def name(self):
         return self.op.name
@@ -364,6 +367,10 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
     ctx0 = Ctx()  # reused for every node on the raw path
     ctx0.m = _namespace["m"]
     pending = {}  # id(leaf) -> [leaf, summed gradient]; hooks see the total
+    # a "same" node skips the shape and dtype checks of its input gradients when its
+    # own gradient has its output's shape and dtype: true of every gradient the walker
+    # passes on; not necessarily of a seed (listed here when it differs) or a hook's
+    off_spec = set()
 
     for t, s in zip(roots, seeds):
         if traced and not isinstance(s, Tensor):
@@ -379,6 +386,9 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             else:
                 p[1] = p[1] + s
             continue
+        if node.same and not traced and not (
+                s.shape == node.shapes[0] and s.dtype == node.dtypes[0]):
+            off_spec.add(node)
         _add_grad(grads, heap, node, t._idx, s)
 
     needed = None
@@ -398,8 +408,10 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         op = node.op
         single = op.nout == 1
         g = grads.pop(node)
+        check = traced or not node.same or node in off_spec
         if node.hooks is not None or node.retain is not None:
             g = _node_hooks(node, g, single, traced, wrap, delivered)
+            check = True
         if input_keys is not None:
             _collect(node, g, single, input_keys, results)
             if not needed.get(node):
@@ -449,19 +461,20 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             gi = in_grads[i]
             if gi is None or not needs[i]:
                 continue
-            shape = node.shapes[i]
-            if gi.shape != shape:
-                if op.broadcasting:
-                    gi = ctx.m.sum_to(gi, shape)
-                else:
-                    raise RuntimeError(f"{op.name}: gradient of input '{op.args[i]}' has "
-                                       f"shape {tuple(gi.shape)}, expected {shape}")
-            dt = node.dtypes[i]
-            if traced:
-                if gi._data.dtype != dt:
-                    gi = gi.to(dt)
-            elif gi.dtype is not dt and gi.dtype != dt:
-                gi = gi.astype(dt)
+            if check:
+                shape = node.shapes[i]
+                if gi.shape != shape:
+                    if op.broadcasting:
+                        gi = ctx.m.sum_to(gi, shape)
+                    else:
+                        raise RuntimeError(f"{op.name}: gradient of input '{op.args[i]}' has "
+                                           f"shape {tuple(gi.shape)}, expected {shape}")
+                dt = node.dtypes[i]
+                if traced:
+                    if gi._data.dtype != dt:
+                        gi = gi.to(dt)
+                elif gi.dtype is not dt and gi.dtype != dt:
+                    gi = gi.astype(dt)
             if anomaly:
                 _check_finite(op.name, node.where, gi, "backward")
             if type(e) is tuple:

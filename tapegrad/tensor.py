@@ -1,5 +1,6 @@
 """The Tensor, and ``bind``: the one funnel every op call goes through."""
 import traceback
+from types import MappingProxyType
 
 import numpy as np
 
@@ -505,10 +506,11 @@ def _fast(op, attrs, x, xd, y, yd, dt, mode):
 
 # ------------------------------------------------------------------ operator fast paths
 _new = object.__new__
+_NO_ATTRS = MappingProxyType({})  # the attrs of every operator-method node (read-only)
 
 
 def _new_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, ver):
-    """The Node of a fast-path call, without ``Node.__init__``'s frame: every slot
+    """The Node of a ``_fast`` call, without ``Node.__init__``'s frame: every slot
     set here. ``out``: the output array when the op saves it (None otherwise), with
     ``ver`` its version counter."""
     node = _new(Node)
@@ -526,101 +528,118 @@ def _new_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, ver
     node.hooks = None
     node.retain = None
     node.freed = False
+    node.same = False
     return node
 
 
 def binary_method(op):
     """The operator method (``__mul__``...) of a binary elementwise op without attrs
-    whose kernel is a NumPy ufunc.
+    whose kernel is a NumPy ufunc, and whose vjp, given a gradient of the output's
+    shape and dtype and inputs of that shape and dtype, returns gradients of that
+    shape and dtype (the walker then skips its checks: ``Node.same``).
 
     Why it exists: on small tensors an op's cost is Python overhead, not arithmetic,
     and ``x * y`` through ``bind`` -> ``_fast`` -> ``wrap`` -> ``Node`` spends most of
     its time in frames and argument packing. This is the same fast path in one frame:
     two CPU tensors of one dtype (or a float tensor and a Python float/int), the
     kernel called directly (``op.kernel`` is read per call: ``tg.profile`` swaps it),
-    the output Tensor built in place. Everything else (another dtype or device,
-    another argument type, an active Tape, anomaly mode, a kernel error) goes to
-    ``bind``, which handles it and words the error, so the behaviour is bind's.
+    the output Tensor and its Node built in place. Everything else (another dtype or
+    device, another argument type, an active Tape, anomaly mode, a kernel error) goes
+    to ``bind``, which handles it and words the error, so the behaviour is bind's.
     """
     float_only = op.promote == "float"
     save_x = 0 in op.save_idx
     save_y = 1 in op.save_idx
+    saves = save_x or save_y
     save_out = op.save_out
     if not op.fast or op.kind != "basic" or op.nout != 1 or not op.differentiable:
         raise ValueError(f"binary_method: {op.name} is not a plain elementwise op")
 
     def method(self, other):
         mode = _state.mode
-        if mode:
-            xd = self._data
-            dt = xd.dtype
-            ty = type(other)
-            if ty in _TT:
-                yd = other._data
-                if type(xd) is _NDARRAY and type(yd) is _NDARRAY and yd.dtype is dt and (
-                        not float_only or dt.kind == "f"):
-                    try:
-                        out = op.kernel(xd, yd)
-                    except _KERNEL_ERRORS:
-                        return bind(op, self, other)
-                    if type(out) is not _NDARRAY:
-                        out = _asarray(out)
-                    res = _new(Tensor)
-                    res._data = out
-                    res.grad = None
-                    res._idx = 0
-                    ver = res._version = [0]
-                    rx = self.requires_grad
-                    ry = other.requires_grad
-                    if (rx or ry) and mode == _FAST_RECORD and out.dtype.kind == "f":
-                        res._node = _new_node(
-                            op, {},
-                            (((self._node, self._idx) if self._node is not None else self) if rx else None,
-                             ((other._node, other._idx) if other._node is not None else other) if ry else None),
-                            (xd.shape, yd.shape), (dt, dt), (rx, ry),
-                            (self if save_x else None, other if save_y else None) if save_x or save_y else None,
-                            (self._version[0] if save_x else None, other._version[0] if save_y else None)
-                            if save_x or save_y else None,
-                            out if save_out else None, ver)
-                        res.requires_grad = True
-                    else:
-                        res._node = None
-                        res.requires_grad = False
-                    return res
-            elif (ty is float or ty is int) and type(xd) is _NDARRAY and dt.kind == "f":
-                try:
-                    out = op.kernel(xd, other)
-                except _KERNEL_ERRORS:
-                    return bind(op, self, other)
-                if type(out) is not _NDARRAY:
-                    out = _asarray(out)
-                res = _new(Tensor)
-                res._data = out
-                res.grad = None
-                res._idx = 0
-                ver = res._version = [0]
-                if self.requires_grad and mode == _FAST_RECORD:
-                    res._node = _new_node(
-                        op, {},
-                        ((self._node, self._idx) if self._node is not None else self, None),
-                        (xd.shape, None), (dt, None), (True, False),
-                        (self if save_x else None, other if save_y else None) if save_x or save_y else None,
-                        (self._version[0] if save_x else None, None) if save_x or save_y else None,
-                        out if save_out else None, ver)
-                    res.requires_grad = True
-                else:
-                    res._node = None
-                    res.requires_grad = False
-                return res
-        return bind(op, self, other)
+        if not mode:  # an active Tape or anomaly mode
+            return bind(op, self, other)
+        xd = self._data
+        dt = xd.dtype
+        ty = type(other)
+        if ty in _TT:
+            yd = other._data
+            if type(xd) is not _NDARRAY or type(yd) is not _NDARRAY or yd.dtype is not dt \
+                    or (float_only and dt.kind != "f"):
+                return bind(op, self, other)
+            ry = other.requires_grad
+        elif (ty is float or ty is int) and type(xd) is _NDARRAY and dt.kind == "f":
+            yd = other  # a weak scalar
+            ry = False
+        else:
+            return bind(op, self, other)
+        try:
+            out = op.kernel(xd, yd)
+        except _KERNEL_ERRORS:
+            return bind(op, self, other)
+        if type(out) is not _NDARRAY:
+            out = _asarray(out)
+        res = _new(Tensor)
+        res._data = out
+        res.grad = None
+        res._idx = 0
+        ver = res._version = [0]
+        rx = self.requires_grad
+        # float inputs give a float output here, so dt.kind is _fast's out.dtype.kind
+        if not (rx or ry) or mode != _FAST_RECORD or dt.kind != "f":
+            res._node = None
+            res.requires_grad = False
+            return res
+        node = _new(Node)
+        node.op = op
+        node.attrs = _NO_ATTRS
+        if ry:  # other is a Tensor
+            node.edges = (((self._node, self._idx) if self._node is not None else self) if rx else None,
+                          (other._node, other._idx) if other._node is not None else other)
+        else:
+            node.edges = (((self._node, self._idx) if self._node is not None else self) if rx else None,
+                          None)
+        if ty is float or ty is int:
+            node.shapes = (xd.shape, None)
+            node.dtypes = (dt, None)
+            node.same = True
+            if saves:
+                node.saved = (self if save_x else None, other if save_y else None)
+                node.versions = (self._version[0] if save_x else None, None)
+            else:
+                node.saved = node.versions = None
+        else:
+            xs = xd.shape
+            ys = yd.shape
+            node.shapes = (xs, ys)
+            node.dtypes = (dt, dt)
+            node.same = xs == ys
+            if saves:
+                node.saved = (self if save_x else None, other if save_y else None)
+                node.versions = (self._version[0] if save_x else None,
+                                 other._version[0] if save_y else None)
+            else:
+                node.saved = node.versions = None
+        node.needs = (rx, ry)
+        node.seq = _next_seq()
+        if save_out:
+            node.out = out
+            node.out_version = (ver, 0)
+        else:
+            node.out = node.out_version = None
+        node.hooks = node.retain = None
+        node.freed = False
+        res._node = node
+        res.requires_grad = True
+        return res
     method.__name__ = op.name
     return method
 
 
 def unary_method(op):
     """The method (``__neg__``...) of a unary elementwise op without attrs whose
-    kernel is a NumPy ufunc: bind's fast path in one frame, as ``binary_method``;
-    everything else goes to ``bind``."""
+    kernel is a NumPy ufunc (and whose vjp keeps the output's shape and dtype): bind's
+    fast path in one frame, as ``binary_method``; everything else goes to ``bind``."""
     float_only = op.promote == "float"
     save_x = 0 in op.save_idx
     save_out = op.save_out
@@ -629,33 +648,36 @@ def unary_method(op):
 
     def method(self):
         mode = _state.mode
-        if mode and type(self) in _TT:
-            xd = self._data
-            dt = xd.dtype
-            if type(xd) is _NDARRAY and (not float_only or dt.kind == "f"):
-                try:
-                    out = op.kernel(xd)
-                except _KERNEL_ERRORS:
-                    return bind(op, self)
-                if type(out) is not _NDARRAY:
-                    out = _asarray(out)
-                res = _new(Tensor)
-                res._data = out
-                res.grad = None
-                res._idx = 0
-                ver = res._version = [0]
-                if self.requires_grad and mode == _FAST_RECORD and out.dtype.kind == "f":
-                    res._node = _new_node(
-                        op, {}, ((self._node, self._idx) if self._node is not None else self,),
-                        (xd.shape,), (dt,), (True,),
-                        (self,) if save_x else None, (self._version[0],) if save_x else None,
-                        out if save_out else None, ver)
-                    res.requires_grad = True
-                else:
-                    res._node = None
-                    res.requires_grad = False
-                return res
-        return bind(op, self)
+        if not mode or type(self) not in _TT:
+            return bind(op, self)
+        xd = self._data
+        dt = xd.dtype
+        if type(xd) is not _NDARRAY or (float_only and dt.kind != "f"):
+            return bind(op, self)
+        try:
+            out = op.kernel(xd)
+        except _KERNEL_ERRORS:
+            return bind(op, self)
+        if type(out) is not _NDARRAY:
+            out = _asarray(out)
+        res = _new(Tensor)
+        res._data = out
+        res.grad = None
+        res._idx = 0
+        ver = res._version = [0]
+        if not self.requires_grad or mode != _FAST_RECORD or dt.kind != "f":
+            res._node = None
+            res.requires_grad = False
+            return res
+        node = _new_node(op, _NO_ATTRS,
+                         ((self._node, self._idx) if self._node is not None else self,),
+                         (xd.shape,), (dt,), (True,),
+                         (self,) if save_x else None, (self._version[0],) if save_x else None,
+                         out if save_out else None, ver)
+        node.same = True
+        res._node = node
+        res.requires_grad = True
+        return res
     method.__name__ = op.name
     return method
 
