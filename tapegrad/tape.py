@@ -366,7 +366,9 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
     anomaly = state._anomaly
     ctx0 = Ctx()  # reused for every node on the raw path
     ctx0.m = _namespace["m"]
-    pending = {}  # id(leaf) -> [leaf, summed gradient]; hooks see the total
+    # id(leaf) -> [leaf, summed gradient, whether that sum is an array made here (then
+    # later terms are added in place)]; summed first, so that the leaf's hooks see the total
+    pending = {}
     # a "same" node skips the shape and dtype checks of its input gradients when its
     # own gradient has its output's shape and dtype: true of every gradient the walker
     # passes on; not necessarily of a seed (listed here when it differs) or a hook's
@@ -382,7 +384,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         if node is None:
             p = pending.get(id(t))
             if p is None:
-                pending[id(t)] = [t, s]
+                pending[id(t)] = [t, s, False]
             else:
                 p[1] = p[1] + s
             continue
@@ -398,16 +400,19 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
     # The loop body is the cost of backward on small tensors, so the common case
     # (a raw-array vjp of a one-output node, no hooks) is written out inline:
     # no frame per node for the ctx, the saved inputs, release() or accumulation.
-    nxt = None  # the one queued node when the heap is empty (a chain): no heap round trip
+    # nxt: the one node queued while the heap is empty (a chain), with its gradient
+    # nxt_g, kept out of the heap and of grads
+    nxt = nxt_g = None
     while heap or nxt is not None:
         if nxt is not None:
             node = nxt
+            g = nxt_g
             nxt = None
         else:
             node = heappop(heap)[1]
+            g = grads.pop(node)
         op = node.op
         single = op.nout == 1
-        g = grads.pop(node)
         check = traced or not node.same or node in off_spec
         if node.hooks is not None or node.retain is not None:
             g = _node_hooks(node, g, single, traced, wrap, delivered)
@@ -479,31 +484,38 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
                 _check_finite(op.name, node.where, gi, "backward")
             if type(e) is tuple:
                 pn = e[0]
-                if pn.op.nout == 1:
+                if pn is nxt:
+                    nxt_g = nxt_g + gi
+                elif pn.op.nout == 1:
                     cur = grads.get(pn)
-                    if cur is None:
-                        grads[pn] = gi
-                        if nxt is None and not heap:
-                            nxt = pn
-                        else:
-                            heappush(heap, (-pn.seq, pn))
-                            if nxt is not None:
-                                heappush(heap, (-nxt.seq, nxt))
-                                nxt = None
-                    else:
+                    if cur is not None:
                         grads[pn] = cur + gi
+                    elif nxt is None and not heap:
+                        nxt = pn
+                        nxt_g = gi
+                    else:
+                        grads[pn] = gi
+                        heappush(heap, (-pn.seq, pn))
+                        if nxt is not None:
+                            grads[nxt] = nxt_g
+                            heappush(heap, (-nxt.seq, nxt))
+                            nxt = None
                 else:
                     if nxt is not None:
+                        grads[nxt] = nxt_g
                         heappush(heap, (-nxt.seq, nxt))
                         nxt = None
                     _add_grad(grads, heap, pn, e[1], gi)
-            else:  # a leaf: summed first, so that its hooks see the total
+            else:  # a leaf
                 p = pending.get(id(e))
                 if p is None:
-                    pending[id(e)] = [e, gi]
+                    pending[id(e)] = [e, gi, False]
+                elif p[2]:
+                    p[1] += gi
                 else:
                     p[1] = p[1] + gi
-    for t, g in pending.values():
+                    p[2] = not traced and type(p[1]) is _np.ndarray
+    for t, g, _ in pending.values():
         if t._hooks:
             g = _run_hooks(t._hooks, g, traced, wrap)
         if input_keys is not None:
