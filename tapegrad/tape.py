@@ -16,7 +16,7 @@ import numpy as _np
 
 from . import devices as _devices
 
-__all__ = ["Node", "is_grad_enabled", "state", "backward_pass"]
+__all__ = ["Node", "make_node", "is_grad_enabled", "state", "backward_pass"]
 
 _seq = itertools.count()
 next_seq = _seq.__next__
@@ -133,13 +133,14 @@ class Node:
     """One recorded op call (the ``grad_fn`` of its outputs).
 
     The fields every node has, or that the walker reads for every node, are slots
-    set at creation (a slot read is cheaper than a class default behind an instance
-    dict, and the lazily created dict would cost an allocation per node). Creation
-    is ``Node(...)``, or, on the hot path in tensor.py, ``Node.__new__`` with every
-    slot set (``new_node_fields`` lists them).
+    (a slot read is cheaper than a class default behind an instance dict, and the
+    lazily created dict would cost an allocation per node). There is no ``__init__``:
+    a class without one is quicker to instantiate, and one op call makes one node.
+    ``make_node`` fills every slot; the operator fast paths in tensor.py do the same
+    inline.
     """
     __slots__ = ("op", "attrs", "edges", "shapes", "dtypes", "needs", "seq",
-                 "saved",        # list: the saved inputs (Tensors), None where not saved
+                 "saved",        # the saved inputs (Tensors, or raw values), None where not saved
                  "versions",     # the version of each saved Tensor when saved, None for others
                  "out",          # the saved output array(s)
                  "out_version",  # (holder, version) of the saved output
@@ -152,23 +153,6 @@ class Node:
     # rarely set, so in the lazily created __dict__; these are the defaults
     tapes = None        # frozenset of ids of the Tapes this was recorded on
     where = None        # user call site (anomaly mode)
-
-    def __init__(self, op, attrs, edges, shapes, dtypes, needs):
-        self.op = op
-        self.attrs = attrs
-        self.edges = edges
-        self.shapes = shapes
-        self.dtypes = dtypes
-        self.needs = needs
-        self.seq = next_seq()
-        self.saved = None
-        self.versions = None
-        self.out = None
-        self.out_version = None
-        self.hooks = None
-        self.retain = None
-        self.freed = False
-        self.same = False
 
     def name(self):
         return self.op.name
@@ -206,6 +190,28 @@ class Node:
         if self.retain is None:
             self.retain = {}
         self.retain[idx] = weakref.ref(tensor)
+
+
+def make_node(op, attrs, edges, shapes, dtypes, needs, saved=None, versions=None,
+              out=None, out_version=None):
+    """A new Node with every slot set (the next sequence number, nothing freed)."""
+    node = Node()
+    node.op = op
+    node.attrs = attrs
+    node.edges = edges
+    node.shapes = shapes
+    node.dtypes = dtypes
+    node.needs = needs
+    node.seq = next_seq()
+    node.saved = saved
+    node.versions = versions
+    node.out = out
+    node.out_version = out_version
+    node.hooks = None
+    node.retain = None
+    node.freed = False
+    node.same = False
+    return node
 
 
 def _backward_name(name):
@@ -403,6 +409,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
     # nxt: the one node queued while the heap is empty (a chain), with its gradient
     # nxt_g, kept out of the heap and of grads
     nxt = nxt_g = None
+    selective = input_keys is not None or tape_id is not None
     while heap or nxt is not None:
         if nxt is not None:
             node = nxt
@@ -413,21 +420,24 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             g = grads.pop(node)
         op = node.op
         single = op.nout == 1
-        check = traced or not node.same or node in off_spec
+        check = traced or not node.same or (off_spec and node in off_spec)
         if node.hooks is not None or node.retain is not None:
             g = _node_hooks(node, g, single, traced, wrap, delivered)
             check = True
-        if input_keys is not None:
-            _collect(node, g, single, input_keys, results)
-            if not needed.get(node):
-                continue
-        if tape_id is not None and not (node.tapes and tape_id in node.tapes):
-            continue
         edges = node.edges
-        if needed is not None:
-            needs = tuple(e is not None and (
-                (type(e) is tuple and (needed.get(e[0]) or (id(e[0]), e[1]) in input_keys))
-                or (type(e) is not tuple and id(e) in input_keys)) for e in edges)
+        if selective:  # grad(inputs=...) or a Tape's gradient
+            if input_keys is not None:
+                _collect(node, g, single, input_keys, results)
+                if not needed.get(node):
+                    continue
+            if tape_id is not None and not (node.tapes and tape_id in node.tapes):
+                continue
+            if needed is not None:
+                needs = tuple(e is not None and (
+                    (type(e) is tuple and (needed.get(e[0]) or (id(e[0]), e[1]) in input_keys))
+                    or (type(e) is not tuple and id(e) in input_keys)) for e in edges)
+            else:
+                needs = node.needs
         else:
             needs = node.needs
         if traced or node.freed or node.out is not None:

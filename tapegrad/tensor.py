@@ -7,7 +7,8 @@ import numpy as np
 from . import dtypes as _dt
 from . import devices as _devices
 from . import tape as _tape
-from .tape import Node, state as _state, FAST_RECORD as _FAST_RECORD, next_seq as _next_seq
+from .tape import Node, make_node as _make_node, state as _state, next_seq as _next_seq
+from .tape import FAST_RECORD as _FAST_RECORD
 from ._util import fmt_spec
 
 __all__ = ["Tensor", "bind", "wrap", "apply_inplace"]
@@ -496,8 +497,10 @@ def _fast(op, attrs, x, xd, y, yd, dt, mode):
             saved = (x if sx else None, y if sy else None)
             versions = (x._version[0] if sx else None, y._version[0] if sy else None)
     ver = [0]
-    node = _new_node(op, attrs, edges, shapes, dtypes, needs, saved, versions,
-                     out if op.save_out else None, ver)
+    if op.save_out:
+        node = _make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, (ver, 0))
+    else:
+        node = _make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions)
     res = wrap(out, node, 0, ver)
     if op.kind == "view":
         _make_view(res, x)
@@ -507,29 +510,6 @@ def _fast(op, attrs, x, xd, y, yd, dt, mode):
 # ------------------------------------------------------------------ operator fast paths
 _new = object.__new__
 _NO_ATTRS = MappingProxyType({})  # the attrs of every operator-method node (read-only)
-
-
-def _new_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, ver):
-    """The Node of a ``_fast`` call, without ``Node.__init__``'s frame: every slot
-    set here. ``out``: the output array when the op saves it (None otherwise), with
-    ``ver`` its version counter."""
-    node = _new(Node)
-    node.op = op
-    node.attrs = attrs
-    node.edges = edges
-    node.shapes = shapes
-    node.dtypes = dtypes
-    node.needs = needs
-    node.seq = _next_seq()
-    node.saved = saved
-    node.versions = versions
-    node.out = out
-    node.out_version = None if out is None else (ver, 0)
-    node.hooks = None
-    node.retain = None
-    node.freed = False
-    node.same = False
-    return node
 
 
 def binary_method(op):
@@ -590,7 +570,7 @@ def binary_method(op):
             res._node = None
             res.requires_grad = False
             return res
-        node = _new(Node)
+        node = Node()  # every slot is set below (tape.make_node, inline)
         node.op = op
         node.attrs = _NO_ATTRS
         if ry:  # other is a Tensor
@@ -669,11 +649,11 @@ def unary_method(op):
             res._node = None
             res.requires_grad = False
             return res
-        node = _new_node(op, _NO_ATTRS,
-                         ((self._node, self._idx) if self._node is not None else self,),
-                         (xd.shape,), (dt,), (True,),
-                         (self,) if save_x else None, (self._version[0],) if save_x else None,
-                         out if save_out else None, ver)
+        node = _make_node(op, _NO_ATTRS,
+                          ((self._node, self._idx) if self._node is not None else self,),
+                          (xd.shape,), (dt,), (True,),
+                          (self,) if save_x else None, (self._version[0],) if save_x else None,
+                          out if save_out else None, (ver, 0) if save_out else None)
         node.same = True
         res._node = node
         res.requires_grad = True
@@ -803,7 +783,7 @@ def _record(op, args, attrs, out_arrays, outs, rg, tapes):
             dtypes.append(a.dtype if has else None)
         edges.append(None)
         needs.append(False)
-    node = Node(op, attrs, tuple(edges), tuple(shapes), tuple(dtypes), tuple(needs))
+    node = _make_node(op, attrs, tuple(edges), tuple(shapes), tuple(dtypes), tuple(needs))
     if op.save_idx:
         saved = [None] * len(args)
         versions = [None] * len(args)
