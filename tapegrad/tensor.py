@@ -573,13 +573,17 @@ def binary_method(op):
         node = Node()  # every slot is set below (tape.make_node, inline)
         node.op = op
         node.attrs = _NO_ATTRS
-        if ry:  # other is a Tensor
-            node.edges = (((self._node, self._idx) if self._node is not None else self) if rx else None,
-                          (other._node, other._idx) if other._node is not None else other)
+        if rx:
+            xn = self._node
+            ex = (xn, self._idx) if xn is not None else self
         else:
-            node.edges = (((self._node, self._idx) if self._node is not None else self) if rx else None,
-                          None)
-        if ty is float or ty is int:
+            ex = None
+        if ry:
+            yn = other._node
+            node.edges = (ex, (yn, other._idx) if yn is not None else other)
+        else:
+            node.edges = (ex, None)
+        if yd is other:  # a weak scalar
             node.shapes = (xd.shape, None)
             node.dtypes = (dt, None)
             node.same = True
