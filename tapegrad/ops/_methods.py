@@ -169,6 +169,15 @@ _TABLE = {
     "mT": property(S.mT),
 }
 
+# elementwise ops with a NumPy ufunc kernel whose public function is only
+# ``bind(OP, input[, other])`` (add, sub, div take keywords); their vjps map a
+# gradient of the output's shape and dtype to gradients of that shape and dtype,
+# which tensor.binary_method/unary_method rely on
+_UFUNC_OPS = (E.MUL, E.REMAINDER, E.FMOD, E.MAXIMUM, E.MINIMUM, E.ARCTAN2, E.LOGADDEXP,
+              E.NEG, E.ABS, E.EXP, E.EXP2, E.EXPM1, E.LOG, E.LOG2, E.LOG10, E.LOG1P,
+              E.SQRT, E.SIN, E.COS, E.TAN, E.ARCSIN, E.ARCCOS, E.ARCTAN, E.SINH, E.COSH,
+              E.TANH)
+
 # methods that are the public function of the same name, taking self first
 _SAME_NAME = [
     (E, "add sub mul div true_divide floor_divide remainder pow neg abs sign exp exp2 log "
@@ -200,6 +209,15 @@ def install(extra=()):
     for name, fn in _TABLE.items():
         if fn is not None:
             setattr(Tensor, name, fn)
+    # a method (or alias, or dunder) that is the public function of one of these ops,
+    # itself just ``bind(OP, input[, other])``, takes bind's fast path in one frame
+    for op in _UFUNC_OPS:
+        public = getattr(E, op.name)
+        fast = _direct(op)
+        fast.__doc__ = public.__doc__
+        for name, value in list(vars(Tensor).items()):
+            if value is public:
+                setattr(Tensor, name, fast)
     # Tensor defines __eq__, so Python would drop __hash__; keep identity hashing
     Tensor.__hash__ = lambda self: id(self)
 
