@@ -66,6 +66,10 @@ class _TapeStack(list):
         list.extend(self, tapes)
         return self._changed(self)
 
+    def __imul__(self, n):
+        list.__imul__(self, n)
+        return self._changed(self)
+
 
 class _State(threading.local):
     """Per-thread recording state: grad mode, active Tapes, anomaly mode, and
