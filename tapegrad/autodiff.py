@@ -5,6 +5,7 @@ import functools
 from . import tape as _tape
 from .tape import state as _state
 from .tensor import Tensor, wrap
+from .devices import xp_of as _xp_of
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Tape", "checkpoint", "detect_anomaly"]
@@ -116,8 +117,8 @@ def _seeds(fn, outputs, grad_outputs, traced):
                 raise RuntimeError(f"{fn}: grad can be implicitly created only for scalar "
                                    f"outputs; got shape {tuple(out.shape)}. Pass a gradient "
                                    f"of that shape (grad_tensors/grad_outputs)")
-            xp = _xp(out)
-            seed = xp.ones(out._data.shape, dtype=out._data.dtype)
+            seed = _xp(out).empty(out._data.shape, dtype=out._data.dtype)
+            seed.fill(1)  # as ones(), without its Python layer
         else:
             if not isinstance(go, Tensor):
                 from .ops.creation import as_tensor
@@ -131,8 +132,7 @@ def _seeds(fn, outputs, grad_outputs, traced):
 
 
 def _xp(t):
-    from .devices import xp_of
-    return xp_of(t._data)
+    return _xp_of(t._data)
 
 
 def _check_outputs(fn, outputs):

@@ -7,7 +7,6 @@ inputs' nodes; nothing points back at outputs, so a record dies by reference
 counting alone. The walker visits nodes reachable from the roots in decreasing
 sequence order (a heap), which is a topological order. It knows no op by name.
 """
-import heapq
 from heapq import heappush, heappop
 import itertools
 import threading
@@ -17,17 +16,105 @@ import numpy as _np
 
 from . import devices as _devices
 
-__all__ = ["Node", "is_grad_enabled", "set_grad_enabled_flag", "state", "backward_pass"]
+__all__ = ["Node", "make_node", "is_grad_enabled", "state", "backward_pass"]
 
 _seq = itertools.count()
 next_seq = _seq.__next__
 
 
+# what bind's fast paths may do in this thread, kept in ``state.mode`` so that an op
+# reads one thread-local attribute instead of three (grad mode, tapes, anomaly)
+GENERAL = 0        # an explicit Tape is active or anomaly mode is on: the general path
+FAST_NO_GRAD = 1   # neither, and grad mode is off: fast path, nothing is recorded
+FAST_RECORD = 2    # neither, and grad mode is on: fast path, record when an input needs
+
+
+class _TapeStack(list):
+    """The active explicit Tapes of one thread, innermost last; every change
+    refreshes ``state.mode`` (code mutates this list in place)."""
+    __slots__ = ()
+
+    def _changed(self, result=None):
+        state._refresh()
+        return result
+
+    def append(self, tape):
+        return self._changed(list.append(self, tape))
+
+    def extend(self, tapes):
+        return self._changed(list.extend(self, tapes))
+
+    def insert(self, i, tape):
+        return self._changed(list.insert(self, i, tape))
+
+    def remove(self, tape):
+        return self._changed(list.remove(self, tape))
+
+    def pop(self, i=-1):
+        return self._changed(list.pop(self, i))
+
+    def clear(self):
+        return self._changed(list.clear(self))
+
+    def __setitem__(self, i, v):
+        return self._changed(list.__setitem__(self, i, v))
+
+    def __delitem__(self, i):
+        return self._changed(list.__delitem__(self, i))
+
+    def __iadd__(self, tapes):
+        list.extend(self, tapes)
+        return self._changed(self)
+
+    def __imul__(self, n):
+        list.__imul__(self, n)
+        return self._changed(self)
+
+
 class _State(threading.local):
+    """Per-thread recording state: grad mode, active Tapes, anomaly mode, and
+    ``mode`` (one of GENERAL, FAST_NO_GRAD, FAST_RECORD) derived from the three.
+
+    The three are properties so that every way of changing them (context managers,
+    tests assigning ``state.grad_enabled``, in-place edits of ``state.tapes``) keeps
+    ``mode`` right; code on hot paths reads ``_grad``/``_tapes``/``_anomaly``."""
+
     def __init__(self):
-        self.grad_enabled = True
-        self.tapes = []          # active explicit Tapes, innermost last
-        self.anomaly = False
+        self._grad = True
+        self._tapes = _TapeStack()
+        self._anomaly = False
+        self.mode = FAST_RECORD
+
+    def _refresh(self):
+        self.mode = (GENERAL if self._tapes or self._anomaly else
+                     FAST_RECORD if self._grad else FAST_NO_GRAD)
+
+    @property
+    def grad_enabled(self):
+        return self._grad
+
+    @grad_enabled.setter
+    def grad_enabled(self, flag):
+        self._grad = flag
+        self._refresh()
+
+    @property
+    def anomaly(self):
+        return self._anomaly
+
+    @anomaly.setter
+    def anomaly(self, flag):
+        self._anomaly = flag
+        self._refresh()
+
+    @property
+    def tapes(self):
+        return self._tapes
+
+    @tapes.setter
+    def tapes(self, tapes):
+        self._tapes = _TapeStack(tapes)
+        self._refresh()
 
 
 state = _State()
@@ -43,32 +130,33 @@ def install_tensor(tensor_type, wrap):
 
 
 def is_grad_enabled():
-    return state.grad_enabled
+    return state._grad
 
 
 class Node:
-    """One recorded op call (the ``grad_fn`` of its outputs)."""
-    __slots__ = ("op", "attrs", "edges", "shapes", "dtypes", "needs", "seq", "__dict__",
-                 "__weakref__")
-    # set only when used (the lazily created __dict__ holds them); these are defaults
-    saved = None        # list: the saved inputs (Tensors), None where not saved
-    versions = None     # list: (version holder, version at save) per saved input
-    out = None          # the saved output array(s)
-    out_version = None  # (holder, version) of the saved output
-    hooks = None        # {output index: [hook, ...]} of non-leaf tensors
-    retain = None       # {output index: weakref to tensor} for retain_grad
-    tapes = None        # frozenset of ids of the Tapes this was recorded on
-    freed = False       # saved values released by a backward without retain_graph
-    where = None        # user call site (anomaly mode)
+    """One recorded op call (the ``grad_fn`` of its outputs).
 
-    def __init__(self, op, attrs, edges, shapes, dtypes, needs):
-        self.op = op
-        self.attrs = attrs
-        self.edges = edges
-        self.shapes = shapes
-        self.dtypes = dtypes
-        self.needs = needs
-        self.seq = next_seq()
+    The fields every node has, or that the walker reads for every node, are slots
+    (a slot read is cheaper than a class default behind an instance dict, and the
+    lazily created dict would cost an allocation per node). There is no ``__init__``:
+    a class without one is quicker to instantiate, and one op call makes one node.
+    ``make_node`` fills every slot; the operator fast paths in tensor.py do the same
+    inline.
+    """
+    __slots__ = ("op", "attrs", "edges", "shapes", "dtypes", "needs", "seq",
+                 "saved",        # the saved inputs (Tensors, or raw values), None where not saved
+                 "versions",     # the version of each saved Tensor when saved, None for others
+                 "out",          # the saved output array(s)
+                 "out_version",  # (holder, version) of the saved output
+                 "hooks",        # {output index: [hook, ...]} of non-leaf tensors
+                 "retain",       # {output index: weakref to tensor} for retain_grad
+                 "freed",        # saved values released by a backward without retain_graph
+                 "same",         # an elementwise op whose tensor inputs all have the output's
+                                 # shape and dtype: so do the gradients its vjp returns
+                 "__dict__", "__weakref__")
+    # rarely set, so in the lazily created __dict__; these are the defaults
+    tapes = None        # frozenset of ids of the Tapes this was recorded on
+    where = None        # user call site (anomaly mode)
 
     def name(self):
         return self.op.name
@@ -106,6 +194,28 @@ class Node:
         if self.retain is None:
             self.retain = {}
         self.retain[idx] = weakref.ref(tensor)
+
+
+def make_node(op, attrs, edges, shapes, dtypes, needs, saved=None, versions=None,
+              out=None, out_version=None):
+    """A new Node with every slot set (the next sequence number, nothing freed)."""
+    node = Node()
+    node.op = op
+    node.attrs = attrs
+    node.edges = edges
+    node.shapes = shapes
+    node.dtypes = dtypes
+    node.needs = needs
+    node.seq = next_seq()
+    node.saved = saved
+    node.versions = versions
+    node.out = out
+    node.out_version = out_version
+    node.hooks = None
+    node.retain = None
+    node.freed = False
+    node.same = False
+    return node
 
 
 def _backward_name(name):
@@ -152,13 +262,14 @@ def _make_ctx(node, traced, needs, ctx=None):
                     s = _hooks["wrap"](s)
                 vals.append(s)
                 continue
-            holder, v = vr
-            if holder[0] != v:
+            # a Tensor's version counter (a one-element list) is fixed at creation
+            now = s._version[0]
+            if now != vr:
                 raise RuntimeError(
                     f"{node.op.name}: one of the variables needed for gradient computation "
                     f"has been modified by an inplace operation: input "
                     f"'{node.op.args[i]}' of {node.op.name} (shape {node.shapes[i]}) is at "
-                    f"version {holder[0]}; expected version {v}. Hint: avoid modifying it "
+                    f"version {now}; expected version {vr}. Hint: avoid modifying it "
                     f"in place, or clone() it before the in-place change")
             vals.append(s if traced else s._data)
         ctx.inputs = vals
@@ -182,18 +293,6 @@ def _make_ctx(node, traced, needs, ctx=None):
     else:
         ctx.out = None
     return ctx
-
-
-def _raw_inputs(node):
-    """The saved inputs as raw arrays, after checking their versions."""
-    vals = []
-    for i, (s, vr) in enumerate(zip(node.saved, node.versions)):
-        if vr is not None:
-            if vr[0][0] != vr[1]:
-                _make_ctx(node, False, ())  # raises the in-place modification error
-            s = s._data
-        vals.append(s)
-    return vals
 
 
 def _needed_nodes(roots, input_keys, tape_id):
@@ -248,16 +347,21 @@ def backward_pass(roots, seeds, *, inputs=None, retain_graph=False, traced=False
     """
     Tensor = _hooks["tensor_type"]
     wrap = _hooks["wrap"]
-    prev = state.grad_enabled
-    state.grad_enabled = traced
+    prev = state._grad
+    state._grad = traced  # the property's work, inline (tapes and anomaly stay as they are)
+    if state.mode:
+        state.mode = FAST_RECORD if traced else FAST_NO_GRAD
     try:
         return _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id,
                      Tensor, wrap)
     finally:
-        state.grad_enabled = prev
+        state._grad = prev
+        state._refresh()
 
 
 def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tensor, wrap):
+    # grads: node -> the gradient of its output (nout == 1; never None once set),
+    # or a list of them, None where none arrived yet (nout > 1)
     grads = {}
     heap = []
     results = None
@@ -269,18 +373,16 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             input_keys.setdefault(key, []).append(k)
         results = [None] * len(inputs)
     delivered = set()
-    anomaly = state.anomaly
+    anomaly = state._anomaly
     ctx0 = Ctx()  # reused for every node on the raw path
     ctx0.m = _namespace["m"]
-
-    pending = {}  # id(leaf) -> [leaf, summed gradient]; hooks see the total
-
-    def deliver(t, g):
-        p = pending.get(id(t))
-        if p is None:
-            pending[id(t)] = [t, g]
-        else:
-            p[1] = p[1] + g
+    # id(leaf) -> [leaf, summed gradient, whether that sum is an array made here (then
+    # later terms are added in place)]; summed first, so that the leaf's hooks see the total
+    pending = {}
+    # a "same" node skips the shape and dtype checks of its input gradients when its
+    # own gradient has its output's shape and dtype: true of every gradient the walker
+    # passes on; not necessarily of a seed (listed here when it differs) or a hook's
+    off_spec = set()
 
     for t, s in zip(roots, seeds):
         if traced and not isinstance(s, Tensor):
@@ -290,52 +392,61 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         delivered.add(id(s))
         node = t._node
         if node is None:
-            deliver(t, s)
+            p = pending.get(id(t))
+            if p is None:
+                pending[id(t)] = [t, s, False]
+            else:
+                p[1] = p[1] + s
             continue
-        slot = grads.get(node)
-        if slot is None:
-            slot = grads[node] = [None] * node.op.nout
-            heapq.heappush(heap, (-node.seq, node))
-        i = t._idx
-        slot[i] = s if slot[i] is None else slot[i] + s
+        if node.same and not traced and not (
+                s.shape == node.shapes[0] and s.dtype == node.dtypes[0]):
+            off_spec.add(node)
+        _add_grad(grads, heap, node, t._idx, s)
 
     needed = None
     if input_keys is not None:
         needed = _needed_nodes([n for _, n in heap], input_keys, tape_id)
 
-    while heap:
-        _, node = heappop(heap)
-        gs = grads.pop(node)
-        if node.hooks:
-            for idx, fns in node.hooks.items():
-                if gs[idx] is not None:
-                    gs[idx] = _run_hooks(fns, gs[idx], traced, wrap)
-        if node.retain:
-            for idx, ref in node.retain.items():
-                t = ref()
-                if t is not None and gs[idx] is not None:
-                    _accumulate(t, gs[idx], traced, delivered, wrap)
-        if input_keys is not None:
-            for idx in range(len(gs)):
-                ks = input_keys.get((id(node), idx))
-                if ks and gs[idx] is not None:
-                    for k in ks:
-                        results[k] = gs[idx] if results[k] is None else results[k] + gs[idx]
-            if not needed.get(node):
-                continue
-        if tape_id is not None and not (node.tapes and tape_id in node.tapes):
-            continue
-        edges = node.edges
+    # The loop body is the cost of backward on small tensors, so the common case
+    # (a raw-array vjp of a one-output node, no hooks) is written out inline:
+    # no frame per node for the ctx, the saved inputs, release() or accumulation.
+    # nxt: the one node queued while the heap is empty (a chain), with its gradient
+    # nxt_g, kept out of the heap and of grads
+    nxt = nxt_g = None
+    selective = input_keys is not None or tape_id is not None
+    while heap or nxt is not None:
+        if nxt is not None:
+            node = nxt
+            g = nxt_g
+            nxt = None
+        else:
+            node = heappop(heap)[1]
+            g = grads.pop(node)
         op = node.op
-        if needed is not None:
-            needs = tuple(e is not None and (
-                (type(e) is tuple and (needed.get(e[0]) or (id(e[0]), e[1]) in input_keys))
-                or (type(e) is not tuple and id(e) in input_keys)) for e in edges)
+        single = op.nout == 1
+        check = traced or not node.same or (off_spec and node in off_spec)
+        if node.hooks is not None or node.retain is not None:
+            g = _node_hooks(node, g, single, traced, wrap, delivered)
+            check = True
+        edges = node.edges
+        if selective:  # grad(inputs=...) or a Tape's gradient
+            if input_keys is not None:
+                _collect(node, g, single, input_keys, results)
+                if not needed.get(node):
+                    continue
+            if tape_id is not None and not (node.tapes and tape_id in node.tapes):
+                continue
+            if needed is not None:
+                needs = tuple(e is not None and (
+                    (type(e) is tuple and (needed.get(e[0]) or (id(e[0]), e[1]) in input_keys))
+                    or (type(e) is not tuple and id(e) in input_keys)) for e in edges)
+            else:
+                needs = node.needs
         else:
             needs = node.needs
         if traced or node.freed or node.out is not None:
             ctx = _make_ctx(node, traced, needs, None if traced else ctx0)
-        else:  # the raw path, inlined: most nodes of a training step come here
+        else:  # the raw path: most nodes of a training step come here
             ctx = ctx0
             ctx.attrs = node.attrs
             ctx.shapes = node.shapes
@@ -343,44 +454,82 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
             ctx.needs_input_grad = needs
             ctx.node = node
             ctx.out = None
-            ctx.inputs = None if node.saved is None else _raw_inputs(node)
-        in_grads = op.vjp(ctx, gs[0] if op.nout == 1 else tuple(gs))
-        if not retain_graph:
-            node.release()
+            saved = node.saved
+            if saved is None:
+                ctx.inputs = None
+            else:  # the saved inputs as raw arrays, after checking their versions
+                vals = list(saved)
+                i = 0
+                for v in node.versions:
+                    if v is not None:
+                        s = vals[i]
+                        if s._version[0] != v:
+                            _make_ctx(node, False, ())  # raises the in-place error
+                        vals[i] = s._data
+                    i += 1
+                ctx.inputs = vals
+        in_grads = op.vjp(ctx, g if single else tuple(g))
+        if not retain_graph:  # Node.release, inline
+            node.freed = True
+            node.saved = None
+            node.out = None
         if len(in_grads) != len(edges):
             raise RuntimeError(f"{op.name}: vjp returned {len(in_grads)} gradients "
                                f"for {len(edges)} inputs")
-        shapes = node.shapes
-        dtypes = node.dtypes
         for i, e in enumerate(edges):
             gi = in_grads[i]
             if gi is None or not needs[i]:
                 continue
-            shape = shapes[i]
-            if gi.shape != shape:
-                if op.broadcasting:
-                    gi = ctx.m.sum_to(gi, shape)
-                else:
-                    raise RuntimeError(f"{op.name}: gradient of input '{op.args[i]}' has "
-                                       f"shape {tuple(gi.shape)}, expected {shape}")
-            dt = dtypes[i]
-            if traced:
-                if gi._data.dtype != dt:
-                    gi = gi.to(dt)
-            elif gi.dtype is not dt and gi.dtype != dt:
-                gi = gi.astype(dt)
+            if check:
+                shape = node.shapes[i]
+                if gi.shape != shape:
+                    if op.broadcasting:
+                        gi = ctx.m.sum_to(gi, shape)
+                    else:
+                        raise RuntimeError(f"{op.name}: gradient of input '{op.args[i]}' has "
+                                           f"shape {tuple(gi.shape)}, expected {shape}")
+                dt = node.dtypes[i]
+                if traced:
+                    if gi._data.dtype != dt:
+                        gi = gi.to(dt)
+                elif gi.dtype is not dt and gi.dtype != dt:
+                    gi = gi.astype(dt)
             if anomaly:
                 _check_finite(op.name, node.where, gi, "backward")
             if type(e) is tuple:
-                pn, idx = e
-                slot = grads.get(pn)
-                if slot is None:
-                    slot = grads[pn] = [None] * pn.op.nout
-                    heappush(heap, (-pn.seq, pn))
-                slot[idx] = gi if slot[idx] is None else slot[idx] + gi
-            else:
-                deliver(e, gi)
-    for t, g in pending.values():
+                pn = e[0]
+                if pn is nxt:
+                    nxt_g = nxt_g + gi
+                elif pn.op.nout == 1:
+                    cur = grads.get(pn)
+                    if cur is not None:
+                        grads[pn] = cur + gi
+                    elif nxt is None and not heap:
+                        nxt = pn
+                        nxt_g = gi
+                    else:
+                        grads[pn] = gi
+                        heappush(heap, (-pn.seq, pn))
+                        if nxt is not None:
+                            grads[nxt] = nxt_g
+                            heappush(heap, (-nxt.seq, nxt))
+                            nxt = None
+                else:
+                    if nxt is not None:
+                        grads[nxt] = nxt_g
+                        heappush(heap, (-nxt.seq, nxt))
+                        nxt = None
+                    _add_grad(grads, heap, pn, e[1], gi)
+            else:  # a leaf
+                p = pending.get(id(e))
+                if p is None:
+                    pending[id(e)] = [e, gi, False]
+                elif p[2]:
+                    p[1] += gi
+                else:
+                    p[1] = p[1] + gi
+                    p[2] = not traced and type(p[1]) is _np.ndarray
+    for t, g, _ in pending.values():
         if t._hooks:
             g = _run_hooks(t._hooks, g, traced, wrap)
         if input_keys is not None:
@@ -389,6 +538,49 @@ def _walk(roots, seeds, inputs, retain_graph, traced, accumulate, tape_id, Tenso
         elif t.requires_grad:
             _accumulate(t, g, traced, delivered, wrap)
     return results
+
+
+def _add_grad(grads, heap, node, idx, g):
+    """Add ``g`` to the gradient of output ``idx`` of ``node``, queueing the node."""
+    if node.op.nout == 1:
+        cur = grads.get(node)
+        if cur is None:
+            grads[node] = g
+            heappush(heap, (-node.seq, node))
+        else:
+            grads[node] = cur + g
+        return
+    slot = grads.get(node)
+    if slot is None:
+        slot = grads[node] = [None] * node.op.nout
+        heappush(heap, (-node.seq, node))
+    slot[idx] = g if slot[idx] is None else slot[idx] + g
+
+
+def _node_hooks(node, g, single, traced, wrap, delivered):
+    """Run the hooks of a node's outputs and fill retain_grad tensors; the gradient
+    (or list of them) after the hooks."""
+    gs = [g] if single else g
+    if node.hooks:
+        for idx, fns in node.hooks.items():
+            if gs[idx] is not None:
+                gs[idx] = _run_hooks(fns, gs[idx], traced, wrap)
+    if node.retain:
+        for idx, ref in node.retain.items():
+            t = ref()
+            if t is not None and gs[idx] is not None:
+                _accumulate(t, gs[idx], traced, delivered, wrap)
+    return gs[0] if single else gs
+
+
+def _collect(node, g, single, input_keys, results):
+    """grad(inputs=...): gradients that reach a requested non-leaf input."""
+    gs = [g] if single else g
+    for idx in range(len(gs)):
+        ks = input_keys.get((id(node), idx))
+        if ks and gs[idx] is not None:
+            for k in ks:
+                results[k] = gs[idx] if results[k] is None else results[k] + gs[idx]
 
 
 def _run_hooks(fns, g, traced, wrap):

@@ -1,12 +1,14 @@
 """The Tensor, and ``bind``: the one funnel every op call goes through."""
 import traceback
+from types import MappingProxyType
 
 import numpy as np
 
 from . import dtypes as _dt
 from . import devices as _devices
 from . import tape as _tape
-from .tape import Node, state as _state
+from .tape import Node, make_node as _make_node, state as _state, next_seq as _next_seq
+from .tape import FAST_RECORD as _FAST_RECORD
 from ._util import fmt_spec
 
 __all__ = ["Tensor", "bind", "wrap", "apply_inplace"]
@@ -417,15 +419,15 @@ def bind(op, *args, **attrs):
     a weak scalar) of one dtype, unrolled: it is most of the time of a training
     step on small tensors. Everything else takes the general path.
     """
-    st = _state
-    if op.fast and len(args) <= 2 and not st.tapes and not st.anomaly:
+    mode = _state.mode
+    if mode and op.fast and len(args) <= 2:
         x = args[0]
         if type(x) in _TT:
             xd = x._data
             if type(xd) is _NDARRAY:
                 if len(args) == 1:
                     if op.promote != "float" or xd.dtype.kind == "f":
-                        return _fast(op, attrs, x, xd, None, None, xd.dtype)
+                        return _fast(op, attrs, x, xd, None, None, xd.dtype, mode)
                 else:
                     y = args[1]
                     ty = type(y)
@@ -433,9 +435,9 @@ def bind(op, *args, **attrs):
                         yd = y._data
                         if type(yd) is _NDARRAY and yd.dtype is xd.dtype and (
                                 op.promote != "float" or xd.dtype.kind == "f"):
-                            return _fast(op, attrs, x, xd, y, yd, xd.dtype)
+                            return _fast(op, attrs, x, xd, y, yd, xd.dtype, mode)
                     elif (ty is float or ty is int) and xd.dtype.kind == "f":
-                        return _fast(op, attrs, x, xd, None, y, xd.dtype)
+                        return _fast(op, attrs, x, xd, None, y, xd.dtype, mode)
         elif type(x) is _NDARRAY and x.dtype.kind == "f":
             # raw float arrays (a vjp on the fast path): the kernel and nothing else
             if len(args) == 1:
@@ -458,7 +460,7 @@ def _raw_kernel(op, attrs, args):
         raise _explain(op, list(args), attrs, e) from None
 
 
-def _fast(op, attrs, x, xd, y, yd, dt):
+def _fast(op, attrs, x, xd, y, yd, dt, mode):
     try:
         out = op.kernel(xd, **attrs) if yd is None else op.kernel(xd, yd, **attrs)
     except _KERNEL_ERRORS as e:
@@ -467,39 +469,201 @@ def _fast(op, attrs, x, xd, y, yd, dt):
         out = _asarray(out)
     rx = x.requires_grad
     ry = y is not None and y.requires_grad
-    if not (rx or ry) or not _state.grad_enabled or out.dtype.kind != "f" or \
+    if not (rx or ry) or mode != _FAST_RECORD or out.dtype.kind != "f" or \
             not op.differentiable:
         res = wrap(out)
         if op.kind == "view":
             _make_view(res, x)
         return res
     ex = ((x._node, x._idx) if x._node is not None else x) if rx else None
+    si = op.save_idx
+    saved = versions = None
     if yd is None:
-        node = Node(op, attrs, (ex,), (xd.shape,), (dt,), (rx,))
-    elif y is None:
-        node = Node(op, attrs, (ex, None), (xd.shape, None), (dt, None), (rx, False))
+        edges, shapes, dtypes, needs = (ex,), (xd.shape,), (dt,), (rx,)
+        if si:
+            saved, versions = (x,), (x._version[0],)
+    elif y is None:  # a weak scalar
+        edges, shapes, dtypes, needs = (ex, None), (xd.shape, None), (dt, None), (rx, False)
+        if si:
+            sx = 0 in si
+            saved = (x if sx else None, yd if 1 in si else None)
+            versions = (x._version[0] if sx else None, None)
     else:
         ey = ((y._node, y._idx) if y._node is not None else y) if ry else None
-        node = Node(op, attrs, (ex, ey), (xd.shape, yd.shape), (dt, dt), (rx, ry))
-    si = op.save_idx
-    if si:
-        if yd is None:
-            node.saved = [x]
-            node.versions = [(x._version, x._version[0])]
-        else:
-            sy = y if y is not None else yd
+        edges, shapes, dtypes, needs = (ex, ey), (xd.shape, yd.shape), (dt, dt), (rx, ry)
+        if si:
             sx = 0 in si
-            node.saved = [x if sx else None, sy if 1 in si else None]
-            node.versions = [(x._version, x._version[0]) if sx else None,
-                             (y._version, y._version[0]) if y is not None and 1 in si else None]
+            sy = 1 in si
+            saved = (x if sx else None, y if sy else None)
+            versions = (x._version[0] if sx else None, y._version[0] if sy else None)
     ver = [0]
     if op.save_out:
-        node.out = out
-        node.out_version = (ver, 0)
+        node = _make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, (ver, 0))
+    else:
+        node = _make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions)
     res = wrap(out, node, 0, ver)
     if op.kind == "view":
         _make_view(res, x)
     return res
+
+
+# ------------------------------------------------------------------ operator fast paths
+_new = object.__new__
+_NO_ATTRS = MappingProxyType({})  # the attrs of every operator-method node (read-only)
+
+
+def binary_method(op):
+    """The operator method (``__mul__``...) of a binary elementwise op without attrs
+    whose kernel is a NumPy ufunc, and whose vjp, given a gradient of the output's
+    shape and dtype and inputs of that shape and dtype, returns gradients of that
+    shape and dtype (the walker then skips its checks: ``Node.same``).
+
+    Why it exists: on small tensors an op's cost is Python overhead, not arithmetic,
+    and ``x * y`` through ``bind`` -> ``_fast`` -> ``wrap`` -> ``Node`` spends most of
+    its time in frames and argument packing. This is the same fast path in one frame:
+    two CPU tensors of one dtype (or a float tensor and a Python float/int), the
+    kernel called directly (``op.kernel`` is read per call: ``tg.profile`` swaps it),
+    the output Tensor and its Node built in place. Everything else (another dtype or
+    device, another argument type, an active Tape, anomaly mode, a kernel error) goes
+    to ``bind``, which handles it and words the error, so the behaviour is bind's.
+    """
+    float_only = op.promote == "float"
+    save_x = 0 in op.save_idx
+    save_y = 1 in op.save_idx
+    saves = save_x or save_y
+    save_out = op.save_out
+    if not op.fast or op.kind != "basic" or op.nout != 1 or not op.differentiable:
+        raise ValueError(f"binary_method: {op.name} is not a plain elementwise op")
+
+    def method(self, other):
+        mode = _state.mode
+        if not mode:  # an active Tape or anomaly mode
+            return bind(op, self, other)
+        xd = self._data
+        dt = xd.dtype
+        ty = type(other)
+        if ty in _TT:
+            yd = other._data
+            if type(xd) is not _NDARRAY or type(yd) is not _NDARRAY or yd.dtype is not dt \
+                    or (float_only and dt.kind != "f"):
+                return bind(op, self, other)
+            ry = other.requires_grad
+        elif (ty is float or ty is int) and type(xd) is _NDARRAY and dt.kind == "f":
+            yd = other  # a weak scalar
+            ry = False
+        else:
+            return bind(op, self, other)
+        try:
+            out = op.kernel(xd, yd)
+        except _KERNEL_ERRORS:
+            return bind(op, self, other)
+        if type(out) is not _NDARRAY:
+            out = _asarray(out)
+        res = _new(Tensor)
+        res._data = out
+        res.grad = None
+        res._idx = 0
+        ver = res._version = [0]
+        rx = self.requires_grad
+        # float inputs give a float output here, so dt.kind is _fast's out.dtype.kind
+        if not (rx or ry) or mode != _FAST_RECORD or dt.kind != "f":
+            res._node = None
+            res.requires_grad = False
+            return res
+        node = Node()  # every slot is set below (tape.make_node, inline)
+        node.op = op
+        node.attrs = _NO_ATTRS
+        if rx:
+            xn = self._node
+            ex = (xn, self._idx) if xn is not None else self
+        else:
+            ex = None
+        if ry:
+            yn = other._node
+            node.edges = (ex, (yn, other._idx) if yn is not None else other)
+        else:
+            node.edges = (ex, None)
+        if yd is other:  # a weak scalar
+            node.shapes = (xd.shape, None)
+            node.dtypes = (dt, None)
+            node.same = True
+            if saves:
+                node.saved = (self if save_x else None, other if save_y else None)
+                node.versions = (self._version[0] if save_x else None, None)
+            else:
+                node.saved = node.versions = None
+        else:
+            xs = xd.shape
+            ys = yd.shape
+            node.shapes = (xs, ys)
+            node.dtypes = (dt, dt)
+            node.same = xs == ys
+            if saves:
+                node.saved = (self if save_x else None, other if save_y else None)
+                node.versions = (self._version[0] if save_x else None,
+                                 other._version[0] if save_y else None)
+            else:
+                node.saved = node.versions = None
+        node.needs = (rx, ry)
+        node.seq = _next_seq()
+        if save_out:
+            node.out = out
+            node.out_version = (ver, 0)
+        else:
+            node.out = node.out_version = None
+        node.hooks = node.retain = None
+        node.freed = False
+        res._node = node
+        res.requires_grad = True
+        return res
+    method.__name__ = op.name
+    return method
+
+
+def unary_method(op):
+    """The method (``__neg__``...) of a unary elementwise op without attrs whose
+    kernel is a NumPy ufunc (and whose vjp keeps the output's shape and dtype): bind's
+    fast path in one frame, as ``binary_method``; everything else goes to ``bind``."""
+    float_only = op.promote == "float"
+    save_x = 0 in op.save_idx
+    save_out = op.save_out
+    if not op.fast or op.kind != "basic" or op.nout != 1 or not op.differentiable:
+        raise ValueError(f"unary_method: {op.name} is not a plain elementwise op")
+
+    def method(self):
+        mode = _state.mode
+        if not mode or type(self) not in _TT:
+            return bind(op, self)
+        xd = self._data
+        dt = xd.dtype
+        if type(xd) is not _NDARRAY or (float_only and dt.kind != "f"):
+            return bind(op, self)
+        try:
+            out = op.kernel(xd)
+        except _KERNEL_ERRORS:
+            return bind(op, self)
+        if type(out) is not _NDARRAY:
+            out = _asarray(out)
+        res = _new(Tensor)
+        res._data = out
+        res.grad = None
+        res._idx = 0
+        ver = res._version = [0]
+        if not self.requires_grad or mode != _FAST_RECORD or dt.kind != "f":
+            res._node = None
+            res.requires_grad = False
+            return res
+        node = _make_node(op, _NO_ATTRS,
+                          ((self._node, self._idx) if self._node is not None else self,),
+                          (xd.shape,), (dt,), (True,),
+                          (self,) if save_x else None, (self._version[0],) if save_x else None,
+                          out if save_out else None, (ver, 0) if save_out else None)
+        node.same = True
+        res._node = node
+        res.requires_grad = True
+        return res
+    method.__name__ = op.name
+    return method
 
 
 def _bind(op, args, attrs):
@@ -563,9 +727,10 @@ def _bind(op, args, attrs):
             return tuple(_asarray(o) for o in out)
         return _asarray(out)
     st = _state
-    record = rg and st.grad_enabled and op.differentiable
-    tapes = st.tapes
-    if tapes and not record and op.differentiable and st.grad_enabled:
+    grad_on = st._grad
+    record = rg and grad_on and op.differentiable
+    tapes = st._tapes
+    if tapes and not record and op.differentiable and grad_on:
         record = any(type(a) in _TT and a._tapes for a in args)
     if op.nout == 1:
         if type(out) is not np.ndarray:
@@ -575,7 +740,7 @@ def _bind(op, args, attrs):
             _make_view(res, args[0])
         if record and out.dtype.kind == "f":
             _record(op, args, attrs, out, (res,), rg, tapes)
-        elif st.anomaly:
+        elif st._anomaly:
             _check_forward(op, (res,))
         return res
     res = tuple(wrap(o if type(o) is np.ndarray else _asarray(o)) for o in out)
@@ -622,7 +787,7 @@ def _record(op, args, attrs, out_arrays, outs, rg, tapes):
             dtypes.append(a.dtype if has else None)
         edges.append(None)
         needs.append(False)
-    node = Node(op, attrs, tuple(edges), tuple(shapes), tuple(dtypes), tuple(needs))
+    node = _make_node(op, attrs, tuple(edges), tuple(shapes), tuple(dtypes), tuple(needs))
     if op.save_idx:
         saved = [None] * len(args)
         versions = [None] * len(args)
@@ -630,8 +795,7 @@ def _record(op, args, attrs, out_arrays, outs, rg, tapes):
             a = args[i]
             saved[i] = a
             if type(a) in _TT:
-                v = a._version
-                versions[i] = (v, v[0])
+                versions[i] = a._version[0]
         node.saved = saved
         node.versions = versions
     if op.save_out:
@@ -647,7 +811,7 @@ def _record(op, args, attrs, out_arrays, outs, rg, tapes):
             o.requires_grad = rg
             if tapes:
                 o._tapes = node.tapes
-    if _state.anomaly:
+    if _state._anomaly:
         node.where = _user_frame()
         _check_forward(op, outs, node.where)
 
@@ -688,7 +852,7 @@ def apply_inplace(op, t, *args, **attrs):
     if type(t) not in _TT:
         raise TypeError(f"{op.name}_: expected a Tensor, got {type(t).__name__}")
     t._check_writable(op.name + "_")
-    grad_on = _state.grad_enabled
+    grad_on = _state._grad
     if grad_on and t.requires_grad and t._node is None:
         raise RuntimeError(f"{op.name}_: a leaf Variable that requires grad is being used "
                            f"in an in-place operation")

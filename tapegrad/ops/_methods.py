@@ -2,8 +2,10 @@
 import functools
 import numbers
 
-from .. import dtypes as _dt
-from ..tensor import Tensor, apply_inplace, bind
+import numpy as np
+
+from .. import autodiff as _autodiff, dtypes as _dt
+from ..tensor import Tensor, apply_inplace, bind, binary_method, unary_method
 from . import elementwise as E, reduce as R, shape as S, indexing as I, linalg as L
 from . import creation as C, nn as N
 
@@ -97,8 +99,7 @@ def _cpu(self):
 
 
 def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-    from ..autodiff import backward
-    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+    _autodiff.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
 def _view_method(self, *shape):
@@ -120,7 +121,13 @@ def _type_as(self, other):
 
 
 def _direct(op):
-    """``bind(op, self[, other])``: one Python frame for the hot operators."""
+    """``bind(op, self[, other])``: one Python frame for the hot operators; an
+    elementwise op whose kernel is a NumPy ufunc gets bind's fast path inlined
+    (``tensor.binary_method``/``unary_method``)."""
+    if isinstance(op.kernel, np.ufunc) and op.kind == "basic" and op.fast and op.differentiable:
+        if len(op.args) == 1:
+            return unary_method(op)
+        return binary_method(op)
     if len(op.args) == 1:
         def method(self):
             return bind(op, self)
@@ -162,6 +169,15 @@ _TABLE = {
     "mT": property(S.mT),
 }
 
+# elementwise ops with a NumPy ufunc kernel whose public function is only
+# ``bind(OP, input[, other])`` (add, sub, div take keywords); their vjps map a
+# gradient of the output's shape and dtype to gradients of that shape and dtype,
+# which tensor.binary_method/unary_method rely on
+_UFUNC_OPS = (E.MUL, E.REMAINDER, E.FMOD, E.MAXIMUM, E.MINIMUM, E.ARCTAN2, E.LOGADDEXP,
+              E.NEG, E.ABS, E.EXP, E.EXP2, E.EXPM1, E.LOG, E.LOG2, E.LOG10, E.LOG1P,
+              E.SQRT, E.SIN, E.COS, E.TAN, E.ARCSIN, E.ARCCOS, E.ARCTAN, E.SINH, E.COSH,
+              E.TANH)
+
 # methods that are the public function of the same name, taking self first
 _SAME_NAME = [
     (E, "add sub mul div true_divide floor_divide remainder pow neg abs sign exp exp2 log "
@@ -193,6 +209,15 @@ def install(extra=()):
     for name, fn in _TABLE.items():
         if fn is not None:
             setattr(Tensor, name, fn)
+    # a method (or alias, or dunder) that is the public function of one of these ops,
+    # itself just ``bind(OP, input[, other])``, takes bind's fast path in one frame
+    for op in _UFUNC_OPS:
+        public = getattr(E, op.name)
+        fast = _direct(op)
+        fast.__doc__ = public.__doc__
+        for name, value in list(vars(Tensor).items()):
+            if value is public:
+                setattr(Tensor, name, fast)
     # Tensor defines __eq__, so Python would drop __hash__; keep identity hashing
     Tensor.__hash__ = lambda self: id(self)
 

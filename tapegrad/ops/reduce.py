@@ -47,7 +47,7 @@ def _expand_back(m, g, shape, dims, keepdim):
     """Broadcast a reduced cotangent back to the input shape."""
     if isinstance(g, np.generic):
         g = np.asarray(g)
-    if not keepdim and dims:
+    if not keepdim and dims and g.ndim:  # a 0-d g broadcasts as it is
         g = m.reshape(g, _keep_shape(shape, dims))
     return m.broadcast_to(g, shape)
 
@@ -60,7 +60,8 @@ def _axis(dims, ndim):
 def _sum_kernel(x, dim=None, keepdim=False):
     dims = normalize_dims("sum", dim, x.ndim)
     dt = np.int64 if x.dtype.kind in "biu" else None
-    return np.asarray(np.sum(x, axis=dims, keepdims=keepdim, dtype=dt))
+    # the method, not np.sum: the same reduction without np.sum's dispatch layer
+    return np.asarray(x.sum(axis=dims, keepdims=keepdim, dtype=dt))
 
 
 def _sum_vjp(ctx, g):

@@ -1,0 +1,201 @@
+"""The operator fast paths (``tensor.binary_method``/``unary_method``), the walker's
+shortcuts for their nodes, and ``state.mode`` behave exactly as ``bind`` and the
+general walker: each case is computed both ways (operators vs. the public
+functions, which go through ``bind``) and compared."""
+import threading
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import tape as _tape
+
+
+def _leaf(values, dtype=np.float32):
+    return tg.tensor(np.asarray(values, dtype), requires_grad=True)
+
+
+def _grads(fn, *leaves, seed=None):
+    for t in leaves:
+        t.grad = None
+    y = fn(*leaves)
+    y.backward(seed)
+    return y, [t.grad for t in leaves]
+
+
+def _same(a, b):
+    assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+    np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+@pytest.mark.parametrize("case", ["same_shape", "broadcast", "scalar", "int_scalar"])
+def test_operators_match_bind(case):
+    x = _leaf([[0.5, -1.5, 2.0]])
+    other = {"same_shape": _leaf([[1.5, 0.25, -3.0]]), "broadcast": _leaf([[2.0], [0.5]]),
+             "scalar": 0.75, "int_scalar": 3}[case]
+    leaves = (x, other) if isinstance(other, tg.Tensor) else (x,)
+
+    def ops(*ts):
+        a, b = ts[0], ts[1] if len(ts) > 1 else other
+        return -((a * b + a) / b - (b - a))
+
+    def funcs(*ts):
+        a, b = ts[0], ts[1] if len(ts) > 1 else other
+        return tg.neg(tg.sub(tg.div(tg.add(tg.mul(a, b), a), b), tg.sub(b, a)))
+
+    seed = np.ones((2, 3) if case == "broadcast" else (1, 3), np.float32)
+    y1, g1 = _grads(ops, *leaves, seed=tg.tensor(seed))
+    y2, g2 = _grads(funcs, *leaves, seed=tg.tensor(seed))
+    _same(y1, y2)
+    for a, b in zip(g1, g2):
+        _same(a, b)
+    assert type(y1) is tg.Tensor and y1.grad_fn.name() == "neg"
+
+
+def test_other_dtypes_and_arguments_take_bind():
+    x = tg.tensor(np.arange(1, 4, dtype=np.int64))
+    _same(x * x, tg.mul(x, x))
+    _same(x / x, tg.div(x, x))                     # int / int: the default float
+    f64 = tg.tensor(np.ones(3), requires_grad=True)
+    f32 = _leaf([1.0, 2.0, 3.0])
+    assert (f64 * f32).dtype == tg.float64          # promotion
+    assert (f32 * np.float64(2.0)).dtype == tg.float32  # a NumPy scalar is weak
+    assert (f32 * True).dtype == tg.float32
+    assert (f32 * np.ones(3, np.float32)).requires_grad
+    with pytest.raises(TypeError, match="mul"):
+        f32 * "a"
+
+
+def test_bad_broadcast_error_names_op_and_shapes():
+    a, b = _leaf(np.ones((3, 4))), _leaf(np.ones(5))
+    with pytest.raises(ValueError) as fast:
+        a * b
+    with pytest.raises(ValueError) as slow:
+        tg.mul(a, b)
+    assert str(fast.value) == str(slow.value)
+    assert "mul" in str(fast.value) and "(3, 4)" in str(fast.value) and "(5,)" in str(fast.value)
+
+
+def test_seed_of_another_dtype_is_cast_as_by_the_general_walker():
+    x, c = _leaf([0.1, 0.2, 0.3]), tg.tensor(np.full(3, 1.0 / 3.0, np.float32))
+    seed = tg.tensor(np.array([1e-9, 1.0 + 1e-9, 3.0], np.float64))
+    _, (g1,) = _grads(lambda t: (t * c + t) * c, x, seed=seed)
+    _, (g2,) = _grads(lambda t: tg.mul(tg.add(tg.mul(t, c), t), c), x, seed=seed)
+    _same(g1, g2)
+    assert g1.dtype == tg.float32
+
+
+@pytest.mark.parametrize("hook_result", ["float64", "broadcast"])
+def test_hook_result_of_another_spec_is_checked(hook_result):
+    def hook(g):
+        if hook_result == "float64":
+            return g.double() * 3
+        return g.unsqueeze(0).expand(2, 3)      # summed back to (3,) by the op below
+
+    def run(use_ops):
+        x = _leaf([0.5, 1.0, 2.0])
+        mid = x * x if use_ops else tg.mul(x, x)
+        mid.register_hook(hook)
+        y = (mid + x) if use_ops else tg.add(mid, x)
+        y.sum().backward()
+        return x.grad
+    _same(run(True), run(False))
+
+
+def test_higher_order_and_in_place_checks_still_hold():
+    x = _leaf([0.5, 1.5])
+    y = x * x * x
+    (g,) = tg.grad(y.sum(), x, create_graph=True)
+    (gg,) = tg.grad(g.sum(), x)
+    np.testing.assert_allclose(gg.numpy(), 6 * x.detach().numpy())
+    a = _leaf([1.0, 2.0])
+    b = a * 2.0
+    c = b * b
+    b.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        c.sum().backward()
+
+
+def _expected_mode():
+    st = _tape.state
+    if st.tapes or st.anomaly:
+        return _tape.GENERAL
+    return _tape.FAST_RECORD if st.grad_enabled else _tape.FAST_NO_GRAD
+
+
+def test_mode_follows_grad_mode_tapes_and_anomaly():
+    st = _tape.state
+    assert st.mode == _tape.FAST_RECORD
+    with tg.no_grad():
+        assert st.mode == _tape.FAST_NO_GRAD
+        with tg.enable_grad():
+            assert st.mode == _tape.FAST_RECORD
+        with tg.Tape():
+            assert st.mode == _tape.GENERAL
+        assert st.mode == _tape.FAST_NO_GRAD
+    with tg.detect_anomaly():
+        assert st.mode == _tape.GENERAL
+    tape = tg.Tape()
+    with tape:
+        with tape.stop_recording():
+            assert st.mode == _tape.FAST_RECORD
+        assert st.mode == _tape.GENERAL
+    st.tapes.append(tape)
+    assert st.mode == _tape.GENERAL
+    del st.tapes[:]
+    assert st.mode == _tape.FAST_RECORD
+    prev = tg.set_grad_enabled(False)
+    assert st.mode == _tape.FAST_NO_GRAD
+    prev.__exit__(None, None, None)
+    assert st.mode == _expected_mode() == _tape.FAST_RECORD
+
+
+def test_mode_is_per_thread():
+    seen = {}
+    ready, done = threading.Event(), threading.Event()
+
+    def other():
+        with tg.no_grad():
+            ready.set()
+            done.wait(5)
+            seen["other"] = _tape.state.mode
+    th = threading.Thread(target=other)
+    th.start()
+    ready.wait(5)
+    x = _leaf([1.0])
+    seen["main_records"] = (x * x).requires_grad
+    done.set()
+    th.join()
+    assert seen == {"other": _tape.FAST_NO_GRAD, "main_records": True}
+
+
+def _ufunc_ops():
+    from tapegrad.ops import _methods
+    return [op.name for op in _methods._UFUNC_OPS]
+
+
+@pytest.mark.parametrize("name", _ufunc_ops())
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ufunc_methods_match_bind(name, dtype):
+    rng = np.random.default_rng(1)
+    public = getattr(tg, name)
+    binary = name in ("mul", "remainder", "fmod", "maximum", "minimum", "arctan2", "logaddexp")
+    low = 0.2 if name.startswith(("log", "sqrt")) else -0.9
+    cases = [((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 3), 0.5)] if binary else [((2, 3),), ((),)]
+    for shapes in cases:
+        def make():
+            return [_leaf(rng.uniform(low, 0.9, s), dtype) if isinstance(s, tuple) else s
+                    for s in shapes]
+        args = make()
+        copies = [tg.tensor(a.detach().numpy(), requires_grad=True) if isinstance(a, tg.Tensor)
+                  else a for a in args]
+        leaves = [a for a in args if isinstance(a, tg.Tensor)]
+        leaves2 = [a for a in copies if isinstance(a, tg.Tensor)]
+        y1 = getattr(args[0], name)(*args[1:])
+        y2 = public(*copies)
+        _same(y1, y2)
+        assert y1.grad_fn.name() == name
+        (y1 * y1).sum().backward(tg.tensor(np.array(1.5, dtype)))
+        (y2 * y2).sum().backward(tg.tensor(np.array(1.5, dtype)))
+        for a, b in zip(leaves, leaves2):
+            _same(a.grad, b.grad)
