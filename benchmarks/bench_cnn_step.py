@@ -4,7 +4,7 @@ hand-written NumPy im2col version, in the same run?
 Batch 32 of 1x28x28 float32: conv 3x3 1->16, ReLU, maxpool 2, conv 3x3 16->32,
 ReLU, maxpool 2, linear 800->10, cross-entropy, plain SGD (lr 0.01) written
 inline. Two threads for everyone (BENCH_THREADS=n to change), each contender in its
-own process. Also prints the scratch bytes conv2d declares against the bytes its
+own process, taking turns, best of 3 processes each (BENCH_REPEATS=n). Also prints the scratch bytes conv2d declares against the bytes its
 kernel really touches.
 
     python benchmarks/bench_cnn_step.py
@@ -24,6 +24,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 B, LR = 32, 0.01
+REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 
 
 def _median_ms(step, reps=60, warm=10):
@@ -185,10 +186,12 @@ def main(argv=None):
         report({"ms": ms, "loss": loss})
         return
     from _isolate import run_each
-    res = run_each(os.path.abspath(__file__), list(_CONTENDERS))
+    # contenders take turns, 3 fresh processes each, best kept: this VM's speed
+    # drifts by 2x over minutes, and a single process can land on a slow phase
+    res = run_each(os.path.abspath(__file__), list(_CONTENDERS), repeats=REPEATS, key="ms")
     base = res["pytorch"]["ms"]
     print(f"CNN training step, batch {B} of 1x28x28 float32, {THREADS} threads, each "
-          f"contender in its own process (median ms)")
+          f"contender in its own process (median ms, best of {REPEATS} processes)")
     print(f"{'':14s} {'ms/step':>9s} {'vs torch':>9s} {'loss':>9s}")
     for name, r in res.items():
         if r is not None:

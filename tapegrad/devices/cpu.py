@@ -83,6 +83,36 @@ _pool = []  # [thread count, executor]
 CHUNK_MIN = 1 << 17
 
 
+class blas_single_thread:
+    """Context: BLAS runs on one thread inside (our own loop spreads the work over
+    the threads). OpenBLAS's idle workers spin-wait after each multi-threaded call,
+    which on a 2-core machine slows everything else that runs next 3-5x. Uses
+    threadpoolctl where it is installed; a no-op otherwise."""
+    _libs = None
+
+    def __enter__(self):
+        libs = blas_single_thread._libs
+        if libs is None:
+            libs = blas_single_thread._libs = _blas_controllers()
+        self.saved = [(lib, lib.num_threads) for lib in libs if lib.num_threads != 1]
+        for lib, _ in self.saved:
+            lib.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        for lib, n in self.saved:
+            lib.set_num_threads(n)
+
+
+def _blas_controllers():
+    try:
+        import threadpoolctl
+    except ImportError:
+        return []
+    return [c for c in threadpoolctl.ThreadpoolController().lib_controllers
+            if c.user_api == "blas"]
+
+
 def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN, collect=False):
     """Call a serial, ``nogil`` kernel ``fn(n, *args)`` over ``[0, n)`` in chunks on
     all CPU threads: each array argument whose first dim is ``n`` is sliced per

@@ -179,6 +179,24 @@ def _im2col(x, w_shape, workspace, stride, padding, dilation):
     return cols
 
 
+def _bmm(a, b, out):
+    """``matmul(a, b, out=out)`` batched over the leading dim of ``out``: on the CPU,
+    chunks of the batch on the CPU threads with BLAS itself on one thread (its idle
+    workers spin-wait after each multi-threaded call, which slows the kernels that
+    run next on a small machine 3-5x)."""
+    if not isinstance(out, np.ndarray):
+        return _xp(out).matmul(a, b, out=out)
+    from ..devices import cpu
+    a_b, b_b = a.ndim == out.ndim, b.ndim == out.ndim  # which carry the batch dim
+
+    def work(n, rows):
+        lo, hi = rows[0], rows[-1] + 1
+        np.matmul(a[lo:hi] if a_b else a, b[lo:hi] if b_b else b, out=out[lo:hi])
+    with cpu.blas_single_thread():
+        cpu.run_chunked(work, out.shape[0], np.arange(out.shape[0]), min_chunk=1)
+    return out
+
+
 def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, groups,
                    workspace, out=None):
     if input.dtype.kind != "f" or input.dtype != weight.dtype:
@@ -198,8 +216,8 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
     else:
         cols = _im2col(input, weight.shape, workspace, stride, padding, dilation)
         cols = cols.reshape(N, groups, K, L)
-    _xp(input).matmul(weight.reshape(groups, O // groups, K), cols,
-                      out=out.reshape(N, groups, O // groups, L))
+    _bmm(weight.reshape(groups, O // groups, K), cols,
+         out=out.reshape(N, groups, O // groups, L))
     if bias is not None:
         out += bias.reshape(1, O, 1, 1)
     return out
@@ -364,11 +382,11 @@ def _conv2d_input_grad_kernel(g, weight, *, input_shape, stride, padding, dilati
     K, L = Cg * kh * kw, Ho * Wo
     wT = weight.reshape(groups, O // groups, K).transpose(0, 2, 1)
     if kh == kw == 1 and stride == (1, 1) and not _is_padded(padding):
-        xp.matmul(wT, g.reshape(N, groups, O // groups, L), out=out.reshape(N, groups, K, L))
+        _bmm(wT, g.reshape(N, groups, O // groups, L), out=out.reshape(N, groups, K, L))
         return out
     npad, _, _ = _conv_ws(input_shape, weight.shape, g.dtype.itemsize, stride, padding, dilation)
     cols = _ws_view(workspace, npad, (N, groups, K, L), g.dtype)
-    xp.matmul(wT, g.reshape(N, groups, O // groups, L), out=cols)
+    _bmm(wT, g.reshape(N, groups, O // groups, L), out=cols)
     dst = _ws_view(workspace, 0, (N, C, Hp, Wp), g.dtype) if npad else out
     dst[...] = 0
     _col2im_add(cols.reshape(N, C, kh, kw, Ho, Wo), dst, Ho, Wo, stride, dilation)
@@ -455,8 +473,8 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     # per sample and group dW_n[o, k] = sum_l g[n, o, l] cols[n, k, l] (a GEMM with a
     # transposed operand: no copy of g or cols), then the sum over n
     per = _ws_view(workspace, npad + ncols, (N, groups, Og, K), g.dtype)
-    xp.matmul(g.reshape(N, groups, Og, L), cols.reshape(N, groups, K, L).transpose(0, 1, 3, 2),
-              out=per)
+    _bmm(g.reshape(N, groups, Og, L), cols.reshape(N, groups, K, L).transpose(0, 1, 3, 2),
+         out=per)
     xp.sum(per, axis=0, out=out.reshape(groups, Og, K))
     return out
 
