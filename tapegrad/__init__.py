@@ -28,6 +28,8 @@ from . import functional  # noqa: F401
 
 _tape.install_namespace(_ops)
 _methods.install()
+from .devices import cpu as _cpu  # noqa: E402
+_cpu.tune_malloc()  # training-step temporaries reuse freed memory (see its docstring)
 
 Size = tuple
 __version__ = "0.1.0"

@@ -1,5 +1,6 @@
 """devices.cpu: BLAS kept on one thread inside our batch-parallel GEMMs, restored
-after; the batched GEMM helper equals NumPy's matmul."""
+after; the batched GEMM helper equals NumPy's matmul; glibc malloc tuned at import
+unless opted out."""
 import numpy as np
 import pytest
 
@@ -45,3 +46,27 @@ def test_batched_matmul_in_chunks_equals_matmul(monkeypatch, threads):
     out2 = np.empty((9, 2, 7, 6), np.float32)
     NN._bmm(b, c, out2)
     np.testing.assert_allclose(out2, np.matmul(b, c), rtol=1e-5, atol=1e-5)
+
+
+def _tuned_in_child(env_extra):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, **env_extra)
+    for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+        if k not in env_extra:
+            env.pop(k, None)
+    code = "import tapegrad.devices.cpu as c, tapegrad; print(bool(c.malloc_tuned))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    return out.stdout.strip() == "True"
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="glibc only")
+def test_malloc_tuning_at_import_and_its_opt_outs():
+    import platform
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("not glibc")
+    assert _tuned_in_child({})
+    assert not _tuned_in_child({"TAPEGRAD_TUNE_MALLOC": "0"})
+    assert not _tuned_in_child({"MALLOC_TRIM_THRESHOLD_": "1000000"})
