@@ -1,6 +1,7 @@
-"""max_pool2d and avg_pool2d equal PyTorch over generated geometries, with NaNs and
-ties in the input: values, the chosen indices (first maximum, last NaN), windows
-that hang over the padding with ceil_mode, and what is refused."""
+"""The CNN ops' fast kernels equal PyTorch: max_pool2d and avg_pool2d over generated
+geometries, with NaNs and ties in the input (values, the chosen indices: first
+maximum, last NaN; windows that hang over the padding with ceil_mode; what is
+refused), and relu with its gradient on the threaded and the NumPy paths."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
@@ -81,3 +82,21 @@ def test_unrolled_and_loop_kernels_agree_with_torch():
         v, i = tg.nn.functional.max_pool2d(tg.tensor(x), return_indices=True, **g)
         np.testing.assert_array_equal(v.numpy(), tv.numpy())
         np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
+
+@pytest.mark.parametrize("shape", [(7,), (300, 300), (2, 70000)])
+def test_relu_and_its_gradient_large_and_small_equal_torch(shape):
+    """Above 65536 elements relu and its gradient run as threaded loops: same
+    values (NaN passes) and gradients as PyTorch."""
+    r = np.random.default_rng(1)
+    for dtype in (np.float32, np.float64):
+        x0 = r.standard_normal(shape).astype(dtype)
+        x0.flat[3] = np.nan
+        g0 = r.standard_normal(shape).astype(dtype)
+        x = tg.tensor(x0, requires_grad=True)
+        tx = torch.tensor(x0, requires_grad=True)
+        y, ty = tg.relu(x), torch.relu(tx)
+        np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+        y.backward(tg.tensor(g0))
+        ty.backward(torch.tensor(g0))
+        np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
