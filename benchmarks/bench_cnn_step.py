@@ -1,5 +1,5 @@
-"""How long does one small-CNN training step take, against PyTorch CPU and a
-hand-written NumPy im2col version, in the same run?
+"""How long does one small-CNN training step take, against PyTorch CPU, jax.jit and
+a hand-written NumPy im2col version, in the same run?
 
 Batch 32 of 1x28x28 float32: conv 3x3 1->16, ReLU, maxpool 2, conv 3x3 16->32,
 ReLU, maxpool 2, linear 800->10, cross-entropy, plain SGD (lr 0.01) written
@@ -88,6 +88,50 @@ def bench_torch():
     return _median_ms(step), float(step().item())
 
 
+def bench_jax():
+    """The same step under ``jax.jit`` (forward, gradient and SGD update in one
+    compiled function). XLA's CPU thread pool is not set per call: with
+    BENCH_THREADS=1 its Eigen pool is switched off, otherwise it uses the machine."""
+    if THREADS == "1":
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_multi_thread_eigen=false"
+                                   " intra_op_parallelism_threads=1").strip()
+    import jax
+    import jax.numpy as jnp
+    x0, y0, p0 = _init()
+    x, y = jnp.asarray(x0), jnp.asarray(y0)
+    p = {k: jnp.asarray(v) for k, v in p0.items()}
+    dn = ("NCHW", "OIHW", "NCHW")
+
+    def conv(h, w, b):
+        out = jax.lax.conv_general_dilated(h, w, (1, 1), "VALID", dimension_numbers=dn)
+        return out + b[None, :, None, None]
+
+    def pool(h):
+        return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2),
+                                     "VALID")
+
+    def loss_fn(p):
+        h = pool(jax.nn.relu(conv(x, p["w1"], p["b1"])))
+        h = pool(jax.nn.relu(conv(h, p["w2"], p["b2"])))
+        z = h.reshape(B, 800) @ p["w3"].T + p["b3"]
+        logp = jax.nn.log_softmax(z)
+        return -jnp.mean(logp[jnp.arange(B), y])
+
+    @jax.jit
+    def update(p):
+        loss, g = jax.value_and_grad(loss_fn)(p)
+        return {k: p[k] - LR * g[k] for k in p}, loss
+
+    state = [p, None]
+
+    def step():
+        state[0], state[1] = update(state[0])
+        state[1].block_until_ready()
+        return state[1]
+    return _median_ms(step), float(step())
+
+
 # ---------------------------------------------------------------- hand-written NumPy
 def _np_conv(x, w, b):
     win = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))
@@ -174,7 +218,7 @@ def workspace_report():
     return rows
 
 
-_CONTENDERS = {"tapegrad": "bench_tapegrad", "pytorch": "bench_torch",
+_CONTENDERS = {"tapegrad": "bench_tapegrad", "pytorch": "bench_torch", "jax.jit": "bench_jax",
                "numpy im2col": "bench_numpy"}
 
 
