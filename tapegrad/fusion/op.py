@@ -195,13 +195,8 @@ class ExprOp:
         imask = tuple(bool(n) for n in ctx.needs_input_grad)
         if not any(omask) or not any(imask):
             return [None] * len(self.inputs)
-        gop = self.grad_op(omask, imask)
-        res = bind(gop.op, *ctx.inputs, *[x for x in gs if x is not None], **ctx.attrs)
-        res = (res,) if gop.nout == 1 else res
-        out, it = [], iter(res)
-        for need in imask:
-            out.append(next(it) if need else None)
-        return out
+        return _run_grad_op(self.grad_op(omask, imask), ctx,
+                            [x for x in gs if x is not None], imask)
 
     def grad_op(self, omask, imask):
         """The ExprOp computing this op's input gradients (derived once, cached)."""
@@ -310,16 +305,21 @@ class ReduceExprOp:
         if self.how == "mean":
             shapes = [s for s, a in zip(ctx.shapes, ctx.inputs) if hasattr(a, "shape")]
             g = g / max(1, math.prod(np.broadcast_shapes(*shapes)))
-        gop = self.inner.grad_op((True,), imask)
-        res = bind(gop.op, *ctx.inputs, g, **ctx.attrs)
-        res = (res,) if gop.nout == 1 else res
-        out, it = [], iter(res)
-        for need in imask:
-            out.append(next(it) if need else None)
-        return out
+        return _run_grad_op(self.inner.grad_op((True,), imask), ctx, [g], imask)
 
 
 # ---------------------------------------------------------------- helpers
+def _run_grad_op(gop, ctx, cotangents, imask):
+    """One gradient per input (None where ``imask`` is False) from the derived
+    adjoint ``gop`` run on the saved inputs and the cotangents."""
+    res = bind(gop.op, *ctx.inputs, *cotangents, **ctx.attrs)
+    res = (res,) if gop.nout == 1 else res
+    out, it = [], iter(res)
+    for need in imask:
+        out.append(next(it) if need else None)
+    return out
+
+
 def _flatten(arrays, cdt, shape):
     """Kernel arguments: each input as a flat contiguous ``cdt`` array of the
     broadcast ``shape`` (pattern ``f``), or its one value (pattern ``s``)."""
