@@ -6,6 +6,20 @@ import numpy as np
 import tapegrad as _tg
 from .parameter import Parameter, Buffer, is_parameter
 
+
+def zero_grads(params, set_to_none=True):
+    """``.grad = None`` for each of ``params``, or (``set_to_none=False``) its
+    gradient zeroed in place, the change counted in its version (Module.zero_grad and
+    Optimizer.zero_grad)."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad._data[...] = 0
+            p.grad._version[0] += 1
+
 __all__ = ["Module"]
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -246,14 +260,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad._data[...] = 0
-                p.grad._version[0] += 1
+        zero_grads(self.parameters(), set_to_none)
 
     # ---------------------------------------------------------------- device / dtype
     def to(self, *args, **kwargs):

@@ -9,6 +9,7 @@ import copy
 import numpy as np
 
 import tapegrad as _tg
+from ..nn.module import zero_grads
 
 __all__ = ["Optimizer", "required"]
 
@@ -64,14 +65,7 @@ class Optimizer:
 
     # ---------------------------------------------------------------- stepping
     def zero_grad(self, set_to_none=True):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad._data[...] = 0
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure=None):
         loss = None

@@ -212,3 +212,18 @@ def test_scheduler_state_dict_round_trip():
     s2 = tg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=99)
     s2.load_state_dict(sd)
     assert s2.T_max == 10 and s2.last_epoch == 3
+
+
+@pytest.mark.parametrize("owner", ["module", "optimizer"])
+def test_zero_grad_in_place_counts_a_version_and_none_clears(owner):
+    lin = tg.nn.Linear(3, 2)
+    opt = tg.optim.SGD(lin.parameters(), lr=0.1)
+    zero = lin.zero_grad if owner == "module" else opt.zero_grad
+    lin(tg.ones(4, 3)).sum().backward()
+    g = lin.weight.grad
+    v = g._version[0]
+    zero(set_to_none=False)
+    assert lin.weight.grad is g and g._version[0] == v + 1
+    np.testing.assert_array_equal(g.numpy(), np.zeros((2, 3), np.float32))
+    zero()
+    assert lin.weight.grad is None and lin.bias.grad is None
