@@ -62,13 +62,13 @@ class _Proxy(np.ndarray):
             raise _NotFusable(f"{how} with keepdim or dtype does not fuse")
         return mark_reduced(how, self)
 
-    def sum(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
-        return self.full_reduce("sum", dim if dim is not None else axis,
-                                keepdim or bool(keepdims), dtype)
+    def sum(self, *args, **kwargs):  # x.sum(): tg.sum's argument rules, then the hook
+        from ..ops import reduce
+        return reduce.sum(self, *args, **kwargs)
 
-    def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
-        return self.full_reduce("mean", dim if dim is not None else axis,
-                                keepdim or bool(keepdims), dtype)
+    def mean(self, *args, **kwargs):
+        from ..ops import reduce
+        return reduce.mean(self, *args, **kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = getattr(ufunc, "__name__", "")

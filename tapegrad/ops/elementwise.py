@@ -10,6 +10,7 @@ import numpy as np
 
 from ..tensor import bind
 from .. import devices as _devices
+from ..devices import cpu as _cpu
 from .. import dtypes as _dt
 from ._decl import (register, Sample, elementwise_infer, unary_samples, binary_samples,
                     bad_broadcast, rand, away_from, op_error, TensorSpec)
@@ -273,7 +274,6 @@ SIGMOID = _u("sigmoid", _sigmoid, lambda ctx, g: (g * ctx.out * (1 - ctx.out),),
 
 
 _PAR_MIN = 1 << 16  # elements from which relu and its gradient run on the CPU threads
-_LOOPS = {}
 
 
 def _relu_loop(n, x, out):
@@ -287,28 +287,28 @@ def _relu_backward_loop(n, g, y, out):
         out[i] = g[i] * (0 if y[i] <= 0 else 1)
 
 
-def _threaded(name, fn, *arrays):
-    """``fn`` (a flat elementwise loop) over same-shape C-contiguous float arrays, in
-    chunks on the CPU threads, or None where that does not apply (NumPy then runs)."""
+_RELU_K = _cpu.njit(_relu_loop, error_model="numpy")  # compiled on first call
+_RELU_BACKWARD_K = _cpu.njit(_relu_backward_loop, error_model="numpy")
+
+
+def _threaded(k, *arrays):
+    """``k`` (a compiled flat elementwise loop) over same-shape C-contiguous float
+    arrays, in chunks on the CPU threads, or None where that does not apply (NumPy
+    then runs)."""
     a0 = arrays[0]
     if type(a0) is not np.ndarray or a0.size < _PAR_MIN or a0.dtype.kind != "f" or any(
             type(a) is not np.ndarray or a.shape != a0.shape or a.dtype != a0.dtype or
             not a.flags.c_contiguous for a in arrays):
         return None
-    k = _LOOPS.get(name)
-    if k is None:
-        from ..devices import cpu
-        k = _LOOPS[name] = cpu.njit(fn, error_model="numpy")
     out = np.empty_like(a0)
-    from ..devices import cpu
-    cpu.run_chunked(k, a0.size, *[a.reshape(-1) for a in arrays], out.reshape(-1))
+    _cpu.run_chunked(k, a0.size, *[a.reshape(-1) for a in arrays], out.reshape(-1))
     return out
 
 
 def _relu(x):
     if x.dtype.kind == "b":
         return x.copy()
-    out = _threaded("relu", _relu_loop, x)
+    out = _threaded(_RELU_K, x)
     return np.maximum(x, 0) if out is None else out
 
 
@@ -316,7 +316,7 @@ def _relu_backward_kernel(g, y):
     # g * not(y <= 0) with y = relu(x) (a NaN input passes g, as PyTorch): 9x faster
     # than np.where here; NaN/inf in g where y == 0 give NaN rather than 0 (PyTorch
     # gives 0), which anomaly detection reports
-    out = _threaded("relu_backward", _relu_backward_loop, g, y)
+    out = _threaded(_RELU_BACKWARD_K, g, y)
     return np.multiply(g, ~(y <= 0)) if out is None else out
 
 
