@@ -6,91 +6,10 @@ from . import tape as _tape
 from .tape import state as _state
 from .tensor import Tensor, wrap
 from .devices import xp_of as _xp_of
+from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Tape", "checkpoint", "detect_anomaly"]
-
-
-# ---------------------------------------------------------------- grad mode
-class _GradMode:
-    """Context manager and decorator that sets grad mode for this thread."""
-    _flag = True
-
-    def __init__(self, mode=None):
-        self._mode = self._flag if mode is None else bool(mode)
-        self._prev = []
-
-    def __enter__(self):
-        self._prev.append(_state.grad_enabled)
-        _state.grad_enabled = self._mode
-        return self
-
-    def __exit__(self, *exc):
-        _state.grad_enabled = self._prev.pop()
-        return False
-
-    def __call__(self, fn):
-        mode = self._mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with _GradMode(mode):
-                return fn(*args, **kwargs)
-        return wrapper
-
-    def clone(self):
-        return type(self)(self._mode)
-
-
-class no_grad(_GradMode):
-    """Disable recording in this thread (``with tg.no_grad():`` or ``@tg.no_grad()``)."""
-    _flag = False
-
-    def __init__(self, fn=None):
-        super().__init__(False)
-        self._fn = fn
-
-    def __new__(cls, fn=None):
-        self = super().__new__(cls)
-        if callable(fn):  # used as a bare decorator: @tg.no_grad
-            self.__init__()
-            return self(fn)
-        return self
-
-
-class enable_grad(_GradMode):
-    """Enable recording in this thread."""
-    _flag = True
-
-    def __init__(self, fn=None):
-        super().__init__(True)
-
-    def __new__(cls, fn=None):
-        self = super().__new__(cls)
-        if callable(fn):
-            self.__init__()
-            return self(fn)
-        return self
-
-
-class set_grad_enabled(_GradMode):
-    """Set grad mode to ``mode``; works as a plain call, a context and a decorator."""
-
-    def __init__(self, mode):
-        super().__init__(bool(mode))
-        self._prev.append(_state.grad_enabled)
-        _state.grad_enabled = bool(mode)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        _state.grad_enabled = self._prev.pop()
-        return False
-
-
-def is_grad_enabled():
-    return _state.grad_enabled
 
 
 # ---------------------------------------------------------------- backward / grad

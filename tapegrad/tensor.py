@@ -11,7 +11,7 @@ from .tape import Node, make_node as _make_node, state as _state, next_seq as _n
 from .tape import FAST_RECORD as _FAST_RECORD
 from ._util import fmt_spec
 
-__all__ = ["Tensor", "bind", "wrap", "apply_inplace"]
+__all__ = ["Tensor", "bind", "wrap", "apply_inplace", "buffer", "mark_written"]
 
 _SCALARS = (int, float, bool)
 _NDARRAY = np.ndarray
@@ -281,6 +281,22 @@ def wrap(array, node=None, idx=0, version=None):
 
 
 _tape.install_tensor(Tensor, wrap)
+
+
+# ------------------------------------------------------------------ buffer access
+# For the library's layers above dispatch that work on buffers directly (optimizer
+# updates, initialisers, loading state): the one sanctioned way to reach a Tensor's
+# array, instead of reading ``._data``/``._version`` (tests/test_layering.py checks).
+def buffer(t):
+    """The array (NumPy or CuPy) behind ``t``, shared, not copied."""
+    return t._data
+
+
+def mark_written(t):
+    """Record that ``t``'s buffer was written in place outside an op: bumps the version
+    counter (shared with its views), so a recording that saved ``t`` refuses to
+    run its adjoint on the new values."""
+    t._version[0] += 1
 
 # Tensor and its subclasses (nn.Parameter): bind checks ``type(a) in _TT`` (fast)
 _TT = {Tensor}
