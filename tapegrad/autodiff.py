@@ -263,7 +263,7 @@ def checkpoint(function, *args, use_reentrant=None, **kwargs):
     """Run ``function(*args)`` without keeping its intermediates; recompute them in
     the backward pass. Returns what ``function`` returns."""
     from .ops_registry import OpDef
-    from .tensor import bind
+    from .dispatch import bind
     tensors = [a for a in args if isinstance(a, Tensor)]
     if not _state.grad_enabled or not any(t.requires_grad for t in tensors):
         return function(*args, **kwargs)

@@ -16,7 +16,7 @@ import inspect
 import numpy as np
 
 from .ops_registry import OpDef, TensorSpec, register, get, unregister
-from .tensor import bind
+from .dispatch import bind
 
 __all__ = ["custom_op"]
 

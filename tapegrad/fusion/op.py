@@ -18,7 +18,7 @@ from .. import dtypes as _dt
 from .._util import broadcast_shapes
 from ..devices import cpu as _cpu, cuda as _cuda
 from ..ops_registry import TensorSpec, Sample, register, get as _get_op
-from ..tensor import bind
+from ..dispatch import bind
 from . import expr as E
 from . import codegen_numba, codegen_cuda
 

@@ -19,7 +19,8 @@ import warnings
 
 import numpy as np
 
-from ..tensor import Tensor, bind
+from ..tensor import Tensor
+from ..dispatch import bind
 from . import expr as E
 from .op import ExprOp, ReduceExprOp, proxy_hook
 

@@ -5,7 +5,8 @@ import numbers
 import numpy as np
 
 from .. import autodiff as _autodiff, dtypes as _dt
-from ..tensor import Tensor, apply_inplace, bind, binary_method, unary_method
+from ..tensor import Tensor
+from ..dispatch import apply_inplace, bind, binary_method, unary_method
 from . import elementwise as E, reduce as R, shape as S, indexing as I, linalg as L
 from . import creation as C, nn as N
 

@@ -3,7 +3,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import devices as _devices
-from ..tensor import Tensor, bind, wrap
+from ..tensor import Tensor, wrap
+from ..dispatch import bind
 from .._util import shape_arg, op_error
 from ._decl import register, Sample, TensorSpec, rand as _rand
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..tensor import bind
+from ..dispatch import bind
 from .. import devices as _devices
 from ..devices import cpu as _cpu
 from .. import dtypes as _dt

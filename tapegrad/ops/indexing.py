@@ -5,7 +5,8 @@ import numpy as np
 from collections import namedtuple as _namedtuple
 
 from .. import devices as _devices
-from ..tensor import bind, Tensor, apply_inplace
+from ..tensor import Tensor
+from ..dispatch import bind, apply_inplace
 from .._util import broadcast_shapes as _broadcast_shapes, normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand
 

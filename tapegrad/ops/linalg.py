@@ -4,7 +4,8 @@ import string
 
 import numpy as np
 
-from ..tensor import bind, Tensor
+from ..tensor import Tensor
+from ..dispatch import bind
 from .. import devices as _devices
 from .._util import op_error, normalize_dim, normalize_dims
 from ._decl import register, Sample, TensorSpec, rand

@@ -1,7 +1,7 @@
 """Neural-network ops (``tg.nn.functional``): softmax family, losses, conv, ..."""
 import numpy as np
 
-from ..tensor import bind
+from ..dispatch import bind
 from .._util import normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand as _rand
 

@@ -5,7 +5,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..tensor import bind, Tensor
+from ..tensor import Tensor
+from ..dispatch import bind
 from .._util import normalize_dims, normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand
 

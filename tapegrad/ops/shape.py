@@ -1,7 +1,7 @@
 """Shape ops: reshape, view, transpose, permute, expand, squeeze, unsqueeze, ..."""
 import numpy as np
 
-from ..tensor import bind
+from ..dispatch import bind
 from .. import dtypes as _dt
 from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, shape_arg
 from ._decl import register, Sample, TensorSpec, rand

@@ -12,7 +12,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.ops_registry import TensorSpec
-from tapegrad.tensor import bind
+from tapegrad.dispatch import bind
 from tapegrad.testing import gradcheck, gradgradcheck
 
 try:
