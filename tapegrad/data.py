@@ -10,7 +10,9 @@ import math
 
 import numpy as np
 
-import tapegrad as _tg
+from .ops import as_tensor, stack
+from .ops.creation import generator as _generator
+from .tensor import Tensor, buffer
 
 __all__ = ["TensorDataset", "DataLoader", "random_split", "batches"]
 
@@ -27,7 +29,7 @@ class TensorDataset:
             if len(t) != n:
                 raise ValueError(f"TensorDataset: size mismatch between arrays: "
                                  f"{[len(t) for t in tensors]}")
-        self.tensors = tuple(t if isinstance(t, _tg.Tensor) else _tg.as_tensor(np.asarray(t))
+        self.tensors = tuple(t if isinstance(t, Tensor) else as_tensor(np.asarray(t))
                              for t in tensors)
 
     def __len__(self):
@@ -38,12 +40,12 @@ class TensorDataset:
 
     def take(self, index):
         """Rows ``index`` (an int array) of every array, as Tensors, in one gather."""
-        return tuple(_tg.Tensor(t._data[index]) for t in self.tensors)
+        return tuple(Tensor(buffer(t)[index]) for t in self.tensors)
 
 
 def _rng(generator):
     if generator is None:
-        return np.random.default_rng(_tg.ops.creation.generator().integers(2 ** 63))
+        return np.random.default_rng(_generator().integers(2 ** 63))
     if isinstance(generator, np.random.Generator):
         return generator
     return np.random.default_rng(generator)
@@ -93,9 +95,9 @@ def _collate(items):
     first = items[0]
     if isinstance(first, tuple) or isinstance(first, list):
         return type(first)(_collate([it[k] for it in items]) for k in range(len(first)))
-    if isinstance(first, _tg.Tensor):
-        return _tg.Tensor(np.stack([it._host() for it in items]))
-    return _tg.as_tensor(np.asarray(items))
+    if isinstance(first, Tensor):
+        return stack(items)
+    return as_tensor(np.asarray(items))
 
 
 def random_split(dataset, lengths, generator=None):

@@ -1,6 +1,10 @@
 """Function transforms: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp."""
-import tapegrad as tg
-from .autodiff import grad as _grad, enable_grad
+from .autodiff import grad as _grad
+from .dtypes import get_default_dtype
+from .grad_mode import enable_grad, is_grad_enabled
+from .ops import stack, tensor, zeros, zeros_like
+from .tape import state as _record_state
+from .tensor import Tensor, buffer
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -13,8 +17,8 @@ def _prep(args, nums):
     out = list(args)
     for i in nums:
         a = out[i]
-        if not isinstance(a, tg.Tensor):
-            a = tg.tensor(a, dtype=tg.get_default_dtype() if isinstance(a, (int, float)) else None)
+        if not isinstance(a, Tensor):
+            a = tensor(a, dtype=get_default_dtype() if isinstance(a, (int, float)) else None)
         # an input that already requires grad stays itself, so nested transforms
         # (grad of grad, hessian) stay connected to it; others become fresh leaves
         out[i] = a if a.requires_grad else _leaf(a)
@@ -22,10 +26,8 @@ def _prep(args, nums):
 
 
 def _leaf(a):
-    t = a.detach()
-    t._base = None
-    t.requires_grad_(True)
-    return t
+    """A new leaf that requires grad, sharing ``a``'s buffer (not a view of ``a``)."""
+    return Tensor(buffer(a)).requires_grad_(True)
 
 
 def value_and_grad(f, argnums=0, has_aux=False):
@@ -37,11 +39,13 @@ def value_and_grad(f, argnums=0, has_aux=False):
             ins = _prep(args, nums)
             out = f(*ins, **kwargs)
             val, aux = (out if has_aux else (out, None))
-            if not isinstance(val, tg.Tensor) or val.numel() != 1:
+            if not isinstance(val, Tensor) or val.numel() != 1:
                 raise RuntimeError("grad: f must return a scalar tensor (one element); "
                                    "use jacobian or vjp for other outputs")
-            create = tg.is_grad_enabled() and any(isinstance(a, tg.Tensor) and a.requires_grad
-                                                  for a in args) or bool(tg.autodiff._state.tapes)
+            # record the gradient when an outer transform or an explicit Tape will
+            # differentiate it again
+            create = is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
+                                               for a in args) or bool(_record_state.tapes)
             gs = _grad(val, [ins[i] for i in nums], create_graph=True if create else False,
                        allow_unused=True, materialize_grads=True)
         g = gs[0] if isinstance(argnums, int) else tuple(gs)
@@ -65,7 +69,7 @@ def vjp(f, *primals):
     with enable_grad():
         ins = _prep(primals, range(len(primals)))
         out = f(*ins)
-    outs = [out] if isinstance(out, tg.Tensor) else list(out)
+    outs = [out] if isinstance(out, Tensor) else list(out)
 
     def vjp_fn(*vs):
         if len(vs) == 1 and isinstance(vs[0], (list, tuple)):
@@ -90,8 +94,8 @@ def jvp(f, primals, tangents, create_graph=False):
     with enable_grad():
         ins = _prep(primals, range(len(primals)))
         out = f(*ins)
-        outs = [out] if isinstance(out, tg.Tensor) else list(out)
-        us = [tg.zeros_like(o).requires_grad_(True) for o in outs]
+        outs = [out] if isinstance(out, Tensor) else list(out)
+        us = [zeros_like(o).requires_grad_(True) for o in outs]
         gs = _grad(outs, ins, grad_outputs=us, create_graph=True, allow_unused=True,
                    materialize_grads=True)
         pairs = [(g, t) for g, t in zip(gs, tangents) if g.requires_grad]
@@ -99,9 +103,9 @@ def jvp(f, primals, tangents, create_graph=False):
             jt = _grad([g for g, _ in pairs], us, grad_outputs=[t for _, t in pairs],
                        create_graph=create_graph, allow_unused=True, materialize_grads=True)
         else:
-            jt = [tg.zeros_like(o) for o in outs]
+            jt = [zeros_like(o) for o in outs]
     det = (lambda v: v) if create_graph else (lambda v: v.detach())
-    if isinstance(out, tg.Tensor):
+    if isinstance(out, Tensor):
         return det(out), det(jt[0])
     return tuple(det(o) for o in outs), tuple(det(j) for j in jt)
 
@@ -124,8 +128,8 @@ def jacobian(f, argnums=0):
         jacs = []
         for i, r in zip(nums, rows):
             shape = tuple(out.shape) + tuple(ins[i].shape)
-            jacs.append(tg.stack(r).reshape(shape) if r else tg.zeros(shape, dtype=out.dtype))
-        if not any(isinstance(a, tg.Tensor) and a.requires_grad for a in args):
+            jacs.append(stack(r).reshape(shape) if r else zeros(shape, dtype=out.dtype))
+        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
             jacs = [j.detach() for j in jacs]  # not nested in another transform
         return jacs[0] if isinstance(argnums, int) else tuple(jacs)
     return wrapped
@@ -147,7 +151,7 @@ def hvp(f, primals, tangents):
         pairs = [(g, t, x) for g, t, x in zip(gs, tangents, ins) if g.requires_grad]
         prods = _grad([g for g, _, _ in pairs], ins, grad_outputs=[t for _, t, _ in pairs],
                       allow_unused=True, materialize_grads=True) if pairs else \
-            tuple(tg.zeros_like(x) for x in ins)
+            tuple(zeros_like(x) for x in ins)
     prods = tuple(p.detach() for p in prods)
     return val.detach(), (prods[0] if len(prods) == 1 else prods)
 

@@ -22,7 +22,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-import tapegrad as _tg
+from . import dtypes as _dt
+from .devices import device as _device
+from .ops import tensor as _tensor
+from .tensor import Tensor, buffer
 
 __all__ = ["save", "load"]
 
@@ -58,7 +61,7 @@ def _encode(obj, arrays, seen, path):
         return {"float": repr(obj)}
     if isinstance(obj, np.generic):
         return _encode(obj.item(), arrays, seen, path)
-    if isinstance(obj, _tg.Tensor) or isinstance(obj, np.ndarray):
+    if isinstance(obj, Tensor) or isinstance(obj, np.ndarray):
         return _encode_array(obj, arrays, seen, path)
     if isinstance(obj, dict):
         items = []
@@ -73,7 +76,7 @@ def _encode(obj, arrays, seen, path):
     if isinstance(obj, (list, tuple)):
         kind = "list" if isinstance(obj, list) else "tuple"
         return {kind: [_encode(v, arrays, seen, f"{path}[{i}]") for i, v in enumerate(obj)]}
-    if isinstance(obj, _tg.DType):
+    if isinstance(obj, _dt.DType):
         return {"dtype": str(obj)}
     raise TypeError(f"tg.save: can't save an object of type {type(obj).__name__} at {path}; "
                     f"supported: Tensor, numpy array, dict, list, tuple, str, int, float, "
@@ -91,7 +94,8 @@ def _encode_array(obj, arrays, seen, path):
         node = {"ndarray": key}
     else:
         from .nn.parameter import is_parameter
-        arrays[key] = obj._host() if obj.device.type == "cpu" else obj._data.get()
+        data = buffer(obj)
+        arrays[key] = data if isinstance(data, np.ndarray) else data.get()
         node = {"tensor": key, "device": str(obj.device)}
         if obj.requires_grad:
             node["requires_grad"] = True
@@ -207,10 +211,11 @@ class _Decoder:
         if kind == "float" and type(value) is str:
             return float(value)
         if kind == "dtype" and type(value) is str:
-            dt = getattr(_tg, value.replace("tapegrad.", "").replace("torch.", ""), None)
-            if not isinstance(dt, _tg.DType):
-                self.fail(f"unknown dtype {value!r}")
-            return dt
+            try:
+                return _dt.as_dtype(value.replace("tapegrad.", "").replace("torch.", ""))
+            except TypeError:
+                pass
+            self.fail(f"unknown dtype {value!r}")
         self.fail(f"unknown entry kind {kind!r}")
 
     def seq(self, value):
@@ -234,7 +239,7 @@ class _Decoder:
         else:
             device = self.map_location if self.map_location is not None \
                 else node.get("device", "cpu")
-            t = _tg.tensor(arr, device=_tg.device(device))
+            t = _tensor(arr, device=_device(device))
             if node.get("parameter"):
                 from .nn.parameter import Parameter
                 t = Parameter(t, requires_grad=bool(node.get("requires_grad")))

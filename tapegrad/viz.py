@@ -55,10 +55,10 @@ def to_dot(tensor, name="tapegrad", show_attrs=True):
     for k, r in enumerate(roots):
         out_id = f"out{k}"
         lines.append(f"  {out_id} [shape=note, label={_q('output ' + _fmt_shape(r.shape) + ' ' + r.dtype.name)}];")
-        if r._node is not None:
-            nid = ident(r._node, "op")
+        if r.grad_fn is not None:
+            nid = ident(r.grad_fn, "op")
             lines.append(f"  {nid} -> {out_id};")
-            stack.append(r._node)
+            stack.append(r.grad_fn)
         else:
             lid = ident(r, "leaf")
             lines.append(f"  {lid} [shape=ellipse, label={_q(_leaf_label(r))}];")

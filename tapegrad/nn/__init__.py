@@ -12,6 +12,11 @@ Sequential(
 from .parameter import Parameter, Buffer
 from .module import Module
 from .container import Sequential, ModuleList, ModuleDict, ParameterList
-from .layers import *  # noqa: F401,F403
+from . import layers as _layers
+from .layers import *  # noqa: F403
 from .attention import MultiheadAttention
-from . import functional, init  # noqa: F401
+from . import functional, init
+
+__all__ = ["Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
+           "ParameterList", "MultiheadAttention", "functional", "init"]
+__all__ += _layers.__all__

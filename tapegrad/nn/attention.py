@@ -4,7 +4,10 @@ import math
 
 import numpy as np
 
-import tapegrad as _tg
+from .. import dtypes as _dt
+from ..ops import (empty, masked_fill, matmul, mean, permute, reshape, squeeze, tensor,
+                   transpose, unsqueeze, zeros)
+from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .layers import Linear
@@ -36,10 +39,10 @@ class MultiheadAttention(Module):
         self.dropout, self.batch_first = dropout, batch_first
         self.kdim = self.vdim = embed_dim
         self._qkv_same_embed_dim = True
-        self.in_proj_weight = Parameter(_tg.empty((3 * embed_dim, embed_dim), dtype=dtype,
+        self.in_proj_weight = Parameter(empty((3 * embed_dim, embed_dim), dtype=dtype,
                                                   device=device))
         if bias:
-            self.in_proj_bias = Parameter(_tg.empty(3 * embed_dim, dtype=dtype, device=device))
+            self.in_proj_bias = Parameter(empty(3 * embed_dim, dtype=dtype, device=device))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
@@ -55,11 +58,11 @@ class MultiheadAttention(Module):
                 attn_mask=None, average_attn_weights=True, is_causal=False):
         batched = query.ndim == 3
         if not batched:
-            query, key, value = (_tg.unsqueeze(t, 0) for t in (query, key, value))
+            query, key, value = (unsqueeze(t, 0) for t in (query, key, value))
             if key_padding_mask is not None:
-                key_padding_mask = _tg.unsqueeze(key_padding_mask, 0)
+                key_padding_mask = unsqueeze(key_padding_mask, 0)
         elif not self.batch_first:
-            query, key, value = (_tg.transpose(t, 0, 1) for t in (query, key, value))
+            query, key, value = (transpose(t, 0, 1) for t in (query, key, value))
         n, tgt_len, e = query.shape
         src_len = key.shape[1]
         if e != self.embed_dim:
@@ -67,10 +70,10 @@ class MultiheadAttention(Module):
                                  f"but got {e}")
         q, k, v = self._project(query, key, value)
         h, d = self.num_heads, self.head_dim
-        q = _tg.permute(_tg.reshape(q, (n, tgt_len, h, d)), (0, 2, 1, 3))
-        k = _tg.permute(_tg.reshape(k, (n, src_len, h, d)), (0, 2, 3, 1))
-        v = _tg.permute(_tg.reshape(v, (n, src_len, h, d)), (0, 2, 1, 3))
-        scores = _tg.matmul(q * (1.0 / math.sqrt(d)), k)          # (n, h, L, S)
+        q = permute(reshape(q, (n, tgt_len, h, d)), (0, 2, 1, 3))
+        k = permute(reshape(k, (n, src_len, h, d)), (0, 2, 3, 1))
+        v = permute(reshape(v, (n, src_len, h, d)), (0, 2, 1, 3))
+        scores = matmul(q * (1.0 / math.sqrt(d)), k)          # (n, h, L, S)
         mask = self._mask(attn_mask, key_padding_mask, is_causal, n, tgt_len, src_len,
                           scores.dtype)
         if mask is not None:
@@ -78,19 +81,19 @@ class MultiheadAttention(Module):
         weights = F.softmax(scores, -1)
         if self.dropout > 0 and self.training:
             weights = F.dropout(weights, self.dropout, True)
-        out = _tg.matmul(weights, v)                                # (n, h, L, d)
-        out = _tg.reshape(_tg.permute(out, (0, 2, 1, 3)), (n, tgt_len, e))
+        out = matmul(weights, v)                                # (n, h, L, d)
+        out = reshape(permute(out, (0, 2, 1, 3)), (n, tgt_len, e))
         out = self.out_proj(out)
         if not batched:
-            out = _tg.squeeze(out, 0)
+            out = squeeze(out, 0)
         elif not self.batch_first:
-            out = _tg.transpose(out, 0, 1)
+            out = transpose(out, 0, 1)
         if not need_weights:
             return out, None
         if average_attn_weights:
-            weights = _tg.mean(weights, dim=1)
+            weights = mean(weights, dim=1)
         if not batched:
-            weights = _tg.squeeze(weights, 0)
+            weights = squeeze(weights, 0)
         return out, weights
 
     def _project(self, query, key, value):
@@ -107,15 +110,15 @@ class MultiheadAttention(Module):
         """One additive float mask broadcastable to (n, h, L, S), or None."""
         parts = []
         if attn_mask is None and is_causal:
-            attn_mask = _tg.tensor(np.triu(np.ones((L, S), dtype=bool), 1))
+            attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1))
         if attn_mask is not None:
             m = _additive(attn_mask, dtype)
             if m.ndim == 3:   # (n * h, L, S)
-                m = _tg.reshape(m, (n, self.num_heads, L, S))
+                m = reshape(m, (n, self.num_heads, L, S))
             parts.append(m)
         if key_padding_mask is not None:
             m = _additive(key_padding_mask, dtype)
-            parts.append(_tg.reshape(m, (n, 1, 1, S)))
+            parts.append(reshape(m, (n, 1, 1, S)))
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else parts[0] + parts[1]
@@ -130,9 +133,9 @@ class MultiheadAttention(Module):
 
 
 def _additive(mask, dtype):
-    if not isinstance(mask, _tg.Tensor):
-        mask = _tg.tensor(np.asarray(mask))
-    if mask.dtype == _tg.bool:
-        arr = np.where(np.asarray(mask._host()), -np.inf, 0.0).astype(dtype.np)
-        return _tg.tensor(arr, device=mask.device)
+    if not isinstance(mask, Tensor):
+        mask = tensor(np.asarray(mask))
+    if mask.dtype == _dt.bool:
+        return masked_fill(zeros(mask.shape, dtype=dtype, device=mask.device), mask,
+                           float("-inf"))
     return mask

@@ -4,7 +4,9 @@ import math
 
 import numpy as np
 
-from tapegrad.ops.creation import generator as _generator
+from ..ops import tensor as _tensor
+from ..ops.creation import generator as _generator
+from ..tensor import buffer, mark_written
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
@@ -36,12 +38,11 @@ def _fans(tensor):
 
 
 def _fill(tensor, values):
-    data = tensor._data
+    data = buffer(tensor)
     if not isinstance(data, np.ndarray):  # another device: copy the host values over
-        import tapegrad as tg
-        values = tg.tensor(np.asarray(values, dtype=data.dtype), device=tensor.device)._data
+        values = buffer(_tensor(np.asarray(values, dtype=data.dtype), device=tensor.device))
     data[...] = values
-    tensor._version[0] += 1
+    mark_written(tensor)
     return tensor
 
 

@@ -1,9 +1,10 @@
 """Layers with PyTorch's signatures and default initialisations."""
 import math
 
-import numpy as np
-
-import tapegrad as _tg
+from ..dtypes import int64
+from ..grad_mode import no_grad
+from ..ops import empty, ones, zeros, flatten, reshape
+from ..tensor import buffer, mark_written
 from . import functional as F
 from . import init
 from .module import Module
@@ -17,7 +18,7 @@ __all__ = ["Identity", "Linear", "Conv2d", "Embedding", "LayerNorm", "BatchNorm1
 
 
 def _empty(*shape, device=None, dtype=None):
-    return Parameter(_tg.empty(shape, dtype=dtype, device=device))
+    return Parameter(empty(shape, dtype=dtype, device=device))
 
 
 def _pair(v):
@@ -147,7 +148,8 @@ class Embedding(Module):
     def reset_parameters(self):
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight._data[self.padding_idx] = 0
+            with no_grad():
+                self.weight[self.padding_idx] = 0
 
     def forward(self, input):
         if self.padding_idx is None:
@@ -169,9 +171,9 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(_tg.ones(self.normalized_shape, dtype=dtype, device=device))
+            self.weight = Parameter(ones(self.normalized_shape, dtype=dtype, device=device))
             if bias:
-                self.bias = Parameter(_tg.zeros(self.normalized_shape, dtype=dtype,
+                self.bias = Parameter(zeros(self.normalized_shape, dtype=dtype,
                                                 device=device))
             else:
                 self.register_parameter("bias", None)
@@ -196,17 +198,17 @@ class _BatchNorm(Module):
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
-            self.weight = Parameter(_tg.ones(num_features, dtype=dtype, device=device))
-            self.bias = Parameter(_tg.zeros(num_features, dtype=dtype, device=device))
+            self.weight = Parameter(ones(num_features, dtype=dtype, device=device))
+            self.bias = Parameter(zeros(num_features, dtype=dtype, device=device))
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", _tg.zeros(num_features, dtype=dtype,
+            self.register_buffer("running_mean", zeros(num_features, dtype=dtype,
                                                            device=device))
-            self.register_buffer("running_var", _tg.ones(num_features, dtype=dtype,
+            self.register_buffer("running_var", ones(num_features, dtype=dtype,
                                                          device=device))
-            self.register_buffer("num_batches_tracked", _tg.zeros((), dtype=_tg.int64,
+            self.register_buffer("num_batches_tracked", zeros((), dtype=int64,
                                                                   device=device))
         else:
             self.register_buffer("running_mean", None)
@@ -215,9 +217,10 @@ class _BatchNorm(Module):
 
     def reset_running_stats(self):
         if self.track_running_stats:
-            self.running_mean._data[...] = 0
-            self.running_var._data[...] = 1
-            self.num_batches_tracked._data[...] = 0
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
 
     def _check_input_dim(self, input):
         if input.ndim not in self._ndims:
@@ -242,11 +245,11 @@ class _BatchNorm(Module):
     def _update_running_stats(self, input):
         """PyTorch's running statistics: an exponential average (or, with
         ``momentum=None``, a cumulative one) of the batch mean and unbiased variance."""
-        self.num_batches_tracked._data[...] += 1
-        self.num_batches_tracked._version[0] += 1
-        factor = (1.0 / int(self.num_batches_tracked._data) if self.momentum is None
-                  else self.momentum)
-        x = input._data
+        count = buffer(self.num_batches_tracked)
+        count += 1
+        mark_written(self.num_batches_tracked)
+        factor = 1.0 / int(count) if self.momentum is None else self.momentum
+        x = buffer(input)
         dims = (0,) + tuple(range(2, x.ndim))
         n = x.size // x.shape[1]
         if n <= 1:
@@ -255,10 +258,10 @@ class _BatchNorm(Module):
         mean = x.mean(axis=dims)
         var = x.var(axis=dims) * (n / (n - 1))
         for buf, stat in ((self.running_mean, mean), (self.running_var, var)):
-            d = buf._data
+            d = buffer(buf)
             d *= 1 - factor
             d += (factor * stat).astype(d.dtype, copy=False)
-            buf._version[0] += 1
+            mark_written(buf)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
@@ -396,7 +399,7 @@ class Flatten(Module):
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, input):
-        return _tg.flatten(input, self.start_dim, self.end_dim)
+        return flatten(input, self.start_dim, self.end_dim)
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
@@ -410,7 +413,7 @@ class Unflatten(Module):
     def forward(self, input):
         shape = list(input.shape)
         d = self.dim % len(shape)
-        return _tg.reshape(input, tuple(shape[:d]) + self.unflattened_size + tuple(shape[d + 1:]))
+        return reshape(input, tuple(shape[:d]) + self.unflattened_size + tuple(shape[d + 1:]))
 
     def extra_repr(self):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

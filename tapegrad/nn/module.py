@@ -3,8 +3,11 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-import tapegrad as _tg
-from .parameter import Parameter, Buffer, is_parameter
+from ..devices import device as _device
+from ..dtypes import DType, float16, float32, float64
+from ..ops import tensor as _tensor
+from ..tensor import Tensor, buffer, mark_written
+from .parameter import Buffer, is_parameter
 
 
 def zero_grads(params, set_to_none=True):
@@ -17,8 +20,8 @@ def zero_grads(params, set_to_none=True):
         if set_to_none:
             p.grad = None
         else:
-            p.grad._data[...] = 0
-            p.grad._version[0] += 1
+            buffer(p.grad)[...] = 0
+            mark_written(p.grad)
 
 __all__ = ["Module"]
 
@@ -109,7 +112,7 @@ class Module:
                                 f"'{name}' (tg.nn.Module or None expected)")
             d["_modules"][name] = None
         elif params is not None and name in d["_buffers"]:
-            if value is not None and not isinstance(value, _tg.Tensor):
+            if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer "
                                 f"'{name}' (tg.Tensor or None expected)")
             d["_buffers"][name] = value
@@ -158,7 +161,7 @@ class Module:
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         _check_name(name, self)
-        if tensor is not None and not isinstance(tensor, _tg.Tensor):
+        if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
                             f"'{name}' (tg.Tensor or None required)")
         self._forget(name)
@@ -271,13 +274,13 @@ class Module:
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
-            if isinstance(a, _tg.DType):
+            if isinstance(a, DType):
                 dtype = a
-            elif isinstance(a, _tg.Tensor):
+            elif isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
             else:
                 device = a
-        device = _tg.device(device) if device is not None else None
+        device = _device(device) if device is not None else None
 
         def convert(t):
             if t is None:
@@ -288,7 +291,7 @@ class Module:
             if device is not None and new.device != device:
                 new = new.to(device)
             if new is not t:
-                t._data = new._data
+                t.data = new
                 if t.grad is not None:
                     t.grad = convert_grad(t.grad)
 
@@ -309,13 +312,13 @@ class Module:
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
     def float(self):
-        return self.to(_tg.float32)
+        return self.to(float32)
 
     def double(self):
-        return self.to(_tg.float64)
+        return self.to(float64)
 
     def half(self):
-        return self.to(_tg.float16)
+        return self.to(float16)
 
     # ---------------------------------------------------------------- state dict
     def state_dict(self, destination=None, prefix="", keep_vars=False):
@@ -357,7 +360,7 @@ class Module:
             if key not in state_dict:
                 continue
             src = state_dict[key]
-            arr = src._data if isinstance(src, _tg.Tensor) else np.asarray(src)
+            arr = buffer(src) if isinstance(src, Tensor) else np.asarray(src)
             if tuple(arr.shape) != tuple(dst.shape):
                 errors.append(f"size mismatch for {key}: copying a param with shape "
                               f"{tuple(arr.shape)} from checkpoint, the shape in current "
@@ -401,12 +404,12 @@ class Module:
 
 def _copy_into(dst, arr):
     """Write ``arr`` into ``dst``'s buffer (dst's dtype and device), bumping its version."""
-    data = dst._data
+    data = buffer(dst)
     if type(arr) is not type(data):
-        arr = _tg.tensor(arr).to(dst.device)._data if not isinstance(data, np.ndarray) \
+        arr = buffer(_tensor(arr).to(dst.device)) if not isinstance(data, np.ndarray) \
             else np.asarray(arr.get() if hasattr(arr, "get") else arr)
     data[...] = arr.astype(data.dtype, copy=False)
-    dst._version[0] += 1
+    mark_written(dst)
 
 
 def _check_name(name, module):

@@ -1,8 +1,8 @@
 """``Parameter``: a leaf Tensor that a Module registers as one of its weights."""
 import numpy as np
 
-import tapegrad as _tg
-from ..tensor import Tensor
+from ..ops import as_tensor, empty
+from ..tensor import Tensor, buffer
 
 __all__ = ["Parameter", "Buffer", "is_parameter"]
 
@@ -24,11 +24,11 @@ class Parameter(Tensor):
 
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
-            data = _tg.empty(0)
+            data = empty(0)
         if not isinstance(data, Tensor):
-            data = _tg.as_tensor(np.asarray(data))
+            data = as_tensor(np.asarray(data))
         t = Tensor.__new__(cls)
-        Tensor.__init__(t, data._data, requires_grad=requires_grad)
+        Tensor.__init__(t, buffer(data), requires_grad=requires_grad)
         return t
 
     def __init__(self, data=None, requires_grad=True):

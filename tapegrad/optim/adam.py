@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from ..fusion.update import Update
+from ..tensor import buffer
 from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
@@ -42,7 +43,7 @@ class Adam(Optimizer):
                                       maximize=maximize))
 
     def _update(self, p, g, group):
-        x = p._data
+        x = buffer(p)
         lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
         beta1, beta2 = group["betas"]
         st = self.state.setdefault(p, {})

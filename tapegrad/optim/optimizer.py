@@ -1,6 +1,6 @@
 """``Optimizer``: parameter groups, per-parameter state, ``state_dict``.
 
-Updates run in place on the parameters' buffers (``p._data``) with NumPy ufuncs
+Updates run in place on the parameters' buffers (``tensor.buffer(p)``) with NumPy ufuncs
 writing into preallocated scratch (``out=``), never through the tape; each write
 bumps the parameter's version counter so a stale saved value is caught.
 """
@@ -8,8 +8,9 @@ import copy
 
 import numpy as np
 
-import tapegrad as _tg
+from ..grad_mode import enable_grad
 from ..nn.module import zero_grads
+from ..tensor import Tensor, buffer, mark_written
 
 __all__ = ["Optimizer", "required"]
 
@@ -31,7 +32,7 @@ class Optimizer:
         self.state = {}
         self.param_groups = []
         self._scratch = {}
-        if isinstance(params, _tg.Tensor):
+        if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             "Tensors or dicts, but got a Tensor")
         groups = list(params)
@@ -45,9 +46,9 @@ class Optimizer:
     def add_param_group(self, param_group):
         group = dict(param_group)
         params = group["params"]
-        group["params"] = [params] if isinstance(params, _tg.Tensor) else list(params)
+        group["params"] = [params] if isinstance(params, Tensor) else list(params)
         for p in group["params"]:
-            if not isinstance(p, _tg.Tensor):
+            if not isinstance(p, Tensor):
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params "
                                 f"is {type(p).__name__}")
             if not p.is_leaf:
@@ -70,13 +71,13 @@ class Optimizer:
     def step(self, closure=None):
         loss = None
         if closure is not None:
-            with _tg.enable_grad():
+            with enable_grad():
                 loss = closure()
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self._update(p, p.grad._data, group)
-                    p._version[0] += 1
+                    self._update(p, buffer(p.grad), group)
+                    mark_written(p)
         return loss
 
     def _update(self, p, g, group):
@@ -87,9 +88,10 @@ class Optimizer:
         st = self.state.setdefault(p, {})
         t = st.get(name)
         if t is None:
-            arr = np.zeros_like(p._data) if fill == 0 else np.full_like(p._data, fill)
-            t = st[name] = _tg.Tensor(arr)
-        return t._data
+            x = buffer(p)
+            arr = np.zeros_like(x) if fill == 0 else np.full_like(x, fill)
+            t = st[name] = Tensor(arr)
+        return buffer(t)
 
     def _tmp(self, k, like):
         """Scratch array ``k`` shaped like ``like``: a view of one growing flat buffer
@@ -153,9 +155,9 @@ class Optimizer:
 
 def _cast_like(v, p):
     """A copy of a loaded state value, on p's device and (for float tensors) dtype."""
-    if isinstance(v, _tg.Tensor):
+    if isinstance(v, Tensor):
         t = v.to(p.device)
         if t.is_floating_point() and t.dtype != p.dtype and t.ndim > 0:
             t = t.to(p.dtype)
-        return _tg.Tensor(t._data.copy())
+        return Tensor(buffer(t).copy())
     return copy.deepcopy(v)

@@ -4,6 +4,7 @@ import functools
 import numpy as np
 
 from ..fusion.update import Update
+from ..tensor import buffer
 from .optimizer import Optimizer, required
 
 __all__ = ["SGD"]
@@ -38,7 +39,7 @@ class SGD(Optimizer):
                                       maximize=maximize))
 
     def _update(self, p, g, group):
-        x = p._data
+        x = buffer(p)
         lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
         buf, first = None, False
         if momentum != 0:
