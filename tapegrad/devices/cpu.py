@@ -204,6 +204,15 @@ def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN, collect=False):
     return results if collect else None
 
 
+ROW_BLOCK = 1 << 16  # the smallest block of elements run_rows hands a thread
+
+
+def run_rows(fn, rows, *arrays, per_row):
+    """``run_chunked`` for a kernel whose rows hold ``per_row`` elements each: blocks
+    of at least ~64k elements."""
+    run_chunked(fn, rows, *arrays, min_chunk=max(1, ROW_BLOCK // max(per_row, 1)))
+
+
 @functools.lru_cache(maxsize=None)
 def _cache_dir():
     import os

@@ -1,6 +1,7 @@
 """Neural-network ops (``tg.nn.functional``): softmax family, losses, conv, ..."""
 import numpy as np
 
+from ..devices.cpu_kernels import conv as cpu_conv, pool as cpu_pool
 from ..dispatch import bind
 from .._util import normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand as _rand
@@ -180,21 +181,11 @@ def _im2col(x, w_shape, workspace, stride, padding, dilation):
 
 
 def _bmm(a, b, out):
-    """``matmul(a, b, out=out)`` batched over the leading dim of ``out``: on the CPU,
-    chunks of the batch on the CPU threads with BLAS itself on one thread (its idle
-    workers spin-wait after each multi-threaded call, which slows the kernels that
-    run next on a small machine 3-5x)."""
-    if not isinstance(out, np.ndarray):
-        return _xp(out).matmul(a, b, out=out)
-    from ..devices import cpu
-    a_b, b_b = a.ndim == out.ndim, b.ndim == out.ndim  # which carry the batch dim
-
-    def work(n, rows):
-        lo, hi = rows[0], rows[-1] + 1
-        np.matmul(a[lo:hi] if a_b else a, b[lo:hi] if b_b else b, out=out[lo:hi])
-    with cpu.blas_single_thread():
-        cpu.run_chunked(work, out.shape[0], np.arange(out.shape[0]), min_chunk=1)
-    return out
+    """``matmul(a, b, out=out)`` batched over the leading dim of ``out`` (threaded on
+    the CPU)."""
+    if isinstance(out, np.ndarray):
+        return cpu_conv.bmm(a, b, out)
+    return _xp(out).matmul(a, b, out=out)
 
 
 def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, groups,
@@ -342,27 +333,13 @@ CONV2D = register(name="conv2d", kind="workspace", kernel=_public_conv_attrs(_co
                   torch=_torch_conv)
 
 
-def _col2im_loop(cols, dst, sh, sw, dh, dw):
-    N, C, kh, kw, Ho, Wo = cols.shape
-    for n in range(N):
-        for c in range(C):
-            for i in range(kh):
-                for j in range(kw):
-                    for ho in range(Ho):
-                        h = ho * sh + i * dh
-                        for wo in range(Wo):
-                            dst[n, c, h, wo * sw + j * dw] += cols[n, c, i, j, ho, wo]
-
-
 def _col2im_add(cols, dst, Ho, Wo, stride, dilation):
     """dst[n, c, i*dh + ho*sh, j*dw + wo*sw] += cols[n, c, i, j, ho, wo]."""
+    if isinstance(dst, np.ndarray):
+        cpu_conv.col2im_add(cols, dst, stride, dilation)
+        return
     kh, kw = cols.shape[2:4]
     (sh, sw), (dh, dw) = stride, dilation
-    if isinstance(dst, np.ndarray):  # NumPy's strided adds cost ~10 ns/element here
-        k = _kernels()["col2im"]
-        _cpu_chunks(lambda n, c, d: k(c, d, sh, sw, dh, dw), cols.shape[0], cols, dst,
-                    per_row=cols[0].size)
-        return
     for i in range(kh):
         for j in range(kw):
             h0, w0 = i * dh, j * dw
@@ -628,121 +605,8 @@ def _offset_slice(i, j, Ho, Wo, stride, dilation):
             slice(w0, w0 + stride[1] * (Wo - 1) + 1, stride[1]))
 
 
-_POOL_UNROLLED = ((2, 2), (3, 3))  # window sizes with a generated, unrolled kernel
-
-
-def _max_pool2d_source(kh, kw, checked):
-    """Source of ``kernel(x, out, idx, sh, sw, ph, pw, dh, dw)`` on ``(planes, H, W)``
-    arrays for one window size: every tap unrolled (a loop over 2x2 taps with
-    run-time bounds costs ~10x more in Numba), the first maximum of each window and
-    its flat H*W index; a NaN wins, the last one in the window (as PyTorch's CPU
-    kernel). ``checked``: some window reaches into the padding, so taps
-    test their bounds (a window wholly in the padding keeps -inf and index -1).
-
-    Testing for NaN in every comparison stops LLVM from
-    turning the comparison into a select, and random data then mispredicts half
-    the branches (~9x slower). So a vectorised pass first looks for a NaN in the
-    plane, and only planes holding one take the loop with NaN tests.
-    """
-    lines = ["import numpy as np", "", "", "def kernel(x, out, idx, sh, sw, ph, pw, dh, dw):",
-             "    P, H, W = x.shape",
-             "    Ho, Wo = out.shape[1], out.shape[2]",
-             "    for p in range(P):",
-             "        nan = False",
-             "        for h in range(H):",
-             "            for w in range(W):",
-             "                v = x[p, h, w]",
-             "                nan |= v != v"]
-    for nan_safe in (True, False):
-        lines += ["        if nan:" if nan_safe else "        else:",
-                  "            for ho in range(Ho):",
-                  "                h0 = ho * sh - ph",
-                  "                for wo in range(Wo):",
-                  "                    w0 = wo * sw - pw"]
-        ind = " " * 20
-        if nan_safe:
-            take = "arg < 0 or v > best or v != v"
-        else:
-            take = "v > best or arg < 0" if checked else "v > best"
-        first = True
-        for i in range(kh):
-            for j in range(kw):
-                h, w = f"(h0 + {i} * dh)", f"(w0 + {j} * dw)"
-                if first and not checked:
-                    lines += [ind + f"best = x[p, {h}, {w}]", ind + f"arg = {h} * W + {w}"]
-                    first = False
-                    continue
-                if first:
-                    lines += [ind + "best = -np.inf", ind + "arg = -1"]
-                    first = False
-                pre = ind
-                if checked:
-                    lines.append(ind + f"if 0 <= {h} < H and 0 <= {w} < W:")
-                    pre = ind + "    "
-                lines += [pre + f"v = x[p, {h}, {w}]",
-                          pre + f"if {take}:",
-                          pre + "    best = v",
-                          pre + f"    arg = {h} * W + {w}"]
-        lines += [ind + "out[p, ho, wo] = best", ind + "idx[p, ho, wo] = arg"]
-    return "\n".join(lines) + "\n"
-
-
-def _max_pool2d_loop(x, out, idx, kh, kw, sh, sw, ph, pw, dh, dw):
-    """What the generated kernels compute, for the other window sizes: run-time tap
-    loops, NaN tests only in planes holding a NaN."""
-    P, H, W = x.shape
-    Ho, Wo = out.shape[1], out.shape[2]
-    for p in range(P):
-        nan = False
-        for h in range(H):
-            for w in range(W):
-                v = x[p, h, w]
-                nan |= v != v
-        for ho in range(Ho):
-            h0 = ho * sh - ph
-            for wo in range(Wo):
-                w0 = wo * sw - pw
-                best = -np.inf
-                arg = -1
-                for i in range(kh):
-                    h = h0 + i * dh
-                    if h < 0 or h >= H:
-                        continue
-                    for j in range(kw):
-                        w = w0 + j * dw
-                        if w < 0 or w >= W:
-                            continue
-                        v = x[p, h, w]
-                        if arg < 0 or v > best or (nan and v != v):
-                            best = v
-                            arg = h * W + w
-                out[p, ho, wo] = best
-                idx[p, ho, wo] = arg
-
-
-def _max_pool2d_compiled(params, H, W, Ho, Wo):
-    """``k(x, out, idx)`` for one pooling geometry: for the common 2x2 and 3x3
-    windows a generated kernel (compiled once per window and bounds testing, cached
-    on disk; 2-5x faster than the loop), else the loop."""
-    kh, kw, sh, sw, ph, pw, dh, dw = params
-    checked = ph > 0 or pw > 0 or (Ho - 1) * sh + (kh - 1) * dh >= H or \
-        (Wo - 1) * sw + (kw - 1) * dw >= W
-    rest = params[2:]
-    if (kh, kw) not in _POOL_UNROLLED:
-        loop = _kernels()["max_pool"]
-        return lambda x, o, i: loop(x, o, i, *params)
-    key = (kh, kw, checked)
-    fn = _POOL_KERNELS.get(key)
-    if fn is None:
-        from ..devices import cpu
-        src = _max_pool2d_source(kh, kw, checked)
-        fn = _POOL_KERNELS[key] = cpu.compile_source(
-            ("max_pool2d", src), src, "kernel", parallel=False, fastmath=(),
-            error_model="numpy")
-    return lambda x, o, i: fn(x, o, i, *rest)
-
-
 def _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation):
+    """max_pool2d in whole-array code, for arrays of other devices (CuPy)."""
     N, C, H, W = input.shape
     xp = _xp(input)
     ph, pw = padding
@@ -777,41 +641,8 @@ def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation, ceil_mo
         return _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation)
     out = np.empty((N, C, Ho, Wo), dtype=input.dtype)
     idx = np.empty((N, C, Ho, Wo), dtype=np.int64)
-    if out.size == 0:
-        return out, idx
-    k = _max_pool2d_compiled((*kernel_size, *stride, *padding, *dilation), H, W, Ho, Wo)
-    planes = np.ascontiguousarray(input).reshape(N * C, H, W)
-    _cpu_chunks(lambda n, x_, o_, i_: k(x_, o_, i_), N * C, planes,
-                out.reshape(N * C, Ho, Wo), idx.reshape(N * C, Ho, Wo), per_row=H * W)
+    cpu_pool.max_pool2d(input, out, idx, kernel_size, stride, padding, dilation)
     return out, idx
-
-
-def _scatter_rows(out, idx, g):
-    for r in range(idx.shape[0]):
-        for k in range(idx.shape[1]):
-            if idx[r, k] >= 0:  # -1: a window wholly in the padding picked nothing
-                out[r, idx[r, k]] += g[r, k]
-
-
-_KERNELS = {}
-_POOL_KERNELS = {}  # (kh, kw, checked) -> the generated max-pool kernel
-
-
-def _cpu_chunks(fn, rows, *arrays, per_row):
-    """Run a nogil Numba loop over row blocks on the CPU threads (arrays split along
-    their first dim), with blocks of at least ~64k elements."""
-    from ..devices import cpu
-    cpu.run_chunked(fn, rows, *arrays, min_chunk=max(1, (1 << 16) // max(per_row, 1)))
-
-
-def _kernels():
-    """Numba versions of the pooling and col2im loops, compiled on first use."""
-    if not _KERNELS:
-        from ..devices import cpu
-        _KERNELS["max_pool"] = cpu.njit(_max_pool2d_loop)
-        _KERNELS["scatter_rows"] = cpu.njit(_scatter_rows)
-        _KERNELS["col2im"] = cpu.njit(_col2im_loop)
-    return _KERNELS
 
 
 def _max_pool2d_vjp(ctx, g):
@@ -876,9 +707,7 @@ def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap):
     out = xp.zeros((N * C, H * W), dtype=g.dtype)
     g2, i2 = g.reshape(N * C, -1), indices.reshape(N * C, -1)
     if xp is np:
-        k = _kernels()["scatter_rows"]
-        _cpu_chunks(lambda n, o_, i_, g_: k(o_, i_, g_), N * C, out, i2, g2,
-                    per_row=i2.shape[1])
+        cpu_pool.max_pool2d_scatter(out, i2, g2)
     elif overlap:  # windows share elements: repeated positions must accumulate
         rows = (xp.arange(N * C) * (H * W))[:, None]
         xp.add.at(out.reshape(-1), (i2 + rows).reshape(-1), g2.reshape(-1))
