@@ -1,54 +1,71 @@
 """``tg.nn.functional`` (PyTorch's ``F``): the functional NN ops of ``tapegrad.ops``.
 
-Names are looked up in ``tapegrad.ops`` on first use (and cached here), so this
-module imports even while an op is not present; using a missing one raises
-``AttributeError`` naming it.
+Most names are the ops themselves; the activations that take ``inplace=`` are thin
+wrappers here, so that ``inplace=True`` writes into the input and returns it, as in
+PyTorch.
 
 >>> import tapegrad as tg
 >>> import tapegrad.nn.functional as F
 >>> F.relu(tg.tensor([-1.0, 2.0]))
 tensor([0., 2.])
 """
-import tapegrad as _tg
-from tapegrad import ops as _ops
+from ..grad_mode import is_grad_enabled
+from ..ops import (linear, conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d,
+                   softmax, log_softmax, cross_entropy, nll_loss, mse_loss, l1_loss,
+                   binary_cross_entropy, binary_cross_entropy_with_logits, layer_norm,
+                   batch_norm, embedding, scaled_dot_product_attention, one_hot, pad,
+                   gelu, softplus, tanh, sigmoid, logsigmoid)
+from .. import ops as _ops
 
-_NAMES = (
+__all__ = [
     # layers and losses
-    "linear", "bilinear", "conv1d", "conv2d", "conv_transpose2d", "max_pool1d",
-    "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d", "adaptive_max_pool2d", "softmax", "log_softmax", "softmin",
-    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-    "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits", "layer_norm",
-    "batch_norm", "group_norm", "instance_norm", "rms_norm", "normalize", "dropout",
-    "dropout1d", "dropout2d", "embedding", "scaled_dot_product_attention", "one_hot",
-    "pad", "unfold", "fold", "interpolate", "cosine_similarity", "pairwise_distance",
+    "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+    "softmax", "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "layer_norm",
+    "batch_norm", "dropout", "embedding", "scaled_dot_product_attention", "one_hot", "pad",
     # activations
-    "relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish",
-    "softplus", "softsign", "tanh", "sigmoid", "hardtanh", "hardsigmoid", "hardswish",
-    "logsigmoid", "glu", "tanhshrink", "threshold",
-)
-
-__all__ = list(_NAMES)
+    "relu", "leaky_relu", "elu", "gelu", "silu", "mish", "softplus", "tanh", "sigmoid",
+    "logsigmoid",
+]
 
 
-def __getattr__(name):
-    if name in _NAMES:
-        fn = getattr(_ops, name, None)
-        if fn is None:
-            raise AttributeError(f"tapegrad.nn.functional.{name} is not available: "
-                                 f"tapegrad.ops has no op '{name}'")
-        globals()[name] = fn
-        return fn
-    raise AttributeError(f"module 'tapegrad.nn.functional' has no attribute '{name}'")
+def _into(input, fn, **attrs):
+    """``fn(input)`` written into ``input``, which is returned (``inplace=True``).
+
+    While recording, ``fn`` runs on a copy: what it saves for its adjoint must not be
+    the buffer being overwritten. The write is an in-place op, so PyTorch's rules hold
+    (a leaf that requires grad refuses; the result's gradient flows to the old value).
+    """
+    out = fn(input.clone() if is_grad_enabled() else input, **attrs)
+    return input if out is input else input.copy_(out)
 
 
-def __dir__():
-    return sorted(set(globals()) | {n for n in _NAMES if hasattr(_ops, n)})
+def relu(input, inplace=False):
+    """``max(x, 0)``; ``inplace=True`` overwrites ``input`` (``input.relu_()``)."""
+    return input.relu_() if inplace else _ops.relu(input)
 
 
-def _available():
-    """The names of this module that tapegrad.ops provides now."""
-    return [n for n in _NAMES if hasattr(_ops, n)]
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    if inplace:
+        return _into(input, _ops.leaky_relu, negative_slope=negative_slope)
+    return _ops.leaky_relu(input, negative_slope)
 
 
-del _tg
+def elu(input, alpha=1.0, inplace=False):
+    if inplace:
+        return _into(input, _ops.elu, alpha=alpha)
+    return _ops.elu(input, alpha)
+
+
+def silu(input, inplace=False):
+    return _into(input, _ops.silu) if inplace else _ops.silu(input)
+
+
+def mish(input, inplace=False):
+    return _into(input, _ops.mish) if inplace else _ops.mish(input)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    if inplace:
+        return _into(input, _ops.dropout, p=p, training=training)
+    return _ops.dropout(input, p, training)

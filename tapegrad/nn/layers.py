@@ -288,40 +288,42 @@ class Dropout(Module):
     def forward(self, input):
         if not self.training or self.p == 0:
             return input
-        return F.dropout(input, self.p, True)
+        return F.dropout(input, self.p, True, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
 
 
 class _Activation(Module):
-    _fn = None
+    """An activation with PyTorch's ``inplace`` flag: ``inplace=True`` overwrites the
+    input and returns it."""
 
     def __init__(self, inplace=False):
         super().__init__()
         self.inplace = inplace
-
-    def forward(self, input):
-        return getattr(F, self._fn)(input)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
 
 
 class ReLU(_Activation):
-    _fn = "relu"
+    def forward(self, input):
+        return F.relu(input, self.inplace)
 
 
 class SiLU(_Activation):
-    _fn = "silu"
+    def forward(self, input):
+        return F.silu(input, self.inplace)
 
 
 class Tanh(_Activation):
-    _fn = "tanh"
+    def forward(self, input):
+        return input.tanh_() if self.inplace else F.tanh(input)
 
 
 class Sigmoid(_Activation):
-    _fn = "sigmoid"
+    def forward(self, input):
+        return input.sigmoid_() if self.inplace else F.sigmoid(input)
 
 
 class GELU(Module):
@@ -346,10 +348,10 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class ELU(Module):
@@ -358,10 +360,10 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input):
-        return F.elu(input, self.alpha)
+        return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self):
-        return f"alpha={self.alpha}"
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
 class Softplus(Module):

@@ -214,7 +214,77 @@ def test_multihead_attention_matches_torch(batch_first):
     np.testing.assert_allclose(w.detach().numpy(), rw.detach().numpy(), atol=1e-6)
 
 
-def test_functional_names_resolve_lazily():
-    assert F.relu is tg.relu
+def test_functional_star_import_gives_exactly_all():
+    ns = {}
+    exec("from tapegrad.nn.functional import *", ns)
+    names = set(ns) - {"__builtins__"}
+    assert names == set(F.__all__)
+    assert all(callable(ns[n]) for n in names)
     with pytest.raises(AttributeError, match="no attribute 'not_an_op'"):
         F.not_an_op
+
+
+def test_functional_ops_are_the_ops():
+    x = tg.tensor([-1.0, 0.5, 2.0])
+    for name in ("relu", "leaky_relu", "elu", "silu", "mish", "gelu", "tanh", "sigmoid"):
+        np.testing.assert_array_equal(getattr(F, name)(x).numpy(),
+                                      getattr(tg, name)(x).numpy())
+    assert F.linear is tg.ops.linear and F.pad is tg.ops.pad
+
+
+INPLACE = [("relu", {}), ("leaky_relu", {"negative_slope": 0.2}), ("elu", {"alpha": 0.7}),
+           ("silu", {}), ("mish", {})]
+
+
+@pytest.mark.parametrize("name,kw", INPLACE, ids=[n for n, _ in INPLACE])
+def test_functional_inplace_writes_the_input_as_torch(name, kw):
+    a_np = np.array([-2.0, -0.5, 0.3, 1.5], dtype=np.float32)
+    # no recording: the input is overwritten and returned
+    x = tg.tensor(a_np)
+    y = getattr(F, name)(x, inplace=True, **kw)
+    ref = getattr(torch.nn.functional, name)(torch.tensor(a_np), **kw)
+    assert y is x
+    np.testing.assert_allclose(x.numpy(), ref.numpy(), rtol=1e-6)
+    # recorded: the gradient flows through the overwritten tensor, as PyTorch
+    a = tg.tensor(a_np, requires_grad=True)
+    h = a * 2.0
+    out = getattr(F, name)(h, inplace=True, **kw)
+    assert out is h
+    (h * h).sum().backward()
+    ta = torch.tensor(a_np, requires_grad=True)
+    th = ta * 2.0
+    getattr(torch.nn.functional, name)(th, inplace=True, **kw)
+    (th * th).sum().backward()
+    np.testing.assert_allclose(h.detach().numpy(), th.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-7)
+    # a leaf that requires grad refuses, as PyTorch
+    with pytest.raises(RuntimeError, match="leaf"):
+        getattr(F, name)(tg.tensor(a_np, requires_grad=True), inplace=True, **kw)
+
+
+def test_activation_modules_honour_inplace():
+    a_np = np.array([-2.0, -0.5, 0.3, 1.5], dtype=np.float32)
+    for mod, fn in [(nn.ReLU(inplace=True), tg.relu), (nn.SiLU(inplace=True), tg.silu),
+                    (nn.Tanh(inplace=True), tg.tanh), (nn.Sigmoid(inplace=True), tg.sigmoid),
+                    (nn.LeakyReLU(0.1, inplace=True), lambda t: tg.leaky_relu(t, 0.1)),
+                    (nn.ELU(0.5, inplace=True), lambda t: tg.elu(t, 0.5))]:
+        x = tg.tensor(a_np)
+        assert mod(x) is x, mod
+        np.testing.assert_allclose(x.numpy(), fn(tg.tensor(a_np)).numpy(), rtol=1e-6)
+    x = tg.tensor(a_np)
+    assert nn.ReLU()(x) is not x and x.tolist() == a_np.tolist()
+    assert repr(nn.LeakyReLU(0.1, inplace=True)) == repr(torch.nn.LeakyReLU(0.1, inplace=True))
+    assert repr(nn.ELU(inplace=True)) == repr(torch.nn.ELU(inplace=True))
+    assert repr(nn.ReLU(inplace=True)) == repr(torch.nn.ReLU(inplace=True))
+
+
+def test_dropout_inplace():
+    tg.manual_seed(0)
+    x = tg.ones(1000)
+    drop = nn.Dropout(0.5, inplace=True)
+    assert drop(x) is x
+    vals = set(np.unique(x.numpy()).tolist())
+    assert vals == {0.0, 2.0}
+    y = tg.ones(10)
+    assert drop.eval()(y) is y and y.tolist() == [1.0] * 10
+    assert F.dropout(y, 0.5, training=False, inplace=True) is y and y.tolist() == [1.0] * 10
