@@ -3,6 +3,8 @@
 >>> import tapegrad as tg
 >>> A = tg.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=tg.float64)
 >>> tg.linalg.cholesky(A)
+tensor([[2.0000, 0.0000],
+        [0.5000, 1.6583]], dtype=tapegrad.float64)
 """
 from .ops.linalg import (inv, solve, det, slogdet, cholesky, norm, vector_norm,  # noqa: F401
                          matrix_norm, matmul, LinAlgError, SlogdetResult)
