@@ -2,7 +2,7 @@
 ``checkpoint`` and ``detect_anomaly``."""
 import functools
 
-from . import tape as _tape
+from . import walker as _walker
 from .tape import state as _state
 from .tensor import Tensor, wrap
 from .devices import xp_of as _xp_of
@@ -74,7 +74,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if ins is not None:
         if not ins:
             raise RuntimeError("backward: 'inputs' argument to backward() cannot be empty")
-        res = _tape.backward_pass(outputs, seeds, inputs=ins, retain_graph=retain_graph,
+        res = _walker.backward_pass(outputs, seeds, inputs=ins, retain_graph=retain_graph,
                                   traced=create_graph)
         for t, g in zip(ins, res):
             if g is None:
@@ -85,7 +85,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 gd = g._data if isinstance(g, Tensor) else g
                 t.grad = wrap(gd.copy()) if t.grad is None else wrap(t.grad._data + gd)
         return None
-    _tape.backward_pass(outputs, seeds, retain_graph=retain_graph, traced=create_graph)
+    _walker.backward_pass(outputs, seeds, retain_graph=retain_graph, traced=create_graph)
     return None
 
 
@@ -106,7 +106,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("grad: one of the differentiated Tensors does not require grad")
     _check_outputs("grad", outs)
     seeds = _seeds("grad", outs, _as_list(grad_outputs, "grad"), create_graph)
-    res = _tape.backward_pass(outs, seeds, inputs=ins, retain_graph=retain_graph,
+    res = _walker.backward_pass(outs, seeds, inputs=ins, retain_graph=retain_graph,
                               traced=create_graph)
     result = []
     for t, g in zip(ins, res):
@@ -221,7 +221,7 @@ class Tape:
             prev = list(_state.tapes)
             _state.tapes[:] = outer
             try:
-                res = _tape.backward_pass([r for r, _ in live], [s for _, s in live],
+                res = _walker.backward_pass([r for r, _ in live], [s for _, s in live],
                                           inputs=flat_sources, retain_graph=True,
                                           traced=traced, tape_id=id(self))
             finally:

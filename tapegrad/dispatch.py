@@ -1,4 +1,531 @@
-"""The funnel: every op call goes through ``bind`` (moving here from tensor.py)."""
-from .tensor import bind, apply_inplace, binary_method, unary_method  # noqa: F401
+"""The funnel: every op call, however it is spelled, goes through here.
 
-__all__ = ["bind", "apply_inplace"]
+``x * y``, ``tg.mul(x, y)``, a call under a ``Tape``, on CuPy arrays, with mixed
+dtypes, or an adjoint running on raw arrays: one way from the call to a result and,
+when needed, a recorded ``Node``::
+
+    bind(op, *args, **attrs)             the contract (docstring below)
+      lane(op)(x[, y], attrs=attrs)      one or two operands, CPU, one dtype, fast mode
+      _general(op, args, attrs)          everything else: unwrap, devices, promotion
+        _compute(op, arrays, attrs)      infer first, workspace / allocator, the kernel
+        _record(...)                     the node for any call
+    both nodes come from tape.make_node, the one node builder
+
+An op's lane is also its Tensor operator method (``Tensor.__mul__ is lane(MUL)``,
+installed by ``ops/_methods.py``): the same function ``bind`` calls, one Python frame
+less, which is most of what an op on a small tensor costs. A lane handles only the
+common case and hands anything else to ``_general`` unchanged.
+
+Kernel errors are explained by the op's shape rule (``_explain``). Tracing
+(``@tg.fuse``) and ``tg.profile`` observe op calls through ``observe``: while an
+observer is active this thread takes the general path, and the observer wraps each
+kernel (and the walker each adjoint); nothing is swapped process-wide.
+"""
+import contextlib
+import os
+import traceback
+
+import numpy as np
+
+from . import dtypes as _dt
+from . import devices as _devices
+from . import tape as _tape
+from ._util import fmt_spec
+from .ops_registry.opdef import TensorSpec
+from .tape import Node as _Node, make_node as _make_node, next_seq as _next_seq, state as _state
+from .tape import FAST_RECORD as _FAST_RECORD, GENERAL as _GENERAL
+from .tensor import Tensor, wrap, subclasses as _TT
+
+__all__ = ["bind", "lane", "apply_inplace", "observe"]
+
+_SCALARS = (int, float, bool)
+_NDARRAY = np.ndarray
+_new = object.__new__
+_NO = object()  # a lane's second operand when there is none
+_NO_ATTRS = {}  # the attrs of an operator call (never mutated)
+_KERNEL_ERRORS = (ValueError, TypeError, IndexError, RuntimeError, ZeroDivisionError,
+                  OverflowError, np.linalg.LinAlgError, AttributeError)
+
+
+def bind(op, *args, **attrs):
+    """Run ``op`` on Tensors (or raw arrays, or scalars) and record it when needed.
+
+    Unwraps Tensors, checks devices, promotes dtypes per ``op.promote``, validates
+    the call with ``op.infer`` (every op but the elementwise ones, whose kernels
+    check broadcasting themselves), runs the kernel with a workspace or allocator
+    for those kinds, and wraps the outputs. When grad mode is on and an input
+    requires grad (or is watched by an active ``Tape``) it records one ``Node`` that
+    saves exactly ``op.saves``, stamped with their versions. With no Tensor among
+    the arguments the kernel's raw result is returned: that is how adjoints run on
+    plain arrays when nothing records. A failure raises the op's own error.
+    """
+    if op.fast and 0 < len(args) <= 2:
+        return lane(op)(*args, attrs=attrs)
+    return _general(op, args, attrs)
+
+
+_lanes = {}
+
+
+def lane(op):
+    """The lane of ``op`` (one or two inputs, one output, no workspace): the function
+    ``bind`` calls for it and the one installed as its Tensor operator method
+    (``Tensor.__mul__`` is ``lane(MUL)``), so every spelling of a call takes one
+    path. It handles the common case itself (CPU Tensors of one dtype, or a float
+    Tensor and a Python number, in fast mode; or float ndarrays, for an adjoint on
+    raw arrays) and hands anything else to ``_general`` unchanged."""
+    fn = _lanes.get(op)
+    if fn is None:
+        if not op.fast:
+            raise ValueError(f"lane: {op.name} takes more than two inputs or a workspace")
+        fn = _lanes[op] = _make_lane(op)
+    return fn
+
+
+def _make_lane(op):
+    float_only = op.promote == "float"
+    check = not op.elementwise
+    view = op.kind == "view"
+    save_x, save_y, save_out = 0 in op.save_idx, 1 in op.save_idx, op.save_out
+    recorded = op.differentiable
+
+    def run(x, y=_NO, attrs=_NO_ATTRS):
+        mode = _state.mode
+        tx = type(x)
+        if mode and tx in _TT:
+            xd = x._data
+            dt = xd.dtype
+            if type(xd) is not _NDARRAY or (float_only and dt.kind != "f"):
+                return _general(op, (x,) if y is _NO else (x, y), attrs)
+            if y is _NO:
+                arrays = (xd,)
+                yd = ry = None
+            elif type(y) in _TT:
+                yd = y._data
+                if type(yd) is not _NDARRAY or yd.dtype is not dt:
+                    return _general(op, (x, y), attrs)
+                arrays = (xd, yd)
+                ry = y.requires_grad
+            elif (type(y) is float or type(y) is int) and dt.kind == "f":
+                yd = y  # a weak scalar
+                arrays = (xd, y)
+                ry = None
+            else:
+                return _general(op, (x, y), attrs)
+            if check:
+                _infer(op, arrays, attrs)
+            try:
+                if attrs:
+                    out = op.kernel(*arrays, **attrs)
+                else:
+                    out = op.kernel(xd) if yd is None else op.kernel(xd, yd)
+            except _KERNEL_ERRORS as e:
+                raise _explain(op, arrays, attrs, e) from None
+            if type(out) is not _NDARRAY:
+                out = _asarray(out)
+            res = _new(Tensor)  # wrap(out), inline
+            res._data = out
+            res.grad = res._node = None
+            res._idx = 0
+            res._version = [0]
+            res.requires_grad = False
+            if view:
+                _make_view(res, x)
+            rx = x.requires_grad
+            if not (rx or ry) or mode != _FAST_RECORD or not recorded or out.dtype.kind != "f":
+                return res
+            # the Node (the rules of _node_general, unrolled for one or two inputs)
+            ex = (x if x._node is None else (x._node, x._idx)) if rx else None
+            if yd is None:
+                edges, shapes, dtypes, needs = (ex,), (xd.shape,), (dt,), (rx,)
+                saved, versions = ((x,), (x._version[0],)) if save_x else (None, None)
+            else:
+                if ry:
+                    ey = y if y._node is None else (y._node, y._idx)
+                else:
+                    ey = None
+                    ry = False
+                edges, needs = (ex, ey), (rx, ry)
+                shapes = (xd.shape, None if yd is y else yd.shape)
+                dtypes = (dt, None if yd is y else dt)
+                if save_x or save_y:
+                    saved = (x if save_x else None, y if save_y else None)
+                    versions = (x._version[0] if save_x else None,
+                                y._version[0] if save_y and yd is not y else None)
+                else:
+                    saved = versions = None
+            node = _Node()  # tape.make_node, inline (test_dispatch compares the two)
+            node.op = op
+            node.attrs = attrs
+            node.edges = edges
+            node.shapes = shapes
+            node.dtypes = dtypes
+            node.needs_input_grad = needs
+            node.seq = _next_seq()
+            node.saved = saved
+            node.versions = versions
+            if save_out:
+                node.out = out
+                node.out_version = (res._version, 0)
+            else:
+                node.out = node.out_version = None
+            node.inputs = None
+            node.freed = False
+            res._node = node
+            res.requires_grad = True
+            return res
+        if mode and tx is _NDARRAY and x.dtype.kind == "f" and (
+                y is _NO or (type(y) is _NDARRAY and y.dtype is x.dtype)
+                or type(y) is float or type(y) is int):
+            arrays = (x,) if y is _NO else (x, y)
+            if check:
+                _infer(op, arrays, attrs)
+            try:
+                out = op.kernel(*arrays, **attrs)
+            except _KERNEL_ERRORS as e:
+                raise _explain(op, arrays, attrs, e) from None
+            return out if type(out) is _NDARRAY else _asarray(out)
+        return _general(op, (x,) if y is _NO else (x, y), attrs)
+    run.__name__ = op.name
+    run.__qualname__ = f"lane({op.name})"
+    return run
+
+
+# ------------------------------------------------------------------ everything else
+def _general(op, args, attrs):
+    tensor_seen, rg, arrays = _unwrap(op, args)
+    if op.promote != "none" and tensor_seen is not None:
+        arrays = _promote(op, arrays)
+    out = _compute(op, arrays, attrs)
+    if not tensor_seen:
+        if type(out) is tuple:
+            return tuple(_asarray(o) for o in out)
+        return out if type(out) is _NDARRAY else _asarray(out)
+    st = _state
+    record = rg and st._grad and op.differentiable
+    tapes = st._tapes
+    if tapes and not record and op.differentiable and st._grad:
+        record = any(type(a) in _TT and a._tapes for a in args)
+    if op.nout == 1:
+        outs = (wrap(out if type(out) is _NDARRAY else _asarray(out)),)
+        if op.kind == "view":
+            _make_view(outs[0], args[0])
+    else:
+        outs = tuple(wrap(o if type(o) is _NDARRAY else _asarray(o)) for o in out)
+    if record and any(o._data.dtype.kind == "f" for o in outs):
+        _record(op, attrs, args, outs, rg, tapes)
+    elif st._anomaly:
+        _check_forward(op, outs)
+    return outs[0] if op.nout == 1 else outs
+
+
+def _unwrap(op, args):
+    """(whether a Tensor was seen (None: no array at all), whether one requires grad,
+    the arrays and scalars), after the mixed-device check."""
+    arrays = []
+    tensor_seen = None
+    rg = False
+    devs = set()
+    generics = []
+    for a in args:
+        tp = type(a)
+        if tp in _TT:
+            d = a._data
+            tensor_seen = True
+            rg = rg or a.requires_grad
+        elif a is None or tp in _SCALARS:
+            arrays.append(a)
+            continue
+        elif isinstance(a, np.generic):
+            # a NumPy scalar (0-d arithmetic in a raw adjoint): a 0-d array on the raw
+            # path, a weak Python scalar next to Tensors
+            generics.append(len(arrays))
+            d = np.asarray(a)
+        elif isinstance(a, _NDARRAY) or tp.__module__.startswith("cupy"):
+            d = a  # a raw array (also the @fuse tracer's stand-ins, an ndarray subclass)
+        else:
+            name = op.args[len(arrays)] if len(arrays) < len(op.args) else f"#{len(arrays)}"
+            raise TypeError(f"{op.name}: argument '{name}' must be a Tensor or a number, "
+                            f"not {tp.__name__}")
+        if tensor_seen is None:
+            tensor_seen = False
+        devs.add(type(d))
+        arrays.append(d)
+    if generics and tensor_seen:
+        for i in generics:
+            arrays[i] = arrays[i].item()
+        devs = {type(a) for a in arrays if a is not None and type(a) not in _SCALARS}
+    if len(devs) > 1:
+        _devices.check_same(op.name, [_devices.device_of(a) for a in arrays
+                                      if a is not None and type(a) not in _SCALARS])
+    return tensor_seen, rg, arrays
+
+
+def _promote(op, arrays):
+    """The arrays cast to one dtype (array-API rules, Python scalars weak); ints
+    become the default float for ``promote="float"`` ops."""
+    dts = []
+    scalars = []
+    for a in arrays:
+        if a is None:
+            continue
+        if type(a) in _SCALARS:
+            scalars.append(a)
+        else:
+            dts.append(a.dtype)
+    if not dts:
+        return arrays
+    target = dts[0]
+    if any(d != target for d in dts) or scalars:
+        target = _dt.result_type(*dts)
+        if scalars:
+            target = _dt.promote_with_scalars(target, scalars)
+    if op.promote == "float" and target.kind != "f":
+        target = _dt.default_float_np()
+    return [a.astype(target) if a is not None and type(a) not in _SCALARS and a.dtype != target
+            else a for a in arrays]
+
+
+def _compute(op, arrays, attrs):
+    """Run ``op``'s kernel: infer first (all but elementwise ops), then a workspace or
+    an allocator for those kinds; a kernel failure becomes the op's own error."""
+    if not op.elementwise:
+        _infer(op, arrays, attrs)
+    kw = attrs
+    if op.kind == "workspace":
+        nbytes = op.workspace(*_specs(arrays), **attrs)
+        kw = dict(attrs, workspace=_workspace(arrays, nbytes))
+    elif op.kind == "dynamic":
+        xp = _devices.xp_of(next((a for a in arrays if a is not None and type(a) not in _SCALARS), 0))
+        kw = dict(attrs, alloc=lambda shape, dtype: xp.empty(shape, dtype=dtype))
+    try:
+        if _state.observers:
+            return _observed(op, arrays, kw)
+        return op.kernel(*arrays, **kw)
+    except _KERNEL_ERRORS as e:
+        raise _explain(op, arrays, attrs, e) from None
+
+
+def _specs(arrays):
+    return [a if a is None or type(a) in _SCALARS else TensorSpec(tuple(a.shape), a.dtype)
+            for a in arrays]
+
+
+def _infer(op, arrays, attrs):
+    """The op's shape rule on the actual arguments: its clear error, before the kernel."""
+    try:
+        op.infer(*_specs(arrays), **attrs)
+    except (ValueError, TypeError, IndexError, RuntimeError) as e:
+        raise e.with_traceback(None) from None
+
+
+def _explain(op, arrays, attrs, err):
+    """Turn a kernel failure into the op's own error.
+
+    The shape rule speaks first (shapes, dtypes, dims); when it finds nothing wrong,
+    a kernel error that already names the op (data-dependent: index values, a
+    singular matrix) is kept; anything else becomes a RuntimeError naming the op.
+    """
+    try:
+        op.infer(*_specs(arrays), **attrs)
+    except (ValueError, TypeError, IndexError, RuntimeError) as e:
+        e.__cause__ = None
+        e.__suppress_context__ = True
+        return e
+    msg = str(err)
+    if msg.startswith(op.name + ":") or msg.startswith(op.name + "_"):
+        err.__cause__ = None
+        err.__suppress_context__ = True
+        return err
+    shown = ", ".join(fmt_spec(a) for a in arrays if a is not None and type(a) not in _SCALARS)
+    return RuntimeError(f"{op.name}: failed on inputs [{shown}]: {type(err).__name__}: {err}")
+
+
+_ws_cache = {}
+
+
+def _workspace(arrays, nbytes):
+    """Scratch for workspace ops: one growing buffer per device and thread, reused."""
+    first = next(a for a in arrays if a is not None and type(a) not in _SCALARS)
+    key = (_devices.device_of(first), id(_state))
+    buf = _ws_cache.get(key)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _ws_cache[key] = _devices.xp_of(first).empty(max(int(nbytes), 1), dtype=np.uint8)
+    return buf[:int(nbytes)]
+
+
+def _asarray(o):
+    if isinstance(o, (np.generic, int, float, bool)):
+        return np.asarray(o)
+    return o
+
+
+def _make_view(res, base):
+    """A view op's output shares its base's buffer, version counter and base."""
+    if type(base) in _TT and (res._data.base is not None or res._data is base._data):
+        res._version = base._version
+        res._base = base._base if base._base is not None else base
+
+
+# ------------------------------------------------------------------ recording
+def _record(op, attrs, args, outs, rg, tapes):
+    """The general path's recording: one Node for ``op(*args)``, whose float outputs
+    ``outs`` become its results. ``rg``: an input requires grad (a recording for a
+    Tape alone leaves the outputs' flag False)."""
+    node = _node_general(op, attrs, args, outs, rg, tapes)
+    k = 0
+    for o in outs:
+        if o._data.dtype.kind == "f":
+            o._node = node
+            o._idx = k
+            o.requires_grad = rg
+            if tapes:
+                o._tapes = node.tapes
+        k += 1
+    if _state._anomaly:
+        node.where = _user_frame()
+        _check_forward(op, outs, node.where)
+
+
+def _node_general(op, attrs, args, outs, rg, tapes):
+    """A Node for any call: an edge for each Tensor input that requires grad or that
+    an active Tape watches, ``op.saves`` saved with their versions."""
+    edges = []
+    needs = []
+    shapes = []
+    dtypes = []
+    for a in args:
+        if type(a) in _TT:
+            d = a._data
+            shapes.append(d.shape)
+            dtypes.append(d.dtype)
+            if a.requires_grad or (tapes and a._tapes):
+                node = a._node
+                edges.append(a if node is None else (node, a._idx))
+                needs.append(True)
+                continue
+        elif a is None or type(a) in _SCALARS:
+            shapes.append(None)
+            dtypes.append(None)
+        else:
+            shapes.append(a.shape)
+            dtypes.append(a.dtype)
+        edges.append(None)
+        needs.append(False)
+    saved = versions = None
+    if op.save_idx:
+        saved = [None] * len(args)
+        versions = [None] * len(args)
+        for i in op.save_idx:
+            a = saved[i] = args[i]
+            if type(a) in _TT:
+                versions[i] = a._version[0]
+    out = out_version = None
+    if op.save_out:
+        v = outs[0]._version
+        out = outs[0]._data if op.nout == 1 else tuple(o._data for o in outs)
+        out_version = (v, v[0])
+    node = _make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out,
+                      out_version)
+    if tapes:
+        node.tapes = _tapes_of(args, rg, tapes)
+    return node
+
+
+def _tapes_of(args, rg, tapes):
+    active = {id(t) for t in tapes}
+    found = set()
+    for a in args:
+        if type(a) in _TT and a._tapes:
+            found |= a._tapes & active
+    if rg:
+        found |= active
+    return frozenset(found) if found else None
+
+
+# ------------------------------------------------------------------ observers
+@contextlib.contextmanager
+def observe(observer):
+    """While open, ``observer(op, kernel, *arrays, **attrs)`` runs in place of each op
+    kernel of this thread (it calls ``kernel`` itself, or not) and, if it has a
+    ``vjp(node, vjp, ctx, g)`` method, in place of each adjoint the walker runs. The
+    thread takes the general path meanwhile; other threads see nothing."""
+    _state.observers = _state.observers + (observer,)
+    try:
+        yield observer
+    finally:
+        _state.observers = tuple(o for o in _state.observers if o is not observer)
+
+
+def _observed(op, arrays, kw):
+    run = op.kernel
+    for obs in _state.observers:
+        run = _chain(obs, op, run)
+    return run(*arrays, **kw)
+
+
+def _chain(obs, op, inner):
+    def run(*arrays, **kw):
+        return obs(op, inner, *arrays, **kw)
+    return run
+
+
+# ------------------------------------------------------------------ anomaly mode
+_PKG = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_frame():
+    for fr in reversed(traceback.extract_stack()[:-1]):
+        if not os.path.abspath(fr.filename).startswith(_PKG):
+            return f"{fr.filename}:{fr.lineno} ({fr.line})"
+    return None
+
+
+def _check_forward(op, outs, where=None):
+    for o in outs:
+        _tape.check_finite(op.name, where or _user_frame(), o._data, "forward")
+
+
+# ------------------------------------------------------------------ in place
+def apply_inplace(op, t, *args, **attrs):
+    """``t <- op(t, *args)`` in t's own buffer, PyTorch rules.
+
+    A leaf that requires grad refuses (in grad mode); read-only buffers refuse; the
+    version counter (shared with views) is bumped so stale saved values are caught.
+    When recorded, the op sees a snapshot of t's old value, and t takes the new node.
+    """
+    if type(t) not in _TT:
+        raise TypeError(f"{op.name}_: expected a Tensor, got {type(t).__name__}")
+    t._check_writable(op.name + "_")
+    grad_on = _state._grad
+    if grad_on and t.requires_grad and t._node is None:
+        raise RuntimeError(f"{op.name}_: a leaf Variable that requires grad is being used "
+                           f"in an in-place operation")
+    record = grad_on and (t.requires_grad or any(type(a) in _TT and a.requires_grad
+                                                 for a in args))
+    if record:
+        old_data = t._data.copy() if 0 in op.save_idx else t._data
+        old = wrap(old_data, t._node, t._idx) if t._node is not None else Tensor(old_data)
+        old.requires_grad = t.requires_grad
+        res = bind(op, old, *args, **attrs)
+    else:
+        prev = _state.grad_enabled
+        _state.grad_enabled = False
+        try:
+            res = bind(op, t, *args, **attrs)
+        finally:
+            _state.grad_enabled = prev
+    new = res._data
+    if new.dtype != t._data.dtype and not np.can_cast(new.dtype, t._data.dtype, "same_kind"):
+        raise RuntimeError(f"{op.name}_: result type {_dt.from_np(new.dtype)} can't be cast "
+                           f"to the desired output type {t.dtype}")
+    if new.shape != t._data.shape:
+        raise RuntimeError(f"{op.name}_: output with shape {t.shape} doesn't match the "
+                           f"broadcast shape {tuple(new.shape)}")
+    t._data[...] = new
+    t._version[0] += 1
+    if record:
+        t._node = res._node
+        t._idx = res._idx
+        t.requires_grad = True
+    return t

@@ -6,7 +6,7 @@
 digraph tapegrad {
 ...
 """
-from .tape import _backward_name
+from .tape import backward_name as _backward_name
 from .tensor import Tensor
 
 __all__ = ["to_dot"]

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import autodiff as _autodiff, dtypes as _dt
 from ..tensor import Tensor
-from ..dispatch import apply_inplace, bind, binary_method, unary_method
+from ..dispatch import apply_inplace, lane
 from . import elementwise as E, reduce as R, shape as S, indexing as I, linalg as L
 from . import creation as C, nn as N
 
@@ -121,22 +121,7 @@ def _type_as(self, other):
     return C.cast(self, other.dtype)
 
 
-def _direct(op):
-    """``bind(op, self[, other])``: one Python frame for the hot operators; an
-    elementwise op whose kernel is a NumPy ufunc gets bind's fast path inlined
-    (``tensor.binary_method``/``unary_method``)."""
-    if isinstance(op.kernel, np.ufunc) and op.kind == "basic" and op.fast and op.differentiable:
-        if len(op.args) == 1:
-            return unary_method(op)
-        return binary_method(op)
-    if len(op.args) == 1:
-        def method(self):
-            return bind(op, self)
-    else:
-        def method(self, other):
-            return bind(op, self, other)
-    method.__name__ = op.name
-    return method
+_direct = lane
 
 
 _TABLE = {
@@ -170,11 +155,9 @@ _TABLE = {
     "mT": property(S.mT),
 }
 
-# elementwise ops with a NumPy ufunc kernel whose public function is only
-# ``bind(OP, input[, other])`` (add, sub, div take keywords); their vjps map a
-# gradient of the output's shape and dtype to gradients of that shape and dtype,
-# which tensor.binary_method/unary_method rely on
-_UFUNC_OPS = (E.MUL, E.REMAINDER, E.FMOD, E.MAXIMUM, E.MINIMUM, E.ARCTAN2, E.LOGADDEXP,
+# ops whose public function is only ``bind(OP, input[, other])`` (add, sub, div take
+# keywords): their methods, aliases and dunders call dispatch's lane directly
+_PLAIN_OPS = (E.MUL, E.REMAINDER, E.FMOD, E.MAXIMUM, E.MINIMUM, E.ARCTAN2, E.LOGADDEXP,
               E.NEG, E.ABS, E.EXP, E.EXP2, E.EXPM1, E.LOG, E.LOG2, E.LOG10, E.LOG1P,
               E.SQRT, E.SIN, E.COS, E.TAN, E.ARCSIN, E.ARCCOS, E.ARCTAN, E.SINH, E.COSH,
               E.TANH)
@@ -210,9 +193,9 @@ def install(extra=()):
     for name, fn in _TABLE.items():
         if fn is not None:
             setattr(Tensor, name, fn)
-    # a method (or alias, or dunder) that is the public function of one of these ops,
-    # itself just ``bind(OP, input[, other])``, takes bind's fast path in one frame
-    for op in _UFUNC_OPS:
+    # a method (or alias, or dunder) that is the public function of one of these ops
+    # calls dispatch's lane in one frame
+    for op in _PLAIN_OPS:
         public = getattr(E, op.name)
         fast = _direct(op)
         fast.__doc__ = public.__doc__

@@ -49,6 +49,11 @@ An ``OpDef`` holds everything about one operator:
     a list of ``(args, attrs, exception class)`` the op must reject.
 ``torch``
     optional ``torch_fn(torch, *tensors, **attrs)``: PyTorch's version for oracles.
+``reference``
+    optional ``reference(*arrays, **attrs)``: an independent NumPy implementation of
+    the forward (an expression op's is its IR evaluated op by op, beside the compiled
+    kernel), the registry tests' oracle where ``torch`` is absent. Every op declares
+    at least one of ``torch`` and ``reference``.
 """
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Optional
@@ -93,6 +98,7 @@ class OpDef:
     save_idx: tuple = field(default=(), repr=False)
     save_out: bool = field(default=False, repr=False)
     fast: bool = field(default=False, repr=False)
+    elementwise: bool = field(default=False, repr=False)
     takes_out: bool = field(default=False, repr=False)
 
     def __repr__(self):
@@ -131,5 +137,8 @@ def validate(op):
         op.takes_out = "out" in inspect.signature(op.kernel).parameters
     except (TypeError, ValueError):  # builtins such as np.add
         op.takes_out = False
-    # bind's unrolled path: one output, no scratch/allocator, at most two inputs
+    # dispatch's lane: one output, no scratch/allocator, at most two inputs
     op.fast = (op.kind in ("basic", "view") and op.nout == 1 and len(op.args) <= 2)
+    # an op with a scalar expression is elementwise: its kernel checks broadcasting
+    # itself, so dispatch runs ``infer`` for it only to explain a failure
+    op.elementwise = op.expr is not None and op.kind == "basic" and op.nout == 1

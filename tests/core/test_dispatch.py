@@ -1,7 +1,7 @@
-"""The operator fast paths (``tensor.binary_method``/``unary_method``), the walker's
-shortcuts for their nodes, and ``state.mode`` behave exactly as ``bind`` and the
-general walker: each case is computed both ways (operators vs. the public
-functions, which go through ``bind``) and compared."""
+"""Dispatch's edge cases: operators and public functions give the same results and
+records (both reach ``dispatch._lane``; a case the lane does not take goes to the
+general path), seeds and hook results of another spec are fitted by the walker, and
+``state.mode`` follows grad mode, Tapes, anomaly mode and observers, per thread."""
 import threading
 
 import numpy as np
@@ -171,7 +171,7 @@ def test_mode_is_per_thread():
 
 def _ufunc_ops():
     from tapegrad.ops import _methods
-    return [op.name for op in _methods._UFUNC_OPS]
+    return [op.name for op in _methods._PLAIN_OPS]
 
 
 @pytest.mark.parametrize("name", _ufunc_ops())

@@ -1,0 +1,420 @@
+"""The reverse walk: gradients from roots back to leaves, over the recorded Nodes.
+
+It visits the nodes reachable from the roots in decreasing sequence order, which is
+a topological order, and knows no op by name. One step per concern:
+
+- ``_Queue``: the nodes waiting for their gradient, and the chain shortcut;
+- ``_context``: what a node's vjp sees (saved values after their version check);
+- ``_fit``: a gradient brought to its input's shape and dtype, the one place where
+  broadcasting is undone (ops declared ``broadcasting=True``: ``m.sum_to``);
+- ``_to_leaf`` / ``_finish``: leaf gradients summed, hooked, accumulated;
+- ``_node_hooks``: hooks and ``retain_grad`` of non-leaf tensors;
+- ``_Wanted``: ``grad(inputs=...)`` and ``Tape.gradient``: what to collect, what to prune.
+
+``traced``: the adjoints run on Tensors with recording on (``create_graph``, an outer
+Tape), so the gradient is itself recorded; otherwise on raw arrays, fast.
+"""
+from heapq import heappush, heappop
+
+import numpy as np
+
+from .tape import state, check_finite, FAST_RECORD, FAST_NO_GRAD
+from .tensor import Tensor, wrap
+
+__all__ = ["backward_pass", "Ctx"]
+
+_FREED_MSG = ("Trying to backward through the graph a second time (or to use saved values "
+              "after they were freed). Saved values of a recording are freed after "
+              "backward()/grad(); pass retain_graph=True to the first call if you need to "
+              "differentiate through the same recording again")
+
+
+def backward_pass(roots, seeds, *, inputs=None, retain_graph=False, traced=False,
+                  tape_id=None):
+    """Reverse mode from ``roots`` (Tensors) with cotangents ``seeds``.
+
+    ``inputs``: Tensors whose gradients are returned (a list, None where unused);
+    without it gradients accumulate into the ``.grad`` of leaves that require grad.
+    ``traced``: run adjoints on Tensors with recording on (create_graph / outer tape).
+    ``tape_id``: only walk nodes recorded on that Tape.
+    """
+    prev = state._grad
+    state._grad = traced  # grad mode for the adjoints (tapes and anomaly stay as they are)
+    if state.mode:
+        state.mode = FAST_RECORD if traced else FAST_NO_GRAD
+    try:
+        return _walk(roots, seeds, inputs, retain_graph, traced, tape_id)
+    finally:
+        state._grad = prev
+        state._refresh()
+
+
+def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
+    q = _Queue()
+    leaves = {}        # id(leaf) -> [leaf, summed gradient, whether that sum is ours]
+    delivered = set()  # ids of arrays handed in from outside: never accumulated into
+    for t, s in zip(roots, seeds):
+        s = _as(s, traced)
+        delivered.add(id(s))
+        if t._node is None:
+            _to_leaf(leaves, t, s, traced)
+        else:
+            q.send(t._node, t._idx, s)
+    wanted = None if inputs is None and tape_id is None else _Wanted(inputs, tape_id, q)
+    anomaly = state._anomaly
+    observers = state.observers
+    while q.nxt is not None or q.heap:
+        node = q.nxt  # the chain shortcut (see _Queue), inline: most nodes come this way
+        if node is not None:
+            g = q.nxt_g
+            q.nxt = None
+        else:
+            node, g = q.pop()
+        if node.hooks is not None or node.retain is not None:
+            g = _node_hooks(node, g, traced, delivered)
+        needs = node.needs_input_grad
+        if wanted is not None:
+            needs = wanted.needs(node, g)
+            if needs is None:
+                continue
+        if traced or node.out is not None or node.freed or needs is not node.needs_input_grad:
+            ctx = _context(node, traced, needs)
+        else:  # _context's raw case, inline: the node is the context
+            ctx = node
+            if node.saved is not None:
+                node.inputs = _saved(node, False)
+        op = node.op
+        if op.nout != 1:
+            g = tuple(g)
+        in_grads = op.vjp(ctx, g) if not observers else _observed_vjp(observers, node, ctx, g)
+        if not retain_graph:
+            node.freed = True
+            node.saved = node.out = node.inputs = None  # node.release(), inline
+        edges = node.edges
+        if len(in_grads) != len(edges):
+            raise RuntimeError(f"{op.name}: vjp returned {len(in_grads)} gradients "
+                               f"for {len(edges)} inputs")
+        i = 0
+        for gi in in_grads:
+            if gi is not None and needs[i]:
+                if traced or gi.shape != node.shapes[i] or gi.dtype is not node.dtypes[i]:
+                    gi = _fit(node, i, gi, traced)
+                if anomaly:
+                    check_finite(op.name, node.where, gi, "backward")
+                e = edges[i]
+                if type(e) is not tuple:
+                    _to_leaf(leaves, e, gi, traced)
+                elif q.nxt is None and not q.heap and e[0].op.nout == 1 and e[0] not in q.grads:
+                    q.nxt = e[0]  # q.send's chain case, inline
+                    q.nxt_g = gi
+                else:
+                    q.send(e[0], e[1], gi)
+            i += 1
+    return _finish(leaves, wanted, traced, delivered)
+
+
+def _as(s, traced):
+    if traced:
+        return s if isinstance(s, Tensor) else wrap(s)
+    return s._data if isinstance(s, Tensor) else s
+
+
+class _Queue:
+    """Nodes waiting for their gradient, highest sequence number first (a heap).
+
+    A chain, one node queued and the heap empty, is most of a backward: that node
+    and its gradient wait in ``nxt``/``nxt_g`` instead, and go into the heap only
+    when a second node is queued."""
+    __slots__ = ("heap", "grads", "nxt", "nxt_g")
+
+    def __init__(self):
+        self.heap = []
+        self.grads = {}  # node -> gradient of its output (a list for several outputs)
+        self.nxt = self.nxt_g = None
+
+    def pop(self):
+        node = self.nxt
+        if node is not None:
+            self.nxt = None
+            return node, self.nxt_g
+        node = heappop(self.heap)[1]
+        return node, self.grads.pop(node)
+
+    def send(self, node, idx, g):
+        """Add ``g`` to the gradient of output ``idx`` of ``node``, queueing the node."""
+        if node is self.nxt:
+            self.nxt_g = self.nxt_g + g
+            return
+        grads = self.grads
+        if node.op.nout == 1:
+            cur = grads.get(node)
+            if cur is not None:
+                grads[node] = cur + g
+                return
+            if self.nxt is None and not self.heap:
+                self.nxt = node
+                self.nxt_g = g
+                return
+            grads[node] = g
+        else:
+            slot = grads.get(node)
+            if slot is not None:
+                slot[idx] = g if slot[idx] is None else slot[idx] + g
+                return
+            slot = grads[node] = [None] * node.op.nout
+            slot[idx] = g
+        heappush(self.heap, (-node.seq, node))
+        if self.nxt is not None:
+            self._spill()
+
+    def _spill(self):
+        nxt, self.nxt = self.nxt, None
+        if nxt.op.nout == 1:
+            self.grads[nxt] = self.nxt_g
+        heappush(self.heap, (-nxt.seq, nxt))
+
+    def nodes(self):
+        return ([self.nxt] if self.nxt is not None else []) + [n for _, n in self.heap]
+
+
+# ------------------------------------------------------------------ a node's vjp
+class Ctx:
+    """What a vjp sees when it must record (or compute only some input gradients):
+    the saved inputs and output as Tensors; see ``tape.Node`` for the fields."""
+    __slots__ = ("inputs", "out", "attrs", "shapes", "dtypes", "needs_input_grad", "m", "node")
+
+
+def _context(node, traced, needs):
+    """The vjp's context: the node itself on the raw path, a ``Ctx`` otherwise; the
+    saved values checked against the versions they had when saved."""
+    if node.freed:
+        raise RuntimeError(f"{node.op.name}: {_FREED_MSG}")
+    if not traced and needs is node.needs_input_grad:
+        if node.saved is not None:
+            node.inputs = _saved(node, False)
+        if node.out is not None:
+            _check_out(node)
+        return node
+    ctx = Ctx()
+    ctx.m = node.m
+    ctx.attrs = node.attrs
+    ctx.shapes = node.shapes
+    ctx.dtypes = node.dtypes
+    ctx.needs_input_grad = needs
+    ctx.node = node
+    ctx.inputs = None if node.saved is None else _saved(node, traced)
+    ctx.out = None
+    if node.out is not None:
+        _check_out(node)
+        if not traced:
+            ctx.out = node.out
+        elif node.op.nout == 1:
+            ctx.out = wrap(node.out, node, 0, node.out_version[0])
+        else:
+            ctx.out = tuple(wrap(o, node, k, node.out_version[0]) for k, o in enumerate(node.out))
+    return ctx
+
+
+def _saved(node, traced):
+    vals = list(node.saved)
+    for i, v in enumerate(node.versions):
+        s = vals[i]
+        if v is None:  # a raw value (a weak scalar, a constant array)
+            if traced and s is not None and hasattr(s, "shape") and not isinstance(s, Tensor):
+                vals[i] = wrap(s)
+            continue
+        if s._version[0] != v:
+            raise RuntimeError(
+                f"{node.op.name}: one of the variables needed for gradient computation "
+                f"has been modified by an inplace operation: input "
+                f"'{node.op.args[i]}' of {node.op.name} (shape {node.shapes[i]}) is at "
+                f"version {s._version[0]}; expected version {v}. Hint: avoid modifying it "
+                f"in place, or clone() it before the in-place change")
+        if not traced:
+            vals[i] = s._data
+    return vals
+
+
+def _check_out(node):
+    holder, v = node.out_version
+    if holder[0] != v:
+        raise RuntimeError(
+            f"{node.op.name}: one of the variables needed for gradient computation has "
+            f"been modified by an inplace operation: the output of {node.op.name} is at "
+            f"version {holder[0]}; expected version {v}")
+
+
+def _observed_vjp(observers, node, ctx, g):
+    run = node.op.vjp
+    for obs in observers:
+        if hasattr(obs, "vjp"):
+            run = _chain_vjp(obs, node, run)
+    return run(ctx, g)
+
+
+def _chain_vjp(obs, node, inner):
+    def run(ctx, g):
+        return obs.vjp(node, inner, ctx, g)
+    return run
+
+
+def _fit(node, i, gi, traced):
+    """Input ``i``'s gradient at its shape and dtype: summed over broadcast dims for
+    ops declared ``broadcasting=True`` (the one place this happens), cast back to
+    the input's dtype; any other shape is the adjoint's bug, and raises."""
+    op = node.op
+    shape = node.shapes[i]
+    if tuple(gi.shape) != tuple(shape):
+        if not op.broadcasting:
+            raise RuntimeError(f"{op.name}: gradient of input '{op.args[i]}' has "
+                               f"shape {tuple(gi.shape)}, expected {shape}")
+        gi = node.m.sum_to(gi, shape)
+    dt = node.dtypes[i]
+    if traced:
+        return gi.to(dt) if gi._data.dtype != dt else gi
+    return gi.astype(dt) if gi.dtype != dt else gi
+
+
+# ------------------------------------------------------------------ leaves and hooks
+def _to_leaf(leaves, t, g, traced):
+    """Sum the gradients reaching leaf ``t`` (in place once the sum is an array made
+    here), so that its hooks see the total."""
+    p = leaves.get(id(t))
+    if p is None:
+        leaves[id(t)] = [t, g, False]
+    elif p[2]:
+        p[1] += g
+    else:
+        p[1] = p[1] + g
+        p[2] = not traced and type(p[1]) is np.ndarray
+
+
+def _finish(leaves, wanted, traced, delivered):
+    for t, g, _ in leaves.values():
+        if t._hooks:
+            g = _run_hooks(t._hooks, g, traced)
+        if wanted is not None:
+            wanted.collect_leaf(t, g)
+        elif t.requires_grad:
+            _accumulate(t, g, traced, delivered)
+    return None if wanted is None else wanted.results
+
+
+def _node_hooks(node, g, traced, delivered):
+    """Run the hooks of a node's outputs and fill retain_grad tensors; the gradient
+    (or list of them) after the hooks."""
+    single = node.op.nout == 1
+    gs = [g] if single else g
+    if node.hooks:
+        for idx, fns in node.hooks.items():
+            if gs[idx] is not None:
+                gs[idx] = _run_hooks(fns, gs[idx], traced)
+    if node.retain:
+        for idx, ref in node.retain.items():
+            t = ref()
+            if t is not None and gs[idx] is not None:
+                _accumulate(t, gs[idx], traced, delivered)
+    return gs[0] if single else gs
+
+
+def _run_hooks(fns, g, traced):
+    for fn in fns:
+        r = fn(g if traced else wrap(g))
+        if r is not None:
+            g = r if traced else getattr(r, "_data", r)
+    return g
+
+
+def _accumulate(t, g, traced, delivered):
+    """``t.grad += g``, in place in a gradient buffer the walker owns."""
+    if traced:
+        g = g if isinstance(g, Tensor) else wrap(g)
+        t.grad = g if t.grad is None else t.grad + g
+        return
+    if isinstance(g, Tensor):
+        g = g._data
+    elif isinstance(g, np.generic):
+        g = np.asarray(g)
+    cur = t.grad
+    if cur is None:
+        if id(g) in delivered or not g.flags.owndata or not g.flags.writeable:
+            g = g.copy()
+        delivered.add(id(g))
+        t.grad = wrap(g)
+    elif cur._node is None and cur._data.shape == g.shape and cur._data.flags.writeable:
+        cur._data += g
+        cur._version[0] += 1
+    else:
+        t.grad = wrap(cur._data + g)
+
+
+# ------------------------------------------------------------------ grad(inputs=...)
+class _Wanted:
+    """``grad(inputs=...)`` / ``Tape.gradient``: collects the gradients of the
+    requested inputs, walks only nodes from which one is reachable (and, for a
+    Tape, only nodes recorded on it), and asks only for the gradients that lead
+    somewhere."""
+
+    def __init__(self, inputs, tape_id, q):
+        self.tape_id = tape_id
+        self.keys = {}
+        self.results = None
+        self.reach = None
+        if inputs is not None:
+            for k, t in enumerate(inputs):
+                key = (id(t._node), t._idx) if t._node is not None else id(t)
+                self.keys.setdefault(key, []).append(k)
+            self.results = [None] * len(inputs)
+            self.reach = _reaching(q.nodes(), self.keys, tape_id)
+
+    def _on_tape(self, node):
+        return self.tape_id is None or (node.tapes is not None and self.tape_id in node.tapes)
+
+    def needs(self, node, g):
+        """The needs_input_grad to run ``node``'s vjp with, or None to skip it."""
+        if self.results is not None:
+            self._collect(node, g)
+            if not self.reach.get(node):
+                return None
+        if not self._on_tape(node):
+            return None
+        if self.reach is None:
+            return node.needs_input_grad
+        keys, reach = self.keys, self.reach
+        return tuple(e is not None and (
+            (type(e) is tuple and (reach.get(e[0]) or (id(e[0]), e[1]) in keys))
+            or (type(e) is not tuple and id(e) in keys)) for e in node.edges)
+
+    def _collect(self, node, g):
+        gs = [g] if node.op.nout == 1 else g
+        for idx, gi in enumerate(gs):
+            for k in self.keys.get((id(node), idx), ()):
+                if gi is not None:
+                    self.results[k] = gi if self.results[k] is None else self.results[k] + gi
+
+    def collect_leaf(self, t, g):
+        if self.results is not None:
+            for k in self.keys.get(id(t), ()):
+                self.results[k] = g if self.results[k] is None else self.results[k] + g
+
+
+def _reaching(roots, keys, tape_id):
+    """node -> whether a requested input is reachable from it (iterative DFS)."""
+    memo = {}
+    stack = list(roots)
+    while stack:
+        node = stack[-1]
+        if node in memo:
+            stack.pop()
+            continue
+        on_tape = tape_id is None or (node.tapes and tape_id in node.tapes)
+        pending = [e[0] for e in node.edges if on_tape and type(e) is tuple and e[0] not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        memo[node] = on_tape and any(
+            e is not None and (memo.get(e[0]) or (id(e[0]), e[1]) in keys
+                               if type(e) is tuple else id(e) in keys)
+            for e in node.edges)
+    return memo
