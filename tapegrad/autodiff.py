@@ -262,7 +262,6 @@ def _unflatten(struct, it):
 def checkpoint(function, *args, use_reentrant=None, **kwargs):
     """Run ``function(*args)`` without keeping its intermediates; recompute them in
     the backward pass. Returns what ``function`` returns."""
-    from .ops_registry import OpDef
     from .dispatch import bind
     tensors = [a for a in args if isinstance(a, Tensor)]
     if not _state.grad_enabled or not any(t.requires_grad for t in tensors):
@@ -277,7 +276,7 @@ def checkpoint(function, *args, use_reentrant=None, **kwargs):
 
 
 def _checkpoint_op(function, args, kwargs, nout):
-    from .ops_registry.opdef import OpDef, TensorSpec, validate
+    from .ops_registry.opdef import OpDef, validate
     positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
 
     def run(*arrays):

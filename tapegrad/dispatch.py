@@ -33,7 +33,7 @@ from . import tape as _tape
 from ._util import fmt_spec
 from .ops_registry.opdef import TensorSpec
 from .tape import Node as _Node, make_node as _make_node, next_seq as _next_seq, state as _state
-from .tape import FAST_RECORD as _FAST_RECORD, GENERAL as _GENERAL
+from .tape import FAST_RECORD as _FAST_RECORD
 from .tensor import Tensor, wrap, subclasses as _TT
 
 __all__ = ["bind", "lane", "apply_inplace", "observe"]

@@ -7,21 +7,18 @@
 >>> prof.counts["mul"]
 1
 
-While the context is open every registered op's kernel (and adjoint) is replaced by
-a timing wrapper, and restored on exit; nothing in the core changes. Times are
-kernel times (forward) and whole-adjoint times (backward; a higher-order adjoint's
-own ops are also counted as forward calls). The wrappers are process-wide, so ops
-run by other threads while the context is open are counted too.
+While the context is open it observes this thread's op calls through the funnel
+(``dispatch.observe``): each kernel and each adjoint the walker runs is timed.
+Times are kernel times (forward) and whole-adjoint times (backward; a higher-order
+adjoint's own ops are also counted as forward calls). Other threads are not seen.
 """
-import threading
 import time
 from dataclasses import dataclass
 
-from . import ops_registry
+from . import dispatch
 
 __all__ = ["profile", "OpStats"]
 
-_lock = threading.Lock()
 
 
 @dataclass
@@ -46,7 +43,6 @@ class profile:
     def __init__(self, backward=True):
         self.backward = backward
         self.stats = {}
-        self._saved = []
         self._start = None
         self.wall_seconds = 0.0
 
@@ -85,50 +81,39 @@ class profile:
 
     # ---- the context
     def __enter__(self):
-        with _lock:
-            for op in ops_registry.list_ops():
-                st = self.stats.setdefault(op.name, OpStats(op.name))
-                self._saved.append((op, op.kernel, op.vjp))
-                op.kernel = _timed(op.kernel, st, "count", "seconds")
-                if self.backward and op.vjp is not None:
-                    op.vjp = _timed_vjp(op.vjp, st)
+        self._observing = dispatch.observe(self)
+        self._observing.__enter__()
         self._start = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
         self.wall_seconds += time.perf_counter() - self._start
-        with _lock:
-            # restore in reverse, so nested profiles unwind correctly
-            for op, kernel, vjp in reversed(self._saved):
-                op.kernel = kernel
-                op.vjp = vjp
-            self._saved = []
+        self._observing.__exit__(None, None, None)
         return False
 
+    # ---- the observer (dispatch.observe's protocol)
+    def _stats(self, op):
+        st = self.stats.get(op.name)
+        if st is None:
+            st = self.stats[op.name] = OpStats(op.name)
+        return st
 
-def _timed(fn, st, count_field, time_field):
-    clock = time.perf_counter
-
-    def timed(*args, **kwargs):
-        t0 = clock()
+    def __call__(self, op, kernel, *arrays, **attrs):
+        st = self._stats(op)
+        t0 = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            return kernel(*arrays, **attrs)
         finally:
-            st.seconds += clock() - t0
+            st.seconds += time.perf_counter() - t0
             st.count += 1
-    timed.__wrapped__ = fn
-    return timed
 
-
-def _timed_vjp(vjp, st):
-    clock = time.perf_counter
-
-    def timed(ctx, g):
-        t0 = clock()
+    def vjp(self, node, vjp, ctx, g):
+        if not self.backward:
+            return vjp(ctx, g)
+        st = self._stats(node.op)
+        t0 = time.perf_counter()
         try:
             return vjp(ctx, g)
         finally:
-            st.backward_seconds += clock() - t0
+            st.backward_seconds += time.perf_counter() - t0
             st.backward_count += 1
-    timed.__wrapped__ = vjp
-    return timed

@@ -11,7 +11,6 @@ reshape, indexing, a captured tensor, a reduction over some dims) raises
 ``sum()`` or ``mean()`` over all elements as the function's last step marks the
 stand-in (``_Proxy.reduce``) and the op becomes a ``ReduceExprOp``.
 """
-import contextlib
 import functools
 import inspect
 import itertools
@@ -20,7 +19,7 @@ import warnings
 import numpy as np
 
 from ..tensor import Tensor
-from ..dispatch import bind
+from ..dispatch import bind, observe
 from . import expr as E
 from .op import ExprOp, ReduceExprOp, proxy_hook
 
@@ -170,39 +169,30 @@ def splice(op, arrays, attrs):
 proxy_hook[0] = (_Proxy, splice, mark_reduced)
 
 
-def _expr_kernel(op, kernel):
-    """``op``'s kernel that, on stand-ins, contributes ``op.expr`` (``sigmoid(x)``, with
-    its cheap derived adjoint) rather than whatever ufuncs the NumPy kernel calls."""
-    def k(*arrays, **attrs):
-        if not attrs and len(arrays) == len(op.args) and \
-                any(isinstance(a, _Proxy) for a in arrays):
-            node = E.parse(op.expr, {n: _node_of(a) for n, a in zip(op.args, arrays)})
-            return _proxy(node, _dtype_of(node, arrays))
-        return kernel(*arrays, **attrs)
-    return k
+def _splice_exprs(op, kernel, *arrays, **attrs):
+    """The observer while tracing (``dispatch.observe``): on stand-ins, an op with a
+    parsable expression contributes it (``sigmoid(x)``, with its cheap derived
+    adjoint) rather than whatever ufuncs its NumPy kernel calls."""
+    if not attrs and len(arrays) == len(op.args) and _splices(op) and \
+            any(isinstance(a, _Proxy) for a in arrays):
+        node = E.parse(op.expr, {n: _node_of(a) for n, a in zip(op.args, arrays)})
+        return _proxy(node, _dtype_of(node, arrays))
+    return kernel(*arrays, **attrs)
 
 
-@contextlib.contextmanager
-def _expr_kernels():
-    """While tracing, registry ops that carry a parsable expression splice it."""
-    from ..ops_registry import list_ops
-    swapped = []
-    for op in list_ops():
-        if not op.expr or getattr(op, "fusion", None) is not None:
-            continue
-        try:
-            if not set(E.free_names(op.expr)) <= set(op.args):
-                continue
-            E.parse(op.expr, {n: E.var(n) for n in op.args})
-        except ValueError:  # arctan2, arcsin ...: no expression rule; ufuncs decide
-            continue
-        swapped.append((op, op.kernel))
-        op.kernel = _expr_kernel(op, op.kernel)
+@functools.lru_cache(maxsize=None)
+def _splices(op):
+    """Whether ``op`` carries an expression the tracer can splice (arctan2, arcsin ...
+    have no expression rule: their ufuncs decide)."""
+    if not op.expr or getattr(op, "fusion", None) is not None:
+        return False
     try:
-        yield
-    finally:
-        for op, kernel in swapped:
-            op.kernel = kernel
+        if not set(E.free_names(op.expr)) <= set(op.args):
+            return False
+        E.parse(op.expr, {n: E.var(n) for n in op.args})
+    except ValueError:
+        return False
+    return True
 
 
 def fuse(fn):
@@ -275,7 +265,7 @@ def _trace(fn, args, kwargs):
         dt = a._data.dtype if isinstance(a, Tensor) else a.dtype
         call[i] = _proxy(ins[k], dt if dt.kind == "f" else np.dtype(np.float64))
     try:
-        with _expr_kernels():
+        with observe(_splice_exprs):
             out = fn(*call, **kwargs)
     except _NotFusable as e:
         return str(e)

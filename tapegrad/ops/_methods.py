@@ -1,8 +1,6 @@
 """The Tensor's operators and methods, installed once from a table (``install``)."""
-import functools
 import numbers
 
-import numpy as np
 
 from .. import autodiff as _autodiff, dtypes as _dt
 from ..tensor import Tensor

@@ -199,3 +199,34 @@ def test_ufunc_methods_match_bind(name, dtype):
         (y2 * y2).sum().backward(tg.tensor(np.array(1.5, dtype)))
         for a, b in zip(leaves, leaves2):
             _same(a.grad, b.grad)
+
+
+def _node_fields(node):
+    return (node.op, dict(node.attrs), tuple(node.edges), tuple(node.shapes),
+            tuple(node.dtypes), tuple(node.needs_input_grad),
+            None if node.saved is None else tuple(node.saved),
+            None if node.versions is None else tuple(node.versions),
+            node.out is not None, node.out_version is not None and node.out_version[1])
+
+
+@pytest.mark.parametrize("name,second", [
+    ("mul", "tensor"), ("mul", "tensor_nograd"), ("mul", "float"), ("add", "int"),
+    ("div", "tensor"), ("exp", None), ("tanh", None), ("sqrt", None), ("relu", None),
+    ("sum", None), ("squeeze", None), ("maximum", "tensor")])
+def test_lane_and_general_path_build_the_same_node(name, second):
+    """A lane unrolls _node_general's rules for one or two inputs: both paths must
+    record the same edges, specs, needs, saved values and versions. An observer
+    sends the same call down the general path."""
+    from tapegrad import dispatch
+    from tapegrad.ops_registry import get
+    op = get(name)
+    x = _leaf([[0.5, 1.5, 2.0]])
+    y = tg.exp(x)  # a non-leaf input: its edge is (node, index)
+    args = {"tensor": (y, _leaf([[1.5, 0.25, 3.0]])), "float": (y, 0.75), "int": (y, 3),
+            "tensor_nograd": (y, tg.tensor(np.ones((1, 3), np.float32))), None: (y,)}[second]
+    lane_out = dispatch.bind(op, *args)
+    with dispatch.observe(lambda op, kernel, *a, **kw: kernel(*a, **kw)):
+        general_out = dispatch.bind(op, *args)
+    assert lane_out.grad_fn is not general_out.grad_fn
+    assert _node_fields(lane_out.grad_fn) == _node_fields(general_out.grad_fn)
+    _same(lane_out, general_out)
