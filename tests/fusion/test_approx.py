@@ -5,7 +5,6 @@ the float32 result, on these inputs): exp 0.85, log 0.76, log1p 2.24, expm1 1.44
 tanh 2.52, sigmoid 2.36, erf 2.46 (on a denser grid, every 61st float32 in
 [1e-8, 120] and its negation, the same maxima).
 """
-import math
 
 import numpy as np
 import pytest
