@@ -1,0 +1,35 @@
+"""Neural-network ops (``tg.nn.functional``), one module per family.
+
+- ``activation``: softmax, log_softmax
+- ``affine``: linear
+- ``conv``: conv2d (and its gradient ops), conv1d
+- ``pool``: max_pool2d (and its gradient ops), avg_pool2d, adaptive_avg_pool2d
+- ``loss``: cross_entropy, nll_loss, mse_loss, l1_loss, the binary cross-entropies
+- ``norm``: layer_norm, batch_norm
+- ``regularization``: dropout
+- ``sparse``: embedding, one_hot (PyTorch's "sparse functions")
+- ``attention``: scaled_dot_product_attention
+
+No module is named after a function it exports: the package binds the functions,
+and ``import tapegrad.ops.nn.softmax as m`` would then give the function, not the
+module.
+
+Compiled CPU kernels (Numba loops, generated source) live in the CPU device layer,
+``tapegrad/devices/cpu_kernels/``.
+"""
+from .activation import log_softmax, softmax
+from .affine import linear
+from .conv import conv1d, conv2d
+from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
+                   l1_loss, mse_loss, nll_loss)
+from .norm import batch_norm, layer_norm
+from .regularization import dropout
+from .sparse import embedding, one_hot
+from .attention import scaled_dot_product_attention
+from .conv import _bmm  # noqa: F401  tests/core/test_devices_cpu_threads.py reads it
+
+__all__ = ["log_softmax", "softmax", "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
+           "adaptive_avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "layer_norm",
+           "batch_norm", "dropout", "embedding", "scaled_dot_product_attention", "one_hot"]

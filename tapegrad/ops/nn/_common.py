@@ -1,0 +1,30 @@
+"""Argument helpers shared by the nn op families."""
+import numpy as np
+
+from ..._util import op_error
+from ...tensor import Tensor, buffer
+
+
+def pair(name, v, what):
+    """An int or a 1- or 2-sequence of ints as a pair of ints (``what`` names the
+    argument in the error)."""
+    if is_int_pair(v):  # already canonical: the common case, kept cheap
+        return v
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v), int(v))
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        return (int(v[0]), int(v[0]))
+    if isinstance(v, (tuple, list)) and len(v) == 2 and \
+            all(isinstance(i, (int, np.integer)) for i in v):
+        return (int(v[0]), int(v[1]))
+    raise op_error(name, f"{what} must be an int or a pair of ints, got {v!r}", TypeError)
+
+
+def is_int_pair(v):
+    return type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int
+
+
+def raw(t):
+    """The array behind a Tensor (a raw array passes through), for the composites'
+    checks on data and their constant coefficient arrays."""
+    return buffer(t) if isinstance(t, Tensor) else t

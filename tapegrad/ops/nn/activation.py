@@ -1,0 +1,84 @@
+"""softmax and log_softmax: max-shifted, so large inputs do not overflow."""
+import numpy as np
+
+from ...dispatch import bind
+from ..._util import normalize_dim, op_error
+from .._decl import register, Sample, TensorSpec, rand as _rand
+
+
+def _softmax_infer(name):
+    def infer(x, dim):
+        normalize_dim(name, dim, len(x.shape))
+        if np.dtype(x.dtype).kind != "f":
+            raise op_error(name, f"expected a floating point input, got {np.dtype(x.dtype)}",
+                           TypeError)
+        return TensorSpec(tuple(x.shape), x.dtype)
+    return infer
+
+
+def _log_softmax_kernel(x, dim):
+    if x.dtype.kind != "f":  # redundant once dispatch runs infer first
+        raise TypeError("log_softmax: float input expected")
+    mx = np.max(x, axis=dim, keepdims=True) if x.size else 0
+    shifted = x - mx
+    return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+
+
+def _log_softmax_vjp(ctx, g):
+    m = ctx.m
+    dim = ctx.attrs["dim"]
+    return (g - m.exp(ctx.out) * m.sum(g, dim=dim, keepdim=True),)
+
+
+def _softmax_samples(dtype=np.float64):
+    return [Sample((_rand((3, 5), dtype, seed=1),), {"dim": 1}),
+            Sample((_rand((2, 3, 4), dtype, seed=2),), {"dim": 0}),
+            Sample((_rand((4,), dtype, seed=3) * 40,), {"dim": 0})]
+
+
+LOG_SOFTMAX = register(name="log_softmax", kernel=_log_softmax_kernel,
+                       infer=_softmax_infer("log_softmax"), vjp=_log_softmax_vjp, saves=("out",),
+                       samples=_softmax_samples,
+                       error_samples=lambda: [((_rand((3, 4)),), {"dim": 2}, IndexError)],
+                       torch=lambda torch, x, dim: torch.log_softmax(x, dim))
+
+
+def _softmax_kernel(x, dim):
+    if x.dtype.kind != "f":  # redundant once dispatch runs infer first
+        raise TypeError("softmax: float input expected")
+    mx = np.max(x, axis=dim, keepdims=True) if x.size else 0
+    e = np.exp(x - mx)
+    return e / np.sum(e, axis=dim, keepdims=True)
+
+
+def _softmax_vjp(ctx, g):
+    out = ctx.out
+    gy = g * out
+    return (gy - out * ctx.m.sum(gy, dim=ctx.attrs["dim"], keepdim=True),)
+
+
+SOFTMAX = register(name="softmax", kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
+                   vjp=_softmax_vjp, saves=("out",), samples=_softmax_samples,
+                   error_samples=lambda: [((_rand((3, 4)),), {"dim": -3}, IndexError)],
+                   torch=lambda torch, x, dim: torch.softmax(x, dim))
+
+
+def _dim_of(name, input, dim):
+    if dim is None:
+        nd = len(input.shape)
+        dim = 0 if nd in (0, 1, 3) else 1  # PyTorch's legacy implicit choice
+    return normalize_dim(name, dim, len(input.shape))
+
+
+def log_softmax(input, dim=None, dtype=None):
+    """``log(softmax(input))`` computed stably (max-shifted)."""
+    if dtype is not None:
+        input = input.to(dtype)
+    return bind(LOG_SOFTMAX, input, dim=_dim_of("log_softmax", input, dim))
+
+
+def softmax(input, dim=None, dtype=None):
+    """``exp(input)`` normalised to sum 1 along ``dim``, computed max-shifted."""
+    if dtype is not None:
+        input = input.to(dtype)
+    return bind(SOFTMAX, input, dim=_dim_of("softmax", input, dim))

@@ -1,0 +1,111 @@
+"""linear, the affine layer: ``input @ weight.T + bias``."""
+import numpy as np
+
+from ... import dtypes
+from ...dispatch import bind
+from ..._util import op_error
+from .._decl import register, Sample, TensorSpec, rand as _rand
+from ..linalg import matmul
+
+# One op, not the composite matmul(x, mT(w)): the weight gradient is then a fresh
+# contiguous (out, in) array the tape hands to the leaf as is (through mT it arrived
+# as a transposed view, which the tape must copy), and a 3-D input is one GEMM.
+def _linear_kernel(input, weight, bias=None):
+    n_in = weight.shape[-1]
+    if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != n_in or (
+            bias is not None and bias.ndim > 1):
+        raise ValueError("linear: shapes")  # infer explains; redundant once it runs first
+    if input.ndim == 2:
+        out = input @ weight.T
+    else:
+        rows = int(np.prod(input.shape[:-1]))  # not -1: NumPy can't infer it when n_in == 0
+        out = (input.reshape(rows, n_in) @ weight.T).reshape(input.shape[:-1] + weight.shape[:1])
+    if bias is not None:
+        out += bias
+    return out
+
+
+def _linear_vjp(ctx, g):
+    x, w, _ = ctx.inputs
+    xs, ws, bs = ctx.shapes
+    m, n = ctx.m, ctx.needs_input_grad
+    n_out, n_in = ws
+    rows = 1
+    for d in xs[:-1]:
+        rows *= d
+    if type(g) is np.ndarray and type(w) is np.ndarray:
+        # plain NumPy arrays (nothing records): the same formulas without a bind per
+        # transpose and reduction, ~10-20 us each, on every step of every layer
+        g2 = g.reshape(rows, n_out)
+        gx = (g2 @ w).reshape(xs) if n[0] else None
+        gw = g2.T @ x.reshape(rows, n_in) if n[1] else None
+        gb = None
+        if len(n) > 2 and n[2]:
+            gb = g2.sum(0) if tuple(bs) == (n_out,) else g2.sum().reshape(bs)
+        return gx, gw, gb
+    g2 = g if len(xs) == 2 else m.reshape(g, (rows, n_out))
+    gx = gw = gb = None
+    if n[0]:
+        gx = m.matmul(g2, w)
+        if len(xs) != 2:
+            gx = m.reshape(gx, xs)
+    if n[1]:
+        x2 = x if len(xs) == 2 else m.reshape(x, (rows, n_in))
+        gw = m.matmul(m.mT(g2), x2)   # (out, in), a fresh C-contiguous array
+    if len(n) > 2 and n[2]:
+        gb = m.sum(g2, dim=0)
+        if tuple(bs) != (n_out,):
+            gb = m.sum_to(gb, tuple(bs))
+    return gx, gw, gb
+
+
+def _linear_infer(input, weight, bias=None):
+    xs, ws = tuple(input.shape), tuple(weight.shape)
+    if len(ws) != 2 or not xs or xs[-1] != ws[1]:
+        raise op_error("linear", f"input {xs} and weight {ws}: expected a 2-D weight "
+                                 f"(out_features, in_features) with in_features equal to the "
+                                 f"input's last dim", RuntimeError)
+    if bias is not None and tuple(bias.shape) not in ((), (1,), (ws[0],)):
+        raise op_error("linear", f"bias of shape {tuple(bias.shape)} does not match "
+                                 f"out_features={ws[0]}", RuntimeError)
+    specs = [input, weight] + ([bias] if bias is not None else [])
+    return TensorSpec(xs[:-1] + ws[:1],
+                      dtypes.result_type(*[np.dtype(s.dtype) for s in specs]))
+
+
+def _linear_samples(dtype=np.float64):
+    r = lambda s, k: _rand(s, dtype, seed=k)  # noqa: E731
+    return [Sample((r((3, 4), 1), r((5, 4), 2), r((5,), 3)), {}),
+            Sample((r((3, 4), 4), r((2, 4), 5), None), {}),
+            Sample((r((4,), 6), r((3, 4), 7), r((3,), 8)), {}),
+            Sample((r((2, 3, 4), 9), r((2, 4), 10), r((2,), 11)), {}),
+            Sample((r((3, 4), 12).T, r((3, 2), 13).T, r((), 14)), {}),
+            Sample((r((0, 3), 15), r((2, 3), 16), r((2,), 17)), {}),
+            Sample((r((2, 1, 3), 18), r((4, 3, 2), 19)[:, :, 0], None), {})]
+
+
+LINEAR = register(name="linear", kernel=_linear_kernel, args=("input", "weight", "bias"),
+                  infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),
+                  promote="same", samples=_linear_samples,
+                  error_samples=lambda: [
+                      ((_rand((3, 4)), _rand((5, 3)), None), {}, RuntimeError),
+                      ((_rand((3, 4)), _rand((5, 4)), _rand((4,))), {}, RuntimeError),
+                      ((_rand((3, 4)), _rand((2, 5, 4)), None), {}, RuntimeError)],
+                  torch=lambda torch, x, w, b=None: torch.nn.functional.linear(x, w, b))
+
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias`` (weight is (out_features, in_features)); a 1-D
+    weight gives ``input @ weight + bias`` as PyTorch.
+
+    >>> tg.linear(tg.ones(2, 3), tg.ones(4, 3), tg.zeros(4)).shape
+    (2, 4)
+    """
+    if len(weight.shape) == 1:
+        if input.shape[-1:] != weight.shape:
+            raise op_error("linear", f"input {tuple(input.shape)} and weight "
+                                     f"{tuple(weight.shape)}: in_features must match the "
+                                     f"input's last dim", RuntimeError)
+        out = matmul(input, weight)
+        return out if bias is None else out + bias
+    return bind(LINEAR, input, weight, bias)

@@ -1,0 +1,469 @@
+"""Convolution: conv2d and its two gradient ops; conv1d runs conv2d with H = 1.
+
+conv2d is the one convolution primitive. Its two adjoints are ops of their own so
+every order differentiates: the input gradient is a transposed convolution
+(col2im), the weight gradient a correlation of the input with g, and each one's
+adjoint is again one of the three.
+"""
+import numpy as np
+
+from ... import dtypes
+from ...devices import xp_of
+from ...devices.cpu_kernels import conv as cpu_conv
+from ...dispatch import bind
+from ..._util import op_error
+from .._decl import register, Sample, TensorSpec, rand as _rand
+from ..shape import squeeze, unsqueeze
+from ._common import is_int_pair, pair
+
+
+# ================================================================ attributes
+def _conv_attrs(stride=1, padding=0, dilation=1, groups=1, *, kernel_size=(1, 1)):
+    """conv2d's attributes in their canonical form: stride and dilation pairs,
+    padding ((top, bottom), (left, right)), groups an int. Takes what the public
+    function takes (ints, pairs, 'valid', or 'same', which needs ``kernel_size``)
+    or the canonical form itself. The one place conv attributes are made canonical:
+    the public function, kernel, shape rule, workspace rule and samples use it."""
+    stride = pair("conv2d", stride, "stride")
+    dilation = pair("conv2d", dilation, "dilation")
+    padding = _conv_padding("conv2d", padding, kernel_size, stride, dilation)
+    return dict(stride=stride, padding=padding, dilation=dilation, groups=int(groups))
+
+
+def _conv_padding(name, padding, kernel_size, stride, dilation):
+    """int / pair / 'valid' / 'same' / ((top, bottom), (left, right)) to the last."""
+    if type(padding) is tuple and len(padding) == 2 and is_int_pair(padding[0]) and \
+            is_int_pair(padding[1]):  # already canonical: the common case, kept cheap
+        return padding
+    if isinstance(padding, (tuple, list)) and len(padding) == 2 and \
+            all(isinstance(p, (tuple, list)) for p in padding):
+        return tuple(tuple(int(v) for v in p) for p in padding)
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0), (0, 0))
+        if padding != "same":
+            raise op_error(name, f"padding must be an int, a pair, 'valid' or 'same', got "
+                                 f"{padding!r}")
+        if stride != (1, 1):
+            raise op_error(name, "padding='same' is not supported for strided convolutions")
+        out = []
+        for k, d in zip(kernel_size, dilation):
+            total = d * (k - 1)  # PyTorch puts the odd extra element at the end
+            out.append((total // 2, total - total // 2))
+        return tuple(out)
+    p = pair(name, padding, "padding")
+    return ((p[0], p[0]), (p[1], p[1]))
+
+
+def _kernel_size(weight_shape):
+    return tuple(weight_shape[2:]) if len(weight_shape) == 4 else (1, 1)
+
+
+def _public_conv_attrs(fn):
+    """Let registry users pass conv2d's public keywords (defaults, ints, 'same')."""
+    def wrapped(input, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, **kw):
+        attrs = _conv_attrs(stride, padding, dilation, groups,
+                            kernel_size=_kernel_size(weight.shape))
+        return fn(input, weight, bias, **attrs, **kw)
+    wrapped.__wrapped__ = fn
+    return wrapped
+
+
+def _ctx_attrs(ctx):
+    a = ctx.attrs
+    return dict(stride=a["stride"], padding=a["padding"], dilation=a["dilation"],
+                groups=a["groups"])
+
+
+# ================================================================ geometry and checks
+def _conv_out(size, k, s, p, d):
+    return (size + p[0] + p[1] - d * (k - 1) - 1) // s + 1
+
+
+def _geom(x_shape, w_shape, stride, padding, dilation):
+    """Output (Ho, Wo) and padded (Hp, Wp) for an NCHW input and OIhw weight."""
+    (_, _, H, W), (_, _, kh, kw) = x_shape, w_shape
+    Ho = _conv_out(H, kh, stride[0], padding[0], dilation[0])
+    Wo = _conv_out(W, kw, stride[1], padding[1], dilation[1])
+    return Ho, Wo, H + sum(padding[0]), W + sum(padding[1])
+
+
+def _check_conv(name, x, w, stride, padding, dilation, groups, b=None):
+    xs, ws = tuple(x.shape), tuple(w.shape)
+    if len(xs) != 4 or len(ws) != 4:
+        raise op_error(name, f"expected a 4-D input (N, C, H, W) and a 4-D weight (O, C/groups, "
+                             f"kH, kW), got input {xs} and weight {ws}", RuntimeError)
+    if np.dtype(x.dtype).kind != "f" or np.dtype(w.dtype).kind != "f":
+        raise op_error(name, f"expected floating point input and weight, got "
+                             f"{np.dtype(x.dtype)} and {np.dtype(w.dtype)}", TypeError)
+    if groups < 1 or xs[1] != ws[1] * groups or ws[0] % groups:
+        raise op_error(name, f"input {xs} with groups={groups} expects weight of shape "
+                             f"(O, {xs[1] // max(groups, 1)}, kH, kW) with O divisible by "
+                             f"groups, got weight {ws}", RuntimeError)
+    if min(stride) < 1 or min(dilation) < 1 or min(padding[0] + padding[1]) < 0:
+        raise op_error(name, f"stride {stride} and dilation {dilation} must be positive and "
+                             f"padding {padding} non-negative", RuntimeError)
+    if b is not None and tuple(b.shape) != (ws[0],):
+        raise op_error(name, f"bias of shape {tuple(b.shape)} does not match the {ws[0]} "
+                             f"output channels", RuntimeError)
+    Ho, Wo, _, _ = _geom(xs, ws, stride, padding, dilation)
+    if Ho < 1 or Wo < 1:
+        raise op_error(name, f"input {xs} (padded by {padding}) is smaller than the dilated "
+                             f"kernel {ws[2:]} (dilation {dilation})", RuntimeError)
+    return Ho, Wo
+
+
+# ================================================================ scratch and im2col
+def _align(n):
+    return (int(n) + 63) // 64 * 64
+
+
+def _is_padded(padding):
+    return any(padding[0]) or any(padding[1])
+
+
+def _is_pointwise(kernel_size, stride, padding):
+    """A 1x1, stride-1, unpadded convolution: the input is its own im2col."""
+    return tuple(kernel_size) == (1, 1) and tuple(stride) == (1, 1) and not _is_padded(padding)
+
+
+def _conv_ws(x_shape, w_shape, itemsize, stride, padding, dilation, g_copy=False):
+    """Scratch layout: [padded input | im2col columns | (weight grad) per-sample
+    weight gradients, summed into the output]."""
+    N, C, _, _ = x_shape
+    O, Cg, kh, kw = w_shape
+    Ho, Wo, Hp, Wp = _geom(x_shape, w_shape, stride, padding, dilation)
+    pad = _align(N * C * Hp * Wp * itemsize) if _is_padded(padding) else 0
+    cols = _align(N * C * kh * kw * Ho * Wo * itemsize)
+    per_sample = _align(N * O * Cg * kh * kw * itemsize) if g_copy else 0
+    return pad, cols, per_sample
+
+
+def _ws_view(ws, start, shape, dtype):
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return ws[start:start + n].view(dtype).reshape(shape)
+
+
+def _pad_into(x, padding, buf):
+    """``x`` zero-padded into ``buf`` (no copy when there is no padding)."""
+    if buf is None:
+        return x
+    (pt, pb), (pl, pr) = padding
+    buf[...] = 0
+    buf[:, :, pt:buf.shape[2] - pb, pl:buf.shape[3] - pr] = x
+    return buf
+
+
+def _windows(xp_, kh, kw, Ho, Wo, stride, dilation):
+    """(N, C, kh, kw, Ho, Wo) strided view of the receptive fields (no copy)."""
+    sN, sC, sH, sW = xp_.strides
+    return xp_of(xp_).lib.stride_tricks.as_strided(
+        xp_, shape=(xp_.shape[0], xp_.shape[1], kh, kw, Ho, Wo),
+        strides=(sN, sC, sH * dilation[0], sW * dilation[1], sH * stride[0], sW * stride[1]))
+
+
+def _im2col(x, w_shape, workspace, stride, padding, dilation):
+    """Columns of x in the workspace, (N, C, kh, kw, Ho, Wo)."""
+    N, C = x.shape[:2]
+    kh, kw = w_shape[2:]
+    Ho, Wo, Hp, Wp = _geom(x.shape, w_shape, stride, padding, dilation)
+    npad, _, _ = _conv_ws(x.shape, w_shape, x.dtype.itemsize, stride, padding, dilation)
+    buf = _ws_view(workspace, 0, (N, C, Hp, Wp), x.dtype) if npad else None
+    win = _windows(_pad_into(x, padding, buf), kh, kw, Ho, Wo, stride, dilation)
+    cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), x.dtype)
+    cols[...] = win
+    return cols
+
+
+def _bmm(a, b, out):
+    """``matmul(a, b, out=out)`` batched over the leading dim of ``out`` (threaded on
+    the CPU)."""
+    if isinstance(out, np.ndarray):
+        return cpu_conv.bmm(a, b, out)
+    return xp_of(out).matmul(a, b, out=out)
+
+
+def _col2im_add(cols, dst, Ho, Wo, stride, dilation):
+    """dst[n, c, i*dh + ho*sh, j*dw + wo*sw] += cols[n, c, i, j, ho, wo]."""
+    if isinstance(dst, np.ndarray):
+        cpu_conv.col2im_add(cols, dst, stride, dilation)
+        return
+    kh, kw = cols.shape[2:4]
+    (sh, sw), (dh, dw) = stride, dilation
+    for i in range(kh):
+        for j in range(kw):
+            h0, w0 = i * dh, j * dw
+            rows = slice(h0, h0 + sh * (Ho - 1) + 1, sh)
+            dst[:, :, rows, w0:w0 + sw * (Wo - 1) + 1:sw] += cols[:, :, i, j]
+
+
+# ================================================================ conv2d
+def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, groups,
+                   workspace, out=None):
+    N, C, H, W = input.shape
+    O, Cg, kh, kw = weight.shape
+    Ho, Wo, _, _ = _geom(input.shape, weight.shape, stride, padding, dilation)
+    # redundant once dispatch runs infer first: until then a bad call must fail here
+    # (infer then explains it) instead of computing
+    if input.dtype.kind != "f" or input.dtype != weight.dtype:
+        raise TypeError("conv2d: float inputs of one dtype expected")
+    if C != Cg * groups or O % groups or Ho < 1 or Wo < 1:
+        raise RuntimeError("conv2d: shapes do not fit")
+    if out is None:
+        out = xp_of(input).empty((N, O, Ho, Wo), dtype=input.dtype)
+    K, L = Cg * kh * kw, Ho * Wo
+    if _is_pointwise((kh, kw), stride, padding):
+        cols = input.reshape(N, groups, K, L)
+    else:
+        cols = _im2col(input, weight.shape, workspace, stride, padding, dilation)
+        cols = cols.reshape(N, groups, K, L)
+    _bmm(weight.reshape(groups, O // groups, K), cols,
+         out=out.reshape(N, groups, O // groups, L))
+    if bias is not None:
+        out += bias.reshape(1, O, 1, 1)
+    return out
+
+
+def _conv2d_vjp(ctx, g):
+    x, w, _ = ctx.inputs
+    n = ctx.needs_input_grad
+    attrs = _ctx_attrs(ctx)
+    gx = bind(CONV2D_INPUT_GRAD, g, w, input_shape=ctx.shapes[0], **attrs) if n[0] else None
+    gw = bind(CONV2D_WEIGHT_GRAD, x, g, weight_shape=ctx.shapes[1], **attrs) if n[1] else None
+    gb = ctx.m.sum(g, dim=(0, 2, 3)) if len(n) > 2 and n[2] else None
+    return gx, gw, gb
+
+
+def _conv2d_infer(input, weight, bias=None, *, stride, padding, dilation, groups):
+    Ho, Wo = _check_conv("conv2d", input, weight, stride, padding, dilation, groups, bias)
+    dt = dtypes.result_type(np.dtype(input.dtype), np.dtype(weight.dtype))
+    return TensorSpec((input.shape[0], weight.shape[0], Ho, Wo), dt)
+
+
+def _conv2d_workspace(input, weight, bias=None, *, stride, padding, dilation, groups):
+    if len(input.shape) != 4 or len(weight.shape) != 4:  # redundant once infer runs first
+        _check_conv("conv2d", input, weight, stride, padding, dilation, groups)
+    if _is_pointwise(weight.shape[2:], stride, padding):
+        return 0
+    return sum(_conv_ws(input.shape, weight.shape, np.dtype(input.dtype).itemsize, stride,
+                        padding, dilation))
+
+
+def _conv_samples(dtype=np.float64):
+    r = lambda s, k: _rand(s, dtype, seed=k)  # noqa: E731
+    return [Sample((r((2, 2, 5, 4), 1), r((3, 2, 3, 2), 2), r((3,), 3)), _conv_attrs()),
+            Sample((r((1, 2, 5, 5), 4), r((2, 2, 3, 3), 5), None), _conv_attrs(2, 1)),
+            Sample((r((1, 4, 5, 6), 6), r((4, 2, 2, 3), 7), r((4,), 8)),
+                   _conv_attrs((1, 2), (2, 1), (2, 1), 2)),
+            Sample((r((2, 3, 3, 3), 9), r((2, 3, 1, 1), 10), None), _conv_attrs()),
+            Sample((r((1, 1, 4, 5), 11), r((1, 1, 2, 2), 12), None),
+                   _conv_attrs(padding=((0, 1), (1, 0)))),
+            Sample((r((2, 2, 4, 4), 13).transpose(0, 1, 3, 2), r((2, 2, 3, 3), 14), None),
+                   _conv_attrs(1, 1))]
+
+
+def _torch_conv(torch, x, w, b=None, *, stride, padding, dilation, groups):
+    (pt, pb), (pl, pr) = padding
+    x = torch.nn.functional.pad(x, (pl, pr, pt, pb))
+    return torch.nn.functional.conv2d(x, w, b, stride, 0, dilation, groups)
+
+
+def _conv_errors():
+    return [((_rand((1, 3, 5, 5)), _rand((2, 2, 3, 3)), None), _conv_attrs(), RuntimeError),
+            ((_rand((1, 1, 2, 2)), _rand((1, 1, 3, 3)), None), _conv_attrs(), RuntimeError),
+            ((_rand((3, 5, 5)), _rand((1, 3, 3, 3)), None), _conv_attrs(), RuntimeError)]
+
+
+CONV2D = register(name="conv2d", kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
+                  args=("input", "weight", "bias"), infer=_public_conv_attrs(_conv2d_infer),
+                  workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp,
+                  saves=("input", "weight"), promote="same", samples=_conv_samples,
+                  error_samples=_conv_errors, torch=_torch_conv)
+
+
+# ================================================================ conv2d's gradients
+def _conv2d_input_grad_kernel(g, weight, *, input_shape, stride, padding, dilation, groups,
+                              workspace, out=None):
+    N, C, H, W = input_shape
+    O, Cg, kh, kw = weight.shape
+    Ho, Wo, Hp, Wp = _geom(input_shape, weight.shape, stride, padding, dilation)
+    if tuple(g.shape) != (N, O, Ho, Wo):  # redundant once dispatch runs infer first
+        raise RuntimeError("conv2d_input_grad: g shape")
+    if out is None:
+        out = xp_of(g).empty(input_shape, dtype=g.dtype)
+    K, L = Cg * kh * kw, Ho * Wo
+    wT = weight.reshape(groups, O // groups, K).transpose(0, 2, 1)
+    if _is_pointwise((kh, kw), stride, padding):
+        _bmm(wT, g.reshape(N, groups, O // groups, L), out=out.reshape(N, groups, K, L))
+        return out
+    npad, _, _ = _conv_ws(input_shape, weight.shape, g.dtype.itemsize, stride, padding, dilation)
+    cols = _ws_view(workspace, npad, (N, groups, K, L), g.dtype)
+    _bmm(wT, g.reshape(N, groups, O // groups, L), out=cols)
+    dst = _ws_view(workspace, 0, (N, C, Hp, Wp), g.dtype) if npad else out
+    dst[...] = 0
+    _col2im_add(cols.reshape(N, C, kh, kw, Ho, Wo), dst, Ho, Wo, stride, dilation)
+    if npad:
+        (pt, pb), (pl, pr) = padding
+        out[...] = dst[:, :, pt:Hp - pb, pl:Wp - pr]
+    return out
+
+
+def _conv2d_input_grad_vjp(ctx, gg):
+    # the input gradient is linear in g (transposed conv) and in weight
+    g, w = ctx.inputs
+    n = ctx.needs_input_grad
+    attrs = _ctx_attrs(ctx)
+    d_g = bind(CONV2D, gg, w, None, **attrs) if n[0] else None
+    d_w = bind(CONV2D_WEIGHT_GRAD, gg, g, weight_shape=ctx.shapes[1], **attrs) if n[1] else None
+    return d_g, d_w
+
+
+def _conv2d_input_grad_infer(g, weight, *, input_shape, stride, padding, dilation, groups):
+    Ho, Wo = _check_conv("conv2d_input_grad", TensorSpec(input_shape, g.dtype), weight, stride,
+                         padding, dilation, groups)
+    want = (input_shape[0], weight.shape[0], Ho, Wo)
+    if tuple(g.shape) != want:
+        raise op_error("conv2d_input_grad", f"g has shape {tuple(g.shape)}, expected {want}",
+                       RuntimeError)
+    return TensorSpec(tuple(input_shape), g.dtype)
+
+
+def _conv2d_input_grad_ws(g, weight, *, input_shape, stride, padding, dilation, groups):
+    return _conv2d_workspace(TensorSpec(input_shape, g.dtype), weight, stride=stride,
+                             padding=padding, dilation=dilation, groups=groups)
+
+
+def _grad_samples(kind):
+    def samples(dtype=np.float64):
+        out = []
+        for s in _conv_samples(dtype):
+            x, w = s.args[:2]
+            spec = _conv2d_infer(TensorSpec(x.shape, x.dtype), TensorSpec(w.shape, w.dtype),
+                                 **s.attrs)
+            g = _rand(spec.shape, dtype, seed=x.size)
+            if kind == "input":
+                out.append(Sample((g, w), dict(s.attrs, input_shape=tuple(x.shape))))
+            else:
+                out.append(Sample((x, g), dict(s.attrs, weight_shape=tuple(w.shape))))
+        return out
+    return samples
+
+
+def _torch_input_grad(torch, g, w, *, input_shape, **attrs):
+    x = torch.zeros(input_shape, dtype=g.dtype, requires_grad=True)
+    return torch.autograd.grad(_torch_conv(torch, x, w, None, **attrs), x, g)[0]
+
+
+def _torch_weight_grad(torch, x, g, *, weight_shape, **attrs):
+    w = torch.zeros(weight_shape, dtype=g.dtype, requires_grad=True)
+    return torch.autograd.grad(_torch_conv(torch, x, w, None, **attrs), w, g)[0]
+
+
+CONV2D_INPUT_GRAD = register(
+    name="conv2d_input_grad", kind="workspace", kernel=_conv2d_input_grad_kernel,
+    args=("g", "weight"), infer=_conv2d_input_grad_infer, workspace=_conv2d_input_grad_ws,
+    vjp=_conv2d_input_grad_vjp, saves=("g", "weight"), promote="same",
+    samples=_grad_samples("input"), torch=_torch_input_grad,
+    error_samples=lambda: [((_rand((1, 2, 3, 3)), _rand((2, 1, 3, 3))),
+                            dict(_conv_attrs(), input_shape=(1, 1, 4, 4)), RuntimeError)])
+
+
+def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilation, groups,
+                               workspace, out=None):
+    N, C, H, W = input.shape
+    O, Cg, kh, kw = weight_shape
+    Ho, Wo, _, _ = _geom(input.shape, weight_shape, stride, padding, dilation)
+    if tuple(g.shape) != (N, O, Ho, Wo):  # redundant once dispatch runs infer first
+        raise RuntimeError("conv2d_weight_grad: g shape")
+    xp = xp_of(g)
+    if out is None:
+        out = xp.empty(weight_shape, dtype=g.dtype)
+    K, L, Og = Cg * kh * kw, Ho * Wo, O // groups
+    npad, ncols, _ = _conv_ws(input.shape, weight_shape, g.dtype.itemsize, stride, padding,
+                              dilation, g_copy=True)
+    cols = _im2col(input, weight_shape, workspace, stride, padding, dilation)
+    # per sample and group dW_n[o, k] = sum_l g[n, o, l] cols[n, k, l] (a GEMM with a
+    # transposed operand: no copy of g or cols), then the sum over n
+    per = _ws_view(workspace, npad + ncols, (N, groups, Og, K), g.dtype)
+    _bmm(g.reshape(N, groups, Og, L), cols.reshape(N, groups, K, L).transpose(0, 1, 3, 2),
+         out=per)
+    xp.sum(per, axis=0, out=out.reshape(groups, Og, K))
+    return out
+
+
+def _conv2d_weight_grad_vjp(ctx, gw):
+    # bilinear in (input, g): each partial is a conv2d or a conv2d input gradient
+    x, g = ctx.inputs
+    n = ctx.needs_input_grad
+    attrs = _ctx_attrs(ctx)
+    d_x = bind(CONV2D_INPUT_GRAD, g, gw, input_shape=ctx.shapes[0], **attrs) if n[0] else None
+    d_g = bind(CONV2D, x, gw, None, **attrs) if n[1] else None
+    return d_x, d_g
+
+
+def _conv2d_weight_grad_infer(input, g, *, weight_shape, stride, padding, dilation, groups):
+    Ho, Wo = _check_conv("conv2d_weight_grad", input, TensorSpec(weight_shape, g.dtype), stride,
+                         padding, dilation, groups)
+    want = (input.shape[0], weight_shape[0], Ho, Wo)
+    if tuple(g.shape) != want:
+        raise op_error("conv2d_weight_grad", f"g has shape {tuple(g.shape)}, expected {want}",
+                       RuntimeError)
+    return TensorSpec(tuple(weight_shape), g.dtype)
+
+
+def _conv2d_weight_grad_ws(input, g, *, weight_shape, stride, padding, dilation, groups):
+    if len(input.shape) != 4 or len(weight_shape) != 4:  # redundant once infer runs first
+        _conv2d_weight_grad_infer(input, g, weight_shape=weight_shape, stride=stride,
+                                  padding=padding, dilation=dilation, groups=groups)
+    return sum(_conv_ws(input.shape, weight_shape, np.dtype(g.dtype).itemsize, stride, padding,
+                        dilation, g_copy=True))
+
+
+CONV2D_WEIGHT_GRAD = register(
+    name="conv2d_weight_grad", kind="workspace", kernel=_conv2d_weight_grad_kernel,
+    args=("input", "g"), infer=_conv2d_weight_grad_infer, workspace=_conv2d_weight_grad_ws,
+    vjp=_conv2d_weight_grad_vjp, saves=("input", "g"), promote="same",
+    samples=_grad_samples("weight"), torch=_torch_weight_grad,
+    error_samples=lambda: [((_rand((1, 2, 4, 4)), _rand((1, 3, 2, 2))),
+                            dict(_conv_attrs(), weight_shape=(2, 2, 3, 3)), RuntimeError)])
+
+
+# ================================================================ public functions
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation, as PyTorch) of an (N, C, H, W) input with an
+    (O, C/groups, kH, kW) weight; ``padding`` is an int, a pair, 'valid' or 'same'.
+
+    >>> tg.conv2d(tg.ones(1, 1, 3, 3), tg.ones(1, 1, 2, 2)).shape
+    (1, 1, 2, 2)
+    """
+    if isinstance(padding, (tuple, list)) and any(isinstance(p, (tuple, list)) for p in padding):
+        # ((top, bottom), (left, right)) is the op's canonical attribute, not a public
+        # spelling (PyTorch refuses it too)
+        raise op_error("conv2d", f"padding must be an int or a pair of ints, got {padding!r}",
+                       TypeError)
+    attrs = _conv_attrs(stride, padding, dilation, groups,
+                        kernel_size=_kernel_size(weight.shape))
+    return bind(CONV2D, input, weight, bias, **attrs)
+
+
+def _single(name, v, what):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1:
+            raise op_error(name, f"{what} must be an int or a 1-tuple, got {v!r}", TypeError)
+        v = v[0]
+    return (1, int(v))
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution of an (N, C, L) input with an (O, C/groups, k) weight (conv2d
+    over a height-1 image)."""
+    if len(input.shape) != 3 or len(weight.shape) != 3:
+        raise op_error("conv1d", f"expected a 3-D input (N, C, L) and a 3-D weight "
+                                 f"(O, C/groups, k), got {tuple(input.shape)} and "
+                                 f"{tuple(weight.shape)}", RuntimeError)
+    if not isinstance(padding, str):
+        padding = (0, _single("conv1d", padding, "padding")[1])
+    out = conv2d(unsqueeze(input, 2), unsqueeze(weight, 2), bias,
+                 _single("conv1d", stride, "stride"), padding,
+                 _single("conv1d", dilation, "dilation"), groups)
+    return squeeze(out, 2)

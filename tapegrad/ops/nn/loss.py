@@ -1,0 +1,172 @@
+"""Losses, all composites: cross_entropy, nll_loss, mse_loss, l1_loss,
+binary_cross_entropy, binary_cross_entropy_with_logits.
+
+Class-index losses turn the targets into a constant coefficient array M (one-hot
+times class weight, label smoothing folded in), and the loss is
+-sum(log_probs * M) / denominator; so every order differentiates through mul/sum.
+"""
+import numpy as np
+
+from ...devices import xp_of
+from ..._util import broadcast_shapes, op_error
+from ..elementwise import abs as _abs, exp, log, log1p, maximum, where
+from ..reduce import mean, sum as _sum
+from ._common import raw
+from .activation import log_softmax
+
+
+def _reduce(name, loss, reduction):
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return _sum(loss)
+    raise op_error(name, f"{reduction!r} is not a valid value for reduction "
+                         f"(expected 'none', 'mean' or 'sum')")
+
+
+def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
+    """(M, denominator) for class-index targets; M has input's shape."""
+    x, t = raw(input), raw(target)
+    xp = xp_of(x)
+    if t.dtype.kind not in "iu":
+        raise op_error(name, f"expected class indices of an integer dtype (or class "
+                             f"probabilities of input's shape), got {t.dtype} target of shape "
+                             f"{tuple(t.shape)}", RuntimeError)
+    C = x.shape[1] if x.ndim > 1 else x.shape[0]
+    squeeze = x.ndim == 1
+    if squeeze:
+        x, t = x[None], t[None]
+    if t.shape != (x.shape[0],) + x.shape[2:]:
+        raise op_error(name, f"expected target of shape {(x.shape[0],) + x.shape[2:]} for input "
+                             f"of shape {tuple(raw(input).shape)}, got {tuple(t.shape)}",
+                       ValueError)
+    valid = t != ignore_index
+    bad = valid & ((t < 0) | (t >= C))
+    if bad.any():
+        raise op_error(name, f"target {int(t[bad].reshape(-1)[0])} is out of bounds for "
+                             f"{C} classes", IndexError)
+    classes = xp.arange(C).reshape((1, C) + (1,) * (x.ndim - 2))
+    onehot = (xp.expand_dims(t, 1) == classes) & xp.expand_dims(valid, 1)
+    w = xp.ones(C, dtype=x.dtype) if weight is None else raw(weight).astype(x.dtype)
+    if w.shape != (C,):
+        raise op_error(name, f"weight of shape {tuple(w.shape)} does not match {C} classes",
+                       RuntimeError)
+    wb = w.reshape(classes.shape)
+    M = onehot * wb
+    denom = M.sum()
+    if label_smoothing:
+        M = (1 - label_smoothing) * M + (label_smoothing / C) * (wb * xp.expand_dims(valid, 1))
+    M = M.astype(x.dtype)
+    return (M[0] if squeeze else M), denom
+
+
+def _weighted_nll(name, logp, target, weight, ignore_index, reduction, label_smoothing):
+    M, denom = _class_coef(name, logp, target, weight, ignore_index, label_smoothing)
+    if reduction == "none":
+        return -_sum(logp * M, dim=1 if len(logp.shape) > 1 else 0)
+    total = -_sum(logp * M)
+    if reduction == "sum":
+        return total
+    if reduction == "mean":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return total / float(denom)  # all targets ignored: nan, as PyTorch
+    return _reduce(name, total, reduction)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """Negative log-likelihood of class indices ``target`` under log-probabilities
+    ``input`` (N, C, ...); ``weight`` rescales classes (a constant, as PyTorch)."""
+    return _weighted_nll("nll_loss", input, target, weight, ignore_index, reduction, 0.0)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    """``nll_loss(log_softmax(input, 1), target)`` for class indices, or
+    ``-sum(target * log_softmax(input, 1), 1)`` for class probabilities (target of
+    input's shape); ``label_smoothing`` mixes in the uniform distribution.
+
+    >>> tg.cross_entropy(tg.zeros(2, 4), tg.tensor([0, 3])).item()  # log(4)
+    1.3862943611198906
+    """
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise op_error("cross_entropy", f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    if len(input.shape) == 0:
+        raise op_error("cross_entropy", "input must have at least 1 dim (the classes)",
+                       RuntimeError)
+    cdim = 1 if len(input.shape) > 1 else 0
+    logp = log_softmax(input, dim=cdim)
+    if raw(target).dtype.kind == "f":
+        if tuple(target.shape) != tuple(input.shape):
+            raise op_error("cross_entropy", f"probability target of shape {tuple(target.shape)}"
+                                            f" must match input {tuple(input.shape)}", RuntimeError)
+        C = input.shape[cdim]
+        if label_smoothing:
+            target = target * (1 - label_smoothing) + label_smoothing / C
+        if weight is not None:
+            target = target * raw(weight).astype(raw(logp).dtype).reshape(
+                (C,) + (1,) * (len(input.shape) - cdim - 1))
+        loss = -_sum(logp * target, dim=cdim)
+        if reduction == "mean" and len(input.shape) > 1:
+            return _sum(loss) / float(loss.shape[0] * int(np.prod(loss.shape[1:])))
+        return _reduce("cross_entropy", loss, reduction) if reduction != "mean" else mean(loss)
+    return _weighted_nll("cross_entropy", logp, target, weight, ignore_index, reduction,
+                         label_smoothing)
+
+
+def _same_shape(name, input, target):
+    if tuple(input.shape) != tuple(target.shape):
+        broadcast_shapes(name, tuple(input.shape), tuple(target.shape))
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean squared error (``reduction`` 'mean', 'sum' or 'none')."""
+    _same_shape("mse_loss", input, target)
+    d = input - target
+    return _reduce("mse_loss", d * d, reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean absolute error (subgradient 0 where input == target, as PyTorch)."""
+    _same_shape("l1_loss", input, target)
+    return _reduce("l1_loss", _abs(input - target), reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """``-(t log x + (1 - t) log(1 - x))`` with each log clamped at -100, as PyTorch."""
+    if tuple(input.shape) != tuple(target.shape):
+        raise op_error("binary_cross_entropy", f"target of shape {tuple(target.shape)} must "
+                                               f"match input {tuple(input.shape)}")
+    x = raw(input)
+    if x.size and bool(((x < 0) | (x > 1)).any()):
+        raise op_error("binary_cross_entropy", "all elements of input should be between 0 "
+                                               "and 1", RuntimeError)
+    loss = -(target * maximum(log(input), -100.0) + (1 - target) * maximum(log(1 - input), -100.0))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce("binary_cross_entropy", loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None):
+    """Sigmoid + binary cross-entropy in one stable formula:
+    ``(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)``."""
+    if tuple(input.shape) != tuple(target.shape):
+        raise op_error("binary_cross_entropy_with_logits",
+                       f"target of shape {tuple(target.shape)} must match input "
+                       f"{tuple(input.shape)}")
+    # softplus(-x) = -min(x, 0) + log1p(exp(-|x|)); both pieces pick the x >= 0 branch
+    # at 0 through where, so the derivative there is the true -1/2 (abs/relu give 0)
+    pos = raw(input) >= 0
+    softplus_neg = log1p(exp(-where(pos, input, -input))) - where(pos, 0.0, input)
+    loss = (1 - target) * input
+    if pos_weight is not None:
+        loss = loss + (1 + (pos_weight - 1) * target) * softplus_neg
+    else:
+        loss = loss + softplus_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce("binary_cross_entropy_with_logits", loss, reduction)

@@ -1,0 +1,449 @@
+"""Pooling: max_pool2d (with its gradient and the gradient's gradient), avg_pool2d,
+adaptive_avg_pool2d.
+
+max_pool2d returns (out, indices) as PyTorch's return_indices: indices are flat
+positions in each (H, W) plane. Its adjoint scatters g to those positions
+(max_pool2d_input_grad), whose adjoint gathers from them (max_pool2d_gather),
+whose adjoint scatters again: every order is exact for the chosen maxima. On NumPy
+arrays the work runs in compiled kernels of the CPU device layer; the whole-array
+code here serves the other devices.
+"""
+import numpy as np
+
+from ...devices import xp_of
+from ...devices.cpu_kernels import pool as cpu_pool
+from ...dispatch import bind
+from ..._util import op_error
+from .._decl import register, Sample, TensorSpec, rand as _rand
+from ..linalg import matmul
+from ..shape import mT, unsqueeze
+from ._common import pair, raw
+
+
+# ================================================================ attributes and geometry
+def _pool_args(name, kernel_size, stride, padding, dilation=1):
+    """Pooling attributes as pairs; ``stride`` defaults to ``kernel_size``."""
+    k = pair(name, kernel_size, "kernel_size")
+    s = k if stride is None or stride == () or stride == [] else pair(name, stride, "stride")
+    return dict(kernel_size=k, stride=s, padding=pair(name, padding, "padding"),
+                dilation=pair(name, dilation, "dilation"))
+
+
+def _pool_out(L, k, s, p, d, ceil):
+    """PyTorch's pooled length (floor division, so a window longer than the padded
+    input gives 0, or 1 with ceil_mode); with ceil_mode the last window must start
+    inside the input or its left padding."""
+    span = L + 2 * p - d * (k - 1) - 1
+    o = (span + (s - 1 if ceil else 0)) // s + 1
+    if ceil and (o - 1) * s >= L + p:
+        o -= 1
+    return o
+
+
+def _pool_geom(shape, kernel_size, stride, padding, dilation, ceil_mode=False):
+    """(Ho, Wo, Hp, Wp): output size and the padded extent the windows cover (with
+    ceil_mode the last windows may hang over the padding; they see nothing there)."""
+    _, _, H, W = shape
+    out, ext = [], []
+    for L, k, s_, p, d in zip((H, W), kernel_size, stride, padding, dilation):
+        o = _pool_out(L, k, s_, p, d, ceil_mode)
+        out.append(o)
+        ext.append(max(L + 2 * p, (o - 1) * s_ + d * (k - 1) + 1))
+    return out[0], out[1], ext[0], ext[1]
+
+
+def _check_pool(name, x, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False):
+    xs = tuple(x.shape)
+    if len(xs) != 4:
+        raise op_error(name, f"expected a 4-D input (N, C, H, W), got shape {xs}", RuntimeError)
+    if min(kernel_size) < 1 or min(stride) < 1 or min(dilation) < 1:
+        raise op_error(name, f"kernel_size {kernel_size}, stride {stride} and dilation "
+                             f"{dilation} must be positive", RuntimeError)
+    if any(2 * p > k for p, k in zip(padding, kernel_size)) or min(padding) < 0:
+        raise op_error(name, f"padding {padding} must be non-negative and at most half of "
+                             f"kernel_size {kernel_size}", RuntimeError)
+    Ho, Wo, _, _ = _pool_geom(xs, kernel_size, stride, padding, dilation, ceil_mode)
+    if Ho < 1 or Wo < 1:
+        raise op_error(name, f"input {xs} is too small for kernel_size {kernel_size} "
+                             f"(padding {padding}, dilation {dilation})", RuntimeError)
+    if np.dtype(x.dtype).kind != "f":
+        raise op_error(name, f"expected a floating point input, got {np.dtype(x.dtype)}",
+                       TypeError)
+    return Ho, Wo
+
+
+def _offset_slice(i, j, Ho, Wo, stride, dilation):
+    h0, w0 = i * dilation[0], j * dilation[1]
+    return (slice(None), slice(None), slice(h0, h0 + stride[0] * (Ho - 1) + 1, stride[0]),
+            slice(w0, w0 + stride[1] * (Wo - 1) + 1, stride[1]))
+
+
+# ================================================================ max_pool2d
+def _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation):
+    """max_pool2d in whole-array code, for arrays of other devices (CuPy)."""
+    N, C, H, W = input.shape
+    xp = xp_of(input)
+    ph, pw = padding
+    src = input
+    if (Hp, Wp) != (H, W):
+        src = xp.full((N, C, Hp, Wp), -xp.inf, dtype=input.dtype)
+        src[:, :, ph:ph + H, pw:pw + W] = input
+    out = idx = None
+    for i in range(kernel_size[0]):
+        for j in range(kernel_size[1]):
+            s = src[_offset_slice(i, j, Ho, Wo, stride, dilation)]
+            off = i * dilation[0] * W + j * dilation[1]
+            if out is None:
+                out = s.copy()
+                idx = xp.full((N, C, Ho, Wo), off, dtype=np.int64)
+                continue
+            # strict '>' keeps the first maximum, as PyTorch; NaN wins as in PyTorch
+            better = (s > out) | xp.isnan(s)
+            xp.copyto(out, s, where=better)
+            xp.copyto(idx, off, where=better)
+    base = (xp.arange(Ho) * stride[0] - ph)[:, None] * W + (xp.arange(Wo) * stride[1] - pw)
+    idx += base
+    return out, idx
+
+
+def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation, ceil_mode=False):
+    N, C, H, W = input.shape
+    Ho, Wo, Hp, Wp = _pool_geom(input.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    if Ho < 1 or Wo < 1:  # redundant once dispatch runs infer first
+        _check_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
+    if not isinstance(input, np.ndarray):
+        return _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation)
+    out = np.empty((N, C, Ho, Wo), dtype=input.dtype)
+    idx = np.empty((N, C, Ho, Wo), dtype=np.int64)
+    cpu_pool.max_pool2d(input, out, idx, kernel_size, stride, padding, dilation)
+    return out, idx
+
+
+def _max_pool2d_vjp(ctx, g):
+    _, idx = ctx.out
+    gx = bind(MAX_POOL2D_INPUT_GRAD, g[0], idx, input_shape=ctx.shapes[0],
+              overlap=_overlaps(ctx.attrs))
+    return (gx,)
+
+
+def _overlaps(attrs):
+    k, s, d = attrs["kernel_size"], attrs["stride"], attrs["dilation"]
+    return any(d_ * (k_ - 1) + 1 > s_ for k_, s_, d_ in zip(k, s, d))
+
+
+def _max_pool2d_infer(input, *, kernel_size, stride, padding, dilation, ceil_mode=False):
+    Ho, Wo = _check_pool("max_pool2d", input, kernel_size, stride, padding, dilation,
+                         ceil_mode)
+    shape = (input.shape[0], input.shape[1], Ho, Wo)
+    return TensorSpec(shape, input.dtype), TensorSpec(shape, np.dtype(np.int64))
+
+
+def _pattrs(k, s=None, p=0, d=1, ceil=False):
+    return dict(_pool_args("max_pool2d", k, s, p, d), ceil_mode=ceil)
+
+
+def _distinct(shape, dtype, seed):
+    """Values with well separated entries so the max is unique (smooth for checks)."""
+    r = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    return (r.permutation(n).reshape(shape) * 0.37 - n * 0.15).astype(dtype)
+
+
+def _max_pool_samples(dtype=np.float64):
+    return [Sample((_distinct((2, 2, 4, 4), dtype, 1),), _pattrs(2)),
+            Sample((_distinct((1, 2, 5, 5), dtype, 2),), _pattrs(3, 2, 1)),
+            Sample((_distinct((1, 1, 5, 6), dtype, 3),), _pattrs((2, 3), 1)),
+            Sample((_distinct((1, 1, 6, 5), dtype, 4),), _pattrs(2, (2, 1), 0, 2)),
+            Sample((_distinct((1, 2, 4, 4), dtype, 5).transpose(0, 1, 3, 2),), _pattrs(2)),
+            Sample((_distinct((1, 2, 5, 6), dtype, 6),), _pattrs(2, 2, 0, 1, True)),
+            Sample((_distinct((1, 1, 7, 5), dtype, 7),), _pattrs(3, 2, 1, 1, True))]
+
+
+def _torch_max_pool(torch, x, *, kernel_size, stride, padding, dilation, ceil_mode=False):
+    return torch.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation,
+                                          ceil_mode=ceil_mode, return_indices=True)
+
+
+MAX_POOL2D = register(name="max_pool2d", kernel=_max_pool2d_kernel, args=("input",), nout=2,
+                      infer=_max_pool2d_infer, vjp=_max_pool2d_vjp, saves=("out",),
+                      samples=_max_pool_samples, torch=_torch_max_pool,
+                      error_samples=lambda: [((_rand((1, 1, 2, 2)),), _pattrs(3), RuntimeError),
+                                             ((_rand((2, 2)),), _pattrs(2), RuntimeError)])
+
+
+def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap):
+    N, C, H, W = input_shape
+    # redundant once dispatch runs infer first
+    if tuple(g.shape) != tuple(indices.shape) or tuple(g.shape[:2]) != (N, C):
+        raise RuntimeError("max_pool2d_input_grad: g and indices do not match")
+    xp = xp_of(g)
+    out = xp.zeros((N * C, H * W), dtype=g.dtype)
+    g2, i2 = g.reshape(N * C, -1), indices.reshape(N * C, -1)
+    if xp is np:
+        cpu_pool.max_pool2d_scatter(out, i2, g2)
+    elif overlap:  # windows share elements: repeated positions must accumulate
+        rows = (xp.arange(N * C) * (H * W))[:, None]
+        xp.add.at(out.reshape(-1), (i2 + rows).reshape(-1), g2.reshape(-1))
+    else:
+        xp.put_along_axis(out, i2, g2, axis=1)
+    return out.reshape(input_shape)
+
+
+def _max_pool2d_input_grad_infer(g, indices, *, input_shape, overlap):
+    if tuple(g.shape) != tuple(indices.shape) or len(input_shape) != 4 or \
+            tuple(g.shape[:2]) != tuple(input_shape[:2]):
+        raise op_error("max_pool2d_input_grad", f"g {tuple(g.shape)} and indices "
+                       f"{tuple(indices.shape)} do not match the input shape {input_shape}",
+                       RuntimeError)
+    return TensorSpec(tuple(input_shape), g.dtype)
+
+
+def _pool_grad_samples(dtype=np.float64):
+    out = []
+    for s in _max_pool_samples(dtype):
+        x = np.ascontiguousarray(s.args[0])
+        o, idx = _max_pool2d_kernel(x, **s.attrs)
+        out.append(Sample((_rand(o.shape, dtype, seed=o.size), idx),
+                          dict(input_shape=x.shape, overlap=_overlaps(s.attrs))))
+    return out
+
+
+def _gather_samples(dtype=np.float64):
+    return [Sample((_rand(s.attrs["input_shape"], dtype, seed=3), s.args[1]), {})
+            for s in _pool_grad_samples(dtype)]
+
+
+MAX_POOL2D_INPUT_GRAD = register(
+    name="max_pool2d_input_grad", kernel=_max_pool2d_input_grad_kernel, args=("g", "indices"),
+    infer=_max_pool2d_input_grad_infer,
+    vjp=lambda ctx, gg: (bind(MAX_POOL2D_GATHER, gg, ctx.inputs[1]), None), saves=("indices",),
+    samples=_pool_grad_samples,
+    error_samples=lambda: [((_rand((1, 1, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)),
+                            dict(input_shape=(1, 1, 4, 4), overlap=False), RuntimeError)])
+
+
+def _max_pool2d_gather_kernel(x, indices):
+    N, C = x.shape[:2]
+    if tuple(indices.shape[:2]) != (N, C):  # redundant once dispatch runs infer first
+        raise RuntimeError("max_pool2d_gather: shape mismatch")
+    i2 = indices.reshape(N * C, -1)
+    got = xp_of(x).take_along_axis(x.reshape(N * C, -1), xp_of(x).maximum(i2, 0), axis=1)
+    if (i2 < 0).any():  # a window wholly in the padding: -inf forward, no gradient
+        got = xp_of(x).where(i2 < 0, 0, got)
+    return got.reshape(indices.shape)
+
+
+def _max_pool2d_gather_vjp(ctx, g):
+    idx = ctx.inputs[1]
+    return bind(MAX_POOL2D_INPUT_GRAD, g, idx, input_shape=ctx.shapes[0], overlap=True), None
+
+
+def _max_pool2d_gather_infer(x, indices):
+    if len(x.shape) != 4 or len(indices.shape) != 4 or \
+            tuple(x.shape[:2]) != tuple(indices.shape[:2]):
+        raise op_error("max_pool2d_gather", f"input {tuple(x.shape)} and indices "
+                       f"{tuple(indices.shape)} must be (N, C, ...) alike", RuntimeError)
+    return TensorSpec(tuple(indices.shape), x.dtype)
+
+
+MAX_POOL2D_GATHER = register(
+    name="max_pool2d_gather", kernel=_max_pool2d_gather_kernel, args=("input", "indices"),
+    infer=_max_pool2d_gather_infer, vjp=_max_pool2d_gather_vjp, saves=("indices",),
+    samples=_gather_samples,
+    error_samples=lambda: [((_rand((1, 2, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)), {},
+                            RuntimeError)])
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D max pooling over (N, C, H, W); ``stride`` defaults to ``kernel_size``.
+    With ``return_indices`` also gives the flat (H*W) position of each maximum."""
+    squeeze = len(input.shape) == 3  # an unbatched (C, H, W) input, as PyTorch
+    if squeeze:
+        input = unsqueeze(input, 0)
+    out, idx = bind(MAX_POOL2D, input, ceil_mode=bool(ceil_mode),
+                    **_pool_args("max_pool2d", kernel_size, stride, padding, dilation))
+    if squeeze:
+        out, idx = out[0], idx[0]
+    return (out, idx) if return_indices else out
+
+
+# ================================================================ avg_pool2d
+def _avg_divisor(xp, H, W, attrs):
+    """Per-output divisor: the kernel area, else the count of elements each window
+    covers: with count_include_pad the padding counts but a ceil_mode overhang does
+    not (PyTorch's rule); without it only input elements count."""
+    kh, kw = attrs["kernel_size"]
+    if attrs["divisor_override"]:
+        return float(attrs["divisor_override"])
+    ph, pw = attrs["padding"]
+    ceil = attrs.get("ceil_mode", False)
+    Ho, Wo, Hp, Wp = _pool_geom((1, 1, H, W), (kh, kw), attrs["stride"], (ph, pw), (1, 1), ceil)
+    cip = attrs["count_include_pad"]
+    if (Hp, Wp) == (H + 2 * ph, W + 2 * pw) and (cip or (ph, pw) == (0, 0)):
+        return float(kh * kw)
+    ones = xp.zeros((1, 1, Hp, Wp))
+    if cip:
+        ones[:, :, :H + 2 * ph, :W + 2 * pw] = 1
+    else:
+        ones[:, :, ph:ph + H, pw:pw + W] = 1
+    cnt = sum(ones[_offset_slice(i, j, Ho, Wo, attrs["stride"], (1, 1))]
+              for i in range(kh) for j in range(kw))
+    return cnt
+
+
+def _avg_pool2d_kernel(input, **attrs):
+    N, C, H, W = input.shape
+    xp = xp_of(input)
+    kh, kw = attrs["kernel_size"]
+    ph, pw = attrs["padding"]
+    Ho, Wo, Hp, Wp = _pool_geom(input.shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1),
+                                attrs.get("ceil_mode", False))
+    if Ho < 1 or Wo < 1:  # redundant once dispatch runs infer first
+        raise RuntimeError("avg_pool2d: input too small")
+    src = input
+    if (Hp, Wp) != (H, W):
+        src = xp.zeros((N, C, Hp, Wp), dtype=input.dtype)
+        src[:, :, ph:ph + H, pw:pw + W] = input
+    out = None
+    for i in range(kh):
+        for j in range(kw):
+            s = src[_offset_slice(i, j, Ho, Wo, attrs["stride"], (1, 1))]
+            if out is None:
+                out = s.copy()
+            else:
+                out += s
+    out /= xp.asarray(_avg_divisor(xp, H, W, attrs), dtype=out.dtype)
+    return out
+
+
+def _avg_pool2d_infer(input, **attrs):
+    Ho, Wo = _check_pool("avg_pool2d", input, attrs["kernel_size"], attrs["stride"],
+                         attrs["padding"], (1, 1), attrs.get("ceil_mode", False))
+    return TensorSpec((input.shape[0], input.shape[1], Ho, Wo), input.dtype)
+
+
+def _avg_attrs(k, s=None, p=0, cip=True, dov=None, ceil=False):
+    a = _pattrs(k, s, p, 1, ceil)
+    del a["dilation"]
+    return dict(a, count_include_pad=cip, divisor_override=dov)
+
+
+def _avg_samples(dtype=np.float64):
+    return [Sample((_rand((2, 2, 4, 4), dtype, seed=1),), _avg_attrs(2)),
+            Sample((_rand((1, 2, 5, 5), dtype, seed=2),), _avg_attrs(3, 2, 1)),
+            Sample((_rand((1, 2, 5, 5), dtype, seed=3),), _avg_attrs(3, 2, 1, False)),
+            Sample((_rand((1, 1, 5, 6), dtype, seed=4),), _avg_attrs((2, 3), 1, 0, True, 5)),
+            Sample((_rand((1, 2, 4, 4), dtype, seed=5).transpose(0, 1, 3, 2),), _avg_attrs(2)),
+            Sample((_rand((1, 2, 5, 6), dtype, seed=6),), _avg_attrs(2, 2, 0, True, None, True)),
+            Sample((_rand((1, 1, 7, 5), dtype, seed=7),), _avg_attrs(3, 2, 1, True, None, True)),
+            Sample((_rand((1, 1, 7, 5), dtype, seed=8),), _avg_attrs(3, 2, 1, False, None, True))]
+
+
+AVG_POOL2D = register(
+    name="avg_pool2d", kernel=_avg_pool2d_kernel, args=("input",), infer=_avg_pool2d_infer,
+    vjp=lambda ctx, g: (bind(AVG_POOL2D_INPUT_GRAD, g, input_shape=ctx.shapes[0], **ctx.attrs),),
+    samples=_avg_samples,
+    torch=lambda torch, x, **a: torch.nn.functional.avg_pool2d(x, **a),
+    error_samples=lambda: [((_rand((1, 1, 2, 2)),), _avg_attrs(3), RuntimeError)])
+
+
+def _avg_pool2d_input_grad_kernel(g, *, input_shape, **attrs):
+    N, C, H, W = input_shape
+    xp = xp_of(g)
+    kh, kw = attrs["kernel_size"]
+    ph, pw = attrs["padding"]
+    Ho, Wo, Hp, Wp = _pool_geom(input_shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1),
+                                attrs.get("ceil_mode", False))
+    if tuple(g.shape) != (N, C, Ho, Wo):  # redundant once dispatch runs infer first
+        raise RuntimeError("avg_pool2d_input_grad: g shape")
+    gd = g / xp.asarray(_avg_divisor(xp, H, W, attrs), dtype=g.dtype)
+    dst = xp.zeros((N, C, Hp, Wp), dtype=g.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            dst[_offset_slice(i, j, Ho, Wo, attrs["stride"], (1, 1))] += gd
+    return dst[:, :, ph:ph + H, pw:pw + W] if (Hp, Wp) != (H, W) else dst
+
+
+def _avg_pool2d_input_grad_infer(g, *, input_shape, **attrs):
+    Ho, Wo = _check_pool("avg_pool2d_input_grad", TensorSpec(input_shape, g.dtype),
+                         attrs["kernel_size"], attrs["stride"], attrs["padding"], (1, 1),
+                         attrs.get("ceil_mode", False))
+    if tuple(g.shape) != (input_shape[0], input_shape[1], Ho, Wo):
+        raise op_error("avg_pool2d_input_grad", f"g has shape {tuple(g.shape)}, expected "
+                       f"{(input_shape[0], input_shape[1], Ho, Wo)}", RuntimeError)
+    return TensorSpec(tuple(input_shape), g.dtype)
+
+
+def _avg_grad_samples(dtype=np.float64):
+    out = []
+    for s in _avg_samples(dtype):
+        spec = _avg_pool2d_infer(TensorSpec(s.args[0].shape, dtype), **s.attrs)
+        out.append(Sample((_rand(spec.shape, dtype, seed=7),),
+                          dict(s.attrs, input_shape=s.args[0].shape)))
+    return out
+
+
+def _torch_avg_grad(torch, g, *, input_shape, **a):
+    x = torch.zeros(input_shape, dtype=g.dtype, requires_grad=True)
+    return torch.autograd.grad(torch.nn.functional.avg_pool2d(x, **a), x, g)[0]
+
+
+def _avg_grad_vjp(ctx, gg):
+    attrs = {k: v for k, v in ctx.attrs.items() if k != "input_shape"}
+    return (bind(AVG_POOL2D, gg, **attrs),)
+
+
+AVG_POOL2D_INPUT_GRAD = register(
+    name="avg_pool2d_input_grad", kernel=_avg_pool2d_input_grad_kernel, args=("g",),
+    infer=_avg_pool2d_input_grad_infer, vjp=_avg_grad_vjp, samples=_avg_grad_samples,
+    torch=_torch_avg_grad,
+    error_samples=lambda: [((_rand((1, 1, 3, 3)),), dict(_avg_attrs(2), input_shape=(1, 1, 4, 4)),
+                            RuntimeError)])
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """2-D average pooling over (N, C, H, W); ``stride`` defaults to ``kernel_size``."""
+    a = _pool_args("avg_pool2d", kernel_size, stride, padding)
+    del a["dilation"]
+    squeeze = len(input.shape) == 3  # an unbatched (C, H, W) input, as PyTorch
+    if squeeze:
+        input = unsqueeze(input, 0)
+    out = bind(AVG_POOL2D, input, count_include_pad=bool(count_include_pad),
+               divisor_override=divisor_override, ceil_mode=bool(ceil_mode), **a)
+    return out[0] if squeeze else out
+
+
+# ================================================================ adaptive_avg_pool2d
+def _adaptive_matrix(xp, n_in, n_out, dtype):
+    """(n_out, n_in) matrix averaging PyTorch's adaptive bins [floor(i*n/o), ceil((i+1)*n/o))."""
+    a = np.zeros((n_out, n_in), dtype=dtype)
+    for i in range(n_out):
+        lo, hi = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+        a[i, lo:hi] = 1.0 / (hi - lo)
+    return xp.asarray(a)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average pooling to a fixed ``output_size`` (int or pair; None keeps that size):
+    two small matmuls with PyTorch's bin matrices, so every order differentiates."""
+    if len(input.shape) not in (3, 4):
+        raise op_error("adaptive_avg_pool2d", f"expected a 3-D or 4-D input, got shape "
+                                              f"{tuple(input.shape)}", RuntimeError)
+    H, W = input.shape[-2:]
+    if not isinstance(output_size, (tuple, list)):
+        output_size = (output_size, output_size)
+    oh, ow = (H if output_size[0] is None else int(output_size[0]),
+              W if output_size[1] is None else int(output_size[1]))
+    if oh < 1 or ow < 1:
+        raise op_error("adaptive_avg_pool2d", f"output_size {tuple(output_size)} must be "
+                                              f"positive", RuntimeError)
+    data = raw(input)
+    xp, dt = xp_of(data), data.dtype
+    out = input
+    if oh != H:
+        out = matmul(_adaptive_matrix(xp, H, oh, dt), out)
+    if ow != W:
+        out = matmul(out, mT(_adaptive_matrix(xp, W, ow, dt)))
+    return out

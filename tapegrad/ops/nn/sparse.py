@@ -1,0 +1,150 @@
+"""Index encodings: embedding (rows picked by integer indices, with its
+scatter-add gradient op) and one_hot."""
+import numpy as np
+
+from ...devices import xp_of
+from ...dispatch import bind
+from ..._util import op_error
+from .._decl import register, Sample, TensorSpec, rand as _rand
+from ._common import raw
+
+
+def _embedding_kernel(input, weight, *, padding_idx, mask_padding):
+    if input.dtype.kind not in "iu":  # redundant once dispatch runs infer first
+        raise TypeError("embedding: integer indices expected")
+    out = xp_of(weight).take(weight, input, axis=0)
+    if mask_padding and padding_idx is not None:
+        out[input == padding_idx] = 0
+    return out
+
+
+def _embedding_infer(input, weight, *, padding_idx, mask_padding):
+    if np.dtype(input.dtype).kind not in "iu":
+        raise op_error("embedding", f"expected integer indices, got {np.dtype(input.dtype)}",
+                       TypeError)
+    if len(weight.shape) != 2:
+        raise op_error("embedding", f"weight must be 2-D (num_embeddings, embedding_dim), got "
+                                    f"{tuple(weight.shape)}", RuntimeError)
+    return TensorSpec(tuple(input.shape) + (weight.shape[1],), weight.dtype)
+
+
+def _embedding_vjp(ctx, g):
+    idx = ctx.inputs[0]
+    return None, bind(EMBEDDING_BACKWARD, g, idx, num_weights=ctx.shapes[1][0],
+                      padding_idx=ctx.attrs["padding_idx"])
+
+
+def _embedding_samples(dtype=np.float64):
+    w = _rand((5, 3), dtype, seed=1)
+    return [Sample((np.array([[0, 2, 2], [4, 1, 0]]), w),
+                   dict(padding_idx=None, mask_padding=False)),
+            # PyTorch's padding row gets no gradient although it is read: forward only
+            Sample((np.array([3, 2, 3]), w), dict(padding_idx=2, mask_padding=False), grad=False),
+            Sample((np.array(1), w), dict(padding_idx=None, mask_padding=False)),
+            Sample((np.array([[1, 2]]), w), dict(padding_idx=2, mask_padding=True))]
+
+
+def _torch_embedding(torch, input, weight, *, padding_idx, mask_padding):
+    out = torch.nn.functional.embedding(input, weight, padding_idx)
+    if mask_padding and padding_idx is not None:
+        out = out * (input != padding_idx).unsqueeze(-1)
+    return out
+
+
+EMBEDDING = register(name="embedding", kernel=_embedding_kernel, args=("input", "weight"),
+                     infer=_embedding_infer, vjp=_embedding_vjp, saves=("input",),
+                     samples=_embedding_samples, torch=_torch_embedding,
+                     error_samples=lambda: [((np.array([0.5]), _rand((3, 2))),
+                                             dict(padding_idx=None, mask_padding=False),
+                                             TypeError)])
+
+
+def _embedding_backward_kernel(g, input, *, num_weights, padding_idx):
+    D = g.shape[-1]
+    out = xp_of(g).zeros((num_weights, D), dtype=g.dtype)
+    xp_of(g).add.at(out, input.reshape(-1), g.reshape(input.size, D))
+    if padding_idx is not None:
+        out[padding_idx] = 0
+    return out
+
+
+def _embedding_backward_infer(g, input, *, num_weights, padding_idx):
+    if tuple(g.shape[:-1]) != tuple(input.shape):
+        raise op_error("embedding_backward", f"g of shape {tuple(g.shape)} does not match "
+                                             f"indices {tuple(input.shape)}", RuntimeError)
+    return TensorSpec((num_weights, g.shape[-1]), g.dtype)
+
+
+EMBEDDING_BACKWARD = register(
+    name="embedding_backward", kernel=_embedding_backward_kernel, args=("g", "input"),
+    infer=_embedding_backward_infer, saves=("input",),
+    # the scatter-add's adjoint gathers, with the padding rows' reads masked to zero
+    vjp=lambda ctx, gg: (bind(EMBEDDING, ctx.inputs[1], gg, padding_idx=ctx.attrs["padding_idx"],
+                              mask_padding=True), None),
+    samples=lambda dtype=np.float64: [
+        Sample((_rand((2, 3, 4), dtype, seed=2), np.array([[0, 2, 2], [4, 1, 0]])),
+               dict(num_weights=5, padding_idx=None)),
+        Sample((_rand((3, 2), dtype, seed=3), np.array([1, 2, 1])),
+               dict(num_weights=4, padding_idx=1))],
+    error_samples=lambda: [((_rand((2, 3)), np.array([0, 1, 2])),
+                            dict(num_weights=4, padding_idx=None), RuntimeError)])
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` picked by integer ``input``; the gradient scatter-adds into
+    the rows (the ``padding_idx`` row gets none)."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise op_error("embedding", "max_norm, scale_grad_by_freq and sparse are not "
+                                    "supported", NotImplementedError)
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if not -n <= padding_idx < n:
+            raise op_error("embedding", f"padding_idx {padding_idx} out of range for {n} "
+                                        f"embeddings", ValueError)
+        padding_idx = int(padding_idx) % n
+    idx = raw(input)
+    if idx.size and idx.dtype.kind in "iu" and (idx.min() < 0 or idx.max() >= weight.shape[0]):
+        raise op_error("embedding", f"index out of range: indices span [{int(idx.min())}, "
+                                    f"{int(idx.max())}] for {weight.shape[0]} embeddings",
+                       IndexError)
+    return bind(EMBEDDING, input, weight, padding_idx=padding_idx, mask_padding=False)
+
+
+def _one_hot_kernel(input, *, num_classes):
+    if input.dtype.kind not in "iu":  # redundant once dispatch runs infer first
+        raise RuntimeError("one_hot: is only applicable to index tensors")
+    if input.size and (input.min() < 0 or input.max() >= num_classes):
+        raise RuntimeError(f"one_hot: class values must be in [0, {num_classes}), got "
+                           f"[{int(input.min())}, {int(input.max())}]")
+    xp = xp_of(input)
+    return (input[..., None] == xp.arange(num_classes)).astype(np.int64)
+
+
+def _one_hot_infer(input, *, num_classes):
+    if np.dtype(input.dtype).kind not in "iu":
+        raise op_error("one_hot", f"is only applicable to index tensors, got "
+                                  f"{np.dtype(input.dtype)}", RuntimeError)
+    return TensorSpec(tuple(input.shape) + (num_classes,), np.dtype(np.int64))
+
+
+ONE_HOT = register(name="one_hot", kernel=_one_hot_kernel, infer=_one_hot_infer, args=("input",),
+                   differentiable=False,
+                   samples=lambda dtype=np.float64: [
+                       Sample((np.array([0, 2, 1]),), dict(num_classes=3), grad=False),
+                       Sample((np.array([[1], [4]]),), dict(num_classes=6), grad=False),
+                       Sample((np.zeros((0,), np.int64),), dict(num_classes=2), grad=False)],
+                   torch=lambda torch, x, num_classes: torch.nn.functional.one_hot(x, num_classes),
+                   error_samples=lambda: [((np.array([0.5]),), dict(num_classes=2), RuntimeError),
+                                          ((np.array([3]),), dict(num_classes=2), RuntimeError)])
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot encoding with a new last dim of ``num_classes`` (-1: max + 1)."""
+    if num_classes == -1:
+        data = raw(tensor)
+        if data.dtype.kind not in "iu":
+            raise op_error("one_hot", f"is only applicable to index tensors, got {data.dtype}",
+                           RuntimeError)
+        num_classes = int(data.max()) + 1 if data.size else 0
+    return bind(ONE_HOT, tensor, num_classes=int(num_classes))
