@@ -213,11 +213,21 @@ def _gather_samples(dtype=np.float64):
             for s in _pool_grad_samples(dtype)]
 
 
+def _max_pool2d_input_grad_reference(g, indices, *, input_shape, overlap):
+    """Oracle: each element of g added at its window's maximum, one by one."""
+    N, C, H, W = input_shape
+    out = np.zeros((N, C, H * W), dtype=g.dtype)
+    for (n, c, h, w), i in np.ndenumerate(indices):
+        if i >= 0:  # -1: a window wholly in the padding
+            out[n, c, i] += g[n, c, h, w]
+    return out.reshape(input_shape)
+
+
 MAX_POOL2D_INPUT_GRAD = register(
     name="max_pool2d_input_grad", kernel=_max_pool2d_input_grad_kernel, args=("g", "indices"),
     infer=_max_pool2d_input_grad_infer,
     vjp=lambda ctx, gg: (bind(MAX_POOL2D_GATHER, gg, ctx.inputs[1]), None), saves=("indices",),
-    samples=_pool_grad_samples,
+    samples=_pool_grad_samples, reference=_max_pool2d_input_grad_reference,
     error_samples=lambda: [((_rand((1, 1, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)),
                             dict(input_shape=(1, 1, 4, 4), overlap=False), RuntimeError)])
 
@@ -246,10 +256,21 @@ def _max_pool2d_gather_infer(x, indices):
     return TensorSpec(tuple(indices.shape), x.dtype)
 
 
+def _max_pool2d_gather_reference(x, indices):
+    """Oracle: the element of x each index names, one by one (0 for index -1)."""
+    N, C = x.shape[:2]
+    planes = x.reshape(N, C, -1)
+    out = np.zeros(indices.shape, dtype=x.dtype)
+    for (n, c, h, w), i in np.ndenumerate(indices):
+        if i >= 0:
+            out[n, c, h, w] = planes[n, c, i]
+    return out
+
+
 MAX_POOL2D_GATHER = register(
     name="max_pool2d_gather", kernel=_max_pool2d_gather_kernel, args=("input", "indices"),
     infer=_max_pool2d_gather_infer, vjp=_max_pool2d_gather_vjp, saves=("indices",),
-    samples=_gather_samples,
+    samples=_gather_samples, reference=_max_pool2d_gather_reference,
     error_samples=lambda: [((_rand((1, 2, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)), {},
                             RuntimeError)])
 

@@ -75,9 +75,19 @@ def _embedding_backward_infer(g, input, *, num_weights, padding_idx):
     return TensorSpec((num_weights, g.shape[-1]), g.dtype)
 
 
+def _embedding_backward_reference(g, input, *, num_weights, padding_idx):
+    """Oracle: each row of g added to the row its index names, one by one."""
+    out = np.zeros((num_weights, g.shape[-1]), dtype=g.dtype)
+    for pos, i in np.ndenumerate(input):
+        if i != padding_idx:
+            out[i] += g[pos]
+    return out
+
+
 EMBEDDING_BACKWARD = register(
     name="embedding_backward", kernel=_embedding_backward_kernel, args=("g", "input"),
     infer=_embedding_backward_infer, saves=("input",),
+    reference=_embedding_backward_reference,
     # the scatter-add's adjoint gathers, with the padding rows' reads masked to zero
     vjp=lambda ctx, gg: (bind(EMBEDDING, ctx.inputs[1], gg, padding_idx=ctx.attrs["padding_idx"],
                               mask_padding=True), None),
