@@ -303,11 +303,18 @@ def _cast_vjp(ctx, g):
     return (g,)
 
 
+def _cast_torch(torch, x, dtype):
+    return x.to(torch.from_numpy(np.empty(0, np.dtype(dtype))).dtype)
+
+
+# float -> float32 and -> int32 are forward-only: rounding defeats finite differences
 CAST = register(name="cast", kernel=lambda x, dtype: x.astype(dtype), infer=_cast_infer,
                 vjp=_cast_vjp,
                 samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float32)}, False),
-                                                  Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float64)})],
-                error_samples=lambda: [((_rand((3,)),), {"dtype": np.dtype("complex64")}, TypeError)])
+                                                  Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float64)}),
+                                                  Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.int32)}, False)],
+                error_samples=lambda: [((_rand((3,)),), {"dtype": np.dtype("complex64")}, TypeError)],
+                torch=_cast_torch)
 
 
 def _cast_kernel_checked(x, dtype):
@@ -352,7 +359,8 @@ TO_DEVICE = register(name="to_device", kernel=_to_device_kernel,
                          ctx.inputs[0]._data if hasattr(ctx.inputs[0], "_data") else ctx.inputs[0])),),
                      saves=("x",),
                      samples=lambda dtype=np.float64: [Sample((_rand((3,), dtype),), {"device": "cpu"})],
-                     error_samples=lambda: [((_rand((3,)),), {"device": "tpu"}, ValueError)])
+                     error_samples=lambda: [((_rand((3,)),), {"device": "tpu"}, ValueError)],
+                     torch=lambda torch, x, device: x.to(str(device)))
 
 
 def to_device(x, device):

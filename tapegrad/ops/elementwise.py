@@ -328,7 +328,8 @@ RELU_BACKWARD = register(
     name="relu_backward", kernel=_relu_backward_kernel, args=("g", "y"), saves=("y",),
     infer=elementwise_infer("relu_backward"), broadcasting=True,
     vjp=lambda ctx, gg: (bind(RELU_BACKWARD, gg, ctx.inputs[1]), None),
-    samples=_relu_backward_samples, error_samples=bad_broadcast())
+    samples=_relu_backward_samples, error_samples=bad_broadcast(),
+    torch=lambda torch, g, y: torch.ops.aten.threshold_backward(g, y, 0))
 
 # NOTE: the gradient uses out > 0, so at x == 0 it is 0 (as PyTorch), not 1/2
 RELU = _u("relu", _relu, lambda ctx, g: (bind(RELU_BACKWARD, g, ctx.out),), saves=("out",),
@@ -459,7 +460,8 @@ WHERE = register(name="where", kernel=_where_kernel, args=("condition", "x", "ot
                  vjp=_where_vjp, saves=("condition",), infer=_where_infer, broadcasting=True,
                  promote="none", expr="where(condition, x, other)", samples=_where_samples,
                  error_samples=lambda: [((rand((3,)) > 0, rand((3, 4)), rand((3, 4))), {},
-                                         ValueError)])
+                                         ValueError)],
+                 torch=lambda torch, condition, x, other: torch.where(condition, x, other))
 
 
 # ---------------------------------------------------------------- clamp

@@ -83,11 +83,19 @@ def _getitem_vjp(ctx, g):
 
 
 def _getitem_samples(dtype=np.float64):
+    """Basic indices only: the view op; integer arrays go to ``index``, masks to
+    ``masked_index`` (see getitem_raw)."""
     x = rand((4, 5), dtype)
     return [Sample((x,), {"index": (slice(1, 3), slice(None, None, -2))}),
             Sample((x,), {"index": (None, 2, Ellipsis)}),
-            Sample((x,), {"index": (np.array([0, 2, 2, 3]),)}),
-            Sample((x,), {"index": (np.array([[0, 1], [1, 1]]), np.array([4, 0]))})]
+            Sample((rand((5, 4), dtype).T,), {"index": (slice(None, None, 2), -1)})]
+
+
+def _index_samples(dtype=np.float64):
+    x = rand((4, 5), dtype)
+    return [Sample((x,), {"index": (np.array([0, 2, 2, 3]),)}),
+            Sample((x,), {"index": (np.array([[0, 1], [1, 1]]), np.array([4, 0]))}),
+            Sample((x,), {"index": (slice(None, None, -1), np.array([3, 3, 0]))})]
 
 
 def _getitem_errors():
@@ -98,13 +106,31 @@ def _getitem_errors():
 GETITEM = register(name="getitem", kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
                    torch=lambda torch, x, index: _torch_getitem(torch, x, index))
+def _dims_used(i):
+    """How many dims of the indexed tensor an index item consumes."""
+    if i is None:
+        return 0
+    return i.ndim if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1
+
+
 def _torch_getitem(torch, x, index):
-    """PyTorch's x[index]; negative slice steps (which PyTorch lacks) via flip."""
-    items = []
-    for d, i in enumerate(index):
+    """PyTorch's x[index]; a negative slice step (PyTorch has none) becomes an
+    index_select of the positions it picks, so the oracle stays differentiable."""
+    items = list(index)
+    ell = [k for k, i in enumerate(items) if i is Ellipsis]
+    if ell:
+        k = ell[0]
+        rest = sum(_dims_used(i) for i in items if i is not Ellipsis)
+        items[k:k + 1] = [slice(None)] * (x.ndim - rest)
+    d = 0
+    for k, i in enumerate(items):
         if isinstance(i, slice) and i.step is not None and i.step < 0:
-            return torch.from_numpy(x.numpy()[index].copy())
-        items.append(torch.as_tensor(i) if isinstance(i, np.ndarray) else i)
+            x = x.index_select(d, torch.tensor(list(range(*i.indices(x.shape[d]))),
+                                               dtype=torch.int64))
+            items[k] = slice(None)
+        elif isinstance(i, np.ndarray):
+            items[k] = torch.as_tensor(i)
+        d += _dims_used(i)
     return x[tuple(items)]
 
 
@@ -122,7 +148,7 @@ def _named(name, infer):
 
 INDEX = register(name="index", kind="basic", kernel=_getitem_kernel,
                  infer=_named("index", _getitem_infer),
-                 vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
+                 vjp=_getitem_vjp, samples=_index_samples, error_samples=_getitem_errors,
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
 
 
@@ -138,7 +164,8 @@ MASKED_INDEX = register(name="masked_index", kind="dynamic", kernel=_mask_kernel
                             Sample((rand((3, 4), dtype, seed=3),),
                                    {"index": (np.array([True, False, True]),)})],
                         error_samples=lambda: [((rand((3, 4)),), {"index": (np.ones(5, bool),)},
-                                                IndexError)])
+                                                IndexError)],
+                        torch=lambda torch, x, index: _torch_getitem(torch, x, index))
 
 
 # ---------------------------------------------------------------- scatter-add adjoint
@@ -172,7 +199,15 @@ INDEX_ADD_INTO = register(
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 5), dtype),), {"shape": (4, 5), "index": (slice(1, 3),)}),
         Sample((rand((4,), dtype),), {"shape": (5,), "index": (np.array([0, 2, 2, 3]),)})],
-    error_samples=lambda: [((rand((3,)),), {"shape": (2,), "index": (slice(0, 3),)}, ValueError)])
+    error_samples=lambda: [((rand((3,)),), {"shape": (2,), "index": (slice(0, 3),)}, ValueError)],
+    torch=lambda torch, g, shape, index: _index_add_into_torch(torch, g, shape, index))
+
+
+def _index_add_into_torch(torch, g, shape, index):
+    """PyTorch's gradient of ``x[index]`` for cotangent g (recorded, so that it is
+    differentiable in g)."""
+    x = torch.zeros(tuple(shape), dtype=g.dtype, requires_grad=True)
+    return torch.autograd.grad(_torch_getitem(torch, x, index), x, g, create_graph=True)[0]
 
 
 def index_add_into(g, shape, index):
@@ -243,7 +278,15 @@ INDEX_PUT = register(name="index_put", kernel=_index_put_kernel, args=("x", "val
                          Sample((rand((4, 5), dtype), rand((5,), dtype)),
                                 {"index": (np.array([0, 3]),)})],
                      error_samples=lambda: [((rand((4, 5)), rand((3,))), {"index": (0,)},
-                                             ValueError)])
+                                             ValueError)],
+                     torch=lambda torch, x, value, index: _torch_setitem(torch, x, index, value))
+
+
+def _torch_setitem(torch, x, index, value):
+    """PyTorch's ``x[index] = value`` on a copy of x."""
+    out = x.clone()
+    out[tuple(torch.as_tensor(i) if isinstance(i, np.ndarray) else i for i in index)] = value
+    return out
 
 
 def _index_put_zero_kernel(g, index):
@@ -258,7 +301,8 @@ INDEX_PUT_ZERO = register(name="index_put_zero", kernel=_index_put_zero_kernel, 
                           vjp=lambda ctx, gg: (ctx.m.index_put_zero(gg, ctx.attrs["index"]),),
                           samples=lambda dtype=np.float64: [
                               Sample((rand((4, 5), dtype),), {"index": (slice(1, 3),)})],
-                          error_samples=lambda: [((rand((4,)),), {"index": (7,)}, IndexError)])
+                          error_samples=lambda: [((rand((4,)),), {"index": (7,)}, IndexError)],
+                          torch=lambda torch, g, index: _torch_setitem(torch, g, index, 0))
 
 
 def index_put_zero(g, index):
@@ -423,6 +467,14 @@ def _src_part(src, index):
     return src[tuple(slice(0, n) for n in index.shape)]
 
 
+def _torch_src(src, index):
+    """The part of a src tensor that PyTorch's scatter reads: cut to index's shape,
+    since PyTorch's backward fails on a larger src."""
+    if not hasattr(src, "shape") or tuple(src.shape) == tuple(index.shape):
+        return src
+    return src[tuple(slice(0, n) for n in index.shape)]
+
+
 def _scatter_add_kernel(x, index, src, dim):
     _scatter_infer("scatter_add")(x, index, src, dim)
     out = x.copy()
@@ -463,7 +515,8 @@ SCATTER_ADD = register(
                             {"dim": 1}, RuntimeError),
                            ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((2, 4))),
                             {"dim": 1}, RuntimeError)],
-    torch=lambda torch, x, index, src, dim: torch.scatter_add(x, dim, index, src))
+    torch=lambda torch, x, index, src, dim: torch.scatter_add(x, dim, index,
+                                                              _torch_src(src, index)))
 
 
 def _scatter_kernel(x, index, src, dim):
@@ -500,7 +553,8 @@ SCATTER = register(
     samples=_scatter_unique_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0), rand((3,))),
                             {"dim": 0}, RuntimeError)],
-    torch=lambda torch, x, index, src, dim: torch.scatter(x, dim, index, src))
+    torch=lambda torch, x, index, src, dim: torch.scatter(x, dim, index,
+                                                          _torch_src(src, index)))
 
 
 def _scatter_args(name, input, dim, index, src, value):

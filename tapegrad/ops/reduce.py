@@ -137,7 +137,8 @@ SUM_TO = register(name="sum_to", kernel=_sum_to_kernel, infer=_sum_to_infer,
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3, 4), dtype),), {"shape": (3, 1)}),
                       Sample((rand((3, 4), dtype),), {"shape": (3, 4)})],
-                  error_samples=lambda: [((rand((3, 4)),), {"shape": (5,)}, ValueError)])
+                  error_samples=lambda: [((rand((3, 4)),), {"shape": (5,)}, ValueError)],
+                  torch=lambda torch, x, shape: x.sum_to_size(tuple(shape)))
 
 
 # ---------------------------------------------------------------- amax / amin
@@ -220,8 +221,28 @@ def _prod_of_others(m, x, shape, dims):
     return m.permute(others, tuple(int(i) for i in np.argsort(perm)))
 
 
+def _prod_samples(dtype=np.float64):
+    # zeros take the vjp's other branch: one zero in row 0, two in row 1
+    z = rand((3, 4), dtype, seed=5)
+    z[0, 1] = 0
+    z[1, [0, 2]] = 0
+    return _reduce_samples(dtype) + [Sample((z,), {"dim": (1,), "keepdim": False}),
+                                     Sample((z,), {"dim": None, "keepdim": True})]
+
+
+def _prod_torch(torch, x, dim=None, keepdim=False):
+    """torch.prod takes one dim at a time (or none: all of them, no keepdim)."""
+    if x.ndim == 0:
+        return torch.prod(x)
+    dims = range(x.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
+    for d in sorted((d % x.ndim for d in dims), reverse=True):
+        x = torch.prod(x, d, keepdim=keepdim)
+    return x
+
+
 PROD = register(name="prod", kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
-                vjp=_prod_vjp, saves=("x",), samples=_reduce_samples, error_samples=_dim_errors)
+                vjp=_prod_vjp, saves=("x",), samples=_prod_samples, error_samples=_dim_errors,
+                torch=_prod_torch)
 
 
 # ---------------------------------------------------------------- helpers for the ops below
@@ -367,7 +388,19 @@ INDEX_ONEHOT = register(
     samples=lambda dtype=None: [
         Sample((np.array([2, 0, 1]),), {"shape": (3, 4), "dim": 1}, False),
         Sample((np.array([[1, 0, 1, 1]]),), {"shape": (2, 4), "dim": 0}, False)],
-    error_samples=lambda: [((rand((3,)),), {"shape": (3, 4), "dim": 1}, TypeError)])
+    error_samples=lambda: [((rand((3,)),), {"shape": (3, 4), "dim": 1}, TypeError)],
+    torch=lambda torch, indices, shape, dim: _onehot_torch(torch, indices, shape, dim))
+
+
+def _onehot_torch(torch, indices, shape, dim):
+    """The same mask written by scattering True into zeros, one per line along dim."""
+    shape = tuple(shape)
+    if not shape:
+        return torch.ones_like(indices, dtype=torch.bool)
+    dim %= len(shape)
+    idx = indices if indices.ndim == len(shape) else indices.unsqueeze(dim)
+    idx = idx.expand(tuple(1 if d == dim else n for d, n in enumerate(shape)))
+    return torch.zeros(shape, dtype=torch.bool).scatter(dim, idx, True)
 
 
 def _index_onehot(indices, shape, dim):

@@ -50,7 +50,10 @@ RESHAPE = register(name="reshape", kind="view", kernel=_reshape_kernel, infer=_r
                    samples=lambda dtype=np.float64: [
                        Sample((rand((3, 4), dtype),), {"shape": (4, 3)}),
                        Sample((rand((2, 3, 4), dtype),), {"shape": (-1, 4)}),
-                       Sample((rand((1,), dtype),), {"shape": ()})],
+                       Sample((rand((1,), dtype),), {"shape": ()}),
+                       # transposed: splitting a dim is a view, flattening must copy
+                       Sample((rand((4, 3), dtype).T,), {"shape": (3, 2, 2)}),
+                       Sample((rand((4, 3), dtype).T,), {"shape": (12,)})],
                    error_samples=lambda: [((rand((3, 4)),), {"shape": (5, 2)}, RuntimeError)],
                    torch=lambda torch, x, shape: torch.reshape(x, shape))
 
@@ -78,7 +81,8 @@ PERMUTE = register(name="permute", kind="view", kernel=_permute_kernel, infer=_p
                        _perm_check("permute", ctx.attrs["dims"], len(ctx.shapes[0]))).tolist())),),
                    samples=lambda dtype=np.float64: [
                        Sample((rand((2, 3, 4), dtype),), {"dims": (2, 0, 1)}),
-                       Sample((rand((3, 4), dtype),), {"dims": (1, 0)})],
+                       Sample((rand((3, 4), dtype),), {"dims": (1, 0)}),
+                       Sample((rand((4, 3, 2), dtype).transpose(1, 2, 0),), {"dims": (2, 0, 1)})],
                    error_samples=lambda: [((rand((3, 4)),), {"dims": (0, 0)}, ValueError)],
                    torch=lambda torch, x, dims: x.permute(*dims))
 
@@ -114,7 +118,8 @@ BROADCAST_TO = register(name="broadcast_to", kind="view",
                         vjp=lambda ctx, g: (ctx.m.sum_to(g, ctx.shapes[0]),),
                         samples=lambda dtype=np.float64: [
                             Sample((rand((3, 1), dtype),), {"shape": (2, 3, 4)}),
-                            Sample((rand((), dtype),), {"shape": (3,)})],
+                            Sample((rand((), dtype),), {"shape": (3,)}),
+                            Sample((rand((1, 3), dtype).T,), {"shape": (2, 3, 4)})],
                         error_samples=lambda: [((rand((3, 2)),), {"shape": (3, 4)}, ValueError)],
                         torch=lambda torch, x, shape: torch.broadcast_to(x, shape))
 
@@ -135,14 +140,17 @@ def _squeeze_shape(shape, dim):
 
 
 SQUEEZE = register(name="squeeze", kind="view",
-                   kernel=lambda x, dim=None: x.reshape(_squeeze_shape(x.shape, dim)),
+                   kernel=lambda x, dim=None: x.squeeze(axis=_squeeze_dims("squeeze", x.shape, dim)),
                    infer=lambda x, dim=None: TensorSpec(_squeeze_shape(tuple(x.shape), dim), x.dtype),
                    vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
                    samples=lambda dtype=np.float64: [
                        Sample((rand((3, 1, 4, 1), dtype),), {"dim": None}),
                        Sample((rand((3, 1, 4), dtype),), {"dim": 1}),
-                       Sample((rand((3, 4), dtype),), {"dim": 0})],
-                   error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)])
+                       Sample((rand((3, 4), dtype),), {"dim": 0}),
+                       Sample((rand((4, 1, 3), dtype).transpose(2, 1, 0),), {"dim": (1, 0)})],
+                   error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)],
+                   torch=lambda torch, x, dim=None:
+                   torch.squeeze(x) if dim is None else torch.squeeze(x, dim))
 
 
 def _unsqueeze_shape(shape, dim):
@@ -156,7 +164,8 @@ UNSQUEEZE = register(name="unsqueeze", kind="view",
                      vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
                      samples=lambda dtype=np.float64: [
                          Sample((rand((3, 4), dtype),), {"dim": 1}),
-                         Sample((rand((3, 4), dtype),), {"dim": -1})],
+                         Sample((rand((3, 4), dtype),), {"dim": -1}),
+                         Sample((rand((4, 3), dtype).T,), {"dim": 1})],
                      error_samples=lambda: [((rand((3, 4)),), {"dim": 5}, IndexError)],
                      torch=lambda torch, x, dim: torch.unsqueeze(x, dim))
 
