@@ -1,7 +1,7 @@
 """Helpers for declaring ops: sample generators and shape rules shared by families."""
 import numpy as np
 
-from ..ops_registry import TensorSpec, Sample, register, OpDef
+from ..ops_registry import TensorSpec, Sample, register
 from .._util import broadcast_shapes, op_error
 from .. import dtypes as _dt
 
@@ -20,10 +20,6 @@ def away_from(a, points, margin=0.1):
         near = np.abs(a - p) < margin
         a[near] = p + margin * np.where(a[near] >= p, 1.5, -1.5)
     return a
-
-
-def spec_dtype(s):
-    return s.dtype if hasattr(s, "dtype") else None
 
 
 def _scalar_dtype(v):
@@ -81,8 +77,6 @@ def binary_samples(low=-2.0, high=2.0, low2=None, high2=None, avoid_diff=False):
                 b = b.copy()
                 if s2 == (4,):
                     b = b[0, 0]
-                elif s1 == (3, 1):
-                    a, b = a, b
                 out.append(Sample((a.astype(dtype), b.astype(dtype)), {}))
                 continue
             out.append(Sample((a, b), {}))
@@ -96,11 +90,5 @@ def bad_broadcast(*extra):
     return errors
 
 
-def bad_dtype_unary():
-    """Differentiable float ops reject bool input with a clear error... only when
-    they can't compute; most ops accept any dtype, so errors are about dims."""
-    return []
-
-
 __all__ = ["rand", "away_from", "elementwise_infer", "unary_samples", "binary_samples",
-           "bad_broadcast", "register", "OpDef", "Sample", "TensorSpec", "op_error"]
+           "bad_broadcast", "register", "Sample", "TensorSpec", "op_error"]

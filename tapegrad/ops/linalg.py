@@ -8,7 +8,7 @@ from ..tensor import Tensor
 from ..dispatch import bind
 from .. import devices as _devices
 from .._util import op_error, normalize_dim, normalize_dims
-from ._decl import register, Sample, TensorSpec, rand
+from ._decl import register, Sample, TensorSpec, rand, away_from
 
 
 def _matmul_infer(x, other):
@@ -948,7 +948,6 @@ def _vn_vjp(ctx, g):
 
 
 def _vn_samples(dtype=np.float64):
-    from ._decl import away_from
     a = away_from(rand((3, 4), dtype, seed=1), [0.0]).astype(dtype)
     b = away_from(rand((2, 3, 4), dtype, seed=2), [0.0]).astype(dtype)
     c = np.array([1.0, -3.0, 2.0, 0.5], dtype)

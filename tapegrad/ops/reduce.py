@@ -53,10 +53,6 @@ def _expand_back(m, g, shape, dims, keepdim):
     return m.broadcast_to(g, shape)
 
 
-def _axis(dims, ndim):
-    return None if dims is None or len(dims) == ndim else dims
-
-
 # ---------------------------------------------------------------- sum / mean
 def _sum_kernel(x, dim=None, keepdim=False):
     dims = normalize_dims("sum", dim, x.ndim)
@@ -280,10 +276,6 @@ def _multi_samples(dtype=np.float64, seed=0):
             Sample((rand((2, 1, 4), dtype, seed=seed + 5),), {"dim": (1, 2), "keepdim": False}),
             Sample((rand((4, 3), dtype, seed=seed + 6).T,), {"dim": (1,), "keepdim": False}),
             Sample((rand((), dtype, seed=seed + 7),), {"dim": None, "keepdim": False})]
-
-
-def _torch_dims(dim):
-    return {} if dim is None else {"dim": dim}
 
 
 # ---------------------------------------------------------------- max / min with a dim

@@ -272,7 +272,7 @@ def expand(input, *sizes):
         out.append(s)
     try:
         return broadcast_to(input, tuple(out))
-    except ValueError as e:
+    except ValueError:
         raise op_error("expand", f"cannot expand shape {shape} to {tuple(sizes)}",
                        RuntimeError) from None
 
