@@ -1,5 +1,10 @@
 """Indexing: ``__getitem__`` (basic, integer-array and boolean-mask indexing) and
-its scatter-add adjoint; in-place ``__setitem__``."""
+its scatter-add adjoint; in-place ``__setitem__``; the slicing ops split, chunk,
+tensor_split and unbind; gather/scatter, masks, sort and friends.
+
+Layering: indexing sits above shape (it imports ``reshape`` from ``shape``, which
+imports nothing from here).
+"""
 import numpy as np
 
 from collections import namedtuple as _namedtuple
@@ -9,6 +14,7 @@ from ..tensor import Tensor
 from ..dispatch import bind, apply_inplace
 from .._util import broadcast_shapes as _broadcast_shapes, normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand
+from .shape import reshape
 
 
 def _raw_index(index):
@@ -231,6 +237,72 @@ def getitem(x, index):
     if not isinstance(index, tuple):
         index = (index,)
     return getitem_raw(x, index)
+
+
+# ---------------------------------------------------------------- split / chunk
+def _slice_along(input, d, start, stop):
+    return getitem_raw(input, (slice(None),) * d + (slice(start, stop),))
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Pieces of ``split_size_or_sections`` elements (an int: equal pieces, the last
+    smaller; a list: those sizes) along ``dim``; a tuple of views."""
+    shape = tuple(tensor.shape)
+    d = normalize_dim("split", dim, len(shape))
+    n = shape[d]
+    s = split_size_or_sections
+    if isinstance(s, (list, tuple)):
+        sizes = [int(v) for v in s]
+        if any(v < 0 for v in sizes) or sum(sizes) != n:
+            raise op_error("split", f"split sizes {tuple(sizes)} must be non-negative and sum "
+                                    f"to the size {n} of dim {d} (shape {shape})", RuntimeError)
+    else:
+        s = int(s)
+        if s < 0 or (s == 0 and n != 0):
+            raise op_error("split", f"split size {s} must be positive for dim {d} of size {n}",
+                           RuntimeError)
+        sizes = [min(s, n - i) for i in range(0, n, s)] if n else [0]
+    out = []
+    start = 0
+    for v in sizes:
+        out.append(_slice_along(tensor, d, start, start + v))
+        start += v
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    """At most ``chunks`` pieces of ceil(n / chunks) elements along ``dim``."""
+    chunks = int(chunks)
+    if chunks <= 0:
+        raise op_error("chunk", f"chunks must be greater than 0, got {chunks}", RuntimeError)
+    shape = tuple(input.shape)
+    d = normalize_dim("chunk", dim, len(shape))
+    n = shape[d]
+    if n == 0:
+        return tuple(_slice_along(input, d, 0, 0) for _ in range(chunks))
+    return split(input, -(-n // chunks), d)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    shape = tuple(input.shape)
+    d = normalize_dim("tensor_split", dim, len(shape))
+    n = shape[d]
+    if isinstance(indices_or_sections, (list, tuple)):
+        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+    else:
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise op_error("tensor_split", f"sections must be positive, got {k}", RuntimeError)
+        q, r = divmod(n, k)
+        bounds = [0]
+        for i in range(k):
+            bounds.append(bounds[-1] + q + (1 if i < r else 0))
+    return tuple(_slice_along(input, d, a, max(a, b)) for a, b in zip(bounds, bounds[1:]))
+
+
+def unbind(input, dim=0):
+    d = normalize_dim("unbind", dim, len(input.shape))
+    return tuple(getitem_raw(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
 
 
 # ---------------------------------------------------------------- setitem
@@ -709,7 +781,6 @@ def take_along_dim(input, indices, dim=None):
     """``input`` picked at ``indices`` along ``dim`` (other dims broadcast; None:
     both flattened)."""
     if dim is None:
-        from .shape import reshape
         input, indices, d = reshape(input, (-1,)), reshape(indices, (-1,)), 0
     else:
         d = _canon_dim("take_along_dim", input, dim)
@@ -817,7 +888,6 @@ def nonzero(input, *, as_tuple=False):
     if not as_tuple:
         return r
     if len(input.shape) == 0:
-        from .shape import reshape
         return (getitem_raw(r, (slice(None), 0)) if r.shape[1] else
                 bind(NONZERO, reshape(input, (1,)))[:, 0],)
     return tuple(getitem_raw(r, (slice(None), d)) for d in range(len(input.shape)))
@@ -1071,5 +1141,6 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     return _TopkResult(v, i)
 
 
-METHODS = ("gather scatter_add scatter scatter_add_ scatter_ index_select take_along_dim "
-           "masked_fill masked_fill_ nonzero argwhere masked_select unique sort argsort topk")
+METHODS = ("split chunk tensor_split unbind gather scatter_add scatter scatter_add_ scatter_ "
+           "index_select take_along_dim masked_fill masked_fill_ nonzero argwhere masked_select "
+           "unique sort argsort topk")

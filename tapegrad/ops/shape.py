@@ -1,10 +1,16 @@
-"""Shape ops: reshape, view, transpose, permute, expand, squeeze, unsqueeze, ..."""
+"""Shape ops: reshape, view, transpose, permute, expand, squeeze, unsqueeze, ...
+
+Layering: shape sits below indexing (``indexing`` imports ``reshape`` from here; this
+module imports nothing from ``indexing``, and slicing ops such as split live there).
+"""
 import numpy as np
 
 from ..dispatch import bind
+from .. import devices as _devices
 from .. import dtypes as _dt
 from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, shape_arg
 from ._decl import register, Sample, TensorSpec, rand
+from .creation import arange
 
 
 def _resolve_shape(name, shape, numel):
@@ -592,74 +598,6 @@ def vstack(tensors):
     return cat(ts, 0)
 
 
-# ---------------------------------------------------------------- split / chunk
-def _slice_along(input, d, start, stop):
-    from .indexing import getitem_raw
-    return getitem_raw(input, (slice(None),) * d + (slice(start, stop),))
-
-
-def split(tensor, split_size_or_sections, dim=0):
-    """Pieces of ``split_size_or_sections`` elements (an int: equal pieces, the last
-    smaller; a list: those sizes) along ``dim``; a tuple of views."""
-    shape = tuple(tensor.shape)
-    d = normalize_dim("split", dim, len(shape))
-    n = shape[d]
-    s = split_size_or_sections
-    if isinstance(s, (list, tuple)):
-        sizes = [int(v) for v in s]
-        if any(v < 0 for v in sizes) or sum(sizes) != n:
-            raise op_error("split", f"split sizes {tuple(sizes)} must be non-negative and sum "
-                                    f"to the size {n} of dim {d} (shape {shape})", RuntimeError)
-    else:
-        s = int(s)
-        if s < 0 or (s == 0 and n != 0):
-            raise op_error("split", f"split size {s} must be positive for dim {d} of size {n}",
-                           RuntimeError)
-        sizes = [min(s, n - i) for i in range(0, n, s)] if n else [0]
-    out = []
-    start = 0
-    for v in sizes:
-        out.append(_slice_along(tensor, d, start, start + v))
-        start += v
-    return tuple(out)
-
-
-def chunk(input, chunks, dim=0):
-    """At most ``chunks`` pieces of ceil(n / chunks) elements along ``dim``."""
-    chunks = int(chunks)
-    if chunks <= 0:
-        raise op_error("chunk", f"chunks must be greater than 0, got {chunks}", RuntimeError)
-    shape = tuple(input.shape)
-    d = normalize_dim("chunk", dim, len(shape))
-    n = shape[d]
-    if n == 0:
-        return tuple(_slice_along(input, d, 0, 0) for _ in range(chunks))
-    return split(input, -(-n // chunks), d)
-
-
-def tensor_split(input, indices_or_sections, dim=0):
-    shape = tuple(input.shape)
-    d = normalize_dim("tensor_split", dim, len(shape))
-    n = shape[d]
-    if isinstance(indices_or_sections, (list, tuple)):
-        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
-    else:
-        k = int(indices_or_sections)
-        if k <= 0:
-            raise op_error("tensor_split", f"sections must be positive, got {k}", RuntimeError)
-        q, r = divmod(n, k)
-        bounds = [0]
-        for i in range(k):
-            bounds.append(bounds[-1] + q + (1 if i < r else 0))
-    return tuple(_slice_along(input, d, a, max(a, b)) for a, b in zip(bounds, bounds[1:]))
-
-
-def unbind(input, dim=0):
-    from .indexing import getitem_raw
-    d = normalize_dim("unbind", dim, len(input.shape))
-    return tuple(getitem_raw(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
-
-
 # ---------------------------------------------------------------- pad
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -731,7 +669,6 @@ def _pad_kernel(x, pad, mode="constant", value=0.0):
         crop = tuple(slice(max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(widths, x.shape))
         return np.pad(x[crop], [(max(b, 0), max(a, 0)) for b, a in widths], mode="constant",
                       constant_values=value)
-    from .. import devices as _devices
     return x[_pad_index(tuple(x.shape), widths, mode, _devices.xp_of(x))]
 
 
@@ -741,7 +678,6 @@ def _pad_vjp(ctx, g):
     if mode == "constant":  # the adjoint crops what was padded and zero-pads what was cropped
         return (bind(PAD, g, pad=tuple(-p for p in pad), mode="constant", value=0.0),)
     widths = _pad_widths("pad", shape, pad)
-    from .. import devices as _devices
     index = _pad_index(shape, widths, mode, _devices.xp_of(getattr(g, "_data", g)))
     return (ctx.m.index_add_into(g, shape, index),)
 
@@ -855,7 +791,6 @@ def _diag_index(xp, n, offset):
 
 def _diagonal_kernel(x, offset=0, dim1=0, dim2=1):
     n = _diagonal_shape("diagonal", x.shape, offset, dim1, dim2)[-1]
-    from .. import devices as _devices
     r, c = _diag_index(_devices.xp_of(x), n, offset)
     return np.moveaxis(x, (dim1, dim2), (-2, -1))[..., r, c]
 
@@ -888,7 +823,6 @@ def _diagonal_into_infer(g, shape, offset=0, dim1=0, dim2=1):
 
 def _diagonal_into_kernel(g, shape, offset=0, dim1=0, dim2=1):
     _diagonal_into_infer(g, shape, offset, dim1, dim2)
-    from .. import devices as _devices
     xp = _devices.xp_of(g)
     out = xp.zeros(shape, dtype=g.dtype)
     r, c = _diag_index(xp, g.shape[-1], offset)
@@ -1033,7 +967,6 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     ``repeat_interleave(counts)`` gives ``arange(len(counts))`` repeated."""
     if repeats is None:  # the one-tensor form: repeats the indices
         counts = np.asarray(getattr(input, "_data", input)).reshape(-1)
-        from .creation import arange
         input, repeats, dim = arange(len(counts)), counts, 0
     if dim is None:
         input = reshape(input, (-1,))
@@ -1050,5 +983,5 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     return bind(REPEAT_INTERLEAVE, input, repeats=repeats, dim=d)
 
 
-METHODS = ("flip fliplr flipud roll repeat tile unflatten split chunk tensor_split unbind tril "
-           "triu diag diagonal diag_embed repeat_interleave")
+METHODS = ("flip fliplr flipud roll repeat tile unflatten tril triu diag diagonal diag_embed "
+           "repeat_interleave")
