@@ -16,6 +16,12 @@ module.
 
 Compiled CPU kernels (Numba loops, generated source) live in the CPU device layer,
 ``tapegrad/devices/cpu_kernels/``.
+
+Each op's ``infer`` makes all its argument checks, and ``bind`` runs it before the
+kernel. A kernel check marked "in infer; for ops_registry.compute" repeats one: the
+raw-array ``compute`` API still runs the kernel first (and ``infer`` only to explain
+a failure), so without it a bad call there would compute instead of failing. Those
+lines go once ``compute`` runs ``infer`` first too.
 """
 from .activation import log_softmax, softmax
 from .affine import linear

@@ -203,8 +203,8 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
     N, C, H, W = input.shape
     O, Cg, kh, kw = weight.shape
     Ho, Wo, _, _ = _geom(input.shape, weight.shape, stride, padding, dilation)
-    # redundant once dispatch runs infer first: until then a bad call must fail here
-    # (infer then explains it) instead of computing
+    # infer's checks, which bind makes first; kept while ops_registry.compute runs the
+    # kernel before infer (a bad call must fail here, not compute)
     if input.dtype.kind != "f" or input.dtype != weight.dtype:
         raise TypeError("conv2d: float inputs of one dtype expected")
     if C != Cg * groups or O % groups or Ho < 1 or Wo < 1:
@@ -241,7 +241,7 @@ def _conv2d_infer(input, weight, bias=None, *, stride, padding, dilation, groups
 
 
 def _conv2d_workspace(input, weight, bias=None, *, stride, padding, dilation, groups):
-    if len(input.shape) != 4 or len(weight.shape) != 4:  # redundant once infer runs first
+    if len(input.shape) != 4 or len(weight.shape) != 4:  # in infer; for ops_registry.compute
         _check_conv("conv2d", input, weight, stride, padding, dilation, groups)
     if _is_pointwise(weight.shape[2:], stride, padding):
         return 0
@@ -287,7 +287,7 @@ def _conv2d_input_grad_kernel(g, weight, *, input_shape, stride, padding, dilati
     N, C, H, W = input_shape
     O, Cg, kh, kw = weight.shape
     Ho, Wo, Hp, Wp = _geom(input_shape, weight.shape, stride, padding, dilation)
-    if tuple(g.shape) != (N, O, Ho, Wo):  # redundant once dispatch runs infer first
+    if tuple(g.shape) != (N, O, Ho, Wo):  # in infer; for ops_registry.compute
         raise RuntimeError("conv2d_input_grad: g shape")
     if out is None:
         out = xp_of(g).empty(input_shape, dtype=g.dtype)
@@ -373,7 +373,7 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     N, C, H, W = input.shape
     O, Cg, kh, kw = weight_shape
     Ho, Wo, _, _ = _geom(input.shape, weight_shape, stride, padding, dilation)
-    if tuple(g.shape) != (N, O, Ho, Wo):  # redundant once dispatch runs infer first
+    if tuple(g.shape) != (N, O, Ho, Wo):  # in infer; for ops_registry.compute
         raise RuntimeError("conv2d_weight_grad: g shape")
     xp = xp_of(g)
     if out is None:
@@ -412,7 +412,7 @@ def _conv2d_weight_grad_infer(input, g, *, weight_shape, stride, padding, dilati
 
 
 def _conv2d_weight_grad_ws(input, g, *, weight_shape, stride, padding, dilation, groups):
-    if len(input.shape) != 4 or len(weight_shape) != 4:  # redundant once infer runs first
+    if len(input.shape) != 4 or len(weight_shape) != 4:  # in infer; for ops_registry.compute
         _conv2d_weight_grad_infer(input, g, weight_shape=weight_shape, stride=stride,
                                   padding=padding, dilation=dilation, groups=groups)
     return sum(_conv_ws(input.shape, weight_shape, np.dtype(g.dtype).itemsize, stride, padding,
