@@ -373,19 +373,27 @@ def _must_copy(x, out):
     return False
 
 
+def _check_aliases(op, x_np, out, how):
+    """True when ``out`` aliases ``x_np``; False when it is a copy the rule allows."""
+    if np.shares_memory(out, x_np):
+        return True
+    assert _must_copy(x_np, out), (
+        f"{op.name} ({how}): the view op copied its input of shape {x_np.shape}, strides "
+        f"{x_np.strides} (output shape {out.shape}), though a view exists")
+    return False
+
+
 @pytest.mark.parametrize("op,sample,dtype", VIEW_PARAMS)
 def test_view_ops_alias_input(op, sample, dtype):
     """A view op's output shares memory with its input (in the sample's own layout,
-    non-contiguous ones included) and its version counter, unless no view can
-    exist (see ``_must_copy``)."""
+    non-contiguous ones included), through ``bind`` and through the raw-array
+    ``compute`` API, and shares its version counter, unless no view can exist (see
+    ``_must_copy``)."""
     x_np = sample.args[0]
+    _check_aliases(op, x_np, op.compute(x_np, *sample.args[1:], **sample.attrs), "compute")
     x = tg.from_numpy(x_np)
     y = bind(op, x, *sample.args[1:], **sample.attrs)
-    out = buffer(y)
-    if not np.shares_memory(out, x_np):
-        assert _must_copy(x_np, out), (
-            f"{op.name}: the view op copied its input of shape {x_np.shape}, strides "
-            f"{x_np.strides} (output shape {out.shape}), though a view exists")
+    if not _check_aliases(op, x_np, buffer(y), "bind"):
         return
     before = y._version_number
     mark_written(x)
