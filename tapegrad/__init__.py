@@ -16,10 +16,12 @@ from .tensor import Tensor
 from . import ops_registry
 from .ops import *  # noqa: F401,F403  (ops.__all__: the public op functions)
 from .ops import abs, round, pow, sum, max, min, all, any  # noqa: F401,A001
-from .fusion import elementwise, fuse
+from .fusion import elementwise
+from .tracing import fuse
 from .autodiff import (backward, grad, no_grad, enable_grad, set_grad_enabled,
                        is_grad_enabled, Tape, checkpoint, detect_anomaly, set_detect_anomaly)
 from . import ops as _ops
+from . import autodiff as _autodiff
 from .ops import _methods
 from . import tape as _tape
 from . import cuda  # noqa: F401
@@ -27,7 +29,7 @@ from . import testing  # noqa: F401
 from . import functional  # noqa: F401
 
 _tape.install_namespace(_ops)
-_methods.install()
+_methods.install(methods={"backward": _autodiff.tensor_backward})
 from .devices import cpu as _cpu  # noqa: E402
 _cpu.tune_malloc()  # training-step temporaries reuse freed memory (see its docstring)
 
@@ -52,8 +54,6 @@ def __getattr__(name):
     # subpackages that import the public API themselves load on first use
     if name in ("nn", "optim", "linalg", "fusion", "viz", "data", "examples", "profiler"):
         return _lazy(name)
-    if name in ("elementwise", "fuse"):
-        return getattr(_lazy("fusion"), name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)
     if name == "profile":

@@ -89,6 +89,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     return None
 
 
+def tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """``Tensor.backward``: ``tg.backward(self, gradient, ...)``."""
+    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          allow_unused=None, materialize_grads=False, is_grads_batched=False):
     """Gradients of ``outputs`` with respect to ``inputs``, as a tuple (no ``.grad``)."""

@@ -2,7 +2,7 @@
 import numbers
 
 
-from .. import autodiff as _autodiff, dtypes as _dt
+from .. import dtypes as _dt
 from ..tensor import Tensor
 from ..dispatch import apply_inplace, lane
 from . import elementwise as E, reduce as R, shape as S, indexing as I, linalg as L
@@ -97,10 +97,6 @@ def _cpu(self):
     return C.to_device(self, "cpu")
 
 
-def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-    _autodiff.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
-
-
 def _view_method(self, *shape):
     if len(shape) == 1 and (isinstance(shape[0], _dt.DType) or not isinstance(shape[0], (int, tuple, list))):
         raise TypeError("view: reinterpreting dtypes is not supported; pass a shape")
@@ -141,7 +137,7 @@ _TABLE = {
     "neg_": _unary_inplace(E.NEG), "exp_": _unary_inplace(E.EXP), "relu_": _unary_inplace(E.RELU),
     "sigmoid_": _unary_inplace(E.SIGMOID), "tanh_": _unary_inplace(E.TANH),
     "clamp_": None,
-    "backward": _backward, "to": C.to, "cpu": _cpu, "cuda": _cuda, "astype": _astype,
+    "to": C.to, "cpu": _cpu, "cuda": _cuda, "astype": _astype,
     "type_as": _type_as,
     "float": _cast_method(_dt.float32), "double": _cast_method(_dt.float64),
     "half": _cast_method(_dt.float16), "long": _cast_method(_dt.int64),
@@ -176,10 +172,11 @@ _SAME_NAME = [
 ]
 
 
-def install(extra=()):
+def install(extra=(), methods=None):
     """Put the operator/method table onto Tensor (once, from tapegrad/__init__).
 
-    Each family module may also list more method names in a ``METHODS`` string.
+    Each family module may also list more method names in a ``METHODS`` string;
+    ``methods`` adds methods from layers above the ops (``backward``, from autodiff).
     """
     from . import activations
     fams = [(m, getattr(m, "METHODS", "")) for m in (E, R, S, I, L, C, N, activations)]
@@ -188,7 +185,7 @@ def install(extra=()):
             fn = getattr(mod, name, None)
             if fn is not None:
                 setattr(Tensor, name, fn)
-    for name, fn in _TABLE.items():
+    for name, fn in list(_TABLE.items()) + list((methods or {}).items()):
         if fn is not None:
             setattr(Tensor, name, fn)
     # a method (or alias, or dunder) that is the public function of one of these ops

@@ -1,5 +1,9 @@
 """``@fuse``: trace a function of tensors into one expression op.
 
+It sits above ``ops`` (it traces calls of them, and a stand-in's ``.sum()`` takes
+``tg.sum``'s argument rules); the expression machinery it builds on, ``fusion/``,
+sits below them.
+
 The function is called once per signature (input dtypes and constant arguments) on
 symbolic stand-ins: ``_Proxy`` is a 0-d NumPy array subclass whose ufunc calls
 (``__array_ufunc__``) build IR nodes instead of computing. Tensor operators and
@@ -18,10 +22,12 @@ import warnings
 
 import numpy as np
 
-from ..tensor import Tensor
-from ..dispatch import bind, observe
-from . import expr as E
-from .op import ExprOp, ReduceExprOp, proxy_hook
+from .devices import cpu
+from .tensor import Tensor
+from .dispatch import bind, observe
+from .fusion import expr as E
+from .fusion.op import ExprOp, ReduceExprOp, proxy_hook
+from .ops import reduce as _reduce
 
 _ids = itertools.count()
 
@@ -63,12 +69,10 @@ class _Proxy(np.ndarray):
         return mark_reduced(how, self)
 
     def sum(self, *args, **kwargs):  # x.sum(): tg.sum's argument rules, then the hook
-        from ..ops import reduce
-        return reduce.sum(self, *args, **kwargs)
+        return _reduce.sum(self, *args, **kwargs)
 
     def mean(self, *args, **kwargs):
-        from ..ops import reduce
-        return reduce.mean(self, *args, **kwargs)
+        return _reduce.mean(self, *args, **kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = getattr(ufunc, "__name__", "")
@@ -102,7 +106,6 @@ class _Proxy(np.ndarray):
 
 
 def _special_name(ufunc):
-    from ..devices import cpu
     for name, fn in cpu._special.items():
         if ufunc is fn or ufunc is getattr(fn, "ufunc", None):
             return name if name in ("erf",) else None
