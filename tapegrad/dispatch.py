@@ -60,7 +60,29 @@ def bind(op, *args, **attrs):
     plain arrays when nothing records. A failure raises the op's own error.
     """
     if op.fast and 0 < len(args) <= 2:
-        return lane(op)(*args, attrs=attrs)
+        tx = type(args[0])
+        if tx in _TT:
+            return lane(op)(*args, attrs=attrs)
+        if tx is _NDARRAY:
+            return _raw(op, args, attrs)
+    return _general(op, args, attrs)
+
+
+def _raw(op, args, attrs):
+    """An adjoint on raw arrays (nothing records): float ndarrays of one dtype, or
+    one and a Python number, go straight to the kernel; anything else to _general."""
+    x = args[0]
+    y = args[1] if len(args) == 2 else None
+    if _state.mode and x.dtype.kind == "f" and (
+            y is None or (type(y) is _NDARRAY and y.dtype is x.dtype)
+            or type(y) is float or type(y) is int):
+        if not op.elementwise:
+            _infer(op, args, attrs)
+        try:
+            out = op.kernel(*args, **attrs)
+        except _KERNEL_ERRORS as e:
+            raise _explain(op, args, attrs, e) from None
+        return out if type(out) is _NDARRAY else _asarray(out)
     return _general(op, args, attrs)
 
 
@@ -84,108 +106,93 @@ def lane(op):
 
 def _make_lane(op):
     float_only = op.promote == "float"
-    check = not op.elementwise
+    elementwise = op.elementwise
+    check = not elementwise
     view = op.kind == "view"
     save_x, save_y, save_out = 0 in op.save_idx, 1 in op.save_idx, op.save_out
     recorded = op.differentiable
 
-    def run(x, y=_NO, attrs=_NO_ATTRS):
+    def run(x, y=_NO, attrs=_NO_ATTRS):  # x: a Tensor (the method's self, or bind checked)
         mode = _state.mode
-        tx = type(x)
-        if mode and tx in _TT:
-            xd = x._data
-            dt = xd.dtype
-            if type(xd) is not _NDARRAY or (float_only and dt.kind != "f"):
-                return _general(op, (x,) if y is _NO else (x, y), attrs)
-            if y is _NO:
-                arrays = (xd,)
-                yd = ry = None
-            elif type(y) in _TT:
-                yd = y._data
-                if type(yd) is not _NDARRAY or yd.dtype is not dt:
-                    return _general(op, (x, y), attrs)
-                arrays = (xd, yd)
-                ry = y.requires_grad
-            elif (type(y) is float or type(y) is int) and dt.kind == "f":
-                yd = y  # a weak scalar
-                arrays = (xd, y)
-                ry = None
-            else:
+        xd = x._data
+        dt = xd.dtype
+        if not mode or type(xd) is not _NDARRAY or (float_only and dt.kind != "f"):
+            return _general(op, (x,) if y is _NO else (x, y), attrs)
+        if y is _NO:
+            yd = ry = None
+        elif type(y) in _TT:
+            yd = y._data
+            if type(yd) is not _NDARRAY or yd.dtype is not dt:
                 return _general(op, (x, y), attrs)
-            if check:
-                _infer(op, arrays, attrs)
-            try:
-                if attrs:
-                    out = op.kernel(*arrays, **attrs)
-                else:
-                    out = op.kernel(xd) if yd is None else op.kernel(xd, yd)
-            except _KERNEL_ERRORS as e:
-                raise _explain(op, arrays, attrs, e) from None
-            if type(out) is not _NDARRAY:
-                out = _asarray(out)
-            res = _new(Tensor)  # wrap(out), inline
-            res._data = out
-            res.grad = res._node = None
-            res._idx = 0
-            res._version = [0]
-            res.requires_grad = False
-            if view:
-                _make_view(res, x)
-            rx = x.requires_grad
-            if not (rx or ry) or mode != _FAST_RECORD or not recorded or out.dtype.kind != "f":
-                return res
-            # the Node (the rules of _node_general, unrolled for one or two inputs)
-            ex = (x if x._node is None else (x._node, x._idx)) if rx else None
-            if yd is None:
-                edges, shapes, dtypes, needs = (ex,), (xd.shape,), (dt,), (rx,)
-                saved, versions = ((x,), (x._version[0],)) if save_x else (None, None)
+            ry = y.requires_grad
+        elif (type(y) is float or type(y) is int) and dt.kind == "f":
+            yd = y  # a weak scalar
+            ry = None
+        else:
+            return _general(op, (x, y), attrs)
+        if check:
+            _infer(op, (xd,) if yd is None else (xd, yd), attrs)
+        try:
+            if attrs:
+                out = op.kernel(xd, **attrs) if yd is None else op.kernel(xd, yd, **attrs)
             else:
-                if ry:
-                    ey = y if y._node is None else (y._node, y._idx)
-                else:
-                    ey = None
-                    ry = False
-                edges, needs = (ex, ey), (rx, ry)
-                shapes = (xd.shape, None if yd is y else yd.shape)
-                dtypes = (dt, None if yd is y else dt)
-                if save_x or save_y:
-                    saved = (x if save_x else None, y if save_y else None)
-                    versions = (x._version[0] if save_x else None,
-                                y._version[0] if save_y and yd is not y else None)
-                else:
-                    saved = versions = None
-            node = _Node()  # tape.make_node, inline (test_dispatch compares the two)
-            node.op = op
-            node.attrs = attrs
-            node.edges = edges
-            node.shapes = shapes
-            node.dtypes = dtypes
-            node.needs_input_grad = needs
-            node.seq = _next_seq()
-            node.saved = saved
-            node.versions = versions
-            if save_out:
-                node.out = out
-                node.out_version = (res._version, 0)
-            else:
-                node.out = node.out_version = None
-            node.inputs = None
-            node.freed = False
-            res._node = node
-            res.requires_grad = True
+                out = op.kernel(xd) if yd is None else op.kernel(xd, yd)
+        except _KERNEL_ERRORS as e:
+            raise _explain(op, (xd,) if yd is None else (xd, yd), attrs, e) from None
+        if type(out) is not _NDARRAY:
+            out = _asarray(out)
+        res = _new(Tensor)  # wrap(out), inline
+        res._data = out
+        res.grad = res._node = None
+        res._idx = 0
+        res._version = [0]
+        res.requires_grad = False
+        if view:
+            _make_view(res, x)
+        rx = x.requires_grad
+        if not (rx or ry) or mode != _FAST_RECORD or not recorded or out.dtype.kind != "f":
             return res
-        if mode and tx is _NDARRAY and x.dtype.kind == "f" and (
-                y is _NO or (type(y) is _NDARRAY and y.dtype is x.dtype)
-                or type(y) is float or type(y) is int):
-            arrays = (x,) if y is _NO else (x, y)
-            if check:
-                _infer(op, arrays, attrs)
-            try:
-                out = op.kernel(*arrays, **attrs)
-            except _KERNEL_ERRORS as e:
-                raise _explain(op, arrays, attrs, e) from None
-            return out if type(out) is _NDARRAY else _asarray(out)
-        return _general(op, (x,) if y is _NO else (x, y), attrs)
+        # the Node (the rules of _node_general, unrolled for one or two inputs)
+        ex = (x if x._node is None else (x._node, x._idx)) if rx else None
+        if yd is None:
+            edges, shapes, dtypes, needs = (ex,), (xd.shape,), (dt,), (rx,)
+            saved, versions = ((x,), (x._version[0],)) if save_x else (None, None)
+        else:
+            if ry:
+                ey = y if y._node is None else (y._node, y._idx)
+            else:
+                ey = None
+                ry = False
+            edges, needs = (ex, ey), (rx, ry)
+            shapes = (xd.shape, None if yd is y else yd.shape)
+            dtypes = (dt, None if yd is y else dt)
+            if save_x or save_y:
+                saved = (x if save_x else None, y if save_y else None)
+                versions = (x._version[0] if save_x else None,
+                            y._version[0] if save_y and yd is not y else None)
+            else:
+                saved = versions = None
+        node = _Node()  # tape.make_node, inline (tests/core/test_dispatch.py compares)
+        node.op = op
+        node.attrs = attrs
+        node.edges = edges
+        node.shapes = shapes
+        node.dtypes = dtypes
+        node.needs_input_grad = needs
+        node.seq = _next_seq()
+        node.saved = saved
+        node.versions = versions
+        if save_out:
+            node.out = out
+            node.out_version = (res._version, 0)
+        else:
+            node.out = node.out_version = None
+        node.inputs = None
+        node.freed = False
+        node.same = elementwise and (yd is None or yd is y or xd.shape == yd.shape)
+        res._node = node
+        res.requires_grad = True
+        return res
     run.__name__ = op.name
     run.__qualname__ = f"lane({op.name})"
     return run
@@ -425,8 +432,11 @@ def _node_general(op, attrs, args, outs, rg, tapes):
         v = outs[0]._version
         out = outs[0]._data if op.nout == 1 else tuple(o._data for o in outs)
         out_version = (v, v[0])
+    o = outs[0]._data
+    same = op.elementwise and all(s is None or (s == o.shape and d == o.dtype)
+                                  for s, d in zip(shapes, dtypes))
     node = _make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out,
-                      out_version)
+                      out_version, same)
     if tapes:
         node.tapes = _tapes_of(args, rg, tapes)
     return node

@@ -150,6 +150,8 @@ class Node:
                  "out_version",  # (holder, version) of the saved output
                  "inputs",       # the saved inputs as raw arrays while the walker runs the vjp
                  "freed",        # saved values released by a backward without retain_graph
+                 "same",         # an elementwise op whose tensor inputs all have the output's
+                                 # shape and dtype: so do the gradients its vjp returns
                  "__dict__", "__weakref__")
     m = None            # the op namespace vjps compute with (install_namespace)
     hooks = None        # {output index: [hook, ...]} of non-leaf tensors
@@ -198,8 +200,13 @@ def install_namespace(m):
     Node.m = m
 
 
-def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, out_version):
-    """The one node builder: a new Node with every slot set, the next sequence number."""
+def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, out_version,
+              same):
+    """The one node builder: a new Node with every slot set, the next sequence number.
+
+    ``same`` is True only for an elementwise op (``op.elementwise``) whose tensor
+    inputs all have its output's shape and dtype: the walker then trusts its vjp's
+    gradients to have them too (tests/ops checks that of every elementwise vjp)."""
     node = Node()
     node.op = op
     node.attrs = attrs
@@ -214,6 +221,7 @@ def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, out
     node.out_version = out_version
     node.inputs = None
     node.freed = False
+    node.same = same
     return node
 
 

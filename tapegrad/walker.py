@@ -53,12 +53,18 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
     q = _Queue()
     leaves = {}        # id(leaf) -> [leaf, summed gradient, whether that sum is ours]
     delivered = set()  # ids of arrays handed in from outside: never accumulated into
+    # a "same" node skips the spec checks of its input gradients when its own gradient
+    # has its output's spec: true of every gradient the walker passes on, not
+    # necessarily of a seed or a hook's result (those nodes are listed here)
+    off_spec = set()
     for t, s in zip(roots, seeds):
         s = _as(s, traced)
         delivered.add(id(s))
         if t._node is None:
             _to_leaf(leaves, t, s, traced)
         else:
+            if t._node.same and not _has_spec(s, t._node):
+                off_spec.add(t._node)
             q.send(t._node, t._idx, s)
     wanted = None if inputs is None and tape_id is None else _Wanted(inputs, tape_id, q)
     anomaly = state._anomaly
@@ -72,6 +78,9 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
             node, g = q.pop()
         if node.hooks is not None or node.retain is not None:
             g = _node_hooks(node, g, traced, delivered)
+            if node.same and not _has_spec(g, node):
+                off_spec.add(node)
+        check = traced or not node.same or (off_spec and node in off_spec)
         needs = node.needs_input_grad
         if wanted is not None:
             needs = wanted.needs(node, g)
@@ -97,7 +106,8 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
         i = 0
         for gi in in_grads:
             if gi is not None and needs[i]:
-                if traced or gi.shape != node.shapes[i] or gi.dtype is not node.dtypes[i]:
+                if check and (traced or gi.shape != node.shapes[i]
+                              or gi.dtype is not node.dtypes[i]):
                     gi = _fit(node, i, gi, traced)
                 if anomaly:
                     check_finite(op.name, node.where, gi, "backward")
@@ -111,6 +121,12 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
                     q.send(e[0], e[1], gi)
             i += 1
     return _finish(leaves, wanted, traced, delivered)
+
+
+def _has_spec(g, node):
+    """Whether ``g`` has a "same" node's output spec (its first input's)."""
+    data = g._data if isinstance(g, Tensor) else g
+    return tuple(data.shape) == tuple(node.shapes[0]) and data.dtype == node.dtypes[0]
 
 
 def _as(s, traced):
