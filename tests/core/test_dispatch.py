@@ -230,3 +230,37 @@ def test_lane_and_general_path_build_the_same_node(name, second):
     assert lane_out.grad_fn is not general_out.grad_fn
     assert _node_fields(lane_out.grad_fn) == _node_fields(general_out.grad_fn)
     _same(lane_out, general_out)
+
+
+def _elementwise_ops():
+    from tapegrad.ops_registry import list_ops
+    return [op for op in list_ops() if op.elementwise and op.differentiable]
+
+
+@pytest.mark.parametrize("op", _elementwise_ops(), ids=lambda op: op.name)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_same_nodes_vjps_keep_the_spec(op, dtype):
+    """What the walker trusts of a "same" node (an elementwise op whose tensor inputs
+    have its output's shape and dtype): its vjp's gradients have that spec too, so the
+    walker skips their checks. Checked end to end: a wrong spec would reach .grad."""
+    from tapegrad.dispatch import bind
+    checked = 0
+    for sample in op.samples(dtype):
+        arrays = [a for a in sample.args if isinstance(a, np.ndarray)]
+        if not sample.grad or not arrays or len({a.shape for a in arrays}) != 1:
+            continue
+        args = [tg.tensor(a, requires_grad=a.dtype.kind == "f") if isinstance(a, np.ndarray)
+                else a for a in sample.args]
+        out = bind(op, *args, **sample.attrs)
+        if any(a.dtype != out.dtype for a in arrays):  # where's bool condition
+            assert not out.grad_fn.same, op.name
+            checked += 1
+            continue
+        if out.grad_fn is None or not out.grad_fn.same:
+            continue
+        out.backward(tg.ones_like(out))
+        for a in args:
+            if isinstance(a, tg.Tensor) and a.grad is not None:
+                assert a.grad.shape == a.shape and a.grad.dtype == a.dtype, op.name
+                checked += 1
+    assert checked, f"{op.name}: no sample exercised a 'same' node"
