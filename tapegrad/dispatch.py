@@ -152,36 +152,49 @@ def _make_lane(op):
         rx = x.requires_grad
         if not (rx or ry) or mode != _FAST_RECORD or not recorded or out.dtype.kind != "f":
             return res
-        # the Node (the rules of _node_general, unrolled for one or two inputs)
-        ex = (x if x._node is None else (x._node, x._idx)) if rx else None
-        if yd is None:
-            edges, shapes, dtypes, needs = (ex,), (xd.shape,), (dt,), (rx,)
-            saved, versions = ((x,), (x._version[0],)) if save_x else (None, None)
-        else:
-            if ry:
-                ey = y if y._node is None else (y._node, y._idx)
-            else:
-                ey = None
-                ry = False
-            edges, needs = (ex, ey), (rx, ry)
-            shapes = (xd.shape, None if yd is y else yd.shape)
-            dtypes = (dt, None if yd is y else dt)
-            if save_x or save_y:
-                saved = (x if save_x else None, y if save_y else None)
-                versions = (x._version[0] if save_x else None,
-                            y._version[0] if save_y and yd is not y else None)
-            else:
-                saved = versions = None
-        node = _Node()  # tape.make_node, inline (tests/core/test_dispatch.py compares)
+        # the Node: tape.make_node with _node_general's rules, unrolled for one or two
+        # inputs (tests/core/test_dispatch.py compares the two)
+        node = _Node()
         node.op = op
         node.attrs = attrs
-        node.edges = edges
-        node.shapes = shapes
-        node.dtypes = dtypes
-        node.needs_input_grad = needs
+        xn = x._node
+        ex = (x if xn is None else (xn, x._idx)) if rx else None
+        xs = xd.shape
+        if yd is None:
+            node.edges = (ex,)
+            node.shapes = (xs,)
+            node.dtypes = (dt,)
+            node.needs_input_grad = (rx,)
+            node.same = elementwise
+            if save_x:
+                node.saved = (x,)
+                node.versions = (x._version[0],)
+            else:
+                node.saved = node.versions = None
+        else:
+            if ry:
+                yn = y._node
+                node.edges = (ex, y if yn is None else (yn, y._idx))
+                node.needs_input_grad = (rx, True)
+            else:
+                node.edges = (ex, None)
+                node.needs_input_grad = (rx, False)
+            if yd is y:  # a weak scalar
+                node.shapes = (xs, None)
+                node.dtypes = (dt, None)
+                node.same = elementwise
+            else:
+                ys = yd.shape
+                node.shapes = (xs, ys)
+                node.dtypes = (dt, dt)
+                node.same = elementwise and xs == ys
+            if save_x or save_y:
+                node.saved = (x if save_x else None, y if save_y else None)
+                node.versions = (x._version[0] if save_x else None,
+                                 y._version[0] if save_y and yd is not y else None)
+            else:
+                node.saved = node.versions = None
         node.seq = _next_seq()
-        node.saved = saved
-        node.versions = versions
         if save_out:
             node.out = out
             node.out_version = (res._version, 0)
@@ -189,7 +202,6 @@ def _make_lane(op):
             node.out = node.out_version = None
         node.inputs = None
         node.freed = False
-        node.same = elementwise and (yd is None or yd is y or xd.shape == yd.shape)
         res._node = node
         res.requires_grad = True
         return res
