@@ -48,6 +48,8 @@ def compute(op, *arrays, out=None, workspace=None, **attrs):
     if arrs:
         devices.check_same(op.name, [devices.device_of(a) for a in arrs])
     xp = devices.xp_of(arrs[0]) if arrs else np
+    # the shape rule validates the call first (as dispatch does), so kernels need not
+    op.infer(*[spec_of(a) for a in raw], **attrs)
     kw = dict(attrs)
     if op.kind == "workspace":
         need = workspace_bytes(op, *[spec_of(a) for a in raw], **attrs)
@@ -64,8 +66,6 @@ def compute(op, *arrays, out=None, workspace=None, **attrs):
     try:
         result = op.kernel(*raw, **kw)
     except Exception as e:
-        # let the shape rule explain the failure in the user's terms
-        op.infer(*[spec_of(a) for a in raw], **attrs)
         raise RuntimeError(f"{op.name}: kernel failed: {e}") from e
     if out is None:
         return result
