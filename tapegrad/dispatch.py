@@ -202,6 +202,7 @@ def _make_lane(op):
             node.out = node.out_version = None
         node.inputs = None
         node.freed = False
+        node.hooks = node.retain = None
         res._node = node
         res.requires_grad = True
         return res
@@ -330,12 +331,34 @@ def _specs(arrays):
             for a in arrays]
 
 
+_VALID_MAX = 4096
+_valid = {}  # (op, input specs and scalars, attrs) of calls whose shape rule passed
+
+
 def _infer(op, arrays, attrs):
-    """The op's shape rule on the actual arguments: its clear error, before the kernel."""
+    """The op's shape rule on the actual arguments: its clear error, before the kernel.
+
+    A shape rule is a pure function of the specs and attrs, and running one costs
+    more than a small op's kernel, so the calls it accepted are remembered (a
+    bounded memo; calls with unhashable attrs are checked every time)."""
+    key = [op, tuple(attrs.items()) if attrs else ()]
+    for a in arrays:
+        key.append(a if a is None or type(a) in _SCALARS else a.shape)
+        key.append(type(a) if a is None or type(a) in _SCALARS else a.dtype)  # True != 1
+    key = tuple(key)
+    try:
+        if key in _valid:
+            return
+    except TypeError:  # an unhashable attr (a list)
+        key = None
     try:
         op.infer(*_specs(arrays), **attrs)
     except (ValueError, TypeError, IndexError, RuntimeError) as e:
         raise e.with_traceback(None) from None
+    if key is not None:
+        if len(_valid) >= _VALID_MAX:
+            _valid.clear()
+        _valid[key] = True
 
 
 def _explain(op, arrays, attrs, err):

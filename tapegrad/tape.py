@@ -150,12 +150,12 @@ class Node:
                  "out_version",  # (holder, version) of the saved output
                  "inputs",       # the saved inputs as raw arrays while the walker runs the vjp
                  "freed",        # saved values released by a backward without retain_graph
+                 "hooks",        # {output index: [hook, ...]} of non-leaf tensors, or None
+                 "retain",       # {output index: weakref to tensor} for retain_grad, or None
                  "same",         # an elementwise op whose tensor inputs all have the output's
                                  # shape and dtype: so do the gradients its vjp returns
                  "__dict__", "__weakref__")
     m = None            # the op namespace vjps compute with (install_namespace)
-    hooks = None        # {output index: [hook, ...]} of non-leaf tensors
-    retain = None       # {output index: weakref to tensor} for retain_grad
     tapes = None        # frozenset of ids of the Tapes this was recorded on
     where = None        # user call site (anomaly mode)
 
@@ -221,6 +221,7 @@ def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, out
     node.out_version = out_version
     node.inputs = None
     node.freed = False
+    node.hooks = node.retain = None
     node.same = same
     return node
 

@@ -114,7 +114,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
                 e = edges[i]
                 if type(e) is not tuple:
                     _to_leaf(leaves, e, gi, traced)
-                elif q.nxt is None and not q.heap and e[0].op.nout == 1 and e[0] not in q.grads:
+                elif q.nxt is None and not q.heap and e[0].op.nout == 1:
                     q.nxt = e[0]  # q.send's chain case, inline
                     q.nxt_g = gi
                 else:

@@ -264,3 +264,16 @@ def test_same_nodes_vjps_keep_the_spec(op, dtype):
                 assert a.grad.shape == a.shape and a.grad.dtype == a.dtype, op.name
                 checked += 1
     assert checked, f"{op.name}: no sample exercised a 'same' node"
+
+
+def test_shape_rule_memo_remembers_only_accepted_calls():
+    """dispatch remembers the calls a shape rule accepted; a rejected call is checked
+    (and rejected) every time, and another spec or attr is checked afresh."""
+    x = tg.tensor(np.ones((2, 3), np.float32))
+    assert tg.sum(x, dim=1).shape == (2,)
+    for _ in range(2):
+        with pytest.raises(IndexError, match="sum"):
+            tg.sum(x, dim=5)
+    with pytest.raises(IndexError, match="sum"):
+        tg.sum(tg.tensor(np.ones((2,), np.float32)), dim=1)
+    assert tg.sum(x, dim=1).shape == (2,)
