@@ -143,14 +143,15 @@ def _make_lane(op):
             out = _asarray(out)
         res = _new(Tensor)  # wrap(out), inline
         res._data = out
-        res.grad = res._node = None
+        res.grad = None
         res._idx = 0
         res._version = [0]
-        res.requires_grad = False
         if view:
             _make_view(res, x)
         rx = x.requires_grad
         if not (rx or ry) or mode != _FAST_RECORD or not recorded or out.dtype.kind != "f":
+            res._node = None
+            res.requires_grad = False
             return res
         # the Node: tape.make_node with _node_general's rules, unrolled for one or two
         # inputs (tests/core/test_dispatch.py compares the two)

@@ -232,23 +232,36 @@ def _context(node, traced, needs):
 
 
 def _saved(node, traced):
+    """The saved inputs, each Tensor checked against the version it had when saved:
+    raw arrays for a raw vjp, Tensors for a recording one."""
+    if not traced:
+        vals = []
+        for s, v in zip(node.saved, node.versions):
+            if v is None:  # a raw value (a weak scalar, a constant array), or not saved
+                vals.append(s)
+            elif s._version[0] == v:
+                vals.append(s._data)
+            else:
+                _modified(node, len(vals), s, v)
+        return vals
     vals = list(node.saved)
     for i, v in enumerate(node.versions):
         s = vals[i]
-        if v is None:  # a raw value (a weak scalar, a constant array)
-            if traced and s is not None and hasattr(s, "shape") and not isinstance(s, Tensor):
+        if v is None:
+            if s is not None and hasattr(s, "shape") and not isinstance(s, Tensor):
                 vals[i] = wrap(s)
-            continue
-        if s._version[0] != v:
-            raise RuntimeError(
-                f"{node.op.name}: one of the variables needed for gradient computation "
-                f"has been modified by an inplace operation: input "
-                f"'{node.op.args[i]}' of {node.op.name} (shape {node.shapes[i]}) is at "
-                f"version {s._version[0]}; expected version {v}. Hint: avoid modifying it "
-                f"in place, or clone() it before the in-place change")
-        if not traced:
-            vals[i] = s._data
+        elif s._version[0] != v:
+            _modified(node, i, s, v)
     return vals
+
+
+def _modified(node, i, s, v):
+    raise RuntimeError(
+        f"{node.op.name}: one of the variables needed for gradient computation "
+        f"has been modified by an inplace operation: input "
+        f"'{node.op.args[i]}' of {node.op.name} (shape {node.shapes[i]}) is at "
+        f"version {s._version[0]}; expected version {v}. Hint: avoid modifying it "
+        f"in place, or clone() it before the in-place change")
 
 
 def _check_out(node):
