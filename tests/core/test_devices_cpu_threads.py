@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tapegrad.devices import cpu
-from tapegrad.ops import nn as NN
+from tapegrad.devices.cpu_kernels import conv as cpu_conv
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
@@ -41,10 +41,10 @@ def test_batched_matmul_in_chunks_equals_matmul(monkeypatch, threads):
     b = r.standard_normal((9, 2, 7, 4)).astype(np.float32)    # batched
     c = r.standard_normal((9, 2, 6, 4)).astype(np.float32).transpose(0, 1, 3, 2)  # a view
     out = np.empty((9, 2, 5, 4), np.float32)
-    NN._bmm(a, b, out)
+    cpu_conv.bmm(a, b, out)
     np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-5, atol=1e-5)
     out2 = np.empty((9, 2, 7, 6), np.float32)
-    NN._bmm(b, c, out2)
+    cpu_conv.bmm(b, c, out2)
     np.testing.assert_allclose(out2, np.matmul(b, c), rtol=1e-5, atol=1e-5)
 
 

@@ -17,11 +17,12 @@ module.
 Compiled CPU kernels (Numba loops, generated source) live in the CPU device layer,
 ``tapegrad/devices/cpu_kernels/``.
 
-Each op's ``infer`` makes all its argument checks, and ``bind`` runs it before the
-kernel. A kernel check marked "in infer; for ops_registry.compute" repeats one: the
-raw-array ``compute`` API still runs the kernel first (and ``infer`` only to explain
-a failure), so without it a bad call there would compute instead of failing. Those
-lines go once ``compute`` runs ``infer`` first too.
+Each op's ``infer`` makes all its argument checks, and both ``bind`` and the
+raw-array ``ops_registry.compute`` run it before the kernel (bind's path for the
+library's own adjoints on raw arrays runs it only to explain a failure), so kernels
+assume valid arguments and check only what depends on the data (one_hot's class
+range). One repeat is left, conv's workspace rules' ndim check: a workspace rule
+also runs alone, in ``ops_registry.workspace_bytes``.
 """
 from .activation import log_softmax, softmax
 from .affine import linear
@@ -33,7 +34,6 @@ from .norm import batch_norm, layer_norm
 from .regularization import dropout
 from .sparse import embedding, one_hot
 from .attention import scaled_dot_product_attention
-from .conv import _bmm  # noqa: F401  tests/core/test_devices_cpu_threads.py reads it
 
 __all__ = ["log_softmax", "softmax", "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
            "adaptive_avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",

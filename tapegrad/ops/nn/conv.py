@@ -7,7 +7,6 @@ adjoint is again one of the three.
 """
 import numpy as np
 
-from ... import dtypes
 from ...devices import xp_of
 from ...devices.cpu_kernels import conv as cpu_conv
 from ...dispatch import bind
@@ -203,12 +202,6 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
     N, C, H, W = input.shape
     O, Cg, kh, kw = weight.shape
     Ho, Wo, _, _ = _geom(input.shape, weight.shape, stride, padding, dilation)
-    # infer's checks, which bind makes first; kept while ops_registry.compute runs the
-    # kernel before infer (a bad call must fail here, not compute)
-    if input.dtype.kind != "f" or input.dtype != weight.dtype:
-        raise TypeError("conv2d: float inputs of one dtype expected")
-    if C != Cg * groups or O % groups or Ho < 1 or Wo < 1:
-        raise RuntimeError("conv2d: shapes do not fit")
     if out is None:
         out = xp_of(input).empty((N, O, Ho, Wo), dtype=input.dtype)
     K, L = Cg * kh * kw, Ho * Wo
@@ -236,12 +229,16 @@ def _conv2d_vjp(ctx, g):
 
 def _conv2d_infer(input, weight, bias=None, *, stride, padding, dilation, groups):
     Ho, Wo = _check_conv("conv2d", input, weight, stride, padding, dilation, groups, bias)
-    dt = dtypes.result_type(np.dtype(input.dtype), np.dtype(weight.dtype))
-    return TensorSpec((input.shape[0], weight.shape[0], Ho, Wo), dt)
+    if np.dtype(input.dtype) != np.dtype(weight.dtype):  # bind promotes; compute does not
+        raise op_error("conv2d", f"float inputs of one dtype expected, got input "
+                                 f"{np.dtype(input.dtype)} and weight {np.dtype(weight.dtype)}",
+                       TypeError)
+    return TensorSpec((input.shape[0], weight.shape[0], Ho, Wo), np.dtype(input.dtype))
 
 
 def _conv2d_workspace(input, weight, bias=None, *, stride, padding, dilation, groups):
-    if len(input.shape) != 4 or len(weight.shape) != 4:  # in infer; for ops_registry.compute
+    # infer's check, for ops_registry.workspace_bytes, which runs the rule without infer
+    if len(input.shape) != 4 or len(weight.shape) != 4:
         _check_conv("conv2d", input, weight, stride, padding, dilation, groups)
     if _is_pointwise(weight.shape[2:], stride, padding):
         return 0
@@ -287,8 +284,6 @@ def _conv2d_input_grad_kernel(g, weight, *, input_shape, stride, padding, dilati
     N, C, H, W = input_shape
     O, Cg, kh, kw = weight.shape
     Ho, Wo, Hp, Wp = _geom(input_shape, weight.shape, stride, padding, dilation)
-    if tuple(g.shape) != (N, O, Ho, Wo):  # in infer; for ops_registry.compute
-        raise RuntimeError("conv2d_input_grad: g shape")
     if out is None:
         out = xp_of(g).empty(input_shape, dtype=g.dtype)
     K, L = Cg * kh * kw, Ho * Wo
@@ -373,8 +368,6 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     N, C, H, W = input.shape
     O, Cg, kh, kw = weight_shape
     Ho, Wo, _, _ = _geom(input.shape, weight_shape, stride, padding, dilation)
-    if tuple(g.shape) != (N, O, Ho, Wo):  # in infer; for ops_registry.compute
-        raise RuntimeError("conv2d_weight_grad: g shape")
     xp = xp_of(g)
     if out is None:
         out = xp.empty(weight_shape, dtype=g.dtype)
@@ -412,7 +405,8 @@ def _conv2d_weight_grad_infer(input, g, *, weight_shape, stride, padding, dilati
 
 
 def _conv2d_weight_grad_ws(input, g, *, weight_shape, stride, padding, dilation, groups):
-    if len(input.shape) != 4 or len(weight_shape) != 4:  # in infer; for ops_registry.compute
+    # infer's check, for ops_registry.workspace_bytes, which runs the rule without infer
+    if len(input.shape) != 4 or len(weight_shape) != 4:
         _conv2d_weight_grad_infer(input, g, weight_shape=weight_shape, stride=stride,
                                   padding=padding, dilation=dilation, groups=groups)
     return sum(_conv_ws(input.shape, weight_shape, np.dtype(g.dtype).itemsize, stride, padding,

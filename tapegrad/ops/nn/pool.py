@@ -109,8 +109,6 @@ def _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilat
 def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation, ceil_mode=False):
     N, C, H, W = input.shape
     Ho, Wo, Hp, Wp = _pool_geom(input.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    if Ho < 1 or Wo < 1:  # in infer; for ops_registry.compute
-        _check_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
     if not isinstance(input, np.ndarray):
         return _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation)
     out = np.empty((N, C, Ho, Wo), dtype=input.dtype)
@@ -173,9 +171,6 @@ MAX_POOL2D = register(name="max_pool2d", kernel=_max_pool2d_kernel, args=("input
 
 def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap):
     N, C, H, W = input_shape
-    # in infer; kept while ops_registry.compute runs kernels first
-    if tuple(g.shape) != tuple(indices.shape) or tuple(g.shape[:2]) != (N, C):
-        raise RuntimeError("max_pool2d_input_grad: g and indices do not match")
     xp = xp_of(g)
     out = xp.zeros((N * C, H * W), dtype=g.dtype)
     g2, i2 = g.reshape(N * C, -1), indices.reshape(N * C, -1)
@@ -234,8 +229,6 @@ MAX_POOL2D_INPUT_GRAD = register(
 
 def _max_pool2d_gather_kernel(x, indices):
     N, C = x.shape[:2]
-    if tuple(indices.shape[:2]) != (N, C):  # in infer; for ops_registry.compute
-        raise RuntimeError("max_pool2d_gather: shape mismatch")
     i2 = indices.reshape(N * C, -1)
     got = xp_of(x).take_along_axis(x.reshape(N * C, -1), xp_of(x).maximum(i2, 0), axis=1)
     if (i2 < 0).any():  # a window wholly in the padding: -inf forward, no gradient
@@ -320,8 +313,6 @@ def _avg_pool2d_kernel(input, **attrs):
     ph, pw = attrs["padding"]
     Ho, Wo, Hp, Wp = _pool_geom(input.shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1),
                                 attrs.get("ceil_mode", False))
-    if Ho < 1 or Wo < 1:  # in infer; for ops_registry.compute
-        raise RuntimeError("avg_pool2d: input too small")
     src = input
     if (Hp, Wp) != (H, W):
         src = xp.zeros((N, C, Hp, Wp), dtype=input.dtype)
@@ -376,8 +367,6 @@ def _avg_pool2d_input_grad_kernel(g, *, input_shape, **attrs):
     ph, pw = attrs["padding"]
     Ho, Wo, Hp, Wp = _pool_geom(input_shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1),
                                 attrs.get("ceil_mode", False))
-    if tuple(g.shape) != (N, C, Ho, Wo):  # in infer; for ops_registry.compute
-        raise RuntimeError("avg_pool2d_input_grad: g shape")
     gd = g / xp.asarray(_avg_divisor(xp, H, W, attrs), dtype=g.dtype)
     dst = xp.zeros((N, C, Hp, Wp), dtype=g.dtype)
     for i in range(kh):

@@ -10,8 +10,6 @@ from ._common import raw
 
 
 def _embedding_kernel(input, weight, *, padding_idx, mask_padding):
-    if input.dtype.kind not in "iu":  # in infer; for ops_registry.compute
-        raise TypeError("embedding: integer indices expected")
     out = xp_of(weight).take(weight, input, axis=0)
     if mask_padding and padding_idx is not None:
         out[input == padding_idx] = 0
@@ -122,8 +120,6 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 
 def _one_hot_kernel(input, *, num_classes):
-    if input.dtype.kind not in "iu":  # in infer; for ops_registry.compute
-        raise RuntimeError("one_hot: is only applicable to index tensors")
     if input.size and (input.min() < 0 or input.max() >= num_classes):
         raise RuntimeError(f"one_hot: class values must be in [0, {num_classes}), got "
                            f"[{int(input.min())}, {int(input.max())}]")
