@@ -3,6 +3,9 @@
 Each op is one ``register(...)`` block. vjps use ``m`` (ctx.m, tapegrad itself) and
 operators only, so they run on raw arrays when nothing records and differentiate
 again when something does.
+
+Layering: elementwise sits above indexing (one-argument ``where`` is ``nonzero``),
+so indexing, shape and creation import nothing from here.
 """
 import math
 
@@ -12,6 +15,8 @@ from ..dispatch import bind
 from .. import devices as _devices
 from ..devices import cpu as _cpu
 from .. import dtypes as _dt
+from .._util import broadcast_shapes as _broadcast_shapes
+from . import indexing as _indexing
 from ._decl import (register, Sample, elementwise_infer, unary_samples, binary_samples,
                     bad_broadcast, rand, away_from, op_error, TensorSpec)
 
@@ -427,9 +432,8 @@ BITWISE_XOR = _binary("bitwise_xor", _bitwise(np.bitwise_xor, "bitwise_xor"), No
 
 # ---------------------------------------------------------------- where
 def _where_infer(cond, x, other):
-    from .._util import broadcast_shapes
     shapes = [s.shape for s in (cond, x, other) if hasattr(s, "shape")]
-    shape = broadcast_shapes("where", *shapes)
+    shape = _broadcast_shapes("where", *shapes)
     inner = elementwise_infer("where")(x, other)
     if hasattr(cond, "dtype") and np.dtype(cond.dtype) != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {np.dtype(cond.dtype)}")
@@ -912,8 +916,7 @@ less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
 def where(condition, input=None, other=None):
     """``input`` where ``condition`` else ``other``; one-argument form is nonzero."""
     if input is None and other is None:
-        from . import indexing
-        return indexing.nonzero(condition, as_tuple=True)
+        return _indexing.nonzero(condition, as_tuple=True)
     return bind(WHERE, condition, input, other)
 
 

@@ -1,4 +1,8 @@
-"""Linear algebra: matmul, dot, outer, tensordot, einsum, trace, and ``tg.linalg``."""
+"""Linear algebra: matmul, dot, outer, tensordot, einsum, trace, and ``tg.linalg``.
+
+Layering: linalg sits above elementwise, reduce, shape and creation (the composites,
+matrix_norm, solve, use them); the nn ops import it.
+"""
 import collections
 import string
 
@@ -7,8 +11,11 @@ import numpy as np
 from ..tensor import Tensor
 from ..dispatch import bind
 from .. import devices as _devices
+from .. import dtypes
 from .._util import op_error, normalize_dim, normalize_dims
 from ._decl import register, Sample, TensorSpec, rand, away_from
+from . import elementwise as _E, reduce as _R, shape as _S
+from .creation import cast
 
 
 def _matmul_infer(x, other):
@@ -29,7 +36,6 @@ def _matmul_infer(x, other):
         raise op_error("matmul", f"batch dims of {xs} and {ys} cannot be broadcast",
                        RuntimeError) from None
     out = tuple(batch) + ((xs[-2],) if len(xs) > 1 else ()) + ((ys[-1],) if len(ys) > 1 else ())
-    from .. import dtypes
     return TensorSpec(out, dtypes.result_type(np.dtype(x.dtype), np.dtype(other.dtype)))
 
 
@@ -105,7 +111,6 @@ def _float_check(name, *specs):
 
 
 def _result_dtype(*specs):
-    from .. import dtypes
     return dtypes.result_type(*[np.dtype(s.dtype) for s in specs])
 
 
@@ -810,7 +815,6 @@ def solve(A, B, *, left=True, out=None):
     sa, sb = tuple(A.shape), tuple(B.shape)
     if len(sa) < 2:
         _square_check("linalg_solve", TensorSpec(sa, _raw(A).dtype))
-    from . import shape as _S
     if not left:
         if len(sb) < 2:
             raise op_error("linalg_solve", f"with left=False B must be a matrix, got shape "
@@ -873,7 +877,6 @@ def cholesky(A, *, upper=False, out=None):
         raise op_error("linalg_cholesky", "out= is not supported", TypeError)
     L = _linalg_call(CHOLESKY, A)
     if upper:
-        from . import shape as _S
         return _S.mT(L)
     return L
 
@@ -985,7 +988,6 @@ def _ord_value(name, ord):
 def _cast_dtype(x, dtype):
     if dtype is None:
         return x
-    from .creation import cast
     return cast(x, dtype)
 
 
@@ -1002,7 +1004,6 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
     """Matrix norm over the two ``dim``: ord 'fro', 1, -1, inf, -inf (column/row sum
     norms). ``'nuc'``, 2 and -2 (singular values) are not supported yet."""
-    from . import reduce as R, elementwise as E, shape as S
     name = "linalg_matrix_norm"
     if out is not None:
         raise op_error(name, "out= is not supported", TypeError)
@@ -1026,10 +1027,10 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     _float_check(name, TensorSpec(tuple(A.shape), _raw(A).dtype))
     # 1/-1: max/min over columns of the column sums; inf/-inf: over rows of row sums
     sum_dim, pick_dim = (d0, d1) if abs(ord) == 1 else (d1, d0)
-    s = R.sum(E.abs(A), dim=sum_dim, keepdim=True)
-    r = (R.amax if ord > 0 else R.amin)(s, dim=pick_dim, keepdim=True)
+    s = _R.sum(_E.abs(A), dim=sum_dim, keepdim=True)
+    r = (_R.amax if ord > 0 else _R.amin)(s, dim=pick_dim, keepdim=True)
     if not keepdim:
-        r = S.reshape(r, tuple(n for i, n in enumerate(A.shape) if i not in (d0, d1)))
+        r = _S.reshape(r, tuple(n for i, n in enumerate(A.shape) if i not in (d0, d1)))
     return r
 
 

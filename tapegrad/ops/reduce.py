@@ -1,4 +1,7 @@
-"""Reductions: sum, mean, prod, amax/amin, max/min, var/std, logsumexp, norm, ..."""
+"""Reductions: sum, mean, prod, amax/amin, max/min, var/std, logsumexp, norm, ...
+
+Layering: reduce sits above elementwise (``max(x, other)`` is ``maximum``).
+"""
 import builtins as _builtins
 import math
 from collections import namedtuple
@@ -9,6 +12,7 @@ from ..tensor import Tensor
 from ..dispatch import bind
 from .._util import normalize_dims, normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand
+from . import elementwise as _elementwise
 
 
 def _keep_shape(shape, dims):
@@ -879,8 +883,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
 def _max_min(name, op, pairwise, input, dim, keepdim, axis, keepdims):
     if isinstance(dim, Tensor) or isinstance(axis, Tensor):
         # max(input, other): the elementwise maximum, as PyTorch's overload
-        from . import elementwise
-        return getattr(elementwise, pairwise)(input, dim if dim is not None else axis)
+        return getattr(_elementwise, pairwise)(input, dim if dim is not None else axis)
     dim = _dims(name, dim, axis)
     if dim is None:
         if keepdim or keepdims:
