@@ -70,14 +70,15 @@ def bind(op, *args, **attrs):
 
 def _raw(op, args, attrs):
     """An adjoint on raw arrays (nothing records): float ndarrays of one dtype, or
-    one and a Python number, go straight to the kernel; anything else to _general.
-    ``infer`` runs only to explain a failure: these are the library's own calls,
-    their arguments valid by construction."""
+    one and a Python number, go straight to the kernel (after the shape rule, for all
+    but elementwise ops); anything else to _general."""
     x = args[0]
     y = args[1] if len(args) == 2 else None
     if _state.mode and x.dtype.kind == "f" and (
             y is None or (type(y) is _NDARRAY and y.dtype is x.dtype)
             or type(y) is float or type(y) is int):
+        if not op.elementwise:
+            _infer(op, args, attrs)
         try:
             out = op.kernel(*args, **attrs)
         except _KERNEL_ERRORS as e:

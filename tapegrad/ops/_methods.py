@@ -1,8 +1,7 @@
 """The Tensor's operators and methods, installed once from a table (``install``)."""
-import numbers
-
 
 from .. import dtypes as _dt
+from ..grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from ..dispatch import apply_inplace, lane
 from . import elementwise as E, reduce as R, shape as S, indexing as I, linalg as L
@@ -41,13 +40,12 @@ def _unary_inplace(op):
 
 def _zero_(self):
     self._check_writable("zero_")
-    from ..tape import state
-    if state.grad_enabled and self.requires_grad and self._node is None:
+    if is_grad_enabled() and self.requires_grad and self._node is None:
         raise RuntimeError("zero_: a leaf Variable that requires grad is being used in an "
                            "in-place operation")
     self._data[...] = 0
     self._version[0] += 1
-    if state.grad_enabled and self._node is not None:
+    if is_grad_enabled() and self._node is not None:
         self._node = None
         self.requires_grad = False
     return self
@@ -55,8 +53,7 @@ def _zero_(self):
 
 def _fill_(self, value):
     self._check_writable("fill_")
-    from ..tape import state
-    if state.grad_enabled and self.requires_grad and self._node is None:
+    if is_grad_enabled() and self.requires_grad and self._node is None:
         raise RuntimeError("fill_: a leaf Variable that requires grad is being used in an "
                            "in-place operation")
     self._data[...] = value._data if isinstance(value, Tensor) else value
@@ -69,14 +66,6 @@ def _copy_(self, src, non_blocking=False):
         src = C.tensor(src)
     I.setitem(self, (Ellipsis,), src)
     return self
-
-
-def _max(self, dim=None, keepdim=False, **kw):
-    return R.max(self, dim, keepdim, **kw) if hasattr(R, "max") else R.amax(self, dim, keepdim)
-
-
-def _size_method(self, dim=None):
-    return Tensor.size(self, dim)
 
 
 def _cast_method(dtype):
@@ -200,5 +189,3 @@ def install(extra=(), methods=None):
     # Tensor defines __eq__, so Python would drop __hash__; keep identity hashing
     Tensor.__hash__ = lambda self: id(self)
 
-
-del numbers

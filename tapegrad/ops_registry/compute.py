@@ -30,9 +30,11 @@ def infer(op, *specs, **attrs):
 
 
 def workspace_bytes(op, *specs, **attrs):
-    """Scratch bytes the op needs for these input specs (0 unless kind workspace)."""
+    """Scratch bytes the op needs for these input specs (0 unless kind workspace),
+    after the shape rule has validated them (workspace rules may trust it)."""
     if op.workspace is None:
         return 0
+    op.infer(*specs, **attrs)
     return int(op.workspace(*specs, **attrs))
 
 
@@ -52,7 +54,7 @@ def compute(op, *arrays, out=None, workspace=None, **attrs):
     op.infer(*[spec_of(a) for a in raw], **attrs)
     kw = dict(attrs)
     if op.kind == "workspace":
-        need = workspace_bytes(op, *[spec_of(a) for a in raw], **attrs)
+        need = int(op.workspace(*[spec_of(a) for a in raw], **attrs))  # infer ran above
         if workspace is None:
             workspace = xp.empty(need, dtype=np.uint8)
         elif workspace.nbytes < need:

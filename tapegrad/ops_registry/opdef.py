@@ -26,7 +26,7 @@ An ``OpDef`` holds everything about one operator:
     returns one gradient (or ``None``) per input. ``ctx.inputs`` holds the saved
     inputs (others ``None``), ``ctx.out`` the output if saved, ``ctx.attrs``,
     ``ctx.shapes`` the input shapes, ``ctx.needs_input_grad``, and ``ctx.m``, the
-    namespace to compute with: ``tapegrad`` itself. The walker runs the vjp on raw
+    namespace to compute with: ``tapegrad.ops``. The walker runs the vjp on raw
     arrays when nothing records (fast) and on Tensors when a higher-order gradient
     is wanted, so a vjp written with ``m.*`` and operators differentiates again.
     For several outputs ``g`` is a tuple with ``None`` for outputs without gradient.

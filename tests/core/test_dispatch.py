@@ -277,3 +277,11 @@ def test_shape_rule_memo_remembers_only_accepted_calls():
     with pytest.raises(IndexError, match="sum"):
         tg.sum(tg.tensor(np.ones((2,), np.float32)), dim=1)
     assert tg.sum(x, dim=1).shape == (2,)
+
+
+def test_raw_arrays_are_validated_by_the_shape_rule():
+    """A call on raw arrays (the adjoints' path) runs the shape rule first too, so a
+    kernel that trusts it never computes garbage: avg_pool2d with a window larger
+    than its input raises instead of returning an empty array."""
+    with pytest.raises(RuntimeError, match="avg_pool2d: input .* is too small"):
+        tg.nn.functional.avg_pool2d(np.ones((1, 1, 2, 2)), 3)

@@ -237,9 +237,6 @@ def _conv2d_infer(input, weight, bias=None, *, stride, padding, dilation, groups
 
 
 def _conv2d_workspace(input, weight, bias=None, *, stride, padding, dilation, groups):
-    # infer's check, for ops_registry.workspace_bytes, which runs the rule without infer
-    if len(input.shape) != 4 or len(weight.shape) != 4:
-        _check_conv("conv2d", input, weight, stride, padding, dilation, groups)
     if _is_pointwise(weight.shape[2:], stride, padding):
         return 0
     return sum(_conv_ws(input.shape, weight.shape, np.dtype(input.dtype).itemsize, stride,
@@ -405,10 +402,6 @@ def _conv2d_weight_grad_infer(input, g, *, weight_shape, stride, padding, dilati
 
 
 def _conv2d_weight_grad_ws(input, g, *, weight_shape, stride, padding, dilation, groups):
-    # infer's check, for ops_registry.workspace_bytes, which runs the rule without infer
-    if len(input.shape) != 4 or len(weight_shape) != 4:
-        _conv2d_weight_grad_infer(input, g, weight_shape=weight_shape, stride=stride,
-                                  padding=padding, dilation=dilation, groups=groups)
     return sum(_conv_ws(input.shape, weight_shape, np.dtype(g.dtype).itemsize, stride, padding,
                         dilation, g_copy=True))
 
