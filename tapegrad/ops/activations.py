@@ -94,7 +94,7 @@ def gelu(input, approximate="none"):
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
-def silu(input, inplace=False):
+def silu(input):
     """``x * sigmoid(x)`` (swish), one fused kernel."""
     return _SILU(input)
 
@@ -110,17 +110,17 @@ def logsigmoid(input):
     return _LOGSIGMOID(input)
 
 
-def elu(input, alpha=1.0, inplace=False):
+def elu(input, alpha=1.0):
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
     return _ELU(input, alpha=float(alpha))
 
 
-def leaky_relu(input, negative_slope=0.01, inplace=False):
+def leaky_relu(input, negative_slope=0.01):
     """``x`` for ``x > 0``, else ``negative_slope * x``."""
     return _LEAKY_RELU(input, negative_slope=float(negative_slope))
 
 
-def mish(input, inplace=False):
+def mish(input):
     """``x * tanh(softplus(x))``."""
     return _MISH(input)
 

@@ -785,7 +785,7 @@ def sigmoid(input):
     return bind(SIGMOID, input)
 
 
-def relu(input, inplace=False):
+def relu(input):
     return bind(RELU, input)
 
 

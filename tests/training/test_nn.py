@@ -288,3 +288,11 @@ def test_dropout_inplace():
     y = tg.ones(10)
     assert drop.eval()(y) is y and y.tolist() == [1.0] * 10
     assert F.dropout(y, 0.5, training=False, inplace=True) is y and y.tolist() == [1.0] * 10
+
+
+@pytest.mark.parametrize("name", ["relu", "silu", "elu", "leaky_relu", "mish", "dropout"])
+def test_op_functions_refuse_inplace_instead_of_ignoring_it(name):
+    """``tg.relu`` is ``torch.relu``: no ``inplace`` (``F.relu`` has it and honours it);
+    an op that took the flag and ignored it would be silently wrong."""
+    with pytest.raises(TypeError, match="inplace"):
+        getattr(tg, name)(tg.ones(3), inplace=True)

@@ -5,7 +5,7 @@ from ..creation import generator
 from ._common import raw
 
 
-def dropout(input, p=0.5, training=True, inplace=False):
+def dropout(input, p=0.5, training=True):
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``,
     drawing from tapegrad's seeded generator (``tg.manual_seed``)."""
     if not 0.0 <= p <= 1.0:
