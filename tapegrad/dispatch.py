@@ -34,7 +34,8 @@ from ._util import fmt_spec
 from .ops_registry.opdef import TensorSpec
 from .tape import Node as _Node, make_node as _make_node, next_seq as _next_seq, state as _state
 from .tape import FAST_RECORD as _FAST_RECORD
-from .tensor import Tensor, wrap, subclasses as _TT
+from .tensor import Tensor, wrap, mark_written as _mark_written, subclasses as _TT
+from .tensor import last_write as _last_write
 
 __all__ = ["bind", "lane", "apply_inplace", "observe"]
 
@@ -171,8 +172,9 @@ def _make_lane(op):
             if save_x:
                 node.saved = (x,)
                 node.versions = (x._version[0],)
+                node.inputs = (xd,)
             else:
-                node.saved = node.versions = None
+                node.saved = node.versions = node.inputs = None
         else:
             if ry:
                 yn = y._node
@@ -194,15 +196,16 @@ def _make_lane(op):
                 node.saved = (x if save_x else None, y if save_y else None)
                 node.versions = (x._version[0] if save_x else None,
                                  y._version[0] if save_y and yd is not y else None)
+                node.inputs = (xd if save_x else None, yd if save_y else None)
             else:
-                node.saved = node.versions = None
+                node.saved = node.versions = node.inputs = None
         node.seq = _next_seq()
         if save_out:
             node.out = out
             node.out_version = (res._version, 0)
         else:
             node.out = node.out_version = None
-        node.inputs = None
+        node.write = _last_write[0]
         node.freed = False
         node.hooks = node.retain = None
         res._node = node
@@ -456,14 +459,16 @@ def _node_general(op, attrs, args, outs, rg, tapes):
             dtypes.append(a.dtype)
         edges.append(None)
         needs.append(False)
-    saved = versions = None
+    saved = versions = inputs = None
     if op.save_idx:
         saved = [None] * len(args)
         versions = [None] * len(args)
+        inputs = [None] * len(args)
         for i in op.save_idx:
-            a = saved[i] = args[i]
+            a = saved[i] = inputs[i] = args[i]
             if type(a) in _TT:
                 versions[i] = a._version[0]
+                inputs[i] = a._data
     out = out_version = None
     if op.save_out:
         v = outs[0]._version
@@ -472,8 +477,8 @@ def _node_general(op, attrs, args, outs, rg, tapes):
     o = outs[0]._data
     same = op.elementwise and all(s is None or (s == o.shape and d == o.dtype)
                                   for s, d in zip(shapes, dtypes))
-    node = _make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out,
-                      out_version, same)
+    node = _make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, inputs, out,
+                      out_version, same, _last_write[0])
     if tapes:
         node.tapes = _tapes_of(args, rg, tapes)
     return node
@@ -570,7 +575,7 @@ def apply_inplace(op, t, *args, **attrs):
         raise RuntimeError(f"{op.name}_: output with shape {t.shape} doesn't match the "
                            f"broadcast shape {tuple(new.shape)}")
     t._data[...] = new
-    t._version[0] += 1
+    _mark_written(t)
     if record:
         t._node = res._node
         t._idx = res._idx

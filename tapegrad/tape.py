@@ -148,7 +148,8 @@ class Node:
                  "versions",     # the version of each saved Tensor when saved, None for others
                  "out",          # the saved output array (a tuple of them for several outputs)
                  "out_version",  # (holder, version) of the saved output
-                 "inputs",       # the saved inputs as raw arrays while the walker runs the vjp
+                 "inputs",       # the saved inputs as raw arrays (None where not saved)
+                 "write",        # tensor.last_write when saved (set when something is saved)
                  "freed",        # saved values released by a backward without retain_graph
                  "hooks",        # {output index: [hook, ...]} of non-leaf tensors, or None
                  "retain",       # {output index: weakref to tensor} for retain_grad, or None
@@ -200,8 +201,8 @@ def install_namespace(m):
     Node.m = m
 
 
-def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, out_version,
-              same):
+def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, inputs, out,
+              out_version, same, write):
     """The one node builder: a new Node with every slot set, the next sequence number.
 
     ``same`` is True only for an elementwise op (``op.elementwise``) whose tensor
@@ -219,7 +220,8 @@ def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, out, out
     node.versions = versions
     node.out = out
     node.out_version = out_version
-    node.inputs = None
+    node.inputs = inputs
+    node.write = write
     node.freed = False
     node.hooks = node.retain = None
     node.same = same

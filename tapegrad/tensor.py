@@ -1,6 +1,8 @@
 """The Tensor type: an array with its recording fields. Ops reach it through
 ``dispatch.bind``; the operators and methods are installed by ``ops/_methods.py``."""
 
+import itertools
+
 import numpy as np
 
 from . import dtypes as _dt
@@ -286,10 +288,19 @@ def buffer(t):
 
 
 def mark_written(t):
-    """Record that ``t``'s buffer was written in place outside an op: bumps the version
-    counter (shared with its views), so a recording that saved ``t`` refuses to
-    run its adjoint on the new values."""
+    """Record that ``t``'s buffer was written in place: bumps its version counter
+    (shared with its views), so a recording that saved ``t`` refuses to run its
+    adjoint on the new values. Every in-place write, in an op or outside, comes here."""
     t._version[0] += 1
+    last_write[0] = next(_write_ids)
+
+
+# The id of the latest in-place write in any thread. A node saves it with its inputs:
+# while it is unchanged, nothing the node saved can have been written, and the walker
+# skips the version checks. Ids come from one counter, so a write after a node was
+# recorded leaves an id the node never saw, whatever the threads' interleaving.
+_write_ids = itertools.count(1)
+last_write = [0]
 
 # Tensor and its subclasses (nn.Parameter): the funnel checks ``type(a) in subclasses``
 subclasses = {Tensor}

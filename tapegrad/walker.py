@@ -19,7 +19,7 @@ from heapq import heappush, heappop
 import numpy as np
 
 from .tape import state, check_finite, FAST_RECORD, FAST_NO_GRAD
-from .tensor import Tensor, wrap
+from .tensor import Tensor, wrap, mark_written, last_write
 
 __all__ = ["backward_pass", "Ctx"]
 
@@ -86,12 +86,12 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
             needs = wanted.needs(node, g)
             if needs is None:
                 continue
-        if traced or node.out is not None or node.freed or needs is not node.needs_input_grad:
+        if traced or node.freed or needs is not node.needs_input_grad:
             ctx = _context(node, traced, needs)
         else:  # _context's raw case, inline: the node is the context
             ctx = node
-            if node.saved is not None:
-                node.inputs = _saved(node, False)
+            if node.write != last_write[0]:
+                _check_versions(node)
         op = node.op
         if op.nout != 1:
             g = tuple(g)
@@ -201,15 +201,16 @@ class Ctx:
 
 
 def _context(node, traced, needs):
-    """The vjp's context: the node itself on the raw path, a ``Ctx`` otherwise; the
-    saved values checked against the versions they had when saved."""
+    """The vjp's context: on the raw path the node itself (its ``inputs`` are the
+    saved inputs as raw arrays), a ``Ctx`` of Tensors when the vjp records (or of
+    raw arrays when only some input gradients are wanted); the saved values checked
+    against the versions they had when saved, unless nothing was written in place
+    since (``tensor.last_write``)."""
     if node.freed:
         raise RuntimeError(f"{node.op.name}: {_FREED_MSG}")
+    if node.write != last_write[0]:
+        _check_versions(node)
     if not traced and needs is node.needs_input_grad:
-        if node.saved is not None:
-            node.inputs = _saved(node, False)
-        if node.out is not None:
-            _check_out(node)
         return node
     ctx = Ctx()
     ctx.m = node.m
@@ -218,10 +219,9 @@ def _context(node, traced, needs):
     ctx.dtypes = node.dtypes
     ctx.needs_input_grad = needs
     ctx.node = node
-    ctx.inputs = None if node.saved is None else _saved(node, traced)
+    ctx.inputs = node.inputs if not traced or node.saved is None else _as_tensors(node.saved)
     ctx.out = None
     if node.out is not None:
-        _check_out(node)
         if not traced:
             ctx.out = node.out
         elif node.op.nout == 1:
@@ -231,46 +231,30 @@ def _context(node, traced, needs):
     return ctx
 
 
-def _saved(node, traced):
-    """The saved inputs, each Tensor checked against the version it had when saved:
-    raw arrays for a raw vjp, Tensors for a recording one."""
-    if not traced:
-        vals = []
-        for s, v in zip(node.saved, node.versions):
-            if v is None:  # a raw value (a weak scalar, a constant array), or not saved
-                vals.append(s)
-            elif s._version[0] == v:
-                vals.append(s._data)
-            else:
-                _modified(node, len(vals), s, v)
-        return vals
-    vals = list(node.saved)
-    for i, v in enumerate(node.versions):
-        s = vals[i]
-        if v is None:
-            if s is not None and hasattr(s, "shape") and not isinstance(s, Tensor):
-                vals[i] = wrap(s)
-        elif s._version[0] != v:
-            _modified(node, i, s, v)
-    return vals
+def _as_tensors(saved):
+    """The saved inputs for a recording vjp: Tensors as they are, raw arrays wrapped."""
+    return [wrap(s) if s is not None and hasattr(s, "shape") and not isinstance(s, Tensor)
+            else s for s in saved]
 
 
-def _modified(node, i, s, v):
-    raise RuntimeError(
-        f"{node.op.name}: one of the variables needed for gradient computation "
-        f"has been modified by an inplace operation: input "
-        f"'{node.op.args[i]}' of {node.op.name} (shape {node.shapes[i]}) is at "
-        f"version {s._version[0]}; expected version {v}. Hint: avoid modifying it "
-        f"in place, or clone() it before the in-place change")
-
-
-def _check_out(node):
-    holder, v = node.out_version
-    if holder[0] != v:
-        raise RuntimeError(
-            f"{node.op.name}: one of the variables needed for gradient computation has "
-            f"been modified by an inplace operation: the output of {node.op.name} is at "
-            f"version {holder[0]}; expected version {v}")
+def _check_versions(node):
+    """Raise if a saved input or the saved output was written in place since saved."""
+    if node.saved is not None:
+        for i, (s, v) in enumerate(zip(node.saved, node.versions)):
+            if v is not None and s._version[0] != v:
+                raise RuntimeError(
+                    f"{node.op.name}: one of the variables needed for gradient computation "
+                    f"has been modified by an inplace operation: input "
+                    f"'{node.op.args[i]}' of {node.op.name} (shape {node.shapes[i]}) is at "
+                    f"version {s._version[0]}; expected version {v}. Hint: avoid modifying "
+                    f"it in place, or clone() it before the in-place change")
+    if node.out is not None:
+        holder, v = node.out_version
+        if holder[0] != v:
+            raise RuntimeError(
+                f"{node.op.name}: one of the variables needed for gradient computation has "
+                f"been modified by an inplace operation: the output of {node.op.name} is at "
+                f"version {holder[0]}; expected version {v}")
 
 
 def _observed_vjp(observers, node, ctx, g):
@@ -372,7 +356,7 @@ def _accumulate(t, g, traced, delivered):
         t.grad = wrap(g)
     elif cur._node is None and cur._data.shape == g.shape and cur._data.flags.writeable:
         cur._data += g
-        cur._version[0] += 1
+        mark_written(cur)
     else:
         t.grad = wrap(cur._data + g)
 

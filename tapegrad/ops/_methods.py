@@ -2,7 +2,7 @@
 
 from .. import dtypes as _dt
 from ..grad_mode import is_grad_enabled
-from ..tensor import Tensor
+from ..tensor import Tensor, mark_written
 from ..dispatch import apply_inplace, lane
 from . import elementwise as E, reduce as R, shape as S, indexing as I, linalg as L
 from . import creation as C, nn as N
@@ -44,7 +44,7 @@ def _zero_(self):
         raise RuntimeError("zero_: a leaf Variable that requires grad is being used in an "
                            "in-place operation")
     self._data[...] = 0
-    self._version[0] += 1
+    mark_written(self)
     if is_grad_enabled() and self._node is not None:
         self._node = None
         self.requires_grad = False
@@ -57,7 +57,7 @@ def _fill_(self, value):
         raise RuntimeError("fill_: a leaf Variable that requires grad is being used in an "
                            "in-place operation")
     self._data[...] = value._data if isinstance(value, Tensor) else value
-    self._version[0] += 1
+    mark_written(self)
     return self
 
 

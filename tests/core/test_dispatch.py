@@ -206,7 +206,9 @@ def _node_fields(node):
             tuple(node.dtypes), tuple(node.needs_input_grad),
             None if node.saved is None else tuple(node.saved),
             None if node.versions is None else tuple(node.versions),
-            node.out is not None, node.out_version is not None and node.out_version[1])
+            node.out is not None, node.out_version is not None and node.out_version[1],
+            None if node.inputs is None else tuple(
+                id(a) if hasattr(a, "shape") else a for a in node.inputs))
 
 
 @pytest.mark.parametrize("name,second", [
@@ -285,3 +287,16 @@ def test_raw_arrays_are_validated_by_the_shape_rule():
     than its input raises instead of returning an empty array."""
     with pytest.raises(RuntimeError, match="avg_pool2d: input .* is too small"):
         tg.nn.functional.avg_pool2d(np.ones((1, 1, 2, 2)), 3)
+
+
+def test_a_write_in_another_thread_still_invalidates_saved_values():
+    """The walker skips version checks while no in-place write happened anywhere since
+    a node was recorded (tensor.last_write); a write from another thread counts."""
+    x = _leaf([0.5, 1.5, 2.0])
+    h = x * 1.0
+    y = (h * h).sum()       # mul saves h
+    th = threading.Thread(target=lambda: h.add_(1.0))
+    th.start()
+    th.join()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
