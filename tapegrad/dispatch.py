@@ -151,7 +151,9 @@ def _make_lane(op):
         if view:
             _make_view(res, x)
         rx = x.requires_grad
-        if not (rx or ry) or mode != _FAST_RECORD or not recorded or out.dtype.kind != "f":
+        # (an input that requires grad is a float; an elementwise op of floats gives one)
+        if not (rx or ry) or mode != _FAST_RECORD or not recorded or (
+                not elementwise and out.dtype.kind != "f"):
             res._node = None
             res.requires_grad = False
             return res

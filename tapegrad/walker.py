@@ -113,7 +113,11 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
                     check_finite(op.name, node.where, gi, "backward")
                 e = edges[i]
                 if type(e) is not tuple:
-                    _to_leaf(leaves, e, gi, traced)
+                    p = leaves.get(id(e))
+                    if p is not None and p[2]:  # _to_leaf's in-place case, inline
+                        p[1] += gi
+                    else:
+                        _to_leaf(leaves, e, gi, traced)
                 elif q.nxt is None and not q.heap and e[0].op.nout == 1:
                     q.nxt = e[0]  # q.send's chain case, inline
                     q.nxt_g = gi
