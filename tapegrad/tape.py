@@ -182,6 +182,7 @@ class Node:
         """Free the saved values (backward without retain_graph); a later backward
         through this node raises."""
         self.freed = True
+        self.write = -1  # never a write id: the walker's fast path then goes to _context
         self.saved = self.out = self.inputs = None
 
     def register_hook(self, idx, fn):

@@ -86,19 +86,18 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
             needs = wanted.needs(node, g)
             if needs is None:
                 continue
-        if traced or node.freed or needs is not node.needs_input_grad:
-            ctx = _context(node, traced, needs)
+        if traced or needs is not node.needs_input_grad or node.write != last_write[0]:
+            ctx = _context(node, traced, needs)  # (a released node's write is -1)
         else:  # _context's raw case, inline: the node is the context
             ctx = node
-            if node.write != last_write[0]:
-                _check_versions(node)
         op = node.op
         if op.nout != 1:
             g = tuple(g)
         in_grads = op.vjp(ctx, g) if not observers else _observed_vjp(observers, node, ctx, g)
         if not retain_graph:
-            node.freed = True
-            node.saved = node.out = node.inputs = None  # node.release(), inline
+            node.freed = True  # node.release(), inline
+            node.write = -1
+            node.saved = node.out = node.inputs = None
         edges = node.edges
         if len(in_grads) != len(edges):
             raise RuntimeError(f"{op.name}: vjp returned {len(in_grads)} gradients "
