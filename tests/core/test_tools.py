@@ -6,13 +6,6 @@ import tapegrad as tg
 from tapegrad.testing import gradcheck, gradgradcheck
 
 
-@pytest.fixture
-def fresh_name(request):
-    name = "test_" + request.node.name.replace("[", "_").replace("]", "")
-    yield name
-    tg.ops_registry.unregister(name)
-
-
 # ---------------------------------------------------------------- custom_op
 def test_custom_op_first_and_second_order(fresh_name):
     def kernel(x, y):

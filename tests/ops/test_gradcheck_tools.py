@@ -13,13 +13,6 @@ import tapegrad as tg
 from tapegrad.testing import gradcheck, gradgradcheck
 
 
-@pytest.fixture
-def fresh_name(request):
-    name = "test_gradcheck_" + request.node.name.replace("[", "_").replace("]", "")
-    yield name
-    tg.ops_registry.unregister(name)
-
-
 def _raw(a):
     return a.detach().numpy() if isinstance(a, tg.Tensor) else np.asarray(a)
 
