@@ -6,6 +6,7 @@ when needed, a recorded ``Node``::
 
     bind(op, *args, **attrs)             the contract (docstring below)
       lane(op)(x[, y], attrs=attrs)      one or two operands, CPU, one dtype, fast mode
+      _raw(op, args, attrs)              an adjoint on raw ndarrays: the kernel alone
       _general(op, args, attrs)          everything else: unwrap, devices, promotion
         _compute(op, arrays, attrs)      infer first, workspace / allocator, the kernel
         _record(...)                     the node for any call
@@ -96,8 +97,8 @@ def lane(op):
     ``bind`` calls for it and the one installed as its Tensor operator method
     (``Tensor.__mul__`` is ``lane(MUL)``), so every spelling of a call takes one
     path. It handles the common case itself (CPU Tensors of one dtype, or a float
-    Tensor and a Python number, in fast mode; or float ndarrays, for an adjoint on
-    raw arrays) and hands anything else to ``_general`` unchanged."""
+    Tensor and a Python number, in fast mode) and hands anything else to
+    ``_general`` unchanged. Lanes are made once per op and kept (``_lanes``)."""
     fn = _lanes.get(op)
     if fn is None:
         if not op.fast:
