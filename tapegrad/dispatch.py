@@ -261,7 +261,13 @@ def _unwrap(op, args):
             d = a._data
             tensor_seen = True
             rg = rg or a.requires_grad
-        elif a is None or tp in _SCALARS:
+        elif tp in _SCALARS:
+            arrays.append(a)
+            continue
+        elif a is None:
+            if _arg_name(op, len(arrays)) not in op.optional:
+                raise TypeError(f"{op.name}: argument '{_arg_name(op, len(arrays))}' must be "
+                                f"a Tensor, not None")
             arrays.append(a)
             continue
         elif isinstance(a, np.generic):
@@ -272,9 +278,11 @@ def _unwrap(op, args):
         elif isinstance(a, _NDARRAY) or tp.__module__.startswith("cupy"):
             d = a  # a raw array (also the @fuse tracer's stand-ins, an ndarray subclass)
         else:
-            name = op.args[len(arrays)] if len(arrays) < len(op.args) else f"#{len(arrays)}"
-            raise TypeError(f"{op.name}: argument '{name}' must be a Tensor or a number, "
-                            f"not {tp.__name__}")
+            raise TypeError(f"{op.name}: argument '{_arg_name(op, len(arrays))}' must be a "
+                            f"Tensor or a number, not {tp.__name__}")
+        if d.dtype.kind == "c":
+            raise TypeError(f"{op.name}: argument '{_arg_name(op, len(arrays))}' is complex "
+                            f"({d.dtype}); tapegrad computes on real dtypes only")
         if tensor_seen is None:
             tensor_seen = False
         devs.add(type(d))
@@ -287,6 +295,10 @@ def _unwrap(op, args):
         _devices.check_same(op.name, [_devices.device_of(a) for a in arrays
                                       if a is not None and type(a) not in _SCALARS])
     return tensor_seen, rg, arrays
+
+
+def _arg_name(op, i):
+    return op.args[i] if i < len(op.args) else op.args[-1] if op.args else f"#{i}"
 
 
 def _promote(op, arrays):

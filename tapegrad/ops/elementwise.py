@@ -587,6 +587,7 @@ def _clamp_t_samples(dtype=np.float64):
 
 
 CLAMP_TENSOR = register(name="clamp_tensor", kernel=_clamp_t_kernel, args=("x", "min", "max"),
+                        optional=("min", "max"),
                         vjp=_clamp_t_vjp, saves=("x", "min", "max"), infer=_clamp_t_infer,
                         broadcasting=True, promote="same", samples=_clamp_t_samples,
                         torch=lambda torch, x, min, max: torch.clamp(

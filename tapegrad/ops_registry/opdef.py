@@ -13,6 +13,9 @@ An ``OpDef`` holds everything about one operator:
     aliases the first input; nothing is computed).
 ``args``
     names of the tensor inputs, the public argument names (``("x", "other")``).
+``optional``
+    the inputs that may be ``None`` (``("bias",)``); any other ``None`` input is
+    refused by dispatch with a TypeError naming the argument.
 ``kernel(*arrays, **attrs)``
     computes on raw NumPy/CuPy arrays and returns an array (or a tuple for
     ``nout > 1``). Workspace kernels also take ``workspace=``; dynamic kernels take
@@ -97,6 +100,7 @@ class OpDef:
     # filled by register(): positions of saved inputs, whether "out" is saved
     save_idx: tuple = field(default=(), repr=False)
     save_out: bool = field(default=False, repr=False)
+    optional: tuple = ()
     fast: bool = field(default=False, repr=False)
     elementwise: bool = field(default=False, repr=False)
     takes_out: bool = field(default=False, repr=False)
@@ -124,6 +128,10 @@ def validate(op):
         raise ValueError(f"register {op.name}: a differentiable op needs a vjp")
     if op.samples is None:
         raise ValueError(f"register {op.name}: every op needs samples for its tests")
+    for a in op.optional:
+        if a not in op.args:
+            raise ValueError(f"register {op.name}: optional input {a!r} is not one of its "
+                             f"inputs ({', '.join(op.args)})")
     for s in op.saves:
         if s != "out" and s not in op.args:
             raise ValueError(f"register {op.name}: saves {s!r} is neither an input "

@@ -82,6 +82,7 @@ def _linear_samples(dtype=np.float64):
 
 
 LINEAR = register(name="linear", kernel=_linear_kernel, args=("input", "weight", "bias"),
+                  optional=("bias",),
                   infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),
                   promote="same", samples=_linear_samples,
                   error_samples=lambda: [

@@ -269,7 +269,8 @@ def _conv_errors():
 
 
 CONV2D = register(name="conv2d", kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
-                  args=("input", "weight", "bias"), infer=_public_conv_attrs(_conv2d_infer),
+                  args=("input", "weight", "bias"), optional=("bias",),
+                  infer=_public_conv_attrs(_conv2d_infer),
                   workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp,
                   saves=("input", "weight"), promote="same", samples=_conv_samples,
                   error_samples=_conv_errors, torch=_torch_conv)

@@ -1,0 +1,64 @@
+"""The funnel's checks, shared by every op: a None where an input is required and a
+complex array anywhere are refused with a TypeError naming the op and the argument
+(PyTorch's class), never computed on. Driven by the registry: each op's first
+sample, with one input replaced at a time."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.dispatch import bind
+from tapegrad.ops_registry import list_ops
+
+
+def _cases():
+    out = []
+    for op in list_ops():
+        samples = op.samples(np.float64)
+        if not samples:
+            continue
+        sample = samples[0]
+        for i, a in enumerate(sample.args[:len(op.args)]):
+            if isinstance(a, np.ndarray):
+                out.append(pytest.param(op, sample, i, id=f"{op.name}-{op.args[i]}"))
+    return out
+
+
+def _as_tensors(args):
+    return [tg.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+@pytest.mark.parametrize("op,sample,i", _cases())
+def test_none_input_is_refused_unless_declared_optional(op, sample, i):
+    args = _as_tensors(sample.args)
+    args[i] = None
+    if op.args[i] in op.optional:
+        bind(op, *args, **sample.attrs)  # e.g. conv2d's bias: computes
+        return
+    with pytest.raises(TypeError, match=rf"^{op.name}: argument '{op.args[i]}' must be a "
+                                        r"Tensor, not None"):
+        bind(op, *args, **sample.attrs)
+
+
+@pytest.mark.parametrize("op,sample,i", _cases())
+def test_complex_input_is_refused(op, sample, i):
+    args = _as_tensors(sample.args)
+    args[i] = np.asarray(sample.args[i]) * (1 + 1j)
+    with pytest.raises(TypeError, match=rf"^{op.name}: argument '{op.args[i]}' is complex"):
+        bind(op, *args, **sample.attrs)
+
+
+def test_public_functions_and_operators_refuse_none_and_complex_as_the_issue_lists():
+    a, b = tg.ones(3), tg.zeros(3)
+    for call, op in [(lambda: tg.eq(None, a), "eq"), (lambda: tg.where(None, a, b), "where"),
+                     (lambda: tg.nn.functional.gelu(None), "gelu"),
+                     (lambda: tg.sum(None), "sum"), (lambda: tg.exp(None), "exp"),
+                     (lambda: tg.erf(None), "erf"), (lambda: a * None, "mul")]:
+        with pytest.raises(TypeError, match=rf"^{op}: argument '\w+' must be a Tensor, not None"):
+            call()
+    for call, op in [(lambda: tg.add(tg.ones(2), np.array([1 + 5j, 2j])), "add"),
+                     (lambda: tg.exp(np.array([1 + 2j])), "exp"),
+                     (lambda: a + np.array([1j, 1j, 1j]), "add"),
+                     (lambda: tg.nn.functional.max_pool2d(np.ones((1, 1, 4, 4), complex), 2),
+                      "max_pool2d")]:
+        with pytest.raises(TypeError, match=rf"^{op}: argument '\w+' is complex"):
+            call()
