@@ -36,9 +36,28 @@ def normalize_dims(op, dim, ndim):
     if isinstance(dim, (list, tuple)):
         out = tuple(sorted({normalize_dim(op, d, ndim) for d in dim}))
         if len(out) != len(dim):
-            raise op_error(op, f"dim {tuple(dim)} repeats a dimension")
+            raise op_error(op, f"dim {tuple(dim)} repeats a dimension", RuntimeError)
         return out
     return (normalize_dim(op, dim, ndim),)
+
+
+def distinct_values(a):
+    """``a`` without the repeats that broadcasting makes: each stride-0 dim cut to
+    length 1 (a view), so a scan of the values (an index's bounds) costs what the
+    array's memory holds, not its broadcast size."""
+    strides = getattr(a, "strides", None)
+    if not strides or 0 not in strides:
+        return a
+    return a[tuple(slice(0, 1) if st == 0 else slice(None) for st in strides)]
+
+
+def value_range(a):
+    """``(min, max)`` of an integer array as Python ints (None when it is empty), in
+    one pass over its distinct memory (see ``distinct_values``)."""
+    a = distinct_values(a)
+    if a.size == 0:
+        return None
+    return int(a.min()), int(a.max())
 
 
 def alias(op, value, alias_value, name, alias_name, default=None):
@@ -50,8 +69,9 @@ def alias(op, value, alias_value, name, alias_name, default=None):
     return value
 
 
-def shape_arg(op, shape):
-    """`*ints` or one tuple/list to a tuple of ints."""
+def shape_arg(op, shape, what="shape"):
+    """`*ints` or one tuple/list to a tuple of ints (``what`` names the argument in
+    the error)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     elif len(shape) == 1 and hasattr(shape[0], "__index__") is False and shape[0] is not None:
@@ -59,7 +79,7 @@ def shape_arg(op, shape):
     out = []
     for s in shape:
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
-            raise op_error(op, f"shape must be ints, got {shape!r}", TypeError)
+            raise op_error(op, f"{what} must be ints, got {shape!r}", TypeError)
         out.append(int(s))
     return tuple(out)
 

@@ -12,7 +12,7 @@ from collections import namedtuple as _namedtuple
 from .. import devices as _devices
 from ..tensor import Tensor
 from ..dispatch import bind, apply_inplace
-from .._util import broadcast_shapes as _broadcast_shapes, normalize_dim, op_error
+from .._util import broadcast_shapes as _broadcast_shapes, normalize_dim, op_error, value_range
 from ._decl import register, Sample, TensorSpec, rand
 from .shape import reshape
 
@@ -244,20 +244,35 @@ def _slice_along(input, d, start, stop):
     return getitem_raw(input, (slice(None),) * d + (slice(start, stop),))
 
 
+def _split_dim(name, input, dim):
+    """(shape, dim) for the slicing ops, which need a dim to slice (PyTorch refuses a
+    0-d input whatever the dim)."""
+    shape = tuple(input.shape)
+    if not shape:
+        raise op_error(name, "expects at least a 1-dimensional tensor, got a 0-d one",
+                       RuntimeError)
+    return shape, normalize_dim(name, dim, len(shape))
+
+
+def _int_arg(name, v, what):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise op_error(name, f"{what} must be an int, got {v!r}", TypeError)
+    return int(v)
+
+
 def split(tensor, split_size_or_sections, dim=0):
     """Pieces of ``split_size_or_sections`` elements (an int: equal pieces, the last
     smaller; a list: those sizes) along ``dim``; a tuple of views."""
-    shape = tuple(tensor.shape)
-    d = normalize_dim("split", dim, len(shape))
+    shape, d = _split_dim("split", tensor, dim)
     n = shape[d]
     s = split_size_or_sections
     if isinstance(s, (list, tuple)):
-        sizes = [int(v) for v in s]
+        sizes = [_int_arg("split", v, "split sizes") for v in s]
         if any(v < 0 for v in sizes) or sum(sizes) != n:
             raise op_error("split", f"split sizes {tuple(sizes)} must be non-negative and sum "
                                     f"to the size {n} of dim {d} (shape {shape})", RuntimeError)
     else:
-        s = int(s)
+        s = _int_arg("split", s, "split_size_or_sections")
         if s < 0 or (s == 0 and n != 0):
             raise op_error("split", f"split size {s} must be positive for dim {d} of size {n}",
                            RuntimeError)
@@ -272,11 +287,10 @@ def split(tensor, split_size_or_sections, dim=0):
 
 def chunk(input, chunks, dim=0):
     """At most ``chunks`` pieces of ceil(n / chunks) elements along ``dim``."""
-    chunks = int(chunks)
+    chunks = _int_arg("chunk", chunks, "chunks")
     if chunks <= 0:
         raise op_error("chunk", f"chunks must be greater than 0, got {chunks}", RuntimeError)
-    shape = tuple(input.shape)
-    d = normalize_dim("chunk", dim, len(shape))
+    shape, d = _split_dim("chunk", input, dim)
     n = shape[d]
     if n == 0:
         return tuple(_slice_along(input, d, 0, 0) for _ in range(chunks))
@@ -284,20 +298,23 @@ def chunk(input, chunks, dim=0):
 
 
 def tensor_split(input, indices_or_sections, dim=0):
-    shape = tuple(input.shape)
-    d = normalize_dim("tensor_split", dim, len(shape))
+    """Pieces along ``dim``: ``k`` near-equal sections, or cut at the given indices
+    (Python slice semantics: negative indices count from the end, out-of-range ones
+    clamp, a decreasing index gives an empty piece)."""
+    shape, d = _split_dim("tensor_split", input, dim)
     n = shape[d]
     if isinstance(indices_or_sections, (list, tuple)):
-        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+        bounds = [0] + [_int_arg("tensor_split", i, "indices") for i in indices_or_sections]
+        bounds.append(n)
     else:
-        k = int(indices_or_sections)
+        k = _int_arg("tensor_split", indices_or_sections, "sections")
         if k <= 0:
             raise op_error("tensor_split", f"sections must be positive, got {k}", RuntimeError)
         q, r = divmod(n, k)
         bounds = [0]
         for i in range(k):
             bounds.append(bounds[-1] + q + (1 if i < r else 0))
-    return tuple(_slice_along(input, d, a, max(a, b)) for a, b in zip(bounds, bounds[1:]))
+    return tuple(_slice_along(input, d, a, b) for a, b in zip(bounds, bounds[1:]))
 
 
 def unbind(input, dim=0):
@@ -432,18 +449,23 @@ def _check_int(name, index):
                        RuntimeError)
 
 
-def _check_range(name, index, size, dim, shape, negative=False):
-    """Data-dependent bound check (public functions call it: infer can't see data)."""
-    idx = _raw(index)
-    if idx is None or not hasattr(idx, "size") or idx.size == 0:
+def _check_range(name, index, x, dim, negative=False):
+    """The index values' bound check along ``dim`` of ``x`` (a 0-d x has one
+    position). Kernels make it, after the shape rule accepted the shapes: it reads
+    the data, once, over the index's distinct memory (a broadcast index is not
+    scanned element by element)."""
+    span = value_range(index)
+    if span is None:
         return
-    lo, hi = int(idx.min()), int(idx.max())
+    shape = tuple(x.shape)
+    size = shape[dim] if shape else 1
+    lo, hi = span
     low = -size if negative else 0
     if lo < low or hi >= size:
         bad = lo if lo < low else hi
         raise _IndexOutOfRange(f"{name}: index {bad} is out of bounds for dim {dim} with size "
-                               f"{size} (input shape {tuple(shape)}, index shape "
-                               f"{tuple(idx.shape)})")
+                               f"{size} (input shape {shape}, index shape "
+                               f"{tuple(index.shape)})")
 
 
 def _same_ndim(name, **specs):
@@ -476,6 +498,7 @@ def _gather_infer(x, index, dim):
 
 def _gather_kernel(x, index, dim):
     _gather_infer(x, index, dim)
+    _check_range("gather", index, x, dim)
     if x.ndim == 0:
         return x.copy()
     return x[_grid(index, dim)]
@@ -498,18 +521,10 @@ GATHER = register(
     torch=lambda torch, x, index, dim: torch.gather(x, dim, index))
 
 
-def _canon_dim(name, input, dim):
-    nd = len(input.shape)
-    return normalize_dim(name, dim, nd) if nd else 0
-
-
 def gather(input, dim, index, *, sparse_grad=False):
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` (for dim=1); differentiable in
     input (repeated indices accumulate)."""
-    d = _canon_dim("gather", input, dim)
-    if len(input.shape) and len(index.shape) == len(input.shape):
-        _check_range("gather", index, input.shape[d], d, input.shape)
-    return bind(GATHER, input, index, dim=d)
+    return bind(GATHER, input, index, dim=normalize_dim("gather", dim, len(input.shape)))
 
 
 # ---------------------------------------------------------------- scatter_add / scatter
@@ -549,6 +564,7 @@ def _torch_src(src, index):
 
 def _scatter_add_kernel(x, index, src, dim):
     _scatter_infer("scatter_add")(x, index, src, dim)
+    _check_range("scatter_add", index, x, dim)
     out = x.copy()
     if x.ndim == 0:
         return out + src
@@ -591,12 +607,26 @@ SCATTER_ADD = register(
                                                               _torch_src(src, index)))
 
 
+def _once_along(index, dim):
+    """``index`` cut to one entry along ``dim`` where broadcasting repeats it there
+    (stride 0): a write of one value that many times to the same positions is one
+    write (scatter of a number, the zeroing in its adjoint), so a broadcast index
+    costs its memory, not its size."""
+    strides = getattr(index, "strides", None)
+    if strides and strides[dim] == 0 and index.shape[dim] > 1:
+        return index[(slice(None),) * dim + (slice(0, 1),)]
+    return index
+
+
 def _scatter_kernel(x, index, src, dim):
     _scatter_infer("scatter")(x, index, src, dim)
+    _check_range("scatter", index, x, dim)
     out = x.copy()
     if x.ndim == 0:
         out[...] = src
         return out
+    if not hasattr(src, "shape"):
+        index = _once_along(index, dim)
     out[_grid(index, dim)] = _src_part(src, index)
     return out
 
@@ -606,7 +636,9 @@ def _scatter_vjp(ctx, g):
     # gradients are those of the writes that were not overwritten only when unique
     index, dim = _raw(ctx.inputs[1]), ctx.attrs["dim"]
     m = ctx.m
-    gx = m.index_put_zero(g, _grid(index, dim)) if ctx.needs_input_grad[0] else None
+    gx = None
+    if ctx.needs_input_grad[0]:
+        gx = m.index_put_zero(g, _grid(_once_along(index, dim), dim))
     gsrc = _src_grad(m, g, index, dim, ctx.shapes[2]) if ctx.needs_input_grad[2] else None
     return gx, None, gsrc
 
@@ -638,10 +670,7 @@ def _scatter_args(name, input, dim, index, src, value):
         src = np.asarray(src)
     if hasattr(src, "shape") and len(src.shape) == 0 and len(index.shape):
         src = src.item() if not getattr(src, "requires_grad", False) else src
-    d = _canon_dim(name, input, dim)
-    if len(input.shape) and len(index.shape) == len(input.shape):
-        _check_range(name, index, input.shape[d], d, input.shape)
-    return d, src
+    return normalize_dim(name, dim, len(input.shape)), src
 
 
 def scatter_add(input, dim, index, src):
@@ -684,6 +713,9 @@ def _index_select_infer(x, index, dim):
     for s in index.shape:
         n *= s
     if not shape:
+        if n != 1:
+            raise op_error("index_select", f"index to a 0-d input can have only 1 value, got "
+                                           f"{n}", RuntimeError)
         return TensorSpec((), x.dtype)
     return TensorSpec(shape[:d] + (n,) + shape[d + 1:], x.dtype)
 
@@ -694,6 +726,7 @@ def _select_index(index, dim):
 
 def _index_select_kernel(x, index, dim):
     _index_select_infer(x, index, dim)
+    _check_range("index_select", index, x, dim)
     if x.ndim == 0:
         return x.copy()
     return x[_select_index(index, dim)]
@@ -716,10 +749,8 @@ INDEX_SELECT = register(
 
 def index_select(input, dim, index):
     """The entries of ``index`` (a vector) along ``dim``."""
-    d = _canon_dim("index_select", input, dim)
-    if len(input.shape):
-        _check_range("index_select", index, input.shape[d], d, input.shape)
-    return bind(INDEX_SELECT, input, index, dim=d)
+    return bind(INDEX_SELECT, input, index,
+                dim=normalize_dim("index_select", dim, len(input.shape)))
 
 
 # ---------------------------------------------------------------- take_along_dim
@@ -733,6 +764,9 @@ def _tad_shapes(x, indices, dim):
 def _tad_infer(x, indices, dim):
     _check_int("take_along_dim", indices)
     _same_ndim("take_along_dim", input=x, indices=indices)
+    if not x.shape:  # PyTorch: a 0-d input has no dim to take along (dim=None flattens)
+        raise op_error("take_along_dim", f"dim {dim} specified, but a 0-d input has no dims",
+                       IndexError)
     d = normalize_dim("take_along_dim", dim, len(x.shape))
     rest = list(_tad_shapes(x, indices, d))
     rest[d] = indices.shape[d]
@@ -757,8 +791,7 @@ def _tad_index(xshape, indices, dim):
 
 def _tad_kernel(x, indices, dim):
     _tad_infer(x, indices, dim)
-    if x.ndim == 0:
-        return x.copy()
+    _check_range("take_along_dim", indices, x, dim, negative=True)
     return x[_tad_index(tuple(x.shape), indices, dim)]
 
 
@@ -783,9 +816,7 @@ def take_along_dim(input, indices, dim=None):
     if dim is None:
         input, indices, d = reshape(input, (-1,)), reshape(indices, (-1,)), 0
     else:
-        d = _canon_dim("take_along_dim", input, dim)
-    if len(input.shape) and len(indices.shape) == len(input.shape):
-        _check_range("take_along_dim", indices, input.shape[d], d, input.shape, negative=True)
+        d = normalize_dim("take_along_dim", dim, max(len(input.shape), 1))
     return bind(TAKE_ALONG_DIM, input, indices, dim=d)
 
 
@@ -949,6 +980,10 @@ def _unique_infer(x, sorted=True, dim=None):
     if dim is None:
         return (TensorSpec((None,), x.dtype), TensorSpec(shape, i64), TensorSpec((None,), i64))
     d = normalize_dim("unique", dim, len(shape))
+    if any(s == 0 for i, s in enumerate(shape) if i != d):
+        raise op_error("unique", f"input of shape {shape} has a zero-size dim other than dim "
+                                 f"{d}: there are no slices along dim {d} to compare",
+                       RuntimeError)
     return (TensorSpec(shape[:d] + (None,) + shape[d + 1:], x.dtype),
             TensorSpec((shape[d],), i64), TensorSpec((None,), i64))
 
@@ -975,7 +1010,8 @@ UNIQUE = register(
         Sample((np.array([[1, 2], [1, 2], [0, 4]], dtype),), {"sorted": True, "dim": 0}),
         Sample((np.array([[1, 2, 1], [3, 0, 3]], dtype),), {"sorted": True, "dim": 1}),
         Sample((np.zeros(0, dtype),), {"sorted": True, "dim": None})],
-    error_samples=lambda: [((rand((3, 4)),), {"sorted": True, "dim": 2}, IndexError)],
+    error_samples=lambda: [((rand((3, 4)),), {"sorted": True, "dim": 2}, IndexError),
+                           ((rand((0, 4)),), {"sorted": True, "dim": 1}, RuntimeError)],
     torch=lambda torch, x, sorted=True, dim=None: torch.unique(
         x, sorted=sorted, return_inverse=True, return_counts=True, dim=dim))
 
@@ -1065,7 +1101,7 @@ SORT = register(
 def sort(input, dim=-1, descending=False, stable=False):
     """``(values, indices)`` sorted along ``dim`` (always stable here); differentiable
     in the values."""
-    d = _canon_dim("sort", input, dim)
+    d = normalize_dim("sort", dim, len(input.shape))
     v, i = bind(SORT, input, dim=d, descending=bool(descending), stable=bool(stable))
     return _SortResult(v, i)
 
@@ -1090,7 +1126,7 @@ ARGSORT = register(
 
 def argsort(input, dim=-1, descending=False, stable=False):
     """The indices that sort ``input`` along ``dim`` (stable)."""
-    d = _canon_dim("argsort", input, dim)
+    d = normalize_dim("argsort", dim, len(input.shape))
     return bind(ARGSORT, input, dim=d, descending=bool(descending), stable=bool(stable))
 
 
@@ -1136,7 +1172,9 @@ TOPK = register(
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """``(values, indices)`` of the ``k`` largest (or smallest) along ``dim``, in
     sorted order; differentiable in the values."""
-    d = _canon_dim("topk", input, dim)
+    d = normalize_dim("topk", dim, len(input.shape))
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise op_error("topk", f"k must be an int, got {k!r}", TypeError)
     v, i = bind(TOPK, input, k=int(k), dim=d, largest=bool(largest), sorted=bool(sorted))
     return _TopkResult(v, i)
 

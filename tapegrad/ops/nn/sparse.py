@@ -4,12 +4,16 @@ import numpy as np
 
 from ...devices import xp_of
 from ...dispatch import bind
-from ..._util import op_error
+from ..._util import op_error, value_range
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ._common import raw
 
 
 def _embedding_kernel(input, weight, *, padding_idx, mask_padding):
+    span = value_range(input)  # the one data check, after the shape rule's
+    if span is not None and (span[0] < 0 or span[1] >= weight.shape[0]):
+        raise op_error("embedding", f"index out of range: indices span [{span[0]}, "
+                                    f"{span[1]}] for {weight.shape[0]} embeddings", IndexError)
     out = xp_of(weight).take(weight, input, axis=0)
     if mask_padding and padding_idx is not None:
         out[input == padding_idx] = 0
@@ -18,8 +22,8 @@ def _embedding_kernel(input, weight, *, padding_idx, mask_padding):
 
 def _embedding_infer(input, weight, *, padding_idx, mask_padding):
     if np.dtype(input.dtype).kind not in "iu":
-        raise op_error("embedding", f"expected integer indices, got {np.dtype(input.dtype)}",
-                       TypeError)
+        raise op_error("embedding", f"expected integer indices (int64 or int32), got "
+                                    f"{np.dtype(input.dtype)}", RuntimeError)
     if len(weight.shape) != 2:
         raise op_error("embedding", f"weight must be 2-D (num_embeddings, embedding_dim), got "
                                     f"{tuple(weight.shape)}", RuntimeError)
@@ -54,7 +58,10 @@ EMBEDDING = register(name="embedding", kernel=_embedding_kernel, args=("input", 
                      samples=_embedding_samples, torch=_torch_embedding,
                      error_samples=lambda: [((np.array([0.5]), _rand((3, 2))),
                                              dict(padding_idx=None, mask_padding=False),
-                                             TypeError)])
+                                             RuntimeError),
+                                            ((np.array([3]), _rand((3, 2))),
+                                             dict(padding_idx=None, mask_padding=False),
+                                             IndexError)])
 
 
 def _embedding_backward_kernel(g, input, *, num_weights, padding_idx):
@@ -107,22 +114,28 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                                     "supported", NotImplementedError)
     if padding_idx is not None:
         n = weight.shape[0]
+        if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
+            raise op_error("embedding", f"padding_idx must be an int, got {padding_idx!r}",
+                           TypeError)
         if not -n <= padding_idx < n:
             raise op_error("embedding", f"padding_idx {padding_idx} out of range for {n} "
                                         f"embeddings", ValueError)
         padding_idx = int(padding_idx) % n
-    idx = raw(input)
-    if idx.size and idx.dtype.kind in "iu" and (idx.min() < 0 or idx.max() >= weight.shape[0]):
-        raise op_error("embedding", f"index out of range: indices span [{int(idx.min())}, "
-                                    f"{int(idx.max())}] for {weight.shape[0]} embeddings",
-                       IndexError)
     return bind(EMBEDDING, input, weight, padding_idx=padding_idx, mask_padding=False)
 
 
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
 def _one_hot_kernel(input, *, num_classes):
-    if input.size and (input.min() < 0 or input.max() >= num_classes):
+    span = value_range(input)
+    if span is not None and (span[0] < 0 or span[1] >= num_classes):
         raise RuntimeError(f"one_hot: class values must be in [0, {num_classes}), got "
-                           f"[{int(input.min())}, {int(input.max())}]")
+                           f"[{span[0]}, {span[1]}]")
     xp = xp_of(input)
     return (input[..., None] == xp.arange(num_classes)).astype(np.int64)
 
@@ -131,6 +144,13 @@ def _one_hot_infer(input, *, num_classes):
     if np.dtype(input.dtype).kind not in "iu":
         raise op_error("one_hot", f"is only applicable to index tensors, got "
                                   f"{np.dtype(input.dtype)}", RuntimeError)
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
+        raise op_error("one_hot", f"num_classes must be an int, got {num_classes!r}", TypeError)
+    if num_classes < 0 or (num_classes == 0 and _numel(input.shape) == 0):
+        # PyTorch: -1 (infer) is the public function's; an empty input can't tell
+        raise op_error("one_hot", f"num_classes must be positive (or -1 to infer it from "
+                                  f"a non-empty input), got {num_classes} for input of shape "
+                                  f"{tuple(input.shape)}", RuntimeError)
     return TensorSpec(tuple(input.shape) + (num_classes,), np.dtype(np.int64))
 
 
@@ -142,7 +162,10 @@ ONE_HOT = register(name="one_hot", kernel=_one_hot_kernel, infer=_one_hot_infer,
                        Sample((np.zeros((0,), np.int64),), dict(num_classes=2), grad=False)],
                    torch=lambda torch, x, num_classes: torch.nn.functional.one_hot(x, num_classes),
                    error_samples=lambda: [((np.array([0.5]),), dict(num_classes=2), RuntimeError),
-                                          ((np.array([3]),), dict(num_classes=2), RuntimeError)])
+                                          ((np.array([3]),), dict(num_classes=2), RuntimeError),
+                                          ((np.array([0]),), dict(num_classes=-2), RuntimeError),
+                                          ((np.zeros(0, np.int64),), dict(num_classes=0),
+                                           RuntimeError)])
 
 
 def one_hot(tensor, num_classes=-1):
@@ -152,5 +175,9 @@ def one_hot(tensor, num_classes=-1):
         if data.dtype.kind not in "iu":
             raise op_error("one_hot", f"is only applicable to index tensors, got {data.dtype}",
                            RuntimeError)
-        num_classes = int(data.max()) + 1 if data.size else 0
-    return bind(ONE_HOT, tensor, num_classes=int(num_classes))
+        span = value_range(data)
+        if span is None:
+            raise op_error("one_hot", "can not infer the number of classes from an empty "
+                                      "tensor: pass num_classes", RuntimeError)
+        num_classes = span[1] + 1
+    return bind(ONE_HOT, tensor, num_classes=num_classes)
