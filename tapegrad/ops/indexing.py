@@ -517,7 +517,9 @@ GATHER = register(
         Sample((rand((3, 4), dtype), _int_sample(4, (3, 0), 5)), {"dim": 1})],
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0)), {"dim": 0}, RuntimeError),
                            ((rand((3, 4)), _int_sample(3, (5, 4), 0)), {"dim": 1}, RuntimeError),
-                           ((rand((3, 4)), _int_sample(3, (3, 4), 0)), {"dim": 2}, IndexError)],
+                           ((rand((3, 4)), _int_sample(3, (3, 4), 0)), {"dim": 2}, IndexError),
+                           ((rand(()), np.array(0)), {"dim": 1}, IndexError),
+                           ((rand((3, 4)), np.full((3, 4), 4)), {"dim": 1}, IndexError)],
     torch=lambda torch, x, index, dim: torch.gather(x, dim, index))
 
 
@@ -602,7 +604,10 @@ SCATTER_ADD = register(
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),
                             {"dim": 1}, RuntimeError),
                            ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((2, 4))),
-                            {"dim": 1}, RuntimeError)],
+                            {"dim": 1}, RuntimeError),
+                           ((rand(()), np.array(0), rand(())), {"dim": -2}, IndexError),
+                           ((rand((3, 4)), np.full((3, 4), -1), rand((3, 4))), {"dim": 1},
+                            IndexError)],
     torch=lambda torch, x, index, src, dim: torch.scatter_add(x, dim, index,
                                                               _torch_src(src, index)))
 
@@ -656,7 +661,9 @@ SCATTER = register(
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_vjp,
     samples=_scatter_unique_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0), rand((3,))),
-                            {"dim": 0}, RuntimeError)],
+                            {"dim": 0}, RuntimeError),
+                           ((rand(()), np.array(0), 1.0), {"dim": 1}, IndexError),
+                           ((rand((3, 4)), np.full((3, 4), 3), 1.0), {"dim": 0}, IndexError)],
     torch=lambda torch, x, index, src, dim: torch.scatter(x, dim, index,
                                                           _torch_src(src, index)))
 
@@ -743,7 +750,10 @@ INDEX_SELECT = register(
         Sample((rand((4, 3), dtype).T, np.array([3, 0])), {"dim": 1}),
         Sample((rand((2, 3, 2), dtype), np.zeros(0, np.int64)), {"dim": 1})],
     error_samples=lambda: [((rand((3, 4)), np.zeros((2, 2), np.int64)), {"dim": 0}, IndexError),
-                           ((rand((3, 4)), np.array([0.5])), {"dim": 0}, RuntimeError)],
+                           ((rand((3, 4)), np.array([0.5])), {"dim": 0}, RuntimeError),
+                           ((rand(()), np.array([0])), {"dim": 1}, IndexError),
+                           ((rand(()), np.array([0, 0])), {"dim": 0}, RuntimeError),
+                           ((rand((3, 4)), np.array([4])), {"dim": 1}, IndexError)],
     torch=lambda torch, x, index, dim: torch.index_select(x, dim, index))
 
 
@@ -806,7 +816,9 @@ TAKE_ALONG_DIM = register(
         Sample((rand((3, 1), dtype), _int_sample(3, (5, 4), 3)), {"dim": 0}),
         Sample((rand((4, 3), dtype).T, _int_sample(3, (3, 2), 4)), {"dim": 1})],
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0)), {"dim": 0}, RuntimeError),
-                           ((rand((3, 4)), _int_sample(3, (2, 4), 0)), {"dim": 1}, ValueError)],
+                           ((rand((3, 4)), _int_sample(3, (2, 4), 0)), {"dim": 1}, ValueError),
+                           ((rand(()), np.array(0)), {"dim": 0}, IndexError),
+                           ((rand((3, 4)), np.full((3, 1), -5)), {"dim": 1}, IndexError)],
     torch=lambda torch, x, indices, dim: torch.take_along_dim(x, indices, dim))
 
 
@@ -1093,6 +1105,8 @@ SORT = register(
     name="sort", kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
     vjp=_scatter_back_vjp, samples=_sort_samples,
     error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
+                            IndexError),
+                           ((rand(()),), {"dim": 1, "descending": False, "stable": False},
                             IndexError)],
     torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.sort(
         x, dim=dim, descending=descending, stable=True))
@@ -1119,6 +1133,8 @@ ARGSORT = register(
                                                                         stable, "argsort")[1],
     samples=_sort_samples,
     error_samples=lambda: [((rand((3, 4)),), {"dim": -3, "descending": False, "stable": False},
+                            IndexError),
+                           ((rand(()),), {"dim": -2, "descending": False, "stable": False},
                             IndexError)],
     torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.argsort(
         x, dim=dim, descending=descending, stable=True))
@@ -1164,7 +1180,11 @@ TOPK = register(
         Sample((_distinct((3, 4), dtype, 4),), {"k": 0, "dim": 1, "largest": True,
                                                 "sorted": True})],
     error_samples=lambda: [((rand((3, 4)),), {"k": 5, "dim": 1, "largest": True,
-                                              "sorted": True}, RuntimeError)],
+                                              "sorted": True}, RuntimeError),
+                           ((rand(()),), {"k": 1, "dim": 1, "largest": True, "sorted": True},
+                            IndexError),
+                           ((rand(()),), {"k": 2, "dim": 0, "largest": True, "sorted": True},
+                            RuntimeError)],
     torch=lambda torch, x, k, dim=-1, largest=True, sorted=True: torch.topk(
         x, k, dim=dim, largest=largest, sorted=sorted))
 
