@@ -69,7 +69,7 @@ def _perm_check(name, dims, ndim):
     dims = tuple(normalize_dim(name, d, ndim) for d in dims)
     if sorted(dims) != list(range(ndim)):
         raise op_error(name, f"dims {dims} are not a permutation of the {ndim} dims of the "
-                             f"input", ValueError)
+                             f"input", RuntimeError)
     return dims
 
 
@@ -89,7 +89,8 @@ PERMUTE = register(name="permute", kind="view", kernel=_permute_kernel, infer=_p
                        Sample((rand((2, 3, 4), dtype),), {"dims": (2, 0, 1)}),
                        Sample((rand((3, 4), dtype),), {"dims": (1, 0)}),
                        Sample((rand((4, 3, 2), dtype).transpose(1, 2, 0),), {"dims": (2, 0, 1)})],
-                   error_samples=lambda: [((rand((3, 4)),), {"dims": (0, 0)}, ValueError)],
+                   error_samples=lambda: [((rand((3, 4)),), {"dims": (0, 0)}, RuntimeError),
+                                          ((rand(()),), {"dims": (0,)}, RuntimeError)],
                    torch=lambda torch, x, dims: x.permute(*dims))
 
 
@@ -135,9 +136,11 @@ def _squeeze_dims(name, shape, dim):
     nd = len(shape)
     if dim is None:
         return tuple(i for i, s in enumerate(shape) if s == 1)
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    dims = tuple(normalize_dim(name, d, nd) for d in dims)
-    return tuple(d for d in dims if shape[d] == 1)
+    if isinstance(dim, (tuple, list)):
+        dims = _normalize_dims(name, dim, nd)
+    else:
+        dims = (normalize_dim(name, dim, nd),)
+    return tuple(d for d in dims if nd and shape[d] == 1)  # a 0-d input: dim 0 or -1
 
 
 def _squeeze_shape(shape, dim):
@@ -154,7 +157,9 @@ SQUEEZE = register(name="squeeze", kind="view",
                        Sample((rand((3, 1, 4), dtype),), {"dim": 1}),
                        Sample((rand((3, 4), dtype),), {"dim": 0}),
                        Sample((rand((4, 1, 3), dtype).transpose(2, 1, 0),), {"dim": (1, 0)})],
-                   error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)],
+                   error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError),
+                                          ((rand(()),), {"dim": 1}, IndexError),
+                                          ((rand((1, 3)),), {"dim": (0, 0)}, RuntimeError)],
                    torch=lambda torch, x, dim=None:
                    torch.squeeze(x) if dim is None else torch.squeeze(x, dim))
 
@@ -202,12 +207,13 @@ def view(input, *shape):
 def flatten(input, start_dim=0, end_dim=-1):
     shape = tuple(input.shape)
     nd = len(shape)
-    if nd == 0:
-        return reshape(input, (1,))
     s = normalize_dim("flatten", start_dim, nd)
     e = normalize_dim("flatten", end_dim, nd)
+    if nd == 0:
+        return reshape(input, (1,))
     if s > e:
-        raise op_error("flatten", f"start_dim {start_dim} comes after end_dim {end_dim}")
+        raise op_error("flatten", f"start_dim {start_dim} cannot come after end_dim {end_dim}",
+                       RuntimeError)
     n = 1
     for d in shape[s:e + 1]:
         n *= d
@@ -224,10 +230,10 @@ def transpose(input, dim0=None, dim1=None):
     nd = len(input.shape)
     if dim0 is None and dim1 is None:
         return bind(PERMUTE, input, dims=tuple(range(nd))[::-1])
-    if nd == 0:
-        return input
     d0 = normalize_dim("transpose", dim0, nd)
     d1 = normalize_dim("transpose", dim1, nd)
+    if nd == 0:
+        return input
     dims = list(range(nd))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return bind(PERMUTE, input, dims=tuple(dims))
@@ -241,9 +247,15 @@ def movedim(input, source, destination):
     src = source if isinstance(source, (list, tuple)) else (source,)
     dst = destination if isinstance(destination, (list, tuple)) else (destination,)
     if len(src) != len(dst):
-        raise op_error("movedim", f"source {src} and destination {dst} differ in length")
+        raise op_error("movedim", f"source {tuple(src)} and destination {tuple(dst)} must "
+                                  f"have the same number of dims", RuntimeError)
     src = [normalize_dim("movedim", d, nd) for d in src]
     dst = [normalize_dim("movedim", d, nd) for d in dst]
+    for what, ds in (("source", src), ("destination", dst)):
+        if len(set(ds)) != len(ds):
+            raise op_error("movedim", f"repeated dim in {what} {tuple(ds)}", RuntimeError)
+    if nd == 0:
+        return input
     order = [d for d in range(nd) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -302,7 +314,9 @@ def unflatten(input, dim, sizes):
     """Split dim ``dim`` into ``sizes`` (one entry may be -1)."""
     shape = tuple(input.shape)
     d = normalize_dim("unflatten", dim, len(shape))
-    sizes = tuple(int(s) for s in sizes)
+    if not shape:
+        raise op_error("unflatten", "a 0-d input has no dim to unflatten", RuntimeError)
+    sizes = shape_arg("unflatten", (sizes,), "sizes")
     if not sizes:
         raise op_error("unflatten", "sizes must be non-empty", RuntimeError)
     sizes = _resolve_shape("unflatten", sizes, shape[d])
@@ -338,7 +352,9 @@ FLIP = register(name="flip", kernel=_flip_kernel, infer=_flip_infer,
                     Sample((rand((2, 3, 4), dtype),), {"dims": (0, 2)}),
                     Sample((rand((4, 3), dtype).T,), {"dims": (1,)}),
                     Sample((rand((2, 0), dtype),), {"dims": (1,)})],
-                error_samples=lambda: [((rand((3, 4)),), {"dims": (2,)}, IndexError)],
+                error_samples=lambda: [((rand((3, 4)),), {"dims": (2,)}, IndexError),
+                                       ((rand(()),), {"dims": (1,)}, IndexError),
+                                       ((rand((3, 4)),), {"dims": (0, 0)}, RuntimeError)],
                 torch=lambda torch, x, dims: torch.flip(x, dims))
 
 
@@ -347,8 +363,8 @@ def flip(input, *args, dims=None):
     if dims is None:
         dims = args[0] if len(args) == 1 else args
     nd = len(input.shape)
-    dims = _normalize_dims("flip", _seq(dims), nd) if nd else ()
-    return bind(FLIP, input, dims=dims)
+    dims = _normalize_dims("flip", shape_arg("flip", (_seq(dims),), "dims"), nd)
+    return bind(FLIP, input, dims=dims if nd else ())
 
 
 def fliplr(input):
@@ -361,7 +377,13 @@ def flipud(input):
 
 # ---------------------------------------------------------------- roll
 def _roll_infer(x, shifts, dims=None):
+    if not shifts:
+        raise op_error("roll", "shifts required (an int or a non-empty sequence of ints)",
+                       RuntimeError)
     if dims is not None:
+        if dims and not x.shape:  # PyTorch: a 0-d input rolls only with dims=None
+            raise op_error("roll", f"dims {dims} specified, but a 0-d input has no dims",
+                           IndexError)
         for d in dims:
             normalize_dim("roll", d, len(x.shape))
         if len(dims) != len(shifts):
@@ -386,21 +408,24 @@ ROLL = register(name="roll", kernel=_roll_kernel, infer=_roll_infer,
                     Sample((rand((2, 3, 4), dtype),), {"shifts": (-1, 2), "dims": (0, 2)}),
                     Sample((rand((4, 3), dtype).T,), {"shifts": (2,), "dims": (0,)})],
                 error_samples=lambda: [((rand((3, 4)),), {"shifts": (1, 2), "dims": (0,)},
-                                        RuntimeError)],
+                                        RuntimeError),
+                                       ((rand((3, 4)),), {"shifts": (), "dims": ()}, RuntimeError),
+                                       ((rand(()),), {"shifts": (1,), "dims": (0,)}, IndexError)],
                 torch=lambda torch, x, shifts, dims=None:
                 torch.roll(x, shifts, dims) if dims is not None else torch.roll(x, shifts[0]))
 
 
 def roll(input, shifts, dims=None):
     """Roll elements along ``dims`` (all elements, flattened, when ``dims`` is None)."""
-    shifts = tuple(int(s) for s in _seq(shifts))
-    if dims is None:
+    shifts = shape_arg("roll", (_seq(shifts),), "shifts")
+    if dims is not None:
+        nd = len(input.shape)
+        dims = tuple(normalize_dim("roll", d, nd) for d in _seq(dims))
+    if not dims:  # None or (): the flattened elements roll
+        dims = None
         if len(shifts) != 1:
             raise op_error("roll", f"shifts {shifts} need dims of the same length",
                            RuntimeError)
-    else:
-        nd = len(input.shape)
-        dims = tuple(normalize_dim("roll", d, nd) for d in _seq(dims))
     return bind(ROLL, input, shifts=shifts, dims=dims)
 
 
@@ -918,7 +943,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
 def _ri_index(xp, n, repeats):
     if isinstance(repeats, int):
         return xp.repeat(xp.arange(n), repeats)
-    return xp.repeat(xp.arange(n), xp.asarray(repeats))
+    return xp.repeat(xp.arange(n), xp.asarray(repeats, dtype=np.int64))
 
 
 def _ri_infer(x, repeats, dim):
@@ -941,7 +966,8 @@ def _ri_infer(x, repeats, dim):
 
 def _ri_kernel(x, repeats, dim):
     _ri_infer(x, repeats, dim)
-    return np.repeat(x, repeats if isinstance(repeats, int) else np.asarray(repeats), axis=dim)
+    return np.repeat(x, repeats if isinstance(repeats, int) else
+                     np.asarray(repeats, dtype=np.int64), axis=dim)
 
 
 def _ri_vjp(ctx, g):
@@ -962,25 +988,44 @@ REPEAT_INTERLEAVE = register(
         x, repeats if isinstance(repeats, int) else torch.tensor(repeats), dim))
 
 
+def _repeats_arg(repeats, n):
+    """``repeats`` (an int, a sequence, or an integer tensor of 0 or 1 dims) as an
+    int or a tuple of ``n`` ints; its shape and dtype are checked before any value
+    is read (a huge broadcast tensor is refused, not converted)."""
+    if isinstance(repeats, (int, np.integer)) and not isinstance(repeats, bool):
+        return int(repeats)
+    data = np.asarray(getattr(repeats, "_data", repeats))
+    if data.ndim > 1:
+        raise op_error("repeat_interleave", f"repeats must be an int or a tensor of 0 or 1 "
+                                            f"dims, got shape {data.shape}", RuntimeError)
+    if data.dtype.kind not in "iu" and data.size:
+        raise op_error("repeat_interleave", f"repeats must be integers, got {data.dtype}",
+                       RuntimeError)
+    if data.size == 1:  # one count for every element
+        return int(data.reshape(-1)[0])
+    if data.shape[0] != n:
+        raise op_error("repeat_interleave", f"repeats must have the same size as the input "
+                                            f"along dim ({n}), got {data.shape[0]} repeats",
+                       RuntimeError)
+    return tuple(data.tolist())
+
+
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Repeat each element ``repeats`` times along ``dim`` (flattened when None);
     ``repeat_interleave(counts)`` gives ``arange(len(counts))`` repeated."""
     if repeats is None:  # the one-tensor form: repeats the indices
-        counts = np.asarray(getattr(input, "_data", input)).reshape(-1)
-        input, repeats, dim = arange(len(counts)), counts, 0
+        if len(input.shape) != 1:
+            raise op_error("repeat_interleave", f"the one-tensor form takes a 1-D tensor of "
+                                                f"counts, got shape {tuple(input.shape)}",
+                           RuntimeError)
+        repeats = _repeats_arg(input, input.shape[0])
+        input, dim = arange(input.shape[0]), 0
     if dim is None:
         input = reshape(input, (-1,))
         dim = 0
     d = normalize_dim("repeat_interleave", dim, len(input.shape))
-    if hasattr(repeats, "shape") and len(repeats.shape) == 0:
-        repeats = int(repeats)
-    if isinstance(repeats, (int, np.integer)):
-        repeats = int(repeats)
-    else:
-        repeats = tuple(int(r) for r in np.asarray(getattr(repeats, "_data", repeats)).reshape(-1))
-        if len(repeats) == 1:
-            repeats = repeats[0]
-    return bind(REPEAT_INTERLEAVE, input, repeats=repeats, dim=d)
+    n = input.shape[d] if input.shape else 1
+    return bind(REPEAT_INTERLEAVE, input, repeats=_repeats_arg(repeats, n), dim=d)
 
 
 METHODS = ("flip fliplr flipud roll repeat tile unflatten tril triu diag diagonal diag_embed "
