@@ -46,7 +46,7 @@ _new = object.__new__
 _NO = object()  # a lane's second operand when there is none
 _NO_ATTRS = {}  # the attrs of an operator call (never mutated)
 _KERNEL_ERRORS = (ValueError, TypeError, IndexError, RuntimeError, ZeroDivisionError,
-                  OverflowError, np.linalg.LinAlgError, AttributeError)
+                  OverflowError, np.linalg.LinAlgError, AttributeError, MemoryError)
 
 
 def bind(op, *args, **attrs):
@@ -372,9 +372,14 @@ def _infer(op, arrays, attrs):
     except TypeError:  # an unhashable attr (a list)
         key = None
     try:
-        op.infer(*_specs(arrays), **attrs)
+        spec = op.infer(*_specs(arrays), **attrs)
     except (ValueError, TypeError, IndexError, RuntimeError) as e:
         raise e.with_traceback(None) from None
+    if op.kind != "view":  # a view allocates nothing (a huge broadcast is fine)
+        for s in (spec if type(spec) is tuple else (spec,)):
+            if isinstance(s, TensorSpec) and s.shape is not None and None not in s.shape \
+                    and type(arrays[0]) is _NDARRAY:
+                _devices.check_alloc(op.name, s.shape, s.dtype)  # before the kernel allocates
     if key is not None:
         if len(_valid) >= _VALID_MAX:
             _valid.clear()
@@ -389,11 +394,14 @@ def _explain(op, arrays, attrs, err):
     singular matrix) is kept; anything else becomes a RuntimeError naming the op.
     """
     try:
-        op.infer(*_specs(arrays), **attrs)
+        spec = op.infer(*_specs(arrays), **attrs)
     except (ValueError, TypeError, IndexError, RuntimeError) as e:
         e.__cause__ = None
         e.__suppress_context__ = True
         return e
+    if isinstance(err, MemoryError):  # an elementwise result too large (huge broadcasts)
+        shape = spec.shape if isinstance(spec, TensorSpec) else "?"
+        return RuntimeError(f"{op.name}: not enough memory for a result of shape {shape}: {err}")
     msg = str(err)
     if msg.startswith(op.name + ":") or msg.startswith(op.name + "_"):
         err.__cause__ = None

@@ -311,15 +311,30 @@ def _register_subclass(cls):
 
 
 # ------------------------------------------------------------------ repr
+def _summary(data, edge=3):
+    """The elements a summarised print shows (``edge`` first and last along each
+    axis), as PyTorch formats a large tensor from: never a copy of the whole (a huge
+    broadcast view prints at no cost)."""
+    for ax in range(data.ndim):
+        if data.shape[ax] > 2 * edge:
+            data = np.concatenate([data[(slice(None),) * ax + (slice(None, edge),)],
+                                   data[(slice(None),) * ax + (slice(-edge, None),)]], axis=ax)
+    return data
+
+
 def _format(t):
     data = t._host()
     dt = t.dtype
     kind = data.dtype.kind
+    shown = data if data.size <= 1000 else _summary(data)
     if kind == "f":
-        finite = data[np.isfinite(data)]
+        finite = shown[np.isfinite(shown)]
         ints = finite.size == 0 or bool(np.all(finite == np.round(finite)))
         nz = np.abs(finite[finite != 0])
-        big = nz.size and (nz.max() >= 1e8 or nz.min() < 1e-4)
+        # PyTorch's rule: scientific when the nonzero magnitudes span over 1000x, or
+        # reach 1e8, or (not all integers) go below 1e-4
+        big = nz.size and (nz.max() / nz.min() > 1000.0 or nz.max() > 1e8
+                           or (not ints and nz.min() < 1e-4))
         if big:
             one = lambda v: f"{v:.4e}" if np.isfinite(v) else str(v)  # noqa: E731
         elif ints:
@@ -332,8 +347,6 @@ def _format(t):
     else:
         one, key = (lambda v: str(int(v))), "int"
     # every element right-aligned to the widest, as PyTorch prints
-    shown = data if data.size <= 1000 else np.concatenate(
-        [data.reshape(-1)[:500], data.reshape(-1)[-500:]])
     if kind == "f":  # nan and inf don't widen the columns (PyTorch's rule)
         shown = shown[np.isfinite(shown)]
     width = max((len(one(v)) for v in shown.reshape(-1)), default=0)

@@ -3,6 +3,8 @@
 CPU buffers are NumPy arrays; CUDA buffers are CuPy arrays. CuPy is imported lazily
 by ``devices.cuda`` so that everything works without it.
 """
+import os
+
 import numpy as np
 
 __all__ = ["Device", "device", "device_of", "xp", "CPU", "check_same"]
@@ -132,3 +134,26 @@ def all_finite(array):
     if bool(xp_.isfinite(array).all()):
         return True, None
     return False, "nan" if bool(xp_.isnan(array).any()) else "inf"
+
+
+def _physical_bytes():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: no bound known
+        return None
+
+
+_PHYSICAL = _physical_bytes()
+
+
+def check_alloc(op, shape, dtype):
+    """Refuse, before allocating it, a result larger than this machine's memory: a
+    RuntimeError in the op's terms (PyTorch's class), not NumPy's bare MemoryError."""
+    n = 1
+    for s in shape:
+        n *= int(s)
+    nbytes = n * np.dtype(dtype).itemsize
+    if _PHYSICAL is not None and nbytes > _PHYSICAL:
+        raise RuntimeError(f"{op}: not enough memory: a result of shape {tuple(shape)} and "
+                           f"dtype {np.dtype(dtype).name} needs {nbytes} bytes, more than this "
+                           f"machine's {_PHYSICAL}")

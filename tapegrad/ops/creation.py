@@ -166,6 +166,7 @@ def _factory(fill, name):
         shape = shape_arg(name, size)
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
         xp = _devices.xp(_devices.device(device)) if device is not None else np
+        _devices.check_alloc(name, shape, dt)
         return _finish(fill(xp, shape, dt), requires_grad)
     f.__name__ = name
     f.__doc__ = f"A tensor of the given shape filled by {name} (``*ints`` or a tuple)."
@@ -182,8 +183,9 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     if dtype is None:
         dtype = _infer_py_dtype(fill_value)
     xp = _devices.xp(_devices.device(device)) if device is not None else np
-    return _finish(xp.full(shape, fill_value, dtype=_np_dtype(dtype) if not isinstance(dtype, np.dtype) else dtype),
-                   requires_grad)
+    dtype = _np_dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
+    _devices.check_alloc("full", shape, dtype)
+    return _finish(xp.full(shape, fill_value, dtype=dtype), requires_grad)
 
 
 def _like(name, fill):

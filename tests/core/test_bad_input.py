@@ -62,3 +62,30 @@ def test_public_functions_and_operators_refuse_none_and_complex_as_the_issue_lis
                       "max_pool2d")]:
         with pytest.raises(TypeError, match=rf"^{op}: argument '\w+' is complex"):
             call()
+
+
+HUGE = 2 ** 40
+
+
+@pytest.mark.parametrize("call,op", [
+    (lambda: tg.zeros(HUGE), "zeros"), (lambda: tg.ones(HUGE, 4), "ones"),
+    (lambda: tg.empty(HUGE), "empty"), (lambda: tg.full((HUGE,), 1.0), "full"),
+    (lambda: tg.exp(tg.broadcast_to(tg.zeros(1), (HUGE, 4))), "exp"),
+    (lambda: tg.broadcast_to(tg.zeros(1), (HUGE, 4)) * 2.0, "mul"),
+    (lambda: tg.nn.functional.one_hot(tg.tensor([0]), HUGE), "one_hot"),
+    (lambda: tg.matmul(tg.broadcast_to(tg.zeros(1, 1), (2 ** 20, 1)),
+                       tg.broadcast_to(tg.zeros(1, 1), (1, 2 ** 20))), "matmul")])
+def test_a_result_larger_than_memory_is_a_runtime_error_naming_the_op(call, op):
+    """PyTorch raises RuntimeError naming the size; NumPy's bare MemoryError is not
+    an answer in the user's terms."""
+    with pytest.raises(RuntimeError, match=rf"^{op}: not enough memory"):
+        call()
+
+
+def test_a_huge_broadcast_view_is_free_and_prints():
+    """A view allocates nothing, so it is not refused; its repr formats the edge items
+    only, as PyTorch summarises, never a copy of the whole."""
+    v = tg.broadcast_to(tg.tensor([1.5]), (HUGE, 4))
+    assert v.shape == (HUGE, 4)
+    text = repr(v)
+    assert text.startswith("tensor([[1.5000, 1.5000, 1.5000, 1.5000],") and "..." in text
