@@ -630,11 +630,11 @@ _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 def _pad_widths(name, shape, pad):
     nd = len(shape)
     if len(pad) % 2:
-        raise op_error(name, f"pad {pad} must have an even length", ValueError)
+        raise op_error(name, f"pad {pad} must have an even length", RuntimeError)
     k = len(pad) // 2
     if k > nd:
         raise op_error(name, f"pad {pad} pads {k} dims but the input has shape {shape}",
-                       ValueError)
+                       RuntimeError)
     widths = [(0, 0)] * (nd - k)
     for i in range(k):  # pad lists the last dim first
         widths.append((pad[2 * (k - 1 - i)], pad[2 * (k - 1 - i) + 1]))
@@ -723,7 +723,10 @@ def _pad_samples(dtype=np.float64):
 PAD = register(name="pad", kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
                samples=_pad_samples,
                error_samples=lambda: [
-                   ((rand((2, 3)),), {"pad": (1,), "mode": "constant", "value": 0.0}, ValueError),
+                   ((rand((2, 3)),), {"pad": (1,), "mode": "constant", "value": 0.0},
+                    RuntimeError),
+                   ((rand((3,)),), {"pad": (1, 1, 1, 1), "mode": "constant", "value": 0.0},
+                    RuntimeError),
                    ((rand((2, 3)),), {"pad": (3, 0), "mode": "reflect", "value": 0.0},
                     RuntimeError),
                    ((rand((2, 3)),), {"pad": (-2, -2), "mode": "constant", "value": 0.0},
@@ -736,10 +739,10 @@ PAD = register(name="pad", kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
 def pad(input, pad, mode="constant", value=None):
     """Pad with PyTorch's flat ``pad`` tuple (last dim first); negative pads crop.
     Modes: constant (``value``, default 0), reflect, replicate, circular."""
-    pad = tuple(int(p) for p in pad)
+    pad = shape_arg("pad", (pad,), "pad")
     if value is not None and mode != "constant":
         raise op_error("pad", f"padding mode {mode!r} doesn't take in value argument",
-                       ValueError)
+                       RuntimeError)
     value = 0.0 if value is None else value
     if mode not in _PAD_MODES:
         raise op_error("pad", f"mode must be one of {_PAD_MODES}, got {mode!r}",
@@ -783,14 +786,20 @@ TRIU = register(name="triu", kernel=_tri_kernel(np.triu, "triu"), infer=_tri_inf
                 torch=lambda torch, x, diagonal=0: torch.triu(x, diagonal))
 
 
+def _int(name, v, what):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise op_error(name, f"{what} must be an int, got {v!r}", TypeError)
+    return int(v)
+
+
 def tril(input, diagonal=0):
     """Lower triangle of the last two dims (elements above ``diagonal`` zeroed)."""
-    return bind(TRIL, input, diagonal=int(diagonal))
+    return bind(TRIL, input, diagonal=_int("tril", diagonal, "diagonal"))
 
 
 def triu(input, diagonal=0):
     """Upper triangle of the last two dims (elements below ``diagonal`` zeroed)."""
-    return bind(TRIU, input, diagonal=int(diagonal))
+    return bind(TRIU, input, diagonal=_int("triu", diagonal, "diagonal"))
 
 
 # ---------------------------------------------------------------- diagonal / diag
@@ -879,7 +888,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     nd = len(input.shape)
     d1 = normalize_dim("diagonal", dim1, nd)
     d2 = normalize_dim("diagonal", dim2, nd)
-    return bind(DIAGONAL, input, offset=int(offset), dim1=d1, dim2=d2)
+    return bind(DIAGONAL, input, offset=_int("diagonal", offset, "offset"), dim1=d1, dim2=d2)
 
 
 def _diag_infer(x, diagonal=0):
@@ -920,11 +929,12 @@ DIAG = register(name="diag", kernel=_diag_kernel, infer=_diag_infer, vjp=_diag_v
 
 def diag(input, diagonal=0):
     """1-D: a square matrix with ``input`` on the ``diagonal``; 2-D: that diagonal."""
-    return bind(DIAG, input, diagonal=int(diagonal))
+    return bind(DIAG, input, diagonal=_int("diag", diagonal, "diagonal"))
 
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     nd = len(input.shape) + 1
+    offset = _int("diag_embed", offset, "offset")
     d1 = normalize_dim("diag_embed", dim1, nd)
     d2 = normalize_dim("diag_embed", dim2, nd)
     if d1 == d2:
@@ -983,7 +993,9 @@ REPEAT_INTERLEAVE = register(
         Sample((rand((2, 3), dtype),), {"repeats": 2, "dim": 1}),
         Sample((rand((3, 2), dtype),), {"repeats": (1, 0, 3), "dim": 0}),
         Sample((rand((3, 2), dtype).T,), {"repeats": 3, "dim": 0})],
-    error_samples=lambda: [((rand((3,)),), {"repeats": (1, 2), "dim": 0}, RuntimeError)],
+    error_samples=lambda: [((rand((3,)),), {"repeats": (1, 2), "dim": 0}, RuntimeError),
+                           ((rand((3,)),), {"repeats": (1, -1, 1), "dim": 0}, RuntimeError),
+                           ((rand(()),), {"repeats": 2, "dim": 1}, IndexError)],
     torch=lambda torch, x, repeats, dim: torch.repeat_interleave(
         x, repeats if isinstance(repeats, int) else torch.tensor(repeats), dim))
 
