@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .._util import op_error
 from ..fusion import elementwise as _elementwise
 from ..ops_registry import Sample
 from ._decl import rand, away_from
@@ -99,10 +100,19 @@ def silu(input):
     return _SILU(input)
 
 
+def _number(name, v, what):
+    """A scalar attribute as a float; a string or None is PyTorch's TypeError (float()
+    would turn '1.5' into a number and 'a' into a ValueError)."""
+    if v is None or isinstance(v, (str, bytes)):
+        raise op_error(name, f"{what} must be a number, got {v!r}", TypeError)
+    return float(v)
+
+
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``;
     never overflows."""
-    return _SOFTPLUS(input, beta=float(beta), threshold=float(threshold))
+    return _SOFTPLUS(input, beta=_number("softplus", beta, "beta"),
+                     threshold=_number("softplus", threshold, "threshold"))
 
 
 def logsigmoid(input):
@@ -112,12 +122,13 @@ def logsigmoid(input):
 
 def elu(input, alpha=1.0):
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
-    return _ELU(input, alpha=float(alpha))
+    return _ELU(input, alpha=_number("elu", alpha, "alpha"))
 
 
 def leaky_relu(input, negative_slope=0.01):
     """``x`` for ``x > 0``, else ``negative_slope * x``."""
-    return _LEAKY_RELU(input, negative_slope=float(negative_slope))
+    return _LEAKY_RELU(input, negative_slope=_number("leaky_relu", negative_slope,
+                                                     "negative_slope"))
 
 
 def mish(input):

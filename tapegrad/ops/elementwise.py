@@ -488,7 +488,8 @@ def _clamp_kernel(x, min=None, max=None):
 
 def _clamp_infer(x, min=None, max=None):
     if min is None and max is None:
-        raise op_error("clamp", "at least one of 'min' or 'max' must not be None", ValueError)
+        raise op_error("clamp", "at least one of 'min' or 'max' must not be None",
+                       RuntimeError)
     for v in (min, max):
         if v is not None and not isinstance(v, (int, float)):
             raise op_error("clamp", f"bounds must be numbers, got {type(v).__name__}", TypeError)
@@ -522,14 +523,14 @@ def _clamp_samples(dtype=np.float64):
 CLAMP = register(name="clamp", kernel=_clamp_kernel, infer=_clamp_infer, vjp=_clamp_vjp,
                  saves=("x",), samples=_clamp_samples,
                  torch=lambda torch, x, min=None, max=None: torch.clamp(x, min, max),
-                 error_samples=lambda: [((rand((3, 4)),), {}, ValueError),
+                 error_samples=lambda: [((rand((3, 4)),), {}, RuntimeError),
                                         ((rand((3, 4)),), {"min": "a"}, TypeError)])
 
 
 def _clamp_t_kernel(x, min, max):
     if min is None and max is None:
         raise op_error("clamp_tensor", "at least one of 'min' or 'max' must not be None",
-                       ValueError)
+                       RuntimeError)
     out = x
     if min is not None:
         out = np.maximum(out, min)
@@ -541,7 +542,7 @@ def _clamp_t_kernel(x, min, max):
 def _clamp_t_infer(x, min, max):
     if min is None and max is None:
         raise op_error("clamp_tensor", "at least one of 'min' or 'max' must not be None",
-                       ValueError)
+                       RuntimeError)
     return elementwise_infer("clamp_tensor")(*[v for v in (x, min, max) if v is not None])
 
 
@@ -594,7 +595,8 @@ CLAMP_TENSOR = register(name="clamp_tensor", kernel=_clamp_t_kernel, args=("x", 
                             x, *(torch.tensor(v, dtype=x.dtype) if isinstance(v, (int, float))
                                  else v for v in (min, max))),
                         error_samples=lambda: [((rand((3, 4)), rand((5,)), None), {},
-                                                ValueError)])
+                                                ValueError),
+                                               ((rand((3, 4)), None, None), {}, RuntimeError)])
 
 
 # ---------------------------------------------------------------- public functions
@@ -816,7 +818,8 @@ def clamp(input, min=None, max=None):
     tensor bound where it is the value taken; with ``min > max`` the result is ``max``.
     """
     if min is None and max is None:
-        raise op_error("clamp", "at least one of 'min' or 'max' must not be None", ValueError)
+        raise op_error("clamp", "at least one of 'min' or 'max' must not be None",
+                       RuntimeError)
     min, max = (v.item() if isinstance(v, np.generic) else v for v in (min, max))
     if _is_number(min) and _is_number(max):
         attrs = {k: v for k, v in (("min", min), ("max", max)) if v is not None}
@@ -840,6 +843,8 @@ def clamp_max(input, max):
 
 
 def round(input, *, decimals=0):  # noqa: A001
+    if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
+        raise op_error("round", f"decimals must be an int, got {decimals!r}", TypeError)
     return bind(ROUND, input, decimals=decimals) if decimals else bind(ROUND, input)
 
 
