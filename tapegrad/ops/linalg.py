@@ -885,7 +885,8 @@ def cholesky(A, *, upper=False, out=None):
 def _vn_dims(dim, ndim):
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return None
-    return normalize_dims("linalg_vector_norm", dim, ndim)
+    dims = normalize_dims("linalg_vector_norm", dim, ndim)
+    return dims if ndim else None  # a 0-d input: dim 0 or -1 is all of it
 
 
 def _vn_infer(x, ord=2.0, dim=None, keepdim=False):
@@ -981,7 +982,7 @@ VECTOR_NORM = register(
 def _ord_value(name, ord):
     if isinstance(ord, str) or isinstance(ord, bool) or not isinstance(ord, (int, float,
                                                                            np.number)):
-        raise op_error(name, f"ord must be a number (or inf), got {ord!r}", RuntimeError)
+        raise op_error(name, f"ord must be a number (or inf), got {ord!r}", TypeError)
     return float(ord)
 
 

@@ -142,14 +142,33 @@ SUM_TO = register(name="sum_to", kernel=_sum_to_kernel, infer=_sum_to_infer,
 
 
 # ---------------------------------------------------------------- amax / amin
+def _check_extreme(name, shape, dim):
+    """max and min have no value over nothing: PyTorch's IndexError for an empty dim
+    named, RuntimeError for an empty tensor reduced whole."""
+    dims = normalize_dims(name, dim, len(shape))
+    for d in dims:
+        if shape[d] == 0:
+            if dim is None:
+                raise op_error(name, f"expected a reduction dim to be specified for an empty "
+                                     f"input of shape {shape}", RuntimeError)
+            raise op_error(name, f"expected reduction dim {d} to have non-zero size (shape "
+                                 f"{shape})", IndexError)
+    return dims
+
+
 def _extreme_kernel(fn, name):
     def kernel(x, dim=None, keepdim=False):
-        dims = normalize_dims(name, dim, x.ndim)
-        if x.size == 0 and _builtins.any(x.shape[d] == 0 for d in dims):
-            raise op_error(name, f"cannot reduce over a zero-size dimension of shape "
-                                 f"{tuple(x.shape)}", IndexError)
+        dims = _check_extreme(name, tuple(x.shape), dim) if x.size == 0 else \
+            normalize_dims(name, dim, x.ndim)
         return np.asarray(fn(x, axis=dims, keepdims=keepdim))
     return kernel
+
+
+def _extreme_infer(name):
+    def infer(x, dim=None, keepdim=False):
+        _check_extreme(name, tuple(x.shape), dim)
+        return _reduce_infer(name)(x, dim, keepdim)
+    return infer
 
 
 def _extreme_vjp(name):
@@ -171,13 +190,18 @@ def _extreme_vjp(name):
     return vjp
 
 
+def _extreme_errors():
+    return _dim_errors() + [((rand((0, 3)),), {"dim": None}, RuntimeError),
+                            ((rand((0, 3)),), {"dim": (0,)}, IndexError)]
+
+
 AMAX = register(name="amax", kernel=_extreme_kernel(np.amax, "amax"),
-                infer=_reduce_infer("amax"), vjp=_extreme_vjp("amax"), saves=("x", "out"),
-                samples=_reduce_samples, error_samples=_dim_errors,
+                infer=_extreme_infer("amax"), vjp=_extreme_vjp("amax"), saves=("x", "out"),
+                samples=_reduce_samples, error_samples=_extreme_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.amax(x, dim=dim if dim is not None else (), keepdim=keepdim))
 AMIN = register(name="amin", kernel=_extreme_kernel(np.amin, "amin"),
-                infer=_reduce_infer("amin"), vjp=_extreme_vjp("amin"), saves=("x", "out"),
+                infer=_extreme_infer("amin"), vjp=_extreme_vjp("amin"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.amin(x, dim=dim if dim is not None else (), keepdim=keepdim))
@@ -407,9 +431,8 @@ def _index_onehot(indices, shape, dim):
 # ---------------------------------------------------------------- argmax / argmin
 def _arg_kernel(fn, name):
     def kernel(x, dim=None, keepdim=False):
-        if x.size == 0:
-            raise op_error(name, f"cannot take {name} of an empty tensor of shape "
-                                 f"{tuple(x.shape)}", IndexError)
+        if x.size == 0:  # along a non-empty dim of an empty input: an empty result
+            return np.zeros(_arg_infer(name)(x, dim, keepdim).shape, np.int64)
         if dim is None or x.ndim == 0:
             r = np.asarray(fn(x)).astype(np.int64)
             return r.reshape((1,) * x.ndim) if keepdim else r
@@ -420,13 +443,17 @@ def _arg_kernel(fn, name):
 def _arg_infer(name):
     def infer(x, dim=None, keepdim=False):
         shape = tuple(x.shape)
-        if 0 in shape:
-            raise op_error(name, f"cannot take {name} of an empty tensor of shape {shape}",
-                           IndexError)
         if dim is None or not shape:
+            if 0 in shape:
+                raise op_error(name, f"cannot take {name} of an empty tensor of shape {shape} "
+                                     f"without a dim", IndexError)
             out = (1,) * len(shape) if keepdim else ()
         else:
-            out = _dim_reduced_shape(shape, normalize_dim(name, dim, len(shape)), keepdim)
+            d = normalize_dim(name, dim, len(shape))
+            if shape[d] == 0:
+                raise op_error(name, f"expected reduction dim {d} to have non-zero size "
+                                     f"(shape {shape})", IndexError)
+            out = _dim_reduced_shape(shape, d, keepdim)
         return TensorSpec(out, np.dtype(np.int64))
     return infer
 
@@ -438,7 +465,9 @@ def _arg_samples(dtype=np.float64):
             Sample((rand((2, 3, 4), dtype, seed=4),), {"dim": 1, "keepdim": True}, False),
             Sample((rand((4, 3), dtype, seed=5).T,), {"dim": 0, "keepdim": False}, False),
             Sample((rand((), dtype, seed=6),), {"dim": None, "keepdim": False}, False),
-            Sample((np.array([[1, 5, 5], [7, 7, 0]]),), {"dim": 1, "keepdim": False}, False)]
+            Sample((np.array([[1, 5, 5], [7, 7, 0]]),), {"dim": 1, "keepdim": False}, False),
+            Sample((rand((0, 4), dtype, seed=7),), {"dim": 1, "keepdim": False}, False),
+            Sample((rand((2, 0), dtype, seed=8),), {"dim": 0, "keepdim": True}, False)]
 
 
 def _arg_torch(name):
@@ -455,7 +484,7 @@ ARGMAX = register(name="argmax", kernel=_arg_kernel(np.argmax, "argmax"),
 ARGMIN = register(name="argmin", kernel=_arg_kernel(np.argmin, "argmin"),
                   infer=_arg_infer("argmin"), differentiable=False, samples=_arg_samples,
                   error_samples=lambda: [((rand((2, 3)),), {"dim": 2}, IndexError),
-                                         ((rand((2, 0)),), {"dim": 0}, IndexError)],
+                                         ((rand((2, 0)),), {"dim": 1}, IndexError)],
                   torch=_arg_torch("argmin"))
 
 
@@ -644,10 +673,26 @@ def _away0(a):
     return a
 
 
-NORM = register(name="norm", kernel=_norm_kernel, infer=_reduce_infer("norm", "float"),
+def _norm_infer(x, p=2.0, dim=None, keepdim=False):
+    spec = _reduce_infer("norm", "float")(x, dim, keepdim)
+    if p == math.inf or p < 0:  # max and min-like norms have no value over nothing
+        shape = tuple(x.shape)
+        for d in normalize_dims("norm", dim, len(shape)):
+            if shape[d] == 0:
+                raise op_error("norm", f"cannot compute the {p:g} norm over the empty dim {d} "
+                                       f"of shape {shape}: the operation has no identity",
+                               RuntimeError)
+    return spec
+
+
+NORM = register(name="norm", kernel=_norm_kernel, infer=_norm_infer,
                 vjp=_norm_vjp, saves=("x", "out"), samples=_norm_samples,
                 error_samples=lambda: [((rand((2, 3)),), {"dim": (5,)}, IndexError),
-                                       ((np.arange(3),), {}, TypeError)],
+                                       ((np.arange(3),), {}, TypeError),
+                                       ((rand((0, 3)),), {"p": math.inf, "dim": (0,)},
+                                        RuntimeError),
+                                       ((rand((0, 3)),), {"p": -1.0, "dim": None},
+                                        RuntimeError)],
                 torch=lambda torch, x, p=2.0, dim=None, keepdim=False:
                 torch.linalg.vector_norm(x, p, dim, keepdim))
 
@@ -973,9 +1018,10 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None, *, axis=None, keep
     if isinstance(p, str):
         if p != "fro":
             raise op_error("norm", f"p={p!r} is not supported (use tg.linalg for matrix "
-                                   f"norms); expected a number, inf or 'fro'", ValueError)
+                                   f"norms); expected a number, inf or 'fro'", RuntimeError)
         if dim is not None and not isinstance(dim, int) and len(dim) > 2:
-            raise op_error("norm", f"'fro' takes at most 2 dims, got {tuple(dim)}", ValueError)
+            raise op_error("norm", f"'fro' takes at most 2 dims, got {tuple(dim)}",
+                           RuntimeError)
         p = 2.0
     elif p is None:
         p = 2.0
