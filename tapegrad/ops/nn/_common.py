@@ -10,14 +10,19 @@ def pair(name, v, what):
     argument in the error)."""
     if is_int_pair(v):  # already canonical: the common case, kept cheap
         return v
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+    if _is_int(v):
         return (int(v), int(v))
-    if isinstance(v, (tuple, list)) and len(v) == 1:
-        return (int(v[0]), int(v[0]))
-    if isinstance(v, (tuple, list)) and len(v) == 2 and \
-            all(isinstance(i, (int, np.integer)) for i in v):
-        return (int(v[0]), int(v[1]))
+    if isinstance(v, (tuple, list)) and all(_is_int(i) for i in v):
+        if len(v) in (1, 2):
+            return (int(v[0]), int(v[-1]))
+        # PyTorch: a sequence of ints of the wrong length is a RuntimeError
+        raise op_error(name, f"{what} must be a single int or a pair of ints, got {len(v)} "
+                             f"values {tuple(v)}", RuntimeError)
     raise op_error(name, f"{what} must be an int or a pair of ints, got {v!r}", TypeError)
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 def is_int_pair(v):

@@ -26,6 +26,9 @@ def _conv_attrs(stride=1, padding=0, dilation=1, groups=1, *, kernel_size=(1, 1)
     stride = pair("conv2d", stride, "stride")
     dilation = pair("conv2d", dilation, "dilation")
     padding = _conv_padding("conv2d", padding, kernel_size, stride, dilation)
+    if type(groups) is not int and (isinstance(groups, bool) or
+                                    not isinstance(groups, (int, np.integer))):
+        raise op_error("conv2d", f"groups must be an int, got {groups!r}", TypeError)
     return dict(stride=stride, padding=padding, dilation=dilation, groups=int(groups))
 
 
@@ -42,9 +45,10 @@ def _conv_padding(name, padding, kernel_size, stride, dilation):
             return ((0, 0), (0, 0))
         if padding != "same":
             raise op_error(name, f"padding must be an int, a pair, 'valid' or 'same', got "
-                                 f"{padding!r}")
+                                 f"{padding!r}", RuntimeError)
         if stride != (1, 1):
-            raise op_error(name, "padding='same' is not supported for strided convolutions")
+            raise op_error(name, "padding='same' is not supported for strided convolutions",
+                           RuntimeError)
         out = []
         for k, d in zip(kernel_size, dilation):
             total = d * (k - 1)  # PyTorch puts the odd extra element at the end
@@ -95,13 +99,20 @@ def _check_conv(name, x, w, stride, padding, dilation, groups, b=None):
     if np.dtype(x.dtype).kind != "f" or np.dtype(w.dtype).kind != "f":
         raise op_error(name, f"expected floating point input and weight, got "
                              f"{np.dtype(x.dtype)} and {np.dtype(w.dtype)}", TypeError)
-    if groups < 1 or xs[1] != ws[1] * groups or ws[0] % groups:
+    for what, v, low in (("stride", stride, 1), ("dilation", dilation, 1),
+                         ("padding", padding[0] + padding[1], 0)):
+        if min(v) < low:
+            raise op_error(name, f"{what} must be {'positive' if low else 'non-negative'}, "
+                                 f"got {v}", RuntimeError)
+    if groups < 1:
+        raise op_error(name, f"groups must be positive, got {groups}", RuntimeError)
+    if min(ws[0], ws[2], ws[3]) < 1:
+        raise op_error(name, f"weight {ws} must have at least one output channel and a kernel "
+                             f"of positive size", RuntimeError)
+    if xs[1] != ws[1] * groups or ws[0] % groups:
         raise op_error(name, f"input {xs} with groups={groups} expects weight of shape "
-                             f"(O, {xs[1] // max(groups, 1)}, kH, kW) with O divisible by "
-                             f"groups, got weight {ws}", RuntimeError)
-    if min(stride) < 1 or min(dilation) < 1 or min(padding[0] + padding[1]) < 0:
-        raise op_error(name, f"stride {stride} and dilation {dilation} must be positive and "
-                             f"padding {padding} non-negative", RuntimeError)
+                             f"(O, {xs[1] // groups}, kH, kW) with O divisible by groups, got "
+                             f"weight {ws}", RuntimeError)
     if b is not None and tuple(b.shape) != (ws[0],):
         raise op_error(name, f"bias of shape {tuple(b.shape)} does not match the {ws[0]} "
                              f"output channels", RuntimeError)
@@ -204,6 +215,8 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
     Ho, Wo, _, _ = _geom(input.shape, weight.shape, stride, padding, dilation)
     if out is None:
         out = xp_of(input).empty((N, O, Ho, Wo), dtype=input.dtype)
+    if N == 0:  # an empty batch: an empty result, as PyTorch
+        return out
     K, L = Cg * kh * kw, Ho * Wo
     if _is_pointwise((kh, kw), stride, padding):
         cols = input.reshape(N, groups, K, L)
@@ -253,7 +266,9 @@ def _conv_samples(dtype=np.float64):
             Sample((r((1, 1, 4, 5), 11), r((1, 1, 2, 2), 12), None),
                    _conv_attrs(padding=((0, 1), (1, 0)))),
             Sample((r((2, 2, 4, 4), 13).transpose(0, 1, 3, 2), r((2, 2, 3, 3), 14), None),
-                   _conv_attrs(1, 1))]
+                   _conv_attrs(1, 1)),
+            # an empty batch: an empty output, zero weight and bias gradients (PyTorch)
+            Sample((r((0, 2, 5, 5), 15), r((3, 2, 3, 3), 16), r((3,), 17)), _conv_attrs(1, 1))]
 
 
 def _torch_conv(torch, x, w, b=None, *, stride, padding, dilation, groups):
@@ -263,9 +278,19 @@ def _torch_conv(torch, x, w, b=None, *, stride, padding, dilation, groups):
 
 
 def _conv_errors():
+    x, w = _rand((1, 2, 5, 5)), _rand((3, 2, 3, 3))
     return [((_rand((1, 3, 5, 5)), _rand((2, 2, 3, 3)), None), _conv_attrs(), RuntimeError),
             ((_rand((1, 1, 2, 2)), _rand((1, 1, 3, 3)), None), _conv_attrs(), RuntimeError),
-            ((_rand((3, 5, 5)), _rand((1, 3, 3, 3)), None), _conv_attrs(), RuntimeError)]
+            ((_rand((3, 5, 5)), _rand((1, 3, 3, 3)), None), _conv_attrs(), RuntimeError),
+            ((x, w, None), _conv_attrs(stride=0), RuntimeError),
+            ((x, w, None), _conv_attrs(dilation=(1, 0)), RuntimeError),
+            ((x, w, None), _conv_attrs(padding=-1), RuntimeError),
+            ((x, w, None), _conv_attrs(groups=0), RuntimeError),
+            ((x, _rand((0, 2, 3, 3)), None), _conv_attrs(), RuntimeError),
+            ((x, w, None), dict(padding="full"), RuntimeError),
+            ((x, w, None), dict(padding="same", stride=2), RuntimeError),
+            ((x, w, None), dict(stride=(1, 1, 1)), RuntimeError),
+            ((x, w, None), dict(groups=1.5), TypeError)]
 
 
 CONV2D = register(name="conv2d", kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
@@ -284,6 +309,8 @@ def _conv2d_input_grad_kernel(g, weight, *, input_shape, stride, padding, dilati
     Ho, Wo, Hp, Wp = _geom(input_shape, weight.shape, stride, padding, dilation)
     if out is None:
         out = xp_of(g).empty(input_shape, dtype=g.dtype)
+    if N == 0:
+        return out
     K, L = Cg * kh * kw, Ho * Wo
     wT = weight.reshape(groups, O // groups, K).transpose(0, 2, 1)
     if _is_pointwise((kh, kw), stride, padding):
@@ -369,6 +396,9 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     xp = xp_of(g)
     if out is None:
         out = xp.empty(weight_shape, dtype=g.dtype)
+    if N == 0:  # a sum over an empty batch
+        out[...] = 0
+        return out
     K, L, Og = Cg * kh * kw, Ho * Wo, O // groups
     npad, ncols, _ = _conv_ws(input.shape, weight_shape, g.dtype.itemsize, stride, padding,
                               dilation, g_copy=True)

@@ -37,7 +37,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     PyTorch; otherwise the running statistics normalize."""
     if len(input.shape) < 2:
         raise op_error("batch_norm", f"expected an input of at least 2 dims (N, C, ...), got "
-                                     f"{tuple(input.shape)}", ValueError)
+                                     f"{tuple(input.shape)}", RuntimeError)
     C = input.shape[1]
     for name, p in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
@@ -46,9 +46,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                            RuntimeError)
     bshape = (1, C) + (1,) * (len(input.shape) - 2)
     dims = (0,) + tuple(range(2, len(input.shape)))
-    if training:
-        n = int(np.prod([input.shape[d] for d in dims]))
-        if n <= 1:
+    n = int(np.prod([input.shape[d] for d in dims]))
+    if training and n == 0:
+        out = input  # nothing to normalize, no statistics to update (PyTorch)
+    elif training:
+        if n == 1:
             raise op_error("batch_norm", f"expected more than 1 value per channel when "
                                          f"training, got input {tuple(input.shape)}", ValueError)
         mu = mean(input, dim=dims, keepdim=True)

@@ -54,11 +54,12 @@ def _pool_geom(shape, kernel_size, stride, padding, dilation, ceil_mode=False):
 
 def _check_pool(name, x, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False):
     xs = tuple(x.shape)
-    if len(xs) != 4:
-        raise op_error(name, f"expected a 4-D input (N, C, H, W), got shape {xs}", RuntimeError)
-    if min(kernel_size) < 1 or min(stride) < 1 or min(dilation) < 1:
-        raise op_error(name, f"kernel_size {kernel_size}, stride {stride} and dilation "
-                             f"{dilation} must be positive", RuntimeError)
+    if len(xs) != 4 or 0 in xs[1:]:
+        raise op_error(name, f"expected a 4-D input (N, C, H, W) with non-zero C, H and W (an "
+                             f"empty batch is allowed), got shape {xs}", RuntimeError)
+    for what, v in (("kernel_size", kernel_size), ("stride", stride), ("dilation", dilation)):
+        if min(v) < 1:
+            raise op_error(name, f"{what} must be positive, got {v}", RuntimeError)
     if any(2 * p > k for p, k in zip(padding, kernel_size)) or min(padding) < 0:
         raise op_error(name, f"padding {padding} must be non-negative and at most half of "
                              f"kernel_size {kernel_size}", RuntimeError)
@@ -154,7 +155,8 @@ def _max_pool_samples(dtype=np.float64):
             Sample((_distinct((1, 1, 6, 5), dtype, 4),), _pattrs(2, (2, 1), 0, 2)),
             Sample((_distinct((1, 2, 4, 4), dtype, 5).transpose(0, 1, 3, 2),), _pattrs(2)),
             Sample((_distinct((1, 2, 5, 6), dtype, 6),), _pattrs(2, 2, 0, 1, True)),
-            Sample((_distinct((1, 1, 7, 5), dtype, 7),), _pattrs(3, 2, 1, 1, True))]
+            Sample((_distinct((1, 1, 7, 5), dtype, 7),), _pattrs(3, 2, 1, 1, True)),
+            Sample((_distinct((0, 2, 4, 4), dtype, 8),), _pattrs(2))]  # an empty batch
 
 
 def _torch_max_pool(torch, x, *, kernel_size, stride, padding, dilation, ceil_mode=False):
@@ -165,15 +167,22 @@ def _torch_max_pool(torch, x, *, kernel_size, stride, padding, dilation, ceil_mo
 MAX_POOL2D = register(name="max_pool2d", kernel=_max_pool2d_kernel, args=("input",), nout=2,
                       infer=_max_pool2d_infer, vjp=_max_pool2d_vjp, saves=("out",),
                       samples=_max_pool_samples, torch=_torch_max_pool,
-                      error_samples=lambda: [((_rand((1, 1, 2, 2)),), _pattrs(3), RuntimeError),
-                                             ((_rand((2, 2)),), _pattrs(2), RuntimeError)])
+                      error_samples=lambda: [
+                          ((_rand((1, 1, 2, 2)),), _pattrs(3), RuntimeError),
+                          ((_rand((2, 2)),), _pattrs(2), RuntimeError),
+                          ((_rand((1, 2, 4, 4)),), _pattrs(2, 0), RuntimeError),
+                          ((_rand((1, 2, 4, 4)),), _pattrs(2, 1, 0, 0), RuntimeError),
+                          ((_rand((1, 2, 4, 4)),), _pattrs(2, 1, 2), RuntimeError),
+                          ((_rand((1, 2, 4, 4)),), _pattrs(2, 1, -1), RuntimeError),
+                          ((_rand((1, 0, 4, 4)),), _pattrs(2), RuntimeError)])
 
 
 def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap):
     N, C, H, W = input_shape
     xp = xp_of(g)
     out = xp.zeros((N * C, H * W), dtype=g.dtype)
-    g2, i2 = g.reshape(N * C, -1), indices.reshape(N * C, -1)
+    L = g.shape[2] * g.shape[3]  # explicit: an empty batch can't infer a -1
+    g2, i2 = g.reshape(N * C, L), indices.reshape(N * C, L)
     if xp is np:
         cpu_pool.max_pool2d_scatter(out, i2, g2)
     elif overlap:  # windows share elements: repeated positions must accumulate
@@ -228,9 +237,9 @@ MAX_POOL2D_INPUT_GRAD = register(
 
 
 def _max_pool2d_gather_kernel(x, indices):
-    N, C = x.shape[:2]
-    i2 = indices.reshape(N * C, -1)
-    got = xp_of(x).take_along_axis(x.reshape(N * C, -1), xp_of(x).maximum(i2, 0), axis=1)
+    N, C, H, W = x.shape
+    i2 = indices.reshape(N * C, indices.shape[2] * indices.shape[3])
+    got = xp_of(x).take_along_axis(x.reshape(N * C, H * W), xp_of(x).maximum(i2, 0), axis=1)
     if (i2 < 0).any():  # a window wholly in the padding: -inf forward, no gradient
         got = xp_of(x).where(i2 < 0, 0, got)
     return got.reshape(indices.shape)
@@ -251,8 +260,8 @@ def _max_pool2d_gather_infer(x, indices):
 
 def _max_pool2d_gather_reference(x, indices):
     """Oracle: the element of x each index names, one by one (0 for index -1)."""
-    N, C = x.shape[:2]
-    planes = x.reshape(N, C, -1)
+    N, C, H, W = x.shape
+    planes = x.reshape(N, C, H * W)
     out = np.zeros(indices.shape, dtype=x.dtype)
     for (n, c, h, w), i in np.ndenumerate(indices):
         if i >= 0:
@@ -288,7 +297,7 @@ def _avg_divisor(xp, H, W, attrs):
     covers: with count_include_pad the padding counts but a ceil_mode overhang does
     not (PyTorch's rule); without it only input elements count."""
     kh, kw = attrs["kernel_size"]
-    if attrs["divisor_override"]:
+    if attrs["divisor_override"] is not None:
         return float(attrs["divisor_override"])
     ph, pw = attrs["padding"]
     ceil = attrs.get("ceil_mode", False)
@@ -329,7 +338,18 @@ def _avg_pool2d_kernel(input, **attrs):
     return out
 
 
+def _check_divisor(name, divisor_override):
+    d = divisor_override
+    if d is None:
+        return
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+        raise op_error(name, f"divisor_override must be an int, got {d!r}", TypeError)
+    if d == 0:
+        raise op_error(name, "divisor_override must be non-zero", RuntimeError)
+
+
 def _avg_pool2d_infer(input, **attrs):
+    _check_divisor("avg_pool2d", attrs["divisor_override"])
     Ho, Wo = _check_pool("avg_pool2d", input, attrs["kernel_size"], attrs["stride"],
                          attrs["padding"], (1, 1), attrs.get("ceil_mode", False))
     return TensorSpec((input.shape[0], input.shape[1], Ho, Wo), input.dtype)
@@ -349,7 +369,8 @@ def _avg_samples(dtype=np.float64):
             Sample((_rand((1, 2, 4, 4), dtype, seed=5).transpose(0, 1, 3, 2),), _avg_attrs(2)),
             Sample((_rand((1, 2, 5, 6), dtype, seed=6),), _avg_attrs(2, 2, 0, True, None, True)),
             Sample((_rand((1, 1, 7, 5), dtype, seed=7),), _avg_attrs(3, 2, 1, True, None, True)),
-            Sample((_rand((1, 1, 7, 5), dtype, seed=8),), _avg_attrs(3, 2, 1, False, None, True))]
+            Sample((_rand((1, 1, 7, 5), dtype, seed=8),), _avg_attrs(3, 2, 1, False, None, True)),
+            Sample((_rand((0, 2, 4, 4), dtype, seed=9),), _avg_attrs(2, 1, 1))]
 
 
 AVG_POOL2D = register(
@@ -357,7 +378,11 @@ AVG_POOL2D = register(
     vjp=lambda ctx, g: (bind(AVG_POOL2D_INPUT_GRAD, g, input_shape=ctx.shapes[0], **ctx.attrs),),
     samples=_avg_samples,
     torch=lambda torch, x, **a: torch.nn.functional.avg_pool2d(x, **a),
-    error_samples=lambda: [((_rand((1, 1, 2, 2)),), _avg_attrs(3), RuntimeError)])
+    error_samples=lambda: [((_rand((1, 1, 2, 2)),), _avg_attrs(3), RuntimeError),
+                           ((_rand((1, 1, 4, 4)),), _avg_attrs(2, dov=0), RuntimeError),
+                           ((_rand((1, 1, 4, 4)),), _avg_attrs(2, dov=1.5), TypeError),
+                           ((_rand((1, 1, 4, 4)),), _avg_attrs(2, 1, 2), RuntimeError),
+                           ((_rand((1, 1, 4, 4)),), _avg_attrs(0), RuntimeError)])
 
 
 def _avg_pool2d_input_grad_kernel(g, *, input_shape, **attrs):
@@ -438,17 +463,26 @@ def _adaptive_matrix(xp, n_in, n_out, dtype):
 def adaptive_avg_pool2d(input, output_size):
     """Average pooling to a fixed ``output_size`` (int or pair; None keeps that size):
     two small matmuls with PyTorch's bin matrices, so every order differentiates."""
-    if len(input.shape) not in (3, 4):
-        raise op_error("adaptive_avg_pool2d", f"expected a 3-D or 4-D input, got shape "
-                                              f"{tuple(input.shape)}", RuntimeError)
-    H, W = input.shape[-2:]
+    name = "adaptive_avg_pool2d"
+    shape = tuple(input.shape)
+    if len(shape) not in (3, 4) or 0 in shape[-3:]:
+        raise op_error(name, f"expected a 3-D or 4-D input with non-zero sizes but the batch's, "
+                             f"got shape {shape}", RuntimeError)
+    H, W = shape[-2:]
     if not isinstance(output_size, (tuple, list)):
         output_size = (output_size, output_size)
+    if len(output_size) != 2:
+        raise op_error(name, f"output_size must be an int or a pair, got {tuple(output_size)}",
+                       RuntimeError)
+    for v in output_size:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+            raise op_error(name, f"output_size must be ints (or None), got {tuple(output_size)}",
+                           TypeError)
     oh, ow = (H if output_size[0] is None else int(output_size[0]),
               W if output_size[1] is None else int(output_size[1]))
-    if oh < 1 or ow < 1:
-        raise op_error("adaptive_avg_pool2d", f"output_size {tuple(output_size)} must be "
-                                              f"positive", RuntimeError)
+    if oh < 0 or ow < 0:  # 0 gives an empty output, as PyTorch
+        raise op_error(name, f"output_size {tuple(output_size)} must be non-negative",
+                       RuntimeError)
     data = raw(input)
     xp, dt = xp_of(data), data.dtype
     out = input
