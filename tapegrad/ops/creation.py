@@ -161,9 +161,34 @@ def _move(arr, device):
 
 
 # ---------------------------------------------------------------- factories
+def _new_shape(name, size):
+    """A factory's size (``*ints`` or one sequence) as a tuple of ints, none negative
+    (PyTorch's RuntimeError; NumPy's ValueError named no op)."""
+    shape = shape_arg(name, size, "size")
+    if any(s < 0 for s in shape):
+        raise op_error(name, f"trying to create a tensor with a negative dimension: {shape}",
+                       RuntimeError)
+    return shape
+
+
+def _count(name, v, what):
+    """A non-negative int argument (a length, a number of steps)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise op_error(name, f"{what} must be an int, got {v!r}", TypeError)
+    if v < 0:
+        raise op_error(name, f"{what} must be non-negative, got {v}", RuntimeError)
+    return int(v)
+
+
+def _fill_value(name, v):
+    if v is None or isinstance(v, (str, bytes)):
+        raise op_error(name, f"fill_value must be a number, got {v!r}", TypeError)
+    return v
+
+
 def _factory(fill, name):
     def f(*size, dtype=None, device=None, requires_grad=False, out=None):
-        shape = shape_arg(name, size)
+        shape = _new_shape(name, size)
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
         xp = _devices.xp(_devices.device(device)) if device is not None else np
         _devices.check_alloc(name, shape, dt)
@@ -179,7 +204,8 @@ empty = _factory(lambda xp, s, d: xp.empty(s, d), "empty")
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
-    shape = shape_arg("full", (size,) if not isinstance(size, (list, tuple)) else (tuple(size),))
+    shape = _new_shape("full", (size,) if not isinstance(size, (list, tuple)) else (tuple(size),))
+    _fill_value("full", fill_value)
     if dtype is None:
         dtype = _infer_py_dtype(fill_value)
     xp = _devices.xp(_devices.device(device)) if device is not None else np
@@ -204,7 +230,8 @@ def _like(name, fill):
 zeros_like = _like("zeros_like", lambda xp, s, d: xp.zeros(s, d))
 ones_like = _like("ones_like", lambda xp, s, d: xp.ones(s, d))
 empty_like = _like("empty_like", lambda xp, s, d: xp.empty(s, d))
-full_like = _like("full_like", lambda xp, s, d, v: xp.full(s, v, dtype=d))
+full_like = _like("full_like", lambda xp, s, d, v: xp.full(s, _fill_value("full_like", v),
+                                                           dtype=d))
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
@@ -213,21 +240,37 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     vals = (start, end, step)
     if dtype is None:
         dtype = _dt.get_default_dtype() if any(isinstance(v, float) for v in vals) else _dt.int64
-    if step == 0:
-        raise ValueError("arange: step must be nonzero")
+    _arange_check(start, end, step)
     xp = _devices.xp(_devices.device(device)) if device is not None else np
     return _finish(xp.arange(start, end, step, dtype=_np_dtype(dtype)), requires_grad)
 
 
+def _arange_check(start, end, step):
+    """PyTorch's rules: finite bounds, a non-zero step whose sign leads from start to
+    end (NumPy would give an empty range)."""
+    for v in (start, end, step):
+        if isinstance(v, (str, bytes)) or v is None:
+            raise op_error("arange", f"start, end and step must be numbers, got {v!r}",
+                           TypeError)
+    if not all(np.isfinite(v) for v in (start, end)):
+        raise op_error("arange", f"unsupported range: {start} -> {end}", RuntimeError)
+    if step == 0:
+        raise op_error("arange", "step must be nonzero", RuntimeError)
+    if (end > start and step < 0) or (end < start and step > 0):
+        raise op_error("arange", f"upper bound and lower bound inconsistent with step sign "
+                                 f"(start {start}, end {end}, step {step})", RuntimeError)
+
+
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
-    if steps < 0:
-        raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+    steps = _count("linspace", steps, "number of steps")
     xp = _devices.xp(_devices.device(device)) if device is not None else np
     dt = _np_dtype(dtype) or _dt.get_default_dtype().np
     return _finish(xp.linspace(start, end, steps, dtype=dt), requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    n = _count("eye", n, "n")
+    m = None if m is None else _count("eye", m, "m")
     xp = _devices.xp(_devices.device(device)) if device is not None else np
     dt = _np_dtype(dtype) or _dt.get_default_dtype().np
     return _finish(xp.eye(n, m, dtype=dt), requires_grad)
@@ -238,8 +281,13 @@ _gen = {"np": np.random.default_rng()}
 
 
 def manual_seed(seed):
-    """Seed tapegrad's random factories (and CuPy's when present)."""
-    _gen["np"] = np.random.default_rng(int(seed))
+    """Seed tapegrad's random factories (and CuPy's when present). As PyTorch, any
+    int in [-2**63, 2**64) is a seed (a negative one wraps to 64 bits)."""
+    seed = int(seed)
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise op_error("manual_seed", f"seed {seed} does not fit in 64 bits", ValueError)
+    seed %= 2 ** 64
+    _gen["np"] = np.random.default_rng(seed)
     from ..devices import cuda
     if cuda._state.get("cupy") is not None:
         cuda._state["cupy"].random.seed(int(seed))
@@ -255,7 +303,7 @@ def generator():
 
 def _random(name, draw):
     def f(*size, dtype=None, device=None, requires_grad=False, generator=None):
-        shape = shape_arg(name, size)
+        shape = _new_shape(name, size)
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
         if dt.kind != "f":
             raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
@@ -271,12 +319,21 @@ randn = _random("randn", lambda g, s: g.standard_normal(s))
 
 
 def randint(low, high=None, size=None, *, dtype=None, device=None, generator=None):
+    """Random integers in ``[low, high)``: ``randint(low, high, size)`` or, as PyTorch,
+    ``randint(high, size)``."""
+    if size is None and isinstance(high, (list, tuple)):  # randint(high, size)
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     if size is None:
-        raise TypeError("randint: size is required, e.g. tg.randint(0, 10, (3,))")
+        raise op_error("randint", "size is required, e.g. tg.randint(0, 10, (3,))", TypeError)
+    shape = _new_shape("randint", (size,) if not isinstance(size, (list, tuple)) else
+                       (tuple(size),))
+    if low >= high:
+        raise op_error("randint", f"expects low < high, got low={low} and high={high}",
+                       RuntimeError)
     g = generator or _gen["np"]
-    arr = g.integers(low, high, size=tuple(size) if isinstance(size, (list, tuple)) else (size,))
+    arr = g.integers(low, high, size=shape)
     return wrap(_place(arr.astype(_np_dtype(dtype) or np.int64), device))
 
 
@@ -291,6 +348,7 @@ def randn_like(input, *, dtype=None, requires_grad=False):
 
 
 def randperm(n, *, dtype=None, device=None, generator=None):
+    n = _count("randperm", n, "n")
     g = generator or _gen["np"]
     return wrap(_place(g.permutation(n).astype(_np_dtype(dtype) or np.int64), device))
 
