@@ -16,7 +16,7 @@ from ...dispatch import bind
 from ..._util import op_error
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ..linalg import matmul
-from ..shape import mT, unsqueeze
+from ..shape import unsqueeze
 from ._common import pair, raw
 
 
@@ -489,5 +489,5 @@ def adaptive_avg_pool2d(input, output_size):
     if oh != H:
         out = matmul(_adaptive_matrix(xp, H, oh, dt), out)
     if ow != W:
-        out = matmul(out, mT(_adaptive_matrix(xp, W, ow, dt)))
+        out = matmul(out, _adaptive_matrix(xp, W, ow, dt).T)  # a constant: transposed raw
     return out
