@@ -34,11 +34,11 @@ from . import tape as _tape
 from ._util import fmt_spec
 from .ops_registry.opdef import TensorSpec
 from .tape import Node as _Node, make_node as _make_node, next_seq as _next_seq, state as _state
-from .tape import FAST_RECORD as _FAST_RECORD
+from .tape import FAST_RECORD as _FAST_RECORD, RAW as _RAW
 from .tensor import Tensor, wrap, mark_written as _mark_written, subclasses as _TT
 from .tensor import last_write as _last_write
 
-__all__ = ["bind", "lane", "apply_inplace", "observe"]
+__all__ = ["bind", "lane", "apply_inplace", "observe", "raw_arrays"]
 
 _SCALARS = (int, float, bool)
 _NDARRAY = np.ndarray
@@ -71,12 +71,12 @@ def bind(op, *args, **attrs):
 
 
 def _raw(op, args, attrs):
-    """An adjoint on raw arrays (nothing records): float ndarrays of one dtype, or
-    one and a Python number, go straight to the kernel (after the shape rule, for all
-    but elementwise ops); anything else to _general."""
+    """An adjoint on raw arrays (the walker's, nothing records): float ndarrays of one
+    dtype, or one and a Python number, go straight to the kernel (after the shape
+    rule, for all but elementwise ops); anything else to _general."""
     x = args[0]
     y = args[1] if len(args) == 2 else None
-    if _state.mode and x.dtype.kind == "f" and (
+    if _state.mode == _RAW and x.dtype.kind == "f" and (
             y is None or (type(y) is _NDARRAY and y.dtype is x.dtype)
             or type(y) is float or type(y) is int):
         if not op.elementwise:
@@ -224,6 +224,11 @@ def _general(op, args, attrs):
     tensor_seen, rg, arrays = _unwrap(op, args)
     if op.promote != "none" and tensor_seen is not None:
         arrays = _promote(op, arrays)
+    if tensor_seen is False and not _state.raw:
+        raise TypeError(f"{op.name}: expected Tensor arguments, got only raw arrays "
+                        f"({', '.join(type(a).__name__ for a in arrays if a is not None)}); "
+                        f"wrap them with tg.tensor() or tg.from_numpy(), or call "
+                        f"tapegrad.ops_registry.get({op.name!r}).compute(...) on raw arrays")
     out = _compute(op, arrays, attrs)
     if not tensor_seen:
         if type(out) is tuple:
@@ -516,6 +521,21 @@ def _tapes_of(args, rg, tapes):
     if rg:
         found |= active
     return frozenset(found) if found else None
+
+
+@contextlib.contextmanager
+def raw_arrays():
+    """While open, this thread's op calls on raw arrays alone compute and return raw
+    arrays (as the walker's adjoints do); outside, such a call is a TypeError, as
+    PyTorch's ``torch.sum(ndarray)``. The @fuse tracer calls ops on stand-ins so."""
+    prev = _state.raw
+    _state.raw = True
+    _state._refresh()
+    try:
+        yield
+    finally:
+        _state.raw = prev
+        _state._refresh()
 
 
 # ------------------------------------------------------------------ observers

@@ -23,6 +23,7 @@ next_seq = _seq.__next__
 GENERAL = 0        # a Tape, anomaly mode or an observer is active: the general path
 FAST_NO_GRAD = 1   # neither, and grad mode is off: fast path, nothing is recorded
 FAST_RECORD = 2    # neither, and grad mode is on: fast path, record when an input needs
+RAW = 3            # FAST_NO_GRAD where calls on raw arrays are expected (state.raw)
 
 
 class _TapeStack(list):
@@ -77,6 +78,8 @@ class _State(threading.local):
     ``mode`` right; code on hot paths reads ``_grad``/``_tapes``/``_anomaly``."""
 
     def __init__(self):
+        # calls on raw arrays are expected: the walker's raw adjoints, the @fuse tracer
+        self.raw = False
         self._grad = True
         self._tapes = _TapeStack()
         self._anomaly = False
@@ -85,7 +88,7 @@ class _State(threading.local):
 
     def _refresh(self):
         self.mode = (GENERAL if self._tapes or self._anomaly or self._observers else
-                     FAST_RECORD if self._grad else FAST_NO_GRAD)
+                     FAST_RECORD if self._grad else RAW if self.raw else FAST_NO_GRAD)
 
     @property
     def observers(self):

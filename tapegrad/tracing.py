@@ -24,7 +24,7 @@ import numpy as np
 
 from .devices import cpu
 from .tensor import Tensor
-from .dispatch import bind, observe
+from .dispatch import bind, observe, raw_arrays
 from .fusion import expr as E
 from .fusion.op import ExprOp, ReduceExprOp, proxy_hook
 from .ops import reduce as _reduce
@@ -268,7 +268,7 @@ def _trace(fn, args, kwargs):
         dt = a._data.dtype if isinstance(a, Tensor) else a.dtype
         call[i] = _proxy(ins[k], dt if dt.kind == "f" else np.dtype(np.float64))
     try:
-        with observe(_splice_exprs):
+        with observe(_splice_exprs), raw_arrays():
             out = fn(*call, **kwargs)
     except _NotFusable as e:
         return str(e)

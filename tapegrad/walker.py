@@ -18,7 +18,7 @@ from heapq import heappush, heappop
 
 import numpy as np
 
-from .tape import state, check_finite, FAST_RECORD, FAST_NO_GRAD
+from .tape import state, check_finite
 from .tensor import Tensor, wrap, mark_written, last_write
 
 __all__ = ["backward_pass", "Ctx"]
@@ -38,14 +38,14 @@ def backward_pass(roots, seeds, *, inputs=None, retain_graph=False, traced=False
     ``traced``: run adjoints on Tensors with recording on (create_graph / outer tape).
     ``tape_id``: only walk nodes recorded on that Tape.
     """
-    prev = state._grad
+    prev, prev_raw = state._grad, state.raw
     state._grad = traced  # grad mode for the adjoints (tapes and anomaly stay as they are)
-    if state.mode:
-        state.mode = FAST_RECORD if traced else FAST_NO_GRAD
+    state.raw = not traced  # raw arrays are what the adjoints compute on
+    state._refresh()
     try:
         return _walk(roots, seeds, inputs, retain_graph, traced, tape_id)
     finally:
-        state._grad = prev
+        state._grad, state.raw = prev, prev_raw
         state._refresh()
 
 

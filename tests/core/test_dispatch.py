@@ -285,8 +285,25 @@ def test_raw_arrays_are_validated_by_the_shape_rule():
     """A call on raw arrays (the adjoints' path) runs the shape rule first too, so a
     kernel that trusts it never computes garbage: avg_pool2d with a window larger
     than its input raises instead of returning an empty array."""
-    with pytest.raises(RuntimeError, match="avg_pool2d: input .* is too small"):
+    from tapegrad.dispatch import raw_arrays
+    with raw_arrays(), pytest.raises(RuntimeError, match="avg_pool2d: input .* is too small"):
         tg.nn.functional.avg_pool2d(np.ones((1, 1, 2, 2)), 3)
+
+
+def test_raw_arrays_alone_are_a_type_error_outside_adjoints():
+    """PyTorch's rule: torch.sum(ndarray) is a TypeError. Adjoints (and the @fuse tracer)
+    compute on raw arrays inside dispatch.raw_arrays(); a raw array next to a Tensor
+    is a constant, as before."""
+    with pytest.raises(TypeError, match=r"^sum: expected Tensor arguments, got only raw"):
+        tg.sum(np.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match=r"^exp: expected Tensor arguments"):
+        tg.exp(np.array([1.0]))
+    from tapegrad.dispatch import raw_arrays
+    with raw_arrays():
+        out = tg.sum(np.array([1.0, 2.0]))
+    assert type(out) is np.ndarray and out == 3.0
+    _same(tg.add(tg.tensor(np.ones(2, np.float32)), np.ones(2, np.float32)),
+          tg.tensor(np.full(2, 2.0, np.float32)))
 
 
 def test_a_write_in_another_thread_still_invalidates_saved_values():
