@@ -32,7 +32,7 @@ from . import dtypes as _dt
 from . import devices as _devices
 from . import tape as _tape
 from ._util import fmt_spec
-from .ops_registry.opdef import TensorSpec
+from .ops_registry.opdef import OpDef, TensorSpec, validate
 from .tape import Node as _Node, make_node as _make_node, next_seq as _next_seq, state as _state
 from .tape import FAST_RECORD as _FAST_RECORD, RAW as _RAW
 from .tensor import Tensor, wrap, mark_written as _mark_written, subclasses as _TT
@@ -150,7 +150,7 @@ def _make_lane(op):
         res._idx = 0
         res._version = [0]
         if view:
-            _make_view(res, x)
+            _make_view(res, x, op, attrs)
         rx = x.requires_grad
         # (an input that requires grad is a float; an elementwise op of floats gives one)
         if not (rx or ry) or mode != _FAST_RECORD or not recorded or (
@@ -242,7 +242,7 @@ def _general(op, args, attrs):
     if op.nout == 1:
         outs = (wrap(out if type(out) is _NDARRAY else _asarray(out)),)
         if op.kind == "view":
-            _make_view(outs[0], args[0])
+            _make_view(outs[0], args[0], op, attrs)
     else:
         outs = tuple(wrap(o if type(o) is _NDARRAY else _asarray(o)) for o in out)
     if record and any(o._data.dtype.kind == "f" for o in outs):
@@ -435,11 +435,17 @@ def _asarray(o):
     return o
 
 
-def _make_view(res, base):
-    """A view op's output shares its base's buffer, version counter and base."""
+def _make_view(res, base, op, attrs):
+    """A view op's output shares its base's buffer, version counter and base, and
+    remembers the view ops that derive it from that base (for in-place ops on it)."""
     if type(base) in _TT and (res._data.base is not None or res._data is base._data):
         res._version = base._version
-        res._base = base._base if base._base is not None else base
+        if base._base is not None:
+            res._base = base._base
+            res._view_ops = base._view_ops + ((op, attrs),)
+        else:
+            res._base = base
+            res._view_ops = ((op, attrs),)
 
 
 # ------------------------------------------------------------------ recording
@@ -585,19 +591,28 @@ def _check_forward(op, outs, where=None):
 def apply_inplace(op, t, *args, **attrs):
     """``t <- op(t, *args)`` in t's own buffer, PyTorch rules.
 
-    A leaf that requires grad refuses (in grad mode); read-only buffers refuse; the
-    version counter (shared with views) is bumped so stale saved values are caught.
-    When recorded, the op sees a snapshot of t's old value, and t takes the new node.
+    A leaf that requires grad refuses (in grad mode), and so does a view of one;
+    read-only buffers refuse; the version counter (shared with views) is bumped so
+    stale saved values are caught. When recorded, the op sees a snapshot of t's old
+    value, and t takes the new node; on a view, the base's history is rewritten
+    (``_inplace_on_view``) so gradients reach everything that went into it.
     """
     if type(t) not in _TT:
         raise TypeError(f"{op.name}_: expected a Tensor, got {type(t).__name__}")
     t._check_writable(op.name + "_")
     grad_on = _state._grad
+    base = t._base
     if grad_on and t.requires_grad and t._node is None:
         raise RuntimeError(f"{op.name}_: a leaf Variable that requires grad is being used "
                            f"in an in-place operation")
+    if grad_on and base is not None and base.requires_grad and base._node is None:
+        raise RuntimeError(f"{op.name}_: a view of a leaf Variable that requires grad is "
+                           f"being used in an in-place operation")
     record = grad_on and (t.requires_grad or any(type(a) in _TT and a.requires_grad
-                                                 for a in args))
+                                                 for a in args)
+                          or (base is not None and base.requires_grad))
+    if record and base is not None and t._view_ops:
+        return _inplace_on_view(op, t, base, args, attrs)
     if record:
         old_data = t._data.copy() if 0 in op.save_idx else t._data
         old = wrap(old_data, t._node, t._idx) if t._node is not None else Tensor(old_data)
@@ -610,7 +625,15 @@ def apply_inplace(op, t, *args, **attrs):
             res = bind(op, t, *args, **attrs)
         finally:
             _state.grad_enabled = prev
-    new = res._data
+    _write(op, t, res._data)
+    if record:
+        t._node = res._node
+        t._idx = res._idx
+        t.requires_grad = True
+    return t
+
+
+def _write(op, t, new):
     if new.dtype != t._data.dtype and not np.can_cast(new.dtype, t._data.dtype, "same_kind"):
         raise RuntimeError(f"{op.name}_: result type {_dt.from_np(new.dtype)} can't be cast "
                            f"to the desired output type {t.dtype}")
@@ -619,8 +642,54 @@ def apply_inplace(op, t, *args, **attrs):
                            f"broadcast shape {tuple(new.shape)}")
     t._data[...] = new
     _mark_written(t)
-    if record:
-        t._node = res._node
-        t._idx = res._idx
-        t.requires_grad = True
+
+
+def _inplace_on_view(op, t, base, args, attrs):
+    """``t <- op(t, *args)`` where ``t`` is a view of ``base``, recorded as PyTorch
+    does: the op runs on the view's current value (derived from the base's history),
+    the base's history becomes "the old base with the view's region replaced by the
+    result" (``_COPY_SLICES``), and the view is derived afresh from the new base."""
+    vops = t._view_ops
+    cur = _view_of(base, vops)
+    old_data = cur._data.copy() if 0 in op.save_idx else cur._data
+    old = wrap(old_data, cur._node, cur._idx) if cur._node is not None else Tensor(old_data)
+    res = bind(op, old, *args, **attrs)
+    old_base = (wrap(base._data, base._node, base._idx) if base._node is not None
+                else Tensor(base._data))
+    _write(op, t, res._data)
+    new_base = bind(_COPY_SLICES, old_base, res, view_ops=vops)
+    base._node, base._idx, base.requires_grad = new_base._node, 0, True
+    now = _view_of(base, vops)
+    t._node, t._idx, t.requires_grad = now._node, now._idx, True
     return t
+
+
+def _view_of(x, view_ops):
+    """``x`` through the view ops that derived a view from its base (raw or Tensor)."""
+    for vop, vattrs in view_ops:
+        x = bind(vop, x, **vattrs)
+    return x
+
+
+def _copy_slices_vjp(ctx, g):
+    """The base's gradient outside the view's region, and the view's region of it."""
+    view_ops = ctx.attrs["view_ops"]
+    xp = _devices.xp_of(g._data if type(g) in _TT else g)
+    mask = xp.ones(ctx.shapes[0], dtype=ctx.dtypes[0])
+    with raw_arrays():
+        _view_of(mask, view_ops)[...] = 0
+    return (g * mask if ctx.needs_input_grad[0] else None,
+            _view_of(g, view_ops) if ctx.needs_input_grad[1] else None)
+
+
+def _copy_slices_infer(base, value, *, view_ops):
+    return TensorSpec(tuple(base.shape), base.dtype)
+
+
+# the base's new history after an in-place op on one of its views; its kernel returns
+# the base's buffer, which already holds the result in the view's region
+_COPY_SLICES = OpDef(
+    name="copy_slices", kernel=lambda base, value, *, view_ops: base,
+    infer=_copy_slices_infer, args=("base", "value"), vjp=_copy_slices_vjp,
+    samples=lambda dtype=None: [])
+validate(_COPY_SLICES)
