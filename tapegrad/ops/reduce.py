@@ -905,17 +905,23 @@ def sum_to(input, shape):
     return bind(SUM_TO, input, shape=shape)
 
 
+def _canon_named(name, x, dim):
+    """As ``_canon``, but dims named stay named even when they are all of them: an
+    empty input reduced over a named empty dim is PyTorch's IndexError, over none
+    named its RuntimeError (``_check_extreme``)."""
+    dims = _canon(name, x, dim)
+    if dims is None and dim is not None and dim != () and dim != [] and len(x.shape):
+        return normalize_dims(name, dim, len(x.shape))
+    return dims
+
+
 def amax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
-    dim = _canon("amax", input, _dims("amax", dim, axis))
-    if dim == ():
-        dim = None
+    dim = _canon_named("amax", input, _dims("amax", dim, axis))
     return bind(AMAX, input, dim=dim, keepdim=_keep(keepdim, keepdims))
 
 
 def amin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
-    dim = _canon("amin", input, _dims("amin", dim, axis))
-    if dim == ():
-        dim = None
+    dim = _canon_named("amin", input, _dims("amin", dim, axis))
     return bind(AMIN, input, dim=dim, keepdim=_keep(keepdim, keepdims))
 
 

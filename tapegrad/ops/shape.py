@@ -540,8 +540,9 @@ def _tensor_list(name, tensors):
     if hasattr(tensors, "shape") or not isinstance(tensors, (list, tuple)):
         raise op_error(name, f"expected a sequence of tensors, got {type(tensors).__name__}",
                        TypeError)
-    if not tensors:
-        raise op_error(name, "expected a non-empty sequence of tensors", RuntimeError)
+    if not tensors:  # PyTorch: cat's is a ValueError, stack's and the others' RuntimeError
+        raise op_error(name, "expected a non-empty sequence of tensors",
+                       ValueError if name == "cat" else RuntimeError)
     return list(tensors)
 
 

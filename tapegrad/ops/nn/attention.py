@@ -22,6 +22,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                        f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                        f"{tuple(value.shape)} need matching embedding dims (q, k) and "
                        f"sequence lengths (k, v)", RuntimeError)
+    if not 0.0 <= dropout_p <= 1.0:  # PyTorch's RuntimeError (dropout's own is a ValueError)
+        raise op_error("scaled_dot_product_attention", f"dropout_p must be between 0 and 1, "
+                                                       f"got {dropout_p}", RuntimeError)
     if is_causal and attn_mask is not None:
         raise op_error("scaled_dot_product_attention", "pass either attn_mask or is_causal",
                        RuntimeError)

@@ -92,7 +92,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     1.3862943611198906
     """
     if not 0.0 <= label_smoothing <= 1.0:
-        raise op_error("cross_entropy", f"label_smoothing must be in [0, 1], got {label_smoothing}")
+        raise op_error("cross_entropy", f"label_smoothing must be in [0, 1], got {label_smoothing}",
+                       RuntimeError)
     if len(input.shape) == 0:
         raise op_error("cross_entropy", "input must have at least 1 dim (the classes)",
                        RuntimeError)
