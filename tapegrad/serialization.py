@@ -1,11 +1,17 @@
 """``tg.save`` / ``tg.load``: tensors and nested containers of them, in a format
 that cannot run code on load.
 
-The file is a NumPy ``.npz`` archive: one ``.npy`` member per array, read back with
-``allow_pickle=False``, plus a member ``__tapegrad__`` holding a JSON manifest of the
-structure (dicts, lists, tuples, None, bools, ints, floats, strings and references to
-the arrays). Nothing is ever unpickled, so a crafted file (a pickle, a ``torch.save``
-archive, an ``.npz`` with object arrays) is refused with a ``ValueError``.
+The file is a NumPy ``.npz`` archive (a zip of uncompressed ``.npy`` members, one per
+array) plus a member ``__tapegrad__`` holding a JSON manifest of the structure (dicts,
+lists, tuples, None, bools, ints, floats, strings and references to the arrays).
+Nothing is ever unpickled, so a crafted file (a pickle, a ``torch.save`` archive, an
+``.npz`` with object arrays) is refused with a ``ValueError``.
+
+``tg.load`` trusts nothing it has not checked: it looks at the first bytes before
+reading on, checks the zip directory (sizes, names, no compression, no overlap) before
+reading a member, and a ``.npy`` header's shape against the member's real size before
+allocating, so a hostile file costs about what it really holds. The limits below bound
+the rest; ``tg.save`` refuses to write a file beyond them.
 
 >>> import io, tapegrad as tg
 >>> f = io.BytesIO()
@@ -14,9 +20,12 @@ archive, an ``.npz`` with object arrays) is refused with a ``ValueError``.
 >>> tg.load(f)
 {'w': tensor([1., 1.]), 'step': 3}
 """
-import io
+import ast
 import json
+import math
 import os
+import re
+import struct
 import zipfile
 from collections import OrderedDict
 
@@ -34,22 +43,57 @@ _FORMAT = "tapegrad.save"
 _VERSION = 1
 _KEY_TYPES = (str, int, float, bool, type(None))
 
+# What a file may hold, so that the worst file within the limits costs about a second
+# and a few hundred MiB: JSON parses to ~30x its size in Python objects, and the zip
+# directory costs ~7 us a member (np.savez writes ~60 bytes of directory a member).
+_MAX_ARRAYS = 100_000
+_MAX_MANIFEST_BYTES = 8 * 2**20
+_MAX_CENTRAL_DIR = 8 * 2**20
+_MAX_DEPTH = 200                  # JSON nesting: a dict level takes 3, a list level 2
+_MAX_NPY_HEADER = 10_000          # numpy's own limit
+_MAX_INT_DIGITS = 4_300           # Python's default int/str conversion limit
+_MAX_NDIM = 64
+_CHUNK = 2**22
+_MEMBER_NAME = re.compile(r"[A-Za-z0-9_]+\.npy")
+_OPENING, _CLOSING = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
+_LOCAL_HEADER = 30                # fixed part of a zip member's local header
+_ZIP_ERRORS = (zipfile.BadZipFile, EOFError, OSError, struct.error, NotImplementedError)
+
 
 # ---------------------------------------------------------------- save
 def save(obj, f):
     """Write ``obj`` (Tensors, NumPy arrays and nested dict/list/tuple of them with
-    Python scalars and strings) to ``f``, a path or a binary file object."""
+    Python scalars and strings) to ``f``, a path or a binary file object.
+
+    Raises ``ValueError`` for what ``tg.load`` would refuse: more than 100,000 arrays,
+    a manifest over 8 MiB, or nesting deeper than about 66 dicts."""
     arrays = {}
     seen = {}
     tree = _encode(obj, arrays, seen, "obj")
     manifest = json.dumps({"format": _FORMAT, "version": _VERSION, "tree": tree})
+    manifest = manifest.encode("utf-8")
+    _check_save_limits(len(arrays), manifest)
     members = dict(arrays)
-    members[_MANIFEST] = np.frombuffer(manifest.encode("utf-8"), dtype=np.uint8)
+    members[_MANIFEST] = np.frombuffer(manifest, dtype=np.uint8)
     if isinstance(f, (str, os.PathLike)):
         with open(f, "wb") as fh:
             np.savez(fh, **members)
     else:
         np.savez(f, **members)
+
+
+def _check_save_limits(n_arrays, manifest):
+    if n_arrays > _MAX_ARRAYS:
+        raise ValueError(f"tg.save: {n_arrays} arrays, over the {_MAX_ARRAYS} a file may "
+                         f"hold; stack small tensors into fewer")
+    if len(manifest) > _MAX_MANIFEST_BYTES:
+        raise ValueError(f"tg.save: the structure needs a {len(manifest)}-byte manifest, "
+                         f"over the {_MAX_MANIFEST_BYTES} tg.load accepts; store long "
+                         f"lists of numbers as arrays")
+    depth = _json_depth(manifest)
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"tg.save: the structure nests {depth} JSON levels deep, over the "
+                         f"{_MAX_DEPTH} tg.load accepts")
 
 
 def _encode(obj, arrays, seen, path):
@@ -110,42 +154,39 @@ def _encode_array(obj, arrays, seen, path):
 def load(f, map_location=None, weights_only=True):
     """Read what ``save`` wrote. ``map_location`` (a device or string) places the
     tensors; by default they go back to the device they were saved from.
+    ``weights_only`` is accepted for PyTorch compatibility: tapegrad never unpickles.
 
-    Raises ``ValueError`` for anything that is not a tapegrad file, without
-    executing any of its content."""
-    name = os.fspath(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "<file>")
-    data = _read_bytes(f)
-    _check_magic(data, name)
-    try:
-        npz = np.load(io.BytesIO(data), allow_pickle=False)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise ValueError(f"tg.load: {name} is a corrupt archive ({e})") from None
-    with npz:
-        if _MANIFEST not in npz.files:
-            hint = (" (it looks like a torch.save file, which tapegrad never unpickles)"
-                    if any(m.endswith("data.pkl") for m in npz.files) else "")
-            raise ValueError(f"tg.load: {name} is a zip archive but not a tapegrad file: "
-                             f"no {_MANIFEST} manifest{hint}")
-        manifest = _read_manifest(npz, name)
-        decoder = _Decoder(npz, name, map_location)
-        return decoder.decode(manifest["tree"], depth=0)
-
-
-def _read_bytes(f):
+    Raises ``ValueError`` for anything that is not a tapegrad file, without executing
+    any of its content and after reading only what the archive declares; a missing
+    file or a directory raises the OS error. A file object must be seekable, as for
+    ``torch.load``."""
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
-            return fh.read()
-    return f.read()
+            return _load(fh, os.fspath(f), map_location)
+    return _load(f, getattr(f, "name", "<file>"), map_location)
 
 
-def _check_magic(data, name):
-    if data[:4] == b"PK\x03\x04" or data[:4] == b"PK\x05\x06":
+def _load(fh, name, map_location):
+    if not (callable(getattr(fh, "seekable", None)) and fh.seekable()):
+        raise ValueError(f"tg.load: {name} is not seekable; read it into an io.BytesIO "
+                         f"first")
+    start = fh.tell()
+    _check_magic(fh.read(8), name)
+    fh.seek(start)
+    archive = _Archive(fh, name)
+    with archive.zf:
+        manifest = archive.manifest()
+        return _Decoder(archive, name, map_location).decode(manifest["tree"])
+
+
+def _check_magic(head, name):
+    if head[:4] == b"PK\x03\x04" or head[:4] == b"PK\x05\x06":
         return
-    if data[:1] == b"\x80" or data[:1] in (b"(", b"c", b"]", b"}"):
+    if head[:1] == b"\x80" or head[:1] in (b"(", b"c", b"]", b"}"):
         what = "a Python pickle"
-    elif data[:6] == b"\x93NUMPY":
+    elif head[:6] == b"\x93NUMPY":
         what = "a single .npy array (use numpy.load)"
-    elif not data:
+    elif not head:
         what = "empty"
     else:
         what = "not a zip archive"
@@ -153,35 +194,192 @@ def _check_magic(data, name):
                      f".npz archives written by tg.save, and pickles are never loaded")
 
 
-def _read_manifest(npz, name):
-    try:
-        raw = npz[_MANIFEST]
-        if raw.dtype != np.uint8 or raw.ndim != 1:
-            raise ValueError("manifest is not a byte string")
-        manifest = json.loads(raw.tobytes().decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, OSError) as e:
-        raise ValueError(f"tg.load: {name} has a corrupt manifest ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT \
-            or "tree" not in manifest:
-        raise ValueError(f"tg.load: {name} has a manifest of unknown format")
-    if manifest.get("version", 0) > _VERSION:
-        raise ValueError(f"tg.load: {name} was written by a newer tapegrad (format version "
-                         f"{manifest['version']} > {_VERSION})")
-    return manifest
+def _json_depth(raw):
+    """The deepest nesting of JSON text, found without parsing it (the parser recurses).
+    Escaped backslashes and quotes are blanked first, paired left to right as JSON pairs
+    them, so the count of quotes so far tells which brackets are inside strings."""
+    text = np.frombuffer(raw.replace(b"\\\\", b"__").replace(b'\\"', b"__"), dtype=np.uint8)
+    depth = deepest = in_string = 0
+    for start in range(0, len(text), 2**20):     # in chunks: a few MiB at most
+        chunk = text[start:start + 2**20]
+        inside = (np.cumsum(chunk == ord('"'), dtype=np.uint8) + in_string) & 1
+        outside = inside == 0
+        steps = (np.isin(chunk, _OPENING) & outside).astype(np.int8) \
+            - (np.isin(chunk, _CLOSING) & outside)
+        levels = np.cumsum(steps, dtype=np.int32) + depth
+        deepest, depth, in_string = max(deepest, int(levels.max())), int(levels[-1]), inside[-1]
+    return deepest
+
+
+def _parse_int(text):
+    if len(text) > 20:   # tg.save writes larger ints as {"int": "..."}
+        raise ValueError(f"integer literal of {len(text)} digits")
+    return int(text)
+
+
+class _Archive:
+    """The members of a tapegrad file, checked against the zip directory before any
+    is read; each is read at most once, and only as far as its header declares."""
+
+    def __init__(self, fh, name):
+        self.name = name
+        try:
+            end = zipfile._EndRecData(fh)     # the end record: reads 64 KiB at most
+        except _ZIP_ERRORS as e:
+            self.corrupt(e)
+        if end is None:
+            self.fail("no zip end record (a truncated or foreign file)")
+        if end[zipfile._ECD_SIZE] > _MAX_CENTRAL_DIR:
+            self.fail(f"the zip directory declares {end[zipfile._ECD_SIZE]} bytes, over "
+                      f"the {_MAX_CENTRAL_DIR} limit")
+        try:
+            self.zf = zipfile.ZipFile(fh)
+        except (*_ZIP_ERRORS, ValueError) as e:   # ValueError: a bad UTF-8 member name
+            self.corrupt(e)
+        try:
+            self.members = self._check_members(self.zf.infolist())
+        except ValueError:
+            self.zf.close()
+            raise
+        self.used = set()
+
+    def corrupt(self, e):
+        raise ValueError(f"tg.load: {self.name} is a corrupt archive ({e})") from None
+
+    def fail(self, msg):
+        raise ValueError(f"tg.load: {self.name}: {msg}")
+
+    def _check_members(self, infos):
+        names = [i.orig_filename for i in infos]
+        if _MANIFEST + ".npy" not in names:
+            hint = (" (it looks like a torch.save file, which tapegrad never unpickles)"
+                    if any(n.endswith("data.pkl") for n in names) else "")
+            raise ValueError(f"tg.load: {self.name} is a zip archive but not a tapegrad "
+                             f"file: no {_MANIFEST} manifest{hint}")
+        if len(infos) > _MAX_ARRAYS + 1:
+            self.fail(f"{len(infos)} members, over the {_MAX_ARRAYS} arrays limit")
+        for info in infos:
+            n = info.orig_filename
+            if not _MEMBER_NAME.fullmatch(n):
+                self.fail(f"member name {n!r:.80} is not a plain array name")
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+                self.fail(f"member {n!r} is compressed (or its two sizes disagree); tg.save "
+                          f"writes stored members only, and an inflated size can't be "
+                          f"trusted")
+            if info.flag_bits & 0x41:
+                self.fail(f"member {n!r} is encrypted")
+        seen = set()
+        for n in names:
+            if n in seen:
+                self.fail(f"duplicate member {n!r}")
+            seen.add(n)
+        # members may not overlap, so together they read at most the file once
+        spans = sorted((i.header_offset, _LOCAL_HEADER + len(i.orig_filename) +
+                        i.compress_size, i.orig_filename) for i in infos)
+        ends = [start for start, _, _ in spans[1:]] + [self.zf.start_dir]
+        for (start, size, n), limit in zip(spans, ends):
+            if start < 0 or start + size > limit:
+                self.fail(f"member {n!r} overlaps the next one or the zip directory")
+        return {i.orig_filename[:-len(".npy")]: i for i in infos}
+
+    def manifest(self):
+        size = self.members[_MANIFEST].file_size
+        if size > _MAX_MANIFEST_BYTES + _MAX_NPY_HEADER:
+            self.fail(f"the manifest is {size} bytes, over the {_MAX_MANIFEST_BYTES} limit")
+        raw = self.array(_MANIFEST, byte_string=True).tobytes()
+        depth = _json_depth(raw)
+        if depth > _MAX_DEPTH:
+            self.fail(f"the manifest nests {depth} levels deep, over the {_MAX_DEPTH} limit")
+        try:
+            manifest = json.loads(raw.decode("utf-8"), parse_int=_parse_int)
+        except ValueError as e:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            self.fail(f"corrupt manifest ({e})")
+        if type(manifest) is not dict or manifest.get("format") != _FORMAT \
+                or "tree" not in manifest or type(manifest.get("version", 0)) is not int:
+            self.fail("the manifest is of unknown format")
+        if manifest.get("version", 0) > _VERSION:
+            self.fail(f"written by a newer tapegrad (format version {manifest['version']} > "
+                      f"{_VERSION})")
+        return manifest
+
+    def array(self, key, byte_string=False):
+        """The array in member ``key``, read once, after its header passed the checks."""
+        if key in self.used:
+            self.fail(f"array {key!r} is used twice (a shared array is written once and "
+                      f"referenced)")
+        self.used.add(key)
+        info = self.members[key]
+        try:
+            with self.zf.open(info) as member:
+                dtype, shape, fortran = self._npy_header(member, info, key, byte_string)
+                flat = np.empty(math.prod(shape), dtype=dtype)
+                _read_exactly(member, flat.view(np.uint8))
+        except _ZIP_ERRORS as e:
+            self.fail(f"array {key!r} is corrupt ({e})")
+        if fortran:
+            return flat.reshape(shape[::-1]).transpose()
+        return flat.reshape(shape)
+
+    def _npy_header(self, member, info, key, byte_string):
+        """dtype, shape and order of a .npy member, checked against its real size."""
+        magic = member.read(8)
+        if magic[:6] != b"\x93NUMPY" or len(magic) < 8 or magic[6] not in (1, 2, 3):
+            self.fail(f"array {key!r} is not a .npy member")
+        size_len = 2 if magic[6] == 1 else 4
+        header_len = int.from_bytes(member.read(size_len), "little")
+        data_start = 8 + size_len + header_len
+        if header_len > _MAX_NPY_HEADER or data_start > info.file_size:
+            self.fail(f"array {key!r} declares a {header_len}-byte header")
+        text = member.read(header_len)
+        try:
+            header = ast.literal_eval(text.decode("latin1" if magic[6] < 3 else "utf8"))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as e:
+            self.fail(f"array {key!r} has an unreadable header ({type(e).__name__})")
+        if type(header) is not dict or set(header) != {"descr", "fortran_order", "shape"} \
+                or type(header["fortran_order"]) is not bool:
+            self.fail(f"array {key!r} has an unreadable header")
+        shape = header["shape"]
+        if type(shape) is not tuple or len(shape) > _MAX_NDIM \
+                or any(type(n) is not int or n < 0 for n in shape):
+            self.fail(f"array {key!r} has an invalid shape {shape!r:.80}")
+        try:
+            dtype = np.lib.format.descr_to_dtype(header["descr"])
+        except (TypeError, ValueError, RecursionError) as e:
+            self.fail(f"array {key!r} has an invalid dtype ({e})")
+        if dtype.hasobject:
+            self.fail(f"array {key!r} has dtype object, which can't be loaded without "
+                      f"unpickling; refusing")
+        if byte_string and (dtype != np.uint8 or len(shape) != 1):
+            self.fail("the manifest is not a byte string")
+        declared = math.prod(shape) * dtype.itemsize
+        if dtype.itemsize == 0 or declared != info.file_size - data_start:
+            self.fail(f"array {key!r} declares shape {shape} of {dtype} ({declared} bytes) "
+                      f"but holds {info.file_size - data_start} bytes")
+        return dtype, shape, header["fortran_order"]
+
+
+def _read_exactly(member, out):
+    view = memoryview(out)
+    done = 0
+    while done < len(view):
+        chunk = member.read(min(_CHUNK, len(view) - done))
+        if not chunk:
+            raise EOFError("member shorter than its header declares")
+        view[done:done + len(chunk)] = chunk
+        done += len(chunk)
 
 
 class _Decoder:
-    def __init__(self, npz, name, map_location):
-        self.npz, self.name = npz, name
+    def __init__(self, archive, name, map_location):
+        self.archive, self.name = archive, name
         self.map_location = map_location
         self.objects = {}
 
     def fail(self, msg):
         raise ValueError(f"tg.load: {self.name}: corrupt manifest: {msg}")
 
-    def decode(self, node, depth):
-        if depth > 1000:
-            self.fail("nesting too deep")
+    def decode(self, node):
+        # recursion is bounded: the manifest's depth was checked before parsing
         if node is None or type(node) in (bool, str, int):
             return node
         if type(node) is not dict or len(node) == 0:
@@ -189,62 +387,73 @@ class _Decoder:
         if "tensor" in node or "ndarray" in node:
             return self.array(node)
         if "ref" in node:
-            if node["ref"] not in self.objects:
-                self.fail(f"dangling reference {node['ref']!r}")
+            if type(node["ref"]) is not str or node["ref"] not in self.objects:
+                self.fail(f"dangling reference {node['ref']!r:.80}")
             return self.objects[node["ref"]]
-        (kind, value), = list(node.items())[:1]
+        kind, value = next(iter(node.items()))
         if kind in ("dict", "odict"):
             out = OrderedDict() if kind == "odict" else {}
             for pair in self.seq(value):
                 if type(pair) is not list or len(pair) != 2:
                     self.fail("bad dict item")
-                key = self.decode(pair[0], depth + 1)
+                key = self.decode(pair[0])
                 if type(key) not in _KEY_TYPES:
                     self.fail("bad dict key")
-                out[key] = self.decode(pair[1], depth + 1)
+                out[key] = self.decode(pair[1])
             return out
         if kind in ("list", "tuple"):
-            items = [self.decode(v, depth + 1) for v in self.seq(value)]
+            items = [self.decode(v) for v in self.seq(value)]
             return items if kind == "list" else tuple(items)
-        if kind == "int" and type(value) is str:
-            return int(value)
-        if kind == "float" and type(value) is str:
-            return float(value)
-        if kind == "dtype" and type(value) is str:
-            try:
-                return _dt.as_dtype(value.replace("tapegrad.", "").replace("torch.", ""))
-            except TypeError:
-                pass
-            self.fail(f"unknown dtype {value!r}")
-        self.fail(f"unknown entry kind {kind!r}")
+        if kind in ("int", "float", "dtype"):
+            return self.scalar(kind, value)
+        self.fail(f"unknown entry kind {kind!r:.80}")
 
     def seq(self, value):
         if type(value) is not list:
             self.fail("expected a list")
         return value
 
+    def scalar(self, kind, value):
+        if type(value) is not str or len(value) > _MAX_INT_DIGITS:
+            self.fail(f"bad {kind} entry {value!r:.80}")
+        try:
+            if kind == "int":
+                return int(value)
+            if kind == "float":
+                return float(value)
+            return _dt.as_dtype(value.replace("tapegrad.", "").replace("torch.", ""))
+        except (TypeError, ValueError):
+            self.fail(f"bad {kind} entry {value!r:.80}")
+
     def array(self, node):
         key = node.get("tensor", node.get("ndarray"))
-        if type(key) is not str or key not in self.npz.files or key == _MANIFEST:
-            self.fail(f"missing array {key!r}")
+        ident = node.get("id", key)
+        if type(key) is not str or key not in self.archive.members or key == _MANIFEST:
+            self.fail(f"missing array {key!r:.80}")
+        if type(ident) is not str or ident in self.objects:
+            self.fail(f"bad or repeated id {ident!r:.80}")
+        arr = self.archive.array(key)
+        obj = arr if "ndarray" in node else self.tensor(node, key, arr)
+        self.objects[ident] = obj
+        return obj
+
+    def tensor(self, node, key, arr):
+        spec = self.map_location if self.map_location is not None \
+            else node.get("device", "cpu")
         try:
-            arr = self.npz[key]
-        except ValueError as e:   # object arrays need pickle: refused
-            raise ValueError(f"tg.load: {self.name}: array {key!r} can't be loaded without "
-                             f"unpickling ({e}); refusing") from None
-        if arr.dtype.hasobject:
-            self.fail(f"array {key!r} has dtype object")
-        if "ndarray" in node:
-            obj = arr
-        else:
-            device = self.map_location if self.map_location is not None \
-                else node.get("device", "cpu")
-            t = _tensor(arr, device=_device(device))
+            dev = _device(spec)
+        except (TypeError, ValueError) as e:
+            self.fail(f"array {key!r}: {e}")
+        try:
+            t = _tensor(arr, device=dev)
+        except TypeError as e:      # a dtype tapegrad has no tensors of
+            self.fail(f"array {key!r}: {e}")
+        try:
             if node.get("parameter"):
                 from .nn.parameter import Parameter
                 t = Parameter(t, requires_grad=bool(node.get("requires_grad")))
             elif node.get("requires_grad"):
                 t.requires_grad_(True)
-            obj = t
-        self.objects[node.get("id", key)] = obj
-        return obj
+        except RuntimeError as e:   # requires_grad on an integer tensor
+            self.fail(f"array {key!r}: {e}")
+        return t

@@ -117,3 +117,51 @@ def test_truncated_and_tampered_files(tmp_path):
     buf.seek(0)
     with pytest.raises(ValueError, match="missing array"):
         tg.load(buf)
+
+
+def test_fortran_order_arrays_round_trip(tmp_path):
+    a = np.arange(6.0).reshape(2, 3).T
+    t = tg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).T
+    tg.save({"a": a, "t": t}, tmp_path / "f.tg")
+    with zipfile.ZipFile(tmp_path / "f.tg") as z:
+        assert b"'fortran_order': True" in z.read("a0.npy")[:128]
+    back = tg.load(tmp_path / "f.tg")
+    np.testing.assert_array_equal(back["a"], a)
+    np.testing.assert_array_equal(back["t"].numpy(), t.numpy())
+
+
+def test_load_reads_from_the_current_position_of_a_file_object():
+    f = io.BytesIO(b"header")
+    f.seek(0, 2)
+    tg.save([1, tg.ones(2)], f)
+    f.seek(len(b"header"))
+    assert tg.load(f)[0] == 1
+
+
+def test_a_file_object_must_be_seekable(tmp_path):
+    tg.save(tg.ones(2), tmp_path / "x.tg")
+    with open(tmp_path / "x.tg", "rb") as fh:
+        r, w = os.pipe()
+        os.write(w, fh.read())
+        os.close(w)
+    with open(r, "rb") as pipe, pytest.raises(ValueError, match="not seekable"):
+        tg.load(pipe)
+
+
+def test_save_refuses_what_load_would(monkeypatch):
+    from tapegrad import serialization
+    nested = []
+    for _ in range(98):
+        nested = [nested]
+    f = io.BytesIO()
+    tg.save(nested, f)     # 99 lists in the root dict: 199 JSON levels
+    f.seek(0)
+    assert tg.load(f) == nested
+    with pytest.raises(ValueError, match="nests 201 JSON levels deep, over the 200"):
+        tg.save([nested], io.BytesIO())
+    monkeypatch.setattr(serialization, "_MAX_ARRAYS", 2)
+    with pytest.raises(ValueError, match="3 arrays, over the 2"):
+        tg.save([tg.ones(1), tg.ones(1), tg.ones(1)], io.BytesIO())
+    monkeypatch.setattr(serialization, "_MAX_MANIFEST_BYTES", 100)
+    with pytest.raises(ValueError, match="manifest, over the 100"):
+        tg.save(list(range(100)), io.BytesIO())
