@@ -7,6 +7,7 @@ from .tape import state as _state
 from .tensor import Tensor, wrap
 from .devices import xp_of as _xp_of
 from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from .ops.creation import get_rng_state, set_rng_state
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Tape", "checkpoint", "detect_anomaly"]
@@ -264,35 +265,48 @@ def _unflatten(struct, it):
 
 
 # ---------------------------------------------------------------- checkpoint
-def checkpoint(function, *args, use_reentrant=None, **kwargs):
-    """Run ``function(*args)`` without keeping its intermediates; recompute them in
-    the backward pass. Returns what ``function`` returns."""
+def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **kwargs):
+    """Run ``function(*args)`` once without keeping its intermediates, and once more
+    in the backward pass to recompute them. Returns what ``function`` returns.
+
+    With ``preserve_rng_state`` (the default) the recomputation sees the random
+    numbers the forward saw (tapegrad's generator state is saved before the forward
+    and restored around the recomputation), so a dropout mask is the same."""
     from .dispatch import bind
     tensors = [a for a in args if isinstance(a, Tensor)]
     if not _state.grad_enabled or not any(t.requires_grad for t in tensors):
         return function(*args, **kwargs)
+    rng = get_rng_state() if preserve_rng_state else None
     with no_grad():
         out = function(*args, **kwargs)
     single = isinstance(out, Tensor)
     outs = (out,) if single else tuple(out)
-    op = _checkpoint_op(function, args, kwargs, len(outs))
+    op = _checkpoint_op(function, args, kwargs, outs, rng)
     res = bind(op, *tensors)
     return res if single else tuple(res)
 
 
-def _checkpoint_op(function, args, kwargs, nout):
+def _checkpoint_op(function, args, kwargs, outs, rng):
     from .ops_registry.opdef import OpDef, validate
     positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    nout = len(outs)
+    computed = [tuple(o._data for o in outs)]  # the forward's results, handed over once
 
     def run(*arrays):
-        full = list(args)
-        for p, a in zip(positions, arrays):
-            full[p] = wrap(a)
-        with no_grad():
-            out = function(*full, **kwargs)
-        return out._data if isinstance(out, Tensor) else tuple(o._data for o in out)
+        out = computed.pop()
+        return out[0] if nout == 1 else out
 
     def vjp(ctx, g):
+        if rng is None:
+            return _recompute_vjp(ctx, g)
+        now = get_rng_state()
+        set_rng_state(rng)
+        try:
+            return _recompute_vjp(ctx, g)
+        finally:
+            set_rng_state(now)
+
+    def _recompute_vjp(ctx, g):
         # recompute the forward with recording on, then differentiate it
         detached = []
         full = list(args)

@@ -1,4 +1,6 @@
 """Creating tensors: ``tensor``, factories, random numbers, casts and copies."""
+import copy
+
 import numpy as np
 
 from .. import dtypes as _dt
@@ -299,6 +301,17 @@ seed = manual_seed
 
 def generator():
     return _gen["np"]
+
+
+def get_rng_state():
+    """The state of tapegrad's random generator (as ``torch.get_rng_state``): pass it
+    to ``set_rng_state`` to draw the same numbers again."""
+    return copy.deepcopy(_gen["np"].bit_generator.state)
+
+
+def set_rng_state(new_state):
+    """Restore a state from ``get_rng_state``."""
+    _gen["np"].bit_generator.state = copy.deepcopy(new_state)
 
 
 def _random(name, draw):

@@ -359,3 +359,38 @@ def test_setitem_is_recorded():
     (ht * ht).sum().backward()
     _close(x.grad, xt.grad)
     _close(w.grad, wt.grad)
+
+
+def test_checkpoint_runs_once_forward_once_backward_with_the_forwards_random_numbers():
+    """tg.checkpoint: one forward run (no intermediates kept), one recomputation in the
+    backward, which sees the forward's dropout mask (preserve_rng_state=True), so the
+    gradient is the un-checkpointed one; with preserve_rng_state=False it is not."""
+    import tapegrad.nn.functional as F
+    x0 = np.linspace(-1.0, 1.0, 64).reshape(8, 8)
+    calls = []
+
+    def block(x, w):
+        calls.append(1)
+        return F.dropout(tg.tanh(x @ w), p=0.5, training=True)
+
+    def grads(checkpointed, preserve=True):
+        tg.manual_seed(3)
+        x = tg.tensor(x0, requires_grad=True)
+        w = tg.tensor(np.eye(8) * 0.5, requires_grad=True)
+        out = tg.checkpoint(block, x, w, preserve_rng_state=preserve) if checkpointed \
+            else block(x, w)
+        tg.rand(3)  # draws after the forward move the generator on
+        before = tg.get_rng_state()
+        (out * out).sum().backward()
+        if preserve:  # the recomputation restored the state it replaced
+            assert tg.get_rng_state() == before
+        return out.detach().numpy(), x.grad.numpy(), w.grad.numpy()
+
+    plain = grads(False)
+    calls.clear()
+    ckpt = grads(True)
+    assert len(calls) == 2  # one forward, one recomputation
+    for a, b in zip(plain, ckpt):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    loose = grads(True, preserve=False)
+    assert not np.allclose(loose[1], plain[1])  # another mask in the recomputation
