@@ -127,9 +127,11 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
 
 
 def _has_spec(g, node):
-    """Whether ``g`` has a "same" node's output spec (its first input's)."""
+    """Whether ``g`` has a "same" node's output spec (that of each of its tensor
+    inputs; a weak scalar input has none)."""
     data = g._data if isinstance(g, Tensor) else g
-    return tuple(data.shape) == tuple(node.shapes[0]) and data.dtype == node.dtypes[0]
+    shape, dtype = next((s, d) for s, d in zip(node.shapes, node.dtypes) if s is not None)
+    return tuple(data.shape) == tuple(shape) and data.dtype == dtype
 
 
 def _as(s, traced):

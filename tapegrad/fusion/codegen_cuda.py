@@ -70,4 +70,6 @@ def _expr(n, a, ctype):
         return f"({one} / sqrt({a[0]}))"
     if op == "sigmoid":
         return f"({one} / ({one} + exp(-{a[0]})))"
+    if op == "softplus":  # max(x, 0) + log1p(exp(-|x|)): no overflow; NaN stays NaN
+        return f"((({a[0]} > 0) ? {a[0]} : ({one} - {one})) + log1p(exp(-fabs({a[0]}))))"
     return f"{_FN[op]}({a[0]})"

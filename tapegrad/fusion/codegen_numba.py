@@ -124,6 +124,8 @@ def _expr(n, a, use_approx, tname):
         return f"{approx.HELPERS[op][0]}({a[0]})"
     if op == "sigmoid":
         return f"_one / (_one + np.exp(-{a[0]}))"
+    if op == "softplus":  # max(x, 0) + log1p(exp(-|x|)): no overflow; NaN stays NaN
+        return f"(({a[0]} if {a[0]} > _zero else _zero) + np.log1p(np.exp(-np.abs({a[0]}))))"
     if op == "erf":  # float64 (or unapproximated float32): libm erf
         return f"{tname}(_math.erf({a[0]}))"
     return f"{_NP[op]}({a[0]})"

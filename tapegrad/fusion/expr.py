@@ -16,7 +16,7 @@ import ast
 import itertools
 import math
 
-UNARY = ("neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid",
+UNARY = ("neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "softplus",
          "erf", "sin", "cos", "abs", "sign", "not")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
           "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
@@ -93,6 +93,7 @@ def _is(n, v):
 _FOLD = {"neg": lambda a: -a, "exp": math.exp, "log": math.log, "log1p": math.log1p,
          "expm1": math.expm1, "sqrt": math.sqrt, "rsqrt": lambda a: 1 / math.sqrt(a),
          "tanh": math.tanh, "sigmoid": lambda a: 1 / (1 + math.exp(-a)), "erf": math.erf,
+         "softplus": lambda a: max(a, 0.0) + math.log1p(math.exp(-abs(a))),
          "sin": math.sin, "cos": math.cos, "abs": abs,
          "sign": lambda a: float((a > 0) - (a < 0)),
          "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
@@ -206,8 +207,7 @@ MACROS = {
     "sinh": ("x", "0.5 * (expm1(x) - expm1(-x))"),
     "cosh": ("x", "0.5 * (exp(x) + exp(-x))"),
     "silu": ("x", "x * sigmoid(x)"),
-    "softplus": ("x", "maximum(x, 0) + log1p(exp(-abs(x)))"),
-    "logsigmoid": ("x", "minimum(x, 0) - log1p(exp(-abs(x)))"),
+    "logsigmoid": ("x", "-softplus(-x)"),
     "logaddexp": ("x y", "maximum(x, y) + log1p(exp(-abs(x - y)))"),
     "clamp": ("x lo hi", "minimum(maximum(x, lo), hi)"),
 }
@@ -397,6 +397,9 @@ RULES = {
     "rsqrt": lambda n, a: (mul(mul(a, -0.5), mul(n, mul(n, n))),),
     "tanh": lambda n, a: (mul(a, sub(1.0, mul(n, n))),),
     "sigmoid": lambda n, a: (mul(a, mul(n, sub(1.0, n))),),
+    # a primitive, not its stable formula max(x, 0) + log1p(exp(-|x|)), whose derivative
+    # through max and abs loses the terms at x == 0: softplus''(0) must be 0.25
+    "softplus": lambda n, a: (mul(a, unary("sigmoid", n.args[0])),),
     "erf": lambda n, a: (mul(a, mul(_TWO_OVER_SQRT_PI,
                                      unary("exp", neg(mul(n.args[0], n.args[0]))))),),
     "sin": lambda n, a: (mul(a, unary("cos", n.args[0])),),

@@ -407,6 +407,9 @@ def _np_apply(xp, op, a, dtype):
         return xp.where(a[0], a[1], a[2])
     if op == "rsqrt":
         return 1 / xp.sqrt(a[0])
+    if op == "softplus":
+        x = xp.asarray(a[0])
+        return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
     if op == "sigmoid":
         x = xp.asarray(a[0])
         e = xp.exp(-xp.abs(x))

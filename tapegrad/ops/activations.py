@@ -4,7 +4,8 @@ tanh), silu, softplus, logsigmoid, elu, leaky_relu, mish.
 
 The expressions are written to be stable: no branch of a ``where`` overflows (the
 derivative of the branch not taken is multiplied by a zero adjoint, and inf * 0 is
-NaN), so softplus and logsigmoid use ``max(x, 0) + log1p(exp(-|x|))`` and elu
+NaN), so softplus and logsigmoid use the expression primitive ``softplus`` (computed
+as ``max(x, 0) + log1p(exp(-|x|))``, differentiated as ``sigmoid``, exact at 0) and elu
 takes ``expm1`` of ``x`` only where ``x <= 0``.
 """
 import math
@@ -51,19 +52,22 @@ _SILU = _elementwise("silu", "x * sigmoid(x)", samples=_samples(), error_samples
 # torch: x where beta * x > threshold, else log1p(exp(beta * x)) / beta; the stable
 # form below needs no exp of a large argument on either side of the switch
 _SOFTPLUS = _elementwise(
-    "softplus", "where(x * beta > threshold, x, (maximum(x * beta, 0) + "
-    "log1p(exp(-abs(x * beta)))) / beta)", attrs=("beta", "threshold"),
+    "softplus", "where(x * beta > threshold, x, softplus(x * beta) / beta)",
+    attrs=("beta", "threshold"),
     samples=_samples(avoid=(0.0,), attrs=({"beta": 1.0, "threshold": 20.0},
                                           {"beta": 2.0, "threshold": 3.0})),
     error_samples=_errors,
     torch=lambda torch, x, beta, threshold: torch.nn.functional.softplus(
         x, beta=beta, threshold=threshold))
-_LOGSIGMOID = _elementwise("logsigmoid", "minimum(x, 0) - log1p(exp(-abs(x)))",
+_LOGSIGMOID = _elementwise("logsigmoid", "-softplus(-x)",
                            samples=_samples(avoid=(0.0,)), error_samples=_errors,
                            torch=lambda torch, x: torch.nn.functional.logsigmoid(x))
 # NOTE: the gradient at x == 0 is alpha (the x <= 0 branch), as PyTorch's; a
 # minimum(x, 0) here would split it in half at the tie
-_ELU = _elementwise("elu", "where(x > 0, x, alpha * expm1(where(x > 0, 0, x)))",
+# at x == 0 the value is 0, the slope alpha and the curvature 0, as PyTorch's (its
+# double backward masks with x < 0): the x == 0 case is its own linear branch
+_ELU = _elementwise("elu", "where(x > 0, x, where(x < 0, alpha * expm1(where(x < 0, x, 0)), "
+                    "alpha * x))",
                     attrs=("alpha",),
                     samples=_samples(avoid=(0.0,), attrs=({"alpha": 1.0}, {"alpha": 0.5})),
                     error_samples=_errors,

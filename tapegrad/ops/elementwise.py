@@ -168,8 +168,11 @@ MINIMUM = _binary("minimum", np.minimum, _maxmin_vjp(lambda x, o: x < o), saves=
 
 def _atan2_vjp(ctx, g):
     x, other = ctx.inputs
+    m = ctx.m
     d = x * x + other * other
-    return g * other / d, -g * x / d
+    # at x == other == 0 the gradient is 0, as PyTorch's, not 0/0
+    r = m.where(d == 0, 0.0, 1.0 / m.where(d == 0, 1.0, d))
+    return g * other * r, -g * x * r
 
 
 ARCTAN2 = _binary("arctan2", np.arctan2, _atan2_vjp, saves=("x", "other"), promote="float",

@@ -317,3 +317,13 @@ def test_a_write_in_another_thread_still_invalidates_saved_values():
     th.join()
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+def test_a_seed_reaching_a_same_node_whose_first_input_is_a_scalar():
+    """``0 + t`` (Python's sum over tensors) records add with a weak scalar first: the
+    walker reads the node's spec from its tensor input."""
+    x = _leaf([1.0, 2.0])
+    y = sum([x * x, x])  # 0 + x*x + x
+    y.backward(tg.tensor(np.ones(2, np.float64)))  # a seed of another dtype
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 5.0])
+    assert x.grad.dtype == tg.float32
