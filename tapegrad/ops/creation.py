@@ -342,6 +342,9 @@ def randint(low, high=None, size=None, *, dtype=None, device=None, generator=Non
         raise op_error("randint", "size is required, e.g. tg.randint(0, 10, (3,))", TypeError)
     shape = _new_shape("randint", (size,) if not isinstance(size, (list, tuple)) else
                        (tuple(size),))
+    for v in (low, high):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise op_error("randint", f"low and high must be ints, got {v!r}", TypeError)
     if low >= high:
         raise op_error("randint", f"expects low < high, got low={low} and high={high}",
                        RuntimeError)

@@ -303,6 +303,13 @@ def tensor_split(input, indices_or_sections, dim=0):
     clamp, a decreasing index gives an empty piece)."""
     shape, d = _split_dim("tensor_split", input, dim)
     n = shape[d]
+    if isinstance(indices_or_sections, Tensor):  # PyTorch: 0-d sections or 1-d indices
+        data = _raw(indices_or_sections)
+        if data.ndim > 1 or data.dtype.kind not in "iu":
+            raise op_error("tensor_split", f"a tensor of indices or sections must be an "
+                                           f"integer tensor of 0 or 1 dims, got {data.dtype} of "
+                                           f"shape {tuple(data.shape)}", RuntimeError)
+        indices_or_sections = data.tolist()
     if isinstance(indices_or_sections, (list, tuple)):
         bounds = [0] + [_int_arg("tensor_split", i, "indices") for i in indices_or_sections]
         bounds.append(n)

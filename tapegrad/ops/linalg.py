@@ -492,7 +492,7 @@ def _td_dims(a_nd, b_nd, dims):
         da, db = dims
     except (TypeError, ValueError):
         raise op_error("tensordot", f"dims must be an int or a pair of lists of dims, got "
-                                    f"{dims!r}", TypeError) from None
+                                    f"{dims!r}", RuntimeError) from None
     da = [da] if isinstance(da, (int, np.integer)) else list(da)
     db = [db] if isinstance(db, (int, np.integer)) else list(db)
     if len(da) != len(db):

@@ -745,6 +745,9 @@ def pad(input, pad, mode="constant", value=None):
         raise op_error("pad", f"padding mode {mode!r} doesn't take in value argument",
                        RuntimeError)
     value = 0.0 if value is None else value
+    if isinstance(value, (str, bytes)) or not isinstance(mode, str):
+        raise op_error("pad", f"value must be a number and mode a string, got {value!r} and "
+                              f"{mode!r}", TypeError)
     if mode not in _PAD_MODES:
         raise op_error("pad", f"mode must be one of {_PAD_MODES}, got {mode!r}",
                        NotImplementedError)
