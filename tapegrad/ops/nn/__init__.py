@@ -20,8 +20,10 @@ Compiled CPU kernels (Numba loops, generated source) live in the CPU device laye
 Each op's ``infer`` makes all its argument checks, and both ``bind`` and the
 raw-array ``ops_registry.compute`` run it before the kernel (bind's path for the
 library's own adjoints on raw arrays runs it only to explain a failure), so kernels
-assume valid arguments and check only what depends on the data (one_hot's class
-range). One repeat is left, conv's workspace rules' ndim check: a workspace rule
+assume valid arguments and check only what depends on the data: index values
+(embedding's rows, one_hot's classes), read after the shape rule accepted the shapes
+and over the index's distinct memory (``_util.value_range``: a broadcast index is not
+scanned element by element). One repeat is left, conv's workspace rules' ndim check: a workspace rule
 also runs alone, in ``ops_registry.workspace_bytes``.
 """
 from .activation import log_softmax, softmax
