@@ -307,24 +307,27 @@ def _arg_name(op, i):
 
 
 def _promote(op, arrays):
-    """The arrays cast to one dtype (array-API rules, Python scalars weak); ints
-    become the default float for ``promote="float"`` ops."""
+    """The arrays cast to one dtype, PyTorch's rules: dimensioned arrays decide;
+    a 0-d array only when its kind (bool < int < float) is higher, and then with its
+    own dtype; Python scalars are weak. Ints become the default float for
+    ``promote="float"`` ops."""
     dts = []
+    zero_dim = []
     scalars = []
     for a in arrays:
         if a is None:
             continue
         if type(a) in _SCALARS:
             scalars.append(a)
+        elif a.ndim == 0:
+            zero_dim.append(a.dtype)
         else:
             dts.append(a.dtype)
-    if not dts:
+    if not dts and not zero_dim:
         return arrays
-    target = dts[0]
-    if any(d != target for d in dts) or scalars:
-        target = _dt.result_type(*dts)
-        if scalars:
-            target = _dt.promote_with_scalars(target, scalars)
+    target = (dts or zero_dim)[0]
+    if any(d != target for d in dts) or scalars or zero_dim:
+        target = _dt.operands_type(dts, zero_dim, scalars)
     if op.promote == "float" and target.kind != "f":
         target = _dt.default_float_np()
     return [a.astype(target) if a is not None and type(a) not in _SCALARS and a.dtype != target

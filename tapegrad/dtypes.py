@@ -107,6 +107,24 @@ def from_np(np_dtype):
 _KIND_ORDER = {"b": 0, "i": 1, "f": 2}
 
 
+def kind_rank(np_dtype):
+    """bool < int < float: the categories of PyTorch's promotion."""
+    return _KIND_ORDER.get(np_dtype.kind, 1)
+
+
+def operands_type(dims, zero_dims, scalars):
+    """PyTorch's result dtype of an op's operands: the dimensioned arrays' dtypes
+    decide; 0-d arrays only when of a higher kind, then with their own dtype; Python
+    scalars are weak (``promote_with_scalars``)."""
+    if not dims:
+        dims, zero_dims = zero_dims, []
+    target = result_type(*dims)
+    higher = [d for d in zero_dims if kind_rank(d) > kind_rank(target)]
+    if higher:
+        target = result_type(*higher)
+    return promote_with_scalars(target, scalars) if scalars else target
+
+
 def result_type(*dtypes):
     """Array-API promotion of NumPy dtypes; ints with floats give the float."""
     out = dtypes[0]

@@ -84,6 +84,11 @@ class set_grad_enabled(_GradMode):
         _state.grad_enabled = self._prev.pop()
         return False
 
+    def __call__(self, fn):
+        # as a decorator, the mode the constructor set applies inside fn only (PyTorch)
+        _state.grad_enabled = self._prev.pop()
+        return super().__call__(fn)
+
 
 def is_grad_enabled():
     return _state.grad_enabled

@@ -35,10 +35,13 @@ def elementwise_infer(name, promote="same", out_dtype=None):
     def infer(*specs, **attrs):
         shapes = [s.shape for s in specs if hasattr(s, "shape")]
         shape = broadcast_shapes(name, *shapes) if len(shapes) > 1 else (tuple(shapes[0]) if shapes else ())
-        dts = [np.dtype(s.dtype) for s in specs if hasattr(s, "dtype")]
+        dims = [np.dtype(s.dtype) for s in specs if hasattr(s, "dtype") and len(s.shape)]
+        zero = [np.dtype(s.dtype) for s in specs if hasattr(s, "dtype") and not len(s.shape)]
         scal = [s for s in specs if isinstance(s, (int, float, bool))]
-        dt = _dt.result_type(*dts) if dts else _scalar_dtype(scal[0])
-        dt = _dt.promote_with_scalars(dt, scal)
+        if dims or zero:  # dispatch's rule (dtypes.operands_type)
+            dt = _dt.operands_type(dims, zero, scal)
+        else:
+            dt = _dt.promote_with_scalars(_scalar_dtype(scal[0]), scal)
         if promote == "float" and dt.kind != "f":
             dt = _dt.default_float_np()
         if out_dtype is not None:

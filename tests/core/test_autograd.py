@@ -394,3 +394,39 @@ def test_checkpoint_runs_once_forward_once_backward_with_the_forwards_random_num
         np.testing.assert_allclose(a, b, rtol=1e-12)
     loose = grads(True, preserve=False)
     assert not np.allclose(loose[1], plain[1])  # another mask in the recomputation
+
+
+def test_set_grad_enabled_as_a_decorator_leaves_grad_mode_alone():
+    """@tg.set_grad_enabled(False) applies inside the function only, as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    for lib in (tg, torch):
+        @lib.set_grad_enabled(False)
+        def f(x):
+            return x * 2
+        assert lib.is_grad_enabled()
+        x = lib.ones(2, requires_grad=True)
+        assert not f(x).requires_grad
+        assert lib.is_grad_enabled()
+    tg.set_grad_enabled(False)  # a plain call sets the mode, as PyTorch's
+    assert not tg.is_grad_enabled()
+    tg.set_grad_enabled(True)
+
+
+@pytest.mark.parametrize("a,b", [
+    (np.array([1, 2], np.int32), np.array(5.0, np.float64)),
+    (np.array([1, 2], np.int32), np.array(5, np.int64)),
+    (np.array([1.0, 2.0], np.float32), np.array(5.0, np.float64)),
+    (np.array(5, np.int16), np.array(5.0, np.float64)),
+    (np.array(True), np.array([1, 2], np.uint8)),
+    (np.array([True]), np.array(3, np.int64)),
+    (np.array([1.0], np.float16), np.array(2.0, np.float32))])
+def test_zero_dim_tensors_promote_as_torch(a, b):
+    """A 0-d tensor changes the result dtype only when of a higher kind (PyTorch)."""
+    torch = pytest.importorskip("torch")
+    ours = tg.tensor(a) + tg.tensor(b)
+    theirs = torch.tensor(a) + torch.tensor(b)
+    assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert tg.ops_registry.get("add").infer(
+        tg.ops_registry.TensorSpec(a.shape, a.dtype),
+        tg.ops_registry.TensorSpec(b.shape, b.dtype)).dtype == ours.numpy().dtype
