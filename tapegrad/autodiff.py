@@ -7,7 +7,8 @@ from .tape import state as _state
 from .tensor import Tensor, wrap
 from .devices import xp_of as _xp_of
 from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
-from .ops.creation import get_rng_state, set_rng_state
+from .ops.creation import get_rng_state, set_rng_state, zeros_like
+from .ops.shape import stack as _stack
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Tape", "checkpoint", "detect_anomaly"]
@@ -97,9 +98,14 @@ def tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          allow_unused=None, materialize_grads=False, is_grads_batched=False):
-    """Gradients of ``outputs`` with respect to ``inputs``, as a tuple (no ``.grad``)."""
+    """Gradients of ``outputs`` with respect to ``inputs``, as a tuple (no ``.grad``).
+
+    ``is_grads_batched``: the first dim of each of ``grad_outputs`` is a batch of
+    cotangents; each result gets that batch dim in front (as PyTorch's)."""
+    if is_grads_batched:
+        return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     outs = _as_list(outputs, "grad")
-    single = isinstance(inputs, Tensor)
     ins = _as_list(inputs, "grad")
     if allow_unused is None:
         allow_unused = materialize_grads
@@ -118,7 +124,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t, g in zip(ins, res):
         if g is None:
             if materialize_grads:
-                from .ops.creation import zeros_like
                 g = zeros_like(t)
             elif not allow_unused:
                 raise RuntimeError("grad: one of the differentiated Tensors appears to not "
@@ -127,7 +132,38 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         elif not isinstance(g, Tensor):
             g = wrap(g)
         result.append(g)
-    del single
+    return tuple(result)
+
+
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """One backward per cotangent of the batch (vmap's loop fallback), stacked."""
+    gos = _as_list(grad_outputs, "grad")
+    if gos is None or any(not isinstance(g, Tensor) or g.ndim == 0 for g in gos):
+        raise RuntimeError("grad: is_grads_batched=True needs grad_outputs, each a Tensor "
+                           "with the batch as its first dim")
+    sizes = {g.shape[0] for g in gos}
+    if len(sizes) != 1:
+        raise RuntimeError(f"grad: is_grads_batched=True needs one batch size, got {sorted(sizes)}")
+    n = sizes.pop()
+    rows = [grad(outputs, inputs, [g[b] for g in gos], retain_graph=True if b < n - 1 else
+                 retain_graph, create_graph=create_graph, allow_unused=True)
+            for b in range(n)]
+    result = []
+    for k, t in enumerate(_as_list(inputs, "grad")):
+        col = [r[k] for r in rows]
+        if all(c is None for c in col):
+            if materialize_grads:
+                col = [zeros_like(t) for _ in col]
+            elif not allow_unused:
+                raise RuntimeError("grad: one of the differentiated Tensors appears to not "
+                                   "have been used in the graph. Set allow_unused=True if "
+                                   "this is the desired behavior")
+            else:
+                result.append(None)
+                continue
+        col = [zeros_like(t) if c is None else c for c in col]
+        result.append(_stack(col))
     return tuple(result)
 
 

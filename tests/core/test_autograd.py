@@ -430,3 +430,22 @@ def test_zero_dim_tensors_promote_as_torch(a, b):
     assert tg.ops_registry.get("add").infer(
         tg.ops_registry.TensorSpec(a.shape, a.dtype),
         tg.ops_registry.TensorSpec(b.shape, b.dtype)).dtype == ours.numpy().dtype
+
+
+def test_grad_is_grads_batched_matches_torch():
+    """tg.grad(..., is_grads_batched=True): the first dim of grad_outputs is a batch of
+    cotangents (a Jacobian in one call), as torch.autograd.grad; with create_graph the
+    rows differentiate again."""
+    torch = pytest.importorskip("torch")
+    a = np.array([0.5, -1.0, 2.0])
+    x, xt = tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, yt = tg.sin(x) * x, torch.sin(xt) * xt
+    jac, = tg.grad(y, x, tg.tensor(np.eye(3)), is_grads_batched=True, create_graph=True)
+    jact, = torch.autograd.grad(yt, xt, torch.eye(3, dtype=torch.float64),
+                                is_grads_batched=True, create_graph=True)
+    np.testing.assert_allclose(jac.detach().numpy(), jact.detach().numpy(), rtol=1e-12)
+    h, = tg.grad(jac.sum(), x)
+    ht, = torch.autograd.grad(jact.sum(), xt)
+    np.testing.assert_allclose(h.numpy(), ht.numpy(), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="is_grads_batched=True needs grad_outputs"):
+        tg.grad(tg.sin(x).sum(), x, is_grads_batched=True)
