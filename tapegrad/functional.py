@@ -1,8 +1,20 @@
-"""Function transforms: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp."""
+"""Function transforms: grad, value_and_grad, vjp, jvp, jacobian, hessian, hvp.
+
+Nesting: each running transform is a level (a thread-local count). A transform's
+variables are its own: a fresh leaf, or, for a tensor that an outer transform is
+differentiating, an alias recorded on top of it (``_fresh``), so the inner transform
+differentiates with respect to the alias only (a closure over the outer variable is
+a constant to it: no perturbation confusion) while the outer one sees through the
+alias. A transform nested in another records its result (``create_graph``) so the
+outer one can differentiate it; the outermost returns detached results.
+"""
+import contextlib
+import threading
+
 from .autodiff import grad as _grad
 from .dtypes import get_default_dtype
 from .grad_mode import enable_grad, is_grad_enabled
-from .ops import stack, tensor, zeros, zeros_like
+from .ops import reshape, stack, tensor, zeros, zeros_like
 from .tape import state as _record_state
 from .tensor import Tensor, buffer
 
@@ -13,20 +25,44 @@ def _argnums(argnums):
     return (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
 
+_levels = threading.local()
+
+
+def _depth():
+    return getattr(_levels, "n", 0)
+
+
+@contextlib.contextmanager
+def _level():
+    """One more running transform in this thread."""
+    _levels.n = _depth() + 1
+    try:
+        yield
+    finally:
+        _levels.n -= 1
+
+
+def _nested():
+    """Whether an outer transform (or an explicit Tape) will differentiate this one's
+    result, which must then be recorded."""
+    return _depth() > 1 or bool(_record_state.tapes)
+
+
 def _prep(args, nums):
     out = list(args)
     for i in nums:
         a = out[i]
         if not isinstance(a, Tensor):
             a = tensor(a, dtype=get_default_dtype() if isinstance(a, (int, float)) else None)
-        # an input that already requires grad stays itself, so nested transforms
-        # (grad of grad, hessian) stay connected to it; others become fresh leaves
-        out[i] = a if a.requires_grad else _leaf(a)
+        out[i] = _fresh(a)
     return out
 
 
-def _leaf(a):
-    """A new leaf that requires grad, sharing ``a``'s buffer (not a view of ``a``)."""
+def _fresh(a):
+    """This transform's own variable for ``a``: an alias recorded on ``a`` when an
+    outer transform differentiates ``a``, else a new leaf sharing its buffer."""
+    if a.requires_grad:
+        return reshape(a, tuple(a.shape))  # a recorded view: the outer graph sees through
     return Tensor(buffer(a)).requires_grad_(True)
 
 
@@ -35,7 +71,7 @@ def value_and_grad(f, argnums=0, has_aux=False):
     nums = _argnums(argnums)
 
     def wrapped(*args, **kwargs):
-        with enable_grad():
+        with enable_grad(), _level():
             ins = _prep(args, nums)
             out = f(*ins, **kwargs)
             val, aux = (out if has_aux else (out, None))
@@ -43,9 +79,9 @@ def value_and_grad(f, argnums=0, has_aux=False):
                 raise RuntimeError("grad: f must return a scalar tensor (one element); "
                                    "use jacobian or vjp for other outputs")
             # record the gradient when an outer transform or an explicit Tape will
-            # differentiate it again
-            create = is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
-                                               for a in args) or bool(_record_state.tapes)
+            # differentiate it again (or a caller's recording: an input requires grad)
+            create = _nested() or (is_grad_enabled() and any(
+                isinstance(a, Tensor) and a.requires_grad for a in args))
             gs = _grad(val, [ins[i] for i in nums], create_graph=True if create else False,
                        allow_unused=True, materialize_grads=True)
         g = gs[0] if isinstance(argnums, int) else tuple(gs)
@@ -91,7 +127,8 @@ def jvp(f, primals, tangents, create_graph=False):
         if tuple(p.shape) != tuple(t.shape):
             raise ValueError(f"jvp: tangent shape {tuple(t.shape)} differs from primal shape "
                              f"{tuple(p.shape)}")
-    with enable_grad():
+    with enable_grad(), _level():
+        create_graph = create_graph or _nested()
         ins = _prep(primals, range(len(primals)))
         out = f(*ins)
         outs = [out] if isinstance(out, Tensor) else list(out)
@@ -115,7 +152,8 @@ def jacobian(f, argnums=0):
     nums = _argnums(argnums)
 
     def wrapped(*args):
-        with enable_grad():
+        with enable_grad(), _level():
+            nested = _nested()
             ins = _prep(args, nums)
             out = f(*ins)
             flat = out.reshape(-1)
@@ -129,8 +167,8 @@ def jacobian(f, argnums=0):
         for i, r in zip(nums, rows):
             shape = tuple(out.shape) + tuple(ins[i].shape)
             jacs.append(stack(r).reshape(shape) if r else zeros(shape, dtype=out.dtype))
-        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
-            jacs = [j.detach() for j in jacs]  # not nested in another transform
+        if not nested and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            jacs = [j.detach() for j in jacs]  # no outer transform differentiates them
         return jacs[0] if isinstance(argnums, int) else tuple(jacs)
     return wrapped
 
