@@ -359,6 +359,20 @@ def _specs(arrays):
             for a in arrays]
 
 
+def _frozen(attrs):
+    """``attrs`` as a hashable key: slices and nested tuples spelled out (an array in
+    them stays unhashable: such calls are checked every time)."""
+    return tuple((k, _freeze(v)) for k, v in attrs.items())
+
+
+def _freeze(v):
+    if type(v) is slice:
+        return (slice, v.start, v.stop, v.step)
+    if type(v) is tuple or type(v) is list:
+        return (type(v),) + tuple(_freeze(x) for x in v)
+    return v
+
+
 _VALID_MAX = 4096
 _valid = {}  # (op, input specs and scalars, attrs) of calls whose shape rule passed
 
@@ -369,7 +383,9 @@ def _infer(op, arrays, attrs):
     A shape rule is a pure function of the specs and attrs, and running one costs
     more than a small op's kernel, so the calls it accepted are remembered (a
     bounded memo; calls with unhashable attrs are checked every time)."""
-    key = [op, tuple(attrs.items()) if attrs else ()]
+    if not op.infer_first:
+        return
+    key = [op, _frozen(attrs) if attrs else ()]
     for a in arrays:
         key.append(a if a is None or type(a) in _SCALARS else a.shape)
         key.append(type(a) if a is None or type(a) in _SCALARS else a.dtype)  # True != 1

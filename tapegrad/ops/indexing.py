@@ -109,7 +109,9 @@ def _getitem_errors():
             ((rand((3, 4)),), {"index": (0, 0, 0)}, IndexError)]
 
 
+# NumPy's indexing checks itself (infer_first=False: the shape rule explains a failure)
 GETITEM = register(name="getitem", kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
+                   infer_first=False,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
                    torch=lambda torch, x, index: _torch_getitem(torch, x, index))
 def _dims_used(i):
@@ -152,7 +154,9 @@ def _named(name, infer):
     return wrapped
 
 
-INDEX = register(name="index", kind="basic", kernel=_getitem_kernel,
+# NumPy's indexing checks itself; the shape rule would gather a probe of the result's
+# size first (infer_first=False: it explains a failure instead)
+INDEX = register(name="index", kind="basic", kernel=_getitem_kernel, infer_first=False,
                  infer=_named("index", _getitem_infer),
                  vjp=_getitem_vjp, samples=_index_samples, error_samples=_getitem_errors,
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -163,6 +167,7 @@ def _mask_kernel(x, index, alloc=None):
 
 
 MASKED_INDEX = register(name="masked_index", kind="dynamic", kernel=_mask_kernel,
+                        infer_first=False,  # as INDEX
                         infer=_named("masked_index", _getitem_infer), vjp=_getitem_vjp,
                         samples=lambda dtype=np.float64: [
                             Sample((rand((3, 4), dtype, seed=1),),

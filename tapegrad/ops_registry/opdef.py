@@ -16,6 +16,12 @@ An ``OpDef`` holds everything about one operator:
 ``optional``
     the inputs that may be ``None`` (``("bias",)``); any other ``None`` input is
     refused by dispatch with a TypeError naming the argument.
+``infer_first``
+    dispatch validates a call with ``infer`` before the kernel (True, the rule), so
+    kernels need not re-check. False only for a kernel that is NumPy's own indexing,
+    which checks itself and is memory-safe (getitem, index, masked_index; their shape
+    rule probes the index at up to the kernel's cost): ``infer`` then explains a
+    failure.
 ``kernel(*arrays, **attrs)``
     computes on raw NumPy/CuPy arrays and returns an array (or a tuple for
     ``nout > 1``). Workspace kernels also take ``workspace=``; dynamic kernels take
@@ -101,6 +107,7 @@ class OpDef:
     save_idx: tuple = field(default=(), repr=False)
     save_out: bool = field(default=False, repr=False)
     optional: tuple = ()
+    infer_first: bool = True
     fast: bool = field(default=False, repr=False)
     elementwise: bool = field(default=False, repr=False)
     takes_out: bool = field(default=False, repr=False)
