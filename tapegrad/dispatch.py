@@ -417,15 +417,14 @@ def _explain(op, arrays, attrs, err):
     a kernel error that already names the op (data-dependent: index values, a
     singular matrix) is kept; anything else becomes a RuntimeError naming the op.
     """
+    if isinstance(err, MemoryError):  # a result too large (huge broadcasts, indices)
+        return RuntimeError(f"{op.name}: not enough memory for the result: {err}")
     try:
-        spec = op.infer(*_specs(arrays), **attrs)
+        op.infer(*_specs(arrays), **attrs)
     except (ValueError, TypeError, IndexError, RuntimeError) as e:
         e.__cause__ = None
         e.__suppress_context__ = True
         return e
-    if isinstance(err, MemoryError):  # an elementwise result too large (huge broadcasts)
-        shape = spec.shape if isinstance(spec, TensorSpec) else "?"
-        return RuntimeError(f"{op.name}: not enough memory for a result of shape {shape}: {err}")
     msg = str(err)
     if msg.startswith(op.name + ":") or msg.startswith(op.name + "_"):
         err.__cause__ = None

@@ -74,7 +74,8 @@ HUGE = 2 ** 40
     (lambda: tg.broadcast_to(tg.zeros(1), (HUGE, 4)) * 2.0, "mul"),
     (lambda: tg.nn.functional.one_hot(tg.tensor([0]), HUGE), "one_hot"),
     (lambda: tg.matmul(tg.broadcast_to(tg.zeros(1, 1), (2 ** 20, 1)),
-                       tg.broadcast_to(tg.zeros(1, 1), (1, 2 ** 20))), "matmul")])
+                       tg.broadcast_to(tg.zeros(1, 1), (1, 2 ** 20))), "matmul"),
+    (lambda: tg.zeros(5)[tg.broadcast_to(tg.tensor([0]), (HUGE, 5))], "index")])
 def test_a_result_larger_than_memory_is_a_runtime_error_naming_the_op(call, op):
     """PyTorch raises RuntimeError naming the size; NumPy's bare MemoryError is not
     an answer in the user's terms."""
