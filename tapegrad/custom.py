@@ -16,6 +16,7 @@ import inspect
 import numpy as np
 
 from .ops_registry import OpDef, TensorSpec, register, get, unregister
+from .ops_registry.opdef import validate
 from .dispatch import bind
 
 __all__ = ["custom_op"]
@@ -48,7 +49,7 @@ def custom_op(name, kernel, adjoint, *, infer=None, kind="basic", workspace=None
         raise TypeError(f"custom_op {name}: kernel must be callable")
     if adjoint is not None and not callable(adjoint):
         raise TypeError(f"custom_op {name}: adjoint must be callable or None")
-    args = _input_names(name, kernel)
+    args, variadic = _input_names(name, kernel)
     try:
         old = get(name)
     except KeyError:
@@ -59,6 +60,33 @@ def custom_op(name, kernel, adjoint, *, infer=None, kind="basic", workspace=None
                              f"another name")
         unregister(name)
 
+    def make(args):
+        return _make_op(name, kernel, adjoint, infer, kind, workspace, jvp, nout, samples,
+                        error_samples, args)
+
+    op = make(args)
+    register(op)
+    arities = {}  # a variadic kernel: one OpDef per number of inputs, made on first use
+
+    def f(*tensors, **attrs):
+        if variadic:
+            n = len(tensors)
+            if n not in arities:
+                arities[n] = make(tuple(f"{args[0]}{i}" for i in range(n)))
+            return bind(arities[n], *tensors, **attrs)
+        if len(tensors) != len(args):
+            raise TypeError(f"{name}: expected {len(args)} tensor inputs "
+                            f"({', '.join(args)}), got {len(tensors)}")
+        return bind(op, *tensors, **attrs)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = kernel.__doc__
+    f.op = op
+    return f
+
+
+def _make_op(name, kernel, adjoint, infer, kind, workspace, jvp, nout, samples, error_samples,
+             args):
     vjp = None
     if adjoint is not None:
         def vjp(ctx, g):
@@ -81,35 +109,29 @@ def custom_op(name, kernel, adjoint, *, infer=None, kind="basic", workspace=None
                nout=nout, samples=samples or (lambda dtype=np.float64: []),
                error_samples=error_samples, doc=(kernel.__doc__ or ""))
     op._custom = True
-    register(op)
-
-    def f(*tensors, **attrs):
-        if len(tensors) != len(args):
-            raise TypeError(f"{name}: expected {len(args)} tensor inputs "
-                            f"({', '.join(args)}), got {len(tensors)}")
-        return bind(op, *tensors, **attrs)
-
-    f.__name__ = f.__qualname__ = name
-    f.__doc__ = kernel.__doc__
-    f.op = op
-    return f
+    validate(op)
+    return op
 
 
 def _input_names(name, kernel):
+    """The kernel's tensor inputs, and whether it takes ``*arrays`` (then the number of
+    inputs is that of each call)."""
     try:
         params = inspect.signature(kernel).parameters.values()
     except (TypeError, ValueError):  # builtins such as np.exp
-        return ("x",)
+        return ("x",), False
     names = []
     for p in params:
         if p.kind == p.VAR_POSITIONAL:
-            raise TypeError(f"custom_op {name}: the kernel must name its inputs; "
-                            f"*{p.name} is not supported")
+            if names:
+                raise TypeError(f"custom_op {name}: a kernel takes named inputs or *{p.name}, "
+                                f"not both")
+            return (p.name,), True
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
             names.append(p.name)
     if not names:
         raise TypeError(f"custom_op {name}: the kernel takes no tensor inputs")
-    return tuple(names)
+    return tuple(names), False
 
 
 def _infer_by_running(name, kernel, kind):

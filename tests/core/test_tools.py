@@ -150,3 +150,21 @@ def test_profile_nested_and_outside_not_counted():
     x * x
     assert inner.counts.get("mul") == 1
     assert outer.counts.get("mul") == 2
+
+
+def test_custom_op_with_a_variadic_kernel(fresh_name):
+    """A kernel taking ``*arrays`` (API.md): the number of inputs is that of the call;
+    gradients of every order, checked against finite differences."""
+    def kernel(*arrays):
+        return arrays[0] * arrays[0] + sum(arrays[1:])
+
+    def adjoint(g, *inputs):
+        return (2 * g * inputs[0],) + tuple(g for _ in inputs[1:])
+
+    f = tg.custom_op(fresh_name, kernel, adjoint)
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 4):
+        ts = [tg.tensor(rng.normal(size=3), requires_grad=True) for _ in range(n)]
+        assert tg.testing.gradcheck(f, ts)
+        assert tg.testing.gradgradcheck(f, ts)
+    assert tg.ops_registry.get(fresh_name).args == ("arrays",)
