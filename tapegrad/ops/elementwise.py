@@ -83,8 +83,23 @@ DIV = _binary("div", np.true_divide, _div_vjp, saves=("x", "other"), promote="fl
                                             -ot * ctx.inputs[0] / (ctx.inputs[1] * ctx.inputs[1])))
 
 
-def _floor_divide(x, other):
-    return np.floor_divide(x, other)
+def _integer_division(fn, name):
+    """``fn``, refusing an integer division by zero (PyTorch's RuntimeError; NumPy
+    gives 0 and a warning)."""
+    def kernel(x, other):
+        if _integral(x) and _integral(other) and not _devices.xp_of(x).all(other):
+            raise RuntimeError(f"{name}: ZeroDivisionError (an integer division by zero)")
+        return fn(x, other)
+    kernel.__name__ = name
+    return kernel
+
+
+def _integral(v):
+    kind = getattr(v, "dtype", None)
+    return type(v) is int or type(v) is bool if kind is None else kind.kind in "iub"
+
+
+_floor_divide = _integer_division(np.floor_divide, "floor_divide")
 
 
 FLOOR_DIVIDE = _binary("floor_divide", _floor_divide, None, differentiable=False,
@@ -100,7 +115,8 @@ def _m_floor(ctx, v):
     return ctx.m.floor(v)
 
 
-REMAINDER = _binary("remainder", np.remainder, _remainder_vjp, saves=("x", "other"),
+REMAINDER = _binary("remainder", _integer_division(np.remainder, "remainder"), _remainder_vjp,
+                    saves=("x", "other"),
                     samples=binary_samples(low=0.1, high=3.0, low2=0.7, high2=0.9),
                     torch=lambda torch, x, other: torch.remainder(x, other))
 
@@ -111,7 +127,7 @@ def _fmod_vjp(ctx, g):
     return (g, -g * ctx.m.trunc(x / other) if ctx.needs_input_grad[1] else None)
 
 
-FMOD = _binary("fmod", np.fmod, _fmod_vjp, saves=("x", "other"),
+FMOD = _binary("fmod", _integer_division(np.fmod, "fmod"), _fmod_vjp, saves=("x", "other"),
                samples=binary_samples(low=-3.0, high=3.0, low2=0.7, high2=0.9),
                torch=lambda torch, x, other: torch.fmod(x, other))
 
@@ -411,7 +427,8 @@ def _bitwise(fn, name):
     def kernel(x, other):
         for v in (x, other):
             if getattr(v, "dtype", np.dtype(int)).kind == "f" or isinstance(v, float):
-                raise TypeError(f"{name}: only integer and bool tensors are supported")
+                dt = getattr(v, "dtype", "a Python float")
+                raise TypeError(f"{name}: only integer and bool tensors are supported, got {dt}")
         return fn(x, other)
     return kernel
 
@@ -662,8 +679,8 @@ def remainder(input, other):
 def pow(input, exponent):
     """``input ** exponent``; tensor or scalar exponents."""
     if isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-        if exponent == 2 and hasattr(input, "_data"):
-            return bind(MUL, input, input)
+        if exponent == 2 and hasattr(input, "_data") and input._data.dtype.kind == "f":
+            return bind(MUL, input, input)  # (bool ** 2 is int64, as PyTorch: not bool * bool)
     return bind(POW, input, exponent)
 
 

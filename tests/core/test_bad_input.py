@@ -90,3 +90,23 @@ def test_a_huge_broadcast_view_is_free_and_prints():
     assert v.shape == (HUGE, 4)
     text = repr(v)
     assert text.startswith("tensor([[1.5000, 1.5000, 1.5000, 1.5000],") and "..." in text
+
+
+@pytest.mark.parametrize("call", [lambda lib: lib.tensor([3]) % lib.tensor([0]),
+                                  lambda lib: lib.fmod(lib.tensor([3]), lib.tensor([0])),
+                                  lambda lib: lib.tensor([3, 4]) // 0])
+def test_integer_division_by_zero_is_a_runtime_error_as_torch(call):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        call(torch)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        call(tg)
+
+
+def test_bool_squared_is_int64_and_bitwise_on_floats_names_the_dtype():
+    torch = pytest.importorskip("torch")
+    assert (torch.tensor([True, False]) ** 2).dtype == torch.int64
+    out = tg.tensor([True, False]) ** 2
+    assert out.dtype == tg.int64 and out.tolist() == [1, 0]
+    with pytest.raises(TypeError, match="bitwise_and: .* got float32"):
+        tg.tensor([1.5]) & tg.tensor([2.5])
