@@ -330,8 +330,17 @@ def _promote(op, arrays):
         target = _dt.operands_type(dts, zero_dim, scalars)
     if op.promote == "float" and target.kind != "f":
         target = _dt.default_float_np()
-    return [a.astype(target) if a is not None and type(a) not in _SCALARS and a.dtype != target
+    return [_cast(a, target) if a is not None and type(a) not in _SCALARS and a.dtype != target
             else a for a in arrays]
+
+
+def _cast(a, dtype):
+    """``a`` as ``dtype``; a broadcast view (zero strides) casts only its distinct
+    memory and is broadcast again, so a huge view stays free."""
+    if 0 in a.strides and a.size > 1:
+        compact = a[tuple(slice(0, 1) if s == 0 else slice(None) for s in a.strides)]
+        return _devices.xp_of(a).broadcast_to(compact.astype(dtype), a.shape)
+    return a.astype(dtype)
 
 
 def _compute(op, arrays, attrs):

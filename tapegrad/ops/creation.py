@@ -221,6 +221,7 @@ def _like(name, fill):
         data = input._data if isinstance(input, Tensor) else input
         dt = _np_dtype(dtype) or data.dtype
         xp = _devices.xp_of(data) if device is None else _devices.xp(_devices.device(device))
+        _devices.check_alloc(name, data.shape, dt)
         arr = fill(xp, data.shape, dt, *args)
         if not isinstance(input, Tensor):
             return arr
