@@ -30,6 +30,10 @@ from . import functional  # noqa: F401
 
 _tape.install_namespace(_ops)
 _methods.install(methods={"backward": _autodiff.tensor_backward})
+from .ops.guard import checked as _checked  # noqa: E402
+for _name in _ops.__all__:  # the public functions check their input first
+    globals()[_name] = _checked(globals()[_name])
+del _name
 from .devices import cpu as _cpu  # noqa: E402
 _cpu.tune_malloc()  # training-step temporaries reuse freed memory (see its docstring)
 

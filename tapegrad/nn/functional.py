@@ -16,6 +16,7 @@ from ..ops import (linear, conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_
                    batch_norm, embedding, scaled_dot_product_attention, one_hot, pad,
                    gelu, softplus, tanh, sigmoid, logsigmoid)
 from .. import ops as _ops
+from ..ops.guard import checked
 
 __all__ = [
     # layers and losses
@@ -69,3 +70,13 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if inplace:
         return _into(input, _ops.dropout, p=p, training=training)
     return _ops.dropout(input, p, training)
+
+
+def _check_inputs():
+    """Each function's ``input`` is checked first, as the ``tg.*`` ones (ops.guard)."""
+    names = globals()
+    for name in __all__:
+        names[name] = checked(names[name])
+
+
+_check_inputs()
