@@ -75,3 +75,15 @@ def test_integer_index_of_a_view_to_0_dim_is_a_view():
 def test_integer_index_keeping_a_dim_is_a_view():
     _agrees("v1 = x0 * 1.0\nv2 = v1[1]\nv2.mul_(x1)\nv3 = v1[:, 1:2]\nv3.add_(1.5)\n"
             "outputs = [v1, v3]")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "x[:, [1, 0]] keeps NumPy's (column-major) layout in tapegrad, so .view() of it, or "
+    "of an elementwise result of it, raises 'view size is not compatible'; PyTorch's "
+    "result is contiguous and the view works"))
+def test_advanced_index_result_is_contiguous():
+    _agrees("v1 = x0[:, [1, 0]]\nv2 = v1 * 3.0\nv3 = v2.view(4)\noutputs = [v3]")
+
+
+def test_advanced_index_on_dim_0_then_view():
+    _agrees("v1 = x0[[1, 0]]\nv2 = v1 * 2.0\nv3 = v2.view(4)\noutputs = [v3]")
