@@ -662,7 +662,7 @@ class _Builder:
         d = self.int(0, len(shape) - 1)
         idx = [self.int(0, shape[d] - 1) for _ in range(self.int(1, 4))]
         kind = self.pick(["list", "index_select", "mask", "cat", "stack", "where"])
-        if kind == "list" and self.exclude.get("late_advanced_index"):
+        if kind in ("list", "index_select") and self.exclude.get("late_advanced_index"):
             d = 0
         if kind == "list":
             step = Step(self.fresh_name(), "getitem", "", (r, (slice(None),) * d + (idx,)))
@@ -774,8 +774,9 @@ EXCLUDE = {
     # x[i] (every dim indexed by an int, a 0-dim result) is a copy in tapegrad, a view
     # in PyTorch (test_integer_index_to_0_dim_is_a_view)
     "zero_dim_view": True,
-    # x[:, idx] (an integer list on a later dim) is not C-contiguous in tapegrad (NumPy's
-    # layout), so a later .view() raises where PyTorch's works
+    # x[:, idx] and index_select(x, 1, idx) (an index on a later dim) are not
+    # C-contiguous in tapegrad (NumPy's layout), so a later .view() raises and
+    # .reshape() copies where PyTorch's views
     # (test_advanced_index_result_is_contiguous)
     "late_advanced_index": True,
     # x.add_(y, alpha=a) is refused by tapegrad (test_add__alpha)
