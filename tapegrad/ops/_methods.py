@@ -25,6 +25,15 @@ def _inplace(op):
     return method
 
 
+def _inplace_alpha(op):
+    """``add_``/``sub_``: ``self op= alpha * other``, as PyTorch's."""
+    plain = _inplace(op)
+
+    def method(self, other, *, alpha=1):
+        return plain(self, other if alpha == 1 else other * alpha)
+    return method
+
+
 def _truediv_inplace(self, other):
     if not self.dtype.is_floating_point:
         raise RuntimeError(f"div_: result type Float can't be cast to the desired output type "
@@ -121,7 +130,7 @@ _TABLE = {
     "__getitem__": I.getitem, "__setitem__": I.setitem,
     "__iadd__": _inplace(E.ADD), "__isub__": _inplace(E.SUB), "__imul__": _inplace(E.MUL),
     "__itruediv__": _truediv_inplace,
-    "add_": _inplace(E.ADD), "sub_": _inplace(E.SUB), "mul_": _inplace(E.MUL),
+    "add_": _inplace_alpha(E.ADD), "sub_": _inplace_alpha(E.SUB), "mul_": _inplace(E.MUL),
     "div_": _truediv_inplace, "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,
     "neg_": _unary_inplace(E.NEG), "exp_": _unary_inplace(E.EXP), "relu_": _unary_inplace(E.RELU),
     "sigmoid_": _unary_inplace(E.SIGMOID), "tanh_": _unary_inplace(E.TANH),

@@ -66,9 +66,21 @@ def _check_index(shape, index):
 
 def _getitem_kernel(x, index):
     try:
-        return x[index]
+        out = x[index]
+        if not hasattr(out, "shape") or (out.ndim == 0 and out.base is None and x.ndim):
+            # every dim taken by an int: NumPy gives a scalar (a copy); with ... it is a
+            # 0-d view, as PyTorch's x[i]
+            out = x[tuple(index) + (Ellipsis,)]
+        return out
     except IndexError as e:
         raise op_error("getitem", f"{e} (tensor of shape {tuple(x.shape)})", IndexError) from None
+
+
+def _index_kernel(x, index):
+    """Advanced indexing, its result C-contiguous as PyTorch's (NumPy may lay out
+    ``x[:, idx]`` otherwise; a later .view() relies on the layout)."""
+    out = _getitem_kernel(x, index)
+    return out if out.flags.c_contiguous else _devices.xp_of(out).ascontiguousarray(out)
 
 
 def _getitem_infer(x, index):
@@ -156,7 +168,7 @@ def _named(name, infer):
 
 # NumPy's indexing checks itself; the shape rule would gather a probe of the result's
 # size first (infer_first=False: it explains a failure instead)
-INDEX = register(name="index", kind="basic", kernel=_getitem_kernel, infer_first=False,
+INDEX = register(name="index", kind="basic", kernel=_index_kernel, infer_first=False,
                  infer=_named("index", _getitem_infer),
                  vjp=_getitem_vjp, samples=_index_samples, error_samples=_getitem_errors,
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -748,7 +760,8 @@ def _index_select_kernel(x, index, dim):
     _check_range("index_select", index, x, dim)
     if x.ndim == 0:
         return x.copy()
-    return x[_select_index(index, dim)]
+    out = x[_select_index(index, dim)]
+    return out if out.flags.c_contiguous else _devices.xp_of(out).ascontiguousarray(out)
 
 
 INDEX_SELECT = register(

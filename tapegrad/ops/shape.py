@@ -828,12 +828,16 @@ def _diag_index(xp, n, offset):
 
 
 def _diagonal_kernel(x, offset=0, dim1=0, dim2=1):
-    n = _diagonal_shape("diagonal", x.shape, offset, dim1, dim2)[-1]
-    r, c = _diag_index(_devices.xp_of(x), n, offset)
-    return np.moveaxis(x, (dim1, dim2), (-2, -1))[..., r, c]
+    """A writable view, as PyTorch's (NumPy's diagonal is a read-only view): the
+    diagonal's elements are one stride apart, the sum of the two dims' strides."""
+    shape = _diagonal_shape("diagonal", x.shape, offset, dim1, dim2)
+    moved = _devices.xp_of(x).moveaxis(x, (dim1, dim2), (-2, -1))
+    start = moved[..., max(-offset, 0):, max(offset, 0):]
+    strides = moved.strides[:-2] + (moved.strides[-2] + moved.strides[-1],)
+    return _devices.xp_of(x).lib.stride_tricks.as_strided(start, shape, strides)
 
 
-DIAGONAL = register(name="diagonal", kernel=_diagonal_kernel,
+DIAGONAL = register(name="diagonal", kind="view", kernel=_diagonal_kernel,
                     infer=lambda x, offset=0, dim1=0, dim2=1: TensorSpec(
                         _diagonal_shape("diagonal", tuple(x.shape), offset, dim1, dim2), x.dtype),
                     vjp=lambda ctx, g: (ctx.m.diagonal_into(g, ctx.shapes[0], **ctx.attrs),),

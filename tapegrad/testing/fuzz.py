@@ -769,18 +769,13 @@ EXCLUDE = {
     # reading a view (or the base) made before an in-place op on another view of the
     # same base: tapegrad keeps its old history (test_stale_view_*)
     "stale_views": True,
-    # x.diagonal() is a copy in tapegrad, a view in PyTorch (test_diagonal_is_a_view)
-    "diagonal": True,
-    # x[i] (every dim indexed by an int, a 0-dim result) is a copy in tapegrad, a view
-    # in PyTorch (test_integer_index_to_0_dim_is_a_view)
-    "zero_dim_view": True,
-    # x[:, idx] and index_select(x, 1, idx) (an index on a later dim) are not
-    # C-contiguous in tapegrad (NumPy's layout), so a later .view() raises and
-    # .reshape() copies where PyTorch's views
-    # (test_advanced_index_result_is_contiguous)
-    "late_advanced_index": True,
-    # x.add_(y, alpha=a) is refused by tapegrad (test_add__alpha)
-    "alpha": True,
+    # found by the fuzzer and fixed (their regression tests pass): x.diagonal() is a
+    # view, x[i] to a 0-dim result is a view, advanced-index results are contiguous,
+    # add_/sub_ take alpha
+    "diagonal": False,
+    "zero_dim_view": False,
+    "late_advanced_index": False,
+    "alpha": False,
 }
 
 

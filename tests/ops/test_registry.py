@@ -373,9 +373,17 @@ def _must_copy(x, out):
     return False
 
 
+def _root(a):
+    """The array that owns ``a``'s memory (following ``.base``)."""
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
+
+
 def _check_aliases(op, x_np, out, how):
-    """True when ``out`` aliases ``x_np``; False when it is a copy the rule allows."""
-    if np.shares_memory(out, x_np):
+    """True when ``out`` aliases ``x_np``; False when it is a copy the rule allows. An
+    empty view has no memory to share: it aliases when it is derived from x's buffer."""
+    if np.shares_memory(out, x_np) or (out.size == 0 and _root(out) is _root(x_np)):
         return True
     assert _must_copy(x_np, out), (
         f"{op.name} ({how}): the view op copied its input of shape {x_np.shape}, strides "
