@@ -25,6 +25,7 @@ kernel (and the walker each adjoint); nothing is swapped process-wide.
 import contextlib
 import os
 import traceback
+import weakref
 
 import numpy as np
 
@@ -468,11 +469,15 @@ def _make_view(res, base, op, attrs):
     if type(base) in _TT and (res._data.base is not None or res._data is base._data):
         res._version = base._version
         if base._base is not None:
-            res._base = base._base
+            root = res._base = base._base
             res._view_ops = base._view_ops + ((op, attrs),)
         else:
-            res._base = base
+            root = res._base = base
             res._view_ops = ((op, attrs),)
+        if root.requires_grad or _state._grad:  # live views: new history after in-place
+            if root._views is None:
+                root._views = weakref.WeakSet()
+            root._views.add(res)
 
 
 # ------------------------------------------------------------------ recording
@@ -657,7 +662,20 @@ def apply_inplace(op, t, *args, **attrs):
         t._node = res._node
         t._idx = res._idx
         t.requires_grad = True
+        if t._views:
+            _rederive_views(t, None)
     return t
+
+
+def _rederive_views(base, written):
+    """After an in-place op on ``base`` (or on its view ``written``), every other live
+    view of it takes a history derived from the base's new one, as PyTorch
+    regenerates a view's grad_fn when its base's version changes: a view read later
+    then differentiates to what went into the base."""
+    for v in list(base._views):
+        if v is not written:
+            now = _view_of(base, v._view_ops)
+            v._node, v._idx, v.requires_grad = now._node, now._idx, True
 
 
 def _write(op, t, new):
@@ -688,6 +706,8 @@ def _inplace_on_view(op, t, base, args, attrs):
     base._node, base._idx, base.requires_grad = new_base._node, 0, True
     now = _view_of(base, vops)
     t._node, t._idx, t.requires_grad = now._node, now._idx, True
+    if base._views:
+        _rederive_views(base, t)
     return t
 
 

@@ -30,6 +30,7 @@ class Tensor:
     # rarely set fields live in the lazily created __dict__; these are the defaults
     _base = None     # the tensor whose buffer a view shares
     _view_ops = ()   # a view's ((op, attrs), ...) from its base
+    _views = None    # a base's live views (a WeakSet), when it requires grad
     _hooks = None    # gradient hooks of a leaf
     _tapes = None    # ids of explicit Tapes watching this tensor
     __array_priority__ = 1000  # NumPy defers to our reflected operators

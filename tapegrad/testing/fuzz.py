@@ -766,12 +766,11 @@ _KINDS = (("unary", 25), ("binary", 20), ("view", 14), ("inplace", 12), ("reduct
 # constructs the CI generator leaves out, each because of a known tapegrad bug with a
 # strict-xfail regression test in tests/core/test_fuzz_regressions.py
 EXCLUDE = {
-    # reading a view (or the base) made before an in-place op on another view of the
-    # same base: tapegrad keeps its old history (test_stale_view_*)
-    "stale_views": True,
-    # found by the fuzzer and fixed (their regression tests pass): x.diagonal() is a
-    # view, x[i] to a 0-dim result is a view, advanced-index results are contiguous,
-    # add_/sub_ take alpha
+    # found by the fuzzer and fixed (their regression tests pass): views made before an
+    # in-place op on their base or a sibling take the base's new history,
+    # x.diagonal() is a view, x[i] to a 0-dim result is a view, advanced-index
+    # results are contiguous, add_/sub_ take alpha
+    "stale_views": False,
     "diagonal": False,
     "zero_dim_view": False,
     "late_advanced_index": False,

@@ -18,17 +18,10 @@ def _agrees(body):
     assert not what, "\n".join(what + ["program:", X + body])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "stale view history: after an in-place op on a base, a view of it made before the "
-    "op keeps its old history (no regeneration on version change, docs/architecture.md "
-    "'Not yet'), so the gradient through the view misses x1 and is silently wrong"))
 def test_stale_view_of_a_base_written_in_place():
     _agrees("v1 = x0.clone()\nv2 = v1[0]\nv1.mul_(x1)\noutputs = [v2]")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "stale view history: an in-place op on one view of a base leaves a sibling view "
-    "made before it with its old history; the gradient through the sibling is wrong"))
 def test_stale_view_sibling_of_a_view_written_in_place():
     _agrees("v1 = x0.clone()\nv2 = v1[0]\nv3 = v1[:, 0]\nv3.mul_(x1)\noutputs = [v2]")
 

@@ -55,8 +55,15 @@ def _programs():
         y[:2].mul_(w[:2])
         return y * z
 
+    def views_made_before(lib, x, w):
+        y = x * 1
+        head, tail = y[:2], y[1:]
+        y.mul_(w[0])    # the base written: both views' history follows
+        tail.mul_(w)    # a sibling written: head's history follows
+        return head * tail[:2]
+
     return [mul_slice, view_then_row, two_ops_on_one_view, setitem_through_view, view_of_view,
-            base_without_grad, base_used_before]
+            base_without_grad, base_used_before, views_made_before]
 
 
 def _run(lib, program, dtype):
