@@ -210,7 +210,6 @@ def _make_lane(op):
         else:
             node.out = node.out_version = None
         node.write = _last_write[0]
-        node.freed = False
         node.hooks = node.retain = None
         res._node = node
         res.requires_grad = True

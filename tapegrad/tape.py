@@ -152,8 +152,8 @@ class Node:
                  "out",          # the saved output array (a tuple of them for several outputs)
                  "out_version",  # (holder, version) of the saved output
                  "inputs",       # the saved inputs as raw arrays (None where not saved)
-                 "write",        # tensor.last_write when saved (set when something is saved)
-                 "freed",        # saved values released by a backward without retain_graph
+                 "write",        # tensor.last_write when recorded; -1 once released by a
+                                 # backward without retain_graph (its saved values freed)
                  "hooks",        # {output index: [hook, ...]} of non-leaf tensors, or None
                  "retain",       # {output index: weakref to tensor} for retain_grad, or None
                  "same",         # an elementwise op whose tensor inputs all have the output's
@@ -180,13 +180,6 @@ class Node:
             else:
                 out.append(("AccumulateGrad", 0))
         return tuple(out)
-
-    def release(self):
-        """Free the saved values (backward without retain_graph); a later backward
-        through this node raises."""
-        self.freed = True
-        self.write = -1  # never a write id: the walker's fast path then goes to _context
-        self.saved = self.out = self.inputs = None
 
     def register_hook(self, idx, fn):
         if self.hooks is None:
@@ -226,7 +219,6 @@ def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, inputs, 
     node.out_version = out_version
     node.inputs = inputs
     node.write = write
-    node.freed = False
     node.hooks = node.retain = None
     node.same = same
     return node

@@ -95,7 +95,8 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
             g = tuple(g)
         in_grads = op.vjp(ctx, g) if not observers else _observed_vjp(observers, node, ctx, g)
         if not retain_graph:
-            node.freed = True  # node.release(), inline
+            # release: the saved values go; write -1 (never a write id) marks it, and
+            # sends a later walk through this node to _context, which raises
             node.write = -1
             node.saved = node.out = node.inputs = None
         edges = node.edges
@@ -211,7 +212,7 @@ def _context(node, traced, needs):
     raw arrays when only some input gradients are wanted); the saved values checked
     against the versions they had when saved, unless nothing was written in place
     since (``tensor.last_write``)."""
-    if node.freed:
+    if node.write == -1:
         raise RuntimeError(f"{node.op.name}: {_FREED_MSG}")
     if node.write != last_write[0]:
         _check_versions(node)
