@@ -15,8 +15,8 @@ from .container import Sequential, ModuleList, ModuleDict, ParameterList
 from . import layers as _layers
 from .layers import *  # noqa: F403
 from .attention import MultiheadAttention
-from . import functional, init
+from . import functional, init, utils
 
 __all__ = ["Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
-           "ParameterList", "MultiheadAttention", "functional", "init"]
+           "ParameterList", "MultiheadAttention", "functional", "init", "utils"]
 __all__ += _layers.__all__

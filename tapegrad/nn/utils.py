@@ -1,0 +1,81 @@
+"""``tg.nn.utils``: gradient clipping, as ``torch.nn.utils``.
+
+>>> import tapegrad as tg
+>>> w = tg.nn.Parameter(tg.zeros(2))
+>>> w.grad = tg.tensor([3.0, 4.0])
+>>> float(tg.nn.utils.clip_grad_norm_([w], max_norm=1.0))
+5.0
+>>> [round(v, 4) for v in w.grad.tolist()]
+[0.6, 0.8]
+"""
+import math
+
+from ..grad_mode import no_grad
+from ..ops import abs as _abs, amax, clamp, norm, stack, tensor
+from ..tensor import Tensor
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
+
+
+def _grads(parameters):
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p.grad for p in parameters if p.grad is not None]
+
+
+@no_grad()
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The ``norm_type`` norm of the norms of ``tensors`` (as if concatenated)."""
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    tensors = list(tensors)
+    norm_type = float(norm_type)
+    if not tensors:
+        return tensor(0.0)
+    if math.isinf(norm_type) and norm_type > 0:
+        norms = [amax(_abs(t)) if t.numel() else tensor(0.0, dtype=t.dtype) for t in tensors]
+        total = amax(stack([n.to(norms[0].dtype) for n in norms]))
+    else:
+        norms = [norm(t, norm_type) for t in tensors]
+        total = norm(stack([n.to(norms[0].dtype) for n in norms]), norm_type)
+    if error_if_nonfinite and not math.isfinite(float(total)):
+        raise RuntimeError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is "
+            f"non-finite, so it cannot be clipped. To disable this error and scale the "
+            f"gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+    return total
+
+
+@no_grad()
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scale the gradients of ``parameters`` by ``min(1, max_norm / (total_norm +
+    1e-6))``, in place (every gradient is multiplied, as PyTorch)."""
+    grads = _grads(parameters)
+    if not grads:
+        return
+    coef = clamp(float(max_norm) / (total_norm + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef.to(g.dtype))
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
+                    foreach=None):
+    """Clip the gradients of ``parameters`` so that their total ``norm_type`` norm
+    (2, inf, any p) is at most ``max_norm``, in place; returns the total norm before
+    clipping (a 0-dim Tensor), as ``torch.nn.utils.clip_grad_norm_``. A non-finite
+    total norm raises ``RuntimeError`` with ``error_if_nonfinite=True``."""
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    parameters = list(parameters)
+    total = get_total_norm(_grads(parameters), norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(parameters, max_norm, total, foreach)
+    return total
+
+
+@no_grad()
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clamp each gradient of ``parameters`` into ``[-clip_value, clip_value]`` in
+    place, as ``torch.nn.utils.clip_grad_value_``."""
+    clip_value = float(clip_value)
+    for g in _grads(parameters):
+        g.copy_(clamp(g, -clip_value, clip_value))
