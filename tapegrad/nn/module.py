@@ -5,8 +5,10 @@ import numpy as np
 
 from ..devices import device as _device
 from ..dtypes import DType, float16, float32, float64
+from ..grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import tensor as _tensor
 from ..tensor import Tensor, buffer, mark_written
+from .hooks import BackwardHook
 from .parameter import Buffer, is_parameter
 
 
@@ -58,6 +60,11 @@ class Module:
         d["_modules"] = OrderedDict()
         d["_forward_hooks"] = OrderedDict()
         d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_hooks_with_kwargs"] = set()
+        d["_forward_pre_hooks_with_kwargs"] = set()
+        d["_forward_hooks_always_called"] = set()
+        d["_backward_hooks"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
 
     # ---------------------------------------------------------------- forward
     def forward(self, *args, **kwargs):
@@ -65,24 +72,88 @@ class Module:
                                   f"\"forward\" function")
 
     def __call__(self, *args, **kwargs):
-        if not self._forward_hooks and not self._forward_pre_hooks:
+        if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
+                or self._backward_pre_hooks):
             return self.forward(*args, **kwargs)
-        for hook in list(self._forward_pre_hooks.values()):
-            res = hook(self, args)
-            if res is not None:
-                args = res if isinstance(res, tuple) else (res,)
-        out = self.forward(*args, **kwargs)
-        for hook in list(self._forward_hooks.values()):
-            res = hook(self, args, out)
-            if res is not None:
-                out = res
+        return self._call_with_hooks(args, kwargs)
+
+    def _call_with_hooks(self, args, kwargs):
+        """PyTorch's order: forward pre-hooks, the inputs' backward hook, forward,
+        forward hooks, the outputs' backward hook."""
+        for key, hook in list(self._forward_pre_hooks.items()):
+            if key in self._forward_pre_hooks_with_kwargs:
+                res = hook(self, args, kwargs)
+                if res is not None:
+                    if not (isinstance(res, tuple) and len(res) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {res}.")
+                    args, kwargs = res
+            else:
+                res = hook(self, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
+        bw = None
+        if (self._backward_hooks or self._backward_pre_hooks) and _grad_enabled():
+            bw = BackwardHook(self, self._backward_hooks, self._backward_pre_hooks)
+            args = bw.setup_input_hook(args)
+        called = set()
+        try:
+            out = self.forward(*args, **kwargs)
+            for key, hook in list(self._forward_hooks.items()):
+                called.add(key)
+                if key in self._forward_hooks_with_kwargs:
+                    res = hook(self, args, kwargs, out)
+                else:
+                    res = hook(self, args, out)
+                if res is not None:
+                    out = res
+        except Exception:
+            for key, hook in list(self._forward_hooks.items()):
+                if key in self._forward_hooks_always_called and key not in called:
+                    try:
+                        if key in self._forward_hooks_with_kwargs:
+                            hook(self, args, kwargs, None)
+                        else:
+                            hook(self, args, None)
+                    except Exception:
+                        pass
+            raise
+        if bw is not None:
+            out = bw.setup_output_hook(out)
         return out
 
-    def register_forward_hook(self, hook):
-        return _Handle(self._forward_hooks, hook)
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """``hook(module, args, output)`` (``with_kwargs``: ``hook(module, args,
+        kwargs, output)``) after each forward; a non-None result replaces the
+        output. Returns a handle with ``remove()``."""
+        handle = _Handle(self._forward_hooks, hook, prepend,
+                         extra=(self._forward_hooks_with_kwargs if with_kwargs else None,
+                                self._forward_hooks_always_called if always_call else None))
+        return handle
 
-    def register_forward_pre_hook(self, hook):
-        return _Handle(self._forward_pre_hooks, hook)
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` (``with_kwargs``: ``hook(module, args, kwargs)``,
+        returning ``(args, kwargs)``) before each forward; a non-None result replaces
+        the positional arguments (a single value is wrapped in a tuple)."""
+        return _Handle(self._forward_pre_hooks, hook, prepend,
+                       extra=(self._forward_pre_hooks_with_kwargs if with_kwargs else None,))
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output)`` once the gradients with respect to
+        the module's positional tensor inputs are computed; ``grad_input`` and
+        ``grad_output`` are tuples (``None`` where an input does not require grad or an
+        output got no gradient); a non-None result replaces ``grad_input``."""
+        return _Handle(self._backward_hooks, hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` when the gradients with respect to the module's
+        outputs are computed; a non-None result replaces ``grad_output``."""
+        return _Handle(self._backward_pre_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook):
+        raise NotImplementedError("register_backward_hook is deprecated in PyTorch and not "
+                                  "provided; use register_full_backward_hook")
 
     # ---------------------------------------------------------------- registration
     def __setattr__(self, name, value):
@@ -422,13 +493,28 @@ def _check_name(name, module):
 
 
 class _Handle:
+    """What a ``register_*_hook`` returns: ``remove()``, or use it as a context
+    manager (PyTorch's ``RemovableHandle``)."""
     _next = 0
 
-    def __init__(self, store, hook):
+    def __init__(self, store, hook, prepend=False, extra=()):
         _Handle._next += 1
         self.id = _Handle._next
         self.store = store
         store[self.id] = hook
+        if prepend:
+            store.move_to_end(self.id, last=False)
+        self.extra = [e for e in extra if e is not None]
+        for e in self.extra:
+            e.add(self.id)
 
     def remove(self):
         self.store.pop(self.id, None)
+        for e in self.extra:
+            e.discard(self.id)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
