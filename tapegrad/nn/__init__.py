@@ -15,8 +15,10 @@ from .container import Sequential, ModuleList, ModuleDict, ParameterList
 from . import layers as _layers
 from .layers import *  # noqa: F403
 from .attention import MultiheadAttention
+from . import spatial as _spatial
+from .spatial import *  # noqa: F403
 from . import functional, init, utils
 
 __all__ = ["Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
            "ParameterList", "MultiheadAttention", "functional", "init", "utils"]
-__all__ += _layers.__all__
+__all__ += _layers.__all__ + _spatial.__all__

@@ -14,7 +14,8 @@ from ..ops import (linear, conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_
                    softmax, log_softmax, cross_entropy, nll_loss, mse_loss, l1_loss,
                    binary_cross_entropy, binary_cross_entropy_with_logits, layer_norm,
                    batch_norm, embedding, scaled_dot_product_attention, one_hot, pad,
-                   gelu, softplus, tanh, sigmoid, logsigmoid)
+                   gelu, softplus, tanh, sigmoid, logsigmoid, conv_transpose2d, group_norm,
+                   interpolate, unfold, fold)
 from .. import ops as _ops
 from ..ops.guard import checked
 
@@ -24,6 +25,7 @@ __all__ = [
     "softmax", "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "layer_norm",
     "batch_norm", "dropout", "embedding", "scaled_dot_product_attention", "one_hot", "pad",
+    "conv_transpose2d", "group_norm", "interpolate", "unfold", "fold",
     # activations
     "relu", "leaky_relu", "elu", "gelu", "silu", "mish", "softplus", "tanh", "sigmoid",
     "logsigmoid",

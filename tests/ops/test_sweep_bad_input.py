@@ -246,6 +246,14 @@ VALID.update({
     "softplus": ((A(3, 4),), {"beta": 2.0}),
     "elu": ((A(3, 4),), {"alpha": 1.0}),
     "leaky_relu": ((A(3, 4),), {"negative_slope": 0.1}),
+    "conv_transpose2d": ((A(1, 2, 4, 4), A(2, 3, 3, 3), A(3)),
+                         {"stride": 2, "padding": 1, "output_padding": 1, "groups": 1,
+                          "dilation": 1}),
+    "group_norm": ((A(2, 4, 3), 2, A(4), A(4)), {"eps": 1e-5}),
+    "interpolate": ((A(1, 2, 3, 4),), {"size": (5, 6), "mode": "bilinear",
+                                       "align_corners": False}),
+    "unfold": ((A(1, 2, 5, 5), 2), {"dilation": 1, "padding": 1, "stride": 2}),
+    "fold": ((A(1, 8, 9), (4, 4), 2), {"stride": 1}),
 })
 
 # Names with no PyTorch counterpart to compare with: skipped, with the reason.

@@ -2,10 +2,11 @@
 
 - ``activation``: softmax, log_softmax
 - ``affine``: linear
-- ``conv``: conv2d (and its gradient ops), conv1d
+- ``conv``: conv2d (and its gradient ops), conv1d, conv_transpose2d
 - ``pool``: max_pool2d (and its gradient ops), avg_pool2d, adaptive_avg_pool2d
 - ``loss``: cross_entropy, nll_loss, mse_loss, l1_loss, the binary cross-entropies
-- ``norm``: layer_norm, batch_norm
+- ``norm``: layer_norm, batch_norm, group_norm
+- ``spatial``: interpolate, unfold, fold
 - ``regularization``: dropout
 - ``sparse``: embedding, one_hot (PyTorch's "sparse functions")
 - ``attention``: scaled_dot_product_attention
@@ -28,11 +29,12 @@ also runs alone, in ``ops_registry.workspace_bytes``.
 """
 from .activation import log_softmax, softmax
 from .affine import linear
-from .conv import conv1d, conv2d
+from .conv import conv1d, conv2d, conv_transpose2d
 from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,
                    l1_loss, mse_loss, nll_loss)
-from .norm import batch_norm, layer_norm
+from .norm import batch_norm, group_norm, layer_norm
+from .spatial import fold, interpolate, unfold
 from .regularization import dropout
 from .sparse import embedding, one_hot
 from .attention import scaled_dot_product_attention
@@ -40,4 +42,5 @@ from .attention import scaled_dot_product_attention
 __all__ = ["log_softmax", "softmax", "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
            "adaptive_avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "layer_norm",
-           "batch_norm", "dropout", "embedding", "scaled_dot_product_attention", "one_hot"]
+           "batch_norm", "dropout", "embedding", "scaled_dot_product_attention", "one_hot",
+           "conv_transpose2d", "group_norm", "interpolate", "unfold", "fold"]

@@ -33,3 +33,16 @@ def raw(t):
     """The array behind a Tensor (a raw array passes through), for the composites'
     checks on data and their constant coefficient arrays."""
     return buffer(t) if isinstance(t, Tensor) else t
+
+
+def need_float(name, allow_bool=False, **tensors):
+    """Refuse a non-floating-point tensor argument (PyTorch refuses them before
+    promoting), naming the op and the argument."""
+    for arg, t in tensors.items():
+        dt = getattr(t, "dtype", None)
+        if t is None or dt is None:
+            continue
+        kind = dt.np.kind if hasattr(dt, "np") else np.dtype(dt).kind
+        if kind != "f" and not (allow_bool and kind == "b"):
+            raise op_error(name, f"expected a floating point {arg}, got "
+                                 f"{getattr(dt, 'name', dt)}", RuntimeError)

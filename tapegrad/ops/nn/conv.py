@@ -13,7 +13,7 @@ from ...dispatch import bind
 from ..._util import op_error
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ..shape import squeeze, unsqueeze
-from ._common import is_int_pair, pair
+from ._common import is_int_pair, need_float, pair
 
 
 # ================================================================ attributes
@@ -485,3 +485,179 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                  _single("conv1d", stride, "stride"), padding,
                  _single("conv1d", dilation, "dilation"), groups)
     return squeeze(out, 2)
+
+
+# ================================================================ conv_transpose2d
+def _ct_attrs(stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose2d's attributes in canonical form: pairs of ints and an int."""
+    name = "conv_transpose2d"
+    if type(groups) is not int and (isinstance(groups, bool) or
+                                    not isinstance(groups, (int, np.integer))):
+        raise op_error(name, f"groups must be an int, got {groups!r}", TypeError)
+    if isinstance(padding, str):
+        raise op_error(name, f"padding must be an int or a pair of ints, got {padding!r}",
+                       TypeError)
+    return dict(stride=pair(name, stride, "stride"), padding=pair(name, padding, "padding"),
+                output_padding=pair(name, output_padding, "output_padding"),
+                groups=int(groups), dilation=pair(name, dilation, "dilation"))
+
+
+def _ct_conv(attrs):
+    """The conv2d whose input gradient this transposed convolution is."""
+    (ph, pw) = attrs["padding"]
+    return dict(stride=attrs["stride"], padding=((ph, ph), (pw, pw)),
+                dilation=attrs["dilation"], groups=attrs["groups"])
+
+
+def _ct_out_shape(x_shape, w_shape, stride, padding, output_padding, dilation, groups):
+    N, _, H, W = x_shape
+    _, Cg, kh, kw = w_shape
+    size = tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, s, p, d, k, op in
+                 zip((H, W), stride, padding, dilation, (kh, kw), output_padding))
+    return (N, Cg * groups) + size
+
+
+def _ct_infer(input, weight, bias=None, *, stride, padding, output_padding, groups, dilation):
+    name = "conv_transpose2d"
+    xs, ws = tuple(input.shape), tuple(weight.shape)
+    if len(xs) != 4 or len(ws) != 4:
+        raise op_error(name, f"expected a 4-D input (N, C_in, H, W) and a 4-D weight (C_in, "
+                             f"C_out/groups, kH, kW), got input {xs} and weight {ws}",
+                       RuntimeError)
+    if np.dtype(input.dtype).kind != "f" or np.dtype(weight.dtype).kind != "f":
+        raise op_error(name, f"expected floating point input and weight, got "
+                             f"{np.dtype(input.dtype)} and {np.dtype(weight.dtype)}", TypeError)
+    if np.dtype(input.dtype) != np.dtype(weight.dtype):
+        raise op_error(name, f"float inputs of one dtype expected, got input "
+                             f"{np.dtype(input.dtype)} and weight {np.dtype(weight.dtype)}",
+                       TypeError)
+    if groups < 1:
+        raise op_error(name, f"groups must be positive, got {groups}", RuntimeError)
+    for what, v, low in (("stride", stride, 1), ("dilation", dilation, 1),
+                         ("padding", padding, 0), ("output_padding", output_padding, 0)):
+        if min(v) < low:
+            raise op_error(name, f"{what} must be {'positive' if low else 'non-negative'}, "
+                                 f"got {v}", RuntimeError)
+    if any(op >= s for op, s in zip(output_padding, stride)):
+        raise op_error(name, f"output_padding {output_padding} must be smaller than stride "
+                             f"{stride}", RuntimeError)
+    if xs[1] != ws[0] or ws[0] % groups or min(ws[1:]) < 1:
+        raise op_error(name, f"input {xs} with groups={groups} expects a weight of shape "
+                             f"({xs[1]}, C_out/groups, kH, kW) with {xs[1]} divisible by "
+                             f"groups, got weight {ws}", RuntimeError)
+    out = _ct_out_shape(xs, ws, stride, padding, output_padding, dilation, groups)
+    if min(out[2:]) < 1:
+        raise op_error(name, f"input {xs} with weight {ws}, stride {stride}, padding "
+                             f"{padding} gives a non-positive output size {out[2:]}",
+                       RuntimeError)
+    if bias is not None and tuple(bias.shape) != (out[1],):
+        raise op_error(name, f"bias of shape {tuple(bias.shape)} does not match the {out[1]} "
+                             f"output channels", RuntimeError)
+    return TensorSpec(out, np.dtype(input.dtype))
+
+
+def _ct_kernel(input, weight, bias=None, *, stride, padding, output_padding, groups, dilation,
+               workspace, out=None):
+    attrs = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups,
+                 dilation=dilation)
+    shape = _ct_out_shape(input.shape, weight.shape, stride, padding, output_padding,
+                          dilation, groups)
+    out = _conv2d_input_grad_kernel(input, weight, input_shape=shape, workspace=workspace,
+                                    out=out, **_ct_conv(attrs))
+    if bias is not None:
+        out += bias.reshape(1, -1, 1, 1)
+    return out
+
+
+def _ct_workspace(input, weight, bias=None, **attrs):
+    shape = _ct_out_shape(input.shape, weight.shape, attrs["stride"], attrs["padding"],
+                          attrs["output_padding"], attrs["dilation"], attrs["groups"])
+    return _conv2d_workspace(TensorSpec(shape, input.dtype), weight, **_ct_conv(attrs))
+
+
+def _ct_vjp(ctx, g):
+    # y = conv2d_input_grad(x, w): the input gradient is a conv2d of g, the weight
+    # gradient conv2d's weight gradient with g as the "input" and x as the "g"
+    x, w, _ = ctx.inputs
+    n = ctx.needs_input_grad
+    attrs = _ct_conv(ctx.attrs)
+    gx = bind(CONV2D, g, w, None, **attrs) if n[0] else None
+    gw = bind(CONV2D_WEIGHT_GRAD, g, x, weight_shape=ctx.shapes[1], **attrs) if n[1] else None
+    gb = ctx.m.sum(g, dim=(0, 2, 3)) if len(n) > 2 and n[2] else None
+    return gx, gw, gb
+
+
+def _ct_jvp(ctx, xt, wt, bt=None):
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    parts = []
+    if xt is not None:
+        parts.append(bind(CONV_TRANSPOSE2D, xt, w, None, **ctx.attrs))
+    if wt is not None:
+        parts.append(bind(CONV_TRANSPOSE2D, x, wt, None, **ctx.attrs))
+    if bt is not None:
+        parts.append(ctx.m.reshape(bt, (1, -1, 1, 1)))
+    if not parts:
+        return (None,)
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return (ctx.m.broadcast_to(out, ctx.out.shape) if out.shape != ctx.out.shape else out,)
+
+
+def _ct_samples(dtype=np.float64):
+    r = lambda s, k: _rand(s, dtype, seed=k)  # noqa: E731
+    return [Sample((r((2, 3, 4, 3), 1), r((3, 2, 3, 2), 2), r((2,), 3)), _ct_attrs()),
+            Sample((r((1, 2, 3, 3), 4), r((2, 3, 3, 3), 5), None), _ct_attrs(2, 1, 1)),
+            Sample((r((1, 4, 3, 4), 6), r((4, 1, 2, 3), 7), r((2,), 8)),
+                   _ct_attrs((2, 1), (1, 0), (1, 0), 2, (1, 2))),
+            Sample((r((2, 2, 2, 2), 9), r((2, 2, 1, 1), 10), None), _ct_attrs()),
+            Sample((r((1, 2, 3, 2), 11), r((2, 2, 2, 2), 12), r((2,), 13)),
+                   _ct_attrs(3, 0, 2, 1, 2)),
+            Sample((r((0, 2, 3, 3), 14), r((2, 1, 2, 2), 15), r((1,), 16)), _ct_attrs(1, 1))]
+
+
+def _torch_ct(torch, x, w, b=None, *, stride, padding, output_padding, groups, dilation):
+    return torch.nn.functional.conv_transpose2d(x, w, b, stride, padding, output_padding,
+                                                groups, dilation)
+
+
+def _ct_errors():
+    x, w = _rand((1, 2, 3, 3)), _rand((2, 3, 3, 3))
+    return [((_rand((1, 3, 3, 3)), w, None), _ct_attrs(), RuntimeError),
+            ((_rand((2, 3, 3)), w, None), _ct_attrs(), RuntimeError),
+            ((x, w, None), _ct_attrs(stride=0), RuntimeError),
+            ((x, w, None), _ct_attrs(padding=-1), RuntimeError),
+            ((x, w, None), _ct_attrs(output_padding=1), RuntimeError),
+            ((x, w, None), _ct_attrs(padding=5), RuntimeError),
+            ((x, w, _rand((2,))), _ct_attrs(), RuntimeError),
+            ((x, _rand((2, 3, 3, 3)), None), _ct_attrs(groups=3), RuntimeError),
+            ((x, w, None), dict(groups=1.5), TypeError),
+            ((x, w, None), dict(stride=(1, 1, 1)), RuntimeError)]
+
+
+def _public_ct_attrs(fn):
+    def wrapped(input, weight, bias=None, *, stride=1, padding=0, output_padding=0, groups=1,
+                dilation=1, **kw):
+        return fn(input, weight, bias, **_ct_attrs(stride, padding, output_padding, groups,
+                                                   dilation), **kw)
+    wrapped.__wrapped__ = fn
+    return wrapped
+
+
+CONV_TRANSPOSE2D = register(
+    name="conv_transpose2d", kind="workspace", kernel=_public_ct_attrs(_ct_kernel),
+    args=("input", "weight", "bias"), optional=("bias",), infer=_public_ct_attrs(_ct_infer),
+    workspace=_public_ct_attrs(_ct_workspace), vjp=_ct_vjp, jvp=_ct_jvp,
+    saves=("input", "weight"), promote="same", samples=_ct_samples, error_samples=_ct_errors,
+    torch=_torch_ct)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """2-D transposed convolution ("deconvolution") of an (N, C_in, H, W) input with a
+    (C_in, C_out/groups, kH, kW) weight, as ``torch.nn.functional.conv_transpose2d``:
+    the output is (N, C_out, (H - 1) * stride - 2 * padding + dilation * (kH - 1) +
+    output_padding + 1, ...); ``output_padding`` must be smaller than ``stride``."""
+    need_float("conv_transpose2d", input=input, weight=weight)
+    return bind(CONV_TRANSPOSE2D, input, weight, bias,
+                **_ct_attrs(stride, padding, output_padding, groups, dilation))

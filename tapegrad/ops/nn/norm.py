@@ -1,13 +1,16 @@
-"""Normalization composites: layer_norm and batch_norm (biased variance to
-normalize; batch_norm's running variance is updated unbiased, as PyTorch)."""
+"""Normalization: group_norm (a registered op); layer_norm and batch_norm, composites
+(biased variance to normalize; batch_norm's running variance is updated unbiased, as PyTorch)."""
 import numpy as np
 
+from ...devices import xp_of
+from ...dispatch import bind
 from ...grad_mode import no_grad
 from ..._util import op_error
+from .._decl import register, Sample, TensorSpec, rand
 from ..elementwise import rsqrt
 from ..reduce import mean
 from ..shape import reshape
-from ._common import raw
+from ._common import need_float, raw
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -77,3 +80,150 @@ def _update_running_stats(running_mean, running_var, mu, var, n, momentum):
             running_mean.mul_(1 - momentum).add_(mu * momentum)
         if running_var is not None:
             running_var.mul_(1 - momentum).add_(var * (momentum * n / (n - 1)))
+
+
+# ================================================================ group_norm
+def _gn_check(input, weight, bias, num_groups):
+    xs = tuple(input.shape)
+    if len(xs) < 2:
+        raise op_error("group_norm", f"expected an input of at least 2 dims (N, C, ...), got "
+                                     f"{xs}", RuntimeError)
+    if np.dtype(input.dtype).kind != "f":
+        raise op_error("group_norm", f"expected a floating point input, got "
+                                     f"{np.dtype(input.dtype)}", TypeError)
+    if isinstance(num_groups, bool) or not isinstance(num_groups, (int, np.integer)):
+        raise op_error("group_norm", f"num_groups must be an int, got {num_groups!r}",
+                       TypeError)
+    C = xs[1]
+    if num_groups < 1 or C % num_groups:
+        raise op_error("group_norm", f"expected the {C} channels of input {xs} to be "
+                                     f"divisible by num_groups={num_groups}", RuntimeError)
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != (C,):
+            raise op_error("group_norm", f"{name} of shape {tuple(p.shape)} must be ({C},)",
+                           RuntimeError)
+    return C
+
+
+def _gn_infer(input, weight=None, bias=None, *, num_groups, eps):
+    _gn_check(input, weight, bias, num_groups)
+    return TensorSpec(tuple(input.shape), np.dtype(input.dtype))
+
+
+def _gn_kernel(input, weight=None, bias=None, *, num_groups, eps):
+    """``x * scale + shift`` per (sample, channel), scale = rstd * weight and shift =
+    bias - mean * scale, as PyTorch's kernel (its NaN/Inf patterns too)."""
+    N, C = input.shape[:2]
+    if input.size == 0:
+        return input.copy()
+    xp = xp_of(input)
+    G = num_groups
+    xr = input.reshape(N, G, -1)
+    mu = xr.mean(axis=2, keepdims=True)
+    xc = xr - mu
+    var = (xc * xc).mean(axis=2)
+    rstd = 1 / xp.sqrt(var + eps)                       # (N, G)
+    scale = xp.repeat(rstd, C // G, axis=1)             # (N, C)
+    mean = xp.repeat(mu[:, :, 0], C // G, axis=1)
+    if weight is not None:
+        scale = scale * weight
+    shift = -mean * scale
+    if bias is not None:
+        shift = shift + bias
+    tail = (1,) * (input.ndim - 2)
+    out = input * scale.reshape((N, C) + tail)
+    out += shift.reshape((N, C) + tail)
+    return out
+
+
+def _gn_stats(m, x, G, eps):
+    """(xhat, rstd) over (N, G, M), with ops (differentiable again)."""
+    N = x.shape[0]
+    xr = m.reshape(x, (N, G, -1))
+    xc = xr - m.mean(xr, dim=2, keepdim=True)
+    rstd = m.rsqrt(m.mean(xc * xc, dim=2, keepdim=True) + eps)
+    return xc * rstd, rstd
+
+
+def _gn_vjp(ctx, g):
+    m = ctx.m
+    x, w, _ = ctx.inputs
+    n = ctx.needs_input_grad
+    G, eps = ctx.attrs["num_groups"], ctx.attrs["eps"]
+    shape = ctx.shapes[0]
+    N, C = shape[:2]
+    bshape = (1, C) + (1,) * (len(shape) - 2)
+    dims = (0,) + tuple(range(2, len(shape)))
+    xhat, rstd = _gn_stats(m, x, G, eps)
+    gx = gw = gb = None
+    if n[0]:
+        gh = g if w is None else g * m.reshape(w, bshape)
+        gh = m.reshape(gh, (N, G, -1))
+        gx = rstd * (gh - m.mean(gh, dim=2, keepdim=True)
+                     - xhat * m.mean(gh * xhat, dim=2, keepdim=True))
+        gx = m.reshape(gx, shape)
+    if len(n) > 1 and n[1]:
+        gw = m.sum(g * m.reshape(xhat, shape), dim=dims)
+    if len(n) > 2 and n[2]:
+        gb = m.sum(g, dim=dims)
+    return gx, gw, gb
+
+
+def _gn_jvp(ctx, xt, wt=None, bt=None):
+    m = ctx.m
+    x, w, _ = ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]
+    G, eps = ctx.attrs["num_groups"], ctx.attrs["eps"]
+    shape = tuple(x.shape)
+    N, C = shape[:2]
+    bshape = (1, C) + (1,) * (len(shape) - 2)
+    xhat, rstd = _gn_stats(m, x, G, eps)
+    out = None
+    if xt is not None:
+        tr = m.reshape(xt, (N, G, -1))
+        tc = tr - m.mean(tr, dim=2, keepdim=True)
+        ht = rstd * (tc - xhat * m.mean(xhat * tc, dim=2, keepdim=True))
+        out = m.reshape(ht, shape)
+        if w is not None:
+            out = out * m.reshape(w, bshape)
+    if wt is not None:
+        term = m.reshape(xhat, shape) * m.reshape(wt, bshape)
+        out = term if out is None else out + term
+    if bt is not None:
+        term = m.broadcast_to(m.reshape(bt, bshape), shape)
+        out = term if out is None else out + term
+    return (out,)
+
+
+def _gn_samples(dtype=np.float64):
+    r = lambda s, k: rand(s, dtype, seed=k)  # noqa: E731
+    return [Sample((r((2, 6, 3), 1), r((6,), 2), r((6,), 3)), dict(num_groups=3, eps=1e-5)),
+            Sample((r((2, 4, 2, 3), 4), None, None), dict(num_groups=2, eps=1e-5)),
+            Sample((r((3, 4), 5), r((4,), 6), None), dict(num_groups=1, eps=1e-3)),
+            Sample((r((1, 4, 2, 2), 7), r((4,), 8), None), dict(num_groups=4, eps=1e-5))]
+
+
+def _torch_gn(torch, x, w=None, b=None, *, num_groups, eps):
+    return torch.nn.functional.group_norm(x, num_groups, w, b, eps)
+
+
+GROUP_NORM = register(
+    name="group_norm", kernel=_gn_kernel, infer=_gn_infer, args=("input", "weight", "bias"),
+    optional=("weight", "bias"), vjp=_gn_vjp, jvp=_gn_jvp, saves=("input", "weight"),
+    promote="same", samples=_gn_samples, torch=_torch_gn,
+    error_samples=lambda: [((rand((2, 6, 3)), None, None), dict(num_groups=4, eps=1e-5),
+                            RuntimeError),
+                           ((rand((6,)), None, None), dict(num_groups=1, eps=1e-5),
+                            RuntimeError),
+                           ((rand((2, 6)), rand((5,)), None), dict(num_groups=2, eps=1e-5),
+                            RuntimeError),
+                           ((rand((2, 6)), None, None), dict(num_groups=2.0, eps=1e-5),
+                            TypeError)])
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Group normalization (Wu and He): the channels of an (N, C, ...) input split into
+    ``num_groups`` groups, each normalized over its channels and positions (biased
+    variance), then the per-channel affine ``weight``, ``bias``; as
+    ``torch.nn.functional.group_norm``."""
+    need_float("group_norm", input=input, weight=weight, bias=bias)
+    return bind(GROUP_NORM, input, weight, bias, num_groups=num_groups, eps=float(eps))

@@ -1,0 +1,378 @@
+"""Resampling and patches: interpolate (nearest, linear, bilinear), unfold (im2col)
+and fold (col2im), as ``torch.nn.functional``.
+
+interpolate is linear in its input and separable: along each resized dim the output
+is ``A @ x`` for a small (out, in) matrix ``A`` that PyTorch's coordinate rule gives
+(nearest: one 1 per row; (bi)linear: two weights per row). The forward gathers
+(nearest) or applies the matrices; the adjoint applies their transposes with
+``m.matmul`` on constants, so it differentiates again. unfold and fold are each
+other's adjoints.
+"""
+import functools
+
+import numpy as np
+
+from ...devices import xp_of
+from ...devices.cpu_kernels import conv as cpu_conv
+from ...dispatch import bind
+from ..._util import op_error
+from ...tensor import Tensor, buffer
+from .._decl import register, Sample, TensorSpec, rand as _rand
+from ._common import need_float, pair
+
+# ================================================================ interpolate
+_MODES = {3: ("nearest", "linear"), 4: ("nearest", "bilinear")}
+
+
+@functools.lru_cache(maxsize=256)
+def _coords(n_in, n_out, mode, align_corners, scale, dtype):
+    """PyTorch's source coordinates of one dim: (i0, i1, lambda) with output
+    ``(1 - lambda) * x[i0] + lambda * x[i1]`` (nearest: lambda is 0, i1 = i0)."""
+    dt = np.dtype(dtype)
+    rows = np.arange(n_out)
+    if mode == "nearest":
+        s = np.float32(1.0 / scale if scale else n_in / n_out)
+        src = np.minimum(np.floor(rows.astype(np.float32) * s).astype(np.int64), n_in - 1)
+        return src, src, np.zeros(n_out, dt)
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        src = rows * dt.type(s)
+    else:
+        s = dt.type(1.0 / scale if scale else n_in / n_out)
+        src = np.maximum((rows + dt.type(0.5)) * s - dt.type(0.5), 0)
+    src = src.astype(dt)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    return i0, i1, (src - i0).astype(dt)
+
+
+@functools.lru_cache(maxsize=256)
+def _matrix(n_in, n_out, mode, align_corners, scale, dtype):
+    """The (n_out, n_in) interpolation matrix of one dim (the adjoint's)."""
+    i0, i1, lam = _coords(n_in, n_out, mode, align_corners, scale, dtype)
+    a = np.zeros((n_out, n_in), np.dtype(dtype))
+    rows = np.arange(n_out)
+    np.add.at(a, (rows, i0), 1 - lam)
+    if mode != "nearest":
+        np.add.at(a, (rows, i1), lam)
+    return a
+
+
+def _matrices(in_shape, size, mode, align_corners, scales, dtype):
+    sp = tuple(in_shape[2:])
+    scales = scales or (None,) * len(sp)
+    return [_matrix(int(i), int(o), mode, bool(align_corners), s, np.dtype(dtype).str)
+            for i, o, s in zip(sp, size, scales)]
+
+
+def _interp_infer(input, *, size, mode, align_corners, scales):
+    xs = tuple(input.shape)
+    if len(xs) not in _MODES:
+        raise op_error("interpolate", f"expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, "
+                                      f"got {xs}", NotImplementedError)
+    if mode not in _MODES[len(xs)]:
+        raise op_error("interpolate", f"mode {mode!r} needs a "
+                                      f"{'4' if mode == 'bilinear' else '3'}-D input, got "
+                                      f"{len(xs)}-D input {xs}"
+                       if mode in ("linear", "bilinear") else
+                       f"mode {mode!r} is not supported (nearest, linear, bilinear)",
+                       NotImplementedError)
+    if np.dtype(input.dtype).kind != "f":
+        raise op_error("interpolate", f"expected a floating point input, got "
+                                      f"{np.dtype(input.dtype)}", TypeError)
+    if len(size) != len(xs) - 2 or min(size, default=1) < 1:
+        raise op_error("interpolate", f"output size {tuple(size)} must have {len(xs) - 2} "
+                                      f"positive sizes for input {xs}", ValueError)
+    if min(xs[2:]) < 1:
+        raise op_error("interpolate", f"input {xs} has an empty spatial dim", ValueError)
+    return TensorSpec(xs[:2] + tuple(size), np.dtype(input.dtype))
+
+
+def _interp_kernel(input, *, size, mode, align_corners, scales):
+    """Gathers along each resized dim, the last first (PyTorch's order of the sums)."""
+    xp = xp_of(input)
+    out = input
+    sp = input.shape[2:]
+    scales = scales or (None,) * len(sp)
+    for k in reversed(range(len(sp))):
+        i0, i1, lam = _coords(int(sp[k]), int(size[k]), mode, bool(align_corners), scales[k],
+                              np.dtype(input.dtype).str)
+        axis = 2 + k
+        a = xp.take(out, xp.asarray(i0), axis=axis)
+        if mode == "nearest":
+            out = a
+            continue
+        b = xp.take(out, xp.asarray(i1), axis=axis)
+        shape = (-1,) + (1,) * (len(sp) - 1 - k)
+        lam = xp.asarray(lam).reshape(shape)
+        out = a * (1 - lam) + b * lam
+    return xp.ascontiguousarray(out)
+
+
+def _interp_vjp(ctx, g):
+    m = ctx.m
+    shape = ctx.shapes[0]
+    mats = _matrices(shape, ctx.attrs["size"], ctx.attrs["mode"], ctx.attrs["align_corners"],
+                     ctx.attrs["scales"], _dtype_of(g))
+    gx = g
+    if len(mats) == 2:
+        gx = m.matmul(_const(mats[0].T, g), gx)
+    return (m.matmul(gx, _const(mats[-1], g)),)
+
+
+def _dtype_of(t):
+    d = t.dtype
+    return d.np if hasattr(d, "np") else np.dtype(d)
+
+
+def _const(a, like):
+    """A constant matrix on ``like``'s device (raw: a NumPy or CuPy array)."""
+    arr = buffer(like) if isinstance(like, Tensor) else like
+    return xp_of(arr).asarray(np.ascontiguousarray(a))
+
+
+def _interp_jvp(ctx, xt):
+    return (None if xt is None else bind(INTERPOLATE, xt, **ctx.attrs),)
+
+
+def _interp_attrs(size, mode="nearest", align_corners=None, scales=None):
+    return dict(size=tuple(size), mode=mode, align_corners=align_corners,
+                scales=None if scales is None else tuple(scales))
+
+
+def _interp_samples(dtype=np.float64):
+    r = lambda s, k: _rand(s, dtype, seed=k)  # noqa: E731
+    return [Sample((r((2, 2, 3, 4), 1),), _interp_attrs((6, 8))),
+            Sample((r((1, 2, 5, 4), 2),), _interp_attrs((3, 7))),
+            Sample((r((1, 2, 3, 3), 3),), _interp_attrs((6, 6), scales=(2.0, 2.0))),
+            Sample((r((2, 1, 3, 4), 4),), _interp_attrs((5, 7), "bilinear", False)),
+            Sample((r((2, 1, 3, 4), 5),), _interp_attrs((5, 7), "bilinear", True)),
+            Sample((r((1, 2, 6, 5), 6),), _interp_attrs((4, 2), "bilinear", False)),
+            Sample((r((1, 1, 2, 3), 7),), _interp_attrs((4, 6), "bilinear", False,
+                                                        (2.0, 2.0))),
+            Sample((r((1, 1, 3, 2), 8),), _interp_attrs((1, 5), "bilinear", True)),
+            Sample((r((2, 3, 5), 9),), _interp_attrs((9,), "linear", False)),
+            Sample((r((2, 3, 5), 10),), _interp_attrs((8,), "linear", True)),
+            Sample((r((2, 3, 5), 11),), _interp_attrs((12,)))]
+
+
+def _torch_interp(torch, x, *, size, mode, align_corners, scales):
+    F = torch.nn.functional
+    if scales is not None:
+        return F.interpolate(x, scale_factor=scales, mode=mode, align_corners=align_corners)
+    return F.interpolate(x, size=size, mode=mode, align_corners=align_corners)
+
+
+INTERPOLATE = register(
+    name="interpolate", kernel=_interp_kernel, infer=_interp_infer, args=("input",),
+    vjp=_interp_vjp, jvp=_interp_jvp, saves=(), samples=_interp_samples, torch=_torch_interp,
+    error_samples=lambda: [((_rand((2, 3)),), _interp_attrs((4,)), NotImplementedError),
+                           ((_rand((1, 2, 3)),), _interp_attrs((4,), "bilinear", False),
+                            NotImplementedError),
+                           ((_rand((1, 2, 3, 3)),), _interp_attrs((4, 4), "bicubic", False),
+                            NotImplementedError),
+                           ((_rand((1, 2, 3, 3)),), _interp_attrs((4, 0)), ValueError),
+                           ((np.ones((1, 2, 3, 3), np.int64),), _interp_attrs((4, 4)),
+                            TypeError)])
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize the spatial dims of an (N, C, L) or (N, C, H, W) input to ``size`` or by
+    ``scale_factor``, as ``torch.nn.functional.interpolate``: ``mode`` 'nearest',
+    'linear' (3-D) or 'bilinear' (4-D); ``align_corners`` for the linear modes
+    (default False)."""
+    nsp = len(input.shape) - 2
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise op_error("interpolate", f"mode {mode!r} is not supported (nearest, linear, "
+                                      f"bilinear)", NotImplementedError)
+    if antialias:
+        raise op_error("interpolate", "antialias=True is not supported", NotImplementedError)
+    if mode == "nearest":
+        if align_corners is not None:
+            raise op_error("interpolate", "align_corners option can only be set with the "
+                                          "interpolating modes: linear | bilinear", ValueError)
+    elif align_corners is None:
+        align_corners = False
+    if (size is None) == (scale_factor is None):
+        raise op_error("interpolate", "only one of size or scale_factor should be defined",
+                       ValueError)
+    if nsp < 1:
+        raise op_error("interpolate", f"expected a 3-D or 4-D input, got "
+                                      f"{tuple(input.shape)}", NotImplementedError)
+    scales = None
+    if size is not None:
+        size = tuple(size) if isinstance(size, (tuple, list)) else (size,) * nsp
+        if len(size) != nsp:
+            raise op_error("interpolate", f"size {size} must have {nsp} values for input "
+                                          f"{tuple(input.shape)}", ValueError)
+        size = tuple(int(s) for s in size)
+    else:
+        sf = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) \
+            else (scale_factor,) * nsp
+        if len(sf) != nsp:
+            raise op_error("interpolate", f"scale_factor {sf} must have {nsp} values for "
+                                          f"input {tuple(input.shape)}", ValueError)
+        size = tuple(int(np.floor(float(n) * float(s))) for n, s in zip(input.shape[2:], sf))
+        if not recompute_scale_factor:
+            scales = tuple(float(s) for s in sf)
+    return bind(INTERPOLATE, input, size=size, mode=mode,
+                align_corners=None if mode == "nearest" else bool(align_corners),
+                scales=scales)
+
+
+# ================================================================ unfold and fold
+def _patch_attrs(kernel_size, dilation=1, padding=0, stride=1, name="unfold"):
+    return dict(kernel_size=pair(name, kernel_size, "kernel_size"),
+                dilation=pair(name, dilation, "dilation"), padding=pair(name, padding, "padding"),
+                stride=pair(name, stride, "stride"))
+
+
+def _blocks(name, hw, kernel_size, dilation, padding, stride):
+    for what, v, low in (("kernel_size", kernel_size, 1), ("dilation", dilation, 1),
+                         ("padding", padding, 0), ("stride", stride, 1)):
+        if min(v) < low:
+            raise op_error(name, f"{what} must be {'positive' if low else 'non-negative'}, "
+                                 f"got {v}", RuntimeError)
+    out = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, d, p, s in
+                zip(hw, kernel_size, dilation, padding, stride))
+    if min(out) < 1:
+        raise op_error(name, f"spatial size {tuple(hw)} (padded by {padding}) is smaller than "
+                             f"the dilated kernel {kernel_size} (dilation {dilation})",
+                       RuntimeError)
+    return out
+
+
+def _unfold_infer(input, *, kernel_size, dilation, padding, stride):
+    xs = tuple(input.shape)
+    if len(xs) != 4:
+        raise op_error("unfold", f"expected a 4-D input (N, C, H, W), got {xs}", RuntimeError)
+    need_float("unfold", allow_bool=True, input=input)
+    Ho, Wo = _blocks("unfold", xs[2:], kernel_size, dilation, padding, stride)
+    return TensorSpec((xs[0], xs[1] * kernel_size[0] * kernel_size[1], Ho * Wo),
+                      np.dtype(input.dtype))
+
+
+def _unfold_kernel(input, *, kernel_size, dilation, padding, stride):
+    N, C, H, W = input.shape
+    kh, kw = kernel_size
+    Ho, Wo = _blocks("unfold", (H, W), kernel_size, dilation, padding, stride)
+    xp = xp_of(input)
+    ph, pw = padding
+    if ph or pw:
+        buf = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), input.dtype)
+        buf[:, :, ph:ph + H, pw:pw + W] = input
+    else:
+        buf = xp.ascontiguousarray(input)
+    sN, sC, sH, sW = buf.strides
+    win = xp.lib.stride_tricks.as_strided(
+        buf, shape=(N, C, kh, kw, Ho, Wo),
+        strides=(sN, sC, sH * dilation[0], sW * dilation[1], sH * stride[0], sW * stride[1]))
+    return xp.ascontiguousarray(win).reshape(N, C * kh * kw, Ho * Wo)
+
+
+def _fold_infer(input, *, output_size, kernel_size, dilation, padding, stride):
+    xs = tuple(input.shape)
+    kh, kw = kernel_size
+    if min(kernel_size) < 1:
+        raise op_error("fold", f"kernel_size must be positive, got {kernel_size}",
+                       RuntimeError)
+    if len(xs) != 3:
+        raise op_error("fold", f"expected a 3-D input (N, C * kH * kW, L), got {xs}",
+                       RuntimeError)
+    need_float("fold", allow_bool=True, input=input)
+    if xs[1] % (kh * kw):
+        raise op_error("fold", f"expected dim 1 of input {xs} to be divisible by the kernel "
+                               f"size {kh} * {kw}", RuntimeError)
+    Ho, Wo = _blocks("fold", output_size, kernel_size, dilation, padding, stride)
+    if xs[2] != Ho * Wo:
+        raise op_error("fold", f"input {xs} has {xs[2]} blocks, but output_size "
+                               f"{tuple(output_size)} with kernel {kernel_size} gives "
+                               f"{Ho} * {Wo} = {Ho * Wo}", RuntimeError)
+    return TensorSpec((xs[0], xs[1] // (kh * kw)) + tuple(output_size), np.dtype(input.dtype))
+
+
+def _fold_kernel(input, *, output_size, kernel_size, dilation, padding, stride):
+    N, K, _ = input.shape
+    kh, kw = kernel_size
+    C = K // (kh * kw)
+    H, W = output_size
+    Ho, Wo = _blocks("fold", output_size, kernel_size, dilation, padding, stride)
+    xp = xp_of(input)
+    ph, pw = padding
+    dst = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), input.dtype)
+    cols = xp.ascontiguousarray(input).reshape(N, C, kh, kw, Ho, Wo)
+    if isinstance(dst, np.ndarray) and N and C and dst.dtype.kind == "f":
+        cpu_conv.col2im_add(cols, dst, stride, dilation)
+    else:
+        for i in range(kh):
+            for j in range(kw):
+                h0, w0 = i * dilation[0], j * dilation[1]
+                dst[:, :, h0:h0 + stride[0] * (Ho - 1) + 1:stride[0],
+                    w0:w0 + stride[1] * (Wo - 1) + 1:stride[1]] += cols[:, :, i, j]
+    return xp.ascontiguousarray(dst[:, :, ph:ph + H, pw:pw + W])
+
+
+def _unfold_vjp(ctx, g):
+    a = ctx.attrs
+    return (bind(FOLD, g, output_size=tuple(ctx.shapes[0][2:]), **a),)
+
+
+def _fold_vjp(ctx, g):
+    a = dict(ctx.attrs)
+    a.pop("output_size")
+    return (bind(UNFOLD, g, **a),)
+
+
+def _unfold_samples(dtype=np.float64):
+    r = lambda s, k: _rand(s, dtype, seed=k)  # noqa: E731
+    return [Sample((r((2, 2, 4, 5), 1),), _patch_attrs(2)),
+            Sample((r((1, 3, 5, 5), 2),), _patch_attrs((3, 2), 1, 1, 2)),
+            Sample((r((1, 1, 6, 5), 3),), _patch_attrs(2, (2, 1), (0, 1), (1, 2))),
+            Sample((r((0, 2, 3, 3), 4),), _patch_attrs(1))]
+
+
+def _fold_samples(dtype=np.float64):
+    out = []
+    for s in _unfold_samples(dtype):
+        x = s.args[0]
+        spec = _unfold_infer(TensorSpec(x.shape, x.dtype), **s.attrs)
+        out.append(Sample((_rand(spec.shape, dtype, seed=x.size),),
+                          dict(s.attrs, output_size=tuple(x.shape[2:]))))
+    return out
+
+
+UNFOLD = register(
+    name="unfold", kernel=_unfold_kernel, infer=_unfold_infer, args=("input",),
+    vjp=_unfold_vjp, jvp=lambda ctx, xt: (None if xt is None else
+                                          bind(UNFOLD, xt, **ctx.attrs),),
+    samples=_unfold_samples,
+    torch=lambda torch, x, **a: torch.nn.functional.unfold(x, **a),
+    error_samples=lambda: [((_rand((2, 3, 3)),), _patch_attrs(2), RuntimeError),
+                           ((_rand((1, 1, 2, 2)),), _patch_attrs(3), RuntimeError),
+                           ((_rand((1, 1, 4, 4)),), _patch_attrs(2, stride=0), RuntimeError)])
+
+FOLD = register(
+    name="fold", kernel=_fold_kernel, infer=_fold_infer, args=("input",), vjp=_fold_vjp,
+    jvp=lambda ctx, xt: (None if xt is None else bind(FOLD, xt, **ctx.attrs),),
+    samples=_fold_samples,
+    torch=lambda torch, x, **a: torch.nn.functional.fold(x, **a),
+    error_samples=lambda: [((_rand((1, 5, 4)),), dict(_patch_attrs(2), output_size=(3, 3)),
+                            RuntimeError),
+                           ((_rand((1, 4, 3)),), dict(_patch_attrs(2), output_size=(3, 3)),
+                            RuntimeError),
+                           ((_rand((4, 3)),), dict(_patch_attrs(2), output_size=(3, 3)),
+                            RuntimeError)])
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding blocks of an (N, C, H, W) input as columns, (N, C * kH * kW, L), as
+    ``torch.nn.functional.unfold`` (im2col)."""
+    return bind(UNFOLD, input, **_patch_attrs(kernel_size, dilation, padding, stride))
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """Sum (N, C * kH * kW, L) columns back into an (N, C, H, W) image, as
+    ``torch.nn.functional.fold`` (col2im; the adjoint of ``unfold``)."""
+    return bind(FOLD, input, output_size=pair("fold", output_size, "output_size"),
+                **_patch_attrs(kernel_size, dilation, padding, stride, "fold"))
