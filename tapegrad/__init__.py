@@ -27,6 +27,7 @@ from . import tape as _tape
 from . import cuda  # noqa: F401
 from . import testing  # noqa: F401
 from . import functional  # noqa: F401
+from . import forward_ad  # noqa: F401
 
 _tape.install_namespace(_ops)
 _methods.install(methods={"backward": _autodiff.tensor_backward})

@@ -249,6 +249,8 @@ def _general(op, args, attrs):
         _record(op, attrs, args, outs, rg, tapes)
     elif st._anomaly:
         _check_forward(op, outs)
+    if st._dual and op.differentiable:
+        _forward(op, attrs, args, outs)
     return outs[0] if op.nout == 1 else outs
 
 
@@ -479,6 +481,86 @@ def _make_view(res, base, op, attrs):
             root._views.add(res)
 
 
+# ------------------------------------------------------------------ forward mode
+class _JvpCtx:
+    """A forward-mode rule's context: ``inputs`` (the call's arguments, Tensors and
+    numbers, with their tangents of other levels), ``out`` (the output, or a tuple),
+    ``attrs``, ``shapes``/``dtypes`` of the inputs, ``m`` (the ops namespace). It also
+    serves a vjp (``needs_input_grad``), which is how elementwise rules derive."""
+    __slots__ = ("op", "inputs", "out", "attrs", "shapes", "dtypes", "needs_input_grad", "m")
+
+
+def _forward(op, attrs, args, outs):
+    """Forward mode: for each open dual level an input has a tangent at, the outputs'
+    tangents from ``op.jvp``, run with that level closed (its own ops then see plain
+    primals there) and the others open (so tangents of tangents propagate: nested
+    levels, and gradients of tangents record as any op does)."""
+    st = _state
+    levels = st._dual
+    for level in levels:
+        tangents = []
+        seen = False
+        for a in args:
+            fw = a._fw if type(a) in _TT else None
+            t = fw.get(level) if fw else None
+            seen = seen or t is not None
+            tangents.append(t)
+        if not seen:
+            continue
+        if op.jvp is None:
+            raise RuntimeError(f"{op.name}: no forward-mode rule (jvp) is declared for "
+                               f"this op, so its forward-mode derivative is unavailable")
+        ctx = _JvpCtx()
+        ctx.op = op
+        ctx.inputs = args
+        ctx.out = outs[0] if op.nout == 1 else outs
+        ctx.attrs = attrs
+        ctx.shapes = tuple(a.shape if hasattr(a, "shape") else None for a in args)
+        ctx.dtypes = tuple(a._data.dtype if type(a) in _TT else None for a in args)
+        ctx.needs_input_grad = tuple(t is not None for t in tangents)
+        ctx.m = _Node.m
+        st.dual = tuple(lv for lv in levels if lv != level)
+        try:
+            res = op.jvp(ctx, *tangents)
+            if type(res) is not tuple:
+                res = (res,)
+            res = [_fit_tangent(op, r, o) for r, o in zip(res, outs)]
+        finally:
+            st.dual = levels
+        for r, o in zip(res, outs):
+            if r is not None:
+                if o._fw is None:
+                    o._fw = {}
+                o._fw[level] = r
+    node = outs[0]._node
+    if node is not None and op.save_out and any(o._fw for o in outs):
+        node.out_fw = tuple(o._fw for o in outs)
+
+
+_FIT_OPS = {}
+
+
+def _fit_tangent(op, t, o):
+    """A rule's tangent as the output's: broadcast to its shape, cast to its dtype
+    (None, a zero tangent, stays None; an output that is not a float has none)."""
+    if t is None or o._data.dtype.kind != "f":
+        return None
+    if type(t) not in _TT:
+        t = wrap(_devices.xp_of(o._data).asarray(t, dtype=o._data.dtype))
+    if not _FIT_OPS:
+        from .ops_registry import get
+        _FIT_OPS.update(broadcast_to=get("broadcast_to"), cast=get("cast"))
+    if t._data.dtype != o._data.dtype:
+        t = bind(_FIT_OPS["cast"], t, dtype=o._data.dtype)
+    if t._data.shape != o._data.shape:
+        try:
+            t = bind(_FIT_OPS["broadcast_to"], t, shape=tuple(o._data.shape))
+        except (ValueError, RuntimeError) as e:
+            raise RuntimeError(f"{op.name}: its forward-mode rule gave a tangent of shape "
+                               f"{tuple(t.shape)} for an output of shape {tuple(o.shape)}") from e
+    return t
+
+
 # ------------------------------------------------------------------ recording
 def _record(op, attrs, args, outs, rg, tapes):
     """The general path's recording: one Node for ``op(*args)``, whose float outputs
@@ -648,6 +730,8 @@ def apply_inplace(op, t, *args, **attrs):
         old_data = t._data.copy() if 0 in op.save_idx else t._data
         old = wrap(old_data, t._node, t._idx) if t._node is not None else Tensor(old_data)
         old.requires_grad = t.requires_grad
+        if t._fw:
+            old._fw = dict(t._fw)
         res = bind(op, old, *args, **attrs)
     else:
         prev = _state.grad_enabled
@@ -657,6 +741,8 @@ def apply_inplace(op, t, *args, **attrs):
         finally:
             _state.grad_enabled = prev
     _write(op, t, res._data)
+    if _state._dual:
+        _inplace_tangents(t, res)
     if record:
         t._node = res._node
         t._idx = res._idx
@@ -664,6 +750,38 @@ def apply_inplace(op, t, *args, **attrs):
         if t._views:
             _rederive_views(t, None)
     return t
+
+
+def _inplace_tangents(t, res):
+    """Forward mode: ``t``, written in place with ``res``, takes ``res``'s tangents
+    (a view of ``t`` then reads the base's: ``_view_tangents``)."""
+    if res._fw or t._fw:
+        t._fw = dict(res._fw) if res._fw else None
+    if t._base is not None and t._view_ops:
+        _view_tangents(t._base, t._view_ops, res)
+
+
+def _view_tangents(base, vops, res):
+    """Forward mode, an in-place op on a view of ``base``: the base's tangent at each
+    level becomes its old one (zero if none) with the view's region replaced by the
+    result's tangent. Computed on the tangents' buffers (not recorded: a gradient of
+    such a tangent is not available)."""
+    levels = set(base._fw or ()) | set(res._fw or ())
+    new = {}
+    for level in levels:
+        tb = (base._fw or {}).get(level)
+        tv = (res._fw or {}).get(level)
+        data = (tb._data.copy() if tb is not None else
+                _devices.xp_of(base._data).zeros(base._data.shape, base._data.dtype))
+        with raw_arrays():
+            region = _view_of(data, vops)
+            region[...] = 0 if tv is None else tv._data
+        new[level] = wrap(data)
+    base._fw = new
+    for v in list(base._views or ()):
+        if v._view_ops:
+            with raw_arrays():
+                v._fw = {lv: wrap(_view_of(tg._data, v._view_ops)) for lv, tg in new.items()}
 
 
 def _rederive_views(base, written):
@@ -697,10 +815,14 @@ def _inplace_on_view(op, t, base, args, attrs):
     cur = _view_of(base, vops)
     old_data = cur._data.copy() if 0 in op.save_idx else cur._data
     old = wrap(old_data, cur._node, cur._idx) if cur._node is not None else Tensor(old_data)
+    if cur._fw:
+        old._fw = dict(cur._fw)
     res = bind(op, old, *args, **attrs)
     old_base = (wrap(base._data, base._node, base._idx) if base._node is not None
                 else Tensor(base._data))
     _write(op, t, res._data)
+    if _state._dual and (res._fw or base._fw):
+        _view_tangents(base, vops, res)
     new_base = bind(_COPY_SLICES, old_base, res, view_ops=vops)
     base._node, base._idx, base.requires_grad = new_base._node, 0, True
     now = _view_of(base, vops)

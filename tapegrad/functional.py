@@ -11,6 +11,7 @@ outer one can differentiate it; the outermost returns detached results.
 import contextlib
 import threading
 
+from . import forward_ad as _fwad
 from .autodiff import grad as _grad
 from .dtypes import get_default_dtype
 from .grad_mode import enable_grad, is_grad_enabled
@@ -18,7 +19,8 @@ from .ops import reshape, stack, tensor, zeros, zeros_like
 from .tape import state as _record_state
 from .tensor import Tensor, buffer
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "jacobian", "hessian",
+           "hvp", "vhp"]
 
 
 def _argnums(argnums):
@@ -43,9 +45,11 @@ def _level():
 
 
 def _nested():
-    """Whether an outer transform (or an explicit Tape) will differentiate this one's
-    result, which must then be recorded."""
-    return _depth() > 1 or bool(_record_state.tapes)
+    """Whether an outer transform (or an explicit Tape, or forward mode) will
+    differentiate this one's result, which must then be recorded (a gradient taken
+    inside a dual level records, so tangents flow through the backward: forward over
+    reverse)."""
+    return _depth() > 1 or bool(_record_state.tapes) or bool(_record_state.dual)
 
 
 def _prep(args, nums):
@@ -63,7 +67,10 @@ def _fresh(a):
     outer transform differentiates ``a``, else a new leaf sharing its buffer."""
     if a.requires_grad:
         return reshape(a, tuple(a.shape))  # a recorded view: the outer graph sees through
-    return Tensor(buffer(a)).requires_grad_(True)
+    leaf = Tensor(buffer(a)).requires_grad_(True)
+    if a._fw:  # forward over reverse: the variable keeps its tangents
+        leaf._fw = dict(a._fw)
+    return leaf
 
 
 def value_and_grad(f, argnums=0, has_aux=False):
@@ -116,35 +123,77 @@ def vjp(f, *primals):
     return out, vjp_fn
 
 
-def jvp(f, primals, tangents, create_graph=False):
-    """Forward-mode product ``(f(primals), J @ tangents)`` (by the double-vjp trick:
-    the vjp is linear in its cotangent, so differentiating it again gives J @ t)."""
-    primals = tuple(primals) if isinstance(primals, (list, tuple)) else (primals,)
-    tangents = tuple(tangents) if isinstance(tangents, (list, tuple)) else (tangents,)
+def _tuple(x):
+    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
+
+
+def _as_float_tensor(a):
+    if isinstance(a, Tensor):
+        return a
+    return tensor(a, dtype=get_default_dtype() if isinstance(a, (int, float)) else None)
+
+
+def jvp(f, primals, tangents, *, has_aux=False):
+    """``(f(*primals), J @ tangents)`` by forward mode (``tg.forward_ad``): one pass of
+    ``f`` whose every op also computes its output's tangent from the registry's
+    forward-mode rule. ``primals``/``tangents`` are tuples (a single Tensor is taken as
+    a 1-tuple); an output the tangents do not reach gets a zero tangent."""
+    primals = tuple(_as_float_tensor(p) for p in _tuple(primals))
+    tangents = tuple(_as_float_tensor(t) for t in _tuple(tangents))
     if len(primals) != len(tangents):
         raise ValueError(f"jvp: got {len(primals)} primals and {len(tangents)} tangents")
     for p, t in zip(primals, tangents):
         if tuple(p.shape) != tuple(t.shape):
             raise ValueError(f"jvp: tangent shape {tuple(t.shape)} differs from primal shape "
                              f"{tuple(p.shape)}")
-    with enable_grad(), _level():
-        create_graph = create_graph or _nested()
-        ins = _prep(primals, range(len(primals)))
-        out = f(*ins)
+    keep = _nested() or (is_grad_enabled() and any(
+        a.requires_grad for a in primals + tangents))
+    with _level(), _fwad.dual_level():
+        duals = [_fwad.make_dual(p, t.to(p.dtype) if t.dtype != p.dtype else t)
+                 for p, t in zip(primals, tangents)]
+        res = f(*duals)
+        out, aux = res if has_aux else (res, None)
         outs = [out] if isinstance(out, Tensor) else list(out)
-        us = [zeros_like(o).requires_grad_(True) for o in outs]
-        gs = _grad(outs, ins, grad_outputs=us, create_graph=True, allow_unused=True,
-                   materialize_grads=True)
-        pairs = [(g, t) for g, t in zip(gs, tangents) if g.requires_grad]
-        if pairs:
-            jt = _grad([g for g, _ in pairs], us, grad_outputs=[t for _, t in pairs],
-                       create_graph=create_graph, allow_unused=True, materialize_grads=True)
-        else:
-            jt = [zeros_like(o) for o in outs]
-    det = (lambda v: v) if create_graph else (lambda v: v.detach())
+        pairs = [_fwad.unpack_dual(o) for o in outs]
+    prim = [p for p, _ in pairs]
+    tan = [zeros_like(p) if t is None else t for p, t in pairs]
+    if not keep:
+        prim = [p.detach() for p in prim]
+        tan = [t.detach() for t in tan]
     if isinstance(out, Tensor):
-        return det(out), det(jt[0])
-    return tuple(det(o) for o in outs), tuple(det(j) for j in jt)
+        res = (prim[0], tan[0])
+    else:
+        res = (tuple(prim), tuple(tan))
+    return res + (aux,) if has_aux else res
+
+
+def jacfwd(f, argnums=0):
+    """``f -> (args -> Jacobian)`` by forward mode: one ``jvp`` per input direction
+    (the columns); shape ``out.shape + arg.shape``."""
+    nums = _argnums(argnums)
+
+    def wrapped(*args):
+        args = [_as_float_tensor(a) if i in nums else a for i, a in enumerate(args)]
+        jacs = []
+        for i in nums:
+            x = args[i]
+            n = x.numel()
+            eye = zeros((n, n), dtype=x.dtype)
+            buffer(eye)[range(n), range(n)] = 1
+            cols = []
+            out = None
+            for k in range(n):
+                def fi(xi, i=i):
+                    a = list(args)
+                    a[i] = xi
+                    return f(*a)
+                out, col = jvp(fi, (x,), (eye[k].reshape(tuple(x.shape)),))
+                cols.append(col)
+            shape = tuple(out.shape) + tuple(x.shape)
+            jacs.append(stack(cols, dim=-1).reshape(shape) if cols else
+                        zeros(shape, dtype=x.dtype))
+        return jacs[0] if isinstance(argnums, int) else tuple(jacs)
+    return wrapped
 
 
 def jacobian(f, argnums=0):
@@ -173,25 +222,28 @@ def jacobian(f, argnums=0):
     return wrapped
 
 
+jacrev = jacobian
+
+
 def hessian(f, argnums=0):
-    """``f -> (args -> Hessian)`` for scalar ``f``: the jacobian of the gradient."""
-    return jacobian(grad(f, argnums), argnums)
+    """``f -> (args -> Hessian)`` for scalar ``f``: forward over reverse,
+    ``jacfwd(jacrev(f))`` as ``torch.func.hessian``."""
+    return jacfwd(jacrev(f, argnums), argnums)
 
 
 def hvp(f, primals, tangents):
-    """``(f(primals), H @ tangents)`` as ``torch.autograd.functional.hvp``."""
-    primals = tuple(primals) if isinstance(primals, (list, tuple)) else (primals,)
-    tangents = tuple(tangents) if isinstance(tangents, (list, tuple)) else (tangents,)
-    with enable_grad():
-        ins = _prep(primals, range(len(primals)))
-        val = f(*ins)
-        gs = _grad(val, ins, create_graph=True, allow_unused=True, materialize_grads=True)
-        pairs = [(g, t, x) for g, t, x in zip(gs, tangents, ins) if g.requires_grad]
-        prods = _grad([g for g, _, _ in pairs], ins, grad_outputs=[t for _, t, _ in pairs],
-                      allow_unused=True, materialize_grads=True) if pairs else \
-            tuple(zeros_like(x) for x in ins)
-    prods = tuple(p.detach() for p in prods)
-    return val.detach(), (prods[0] if len(prods) == 1 else prods)
+    """``(f(primals), H @ tangents)`` as ``torch.autograd.functional.hvp``, by forward
+    over reverse: the jvp of the gradient."""
+    primals = tuple(_as_float_tensor(p) for p in _tuple(primals))
+    tangents = tuple(_as_float_tensor(t) for t in _tuple(tangents))
+    vg = value_and_grad(f, argnums=tuple(range(len(primals))))
+
+    def grads(*xs):
+        val, gs = vg(*xs)
+        return tuple(gs) + (val,)
+    out, tan = jvp(grads, primals, tangents)
+    prods = tan[:-1]
+    return out[-1], (prods[0] if len(prods) == 1 else prods)
 
 
 vhp = hvp

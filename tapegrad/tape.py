@@ -20,7 +20,7 @@ next_seq = _seq.__next__
 
 # what dispatch's lane may do in this thread, kept in ``state.mode`` so that an op
 # reads one thread-local attribute instead of four (grad mode, tapes, anomaly, observers)
-GENERAL = 0        # a Tape, anomaly mode or an observer is active: the general path
+GENERAL = 0        # a Tape, anomaly mode, an observer or a dual level is active: the general path
 FAST_NO_GRAD = 1   # neither, and grad mode is off: fast path, nothing is recorded
 FAST_RECORD = 2    # neither, and grad mode is on: fast path, record when an input needs
 RAW = 3            # FAST_NO_GRAD where calls on raw arrays are expected (state.raw)
@@ -84,10 +84,13 @@ class _State(threading.local):
         self._tapes = _TapeStack()
         self._anomaly = False
         self._observers = ()
+        # the open forward-mode levels of this thread (ids, innermost last) whose
+        # tangents ops propagate; a level is left out while its own rule runs
+        self._dual = ()
         self.mode = FAST_RECORD
 
     def _refresh(self):
-        self.mode = (GENERAL if self._tapes or self._anomaly or self._observers else
+        self.mode = (GENERAL if self._tapes or self._anomaly or self._observers or self._dual else
                      FAST_RECORD if self._grad else RAW if self.raw else FAST_NO_GRAD)
 
     @property
@@ -115,6 +118,15 @@ class _State(threading.local):
     @anomaly.setter
     def anomaly(self, flag):
         self._anomaly = flag
+        self._refresh()
+
+    @property
+    def dual(self):
+        return self._dual
+
+    @dual.setter
+    def dual(self, levels):
+        self._dual = tuple(levels)
         self._refresh()
 
     @property
@@ -160,6 +172,8 @@ class Node:
                                  # shape and dtype: so do the gradients its vjp returns
                  "__dict__", "__weakref__")
     m = None            # the op namespace vjps compute with (install_namespace)
+    out_fw = None       # the outputs' forward-mode tangents ({level: tangent} each), when
+                        # the output is saved and had some: the traced vjp's ctx.out has them
     tapes = None        # frozenset of ids of the Tapes this was recorded on
     where = None        # user call site (anomaly mode)
 

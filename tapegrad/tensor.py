@@ -33,6 +33,7 @@ class Tensor:
     _views = None    # a base's live views (a WeakSet), when it requires grad
     _hooks = None    # gradient hooks of a leaf
     _tapes = None    # ids of explicit Tapes watching this tensor
+    _fw = None       # forward-mode tangents, {dual level id: tangent Tensor}
     __array_priority__ = 1000  # NumPy defers to our reflected operators
 
     def __init_subclass__(cls, **kw):

@@ -234,6 +234,9 @@ def _context(node, traced, needs):
             ctx.out = wrap(node.out, node, 0, node.out_version[0])
         else:
             ctx.out = tuple(wrap(o, node, k, node.out_version[0]) for k, o in enumerate(node.out))
+        if traced and node.out_fw is not None:  # forward over reverse: the out's tangents
+            for o, fw in zip(ctx.out if type(ctx.out) is tuple else (ctx.out,), node.out_fw):
+                o._fw = fw
     return ctx
 
 

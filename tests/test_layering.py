@@ -53,7 +53,7 @@ LAYERS = (
     # the user-facing recording API over the core (backward, grad, Tape, checkpoint,
     # custom ops, transforms, the @fuse tracer, which traces calls of ops) and the thin
     # public namespaces over ops and devices (tg.linalg, tg.cuda)
-    ("autodiff", ("tapegrad.autodiff", "tapegrad.custom", "tapegrad.functional",
+    ("autodiff", ("tapegrad.autodiff", "tapegrad.custom", "tapegrad.functional", "tapegrad.forward_ad",
                   "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda")),
     ("library", ("tapegrad.nn", "tapegrad.optim", "tapegrad.data", "tapegrad.serialization",
                  "tapegrad.testing", "tapegrad.viz", "tapegrad.profiler")),

@@ -107,8 +107,9 @@ def check_same(op, devs):
 
 def special(name, array):
     """A special function (erf, erfc) applied on the array's own device."""
-    if isinstance(array, np.ndarray):
+    if isinstance(array, (np.ndarray, np.generic)):
         from . import cpu
+        array = np.asarray(array)
         if array.dtype.kind != "f":
             array = array.astype(np.float64)
         return cpu.special(name)(array)

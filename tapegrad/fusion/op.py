@@ -18,6 +18,7 @@ from .. import dtypes as _dt
 from .._util import broadcast_shapes
 from ..devices import cpu as _cpu, cuda as _cuda
 from ..ops_registry import TensorSpec, Sample, register, get as _get_op
+from ..ops_registry.rules import diagonal
 from ..dispatch import bind
 from . import expr as E
 from . import codegen_numba, codegen_cuda
@@ -58,7 +59,7 @@ class ExprOp:
         self.op = register(
             name=name, kernel=self.kernel, infer=self.infer, args=self.inputs,
             vjp=self.vjp, saves=self.inputs, expr=expr, broadcasting=True, promote="float",
-            nout=nout, samples=samples or _default_samples(len(self.inputs)),
+            jvp=diagonal, nout=nout, samples=samples or _default_samples(len(self.inputs)),
             error_samples=error_samples or _default_errors(len(self.inputs)),
             torch=torch, reference=self.reference, doc=doc)
         self.op.fusion = self
@@ -248,8 +249,8 @@ class ReduceExprOp:
         self.inputs = inner.inputs
         self.op = register(
             name=name, kernel=self.kernel, infer=self.infer, args=self.inputs,
-            vjp=self.vjp, saves=self.inputs, broadcasting=True, promote="float",
-            expr=f"{how}({inner.op.expr})" if inner.op.expr else None,
+            vjp=self.vjp, jvp=self.jvp, saves=self.inputs, broadcasting=True,
+            promote="float", expr=f"{how}({inner.op.expr})" if inner.op.expr else None,
             samples=inner.op.samples, error_samples=inner.op.error_samples,
             reference=self.reference, doc=doc or f"{how} of {inner.name} over all elements")
         self.op.fusion = self
@@ -298,6 +299,18 @@ class ReduceExprOp:
             r = np.sum(y, dtype=np.float64) / y.size if y.size else np.nan
         return np.asarray(r, dtype=dtype)
 
+    def jvp(self, ctx, *tangents):
+        """The inner op's tangent (its diagonal rule), over the broadcast shape,
+        summed or averaged as the forward."""
+        m = ctx.m
+        inner = _InnerCtx(ctx, self.inner.op)
+        (t,) = diagonal(inner, *tangents)
+        if t is None:
+            return (None,)
+        shapes = [s for s, a in zip(ctx.shapes, ctx.inputs) if hasattr(a, "shape")]
+        t = m.broadcast_to(t, tuple(np.broadcast_shapes(*shapes)))
+        return (m.sum(t) if self.how == "sum" else m.mean(t),)
+
     def vjp(self, ctx, g):
         imask = tuple(bool(n) for n in ctx.needs_input_grad)
         if g is None or not any(imask):
@@ -309,6 +322,16 @@ class ReduceExprOp:
 
 
 # ---------------------------------------------------------------- helpers
+class _InnerCtx:
+    """A forward-mode context for the inner op of a fused reduction (its vjp reads
+    the inputs alone)."""
+    __slots__ = ("op", "inputs", "out", "attrs", "shapes", "dtypes", "m")
+
+    def __init__(self, ctx, op):
+        self.op, self.inputs, self.out, self.attrs = op, ctx.inputs, None, ctx.attrs
+        self.shapes, self.dtypes, self.m = ctx.shapes, ctx.dtypes, ctx.m
+
+
 def _run_grad_op(gop, ctx, cotangents, imask):
     """One gradient per input (None where ``imask`` is False) from the derived
     adjoint ``gop`` run on the saved inputs and the cotangents."""

@@ -9,6 +9,7 @@ from ..tensor import Tensor, wrap
 from ..dispatch import bind
 from .._util import shape_arg, op_error
 from ._decl import register, Sample, TensorSpec, rand as _rand
+from . import _jvp
 
 
 def _np_dtype(dtype):
@@ -385,7 +386,7 @@ def _cast_torch(torch, x, dtype):
 
 
 # float -> float32 and -> int32 are forward-only: rounding defeats finite differences
-CAST = register(name="cast", kernel=lambda x, dtype: x.astype(dtype), infer=_cast_infer,
+CAST = register(name="cast", jvp=_jvp.linear, kernel=lambda x, dtype: x.astype(dtype), infer=_cast_infer,
                 vjp=_cast_vjp,
                 samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float32)}, False),
                                                   Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float64)}),
@@ -411,7 +412,7 @@ def _cast_infer_checked(x, dtype):
 
 CAST.infer = _cast_infer_checked
 
-CLONE = register(name="clone", kernel=lambda x: x.copy(), infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
+CLONE = register(name="clone", jvp=_jvp.linear, kernel=lambda x: x.copy(), infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
                  vjp=lambda ctx, g: (g,),
                  samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {})],
                  error_samples=lambda: [(("x",), {}, TypeError)],
@@ -429,7 +430,7 @@ def _to_device_kernel(x, device):
     return _move(x, device)
 
 
-TO_DEVICE = register(name="to_device", kernel=_to_device_kernel,
+TO_DEVICE = register(name="to_device", jvp=_jvp.linear, kernel=_to_device_kernel,
                      infer=lambda x, device: (_check_device(device),
                                               TensorSpec(tuple(x.shape), x.dtype))[1],
                      vjp=lambda ctx, g: (ctx.m.to_device(g, _devices.device_of(

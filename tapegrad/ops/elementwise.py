@@ -19,6 +19,7 @@ from .._util import broadcast_shapes as _broadcast_shapes
 from . import indexing as _indexing
 from ._decl import (register, Sample, elementwise_infer, unary_samples, binary_samples,
                     bad_broadcast, rand, away_from, op_error, TensorSpec)
+from ..ops_registry.rules import diagonal as _diagonal
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -118,7 +119,7 @@ def _m_floor(ctx, v):
 REMAINDER = _binary("remainder", _integer_division(np.remainder, "remainder"), _remainder_vjp,
                     saves=("x", "other"),
                     samples=binary_samples(low=0.1, high=3.0, low2=0.7, high2=0.9),
-                    torch=lambda torch, x, other: torch.remainder(x, other))
+                    torch=lambda torch, x, other: torch.remainder(x, other), jvp=_diagonal)
 
 
 def _fmod_vjp(ctx, g):
@@ -129,7 +130,7 @@ def _fmod_vjp(ctx, g):
 
 FMOD = _binary("fmod", _integer_division(np.fmod, "fmod"), _fmod_vjp, saves=("x", "other"),
                samples=binary_samples(low=-3.0, high=3.0, low2=0.7, high2=0.9),
-               torch=lambda torch, x, other: torch.fmod(x, other))
+               torch=lambda torch, x, other: torch.fmod(x, other), jvp=_diagonal)
 
 
 def _pow_kernel(x, other):
@@ -230,7 +231,7 @@ def _sign(x):
 
 
 SIGN = _u("sign", _sign, lambda ctx, g: (g * 0,), saves=(), promote="same",
-          samples=unary_samples(avoid=(0.0,)))
+          samples=unary_samples(avoid=(0.0,)), jvp=_diagonal)
 EXP = _u("exp", np.exp, lambda ctx, g: (g * ctx.out,), saves=("out",), expr="exp(x)")
 EXP2 = _u("exp2", np.exp2, lambda ctx, g: (g * ctx.out * math.log(2.0),), saves=("out",),
           expr="exp2(x)")
@@ -349,7 +350,7 @@ def _relu_backward_samples(dtype=np.float64):
 
 
 RELU_BACKWARD = register(
-    name="relu_backward", kernel=_relu_backward_kernel, args=("g", "y"), saves=("y",),
+    name="relu_backward", jvp=_diagonal, kernel=_relu_backward_kernel, args=("g", "y"), saves=("y",),
     infer=elementwise_infer("relu_backward"), broadcasting=True,
     vjp=lambda ctx, gg: (bind(RELU_BACKWARD, gg, ctx.inputs[1]), None),
     samples=_relu_backward_samples, error_samples=bad_broadcast(),
@@ -377,9 +378,9 @@ def _rounding(fn):
 
 
 _zero_grad = {"saves": (), "promote": "same", "samples": _kink}
-FLOOR = _u("floor", _rounding(np.floor), lambda ctx, g: (g * 0,), **_zero_grad)
-CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), **_zero_grad)
-TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), **_zero_grad)
+FLOOR = _u("floor", _rounding(np.floor), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal)
+CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal)
+TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal)
 
 
 def _round(x, decimals=0):
@@ -389,7 +390,7 @@ def _round(x, decimals=0):
 
 
 ROUND = _u("round", _round, lambda ctx, g: (g * 0,), saves=(), promote="same",
-           samples=unary_samples(low=-2.7, high=2.7, avoid=(-2.5, -1.5, -0.5, 0.5, 1.5, 2.5)))
+           samples=unary_samples(low=-2.7, high=2.7, avoid=(-2.5, -1.5, -0.5, 0.5, 1.5, 2.5)), jvp=_diagonal)
 
 _cmp = {"differentiable": False, "out_dtype": np.bool_}
 ISNAN = _u("isnan", np.isnan, None, saves=(), promote="none", **_cmp)
@@ -540,7 +541,7 @@ def _clamp_samples(dtype=np.float64):
             Sample((np.arange(-3, 4),), {"min": -1.5}, False)]  # int with float: float
 
 
-CLAMP = register(name="clamp", kernel=_clamp_kernel, infer=_clamp_infer, vjp=_clamp_vjp,
+CLAMP = register(name="clamp", jvp=_diagonal, kernel=_clamp_kernel, infer=_clamp_infer, vjp=_clamp_vjp,
                  saves=("x",), samples=_clamp_samples,
                  torch=lambda torch, x, min=None, max=None: torch.clamp(x, min, max),
                  error_samples=lambda: [((rand((3, 4)),), {}, RuntimeError),
@@ -607,7 +608,7 @@ def _clamp_t_samples(dtype=np.float64):
             Sample((x, np.full((1,), 0.7, dtype), np.full((1,), 0.2, dtype)), {})]
 
 
-CLAMP_TENSOR = register(name="clamp_tensor", kernel=_clamp_t_kernel, args=("x", "min", "max"),
+CLAMP_TENSOR = register(name="clamp_tensor", jvp=_diagonal, kernel=_clamp_t_kernel, args=("x", "min", "max"),
                         optional=("min", "max"),
                         vjp=_clamp_t_vjp, saves=("x", "min", "max"), infer=_clamp_t_infer,
                         broadcasting=True, promote="same", samples=_clamp_t_samples,

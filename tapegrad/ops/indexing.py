@@ -15,6 +15,7 @@ from ..dispatch import bind, apply_inplace
 from .._util import broadcast_shapes as _broadcast_shapes, normalize_dim, op_error, value_range
 from ._decl import register, Sample, TensorSpec, rand
 from .shape import reshape
+from . import _jvp
 
 
 def _raw_index(index):
@@ -122,7 +123,7 @@ def _getitem_errors():
 
 
 # NumPy's indexing checks itself (infer_first=False: the shape rule explains a failure)
-GETITEM = register(name="getitem", kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
+GETITEM = register(name="getitem", jvp=_jvp.linear, kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
                    infer_first=False,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
                    torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -168,7 +169,7 @@ def _named(name, infer):
 
 # NumPy's indexing checks itself; the shape rule would gather a probe of the result's
 # size first (infer_first=False: it explains a failure instead)
-INDEX = register(name="index", kind="basic", kernel=_index_kernel, infer_first=False,
+INDEX = register(name="index", jvp=_jvp.linear, kind="basic", kernel=_index_kernel, infer_first=False,
                  infer=_named("index", _getitem_infer),
                  vjp=_getitem_vjp, samples=_index_samples, error_samples=_getitem_errors,
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -178,7 +179,7 @@ def _mask_kernel(x, index, alloc=None):
     return _getitem_kernel(x, index)
 
 
-MASKED_INDEX = register(name="masked_index", kind="dynamic", kernel=_mask_kernel,
+MASKED_INDEX = register(name="masked_index", jvp=_jvp.linear, kind="dynamic", kernel=_mask_kernel,
                         infer_first=False,  # as INDEX
                         infer=_named("masked_index", _getitem_infer), vjp=_getitem_vjp,
                         samples=lambda dtype=np.float64: [
@@ -216,7 +217,7 @@ def _index_add_into_kernel(g, shape, index):
 
 
 INDEX_ADD_INTO = register(
-    name="index_add_into", kernel=_index_add_into_kernel, args=("g",),
+    name="index_add_into", jvp=_jvp.linear, kernel=_index_add_into_kernel, args=("g",),
     infer=lambda g, shape, index: _into_infer("index_add_into", g, shape, index),
     vjp=lambda ctx, gg: (ctx.m.getitem_raw(gg, ctx.attrs["index"]),),
     samples=lambda dtype=np.float64: [
@@ -383,7 +384,7 @@ def _index_put_infer(x, value, index):
     return TensorSpec(tuple(x.shape), x.dtype)
 
 
-INDEX_PUT = register(name="index_put", kernel=_index_put_kernel, args=("x", "value"),
+INDEX_PUT = register(name="index_put", jvp=_jvp.linear, kernel=_index_put_kernel, args=("x", "value"),
                      infer=_named("index_put", _index_put_infer), vjp=_index_put_vjp, promote="none",
                      samples=lambda dtype=np.float64: [
                          Sample((rand((4, 5), dtype), rand((2, 5), dtype)),
@@ -408,7 +409,7 @@ def _index_put_zero_kernel(g, index):
     return out
 
 
-INDEX_PUT_ZERO = register(name="index_put_zero", kernel=_index_put_zero_kernel, args=("g",),
+INDEX_PUT_ZERO = register(name="index_put_zero", jvp=_jvp.linear, kernel=_index_put_zero_kernel, args=("g",),
                           infer=lambda g, index: _named("index_put_zero", _into_infer)("index_put_zero", g, tuple(g.shape),
                                                              index, False),
                           vjp=lambda ctx, gg: (ctx.m.index_put_zero(gg, ctx.attrs["index"]),),
@@ -529,7 +530,7 @@ def _gather_kernel(x, index, dim):
 
 
 GATHER = register(
-    name="gather", kernel=_gather_kernel, infer=_gather_infer, args=("x", "index"),
+    name="gather", jvp=_jvp.linear, kernel=_gather_kernel, infer=_gather_infer, args=("x", "index"),
     saves=("index",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _grid(_raw(ctx.inputs[1]),
                                                                      ctx.attrs["dim"])), None),
@@ -622,7 +623,7 @@ def _scatter_samples(dtype=np.float64):
 
 
 SCATTER_ADD = register(
-    name="scatter_add", kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
+    name="scatter_add", jvp=_jvp.linear, kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_add_vjp,
     samples=_scatter_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),
@@ -681,7 +682,7 @@ def _scatter_unique_samples(dtype=np.float64):
 
 
 SCATTER = register(
-    name="scatter", kernel=_scatter_kernel, infer=_scatter_infer("scatter"),
+    name="scatter", jvp=_jvp.linear, kernel=_scatter_kernel, infer=_scatter_infer("scatter"),
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_vjp,
     samples=_scatter_unique_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0), rand((3,))),
@@ -765,7 +766,7 @@ def _index_select_kernel(x, index, dim):
 
 
 INDEX_SELECT = register(
-    name="index_select", kernel=_index_select_kernel, infer=_index_select_infer,
+    name="index_select", jvp=_jvp.linear, kernel=_index_select_kernel, infer=_index_select_infer,
     args=("x", "index"), saves=("index",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _select_index(
         _raw(ctx.inputs[1]), ctx.attrs["dim"])) if len(ctx.shapes[0]) else g, None),
@@ -831,7 +832,7 @@ def _tad_kernel(x, indices, dim):
 
 
 TAKE_ALONG_DIM = register(
-    name="take_along_dim", kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
+    name="take_along_dim", jvp=_jvp.linear, kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
     saves=("indices",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _tad_index(
         tuple(ctx.shapes[0]), _raw(ctx.inputs[1]), ctx.attrs["dim"])), None),
@@ -887,7 +888,7 @@ def _masked_fill_vjp(ctx, g):
 
 
 MASKED_FILL = register(
-    name="masked_fill", kernel=_masked_fill_kernel, infer=_masked_fill_infer,
+    name="masked_fill", jvp=_jvp.linear, kernel=_masked_fill_kernel, infer=_masked_fill_infer,
     args=("x", "mask", "value"), saves=("mask",), broadcasting=True, vjp=_masked_fill_vjp,
     samples=lambda dtype=np.float64: [
         Sample((rand((3, 4), dtype), rand((3, 4), seed=1) > 0, -1.5), {}),
@@ -991,7 +992,7 @@ def _masked_select_vjp(ctx, g):
 
 
 MASKED_SELECT = register(
-    name="masked_select", kind="dynamic", kernel=_masked_select_kernel,
+    name="masked_select", jvp=_jvp.linear, kind="dynamic", kernel=_masked_select_kernel,
     infer=_masked_select_infer, args=("x", "mask"), saves=("mask",), broadcasting=True,
     vjp=_masked_select_vjp,
     samples=lambda dtype=np.float64: [
@@ -1126,8 +1127,13 @@ def _sort_samples(dtype=np.float64):
                                                     "stable": False})]
 
 
+def _sort_jvp(ctx, t):
+    # the values are the input's elements the indices name
+    return (take_along_dim(t, ctx.out[1], dim=ctx.attrs.get("dim", -1)), None)
+
+
 SORT = register(
-    name="sort", kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
+    name="sort", jvp=_sort_jvp, kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
     vjp=_scatter_back_vjp, samples=_sort_samples,
     error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
                             IndexError),
@@ -1192,8 +1198,13 @@ def _topk_kernel(x, k, dim=-1, largest=True, sorted=True):
     return xp.take_along_axis(x, idx, axis=dim), idx
 
 
+def _topk_jvp(ctx, t):
+    # the values are the input's elements the indices name
+    return (take_along_dim(t, ctx.out[1], dim=ctx.attrs.get("dim", -1)), None)
+
+
 TOPK = register(
-    name="topk", kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
+    name="topk", jvp=_topk_jvp, kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
     vjp=_scatter_back_vjp,
     samples=lambda dtype=np.float64: [
         Sample((_distinct((3, 5), dtype, 1),), {"k": 2, "dim": 1, "largest": True,

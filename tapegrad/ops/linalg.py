@@ -16,6 +16,7 @@ from .._util import op_error, normalize_dim, normalize_dims
 from ._decl import register, Sample, TensorSpec, rand, away_from
 from . import elementwise as _E, reduce as _R, shape as _S
 from .creation import cast
+from . import _jvp
 
 
 def _matmul_infer(x, other):
@@ -80,7 +81,7 @@ def _matmul_samples(dtype=np.float64):
             for k, (a, b) in enumerate(pairs)]
 
 
-MATMUL = register(name="matmul", kernel=_matmul_kernel, args=("x", "other"), infer=_matmul_infer,
+MATMUL = register(name="matmul", jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"), infer=_matmul_infer,
                   vjp=_matmul_vjp, saves=("x", "other"), promote="same",
                   samples=_matmul_samples,
                   error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError)],
@@ -332,7 +333,7 @@ def _einsum_op(n):
     if op is None:
         args = tuple(f"operand{i}" for i in range(n))
         op = _EINSUM_OPS[n] = register(
-            name=_einsum_name(n), kernel=_einsum_kernel,
+            name=_einsum_name(n), jvp=_jvp.multilinear, kernel=_einsum_kernel,
             infer=_einsum_infer, args=args, vjp=_einsum_vjp, saves=args, promote="same",
             samples=_einsum_samples_for(n), error_samples=_einsum_errors_for(n),
             torch=lambda torch, *ts, equation: torch.einsum(equation, *ts),
@@ -385,7 +386,7 @@ def _dot_vjp(ctx, g):
     return (g * y if n[0] else None, g * x if n[1] else None)
 
 
-DOT = register(name="dot", kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"), vjp=_dot_vjp,
+DOT = register(name="dot", jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"), vjp=_dot_vjp,
                saves=("x", "y"), promote="same",
                samples=lambda dtype=np.float64: [
                    Sample((rand((4,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
@@ -421,7 +422,7 @@ def _outer_vjp(ctx, g):
     return (m.matmul(g, y) if n[0] else None, m.matmul(x, g) if n[1] else None)
 
 
-OUTER = register(name="outer", kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
+OUTER = register(name="outer", jvp=_jvp.multilinear, kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
                  vjp=_outer_vjp, saves=("x", "vec2"), promote="same",
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
@@ -460,7 +461,7 @@ def _trace_vjp(ctx, g):
     return (g * _const(g, lambda xp, dt: xp.eye(n, k, dtype=dt)),)
 
 
-TRACE = register(name="trace", kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
+TRACE = register(name="trace", jvp=_jvp.linear, kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3, 3), dtype, seed=1),), {}),
                      Sample((rand((2, 4), dtype, seed=2),), {}),
@@ -549,7 +550,7 @@ def _td_vjp(ctx, g):
 
 
 TENSORDOT = register(
-    name="tensordot", kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
+    name="tensordot", jvp=_jvp.multilinear, kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
     saves=("a", "b"), promote="same",
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3, 4), dtype, seed=1), rand((3, 4, 2), dtype, seed=2)),
@@ -647,8 +648,14 @@ def _inv_kernel(x):
                           f"be completed (shape {tuple(x.shape)})") from None
 
 
+def _inv_jvp(ctx, t):
+    # d(A^-1) = -A^-1 dA A^-1
+    m = ctx.m
+    return (-m.matmul(ctx.out, m.matmul(t, ctx.out)),)
+
+
 INV = register(
-    name="linalg_inv", kernel=_inv_kernel, infer=_inv_infer, saves=("out",),
+    name="linalg_inv", jvp=_inv_jvp, kernel=_inv_kernel, infer=_inv_infer, saves=("out",),
     vjp=lambda ctx, g: (-ctx.m.matmul(ctx.m.mT(ctx.out), ctx.m.matmul(g, ctx.m.mT(ctx.out))),),
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
@@ -690,8 +697,14 @@ def _det_kernel(x):
     return np.asarray(np.linalg.det(x))
 
 
+def _det_jvp(ctx, t):
+    # a reduction over each matrix: the tangent against det's own gradient
+    nd = ctx.inputs[0].ndim
+    return _jvp.reduction_over(lambda c: ((nd - 2, nd - 1), False))(ctx, t)
+
+
 DET = register(
-    name="linalg_det", kernel=_det_kernel, infer=_det_infer,
+    name="linalg_det", jvp=_det_jvp, kernel=_det_kernel, infer=_det_infer,
     vjp=_det_vjp, saves=("x", "out"),
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
@@ -729,8 +742,17 @@ def _slogdet_vjp(ctx, g):
     return (_unsq2(m, glog) * m.mT(inv(x)),)
 
 
+def _slogdet_jvp(ctx, t):
+    # sign is locally constant; logabsdet reduces each matrix: the tangent against its
+    # gradient
+    m = ctx.m
+    grad_ctx = _jvp._GradCtx(ctx, (True,))
+    dx = ctx.op.vjp(grad_ctx, (None, m.ones_like(ctx.out[1])))[0]
+    return (None, m.sum(dx * t, dim=(-2, -1)))
+
+
 SLOGDET = register(
-    name="linalg_slogdet", kernel=_slogdet_kernel, infer=_slogdet_infer, vjp=_slogdet_vjp,
+    name="linalg_slogdet", jvp=_slogdet_jvp, kernel=_slogdet_kernel, infer=_slogdet_infer, vjp=_slogdet_vjp,
     saves=("x",), nout=2,
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
@@ -792,8 +814,17 @@ def _solve_vjp(ctx, g):
     return ga, (gb if ctx.needs_input_grad[1] else None)
 
 
+def _solve_jvp(ctx, ta, tb):
+    # X = A^-1 B:  dX = A^-1 (dB - dA X)
+    m = ctx.m
+    a, _ = ctx.inputs
+    rhs = tb if ta is None else (-m.matmul(ta, ctx.out) if tb is None else
+                                 tb - m.matmul(ta, ctx.out))
+    return (bind(ctx.op, a, rhs),)
+
+
 SOLVE = register(
-    name="linalg_solve", kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
+    name="linalg_solve", jvp=_solve_jvp, kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
     vjp=_solve_vjp, saves=("A", "out"), promote="same",
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1), rand((3, 2), dtype, seed=2)), {}),
@@ -859,8 +890,22 @@ def _chol_vjp(ctx, g):
     return (m.matmul(m.mT(linv), m.matmul(phi, linv)),)
 
 
+def _chol_jvp(ctx, t):
+    # the kernel factors sym(A); dL = L Phi(L^-1 sym(dA) L^-T), Phi: the lower triangle
+    # with its diagonal halved (PyTorch's linalg_cholesky_jvp)
+    m = ctx.m
+    L = ctx.out
+    n = L.shape[-1]
+    sym = (t + m.mT(t)) * 0.5
+    linv = inv(L)
+    inner = m.matmul(linv, m.matmul(sym, m.mT(linv)))
+    eye = m.eye(n, dtype=L.dtype)
+    phi = m.tril(inner) - inner * eye * 0.5
+    return (m.matmul(L, phi),)
+
+
 CHOLESKY = register(
-    name="linalg_cholesky", kernel=_chol_kernel, infer=_chol_infer, vjp=_chol_vjp,
+    name="linalg_cholesky", jvp=_chol_jvp, kernel=_chol_kernel, infer=_chol_infer, vjp=_chol_vjp,
     saves=("out",),
     samples=lambda dtype=np.float64: [
         Sample((a,), {}) for a in _spd_samples([(3, 3), (2, 2, 2), (1, 1), (4, 4)], dtype)]
@@ -970,7 +1015,7 @@ def _vn_samples(dtype=np.float64):
 
 
 VECTOR_NORM = register(
-    name="linalg_vector_norm", kernel=_vn_kernel, infer=_vn_infer, vjp=_vn_vjp,
+    name="linalg_vector_norm", jvp=_jvp.reduction, kernel=_vn_kernel, infer=_vn_infer, vjp=_vn_vjp,
     saves=("x", "out"), samples=_vn_samples,
     error_samples=lambda: [((rand((2, 3)),), {"ord": 2.0, "dim": (2,), "keepdim": False},
                             IndexError),

@@ -13,6 +13,7 @@ from ..dispatch import bind
 from .._util import normalize_dims, normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand
 from . import elementwise as _elementwise
+from . import _jvp
 
 
 def _keep_shape(shape, dims):
@@ -97,7 +98,7 @@ def _mean_vjp(ctx, g):
     return (_expand_back(ctx.m, g / _builtins.max(n, 1), shape, dims, ctx.attrs.get("keepdim", False)),)
 
 
-MEAN = register(name="mean", kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
+MEAN = register(name="mean", jvp=_jvp.linear, kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
                 vjp=_mean_vjp, samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.mean(x, dim=dim, keepdim=keepdim) if dim is not None else torch.mean(x))
@@ -132,7 +133,7 @@ def _sum_to_infer(x, shape):
     return TensorSpec(shape, x.dtype)
 
 
-SUM_TO = register(name="sum_to", kernel=_sum_to_kernel, infer=_sum_to_infer,
+SUM_TO = register(name="sum_to", jvp=_jvp.linear, kernel=_sum_to_kernel, infer=_sum_to_infer,
                   vjp=lambda ctx, g: (ctx.m.broadcast_to(g, ctx.shapes[0]),),
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3, 4), dtype),), {"shape": (3, 1)}),
@@ -195,12 +196,12 @@ def _extreme_errors():
                             ((rand((0, 3)),), {"dim": (0,)}, IndexError)]
 
 
-AMAX = register(name="amax", kernel=_extreme_kernel(np.amax, "amax"),
+AMAX = register(name="amax", jvp=_jvp.reduction, kernel=_extreme_kernel(np.amax, "amax"),
                 infer=_extreme_infer("amax"), vjp=_extreme_vjp("amax"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_extreme_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.amax(x, dim=dim if dim is not None else (), keepdim=keepdim))
-AMIN = register(name="amin", kernel=_extreme_kernel(np.amin, "amin"),
+AMIN = register(name="amin", jvp=_jvp.reduction, kernel=_extreme_kernel(np.amin, "amin"),
                 infer=_extreme_infer("amin"), vjp=_extreme_vjp("amin"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
@@ -264,7 +265,7 @@ def _prod_torch(torch, x, dim=None, keepdim=False):
     return x
 
 
-PROD = register(name="prod", kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
+PROD = register(name="prod", jvp=_jvp.reduction, kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
                 vjp=_prod_vjp, saves=("x",), samples=_prod_samples, error_samples=_dim_errors,
                 torch=_prod_torch)
 
@@ -367,12 +368,12 @@ def _argext_torch(name):
     return oracle
 
 
-MAX_DIM = register(name="max", kernel=_argext_kernel(np.argmax, "max"), nout=2,
+MAX_DIM = register(name="max", jvp=_jvp.reduction, kernel=_argext_kernel(np.argmax, "max"), nout=2,
                    infer=_argext_infer("max"), vjp=_argext_vjp, saves=("out",),
                    doc="max with a dim: (values, indices); max without one is amax",
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("max"))
-MIN_DIM = register(name="min", kernel=_argext_kernel(np.argmin, "min"), nout=2,
+MIN_DIM = register(name="min", jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
                    infer=_argext_infer("min"), vjp=_argext_vjp, saves=("out",),
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("min"))
@@ -538,7 +539,7 @@ def _var_errors():
             ((np.arange(6),), {}, TypeError)]
 
 
-VAR = register(name="var", kernel=_var_kernel, infer=_reduce_infer("var", "float"), vjp=_var_vjp,
+VAR = register(name="var", jvp=_jvp.reduction, kernel=_var_kernel, infer=_reduce_infer("var", "float"), vjp=_var_vjp,
                saves=("x",), samples=_var_samples, error_samples=_var_errors,
                torch=_var_torch("var"))
 
@@ -563,7 +564,7 @@ def _std_vjp(ctx, g):
     return (_var_grad(m, ctx.inputs[0], gb, dims, ctx.attrs.get("correction", 1)),)
 
 
-STD = register(name="std", kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
+STD = register(name="std", jvp=_jvp.reduction, kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
                saves=("x", "out"), samples=_var_samples, error_samples=_var_errors,
                torch=_var_torch("std"))
 
@@ -600,7 +601,7 @@ def _logsumexp_samples(dtype=np.float64):
                {"dim": (1,), "keepdim": False}, False)]
 
 
-LOGSUMEXP = register(name="logsumexp", kernel=_logsumexp_kernel, promote="float",
+LOGSUMEXP = register(name="logsumexp", jvp=_jvp.reduction, kernel=_logsumexp_kernel, promote="float",
                      infer=_reduce_infer("logsumexp", "float"), vjp=_logsumexp_vjp,
                      saves=("x", "out"), samples=_logsumexp_samples,
                      error_samples=lambda: [((rand((2, 3)),), {"dim": (0, 2)}, IndexError)],
@@ -685,7 +686,7 @@ def _norm_infer(x, p=2.0, dim=None, keepdim=False):
     return spec
 
 
-NORM = register(name="norm", kernel=_norm_kernel, infer=_norm_infer,
+NORM = register(name="norm", jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
                 vjp=_norm_vjp, saves=("x", "out"), samples=_norm_samples,
                 error_samples=lambda: [((rand((2, 3)),), {"dim": (5,)}, IndexError),
                                        ((np.arange(3),), {}, TypeError),
@@ -755,7 +756,7 @@ CUMSUM = register(name="cumsum", kernel=_cum_kernel(np.cumsum), infer=_cum_infer
                   jvp=lambda ctx, xt: (bind(CUMSUM, xt, **ctx.attrs),),
                   torch=lambda torch, x, dim: torch.cumsum(x, dim))
 # the adjoint of cumsum: sums from the end (its own adjoint is cumsum)
-REVERSE_CUMSUM = register(name="reverse_cumsum", kernel=_reverse_cumsum_kernel,
+REVERSE_CUMSUM = register(name="reverse_cumsum", jvp=_jvp.linear, kernel=_reverse_cumsum_kernel,
                           infer=_cum_infer("reverse_cumsum", False), vjp=_reverse_cumsum_vjp,
                           samples=lambda dtype=np.float64: _cum_samples(dtype)[:6],
                           error_samples=_cum_errors,
@@ -796,10 +797,32 @@ def _cumprod_samples(dtype=np.float64):
     return out + [Sample((z,), {"dim": 1}), Sample((z,), {"dim": 0})]
 
 
-CUMPROD = register(name="cumprod", kernel=_cum_kernel(np.cumprod),
+CUMPROD_OP = []  # filled below: the rule calls its own op
+
+
+def _cumprod_jvp(ctx, t):
+    # out_k = prod_{j<=k} x_j, so d out_k = sum_{i<=k} t_i prod_{j<=k, j!=i} x_j: row i of
+    # M holds x with x_i replaced by t_i, its cumprod gives each term (exact at zeros,
+    # where out * cumsum(t / x) is not); O(n^2) in the scanned dim's length
+    m = ctx.m
+    x = ctx.inputs[0]
+    if x.ndim == 0:
+        return (t,)
+    dim = ctx.attrs["dim"] % x.ndim
+    xm, tm = m.movedim(x, dim, -1), m.movedim(t, dim, -1)
+    n = xm.shape[-1]
+    eye = m.eye(n, dtype=x.dtype)
+    rows = m.unsqueeze(xm, -2) * (1 - eye) + m.unsqueeze(tm, -2) * eye
+    upper = m.triu(m.ones((n, n), dtype=x.dtype))  # term i counts from k = i on
+    d = m.sum(bind(CUMPROD_OP[0], rows, dim=-1) * upper, dim=-2)
+    return (m.movedim(d, -1, dim),)
+
+
+CUMPROD = register(name="cumprod", jvp=_cumprod_jvp, kernel=_cum_kernel(np.cumprod),
                    infer=_cum_infer("cumprod", True), vjp=_cumprod_vjp, saves=("x", "out"),
                    samples=_cumprod_samples, error_samples=_cum_errors,
                    torch=lambda torch, x, dim: torch.cumprod(x, dim))
+CUMPROD_OP.append(CUMPROD)
 
 
 # ---------------------------------------------------------------- all / any

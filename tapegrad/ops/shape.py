@@ -11,6 +11,7 @@ from .. import dtypes as _dt
 from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, shape_arg
 from ._decl import register, Sample, TensorSpec, rand
 from .creation import arange
+from . import _jvp
 
 
 def _resolve_shape(name, shape, numel):
@@ -82,7 +83,7 @@ def _permute_kernel(x, dims):
     return np.transpose(x, _perm_check("permute", dims, x.ndim))
 
 
-PERMUTE = register(name="permute", kind="view", kernel=_permute_kernel, infer=_permute_infer,
+PERMUTE = register(name="permute", jvp=_jvp.linear, kind="view", kernel=_permute_kernel, infer=_permute_infer,
                    vjp=lambda ctx, g: (ctx.m.permute(g, tuple(np.argsort(
                        _perm_check("permute", ctx.attrs["dims"], len(ctx.shapes[0]))).tolist())),),
                    samples=lambda dtype=np.float64: [
@@ -120,7 +121,7 @@ def _broadcast_to_kernel(x, shape):
     return np.broadcast_to(x, shape)
 
 
-BROADCAST_TO = register(name="broadcast_to", kind="view",
+BROADCAST_TO = register(name="broadcast_to", jvp=_jvp.linear, kind="view",
                         kernel=_broadcast_to_kernel, infer=_broadcast_infer,
                         vjp=lambda ctx, g: (ctx.m.sum_to(g, ctx.shapes[0]),),
                         samples=lambda dtype=np.float64: [
@@ -148,7 +149,7 @@ def _squeeze_shape(shape, dim):
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
-SQUEEZE = register(name="squeeze", kind="view",
+SQUEEZE = register(name="squeeze", jvp=_jvp.linear, kind="view",
                    kernel=lambda x, dim=None: x.squeeze(axis=_squeeze_dims("squeeze", x.shape, dim)),
                    infer=lambda x, dim=None: TensorSpec(_squeeze_shape(tuple(x.shape), dim), x.dtype),
                    vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
@@ -169,7 +170,7 @@ def _unsqueeze_shape(shape, dim):
     return tuple(shape[:d]) + (1,) + tuple(shape[d:])
 
 
-UNSQUEEZE = register(name="unsqueeze", kind="view",
+UNSQUEEZE = register(name="unsqueeze", jvp=_jvp.linear, kind="view",
                      kernel=lambda x, dim: x.reshape(_unsqueeze_shape(x.shape, dim)),
                      infer=lambda x, dim: TensorSpec(_unsqueeze_shape(tuple(x.shape), dim), x.dtype),
                      vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
@@ -399,7 +400,7 @@ def _roll_kernel(x, shifts, dims=None):
     return np.roll(x, shifts, axis=dims)
 
 
-ROLL = register(name="roll", kernel=_roll_kernel, infer=_roll_infer,
+ROLL = register(name="roll", jvp=_jvp.linear, kernel=_roll_kernel, infer=_roll_infer,
                 vjp=lambda ctx, g: (bind(ROLL, g, shifts=tuple(-s for s in ctx.attrs["shifts"]),
                                          dims=ctx.attrs["dims"]),),
                 samples=lambda dtype=np.float64: [
@@ -460,7 +461,7 @@ def _repeat_vjp(ctx, g):
     return (m.reshape(g, shape),)
 
 
-REPEAT = register(name="repeat", kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
+REPEAT = register(name="repeat", jvp=_jvp.linear, kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3), dtype),), {"sizes": (2, 1)}),
                       Sample((rand((2, 3), dtype),), {"sizes": (2, 1, 3)}),
@@ -523,7 +524,7 @@ def _cat_vjp(ctx, g):
     return out
 
 
-CAT = register(name="cat", kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
+CAT = register(name="cat", jvp=_jvp.linear, kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
                vjp=_cat_vjp, promote="same",
                samples=lambda dtype=np.float64: [
                    Sample((rand((2, 3), dtype), rand((1, 3), dtype)), {"dim": 0}),
@@ -589,7 +590,7 @@ def _stack_kernel(*xs, dim):
     return np.stack(xs, axis=dim)
 
 
-STACK = register(name="stack", kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
+STACK = register(name="stack", jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
                  promote="same",
                  vjp=lambda ctx, g: [ctx.m.getitem_raw(g, (slice(None),) * ctx.attrs["dim"] + (k,))
                                      if need else None
@@ -721,7 +722,19 @@ def _pad_samples(dtype=np.float64):
             Sample((x,), {"pad": (-1, 2), "mode": "replicate", "value": 0.0})]
 
 
-PAD = register(name="pad", kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
+PAD_OP = []  # filled below: the rule calls its own op
+
+
+def _pad_jvp(ctx, t):
+    # affine in the input: the tangent is padded with zeros (reflect/replicate/circular
+    # copy the tangent as they copy the input)
+    attrs = dict(ctx.attrs)
+    if "value" in attrs:
+        attrs["value"] = 0.0
+    return (bind(PAD_OP[0], t, **attrs),)
+
+
+PAD = register(name="pad", jvp=_pad_jvp, kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
                samples=_pad_samples,
                error_samples=lambda: [
                    ((rand((2, 3)),), {"pad": (1,), "mode": "constant", "value": 0.0},
@@ -735,6 +748,7 @@ PAD = register(name="pad", kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
                torch=lambda torch, x, pad, mode="constant", value=0.0:
                torch.nn.functional.pad(x, pad, mode=mode,
                                        value=value if mode == "constant" else None))
+PAD_OP.append(PAD)
 
 
 def pad(input, pad, mode="constant", value=None):
@@ -780,11 +794,11 @@ def _tri_samples(dtype=np.float64):
             Sample((rand((3, 3), dtype),), {"diagonal": 5})]
 
 
-TRIL = register(name="tril", kernel=_tri_kernel(np.tril, "tril"), infer=_tri_infer("tril"),
+TRIL = register(name="tril", jvp=_jvp.linear, kernel=_tri_kernel(np.tril, "tril"), infer=_tri_infer("tril"),
                 vjp=lambda ctx, g: (bind(TRIL, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.tril(x, diagonal))
-TRIU = register(name="triu", kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
+TRIU = register(name="triu", jvp=_jvp.linear, kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
                 vjp=lambda ctx, g: (bind(TRIU, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.triu(x, diagonal))
@@ -837,7 +851,7 @@ def _diagonal_kernel(x, offset=0, dim1=0, dim2=1):
     return _devices.xp_of(x).lib.stride_tricks.as_strided(start, shape, strides)
 
 
-DIAGONAL = register(name="diagonal", kind="view", kernel=_diagonal_kernel,
+DIAGONAL = register(name="diagonal", jvp=_jvp.linear, kind="view", kernel=_diagonal_kernel,
                     infer=lambda x, offset=0, dim1=0, dim2=1: TensorSpec(
                         _diagonal_shape("diagonal", tuple(x.shape), offset, dim1, dim2), x.dtype),
                     vjp=lambda ctx, g: (ctx.m.diagonal_into(g, ctx.shapes[0], **ctx.attrs),),
@@ -873,7 +887,7 @@ def _diagonal_into_kernel(g, shape, offset=0, dim1=0, dim2=1):
 
 
 DIAGONAL_INTO = register(
-    name="diagonal_into", kernel=_diagonal_into_kernel, infer=_diagonal_into_infer, args=("g",),
+    name="diagonal_into", jvp=_jvp.linear, kernel=_diagonal_into_kernel, infer=_diagonal_into_infer, args=("g",),
     vjp=lambda ctx, gg: (bind(DIAGONAL, gg, offset=ctx.attrs["offset"], dim1=ctx.attrs["dim1"],
                               dim2=ctx.attrs["dim2"]),),
     samples=lambda dtype=np.float64: [
@@ -925,7 +939,7 @@ def _diag_vjp(ctx, g):
     return (diagonal_into(g, shape, k, 0, 1),)
 
 
-DIAG = register(name="diag", kernel=_diag_kernel, infer=_diag_infer, vjp=_diag_vjp,
+DIAG = register(name="diag", jvp=_jvp.linear, kernel=_diag_kernel, infer=_diag_infer, vjp=_diag_vjp,
                 samples=lambda dtype=np.float64: [
                     Sample((rand((3,), dtype),), {"diagonal": 0}),
                     Sample((rand((3,), dtype),), {"diagonal": -2}),
@@ -996,7 +1010,7 @@ def _ri_vjp(ctx, g):
 
 
 REPEAT_INTERLEAVE = register(
-    name="repeat_interleave", kernel=_ri_kernel, infer=_ri_infer, vjp=_ri_vjp,
+    name="repeat_interleave", jvp=_jvp.linear, kernel=_ri_kernel, infer=_ri_infer, vjp=_ri_vjp,
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3), dtype),), {"repeats": 2, "dim": 1}),
         Sample((rand((3, 2), dtype),), {"repeats": (1, 0, 3), "dim": 0}),

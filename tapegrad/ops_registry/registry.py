@@ -1,5 +1,6 @@
 """The name -> OpDef table: ``register``, ``get``, ``list_ops``."""
 from .opdef import OpDef, validate
+from .rules import diagonal
 
 _OPS = {}
 
@@ -9,6 +10,8 @@ def register(op=None, **fields):
     if op is None:
         op = OpDef(**fields)
     validate(op)
+    if op.jvp is None and op.elementwise and op.differentiable:
+        op.jvp = diagonal  # derived from the vjp (rules.py)
     if op.name in _OPS and _OPS[op.name] is not op:
         raise ValueError(f"register {op.name}: an op of that name already exists")
     _OPS[op.name] = op

@@ -34,7 +34,12 @@ def _softmax_samples(dtype=np.float64):
             Sample((_rand((4,), dtype, seed=3) * 40,), {"dim": 0})]
 
 
-LOG_SOFTMAX = register(name="log_softmax", kernel=_log_softmax_kernel,
+def _log_softmax_jvp(ctx, t):
+    m = ctx.m
+    return (t - m.sum(m.exp(ctx.out) * t, dim=ctx.attrs["dim"], keepdim=True),)
+
+
+LOG_SOFTMAX = register(name="log_softmax", jvp=_log_softmax_jvp, kernel=_log_softmax_kernel,
                        infer=_softmax_infer("log_softmax"), vjp=_log_softmax_vjp, saves=("out",),
                        samples=_softmax_samples,
                        error_samples=lambda: [((_rand((3, 4)),), {"dim": 2}, IndexError)],
@@ -53,7 +58,13 @@ def _softmax_vjp(ctx, g):
     return (gy - out * ctx.m.sum(gy, dim=ctx.attrs["dim"], keepdim=True),)
 
 
-SOFTMAX = register(name="softmax", kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
+def _softmax_jvp(ctx, t):
+    m = ctx.m
+    out = ctx.out
+    return (out * (t - m.sum(out * t, dim=ctx.attrs["dim"], keepdim=True)),)
+
+
+SOFTMAX = register(name="softmax", jvp=_softmax_jvp, kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
                    vjp=_softmax_vjp, saves=("out",), samples=_softmax_samples,
                    error_samples=lambda: [((_rand((3, 4)),), {"dim": -3}, IndexError)],
                    torch=lambda torch, x, dim: torch.softmax(x, dim))

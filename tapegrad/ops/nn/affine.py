@@ -81,7 +81,19 @@ def _linear_samples(dtype=np.float64):
             Sample((r((2, 1, 3), 18), r((4, 3, 2), 19)[:, :, 0], None), {})]
 
 
-LINEAR = register(name="linear", kernel=_linear_kernel, args=("input", "weight", "bias"),
+def _linear_jvp(ctx, tx, tw, tb):
+    # bilinear in (input, weight), plus the bias
+    x, w, _ = ctx.inputs
+    out = None if tx is None else bind(ctx.op, tx, w, None)
+    if tw is not None:
+        term = bind(ctx.op, x, tw, None)
+        out = term if out is None else out + term
+    if tb is not None:
+        out = tb if out is None else out + tb
+    return (out,)
+
+
+LINEAR = register(name="linear", jvp=_linear_jvp, kernel=_linear_kernel, args=("input", "weight", "bias"),
                   optional=("bias",),
                   infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),
                   promote="same", samples=_linear_samples,

@@ -14,6 +14,7 @@ from ..._util import op_error
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ..shape import squeeze, unsqueeze
 from ._common import is_int_pair, need_float, pair
+from .. import _jvp
 
 
 # ================================================================ attributes
@@ -293,7 +294,20 @@ def _conv_errors():
             ((x, w, None), dict(groups=1.5), TypeError)]
 
 
-CONV2D = register(name="conv2d", kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
+def _conv2d_jvp(ctx, tx, tw, tb):
+    # bilinear in (input, weight), plus the bias on the channel dim
+    x, w, _ = ctx.inputs
+    out = None if tx is None else bind(ctx.op, tx, w, None, **ctx.attrs)
+    if tw is not None:
+        term = bind(ctx.op, x, tw, None, **ctx.attrs)
+        out = term if out is None else out + term
+    if tb is not None:
+        bias = ctx.m.reshape(tb, (-1, 1, 1))
+        out = bias if out is None else out + bias
+    return (out,)
+
+
+CONV2D = register(name="conv2d", jvp=_conv2d_jvp, kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
                   args=("input", "weight", "bias"), optional=("bias",),
                   infer=_public_conv_attrs(_conv2d_infer),
                   workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp,
@@ -380,7 +394,7 @@ def _torch_weight_grad(torch, x, g, *, weight_shape, **attrs):
 
 
 CONV2D_INPUT_GRAD = register(
-    name="conv2d_input_grad", kind="workspace", kernel=_conv2d_input_grad_kernel,
+    name="conv2d_input_grad", jvp=_jvp.multilinear, kind="workspace", kernel=_conv2d_input_grad_kernel,
     args=("g", "weight"), infer=_conv2d_input_grad_infer, workspace=_conv2d_input_grad_ws,
     vjp=_conv2d_input_grad_vjp, saves=("g", "weight"), promote="same",
     samples=_grad_samples("input"), torch=_torch_input_grad,
@@ -438,7 +452,7 @@ def _conv2d_weight_grad_ws(input, g, *, weight_shape, stride, padding, dilation,
 
 
 CONV2D_WEIGHT_GRAD = register(
-    name="conv2d_weight_grad", kind="workspace", kernel=_conv2d_weight_grad_kernel,
+    name="conv2d_weight_grad", jvp=_jvp.multilinear, kind="workspace", kernel=_conv2d_weight_grad_kernel,
     args=("input", "g"), infer=_conv2d_weight_grad_infer, workspace=_conv2d_weight_grad_ws,
     vjp=_conv2d_weight_grad_vjp, saves=("input", "g"), promote="same",
     samples=_grad_samples("weight"), torch=_torch_weight_grad,

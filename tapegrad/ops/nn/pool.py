@@ -18,6 +18,7 @@ from .._decl import register, Sample, TensorSpec, rand as _rand
 from ..linalg import matmul
 from ..shape import unsqueeze
 from ._common import pair, raw
+from .. import _jvp
 
 
 # ================================================================ attributes and geometry
@@ -164,7 +165,15 @@ def _torch_max_pool(torch, x, *, kernel_size, stride, padding, dilation, ceil_mo
                                           ceil_mode=ceil_mode, return_indices=True)
 
 
-MAX_POOL2D = register(name="max_pool2d", kernel=_max_pool2d_kernel, args=("input",), nout=2,
+MAX_POOL2D_GATHER_OP = []  # declared below
+
+
+def _max_pool2d_jvp(ctx, t):
+    # each output is the input element its index names
+    return (bind(MAX_POOL2D_GATHER_OP[0], t, ctx.out[1]), None)
+
+
+MAX_POOL2D = register(name="max_pool2d", jvp=_max_pool2d_jvp, kernel=_max_pool2d_kernel, args=("input",), nout=2,
                       infer=_max_pool2d_infer, vjp=_max_pool2d_vjp, saves=("out",),
                       samples=_max_pool_samples, torch=_torch_max_pool,
                       error_samples=lambda: [
@@ -228,7 +237,7 @@ def _max_pool2d_input_grad_reference(g, indices, *, input_shape, overlap):
 
 
 MAX_POOL2D_INPUT_GRAD = register(
-    name="max_pool2d_input_grad", kernel=_max_pool2d_input_grad_kernel, args=("g", "indices"),
+    name="max_pool2d_input_grad", jvp=_jvp.linear, kernel=_max_pool2d_input_grad_kernel, args=("g", "indices"),
     infer=_max_pool2d_input_grad_infer,
     vjp=lambda ctx, gg: (bind(MAX_POOL2D_GATHER, gg, ctx.inputs[1]), None), saves=("indices",),
     samples=_pool_grad_samples, reference=_max_pool2d_input_grad_reference,
@@ -270,11 +279,12 @@ def _max_pool2d_gather_reference(x, indices):
 
 
 MAX_POOL2D_GATHER = register(
-    name="max_pool2d_gather", kernel=_max_pool2d_gather_kernel, args=("input", "indices"),
+    name="max_pool2d_gather", jvp=_jvp.linear, kernel=_max_pool2d_gather_kernel, args=("input", "indices"),
     infer=_max_pool2d_gather_infer, vjp=_max_pool2d_gather_vjp, saves=("indices",),
     samples=_gather_samples, reference=_max_pool2d_gather_reference,
     error_samples=lambda: [((_rand((1, 2, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)), {},
                             RuntimeError)])
+MAX_POOL2D_GATHER_OP.append(MAX_POOL2D_GATHER)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -374,7 +384,7 @@ def _avg_samples(dtype=np.float64):
 
 
 AVG_POOL2D = register(
-    name="avg_pool2d", kernel=_avg_pool2d_kernel, args=("input",), infer=_avg_pool2d_infer,
+    name="avg_pool2d", jvp=_jvp.linear, kernel=_avg_pool2d_kernel, args=("input",), infer=_avg_pool2d_infer,
     vjp=lambda ctx, g: (bind(AVG_POOL2D_INPUT_GRAD, g, input_shape=ctx.shapes[0], **ctx.attrs),),
     samples=_avg_samples,
     torch=lambda torch, x, **a: torch.nn.functional.avg_pool2d(x, **a),
@@ -430,7 +440,7 @@ def _avg_grad_vjp(ctx, gg):
 
 
 AVG_POOL2D_INPUT_GRAD = register(
-    name="avg_pool2d_input_grad", kernel=_avg_pool2d_input_grad_kernel, args=("g",),
+    name="avg_pool2d_input_grad", jvp=_jvp.linear, kernel=_avg_pool2d_input_grad_kernel, args=("g",),
     infer=_avg_pool2d_input_grad_infer, vjp=_avg_grad_vjp, samples=_avg_grad_samples,
     torch=_torch_avg_grad,
     error_samples=lambda: [((_rand((1, 1, 3, 3)),), dict(_avg_attrs(2), input_shape=(1, 1, 4, 4)),

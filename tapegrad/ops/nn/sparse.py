@@ -7,6 +7,7 @@ from ...dispatch import bind
 from ..._util import op_error, value_range
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ._common import raw
+from .. import _jvp
 
 
 def _embedding_kernel(input, weight, *, padding_idx, mask_padding):
@@ -53,7 +54,7 @@ def _torch_embedding(torch, input, weight, *, padding_idx, mask_padding):
     return out
 
 
-EMBEDDING = register(name="embedding", kernel=_embedding_kernel, args=("input", "weight"),
+EMBEDDING = register(name="embedding", jvp=_jvp.linear, kernel=_embedding_kernel, args=("input", "weight"),
                      infer=_embedding_infer, vjp=_embedding_vjp, saves=("input",),
                      samples=_embedding_samples, torch=_torch_embedding,
                      error_samples=lambda: [((np.array([0.5]), _rand((3, 2))),
@@ -90,7 +91,7 @@ def _embedding_backward_reference(g, input, *, num_weights, padding_idx):
 
 
 EMBEDDING_BACKWARD = register(
-    name="embedding_backward", kernel=_embedding_backward_kernel, args=("g", "input"),
+    name="embedding_backward", jvp=_jvp.linear, kernel=_embedding_backward_kernel, args=("g", "input"),
     infer=_embedding_backward_infer, saves=("input",),
     reference=_embedding_backward_reference,
     # the scatter-add's adjoint gathers, with the padding rows' reads masked to zero
