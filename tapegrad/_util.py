@@ -9,6 +9,26 @@ def op_error(op, msg, cls=ValueError):
     return cls(f"{op}: {msg}")
 
 
+def dtype_kind(x):
+    """The NumPy kind letter of a Tensor's or an array's dtype (None for anything else)."""
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        return None
+    return getattr(dt, "np", dt).kind
+
+
+def require_floating(op, x, what="input", cls=NotImplementedError):
+    """``x`` itself when it is a floating point Tensor or array (or not an array at
+    all: the caller's other checks speak); else PyTorch's error for an op with no
+    integer or bool kernel (``"GeluKernelImpl" not implemented for 'Long'``)."""
+    kind = dtype_kind(x)
+    if kind is not None and kind != "f":
+        dt = getattr(x.dtype, "np", x.dtype)
+        raise op_error(op, f"not implemented for {dt.name} {what} (a floating point "
+                           f"{what} is expected)", cls)
+    return x
+
+
 def broadcast_shapes(op, *shapes):
     """Broadcast shapes as NumPy does, raising a clear error naming op and shapes."""
     try:

@@ -158,3 +158,16 @@ def check_alloc(op, shape, dtype):
         raise RuntimeError(f"{op}: not enough memory: a result of shape {tuple(shape)} and "
                            f"dtype {np.dtype(dtype).name} needs {nbytes} bytes, more than this "
                            f"machine's {_PHYSICAL}")
+
+
+_PIECE_BYTES = 1024  # a Tensor, its array view and their dicts: well under 1 KiB each
+
+
+def check_pieces(op, n):
+    """Refuse, before making them, a tuple of ``n`` Tensors (split, unbind...) larger
+    than this machine's memory: a huge broadcast view split into 2**39 pieces is a
+    RuntimeError naming the op, not an hour of allocation."""
+    if _PHYSICAL is not None and int(n) * _PIECE_BYTES > _PHYSICAL:
+        raise RuntimeError(f"{op}: not enough memory: {int(n)} pieces of about "
+                           f"{_PIECE_BYTES} bytes each are more than this machine's "
+                           f"{_PHYSICAL} bytes")

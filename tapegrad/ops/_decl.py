@@ -50,6 +50,23 @@ def elementwise_infer(name, promote="same", out_dtype=None):
     return infer
 
 
+def one_dtype(name, specs, names, floating=False):
+    """The dtype of a contraction's operands (matmul, dot, tensordot, einsum, linear,
+    conv2d), PyTorch's rule: no promotion (a mixed call is a RuntimeError naming both
+    dtypes, where an elementwise op would promote), and no bool kernel
+    (NotImplementedError); ``floating``: no integer kernel either. ``None`` specs (an
+    absent bias) are skipped."""
+    dts = [(n, np.dtype(s.dtype)) for n, s in zip(names, specs) if hasattr(s, "dtype")]
+    n0, first = dts[0]
+    for n, d in dts[1:]:
+        if d != first:
+            raise op_error(name, f"expected {n0} and {n} to have the same dtype, but got "
+                                 f"{first} != {d}", RuntimeError)
+    if first.kind == "b" or (floating and first.kind != "f"):
+        raise op_error(name, f"not implemented for {first} tensors", NotImplementedError)
+    return first
+
+
 def unary_samples(low=-2.0, high=2.0, avoid=(), shapes=((3, 4), (), (2, 0, 3))):
     def samples(dtype=np.float64):
         out = []
@@ -93,5 +110,5 @@ def bad_broadcast(*extra):
     return errors
 
 
-__all__ = ["rand", "away_from", "elementwise_infer", "unary_samples", "binary_samples",
+__all__ = ["rand", "away_from", "elementwise_infer", "one_dtype", "unary_samples", "binary_samples",
            "bad_broadcast", "register", "Sample", "TensorSpec", "op_error"]

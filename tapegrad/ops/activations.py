@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .._util import op_error
+from .._util import op_error, require_floating as _floating
 from ..fusion import elementwise as _elementwise
 from ..ops_registry import Sample
 from ._decl import rand, away_from
@@ -93,15 +93,15 @@ def gelu(input, approximate="none"):
     tensor([0.0000, 0.8413])
     """
     if approximate == "none":
-        return _GELU(input)
+        return _GELU(_floating("gelu", input))
     if approximate == "tanh":
-        return _GELU_TANH(input)
+        return _GELU_TANH(_floating("gelu", input))
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def silu(input):
     """``x * sigmoid(x)`` (swish), one fused kernel."""
-    return _SILU(input)
+    return _SILU(_floating("silu", input))
 
 
 def _number(name, v, what):
@@ -115,29 +115,29 @@ def _number(name, v, what):
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``;
     never overflows."""
-    return _SOFTPLUS(input, beta=_number("softplus", beta, "beta"),
+    return _SOFTPLUS(_floating("softplus", input), beta=_number("softplus", beta, "beta"),
                      threshold=_number("softplus", threshold, "threshold"))
 
 
 def logsigmoid(input):
     """``log(sigmoid(x))`` computed without overflow."""
-    return _LOGSIGMOID(input)
+    return _LOGSIGMOID(_floating("logsigmoid", input))
 
 
 def elu(input, alpha=1.0):
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
-    return _ELU(input, alpha=_number("elu", alpha, "alpha"))
+    return _ELU(_floating("elu", input), alpha=_number("elu", alpha, "alpha"))
 
 
 def leaky_relu(input, negative_slope=0.01):
     """``x`` for ``x > 0``, else ``negative_slope * x``."""
-    return _LEAKY_RELU(input, negative_slope=_number("leaky_relu", negative_slope,
-                                                     "negative_slope"))
+    return _LEAKY_RELU(_floating("leaky_relu", input),
+                       negative_slope=_number("leaky_relu", negative_slope, "negative_slope"))
 
 
 def mish(input):
     """``x * tanh(softplus(x))``."""
-    return _MISH(input)
+    return _MISH(_floating("mish", input))
 
 
 swish = silu

@@ -148,6 +148,11 @@ def from_dlpack(x):
     from ..devices import dlpack
     if isinstance(x, Tensor):
         return x
+    if not hasattr(x, "__dlpack__"):
+        raise op_error("from_dlpack", f"expected a DLPack producer (an object with "
+                                      f"__dlpack__: a NumPy array, a PyTorch, JAX or CuPy "
+                                      f"tensor), got {'None' if x is None else type(x).__name__}",
+                       TypeError)
     return wrap(dlpack.import_array(x))
 
 
@@ -322,6 +327,7 @@ def _random(name, draw):
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
         if dt.kind != "f":
             raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
+        _devices.check_alloc(name, shape, np.float64)  # drawn in float64
         g = generator or _gen["np"]
         arr = draw(g, shape).astype(dt, copy=False)
         return _finish(_place(arr, device), requires_grad)
@@ -350,6 +356,7 @@ def randint(low, high=None, size=None, *, dtype=None, device=None, generator=Non
     if low >= high:
         raise op_error("randint", f"expects low < high, got low={low} and high={high}",
                        RuntimeError)
+    _devices.check_alloc("randint", shape, np.int64)
     g = generator or _gen["np"]
     arr = g.integers(low, high, size=shape)
     return wrap(_place(arr.astype(_np_dtype(dtype) or np.int64), device))

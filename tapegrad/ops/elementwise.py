@@ -224,7 +224,23 @@ def _u(name, kernel, vjp, saves=("x",), **kw):
 
 
 NEG = _u("neg", np.negative, lambda ctx, g: (-g,), saves=(), promote="same", expr="-x")
-ABS = _u("abs", np.abs, lambda ctx, g: (g * ctx.m.sign(ctx.inputs[0]),), promote="same",
+
+
+def _not_implemented(name, dtype):
+    """PyTorch's error for a dtype an op has no kernel for (``"abs_cpu" not implemented
+    for 'Bool'``): elementwise kernels refuse such dtypes themselves, as they check
+    broadcasting themselves (dispatch runs no shape rule before them)."""
+    return op_error(name, f"not implemented for {np.dtype(dtype).name} tensors",
+                    NotImplementedError)
+
+
+def _abs(x):
+    if x.dtype.kind == "b":
+        raise _not_implemented("abs", x.dtype)
+    return np.abs(x)
+
+
+ABS = _u("abs", _abs, lambda ctx, g: (g * ctx.m.sign(ctx.inputs[0]),), promote="same",
          expr="abs(x)", samples=unary_samples(avoid=(0.0,)))
 def _sign(x):
     return x.copy() if x.dtype == np.bool_ else np.sign(x)
@@ -331,8 +347,8 @@ def _threaded(k, *arrays):
 
 
 def _relu(x):
-    if x.dtype.kind == "b":
-        return x.copy()
+    if x.dtype.kind == "b":  # PyTorch's RuntimeError
+        raise op_error("relu", "boolean inputs are not supported", RuntimeError)
     out = _threaded(_RELU_K, x)
     return np.maximum(x, 0) if out is None else out
 
@@ -371,9 +387,14 @@ _kink = unary_samples(low=-2.7, high=2.7, avoid=(-2.0, -1.0, 0.0, 1.0, 2.0))
 
 
 def _rounding(fn):
-    # integers are already whole: PyTorch returns them unchanged (NumPy would give floats)
+    # integers are already whole: PyTorch returns them unchanged (NumPy would give
+    # floats); bools it refuses
+    name = fn.__name__
+
     def kernel(x, **attrs):
-        return x.copy() if x.dtype.kind in "biu" else fn(x, **attrs)
+        if x.dtype.kind == "b":
+            raise _not_implemented(name, x.dtype)
+        return x.copy() if x.dtype.kind in "iu" else fn(x, **attrs)
     return kernel
 
 
@@ -384,7 +405,9 @@ TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), **_zero_grad, 
 
 
 def _round(x, decimals=0):
-    if x.dtype.kind in "biu" and decimals >= 0:
+    if x.dtype.kind in "biu":
+        if x.dtype.kind == "b" or decimals:  # PyTorch: no integer kernel with decimals
+            raise _not_implemented("round", x.dtype)
         return x.copy()
     return np.round(x, decimals)
 
@@ -629,13 +652,20 @@ def add(input, other, *, alpha=1):
 
 
 def sub(input, other, *, alpha=1):
-    """``input - alpha * other`` with broadcasting."""
+    """``input - alpha * other`` with broadcasting; a bool operand is refused, as
+    PyTorch does (``~`` / ``logical_not`` invert a mask)."""
+    for v in (input, other):
+        if type(v) is bool or getattr(v, "dtype", None) in _BOOLS:
+            raise op_error("sub", "subtraction, the `-` operator, with a bool tensor is not "
+                                  "supported; to invert a mask use `~` or logical_not()",
+                           RuntimeError)
     if alpha != 1:
         other = mul(other, alpha)
     return bind(SUB, input, other)
 
 
 subtract = sub
+_BOOLS = (_dt.bool, np.dtype(bool))
 
 
 def mul(input, other):

@@ -1,12 +1,25 @@
-"""The public op functions' first check: ``input`` must be a Tensor (or an array).
+"""The public op functions' first check: their tensor arguments must be Tensors.
 
-PyTorch's functions refuse anything else as ``input`` (a Python number only when
-another argument is a Tensor: ``torch.sub(1.0, t)``) with a TypeError naming the
-function and the argument; tapegrad's wrappers would otherwise read ``.shape`` of a
-None or a string and fail with an AttributeError from inside. ``checked(fn)`` puts
-that check in front of a function whose first parameter is ``input``; the package
-applies it to the public ``tg.*`` and ``tg.nn.functional`` names. The ops namespace
-the adjoints compute with (``ctx.m``) keeps the unchecked functions.
+PyTorch's functions refuse anything but a Tensor where a tensor is expected (a Python
+number only where PyTorch takes one: ``input``/``other`` next to a Tensor,
+``torch.sub(1.0, t)``) with a TypeError naming the function and the argument;
+tapegrad's wrappers would otherwise read ``.shape`` of a None or a string and fail
+with an AttributeError from inside. ``checked(fn)`` puts those checks in front of a
+public function; the package applies it to the public ``tg.*`` and
+``tg.nn.functional`` names. The ops namespace the adjoints compute with (``ctx.m``)
+keeps the unchecked functions.
+
+Which parameters are tensors is read from their names, PyTorch's names (``input``,
+``other``, ``weight``, ``target``, ``tensors``...: ``TENSOR_PARAMS``); a parameter
+whose default is ``None`` may be ``None``. A raw NumPy/CuPy array is accepted (a
+constant next to Tensors; dispatch refuses a call with no Tensor at all), a complex
+one is not (tapegrad computes on real dtypes only).
+
+A checked function also names itself in the errors raised inside it: a composite
+(``layer_norm``, ``conv1d``, ``cross_entropy``...) fails in the ops it is made of,
+and ``mean: expected a floating point input`` becomes ``layer_norm: mean: expected a
+floating point input``, the same exception class, so the user reads the function
+they called.
 """
 import functools
 import inspect
@@ -15,35 +28,140 @@ import numpy as np
 
 from ..tensor import subclasses as _TT
 
-__all__ = ["checked"]
+__all__ = ["checked", "TENSOR_PARAMS"]
 
 # a number is an input next to a Tensor (torch.add(2, t), as PyTorch), not alone
 _NUMBERS = (int, float, bool)
+_CLEAN = (ValueError, TypeError, IndexError, RuntimeError)
 
+# parameter name -> a Python number is accepted there (next to a Tensor)
+TENSOR_PARAMS = {
+    "input": True, "other": True,
+    "weight": False, "bias": False, "target": False, "query": False, "key": False,
+    "tensor": False, "a": False, "b": False, "A": False, "running_mean": False,
+    "running_var": False, "index": False, "indices": False, "mask": False, "vec2": False,
+    "pos_weight": False, "attn_mask": False,
+}
+# tensor parameters that may be None without a None default (batch_norm's running
+# statistics: None when training without them, as PyTorch)
+_NONE_OK = ("running_mean", "running_var")
+# a sequence of tensors
+_SEQUENCE_PARAMS = ("tensors",)
+# names that are tensors only in some functions (``value`` is a number in masked_fill)
+_EXTRA = {"scaled_dot_product_attention": ("value",)}
 
 _wrapped = {}  # fn -> its checked version: tg.linear is tg.nn.functional.linear
 
 
+def _is_array(v):
+    tp = type(v)
+    return tp in _TT or isinstance(v, np.ndarray) or tp.__module__.startswith("cupy")
+
+
+def _what(v):
+    return "None" if v is None else type(v).__name__
+
+
+def _check_one(name, pname, v, numbers, others):
+    """Raise the TypeError for ``v`` at tensor parameter ``pname`` of ``name``."""
+    tp = type(v)
+    if tp in _TT:
+        return
+    if isinstance(v, np.ndarray) or tp.__module__.startswith("cupy"):
+        if v.dtype.kind == "c":
+            raise TypeError(f"{name}: argument '{pname}' is complex ({v.dtype}); tapegrad "
+                            f"computes on real dtypes only")
+        return
+    if numbers and (tp in _NUMBERS or isinstance(v, np.generic) and v.dtype.kind in "biuf") \
+            and any(a is not v and _is_array(a) for a in others):
+        return
+    raise TypeError(f"{name}: argument '{pname}' must be a Tensor, not {_what(v)}")
+
+
+def _plan(fn):
+    """[(position, name, optional, numbers ok, sequence)] of ``fn``'s tensor parameters."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    extra = _EXTRA.get(fn.__name__, ())
+    plan = []
+    for i, p in enumerate(params):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        seq = p.name in _SEQUENCE_PARAMS
+        if p.name not in TENSOR_PARAMS and p.name not in extra and not seq:
+            continue
+        pos = i if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) else None
+        optional = p.default is None or p.name in _NONE_OK
+        plan.append((pos, p.name, optional, TENSOR_PARAMS.get(p.name, False), seq))
+    return plan
+
+
+_MISSING = object()
+
+
 def checked(fn):
-    """``fn`` with its ``input`` checked first (``fn`` itself if it takes no ``input``)."""
+    """``fn`` with its tensor arguments checked first and its errors naming it (``fn``
+    itself if it takes no tensor argument)."""
     if fn in _wrapped:
         return _wrapped[fn]
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
+    if getattr(fn, "_checked", False):
         return fn
-    if not params or params[0] != "input" or getattr(fn, "_checked", False):
+    plan = _plan(fn)
+    if not plan:
         return fn
     name = fn.__name__
 
+    def check(args, kwargs):
+        for pos, pname, optional, numbers, seq in plan:
+            if pos is not None and pos < len(args):
+                v = args[pos]
+            else:
+                v = kwargs.get(pname, _MISSING)
+                if v is _MISSING:
+                    continue  # a default, or Python's own TypeError for a missing one
+            if v is None and optional:
+                continue
+            if seq:
+                if isinstance(v, (list, tuple)):
+                    for k, e in enumerate(v):
+                        if not _is_array(e):
+                            raise TypeError(f"{name}: argument '{pname}' must be a sequence "
+                                            f"of Tensors, but element {k} is {_what(e)}")
+                        _check_one(name, f"{pname}[{k}]", e, False, ())
+                elif not _is_array(v):
+                    raise TypeError(f"{name}: argument '{pname}' must be a sequence of "
+                                    f"Tensors, not {_what(v)}")
+                continue
+            _check_one(name, pname, v, numbers, args)
+
+    first = plan[0]
+    simple = len(plan) == 1 and first[0] == 0 and not first[2] and not first[4]
+
     @functools.wraps(fn)
-    def f(input, *args, **kwargs):
-        if type(input) not in _TT and not isinstance(input, np.ndarray) \
-                and not type(input).__module__.startswith("cupy") and not (
-                    type(input) in _NUMBERS and any(type(a) in _TT for a in args)):
-            raise TypeError(f"{name}: argument 'input' must be a Tensor, not "
-                            f"{'None' if input is None else type(input).__name__}")
-        return fn(input, *args, **kwargs)
+    def f(*args, **kwargs):
+        if simple and args and type(args[0]) in _TT:
+            pass  # the common case: one tensor argument, given a Tensor
+        else:
+            check(args, kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except _CLEAN as e:
+            raise _named(name, e) from None
     f._checked = True
     _wrapped[fn] = f
     return f
+
+
+def _named(name, e):
+    """``e`` as an error of ``name`` (the same class, its message prefixed), or ``e``
+    itself when it already names ``name`` first (or its class takes no message)."""
+    msg = str(e)
+    if msg.startswith(name + ":") or msg.startswith(name + "("):
+        return e
+    try:
+        new = type(e)(f"{name}: {msg}")
+    except Exception:  # noqa: BLE001 - an exception class with another constructor
+        return e
+    return new.with_traceback(e.__traceback__)

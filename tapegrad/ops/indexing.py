@@ -12,7 +12,8 @@ from collections import namedtuple as _namedtuple
 from .. import devices as _devices
 from ..tensor import Tensor
 from ..dispatch import bind, apply_inplace
-from .._util import broadcast_shapes as _broadcast_shapes, normalize_dim, op_error, value_range
+from .._util import (broadcast_shapes as _broadcast_shapes, distinct_values, normalize_dim,
+                     op_error, value_range)
 from ._decl import register, Sample, TensorSpec, rand
 from .shape import reshape
 from . import _jvp
@@ -294,6 +295,8 @@ def split(tensor, split_size_or_sections, dim=0):
         if s < 0 or (s == 0 and n != 0):
             raise op_error("split", f"split size {s} must be positive for dim {d} of size {n}",
                            RuntimeError)
+        if n:
+            _devices.check_pieces("split", -(-n // s))
         sizes = [min(s, n - i) for i in range(0, n, s)] if n else [0]
     out = []
     start = 0
@@ -311,6 +314,7 @@ def chunk(input, chunks, dim=0):
     shape, d = _split_dim("chunk", input, dim)
     n = shape[d]
     if n == 0:
+        _devices.check_pieces("chunk", chunks)
         return tuple(_slice_along(input, d, 0, 0) for _ in range(chunks))
     return split(input, -(-n // chunks), d)
 
@@ -335,6 +339,7 @@ def tensor_split(input, indices_or_sections, dim=0):
         k = _int_arg("tensor_split", indices_or_sections, "sections")
         if k <= 0:
             raise op_error("tensor_split", f"sections must be positive, got {k}", RuntimeError)
+        _devices.check_pieces("tensor_split", k)
         q, r = divmod(n, k)
         bounds = [0]
         for i in range(k):
@@ -344,6 +349,7 @@ def tensor_split(input, indices_or_sections, dim=0):
 
 def unbind(input, dim=0):
     d = normalize_dim("unbind", dim, len(input.shape))
+    _devices.check_pieces("unbind", input.shape[d])
     return tuple(getitem_raw(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
 
 
@@ -922,6 +928,15 @@ def masked_fill_(input, mask, value):
 # ---------------------------------------------------------------- nonzero
 def _nonzero_kernel(x, alloc=None):
     xp = _devices.xp_of(x)
+    d = distinct_values(x)
+    if d is not x and d.size:
+        # a broadcast view: count over its distinct memory first, so a huge one is
+        # refused (or found empty) at once instead of scanned
+        count = int(xp.count_nonzero(d)) * (x.size // d.size)
+        _devices.check_alloc("nonzero", (count, x.ndim), np.int64)
+        if count == 0:
+            return alloc((0, x.ndim), np.int64) if alloc is not None else \
+                xp.empty((0, x.ndim), np.int64)
     idx = xp.argwhere(x)
     out = alloc(idx.shape, np.int64) if alloc is not None else xp.empty(idx.shape, np.int64)
     out[...] = idx
@@ -1179,6 +1194,8 @@ def argsort(input, dim=-1, descending=False, stable=False):
 
 def _topk_infer(x, k, dim=-1, largest=True, sorted=True):
     shape = tuple(x.shape)
+    if np.dtype(x.dtype).kind == "b":  # PyTorch's RuntimeError
+        raise op_error("topk", "does not support bool dtypes", RuntimeError)
     d = normalize_dim("topk", dim, len(shape))
     n = shape[d] if shape else 1
     if not 0 <= k <= n:

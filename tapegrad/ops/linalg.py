@@ -13,7 +13,7 @@ from ..dispatch import bind
 from .. import devices as _devices
 from .. import dtypes
 from .._util import op_error, normalize_dim, normalize_dims
-from ._decl import register, Sample, TensorSpec, rand, away_from
+from ._decl import register, Sample, TensorSpec, rand, away_from, one_dtype
 from . import elementwise as _E, reduce as _R, shape as _S
 from .creation import cast
 from . import _jvp
@@ -37,7 +37,7 @@ def _matmul_infer(x, other):
         raise op_error("matmul", f"batch dims of {xs} and {ys} cannot be broadcast",
                        RuntimeError) from None
     out = tuple(batch) + ((xs[-2],) if len(xs) > 1 else ()) + ((ys[-1],) if len(ys) > 1 else ())
-    return TensorSpec(out, dtypes.result_type(np.dtype(x.dtype), np.dtype(other.dtype)))
+    return TensorSpec(out, one_dtype("matmul", (x, other), ("input", "other")))
 
 
 def _matmul_kernel(x, other):
@@ -82,7 +82,7 @@ def _matmul_samples(dtype=np.float64):
 
 
 MATMUL = register(name="matmul", jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"), infer=_matmul_infer,
-                  vjp=_matmul_vjp, saves=("x", "other"), promote="same",
+                  vjp=_matmul_vjp, saves=("x", "other"), promote="none",
                   samples=_matmul_samples,
                   error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError)],
                   torch=lambda torch, x, other: torch.matmul(x, other))
@@ -227,7 +227,8 @@ def _einsum_infer(*specs, equation):
     name = _einsum_name(len(specs))
     subs, out = _split_equation(_canon_equation(equation, [len(s) for s in shapes], name))
     sizes = _letter_sizes(subs, shapes, name)
-    return TensorSpec(tuple(sizes[c] for c in out), _result_dtype(*specs))
+    return TensorSpec(tuple(sizes[c] for c in out),
+                      one_dtype("einsum", specs, [f"operand {i}" for i in range(len(specs))]))
 
 
 def _einsum_kernel(*operands, equation):
@@ -334,7 +335,7 @@ def _einsum_op(n):
         args = tuple(f"operand{i}" for i in range(n))
         op = _EINSUM_OPS[n] = register(
             name=_einsum_name(n), jvp=_jvp.multilinear, kernel=_einsum_kernel,
-            infer=_einsum_infer, args=args, vjp=_einsum_vjp, saves=args, promote="same",
+            infer=_einsum_infer, args=args, vjp=_einsum_vjp, saves=args, promote="none",
             samples=_einsum_samples_for(n), error_samples=_einsum_errors_for(n),
             torch=lambda torch, *ts, equation: torch.einsum(equation, *ts),
             doc=f"einsum over {n} operand(s)")
@@ -371,7 +372,7 @@ def _dot_infer(x, y):
     if xs != ys:
         raise op_error("dot", f"inconsistent tensor size, expected tensor {xs} and src {ys} to "
                               f"have the same number of elements", RuntimeError)
-    return TensorSpec((), _result_dtype(x, y))
+    return TensorSpec((), one_dtype("dot", (x, y), ("input", "other")))
 
 
 def _dot_kernel(x, y):
@@ -387,7 +388,7 @@ def _dot_vjp(ctx, g):
 
 
 DOT = register(name="dot", jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"), vjp=_dot_vjp,
-               saves=("x", "y"), promote="same",
+               saves=("x", "y"), promote="none",
                samples=lambda dtype=np.float64: [
                    Sample((rand((4,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
                    Sample((rand((1,), dtype, seed=3), rand((1,), dtype, seed=4)), {}),
@@ -446,7 +447,9 @@ def _trace_infer(x):
         raise op_error("trace", f"expected a matrix, but got tensor with dim {len(x.shape)} "
                                 f"(shape {tuple(x.shape)})", RuntimeError)
     dt = np.dtype(x.dtype)
-    return TensorSpec((), np.dtype(np.int64) if dt.kind in "biu" else dt)
+    if dt.kind == "b":  # PyTorch has no bool kernel
+        raise op_error("trace", "not implemented for bool tensors", NotImplementedError)
+    return TensorSpec((), np.dtype(np.int64) if dt.kind in "iu" else dt)
 
 
 def _trace_kernel(x):
@@ -529,7 +532,7 @@ def _td_infer(a, b, dims):
                            RuntimeError)
     out = tuple(s for i, s in enumerate(as_) if i not in da) + \
         tuple(s for j, s in enumerate(bs) if j not in db)
-    return TensorSpec(out, _result_dtype(a, b))
+    return TensorSpec(out, one_dtype("tensordot", (a, b), ("a", "b")))
 
 
 def _td_kernel(a, b, dims):
@@ -551,7 +554,7 @@ def _td_vjp(ctx, g):
 
 TENSORDOT = register(
     name="tensordot", jvp=_jvp.multilinear, kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
-    saves=("a", "b"), promote="same",
+    saves=("a", "b"), promote="none",
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3, 4), dtype, seed=1), rand((3, 4, 2), dtype, seed=2)),
                {"dims": ((1, 2), (0, 1))}),
@@ -729,6 +732,9 @@ def _slogdet_infer(x):
 def _slogdet_kernel(x):
     _need_float(x)
     sign, logabs = np.linalg.slogdet(x)
+    # a matrix with NaN has no sign: 0 with a NaN logabsdet, as PyTorch (LAPACK's LU
+    # of NaNs gives an arbitrary +-1)
+    sign = np.where(np.isnan(logabs), 0, sign)
     return np.asarray(sign, dtype=x.dtype), np.asarray(logabs, dtype=x.dtype)
 
 

@@ -444,6 +444,8 @@ def _arg_kernel(fn, name):
 def _arg_infer(name):
     def infer(x, dim=None, keepdim=False):
         shape = tuple(x.shape)
+        if np.dtype(x.dtype).kind == "b":  # PyTorch's RuntimeError
+            raise op_error(name, "does not support bool input", RuntimeError)
         if dim is None or not shape:
             if 0 in shape:
                 raise op_error(name, f"cannot take {name} of an empty tensor of shape {shape} "

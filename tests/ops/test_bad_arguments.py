@@ -73,6 +73,17 @@ HUGE = [
     ("repeat_interleave-repeats", "tg.repeat_interleave(tg.ones(3), big([0], (2 ** 40,)))",
      RuntimeError, "same size"),
     ("repeat_interleave-counts", "tg.repeat_interleave(big([1]))", RuntimeError, "1-D"),
+    # a huge broadcast view of data: nonzero counts over its distinct memory (zeros: an
+    # empty answer at once; non-zeros: a result too large, refused); split and unbind
+    # refuse 2**39 pieces; random draws and dropout's mask refuse their size
+    ("nonzero-zeros", "tg.nonzero(big(0.0, (2 ** 40, 4)))", "ok", 0.0),
+    ("argwhere-zeros", "tg.argwhere(big(0.0, (2 ** 40, 4)))", "ok", 0.0),
+    ("nonzero-ones", "tg.nonzero(big(1.0, (2 ** 40, 4)))", RuntimeError, "nonzero"),
+    ("split-pieces", "tg.split(big(0.0, (2 ** 40, 4)), 2)", RuntimeError, "split"),
+    ("unbind-pieces", "tg.unbind(big(0.0, (2 ** 40, 4)))", RuntimeError, "unbind"),
+    ("chunk-empty-pieces", "tg.chunk(tg.zeros(0), 2 ** 50)", RuntimeError, "chunk"),
+    ("rand_like-size", "tg.rand_like(big(0.0, (2 ** 40, 4)))", RuntimeError, "rand_like"),
+    ("dropout-mask", "F.dropout(big(0.0, (2 ** 40, 4)))", RuntimeError, "dropout"),
 ]
 
 
@@ -290,6 +301,101 @@ EMPTY = [
 ]
 
 
+# ================================================================ dtype rules (issue 16)
+# Where PyTorch has no kernel for a dtype, or refuses to mix dtypes, tapegrad raises
+# too (the same class, naming the op); the valid integer uses PyTorch accepts keep
+# computing (the "-ok" cases). The rules live where each op states its checks:
+# contractions (matmul, dot, tensordot, einsum, linear, conv2d) in their shape rule
+# (no promotion: one dtype, no bool); elementwise kernels (relu, abs, floor/ceil/
+# trunc/round) refuse the dtypes they lack, as they check broadcasting themselves;
+# composites (activations, losses, norms, dropout, attention, adaptive pooling) in
+# their public function.
+def _i(L, v):
+    return L.tensor(v)
+
+
+def _b(L, v):
+    return L.tensor(v) > 0
+
+
+DTYPES = [
+    ("gelu-int", "gelu", lambda L, F: F.gelu(_i(L, [1, 2]))),
+    ("silu-bool", "silu", lambda L, F: F.silu(_b(L, [1, 0]))),
+    ("softplus-int", "softplus", lambda L, F: F.softplus(_i(L, [1, 2]))),
+    ("elu-int", "elu", lambda L, F: F.elu(_i(L, [1, -2]))),
+    ("relu-bool", "relu", lambda L, F: F.relu(_b(L, [1, 0]))),
+    ("relu-int-ok", "", lambda L, F: F.relu(_i(L, [1, -2]))),
+    ("abs-bool", "abs", lambda L, F: L.abs(_b(L, [1, 0]))),
+    ("abs-int-ok", "", lambda L, F: L.abs(_i(L, [1, -2]))),
+    ("floor-bool", "floor", lambda L, F: L.floor(_b(L, [1, 0]))),
+    ("ceil-int-ok", "", lambda L, F: L.ceil(_i(L, [1, -2]))),
+    ("round-int-decimals", "round", lambda L, F: L.round(_i(L, [1, -2]), decimals=1)),
+    ("round-int-ok", "", lambda L, F: L.round(_i(L, [1, -2]))),
+    ("sub-bool-float", "sub", lambda L, F: L.sub(_b(L, [1, 0]), L.ones(2))),
+    ("rsub-number-bool", "sub", lambda L, F: 1 - _b(L, [1, 0])),
+    ("sub-int-ok", "", lambda L, F: L.sub(_i(L, [1, 2]), _i(L, [3, 1]))),
+    ("argmax-bool", "argmax", lambda L, F: L.argmax(_b(L, [1, 0]))),
+    ("topk-bool", "topk", lambda L, F: L.topk(_b(L, [1, 0]), 1)),
+    ("trace-bool", "trace", lambda L, F: L.trace(_b(L, [[1, 0], [0, 1]]))),
+    ("trace-int-ok", "", lambda L, F: L.trace(_i(L, [[1, 2], [3, 4]]))),
+    ("matmul-float-int", "matmul", lambda L, F: L.matmul(L.ones(2, 2), _i(L, [[1, 2], [3, 4]]))),
+    ("matmul-f32-f64", "matmul",
+     lambda L, F: L.matmul(L.ones(2, 2), L.ones(2, 2, dtype=L.float64))),
+    ("matmul-operator-mixed", "matmul", lambda L, F: L.ones(2, 2) @ _i(L, [[1, 2], [3, 4]])),
+    ("matmul-bool", "matmul", lambda L, F: L.matmul(_b(L, [[1, 0]]), _b(L, [[1], [0]]))),
+    ("matmul-int-ok", "", lambda L, F: L.matmul(_i(L, [[1, 2]]), _i(L, [[3], [4]]))),
+    ("dot-mixed", "dot", lambda L, F: L.dot(L.ones(2), _i(L, [1, 2]))),
+    ("tensordot-mixed", "tensordot", lambda L, F: L.tensordot(L.ones(2, 2), _i(L, [[1, 2]]).T, 1)),
+    ("einsum-mixed", "einsum", lambda L, F: L.einsum("ij,jk->ik", L.ones(2, 2), _i(L, [[1], [2]]))),
+    ("einsum-int-ok", "", lambda L, F: L.einsum("ij,jk->ik", _i(L, [[1, 2]]), _i(L, [[1], [2]]))),
+    ("linear-int-bias", "linear", lambda L, F: F.linear(L.ones(2, 3), L.ones(4, 3), _i(L, [1] * 4))),
+    ("conv2d-int-weight", "conv2d",
+     lambda L, F: F.conv2d(L.ones(1, 1, 3, 3), L.ones(1, 1, 2, 2, dtype=L.int64))),
+    ("batch_norm-int", "batch_norm",
+     lambda L, F: F.batch_norm(_i(L, [[1, 2], [3, 4]]), L.zeros(2), L.ones(2))),
+    ("batch_norm-int-stats", "batch_norm",
+     lambda L, F: F.batch_norm(L.ones(2, 2), _i(L, [0, 0]), L.ones(2))),
+    ("layer_norm-int", "layer_norm", lambda L, F: F.layer_norm(_i(L, [[1, 2]]), (2,))),
+    ("bce-int-target", "binary_cross_entropy",
+     lambda L, F: F.binary_cross_entropy(L.full((2,), 0.5), _i(L, [1, 0]))),
+    ("bce-nan-target", "binary_cross_entropy",
+     lambda L, F: F.binary_cross_entropy(L.full((2,), 0.5), L.tensor([float("nan"), 1.0]))),
+    ("bce-target-2", "binary_cross_entropy",
+     lambda L, F: F.binary_cross_entropy(L.full((2,), 0.5), L.tensor([2.0, 1.0]))),
+    ("bce_logits-int", "binary_cross_entropy_with_logits",
+     lambda L, F: F.binary_cross_entropy_with_logits(_i(L, [1, 0]), L.ones(2))),
+    ("nll_loss-int-input", "nll_loss", lambda L, F: F.nll_loss(_i(L, [[0, 1]]), _i(L, [1]))),
+    ("nll_loss-int32-target", "nll_loss",
+     lambda L, F: F.nll_loss(L.zeros(1, 2), L.tensor([1], dtype=L.int32))),
+    ("cross_entropy-uint8-ok", "",
+     lambda L, F: F.cross_entropy(L.zeros(1, 2), L.tensor([1], dtype=L.uint8))),
+    ("l1_loss-bool", "l1_loss", lambda L, F: F.l1_loss(_b(L, [1, 0]), _b(L, [0, 0]))),
+    ("dropout-int", "dropout", lambda L, F: F.dropout(_i(L, [1, 2]), 0.5)),
+    ("dropout-int-eval-ok", "", lambda L, F: F.dropout(_i(L, [1, 2]), 0.5, training=False)),
+    ("sdpa-mixed", "scaled_dot_product_attention",
+     lambda L, F: F.scaled_dot_product_attention(L.ones(1, 2, 3), L.ones(1, 2, 3),
+                                                 L.ones(1, 2, 3, dtype=L.int64))),
+    ("adaptive_avg_pool2d-int", "adaptive_avg_pool2d",
+     lambda L, F: F.adaptive_avg_pool2d(L.ones(1, 1, 4, 4, dtype=L.int64), 2)),
+]
+
+
+def _nonfinite(*shape):
+    a = np.random.default_rng(0).standard_normal(shape)
+    a.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
+    return a
+
+
+# both compute: the values must be PyTorch's (NaN equal to NaN)
+VALUES = [
+    ("adaptive_avg_pool2d-nonfinite", "",  # NaN/inf stay in their bins
+     lambda L, F: F.adaptive_avg_pool2d(L.tensor(_nonfinite(1, 2, 6, 6)), 3)),
+    ("adaptive_avg_pool2d-nonfinite-uneven", "",
+     lambda L, F: F.adaptive_avg_pool2d(L.tensor(_nonfinite(2, 7, 5)), (3, 2))),
+    ("slogdet-nan", "", lambda L, F: L.linalg.slogdet(L.tensor(_nonfinite(3, 3)))),
+]
+
+
 def _outcome(call, L, F):
     try:
         return "ok", call(L, F)
@@ -341,6 +447,86 @@ def test_dims_of_0d_tensors_like_torch(word, call):
                          ids=[c[0] for c in ATTRIBUTES])
 def test_attributes_like_torch(word, call):
     _check_like_torch(call, word)
+
+
+@needs_torch
+@pytest.mark.parametrize("word,call", [c[1:] for c in DTYPES], ids=[c[0] for c in DTYPES])
+def test_dtype_rules_like_torch(word, call):
+    _check_like_torch(call, word)
+
+
+@needs_torch
+@pytest.mark.parametrize("word,call", [c[1:] for c in VALUES], ids=[c[0] for c in VALUES])
+def test_nonfinite_values_like_torch(word, call):
+    _check_like_torch(call, word)
+
+
+def test_sign_of_nan_is_nan_by_design():
+    """PyTorch's sign(NaN) is 0; tapegrad keeps NumPy's and JAX's NaN, so a NaN is
+    never hidden (the sweep's VALUES_OK names this difference)."""
+    r = tg.sign(tg.tensor([np.nan, -np.inf, np.inf, -2.0, 0.0]))
+    np.testing.assert_array_equal(r.numpy(), [np.nan, -1.0, 1.0, -1.0, 0.0])
+
+
+# ================================================================ tensor arguments
+# Every tensor argument, not only the first, is checked by the public function
+# (ops/guard.py): None, a string or a list where a Tensor belongs is PyTorch's
+# TypeError naming the function and the argument; a complex array too.
+ARGUMENTS = [
+    ("linear-weight-None", "tg.linear(x, None)", "'weight'"),
+    ("conv1d-weight-str", "tg.conv1d(tg.ones(1, 2, 5), 'abc')", "'weight'"),
+    ("mse_loss-target-list", "F.mse_loss(x, ['a', 'b'])", "'target'"),
+    ("cross_entropy-target-None", "F.cross_entropy(x, None)", "'target'"),
+    ("cat-element-str", "tg.cat([x, 'abc'])", "element 1"),
+    ("stack-None", "tg.stack(None)", "'tensors'"),
+    ("split-None", "tg.split(None, 2)", "'tensor'"),
+    ("tensordot-b-None", "tg.tensordot(x, None, 1)", "'b'"),
+    ("sdpa-value-None", "F.scaled_dot_product_attention(x, x, None)", "'value'"),
+    ("batch_norm-running_var-str", "F.batch_norm(x, tg.zeros(4), 'abc')", "'running_var'"),
+    ("add-other-complex", "tg.add(x, np.ones((3, 4), complex))", "complex"),
+    ("zeros_like-complex", "tg.zeros_like(np.ones(2, complex))", "complex"),
+    ("transpose-complex", "tg.swapaxes(np.ones((2, 2), complex), 0, 1)", "complex"),
+    ("from_dlpack-None", "tg.from_dlpack(None)", "DLPack"),
+]
+
+
+@pytest.mark.parametrize("expr,word", [c[1:] for c in ARGUMENTS], ids=[c[0] for c in ARGUMENTS])
+def test_tensor_arguments_are_checked(expr, word):
+    x = tg.ones(3, 4)
+    with pytest.raises(TypeError) as e:
+        eval(expr, {"tg": tg, "F": tgF, "np": np, "x": x})
+    fn = expr.split("(")[0].split(".")[-1]
+    assert str(e.value).startswith(fn.replace("swapaxes", "transpose") + ":"), str(e.value)
+    assert word in str(e.value)
+
+
+def test_numbers_and_arrays_next_to_tensors_still_work():
+    x = tg.ones(3)
+    assert tg.add(x, 2).tolist() == [3.0] * 3
+    assert tg.add(np.float64(2.0), x).tolist() == [3.0] * 3
+    assert tg.where(x > 0, 0.0, x).tolist() == [0.0] * 3
+    assert tg.mul(x, np.full(3, 2.0)).tolist() == [2.0] * 3
+    assert tg.sub(2, x).tolist() == [1.0] * 3
+    # batch_norm's running statistics may be None (training), as PyTorch's
+    assert tuple(tgF.batch_norm(tg.ones(2, 3), None, None, training=True).shape) == (2, 3)
+
+
+@pytest.mark.parametrize("name,call,inner", [
+    ("layer_norm", lambda: tgF.layer_norm(tg.broadcast_to(tg.zeros(1), (2 ** 40, 4)), (4,)),
+     "not enough memory"),
+    ("rand_like", lambda: tg.rand_like(tg.tensor([1, 2])), "floating"),
+    ("contiguous", lambda: tg.contiguous(tg.broadcast_to(tg.zeros(1), (2 ** 40, 4))),
+     "not enough memory"),
+    ("conv1d", lambda: tgF.conv1d(tg.ones(1, 2, 5), tg.ones(3, 2, 3), tg.ones(6)), "bias"),
+    ("conv1d", lambda: tgF.conv1d(tg.ones(1, 2, 5), tg.ones(3, 2, 3), padding=-1), "padding"),
+])
+def test_errors_inside_a_composite_name_the_function_called(name, call, inner):
+    """A composite fails in the ops it is made of; the error names the function the
+    user called first (the same class), and keeps what the inner op said."""
+    with pytest.raises((RuntimeError, TypeError)) as e:
+        call()
+    assert str(e.value).startswith(name + ":"), str(e.value)
+    assert inner in str(e.value)
 
 
 @needs_torch

@@ -1,10 +1,9 @@
 """linear, the affine layer: ``input @ weight.T + bias``."""
 import numpy as np
 
-from ... import dtypes
 from ...dispatch import bind
 from ..._util import op_error
-from .._decl import register, Sample, TensorSpec, rand as _rand
+from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
 from ..linalg import matmul
 
 # One op, not the composite matmul(x, mT(w)): the weight gradient is then a fresh
@@ -65,9 +64,8 @@ def _linear_infer(input, weight, bias=None):
     if bias is not None and tuple(bias.shape) not in ((), (1,), (ws[0],)):
         raise op_error("linear", f"bias of shape {tuple(bias.shape)} does not match "
                                  f"out_features={ws[0]}", RuntimeError)
-    specs = [input, weight] + ([bias] if bias is not None else [])
     return TensorSpec(xs[:-1] + ws[:1],
-                      dtypes.result_type(*[np.dtype(s.dtype) for s in specs]))
+                      one_dtype("linear", (input, weight, bias), ("input", "weight", "bias")))
 
 
 def _linear_samples(dtype=np.float64):
@@ -96,7 +94,7 @@ def _linear_jvp(ctx, tx, tw, tb):
 LINEAR = register(name="linear", jvp=_linear_jvp, kernel=_linear_kernel, args=("input", "weight", "bias"),
                   optional=("bias",),
                   infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),
-                  promote="same", samples=_linear_samples,
+                  promote="none", samples=_linear_samples,
                   error_samples=lambda: [
                       ((_rand((3, 4)), _rand((5, 3)), None), {}, RuntimeError),
                       ((_rand((3, 4)), _rand((5, 4)), _rand((4,))), {}, RuntimeError),

@@ -16,6 +16,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """``softmax(q k^T * scale + mask) v`` with PyTorch's mask rules: a bool mask
     keeps True positions, a float mask is added, ``is_causal`` keeps j <= i."""
     q = raw(query)
+    # PyTorch: one floating dtype for all three (no promotion, no integer kernel)
+    for name, t in (("key", key), ("value", value)):
+        if raw(t).dtype != q.dtype:
+            raise op_error("scaled_dot_product_attention",
+                           f"expected query, key and value to have the same dtype, but got "
+                           f"query {q.dtype} and {name} {raw(t).dtype}", RuntimeError)
+    if q.dtype.kind != "f":
+        raise op_error("scaled_dot_product_attention", f"expected floating point query, key "
+                                                       f"and value, got {q.dtype}", RuntimeError)
     if len(query.shape) < 2 or query.shape[-1] != key.shape[-1] or \
             key.shape[-2] != value.shape[-2]:
         raise op_error("scaled_dot_product_attention",

@@ -11,7 +11,7 @@ from ...devices import xp_of
 from ...devices.cpu_kernels import conv as cpu_conv
 from ...dispatch import bind
 from ..._util import op_error
-from .._decl import register, Sample, TensorSpec, rand as _rand
+from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
 from ..shape import squeeze, unsqueeze
 from ._common import is_int_pair, need_float, pair
 from .. import _jvp
@@ -242,11 +242,9 @@ def _conv2d_vjp(ctx, g):
 
 
 def _conv2d_infer(input, weight, bias=None, *, stride, padding, dilation, groups):
+    # no promotion (PyTorch's RuntimeError for mixed dtypes), floats only
+    one_dtype("conv2d", (input, weight, bias), ("input", "weight", "bias"))
     Ho, Wo = _check_conv("conv2d", input, weight, stride, padding, dilation, groups, bias)
-    if np.dtype(input.dtype) != np.dtype(weight.dtype):  # bind promotes; compute does not
-        raise op_error("conv2d", f"float inputs of one dtype expected, got input "
-                                 f"{np.dtype(input.dtype)} and weight {np.dtype(weight.dtype)}",
-                       TypeError)
     return TensorSpec((input.shape[0], weight.shape[0], Ho, Wo), np.dtype(input.dtype))
 
 
@@ -311,7 +309,7 @@ CONV2D = register(name="conv2d", jvp=_conv2d_jvp, kind="workspace", kernel=_publ
                   args=("input", "weight", "bias"), optional=("bias",),
                   infer=_public_conv_attrs(_conv2d_infer),
                   workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp,
-                  saves=("input", "weight"), promote="same", samples=_conv_samples,
+                  saves=("input", "weight"), promote="none", samples=_conv_samples,
                   error_samples=_conv_errors, torch=_torch_conv)
 
 
@@ -478,11 +476,18 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return bind(CONV2D, input, weight, bias, **attrs)
 
 
-def _single(name, v, what):
+def _single(name, v, what, low):
+    """conv1d's ``what`` (an int or a 1-tuple, at least ``low``) as conv2d's pair,
+    checked in conv1d's terms (conv2d would report the pair it was handed)."""
     if isinstance(v, (tuple, list)):
         if len(v) != 1:
             raise op_error(name, f"{what} must be an int or a 1-tuple, got {v!r}", TypeError)
         v = v[0]
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise op_error(name, f"{what} must be an int, got {v!r}", TypeError)
+    if v < low:
+        raise op_error(name, f"{what} must be {'positive' if low else 'non-negative'}, got "
+                             f"{int(v)}", RuntimeError)
     return (1, int(v))
 
 
@@ -494,10 +499,13 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                                  f"(O, C/groups, k), got {tuple(input.shape)} and "
                                  f"{tuple(weight.shape)}", RuntimeError)
     if not isinstance(padding, str):
-        padding = (0, _single("conv1d", padding, "padding")[1])
+        padding = (0, _single("conv1d", padding, "padding", 0)[1])
+    if bias is not None and tuple(bias.shape) != tuple(weight.shape[:1]):
+        raise op_error("conv1d", f"bias of shape {tuple(bias.shape)} does not match the "
+                                 f"{weight.shape[0]} output channels", RuntimeError)
     out = conv2d(unsqueeze(input, 2), unsqueeze(weight, 2), bias,
-                 _single("conv1d", stride, "stride"), padding,
-                 _single("conv1d", dilation, "dilation"), groups)
+                 _single("conv1d", stride, "stride", 1), padding,
+                 _single("conv1d", dilation, "dilation", 1), groups)
     return squeeze(out, 2)
 
 

@@ -8,8 +8,8 @@ times class weight, label smoothing folded in), and the loss is
 import numpy as np
 
 from ...devices import xp_of
-from ..._util import broadcast_shapes, op_error
-from ..elementwise import abs as _abs, exp, log, log1p, maximum, where
+from ..._util import broadcast_shapes, op_error, require_floating
+from ..elementwise import abs as _abs, exp, log, log1p, maximum, sub, where
 from ..reduce import mean, sum as _sum
 from ._common import raw
 from .activation import log_softmax
@@ -30,8 +30,8 @@ def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
     """(M, denominator) for class-index targets; M has input's shape."""
     x, t = raw(input), raw(target)
     xp = xp_of(x)
-    if t.dtype.kind not in "iu":
-        raise op_error(name, f"expected class indices of an integer dtype (or class "
+    if t.dtype not in _INDEX_DTYPES:  # PyTorch: "expected target dtype to be Long or Byte"
+        raise op_error(name, f"expected class indices of dtype int64 or uint8 (or class "
                              f"probabilities of input's shape), got {t.dtype} target of shape "
                              f"{tuple(t.shape)}", RuntimeError)
     C = x.shape[1] if x.ndim > 1 else x.shape[0]
@@ -62,6 +62,18 @@ def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
     return (M[0] if squeeze else M), denom
 
 
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.uint8))
+
+
+def _float_target(name, input, target):
+    """PyTorch's rule for the binary losses: a float target of input's dtype (an
+    integer or bool target is a RuntimeError: "Found dtype Long but expected Float")."""
+    tk, ik = getattr(raw(target), "dtype", None), raw(input).dtype
+    if tk is not None and tk != ik:
+        raise op_error(name, f"found target dtype {tk} but expected {ik} (input's dtype)",
+                       RuntimeError)
+
+
 def _weighted_nll(name, logp, target, weight, ignore_index, reduction, label_smoothing):
     M, denom = _class_coef(name, logp, target, weight, ignore_index, label_smoothing)
     if reduction == "none":
@@ -79,6 +91,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
              reduction="mean"):
     """Negative log-likelihood of class indices ``target`` under log-probabilities
     ``input`` (N, C, ...); ``weight`` rescales classes (a constant, as PyTorch)."""
+    require_floating("nll_loss", input)
     return _weighted_nll("nll_loss", input, target, weight, ignore_index, reduction, 0.0)
 
 
@@ -97,6 +110,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if len(input.shape) == 0:
         raise op_error("cross_entropy", "input must have at least 1 dim (the classes)",
                        RuntimeError)
+    require_floating("cross_entropy", input)
     cdim = 1 if len(input.shape) > 1 else 0
     logp = log_softmax(input, dim=cdim)
     if raw(target).dtype.kind == "f":
@@ -132,7 +146,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean absolute error (subgradient 0 where input == target, as PyTorch)."""
     _same_shape("l1_loss", input, target)
-    return _reduce("l1_loss", _abs(input - target), reduction)
+    return _reduce("l1_loss", _abs(sub(input, target)), reduction)  # sub refuses bools
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
@@ -141,10 +155,13 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if tuple(input.shape) != tuple(target.shape):
         raise op_error("binary_cross_entropy", f"target of shape {tuple(target.shape)} must "
                                                f"match input {tuple(input.shape)}")
-    x = raw(input)
-    if x.size and bool(((x < 0) | (x > 1)).any()):
-        raise op_error("binary_cross_entropy", "all elements of input should be between 0 "
-                                               "and 1", RuntimeError)
+    require_floating("binary_cross_entropy", input, cls=RuntimeError)
+    _float_target("binary_cross_entropy", input, target)
+    for what, v in (("input", raw(input)), ("target", raw(target))):
+        # NaN is out of range too (PyTorch checks both)
+        if v.size and not bool(((v >= 0) & (v <= 1)).all()):
+            raise op_error("binary_cross_entropy", f"all elements of {what} should be "
+                                                   f"between 0 and 1", RuntimeError)
     loss = -(target * maximum(log(input), -100.0) + (1 - target) * maximum(log(1 - input), -100.0))
     if weight is not None:
         loss = loss * weight
@@ -159,6 +176,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise op_error("binary_cross_entropy_with_logits",
                        f"target of shape {tuple(target.shape)} must match input "
                        f"{tuple(input.shape)}")
+    require_floating("binary_cross_entropy_with_logits", input)
+    _float_target("binary_cross_entropy_with_logits", input, target)
     # softplus(-x) = -min(x, 0) + log1p(exp(-|x|)); both pieces pick the x >= 0 branch
     # at 0 through where, so the derivative there is the true -1/2 (abs/relu give 0)
     pos = raw(input) >= 0

@@ -5,7 +5,7 @@ import numpy as np
 from ...devices import xp_of
 from ...dispatch import bind
 from ...grad_mode import no_grad
-from ..._util import op_error
+from ..._util import op_error, require_floating
 from .._decl import register, Sample, TensorSpec, rand
 from ..elementwise import rsqrt
 from ..reduce import mean
@@ -18,6 +18,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if isinstance(normalized_shape, (int, np.integer)):
         normalized_shape = (int(normalized_shape),)
     ns = tuple(int(s) for s in normalized_shape)
+    require_floating("layer_norm", input)  # PyTorch: no integer or bool kernel
     if not ns or tuple(input.shape[len(input.shape) - len(ns):]) != ns:
         raise op_error("layer_norm", f"normalized_shape {ns} does not match the trailing dims "
                                      f"of input {tuple(input.shape)}", RuntimeError)
@@ -41,12 +42,16 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if len(input.shape) < 2:
         raise op_error("batch_norm", f"expected an input of at least 2 dims (N, C, ...), got "
                                      f"{tuple(input.shape)}", RuntimeError)
+    require_floating("batch_norm", input)  # PyTorch: no integer or bool kernel
     C = input.shape[1]
     for name, p in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
         if p is not None and tuple(p.shape) != (C,):
             raise op_error("batch_norm", f"{name} of shape {tuple(p.shape)} must be ({C},)",
                            RuntimeError)
+        if p is not None and raw(p).dtype != raw(input).dtype:  # PyTorch: no mixed dtypes
+            raise op_error("batch_norm", f"{name} of dtype {raw(p).dtype} must have input's "
+                                         f"dtype {raw(input).dtype}", RuntimeError)
     bshape = (1, C) + (1,) * (len(input.shape) - 2)
     dims = (0,) + tuple(range(2, len(input.shape)))
     n = int(np.prod([input.shape[d] for d in dims]))

@@ -13,9 +13,11 @@ import numpy as np
 from ...devices import xp_of
 from ...devices.cpu_kernels import pool as cpu_pool
 from ...dispatch import bind
-from ..._util import op_error
+from ..._util import op_error, require_floating
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ..linalg import matmul
+from ..reduce import mean
+from ..shape import cat
 from ..shape import unsqueeze
 from ._common import pair, raw
 from .. import _jvp
@@ -461,11 +463,15 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 
 # ================================================================ adaptive_avg_pool2d
+def _bins(n_in, n_out):
+    """PyTorch's adaptive bins [floor(i*n/o), ceil((i+1)*n/o)), as (lo, hi) pairs."""
+    return [((i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)) for i in range(n_out)]
+
+
 def _adaptive_matrix(xp, n_in, n_out, dtype):
-    """(n_out, n_in) matrix averaging PyTorch's adaptive bins [floor(i*n/o), ceil((i+1)*n/o))."""
+    """(n_out, n_in) matrix averaging the adaptive bins (``_bins``)."""
     a = np.zeros((n_out, n_in), dtype=dtype)
-    for i in range(n_out):
-        lo, hi = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+    for i, (lo, hi) in enumerate(_bins(n_in, n_out)):
         a[i, lo:hi] = 1.0 / (hi - lo)
     return xp.asarray(a)
 
@@ -493,9 +499,19 @@ def adaptive_avg_pool2d(input, output_size):
     if oh < 0 or ow < 0:  # 0 gives an empty output, as PyTorch
         raise op_error(name, f"output_size {tuple(output_size)} must be non-negative",
                        RuntimeError)
+    require_floating(name, input)  # PyTorch: no integer or bool kernel
     data = raw(input)
     xp, dt = xp_of(data), data.dtype
     out = input
+    if not bool(xp.isfinite(data).all()):
+        # NaN and inf stay in their own bins (a matmul would spread them: 0 * inf)
+        if oh != H:
+            out = cat([mean(out[..., lo:hi, :], dim=-2, keepdim=True)
+                       for lo, hi in _bins(H, oh)] or [out[..., :0, :]], dim=-2)
+        if ow != W:
+            out = cat([mean(out[..., lo:hi], dim=-1, keepdim=True)
+                       for lo, hi in _bins(W, ow)] or [out[..., :0]], dim=-1)
+        return out
     if oh != H:
         out = matmul(_adaptive_matrix(xp, H, oh, dt), out)
     if ow != W:
