@@ -121,11 +121,13 @@ def checked(fn):
                 v = kwargs.get(pname, _MISSING)
                 if v is _MISSING:
                     continue  # a default, or Python's own TypeError for a missing one
-            if v is None and optional:
+            if type(v) in _TT or (v is None and optional):
                 continue
             if seq:
-                if isinstance(v, (list, tuple)):
+                if type(v) is list or type(v) is tuple or isinstance(v, (list, tuple)):
                     for k, e in enumerate(v):
+                        if type(e) in _TT:
+                            continue
                         if not _is_array(e):
                             raise TypeError(f"{name}: argument '{pname}' must be a sequence "
                                             f"of Tensors, but element {k} is {_what(e)}")
