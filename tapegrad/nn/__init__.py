@@ -17,8 +17,11 @@ from .layers import *  # noqa: F403
 from .attention import MultiheadAttention
 from . import spatial as _spatial
 from .spatial import *  # noqa: F403
+from . import rnn as _rnn, transformer as _transformer
+from .rnn import *  # noqa: F403
+from .transformer import *  # noqa: F403
 from . import functional, init, utils
 
 __all__ = ["Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
            "ParameterList", "MultiheadAttention", "functional", "init", "utils"]
-__all__ += _layers.__all__ + _spatial.__all__
+__all__ += _layers.__all__ + _spatial.__all__ + _rnn.__all__ + _transformer.__all__

@@ -468,6 +468,17 @@ class Module:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
 
+    def __deepcopy__(self, memo):
+        """An independent copy (parameters and buffers copied), as
+        ``copy.deepcopy(module)`` in PyTorch (``TransformerEncoder`` clones its layer
+        so); modules are never pickled, so this does not go through ``__getstate__``."""
+        import copy
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = copy.deepcopy(v, memo)
+        return new
+
     def __getstate__(self):
         raise TypeError("tapegrad modules are not pickled; save model.state_dict() with "
                         "tg.save instead")

@@ -40,6 +40,13 @@ class Parameter(Tensor):
     def __reduce_ex__(self, proto):
         raise TypeError("Parameter: use tg.save, which never pickles")
 
+    def __deepcopy__(self, memo):
+        """A new Parameter with a copy of the data (``copy.deepcopy(module)``)."""
+        new = memo.get(id(self))
+        if new is None:
+            new = memo[id(self)] = Parameter(Tensor(buffer(self).copy()), self.requires_grad)
+        return new
+
 
 class Buffer:
     """Marks a tensor as a module buffer when assigned as an attribute

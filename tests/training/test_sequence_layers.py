@@ -1,0 +1,236 @@
+"""RNN/LSTM/GRU, their cells and the Transformer layers against PyTorch: the same
+state-dict keys, PyTorch's weights loaded by state dict, then outputs, final states,
+input and parameter gradients equal (float64)."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+TOL = dict(rtol=1e-9, atol=1e-10)
+
+
+def _load(gm, tm):
+    tsd = tm.state_dict()
+    assert list(gm.state_dict()) == list(tsd)
+    gm.load_state_dict({k: tg.tensor(v.numpy()) for k, v in tsd.items()})
+
+
+class Const:
+    """An input that does not require grad (a float mask)."""
+    def __init__(self, value):
+        self.value = value
+
+
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return [y for o in out for y in _flat(o)]
+    return [] if out is None else [out]
+
+
+def _both(make, inputs, call, seed=0):
+    """Run ``call(module, *inputs)`` in both libraries (float64) and compare every
+    output, then the gradients of a random projection of all outputs with respect
+    to the float inputs and every parameter."""
+    torch.manual_seed(seed)
+    tm = make(torch.nn).double()
+    gm = make(tg.nn).double()
+    _load(gm, tm)
+    ti = [torch.tensor(a, requires_grad=a.dtype.kind == "f") if isinstance(a, np.ndarray)
+          else torch.tensor(a.value) if isinstance(a, Const) else a for a in inputs]
+    gi = [tg.tensor(a, requires_grad=a.dtype.kind == "f") if isinstance(a, np.ndarray)
+          else tg.tensor(a.value) if isinstance(a, Const) else a for a in inputs]
+    to, go = _flat(call(tm, *ti)), _flat(call(gm, *gi))
+    assert len(to) == len(go)
+    rng = np.random.default_rng(seed + 7)
+    lt, lg = 0, 0
+    for a, b in zip(go, to):
+        assert tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), **TOL)
+        w = rng.standard_normal(tuple(b.shape))
+        lt = lt + (b * torch.tensor(w)).sum()
+        lg = lg + (a * tg.tensor(w)).sum()
+    lt.backward()
+    lg.backward()
+    for a, b in zip(gi, ti):
+        if isinstance(b, torch.Tensor) and b.requires_grad:
+            if b.grad is None:        # an unused input
+                assert a.grad is None
+                continue
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **TOL)
+    tp = dict(tm.named_parameters())
+    for name, p in gm.named_parameters():
+        if tp[name].grad is None:
+            assert p.grad is None or not np.any(p.grad.numpy())
+            continue
+        np.testing.assert_allclose(p.grad.numpy(), tp[name].grad.numpy(), err_msg=name, **TOL)
+    return gm, tm
+
+
+def _x(*shape, seed=1):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+RNN_CASES = [
+    dict(),
+    dict(num_layers=2),
+    dict(bidirectional=True),
+    dict(num_layers=2, bidirectional=True, batch_first=True),
+    dict(bias=False),
+]
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("kw", RNN_CASES, ids=lambda kw: "-".join(f"{k}={v}" for k, v in
+                                                                     kw.items()) or "default")
+def test_recurrent_layers(kind, kw):
+    T, B, I, H = 5, 3, 4, 6
+    x = _x(B, T, I) if kw.get("batch_first") else _x(T, B, I)
+    _both(lambda nn: getattr(nn, kind)(I, H, **kw), [x], lambda m, v: m(v))
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+def test_recurrent_initial_states_and_unbatched(kind):
+    T, B, I, H, L = 4, 2, 3, 5, 2
+    h0 = _x(2 * L, B, H, seed=2)
+    state = (lambda a, b: (a, b)) if kind == "LSTM" else (lambda a, b: a)
+    c0 = _x(2 * L, B, H, seed=3)
+    make = lambda nn: getattr(nn, kind)(I, H, num_layers=L, bidirectional=True)  # noqa: E731
+    _both(make, [_x(T, B, I), h0, c0], lambda m, v, h, c: m(v, state(h, c)))
+    _both(make, [_x(T, I), h0[:, 0], c0[:, 0]], lambda m, v, h, c: m(v, state(h, c)))
+    _both(lambda nn: getattr(nn, kind)(I, H), [_x(T, I)], lambda m, v: m(v))
+
+
+def test_rnn_relu_and_repr():
+    _both(lambda nn: nn.RNN(3, 4, nonlinearity="relu", num_layers=2), [_x(5, 2, 3)],
+          lambda m, v: m(v))
+    for kind, kw in (("LSTM", dict(num_layers=2, batch_first=True, dropout=0.5)),
+                     ("RNN", dict(nonlinearity="relu")), ("GRU", dict(bidirectional=True))):
+        assert repr(getattr(tg.nn, kind)(3, 4, **kw)) == repr(getattr(torch.nn, kind)(3, 4,
+                                                                                     **kw))
+
+
+def test_recurrent_dropout_between_layers():
+    m = tg.nn.LSTM(3, 8, num_layers=2, dropout=0.5)
+    x = tg.tensor(_x(6, 2, 3))
+    m.eval()
+    a = m(x)[0].detach().numpy()
+    m.train()
+    b = m(x)[0].detach().numpy()
+    assert not np.allclose(a, b)       # training: dropout on layer 0's output
+    m.eval()
+    np.testing.assert_array_equal(m(x)[0].detach().numpy(), a)
+    one = tg.nn.LSTM(3, 8, num_layers=1, dropout=0.5)   # PyTorch: no dropout after the last
+    with pytest.warns(UserWarning):
+        torch.nn.LSTM(3, 8, num_layers=1, dropout=0.5)
+    np.testing.assert_array_equal(one(x)[0].detach().numpy(), one.eval()(x)[0].detach().numpy())
+
+
+def test_recurrent_errors_and_init():
+    m = tg.nn.GRU(3, 4)
+    with pytest.raises(RuntimeError, match="input_size"):
+        m(tg.ones(2, 2, 5))
+    with pytest.raises(RuntimeError, match="hidden size"):
+        m(tg.ones(2, 2, 3), tg.zeros(2, 2, 4))
+    with pytest.raises(ValueError, match="2D or 3D"):
+        m(tg.ones(3))
+    for p in tg.nn.LSTM(3, 16).parameters():
+        a = p.detach().numpy()
+        assert np.abs(a).max() <= 0.25 and np.abs(a).max() > 0.2
+
+
+def test_gate_arithmetic_is_one_fused_node():
+    """A cell's new state comes out of one recorded node, the fused gate kernel (whose
+    inputs are the eight gate pre-activation slices and the old cell state)."""
+    h, c = tg.nn.LSTMCell(3, 4)(tg.ones(2, 3))
+    assert h.grad_fn is c.grad_fn and "fused" in repr(h.grad_fn).lower()
+    assert len(h.grad_fn.next_functions) == 9
+    h = tg.nn.GRUCell(3, 4)(tg.ones(2, 3))
+    assert "fused" in repr(h.grad_fn).lower()
+
+
+@pytest.mark.parametrize("kind", ["RNNCell", "LSTMCell", "GRUCell"])
+def test_cells(kind):
+    B, I, H = 3, 4, 5
+    h0, c0 = _x(B, H, seed=4), _x(B, H, seed=5)
+    state = (lambda h, c: (h, c)) if kind == "LSTMCell" else (lambda h, c: h)
+    _both(lambda nn: getattr(nn, kind)(I, H), [_x(B, I), h0, c0],
+          lambda m, v, h, c: m(v, state(h, c)))
+    _both(lambda nn: getattr(nn, kind)(I, H, bias=False), [_x(B, I)], lambda m, v: m(v))
+    _both(lambda nn: getattr(nn, kind)(I, H), [_x(I)], lambda m, v: m(v))
+
+
+# ---------------------------------------------------------------- transformer
+def _masks(L, S, B, seed=0):
+    rng = np.random.default_rng(seed)
+    causal = np.triu(np.full((L, S), -np.inf), 1)
+    boolmask = np.triu(np.ones((L, S), bool), 1)
+    pad = np.zeros((B, S), bool)
+    pad[0, -2:] = True
+    return dict(causal=causal, boolmask=boolmask, pad=pad, rng=rng)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(norm_first=True, activation="gelu"),
+                                dict(batch_first=True), dict(bias=False, norm_first=True)])
+@pytest.mark.parametrize("masks", ["none", "float", "bool+pad"])
+def test_encoder_layer(kw, masks):
+    L, B, E = 5, 2, 8
+    m = _masks(L, L, B)
+    x = _x(B, L, E) if kw.get("batch_first") else _x(L, B, E)
+    make = lambda nn: nn.TransformerEncoderLayer(E, 2, 16, dropout=0.0, **kw)  # noqa: E731
+    if masks == "none":
+        _both(make, [x], lambda mod, v: mod(v))
+    elif masks == "float":
+        _both(make, [x, Const(m["causal"])], lambda mod, v, a: mod(v, src_mask=a))
+    else:
+        _both(make, [x, m["boolmask"], m["pad"]],
+              lambda mod, v, a, p: mod(v, src_mask=a, src_key_padding_mask=p))
+
+
+def test_encoder_stack_with_norm_and_causal():
+    L, B, E = 6, 2, 8
+
+    def make(nn):
+        layer = nn.TransformerEncoderLayer(E, 4, 32, dropout=0.0, batch_first=True)
+        return nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(E),
+                                     **({"enable_nested_tensor": False} if nn is torch.nn
+                                        else {}))
+    mask = np.triu(np.full((L, L), -np.inf), 1)
+    gm, _ = _both(make, [_x(B, L, E), Const(mask)],
+                  lambda mod, v, a: mod(v, mask=a, is_causal=True))
+    assert gm.layers[0].linear1.weight is not gm.layers[1].linear1.weight
+    gm2, _ = _both(make, [_x(B, L, E), np.zeros((B, L), bool)],
+                   lambda mod, v, p: mod(v, src_key_padding_mask=p))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(norm_first=True), dict(batch_first=True)])
+def test_decoder_layer(kw):
+    L, S, B, E = 4, 6, 2, 8
+    bf = kw.get("batch_first")
+    tgt = _x(B, L, E) if bf else _x(L, B, E)
+    mem = _x(B, S, E, seed=9) if bf else _x(S, B, E, seed=9)
+    m = _masks(L, S, B)
+    causal = np.triu(np.full((L, L), -np.inf), 1)
+    make = lambda nn: nn.TransformerDecoderLayer(E, 2, 16, dropout=0.0, **kw)  # noqa: E731
+    _both(make, [tgt, mem, Const(causal), m["pad"]],
+          lambda mod, t, mm, a, p: mod(t, mm, tgt_mask=a, memory_key_padding_mask=p))
+    _both(make, [tgt, mem], lambda mod, t, mm: mod(t, mm))
+
+
+def test_decoder_stack():
+    L, S, B, E = 3, 5, 2, 8
+    make = lambda nn: nn.TransformerDecoder(  # noqa: E731
+        nn.TransformerDecoderLayer(E, 2, 16, dropout=0.0), 2, norm=nn.LayerNorm(E))
+    _both(make, [_x(L, B, E), _x(S, B, E, seed=3)], lambda mod, t, m: mod(t, m))
+
+
+def test_transformer_dropout_train_vs_eval():
+    layer = tg.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.3)
+    x = tg.tensor(_x(4, 2, 8))
+    a = layer(x).detach().numpy()
+    layer.eval()
+    b = layer(x).detach().numpy()
+    c = layer(x).detach().numpy()
+    assert not np.allclose(a, b) and np.array_equal(b, c)
+    with pytest.raises(RuntimeError, match="relu/gelu"):
+        tg.nn.TransformerEncoderLayer(8, 2, activation="swish")
