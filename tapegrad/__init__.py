@@ -57,7 +57,8 @@ def _lazy(name):
 
 def __getattr__(name):
     # subpackages that import the public API themselves load on first use
-    if name in ("nn", "optim", "linalg", "fusion", "viz", "data", "examples", "profiler"):
+    if name in ("nn", "optim", "linalg", "fusion", "viz", "data", "examples", "profiler",
+                "distributed"):
         return _lazy(name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)

@@ -14,7 +14,7 @@ from .ops import as_tensor, stack
 from .ops.creation import generator as _generator
 from .tensor import Tensor, buffer
 
-__all__ = ["TensorDataset", "DataLoader", "random_split", "batches"]
+__all__ = ["TensorDataset", "DataLoader", "random_split", "batches", "DistributedSampler"]
 
 
 class TensorDataset:
@@ -60,21 +60,26 @@ class DataLoader:
     array); any other dataset by stacking its items."""
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, generator=None,
-                 collate_fn=None):
+                 collate_fn=None, sampler=None):
         if batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be positive, got {batch_size}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
         self.dataset, self.batch_size = dataset, int(batch_size)
         self.shuffle, self.drop_last = shuffle, drop_last
+        self.sampler = sampler
         self.collate_fn = collate_fn
         self._gen = None if generator is None else _rng(generator)
 
     def __len__(self):
-        n = len(self.dataset)
+        n = len(self.sampler) if self.sampler is not None else len(self.dataset)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     def __iter__(self):
         n = len(self.dataset)
-        if self.shuffle:
+        if self.sampler is not None:
+            order = np.fromiter(iter(self.sampler), dtype=np.int64)
+        elif self.shuffle:
             order = (self._gen or _rng(None)).permutation(n)
         else:
             order = np.arange(n)
@@ -139,3 +144,86 @@ def batches(*arrays, batch_size, shuffle=True, generator=None, drop_last=False):
     ``DataLoader(TensorDataset(*arrays), ...)``)."""
     return iter(DataLoader(TensorDataset(*arrays), batch_size=batch_size, shuffle=shuffle,
                            generator=generator, drop_last=drop_last))
+
+
+def _torch_randperm(n, seed):
+    """``torch.randperm(n, generator=torch.Generator().manual_seed(seed))``, exactly:
+    PyTorch's CPU randperm is a Fisher-Yates shuffle drawing ``mt19937() % (n - i)``
+    from MT19937 seeded with the low 32 bits of the seed, which is NumPy's legacy
+    ``RandomState(seed)`` (for n below 2**32 / 20, where PyTorch switches to 64-bit
+    draws)."""
+    if n >= (2 ** 32 - 1) // 20:
+        raise ValueError(f"DistributedSampler: {n} samples is past the size whose "
+                         f"shuffle matches PyTorch's (2**32 / 20)")
+    out = np.arange(n, dtype=np.int64)
+    if n < 2:
+        return out
+    draws = np.random.RandomState(seed % 2 ** 32).randint(0, 2 ** 32, size=n - 1,
+                                                          dtype=np.uint64)
+    jumps = (draws % (n - np.arange(n - 1, dtype=np.uint64))).astype(np.int64)
+    jumps += np.arange(n - 1)
+    for i, j in enumerate(jumps.tolist()):
+        out[i], out[j] = out[j], out[i]
+    return out
+
+
+class DistributedSampler:
+    """The indices of one rank's share of a dataset, as
+    ``torch.utils.data.DistributedSampler`` (the same indices for the same arguments):
+    shuffled by ``seed + epoch`` (call ``set_epoch(epoch)`` before each epoch), padded
+    by repeating the first indices so that every rank gets ``ceil(len / num_replicas)``
+    (or, with ``drop_last``, the tail dropped so that each gets
+    ``len // num_replicas``), then rank r takes every ``num_replicas``-th index from r.
+
+    ``dataset`` is a dataset or its length; ``num_replicas`` and ``rank`` default to
+    those of ``tg.distributed``'s process group. Pass it to
+    ``DataLoader(..., sampler=sampler)``."""
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
+                 drop_last=False):
+        if num_replicas is None or rank is None:
+            from . import distributed
+            if not distributed.is_initialized():
+                raise RuntimeError("DistributedSampler: give num_replicas and rank, or call "
+                                   "tg.distributed.init_process_group() first")
+            num_replicas = distributed.get_world_size() if num_replicas is None else num_replicas
+            rank = distributed.get_rank() if rank is None else rank
+        if num_replicas < 1:
+            raise ValueError(f"DistributedSampler: num_replicas must be positive, got "
+                             f"{num_replicas}")
+        if rank >= num_replicas or rank < 0:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
+                             f"[0, {num_replicas - 1}]")
+        self.dataset_len = int(dataset) if isinstance(dataset, (int, np.integer)) \
+            else len(dataset)
+        self.num_replicas, self.rank = int(num_replicas), int(rank)
+        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
+        self.epoch = 0
+        n, r = self.dataset_len, self.num_replicas
+        if drop_last and n % r != 0:
+            self.num_samples = math.ceil((n - r) / r)
+        else:
+            self.num_samples = math.ceil(n / r)
+        self.total_size = self.num_samples * r
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
+
+    def __len__(self):
+        return self.num_samples
+
+    def indices(self):
+        """This rank's indices for the current epoch, as an int64 array."""
+        n = self.dataset_len
+        idx = _torch_randperm(n, self.seed + self.epoch) if self.shuffle else \
+            np.arange(n, dtype=np.int64)
+        if not self.drop_last:
+            pad = self.total_size - n
+            if pad > 0 and n > 0:
+                idx = np.concatenate([idx, np.resize(idx, pad)])
+        else:
+            idx = idx[:self.total_size]
+        return idx[self.rank:self.total_size:self.num_replicas]
+
+    def __iter__(self):
+        return iter(self.indices().tolist())

@@ -56,6 +56,7 @@ LAYERS = (
     ("autodiff", ("tapegrad.autodiff", "tapegrad.custom", "tapegrad.functional", "tapegrad.forward_ad",
                   "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda")),
     ("library", ("tapegrad.nn", "tapegrad.optim", "tapegrad.data", "tapegrad.serialization",
+                 "tapegrad.distributed",
                  "tapegrad.testing", "tapegrad.viz", "tapegrad.profiler")),
     ("package", ("tapegrad",)),
     # programs shipped with the package, written as a user writes them (import tapegrad

@@ -1,6 +1,12 @@
 """Train a small CNN (or MLP) on scikit-learn's bundled 8x8 handwritten digits.
 
     python -m tapegrad.examples.digits [--model cnn|mlp] [--epochs N] [--out DIR]
+    mpiexec -n 2 python -m tapegrad.examples.digits --distributed
+
+With ``--distributed`` (under ``mpiexec -n N``) each process trains on its share of
+every batch (``tg.data.DistributedSampler``, ``--batch-size`` is the global batch) and
+``DistributedDataParallel`` averages the gradients, so the training is that of one
+process on the same batches; rank 0 shows the progress and writes the outputs.
 
 Shows a progress bar with the running loss, saves a checkpoint and checks that the
 reloaded model predicts identically, writes ``curves.png`` (loss and accuracy per
@@ -52,18 +58,32 @@ def predict(model, x, batch_size=512):
     return np.concatenate(out)
 
 
-def train(model, data, epochs, batch_size, lr, progress=True):
-    """Adam with a cosine schedule; returns per-epoch (train loss, test accuracy)."""
+def train(model, data, epochs, batch_size, lr, progress=True, distributed=False):
+    """Adam with a cosine schedule; returns per-epoch (train loss, test accuracy).
+
+    ``distributed``: ``model`` is a DistributedDataParallel; each rank takes
+    ``batch_size / world size`` of every batch through a DistributedSampler."""
     from tqdm import tqdm
     x_train, y_train, x_test, y_test = data
-    loader = tg.data.DataLoader(tg.data.TensorDataset(x_train, y_train),
-                                batch_size=batch_size, shuffle=True)
+    dataset = tg.data.TensorDataset(x_train, y_train)
+    sampler = None
+    if distributed:
+        world = tg.distributed.get_world_size()
+        if batch_size % world:
+            raise SystemExit(f"--batch-size {batch_size} must be a multiple of the "
+                             f"{world} processes")
+        sampler = tg.data.DistributedSampler(len(dataset), shuffle=True, seed=0)
+        loader = tg.data.DataLoader(dataset, batch_size=batch_size // world, sampler=sampler)
+    else:
+        loader = tg.data.DataLoader(dataset, batch_size=batch_size, shuffle=True)
     opt = tg.optim.Adam(model.parameters(), lr=lr)
     sched = tg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
     history = {"loss": [], "accuracy": []}
     bar = tqdm(total=epochs * len(loader), disable=not progress, unit="batch",
                dynamic_ncols=True)
     for epoch in range(epochs):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
         model.train()
         total, count = 0.0, 0
         for xb, yb in loader:
@@ -150,27 +170,43 @@ def main(argv=None):
                    help="BLAS threads while training (default 1: these matrices are too "
                         "small to gain from more, and extra threads hurt on a busy machine)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel over the processes of mpiexec -n N (MPI)")
     args = p.parse_args(argv)
     epochs = args.epochs or (15 if args.model == "cnn" else 30)
     lr = args.lr or (3e-3 if args.model == "cnn" else 3e-3)
-    os.makedirs(args.out, exist_ok=True)
+    rank, world = 0, 1
+    if args.distributed:
+        tg.distributed.init_process_group(backend="mpi")
+        rank, world = tg.distributed.get_rank(), tg.distributed.get_world_size()
+    lead = rank == 0
+    if lead:
+        os.makedirs(args.out, exist_ok=True)
 
     tg.manual_seed(args.seed)
     data = load_data(args.seed)
-    model = make_model(args.model)
-    print(model)
+    net = make_model(args.model)
+    if lead:
+        print(net if world == 1 else f"{net}\non {world} processes (DistributedDataParallel)")
+    model = tg.nn.parallel.DistributedDataParallel(net) if args.distributed else net
     start = time.perf_counter()
     with _blas_threads(args.blas_threads):
         opt, history = train(model, data, epochs, args.batch_size, lr,
-                             progress=not args.no_progress)
+                             progress=lead and not args.no_progress,
+                             distributed=args.distributed)
     seconds = time.perf_counter() - start
     x_test, y_test = data[2], data[3]
+    if args.distributed:
+        tg.distributed.barrier()
+    if not lead:
+        return None
     ckpt = os.path.join(args.out, f"digits_{args.model}.tg")
-    check_checkpoint(model, opt, args.model, ckpt, x_test)
+    check_checkpoint(net, opt, args.model, ckpt, x_test)
     print(f"checkpoint {ckpt}: reloaded model gives identical predictions")
-    pred = predict(model, x_test).argmax(1)
+    pred = predict(net, x_test).argmax(1)
     plot(history, x_test, y_test, pred, args.out)
-    print(f"trained {epochs} epochs in {seconds:.1f} s; plots in {args.out}/")
+    print(f"trained {epochs} epochs in {seconds:.1f} s"
+          + (f" on {world} processes" if world > 1 else "") + f"; plots in {args.out}/")
     acc = float(np.mean(pred == y_test))
     print(f"test accuracy: {acc:.3f}")
     return acc

@@ -25,3 +25,7 @@ from . import functional, init, utils
 __all__ = ["Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
            "ParameterList", "MultiheadAttention", "functional", "init", "utils"]
 __all__ += _layers.__all__ + _spatial.__all__ + _rnn.__all__ + _transformer.__all__
+
+# tg.nn.parallel.DistributedDataParallel (it lives in tapegrad/distributed/ddp.py)
+from . import parallel  # noqa: E402
+__all__ += ["parallel"]

@@ -1,0 +1,221 @@
+"""tg.distributed on MPI (loopback, one machine): all-reduce latency and bandwidth
+against mpi4py's own calls, and the DDP training step of an MLP on 2 ranks against 1.
+
+    python benchmarks/bench_distributed.py [--ranks 2 4] [--quick]
+
+The driver launches ``mpiexec -n N python bench_distributed.py --worker ...`` and
+prints rank 0's medians. Questions answered:
+
+1. all_reduce (float32, SUM, in place) per message size: ``mpi4py`` (the blocking
+   ``comm.Allreduce(MPI.IN_PLACE, array)``), ``tg`` (``dist.all_reduce(tensor)``, with
+   its call check: a second, 16-byte all-reduce on a side communicator before the
+   transfer), and ``tg unchecked`` (the check off, as DDP's buckets run). Latency is
+   the median time per call; bus bandwidth is ``2 (n-1)/n * bytes / time`` (what a
+   ring moves per rank).
+2. DDP step time (forward, backward, Adam) of the MLP against one process on its own
+   batch, and the overlap: of the time the gradient all-reduces take on their own,
+   how much is hidden behind the backward (``1 - (ddp backward - local backward) /
+   all-reduce time``).
+
+On this 2-vCPU VM, 4 ranks oversubscribe the cores (MPICH waits by spinning), so the
+4-rank rows measure contention more than the library.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+SIZES = [1, 16, 256, 4096, 65536, 1 << 20, 1 << 22]   # float32 elements
+
+
+def _median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+# ------------------------------------------------------------------ workers
+def worker_allreduce(quick):
+    import numpy as np
+    from mpi4py import MPI
+
+    import tapegrad as tg
+    import tapegrad.distributed as dist
+    dist.init_process_group()
+    comm = MPI.COMM_WORLD
+    world = dist._WORLD
+    rows = []
+    for n in SIZES:
+        arr = np.ones(n, dtype=np.float32)
+        t = tg.tensor(np.ones(n, dtype=np.float32))
+        calls = max(5, min(2000, int(2e7 // (n * 4 + 2000)))) // (4 if quick else 1)
+        res = {}
+        for name in ("mpi4py", "tg", "tg unchecked"):
+            world.checks = name != "tg unchecked"
+            if name == "mpi4py":
+                def call():
+                    comm.Allreduce(MPI.IN_PLACE, arr)
+            else:
+                def call():
+                    dist.all_reduce(t)
+            for _ in range(3):
+                call()
+            times = []
+            for _ in range(5 if quick else 9):   # rounds
+                comm.Barrier()
+                start = time.perf_counter()
+                for _ in range(calls):
+                    call()
+                times.append((time.perf_counter() - start) / calls)
+            res[name] = _median(times)
+        world.checks = True
+        rows.append({"n": n, "bytes": 4 * n, **res})
+    if dist.get_rank() == 0:
+        print(json.dumps({"size": dist.get_world_size(), "rows": rows}))
+
+
+def _mlp(width, depth, seed=0):
+    import tapegrad as tg
+    import tapegrad.nn as nn
+    tg.manual_seed(seed)
+    layers, d = [], 64
+    for _ in range(depth):
+        layers += [nn.Linear(d, width), nn.ReLU()]
+        d = width
+    layers.append(nn.Linear(d, 10))
+    return nn.Sequential(*layers)
+
+
+def worker_ddp(width, depth, batch, cap, steps):
+    import numpy as np
+
+    import tapegrad as tg
+    import tapegrad.distributed as dist
+    import tapegrad.nn.functional as F
+    from tapegrad.nn.parallel import DistributedDataParallel as DDP
+    dist.init_process_group()
+    rank, size = dist.get_rank(), dist.get_world_size()
+    rng = np.random.default_rng(rank)
+    x = tg.tensor(rng.standard_normal((batch, 64)).astype(np.float32))
+    y = tg.tensor(rng.integers(0, 10, batch))
+    net = _mlp(width, depth)
+    nparams = sum(p.numel() for p in net.parameters())
+
+    def measure(model, label):
+        opt = tg.optim.Adam(model.parameters(), lr=1e-3)
+        fwd, bwd, step = [], [], []
+        for i in range(steps + 3):
+            dist.barrier()
+            t0 = time.perf_counter()
+            loss = F.cross_entropy(model(x), y)
+            t1 = time.perf_counter()
+            opt.zero_grad()
+            loss.backward()
+            t2 = time.perf_counter()
+            opt.step()
+            t3 = time.perf_counter()
+            if i >= 3:
+                fwd.append(t1 - t0)
+                bwd.append(t2 - t1)
+                step.append(t3 - t0)
+        return {"label": label, "forward": _median(fwd), "backward": _median(bwd),
+                "step": _median(step)}
+
+    local = measure(net, "local (no DDP)")
+    ddp = DDP(net, bucket_cap_mb=cap)
+    synced = measure(ddp, f"DDP, {len(ddp._buckets)} bucket(s)")
+    stats = dict(ddp._stats)
+    # the same all-reduces alone: one per bucket, back to back, waited at the end
+    flats = [tg.tensor(b.flat.copy()) for b in ddp._buckets]
+    times = []
+    for _ in range(steps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        works = [dist.all_reduce(f, async_op=True) for f in flats]
+        for w in works:
+            w.wait()
+        times.append(time.perf_counter() - t0)
+    comm = _median(times)
+    if rank == 0:
+        print(json.dumps({"size": size, "params": nparams, "width": width, "depth": depth,
+                          "batch": batch, "cap_mb": cap, "local": local, "ddp": synced,
+                          "allreduce_alone": comm, "stats": stats}))
+
+
+# ------------------------------------------------------------------ driver
+def _launch(n, args, timeout=900):
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [mpiexec, "-n", str(n), sys.executable, os.path.abspath(__file__), "--worker", *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    if p.returncode != 0:
+        print(f"# {' '.join(cmd)} failed:\n{p.stderr[-3000:]}", file=sys.stderr)
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _fmt_t(s):
+    return f"{s * 1e6:9.1f} us" if s < 1e-2 else f"{s * 1e3:9.2f} ms"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--worker", nargs="*")
+    args = ap.parse_args()
+    if args.worker is not None:
+        kind, *rest = args.worker
+        if kind == "allreduce":
+            return worker_allreduce(args.quick)
+        return worker_ddp(int(rest[0]), int(rest[1]), int(rest[2]), float(rest[3]),
+                          int(rest[4]))
+
+    print("## all_reduce, float32 SUM in place, loopback (median time per call)\n")
+    for n in args.ranks:
+        r = _launch(n, ["allreduce"] + (["--quick"] if args.quick else []))
+        if r is None:
+            continue
+        print(f"### {n} ranks\n")
+        print("| bytes | mpi4py | tg | tg unchecked | tg / mpi4py | unchecked / mpi4py "
+              "| busbw mpi4py | busbw tg |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for row in r["rows"]:
+            f = 2 * (n - 1) / n * row["bytes"]
+            print(f"| {row['bytes']} | {_fmt_t(row['mpi4py'])} | {_fmt_t(row['tg'])} | "
+                  f"{_fmt_t(row['tg unchecked'])} | {row['tg'] / row['mpi4py']:.2f} | "
+                  f"{row['tg unchecked'] / row['mpi4py']:.2f} | "
+                  f"{f / row['mpi4py'] / 1e9:.2f} GB/s | {f / row['tg'] / 1e9:.2f} GB/s |")
+        print()
+
+    print("## DDP training step (forward, backward, Adam), medians\n")
+    steps = 10 if args.quick else 30
+    configs = [(128, 2, 64, 25.0), (128, 2, 64, 0.02), (1024, 4, 64, 25.0),
+               (1024, 4, 64, 1.0)]
+    print("| model | params | ranks | buckets | local step | DDP step | local backward "
+          "| DDP backward | all-reduces alone | hidden | started during backward |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for width, depth, batch, cap in configs:
+        for n in (1, 2):
+            r = _launch(n, ["ddp", str(width), str(depth), str(batch), str(cap), str(steps)])
+            if r is None:
+                continue
+            loc, ddp, comm = r["local"], r["ddp"], r["allreduce_alone"]
+            extra = ddp["backward"] - loc["backward"]
+            hidden = 1 - extra / comm if comm > 0 else float("nan")
+            st = r["stats"]
+            print(f"| 64-{width}x{depth}-10, batch {batch}/rank, cap {cap} MB | {r['params']} "
+                  f"| {n} | {st['buckets']} | {_fmt_t(loc['step'])} | {_fmt_t(ddp['step'])} | "
+                  f"{_fmt_t(loc['backward'])} | {_fmt_t(ddp['backward'])} | {_fmt_t(comm)} | "
+                  f"{hidden:.0%} | {st['started_during_backward']}/{st['buckets']} |")
+    print()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,776 @@
+"""``tg.distributed``: collectives between processes on MPI, as ``torch.distributed``.
+
+Run the script under MPI's launcher; each process is one rank::
+
+    mpiexec -n 2 python train.py
+
+    import tapegrad as tg
+    import tapegrad.distributed as dist
+    dist.init_process_group(backend="mpi")
+    t = tg.ones(3) * (dist.get_rank() + 1)
+    dist.all_reduce(t)                       # in place: 1 + 2 on every rank
+    work = dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=True)
+    work.wait()
+
+The collectives run on the tensors' own buffers (no copy for contiguous CPU tensors)
+with mpi4py's non-blocking calls; ``mpi4py`` is imported by ``init_process_group``
+only (``pip install tapegrad[distributed]`` installs it with MPICH's wheel). CUDA
+tensors go through NCCL (``devices/nccl.py``, on CuPy), with MPI carrying the set-up.
+
+Faults never hang silently. While a rank waits for a collective it also watches for
+notices from the others: a rank whose script raises tells every other rank before it
+exits, and they stop with a ``DistBackendError`` naming it; a rank whose script ends
+tells how many collectives it made, so a rank waiting on one more is told which rank
+left; past ``timeout`` (``init_process_group(timeout=...)``, 30 minutes by default, as
+PyTorch's) a wait raises. Each collective also compares a short description (name,
+shape, dtype, op, root) across ranks on a side communicator, at the same time as the
+data moves, so ranks that call different collectives or pass different shapes get a
+``RuntimeError`` listing every rank's call instead of wrong numbers. After such an
+error the group is unusable; the uncaught error ends the process (without MPI's
+finalize, which would wait for the others).
+"""
+import atexit
+import collections
+import datetime
+import io
+import os
+import sys
+import time
+import zlib
+
+import numpy as np
+
+from ..devices import nccl as _nccl
+from ..tensor import Tensor, buffer, mark_written
+
+__all__ = ["ReduceOp", "DistBackendError", "Work", "init_process_group", "is_initialized",
+           "is_available", "get_rank", "get_world_size", "get_backend", "barrier",
+           "destroy_process_group", "all_reduce", "broadcast", "all_gather",
+           "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+           "save_checkpoint", "load_checkpoint"]
+
+
+class ReduceOp:
+    """Reduction operators of ``all_reduce`` and ``reduce_scatter``."""
+    SUM = "sum"
+    AVG = "avg"
+    PRODUCT = "product"
+    MAX = "max"
+    MIN = "min"
+
+
+class DistBackendError(RuntimeError):
+    """A collective could not complete: another rank failed or left, or it timed out."""
+
+
+_FAULT, _EXIT = 7301, 7302       # notice tags, on the side communicator
+_NOTICE_BYTES = 4096
+_DESC_BYTES = 160
+_DEFAULT_TIMEOUT = 1800.0
+_LINGER = 5.0                    # seconds a failed rank waits for the others' reports
+_WORLD = None                    # the default group, once initialised
+_prev_excepthook = None
+
+
+def _mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise ImportError("tg.distributed needs mpi4py and an MPI library: pip install "
+                          "'tapegrad[distributed]' (mpi4py and the mpich wheel), then run "
+                          "the script under mpiexec -n N python script.py") from None
+    return MPI
+
+
+def is_available():
+    """Whether mpi4py can be imported (the MPI backend is usable)."""
+    try:
+        import mpi4py  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+# ------------------------------------------------------------------ the group
+class _Group:
+    """The default process group: three private duplicates of MPI's world (``comm``
+    for the collectives, ``ctl`` for the call checks and the notices, ``fin`` for the
+    barrier at exit) and the receive that is always posted for notices."""
+
+    def __init__(self, MPI, timeout, backend):
+        self.MPI = MPI
+        world = MPI.COMM_WORLD
+        self.rank, self.size = world.Get_rank(), world.Get_size()
+        self.timeout = timeout
+        self.backend = backend
+        self.seq = 0          # collectives posted on this rank
+        self.failed = {}      # rank -> what it raised
+        self.exited = {}      # rank -> how many collectives it had made when it left
+        self.closed = False
+        self.checks = os.environ.get("TAPEGRAD_DISTRIBUTED_CHECKS", "1") != "0"
+        self.nccl = None
+        self.nreq = None
+        self.queue = collections.deque()   # Works whose transfer has not started
+        self.comm = self._dup(world, "init_process_group")
+        self.ctl = self._dup(world, "init_process_group")
+        self.fin = self._dup(world, "init_process_group")
+        self.nbuf = bytearray(_NOTICE_BYTES)
+        self.status = MPI.Status()
+        self.nreq = self.ctl.Irecv(self.nbuf, MPI.ANY_SOURCE, MPI.ANY_TAG)
+
+    def _dup(self, world, what):
+        comm, req = world.Idup()
+        self.wait([req], what, None)
+        return comm
+
+    # ---- waiting, with notices and the timeout
+    def wait(self, reqs, what, seq, timeout=None):
+        """Spin on ``reqs`` (MPI keeps moving data only inside its calls), reading
+        notices and the clock every 64 tests."""
+        Testall = self.MPI.Request.Testall
+        if Testall(reqs):
+            return
+        limit = self.timeout if timeout is None else timeout
+        start = time.monotonic()
+        n = 0
+        while not Testall(reqs):
+            n += 1
+            if not n & 63:
+                self.poll(what, seq)
+                if time.monotonic() - start > limit:
+                    raise DistBackendError(
+                        f"{what}: timed out after {limit:g} s on rank {self.rank} of "
+                        f"{self.size}, waiting for ranks that did not join (hung, "
+                        f"deadlocked, or dead without a word); collective number {seq}")
+
+    def wait_event(self, event, what, seq, timeout=None):
+        """As ``wait``, for a CUDA event (an NCCL collective)."""
+        limit = self.timeout if timeout is None else timeout
+        start = time.monotonic()
+        while not event.done:
+            self.poll(what, seq)
+            if time.monotonic() - start > limit:
+                raise DistBackendError(f"{what}: timed out after {limit:g} s on rank "
+                                       f"{self.rank} (NCCL); collective number {seq}")
+            time.sleep(20e-6)
+
+    def read_notices(self):
+        """Take in the notices that arrived (FAULT: a rank failed, EXIT: one left)."""
+        MPI = self.MPI
+        while self.nreq is not None and self.nreq.Test(self.status):
+            src, tag = self.status.Get_source(), self.status.Get_tag()
+            text = bytes(self.nbuf[:self.status.Get_count(MPI.BYTE)]).decode("utf-8",
+                                                                             "replace")
+            self.nreq = self.ctl.Irecv(self.nbuf, MPI.ANY_SOURCE, MPI.ANY_TAG)
+            if tag == _FAULT:
+                self.failed.setdefault(src, text)
+            elif tag == _EXIT:
+                self.exited[src] = int(text)
+
+    def poll(self, what=None, seq=None):
+        """Read the notices; raise if a rank failed, or if one left before joining
+        collective number ``seq``."""
+        self.read_notices()
+        where = what or "tapegrad.distributed"
+        if self.failed:
+            # the root cause first: a rank's own error, not a report of another's
+            r, text = min(self.failed.items(),
+                          key=lambda kv: kv[1].startswith("DistBackendError"))
+            raise DistBackendError(f"{where}: rank {r} failed ({text}); rank {self.rank} "
+                                   f"stops too, the job cannot go on without it")
+        if seq is not None:
+            for r, done in self.exited.items():
+                if done < seq:
+                    raise DistBackendError(
+                        f"{where}: rank {r} exited after {done} collectives, without "
+                        f"joining this one (collective number {seq} on rank {self.rank}); "
+                        f"every rank must make the same collective calls in the same order")
+
+    def die(self, text):
+        """This rank failed (its error is printed): tell the others, wait up to
+        ``_LINGER`` seconds until each has answered with its own failure (it has
+        printed its error by then: mpiexec may kill the job once one process is
+        gone), and exit with status 1, without MPI's finalize."""
+        try:
+            self.notify(_FAULT, text)
+            end = time.monotonic() + _LINGER
+            others = self.size - 1
+            while time.monotonic() < end:
+                self.read_notices()
+                if len(self.failed) - (self.rank in self.failed) >= others:
+                    break
+                time.sleep(1e-3)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+
+    def notify(self, tag, text, grace=2.0):
+        """Send a notice to every other rank; wait at most ``grace`` seconds for the
+        sends (a dead peer must not hold us)."""
+        data = text.encode("utf-8", "replace")[:_NOTICE_BYTES]
+        reqs = [self.ctl.Isend(data, r, tag) for r in range(self.size) if r != self.rank]
+        end = time.monotonic() + grace
+        while not self.MPI.Request.Testall(reqs) and time.monotonic() < end:
+            pass
+
+    # ---- starting the queued collectives, in call order
+    def pump(self, until=None):
+        """Start the queued collectives whose call check is back (all of them up to
+        ``until`` when given, waiting for their checks)."""
+        q = self.queue
+        MPI = self.MPI
+        while q:
+            w = q[0]
+            if w.check is not None:
+                if until is None and not MPI.Request.Testall([w.check[0]]):
+                    return
+                self.finish_check(w.check, w.what, self.seq + 1)
+            q.popleft()
+            w._start()
+            if w is until:
+                return
+
+    # ---- the call check
+    def start_check(self, desc, force=False):
+        """Post the comparison of this call's description across ranks: MAX of
+        (h, -h) is (h, -h) exactly when every rank has the same h."""
+        if not (self.checks or force):
+            return None
+        h = zlib.crc32(desc.encode()) + 1
+        arr = np.array([h, -h], dtype=np.int64)
+        out = np.empty(2, dtype=np.int64)
+        req = self.ctl.Iallreduce(arr, out, op=self.MPI.MAX)
+        return [req, arr, out, desc]
+
+    def finish_check(self, chk, what, seq):
+        req, _, out, desc = chk
+        self.wait([req], what, seq)
+        if out[0] == -out[1]:
+            return
+        mine = np.zeros(_DESC_BYTES, dtype=np.uint8)
+        enc = np.frombuffer(desc.encode()[:_DESC_BYTES], dtype=np.uint8)
+        mine[:len(enc)] = enc
+        every = np.empty(_DESC_BYTES * self.size, dtype=np.uint8)
+        self.wait([self.ctl.Iallgather(mine, every)], what, None)
+        calls = [bytes(every[i * _DESC_BYTES:(i + 1) * _DESC_BYTES]).rstrip(b"\0").decode()
+                 for i in range(self.size)]
+        raise RuntimeError(
+            f"{what}: the ranks made different collective calls: "
+            + "; ".join(f"rank {i}: {c}" for i, c in enumerate(calls))
+            + ". Every rank must call the same collectives in the same order, with tensors "
+              "of the same shape and dtype; the process group is unusable after this error")
+
+    # ---- closing
+    def close(self, at_exit):
+        """Tell the others this rank is done, then meet them at a barrier (so MPI's
+        finalize never waits on a rank that failed): a failure there ends the process
+        with status 1 at exit, and raises otherwise."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.notify(_EXIT, str(self.seq))
+            self.wait([self.fin.Ibarrier()], "destroy_process_group", None)
+        except DistBackendError as e:
+            if at_exit:
+                sys.stdout.flush()
+                sys.stderr.write(f"[rank {self.rank}] {type(e).__name__}: {e}\n")
+                sys.stderr.flush()
+                self.die(f"{type(e).__name__}: {e}")
+            raise
+        if self.nreq is not None:
+            self.nreq.Cancel()
+            self.nreq.Wait()
+            self.nreq = None
+        if self.nccl is not None:
+            self.nccl.destroy()
+        for c in (self.comm, self.ctl, self.fin):
+            c.Free()
+
+    # ---- NCCL, made on first use with a CUDA tensor
+    def nccl_comm(self, what):
+        if self.nccl is None:
+            if not _nccl.available():
+                raise RuntimeError(f"{what}: CUDA tensors need NCCL through CuPy "
+                                   f"(pip install tapegrad[cuda]); not available here")
+            uid = _nccl.unique_id() if self.rank == 0 else None
+            raw = np.zeros(128, dtype=np.int8)
+            if uid is not None:
+                raw[:] = np.frombuffer(bytes(uid), dtype=np.int8) if isinstance(uid, bytes) \
+                    else np.asarray(uid, dtype=np.int8)
+            self.wait([self.ctl.Ibcast(raw, root=0)], what, None)
+            as_bytes = isinstance(uid, bytes) if uid is not None else \
+                isinstance(_nccl.unique_id(), bytes)
+            uid = raw.tobytes() if as_bytes else tuple(int(v) for v in raw)
+            self.nccl = _nccl.Communicator(self.size, uid, self.rank)
+        return self.nccl
+
+
+def _excepthook(tp, value, tb):
+    """An uncaught exception on a rank: print it, tell the other ranks, exit 1 without
+    MPI's finalize (which would wait for them)."""
+    g = _WORLD
+    hook = _prev_excepthook or sys.__excepthook__
+    if g is None or g.closed:
+        return hook(tp, value, tb)
+    sys.stdout.flush()
+    sys.stderr.write(f"[tapegrad.distributed] rank {g.rank} of {g.size}: uncaught "
+                     f"{tp.__name__}; telling the other ranks and exiting\n")
+    hook(tp, value, tb)
+    sys.stderr.flush()
+    g.die(f"{tp.__name__}: {value}")
+
+
+def _at_exit():
+    g = _WORLD
+    if g is not None and not g.closed:
+        g.close(at_exit=True)
+
+
+# ------------------------------------------------------------------ set-up
+def init_process_group(backend="mpi", init_method=None, timeout=None, world_size=-1,
+                       rank=-1, **kwargs):
+    """Join the default process group: every process started by ``mpiexec`` calls it.
+
+    ``backend``: ``"mpi"`` (CPU tensors over MPI, CUDA tensors over NCCL) or
+    ``"nccl"`` (the same, and NCCL must be available). ``timeout``: a
+    ``datetime.timedelta`` or seconds, the longest a collective waits (30 minutes
+    by default). ``world_size`` and ``rank``, if given, must be what ``mpiexec``
+    set. Installs an exception hook: an uncaught exception on this rank is reported
+    to the others, which then stop with an error naming this rank."""
+    global _WORLD, _prev_excepthook
+    if _WORLD is not None:
+        raise RuntimeError("trying to initialize the default process group twice!")
+    if backend not in ("mpi", "nccl", None):
+        raise ValueError(f"init_process_group: backend {backend!r} is not supported; "
+                         f"tapegrad runs on 'mpi' (CPU, and NCCL for CUDA tensors) or 'nccl'")
+    if init_method not in (None, "env://"):
+        raise ValueError("init_process_group: ranks are found by MPI (run under mpiexec); "
+                         "init_method is not used")
+    if timeout is None:
+        timeout = _DEFAULT_TIMEOUT
+    elif isinstance(timeout, datetime.timedelta):
+        timeout = timeout.total_seconds()
+    timeout = float(timeout)
+    if not timeout > 0:
+        raise ValueError(f"init_process_group: timeout must be positive, got {timeout}")
+    MPI = _mpi()
+    g = _Group(MPI, timeout, backend or "mpi")
+    for name, given, real in (("world_size", world_size, g.size), ("rank", rank, g.rank)):
+        if given not in (-1, None) and given != real:
+            raise ValueError(f"init_process_group: {name}={given} but MPI says {real} "
+                             f"(ranks and size come from mpiexec -n N)")
+    if backend == "nccl" and not _nccl.available():
+        raise RuntimeError("init_process_group: backend 'nccl' needs CuPy with NCCL and a "
+                           "GPU; use backend='mpi'")
+    _WORLD = g
+    if sys.excepthook is not _excepthook:
+        _prev_excepthook = sys.excepthook
+        sys.excepthook = _excepthook
+    atexit.register(_at_exit)
+
+
+def destroy_process_group(group=None):
+    """Leave the default group (every rank calls it): a barrier that reports a rank
+    that failed or left early, then the communicators are freed."""
+    global _WORLD
+    g = _group("destroy_process_group", group)
+    try:
+        g.close(at_exit=False)
+    finally:
+        _WORLD = None
+        if sys.excepthook is _excepthook:
+            sys.excepthook = _prev_excepthook or sys.__excepthook__
+        atexit.unregister(_at_exit)
+
+
+def is_initialized():
+    return _WORLD is not None
+
+
+def _group(what, group=None):
+    if group is not None and group is not _WORLD:
+        raise ValueError(f"{what}: only the default process group (group=None) is supported")
+    if _WORLD is None:
+        raise ValueError(f"{what}: Default process group has not been initialized, please "
+                         f"make sure to call init_process_group.")
+    return _WORLD
+
+
+def get_rank(group=None):
+    return _group("get_rank", group).rank
+
+
+def get_world_size(group=None):
+    return _group("get_world_size", group).size
+
+
+def get_backend(group=None):
+    return _group("get_backend", group).backend
+
+
+# ------------------------------------------------------------------ work handles
+class Work:
+    """A collective in flight (``async_op=True``): ``wait()`` blocks until it is done
+    (and the result is in the tensors), ``is_completed()`` asks without blocking.
+
+    A checked collective moves its data once every rank has been seen to make the same
+    call (MPI aborts on a type mismatch inside a transfer, so the data may not go
+    first): the comparison is posted at the call, and the transfer starts as soon as
+    the comparison is back, at the latest on ``wait()``; collectives start in call
+    order on every rank."""
+
+    def __init__(self, group, what, start, check=None, finish=None, keep=None):
+        self.group, self.what = group, what
+        self.start_fn, self.check, self.finish, self.keep = start, check, finish, keep
+        self.seq = None
+        self.reqs, self.event = [], None
+        self.started = self._done = False
+
+    def _start(self):
+        g = self.group
+        g.seq += 1
+        self.seq = g.seq
+        out = self.start_fn()
+        self.start_fn = None
+        if isinstance(out, list):
+            self.reqs = out
+        else:
+            self.event = out
+        self.started = True
+
+    def is_completed(self):
+        if self._done:
+            return True
+        g = self.group
+        g.pump()
+        if not self.started:
+            return False
+        ok = g.MPI.Request.Testall(self.reqs) if self.reqs else True
+        return bool(ok and (self.event is None or self.event.done))
+
+    def wait(self, timeout=None):
+        if self._done:
+            return True
+        if isinstance(timeout, datetime.timedelta):
+            timeout = timeout.total_seconds()
+        g = self.group
+        g.pump(until=self)
+        if self.reqs:
+            g.wait(self.reqs, self.what, self.seq, timeout)
+        if self.event is not None:
+            g.wait_event(self.event, self.what, self.seq, timeout)
+        self._done = True
+        if self.finish is not None:
+            self.finish()
+        self.keep = self.reqs = self.event = None
+        return True
+
+
+def _submit(g, what, desc, start, finish=None, keep=None, async_op=False, check=True):
+    """Queue a collective behind the ones not started yet, its call check posted now;
+    start what can start; wait for it unless ``async_op``."""
+    chk = g.start_check(desc) if check else None
+    w = Work(g, what, start, chk, finish, keep)
+    g.queue.append(w)
+    g.pump(until=None if async_op else w)
+    if async_op:
+        return w
+    w.wait()
+    return None
+
+
+# ------------------------------------------------------------------ helpers
+_MPI_OPS = {"sum": "SUM", "product": "PROD", "max": "MAX", "min": "MIN", "avg": "SUM"}
+_BOOL_OPS = {"sum": "LOR", "max": "LOR", "min": "LAND", "product": "LAND"}
+
+
+def _op(what, op):
+    key = op.lower() if isinstance(op, str) else None
+    if key not in _MPI_OPS:
+        raise ValueError(f"{what}: unknown reduce op {op!r}; use tg.distributed.ReduceOp "
+                         f"(SUM, AVG, PRODUCT, MAX, MIN)")
+    return key
+
+
+def _tensor(what, t, name="tensor"):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{what}: {name} must be a tg.Tensor, got {type(t).__name__}")
+    return t
+
+
+def _desc(t):
+    return f"shape={tuple(t.shape)}, dtype={t.dtype}, device={t.device.type}"
+
+
+class _Staged:
+    """A tensor's buffer as MPI takes it: the buffer itself when C-contiguous and of a
+    type MPI reduces, else a contiguous (float32 for float16) copy written back by
+    ``done()``."""
+
+    def __init__(self, t, reduce=False):
+        self.t = t
+        self.buf = buffer(t)
+        arr = self.buf
+        if reduce and arr.dtype == np.float16:
+            arr = arr.astype(np.float32)
+        elif not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        self.arr = arr
+
+    def done(self):
+        if self.arr is not self.buf:
+            self.buf[...] = self.arr
+        mark_written(self.t)
+
+
+def _mpi_op(g, what, key, dtype):
+    if dtype == np.bool_:
+        return getattr(g.MPI, _BOOL_OPS[key]) if key != "avg" else _no_avg(what, dtype)
+    if key == "avg" and dtype.kind != "f":
+        _no_avg(what, dtype)
+    return getattr(g.MPI, _MPI_OPS[key])
+
+
+def _no_avg(what, dtype):
+    raise RuntimeError(f"{what}: ReduceOp.AVG needs a floating point tensor, got {dtype}")
+
+
+def _contiguous_cuda(what, t):
+    arr = buffer(t)
+    if not arr.flags.c_contiguous:
+        raise RuntimeError(f"{what}: NCCL needs a contiguous CUDA tensor; call "
+                           f".contiguous() first")
+    return arr
+
+
+# ------------------------------------------------------------------ collectives
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``tensor`` across ranks, in place on every rank (``op``: SUM, AVG,
+    PRODUCT, MAX, MIN). Returns a ``Work`` with ``async_op=True``, else None."""
+    what = "all_reduce"
+    g = _group(what, group)
+    _tensor(what, tensor)
+    key = _op(what, op)
+    return _all_reduce(g, what, tensor, key, async_op, True)
+
+
+def _all_reduce(g, what, tensor, key, async_op, check):
+    desc = f"all_reduce({_desc(tensor)}, op={key})"
+    if tensor.is_cuda:
+        if key == "avg" and not tensor.dtype.is_floating_point:
+            _no_avg(what, tensor.dtype)
+        arr = _contiguous_cuda(what, tensor)
+        return _submit(g, what, desc, lambda: g.nccl_comm(what).all_reduce(arr, key),
+                       lambda: mark_written(tensor), async_op=async_op, check=check)
+    s = _Staged(tensor, reduce=True)
+    mop = _mpi_op(g, what, key, s.arr.dtype)  # validates before anything is posted
+
+    def finish():
+        if key == "avg":
+            s.arr /= g.size
+        s.done()
+    return _submit(g, what, desc, lambda: [g.comm.Iallreduce(g.MPI.IN_PLACE, s.arr, op=mop)],
+                   finish, s, async_op, check)
+
+
+def broadcast(tensor, src, group=None, async_op=False):
+    """Copy ``tensor`` of rank ``src`` into ``tensor`` of every rank, in place."""
+    what = "broadcast"
+    g = _group(what, group)
+    _tensor(what, tensor)
+    if not isinstance(src, (int, np.integer)) or not 0 <= src < g.size:
+        raise ValueError(f"broadcast: src must be a rank in [0, {g.size}), got {src!r}")
+    src = int(src)
+    desc = f"broadcast({_desc(tensor)}, src={src})"
+    if tensor.is_cuda:
+        arr = _contiguous_cuda(what, tensor)
+        return _submit(g, what, desc, lambda: g.nccl_comm(what).broadcast(arr, src),
+                       lambda: mark_written(tensor), async_op=async_op)
+    s = _Staged(tensor)
+    return _submit(g, what, desc, lambda: [g.comm.Ibcast(s.arr, root=src)], s.done, s,
+                   async_op)
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    """Wait until every rank has reached this call."""
+    g = _group("barrier", group)
+    return _submit(g, "barrier", "barrier()", lambda: [g.comm.Ibarrier()], async_op=async_op)
+
+
+def _same(what, name, t, ref):
+    if tuple(t.shape) != tuple(ref.shape) or t.dtype != ref.dtype or t.device != ref.device:
+        raise RuntimeError(f"{what}: {name} has shape {tuple(t.shape)}, {t.dtype} on "
+                           f"{t.device}; expected {tuple(ref.shape)}, {ref.dtype} on "
+                           f"{ref.device} (those of the input tensor)")
+
+
+def _same_kind(what, output, input):
+    if output.dtype != input.dtype or output.device != input.device:
+        raise RuntimeError(f"{what}: output is {output.dtype} on {output.device}, input "
+                           f"{input.dtype} on {input.device}; they must match")
+
+
+def _empty_like(arr, shape):
+    import importlib
+    xp = importlib.import_module(type(arr).__module__.split(".")[0])
+    return xp.empty(shape, dtype=arr.dtype)
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """``tensor_list[r]`` gets rank r's ``tensor`` (one per rank, same shape and dtype)."""
+    what = "all_gather"
+    g = _group(what, group)
+    _tensor(what, tensor)
+    if not isinstance(tensor_list, (list, tuple)) or len(tensor_list) != g.size:
+        raise ValueError(f"all_gather: tensor_list must be a list of world_size ({g.size}) "
+                         f"tensors, got {type(tensor_list).__name__} of "
+                         f"{len(tensor_list) if hasattr(tensor_list, '__len__') else '?'}")
+    for i, t in enumerate(tensor_list):
+        _same(what, f"tensor_list[{i}]", _tensor(what, t, f"tensor_list[{i}]"), tensor)
+    desc = f"all_gather({_desc(tensor)})"
+    if tensor.is_cuda:
+        send = _contiguous_cuda(what, tensor)
+        recv = _empty_like(send, (g.size,) + tuple(send.shape))
+        start = lambda: g.nccl_comm(what).all_gather(send, recv)  # noqa: E731
+    else:
+        send = np.ascontiguousarray(buffer(tensor))
+        recv = np.empty((g.size,) + send.shape, dtype=send.dtype)
+        start = lambda: [g.comm.Iallgather(send, recv)]  # noqa: E731
+
+    def finish():
+        for i, t in enumerate(tensor_list):
+            buffer(t)[...] = recv[i]
+            mark_written(t)
+    return _submit(g, what, desc, start, finish, (send, recv), async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    """Rank r's ``input_tensor`` lands in block r of ``output_tensor`` (world size
+    times its size: concatenated on dim 0, or stacked), with no copy when the output is
+    contiguous."""
+    what = "all_gather_into_tensor"
+    g = _group(what, group)
+    _tensor(what, output_tensor, "output_tensor")
+    _tensor(what, input_tensor, "input_tensor")
+    _same_kind(what, output_tensor, input_tensor)
+    if output_tensor.numel() != g.size * input_tensor.numel():
+        raise RuntimeError(f"{what}: output_tensor has {output_tensor.numel()} elements; "
+                           f"it needs world_size * input ({g.size} * {input_tensor.numel()})")
+    desc = f"all_gather_into_tensor({_desc(input_tensor)})"
+    if input_tensor.is_cuda:
+        send = _contiguous_cuda(what, input_tensor)
+        recv = _contiguous_cuda(what, output_tensor)
+        return _submit(g, what, desc, lambda: g.nccl_comm(what).all_gather(send, recv),
+                       lambda: mark_written(output_tensor), async_op=async_op)
+    send = np.ascontiguousarray(buffer(input_tensor))
+    s = _Staged(output_tensor)
+    return _submit(g, what, desc, lambda: [g.comm.Iallgather(send, s.arr)], s.done,
+                   (send, s), async_op)
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+    """``output`` on rank r gets the reduction over ranks of their ``input_list[r]``."""
+    what = "reduce_scatter"
+    g = _group(what, group)
+    _tensor(what, output, "output")
+    key = _op(what, op)
+    if not isinstance(input_list, (list, tuple)) or len(input_list) != g.size:
+        raise ValueError(f"reduce_scatter: input_list must be a list of world_size "
+                         f"({g.size}) tensors")
+    for i, t in enumerate(input_list):
+        _same(what, f"input_list[{i}]", _tensor(what, t, f"input_list[{i}]"), output)
+    desc = f"reduce_scatter({_desc(output)}, op={key})"
+    if output.is_cuda:
+        recv = _contiguous_cuda(what, output)
+        send = _empty_like(recv, (g.size,) + tuple(output.shape))
+        for i, t in enumerate(input_list):
+            send[i] = buffer(t)
+        return _submit(g, what, desc, lambda: g.nccl_comm(what).reduce_scatter(send, recv, key),
+                       lambda: mark_written(output), send, async_op)
+    s = _Staged(output, reduce=True)
+    mop = _mpi_op(g, what, key, s.arr.dtype)
+    send = np.empty((g.size,) + tuple(output.shape), dtype=s.arr.dtype)
+    for i, t in enumerate(input_list):
+        send[i] = buffer(t)
+
+    def finish():
+        if key == "avg":
+            s.arr /= g.size
+        s.done()
+    return _submit(g, what, desc, lambda: [g.comm.Ireduce_scatter_block(send, s.arr, op=mop)],
+                   finish, (send, s), async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    """Block r of ``input`` (world size times ``output``'s size) reduced over ranks
+    lands in ``output`` on rank r; no copy for contiguous tensors."""
+    what = "reduce_scatter_tensor"
+    g = _group(what, group)
+    _tensor(what, output, "output")
+    _tensor(what, input, "input")
+    key = _op(what, op)
+    _same_kind(what, output, input)
+    if input.numel() != g.size * output.numel():
+        raise RuntimeError(f"{what}: input has {input.numel()} elements; it needs "
+                           f"world_size * output ({g.size} * {output.numel()})")
+    desc = f"reduce_scatter_tensor({_desc(output)}, op={key})"
+    if output.is_cuda:
+        send = _contiguous_cuda(what, input)
+        recv = _contiguous_cuda(what, output)
+        return _submit(g, what, desc, lambda: g.nccl_comm(what).reduce_scatter(send, recv, key),
+                       lambda: mark_written(output), async_op=async_op)
+    send = _Staged(input, reduce=True).arr
+    s = _Staged(output, reduce=True)
+    mop = _mpi_op(g, what, key, send.dtype)
+
+    def finish():
+        if key == "avg":
+            s.arr /= g.size
+        s.done()
+    return _submit(g, what, desc, lambda: [g.comm.Ireduce_scatter_block(send, s.arr, op=mop)],
+                   finish, (send, s), async_op)
+
+
+def _all_reduce_unchecked(tensor, key):
+    """``all_reduce(async_op=True)`` without the call check, for DDP's buckets (their
+    layout was compared across ranks at construction): nothing waits for the other
+    ranks before the transfer starts."""
+    g = _group("DistributedDataParallel")
+    return _all_reduce(g, "DistributedDataParallel all_reduce", tensor, key, True, False)
+
+
+# ------------------------------------------------------------------ checkpoints
+def _broadcast_bytes(data, src, what):
+    g = _group(what)
+    n = np.array([len(data) if g.rank == src else 0], dtype=np.int64)
+    broadcast(Tensor(n), src)
+    raw = np.frombuffer(data, dtype=np.uint8).copy() if g.rank == src else \
+        np.empty(int(n[0]), dtype=np.uint8)
+    broadcast(Tensor(raw), src)
+    return raw.tobytes()
+
+
+def save_checkpoint(obj, path, src=0):
+    """``tg.save(obj, path)`` on rank ``src`` only, then a barrier, so that no rank
+    reads the file before it is complete. Every rank calls it."""
+    from .. import serialization
+    g = _group("save_checkpoint")
+    if g.rank == src:
+        serialization.save(obj, path)
+    barrier()
+
+
+def load_checkpoint(path, src=0, map_location=None):
+    """Rank ``src`` reads ``path`` and broadcasts its bytes; every rank returns
+    ``tg.load`` of them (so the file need exist on ``src``'s machine only). Every rank
+    calls it."""
+    from .. import serialization
+    g = _group("load_checkpoint")
+    data = b""
+    if g.rank == src:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    data = _broadcast_bytes(data, src, "load_checkpoint")
+    return serialization.load(io.BytesIO(data), map_location=map_location)

@@ -1,0 +1,46 @@
+"""One fault per run (argv[1]); the test reads what each rank printed and the exit
+status of the job."""
+import sys
+import time
+
+import tapegrad as tg
+import tapegrad.distributed as dist
+
+mode = sys.argv[1]
+dist.init_process_group(backend="mpi", timeout=float(sys.argv[2]) if len(sys.argv) > 2 else 20)
+R, N = dist.get_rank(), dist.get_world_size()
+dist.all_reduce(tg.ones(2))  # everyone is up
+
+if mode == "raise":
+    # the last rank fails while the others wait in a collective
+    if R == N - 1:
+        time.sleep(0.3)
+        raise ValueError("boom on purpose")
+    dist.all_reduce(tg.ones(3))
+elif mode == "raise_later":
+    # rank 0 fails after the others have finished their work: they learn it at exit
+    if R == 0:
+        time.sleep(0.3)
+        raise KeyError("late failure")
+elif mode == "shape":
+    dist.all_reduce(tg.ones(3 + R))
+elif mode == "dtype":
+    dist.broadcast(tg.ones(3, dtype=tg.float64 if R else tg.float32), 0)
+elif mode == "order":
+    if R == 0:
+        dist.all_reduce(tg.ones(3))
+    else:
+        dist.broadcast(tg.ones(3), 0)
+elif mode == "exit":
+    # rank 0 makes one more collective than the others
+    if R == 0:
+        dist.all_reduce(tg.ones(3))
+elif mode == "hang":
+    # the last rank is stuck longer than the timeout
+    if R == N - 1:
+        time.sleep(3)
+    dist.all_reduce(tg.ones(3))
+elif mode == "model":
+    import tapegrad.nn as nn
+    nn.parallel.DistributedDataParallel(nn.Linear(3, 4 + R))
+print(f"OK rank {R}", flush=True)

@@ -1,0 +1,67 @@
+"""tg.distributed, DistributedDataParallel and the fault behaviour, under
+``mpiexec -n 2`` and ``-n 3`` on this machine (each job has a timeout: a hang fails)."""
+import re
+import time
+
+import pytest
+
+from ._launch import run, run_ok
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_values(n):
+    run_ok("mpi_collectives.py", n, n)
+
+
+def test_ddp_matches_one_process_on_the_whole_batch():
+    run_ok("mpi_ddp.py", 2)
+
+
+def _failed(mode, n=2, timeout_arg=None, limit=30):
+    args = [mode] + ([timeout_arg] if timeout_arg is not None else [])
+    start = time.monotonic()
+    rc, out, err = run("mpi_faults.py", n, *args, timeout=limit)
+    took = time.monotonic() - start
+    assert rc != 0, f"{mode}: the job succeeded\n{out}\n{err}"
+    return out, err, took
+
+
+def test_a_rank_that_raises_stops_the_others_naming_it():
+    out, err, took = _failed("raise", n=3)
+    assert "ValueError: boom on purpose" in err
+    # both other ranks stop, each with an error naming rank 2
+    for r in (0, 1):
+        assert re.search(rf"rank 2 failed \(ValueError: boom on purpose\); rank {r} stops", err), err
+    assert "OK rank" not in out
+    assert took < 20
+
+
+def test_a_late_failure_is_reported_at_exit():
+    out, err, _ = _failed("raise_later")
+    assert "KeyError: 'late failure'" in err
+    assert re.search(r"\[rank 1\] DistBackendError: destroy_process_group: rank 0 failed", err), err
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("shape", r"rank 0: all_reduce\(shape=\(3,\).*rank 1: all_reduce\(shape=\(4,\)"),
+    ("dtype", r"rank 0: broadcast\(shape=\(3,\), dtype=tapegrad.float32.*"
+              r"rank 1: broadcast\(shape=\(3,\), dtype=tapegrad.float64"),
+    ("order", r"rank 0: all_reduce\(.*rank 1: broadcast\("),
+    ("model", r"DistributedDataParallel: the ranks hold different models"),
+])
+def test_mismatched_calls_give_a_clear_error_on_every_rank(mode, words):
+    out, err, _ = _failed(mode)
+    assert len(re.findall(words, err)) >= 2, err  # both ranks say it
+    assert "OK rank" not in out
+
+
+def test_a_rank_that_leaves_early_is_named():
+    out, err, took = _failed("exit")
+    assert "OK rank 1" in out
+    assert re.search(r"all_reduce: rank 1 exited after 1 collectives, without joining this "
+                     r"one \(collective number 2 on rank 0\)", err), err
+
+
+def test_a_hung_rank_times_out():
+    out, err, took = _failed("hang", timeout_arg=0.5)
+    assert re.search(r"all_reduce: timed out after 0.5 s on rank 0", err), err
