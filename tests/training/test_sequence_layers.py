@@ -112,7 +112,7 @@ def test_rnn_relu_and_repr():
 
 def test_recurrent_dropout_between_layers():
     m = tg.nn.LSTM(3, 8, num_layers=2, dropout=0.5)
-    x = tg.tensor(_x(6, 2, 3))
+    x = tg.tensor(_x(6, 2, 3), dtype=tg.float32)
     m.eval()
     a = m(x)[0].detach().numpy()
     m.train()
@@ -226,7 +226,7 @@ def test_decoder_stack():
 
 def test_transformer_dropout_train_vs_eval():
     layer = tg.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.3)
-    x = tg.tensor(_x(4, 2, 8))
+    x = tg.tensor(_x(4, 2, 8), dtype=tg.float32)
     a = layer(x).detach().numpy()
     layer.eval()
     b = layer(x).detach().numpy()
