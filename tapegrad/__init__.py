@@ -28,6 +28,7 @@ from . import cuda  # noqa: F401
 from . import testing  # noqa: F401
 from . import functional  # noqa: F401
 from . import forward_ad  # noqa: F401
+from . import interop  # noqa: F401  (PyTorch and JAX are imported on first use)
 
 _tape.install_namespace(_ops)
 _methods.install(methods={"backward": _autodiff.tensor_backward})

@@ -39,7 +39,8 @@ from .tape import FAST_RECORD as _FAST_RECORD, RAW as _RAW
 from .tensor import Tensor, wrap, mark_written as _mark_written, subclasses as _TT
 from .tensor import last_write as _last_write
 
-__all__ = ["bind", "lane", "apply_inplace", "observe", "raw_arrays"]
+__all__ = ["bind", "lane", "apply_inplace", "observe", "raw_arrays", "register_foreign",
+           "foreign_constant"]
 
 _SCALARS = (int, float, bool)
 _NDARRAY = np.ndarray
@@ -221,7 +222,10 @@ def _make_lane(op):
 
 # ------------------------------------------------------------------ everything else
 def _general(op, args, attrs):
-    tensor_seen, rg, arrays = _unwrap(op, args)
+    try:
+        tensor_seen, rg, arrays = _unwrap(op, args)
+    except _Foreign as f:  # another framework's arrays (an exported adjoint's bind)
+        return f.args[0](op, args, attrs)
     if op.promote != "none" and tensor_seen is not None:
         arrays = _promote(op, arrays)
     if tensor_seen is False and not _state.raw:
@@ -252,6 +256,34 @@ def _general(op, args, attrs):
     if st._dual and op.differentiable:
         _forward(op, attrs, args, outs)
     return outs[0] if op.nout == 1 else outs
+
+
+_foreign = {}  # array type -> fn(op, args, attrs) (register_foreign)
+
+
+class _Foreign(Exception):
+    pass
+
+
+_foreign_constants = {}  # array type -> fn(ref, make)
+
+
+def register_foreign(array_type, fn, constant=None):
+    """Hand ``bind`` calls on ``array_type`` (another framework's arrays) to
+    ``fn(op, args, attrs)``: ``tapegrad.interop`` runs registry adjoints on
+    torch.Tensors, and an adjoint that binds an op directly reaches the export so.
+    ``constant(ref, make)`` gives ``make(numpy, dtype)`` as a constant array of the
+    framework (``foreign_constant``)."""
+    _foreign[array_type] = fn
+    if constant is not None:
+        _foreign_constants[array_type] = constant
+
+
+def foreign_constant(ref, make):
+    """``make(xp, dtype)`` (a constant array) in the framework of ``ref``, another
+    framework's array (an adjoint run by ``tapegrad.interop``); None for anything else."""
+    fn = _foreign_constants.get(type(ref))
+    return None if fn is None else fn(ref, make)
 
 
 def _unwrap(op, args):
@@ -285,6 +317,8 @@ def _unwrap(op, args):
         elif isinstance(a, _NDARRAY) or tp.__module__.startswith("cupy"):
             d = a  # a raw array (also the @fuse tracer's stand-ins, an ndarray subclass)
         else:
+            if tp in _foreign:
+                raise _Foreign(_foreign[tp])
             raise TypeError(f"{op.name}: argument '{_arg_name(op, len(arrays))}' must be a "
                             f"Tensor or a number, not {tp.__name__}")
         if d.dtype.kind == "c":

@@ -57,7 +57,7 @@ LAYERS = (
                   "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda")),
     ("library", ("tapegrad.nn", "tapegrad.optim", "tapegrad.data", "tapegrad.serialization",
                  "tapegrad.distributed",
-                 "tapegrad.testing", "tapegrad.viz", "tapegrad.profiler")),
+                 "tapegrad.testing", "tapegrad.viz", "tapegrad.profiler", "tapegrad.interop")),
     ("package", ("tapegrad",)),
     # programs shipped with the package, written as a user writes them (import tapegrad
     # as tg); nothing in the library imports them

@@ -177,7 +177,23 @@ INDEX = register(name="index", jvp=_jvp.linear, kind="basic", kernel=_index_kern
 
 
 def _mask_kernel(x, index, alloc=None):
-    return _getitem_kernel(x, index)
+    """x[mask]: with one boolean mask over the leading dims, its count sizes the
+    output, which ``alloc`` gives and ``compress`` writes; other indexes compute,
+    then copy into the allocated memory."""
+    if alloc is None:
+        return _getitem_kernel(x, index)
+    xp = _devices.xp_of(x)
+    m = index[0] if type(index) is tuple and len(index) == 1 else index
+    if isinstance(m, xp.ndarray) and m.dtype == np.bool_ and 0 < m.ndim <= x.ndim \
+            and tuple(m.shape) == tuple(x.shape[:m.ndim]):
+        rest = tuple(x.shape[m.ndim:])
+        out = alloc((int(xp.count_nonzero(m)),) + rest, x.dtype)
+        xp.compress(m.reshape(-1), x.reshape((m.size,) + rest), axis=0, out=out)
+        return out
+    r = _getitem_kernel(x, index)
+    out = alloc(r.shape, r.dtype)
+    out[...] = r
+    return out
 
 
 MASKED_INDEX = register(name="masked_index", jvp=_jvp.linear, kind="dynamic", kernel=_mask_kernel,
@@ -927,6 +943,8 @@ def masked_fill_(input, mask, value):
 
 # ---------------------------------------------------------------- nonzero
 def _nonzero_kernel(x, alloc=None):
+    """The count sizes the (count, ndim) output first; each dim's indices are then
+    written into its column."""
     xp = _devices.xp_of(x)
     d = distinct_values(x)
     if d is not x and d.size:
@@ -934,12 +952,13 @@ def _nonzero_kernel(x, alloc=None):
         # refused (or found empty) at once instead of scanned
         count = int(xp.count_nonzero(d)) * (x.size // d.size)
         _devices.check_alloc("nonzero", (count, x.ndim), np.int64)
-        if count == 0:
-            return alloc((0, x.ndim), np.int64) if alloc is not None else \
-                xp.empty((0, x.ndim), np.int64)
-    idx = xp.argwhere(x)
-    out = alloc(idx.shape, np.int64) if alloc is not None else xp.empty(idx.shape, np.int64)
-    out[...] = idx
+    else:
+        count = int(xp.count_nonzero(x))
+    out = alloc((count, x.ndim), np.int64) if alloc is not None else \
+        xp.empty((count, x.ndim), np.int64)
+    if x.ndim and count:
+        for k, idx in enumerate(xp.nonzero(x)):
+            out[:, k] = idx
     return out
 
 
@@ -992,9 +1011,11 @@ def _masked_select_kernel(x, mask, alloc=None):
     _masked_select_infer(x, mask)
     xp = _devices.xp_of(x)
     shape = np.broadcast_shapes(x.shape, mask.shape)
-    sel = xp.broadcast_to(x, shape)[xp.broadcast_to(mask, shape)]
-    out = alloc(sel.shape, x.dtype) if alloc is not None else xp.empty(sel.shape, x.dtype)
-    out[...] = sel
+    mb = xp.broadcast_to(mask, shape)
+    n = int(xp.count_nonzero(mask)) * (mb.size // max(mask.size, 1))  # sized first
+    _devices.check_alloc("masked_select", (n,), x.dtype)
+    out = alloc((n,), x.dtype) if alloc is not None else xp.empty((n,), x.dtype)
+    xp.compress(mb.reshape(-1), xp.broadcast_to(x, shape).reshape(-1), out=out)
     return out
 
 
@@ -1049,10 +1070,19 @@ def _unique_kernel(x, sorted=True, dim=None, alloc=None):
         inv = inv.reshape(x.shape)
     else:
         if x.shape[dim] == 0:
-            return x.copy(), xp.zeros(0, np.int64), xp.zeros(0, np.int64)
-        vals, inv, cnt = np.unique(x, axis=dim, return_inverse=True, return_counts=True)
-        inv = inv.reshape(-1)
-    return vals, inv.astype(np.int64), cnt.astype(np.int64)
+            vals, inv, cnt = x, xp.zeros(0, np.int64), xp.zeros(0, np.int64)
+        else:
+            vals, inv, cnt = np.unique(x, axis=dim, return_inverse=True, return_counts=True)
+            inv = inv.reshape(-1)
+    if alloc is None:
+        return (vals.copy() if vals is x else vals), inv.astype(np.int64), cnt.astype(np.int64)
+    # the sizes are the result: computed, then written into the caller's memory
+    outs = []
+    for r, dt in ((vals, x.dtype), (inv, np.int64), (cnt, np.int64)):
+        o = alloc(r.shape, dt)
+        o[...] = r
+        outs.append(o)
+    return tuple(outs)
 
 
 UNIQUE = register(

@@ -9,7 +9,7 @@ import string
 import numpy as np
 
 from ..tensor import Tensor
-from ..dispatch import bind
+from ..dispatch import bind, foreign_constant
 from .. import devices as _devices
 from .. import dtypes
 from .._util import op_error, normalize_dim, normalize_dims
@@ -101,7 +101,8 @@ def _raw(v):
 def _const(ref, make):
     """A constant array built by ``make(xp, dtype)`` on ref's device with ref's dtype."""
     r = _raw(ref)
-    return make(_devices.xp_of(r), r.dtype)
+    c = foreign_constant(r, make)  # an adjoint run on another framework's arrays
+    return c if c is not None else make(_devices.xp_of(r), r.dtype)
 
 
 def _float_check(name, *specs):

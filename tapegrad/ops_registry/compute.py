@@ -38,11 +38,14 @@ def workspace_bytes(op, *specs, **attrs):
     return int(op.workspace(*specs, **attrs))
 
 
-def compute(op, *arrays, out=None, workspace=None, **attrs):
+def compute(op, *arrays, out=None, workspace=None, alloc=None, **attrs):
     """Run ``op``'s kernel on raw arrays; write into ``out`` when given.
 
     Workspace ops get a caller-provided ``workspace`` buffer (allocated here when
-    absent); dynamic ops get an allocator. Inputs may be any DLPack producer; the
+    absent). Dynamic ops compute their output sizes first, then call ``alloc(spec)``
+    (a ``TensorSpec``; the caller's allocator, else ``empty``) once per output and
+    write there; the caller's allocator may return any DLPack producer of that spec,
+    and what it returned is what comes back. Inputs may be any DLPack producer; the
     result is a NumPy (CPU) or CuPy (GPU) array, or ``out``.
     """
     raw = [_as_raw(a) for a in arrays]
@@ -61,15 +64,28 @@ def compute(op, *arrays, out=None, workspace=None, **attrs):
             raise ValueError(f"{op.name}: workspace of {workspace.nbytes} bytes is smaller "
                              f"than the {need} bytes the op declares")
         kw["workspace"] = workspace
+    given = {}  # id(raw view) -> (raw view, what the caller's allocator returned)
     if op.kind == "dynamic":
-        kw["alloc"] = lambda shape, dtype: xp.empty(shape, dtype=dtype)
+        if alloc is None:
+            kw["alloc"] = lambda shape, dtype: xp.empty(shape, dtype=dtype)
+        else:
+            kw["alloc"] = _caller_alloc(op, alloc, given)
+    elif alloc is not None:
+        raise TypeError(f"{op.name}: alloc= is for dynamic ops (their sizes depend on the "
+                        f"data); a {op.kind} op writes into out= (shape from infer)")
     if out is not None and op.takes_out and not isinstance(out, tuple):
         kw["out"] = _as_raw(out)  # the kernel writes straight into the caller's buffer
     try:
         result = op.kernel(*raw, **kw)
+    except AllocatorError:
+        raise
     except Exception as e:
         raise RuntimeError(f"{op.name}: kernel failed: {e}") from e
     if out is None:
+        if given:
+            if isinstance(result, tuple):
+                return tuple(_given(r, given) for r in result)
+            return _given(result, given)
         return result
     if "out" in kw and result is kw["out"]:
         return out
@@ -87,3 +103,28 @@ def _write(op, out, result):
         raise ValueError(f"{op.name}: out has shape {tuple(out_raw.shape)}, "
                          f"the result has shape {tuple(result.shape)}")
     out_raw[...] = result
+
+
+class AllocatorError(ValueError):
+    """The caller's allocator returned memory that does not fit the output's spec."""
+
+
+def _caller_alloc(op, alloc, given):
+    """The kernel's ``alloc(shape, dtype)`` over the caller's ``alloc(spec)``."""
+    def kernel_alloc(shape, dtype):
+        spec = TensorSpec(tuple(int(n) for n in shape), np.dtype(dtype))
+        obj = alloc(spec)
+        raw = _as_raw(obj)
+        if tuple(raw.shape) != spec.shape or raw.dtype != spec.dtype:
+            raise AllocatorError(f"{op.name}: the allocator returned shape {tuple(raw.shape)}, "
+                             f"dtype {raw.dtype} for {spec.shape}, {spec.dtype}")
+        if not getattr(getattr(raw, "flags", None), "writeable", True):
+            raise AllocatorError(f"{op.name}: the allocator returned read-only memory")
+        given[id(raw)] = (raw, obj)
+        return raw
+    return kernel_alloc
+
+
+def _given(r, given):
+    hit = given.get(id(r))
+    return hit[1] if hit is not None and hit[0] is r else r

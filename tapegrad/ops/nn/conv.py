@@ -74,9 +74,11 @@ def _public_conv_attrs(fn):
 
 
 def _ctx_attrs(ctx):
+    """The call's attrs in canonical form (a registry call may give public keywords,
+    or none: ``op.compute(x, w, None, padding=1)``)."""
     a = ctx.attrs
-    return dict(stride=a["stride"], padding=a["padding"], dilation=a["dilation"],
-                groups=a["groups"])
+    return _conv_attrs(a.get("stride", 1), a.get("padding", 0), a.get("dilation", 1),
+                       a.get("groups", 1), kernel_size=_kernel_size(ctx.shapes[1]))
 
 
 # ================================================================ geometry and checks

@@ -1,0 +1,166 @@
+"""What the PyTorch and JAX exports share: the adjoints' namespace over foreign arrays.
+
+A registry adjoint (``op.vjp(ctx, g)``) is written with operators and ``ctx.m.*``,
+tapegrad's op functions (public signatures: ``m.sum(g, dim=1, keepdim=True)``). An
+export runs it on the other framework's arrays: operators are then that framework's
+own, and ``ctx.m`` is an ``AdjointNamespace``: each ``m.X(...)`` runs tapegrad's
+``X`` (its argument rules, its canonical attributes) on stand-in NumPy arrays under an
+observer that replaces every registry kernel it reaches with the *exported* op on the
+foreign arrays behind the stand-ins. So the adjoint becomes a graph of exported ops
+and native operators, which the framework differentiates again, to any order.
+
+A stand-in is a zero-copy view of the foreign array (PyTorch) or zeros of its shape
+(JAX, whose arrays may be tracers); a kernel is never run on a stand-in that stands
+for a foreign array: the exported op computes instead.
+"""
+import numpy as np
+
+from ..dispatch import observe, raw_arrays
+from ..ops_registry import TensorSpec
+from .. import ops as _ops
+
+__all__ = ["AdjointCtx", "AdjointNamespace", "canonical_attr"]
+
+_STRIP = ("alloc", "workspace", "out")
+
+
+class AdjointCtx:
+    """What ``op.vjp`` sees (the fields of the walker's ``Ctx``), over foreign arrays."""
+    __slots__ = ("inputs", "out", "attrs", "shapes", "dtypes", "needs_input_grad", "m", "node")
+
+    def __init__(self, inputs, out, attrs, shapes, dtypes, needs, m):
+        self.inputs = inputs
+        self.out = out
+        self.attrs = attrs
+        self.shapes = shapes
+        self.dtypes = dtypes
+        self.needs_input_grad = needs
+        self.m = m
+        self.node = None
+
+
+class AdjointNamespace:
+    """``ctx.m`` for an export: tapegrad's op functions on the framework's arrays.
+
+    ``fw`` (the framework adapter) gives ``is_array(x)``, ``stand_in(x)`` (a NumPy
+    array for tapegrad to see), ``constant(ndarray)`` (a foreign array of a value
+    computed on the host) and ``call(op, args, attrs)`` (the exported op: foreign
+    arrays out, one or a tuple)."""
+
+    def __init__(self, fw):
+        self._fw = fw
+        self._fns = {}
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        fn = self._fns.get(name)
+        if fn is None:
+            target = getattr(_ops, name, None)
+            if target is None or not callable(target):
+                raise AttributeError(f"the adjoints' namespace has no op {name!r}")
+            fn = self._fns[name] = _bridged(self._fw, name, target)
+        return fn
+
+
+def _bridged(fw, name, target):
+    def run(*args, **kwargs):
+        known = {}  # id(stand-in) -> (stand-in, foreign array)
+
+        def down(v):
+            if fw.is_array(v):
+                s = fw.stand_in(v)
+                known[id(s)] = (s, v)
+                return s
+            if type(v) is tuple or type(v) is list:
+                return type(v)(down(x) for x in v)
+            return v
+
+        def observer(op, kernel, *arrays, **kw):
+            mapped = []
+            foreign = False
+            for a in arrays:
+                hit = known.get(id(a)) if isinstance(a, np.ndarray) else None
+                if hit is not None and hit[0] is a:
+                    mapped.append(hit[1])
+                    foreign = True
+                else:
+                    mapped.append(a)
+            attrs = {k: _up_index(v, known) for k, v in kw.items() if k not in _STRIP}
+            if any(_mentions(v, known) for v in attrs.values()):
+                foreign = True
+            if not foreign:  # constants only: compute on the host as tapegrad would
+                return kernel(*arrays, **kw)
+            mapped = [fw.constant(a) if isinstance(a, np.ndarray) and not _is_known(a, known)
+                      else a for a in mapped]
+            outs = fw.call(op, mapped, attrs)
+            single = not isinstance(outs, tuple)
+            res = []
+            for o in (outs,) if single else outs:
+                s = fw.stand_in(o)
+                known[id(s)] = (s, o)
+                res.append(s)
+            return res[0] if single else tuple(res)
+
+        a2 = [down(a) for a in args]
+        k2 = {k: down(v) for k, v in kwargs.items()}
+        with raw_arrays(), observe(observer):
+            r = target(*a2, **k2)
+        return _up(r, known, fw)
+
+    run.__name__ = name
+    return run
+
+
+def _is_known(a, known):
+    hit = known.get(id(a))
+    return hit is not None and hit[0] is a
+
+
+def _mentions(v, known):
+    if isinstance(v, np.ndarray):
+        return _is_known(v, known)
+    if type(v) is tuple or type(v) is list:
+        return any(_mentions(x, known) for x in v)
+    return False
+
+
+def _up_index(v, known):
+    """An attribute (an index tuple) with stand-ins: their foreign arrays."""
+    if isinstance(v, np.ndarray) and _is_known(v, known):
+        return known[id(v)][1]
+    if type(v) is tuple or type(v) is list:
+        return type(v)(_up_index(x, known) for x in v)
+    return v
+
+
+def _up(r, known, fw):
+    if isinstance(r, np.ndarray):
+        if _is_known(r, known):
+            return known[id(r)][1]
+        return fw.constant(r)
+    if isinstance(r, tuple):
+        return type(r)(*(_up(x, known, fw) for x in r)) if hasattr(r, "_fields") else \
+            tuple(_up(x, known, fw) for x in r)
+    if isinstance(r, list):
+        return [_up(x, known, fw) for x in r]
+    return r
+
+
+def canonical_attr(v, to_numpy):
+    """An attribute value as tapegrad takes it: foreign arrays inside (an index
+    tuple) become NumPy arrays through ``to_numpy``."""
+    if type(v) is tuple or type(v) is list:
+        return type(v)(canonical_attr(x, to_numpy) for x in v)
+    r = to_numpy(v)
+    return v if r is None else r
+
+
+def specs(values, spec_of):
+    return [spec_of(v) for v in values]
+
+
+def out_specs(op, in_specs, attrs):
+    """The op's output specs (a list), from its shape rule."""
+    s = op.infer(*in_specs, **attrs)
+    return list(s) if isinstance(s, tuple) and not isinstance(s, TensorSpec) else [s]

@@ -1,0 +1,365 @@
+"""``torch_ops()``: every registered op as a function of ``torch.Tensor``s.
+
+Forward: the op's shape rule, then its kernel on zero-copy DLPack views of the
+tensors, writing into memory PyTorch allocated: the output (``out=``, for kernels
+that take it), the workspace (``torch.empty(nbytes, uint8)``), the outputs of a
+dynamic op (its allocator hands out ``torch.empty`` tensors). A view op's result is
+a ``Tensor.as_strided`` view of its input; any other kernel result is handed to
+PyTorch without a copy. Backward: a ``torch.autograd.Function`` whose backward runs
+the registry's adjoint on the saved tensors, with ``ctx.m`` the adjoints' namespace
+over this export (``_bridge``), so PyTorch differentiates the adjoint again.
+"""
+import types
+
+import numpy as np
+
+from ..devices import dlpack as _dlpack
+from ..dispatch import register_foreign
+from ..ops_registry import TensorSpec, list_ops
+from . import _bridge
+
+__all__ = ["torch_ops", "torch_module", "call"]
+
+_torch = None
+_NP2T = {}
+_T2NP = {}
+_SCALARS = (bool, int, float)
+
+
+def torch_module():
+    """PyTorch, imported on first use (an extra: ``pip install tapegrad[oracle]``)."""
+    global _torch
+    if _torch is None:
+        try:
+            import torch
+        except ImportError as e:  # pragma: no cover - torch is a test dependency here
+            raise ImportError("tapegrad.interop.torch_ops needs PyTorch "
+                              "(pip install torch)") from e
+        _torch = torch
+        for dt in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
+                   np.int64, np.uint8, np.bool_, np.complex64, np.complex128):
+            t = torch.from_numpy(np.empty(0, dt)).dtype
+            _NP2T[np.dtype(dt)] = t
+            _T2NP[t] = np.dtype(dt)
+    return _torch
+
+
+def torch_dtype(dtype):
+    return _NP2T[np.dtype(getattr(dtype, "np", dtype))]
+
+
+def numpy_dtype(tdtype):
+    return _T2NP[tdtype]
+
+
+# ------------------------------------------------------------------ arrays both ways
+def to_numpy(t, op_name="interop", what="input"):
+    """A zero-copy NumPy view of a CPU torch tensor, through DLPack."""
+    torch = _torch
+    if t.device.type != "cpu":
+        raise RuntimeError(f"{op_name}: {what} is on {t.device}; this export computes on the "
+                           f"CPU (tapegrad's NumPy arrays): move it with .cpu()")
+    if t.requires_grad:
+        t = t.detach()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    try:
+        return _dlpack.import_array(t)
+    except (BufferError, RuntimeError, TypeError):
+        return t.numpy() if t.dtype in _T2NP else torch.empty(0).numpy()
+
+
+def from_numpy(a):
+    """A torch tensor on ``a``'s memory (DLPack), or on a copy when PyTorch cannot
+    take that memory (read-only, negative strides)."""
+    torch = _torch
+    if type(a) is not np.ndarray:
+        a = np.asarray(a)
+    if a.flags.writeable and all(s >= 0 for s in a.strides):
+        try:
+            return torch.from_dlpack(a)
+        except (BufferError, RuntimeError, TypeError):
+            pass
+    return torch.from_numpy(np.array(a, copy=True))
+
+
+def _view_of(t, base, r):
+    """``r`` (a NumPy view of ``base``, which views ``t``) as a torch view of ``t``."""
+    item = base.itemsize
+    off = r.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if r.dtype != base.dtype or off % item or any(s % item or s < 0 for s in r.strides):
+        return None
+    off = off // item + t.storage_offset()
+    if off < 0:
+        return None
+    return t.as_strided(tuple(r.shape), tuple(s // item for s in r.strides), off)
+
+
+# ------------------------------------------------------------------ calls
+class _Call:
+    """One call's op and non-tensor arguments, carried through autograd.Function."""
+    __slots__ = ("op", "attrs", "specs")
+
+    def __init__(self, op, attrs):
+        self.op = op
+        self.attrs = attrs
+        self.specs = None
+
+
+def _attr(v):
+    torch = _torch
+    if isinstance(v, torch.Tensor):
+        return to_numpy(v, what="an attribute")
+    if isinstance(v, torch.dtype):
+        return _T2NP[v]
+    return None
+
+
+def _check_args(op, args):
+    torch = _torch
+    out = []
+    for i, a in enumerate(args):
+        name = op.args[i] if i < len(op.args) else op.args[-1]
+        if isinstance(a, torch.Tensor) or type(a) in _SCALARS or isinstance(a, np.ndarray):
+            out.append(a)
+        elif isinstance(a, np.generic):
+            out.append(a.item())
+        elif a is None:
+            out.append(a)  # the shape rule refuses a None the op does not take
+        elif hasattr(a, "__dlpack__"):
+            out.append(from_numpy(_dlpack.import_array(a)))
+        else:
+            raise TypeError(f"{op.name}: argument {name!r} must be a torch.Tensor (or a "
+                            f"Python number), got {type(a).__name__}")
+    return out
+
+
+def _promote(op, args):
+    """Cast tensor inputs to the op's common dtype (PyTorch's promotion, which is
+    tapegrad's), with ``.to`` so that the cast is differentiated too."""
+    torch = _torch
+    if op.promote == "none":
+        return args
+    ts = [a for a in args if isinstance(a, torch.Tensor)]
+    if not ts:
+        return args
+    first = ts[0].dtype
+    if all(t.dtype == first for t in ts) and (op.promote != "float" or first.is_floating_point) \
+            and all(type(a) is not float for a in args) or (first.is_floating_point and all(
+                t.dtype == first for t in ts)):
+        return args
+    dimmed = [t.dtype for t in ts if t.dim()]
+    zero = [t.dtype for t in ts if not t.dim()]
+    target = None
+    for d in dimmed:
+        target = d if target is None else torch.promote_types(target, d)
+    if zero:
+        z = zero[0]
+        for d in zero[1:]:
+            z = torch.promote_types(z, d)
+        target = z if target is None else torch.result_type(
+            torch.empty(1, dtype=target), torch.empty((), dtype=z))
+    for a in args:
+        if type(a) in _SCALARS:
+            target = torch.result_type(torch.empty(1, dtype=target), a)
+    if op.promote == "float" and not target.is_floating_point:
+        target = torch.get_default_dtype()
+    return [a.to(target) if isinstance(a, torch.Tensor) and a.dtype != target else a
+            for a in args]
+
+
+def call(op, args, attrs):
+    """Run registry op ``op`` on torch tensors (and Python numbers): the export."""
+    torch = torch_module()
+    args = _check_args(op, args)
+    attrs = {k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()}
+    args = _promote(op, args)
+    if op.differentiable and torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return _Apply.apply(_Call(op, attrs), *args)
+    return _forward(op, args, attrs)[0]
+
+
+def _forward(op, args, attrs):
+    """(result, the NumPy views of the inputs): the kernel on zero-copy views."""
+    torch = _torch
+    raw = [to_numpy(a, op.name, f"input {op.args[min(i, len(op.args) - 1)]!r}")
+           if isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]
+    in_specs = [TensorSpec(tuple(a.shape), a.dtype) if isinstance(a, np.ndarray) else a
+                for a in raw]
+    specs = _bridge.out_specs(op, in_specs, attrs)  # validates: the op's own error
+    kw = dict(attrs)
+    mine = {}  # id(numpy view) -> the torch tensor PyTorch allocated for it
+    if op.kind == "workspace":
+        nbytes = int(op.workspace(*in_specs, **attrs))
+        kw["workspace"] = to_numpy(torch.empty(nbytes, dtype=torch.uint8))
+    elif op.kind == "dynamic":
+        def alloc(shape, dtype):
+            t = torch.empty(tuple(shape), dtype=torch_dtype(dtype))
+            v = to_numpy(t)
+            mine[id(v)] = (v, t)
+            return v
+        kw["alloc"] = alloc
+    if op.takes_out and op.kind != "view" and op.nout == 1 and None not in specs[0].shape:
+        t = torch.empty(specs[0].shape, dtype=torch_dtype(specs[0].dtype))
+        v = to_numpy(t)
+        mine[id(v)] = (v, t)
+        kw["out"] = v
+    try:
+        res = op.kernel(*raw, **kw)
+    except (ValueError, TypeError, IndexError, RuntimeError, ZeroDivisionError,
+            ArithmeticError, MemoryError, np.linalg.LinAlgError) as e:
+        raise RuntimeError(f"{op.name}: {e}") from e
+    outs = res if op.nout > 1 else (res,)
+    wrapped = tuple(_wrap(op, r, mine, args, raw) for r in outs)
+    return (wrapped if op.nout > 1 else wrapped[0]), raw
+
+
+def _wrap(op, r, mine, args, raw):
+    torch = _torch
+    hit = mine.get(id(r))
+    if hit is not None and hit[0] is r:
+        return hit[1]
+    if not isinstance(r, np.ndarray):
+        r = np.asarray(r)
+    for a, t in zip(raw, args):
+        if isinstance(a, np.ndarray) and np.may_share_memory(r, a):
+            if op.kind == "view" and isinstance(t, torch.Tensor):
+                v = _view_of(t, a, r)
+                if v is not None:
+                    return v
+            return torch.from_numpy(np.array(r, copy=True))  # never alias a non-view
+    return from_numpy(r)
+
+
+class _Apply:
+    pass
+
+
+def _make_apply():
+    torch = _torch
+
+    class Apply(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, c, *args):
+            op = c.op
+            ctx.set_materialize_grads(False)
+            res, raw = _forward(op, list(args), c.attrs)
+            outs = res if op.nout > 1 else (res,)
+            ctx.c = c
+            ctx.shapes = tuple(tuple(a.shape) if isinstance(a, np.ndarray) else () for a in raw)
+            ctx.dtypes = tuple(a.dtype if isinstance(a, np.ndarray) else None for a in raw)
+            ctx.others = [None if isinstance(a, torch.Tensor) else a for a in args]
+            keep = [a if (i in op.save_idx and isinstance(a, torch.Tensor)) else None
+                    for i, a in enumerate(args)]
+            if op.save_out:
+                keep += list(outs)
+            ctx.save_for_backward(*keep)
+            nd = [o for o in outs if not o.is_floating_point()]
+            if nd:
+                ctx.mark_non_differentiable(*nd)
+            return res
+
+        @staticmethod
+        def backward(ctx, *gs):
+            c = ctx.c
+            op = c.op
+            saved = ctx.saved_tensors
+            n = len(ctx.others)
+            inputs = [saved[i] if saved[i] is not None else
+                      (ctx.others[i] if i in op.save_idx else None) for i in range(n)]
+            out = None
+            if op.save_out:
+                out = saved[n:] if op.nout > 1 else saved[n]
+            needs = tuple(ctx.needs_input_grad[1:])
+            if op.nout == 1:
+                g = gs[0]
+                if g is None:
+                    return (None,) * (n + 1)
+            else:
+                g = tuple(gs)
+                if all(x is None for x in g):
+                    return (None,) * (n + 1)
+            actx = _bridge.AdjointCtx(inputs, out, c.attrs, ctx.shapes, ctx.dtypes, needs, M)
+            grads = op.vjp(actx, g)
+            if not isinstance(grads, (tuple, list)):
+                grads = (grads,)
+            res = [None]
+            for i in range(n):
+                gi = grads[i] if i < len(grads) else None
+                res.append(_fit(op, i, gi, ctx, needs) if needs[i] and gi is not None else None)
+            return tuple(res)
+
+    return Apply
+
+
+def _fit(op, i, gi, ctx, needs):
+    """The adjoint's gradient for input ``i`` as PyTorch wants it: a tensor of the
+    input's shape (summed over broadcast dims for a broadcasting op) and dtype."""
+    torch = _torch
+    shape = ctx.shapes[i]
+    dtype = torch_dtype(ctx.dtypes[i])
+    if not isinstance(gi, torch.Tensor):
+        gi = from_numpy(np.asarray(gi)) if isinstance(gi, np.ndarray) else \
+            torch.as_tensor(gi, dtype=dtype)
+    if tuple(gi.shape) != shape:
+        if op.broadcasting:
+            gi = gi.sum_to_size(shape) if len(shape) else gi.sum()
+        elif gi.numel() == int(np.prod(shape)) and not len(shape):
+            gi = gi.reshape(shape)
+        if tuple(gi.shape) != shape:
+            raise RuntimeError(f"{op.name}: its adjoint gave a gradient of shape "
+                               f"{tuple(gi.shape)} for input {i} of shape {shape}")
+    if gi.dtype != dtype:
+        gi = gi.to(dtype)
+    return gi
+
+
+class _TorchFramework:
+    """The adjoints' namespace adapter for PyTorch."""
+
+    @staticmethod
+    def is_array(x):
+        return isinstance(x, _torch.Tensor)
+
+    @staticmethod
+    def stand_in(t):
+        return to_numpy(t)
+
+    @staticmethod
+    def constant(a):
+        return from_numpy(a)
+
+    @staticmethod
+    def call(op, args, attrs):
+        return call(op, args, attrs)
+
+
+M = _bridge.AdjointNamespace(_TorchFramework)
+
+
+def _export(op):
+    def f(*args, **attrs):
+        return call(op, args, attrs)
+    f.__name__ = f.__qualname__ = op.name
+    f.__doc__ = f"tapegrad's {op.name!r} on torch.Tensors ({op.kind} op).\n\n{op.doc}"
+    f.op = op
+    return f
+
+
+def torch_ops():
+    """A namespace with every registered op (built-in and custom, as registered now)
+    as a function of ``torch.Tensor``s, differentiable to any order in PyTorch."""
+    global _Apply
+    torch_module()
+    if not isinstance(_Apply, type) or not issubclass(_Apply, _torch.autograd.Function):
+        _Apply = _make_apply()
+        # an adjoint run on torch.Tensors that binds an op directly reaches the export
+        for tp in (_torch.Tensor, _torch.nn.Parameter):
+            register_foreign(tp, lambda op, args, attrs: call(op, args, attrs),
+                             constant=lambda ref, make: from_numpy(
+                                 make(np, numpy_dtype(ref.dtype))))
+    ns = types.SimpleNamespace()
+    for op in list_ops():
+        setattr(ns, op.name, _export(op))
+    return ns

@@ -1,0 +1,192 @@
+"""``tapegrad.interop.torch_ops()``, driven by the registry: every registered op, called
+on torch.Tensors, agrees with PyTorch's own op (its ``torch`` oracle) or, without one,
+with tapegrad's; every differentiable op passes ``torch.autograd.gradcheck`` and
+``gradgradcheck`` in float64 on its samples (one sample per op, the first with a
+gradient, smallest for second order), so PyTorch differentiates the registry's
+adjoints again. Nothing is skipped: an op the export cannot handle fails here.
+"""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.dispatch import bind
+from tapegrad.interop import torch_ops
+
+torch = pytest.importorskip("torch")
+
+F64 = np.dtype(np.float64)
+OPS = tg.ops_registry.list_ops()
+NS = torch_ops()
+
+
+def _is_array(a):
+    return isinstance(a, np.ndarray)
+
+
+def _has_float(args):
+    return any(_is_array(a) and a.dtype.kind == "f" for a in args)
+
+
+def _size(s):
+    return sum(a.size for a in s.args if _is_array(a))
+
+
+def _grad_sample(op):
+    """The op's smallest non-empty float64 sample with a gradient (None: it has none)."""
+    cands = [s for s in op.samples(F64) if s.grad and _has_float(s.args)
+             and all(a.size for a in s.args if _is_array(a))]
+    return min(cands, key=_size) if cands else None
+
+
+FORWARD = [pytest.param(op, op.samples(F64)[0], id=op.name) for op in OPS]
+GRAD = [pytest.param(op, s, id=op.name) for op in OPS if op.differentiable
+        for s in [_grad_sample(op)] if s is not None]
+
+
+def _t(a, grad=False):
+    if not _is_array(a):
+        return a
+    # gradcheck perturbs elements one by one: a fresh C-contiguous copy for it
+    t = torch.from_numpy(np.array(a, copy=True, order="C" if grad else "K"))
+    if grad and a.dtype.kind == "f":
+        t.requires_grad_(True)
+    return t
+
+
+def _outs(r):
+    return list(r) if isinstance(r, tuple) else [r]
+
+
+def _np(x):
+    return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def test_every_differentiable_op_has_a_gradient_sample():
+    """The GRAD list below covers every differentiable op (none left out silently)."""
+    missing = [op.name for op in OPS if op.differentiable and _grad_sample(op) is None]
+    assert not missing, f"differentiable ops without a float sample with grad: {missing}"
+
+
+def test_namespace_has_every_registered_op_and_later_ones():
+    assert {op.name for op in OPS} <= set(vars(NS))
+    f = tg.custom_op("interop_cube_later", lambda x: x ** 3, lambda g, x: g * 3 * x * x)
+    try:
+        assert not hasattr(NS, "interop_cube_later")
+        ns = torch_ops()
+        x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+        y = ns.interop_cube_later(x)
+        np.testing.assert_allclose(_np(y), [1.0, 8.0])
+        assert torch.autograd.gradgradcheck(ns.interop_cube_later, (x,))
+        assert f.op is tg.ops_registry.get("interop_cube_later")
+    finally:
+        tg.ops_registry.unregister("interop_cube_later")
+
+
+@pytest.mark.parametrize("op,sample", FORWARD)
+def test_forward_matches_torch(op, sample):
+    got = _outs(getattr(NS, op.name)(*[_t(a) for a in sample.args], **sample.attrs))
+    if op.torch is not None:
+        expected = _outs(op.torch(torch, *[_t(a) for a in sample.args], **sample.attrs))
+        what = "PyTorch's op"
+    else:
+        expected = _outs(bind(op, *[tg.tensor(a) if _is_array(a) else a for a in sample.args],
+                              **sample.attrs))
+        what = "tapegrad's op"
+    assert len(got) == len(expected), f"{op.name}: {len(got)} outputs, {what} {len(expected)}"
+    for k, (g, e) in enumerate(zip(got, expected)):
+        assert isinstance(g, torch.Tensor), f"{op.name} output {k}: {type(g).__name__}"
+        g, e = _np(g), _np(e)
+        assert g.shape == e.shape, f"{op.name} output {k}: shape {g.shape} vs {what} {e.shape}"
+        assert g.dtype == e.dtype, f"{op.name} output {k}: dtype {g.dtype} vs {what} {e.dtype}"
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=1e-7,
+                                   atol=1e-10, equal_nan=True, err_msg=f"{op.name} vs {what}")
+
+
+def _fn(op, sample):
+    args = [_t(a, grad=True) for a in sample.args]
+    pos = [i for i, a in enumerate(sample.args) if _is_array(a) and a.dtype.kind == "f"]
+    fn_ = getattr(NS, op.name)
+
+    def fn(*ts):
+        full = list(args)
+        for i, t in zip(pos, ts):
+            full[i] = t
+        outs = _outs(fn_(*full, **sample.attrs))
+        outs = tuple(o for o in outs if o.is_floating_point())
+        return outs[0] if len(outs) == 1 else outs
+
+    return fn, [args[i] for i in pos]
+
+
+@pytest.mark.parametrize("op,sample", GRAD)
+def test_gradcheck_and_gradgradcheck(op, sample):
+    fn, inputs = _fn(op, sample)
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3)
+    assert torch.autograd.gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+VIEWS = [pytest.param(op, s, id=f"{op.name}-sample{k}") for op in OPS if op.kind == "view"
+         for k, s in enumerate(op.samples(F64)) if s.args[0].size]
+
+
+@pytest.mark.parametrize("op,sample", VIEWS)
+def test_view_ops_are_torch_views_of_their_input(op, sample):
+    """A view op's result shares its input's memory, as a torch view (``._base``),
+    unless NumPy had to copy (a reshape no strides give) or its view has negative
+    strides (``x[::-2]``), which PyTorch cannot express: then it is a copy."""
+    x = _t(sample.args[0])
+    y = getattr(NS, op.name)(x, *[_t(a) for a in sample.args[1:]], **sample.attrs)
+    base = x.numpy()
+    got = y.numpy()
+    expected = op.compute(base, *sample.args[1:], **sample.attrs)
+    np.testing.assert_array_equal(got, expected)
+    if np.shares_memory(expected, base) and all(st >= 0 for st in expected.strides):
+        assert y._base is x or y._base is x._base, f"{op.name}: not a torch view of its input"
+        assert np.shares_memory(got, base)
+    else:  # NumPy copied, or gave negative strides, which PyTorch has not: a copy
+        assert not np.shares_memory(got, base)
+
+
+def test_zero_copy_inputs_and_outputs():
+    """The kernel reads the tensors' own memory: a tensor written after the call is
+    not seen by the result, but a custom op reading its input's address sees it."""
+    seen = []
+
+    def kernel(x):
+        seen.append(x.__array_interface__["data"][0])
+        return x * 2
+
+    tg.custom_op("interop_addr", kernel, lambda g, x: g * 2)
+    try:
+        ns = torch_ops()
+        x = torch.arange(6.0, dtype=torch.float64).reshape(2, 3).t()  # non-contiguous
+        y = ns.interop_addr(x)
+        assert seen[-1] == x.data_ptr()  # (infer ran it on zeros first)
+        np.testing.assert_array_equal(y.numpy(), x.numpy() * 2)
+    finally:
+        tg.ops_registry.unregister("interop_addr")
+
+
+def test_bad_input_gives_the_ops_error_from_pytorch():
+    x = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(TypeError, match="add: argument 'other' must be a torch.Tensor"):
+        NS.add(x, object())
+    with pytest.raises(RuntimeError, match="exp: input 'x' is on meta.*CPU"):
+        NS.exp(torch.ones(3, device="meta"))
+    with pytest.raises(RuntimeError, match="matmul: shapes"):
+        NS.matmul(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, 3, dtype=torch.float64))
+    with pytest.raises(TypeError, match="conv2d"):  # integer input: the op refuses the dtype
+        NS.conv2d(torch.ones(1, 1, 3, 3, dtype=torch.int64), torch.ones(1, 1, 1, 1,
+                                                                        dtype=torch.int64), None)
+
+
+def test_backward_of_broadcasting_and_multi_output_ops():
+    x = torch.randn(3, 1, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    NS.mul(x, y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((3, 1), y.detach().sum().item()))
+    v = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    vals, idx = NS.sort(v, dim=0, descending=False)
+    assert not idx.requires_grad and idx.dtype == torch.int64
+    (vals * torch.arange(5.0, dtype=torch.float64)).sum().backward()
+    np.testing.assert_array_equal(v.grad.numpy()[idx.numpy()], np.arange(5.0))
