@@ -113,15 +113,14 @@ def _interp_vjp(ctx, g):
     m = ctx.m
     shape = ctx.shapes[0]
     mats = _matrices(shape, ctx.attrs["size"], ctx.attrs["mode"], ctx.attrs["align_corners"],
-                     ctx.attrs["scales"], _dtype_of(g))
+                     ctx.attrs["scales"], _dtype_of(ctx.dtypes[0]))  # g's (an output's)
     gx = g
     if len(mats) == 2:
         gx = m.matmul(_const(mats[0].T, g), gx)
     return (m.matmul(gx, _const(mats[-1], g)),)
 
 
-def _dtype_of(t):
-    d = t.dtype
+def _dtype_of(d):
     return d.np if hasattr(d, "np") else np.dtype(d)
 
 
