@@ -29,6 +29,7 @@ from . import testing  # noqa: F401
 from . import functional  # noqa: F401
 from . import forward_ad  # noqa: F401
 from . import interop  # noqa: F401  (PyTorch and JAX are imported on first use)
+from .vmap import vmap  # noqa: F401
 
 _tape.install_namespace(_ops)
 _methods.install(methods={"backward": _autodiff.tensor_backward})

@@ -71,13 +71,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if retain_graph is None:
         retain_graph = create_graph
     _check_outputs("backward", outputs)
-    seeds = _seeds("backward", outputs, gts, create_graph)
+    traced = create_graph or bool(_state.vmap_levels)  # batched tensors: adjoints on Tensors
+    seeds = _seeds("backward", outputs, gts, traced)
     ins = _as_list(inputs, "backward")
     if ins is not None:
         if not ins:
             raise RuntimeError("backward: 'inputs' argument to backward() cannot be empty")
         res = _walker.backward_pass(outputs, seeds, inputs=ins, retain_graph=retain_graph,
-                                  traced=create_graph)
+                                  traced=traced)
         for t, g in zip(ins, res):
             if g is None:
                 continue
@@ -87,7 +88,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 gd = g._data if isinstance(g, Tensor) else g
                 t.grad = wrap(gd.copy()) if t.grad is None else wrap(t.grad._data + gd)
         return None
-    _walker.backward_pass(outputs, seeds, retain_graph=retain_graph, traced=create_graph)
+    _walker.backward_pass(outputs, seeds, retain_graph=retain_graph, traced=traced)
     return None
 
 
@@ -117,9 +118,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if not t.requires_grad:
             raise RuntimeError("grad: one of the differentiated Tensors does not require grad")
     _check_outputs("grad", outs)
-    seeds = _seeds("grad", outs, _as_list(grad_outputs, "grad"), create_graph)
+    traced = create_graph or bool(_state.vmap_levels)  # batched tensors: adjoints on Tensors
+    seeds = _seeds("grad", outs, _as_list(grad_outputs, "grad"), traced)
     res = _walker.backward_pass(outs, seeds, inputs=ins, retain_graph=retain_graph,
-                              traced=create_graph)
+                              traced=traced)
     result = []
     for t, g in zip(ins, res):
         if g is None:

@@ -23,6 +23,7 @@ observer is active this thread takes the general path, and the observer wraps ea
 kernel (and the walker each adjoint); nothing is swapped process-wide.
 """
 import contextlib
+import copy
 import os
 import traceback
 import weakref
@@ -222,6 +223,14 @@ def _make_lane(op):
 
 # ------------------------------------------------------------------ everything else
 def _general(op, args, attrs):
+    if op.composite is not None:  # a public function made of other ops: it records them
+        return op.composite(*args, **attrs)
+    if _state._vmap:
+        for a in args:
+            if type(a) in _TT and a._vlevel is not None:
+                return _batched(op, args, attrs)
+        if attrs and _batched_in(attrs.values()):  # x[batched_index]
+            return _batched(op, args, attrs)
     try:
         tensor_seen, rg, arrays = _unwrap(op, args)
     except _Foreign as f:  # another framework's arrays (an exported adjoint's bind)
@@ -284,6 +293,48 @@ def foreign_constant(ref, make):
     framework's array (an adjoint run by ``tapegrad.interop``); None for anything else."""
     fn = _foreign_constants.get(type(ref))
     return None if fn is None else fn(ref, make)
+
+
+def _batched(op, args, attrs):
+    """A call with a batched tensor (inside ``vmap``): the batching hook computes the
+    batch; the call is recorded and forward-differentiated as any call, in an
+    example's terms (a gradient taken inside vmap runs its adjoints on batched
+    tensors)."""
+    st = _state
+    outs = st.batching(op, args, attrs)
+    rg = any(type(a) in _TT and a.requires_grad for a in args)
+    record = rg and st._grad and op.differentiable
+    tapes = st._tapes
+    if tapes and not record and op.differentiable and st._grad:
+        record = any(type(a) in _TT and a._tapes for a in args)
+    if record and any(o._data.dtype.kind == "f" for o in outs):
+        _record(op, attrs, args, outs, rg, tapes)
+        node = outs[0]._node
+        if node is not None and op.save_out:  # the batch, not the example's stand-in
+            kept = tuple(_as_saved(o) for o in outs)
+            node.out = kept[0] if op.nout == 1 else kept
+    if st._dual and op.differentiable:
+        _forward(op, attrs, args, outs)
+    return outs[0] if op.nout == 1 else outs
+
+
+def _batched_in(values):
+    """Whether a batched tensor hides in attribute values (an index tuple)."""
+    for v in values:
+        if type(v) in _TT:
+            if v._vlevel is not None:
+                return True
+        elif type(v) is tuple or type(v) is list:
+            if _batched_in(v):
+                return True
+    return False
+
+
+def _as_saved(t):
+    """A batched output as its node saves it: a copy without history (no cycle)."""
+    c = copy.copy(t)
+    c._node, c.requires_grad, c.grad = None, False, None
+    return c
 
 
 def _unwrap(op, args):

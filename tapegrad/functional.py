@@ -15,12 +15,13 @@ from . import forward_ad as _fwad
 from .autodiff import grad as _grad
 from .dtypes import get_default_dtype
 from .grad_mode import enable_grad, is_grad_enabled
-from .ops import reshape, stack, tensor, zeros, zeros_like
+from .ops import eye, movedim, reshape, tensor, zeros, zeros_like
 from .tape import state as _record_state
 from .tensor import Tensor, buffer
+from .vmap import vmap, batched_leaf as _batched_leaf, flatten as _flatten
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "jacobian", "hessian",
-           "hvp", "vhp"]
+           "hvp", "vhp", "vmap", "functional_call"]
 
 
 def _argnums(argnums):
@@ -53,13 +54,32 @@ def _nested():
 
 
 def _prep(args, nums):
+    """The args with each differentiated one (a Tensor, a number, or a tuple/list/dict
+    of them, as torch.func's pytrees) replaced by this transform's own variables."""
     out = list(args)
     for i in nums:
-        a = out[i]
-        if not isinstance(a, Tensor):
-            a = tensor(a, dtype=get_default_dtype() if isinstance(a, (int, float)) else None)
-        out[i] = _fresh(a)
+        leaves, rebuild = _flatten(out[i])
+        out[i] = rebuild([_fresh(_as_float_tensor(a)) for a in leaves])
     return out
+
+
+def _variables(ins, nums):
+    """The flat list of this transform's variables, and a function giving the
+    argnums structure back from a flat list of gradients."""
+    flat, rebuilds, counts = [], [], []
+    for i in nums:
+        leaves, rebuild = _flatten(ins[i])
+        flat += leaves
+        rebuilds.append(rebuild)
+        counts.append(len(leaves))
+
+    def back(gs):
+        res, k = [], 0
+        for rebuild, n in zip(rebuilds, counts):
+            res.append(rebuild(list(gs[k:k + n])))
+            k += n
+        return res
+    return flat, back
 
 
 def _fresh(a):
@@ -67,6 +87,11 @@ def _fresh(a):
     outer transform differentiates ``a``, else a new leaf sharing its buffer."""
     if a.requires_grad:
         return reshape(a, tuple(a.shape))  # a recorded view: the outer graph sees through
+    if a._vlevel is not None:  # inside vmap: a batched leaf (per-example gradients)
+        leaf = _batched_leaf(a)
+        if a._fw:
+            leaf._fw = dict(a._fw)
+        return leaf
     leaf = Tensor(buffer(a)).requires_grad_(True)
     if a._fw:  # forward over reverse: the variable keeps its tangents
         leaf._fw = dict(a._fw)
@@ -88,9 +113,13 @@ def value_and_grad(f, argnums=0, has_aux=False):
             # record the gradient when an outer transform or an explicit Tape will
             # differentiate it again (or a caller's recording: an input requires grad)
             create = _nested() or (is_grad_enabled() and any(
-                isinstance(a, Tensor) and a.requires_grad for a in args))
-            gs = _grad(val, [ins[i] for i in nums], create_graph=True if create else False,
+                isinstance(a, Tensor) and a.requires_grad for a in _flatten(list(args))[0]))
+            flat, back = _variables(ins, nums)
+            gs = _grad(val, flat, create_graph=True if create else False,
                        allow_unused=True, materialize_grads=True)
+            if not create:  # (inside vmap the walk records anyway: nothing needs that)
+                gs = [g.detach() for g in gs]
+            gs = back(gs)
         g = gs[0] if isinstance(argnums, int) else tuple(gs)
         return ((val, aux), g) if has_aux else (val, g)
     return wrapped
@@ -167,62 +196,88 @@ def jvp(f, primals, tangents, *, has_aux=False):
     return res + (aux,) if has_aux else res
 
 
-def jacfwd(f, argnums=0):
-    """``f -> (args -> Jacobian)`` by forward mode: one ``jvp`` per input direction
-    (the columns); shape ``out.shape + arg.shape``."""
+def _basis(n, like, shape):
+    """The n unit vectors of a space of ``shape``, stacked: (n, *shape)."""
+    return eye(n, dtype=like.dtype, device=like.device).reshape((n,) + tuple(shape))
+
+
+def jacfwd(f, argnums=0, *, has_aux=False, randomness="error"):
+    """``f -> (args -> Jacobian)`` by forward mode, as ``torch.func.jacfwd``: ``jvp``
+    vmapped over the unit tangents (one forward pass for all columns); shape
+    ``out.shape + arg.shape``."""
     nums = _argnums(argnums)
 
     def wrapped(*args):
         args = [_as_float_tensor(a) if i in nums else a for i, a in enumerate(args)]
         jacs = []
+        aux = None
         for i in nums:
             x = args[i]
             n = x.numel()
-            eye = zeros((n, n), dtype=x.dtype)
-            buffer(eye)[range(n), range(n)] = 1
-            cols = []
-            out = None
-            for k in range(n):
-                def fi(xi, i=i):
+
+            def column(t, i=i):
+                def fi(xi):
                     a = list(args)
                     a[i] = xi
                     return f(*a)
-                out, col = jvp(fi, (x,), (eye[k].reshape(tuple(x.shape)),))
-                cols.append(col)
-            shape = tuple(out.shape) + tuple(x.shape)
-            jacs.append(stack(cols, dim=-1).reshape(shape) if cols else
-                        zeros(shape, dtype=x.dtype))
-        return jacs[0] if isinstance(argnums, int) else tuple(jacs)
+                res = jvp(fi, (x,), (t,), has_aux=has_aux)
+                return (res[1], res[2]) if has_aux else res[1]
+            if n == 0:
+                out = f(*args)
+                out = out[0] if has_aux else out
+                jacs.append(zeros(tuple(out.shape) + tuple(x.shape), dtype=x.dtype))
+                continue
+            cols = vmap(column, randomness=randomness)(_basis(n, x, x.shape))
+            if has_aux:
+                cols, aux = cols
+                aux = aux[0] if isinstance(aux, Tensor) else aux
+            out_shape = tuple(cols.shape[1:])
+            jacs.append(movedim(cols, 0, -1).reshape(out_shape + tuple(x.shape)))
+        res = jacs[0] if isinstance(argnums, int) else tuple(jacs)
+        return (res, aux) if has_aux else res
     return wrapped
 
 
-def jacobian(f, argnums=0):
-    """``f -> (args -> Jacobian)`` of shape ``out.shape + arg.shape``."""
+def jacrev(f, argnums=0, *, has_aux=False, chunk_size=None):
+    """``f -> (args -> Jacobian)`` by reverse mode, as ``torch.func.jacrev``: one
+    forward pass, then the vjp vmapped over the unit cotangents (one backward for all
+    rows); shape ``out.shape + arg.shape`` (a tuple of them for several outputs)."""
     nums = _argnums(argnums)
 
     def wrapped(*args):
         with enable_grad(), _level():
             nested = _nested()
             ins = _prep(args, nums)
-            out = f(*ins)
-            flat = out.reshape(-1)
-            rows = [[] for _ in nums]
-            for k in range(flat.numel()):
-                gs = _grad(flat[k], [ins[i] for i in nums], retain_graph=True,
-                           create_graph=True, allow_unused=True, materialize_grads=True)
-                for r, g in zip(rows, gs):
-                    r.append(g)
-        jacs = []
-        for i, r in zip(nums, rows):
-            shape = tuple(out.shape) + tuple(ins[i].shape)
-            jacs.append(stack(r).reshape(shape) if r else zeros(shape, dtype=out.dtype))
+            res = f(*ins)
+            out, aux = res if has_aux else (res, None)
+            outs = [out] if isinstance(out, Tensor) else list(out)
+            xs = [ins[i] for i in nums]
+            per_out = []
+            for o in outs:
+                n = o.numel()
+                if n == 0 or not o.requires_grad:
+                    per_out.append([zeros(tuple(o.shape) + tuple(x.shape), dtype=x.dtype)
+                                    for x in xs])
+                    continue
+
+                def row(v, o=o):
+                    return tuple(_grad([o], xs, grad_outputs=[v], retain_graph=True,
+                                       create_graph=True, allow_unused=True,
+                                       materialize_grads=True))
+                rows = vmap(row, chunk_size=chunk_size)(_basis(n, o, o.shape))
+                per_out.append([r.reshape(tuple(o.shape) + tuple(x.shape))
+                                for r, x in zip(rows, xs)])
         if not nested and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
-            jacs = [j.detach() for j in jacs]  # no outer transform differentiates them
-        return jacs[0] if isinstance(argnums, int) else tuple(jacs)
+            per_out = [[j.detach() for j in js] for js in per_out]
+        jac = [js[0] if isinstance(argnums, int) else tuple(js) for js in per_out]
+        jac = jac[0] if isinstance(out, Tensor) else tuple(jac)
+        return (jac, aux) if has_aux else jac
     return wrapped
 
 
-jacrev = jacobian
+jacobian = jacrev
+
+
 
 
 def hessian(f, argnums=0):
@@ -247,3 +302,50 @@ def hvp(f, primals, tangents):
 
 
 vhp = hvp
+
+
+def functional_call(module, params_and_buffers, args, kwargs=None, *, strict=False):
+    """``module(*args, **kwargs)`` with its parameters and buffers replaced by the
+    tensors of ``params_and_buffers`` (a dict by dotted name, or a tuple of dicts), as
+    ``torch.func.functional_call``: the module is unchanged afterwards. With
+    ``vmap(grad(...))`` over such a call, per-example gradients."""
+    if isinstance(params_and_buffers, (tuple, list)):
+        merged = {}
+        for d in params_and_buffers:
+            dup = set(merged) & set(d)
+            if dup:
+                raise ValueError(f"functional_call: {sorted(dup)} appear in more than one "
+                                 f"dict")
+            merged.update(d)
+        params_and_buffers = merged
+    args = args if isinstance(args, tuple) else (args,)
+    kwargs = kwargs or {}
+    swapped = []
+    try:
+        for name, value in params_and_buffers.items():
+            owner = module
+            *path, key = name.split(".")
+            for p in path:
+                owner = getattr(owner, p)
+            for store in ("_parameters", "_buffers"):
+                table = getattr(owner, store, None)
+                if table is not None and key in table:
+                    swapped.append((table, key, table[key]))
+                    table[key] = value
+                    break
+            else:
+                if strict:
+                    raise KeyError(f"functional_call: the module has no parameter or buffer "
+                                   f"{name!r}")
+                swapped.append((owner.__dict__, key, owner.__dict__.get(key, _MISSING)))
+                owner.__dict__[key] = value
+        return module(*args, **kwargs)
+    finally:
+        for table, key, old in reversed(swapped):
+            if old is _MISSING:
+                del table[key]
+            else:
+                table[key] = old
+
+
+_MISSING = object()

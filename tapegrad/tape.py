@@ -87,10 +87,21 @@ class _State(threading.local):
         # the open forward-mode levels of this thread (ids, innermost last) whose
         # tangents ops propagate; a level is left out while its own rule runs
         self._dual = ()
+        # the running vmap levels of this thread (innermost last): a call with a
+        # batched tensor among its arguments goes to ``batching`` (functional.vmap's)
+        self._vmap = ()
         self.mode = FAST_RECORD
 
+    # installed by tapegrad.vmap: (op, args, attrs) -> the op's outputs on batched tensors
+    batching = None
+    # the innermost vmap's randomness ("error", "same", "different") and a function
+    # making a batched tensor of random draws (shape, draw) for "different"
+    vmap_randomness = None
+    vmap_random = None
+
     def _refresh(self):
-        self.mode = (GENERAL if self._tapes or self._anomaly or self._observers or self._dual else
+        self.mode = (GENERAL if self._tapes or self._anomaly or self._observers or self._dual
+                     or self._vmap else
                      FAST_RECORD if self._grad else RAW if self.raw else FAST_NO_GRAD)
 
     @property
@@ -127,6 +138,15 @@ class _State(threading.local):
     @dual.setter
     def dual(self, levels):
         self._dual = tuple(levels)
+        self._refresh()
+
+    @property
+    def vmap_levels(self):
+        return self._vmap
+
+    @vmap_levels.setter
+    def vmap_levels(self, levels):
+        self._vmap = tuple(levels)
         self._refresh()
 
     @property

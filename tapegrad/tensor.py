@@ -1,6 +1,7 @@
 """The Tensor type: an array with its recording fields. Ops reach it through
 ``dispatch.bind``; the operators and methods are installed by ``ops/_methods.py``."""
 
+import copy
 import itertools
 
 import numpy as np
@@ -34,6 +35,7 @@ class Tensor:
     _hooks = None    # gradient hooks of a leaf
     _tapes = None    # ids of explicit Tapes watching this tensor
     _fw = None       # forward-mode tangents, {dual level id: tangent Tensor}
+    _vlevel = None   # the vmap level of a batched tensor (tapegrad.vmap.BatchedTensor)
     __array_priority__ = 1000  # NumPy defers to our reflected operators
 
     def __init_subclass__(cls, **kw):
@@ -262,7 +264,15 @@ class _HookHandle:
 
 
 def wrap(array, node=None, idx=0, version=None):
-    """A Tensor around a raw array; with ``node`` it is that node's output ``idx``."""
+    """A Tensor around a raw array; with ``node`` it is that node's output ``idx``.
+    ``array`` may also be a Tensor without history (a batched output that a node
+    saved, tapegrad.vmap): a copy of it then takes the node."""
+    if isinstance(array, Tensor):
+        t = copy.copy(array)
+        t._node, t._idx, t.grad = node, idx, None
+        t.requires_grad = node is not None
+        t._version = version if version is not None else [0]
+        return t
     t = Tensor.__new__(Tensor)
     if type(array) is not np.ndarray and isinstance(array, np.generic):
         array = np.asarray(array)
@@ -286,7 +296,12 @@ def wrap(array, node=None, idx=0, version=None):
 # updates, initialisers, loading state): the one sanctioned way to reach a Tensor's
 # array, instead of reading ``._data``/``._version`` (tests/test_layering.py checks).
 def buffer(t):
-    """The array (NumPy or CuPy) behind ``t``, shared, not copied."""
+    """The array (NumPy or CuPy) behind ``t``, shared, not copied. A batched tensor
+    (inside vmap) has no array of one example: refused, never a stand-in."""
+    if t._vlevel is not None:
+        raise RuntimeError("vmap: this function reads the data of a batched tensor "
+                           "directly, which has no meaning for one example inside vmap "
+                           "(the batch holds many); it is not supported under vmap yet")
     return t._data
 
 

@@ -54,6 +54,7 @@ LAYERS = (
     # custom ops, transforms, the @fuse tracer, which traces calls of ops) and the thin
     # public namespaces over ops and devices (tg.linalg, tg.cuda)
     ("autodiff", ("tapegrad.autodiff", "tapegrad.custom", "tapegrad.functional", "tapegrad.forward_ad",
+                  "tapegrad.vmap",
                   "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda")),
     ("library", ("tapegrad.nn", "tapegrad.optim", "tapegrad.data", "tapegrad.serialization",
                  "tapegrad.distributed",

@@ -112,3 +112,26 @@ def bad_broadcast(*extra):
 
 __all__ = ["rand", "away_from", "elementwise_infer", "one_dtype", "unary_samples", "binary_samples",
            "bad_broadcast", "register", "Sample", "TensorSpec", "op_error"]
+
+
+def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, reference=None,
+              error_samples=None, nout=1, differentiable=True, doc=""):
+    """Declare the public function ``fn``, built from other ops, in the registry
+    (``OpDef.composite``): ``bind``/``compute`` on it call ``fn``, whose constituent
+    ops record, differentiate, batch and forward-differentiate; ``infer`` is its
+    shape rule. Returns ``fn`` (the public function stays as it is)."""
+    from ..grad_mode import no_grad
+    from ..tensor import Tensor, wrap, buffer
+
+    def kernel(*arrays, **attrs):
+        ins = [wrap(a) if hasattr(a, "shape") and not isinstance(a, Tensor) else a
+               for a in arrays]
+        with no_grad():
+            out = fn(*ins, **attrs)
+        if isinstance(out, tuple):
+            return tuple(buffer(o) if isinstance(o, Tensor) else o for o in out)
+        return buffer(out) if isinstance(out, Tensor) else out
+    register(name=name or fn.__name__, kernel=kernel, infer=infer, args=args, composite=fn,
+             samples=samples, torch=torch, reference=reference, error_samples=error_samples,
+             nout=nout, differentiable=differentiable, doc=doc or (fn.__doc__ or ""))
+    return fn

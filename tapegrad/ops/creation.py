@@ -7,9 +7,10 @@ from .. import dtypes as _dt
 from .. import devices as _devices
 from ..tensor import Tensor, wrap
 from ..dispatch import bind
+from ..tape import state as _state
 from .._util import shape_arg, op_error
 from ._decl import register, Sample, TensorSpec, rand as _rand
-from . import _jvp
+from . import _jvp, _vmap
 
 
 def _np_dtype(dtype):
@@ -307,7 +308,22 @@ seed = manual_seed
 
 
 def generator():
+    if _state.vmap_levels and _vmap_randomness("a random draw") == "different":
+        raise RuntimeError("vmap: randomness='different' is supported for rand/randn/"
+                           "rand_like/randn_like; this function draws its own random "
+                           "numbers (one draw for the batch): use randomness='same'")
     return _gen["np"]
+
+
+def _vmap_randomness(name):
+    """The running vmap's randomness, refusing in "error" mode (PyTorch's message)."""
+    mode = _state.vmap_randomness
+    if mode == "error":
+        raise RuntimeError(f"vmap: called random operation ({name}) while in randomness "
+                           f"error mode. Please either use the 'same' or 'different' "
+                           f"randomness flags on vmap or perform the randomness operation "
+                           f"out of vmap")
+    return mode
 
 
 def get_rng_state():
@@ -329,6 +345,11 @@ def _random(name, draw):
             raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
         _devices.check_alloc(name, shape, np.float64)  # drawn in float64
         g = generator or _gen["np"]
+        if _state.vmap_levels:  # inside vmap: its randomness flag decides
+            mode = _vmap_randomness(name)
+            if mode == "different":
+                return _state.vmap_random(lambda n: _finish(_place(
+                    draw(g, (n,) + shape).astype(dt, copy=False), device), requires_grad))
         arr = draw(g, shape).astype(dt, copy=False)
         return _finish(_place(arr, device), requires_grad)
     f.__name__ = name
@@ -393,7 +414,7 @@ def _cast_torch(torch, x, dtype):
 
 
 # float -> float32 and -> int32 are forward-only: rounding defeats finite differences
-CAST = register(name="cast", jvp=_jvp.linear, kernel=lambda x, dtype: x.astype(dtype), infer=_cast_infer,
+CAST = register(name="cast", vmap=_vmap.leading, jvp=_jvp.linear, kernel=lambda x, dtype: x.astype(dtype), infer=_cast_infer,
                 vjp=_cast_vjp,
                 samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float32)}, False),
                                                   Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float64)}),
@@ -419,7 +440,7 @@ def _cast_infer_checked(x, dtype):
 
 CAST.infer = _cast_infer_checked
 
-CLONE = register(name="clone", jvp=_jvp.linear, kernel=lambda x: x.copy(), infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
+CLONE = register(name="clone", vmap=_vmap.leading, jvp=_jvp.linear, kernel=lambda x: x.copy(), infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
                  vjp=lambda ctx, g: (g,),
                  samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {})],
                  error_samples=lambda: [(("x",), {}, TypeError)],
@@ -437,7 +458,7 @@ def _to_device_kernel(x, device):
     return _move(x, device)
 
 
-TO_DEVICE = register(name="to_device", jvp=_jvp.linear, kernel=_to_device_kernel,
+TO_DEVICE = register(name="to_device", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_to_device_kernel,
                      infer=lambda x, device: (_check_device(device),
                                               TensorSpec(tuple(x.shape), x.dtype))[1],
                      vjp=lambda ctx, g: (ctx.m.to_device(g, _devices.device_of(

@@ -16,7 +16,7 @@ from .._util import (broadcast_shapes as _broadcast_shapes, distinct_values, nor
                      op_error, value_range)
 from ._decl import register, Sample, TensorSpec, rand
 from .shape import reshape
-from . import _jvp
+from . import _jvp, _vmap
 
 
 def _raw_index(index):
@@ -27,8 +27,8 @@ def _raw_index(index):
 
 
 def _raw_index_item(i):
-    if isinstance(i, Tensor):
-        return i._data
+    if isinstance(i, Tensor):  # a batched index (inside vmap) stays a Tensor: vmap slices it
+        return i._data if i._vlevel is None else i
     if isinstance(i, list):
         return np.asarray(i)
     return i
@@ -124,7 +124,7 @@ def _getitem_errors():
 
 
 # NumPy's indexing checks itself (infer_first=False: the shape rule explains a failure)
-GETITEM = register(name="getitem", jvp=_jvp.linear, kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
+GETITEM = register(name="getitem", vmap=_vmap.getitem_rule, jvp=_jvp.linear, kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
                    infer_first=False,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
                    torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -552,7 +552,7 @@ def _gather_kernel(x, index, dim):
 
 
 GATHER = register(
-    name="gather", jvp=_jvp.linear, kernel=_gather_kernel, infer=_gather_infer, args=("x", "index"),
+    name="gather", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_gather_kernel, infer=_gather_infer, args=("x", "index"),
     saves=("index",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _grid(_raw(ctx.inputs[1]),
                                                                      ctx.attrs["dim"])), None),
@@ -645,7 +645,7 @@ def _scatter_samples(dtype=np.float64):
 
 
 SCATTER_ADD = register(
-    name="scatter_add", jvp=_jvp.linear, kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
+    name="scatter_add", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_add_vjp,
     samples=_scatter_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),
@@ -704,7 +704,7 @@ def _scatter_unique_samples(dtype=np.float64):
 
 
 SCATTER = register(
-    name="scatter", jvp=_jvp.linear, kernel=_scatter_kernel, infer=_scatter_infer("scatter"),
+    name="scatter", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_kernel, infer=_scatter_infer("scatter"),
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_vjp,
     samples=_scatter_unique_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0), rand((3,))),
@@ -788,7 +788,7 @@ def _index_select_kernel(x, index, dim):
 
 
 INDEX_SELECT = register(
-    name="index_select", jvp=_jvp.linear, kernel=_index_select_kernel, infer=_index_select_infer,
+    name="index_select", vmap=_vmap.index_select_rule, jvp=_jvp.linear, kernel=_index_select_kernel, infer=_index_select_infer,
     args=("x", "index"), saves=("index",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _select_index(
         _raw(ctx.inputs[1]), ctx.attrs["dim"])) if len(ctx.shapes[0]) else g, None),
@@ -854,7 +854,7 @@ def _tad_kernel(x, indices, dim):
 
 
 TAKE_ALONG_DIM = register(
-    name="take_along_dim", jvp=_jvp.linear, kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
+    name="take_along_dim", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
     saves=("indices",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _tad_index(
         tuple(ctx.shapes[0]), _raw(ctx.inputs[1]), ctx.attrs["dim"])), None),
@@ -910,7 +910,7 @@ def _masked_fill_vjp(ctx, g):
 
 
 MASKED_FILL = register(
-    name="masked_fill", jvp=_jvp.linear, kernel=_masked_fill_kernel, infer=_masked_fill_infer,
+    name="masked_fill", vmap=_vmap.masked_fill_rule, jvp=_jvp.linear, kernel=_masked_fill_kernel, infer=_masked_fill_infer,
     args=("x", "mask", "value"), saves=("mask",), broadcasting=True, vjp=_masked_fill_vjp,
     samples=lambda dtype=np.float64: [
         Sample((rand((3, 4), dtype), rand((3, 4), seed=1) > 0, -1.5), {}),
@@ -1178,7 +1178,7 @@ def _sort_jvp(ctx, t):
 
 
 SORT = register(
-    name="sort", jvp=_sort_jvp, kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
+    name="sort", vmap=_vmap.dim_attrs(), jvp=_sort_jvp, kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
     vjp=_scatter_back_vjp, samples=_sort_samples,
     error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
                             IndexError),
@@ -1204,7 +1204,7 @@ def _argsort_kernel(x, dim=-1, descending=False, stable=False):
 
 
 ARGSORT = register(
-    name="argsort", kernel=_argsort_kernel, differentiable=False,
+    name="argsort", vmap=_vmap.dim_attrs(), kernel=_argsort_kernel, differentiable=False,
     infer=lambda x, dim=-1, descending=False, stable=False: _sort_infer(x, dim, descending,
                                                                         stable, "argsort")[1],
     samples=_sort_samples,
@@ -1251,7 +1251,7 @@ def _topk_jvp(ctx, t):
 
 
 TOPK = register(
-    name="topk", jvp=_topk_jvp, kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
+    name="topk", vmap=_vmap.dim_attrs(), jvp=_topk_jvp, kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
     vjp=_scatter_back_vjp,
     samples=lambda dtype=np.float64: [
         Sample((_distinct((3, 5), dtype, 1),), {"k": 2, "dim": 1, "largest": True,

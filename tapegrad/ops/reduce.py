@@ -13,7 +13,7 @@ from ..dispatch import bind
 from .._util import normalize_dims, normalize_dim, op_error
 from ._decl import register, Sample, TensorSpec, rand
 from . import elementwise as _elementwise
-from . import _jvp
+from . import _jvp, _vmap
 
 
 def _keep_shape(shape, dims):
@@ -72,7 +72,7 @@ def _sum_vjp(ctx, g):
     return (_expand_back(ctx.m, g, shape, dims, ctx.attrs.get("keepdim", False)),)
 
 
-SUM = register(name="sum", kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"), vjp=_sum_vjp,
+SUM = register(name="sum", vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"), vjp=_sum_vjp,
                samples=_reduce_samples, error_samples=_dim_errors,
                jvp=lambda ctx, xt: (bind(SUM, xt, **ctx.attrs),),
                torch=lambda torch, x, dim=None, keepdim=False:
@@ -98,7 +98,7 @@ def _mean_vjp(ctx, g):
     return (_expand_back(ctx.m, g / _builtins.max(n, 1), shape, dims, ctx.attrs.get("keepdim", False)),)
 
 
-MEAN = register(name="mean", jvp=_jvp.linear, kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
+MEAN = register(name="mean", vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
                 vjp=_mean_vjp, samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.mean(x, dim=dim, keepdim=keepdim) if dim is not None else torch.mean(x))
@@ -133,7 +133,7 @@ def _sum_to_infer(x, shape):
     return TensorSpec(shape, x.dtype)
 
 
-SUM_TO = register(name="sum_to", jvp=_jvp.linear, kernel=_sum_to_kernel, infer=_sum_to_infer,
+SUM_TO = register(name="sum_to", vmap=_vmap.shape_attr(), jvp=_jvp.linear, kernel=_sum_to_kernel, infer=_sum_to_infer,
                   vjp=lambda ctx, g: (ctx.m.broadcast_to(g, ctx.shapes[0]),),
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3, 4), dtype),), {"shape": (3, 1)}),
@@ -196,12 +196,12 @@ def _extreme_errors():
                             ((rand((0, 3)),), {"dim": (0,)}, IndexError)]
 
 
-AMAX = register(name="amax", jvp=_jvp.reduction, kernel=_extreme_kernel(np.amax, "amax"),
+AMAX = register(name="amax", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amax, "amax"),
                 infer=_extreme_infer("amax"), vjp=_extreme_vjp("amax"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_extreme_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.amax(x, dim=dim if dim is not None else (), keepdim=keepdim))
-AMIN = register(name="amin", jvp=_jvp.reduction, kernel=_extreme_kernel(np.amin, "amin"),
+AMIN = register(name="amin", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amin, "amin"),
                 infer=_extreme_infer("amin"), vjp=_extreme_vjp("amin"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
@@ -265,7 +265,7 @@ def _prod_torch(torch, x, dim=None, keepdim=False):
     return x
 
 
-PROD = register(name="prod", jvp=_jvp.reduction, kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
+PROD = register(name="prod", vmap=_vmap.dim_attrs_flat(), jvp=_jvp.reduction, kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
                 vjp=_prod_vjp, saves=("x",), samples=_prod_samples, error_samples=_dim_errors,
                 torch=_prod_torch)
 
@@ -368,12 +368,12 @@ def _argext_torch(name):
     return oracle
 
 
-MAX_DIM = register(name="max", jvp=_jvp.reduction, kernel=_argext_kernel(np.argmax, "max"), nout=2,
+MAX_DIM = register(name="max", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmax, "max"), nout=2,
                    infer=_argext_infer("max"), vjp=_argext_vjp, saves=("out",),
                    doc="max with a dim: (values, indices); max without one is amax",
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("max"))
-MIN_DIM = register(name="min", jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
+MIN_DIM = register(name="min", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
                    infer=_argext_infer("min"), vjp=_argext_vjp, saves=("out",),
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("min"))
@@ -479,12 +479,12 @@ def _arg_torch(name):
     return oracle
 
 
-ARGMAX = register(name="argmax", kernel=_arg_kernel(np.argmax, "argmax"),
+ARGMAX = register(name="argmax", vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmax, "argmax"),
                   infer=_arg_infer("argmax"), differentiable=False, samples=_arg_samples,
                   error_samples=lambda: [((rand((2, 3)),), {"dim": -3}, IndexError),
                                          ((rand((0,)),), {}, IndexError)],
                   torch=_arg_torch("argmax"))
-ARGMIN = register(name="argmin", kernel=_arg_kernel(np.argmin, "argmin"),
+ARGMIN = register(name="argmin", vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmin, "argmin"),
                   infer=_arg_infer("argmin"), differentiable=False, samples=_arg_samples,
                   error_samples=lambda: [((rand((2, 3)),), {"dim": 2}, IndexError),
                                          ((rand((2, 0)),), {"dim": 1}, IndexError)],
@@ -541,7 +541,7 @@ def _var_errors():
             ((np.arange(6),), {}, TypeError)]
 
 
-VAR = register(name="var", jvp=_jvp.reduction, kernel=_var_kernel, infer=_reduce_infer("var", "float"), vjp=_var_vjp,
+VAR = register(name="var", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_var_kernel, infer=_reduce_infer("var", "float"), vjp=_var_vjp,
                saves=("x",), samples=_var_samples, error_samples=_var_errors,
                torch=_var_torch("var"))
 
@@ -566,7 +566,7 @@ def _std_vjp(ctx, g):
     return (_var_grad(m, ctx.inputs[0], gb, dims, ctx.attrs.get("correction", 1)),)
 
 
-STD = register(name="std", jvp=_jvp.reduction, kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
+STD = register(name="std", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
                saves=("x", "out"), samples=_var_samples, error_samples=_var_errors,
                torch=_var_torch("std"))
 
@@ -603,7 +603,7 @@ def _logsumexp_samples(dtype=np.float64):
                {"dim": (1,), "keepdim": False}, False)]
 
 
-LOGSUMEXP = register(name="logsumexp", jvp=_jvp.reduction, kernel=_logsumexp_kernel, promote="float",
+LOGSUMEXP = register(name="logsumexp", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_logsumexp_kernel, promote="float",
                      infer=_reduce_infer("logsumexp", "float"), vjp=_logsumexp_vjp,
                      saves=("x", "out"), samples=_logsumexp_samples,
                      error_samples=lambda: [((rand((2, 3)),), {"dim": (0, 2)}, IndexError)],
@@ -688,7 +688,7 @@ def _norm_infer(x, p=2.0, dim=None, keepdim=False):
     return spec
 
 
-NORM = register(name="norm", jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
+NORM = register(name="norm", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
                 vjp=_norm_vjp, saves=("x", "out"), samples=_norm_samples,
                 error_samples=lambda: [((rand((2, 3)),), {"dim": (5,)}, IndexError),
                                        ((np.arange(3),), {}, TypeError),
@@ -753,12 +753,12 @@ def _reverse_cumsum_vjp(ctx, g):
     return (bind(CUMSUM, g, dim=ctx.attrs["dim"]),)
 
 
-CUMSUM = register(name="cumsum", kernel=_cum_kernel(np.cumsum), infer=_cum_infer("cumsum", True),
+CUMSUM = register(name="cumsum", vmap=_vmap.dim_attrs_flat(), kernel=_cum_kernel(np.cumsum), infer=_cum_infer("cumsum", True),
                   vjp=_cumsum_vjp, samples=_cum_samples, error_samples=_cum_errors,
                   jvp=lambda ctx, xt: (bind(CUMSUM, xt, **ctx.attrs),),
                   torch=lambda torch, x, dim: torch.cumsum(x, dim))
 # the adjoint of cumsum: sums from the end (its own adjoint is cumsum)
-REVERSE_CUMSUM = register(name="reverse_cumsum", jvp=_jvp.linear, kernel=_reverse_cumsum_kernel,
+REVERSE_CUMSUM = register(name="reverse_cumsum", vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_reverse_cumsum_kernel,
                           infer=_cum_infer("reverse_cumsum", False), vjp=_reverse_cumsum_vjp,
                           samples=lambda dtype=np.float64: _cum_samples(dtype)[:6],
                           error_samples=_cum_errors,
@@ -820,7 +820,7 @@ def _cumprod_jvp(ctx, t):
     return (m.movedim(d, -1, dim),)
 
 
-CUMPROD = register(name="cumprod", jvp=_cumprod_jvp, kernel=_cum_kernel(np.cumprod),
+CUMPROD = register(name="cumprod", vmap=_vmap.dim_attrs_flat(), jvp=_cumprod_jvp, kernel=_cum_kernel(np.cumprod),
                    infer=_cum_infer("cumprod", True), vjp=_cumprod_vjp, saves=("x", "out"),
                    samples=_cumprod_samples, error_samples=_cum_errors,
                    torch=lambda torch, x, dim: torch.cumprod(x, dim))
@@ -859,10 +859,10 @@ def _bool_torch(name):
     return oracle
 
 
-ALL = register(name="all", kernel=_bool_reduce_kernel(np.all), infer=_bool_reduce_infer("all"),
+ALL = register(name="all", vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.all), infer=_bool_reduce_infer("all"),
                differentiable=False, samples=_bool_samples, torch=_bool_torch("all"),
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (3,)}, IndexError)])
-ANY = register(name="any", kernel=_bool_reduce_kernel(np.any), infer=_bool_reduce_infer("any"),
+ANY = register(name="any", vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.any), infer=_bool_reduce_infer("any"),
                differentiable=False, samples=_bool_samples, torch=_bool_torch("any"),
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (-3,)}, IndexError)])
 

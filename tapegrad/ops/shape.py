@@ -9,9 +9,9 @@ from ..dispatch import bind
 from .. import devices as _devices
 from .. import dtypes as _dt
 from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, shape_arg
-from ._decl import register, Sample, TensorSpec, rand
+from ._decl import composite, register, Sample, TensorSpec, rand
 from .creation import arange
-from . import _jvp
+from . import _jvp, _vmap
 
 
 def _resolve_shape(name, shape, numel):
@@ -51,7 +51,7 @@ def _reshape_kernel(x, shape):
     return x.reshape(_resolve_shape("reshape", shape, x.size))
 
 
-RESHAPE = register(name="reshape", kind="view", kernel=_reshape_kernel, infer=_reshape_infer,
+RESHAPE = register(name="reshape", vmap=_vmap.shape_attr(), kind="view", kernel=_reshape_kernel, infer=_reshape_infer,
                    vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
                    jvp=lambda ctx, xt: (reshape(xt, ctx.attrs["shape"]),),
                    samples=lambda dtype=np.float64: [
@@ -83,7 +83,7 @@ def _permute_kernel(x, dims):
     return np.transpose(x, _perm_check("permute", dims, x.ndim))
 
 
-PERMUTE = register(name="permute", jvp=_jvp.linear, kind="view", kernel=_permute_kernel, infer=_permute_infer,
+PERMUTE = register(name="permute", vmap=_vmap.permute_rule, jvp=_jvp.linear, kind="view", kernel=_permute_kernel, infer=_permute_infer,
                    vjp=lambda ctx, g: (ctx.m.permute(g, tuple(np.argsort(
                        _perm_check("permute", ctx.attrs["dims"], len(ctx.shapes[0]))).tolist())),),
                    samples=lambda dtype=np.float64: [
@@ -121,7 +121,7 @@ def _broadcast_to_kernel(x, shape):
     return np.broadcast_to(x, shape)
 
 
-BROADCAST_TO = register(name="broadcast_to", jvp=_jvp.linear, kind="view",
+BROADCAST_TO = register(name="broadcast_to", vmap=_vmap.shape_attr(), jvp=_jvp.linear, kind="view",
                         kernel=_broadcast_to_kernel, infer=_broadcast_infer,
                         vjp=lambda ctx, g: (ctx.m.sum_to(g, ctx.shapes[0]),),
                         samples=lambda dtype=np.float64: [
@@ -149,7 +149,7 @@ def _squeeze_shape(shape, dim):
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
-SQUEEZE = register(name="squeeze", jvp=_jvp.linear, kind="view",
+SQUEEZE = register(name="squeeze", vmap=_vmap.squeeze_rule, jvp=_jvp.linear, kind="view",
                    kernel=lambda x, dim=None: x.squeeze(axis=_squeeze_dims("squeeze", x.shape, dim)),
                    infer=lambda x, dim=None: TensorSpec(_squeeze_shape(tuple(x.shape), dim), x.dtype),
                    vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
@@ -170,7 +170,7 @@ def _unsqueeze_shape(shape, dim):
     return tuple(shape[:d]) + (1,) + tuple(shape[d:])
 
 
-UNSQUEEZE = register(name="unsqueeze", jvp=_jvp.linear, kind="view",
+UNSQUEEZE = register(name="unsqueeze", vmap=_vmap.unsqueeze_rule, jvp=_jvp.linear, kind="view",
                      kernel=lambda x, dim: x.reshape(_unsqueeze_shape(x.shape, dim)),
                      infer=lambda x, dim: TensorSpec(_unsqueeze_shape(tuple(x.shape), dim), x.dtype),
                      vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
@@ -238,6 +238,26 @@ def transpose(input, dim0=None, dim1=None):
     dims = list(range(nd))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return bind(PERMUTE, input, dims=tuple(dims))
+
+
+def _transpose_infer(x, dim0=None, dim1=None):
+    shape = list(x.shape)
+    nd = len(shape)
+    if dim0 is None and dim1 is None:
+        return TensorSpec(tuple(shape[::-1]), x.dtype)
+    d0 = normalize_dim("transpose", dim0, nd)
+    d1 = normalize_dim("transpose", dim1, nd)
+    if nd:
+        shape[d0], shape[d1] = shape[d1], shape[d0]
+    return TensorSpec(tuple(shape), x.dtype)
+
+
+composite(transpose, infer=_transpose_infer, args=("input",),
+          samples=lambda dtype=np.float64: [Sample((rand((2, 3, 4), dtype),), {"dim0": 0, "dim1": 2}),
+                                            Sample((rand((3, 5), dtype),), {"dim0": -1, "dim1": 0}),
+                                            Sample((rand((), dtype),), {"dim0": 0, "dim1": -1})],
+          error_samples=lambda: [((rand((2, 3)),), {"dim0": 2, "dim1": 0}, IndexError)],
+          torch=lambda torch, x, dim0=None, dim1=None: torch.transpose(x, dim0, dim1))
 
 
 swapaxes = swapdims = transpose
@@ -345,7 +365,7 @@ def _flip_kernel(x, dims):
     return np.flip(x, axis=dims).copy()  # PyTorch's flip copies
 
 
-FLIP = register(name="flip", kernel=_flip_kernel, infer=_flip_infer,
+FLIP = register(name="flip", vmap=_vmap.dim_attrs("dims"), kernel=_flip_kernel, infer=_flip_infer,
                 vjp=lambda ctx, g: (ctx.m.flip(g, ctx.attrs["dims"]),),
                 jvp=lambda ctx, xt: (flip(xt, ctx.attrs["dims"]),),
                 samples=lambda dtype=np.float64: [
@@ -400,7 +420,7 @@ def _roll_kernel(x, shifts, dims=None):
     return np.roll(x, shifts, axis=dims)
 
 
-ROLL = register(name="roll", jvp=_jvp.linear, kernel=_roll_kernel, infer=_roll_infer,
+ROLL = register(name="roll", vmap=_vmap.roll_rule, jvp=_jvp.linear, kernel=_roll_kernel, infer=_roll_infer,
                 vjp=lambda ctx, g: (bind(ROLL, g, shifts=tuple(-s for s in ctx.attrs["shifts"]),
                                          dims=ctx.attrs["dims"]),),
                 samples=lambda dtype=np.float64: [
@@ -461,7 +481,7 @@ def _repeat_vjp(ctx, g):
     return (m.reshape(g, shape),)
 
 
-REPEAT = register(name="repeat", jvp=_jvp.linear, kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
+REPEAT = register(name="repeat", vmap=_vmap.repeat_rule, jvp=_jvp.linear, kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3), dtype),), {"sizes": (2, 1)}),
                       Sample((rand((2, 3), dtype),), {"sizes": (2, 1, 3)}),
@@ -524,7 +544,7 @@ def _cat_vjp(ctx, g):
     return out
 
 
-CAT = register(name="cat", jvp=_jvp.linear, kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
+CAT = register(name="cat", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
                vjp=_cat_vjp, promote="same",
                samples=lambda dtype=np.float64: [
                    Sample((rand((2, 3), dtype), rand((1, 3), dtype)), {"dim": 0}),
@@ -590,7 +610,7 @@ def _stack_kernel(*xs, dim):
     return np.stack(xs, axis=dim)
 
 
-STACK = register(name="stack", jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
+STACK = register(name="stack", vmap=_vmap.stack_rule, jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
                  promote="same",
                  vjp=lambda ctx, g: [ctx.m.getitem_raw(g, (slice(None),) * ctx.attrs["dim"] + (k,))
                                      if need else None
@@ -734,7 +754,7 @@ def _pad_jvp(ctx, t):
     return (bind(PAD_OP[0], t, **attrs),)
 
 
-PAD = register(name="pad", jvp=_pad_jvp, kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
+PAD = register(name="pad", vmap=_vmap.pad_rule, jvp=_pad_jvp, kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
                samples=_pad_samples,
                error_samples=lambda: [
                    ((rand((2, 3)),), {"pad": (1,), "mode": "constant", "value": 0.0},
@@ -794,11 +814,11 @@ def _tri_samples(dtype=np.float64):
             Sample((rand((3, 3), dtype),), {"diagonal": 5})]
 
 
-TRIL = register(name="tril", jvp=_jvp.linear, kernel=_tri_kernel(np.tril, "tril"), infer=_tri_infer("tril"),
+TRIL = register(name="tril", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.tril, "tril"), infer=_tri_infer("tril"),
                 vjp=lambda ctx, g: (bind(TRIL, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.tril(x, diagonal))
-TRIU = register(name="triu", jvp=_jvp.linear, kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
+TRIU = register(name="triu", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
                 vjp=lambda ctx, g: (bind(TRIU, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.triu(x, diagonal))
@@ -851,7 +871,7 @@ def _diagonal_kernel(x, offset=0, dim1=0, dim2=1):
     return _devices.xp_of(x).lib.stride_tricks.as_strided(start, shape, strides)
 
 
-DIAGONAL = register(name="diagonal", jvp=_jvp.linear, kind="view", kernel=_diagonal_kernel,
+DIAGONAL = register(name="diagonal", vmap=_vmap.diagonal_rule, jvp=_jvp.linear, kind="view", kernel=_diagonal_kernel,
                     infer=lambda x, offset=0, dim1=0, dim2=1: TensorSpec(
                         _diagonal_shape("diagonal", tuple(x.shape), offset, dim1, dim2), x.dtype),
                     vjp=lambda ctx, g: (ctx.m.diagonal_into(g, ctx.shapes[0], **ctx.attrs),),
@@ -1010,7 +1030,7 @@ def _ri_vjp(ctx, g):
 
 
 REPEAT_INTERLEAVE = register(
-    name="repeat_interleave", jvp=_jvp.linear, kernel=_ri_kernel, infer=_ri_infer, vjp=_ri_vjp,
+    name="repeat_interleave", vmap=_vmap.dim_attrs_flat(), jvp=_jvp.linear, kernel=_ri_kernel, infer=_ri_infer, vjp=_ri_vjp,
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3), dtype),), {"repeats": 2, "dim": 1}),
         Sample((rand((3, 2), dtype),), {"repeats": (1, 0, 3), "dim": 0}),

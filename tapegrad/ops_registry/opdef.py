@@ -43,6 +43,15 @@ An ``OpDef`` holds everything about one operator:
     which of ``args`` and ``"out"`` the vjp reads; exactly those are kept.
 ``jvp(ctx, *tangents)``
     optional forward-mode rule (tangents ``None`` for constant inputs).
+``vmap(ctx, *values)``
+    optional batching rule (``tapegrad.vmap``): the outputs for a batch, each with
+    the batch at dim 0, from the inputs' values (``ctx.batched[i]``: whether input
+    ``i`` has the batch at its dim 0); elementwise and broadcasting ops derive theirs.
+``composite``
+    for a public function built from other ops (``transpose``, ``cross_entropy``): the
+    function itself. Calling the op (``bind``) calls it, so its constituent ops record,
+    differentiate, batch and forward-differentiate (it needs no vjp, jvp or vmap of
+    its own); ``kernel`` runs it on raw arrays, ``infer`` is its shape rule.
 ``expr``
     optional scalar expression (elementwise ops), e.g. ``"x * sigmoid(x)"``.
 ``broadcasting``
@@ -92,6 +101,8 @@ class OpDef:
     vjp: Optional[Callable] = None
     saves: tuple = ()
     jvp: Optional[Callable] = None
+    vmap: Optional[Callable] = None
+    composite: Optional[Callable] = None
     expr: Optional[str] = None
     workspace: Optional[Callable] = None
     broadcasting: bool = False
@@ -131,7 +142,7 @@ def validate(op):
         raise ValueError(f"register {op.name}: kind {op.kind!r} is not one of {KINDS}")
     if op.kind == "workspace" and op.workspace is None:
         raise ValueError(f"register {op.name}: a workspace op needs a workspace rule")
-    if op.differentiable and op.vjp is None:
+    if op.differentiable and op.vjp is None and op.composite is None:
         raise ValueError(f"register {op.name}: a differentiable op needs a vjp")
     if op.samples is None:
         raise ValueError(f"register {op.name}: every op needs samples for its tests")
@@ -153,7 +164,8 @@ def validate(op):
     except (TypeError, ValueError):  # builtins such as np.add
         op.takes_out = False
     # dispatch's lane: one output, no scratch/allocator, at most two inputs
-    op.fast = (op.kind in ("basic", "view") and op.nout == 1 and len(op.args) <= 2)
+    op.fast = (op.kind in ("basic", "view") and op.nout == 1 and len(op.args) <= 2
+               and op.composite is None)
     # an op with a scalar expression is elementwise: its kernel checks broadcasting
     # itself, so dispatch runs ``infer`` for it only to explain a failure
     op.elementwise = op.expr is not None and op.kind == "basic" and op.nout == 1

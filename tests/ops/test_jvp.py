@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 
 F64 = np.dtype(np.float64)
 OPS = [op for op in tg.ops_registry.list_ops() if op.differentiable]
+# a composite's tangents come from its constituent ops' rules: its samples still run
 EPS = 1e-6
 TOL = {"rtol": 1e-5, "atol": 1e-7}
 SECOND_MAX_ELEMENTS = 64
@@ -125,7 +126,7 @@ def _torch_jvp(op, args, attrs, tangents):
 
 
 def test_every_op_has_a_rule():
-    missing = [op.name for op in OPS if op.jvp is None]
+    missing = [op.name for op in OPS if op.jvp is None and op.composite is None]
     assert not missing, f"differentiable ops without a forward-mode rule: {missing}"
 
 

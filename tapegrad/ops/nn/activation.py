@@ -3,6 +3,7 @@ import numpy as np
 
 from ...dispatch import bind
 from ..._util import normalize_dim, op_error
+from .. import _vmap
 from .._decl import register, Sample, TensorSpec, rand as _rand
 
 
@@ -39,7 +40,7 @@ def _log_softmax_jvp(ctx, t):
     return (t - m.sum(m.exp(ctx.out) * t, dim=ctx.attrs["dim"], keepdim=True),)
 
 
-LOG_SOFTMAX = register(name="log_softmax", jvp=_log_softmax_jvp, kernel=_log_softmax_kernel,
+LOG_SOFTMAX = register(name="log_softmax", vmap=_vmap.dim_attrs(), jvp=_log_softmax_jvp, kernel=_log_softmax_kernel,
                        infer=_softmax_infer("log_softmax"), vjp=_log_softmax_vjp, saves=("out",),
                        samples=_softmax_samples,
                        error_samples=lambda: [((_rand((3, 4)),), {"dim": 2}, IndexError)],
@@ -64,7 +65,7 @@ def _softmax_jvp(ctx, t):
     return (out * (t - m.sum(out * t, dim=ctx.attrs["dim"], keepdim=True)),)
 
 
-SOFTMAX = register(name="softmax", jvp=_softmax_jvp, kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
+SOFTMAX = register(name="softmax", vmap=_vmap.dim_attrs(), jvp=_softmax_jvp, kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
                    vjp=_softmax_vjp, saves=("out",), samples=_softmax_samples,
                    error_samples=lambda: [((_rand((3, 4)),), {"dim": -3}, IndexError)],
                    torch=lambda torch, x, dim: torch.softmax(x, dim))

@@ -3,6 +3,7 @@ import numpy as np
 
 from ...dispatch import bind
 from ..._util import op_error
+from .. import _vmap
 from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
 from ..linalg import matmul
 
@@ -91,7 +92,7 @@ def _linear_jvp(ctx, tx, tw, tb):
     return (out,)
 
 
-LINEAR = register(name="linear", jvp=_linear_jvp, kernel=_linear_kernel, args=("input", "weight", "bias"),
+LINEAR = register(name="linear", vmap=_vmap.linear_rule, jvp=_linear_jvp, kernel=_linear_kernel, args=("input", "weight", "bias"),
                   optional=("bias",),
                   infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),
                   promote="none", samples=_linear_samples,

@@ -14,7 +14,7 @@ from ..._util import op_error
 from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
 from ..shape import squeeze, unsqueeze
 from ._common import is_int_pair, need_float, pair
-from .. import _jvp
+from .. import _jvp, _vmap
 
 
 # ================================================================ attributes
@@ -307,7 +307,7 @@ def _conv2d_jvp(ctx, tx, tw, tb):
     return (out,)
 
 
-CONV2D = register(name="conv2d", jvp=_conv2d_jvp, kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
+CONV2D = register(name="conv2d", vmap=_vmap.conv2d_rule, jvp=_conv2d_jvp, kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
                   args=("input", "weight", "bias"), optional=("bias",),
                   infer=_public_conv_attrs(_conv2d_infer),
                   workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp,
@@ -394,7 +394,7 @@ def _torch_weight_grad(torch, x, g, *, weight_shape, **attrs):
 
 
 CONV2D_INPUT_GRAD = register(
-    name="conv2d_input_grad", jvp=_jvp.multilinear, kind="workspace", kernel=_conv2d_input_grad_kernel,
+    name="conv2d_input_grad", vmap=_vmap.conv2d_input_grad_rule, jvp=_jvp.multilinear, kind="workspace", kernel=_conv2d_input_grad_kernel,
     args=("g", "weight"), infer=_conv2d_input_grad_infer, workspace=_conv2d_input_grad_ws,
     vjp=_conv2d_input_grad_vjp, saves=("g", "weight"), promote="same",
     samples=_grad_samples("input"), torch=_torch_input_grad,
@@ -669,7 +669,7 @@ def _public_ct_attrs(fn):
 
 
 CONV_TRANSPOSE2D = register(
-    name="conv_transpose2d", kind="workspace", kernel=_public_ct_attrs(_ct_kernel),
+    name="conv_transpose2d", vmap=_vmap.conv_transpose2d_rule, kind="workspace", kernel=_public_ct_attrs(_ct_kernel),
     args=("input", "weight", "bias"), optional=("bias",), infer=_public_ct_attrs(_ct_infer),
     workspace=_public_ct_attrs(_ct_workspace), vjp=_ct_vjp, jvp=_ct_jvp,
     saves=("input", "weight"), promote="same", samples=_ct_samples, error_samples=_ct_errors,

@@ -7,10 +7,15 @@ times class weight, label smoothing folded in), and the loss is
 """
 import numpy as np
 
-from ...devices import xp_of
-from ..._util import broadcast_shapes, op_error, require_floating
-from ..elementwise import abs as _abs, exp, log, log1p, maximum, sub, where
-from ..reduce import mean, sum as _sum
+from ..._util import broadcast_shapes, dtype_kind, op_error, require_floating
+from ..elementwise import (abs as _abs, exp, log, log1p, maximum, sub, where, ne, lt, ge,
+                           logical_and, logical_or)
+from ..indexing import masked_select
+from ..reduce import mean, sum as _sum, any as any_
+from ..shape import unsqueeze, movedim
+from .sparse import one_hot
+from ..creation import from_dlpack
+from ...tensor import Tensor
 from ._common import raw
 from .activation import log_softmax
 
@@ -27,39 +32,48 @@ def _reduce(name, loss, reduction):
 
 
 def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
-    """(M, denominator) for class-index targets; M has input's shape."""
-    x, t = raw(input), raw(target)
-    xp = xp_of(x)
-    if t.dtype not in _INDEX_DTYPES:  # PyTorch: "expected target dtype to be Long or Byte"
+    """(M, denominator) for class-index targets; M has input's shape. Computed with
+    ops (one_hot of the targets), so it also works on batched targets inside vmap;
+    out-of-range classes are one_hot's IndexError."""
+    if not isinstance(target, Tensor):
+        if not hasattr(target, "dtype") or not hasattr(target, "shape"):
+            raise op_error(name, f"target must be a Tensor, not {type(target).__name__}",
+                           TypeError)
+        target = from_dlpack(target) if np.dtype(target.dtype).kind != "c" else target
+    tdt = np.dtype(getattr(target.dtype, "np", target.dtype))
+    if tdt not in _INDEX_DTYPES:  # PyTorch: "expected target dtype to be Long or Byte"
         raise op_error(name, f"expected class indices of dtype int64 or uint8 (or class "
-                             f"probabilities of input's shape), got {t.dtype} target of shape "
-                             f"{tuple(t.shape)}", RuntimeError)
-    C = x.shape[1] if x.ndim > 1 else x.shape[0]
-    squeeze = x.ndim == 1
-    if squeeze:
-        x, t = x[None], t[None]
-    if t.shape != (x.shape[0],) + x.shape[2:]:
-        raise op_error(name, f"expected target of shape {(x.shape[0],) + x.shape[2:]} for input "
-                             f"of shape {tuple(raw(input).shape)}, got {tuple(t.shape)}",
-                       ValueError)
-    valid = t != ignore_index
-    bad = valid & ((t < 0) | (t >= C))
-    if bad.any():
-        raise op_error(name, f"target {int(t[bad].reshape(-1)[0])} is out of bounds for "
-                             f"{C} classes", IndexError)
-    classes = xp.arange(C).reshape((1, C) + (1,) * (x.ndim - 2))
-    onehot = (xp.expand_dims(t, 1) == classes) & xp.expand_dims(valid, 1)
-    w = xp.ones(C, dtype=x.dtype) if weight is None else raw(weight).astype(x.dtype)
-    if w.shape != (C,):
+                             f"probabilities of input's shape), got {tdt} target of shape "
+                             f"{tuple(target.shape)}", RuntimeError)
+    xs = tuple(input.shape)
+    C = xs[1] if len(xs) > 1 else xs[0]
+    squeeze = len(xs) == 1
+    want = ((xs[0],) + xs[2:]) if not squeeze else ()
+    if tuple(target.shape) != want:
+        raise op_error(name, f"expected target of shape {want} for input of shape {xs}, got "
+                             f"{tuple(target.shape)}", ValueError)
+    valid = ne(target, ignore_index)
+    safe = where(valid, target, 0)
+    bad = logical_and(valid, logical_or(lt(target, 0), ge(target, C)))
+    if target._vlevel is None and bool(any_(bad)):
+        first = int(masked_select(target, bad).reshape(-1)[0])
+        raise op_error(name, f"target {first} is out of bounds for {C} classes", IndexError)
+    onehot = one_hot(safe, C)  # classes last
+    dt = input.dtype
+    w = None if weight is None else weight.to(dt)
+    if w is not None and tuple(w.shape) != (C,):
         raise op_error(name, f"weight of shape {tuple(w.shape)} does not match {C} classes",
                        RuntimeError)
-    wb = w.reshape(classes.shape)
-    M = onehot * wb
-    denom = M.sum()
+    M = onehot.to(dt) * unsqueeze(valid, -1).to(dt)
+    if w is not None:
+        M = M * w
+    denom = _sum(M)
     if label_smoothing:
-        M = (1 - label_smoothing) * M + (label_smoothing / C) * (wb * xp.expand_dims(valid, 1))
-    M = M.astype(x.dtype)
-    return (M[0] if squeeze else M), denom
+        share = unsqueeze(valid, -1).to(dt) * (label_smoothing / C)
+        M = (1 - label_smoothing) * M + (share * w if w is not None else share)
+    if len(xs) > 2:
+        M = movedim(M, -1, 1)
+    return M, denom
 
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.uint8))
@@ -83,7 +97,7 @@ def _weighted_nll(name, logp, target, weight, ignore_index, reduction, label_smo
         return total
     if reduction == "mean":
         with np.errstate(divide="ignore", invalid="ignore"):
-            return total / float(denom)  # all targets ignored: nan, as PyTorch
+            return total / denom  # all targets ignored: nan, as PyTorch
     return _reduce(name, total, reduction)
 
 
@@ -113,7 +127,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     require_floating("cross_entropy", input)
     cdim = 1 if len(input.shape) > 1 else 0
     logp = log_softmax(input, dim=cdim)
-    if raw(target).dtype.kind == "f":
+    if dtype_kind(target) == "f":
         if tuple(target.shape) != tuple(input.shape):
             raise op_error("cross_entropy", f"probability target of shape {tuple(target.shape)}"
                                             f" must match input {tuple(input.shape)}", RuntimeError)

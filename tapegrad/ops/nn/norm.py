@@ -6,6 +6,7 @@ from ...devices import xp_of
 from ...dispatch import bind
 from ...grad_mode import no_grad
 from ..._util import op_error, require_floating
+from .. import _vmap
 from .._decl import register, Sample, TensorSpec, rand
 from ..elementwise import rsqrt
 from ..reduce import mean
@@ -212,7 +213,7 @@ def _torch_gn(torch, x, w=None, b=None, *, num_groups, eps):
 
 
 GROUP_NORM = register(
-    name="group_norm", kernel=_gn_kernel, infer=_gn_infer, args=("input", "weight", "bias"),
+    name="group_norm", vmap=_vmap.group_norm_rule, kernel=_gn_kernel, infer=_gn_infer, args=("input", "weight", "bias"),
     optional=("weight", "bias"), vjp=_gn_vjp, jvp=_gn_jvp, saves=("input", "weight"),
     promote="same", samples=_gn_samples, torch=_torch_gn,
     error_samples=lambda: [((rand((2, 6, 3)), None, None), dict(num_groups=4, eps=1e-5),

@@ -20,7 +20,7 @@ from ..reduce import mean
 from ..shape import cat
 from ..shape import unsqueeze
 from ._common import pair, raw
-from .. import _jvp
+from .. import _jvp, _vmap
 
 
 # ================================================================ attributes and geometry
@@ -175,7 +175,7 @@ def _max_pool2d_jvp(ctx, t):
     return (bind(MAX_POOL2D_GATHER_OP[0], t, ctx.out[1]), None)
 
 
-MAX_POOL2D = register(name="max_pool2d", jvp=_max_pool2d_jvp, kernel=_max_pool2d_kernel, args=("input",), nout=2,
+MAX_POOL2D = register(name="max_pool2d", vmap=_vmap.nchw_rule, jvp=_max_pool2d_jvp, kernel=_max_pool2d_kernel, args=("input",), nout=2,
                       infer=_max_pool2d_infer, vjp=_max_pool2d_vjp, saves=("out",),
                       samples=_max_pool_samples, torch=_torch_max_pool,
                       error_samples=lambda: [
@@ -239,7 +239,7 @@ def _max_pool2d_input_grad_reference(g, indices, *, input_shape, overlap):
 
 
 MAX_POOL2D_INPUT_GRAD = register(
-    name="max_pool2d_input_grad", jvp=_jvp.linear, kernel=_max_pool2d_input_grad_kernel, args=("g", "indices"),
+    name="max_pool2d_input_grad", vmap=_vmap.fold_rule((0, 1), "input_shape"), jvp=_jvp.linear, kernel=_max_pool2d_input_grad_kernel, args=("g", "indices"),
     infer=_max_pool2d_input_grad_infer,
     vjp=lambda ctx, gg: (bind(MAX_POOL2D_GATHER, gg, ctx.inputs[1]), None), saves=("indices",),
     samples=_pool_grad_samples, reference=_max_pool2d_input_grad_reference,
@@ -281,7 +281,7 @@ def _max_pool2d_gather_reference(x, indices):
 
 
 MAX_POOL2D_GATHER = register(
-    name="max_pool2d_gather", jvp=_jvp.linear, kernel=_max_pool2d_gather_kernel, args=("input", "indices"),
+    name="max_pool2d_gather", vmap=_vmap.fold_rule((0, 1)), jvp=_jvp.linear, kernel=_max_pool2d_gather_kernel, args=("input", "indices"),
     infer=_max_pool2d_gather_infer, vjp=_max_pool2d_gather_vjp, saves=("indices",),
     samples=_gather_samples, reference=_max_pool2d_gather_reference,
     error_samples=lambda: [((_rand((1, 2, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)), {},
@@ -386,7 +386,7 @@ def _avg_samples(dtype=np.float64):
 
 
 AVG_POOL2D = register(
-    name="avg_pool2d", jvp=_jvp.linear, kernel=_avg_pool2d_kernel, args=("input",), infer=_avg_pool2d_infer,
+    name="avg_pool2d", vmap=_vmap.nchw_rule, jvp=_jvp.linear, kernel=_avg_pool2d_kernel, args=("input",), infer=_avg_pool2d_infer,
     vjp=lambda ctx, g: (bind(AVG_POOL2D_INPUT_GRAD, g, input_shape=ctx.shapes[0], **ctx.attrs),),
     samples=_avg_samples,
     torch=lambda torch, x, **a: torch.nn.functional.avg_pool2d(x, **a),
@@ -442,7 +442,7 @@ def _avg_grad_vjp(ctx, gg):
 
 
 AVG_POOL2D_INPUT_GRAD = register(
-    name="avg_pool2d_input_grad", jvp=_jvp.linear, kernel=_avg_pool2d_input_grad_kernel, args=("g",),
+    name="avg_pool2d_input_grad", vmap=_vmap.fold_rule((0,), "input_shape"), jvp=_jvp.linear, kernel=_avg_pool2d_input_grad_kernel, args=("g",),
     infer=_avg_pool2d_input_grad_infer, vjp=_avg_grad_vjp, samples=_avg_grad_samples,
     torch=_torch_avg_grad,
     error_samples=lambda: [((_rand((1, 1, 3, 3)),), dict(_avg_attrs(2), input_shape=(1, 1, 4, 4)),

@@ -7,7 +7,7 @@ from ...dispatch import bind
 from ..._util import op_error, value_range
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ._common import raw
-from .. import _jvp
+from .. import _jvp, _vmap
 
 
 def _embedding_kernel(input, weight, *, padding_idx, mask_padding):
@@ -54,7 +54,7 @@ def _torch_embedding(torch, input, weight, *, padding_idx, mask_padding):
     return out
 
 
-EMBEDDING = register(name="embedding", jvp=_jvp.linear, kernel=_embedding_kernel, args=("input", "weight"),
+EMBEDDING = register(name="embedding", vmap=_vmap.embedding_rule, jvp=_jvp.linear, kernel=_embedding_kernel, args=("input", "weight"),
                      infer=_embedding_infer, vjp=_embedding_vjp, saves=("input",),
                      samples=_embedding_samples, torch=_torch_embedding,
                      error_samples=lambda: [((np.array([0.5]), _rand((3, 2))),
@@ -155,7 +155,7 @@ def _one_hot_infer(input, *, num_classes):
     return TensorSpec(tuple(input.shape) + (num_classes,), np.dtype(np.int64))
 
 
-ONE_HOT = register(name="one_hot", kernel=_one_hot_kernel, infer=_one_hot_infer, args=("input",),
+ONE_HOT = register(name="one_hot", vmap=_vmap.leading, kernel=_one_hot_kernel, infer=_one_hot_infer, args=("input",),
                    differentiable=False,
                    samples=lambda dtype=np.float64: [
                        Sample((np.array([0, 2, 1]),), dict(num_classes=3), grad=False),

@@ -17,6 +17,7 @@ from ...devices.cpu_kernels import conv as cpu_conv
 from ...dispatch import bind
 from ..._util import op_error
 from ...tensor import Tensor, buffer
+from .. import _vmap
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ._common import need_float, pair
 
@@ -163,7 +164,7 @@ def _torch_interp(torch, x, *, size, mode, align_corners, scales):
 
 
 INTERPOLATE = register(
-    name="interpolate", kernel=_interp_kernel, infer=_interp_infer, args=("input",),
+    name="interpolate", vmap=_vmap.nchw_rule, kernel=_interp_kernel, infer=_interp_infer, args=("input",),
     vjp=_interp_vjp, jvp=_interp_jvp, saves=(), samples=_interp_samples, torch=_torch_interp,
     error_samples=lambda: [((_rand((2, 3)),), _interp_attrs((4,)), NotImplementedError),
                            ((_rand((1, 2, 3)),), _interp_attrs((4,), "bilinear", False),
@@ -342,7 +343,7 @@ def _fold_samples(dtype=np.float64):
 
 
 UNFOLD = register(
-    name="unfold", kernel=_unfold_kernel, infer=_unfold_infer, args=("input",),
+    name="unfold", vmap=_vmap.nchw_rule, kernel=_unfold_kernel, infer=_unfold_infer, args=("input",),
     vjp=_unfold_vjp, jvp=lambda ctx, xt: (None if xt is None else
                                           bind(UNFOLD, xt, **ctx.attrs),),
     samples=_unfold_samples,
@@ -352,7 +353,7 @@ UNFOLD = register(
                            ((_rand((1, 1, 4, 4)),), _patch_attrs(2, stride=0), RuntimeError)])
 
 FOLD = register(
-    name="fold", kernel=_fold_kernel, infer=_fold_infer, args=("input",), vjp=_fold_vjp,
+    name="fold", vmap=_vmap.nchw_rule, kernel=_fold_kernel, infer=_fold_infer, args=("input",), vjp=_fold_vjp,
     jvp=lambda ctx, xt: (None if xt is None else bind(FOLD, xt, **ctx.attrs),),
     samples=_fold_samples,
     torch=lambda torch, x, **a: torch.nn.functional.fold(x, **a),
