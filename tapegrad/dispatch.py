@@ -224,7 +224,10 @@ def _make_lane(op):
 # ------------------------------------------------------------------ everything else
 def _general(op, args, attrs):
     if op.composite is not None:  # a public function made of other ops: it records them
-        _unwrap(op, args)  # the arguments' checks (None, complex, types), in the op's terms
+        try:
+            _unwrap(op, args)  # the arguments' checks (None, complex, types), in the op's terms
+        except _Foreign:
+            pass  # another framework's arrays: the composite's own ops hand them over
         return op.composite(*args, **attrs)
     if _state._vmap:
         for a in args:

@@ -340,6 +340,8 @@ M = _bridge.AdjointNamespace(_TorchFramework)
 
 def _export(op):
     def f(*args, **attrs):
+        if op.composite is not None:  # made of other ops: each reaches the export itself
+            return op.composite(*args, **attrs)
         return call(op, args, attrs)
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = f"tapegrad's {op.name!r} on torch.Tensors ({op.kind} op).\n\n{op.doc}"
