@@ -9,7 +9,10 @@ each library in its own process, float32 on the CPU:
   (``torch.autograd.grad`` of ``grad`` with ``create_graph``) and torch.func's
   ``jvp(grad)``.
 
-Medians of the step (ms), best of 3 fresh processes; ratios against torch.func.
+Medians of the step (ms), best of 3 fresh processes; ratios against torch.func. Both
+libraries compute on one thread (``torch.set_num_threads(1)``; NumPy's BLAS through
+threadpoolctl): on a shared 2-vCPU machine a multithreaded BLAS under load measured
+8x slower than one thread for a 400x400 GEMM, which says nothing about either library.
 
     python benchmarks/bench_transforms.py
 """
@@ -54,6 +57,8 @@ def _data():
 
 
 def bench_tapegrad():
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(1)
     import tapegrad as tg
     from tapegrad import functional as F
     d = {k: tg.tensor(v) for k, v in _data().items()}
