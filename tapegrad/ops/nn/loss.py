@@ -7,11 +7,10 @@ times class weight, label smoothing folded in), and the loss is
 """
 import numpy as np
 
+from ...devices import xp_of
 from ..._util import broadcast_shapes, dtype_kind, op_error, require_floating
-from ..elementwise import (abs as _abs, exp, log, log1p, maximum, sub, where, ne, lt, ge,
-                           logical_and, logical_or)
-from ..indexing import masked_select
-from ..reduce import mean, sum as _sum, any as any_
+from ..elementwise import abs as _abs, exp, log, log1p, maximum, sub, where, ne
+from ..reduce import mean, sum as _sum
 from ..shape import unsqueeze, movedim
 from .sparse import one_hot
 from ..creation import from_dlpack
@@ -32,9 +31,7 @@ def _reduce(name, loss, reduction):
 
 
 def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
-    """(M, denominator) for class-index targets; M has input's shape. Computed with
-    ops (one_hot of the targets), so it also works on batched targets inside vmap;
-    out-of-range classes are one_hot's IndexError."""
+    """(M, denominator) for class-index targets; M has input's shape."""
     if not isinstance(target, Tensor):
         if not hasattr(target, "dtype") or not hasattr(target, "shape"):
             raise op_error(name, f"target must be a Tensor, not {type(target).__name__}",
@@ -52,18 +49,17 @@ def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
     if tuple(target.shape) != want:
         raise op_error(name, f"expected target of shape {want} for input of shape {xs}, got "
                              f"{tuple(target.shape)}", ValueError)
-    valid = ne(target, ignore_index)
-    safe = where(valid, target, 0)
-    bad = logical_and(valid, logical_or(lt(target, 0), ge(target, C)))
-    if target._vlevel is None and bool(any_(bad)):
-        first = int(masked_select(target, bad).reshape(-1)[0])
-        raise op_error(name, f"target {first} is out of bounds for {C} classes", IndexError)
-    onehot = one_hot(safe, C)  # classes last
-    dt = input.dtype
-    w = None if weight is None else weight.to(dt)
+    w = None if weight is None else weight.to(input.dtype)
     if w is not None and tuple(w.shape) != (C,):
         raise op_error(name, f"weight of shape {tuple(w.shape)} does not match {C} classes",
                        RuntimeError)
+    if target._vlevel is None and (w is None or w._vlevel is None):
+        return _class_coef_data(name, input, target, w, ignore_index, label_smoothing, C)
+    # batched targets (inside vmap): the same with ops; an out-of-range class is
+    # one_hot's IndexError
+    valid = ne(target, ignore_index)
+    onehot = one_hot(where(valid, target, 0), C)  # classes last
+    dt = input.dtype
     M = onehot.to(dt) * unsqueeze(valid, -1).to(dt)
     if w is not None:
         M = M * w
@@ -74,6 +70,30 @@ def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
     if len(xs) > 2:
         M = movedim(M, -1, 1)
     return M, denom
+
+
+def _class_coef_data(name, input, target, w, ignore_index, label_smoothing, C):
+    """``_class_coef`` on the arrays: a constant, computed without a dispatch per step
+    (most of a small classifier's loss)."""
+    x, t = raw(input), raw(target)
+    xp = xp_of(x)
+    squeeze = x.ndim == 1
+    if squeeze:
+        x, t = x[None], t[None]
+    valid = t != ignore_index
+    bad = valid & ((t < 0) | (t >= C))
+    if bad.any():
+        raise op_error(name, f"target {int(t[bad].reshape(-1)[0])} is out of bounds for "
+                             f"{C} classes", IndexError)
+    classes = xp.arange(C).reshape((1, C) + (1,) * (x.ndim - 2))
+    onehot = (xp.expand_dims(t, 1) == classes) & xp.expand_dims(valid, 1)
+    wb = (xp.ones(C, dtype=x.dtype) if w is None else raw(w)).reshape(classes.shape)
+    M = onehot * wb
+    denom = M.sum()
+    if label_smoothing:
+        M = (1 - label_smoothing) * M + (label_smoothing / C) * (wb * xp.expand_dims(valid, 1))
+    M = M.astype(x.dtype)
+    return (M[0] if squeeze else M), denom
 
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.uint8))
