@@ -295,7 +295,7 @@ def register_foreign(array_type, fn, constant=None):
 def foreign_constant(ref, make):
     """``make(xp, dtype)`` (a constant array) in the framework of ``ref``, another
     framework's array (an adjoint run by ``tapegrad.interop``); None for anything else."""
-    fn = _foreign_constants.get(type(ref))
+    fn = _foreign_fn(ref, _foreign_constants) if _foreign_constants else None
     return None if fn is None else fn(ref, make)
 
 
@@ -341,6 +341,16 @@ def _as_saved(t):
     return c
 
 
+def _foreign_fn(a, table):
+    """The entry of ``table`` for ``a``'s type or a base of it (jax.Array: tracers)."""
+    fn = table.get(type(a))
+    if fn is None:
+        for tp, f in table.items():
+            if isinstance(a, tp):
+                return f
+    return fn
+
+
 def _unwrap(op, args):
     """(whether a Tensor was seen (None: no array at all), whether one requires grad,
     the arrays and scalars), after the mixed-device check."""
@@ -372,8 +382,9 @@ def _unwrap(op, args):
         elif isinstance(a, _NDARRAY) or tp.__module__.startswith("cupy"):
             d = a  # a raw array (also the @fuse tracer's stand-ins, an ndarray subclass)
         else:
-            if tp in _foreign:
-                raise _Foreign(_foreign[tp])
+            fn = _foreign_fn(a, _foreign)
+            if fn is not None:
+                raise _Foreign(fn)
             raise TypeError(f"{op.name}: argument '{_arg_name(op, len(arrays))}' must be a "
                             f"Tensor or a number, not {tp.__name__}")
         if d.dtype.kind == "c":

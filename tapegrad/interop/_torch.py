@@ -18,7 +18,7 @@ from ..dispatch import register_foreign
 from ..ops_registry import TensorSpec, list_ops
 from . import _bridge
 
-__all__ = ["torch_ops", "torch_module", "call"]
+__all__ = ["torch_ops", "torch_module", "call", "from_torch"]
 
 _torch = None
 _NP2T = {}
@@ -365,3 +365,78 @@ def torch_ops():
     for op in list_ops():
         setattr(ns, op.name, _export(op))
     return ns
+
+
+# ------------------------------------------------------------------ from_torch
+class _FromTorch:
+    """``_foreign``'s adapter: a function of torch.Tensors as a registry op."""
+    name = "torch"
+
+    @staticmethod
+    def run(fn, arrays, attrs):
+        torch = _torch
+        ts = [from_numpy(a) if isinstance(a, np.ndarray) else a for a in arrays]
+        with torch.no_grad():
+            return fn(*ts, **attrs)
+
+    @staticmethod
+    def to_numpy(o):
+        if isinstance(o, _torch.Tensor):
+            a = to_numpy(o)
+            return a if a.flags.writeable else a.copy()
+        return np.asarray(o)
+
+    @staticmethod
+    def abstract(fn, specs, attrs):
+        """Output specs from meta tensors (no data, no compute); an op without a meta
+        kernel runs on zeros instead."""
+        torch = _torch
+
+        def run(device):
+            xs = [torch.zeros(s.shape, dtype=torch_dtype(s.dtype), device=device)
+                  if device == "cpu" else
+                  torch.empty(s.shape, dtype=torch_dtype(s.dtype), device=device)
+                  for s in specs]
+            with torch.no_grad():
+                return fn(*xs, **attrs)
+        try:
+            outs = run("meta")
+        except NotImplementedError:
+            outs = run("cpu")
+        single = not isinstance(outs, (tuple, list))
+        res = tuple(TensorSpec(tuple(o.shape), numpy_dtype(o.dtype))
+                    for o in ((outs,) if single else outs))
+        return res[0] if single else res
+
+    @staticmethod
+    def vjp_fn(fn, nin, nout):
+        torch = _torch
+
+        def vjp(*a, **attrs):
+            xs, gs = a[:nin], a[nin:]
+            keep = [k for k in range(nout) if gs[k].is_floating_point()]
+            fl = [i for i, x in enumerate(xs) if x.is_floating_point()]
+
+            def f(*fx):
+                full = list(xs)
+                for i, v in zip(fl, fx):
+                    full[i] = v
+                outs = fn(*full, **attrs)
+                outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+                return tuple(outs[k] for k in keep)  # integer outputs: no gradient
+            _, pull = torch.func.vjp(f, *[xs[i] for i in fl])
+            grads = pull(tuple(gs[k] for k in keep))
+            res = [torch.zeros_like(x) for x in xs]
+            for i, gr in zip(fl, grads):
+                if gr is not None:
+                    res[i] = gr
+            return tuple(res) if nin > 1 else res[0]
+        return vjp
+
+
+def from_torch(fn, *, name, nout=1):
+    """A function of torch.Tensors as a registered tapegrad op ``name`` (see
+    ``tapegrad.interop.from_torch``)."""
+    from ._foreign import foreign_op
+    torch_module()
+    return foreign_op(_FromTorch, fn, name, nout)

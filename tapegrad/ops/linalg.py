@@ -109,8 +109,11 @@ def _raw(v):
 def _const(ref, make):
     """A constant array built by ``make(xp, dtype)`` on ref's device with ref's dtype."""
     r = _raw(ref)
-    c = foreign_constant(r, make)  # an adjoint run on another framework's arrays
-    return c if c is not None else make(_devices.xp_of(r), r.dtype)
+    if not isinstance(r, np.ndarray):
+        c = foreign_constant(r, make)  # an adjoint run on another framework's arrays
+        if c is not None:
+            return c
+    return make(_devices.xp_of(r), r.dtype)
 
 
 def _float_check(name, *specs):

@@ -1,0 +1,340 @@
+"""``jax_ops()``: every registered op as a function of JAX arrays.
+
+Each call is a ``jax.custom_vjp`` around ``jax.pure_callback`` on the host (CPU):
+the shape rule gives the callback's result shapes at trace time (its errors are the
+op's), the callback runs ``op.compute`` on the NumPy arrays JAX hands it, and
+``vmap_method="sequential"`` maps it over a batch. The backward runs the registry's
+adjoint on JAX arrays (tracers included), with ``ctx.m`` the adjoints' namespace over
+this export (``_bridge``), so ``jax.grad`` nests to any order; ``jax.jit`` traces
+through both. Dynamic ops (output sizes from the data) are refused: a JAX function
+needs static shapes.
+"""
+import types
+
+import numpy as np
+
+from ..dispatch import register_foreign
+from ..ops_registry import TensorSpec, list_ops
+from . import _bridge
+
+__all__ = ["jax_ops", "jax_module", "call", "from_jax"]
+
+_jax = None
+_SCALARS = (bool, int, float)
+
+
+def jax_module():
+    """JAX, imported on first use (the ``interop`` extra)."""
+    global _jax
+    if _jax is None:
+        try:
+            import jax
+            import jax.numpy  # noqa: F401
+        except ImportError as e:  # pragma: no cover
+            raise ImportError("tapegrad.interop.jax_ops needs JAX "
+                              "(pip install tapegrad[interop])") from e
+        _jax = jax
+        register_foreign(jax.Array, lambda op, args, attrs: call(op, args, attrs),
+                         constant=lambda ref, make: _jax.numpy.asarray(
+                             make(np, np.dtype(ref.dtype))))
+    return _jax
+
+
+def _is_array(x):
+    return isinstance(x, _jax.Array)
+
+
+def _check_args(op, args):
+    jnp = _jax.numpy
+    out = []
+    for i, a in enumerate(args):
+        name = op.args[min(i, len(op.args) - 1)]
+        if _is_array(a) or type(a) in _SCALARS or a is None:
+            out.append(a)
+        elif isinstance(a, np.generic):
+            out.append(a.item())
+        elif isinstance(a, np.ndarray) or hasattr(a, "__dlpack__"):
+            out.append(jnp.asarray(a))
+        else:
+            raise TypeError(f"{op.name}: argument {name!r} must be a JAX array (or a "
+                            f"Python number), got {type(a).__name__}")
+        if _is_array(out[-1]):
+            dev = getattr(out[-1], "devices", None)
+            if dev is not None and not isinstance(out[-1], _jax.core.Tracer):
+                kinds = {d.platform for d in out[-1].devices()}
+                if kinds != {"cpu"}:
+                    raise RuntimeError(f"{op.name}: input {name!r} is on {sorted(kinds)}; this "
+                                       f"export computes on the CPU (a host callback)")
+    return out
+
+
+def _promote(op, args):
+    jnp = _jax.numpy
+    if op.promote == "none":
+        return args
+    arrs = [a for a in args if _is_array(a)]
+    if not arrs:
+        return args
+    target = jnp.result_type(*[a.dtype for a in arrs])
+    if op.promote == "float" and not jnp.issubdtype(target, jnp.floating):
+        target = jnp.result_type(float)
+    if all(a.dtype == target for a in arrs):
+        return args
+    return [a.astype(target) if _is_array(a) and a.dtype != target else a for a in args]
+
+
+def _attr(v):
+    if isinstance(v, _jax.Array):
+        return np.asarray(v)  # an index array: concrete (a JAX index must be, too)
+    return None
+
+
+def call(op, args, attrs):
+    """Run registry op ``op`` on JAX arrays (and Python numbers): the export."""
+    jax_module()
+    args = _promote(op, _check_args(op, list(args)))
+    attrs = {k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()}
+    if op.kind == "dynamic":
+        raise RuntimeError(f"{op.name}: its output size depends on the data; a JAX function "
+                           f"needs static shapes (call tapegrad's {op.name} outside jit)")
+    # concrete integer/bool arrays (indices, masks) are constants of the call, so their
+    # values stay known to the host and to the adjoint under jax.jit
+    args = [np.asarray(a) if _is_array(a) and not isinstance(a, _jax.core.Tracer)
+            and not np.issubdtype(np.dtype(a.dtype), np.inexact) else a for a in args]
+    pos = [i for i, a in enumerate(args) if _is_array(a)]
+    static = [None if _is_array(a) else a for a in args]
+    in_specs = [TensorSpec(tuple(a.shape), np.dtype(a.dtype)) if _is_array(a) else a
+                for a in args]
+    specs = _bridge.out_specs(op, in_specs, attrs)  # the op's own error, at trace time
+    fn = _make(op, attrs, pos, static, in_specs, specs)
+    return fn(*[args[i] for i in pos])
+
+
+def _full(pos, static, arrays):
+    full = list(static)
+    for i, a in zip(pos, arrays):
+        full[i] = a
+    return full
+
+
+def _make(op, attrs, pos, static, in_specs, specs):
+    jax = _jax
+    shapes = [jax.ShapeDtypeStruct(s.shape, np.dtype(getattr(s.dtype, "np", s.dtype)))
+              for s in specs]
+
+    def host(*arrays):
+        res = op.compute(*_full(pos, static, arrays), **attrs)
+        outs = res if op.nout > 1 else (res,)
+        outs = tuple(np.asarray(o, dtype=s.dtype).reshape(s.shape) for o, s in zip(outs, shapes))
+        return outs if op.nout > 1 else outs[0]
+
+    def forward(*arrays):
+        if not op.differentiable:  # a constant: no tangent reaches the callback
+            arrays = [jax.lax.stop_gradient(a) for a in arrays]
+        return jax.pure_callback(host, tuple(shapes) if op.nout > 1 else shapes[0], *arrays,
+                                 vmap_method="sequential")
+
+    if not op.differentiable:
+        return forward
+
+    f = jax.custom_vjp(forward)
+
+    def fwd(*arrays):
+        out = f(*arrays)
+        return out, (arrays, out)
+
+    def bwd(res, g):
+        arrays, out = res
+        # a primal JAX did not trace (a NumPy array given to jax.vjp) comes back as is
+        arrays = [_jax.numpy.asarray(a) for a in arrays]
+        full = _full(pos, static, arrays)
+        gs = g if op.nout > 1 else (g,)
+        gs = tuple(None if x is None or x.dtype == jax.dtypes.float0 or not np.issubdtype(
+            np.dtype(x.dtype), np.floating) else jax.numpy.asarray(x) for x in gs)
+        if all(x is None for x in gs):
+            return tuple(None for _ in arrays)
+        needs = tuple(i in pos and np.issubdtype(np.dtype(full[i].dtype), np.floating)
+                      for i in range(len(full)))
+        inputs = [a if i in op.save_idx else None for i, a in enumerate(full)]
+        actx = _bridge.AdjointCtx(inputs, out if op.save_out else None, attrs,
+                                  [tuple(s.shape) if isinstance(s, TensorSpec) else ()
+                                   for s in in_specs],
+                                  [np.dtype(s.dtype) if isinstance(s, TensorSpec) else None
+                                   for s in in_specs], needs, M)
+        grads = op.vjp(actx, gs if op.nout > 1 else gs[0])
+        if not isinstance(grads, (tuple, list)):
+            grads = (grads,)
+        outg = []
+        for i in pos:
+            gi = grads[i] if i < len(grads) else None
+            outg.append(_fit(op, i, gi, in_specs[i]) if needs[i] and gi is not None else None)
+        return tuple(outg)
+
+    f.defvjp(fwd, bwd)
+    return f
+
+
+def _fit(op, i, gi, spec):
+    jnp = _jax.numpy
+    shape = tuple(spec.shape)
+    gi = jnp.asarray(gi)
+    if tuple(gi.shape) != shape:
+        if op.broadcasting or gi.ndim > len(shape):
+            lead = gi.ndim - len(shape)
+            if lead > 0:
+                gi = gi.sum(axis=tuple(range(lead)))
+            axes = tuple(d for d, (a, b) in enumerate(zip(gi.shape, shape)) if b == 1 and a != 1)
+            if axes:
+                gi = gi.sum(axis=axes, keepdims=True)
+        if tuple(gi.shape) != shape:
+            raise RuntimeError(f"{op.name}: its adjoint gave a gradient of shape "
+                               f"{tuple(gi.shape)} for input {i} of shape {shape}")
+    dt = np.dtype(spec.dtype)
+    return gi.astype(dt) if gi.dtype != dt else gi
+
+
+class _Symbolic(np.ndarray):
+    """The stand-in of a tracer: zeros of its shape and dtype. NumPy keeps the type
+    through arithmetic, ``astype`` and views, so a value computed from one outside the
+    observed ops is caught (``_JaxFramework.constant``) instead of used as zeros."""
+
+
+class _JaxFramework:
+    """The adjoints' namespace adapter for JAX: a concrete array stands in as its own
+    values (an index the adjoint reads, such as sort's permutation); a tracer as
+    ``_Symbolic`` zeros. No kernel runs on a stand-in: the observer calls the export."""
+
+    @staticmethod
+    def is_array(x):
+        return isinstance(x, _jax.Array)
+
+    @staticmethod
+    def stand_in(x):
+        if isinstance(x, _jax.core.Tracer):
+            return np.zeros(tuple(x.shape), np.dtype(x.dtype)).view(_Symbolic)
+        return np.asarray(x).view()
+
+    @staticmethod
+    def constant(a):
+        if isinstance(a, _Symbolic):
+            raise RuntimeError("interop (JAX): the adjoint computed a value from a traced "
+                               "array outside tapegrad's ops (its values are unknown while "
+                               "tracing); call it without jax.jit, or on concrete arrays")
+        return _jax.numpy.asarray(a)
+
+    @staticmethod
+    def call(op, args, attrs):
+        return call(op, args, attrs)
+
+
+M = _bridge.AdjointNamespace(_JaxFramework)
+
+
+def _export(op):
+    def f(*args, **attrs):
+        return call(op, args, attrs)
+    f.__name__ = f.__qualname__ = op.name
+    f.__doc__ = f"tapegrad's {op.name!r} on JAX arrays ({op.kind} op).\n\n{op.doc}"
+    f.op = op
+    return f
+
+
+def jax_ops():
+    """A namespace with every registered op (as registered now) as a function of JAX
+    arrays: ``jax.grad`` (any order), ``jax.jit`` and ``jax.vmap`` work on each."""
+    jax_module()
+    ns = types.SimpleNamespace()
+    for op in list_ops():
+        setattr(ns, op.name, _export(op))
+    return ns
+
+
+# ------------------------------------------------------------------ from_jax
+_JIT_MAX = 256
+_jit_cache = {}
+
+
+def _jitted(fn, attrs):
+    """``fn`` with these attrs, compiled by ``jax.jit`` once per (fn, attrs) and input
+    shapes (its vjp, and the vjp's vjp, are jitted as well): the op then costs one
+    compiled call, not a trace, per use. Unhashable attrs: called as is."""
+    try:
+        key = (fn, tuple(sorted(attrs.items())))
+        hit = _jit_cache.get(key)
+    except TypeError:
+        return lambda *xs: fn(*xs, **attrs)
+    if hit is None:
+        if len(_jit_cache) >= _JIT_MAX:
+            _jit_cache.clear()
+        hit = _jit_cache[key] = _jax.jit(lambda *xs: fn(*xs, **attrs))
+    return hit
+
+
+class _FromJax:
+    """``_foreign``'s adapter: a function of JAX arrays as a registry op."""
+    name = "jax"
+
+    @staticmethod
+    def run(fn, arrays, attrs):
+        jnp = _jax.numpy
+        xs = []
+        for a in arrays:
+            if isinstance(a, np.ndarray):
+                try:
+                    a = jnp.from_dlpack(a) if a.flags.writeable else jnp.asarray(a)
+                except (BufferError, TypeError, RuntimeError, ValueError):
+                    a = jnp.asarray(a)
+            xs.append(a)
+        return _jitted(fn, attrs)(*xs)
+
+    @staticmethod
+    def to_numpy(o):
+        try:
+            a = np.from_dlpack(o)
+        except (BufferError, TypeError, RuntimeError, AttributeError):
+            a = np.asarray(o)
+        return a if a.flags.writeable else a.copy()  # tapegrad writes into its outputs
+
+    @staticmethod
+    def abstract(fn, specs, attrs):
+        jax = _jax
+        outs = jax.eval_shape(lambda *a: fn(*a, **attrs),
+                              *[jax.ShapeDtypeStruct(s.shape, np.dtype(getattr(
+                                  s.dtype, "np", s.dtype))) for s in specs])
+        single = not isinstance(outs, (tuple, list))
+        res = tuple(TensorSpec(tuple(o.shape), np.dtype(o.dtype))
+                    for o in ((outs,) if single else outs))
+        return res[0] if single else res
+
+    @staticmethod
+    def vjp_fn(fn, nin, nout):
+        jax = _jax
+        jnp = jax.numpy
+
+        def vjp(*a, **attrs):
+            xs, gs = a[:nin], a[nin:]
+            keep = [k for k in range(nout) if jnp.issubdtype(gs[k].dtype, jnp.floating)]
+            fl = [i for i, x in enumerate(xs) if jnp.issubdtype(x.dtype, jnp.floating)]
+
+            def f(*fx):
+                full = list(xs)
+                for i, v in zip(fl, fx):
+                    full[i] = v
+                outs = fn(*full, **attrs)
+                outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+                return tuple(outs[k] for k in keep)  # integer outputs: no gradient
+            _, pull = jax.vjp(f, *[xs[i] for i in fl])
+            grads = pull(tuple(gs[k] for k in keep))
+            res = [jnp.zeros_like(x) for x in xs]
+            for i, gr in zip(fl, grads):
+                res[i] = gr
+            return tuple(res) if nin > 1 else res[0]
+        return vjp
+
+
+def from_jax(fn, *, name, nout=1):
+    """A function of JAX arrays as a registered tapegrad op ``name`` (see
+    ``tapegrad.interop.from_jax``)."""
+    from ._foreign import foreign_op
+    jax_module()
+    return foreign_op(_FromJax, fn, name, nout)

@@ -1,0 +1,123 @@
+"""``from_torch`` / ``from_jax``: a PyTorch or JAX function as a registered tapegrad
+op: its values, its shape rule (abstract evaluation, no data), tapegrad's gradients of
+first and second order against central differences (float64), multiple outputs,
+integer inputs, and the op exported again through ``torch_ops()``."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.interop import from_jax, from_torch, torch_ops
+from tapegrad.testing import gradcheck, gradgradcheck
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def names():
+    made = []
+    yield made
+    for n in made:
+        tg.ops_registry.unregister(n)
+
+
+@pytest.fixture
+def x64():
+    jax = pytest.importorskip("jax")
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield jax
+    jax.config.update("jax_enable_x64", old)
+
+
+def _t(shape, seed, grad=True):
+    return tg.tensor(np.random.default_rng(seed).uniform(-1, 1, shape), requires_grad=grad)
+
+
+def test_from_torch_values_shapes_and_gradients(names):
+    seen = []
+
+    def fn(x, w, *, scale=1.0):
+        seen.append(x.device.type)
+        return torch.tanh(x @ w) * scale + x.sum() ** 2
+
+    f = from_torch(fn, name="it_tanh_mm")
+    names.append("it_tanh_mm")
+    assert tg.ops_registry.get("it_tanh_mm") in tg.ops_registry.list_ops()
+    x, w = _t((2, 3), 0), _t((3, 4), 1)
+    y = f(x, w, scale=0.5)
+    assert "meta" in seen, "the shape rule did not run the function on meta tensors"
+    expected = fn(torch.from_numpy(x.detach().numpy()), torch.from_numpy(w.detach().numpy()),
+                  scale=0.5)
+    np.testing.assert_allclose(y.detach().numpy(), expected.numpy(), rtol=1e-12)
+    assert gradcheck(lambda a, b: f(a, b, scale=0.5), [x, w])
+    assert gradgradcheck(lambda a, b: f(a, b, scale=0.5), [x, w])
+    with pytest.raises(RuntimeError, match="it_tanh_mm"):  # the shape rule, from meta
+        f(x, _t((4, 4), 2))
+
+
+def test_from_torch_several_outputs_and_integer_input(names):
+    def fn(x, idx):
+        return torch.gather(torch.sin(x), 1, idx), x.cumsum(0)
+
+    f = from_torch(fn, name="it_gather2", nout=2)
+    names.append("it_gather2")
+    x = _t((3, 4), 3)
+    idx = tg.tensor(np.array([[0, 3], [1, 1], [2, 0]]))
+    a, b = f(x, idx)
+    assert tuple(a.shape) == (3, 2) and tuple(b.shape) == (3, 4)
+    assert gradcheck(lambda v: f(v, idx), [x])
+    assert gradgradcheck(lambda v: f(v, idx), [x])
+    (g,) = tg.grad(f(x, idx)[0].sum(), [x])  # the unused output: no gradient
+    expected = np.zeros((3, 4))
+    for i, row in enumerate(idx.numpy()):
+        for j in row:
+            expected[i, j] += np.cos(x.detach().numpy()[i, j])
+    np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12)
+
+
+def test_from_torch_op_exported_again_to_pytorch(names):
+    from_torch(lambda x: torch.exp(-x * x), name="it_gauss")
+    names.append("it_gauss")
+    ns = torch_ops()
+    x = torch.rand(5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(ns.it_gauss, (x,))
+    assert torch.autograd.gradgradcheck(ns.it_gauss, (x,))
+
+
+def test_from_torch_refuses_builtin_names_and_star_args():
+    with pytest.raises(ValueError, match="built-in"):
+        from_torch(lambda x: x, name="add")
+    with pytest.raises(TypeError, match=r"\*args"):
+        from_torch(lambda *xs: xs[0], name="it_star")
+
+
+def test_from_jax_values_and_gradients(names, x64):
+    jnp = x64.numpy
+    seen = []
+
+    def fn(x, w):
+        seen.append(type(x).__name__)
+        return jnp.tanh(x @ w) + jnp.sin(x).sum()
+
+    f = from_jax(fn, name="it_jax_mm")
+    names.append("it_jax_mm")
+    x, w = _t((2, 3), 4), _t((3, 2), 5)
+    y = f(x, w)
+    assert any("Tracer" in s for s in seen), "the shape rule did not use jax.eval_shape"
+    np.testing.assert_allclose(y.detach().numpy(),
+                               np.asarray(fn(x.detach().numpy(), w.detach().numpy())),
+                               rtol=1e-12)
+    assert y.detach().numpy().dtype == np.float64
+    assert gradcheck(f, [x, w])
+    assert gradgradcheck(f, [x, w])
+    y.sum().backward()
+    assert x.grad is not None and w.grad is not None
+
+
+def test_from_jax_several_outputs(names, x64):
+    jnp = x64.numpy
+    f = from_jax(lambda x: (jnp.sin(x) * x, jnp.cumsum(x ** 2)), name="it_jax2", nout=2)
+    names.append("it_jax2")
+    x = _t((4,), 6)
+    assert gradcheck(f, [x])
+    assert gradgradcheck(f, [x])
