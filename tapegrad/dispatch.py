@@ -240,6 +240,8 @@ def _general(op, args, attrs):
     except _Foreign as f:  # another framework's arrays (an exported adjoint's bind)
         return f.args[0](op, args, attrs)
     if op.promote != "none" and tensor_seen is not None:
+        if op.elementwise and _mixed(arrays):  # the op's dtype rule sees what it was given
+            _infer(op, arrays, attrs)
         arrays = _promote(op, arrays)
     if tensor_seen is False and not _state.raw:
         raise TypeError(f"{op.name}: expected Tensor arguments, got only raw arrays "
@@ -406,6 +408,19 @@ def _unwrap(op, args):
 
 def _arg_name(op, i):
     return op.args[i] if i < len(op.args) else op.args[-1] if op.args else f"#{i}"
+
+
+def _mixed(arrays):
+    """Whether promotion will cast: the array operands have more than one dtype, or a
+    bool array meets another operand (a Python number too)."""
+    first = None
+    for a in arrays:
+        if a is not None and type(a) not in _SCALARS:
+            if first is None:
+                first = a.dtype
+            elif a.dtype != first:
+                return True
+    return first is not None and first.kind == "b" and len(arrays) > 1
 
 
 def _promote(op, arrays):

@@ -57,6 +57,21 @@ ADD = _binary("add", np.add, lambda ctx, g: (g, g), expr="x + other",
               jvp=lambda ctx, xt, ot: _tsum(xt, ot))
 SUB = _binary("sub", np.subtract, lambda ctx, g: (g, -g), expr="x - other",
               jvp=lambda ctx, xt, ot: _tsum(xt, None if ot is None else -ot))
+_sub_infer = SUB.infer
+
+
+def _sub_infer_no_bool(x, other):
+    # PyTorch refuses a bool operand (mixed with another dtype too, where promotion
+    # would hide it: dispatch runs an elementwise op's rule on mixed dtypes first)
+    if any(getattr(s, "dtype", None) is not None and np.dtype(s.dtype) == np.bool_
+           for s in (x, other)):
+        raise op_error("sub", "subtraction, the `-` operator, with a bool tensor is not "
+                              "supported; to invert a mask use `~` or logical_not()",
+                       RuntimeError)
+    return _sub_infer(x, other)
+
+
+SUB.infer = _sub_infer_no_bool
 
 
 def _mul_vjp(ctx, g):

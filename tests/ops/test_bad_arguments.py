@@ -552,3 +552,19 @@ def test_empty_batch_gradients_like_torch(op):
         grads.append([t.grad for t in ((x, w, b) if op == "conv2d" else (x,))])
     for a, b in zip(*grads, strict=True):
         np.testing.assert_array_equal(_arrays(a)[0], _arrays(b)[0])
+
+
+_BOOL_SUBS = {"a - b": lambda a, b: a - b, "b - a": lambda a, b: b - a,
+              "1.0 - a": lambda a, b: 1.0 - a, "a - 1": lambda a, b: a - 1}
+
+
+@pytest.mark.parametrize("expr", list(_BOOL_SUBS))
+def test_bool_subtraction_by_operator_is_refused_like_torch(expr):
+    """The `-` operator with a bool operand and another dtype: promotion would hide
+    the bool, so dispatch runs sub's dtype rule on the mixed operands first."""
+    import torch
+    for mod in (tg, torch):
+        a = mod.tensor([True, False])
+        b = mod.tensor([1.0, 2.0])
+        with pytest.raises(RuntimeError, match="[Ss]ubtraction.*bool"):
+            _BOOL_SUBS[expr](a, b)

@@ -15,6 +15,7 @@ from ..shape import unsqueeze, movedim
 from .sparse import one_hot
 from ..creation import from_dlpack
 from ...tensor import Tensor
+from ...dtypes import get_default_dtype as tg_float
 from ._common import raw
 from .activation import log_softmax
 
@@ -173,6 +174,12 @@ def _same_shape(name, input, target):
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error (``reduction`` 'mean', 'sum' or 'none')."""
     _same_shape("mse_loss", input, target)
+    # PyTorch computes a bool operand's loss as its promoted dtype (0/1): cast it
+    # first (the `-` refuses bools)
+    if dtype_kind(input) == "b":
+        input = input.to(target.dtype if dtype_kind(target) not in ("b", None) else tg_float())
+    if dtype_kind(target) == "b":
+        target = target.to(input.dtype)
     d = input - target
     return _reduce("mse_loss", d * d, reduction)
 
