@@ -74,6 +74,11 @@ col = tg.tensor(np.arange(12.0).reshape(3, 4) * (R + 1))
 view = col.T
 dist.all_reduce(view, op="max")
 close(col, np.arange(12.0).reshape(3, 4) * N, "non-contiguous view writes its base")
+# one rank on the fast path (contiguous), the others through a copy (a view): one call
+m = np.arange(12.0).reshape(4, 3)
+t = tg.tensor(m.copy()) if R == 0 else tg.tensor(m.T.copy()).T
+dist.all_reduce(t)
+close(t, m * N, "fast and general paths together")
 # bool: SUM and MAX are or, MIN is and
 b = tg.tensor(np.array([R == 0, False, True]))
 dist.all_reduce(b)
