@@ -116,9 +116,14 @@ class _Group:
         self.fast_ops = {(np.dtype(t), k): getattr(MPI, _MPI_OPS[k])
                          for t in _FAST_TYPES for k in _FAST_OPS
                          if k != "avg" or np.dtype(t).kind == "f"}
+        self.crowded = False
         self.comm = self._dup(world, "init_process_group")
         self.ctl = self._dup(world, "init_process_group")
         self.fin = self._dup(world, "init_process_group")
+        # more ranks on this machine than cores: waiting ranks yield the core
+        local = world.Split_type(MPI.COMM_TYPE_SHARED)
+        self.crowded = local.Get_size() > (os.cpu_count() or 1) and hasattr(os, "sched_yield")
+        local.Free()
         self.nbuf = bytearray(_NOTICE_BYTES)
         self.status = MPI.Status()
         self.nreq = self.ctl.Irecv(self.nbuf, MPI.ANY_SOURCE, MPI.ANY_TAG)
@@ -138,8 +143,11 @@ class _Group:
         limit = self.timeout if timeout is None else timeout
         start = time.monotonic()
         n = 0
+        crowded = self.crowded
         while not Testall(reqs):
             n += 1
+            if crowded:
+                os.sched_yield()  # more ranks than cores here: let the others run
             if not n & 63:
                 self.poll(what, seq)
                 if time.monotonic() - start > limit:
