@@ -67,6 +67,7 @@ _FAULT, _EXIT = 7301, 7302       # notice tags, on the side communicator
 _NOTICE_BYTES = 4096
 _DESC_BYTES = 160
 _DEFAULT_TIMEOUT = 1800.0
+_sched_yield = getattr(os, "sched_yield", lambda: None)
 _LINGER = 5.0                    # seconds a failed rank waits for the others' reports
 _WORLD = None                    # the default group, once initialised
 _prev_excepthook = None
@@ -122,7 +123,7 @@ class _Group:
         self.fin = self._dup(world, "init_process_group")
         # more ranks on this machine than cores: waiting ranks yield the core
         local = world.Split_type(MPI.COMM_TYPE_SHARED)
-        self.crowded = local.Get_size() > (os.cpu_count() or 1) and hasattr(os, "sched_yield")
+        self.crowded = local.Get_size() > (os.cpu_count() or 1)
         local.Free()
         self.nbuf = bytearray(_NOTICE_BYTES)
         self.status = MPI.Status()
@@ -146,8 +147,10 @@ class _Group:
         crowded = self.crowded
         while not Testall(reqs):
             n += 1
-            if crowded:
-                os.sched_yield()  # more ranks than cores here: let the others run
+            if crowded or n > 512:
+                # more ranks than cores here, or a long wait (a slower rank, a busy
+                # machine): give the core to whoever the wait is for
+                _sched_yield()
             if not n & 63:
                 self.poll(what, seq)
                 if time.monotonic() - start > limit:

@@ -65,3 +65,24 @@ def test_a_rank_that_leaves_early_is_named():
 def test_a_hung_rank_times_out():
     out, err, took = _failed("hang", timeout_arg=0.5)
     assert re.search(r"all_reduce: timed out after 0.5 s on rank 0", err), err
+
+
+def test_digits_demo_distributed(tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    pytest.importorskip("matplotlib")
+    import os
+    import subprocess
+    import sys
+
+    from ._launch import ROOT, mpiexec
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "tapegrad.examples.digits",
+                        "--model", "mlp", "--epochs", "4", "--distributed", "--no-progress",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                       env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "on 2 processes" in p.stdout
+    acc = float(re.search(r"test accuracy: ([0-9.]+)", p.stdout).group(1))
+    assert acc > 0.9, p.stdout
+    assert p.stdout.count("test accuracy") == 1  # rank 0 reports
