@@ -18,6 +18,7 @@ from .ops import *  # noqa: F401,F403  (ops.__all__: the public op functions)
 from .ops import abs, round, pow, sum, max, min, all, any  # noqa: F401,A001
 from .fusion import elementwise
 from .tracing import fuse
+from .compiler import compile  # noqa: A001
 from .autodiff import (backward, grad, no_grad, enable_grad, set_grad_enabled,
                        is_grad_enabled, Tape, checkpoint, detect_anomaly, set_detect_anomaly)
 from . import ops as _ops
@@ -60,7 +61,7 @@ def _lazy(name):
 def __getattr__(name):
     # subpackages that import the public API themselves load on first use
     if name in ("nn", "optim", "linalg", "fusion", "viz", "data", "examples", "profiler",
-                "distributed"):
+                "distributed", "onnx"):
         return _lazy(name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)

@@ -49,6 +49,10 @@ def _seeds(fn, outputs, grad_outputs, traced):
                                    f"{tuple(go.shape)} and output has shape {tuple(out.shape)}")
             seed = go if traced else go._data
         seeds.append(seed)
+    for obs in _state.observers:  # tg.compile's capture: the seeds are its constants
+        note = getattr(obs, "seeds", None)
+        if note is not None and not traced:
+            note(seeds)
     return seeds
 
 

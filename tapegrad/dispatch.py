@@ -918,6 +918,10 @@ def _write(op, t, new):
         raise RuntimeError(f"{op.name}_: output with shape {t.shape} doesn't match the "
                            f"broadcast shape {tuple(new.shape)}")
     t._data[...] = new
+    for obs in _state.observers:  # tg.compile's capture records the write
+        w = getattr(obs, "write", None)
+        if w is not None:
+            w(t._data, new)
     _mark_written(t)
 
 

@@ -118,6 +118,8 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(f"item: a Tensor with {self._data.size} elements cannot be "
                                f"converted to a Python scalar (shape {self.shape})")
+        if _tape.state._observers:
+            _read(self)
         return self._data.item() if isinstance(self._data, np.ndarray) else self._data.get().item()
 
     def tolist(self):
@@ -131,14 +133,20 @@ class Tensor:
         if self.requires_grad and not force:
             raise RuntimeError("numpy: can't call numpy() on a Tensor that requires grad; "
                                "use tensor.detach().numpy() instead")
+        if _tape.state._observers:
+            _read(self)
         return self._data
 
     def _host(self):
+        if _tape.state._observers:
+            _read(self)
         return self._data if isinstance(self._data, np.ndarray) else self._data.get()
 
     def __array__(self, dtype=None, copy=None):
         if self.device.type != "cpu":
             raise TypeError(f"__array__: the tensor is on {self.device}; call .cpu() first")
+        if _tape.state._observers:
+            _read(self)
         a = self._data
         if dtype is not None and a.dtype != dtype:
             return a.astype(dtype)
@@ -261,6 +269,15 @@ class _HookHandle:
     def remove(self):
         if self.fn in self.fns:
             self.fns.remove(self.fn)
+
+
+def _read(t):
+    """Python is reading ``t``'s values (item, tolist, numpy, __array__): observers with
+    a ``read(array)`` method hear of it (tg.compile makes such a read a guard)."""
+    for o in _tape.state._observers:
+        r = getattr(o, "read", None)
+        if r is not None:
+            r(t._data)
 
 
 def wrap(array, node=None, idx=0, version=None):

@@ -53,12 +53,15 @@ LAYERS = (
     # the user-facing recording API over the core (backward, grad, Tape, checkpoint,
     # custom ops, transforms, the @fuse tracer, which traces calls of ops) and the thin
     # public namespaces over ops and devices (tg.linalg, tg.cuda)
+    # tg.compile (capture and replay of whole programs) observes the core as the tracer does
     ("autodiff", ("tapegrad.autodiff", "tapegrad.custom", "tapegrad.functional", "tapegrad.forward_ad",
                   "tapegrad.vmap",
-                  "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda")),
+                  "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda",
+                  "tapegrad.compiler")),
     ("library", ("tapegrad.nn", "tapegrad.optim", "tapegrad.data", "tapegrad.serialization",
                  "tapegrad.distributed",
-                 "tapegrad.testing", "tapegrad.viz", "tapegrad.profiler", "tapegrad.interop")),
+                 "tapegrad.testing", "tapegrad.viz", "tapegrad.profiler", "tapegrad.interop",
+                 "tapegrad.onnx")),
     ("package", ("tapegrad",)),
     # programs shipped with the package, written as a user writes them (import tapegrad
     # as tg); nothing in the library imports them

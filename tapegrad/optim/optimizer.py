@@ -8,6 +8,7 @@ import copy
 
 import numpy as np
 
+from ..compiler.capture import capturing
 from ..grad_mode import enable_grad
 from ..nn.module import zero_grads
 from ..tensor import Tensor, buffer, mark_written
@@ -73,9 +74,12 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        rec = capturing()
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
+                    if rec is not None:  # tg.compile: the update is one step of the program
+                        rec.update(self, group, p)
                     self._update(p, buffer(p.grad), group)
                     mark_written(p)
         return loss

@@ -1,0 +1,352 @@
+"""Does ``tg.compile`` pay? Captured-and-replayed steps against eager tapegrad, PyTorch
+eager, ``torch.compile`` and hand-written NumPy, in one run, contenders taking turns
+(round-robin rounds, median per contender). Issue 11's targets:
+
+- the 200-op chain on (8,) float32, forward and backward: compiled <= 2x hand-written
+  NumPy (about 0.35x PyTorch eager);
+- the MLP step (784-512-512-10, batch 128, SGD, ``bench_mlp_step.py``): compiled <=
+  1.0x hand-written NumPy;
+- the CNN step of ``bench_cnn_step.py``: compiled <= 1.0x PyTorch eager;
+- the elementwise chain of ``bench_fusion.py`` written as plain ops (no ``@tg.fuse``):
+  compiled within 1.5x of the hand-fused (``@tg.fuse``) time;
+- the capture cost (first call), and what a replay allocates (tracemalloc).
+
+    python benchmarks/bench_compile.py [--rounds 7] [--no-torch-compile] [--only mlp,cnn]
+
+One BLAS/OpenMP/Numba thread for every contender by default (BENCH_THREADS=n).
+``torch.compile`` (inductor, which needs a C compiler) compiles the model once
+before timing; its compile time is printed, not timed.
+"""
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+import tracemalloc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+THREADS = os.environ.get("BENCH_THREADS", "1")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, THREADS)
+
+import numpy as np  # noqa: E402
+
+import tapegrad as tg  # noqa: E402
+
+
+def _time(fn, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n
+
+
+def race(contenders, rounds, inner):
+    """{name: median seconds per call}, contenders taking turns each round."""
+    for fn in contenders.values():
+        fn()
+        fn()
+    times = {k: [] for k in contenders}
+    for _ in range(rounds):
+        for k, fn in contenders.items():
+            times[k].append(_time(fn, inner))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def report(title, res, unit="ms", ref=("numpy (hand-written)", "pytorch eager")):
+    scale = 1e3 if unit == "ms" else 1e6
+    print(f"\n== {title}")
+    refs = [r for r in ref if r in res]
+    head = f"{'contender':34s} {unit:>9s}" + "".join(f"  {'/ ' + r[:14]:>16s}" for r in refs)
+    print(head)
+    for k, t in res.items():
+        print(f"{k:34s} {t * scale:9.3f}" + "".join(f"  {t / res[r]:16.2f}" for r in refs))
+
+
+def capture_cost(make_compiled):
+    """(first call s, median replay s, bytes one replay leaves allocated)."""
+    step = make_compiled()
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    replay = statistics.median(_time(step, 3) for _ in range(5))
+    tracemalloc.start()
+    step()
+    base = tracemalloc.get_traced_memory()[0]
+    for _ in range(20):
+        step()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return first, replay, after - base, step
+
+
+# ---------------------------------------------------------------- 200-op chain
+N_CHAIN = 100  # x (mul, add): 200 ops
+
+
+def chain_tapegrad(compiled):
+    x = tg.tensor(np.linspace(0.1, 0.9, 8).astype(np.float32), requires_grad=True)
+    c = tg.tensor(np.full(8, 0.999, np.float32))
+
+    def step(x):
+        y = x
+        for _ in range(N_CHAIN):
+            y = y * c
+            y = y + x
+        y.sum().backward()
+        g = x.grad
+        x.grad = None
+        return g
+    f = tg.compile(step) if compiled else step
+    run = (lambda: f(x))
+    run.compiled = f
+    return run
+
+
+def chain_torch():
+    import torch
+    x = torch.tensor(np.linspace(0.1, 0.9, 8).astype(np.float32), requires_grad=True)
+    c = torch.tensor(np.full(8, 0.999, np.float32))
+
+    def step():
+        y = x
+        for _ in range(N_CHAIN):
+            y = y * c
+            y = y + x
+        y.sum().backward()
+        g = x.grad
+        x.grad = None
+        return g
+    return step
+
+
+def chain_numpy():
+    x = np.linspace(0.1, 0.9, 8).astype(np.float32)
+    c = np.full(8, 0.999, np.float32)
+
+    def step():
+        y = x
+        for _ in range(N_CHAIN):
+            y = y * c
+            y = y + x
+        g = np.ones_like(x)
+        gx = np.zeros_like(x)
+        for _ in range(N_CHAIN):
+            gx = gx + g
+            g = g * c
+        return gx + g, y
+    return step
+
+
+# ---------------------------------------------------------------- MLP step
+def mlp_contenders(torch_compile):
+    import bench_mlp_step as M
+    params, x, y = M._init()
+    out = {"numpy (hand-written)": M.make_numpy_step(params, x, y),
+           "tapegrad eager": M.make_tapegrad_step(params, x, y)}
+    comp = tg.compile(M.make_tapegrad_step(params, x, y))
+    out["tapegrad compiled"] = comp
+    try:
+        import torch
+        torch.set_num_threads(int(THREADS))
+        out["pytorch eager"] = M.make_torch_step(params, x, y)
+        if torch_compile:
+            out["torch.compile"] = _torch_compiled_mlp(params, x, y)
+    except ImportError:
+        pass
+    return out, comp
+
+
+def _torch_compiled_mlp(params, x, y):
+    import torch
+    model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 10))
+    with torch.no_grad():
+        for p, a in zip(model.parameters(), params):
+            p.copy_(torch.from_numpy(a))
+    cmodel = torch.compile(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(cmodel(xt), yt)
+        loss.backward()
+        opt.step()
+        return loss
+    return _compile_first(step, "MLP")
+
+
+def _compile_first(step, what):
+    t0 = time.perf_counter()
+    try:
+        step()
+    except Exception as e:  # no C compiler, or inductor failing on this machine
+        print(f"torch.compile ({what}) failed: {type(e).__name__}: {str(e)[:200]}")
+        return None
+    print(f"torch.compile ({what}): first call (compile) {time.perf_counter() - t0:.1f} s")
+    return step
+
+
+# ---------------------------------------------------------------- CNN step
+def cnn_contenders(torch_compile):
+    import bench_cnn_step as C
+    x0, y0, p0 = C._init()
+    B, LR = C.B, C.LR
+
+    def tg_step():
+        x, y = tg.tensor(x0), tg.tensor(y0)
+        p = {k: tg.tensor(v, requires_grad=True) for k, v in p0.items()}
+
+        def step(x, y):
+            h = tg.max_pool2d(tg.relu(tg.conv2d(x, p["w1"], p["b1"])), 2)
+            h = tg.max_pool2d(tg.relu(tg.conv2d(h, p["w2"], p["b2"])), 2)
+            loss = tg.cross_entropy(tg.linear(tg.reshape(h, (B, 800)), p["w3"], p["b3"]), y)
+            loss.backward()
+            with tg.no_grad():
+                for t in p.values():
+                    t -= LR * t.grad
+                    t.grad = None
+            return loss
+        return step, x, y
+
+    e, ex, ey = tg_step()
+    c, cx, cy = tg_step()
+    comp = tg.compile(c)
+    out = {"tapegrad eager": lambda: e(ex, ey), "tapegrad compiled": lambda: comp(cx, cy)}
+    try:
+        import torch
+        import torch.nn.functional as TF
+        torch.set_num_threads(int(THREADS))
+        x, y = torch.from_numpy(x0), torch.from_numpy(y0)
+
+        def torch_step(fwd):
+            p = {k: torch.tensor(v, requires_grad=True) for k, v in p0.items()}
+
+            def step():
+                loss = fwd(x, y, p)
+                loss.backward()
+                with torch.no_grad():
+                    for t in p.values():
+                        t -= LR * t.grad
+                        t.grad = None
+                return loss
+            return step
+
+        def fwd(x, y, p):
+            h = TF.max_pool2d(TF.relu(TF.conv2d(x, p["w1"], p["b1"])), 2)
+            h = TF.max_pool2d(TF.relu(TF.conv2d(h, p["w2"], p["b2"])), 2)
+            return TF.cross_entropy(TF.linear(h.reshape(B, 800), p["w3"], p["b3"]), y)
+        out["pytorch eager"] = torch_step(fwd)
+        if torch_compile:
+            cs = _compile_first(torch_step(torch.compile(fwd)), "CNN")
+            if cs is not None:
+                out["torch.compile"] = cs
+    except ImportError:
+        pass
+    return out, comp
+
+
+# ---------------------------------------------------------------- elementwise chain
+K = math.sqrt(2.0 / math.pi)
+
+
+def ew_contenders(n):
+    x0 = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+
+    @tg.fuse
+    def fused_chain(x):
+        return tg.sum(tg.gelu(x, approximate="tanh") * tg.sigmoid(x) + x * x)
+
+    def plain(x):
+        g = 0.5 * x * (1 + tg.tanh(K * (x + 0.044715 * x * x * x)))
+        tg.sum(g * tg.sigmoid(x) + x * x).backward()
+        gx = x.grad
+        x.grad = None
+        return gx
+
+    def hand():
+        x = tg.from_numpy(x0).requires_grad_()
+        fused_chain(x).backward()
+        return x.grad
+
+    xc = tg.from_numpy(x0.copy()).requires_grad_()
+    comp = tg.compile(plain)
+    xe = tg.from_numpy(x0.copy()).requires_grad_()
+    return {"@tg.fuse (hand-fused)": hand, "plain ops eager": lambda: plain(xe),
+            "plain ops compiled": lambda: comp(xc)}, comp
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--no-torch-compile", action="store_true")
+    ap.add_argument("--only", default="chain,mlp,cnn,ew,capture")
+    ap.add_argument("--n", type=int, default=1_000_000, help="elements of the ew chain")
+    args = ap.parse_args(argv)
+    only = set(args.only.split(","))
+    tc = not args.no_torch_compile
+    print(f"threads: {THREADS} (BLAS, OpenMP, Numba); rounds: {args.rounds}")
+    if "chain" in only:
+        cont = {"numpy (hand-written)": chain_numpy(), "tapegrad eager": chain_tapegrad(False)}
+        comp = chain_tapegrad(True)
+        cont["tapegrad compiled"] = comp
+        try:
+            import torch  # noqa: F401
+            cont["pytorch eager"] = chain_torch()
+        except ImportError:
+            pass
+        res = race(cont, args.rounds, 50)
+        report("200-op chain on (8,) float32, forward and backward (target: compiled "
+               "<= 2x numpy, ~0.35x pytorch)", res, unit="us")
+        print("   compiled:", _brief(comp.compiled.stats()))
+    if "mlp" in only:
+        cont, comp = mlp_contenders(tc)
+        cont = {k: v for k, v in cont.items() if v is not None}
+        res = race(cont, args.rounds, 5)
+        report("MLP step 784-512-512-10, batch 128, SGD (target: compiled <= 1.0x numpy)", res)
+        print("   compiled:", _brief(comp.stats()))
+    if "cnn" in only:
+        cont, comp = cnn_contenders(tc)
+        res = race(cont, args.rounds, 5)
+        report("CNN step of bench_cnn_step.py (target: compiled <= 1.0x pytorch eager)", res,
+               ref=("pytorch eager", "tapegrad eager"))
+        print("   compiled:", _brief(comp.stats()))
+    if "ew" in only:
+        cont, comp = ew_contenders(args.n)
+        res = race(cont, args.rounds, 3)
+        report(f"elementwise chain of bench_fusion.py, {args.n} float32 (target: compiled "
+               f"<= 1.5x hand-fused)", res, ref=("@tg.fuse (hand-fused)",))
+        print("   compiled:", _brief(comp.stats()))
+    if "capture" in only:
+        import bench_mlp_step as M
+        params, x, y = M._init()
+        first, replay, grown, step = capture_cost(
+            lambda: tg.compile(M.make_tapegrad_step(params, x, y)))
+        s = step.stats()
+        print(f"\n== capture cost, MLP step: first call {first * 1e3:.1f} ms (eager run "
+              f"observed, passes, codegen, Numba compiles), replay {replay * 1e3:.2f} ms; "
+              f"memory left allocated by 20 replays: {grown} bytes; peak_bytes planned "
+              f"{s['peak_bytes']} (arena {s['arena_bytes']})")
+        tracemalloc.start()
+        step()
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        step()
+        peak = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        print(f"   one replay's measured peak above its start (tracemalloc): {peak} bytes vs "
+              f"planned peak_bytes {s['peak_bytes']}")
+
+
+def _brief(s):
+    return ", ".join(f"{k}={s[k]}" for k in ("captures", "replays", "kernels", "fused_groups",
+                                              "peak_bytes", "eager_reason"))
+
+
+if __name__ == "__main__":
+    main()

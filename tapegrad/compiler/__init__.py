@@ -1,0 +1,236 @@
+"""``tg.compile``: capture a function once (its forward, the backward walk, optimizer
+updates, in-place ops), then replay it as a straight line of kernel calls.
+
+``capture``: the observer that records one eager call into a ``graph.Graph``;
+``program``: passes (DCE, elementwise fusion, effect order), the static memory plan
+and the generated replay function. See ``docs/architecture.md`` ("Compile").
+"""
+import functools
+import warnings
+
+import numpy as np
+
+from ..dispatch import observe
+from ..grad_mode import is_grad_enabled
+from ..ops.creation import get_rng_state
+from ..tensor import Tensor, wrap
+from . import capture as _capture
+from .capture import Recorder, Unsupported, capturing
+from .program import Program, GuardFailed
+
+__all__ = ["compile", "Compiled", "capturing"]
+
+MAX_CAPTURES = 8
+
+
+def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
+    """``tg.compile(fn, *, fuse=True)``: a callable with ``fn``'s signature that
+    captures ``fn``'s program on the first call for each guard and replays it after.
+
+    The guard of a call: the tensor arguments' shapes, dtypes, devices and
+    ``requires_grad``, the other arguments' values (their identity when unhashable),
+    and grad mode; then, checked on replay, the ``.grad`` of the leaves the program
+    reached (``None`` or the buffer it accumulated into, unless the program cleared
+    it) and every value Python read inside ``fn`` (``bool(t)``, ``t.item()``,
+    ``float(t)``, ``t.tolist()``, ``t.numpy()``): a different value captures again.
+    After ``max_captures`` captures, or for a program that cannot be replayed (it
+    computes outside the ops, uses the random generator, differentiates twice,
+    returns a tensor whose graph is used outside it), ``fn`` runs eagerly, with a
+    warning saying why.
+
+    ``compiled.stats()``: ``captures``, ``replays``, ``kernels`` (kernel calls per
+    replay), ``fused_groups``, ``peak_bytes`` (planned before the first replay),
+    ``steps_captured``, ``eager_calls``, ``eager_reason``.
+
+    >>> import tapegrad as tg
+    >>> f = tg.compile(lambda x: (x * 2 + 1).relu())
+    >>> f(tg.ones(3)).tolist(), f(tg.ones(3)).tolist()
+    ([3.0, 3.0, 3.0], [3.0, 3.0, 3.0])
+    """
+    if fn is None:
+        return functools.partial(compile, fuse=fuse, max_captures=max_captures)
+    return Compiled(fn, fuse=fuse, max_captures=max_captures)
+
+
+class Compiled:
+    """The callable ``tg.compile`` returns (see there)."""
+
+    def __init__(self, fn, fuse=True, max_captures=MAX_CAPTURES):
+        self.fn = fn
+        self.fuse = fuse
+        self.max_captures = max_captures
+        self._programs = {}
+        self._captures = 0
+        self._replays = 0
+        self._eager = 0
+        self._eager_reason = None
+        self._given_up = False
+        self._last = None
+        self._recaptures = []
+        functools.update_wrapper(self, fn)
+
+    # ------------------------------------------------------------ calling
+    def __call__(self, *args, **kwargs):
+        if self._given_up or capturing() is not None:
+            self._eager += 1
+            return self.fn(*args, **kwargs)
+        key = _key(args, kwargs)
+        if key is None:
+            return self._give_up("an argument is neither a tensor nor hashable", args, kwargs)
+        entry = self._programs.get(key)
+        why = "a new signature"
+        if isinstance(entry, str):  # this signature's program cannot be replayed
+            self._eager += 1
+            return self.fn(*args, **kwargs)
+        if entry:
+            why = "a leaf's .grad is not as at the capture"
+            for prog, leaves in entry:
+                if not prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)):
+                    continue
+                try:
+                    res = prog.run(_arrays(args, kwargs), args, kwargs)
+                except GuardFailed:
+                    why = "a value read inside the function changed"
+                    break
+                self._replays += 1
+                self._last = prog
+                return _rebuild(prog.graph.output, res)
+        if self._captures >= self.max_captures:
+            return self._give_up(f"{self._captures} captures ({why}, last)", args, kwargs)
+        self._recaptures.append(why)
+        return self._capture(key, args, kwargs, why)
+
+    def _give_up(self, why, args, kwargs):
+        self._eager_reason = why
+        self._given_up = True
+        warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
+                      f"eagerly from now on: {why}", RuntimeWarning, stacklevel=3)
+        self._eager += 1
+        return self.fn(*args, **kwargs)
+
+    def _capture(self, key, args, kwargs, why):
+        rec = Recorder()
+        argpos = {}
+        for pos, a in _tensor_args(args, kwargs):
+            vid = rec.ids.get(id(a._data))
+            if vid is None:
+                vid = rec.new(a._data, "arg")
+                rec.g.args[vid] = (pos, None)
+            argpos[id(a)] = pos
+        rng = get_rng_state()
+        _capture.begin(rec)
+        try:
+            with observe(rec):
+                result = self.fn(*args, **kwargs)
+        finally:
+            _capture.end()
+        self._captures += 1
+        if not _same_rng(rng, get_rng_state()):
+            rec.fail("it draws from the random generator (dropout, rand...), whose values "
+                     "a replay would repeat")
+        try:
+            graph = rec.finish(result)
+            for st in graph.steps:  # .grad effects on an argument follow the argument
+                if st.kind == "setgrad" and id(st.target) in argpos:
+                    st.target = ("arg", argpos[id(st.target)])
+            for v, leaf in graph.ext_grad.items():
+                if id(leaf) in argpos:
+                    graph.ext_grad[v] = ("arg", argpos[id(leaf)])
+            prog = Program(graph, fuse=self.fuse)
+        except Unsupported as e:
+            self._programs[key] = self._eager_reason = str(e)
+            warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
+                          f"eagerly for this signature: {e}", RuntimeWarning, stacklevel=3)
+            return result
+        leaves = {id(gd[1]): argpos[id(gd[1])] for gd in graph.entry_guards
+                  if id(gd[1]) in argpos}
+        progs = self._programs.setdefault(key, [])
+        if why == "a value read inside the function changed":
+            progs.clear()  # the values differ: the older program's checks would fail again
+        progs.insert(0, (prog, leaves))
+        self._last = prog
+        return result
+
+    # ------------------------------------------------------------ reporting
+    def stats(self):
+        p = self._last
+        return {"captures": self._captures, "replays": self._replays,
+                "kernels": p.kernels if p else 0,
+                "fused_groups": p.fused_groups if p else 0,
+                "peak_bytes": p.peak_bytes if p else 0,
+                "arena_bytes": p.plan.arena_bytes if p else 0,
+                "steps_captured": p.n_captured if p else 0,
+                "opaque_vjps": p.graph.stats_opaque if p else 0,
+                "eager_calls": self._eager, "eager_reason": self._eager_reason,
+                "recaptures": list(self._recaptures)}
+
+    def program_source(self):
+        """The generated replay function of the latest program (for inspection)."""
+        return self._last.source if self._last else None
+
+
+def _same_rng(a, b):
+    try:
+        return a == b
+    except ValueError:
+        return str(a) == str(b)
+
+
+def _tensor_args(args, kwargs):
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            yield i, a
+    for k in sorted(kwargs):
+        if isinstance(kwargs[k], Tensor):
+            yield k, kwargs[k]
+
+
+def _arrays(args, kwargs):
+    out = {}
+    for pos, a in _tensor_args(args, kwargs):
+        out[pos] = a._data
+    return out
+
+
+def _leaf(t, leaves, args, kwargs):
+    pos = leaves.get(id(t))
+    if pos is None:
+        return t
+    return args[pos] if type(pos) is int else kwargs[pos]
+
+
+def _key(args, kwargs):
+    key = [is_grad_enabled()]
+    for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
+        if isinstance(a, Tensor):
+            d = a._data
+            key.append(("T", d.shape, d.dtype.str, str(a.device), a.requires_grad,
+                        type(d) is np.ndarray))
+        else:
+            try:
+                hash(a)
+                key.append(("V", type(a), a))
+            except TypeError:
+                key.append(("id", id(a)))
+    key.append(tuple(sorted(kwargs)))
+    try:
+        return tuple(key)
+    except TypeError:
+        return None
+
+
+def _rebuild(o, res):
+    it = iter(res)
+
+    def walk(o):
+        tag, v = o
+        if tag == "tensor":
+            return wrap(next(it))
+        if tag == "lit":
+            return v
+        if tag is dict:
+            return {k: walk(x) for k, x in v}
+        return tag(walk(x) for x in v)
+    return walk(o)
+
+

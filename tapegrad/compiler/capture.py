@@ -1,0 +1,478 @@
+"""Capture: run a function eagerly once and record the program it executed.
+
+``Recorder`` is a ``dispatch.observe`` observer. It sees every op kernel the thread
+runs (forward ops, the adjoint ops the walker runs, the ops of ``_fit``), every
+adjoint (``vjp``), in-place writes (``dispatch._write``), the walker's seeds,
+optimizer updates and ``zero_grad`` (``Optimizer.step`` and ``nn.module.zero_grads``
+ask ``capturing()``), and Python reading a tensor's values (``item``, ``bool``,
+``float``, ``tolist``, ``numpy``: ``tensor._read``), which become guards.
+
+Values are identified by the array objects the kernels see (every array seen is kept
+alive while capturing, so ids stay unique). An array no step produced is an
+*external*: an argument's buffer, or a buffer living outside the function
+(parameters, optimizer state, a gradient being accumulated into), held by reference
+and read live on replay. An external that dies when the function returns was computed
+outside the ops (NumPy on a tensor's buffer, a factory, the random generator): its
+value cannot be replayed, so the capture is refused and the function runs eagerly,
+with a warning naming the op that read it. Never a silent replay of a stale value.
+
+The walker does a little arithmetic of its own on the raw path (summing the
+gradients that meet at a node or a leaf, ``astype``, ``copy``); the adjoints'
+results are handed to it as ``_Traced`` arrays (an ndarray subclass whose NumPy
+arithmetic is recorded), so those steps are captured too.
+"""
+import gc
+import threading
+import weakref
+
+import numpy as np
+
+from .. import tape as _tape
+from ..tensor import Tensor
+from .graph import Step, Graph
+
+__all__ = ["capturing", "Recorder", "Unsupported"]
+
+_tls = threading.local()
+_SCALARS = (int, float, bool)
+
+
+def capturing():
+    """The Recorder capturing on this thread, or None."""
+    return getattr(_tls, "rec", None)
+
+
+class Unsupported(Exception):
+    """The captured program cannot be replayed (the message says why)."""
+
+
+class _Traced(np.ndarray):
+    """A gradient on its way through the walker: its NumPy arithmetic is recorded."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kw):
+        rec = capturing()
+        if rec is None or rec.in_kernel:
+            inputs = [_plain_view(x) for x in inputs]
+            if out is not None:
+                kw["out"] = tuple(_plain_view(o) for o in out)
+            return getattr(ufunc, method)(*inputs, **kw)
+        return rec.ufunc(ufunc, method, inputs, out, kw)
+
+    def astype(self, dtype, *args, **kw):
+        rec = capturing()
+        res = _plain_view(self).astype(dtype, *args, **kw)
+        return res if rec is None else rec.method("astype", self, res, dtype=np.dtype(dtype))
+
+    def copy(self, *args, **kw):
+        rec = capturing()
+        res = _plain_view(self).copy(*args, **kw)
+        return res if rec is None else rec.method("copy", self, res)
+
+    def __setitem__(self, key, value):
+        rec = capturing()
+        if rec is not None and not rec.in_kernel:
+            rec.opaque_event("an indexed assignment")
+        _plain_view(self)[key] = _plain_view(value)
+
+    def __array_function__(self, func, types, args, kwargs):
+        rec = capturing()
+        if rec is not None and not rec.in_kernel:
+            rec.opaque_event(f"np.{func.__name__}")
+        return super().__array_function__(func, types, args, kwargs)
+
+
+def _plain_view(a):
+    return a.view(np.ndarray) if isinstance(a, _Traced) else a
+
+
+def _root(a):
+    while isinstance(a, np.ndarray) and a.base is not None and isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+class Recorder:
+    """The observer that records one call of the function (see the module docstring)."""
+
+    def __init__(self):
+        self.ids = {}        # id(array) -> value id
+        self.keep = []       # every array seen (ids stay unique while capturing)
+        self.plain = {}      # id(_Traced) -> its plain view
+        self.roots = {}      # id(root array) -> value id (to find aliases)
+        self.g = Graph()
+        self.in_kernel = 0
+        self.in_vjp = 0
+        self.opaque = False
+        self.why = None      # why the program can't be replayed (first reason)
+        self.leaves = {}     # id(leaf) -> leaf Tensor reached by a backward
+        self.leaf_state = {}  # id(leaf) -> its .grad when first reached: "cleared" | "none" | array
+        self.cleared = set()  # ids of params whose grad the program set to None
+        self.seed_ids = set()
+        self.first_read = {}  # value id of an external -> the op that first read it
+        self.n_traced = 0
+
+    # ------------------------------------------------------------ values
+    def fail(self, why):
+        if self.why is None:
+            self.why = why
+
+    def new(self, arr, src, producer=None):
+        """A new value for ``arr`` (an ndarray), from ``src``."""
+        vid = self.g.add_value(tuple(arr.shape), arr.dtype, src, producer)
+        self.ids[id(arr)] = vid
+        self.keep.append(arr)
+        r = _root(arr)
+        if r is not arr:
+            base = self.roots.get(id(r))
+            if base is not None:
+                self.g.alias[vid] = base
+        else:
+            self.roots.setdefault(id(arr), vid)
+        return vid
+
+    def val(self, a, reader="?"):
+        """The input spec of ``a`` for a step: a value id, or ``("lit", a)``."""
+        if a is None or type(a) in _SCALARS or isinstance(a, (str, tuple, np.dtype)):
+            return ("lit", a)
+        if isinstance(a, np.generic):
+            return ("lit", a)
+        if isinstance(a, Tensor):
+            a = a._data
+        vid = self.ids.get(id(a))
+        if vid is not None:
+            return vid
+        if not isinstance(a, np.ndarray):
+            self.fail(f"{reader} read a {type(a).__name__}, not a NumPy array")
+            return ("lit", a)
+        if self.in_vjp:
+            self.opaque = True  # an adjoint computed something outside the ops
+        vid = self.new(a, "ext")
+        self.g.externals[vid] = a
+        self.first_read[vid] = reader
+        for leaf in self.leaves.values():
+            if leaf.grad is not None and leaf.grad._data is a:
+                self.g.ext_grad[vid] = leaf  # a gradient being accumulated into
+        return vid
+
+    def traced(self, arr, vid):
+        """``arr`` (plain) handed to the walker as a _Traced array of value ``vid``."""
+        if not isinstance(arr, np.ndarray) or isinstance(arr, _Traced):
+            return arr
+        t = arr.view(_Traced)
+        self.ids[id(t)] = vid
+        self.plain[id(t)] = arr
+        self.keep.append(t)
+        return t
+
+    def plain_of(self, a):
+        if isinstance(a, _Traced):
+            p = self.plain.get(id(a))
+            if p is None:
+                p = a.view(np.ndarray)
+                vid = self.ids.get(id(a))
+                if vid is not None:
+                    self.ids[id(p)] = vid
+                self.plain[id(a)] = p
+                self.keep.append(p)
+            return p
+        return a
+
+    # ------------------------------------------------------------ the observer
+    def __call__(self, op, kernel, *arrays, **kw):
+        if self.in_kernel:
+            return kernel(*arrays, **kw)
+        ins = [self.val(a, op.name) for a in arrays]
+        plain = [self.plain_of(a) for a in arrays]
+        attrs = {k: v for k, v in kw.items() if k not in ("workspace", "alloc")}
+        if "out" in attrs:
+            self.fail(f"{op.name} was called with out=")
+        self.in_kernel += 1
+        try:
+            out = kernel(*plain, **kw)
+        finally:
+            self.in_kernel -= 1
+        single = not isinstance(out, tuple)
+        outs = [np.asarray(o) if not isinstance(o, np.ndarray) else o
+                for o in ((out,) if single else out)]
+        step = Step("op", op, ins, attrs)
+        if op.kind == "workspace":
+            step.workspace = int(kw["workspace"].nbytes)
+        k = len(self.g.steps)
+        step.outs = [self.new(o, "node", k) for o in outs]
+        self.g.steps.append(step)
+        if _tape.state.raw and not _tape.state._grad:  # the walker's raw path
+            outs = [self.traced(o, v) for o, v in zip(outs, step.outs)]
+        return outs[0] if single else tuple(outs)
+
+    def vjp(self, node, vjp, ctx, g):
+        gs = g if isinstance(g, tuple) else (g,)
+        if any(isinstance(x, Tensor) for x in gs) or _tape.state._grad:
+            self.fail(f"a gradient of a gradient (create_graph) through {node.op.name}")
+            return vjp(ctx, g)
+        if node.hooks or node.retain:
+            self.fail(f"a hook or retain_grad on the output of {node.op.name}")
+        for e in node.edges:
+            if isinstance(e, Tensor):
+                if e._hooks:
+                    self.fail("a gradient hook on a leaf tensor")
+                if id(e) not in self.leaves:
+                    self.leaves[id(e)] = e
+                    self.leaf_state[id(e)] = ("cleared" if id(e) in self.cleared else
+                                              "none" if e.grad is None else e.grad._data)
+        if self.in_vjp:
+            return vjp(ctx, g)
+        g_ins = []
+        for x in gs:
+            if x is None:
+                g_ins.append(("lit", None))
+            elif id(x) in self.ids:
+                g_ins.append(self.ids[id(x)])
+            else:
+                self.fail(f"a gradient computed outside the ops reached the adjoint of "
+                          f"{node.op.name}")
+                g_ins.append(self.val(x, node.op.name))
+        mark = len(self.g.steps)
+        self.opaque = False
+        traced_g = tuple(None if x is None else self.traced(self.plain_of(x), v)
+                         for x, v in zip(gs, g_ins))
+        # the saved values, as _Traced arrays: a vjp's own NumPy arithmetic is recorded
+        old_in, old_out = ctx.inputs, ctx.out
+        if old_in is not None:
+            ctx.inputs = [self._traced_input(x, node.op.name) for x in old_in]
+        if old_out is not None:
+            ctx.out = (tuple(self._traced_input(x, node.op.name) for x in old_out)
+                       if isinstance(old_out, tuple) else
+                       self._traced_input(old_out, node.op.name))
+        self.in_vjp += 1
+        try:
+            res = vjp(ctx, traced_g if isinstance(g, tuple) else traced_g[0])
+        finally:
+            self.in_vjp -= 1
+            ctx.inputs, ctx.out = old_in, old_out
+        res = [np.asarray(r) if isinstance(r, (np.generic, float)) else r for r in res]
+        if not self.opaque and any(r is not None and id(r) not in self.ids for r in res):
+            self.opaque = True
+        if self.opaque:  # replay the adjoint as a whole, on its saved values
+            ctx.inputs, ctx.out = old_in, old_out
+            self._opaque_vjp(node, ctx, g_ins, [self.plain_of(r) for r in res], mark)
+            res = [None if r is None else self.plain_of(r) for r in res]
+        out = []
+        for r in res:
+            out.append(None if r is None else self.traced(self.plain_of(r),
+                                                          self.ids[id(r)]))
+        self.opaque = False
+        return out
+
+    def _traced_input(self, x, reader):
+        if not isinstance(x, np.ndarray):
+            return x
+        vid = self.val(x, reader)
+        return self.traced(self.plain_of(x), vid) if type(vid) is int else x
+
+    def _opaque_vjp(self, node, ctx, g_ins, res, mark):
+        for st in self.g.steps[mark:]:
+            for o in st.outs:
+                self.g.orphan(o)
+        del self.g.steps[mark:]
+        inputs = [None if x is None else self.val(x, node.op.name) for x in ctx.inputs] \
+            if ctx.inputs is not None else None
+        out = ctx.out
+        if out is not None:
+            out = tuple(self.val(o, node.op.name) for o in out) if isinstance(out, tuple) \
+                else self.val(out, node.op.name)
+        step = Step("vjp", node.op, g_ins, dict(ctx.attrs))
+        step.ctx = (inputs, out, tuple(ctx.shapes), tuple(ctx.dtypes),
+                    tuple(ctx.needs_input_grad), ctx.m)
+        k = len(self.g.steps)
+        step.outs = [None if r is None else self.new(r, "node", k) for r in res]
+        self.g.steps.append(step)
+        self.g.stats_opaque += 1
+
+    # ------------------------------------------------------------ the walker's arithmetic
+    def ufunc(self, ufunc, method, inputs, out, kw):
+        name = getattr(ufunc, "__name__", str(ufunc))
+        ins = [self.val(x, f"np.{name}") for x in inputs]
+        plain = [self.plain_of(x) for x in inputs]
+        if any(isinstance(v, np.ndarray) for v in kw.values()):
+            self.opaque_event(f"np.{name} with array keywords")
+        attrs = dict(kw, method=method) if method != "__call__" else dict(kw)
+        fn = getattr(ufunc, method)
+        if out is not None:
+            if len(out) != 1:
+                self.opaque_event(f"np.{name} with several outputs")
+            o_obj = out[0]
+            o_vid = self.val(o_obj, f"np.{name}")
+            o_plain = self.plain_of(o_obj)
+            fn(*plain, out=(o_plain,), **kw)
+            step = Step("ufunc", ufunc, ins, attrs)
+            step.into = o_vid
+            k = len(self.g.steps)
+            vid = self.g.add_value(tuple(o_plain.shape), o_plain.dtype, "node", k)
+            self.g.alias[vid] = o_vid
+            self.ids[id(o_obj)] = self.ids[id(o_plain)] = vid
+            step.outs = [vid]
+            self.g.steps.append(step)
+            return o_obj
+        res = fn(*plain, **kw)
+        if isinstance(res, tuple):
+            self.opaque_event(f"np.{name} with several outputs")
+            return res
+        res = np.asarray(res)
+        step = Step("ufunc", ufunc, ins, attrs)
+        k = len(self.g.steps)
+        step.outs = [self.new(res, "node", k)]
+        self.g.steps.append(step)
+        return self.traced(res, step.outs[0])
+
+    def opaque_event(self, what):
+        """Something the capture cannot record step by step: inside an adjoint, the
+        adjoint is replayed whole; elsewhere the program cannot be replayed."""
+        if self.in_vjp:
+            self.opaque = True
+        else:
+            self.fail(f"{what} on a gradient outside an adjoint")
+
+    def method(self, name, src, res, **attrs):
+        if self.in_kernel:
+            return res
+        step = Step(name, None, [self.val(src, name)], attrs)
+        k = len(self.g.steps)
+        step.outs = [self.new(res, "node", k)]
+        self.g.steps.append(step)
+        return self.traced(res, step.outs[0])
+
+    # ------------------------------------------------------------ other events
+    def seeds(self, seeds):
+        for s in seeds:
+            if id(s) not in self.ids:
+                vid = self.new(s, "const")
+                self.g.consts[vid] = np.array(s, copy=True)
+            self.seed_ids.add(id(s))
+
+    def read(self, array):
+        """Python read ``array``'s values: a guard on them."""
+        if self.in_kernel:
+            return
+        vid = self.val(array, "a read of a tensor's values")
+        step = Step("guard", None, [vid], {})
+        step.expected = np.array(self.plain_of(array), copy=True)
+        self.g.steps.append(step)
+
+    def write(self, dst, src):
+        """``dst[...] = src`` (an in-place op's result written into its tensor)."""
+        step = Step("write", None, [self.val(src, "an in-place write")], {})
+        step.into = self.val(dst, "an in-place write")
+        step.outs = []
+        self.g.steps.append(step)
+
+    def update(self, opt, group, p):
+        """``opt`` is about to update ``p`` from ``p.grad`` (``Optimizer.step``)."""
+        self.detrace(p)
+        g = p.grad._data
+        step = Step("update", None, [self.val(g, type(opt).__name__ + ".step")], {})
+        step.target = (opt, group, p)
+        step.into = self.val(p._data, type(opt).__name__ + ".step")
+        step.outs = []
+        self.g.steps.append(step)
+
+    def zero_grads(self, params, set_to_none):
+        for p in params:
+            step = Step("cleargrad" if set_to_none else "zerograd", None, [], {})
+            step.target = p
+            step.outs = []
+            self.g.steps.append(step)
+            if set_to_none:
+                self.cleared.add(id(p))
+
+    def detrace(self, t):
+        """A leaf's .grad holding a _Traced array gets its plain view instead."""
+        if t.grad is not None and isinstance(t.grad._data, _Traced):
+            t.grad._data = self.plain_of(t.grad._data)
+
+    # ------------------------------------------------------------ the end
+    def finish(self, result):
+        """The Graph of the call that returned ``result`` (raises Unsupported)."""
+        for leaf in self.leaves.values():
+            self.detrace(leaf)
+        g = self.g
+        g.output = self._outputs(result)
+        for leaf in self.leaves.values():
+            st = self.leaf_state[id(leaf)]
+            if leaf.grad is not None:
+                vid = self.ids.get(id(leaf.grad._data))
+                if vid is None:
+                    continue  # untouched
+                if g.source[vid] != "ext":
+                    step = Step("setgrad", None, [vid], {})
+                    step.target = leaf
+                    step.outs = []
+                    g.steps.append(step)
+            if isinstance(st, str):
+                if st == "none":
+                    g.entry_guards.append(("grad_none", leaf))
+            else:  # accumulated into: read live on replay, of the same spec
+                g.entry_guards.append(("grad_spec", leaf, st.shape, st.dtype))
+        if self.why is None:
+            self._check_externals()
+        if self.why is not None:
+            raise Unsupported(self.why)
+        g.check()
+        return g
+
+    def _outputs(self, r):
+        if isinstance(r, Tensor):
+            if r._data is not None and id(r._data) not in self.ids:
+                self.fail("the function returns a tensor computed outside the ops")
+                return ("lit", r)
+            node = r._node
+            if node is not None and node.write != -1 and r.requires_grad:
+                self.fail("the function returns a tensor whose graph is still to be "
+                          "differentiated (call backward() inside the compiled function, "
+                          "or run it under no_grad)")
+            return ("tensor", self.ids[id(r._data)])
+        if isinstance(r, (tuple, list)):
+            return (type(r), [self._outputs(x) for x in r])
+        if isinstance(r, dict):
+            return (dict, [(k, self._outputs(v)) for k, v in r.items()])
+        if r is None or isinstance(r, (int, float, bool, str)):
+            return ("lit", r)
+        self.fail(f"the function returns a {type(r).__name__}")
+        return ("lit", r)
+
+    def _check_externals(self):
+        """Externals must outlive the call (parameters, state); one that dies was
+        computed outside the ops during it and cannot be replayed."""
+        g = self.g
+        refs = {}
+        for vid, a in g.externals.items():
+            if g.source[vid] == "ext":
+                try:
+                    refs[vid] = weakref.ref(a)
+                except TypeError:
+                    refs[vid] = lambda a=a: a
+        a = None  # (the loop variable held the last one)
+        held = {}
+        g.externals.clear()
+        self.ids.clear()
+        self.keep.clear()
+        self.plain.clear()
+        self.roots.clear()
+        gc.collect()
+        for vid, ref in refs.items():
+            a = ref()
+            if a is None:
+                self.fail(f"{self.first_read.get(vid, 'an op')} read a tensor computed "
+                          f"outside tapegrad's ops during the call (shape "
+                          f"{g.shapes[vid]}, {g.dtypes[vid]}): NumPy on a buffer, a factory "
+                          f"or the random generator; it cannot be replayed")
+            else:
+                held[vid] = a
+        g.externals.update(held)
+
+
+def begin(rec):
+    _tls.rec = rec
+
+
+def end():
+    _tls.rec = None

@@ -1,0 +1,670 @@
+"""From a captured ``Graph`` to a replayable program: passes, memory plan, code.
+
+Passes, in order:
+
+- ``dce``: steps none of whose results is needed (by the outputs, an effect, or a
+  step that is kept) are dropped.
+- ``fuse_elementwise``: chains of elementwise steps (registry ops with an expression,
+  expression ops and their derived adjoints, the walker's gradient sums) over one
+  shape and float dtype, whose inputs have that shape or one element, become one
+  Numba kernel made by ``fusion.codegen_numba`` (the generator ``@tg.fuse`` uses);
+  values used only inside a group are never stored. A group runs where its last
+  member ran; a step that mutates state, or a use of a group's value outside it,
+  closes the group.
+- ``order_effects``: value guards move to right after their value is computed, so
+  they are checked before the program changes any state (a failed guard then
+  re-captures with nothing done); clearing a ``.grad`` moves to the end, before the
+  gradients are set. A guard that would still follow a state change is refused.
+- ``plan_memory``: each value's bytes (its spec) and lifetime (first step to last
+  use, a view keeping its base alive); values that escape (outputs, gradients) live
+  to the end. The peak of the live bytes over the program is ``peak_bytes``, known
+  before the first replay; the fused kernels' outputs and the workspaces get
+  offsets in one arena, reused where lifetimes do not overlap, allocated once per
+  program and reused by every replay.
+
+``codegen`` writes the program as one Python function: a straight line of kernel
+calls on local variables (``del`` at each value's last use), kernels, externals and
+constants bound as globals. No Tensor, node or dispatch between kernels.
+"""
+import math
+
+import numpy as np
+
+from ..devices import cpu as _cpu
+from ..fusion import expr as E
+from ..fusion import codegen_numba
+from ..fusion.op import config as _fusion_config
+from ..tensor import wrap, mark_written
+from .graph import Step
+from .capture import Unsupported
+
+__all__ = ["Program", "GuardFailed"]
+
+
+class GuardFailed(Exception):
+    """A value read during the capture differs on replay: the program must be captured
+    again (nothing was changed yet)."""
+
+
+_UFUNCS = {"add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "div",
+           "divide": "div", "negative": "neg"}
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+# ---------------------------------------------------------------- DCE
+def dce(g, steps):
+    live = set(g.output_values())
+    kept = []
+    for st in reversed(steps):
+        needed = st.kind in ("write", "update", "cleargrad", "zerograd", "setgrad", "guard") \
+            or (st.kind == "ufunc" and st.into is not None) \
+            or any(o is not None and o in live for o in st.outs)
+        if not needed:
+            continue
+        kept.append(st)
+        live.update(st.reads())
+        if st.into is not None:
+            live.add(st.into)
+        if st.ctx is not None:
+            live.update(_ctx_values(st.ctx))
+    kept.reverse()
+    return kept
+
+
+def _ctx_values(ctx):
+    ins, out = ctx[0], ctx[1]
+    vals = [v for v in (ins or []) if type(v) is int]
+    outs = out if isinstance(out, tuple) else (out,)
+    return vals + [v for v in outs if type(v) is int]
+
+
+def _reads_all(st):
+    r = st.reads()
+    if st.into is not None:
+        r.append(st.into)
+    if st.ctx is not None:
+        r += _ctx_values(st.ctx)
+    return r
+
+
+# ---------------------------------------------------------------- small rewrites
+def fold_constants(g, steps):
+    """An op step on constants alone (the seed's broadcast) is computed once."""
+    out = []
+    escapes = set(g.output_values())
+    for st in steps:
+        if (st.kind == "op" and st.op.kind in ("basic", "view") and st.ins
+                and all(type(i) is not int or g.source[i] == "const" for i in st.ins)
+                and not any(o in escapes for o in st.outs)):
+            args = [g.consts[i] if type(i) is int else i[1] for i in st.ins]
+            try:
+                res = st.op.kernel(*args, **st.attrs)
+            except Exception:  # leave it to the replay (and its error)
+                out.append(st)
+                continue
+            res = res if isinstance(res, tuple) else (res,)
+            for o, r in zip(st.outs, res):
+                g.source[o] = "const"
+                g.consts[o] = np.asarray(r)
+                g.alias.pop(o, None)
+            continue
+        out.append(st)
+    return out
+
+
+def elide_copies(g, steps):
+    """``v.copy()`` where ``v`` is a fresh value read by nothing else (the walker copies
+    a gradient before it becomes a ``.grad``): the copy's result is ``v`` itself."""
+    readers = {}
+    for st in steps:
+        for v in _reads_all(st):
+            readers[v] = readers.get(v, 0) + 1
+    for v in g.output_values():
+        readers[v] = readers.get(v, 0) + 1
+    aliased = {g.root(v) for v in g.alias}
+    rename = {}
+    out = []
+    outputs = set(g.output_values())
+    for st in steps:
+        if rename:
+            st.ins = [rename.get(i, i) if type(i) is int else i for i in st.ins]
+            if st.into is not None:
+                st.into = rename.get(st.into, st.into)
+        if st.kind == "copy" and type(st.ins[0]) is int:
+            v = st.ins[0]
+            if (g.source[v] == "node" and v not in g.alias and v not in aliased
+                    and readers.get(v) == 1 and st.outs[0] not in outputs
+                    and st.outs[0] not in aliased):
+                rename[st.outs[0]] = v
+                continue
+        out.append(st)
+    return out
+
+
+# ---------------------------------------------------------------- fusion
+def _expr_of(st, g, env):
+    """The expression of elementwise step ``st`` over ``env`` (value -> E node), or
+    None when it is not fusable."""
+    nodes = []
+    for i in st.ins:
+        if type(i) is int:
+            nodes.append(env[i])
+        else:
+            v = i[1]
+            if type(v) not in (int, float) and not isinstance(v, np.floating):
+                return None
+            nodes.append(E.const(float(v)))
+    if st.kind == "ufunc":
+        name = _UFUNCS.get(st.op.__name__)
+        if name is None or st.into is not None or st.attrs:
+            return None
+        return E.unary(name, nodes[0]) if len(nodes) == 1 else E.binary(name, *nodes)
+    op = st.op
+    fz = getattr(op, "fusion", None)
+    if fz is not None:
+        if getattr(fz, "nout", 0) != 1 or not hasattr(fz, "graph"):
+            return None
+        ins, outs = fz.graph(st.attrs)
+        return E.substitute(outs, dict(zip(ins, nodes)))[0]
+    if st.attrs or not op.expr or len(nodes) != len(op.args):
+        return None
+    try:
+        return E.parse(op.expr, dict(zip(op.args, nodes)))
+    except (ValueError, KeyError, TypeError, SyntaxError):
+        return None
+
+
+def _fusable(st, g):
+    """(shape, dtype) of an elementwise step that may join a group, else None."""
+    if st.kind == "op":
+        op = st.op
+        if not op.elementwise or op.nout != 1 or op.kind != "basic":
+            return None
+    elif st.kind != "ufunc" or st.into is not None or st.op.__name__ not in _UFUNCS \
+            or st.attrs:
+        return None
+    out = st.outs[0]
+    shape, dtype = g.shapes[out], g.dtypes[out]
+    if dtype not in _FLOATS or out in g.alias:
+        return None
+    for i in st.ins:
+        if type(i) is int:
+            if g.dtypes[i] != dtype or (g.shapes[i] != shape and math.prod(g.shapes[i]) != 1):
+                return None
+        elif i[1] is not None and type(i[1]) not in (int, float) and \
+                not isinstance(i[1], np.floating):
+            return None
+    # the expression must parse (checked on placeholders)
+    probe = {i: E.var(f"__probe{i}") for i in st.reads()}
+    if _expr_of(st, g, probe) is None:
+        return None
+    return shape, dtype
+
+
+def fuse_elementwise(g, steps):
+    """Steps with fused groups in place of their members; the number of groups."""
+    groups = {}     # gid -> {"members": [...], "key": (shape, dtype), "open": bool}
+    group_of = {}   # value -> gid
+    parent = {}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for i, st in enumerate(steps):
+        if st.mutates():
+            for gr in groups.values():
+                gr["open"] = False
+        key = _fusable(st, g)
+        if key is None:
+            for v in _reads_all(st):
+                if v in group_of:
+                    groups[find(group_of[v])]["open"] = False
+            continue
+        joined = set()
+        for v in st.reads():
+            if v in group_of:
+                gid = find(group_of[v])
+                gr = groups[gid]
+                if gr["open"] and gr["key"] == key:
+                    joined.add(gid)
+                else:
+                    gr["open"] = False
+        if joined:
+            gid = min(joined)
+            for other in joined - {gid}:
+                groups[gid]["members"] += groups[other]["members"]
+                groups[other]["members"] = []
+                parent[other] = gid
+            groups[gid]["members"].append(i)
+        else:
+            gid = i
+            parent[gid] = gid
+            groups[gid] = {"members": [i], "key": key, "open": True}
+        group_of[st.outs[0]] = gid
+    outside = {}   # value -> read outside its group / escapes
+    escapes = set(g.output_values())
+    real = {gid: sorted(gr["members"]) for gid, gr in groups.items() if len(gr["members"]) >= 2}
+    member_gid = {m: gid for gid, ms in real.items() for m in ms}
+    for i, st in enumerate(steps):
+        for v in _reads_all(st):
+            if v in group_of and member_gid.get(i) != find(group_of[v]):
+                outside[v] = True
+    fused_at = {}
+    for gid, ms in real.items():
+        fs = _make_fused(g, [steps[m] for m in ms], escapes, outside, groups[gid]["key"])
+        if fs is not None:
+            fused_at[ms[-1]] = fs
+        else:
+            for m in ms:
+                member_gid.pop(m, None)
+    out = []
+    for i, st in enumerate(steps):
+        if i in fused_at:
+            out.append(fused_at[i])
+        elif i not in member_gid:
+            out.append(st)
+    return out, len(fused_at)
+
+
+def _make_fused(g, members, escapes, outside, key):
+    shape, dtype = key
+    produced = {st.outs[0] for st in members}
+    ins = []
+    for st in members:
+        for v in st.reads():
+            if v not in produced and v not in ins:
+                ins.append(v)
+    outs = [st.outs[0] for st in members if st.outs[0] in escapes or st.outs[0] in outside]
+    if not outs:
+        return None
+    in_nodes = [E.var(f"__in{k}") for k in range(len(ins))]
+    env = dict(zip(ins, in_nodes))
+    for st in members:
+        env[st.outs[0]] = _expr_of(st, g, env)
+    for k, v in enumerate(ins):  # a broadcast constant (the seed): read as one value
+        if g.source[v] == "const" and g.consts[v].size > 1 and 0 in g.consts[v].strides:
+            one = np.ascontiguousarray(g.consts[v].reshape(-1)[:1])
+            ins[k] = g.add_value((1,), one.dtype, "const")
+            g.consts[ins[k]] = one
+    pattern = "".join("f" if g.shapes[v] == shape else "s" for v in ins)
+    try:
+        src = codegen_numba.kernel_source(in_nodes, [env[v] for v in outs], dtype, pattern,
+                                          _fusion_config.approximate)
+        fn = _cpu.compile_source(("compile", src), src, "kernel", parallel=False,
+                                 fastmath=_cpu.FASTMATH, error_model="numpy")
+    except Exception:  # Numba missing or failing: the members run as they are
+        return None
+    st = Step("fused", None, ins, {})
+    st.outs = outs
+    st.members = members
+    st.fused = (fn, pattern, shape, dtype)
+    return st
+
+
+# ---------------------------------------------------------------- effects order
+def order_effects(g, steps):
+    """Guards right after their value; .grad clearing at the end (before setgrad)."""
+    guards = [st for st in steps if st.kind == "guard"]
+    clears = [st for st in steps if st.kind == "cleargrad"]
+    sets = [st for st in steps if st.kind == "setgrad"]
+    rest = [st for st in steps if st.kind not in ("guard", "cleargrad", "setgrad")]
+    pos = {}
+    for k, st in enumerate(rest):
+        for o in st.outs:
+            if o is not None:
+                pos[o] = k
+    after = {}
+    for gd in guards:
+        v = gd.ins[0]
+        at = pos.get(v, -1)
+        # a value written in place later than its definition: check after the last write
+        for k, st in enumerate(rest):
+            if st.into is not None and g.root(st.into) == g.root(v):
+                at = max(at, k)
+        after.setdefault(at, []).append(gd)
+    out = after.get(-1, [])
+    mutated = False
+    for k, st in enumerate(rest):
+        if st.mutates():
+            mutated = True
+        out.append(st)
+        for gd in after.get(k, []):
+            if mutated:
+                raise Unsupported("a tensor's value read by Python (item, bool, float) is "
+                                  "computed after the program changed state (an in-place "
+                                  "write or an optimizer step): a failed check could not "
+                                  "be undone")
+            out.append(gd)
+    return out + clears + sets
+
+
+# ---------------------------------------------------------------- memory plan
+class Plan:
+    """Lifetimes, the arena offsets and the peak."""
+
+    def __init__(self, g, steps):
+        n = len(steps)
+        last = {}
+        first = {}
+        escapes = set(g.output_values())
+        for k, st in enumerate(steps):
+            for v in _reads_all(st):
+                last[v] = k
+            if st.kind == "setgrad":
+                escapes.update(st.reads())
+            for o in st.outs:
+                if o is not None:
+                    first[o] = k
+                    last.setdefault(o, k)
+        # a view keeps its base alive; a value that escapes keeps its memory alive
+        for v in list(first):
+            r = g.root(v)
+            if r != v and r in first:
+                last[r] = max(last[r], last.get(v, first[v]))
+                if v in escapes:
+                    escapes.add(r)
+        self.first, self.last, self.escapes = first, last, escapes
+        owns = [v for v in first if g.root(v) == v]
+        live = [0] * (n + 1)
+        for v in owns:
+            end = n if v in escapes else last[v]
+            b = g.nbytes(v)
+            for k in range(first[v], end + 1):
+                live[k] += b
+        for k, st in enumerate(steps):
+            live[k] += st.workspace
+        self.peak_bytes = max(live) if live else 0
+        # arena: fused outputs that do not escape, and workspaces
+        bufs = []
+        for k, st in enumerate(steps):
+            if st.kind == "fused":
+                for o in st.outs:
+                    if o not in escapes:
+                        bufs.append((("v", o), g.nbytes(o), k, last[o]))
+            if st.workspace:
+                bufs.append((("w", k), st.workspace, k, k))
+        self.offsets, self.arena_bytes = _place(bufs)
+
+
+def _place(bufs):
+    """First-fit offsets (64-byte aligned) for (key, bytes, start, end) intervals."""
+    placed = []
+    offsets = {}
+    top = 0
+    for key, nb, s, e in sorted(bufs, key=lambda b: -b[1]):
+        size = -(-max(nb, 1) // 64) * 64
+        busy = sorted((o, o + sz) for (o, sz, s2, e2) in placed if not (e2 < s or e < s2))
+        off = 0
+        for lo, hi in busy:
+            if off + size <= lo:
+                break
+            off = max(off, hi)
+        placed.append((off, size, s, e))
+        offsets[key] = off
+        top = max(top, off + size)
+    return offsets, top
+
+
+# ---------------------------------------------------------------- the program
+class Program:
+    """A captured graph made runnable (see the module docstring)."""
+
+    def __init__(self, g, fuse=True):
+        self.graph = g
+        steps = dce(g, g.steps)
+        steps = fold_constants(g, steps)
+        steps = elide_copies(g, steps)
+        self.n_captured = len(g.steps)
+        self.fused_groups = 0
+        if fuse:
+            steps, self.fused_groups = fuse_elementwise(g, steps)
+        steps = order_effects(g, steps)
+        self.steps = steps
+        self.plan = Plan(g, steps)
+        self.arena = np.empty(max(self.plan.arena_bytes, 1), np.uint8)
+        self.kernels = sum(1 for st in steps if st.kind not in
+                           ("write", "cleargrad", "zerograd", "setgrad", "guard"))
+        self.fn, self.source = _codegen(self, g, steps)
+
+    @property
+    def peak_bytes(self):
+        return self.plan.peak_bytes
+
+    def entry_ok(self, leaf_of):
+        for gd in self.graph.entry_guards:
+            leaf = leaf_of(gd[1])
+            if gd[0] == "grad_none":
+                if leaf.grad is not None:
+                    return False
+            else:
+                gr = leaf.grad
+                if gr is None or gr._node is not None or type(gr._data) is not np.ndarray \
+                        or gr._data.shape != gd[2] or gr._data.dtype != gd[3] \
+                        or not gr._data.flags.writeable:
+                    return False
+        return True
+
+    def run(self, arrays, args, kwargs):
+        return self.fn(arrays, args, kwargs)
+
+    def arena_view(self, key, shape, dtype):
+        off = self.plan.offsets[key]
+        n = math.prod(shape) * np.dtype(dtype).itemsize
+        return self.arena[off:off + n].view(dtype).reshape(shape)
+
+
+def _same(a, b):
+    a = np.asarray(a)
+    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=b.dtype.kind in "fc"))
+
+
+def _asarray(o):
+    return o if type(o) is np.ndarray else np.asarray(o)
+
+
+def _codegen(prog, g, steps):
+    """The replay function ``replay(args) -> tuple of output arrays``."""
+    glb = {"_same": _same, "_GF": GuardFailed, "_aa": _asarray, "_np": np}
+    lines = ["def replay(A, AR, KW):"]
+    plan = prog.plan
+
+    def name(v):
+        src = g.source[v]
+        if src == "ext" and v in g.ext_grad:
+            return f"v{v}"
+        if src == "ext":
+            glb.setdefault(f"E{v}", g.externals[v])
+            return f"E{v}"
+        if src == "const":
+            glb.setdefault(f"C{v}", g.consts[v])
+            return f"C{v}"
+        return f"v{v}"
+
+    def arg(i, k, j):
+        if type(i) is int:
+            return name(i)
+        glb[f"L{k}_{j}"] = i[1]
+        return f"L{k}_{j}"
+
+    for v, (pos, kw) in g.args.items():
+        lines.append(f"    v{v} = A[{pos!r}]")
+    for v, leaf in g.ext_grad.items():  # a gradient accumulated into, read live
+        if isinstance(leaf, tuple):
+            pos = leaf[1]
+            lines.append(f"    v{v} = {'AR' if type(pos) is int else 'KW'}[{pos!r}].grad._data")
+        else:
+            glb[f"G{v}"] = leaf
+            lines.append(f"    v{v} = G{v}.grad._data")
+    dels = {}
+    for v, k in plan.last.items():
+        if g.source[v] in ("node", "arg") and v not in plan.escapes:
+            dels.setdefault(k, []).append(v)
+    for k, st in enumerate(steps):
+        ins = ", ".join(arg(i, k, j) for j, i in enumerate(st.ins))
+        outs = ", ".join(name(o) if o is not None else "_" for o in st.outs)
+        if st.kind == "op":
+            glb[f"K{k}"] = st.op.kernel
+            extra = ""
+            if st.attrs:
+                glb[f"T{k}"] = st.attrs
+                extra += f", **T{k}"
+            if st.op.kind == "workspace":
+                glb[f"W{k}"] = prog.arena[plan.offsets[("w", k)]:][:st.workspace]
+                extra += f", workspace=W{k}"
+            elif st.op.kind == "dynamic":
+                glb["_alloc"] = _alloc
+                extra += ", alloc=_alloc"
+            call = f"K{k}({ins}{extra})"
+            if len(st.outs) == 1:
+                lines.append(f"    {outs} = _aa({call})")
+            else:
+                lines.append(f"    {outs} = {call}")
+        elif st.kind == "ufunc":
+            kw = dict(st.attrs)
+            glb[f"U{k}"] = getattr(st.op, kw.pop("method", "__call__"))
+            extra = ""
+            if kw:
+                glb[f"T{k}"] = kw
+                extra = f", **T{k}"
+            if st.into is not None:
+                lines.append(f"    U{k}({ins}, out={name(st.into)}{extra})")
+                lines.append(f"    {outs} = {name(st.into)}")
+            else:
+                lines.append(f"    {outs} = _aa(U{k}({ins}{extra}))")
+        elif st.kind == "astype":
+            glb[f"D{k}"] = st.attrs["dtype"]
+            lines.append(f"    {outs} = {ins}.astype(D{k})")
+        elif st.kind == "copy":
+            lines.append(f"    {outs} = {ins}.copy()")
+        elif st.kind == "vjp":
+            glb[f"J{k}"] = _opaque_vjp(g, st, name)
+            lines.append(f"    {outs}, = J{k}(locals(), {ins})" if len(st.outs) == 1 else
+                         f"    {outs} = J{k}(locals(), {ins})")
+        elif st.kind == "fused":
+            glb[f"F{k}"] = _fused_runner(prog, st, plan)
+            lines.append(f"    {outs}, = F{k}({ins})" if len(st.outs) == 1 else
+                         f"    {outs} = F{k}({ins})")
+        elif st.kind == "write":
+            lines.append(f"    {name(st.into)}[...] = {ins}")
+        elif st.kind == "update":
+            glb[f"P{k}"] = _updater(*st.target)
+            lines.append(f"    P{k}({ins})")
+        elif st.kind == "cleargrad":
+            glb[f"Q{k}"] = st.target
+            lines.append(f"    Q{k}.grad = None")
+        elif st.kind == "zerograd":
+            glb[f"Z{k}"] = _zeroer(st.target)
+            lines.append(f"    Z{k}()")
+        elif st.kind == "setgrad":
+            glb[f"S{k}"] = _setter(g.source[st.ins[0]] != "node")
+            if isinstance(st.target, tuple):
+                pos = st.target[1]
+                leaf = f"AR[{pos}]" if type(pos) is int else f"KW[{pos!r}]"
+            else:
+                glb[f"R{k}"] = st.target
+                leaf = f"R{k}"
+            lines.append(f"    S{k}({leaf}, {ins})")
+        elif st.kind == "guard":
+            glb[f"X{k}"] = st.expected
+            lines.append(f"    if not _same({ins}, X{k}): raise _GF({k})")
+        else:
+            raise Unsupported(f"no replay for a {st.kind} step")
+        for v in dels.get(k, ()):
+            lines.append(f"    del v{v}")
+    outs = g.output_values()
+    lines.append("    return (" + "".join(name(v) + ", " for v in outs) + ")")
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, "<tg.compile replay>", "exec"), glb)
+    return glb["replay"], src
+
+
+def _alloc(shape, dtype):
+    return np.empty(shape, dtype=dtype)
+
+
+def _updater(opt, group, p):
+    upd = opt._update
+
+    def run(grad):
+        upd(p, grad, group)
+        mark_written(p)
+    return run
+
+
+def _zeroer(p):
+    def run():
+        if p.grad is not None:
+            p.grad._data[...] = 0
+            mark_written(p.grad)
+    return run
+
+
+def _setter(copy):
+    def run(leaf, arr):
+        if copy or not arr.flags.owndata or not arr.flags.writeable:
+            arr = arr.copy()
+        leaf.grad = wrap(arr)
+    return run
+
+
+def _opaque_vjp(g, st, name):
+    """An adjoint replayed whole: its context rebuilt from the replay's values."""
+    from ..walker import Ctx
+    from ..dispatch import raw_arrays
+    from ..grad_mode import no_grad
+    ins, out, shapes, dtypes, needs, m = st.ctx
+    op, attrs = st.op, st.attrs
+
+    def pick(env, v):
+        if type(v) is not int:
+            return v[1] if isinstance(v, tuple) and len(v) == 2 and v[0] == "lit" else v
+        src = g.source[v]
+        if src == "ext":
+            return g.externals[v]
+        if src == "const":
+            return g.consts[v]
+        return env[f"v{v}"]
+
+    def run(env, *gs):
+        ctx = Ctx()
+        ctx.m, ctx.attrs, ctx.shapes, ctx.dtypes = m, attrs, shapes, dtypes
+        ctx.needs_input_grad, ctx.node = needs, None
+        ctx.inputs = None if ins is None else [None if v is None else pick(env, v)
+                                               for v in ins]
+        ctx.out = None if out is None else (tuple(pick(env, v) for v in out)
+                                            if isinstance(out, tuple) else pick(env, out))
+        with no_grad(), raw_arrays():
+            res = op.vjp(ctx, gs if op.nout != 1 else gs[0])
+        return [None if r is None else _asarray(r) for r in res]
+    return run
+
+
+def _fused_runner(prog, st, plan):
+    fn, pattern, shape, dtype = st.fused
+    n = math.prod(shape)
+    bufs = []
+    for o in st.outs:
+        if ("v", o) in plan.offsets:
+            bufs.append(prog.arena_view(("v", o), shape, dtype))
+        else:
+            bufs.append(None)
+    first = [True]
+
+    def run(*ins):
+        flat = []
+        for a, p in zip(ins, pattern):
+            a = np.asarray(a, dtype=dtype)
+            flat.append(np.ascontiguousarray(a).reshape(-1) if p == "f" else
+                        a.reshape(-1)[:1].copy())
+        outs = [b if b is not None else np.empty(shape, dtype) for b in bufs]
+        args = flat + [o.reshape(-1) for o in outs]
+        if first[0]:
+            first[0] = False
+            fn(n, *args)
+        else:
+            _cpu.run_chunked(fn, n, *args)
+        return outs
+    return run

@@ -1,0 +1,318 @@
+"""tg.compile: capture, guards, passes, replay, memory (issue 11).
+
+Every comparison is against the same program run eagerly, step for step."""
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.nn as nn
+import tapegrad.nn.functional as F
+
+
+def _mlp(seed=0, dtype=tg.float32):
+    tg.manual_seed(seed)
+    m = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(),
+                      nn.Linear(16, 5))
+    return m.to(dtype)
+
+
+def _cnn(seed=0):
+    tg.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(6 * 2 * 2, 10))
+
+
+def _step(model, opt, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _batches(n, shape, classes, seed=1, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return [(tg.tensor(rng.standard_normal(shape).astype(dtype)),
+             tg.tensor(rng.integers(0, classes, shape[0]))) for _ in range(n)]
+
+
+def _params(m):
+    return [p.detach().numpy().copy() for p in m.parameters()]
+
+
+def _train_both(make, make_opt, batches, rtol, atol, fuse=True):
+    eager, comp = make(), make()
+    oe, oc = make_opt(eager.parameters()), make_opt(comp.parameters())
+    step = tg.compile(lambda x, y: _step(comp, oc, x, y), fuse=fuse)
+    for x, y in batches:
+        le = _step(eager, oe, x, y)
+        lc = step(x, y)
+        np.testing.assert_allclose(lc.item(), le.item(), rtol=rtol, atol=atol)
+        for a, b in zip(_params(comp), _params(eager)):
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+        for a, b in zip(comp.parameters(), eager.parameters()):
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=rtol, atol=atol)
+    return step
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_mlp_sgd_momentum_steps_equal_eager(fuse):
+    batches = _batches(12, (8, 12), 5)
+    step = _train_both(_mlp, lambda p: tg.optim.SGD(p, lr=0.05, momentum=0.9), batches,
+                       rtol=2e-5, atol=2e-6, fuse=fuse)
+    s = step.stats()
+    assert s["captures"] == 1 and s["replays"] == len(batches) - 1
+    assert s["eager_calls"] == 0 and s["eager_reason"] is None
+    assert s["kernels"] > 0 and s["peak_bytes"] > 0
+    assert (s["fused_groups"] > 0) == fuse
+
+
+def test_mlp_adam_float64_steps_equal_eager():
+    batches = _batches(8, (6, 12), 5, dtype=np.float64)
+    _train_both(lambda: _mlp(dtype=tg.float64), lambda p: tg.optim.Adam(p, lr=0.01), batches,
+                rtol=1e-10, atol=1e-12)
+
+
+def test_cnn_adam_steps_equal_eager():
+    batches = _batches(6, (5, 1, 8, 8), 10)
+    step = _train_both(_cnn, lambda p: tg.optim.Adam(p, lr=0.01), batches,
+                       rtol=2e-5, atol=2e-6)
+    assert step.stats()["replays"] == len(batches) - 1
+
+
+def test_fused_elementwise_chain_forward_and_backward():
+    """An argument that requires grad gets its .grad on replay, as eagerly."""
+    rng = np.random.default_rng(0)
+
+    def f(x, y):
+        z = ((x * y).exp() + x).tanh() * y - x.sigmoid()
+        z.sum().backward()
+        return z.detach()
+
+    for fuse in (False, True):
+        cf = tg.compile(f, fuse=fuse)
+        for _ in range(3):
+            a, b = rng.standard_normal((2, 4, 7))
+            xe, ye = tg.tensor(a), tg.tensor(b, requires_grad=True)
+            xc, yc = tg.tensor(a), tg.tensor(b, requires_grad=True)
+            ze, zc = f(xe, ye), cf(xc, yc)
+            np.testing.assert_allclose(zc.numpy(), ze.numpy(), rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(yc.grad.numpy(), ye.grad.numpy(), rtol=1e-12,
+                                       atol=1e-14)
+        assert cf.stats()["replays"] == 2
+        # forward and backward are one shape: one kernel for both (fuse=True)
+        assert cf.stats()["fused_groups"] == (1 if fuse else 0)
+        if fuse:
+            assert cf.stats()["kernels"] <= 3
+
+
+def test_fusion_collapses_an_elementwise_chain():
+    w = tg.tensor(np.linspace(-1, 1, 30).reshape(5, 6), requires_grad=True)
+    opt = tg.optim.SGD([w], lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        z = ((x * w).tanh() * 2.0 + w).sigmoid() * x
+        loss = z.sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    x = tg.tensor(np.random.default_rng(0).standard_normal((5, 6)))
+    fused, plain = tg.compile(step), tg.compile(step, fuse=False)
+    w0 = w.detach().numpy().copy()
+    res = {}
+    for name, c in (("fused", fused), ("plain", plain)):
+        w.data.copy_(tg.tensor(w0))
+        w.grad = None
+        opt.state.clear()
+        ls = [c(x).item() for _ in range(4)]
+        res[name] = (ls, w.detach().numpy().copy())
+    np.testing.assert_allclose(res["fused"][0], res["plain"][0], rtol=1e-12)
+    np.testing.assert_allclose(res["fused"][1], res["plain"][1], rtol=1e-12)
+    sf, sp = fused.stats(), plain.stats()
+    assert sf["fused_groups"] >= 2   # the forward chain and its adjoint
+    assert sf["kernels"] < sp["kernels"]
+
+
+# ---------------------------------------------------------------- guards
+def test_new_shape_dtype_grad_mode_recapture():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return (x * 3).relu()
+
+    c = tg.compile(f)
+    for shape in ((3,), (3,), (4,), (4,)):
+        x = tg.tensor(np.arange(np.prod(shape), dtype=np.float64).reshape(shape) - 1)
+        np.testing.assert_array_equal(c(x).numpy(), f(x).numpy())
+    assert c.stats()["captures"] == 2 and c.stats()["replays"] == 2
+    c(tg.tensor([1.0, -2.0], dtype=tg.float32))
+    assert c.stats()["captures"] == 3
+    with tg.no_grad():
+        c(tg.tensor([1.0, -2.0], dtype=tg.float32))
+    assert c.stats()["captures"] == 4
+    with pytest.warns(RuntimeWarning, match="still to be differentiated"):
+        c(tg.tensor([1.0, -2.0], dtype=tg.float32, requires_grad=True))
+    assert c.stats()["captures"] == 5
+    c(tg.tensor([1.0, -2.0], dtype=tg.float32))   # the other signatures still replay
+    assert c.stats()["replays"] == 3
+
+
+def test_python_value_guard_never_replays_the_wrong_branch():
+    def f(x):
+        if (x.sum() > 0).item():     # bool(t) / t.item() steer the program
+            return x * 2
+        return x - 100
+
+    c = tg.compile(f)
+    pos = tg.tensor([1.0, 2.0])
+    neg = tg.tensor([-1.0, -2.0])
+    for x in (pos, pos, neg, neg, pos, neg):
+        np.testing.assert_array_equal(c(x).numpy(), f(x).numpy())
+    s = c.stats()
+    assert s["replays"] >= 2 and s["captures"] >= 2
+
+
+def test_bool_and_float_of_tensor_are_guards():
+    def f(x):
+        y = x * x
+        if y.max() > 4:              # bool(tensor)
+            y = y / float(y.max())   # float(tensor): a value baked into the program
+        return y + 1
+
+    c = tg.compile(f)
+    for v in ([1.0, 3.0], [1.0, 3.0], [1.0, 5.0], [1.0, 1.5], [2.0, 3.0]):
+        x = tg.tensor(v)
+        np.testing.assert_allclose(c(x).numpy(), f(x).numpy(), rtol=1e-12)
+
+
+def test_bounded_captures_then_eager_with_warning():
+    def f(x):
+        return x * x.sum().item()    # the value changes every call
+
+    c = tg.compile(f, max_captures=3)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for k in range(6):
+            x = tg.tensor([1.0, float(k)])
+            np.testing.assert_allclose(c(x).numpy(), f(x).numpy())
+    assert c.stats()["captures"] == 3
+    assert c.stats()["eager_calls"] == 3
+    assert any("runs eagerly" in str(m.message) and "3 captures" in str(m.message) for m in w)
+
+
+def test_grad_accumulation_across_calls_is_guarded():
+    """No zero_grad in the step: .grad accumulates; the first call (grad None) and the
+    later ones (accumulate into the buffer) are different programs."""
+    w_e = tg.tensor([0.5, -1.0, 2.0], dtype=tg.float64, requires_grad=True)
+    w_c = tg.tensor([0.5, -1.0, 2.0], dtype=tg.float64, requires_grad=True)
+
+    def make(w):
+        def f(x):
+            loss = (w * x).tanh().sum()
+            loss.backward()
+            return loss
+        return f
+
+    c = tg.compile(make(w_c))
+    fe = make(w_e)
+    for k in range(5):
+        x = tg.tensor([1.0, 2.0, 3.0], dtype=tg.float64) / (k + 1)
+        fe(x)
+        c(x)
+        np.testing.assert_allclose(w_c.grad.numpy(), w_e.grad.numpy(), rtol=1e-12)
+        if k == 2:  # the user clears the gradient between calls
+            w_c.grad = None
+            w_e.grad = None
+    # programs: grad None (calls 0, 3), grad accumulated into (1, 2, 4)
+    assert c.stats()["captures"] == 2 and c.stats()["replays"] == 3
+
+
+# ---------------------------------------------------------------- refused programs
+def test_random_generator_runs_eagerly_with_warning():
+    tg.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    c = tg.compile(lambda x: m(x).sum())
+    with pytest.warns(RuntimeWarning, match="random generator"):
+        c(tg.ones(3, 4))
+    a, b = c(tg.ones(3, 4)).item(), c(tg.ones(3, 4)).item()
+    assert a != b      # fresh dropout masks, not a frozen one
+    assert c.stats()["replays"] == 0
+
+
+def test_values_computed_outside_ops_are_refused():
+    def f(x):
+        shifted = tg.tensor(x.numpy() + 1.0)   # NumPy on the buffer
+        return x * shifted
+
+    c = tg.compile(f)
+    with pytest.warns(RuntimeWarning, match="outside tapegrad's ops"):
+        c(tg.tensor([1.0, 2.0]))
+    np.testing.assert_array_equal(c(tg.tensor([3.0])).numpy(), [12.0])
+
+
+def test_gradient_of_gradient_runs_eagerly():
+    def f(x):
+        (g,) = tg.grad((x ** 3).sum(), [x], create_graph=True)
+        g.sum().backward()
+        return g
+
+    c = tg.compile(f)
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.warns(RuntimeWarning, match="gradient of a gradient|argument"):
+        c(x)
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
+
+
+def test_returned_graph_used_outside_is_refused():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    c = tg.compile(lambda x: (w * x).sum())
+    with pytest.warns(RuntimeWarning, match="still to be differentiated"):
+        out = c(tg.tensor([3.0, 4.0]))
+    out.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
+    with tg.no_grad():  # under no_grad the same function compiles
+        c2 = tg.compile(lambda x: (w * x).sum())
+        c2(tg.tensor([3.0, 4.0]))
+        assert c2(tg.tensor([1.0, 1.0])).item() == 3.0
+        assert c2.stats()["replays"] == 1
+
+
+# ---------------------------------------------------------------- memory
+def test_peak_planned_before_first_replay_and_replays_do_not_grow():
+    model = _mlp()
+    opt = tg.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    (x, y), = _batches(1, (32, 12), 5)
+    c = tg.compile(lambda x, y: _step(model, opt, x, y))
+    c(x, y)
+    s = c.stats()
+    assert s["replays"] == 0 and s["peak_bytes"] > 0   # planned from the capture alone
+    for _ in range(3):
+        c(x, y)
+    tracemalloc.start()
+    try:
+        c(x, y)
+        base, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        c(x, y)
+        _, one_peak = tracemalloc.get_traced_memory()
+        for _ in range(40):
+            c(x, y)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - base < 64 * 1024, (base, after)
+    # the replay's measured peak above its baseline is within the plan's reach
+    assert one_peak - base <= 2 * s["peak_bytes"] + 64 * 1024, (one_peak - base, s["peak_bytes"])
+
+
+def test_stats_keys():
+    c = tg.compile(lambda x: x + 1)
+    c(tg.ones(2))
+    assert {"captures", "replays", "kernels", "fused_groups", "peak_bytes"} <= set(c.stats())

@@ -1,0 +1,71 @@
+"""tg.onnx.export: onnx.checker passes and onnxruntime reproduces the outputs (issue 11)."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.nn.functional as F
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+def _run(path, feeds):
+    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return s.run(None, feeds)
+
+
+def _digits(kind):
+    from tapegrad.examples.digits import make_model
+    tg.manual_seed(0)
+    m = make_model(kind)
+    m.eval()
+    return m
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn"])
+def test_digits_models_with_a_dynamic_batch(kind, tmp_path):
+    m = _digits(kind)
+    path = tmp_path / f"{kind}.onnx"
+    model = tg.onnx.export(m, (tg.randn(3, 64),), str(path), input_names=["x"],
+                           output_names=["logits"],
+                           dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+    onnx.checker.check_model(onnx.load(str(path)))
+    assert [i.name for i in model.graph.input] == ["x"]
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    for n in (1, 3, 9):
+        x = np.random.default_rng(n).standard_normal((n, 64)).astype(np.float32)
+        with tg.no_grad():
+            ref = m(tg.tensor(x)).numpy()
+        (out,) = _run(path, {"x": x})
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_plain_function_with_expression_ops(tmp_path):
+    def f(a, b):
+        h = (a * b).tanh().sigmoid() + F.gelu(a) - a.exp().log1p()
+        return F.softmax(h, dim=1), (h * 2).sum(dim=0)
+
+    a, b = np.random.default_rng(0).standard_normal((2, 4, 5)).astype(np.float32)
+    path = tmp_path / "f.onnx"
+    tg.onnx.export(f, (tg.tensor(a), tg.tensor(b)), str(path), input_names=["a", "b"],
+                   dynamic_axes={"a": [0], "b": [0]})
+    onnx.checker.check_model(onnx.load(str(path)))
+    refs = f(tg.tensor(a), tg.tensor(b))
+    outs = _run(path, {"a": a, "b": b})
+    for o, r in zip(outs, refs):
+        np.testing.assert_allclose(o, r.numpy(), rtol=1e-5, atol=1e-5)
+    a2, b2 = np.random.default_rng(1).standard_normal((2, 7, 5)).astype(np.float32)
+    outs = _run(path, {"a": a2, "b": b2})
+    for o, r in zip(outs, f(tg.tensor(a2), tg.tensor(b2))):
+        np.testing.assert_allclose(o, r.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_an_op_without_lowering_is_named(tmp_path):
+    with pytest.raises(tg.onnx.UnsupportedOperatorError, match="'cumsum'"):
+        tg.onnx.export(lambda x: x.cumsum(0) * 2, (tg.randn(3),), str(tmp_path / "g.onnx"))
+
+
+def test_names_must_match_the_arguments(tmp_path):
+    with pytest.raises(ValueError, match="input names"):
+        tg.onnx.export(lambda x: x + 1, (tg.randn(3),), str(tmp_path / "h.onnx"),
+                       input_names=["a", "b"])
