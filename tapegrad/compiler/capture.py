@@ -232,6 +232,7 @@ class Recorder:
                           f"{node.op.name}")
                 g_ins.append(self.val(x, node.op.name))
         mark = len(self.g.steps)
+        self.vmark = len(self.g.shapes)
         self.opaque = False
         traced_g = tuple(None if x is None else self.traced(self.plain_of(x), v)
                          for x, v in zip(gs, g_ins))
@@ -274,6 +275,11 @@ class Recorder:
             for o in st.outs:
                 self.g.orphan(o)
         del self.g.steps[mark:]
+        for v in [v for v in self.g.externals if v >= self.vmark]:
+            # read inside the adjoint that now replays whole: not an input of the program
+            del self.g.externals[v]
+            self.g.ext_grad.pop(v, None)
+            self.g.orphan(v)
         inputs = [None if x is None else self.val(x, node.op.name) for x in ctx.inputs] \
             if ctx.inputs is not None else None
         out = ctx.out
@@ -457,7 +463,7 @@ class Recorder:
         self.keep.clear()
         self.plain.clear()
         self.roots.clear()
-        gc.collect()
+        gc.collect(0)  # young objects: what the call made (a full collection costs ~70 ms)
         for vid, ref in refs.items():
             a = ref()
             if a is None:

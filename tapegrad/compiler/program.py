@@ -512,7 +512,8 @@ def _codegen(prog, g, steps):
                 glb[f"T{k}"] = st.attrs
                 extra += f", **T{k}"
             if st.op.kind == "workspace":
-                glb[f"W{k}"] = prog.arena[plan.offsets[("w", k)]:][:st.workspace]
+                off = plan.offsets.get(("w", k), 0)
+                glb[f"W{k}"] = prog.arena[off:off + st.workspace]
                 extra += f", workspace=W{k}"
             elif st.op.kind == "dynamic":
                 glb["_alloc"] = _alloc
