@@ -28,7 +28,7 @@ import weakref
 import numpy as np
 
 from .. import tape as _tape
-from ..tensor import Tensor
+from ..tensor import Tensor, last_write
 from .graph import Step, Graph
 
 __all__ = ["capturing", "Recorder", "Unsupported"]
@@ -109,7 +109,24 @@ class Recorder:
         self.cleared = set()  # ids of params whose grad the program set to None
         self.seed_ids = set()
         self.first_read = {}  # value id of an external -> the op that first read it
-        self.n_traced = 0
+        self.lw = last_write[0]  # the in-place write id last accounted for
+        self.expected = 0        # writes a known event announced (see _writes)
+
+    # ------------------------------------------------------------ in-place writes
+    def _writes(self):
+        """Every in-place write is announced (``tensor.mark_written``); those this
+        recorder knows (an in-place op's write, an optimizer step, ``zero_grad``, the
+        walker accumulating into a ``.grad``) say how many they make. Any other write
+        (NumPy on a buffer, then ``mark_written``: a module's running statistics) was
+        not captured and cannot be replayed: the program is refused."""
+        lw = last_write[0]
+        if lw != self.lw:
+            if lw - self.lw != self.expected:
+                self.fail("a tensor was written in place outside the ops (NumPy on its "
+                          "buffer, announced with mark_written: a module's running "
+                          "statistics, say); the write cannot be replayed")
+            self.lw = lw
+        self.expected = 0
 
     # ------------------------------------------------------------ values
     def fail(self, why):
@@ -181,6 +198,7 @@ class Recorder:
     def __call__(self, op, kernel, *arrays, **kw):
         if self.in_kernel:
             return kernel(*arrays, **kw)
+        self._writes()
         ins = [self.val(a, op.name) for a in arrays]
         plain = [self.plain_of(a) for a in arrays]
         attrs = {k: v for k, v in kw.items() if k not in ("workspace", "alloc")}
@@ -205,6 +223,7 @@ class Recorder:
         return outs[0] if single else tuple(outs)
 
     def vjp(self, node, vjp, ctx, g):
+        self._writes()
         gs = g if isinstance(g, tuple) else (g,)
         if any(isinstance(x, Tensor) for x in gs) or _tape.state._grad:
             self.fail(f"a gradient of a gradient (create_graph) through {node.op.name}")
@@ -296,6 +315,7 @@ class Recorder:
 
     # ------------------------------------------------------------ the walker's arithmetic
     def ufunc(self, ufunc, method, inputs, out, kw):
+        self._writes()
         name = getattr(ufunc, "__name__", str(ufunc))
         ins = [self.val(x, f"np.{name}") for x in inputs]
         plain = [self.plain_of(x) for x in inputs]
@@ -318,6 +338,7 @@ class Recorder:
             self.ids[id(o_obj)] = self.ids[id(o_plain)] = vid
             step.outs = [vid]
             self.g.steps.append(step)
+            self.expected = 1  # the walker announces its accumulation into a .grad
             return o_obj
         res = fn(*plain, **kw)
         if isinstance(res, tuple):
@@ -349,6 +370,7 @@ class Recorder:
 
     # ------------------------------------------------------------ other events
     def seeds(self, seeds):
+        self._writes()
         for s in seeds:
             if id(s) not in self.ids:
                 vid = self.new(s, "const")
@@ -359,6 +381,7 @@ class Recorder:
         """Python read ``array``'s values: a guard on them."""
         if self.in_kernel:
             return
+        self._writes()
         vid = self.val(array, "a read of a tensor's values")
         step = Step("guard", None, [vid], {})
         step.expected = np.array(self.plain_of(array), copy=True)
@@ -366,6 +389,8 @@ class Recorder:
 
     def write(self, dst, src):
         """``dst[...] = src`` (an in-place op's result written into its tensor)."""
+        self._writes()
+        self.expected = 1
         step = Step("write", None, [self.val(src, "an in-place write")], {})
         step.into = self.val(dst, "an in-place write")
         step.outs = []
@@ -373,6 +398,7 @@ class Recorder:
 
     def update(self, opt, group, p):
         """``opt`` is about to update ``p`` from ``p.grad`` (``Optimizer.step``)."""
+        self._writes()
         self.detrace(p)
         g = p.grad._data
         step = Step("update", None, [self.val(g, type(opt).__name__ + ".step")], {})
@@ -380,8 +406,12 @@ class Recorder:
         step.into = self.val(p._data, type(opt).__name__ + ".step")
         step.outs = []
         self.g.steps.append(step)
+        self.expected = 1  # Optimizer.step announces the parameter's write
 
     def zero_grads(self, params, set_to_none):
+        self._writes()
+        if not set_to_none:
+            self.expected = sum(1 for p in params if p.grad is not None)
         for p in params:
             step = Step("cleargrad" if set_to_none else "zerograd", None, [], {})
             step.target = p
@@ -398,6 +428,7 @@ class Recorder:
     # ------------------------------------------------------------ the end
     def finish(self, result):
         """The Graph of the call that returned ``result`` (raises Unsupported)."""
+        self._writes()
         for leaf in self.leaves.values():
             self.detrace(leaf)
         g = self.g
@@ -477,6 +508,7 @@ class Recorder:
 
 
 def begin(rec):
+    rec.lw = last_write[0]
     _tls.rec = rec
 
 

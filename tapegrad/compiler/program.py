@@ -58,6 +58,7 @@ def dce(g, steps):
     for st in reversed(steps):
         needed = st.kind in ("write", "update", "cleargrad", "zerograd", "setgrad", "guard") \
             or (st.kind == "ufunc" and st.into is not None) \
+            or (st.kind == "op" and st.op.kind == "dynamic") \
             or any(o is not None and o in live for o in st.outs)
         if not needed:
             continue
@@ -328,6 +329,10 @@ def order_effects(g, steps):
     out = after.get(-1, [])
     mutated = False
     for k, st in enumerate(rest):
+        if st.kind == "op" and st.op.kind == "dynamic" and mutated:
+            raise Unsupported(f"{st.op.name}'s output shape depends on the values and is "
+                              f"computed after the program changed state: a different "
+                              f"shape on replay could not be undone")
         if st.mutates():
             mutated = True
         out.append(st)
@@ -523,6 +528,9 @@ def _codegen(prog, g, steps):
                 lines.append(f"    {outs} = _aa({call})")
             else:
                 lines.append(f"    {outs} = {call}")
+            if st.op.kind == "dynamic":  # a data-dependent shape: the program's shapes hold?
+                for o in st.outs:
+                    lines.append(f"    if {name(o)}.shape != {g.shapes[o]!r}: raise _GF({k})")
         elif st.kind == "ufunc":
             kw = dict(st.attrs)
             glb[f"U{k}"] = getattr(st.op, kw.pop("method", "__call__"))

@@ -4,7 +4,6 @@ import math
 from ..dtypes import int64
 from ..grad_mode import no_grad
 from ..ops import empty, ones, zeros, flatten, reshape
-from ..tensor import buffer, mark_written
 from . import functional as F
 from . import init
 from .module import Module
@@ -244,24 +243,23 @@ class _BatchNorm(Module):
 
     def _update_running_stats(self, input):
         """PyTorch's running statistics: an exponential average (or, with
-        ``momentum=None``, a cumulative one) of the batch mean and unbiased variance."""
-        count = buffer(self.num_batches_tracked)
-        count += 1
-        mark_written(self.num_batches_tracked)
-        factor = 1.0 / int(count) if self.momentum is None else self.momentum
-        x = buffer(input)
-        dims = (0,) + tuple(range(2, x.ndim))
-        n = x.size // x.shape[1]
+        ``momentum=None``, a cumulative one) of the batch mean and unbiased variance,
+        computed and written with ops (so ``tg.compile`` captures the update)."""
+        shape = tuple(input.shape)
+        n = math.prod(shape) // shape[1] if len(shape) > 1 else 0
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got "
-                             f"input size {tuple(input.shape)}")
-        mean = x.mean(axis=dims)
-        var = x.var(axis=dims) * (n / (n - 1))
-        for buf, stat in ((self.running_mean, mean), (self.running_var, var)):
-            d = buffer(buf)
-            d *= 1 - factor
-            d += (factor * stat).astype(d.dtype, copy=False)
-            mark_written(buf)
+                             f"input size {shape}")
+        with no_grad():
+            self.num_batches_tracked.add_(1)
+            factor = (1.0 / int(self.num_batches_tracked) if self.momentum is None
+                      else self.momentum)
+            dims = (0,) + tuple(range(2, len(shape)))
+            x = input.detach()
+            mean = x.mean(dim=dims)
+            var = x.var(dim=dims, correction=1)
+            for buf, stat in ((self.running_mean, mean), (self.running_var, var)):
+                buf.mul_(1 - factor).add_((stat * factor).to(buf.dtype))
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "

@@ -316,3 +316,60 @@ def test_stats_keys():
     c = tg.compile(lambda x: x + 1)
     c(tg.ones(2))
     assert {"captures", "replays", "kernels", "fused_groups", "peak_bytes"} <= set(c.stats())
+
+
+def test_batchnorm_running_stats_and_manual_inplace_sgd_equal_eager():
+    """Module buffers written in place (BatchNorm's running statistics, with ops) and
+    a hand-written SGD (``p -= lr * p.grad`` under no_grad, ``p.grad = None``)."""
+    def make():
+        tg.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3))
+
+    def step(m, x, y):
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        with tg.no_grad():
+            for p in m.parameters():
+                p -= 0.1 * p.grad
+                p.grad = None
+        return loss
+
+    me, mc = make(), make()
+    c = tg.compile(lambda x, y: step(mc, x, y))
+    for x, y in _batches(5, (8, 4), 3):
+        np.testing.assert_allclose(c(x, y).item(), step(me, x, y).item(), rtol=1e-5)
+        for a, b in zip(list(mc.parameters()) + list(mc.buffers()),
+                        list(me.parameters()) + list(me.buffers())):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5,
+                                       atol=1e-6)
+    assert c.stats()["replays"] == 4
+    assert int(mc[1].num_batches_tracked) == 5
+
+
+def test_unannounced_inplace_write_is_refused():
+    """NumPy on a buffer, announced with mark_written, is not an op: refused."""
+    from tapegrad.tensor import buffer, mark_written
+    state = tg.zeros(2)
+
+    def f(x):
+        buffer(state)[...] += buffer(x)
+        mark_written(state)
+        return x * 2
+
+    c = tg.compile(f)
+    with pytest.warns(RuntimeWarning, match="written in place outside the ops"):
+        c(tg.ones(2))
+    c(tg.ones(2))
+    np.testing.assert_array_equal(state.numpy(), [2.0, 2.0])   # eager both times
+
+
+def test_data_dependent_shape_read_by_python_is_guarded():
+    def f(x):
+        n = tg.nonzero(x > 0).shape[0]   # nonzero's shape depends on the values
+        return x.sum() * 0 + n
+
+    c = tg.compile(f)
+    for v in ([1.0, -1.0, 2.0], [1.0, -1.0, 2.0], [1.0, 1.0, 2.0], [-1.0, -1.0, 2.0]):
+        x = tg.tensor(v)
+        assert c(x).item() == f(x).item()
+    assert c.stats()["replays"] >= 1
