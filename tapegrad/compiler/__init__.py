@@ -83,7 +83,7 @@ class Compiled:
             self._eager += 1
             return self.fn(*args, **kwargs)
         if entry:
-            why = "a leaf's .grad is not as at the capture"
+            why = "a leaf's .grad or buffer is not as at the capture"
             for prog, leaves in entry:
                 if not prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)):
                     continue

@@ -449,6 +449,14 @@ class Recorder:
                     g.entry_guards.append(("grad_none", leaf))
             else:  # accumulated into: read live on replay, of the same spec
                 g.entry_guards.append(("grad_spec", leaf, st.shape, st.dtype))
+        owners = list(self.leaves.values()) + [st.target[2] for st in g.steps
+                                               if st.kind == "update"]
+        seen = set()
+        for t in owners:  # a parameter's buffer replaced (p.data = ...) captures again
+            vid = self.ids.get(id(t._data))
+            if vid is not None and g.source[vid] == "ext" and id(t) not in seen:
+                seen.add(id(t))
+                g.entry_guards.append(("buffer_is", t, t._data))
         if self.why is None:
             self._check_externals()
         if self.why is not None:

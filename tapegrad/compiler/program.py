@@ -382,16 +382,25 @@ class Plan:
         for k, st in enumerate(steps):
             live[k] += st.workspace
         self.peak_bytes = max(live) if live else 0
-        # arena: fused outputs that do not escape, and workspaces
+        # arena: outputs of fused kernels and of kernels that write into a given
+        # buffer (op.takes_out), when they do not escape; workspaces
         bufs = []
         for k, st in enumerate(steps):
-            if st.kind == "fused":
+            if st.kind == "fused" or (st.kind == "op" and _into_arena(st, g)):
                 for o in st.outs:
                     if o not in escapes:
                         bufs.append((("v", o), g.nbytes(o), k, last[o]))
             if st.workspace:
                 bufs.append((("w", k), st.workspace, k, k))
         self.offsets, self.arena_bytes = _place(bufs)
+
+
+def _into_arena(st, g):
+    """An op step whose kernel writes its one output into a buffer it is handed."""
+    op = st.op
+    return (op.takes_out and op.nout == 1 and len(st.outs) == 1
+            and g.dtypes[st.outs[0]].kind in "fc" and st.outs[0] not in g.alias
+            and "out" not in st.attrs)
 
 
 def _place(bufs):
@@ -443,6 +452,9 @@ class Program:
             leaf = leaf_of(gd[1])
             if gd[0] == "grad_none":
                 if leaf.grad is not None:
+                    return False
+            elif gd[0] == "buffer_is":
+                if leaf._data is not gd[2]:
                     return False
             else:
                 gr = leaf.grad
@@ -523,6 +535,10 @@ def _codegen(prog, g, steps):
             elif st.op.kind == "dynamic":
                 glb["_alloc"] = _alloc
                 extra += ", alloc=_alloc"
+            if _into_arena(st, g) and ("v", st.outs[0]) in plan.offsets:
+                o = st.outs[0]
+                glb[f"B{k}"] = prog.arena_view(("v", o), g.shapes[o], g.dtypes[o])
+                extra += f", out=B{k}"
             call = f"K{k}({ins}{extra})"
             if len(st.outs) == 1:
                 lines.append(f"    {outs} = _aa({call})")

@@ -373,3 +373,24 @@ def test_data_dependent_shape_read_by_python_is_guarded():
         x = tg.tensor(v)
         assert c(x).item() == f(x).item()
     assert c.stats()["replays"] >= 1
+
+
+def test_replaced_parameter_buffer_captures_again():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    opt = tg.optim.SGD([w], lr=0.5)
+
+    def step(x):
+        opt.zero_grad()
+        loss = (w * x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    c = tg.compile(step)
+    c(tg.ones(2))
+    c(tg.ones(2))
+    np.testing.assert_allclose(w.detach().numpy(), [0.0, 1.0])
+    w.data = tg.tensor([10.0, 20.0])       # a new buffer: the program's is stale
+    assert c(tg.ones(2)).item() == 30.0
+    np.testing.assert_allclose(w.detach().numpy(), [9.5, 19.5])
+    assert c.stats()["captures"] == 2
