@@ -466,6 +466,8 @@ class Recorder:
 
     def _outputs(self, r):
         if isinstance(r, Tensor):
+            if isinstance(r._data, _Traced):  # (tg.grad's results come from the walker)
+                r._data = self.plain_of(r._data)
             if r._data is not None and id(r._data) not in self.ids:
                 self.fail("the function returns a tensor computed outside the ops")
                 return ("lit", r)
