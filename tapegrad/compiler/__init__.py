@@ -21,6 +21,7 @@ from .program import Program, GuardFailed
 __all__ = ["compile", "Compiled", "capturing"]
 
 MAX_CAPTURES = 8
+PROGRAMS_PER_SIGNATURE = 4
 
 
 def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
@@ -89,9 +90,9 @@ class Compiled:
                     continue
                 try:
                     res = prog.run(_arrays(args, kwargs), args, kwargs)
-                except GuardFailed:
+                except GuardFailed:  # (checked before any state change) the next one
                     why = "a value read inside the function changed"
-                    break
+                    continue
                 self._replays += 1
                 self._last = prog
                 return _rebuild(prog.graph.output, res)
@@ -145,9 +146,8 @@ class Compiled:
         leaves = {id(gd[1]): argpos[id(gd[1])] for gd in graph.entry_guards
                   if id(gd[1]) in argpos}
         progs = self._programs.setdefault(key, [])
-        if why == "a value read inside the function changed":
-            progs.clear()  # the values differ: the older program's checks would fail again
         progs.insert(0, (prog, leaves))
+        del progs[PROGRAMS_PER_SIGNATURE:]  # (the branches taken most recently)
         self._last = prog
         return result
 

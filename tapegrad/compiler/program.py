@@ -306,44 +306,104 @@ def _make_fused(g, members, escapes, outside, key):
 
 
 # ---------------------------------------------------------------- effects order
+def _state_change(g, st):
+    """A step that changes state outside the program: an optimizer step, zeroing a
+    .grad, a write into a buffer the program did not make (a parameter, a module's
+    buffer, a .grad accumulated into, an argument)."""
+    if st.kind in ("update", "zerograd"):
+        return True
+    return st.into is not None and g.source[g.root(st.into)] in ("ext", "arg")
+
+
 def order_effects(g, steps):
-    """Guards right after their value; .grad clearing at the end (before setgrad)."""
-    guards = [st for st in steps if st.kind == "guard"]
+    """State changes as late as their data allow, value guards right after their
+    value, .grad clearing and setting at the end.
+
+    A state change (see ``_state_change``) is deferred past every later step that
+    neither reads nor writes the memory it writes (nor writes what it reads): a
+    module's running statistics or an in-place write into a parameter then happens
+    after the checks that follow it in the program. A value guard goes right after
+    the step that made (or last wrote) its value; one that still follows a state
+    change is refused (a failed check could not be undone), and so is an op with a
+    data-dependent shape after a state change."""
+    root = g.root
+    groups = _memory_groups(g)
+
+    def mem(v):
+        r = root(v)
+        return groups.get(r, r)
+
+    body = [st for st in steps if st.kind not in ("guard", "cleargrad", "setgrad")]
     clears = [st for st in steps if st.kind == "cleargrad"]
     sets = [st for st in steps if st.kind == "setgrad"]
-    rest = [st for st in steps if st.kind not in ("guard", "cleargrad", "setgrad")]
-    pos = {}
-    for k, st in enumerate(rest):
+    anchor = {}   # guard -> the step after which its value is as it was read
+    made = {}
+    for st in steps:
+        if st.kind == "guard":
+            anchor[st] = made.get(mem(st.ins[0]))
+            continue
+        if st.kind in ("cleargrad", "setgrad"):
+            continue
         for o in st.outs:
             if o is not None:
-                pos[o] = k
-    after = {}
-    for gd in guards:
-        v = gd.ins[0]
-        at = pos.get(v, -1)
-        # a value written in place later than its definition: check after the last write
-        for k, st in enumerate(rest):
-            if st.into is not None and g.root(st.into) == g.root(v):
-                at = max(at, k)
-        after.setdefault(at, []).append(gd)
-    out = after.get(-1, [])
-    mutated = False
-    for k, st in enumerate(rest):
-        if st.kind == "op" and st.op.kind == "dynamic" and mutated:
-            raise Unsupported(f"{st.op.name}'s output shape depends on the values and is "
-                              f"computed after the program changed state: a different "
-                              f"shape on replay could not be undone")
-        if st.mutates():
-            mutated = True
+                made[mem(o)] = st
+        if st.into is not None:
+            made[mem(st.into)] = st
+    out, deferred = [], []
+    d_reads, d_writes, d_outs = set(), set(), set()
+    for st in body:
+        reads = {mem(v) for v in _reads_all(st) if type(v) is int and v != st.into}
+        writes = {mem(st.into)} if st.into is not None else set()
+        outs = {mem(o) for o in st.outs if o is not None}
+        if _state_change(g, st) or reads & (d_writes | d_outs) or \
+                writes & (d_reads | d_writes | d_outs):
+            # a state change, or a step that depends on one: they run after the rest
+            if st.kind == "op" and st.op.kind == "dynamic":
+                raise Unsupported(f"{st.op.name}'s output shape depends on the values and "
+                                  f"is computed after the program changed state: a "
+                                  f"different shape on replay could not be undone")
+            deferred.append(st)
+            d_reads |= reads
+            d_writes |= writes
+            d_outs |= outs
+            continue
         out.append(st)
-        for gd in after.get(k, []):
-            if mutated:
+    out.extend(deferred)
+    # the guards, each right after its anchor
+    after = {}
+    for gd, a in anchor.items():
+        after.setdefault(id(a) if a is not None else None, []).append(gd)
+    final = list(after.get(None, []))
+    changed = False
+    for st in out:
+        final.append(st)
+        if _state_change(g, st):
+            changed = True
+        for gd in after.get(id(st), []):
+            if changed:
                 raise Unsupported("a tensor's value read by Python (item, bool, float) is "
                                   "computed after the program changed state (an in-place "
                                   "write or an optimizer step): a failed check could not "
                                   "be undone")
-            out.append(gd)
-    return out + clears + sets
+            final.append(gd)
+    return final + clears + sets
+
+
+def _memory_groups(g):
+    """External buffers that share memory (a parameter and a view of it made outside
+    the function): one key for all of them."""
+    ext = [v for v in g.externals if g.root(v) == v]
+    groups = {}
+    for i, a in enumerate(ext):
+        for b in ext[i + 1:]:
+            if np.may_share_memory(g.externals[a], g.externals[b]):
+                ga, gb = groups.get(a, a), groups.get(b, b)
+                for k, val in list(groups.items()):
+                    if val == gb:
+                        groups[k] = ga
+                groups[b] = ga
+                groups.setdefault(a, ga)
+    return groups
 
 
 # ---------------------------------------------------------------- memory plan

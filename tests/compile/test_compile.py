@@ -394,3 +394,40 @@ def test_replaced_parameter_buffer_captures_again():
     assert c(tg.ones(2)).item() == 30.0
     np.testing.assert_allclose(w.detach().numpy(), [9.5, 19.5])
     assert c.stats()["captures"] == 2
+
+
+def test_state_changes_run_after_the_checks_they_do_not_feed():
+    """A failed value check re-captures with nothing changed: the in-place write that
+    precedes it in the program is deferred past it (it does not feed it)."""
+    state = tg.zeros(2)
+
+    def f(x):
+        with tg.no_grad():
+            state.add_(1.0)
+        if (x.sum() > 0).item():
+            return x * 2
+        return x - 1
+
+    c = tg.compile(f)
+    signs = [1.0, 1.0, -1.0, -1.0, 1.0, -1.0, 1.0]
+    for k, sgn in enumerate(signs):
+        x = tg.tensor([sgn, 2 * sgn])
+        want = x * 2 if sgn > 0 else x - 1
+        np.testing.assert_array_equal(c(x).numpy(), want.numpy())
+        np.testing.assert_array_equal(state.numpy(), [k + 1.0, k + 1.0])  # once per call
+    assert c.stats()["replays"] >= 3
+
+
+def test_a_check_of_changed_state_is_refused():
+    state = tg.zeros(1)
+
+    def f(x):
+        with tg.no_grad():
+            state.add_(1.0)
+        return x * 2 if state.item() < 3 else x * 0
+
+    c = tg.compile(f)
+    with pytest.warns(RuntimeWarning, match="after the program changed state"):
+        c(tg.ones(1))
+    outs = [c(tg.ones(1)).item() for _ in range(3)]
+    assert outs == [2.0, 0.0, 0.0] and state.item() == 4.0
