@@ -14,6 +14,7 @@ from ..reduce import mean, sum as _sum
 from ..shape import unsqueeze, movedim
 from .sparse import one_hot
 from ..creation import from_dlpack
+from ...tape import state as _state
 from ...tensor import Tensor
 from ...dtypes import get_default_dtype as tg_float
 from ._common import raw
@@ -54,10 +55,11 @@ def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
     if w is not None and tuple(w.shape) != (C,):
         raise op_error(name, f"weight of shape {tuple(w.shape)} does not match {C} classes",
                        RuntimeError)
-    if target._vlevel is None and (w is None or w._vlevel is None):
+    if target._vlevel is None and (w is None or w._vlevel is None) and not _state.observers:
         return _class_coef_data(name, input, target, w, ignore_index, label_smoothing, C)
-    # batched targets (inside vmap): the same with ops; an out-of-range class is
-    # one_hot's IndexError
+    # batched targets (inside vmap), or an observed call (tg.compile's capture, which
+    # must see the coefficients come from the targets; tg.profile): the same with ops;
+    # an out-of-range class is one_hot's IndexError
     valid = ne(target, ignore_index)
     onehot = one_hot(where(valid, target, 0), C)  # classes last
     dt = input.dtype
