@@ -12,7 +12,7 @@ from ..tensor import Tensor, buffer
 from ..autodiff import grad, no_grad, enable_grad
 from ..ops.creation import tensor
 
-__all__ = ["gradcheck", "gradgradcheck", "assert_close"]
+__all__ = ["gradcheck", "gradgradcheck", "assert_close", "pair_test", "PairReport"]
 
 
 def _tensors(inputs):
@@ -219,3 +219,4 @@ def _np(x):
     if hasattr(x, "detach") and hasattr(x, "numpy"):  # a torch tensor
         return x.detach().cpu().numpy()
     return np.asarray(x)
+from .pair import pair_test, PairReport  # noqa: E402,F401

@@ -1,0 +1,68 @@
+"""``tg.testing.pair_test``: every op with a PyTorch oracle, paired with it on its
+first sample (forward, vjp, jvp, vjp of vjp); a wrong reference is reported, per
+sample and check; a custom op paired with its PyTorch version, and with JAX's."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.testing import pair_test
+
+torch = pytest.importorskip("torch")
+
+OPS = [op for op in tg.ops_registry.list_ops() if op.torch is not None]
+# (op, check) pairs left out, each for a reason of the reference, not of the op:
+# cholesky's input is symmetric; PyTorch's jvp reads a non-symmetric tangent's lower
+# triangle only, tapegrad's the whole tangent, so a random tangent has no one answer
+EXCLUDED = {("linalg_cholesky", "jvp")}
+
+
+def _differentiable_oracle(op, s):
+    """Whether PyTorch differentiates the op's oracle (not so for an oracle that calls
+    one of PyTorch's backward functions): else only the forward is paired."""
+    args = [torch.from_numpy(np.array(a, copy=True)).requires_grad_(a.dtype.kind == "f")
+            if isinstance(a, np.ndarray) else a for a in s.args]
+    outs = op.torch(torch, *args, **s.attrs)
+    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+    return any(isinstance(o, torch.Tensor) and o.requires_grad for o in outs)
+
+
+@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in OPS])
+def test_every_op_pairs_with_pytorch(op):
+    s = op.samples(np.float64)[:1]
+    checks = [c for c in ("forward", "vjp", "jvp", "vjp_of_vjp")
+              if (op.name, c) not in EXCLUDED]
+    if not _differentiable_oracle(op, s[0]):
+        checks = ["forward"]
+    report = pair_test(op, lambda *a, **k: op.torch(torch, *a, **k), samples=s,
+                       checks=checks)
+    assert report.rows and report.ok
+
+
+def test_a_wrong_reference_is_reported_per_sample_and_check():
+    report = pair_test("sin", torch.cos, raise_on_error=False)
+    assert not report.ok
+    bad = {(k, c) for k, c, _, _, ok, _ in report.rows if not ok}
+    assert (0, "forward") in bad and (0, "vjp") in bad
+    with pytest.raises(AssertionError, match="pair_test sin vs torch"):
+        pair_test("sin", torch.cos)
+
+
+def test_custom_op_pairs_with_torch_and_jax():
+    cube = tg.custom_op("pair_cube", lambda x: x ** 3, lambda g, x: g * 3 * x * x,
+                        jvp=lambda ts, x: (ts[0] * 3 * x * x,))
+    try:
+        samples = [((np.linspace(-1, 1, 5),), {}), ((np.ones((2, 3)) * 0.5,), {})]
+        r = pair_test(cube.op, lambda x: x ** 3, samples=samples)
+        assert len(r.rows) == 8 and r.ok
+        jax = pytest.importorskip("jax")
+        old = jax.config.jax_enable_x64
+        jax.config.update("jax_enable_x64", True)
+        try:
+            assert pair_test(cube.op, lambda x: x ** 3, framework="jax", samples=samples).ok
+        finally:
+            jax.config.update("jax_enable_x64", old)
+        wrong = pair_test(cube.op, lambda x: x ** 3 + 1e-3 * x, samples=samples,
+                          raise_on_error=False)
+        assert not wrong.ok and "BAD" in str(wrong)
+    finally:
+        tg.ops_registry.unregister("pair_cube")
