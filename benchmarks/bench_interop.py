@@ -1,0 +1,117 @@
+"""What does sharing ops across frameworks cost? Issue 12's speed targets, in one run:
+
+1. an exported op (``torch_ops().mul``) called from PyTorch on (8,) float32, forward,
+   and forward + backward, against PyTorch's own ``torch.mul`` (target: at most 3x);
+2. the exported ``conv2d`` on the CNN benchmark's shapes (batch 32: 1x28x28 -> 16,
+   3x3; 16x13x13 -> 32, 3x3), forward and forward + backward, against tapegrad's own
+   ``conv2d`` on the same data (target: within 1.1x);
+3. a ``from_torch`` op inside a tapegrad training step (an MLP 784-256-10 whose
+   activation is ``from_torch(torch.tanh)``), against the same step with ``tg.tanh``.
+
+Medians of many calls, two threads (BENCH_THREADS=n to change).
+
+    python benchmarks/bench_interop.py
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+THREADS = os.environ.get("BENCH_THREADS", "2")
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ[_var] = THREADS
+
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import tapegrad as tg  # noqa: E402
+from tapegrad.interop import from_torch, torch_ops  # noqa: E402
+
+torch.set_num_threads(int(THREADS))
+
+
+def median_us(fn, reps=300, warm=30):
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1e6
+
+
+def row(what, ours, theirs, target=None):
+    r = ours / theirs
+    t = "" if target is None else f"  (target <= {target}x: {'met' if r <= target else 'NOT met'})"
+    print(f"{what:<46} {ours:10.1f} us  vs {theirs:10.1f} us  ratio {r:5.2f}{t}")
+
+
+def small_op(ns):
+    print("1. exported mul on (8,) float32, called from PyTorch, vs torch.mul")
+    x = torch.rand(8, requires_grad=True)
+    y = torch.rand(8, requires_grad=True)
+    g = torch.ones(8)
+    with torch.no_grad():
+        row("forward (no grad)", median_us(lambda: ns.mul(x, y)),
+            median_us(lambda: torch.mul(x, y)), 3)
+    row("forward + backward (autograd.grad)",
+        median_us(lambda: torch.autograd.grad(ns.mul(x, y), (x, y), g)),
+        median_us(lambda: torch.autograd.grad(torch.mul(x, y), (x, y), g)), 3)
+
+
+def conv(ns):
+    print("2. exported conv2d (torch tensors) vs tapegrad's conv2d, CNN benchmark shapes")
+    rng = np.random.default_rng(0)
+    for shape, wshape in (((32, 1, 28, 28), (16, 1, 3, 3)), ((32, 16, 13, 13), (32, 16, 3, 3))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        w = rng.standard_normal(wshape).astype(np.float32)
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        gx, gw = tg.tensor(x), tg.tensor(w)
+        reps = 60
+        with torch.no_grad():
+            ours = median_us(lambda: ns.conv2d(tx, tw, None), reps, 10)
+        mine = median_us(lambda: tg.nn.functional.conv2d(gx, gw), reps, 10)
+        row(f"forward {shape}", ours, mine, 1.1)
+        txg, twg = tx.clone().requires_grad_(), tw.clone().requires_grad_()
+        gxg, gwg = tg.tensor(x, requires_grad=True), tg.tensor(w, requires_grad=True)
+        gy = np.ones((shape[0], wshape[0], shape[2] - 2, shape[3] - 2), np.float32)
+        tgy, ggy = torch.from_numpy(gy), tg.tensor(gy)
+        ours = median_us(lambda: torch.autograd.grad(ns.conv2d(txg, twg, None), (txg, twg), tgy),
+                         reps, 10)
+        mine = median_us(lambda: tg.grad(tg.nn.functional.conv2d(gxg, gwg), [gxg, gwg], ggy),
+                         reps, 10)
+        row(f"forward + backward {shape}", ours, mine, 1.1)
+
+
+def training_step():
+    print("3. a from_torch op (torch.tanh) inside a tapegrad MLP training step")
+    act = from_torch(lambda x: torch.tanh(x), name="bench_torch_tanh")
+    rng = np.random.default_rng(1)
+    X = tg.tensor(rng.standard_normal((64, 784)).astype(np.float32))
+    Y = tg.tensor(rng.integers(0, 10, 64))
+    l1, l2 = tg.nn.Linear(784, 256), tg.nn.Linear(256, 10)
+    params = list(l1.parameters()) + list(l2.parameters())
+    opt = tg.optim.SGD(params, lr=0.01)
+
+    def step(f):
+        opt.zero_grad()
+        loss = tg.nn.functional.cross_entropy(l2(f(l1(X))), Y)
+        loss.backward()
+        opt.step()
+
+    ours = median_us(lambda: step(act), 200, 20)
+    mine = median_us(lambda: step(tg.tanh), 200, 20)
+    row("step with from_torch(torch.tanh) vs tg.tanh", ours, mine)
+    print(f"{'':<46} cost of the foreign op: {ours - mine:.1f} us per step")
+    tg.ops_registry.unregister("bench_torch_tanh")
+
+
+if __name__ == "__main__":
+    print(f"torch {torch.__version__}, {THREADS} threads")
+    ns = torch_ops()
+    small_op(ns)
+    conv(ns)
+    training_step()
