@@ -53,6 +53,10 @@ def numel(input):
     return input.numel()
 
 
+_LEGACY = ("FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
+           "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor")
+
+
 def _lazy(name):
     import importlib
     return importlib.import_module(f"tapegrad.{name}")
@@ -61,12 +65,14 @@ def _lazy(name):
 def __getattr__(name):
     # subpackages that import the public API themselves load on first use
     if name in ("nn", "optim", "linalg", "fusion", "viz", "data", "examples", "profiler",
-                "distributed", "onnx"):
+                "distributed", "onnx", "autograd", "accelerator", "backends"):
         return _lazy(name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)
     if name == "profile":
         return getattr(_lazy("profiler"), "profile")
+    if name in _LEGACY:
+        return getattr(_lazy("legacy"), name)
     if name == "custom_op":
         return getattr(_lazy("custom"), "custom_op")
     raise AttributeError(f"module 'tapegrad' has no attribute {name!r}")

@@ -54,7 +54,8 @@ LAYERS = (
     # custom ops, transforms, the @fuse tracer, which traces calls of ops) and the thin
     # public namespaces over ops and devices (tg.linalg, tg.cuda)
     # tg.compile (capture and replay of whole programs) observes the core as the tracer does
-    ("autodiff", ("tapegrad.autodiff", "tapegrad.custom", "tapegrad.functional", "tapegrad.forward_ad",
+    ("autodiff", ("tapegrad.autodiff", "tapegrad.autograd", "tapegrad.legacy",
+                  "tapegrad.accelerator", "tapegrad.backends", "tapegrad.custom", "tapegrad.functional", "tapegrad.forward_ad",
                   "tapegrad.vmap",
                   "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda",
                   "tapegrad.compiler")),

@@ -17,6 +17,7 @@ from ..ops import (linear, conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_
                    gelu, softplus, tanh, sigmoid, logsigmoid, conv_transpose2d, group_norm,
                    interpolate, unfold, fold)
 from .. import ops as _ops
+from ..ops.compat import smooth_l1_loss, huber_loss, dropout2d
 from ..ops.guard import checked
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "layer_norm",
     "batch_norm", "dropout", "embedding", "scaled_dot_product_attention", "one_hot", "pad",
     "conv_transpose2d", "group_norm", "interpolate", "unfold", "fold",
+    "smooth_l1_loss", "huber_loss", "dropout2d",
     # activations
     "relu", "leaky_relu", "elu", "gelu", "silu", "mish", "softplus", "tanh", "sigmoid",
     "logsigmoid",

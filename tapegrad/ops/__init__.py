@@ -1,8 +1,9 @@
 """All ops, one module per family. This package is also the namespace ``m`` that
 vjps compute with (``ctx.m.exp(x)``), on raw arrays or on Tensors alike."""
 from . import elementwise, reduce, shape, indexing, linalg, creation, nn, activations
+from . import compat
 
-_FAMILIES = (elementwise, reduce, shape, indexing, linalg, creation, nn, activations)
+_FAMILIES = (elementwise, reduce, shape, indexing, linalg, creation, nn, activations, compat)
 
 # used by vjps through ``m`` but not part of the public ``tg.*`` namespace
 _INTERNAL = {"sum_to", "getitem", "getitem_raw", "setitem", "index_add_into",

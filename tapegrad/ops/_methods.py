@@ -183,7 +183,8 @@ def install(extra=(), methods=None):
             fn = getattr(mod, name, None)
             if fn is not None:
                 setattr(Tensor, name, fn)
-    for name, fn in list(_TABLE.items()) + list((methods or {}).items()):
+    from .compat import TABLE as compat_table  # t, narrow, new_*, type, flags...
+    for name, fn in list(_TABLE.items()) + list(compat_table.items()) + list((methods or {}).items()):
         if fn is not None:
             setattr(Tensor, name, fn)
     # a method (or alias, or dunder) that is the public function of one of these ops

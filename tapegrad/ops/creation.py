@@ -1,5 +1,6 @@
 """Creating tensors: ``tensor``, factories, random numbers, casts and copies."""
 import copy
+from collections.abc import Sequence as _Sequence
 
 import numpy as np
 
@@ -88,6 +89,8 @@ def _to_array(data, dtype, copy):
         if dtype is not None and a.dtype != dtype:
             return a.astype(dtype)
         return a.copy() if copy else a
+    if isinstance(data, _Sequence) and not isinstance(data, (list, tuple, str, bytes)):
+        data = list(data)  # a deque, a range: PyTorch takes any sequence
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
         data = _untensor(data)
     inferred = _infer_py_dtype(data) if dtype is None else dtype

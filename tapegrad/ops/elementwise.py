@@ -683,8 +683,11 @@ subtract = sub
 _BOOLS = (_dt.bool, np.dtype(bool))
 
 
-def mul(input, other):
-    """Elementwise product with broadcasting."""
+def mul(input, other, *, out=None):
+    """Elementwise product with broadcasting (``out=``: written into that tensor)."""
+    if out is not None:
+        from .compat import write_out
+        return write_out("mul", bind(MUL, input, other), out)
     return bind(MUL, input, other)
 
 

@@ -96,8 +96,12 @@ MATMUL = register(name="matmul", vmap=_vmap.matmul_rule, jvp=_jvp.multilinear, k
                   torch=lambda torch, x, other: torch.matmul(x, other))
 
 
-def matmul(input, other):
-    """Matrix product with NumPy/PyTorch semantics (1-D cases, batch broadcasting)."""
+def matmul(input, other, *, out=None):
+    """Matrix product with NumPy/PyTorch semantics (1-D cases, batch broadcasting);
+    ``out=``: written into that tensor."""
+    if out is not None:
+        from .compat import write_out
+        return write_out("matmul", bind(MATMUL, input, other), out)
     return bind(MATMUL, input, other)
 
 # ================================================================ helpers

@@ -12,6 +12,8 @@ from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
 from .rmsprop import RMSprop, Adagrad
+from .adadelta import Adadelta
 from . import lr_scheduler  # noqa: F401
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta",
+           "lr_scheduler"]

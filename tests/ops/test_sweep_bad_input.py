@@ -202,6 +202,9 @@ VALID.update({
     "argsort": ((A(3, 4),), {"dim": 1}),
     "topk": ((A(3, 4),), {"k": 2, "dim": 1}),
     "matmul": ((A(3, 4), A(4, 2)), {}),
+    "mm": ((A(3, 4), A(4, 2)), {}),
+    "t": ((A(3, 4),), {}),
+    "narrow": ((A(3, 4), 1, 1, 2), {}),
     "dot": ((A(4), A(4)), {}),
     "outer": ((A(3), A(4)), {}),
     "ger": ((A(3), A(4)), {}),
@@ -241,6 +244,9 @@ VALID.update({
     "layer_norm": ((A(3, 4), (4,)), {}),
     "batch_norm": ((A(3, 4), A(4), U(4)), {}),
     "dropout": ((A(3, 4),), {"p": 0.5}),
+    "dropout2d": ((A(2, 3, 4, 4),), {"p": 0.5}),
+    "smooth_l1_loss": ((A(3, 4), A(3, 4)), {}),
+    "huber_loss": ((A(3, 4), A(3, 4)), {}),
     "embedding": ((I([0, 2, 1]), A(4, 3)), {}),
     "scaled_dot_product_attention": ((A(1, 2, 3), A(1, 2, 3), A(1, 2, 3)), {}),
     "one_hot": ((I([0, 2, 1]),), {"num_classes": 3}),
@@ -297,8 +303,8 @@ VALUES_OK = {
 }
 
 # Ops whose results are random: compared by shape only.
-RANDOM = {"rand", "randn", "randint", "rand_like", "randn_like", "randperm", "dropout",
-          "F.dropout", "empty", "empty_like"}
+RANDOM = {"rand", "randn", "randint", "rand_like", "randn_like", "randperm", "dropout", "dropout2d",
+          "F.dropout", "F.dropout2d", "empty", "empty_like"}
 
 # The op an alias's messages may name instead of its own.
 ALIASES = {

@@ -1,0 +1,299 @@
+"""PyTorch's everyday names that are spellings of other ops: ``t``, ``mm``, ``narrow``
+(composites, in the registry), the ``new_*`` constructors, ``Tensor.type``, the
+device flags PyTorch programs test (``is_xpu``...), ``format()`` of a 0-d tensor, and
+``write_out``, PyTorch's ``out=`` rule for the ops that take it.
+
+Layering: compat sits on top of the op families (it imports them; none imports it).
+"""
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import devices as _devices
+from .._util import normalize_dim, op_error, require_floating, dtype_kind
+from ..devices import xp_of
+from ..tensor import Tensor, buffer
+from ..grad_mode import is_grad_enabled
+from ._decl import composite, Sample, TensorSpec, rand
+from . import creation as C, shape as S, linalg as L, indexing as I, elementwise as E
+from .nn import loss as _loss
+
+__all__ = ["t", "mm", "narrow"]
+
+
+def _tensors(name, **args):
+    """A TypeError naming the argument for anything without a shape (None, a list)."""
+    for pname, v in args.items():
+        if not hasattr(v, "shape") or isinstance(v, np.generic):
+            raise TypeError(f"{name}: argument '{pname}' must be a Tensor, not "
+                            f"{type(v).__name__}")
+
+
+# ------------------------------------------------------------------ t
+def t(input):
+    """The transpose of a tensor of at most 2 dimensions (0-D and 1-D as they are)."""
+    _t_infer(input)
+    return S.transpose(input) if input.ndim == 2 else input
+
+
+def _t_infer(x):
+    _tensors("t", input=x)
+    if len(x.shape) > 2:
+        raise op_error("t", f"expects a tensor with <= 2 dimensions, but self is "
+                            f"{len(x.shape)}D", RuntimeError)
+    return TensorSpec(tuple(x.shape[::-1]), x.dtype)
+
+
+composite(t, infer=_t_infer, args=("input",),
+          samples=lambda dtype=np.float64: [Sample((rand((3, 5), dtype),)),
+                                            Sample((rand((4,), dtype),)),
+                                            Sample((rand((), dtype),))],
+          error_samples=lambda: [((rand((2, 3, 4)),), {}, RuntimeError)],
+          torch=lambda torch, x: torch.t(x))
+
+
+# ------------------------------------------------------------------ mm
+def mm(input, mat2):
+    """Matrix product of two 2-D tensors (no broadcasting: see ``matmul``)."""
+    _mm_check(input, mat2)
+    return L.matmul(input, mat2)
+
+
+def _mm_check(a, b):
+    _tensors("mm", input=a, mat2=b)
+    for name, x in (("self", a), ("mat2", b)):
+        if len(x.shape) != 2:
+            raise op_error("mm", f"{name} must be a matrix, got a {len(x.shape)}-D tensor of "
+                                 f"shape {tuple(x.shape)}", RuntimeError)
+    if a.shape[1] != b.shape[0]:
+        raise op_error("mm", f"mat1 and mat2 shapes cannot be multiplied "
+                             f"({a.shape[0]}x{a.shape[1]} and {b.shape[0]}x{b.shape[1]})",
+                       RuntimeError)
+
+
+def _mm_infer(a, b):
+    _mm_check(a, b)
+    dt = np.result_type(getattr(a.dtype, "np", a.dtype), getattr(b.dtype, "np", b.dtype))
+    return TensorSpec((a.shape[0], b.shape[1]), dt)
+
+
+composite(mm, infer=_mm_infer, args=("input", "mat2"),
+          samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype), rand((4, 5), dtype))),
+                                            Sample((rand((1, 2), dtype), rand((2, 1), dtype)))],
+          error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError),
+                                 ((rand((3, 4, 2)), rand((2, 2))), {}, RuntimeError),
+                                 ((rand((4,)), rand((4, 2))), {}, RuntimeError)],
+          torch=lambda torch, a, b: torch.mm(a, b))
+
+
+# ------------------------------------------------------------------ narrow
+def narrow(input, dim, start, length):
+    """``input`` along ``dim`` from ``start`` (negative counts from the end) for
+    ``length`` elements: a view, as ``input[..., start:start + length, ...]``."""
+    _tensors("narrow", input=input)
+    d, s = _narrow_args(input.shape, dim, start, length)
+    index = (slice(None),) * d + (slice(s, s + length),)
+    return I.getitem(input, index)
+
+
+def _narrow_args(shape, dim, start, length):
+    if len(shape) == 0:
+        raise op_error("narrow", "cannot be applied to a 0-dim tensor.", RuntimeError)
+    d = normalize_dim("narrow", dim, len(shape))
+    if isinstance(start, Tensor):
+        start = start.item()
+    for name, v in (("start", start), ("length", length)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise op_error("narrow", f"{name} must be an int, got {v!r}", TypeError)
+    size = shape[d]
+    if not -size <= start <= size:
+        raise op_error("narrow", f"start out of range (expected to be in range of [{-size}, "
+                                 f"{size}], but got {start})", IndexError)
+    if start < 0:
+        start += size
+    if length < 0:
+        raise op_error("narrow", "length must be non-negative.", RuntimeError)
+    if start + length > size:
+        raise op_error("narrow", f"start ({start}) + length ({length}) exceeds dimension "
+                                 f"size ({size}).", RuntimeError)
+    return d, int(start)
+
+
+def _narrow_infer(x, dim, start, length):
+    d, _ = _narrow_args(x.shape, dim, start, length)
+    shape = list(x.shape)
+    shape[d] = length
+    return TensorSpec(tuple(shape), x.dtype)
+
+
+composite(narrow, infer=_narrow_infer, args=("input",),
+          samples=lambda dtype=np.float64: [
+              Sample((rand((4, 6), dtype),), {"dim": 1, "start": 2, "length": 3}),
+              Sample((rand((5, 2, 3), dtype),), {"dim": 0, "start": -3, "length": 2}),
+              Sample((rand((5,), dtype),), {"dim": -1, "start": 1, "length": 0})],
+          error_samples=lambda: [((rand((4, 6)),), {"dim": 1, "start": 4, "length": 3},
+                                  RuntimeError),
+                                 ((rand((4, 6)),), {"dim": 2, "start": 0, "length": 1},
+                                  IndexError),
+                                 ((rand((4, 6)),), {"dim": 0, "start": 9, "length": 1},
+                                  IndexError)],
+          torch=lambda torch, x, dim, start, length: torch.narrow(x, dim, start, length))
+
+
+# ------------------------------------------------------------------ out=
+def write_out(name, result, out):
+    """PyTorch's ``out=``: ``result`` copied into ``out`` (resized if its shape differs,
+    cast if the result's dtype can be cast to out's kind), ``out`` returned. Refused
+    when recording (out= does not differentiate) or for a lossy cast."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if is_grad_enabled() and (result.requires_grad or out.requires_grad):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires grad.")
+    rk, ok = result.dtype.np.kind, out.dtype.np.kind
+    order = "biuf"
+    if order.index(rk if rk in order else "f") > order.index(ok if ok in order else "f"):
+        raise RuntimeError(f"{name}(): result type {result.dtype} can't be cast to the desired "
+                           f"output type {out.dtype}")
+    if tuple(out.shape) != tuple(result.shape):  # resized, its old data discarded
+        out.data = C.empty(tuple(result.shape), dtype=out.dtype, device=out.device)
+    out.copy_(result)
+    return out
+
+
+# ------------------------------------------------------------------ methods
+def _new(fill):
+    def method(self, *size, dtype=None, device=None, requires_grad=False, **kw):
+        if len(size) == 1 and isinstance(size[0], (tuple, list)):
+            size = tuple(size[0])
+        if fill == "full":
+            size, value = size[0], size[1]
+            size = tuple(size) if isinstance(size, (tuple, list)) else (size,)
+            t = C.full(size, value, dtype=dtype or self.dtype, device=device or self.device)
+        else:
+            make = C.zeros if fill == 0 else C.ones if fill == 1 else C.empty
+            t = make(size, dtype=dtype or self.dtype, device=device or self.device)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+    method.__name__ = "new_" + {0: "zeros", 1: "ones", "e": "empty", "full": "full"}[fill]
+    return method
+
+
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    """A new tensor of ``data`` with this tensor's dtype and device by default."""
+    if isinstance(data, Tensor):
+        data = data.detach()
+    return C.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+                    requires_grad=requires_grad)
+
+
+_LEGACY = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+           "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
+           "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+
+
+def type_(self, dtype=None, non_blocking=False, **kwargs):
+    """``t.type()``: PyTorch's type string (``'torch.FloatTensor'``); ``t.type(dtype)``
+    (a dtype, a legacy class such as ``tg.FloatTensor``, or its string): a cast."""
+    if dtype is None:
+        name = _LEGACY.get(self.dtype.name, "Tensor")
+        return f"torch.{'cuda.' if self.device.type == 'cuda' else ''}{name}"
+    if isinstance(dtype, str):
+        key = dtype.rsplit(".", 1)[-1]
+        by_name = {v: k for k, v in _LEGACY.items()}
+        if key not in by_name:
+            raise ValueError(f"type: invalid type: {dtype!r}")
+        dtype = getattr(_dt, by_name[key])
+    else:
+        dtype = getattr(dtype, "dtype", dtype)  # a legacy class: its dtype
+    return C.to(self, dtype=dtype)
+
+
+def _format(self, spec):
+    """``format(t, '+.2f')``: a 0-d tensor formats as its number (PyTorch's rule)."""
+    if self.ndim == 0:
+        return self.item().__format__(spec)
+    return object.__format__(self, spec)
+
+
+def _false(self):
+    return False
+
+
+_FLAGS = ("is_xpu", "is_mps", "is_meta", "is_sparse", "is_sparse_csr", "is_quantized",
+          "is_mkldnn", "is_vulkan", "is_ipu", "is_hpu", "is_mtia", "is_nested", "is_maia")
+
+TABLE = dict({"t": t, "mm": mm, "narrow": narrow, "new_zeros": _new(0), "new_ones": _new(1),
+              "new_empty": _new("e"), "new_full": _new("full"), "new_tensor": new_tensor,
+              "type": type_, "__format__": _format},
+             **{f: property(_false) for f in _FLAGS})
+
+
+# ------------------------------------------------------------------ losses, dropout2d
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input -
+    target``); ``beta=0`` is ``l1_loss``, as PyTorch."""
+    if beta < 0:
+        raise op_error("smooth_l1_loss", "smooth_l1_loss does not support negative values "
+                                         "for beta.", RuntimeError)
+    if beta == 0:
+        return _loss.l1_loss(input, target, reduction=reduction)
+    _loss._same_shape("smooth_l1_loss", input, target)
+    input, target = _bool_as_number(input, target)
+    d = input - target
+    z = E.abs(d)
+    loss = E.where(z < beta, (0.5 / beta) * d * d, z - 0.5 * beta)
+    return _loss._reduce("smooth_l1_loss", loss, reduction)
+
+
+def _bool_as_number(input, target):
+    """A bool operand computes as 0/1 in the other's dtype (as PyTorch's losses)."""
+    if dtype_kind(input) == "b":
+        input = input.to(target.dtype if dtype_kind(target) not in ("b", None)
+                         else _dt.get_default_dtype())
+    if dtype_kind(target) == "b":
+        target = target.to(input.dtype)
+    return input, target
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``, as PyTorch."""
+    if delta <= 0:
+        raise op_error("huber_loss", f"huber_loss does not support non-positive values for "
+                                     f"delta, got {delta}", RuntimeError)
+    _loss._same_shape("huber_loss", input, target)
+    require_floating("huber_loss", input, cls=RuntimeError)
+    input, target = _bool_as_number(input, target)
+    d = input - target
+    z = E.abs(d)
+    loss = E.where(z < delta, 0.5 * d * d, delta * (z - 0.5 * delta))
+    if weight is not None:
+        loss = loss * weight
+    return _loss._reduce("huber_loss", loss, reduction)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels (dim 1 of ``(N, C, H, W)``, or of ``(N, C, L)`` as PyTorch
+    reads a 3-D input) with probability ``p``, scaling the rest by ``1/(1-p)``; drawn
+    from tapegrad's seeded generator."""
+    if not 0.0 <= p <= 1.0:
+        raise op_error("dropout2d", f"dropout probability has to be between 0 and 1, but "
+                                    f"got {p}")
+    if not training or p == 0.0:
+        return input
+    if input.ndim < 2:
+        raise op_error("dropout2d", f"expects a 3-D (N, C, L) or 4-D (N, C, H, W) input, "
+                                    f"got {input.ndim}-D", RuntimeError)
+    require_floating("dropout2d", input, cls=RuntimeError)
+    x = buffer(input)
+    _devices.check_alloc("dropout2d", tuple(x.shape), x.dtype)  # the output, before drawing
+    shape = tuple(x.shape[:2]) + (1,) * (x.ndim - 2)
+    if p == 1.0:
+        mask = xp_of(x).zeros(shape, dtype=x.dtype)
+    else:
+        keep = C.generator().random(shape) >= p
+        mask = xp_of(x).asarray((keep / (1.0 - p)).astype(x.dtype))
+    if inplace:
+        input.mul_(Tensor(mask))
+        return input
+    return input * mask
