@@ -51,6 +51,7 @@ class FunctionCtx:
         self._dirty = ()
         self._outs = None  # the recorded outputs (to give saved outputs back)
         self._used = False
+        self._saved_fwd = None
 
     def save_for_backward(self, *tensors):
         """Keep ``tensors`` (or ``None``) for ``backward``; read them as ``saved_tensors``.
@@ -85,6 +86,12 @@ class FunctionCtx:
                     f"in place, or clone() it before the in-place change")
             out.append(t)
         return tuple(out)
+
+    def save_for_forward(self, *tensors):
+        """Keep ``tensors`` for ``jvp`` (read there as ``saved_tensors``)."""
+        saved = self._saved
+        self.save_for_backward(*tensors)
+        self._saved_fwd, self._saved = self._saved, saved
 
     def mark_non_differentiable(self, *tensors):
         """Outputs that get no gradient (they do not require grad; their gradient in
@@ -143,6 +150,11 @@ class Function(metaclass=_FunctionMeta):
 
     vjp = backward
 
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
     def __init__(self, *args, **kwargs):
         pass
 
@@ -169,6 +181,8 @@ def _apply(cls, args):
     grad_on = _state.grad_enabled
     tpos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     ctx._arg_is_tensor = tuple(isinstance(a, Tensor) for a in args)
+    ctx._args_meta = tuple((tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None
+                           for a in args)
     ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad
                                  for a in args)
     with no_grad():
@@ -183,7 +197,8 @@ def _apply(cls, args):
     if not opos:
         raise TypeError(f"{cls.__name__}.forward must return a Tensor or a tuple with at "
                         f"least one Tensor, got {type(out).__name__}")
-    if not grad_on or (not any(ctx.needs_input_grad) and not _state.tapes and not _state.dual):
+    if not _state.dual and (not grad_on or (not any(ctx.needs_input_grad)
+                                            and not _state.tapes)):
         return out  # nothing records: forward's outputs as they are
     # saved outputs are given back as the recorded ones (no cycle through the node)
     if ctx._saved is not None:
@@ -236,8 +251,13 @@ def _make_op(cls, nin, nout):
         call = node_ctx.attrs["fctx"]
         return _run_backward(cls, call, g if nout > 1 else (g,), nin)
 
+    op_jvp = None
+    if cls.jvp is not Function.jvp:
+        def op_jvp(jctx, *tangents):
+            return _run_jvp(cls, jctx.attrs["fctx"], tangents, nout)
+
     op = OpDef(name=name, kernel=kernel, infer=infer, args=tuple(f"x{i}" for i in range(nin)),
-               vjp=vjp, saves=(), nout=nout, infer_first=False,
+               vjp=vjp, jvp=op_jvp, saves=(), nout=nout, infer_first=False,
                samples=lambda dtype=None: [], doc=cls.__doc__ or "")
     op._custom = True
     validate(op)
@@ -286,6 +306,32 @@ def _run_backward(cls, call, gs, nin):
                             f"at position {i + 1}; expected a Tensor or None")
         out.append(None if r is None else (r if traced else buffer(r)))
     return tuple(out)
+
+
+def _run_jvp(cls, call, tangents, nout):
+    """Forward mode: ``cls.jvp(ctx, *tangents)``, one tangent per forward argument (None
+    for a non-tensor, zeros for a tensor without one), giving one per output."""
+    ctx = call.ctx
+    it = iter(tangents)
+    full = []
+    for is_t, shape_src in zip(ctx._arg_is_tensor, ctx._args_meta):
+        if not is_t:
+            full.append(None)
+            continue
+        t = next(it)
+        full.append(t if t is not None else zeros(shape_src[0], dtype=shape_src[1]))
+    saved = ctx._saved
+    ctx._saved = ctx._saved_fwd if ctx._saved_fwd is not None else saved
+    try:
+        res = cls.jvp(ctx, *full)
+    finally:
+        ctx._saved = saved
+    if not isinstance(res, tuple):
+        res = (res,)
+    if len(res) != nout:
+        raise RuntimeError(f"function {cls.__name__}.jvp returned {len(res)} tangents for "
+                           f"{nout} outputs")
+    return tuple(None if nd else r for r, nd in zip(res, call.non_diff))
 
 
 def once_differentiable(fn):

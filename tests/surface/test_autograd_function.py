@@ -277,3 +277,42 @@ def test_backward_twice_without_retain_is_refused():
     y.backward(retain_graph=True)
     y.backward()
     np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp([1.0, 2.0]))
+
+
+def _with_jvp(lib):
+    class ScaledExp(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            y = (x * k).exp()
+            ctx.save_for_backward(y)
+            ctx.save_for_forward(y)
+            ctx.k = k
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            y, = ctx.saved_tensors
+            return g * y * ctx.k, None
+
+        @staticmethod
+        def jvp(ctx, tx, tk):
+            y, = ctx.saved_tensors
+            return tx * y * ctx.k
+    return ScaledExp
+
+
+def test_forward_mode_jvp_vs_torch():
+    import torch.autograd.forward_ad as tfwd
+    x0, t0 = RNG.standard_normal(4), RNG.standard_normal(4)
+    F1, F2 = _with_jvp(tg), _with_jvp(torch)
+    with tg.forward_ad.dual_level():
+        y = F1.apply(tg.forward_ad.make_dual(tg.tensor(x0), tg.tensor(t0)), 1.5)
+        p, tan = tg.forward_ad.unpack_dual(y)
+    with tfwd.dual_level():
+        ty = F2.apply(tfwd.make_dual(torch.tensor(x0), torch.tensor(t0)), 1.5)
+        tp, ttan = tfwd.unpack_dual(ty)
+    _close(p, tp)
+    _close(tan, ttan)
+    with tg.forward_ad.dual_level():  # no jvp declared: a clear error
+        with pytest.raises(RuntimeError, match="forward-mode"):
+            TG[1].apply(tg.forward_ad.make_dual(tg.tensor(x0), tg.tensor(t0)))
