@@ -26,9 +26,10 @@ _STRIP = ("alloc", "workspace", "out")
 
 class AdjointCtx:
     """What ``op.vjp`` sees (the fields of the walker's ``Ctx``), over foreign arrays."""
-    __slots__ = ("inputs", "out", "attrs", "shapes", "dtypes", "needs_input_grad", "m", "node")
+    __slots__ = ("inputs", "out", "attrs", "shapes", "dtypes", "needs_input_grad", "m", "node",
+                 "op")
 
-    def __init__(self, inputs, out, attrs, shapes, dtypes, needs, m):
+    def __init__(self, inputs, out, attrs, shapes, dtypes, needs, m, op=None):
         self.inputs = inputs
         self.out = out
         self.attrs = attrs
@@ -37,13 +38,14 @@ class AdjointCtx:
         self.needs_input_grad = needs
         self.m = m
         self.node = None
+        self.op = op
 
 
 class AdjointNamespace:
     """``ctx.m`` for an export: tapegrad's op functions on the framework's arrays.
 
     ``fw`` (the framework adapter) gives ``is_array(x)``, ``stand_in(x)`` (a NumPy
-    array for tapegrad to see), ``constant(ndarray)`` (a foreign array of a value
+    array for tapegrad to see), ``plain(v)`` (any other value as tapegrad takes it), ``constant(ndarray)`` (a foreign array of a value
     computed on the host) and ``call(op, args, attrs)`` (the exported op: foreign
     arrays out, one or a tuple)."""
 
@@ -74,7 +76,7 @@ def _bridged(fw, name, target):
                 return s
             if type(v) is tuple or type(v) is list:
                 return type(v)(down(x) for x in v)
-            return v
+            return fw.plain(v)  # a framework's dtype object: NumPy's
 
         def observer(op, kernel, *arrays, **kw):
             mapped = []

@@ -215,6 +215,10 @@ class _JaxFramework:
         return np.asarray(x).view()
 
     @staticmethod
+    def plain(v):
+        return v
+
+    @staticmethod
     def constant(a):
         if isinstance(a, _Symbolic):
             raise RuntimeError("interop (JAX): the adjoint computed a value from a traced "

@@ -59,6 +59,13 @@ def to_numpy(t, op_name="interop", what="input"):
     if t.device.type != "cpu":
         raise RuntimeError(f"{op_name}: {what} is on {t.device}; this export computes on the "
                            f"CPU (tapegrad's NumPy arrays): move it with .cpu()")
+    ft = _torch._C._functorch
+    if ft.maybe_current_level() is not None:  # inside a torch.func transform
+        while ft.is_functorch_wrapped_tensor(t):
+            t = ft.get_unwrapped(t)
+        with _torch._C._DisableFuncTorch():  # the plain tensor's own memory
+            t = t.detach()
+            return t.numpy() if t.dtype in _T2NP else _dlpack.import_array(t)
     if t.requires_grad:
         t = t.detach()
     if t.dtype in _T2NP:
@@ -174,10 +181,20 @@ def call(op, args, attrs):
     args = _check_args(op, args)
     attrs = {k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()}
     args = _promote(op, args)
-    if op.differentiable and torch.is_grad_enabled() and any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+    if op.differentiable and (torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args) or _forward_mode(args)):
         return _Apply.apply(_Call(op, attrs), *args)
     return _forward(op, args, attrs)[0]
+
+
+def _forward_mode(args):
+    """Whether a tangent may ride on the inputs: torch.func's transforms (wrapped
+    tensors) or an open ``torch.autograd.forward_ad`` dual level."""
+    torch = _torch
+    if torch.autograd.forward_ad._current_level >= 0:
+        return True
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    return any(isinstance(a, torch.Tensor) and wrapped(a) for a in args)
 
 
 def _forward(op, args, attrs):
@@ -259,24 +276,63 @@ def _make_apply():
 
     class Apply(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, c, *args):
+        def forward(c, *args):
+            return _forward(c.op, list(args), c.attrs)[0]
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            c, args = inputs[0], inputs[1:]
             op = c.op
             ctx.set_materialize_grads(False)
-            res, raw = _forward(op, list(args), c.attrs)
-            outs = res if op.nout > 1 else (res,)
+            outs = output if op.nout > 1 else (output,)
             ctx.c = c
-            ctx.shapes = tuple(tuple(a.shape) if isinstance(a, np.ndarray) else () for a in raw)
-            ctx.dtypes = tuple(a.dtype if isinstance(a, np.ndarray) else None for a in raw)
+            ctx.shapes = tuple(tuple(a.shape) if isinstance(a, (torch.Tensor, np.ndarray))
+                               else () for a in args)
+            ctx.dtypes = tuple(numpy_dtype(a.dtype) if isinstance(a, torch.Tensor) else
+                               (a.dtype if isinstance(a, np.ndarray) else None) for a in args)
             ctx.others = [None if isinstance(a, torch.Tensor) else a for a in args]
             keep = [a if (i in op.save_idx and isinstance(a, torch.Tensor)) else None
                     for i, a in enumerate(args)]
             if op.save_out:
                 keep += list(outs)
             ctx.save_for_backward(*keep)
+            if op.jvp is not None:  # forward mode: every input and the output
+                ctx.save_for_forward(*[a if isinstance(a, torch.Tensor) else None
+                                       for a in args], *outs)
             nd = [o for o in outs if not o.is_floating_point()]
             if nd:
                 ctx.mark_non_differentiable(*nd)
-            return res
+
+        @staticmethod
+        def jvp(ctx, c_t, *tangents):
+            """Forward mode: the registry's jvp rule, computed with the exported ops."""
+            c = ctx.c
+            op = c.op
+            saved = ctx.saved_tensors
+            n = len(ctx.others)
+            inputs = [saved[i] if saved[i] is not None else ctx.others[i] for i in range(n)]
+            outs = saved[n:]
+            tangents = [t if isinstance(t, torch.Tensor) and i < n and
+                        isinstance(inputs[i], torch.Tensor) and inputs[i].is_floating_point()
+                        else None for i, t in enumerate(tangents)]
+            actx = _bridge.AdjointCtx(inputs, outs if op.nout > 1 else outs[0], c.attrs,
+                                      ctx.shapes, ctx.dtypes,
+                                      tuple(t is not None for t in tangents), M, op)
+            res = op.jvp(actx, *tangents)
+            res = res if isinstance(res, tuple) else (res,)
+            fitted = []
+            for r, o in zip(res, outs):
+                if not o.is_floating_point():
+                    fitted.append(None)
+                    continue
+                if r is None:
+                    r = torch.zeros_like(o)
+                elif not isinstance(r, torch.Tensor):
+                    r = torch.as_tensor(np.asarray(r), dtype=o.dtype)
+                if tuple(r.shape) != tuple(o.shape):
+                    r = r.expand(o.shape) if r.dim() <= o.dim() else r.reshape(o.shape)
+                fitted.append(r.to(o.dtype) if r.dtype != o.dtype else r)
+            return tuple(fitted) if op.nout > 1 else fitted[0]
 
         @staticmethod
         def backward(ctx, *gs):
@@ -347,6 +403,10 @@ class _TorchFramework:
     @staticmethod
     def constant(a):
         return from_numpy(a)
+
+    @staticmethod
+    def plain(v):
+        return _T2NP.get(v, v) if isinstance(v, _torch.dtype) else v
 
     @staticmethod
     def call(op, args, attrs):
