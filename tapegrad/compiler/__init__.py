@@ -220,17 +220,16 @@ def _key(args, kwargs):
 
 
 def _rebuild(o, res):
-    it = iter(res)
-
-    def walk(o):
-        tag, v = o
-        if tag == "tensor":
-            return wrap(next(it))
-        if tag == "lit":
-            return v
-        if tag is dict:
-            return {k: walk(x) for k, x in v}
-        return tag(walk(x) for x in v)
-    return walk(o)
+    """The function's output structure with the replay's arrays as Tensors."""
+    return _walk(o, iter(res))
 
 
+def _walk(o, it):  # (a module-level function: a recursive closure is a reference cycle)
+    tag, v = o
+    if tag == "tensor":
+        return wrap(next(it))
+    if tag == "lit":
+        return v
+    if tag is dict:
+        return {k: _walk(x, it) for k, x in v}
+    return tag(_walk(x, it) for x in v)
