@@ -2,16 +2,20 @@
 parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse`` ...), gate layouts
 (LSTM: i, f, g, o; GRU: r, z, n) and initialisation U(-1/sqrt(H), 1/sqrt(H)).
 
-A layer's input projection runs as one matmul over the whole sequence; each step then
-does one matmul with the hidden state and one fused elementwise kernel for the gate
-arithmetic (``@fuse``: the input and hidden gate pre-activations added, the
+A layer's input projection runs as one matmul over the whole sequence, cut once into
+per-step gate pieces; each step then does one matmul with the hidden state, one cut
+of it into gates and one fused elementwise kernel for the gate arithmetic (``@fuse``: the input and hidden gate pre-activations added, the
 sigmoids and tanhs, the new cell and hidden state, forward and backward each one
 compiled loop, recorded as one tape entry).
 """
 import math
 
+from ..devices import xp_of
+from ..dispatch import bind
 from ..ops import (cat, flip, matmul, relu, sigmoid, stack, tanh, unsqueeze, squeeze,
                    zeros, empty)
+from ..ops_registry import OpDef, TensorSpec
+from ..ops_registry.opdef import validate
 from ..tensor import Tensor
 from ..tracing import fuse
 from . import functional as F
@@ -41,31 +45,116 @@ def _gru_gates(xr, xz, xn, hr, hz, hn, h):
     return n + z * (h - n)
 
 
-def _chunks(t, k, H):
-    return [t[..., j * H:(j + 1) * H] for j in range(k)]
+# ---------------------------------------------------------------- pieces as one node
+_PIECES = {}
+
+
+def _pieces_op(n, axis, keep):
+    """One recorded node that cuts a tensor into ``n`` equal contiguous pieces along
+    ``axis`` (``keep=False``: the axis has size ``n`` and is dropped, as ``unbind``).
+
+    ``tg.chunk``/``tg.unbind`` are ``n`` getitems, and each getitem's adjoint
+    scatters into zeros of the whole input: over a sequence of T steps that is T
+    whole-sized gradients. Here the adjoint is one ``cat``/``stack`` of the pieces'
+    gradients. Not a public op (its number of outputs is per call), so not
+    registered: an OpDef like the registry's, validated the same way.
+    """
+    key = (n, axis, keep)
+    op = _PIECES.get(key)
+    if op is not None:
+        return op
+
+    def cut(x):
+        size = x.shape[axis] // n
+        idx = [slice(None)] * x.ndim
+        out = []
+        for k in range(n):
+            idx[axis] = slice(k * size, (k + 1) * size) if keep else k
+            out.append(x[tuple(idx)])
+        return out
+
+    def kernel(x):
+        xp = xp_of(x)
+        return tuple(xp.ascontiguousarray(p) for p in cut(x))
+
+    def infer(x):
+        shape = list(x.shape)
+        if keep:
+            shape[axis] //= n
+        else:
+            del shape[axis]
+        return tuple(TensorSpec(tuple(shape), x.dtype) for _ in range(n))
+
+    def vjp(ctx, g):
+        g = list(g)
+        some = next(t for t in g if t is not None)
+        g = [ctx.m.zeros_like(some) if t is None else t for t in g]
+        return (ctx.m.cat(g, dim=axis) if keep else ctx.m.stack(g, dim=axis),)
+
+    def jvp(ctx, xt):
+        return tuple(bind(op, xt)) if xt is not None else (None,) * n
+
+    op = OpDef(name=f"pieces{n}" if keep else f"steps{n}", kernel=kernel, infer=infer,
+               args=("x",), vjp=vjp, jvp=jvp, nout=n, samples=lambda dtype=None: [],
+               torch=lambda *a, **k: None)
+    validate(op)
+    _PIECES[key] = op
+    return op
+
+
+def _cut(x, n, axis, keep=True):
+    if n == 1:
+        return [x] if keep else [x[0] if axis == 0 else squeeze(x, axis)]
+    return list(bind(_pieces_op(n, axis % x.ndim, keep), x))
+
+
+def _rnn_step(xg, h, w_hhT, nonlinearity):
+    pre = xg + matmul(h, w_hhT)
+    return tanh(pre) if nonlinearity == "tanh" else relu(pre)
+
+
+def _layer(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, nonlinearity="tanh"):
+    """One direction of one layer over the whole sequence: ``(outputs (T, B, H), h,
+    c)``. The input projection is one matmul over all steps, cut once into per-step,
+    per-gate contiguous pieces; each step is then a matmul with the hidden state, one
+    cut of its result into gates, and the fused gate kernel."""
+    T = x.shape[0]
+    k = {"LSTM": 4, "GRU": 3}.get(mode, 1)
+    xg = F.linear(x, w_ih, b_ih)                    # (T, B, k * H)
+    if b_hh is not None and mode != "GRU":          # b_hh folds into the input side
+        xg = xg + b_hh
+    w_hhT = w_hh.T
+    if reverse:
+        xg = flip(xg, (0,))
+    gates = [_cut(p, T, 0, keep=False) for p in _cut(xg, k, -1)]   # [gate][t]: (B, H)
+    outs = []
+    for t in range(T):
+        hg = matmul(h, w_hhT)
+        if mode == "LSTM":
+            h, c = _lstm_gates(*(g[t] for g in gates), *_cut(hg, 4, -1), c)
+        elif mode == "GRU":
+            if b_hh is not None:
+                hg = hg + b_hh
+            h = _gru_gates(*(g[t] for g in gates), *_cut(hg, 3, -1), h)
+        else:
+            h = _rnn_step(gates[0][t], h, w_hhT, nonlinearity)
+        outs.append(h)
+    out = stack(outs, 0)
+    return (flip(out, (0,)) if reverse else out), h, c
 
 
 def _lstm_step(xg, h, c, w_hh, b_hh):
     hg = matmul(h, w_hh.T)
     if b_hh is not None:
         hg = hg + b_hh
-    H = h.shape[-1]
-    return _lstm_gates(*_chunks(xg, 4, H), *_chunks(hg, 4, H), c)
+    return _lstm_gates(*_cut(xg, 4, -1), *_cut(hg, 4, -1), c)
 
 
 def _gru_step(xg, h, w_hh, b_hh):
     hg = matmul(h, w_hh.T)
     if b_hh is not None:
         hg = hg + b_hh
-    H = h.shape[-1]
-    return _gru_gates(*_chunks(xg, 3, H), *_chunks(hg, 3, H), h)
-
-
-def _rnn_step(xg, h, w_hh, b_hh, nonlinearity):
-    pre = xg + matmul(h, w_hh.T)
-    if b_hh is not None:
-        pre = pre + b_hh
-    return tanh(pre) if nonlinearity == "tanh" else relu(pre)
+    return _gru_gates(*_cut(xg, 3, -1), *_cut(hg, 3, -1), h)
 
 
 # ---------------------------------------------------------------- layers
@@ -189,23 +278,15 @@ class RNNBase(Module):
             for d in range(dirs):
                 k = layer * dirs + d
                 w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
-                xg = F.linear(x, w_ih, b_ih)              # (T, B, gates): one matmul
-                if d:
-                    xg = flip(xg, (0,))
-                h = h0[k]
-                c = c0[k] if lstm else None
-                steps = []
-                for t in range(T):
-                    if lstm:
-                        h, c = _lstm_step(xg[t], h, c, w_hh, b_hh)
-                    elif self.mode == "GRU":
-                        h = _gru_step(xg[t], h, w_hh, b_hh)
-                    else:
-                        h = _rnn_step(xg[t], h, w_hh, b_hh, self.nonlinearity)
-                    steps.append(h)
-                out = stack(steps, 0) if T else zeros((0, B, self.hidden_size),
-                                                      dtype=input.dtype, device=input.device)
-                outs.append(flip(out, (0,)) if d else out)
+                if T == 0:
+                    out = zeros((0, B, self.hidden_size), dtype=input.dtype,
+                                device=input.device)
+                    h, c = h0[k], (c0[k] if lstm else None)
+                else:
+                    out, h, c = _layer("LSTM" if lstm else self.mode, x, h0[k],
+                                       c0[k] if lstm else None, w_ih, w_hh, b_ih, b_hh, d == 1,
+                                       getattr(self, "nonlinearity", "tanh"))
+                outs.append(out)
                 h_n.append(h)
                 if lstm:
                     c_n.append(c)
@@ -322,8 +403,10 @@ class RNNCell(RNNCellBase):
     def forward(self, input, hx=None):
         input, batched = self._prep(input, hx)
         h = self._state(hx, input, batched)
-        h = _rnn_step(F.linear(input, self.weight_ih, self.bias_ih), h, self.weight_hh,
-                      self.bias_hh, self.nonlinearity)
+        xg = F.linear(input, self.weight_ih, self.bias_ih)
+        if self.bias_hh is not None:
+            xg = xg + self.bias_hh
+        h = _rnn_step(xg, h, self.weight_hh.T, self.nonlinearity)
         return h if batched else squeeze(h, 0)
 
 

@@ -234,3 +234,19 @@ def test_transformer_dropout_train_vs_eval():
     assert not np.allclose(a, b) and np.array_equal(b, c)
     with pytest.raises(RuntimeError, match="relu/gelu"):
         tg.nn.TransformerEncoderLayer(8, 2, activation="swish")
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_recurrent_higher_order_and_forward_mode(kind):
+    """Second-order gradients (the per-step cuts and the fused gates differentiate
+    again) and forward mode (their jvp rules) against finite differences."""
+    m = getattr(tg.nn, kind)(2, 3, bidirectional=True).double()
+    x = tg.tensor(_x(3, 2, 2), requires_grad=True)
+    f = lambda v: m(v)[0]  # noqa: E731
+    assert tg.testing.gradcheck(f, (x,))
+    assert tg.testing.gradgradcheck(f, (x,))
+    t = tg.tensor(_x(3, 2, 2, seed=5))
+    _, jt = tg.functional.jvp(f, (x.detach(),), (t,))
+    h = 1e-6
+    fd = (f(x.detach() + h * t) - f(x.detach() - h * t)) / (2 * h)
+    np.testing.assert_allclose(jt.detach().numpy(), fd.detach().numpy(), rtol=1e-5, atol=1e-7)
