@@ -6,6 +6,7 @@ import copy
 
 import numpy as np
 
+from ..dtypes import get_default_dtype
 from ..ops import tensor
 from . import functional as F
 from .attention import MultiheadAttention
@@ -20,7 +21,7 @@ __all__ = ["TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderL
 def generate_square_subsequent_mask(sz, device=None, dtype=None):
     """An (sz, sz) float mask with ``-inf`` above the diagonal and 0 elsewhere."""
     m = np.triu(np.full((sz, sz), -np.inf), 1)
-    return tensor(m, dtype=dtype, device=device)
+    return tensor(m, dtype=dtype or get_default_dtype(), device=device)
 
 
 def _activation(act):
