@@ -111,27 +111,71 @@ def bad_broadcast(*extra):
 
 
 __all__ = ["rand", "away_from", "elementwise_infer", "one_dtype", "unary_samples", "binary_samples",
-           "bad_broadcast", "register", "Sample", "TensorSpec", "op_error"]
+           "bad_broadcast", "register", "Sample", "TensorSpec", "op_error", "composite", "alias"]
 
 
 def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, reference=None,
-              error_samples=None, nout=1, differentiable=True, doc=""):
+              error_samples=None, nout=1, differentiable=True, sequence=False, doc=""):
     """Declare the public function ``fn``, built from other ops, in the registry
     (``OpDef.composite``): ``bind``/``compute`` on it call ``fn``, whose constituent
     ops record, differentiate, batch and forward-differentiate; ``infer`` is its
-    shape rule. Returns ``fn`` (the public function stays as it is)."""
+    shape rule. ``fn`` is called with its tensor arguments checked first and its errors
+    naming ``name`` (``guard.checked``), as the public ``tg.*`` function is. ``nout``:
+    1, or more for a function that returns a tuple (split, chunk: the count follows
+    the call). ``sequence``: ``fn`` takes its tensors as one sequence (``hstack(tensors)``);
+    the op takes them as its inputs (as ``cat``), each checked as dispatch checks an
+    op's input. Returns ``fn`` (the public function stays as it is)."""
     from ..grad_mode import no_grad
     from ..tensor import Tensor, wrap, buffer
+    from .guard import checked
+
+    name = name or fn.__name__
+    public = checked(fn, name)
+    if sequence:
+        from .guard import _check_one
+        one = public
+
+        def public(*tensors, **attrs):
+            for t in tensors:
+                _check_one(name, args[0], t, False, ())
+            return one(list(tensors), **attrs)
+        public.__name__ = name
 
     def kernel(*arrays, **attrs):
-        ins = [wrap(a) if hasattr(a, "shape") and not isinstance(a, Tensor) else a
-               for a in arrays]
+        ins = [wrap(a) if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, Tensor)
+               else a for a in arrays]
         with no_grad():
-            out = fn(*ins, **attrs)
+            out = public(*ins, **attrs)
         if isinstance(out, tuple):
             return tuple(buffer(o) if isinstance(o, Tensor) else o for o in out)
         return buffer(out) if isinstance(out, Tensor) else out
-    register(name=name or fn.__name__, kernel=kernel, infer=infer, args=args, composite=fn,
+    register(name=name, kernel=kernel, infer=infer, args=args, composite=public,
              samples=samples, torch=torch, reference=reference, error_samples=error_samples,
              nout=nout, differentiable=differentiable, doc=doc or (fn.__doc__ or ""))
     return fn
+
+
+def alias(fn, name, of, *, torch_name=None, infer=None, samples=None, error_samples=None,
+          args=None):
+    """Declare ``name``, another name of the registry op ``of`` (``subtract`` of
+    ``sub``), as a composite: the public function ``fn`` under ``name``, with the
+    op's shape rule, samples and error samples unless given, and PyTorch's function of
+    that name (``torch.subtract``, or ``torch_name``) as its oracle, so the test checks
+    the alias against PyTorch's alias."""
+    import inspect
+    from ..ops_registry import get
+    op = get(of)
+    if args is None:
+        params = list(inspect.signature(fn).parameters)
+        args = tuple(params[:len(op.args)])
+    tname = torch_name or name
+    if samples is None:  # the op's own test covers the rest: the alias's needs a few
+        def samples(dtype=np.float64):
+            return list(op.samples(dtype))[:2]
+
+    def torch_fn(torch, *a, **k):
+        return getattr(torch, tname)(*a, **k)
+    return composite(fn, name=name, infer=infer or op.infer, samples=samples,
+                     args=args, torch=torch_fn, error_samples=error_samples or op.error_samples,
+                     nout=op.nout, differentiable=op.differentiable,
+                     doc=f"``{name}``: another name of ``{of}``.")

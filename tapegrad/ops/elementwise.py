@@ -19,6 +19,7 @@ from .._util import broadcast_shapes as _broadcast_shapes
 from . import indexing as _indexing
 from ._decl import (register, Sample, elementwise_infer, unary_samples, binary_samples,
                     bad_broadcast, rand, away_from, op_error, TensorSpec)
+from ._decl import alias as _alias, composite as _composite
 from ..ops_registry.rules import diagonal as _diagonal
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -997,3 +998,43 @@ def where(condition, input=None, other=None):
 
 # Tensor methods beyond the core table in _methods.py
 METHODS = "clamp clip clamp_min clamp_max fmod trunc fix"
+
+
+# ---------------------------------------------------------------- other names, in the registry
+# each an alias of a registry op (its shape rule and samples), checked against
+# PyTorch's function of the same name
+for _name, _fn, _of in (("subtract", sub, "sub"), ("multiply", mul, "mul"),
+                        ("divide", div, "div"), ("true_divide", div, "div"),
+                        ("atan2", arctan2, "arctan2"), ("negative", neg, "neg"),
+                        ("absolute", abs, "abs"), ("asin", arcsin, "arcsin"),
+                        ("acos", arccos, "arccos"), ("atan", arctan, "arctan"),
+                        ("fix", trunc, "trunc"), ("clip", clamp, "clamp"),
+                        ("less", lt, "lt"), ("less_equal", le, "le"), ("greater", gt, "gt"),
+                        ("greater_equal", ge, "ge"), ("not_equal", ne, "ne")):
+    _alias(_fn, _name, _of)
+
+
+def _clamp_one_infer(bound):
+    def infer(x, value):
+        return CLAMP.infer(x, **{bound: value}) if not hasattr(value, "shape") else \
+            CLAMP_TENSOR.infer(x, *((value, None) if bound == "min" else (None, value)))
+    return infer
+
+
+def _clamp_one_samples(bound):
+    def samples(dtype=np.float64):
+        x = away_from(rand((3, 4), dtype, seed=1), (-0.5, 0.5)).astype(dtype)
+        b = away_from(rand((4,), dtype, seed=2), (0.0,)).astype(dtype) * 0.3
+        return [Sample((x, 0.5 if bound == "max" else -0.5), {}),
+                Sample((x, b), {}),  # a tensor bound, broadcast
+                Sample((np.arange(-3, 4), 1), {}, False)]
+    return samples
+
+
+for _bound, _fn in (("min", clamp_min), ("max", clamp_max)):
+    _composite(_fn, infer=_clamp_one_infer(_bound), samples=_clamp_one_samples(_bound),
+               args=("input", _bound),
+               error_samples=(lambda: [((rand((3, 4)), rand((5,))), {}, ValueError),
+                                       ((rand((3, 4)), "a"), {}, TypeError)]),
+               torch=(lambda t: lambda torch, x, v: getattr(torch, t)(x, v))(_fn.__name__))
+del _name, _fn, _of, _bound

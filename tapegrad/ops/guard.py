@@ -101,17 +101,20 @@ def _plan(fn):
 _MISSING = object()
 
 
-def checked(fn):
+def checked(fn, name=None):
     """``fn`` with its tensor arguments checked first and its errors naming it (``fn``
-    itself if it takes no tensor argument)."""
-    if fn in _wrapped:
+    itself if it takes no tensor argument). ``name``: the name the errors give, when
+    it is not ``fn.__name__`` (an alias declared in the registry: ``subtract`` is
+    ``sub``); such a wrapper is made anew, not kept."""
+    alias = name is not None and name != fn.__name__
+    if not alias and fn in _wrapped:
         return _wrapped[fn]
-    if getattr(fn, "_checked", False):
+    if getattr(fn, "_checked", False) and not alias:
         return fn
     plan = _plan(fn)
     if not plan:
         return fn
-    name = fn.__name__
+    name = name or fn.__name__
 
     def check(args, kwargs):
         for pos, pname, optional, numbers, seq in plan:
@@ -152,7 +155,10 @@ def checked(fn):
         except _CLEAN as e:
             raise _named(name, e) from None
     f._checked = True
-    _wrapped[fn] = f
+    if alias:
+        f.__name__ = f.__qualname__ = name
+    else:
+        _wrapped[fn] = f
     return f
 
 

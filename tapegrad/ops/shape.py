@@ -9,7 +9,7 @@ from ..dispatch import bind
 from .. import devices as _devices
 from .. import dtypes as _dt
 from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, shape_arg
-from ._decl import composite, register, Sample, TensorSpec, rand
+from ._decl import alias, composite, register, Sample, TensorSpec, rand
 from .creation import arange
 from . import _jvp, _vmap
 
@@ -205,6 +205,18 @@ def view(input, *shape):
     return bind(RESHAPE, input, shape=shape)
 
 
+def _view_infer(x, *shape):
+    return TensorSpec(_resolve_shape("view", shape_arg("view", shape), _numel(x.shape)), x.dtype)
+
+
+composite(view, infer=_view_infer,
+          samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype), 2, -1, 2), {}),
+                                            Sample((rand((2, 3), dtype), 6), {})],
+          error_samples=lambda: [((rand((3, 4)), 5), {}, RuntimeError),
+                                 ((rand((3, 4)).T, 12), {}, RuntimeError)],
+          torch=lambda torch, x, *shape: x.view(*shape))
+
+
 def flatten(input, start_dim=0, end_dim=-1):
     shape = tuple(input.shape)
     nd = len(shape)
@@ -219,6 +231,28 @@ def flatten(input, start_dim=0, end_dim=-1):
     for d in shape[s:e + 1]:
         n *= d
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
+
+
+def _flatten_infer(x, start_dim=0, end_dim=-1):
+    shape = tuple(x.shape)
+    s = normalize_dim("flatten", start_dim, len(shape))
+    e = normalize_dim("flatten", end_dim, len(shape))
+    if not shape:
+        return TensorSpec((1,), x.dtype)
+    if s > e:
+        raise op_error("flatten", f"start_dim {start_dim} cannot come after end_dim {end_dim}",
+                       RuntimeError)
+    return TensorSpec(shape[:s] + (_numel(shape[s:e + 1]),) + shape[e + 1:], x.dtype)
+
+
+composite(flatten, infer=_flatten_infer,
+          samples=lambda dtype=np.float64: [Sample((rand((2, 3, 4), dtype),), {"start_dim": 1}),
+                                            Sample((rand((2, 3, 4, 1), dtype),),
+                                                   {"start_dim": -3, "end_dim": 2}),
+                                            Sample((rand((), dtype),), {})],
+          error_samples=lambda: [((rand((2, 3, 4)),), {"start_dim": 2, "end_dim": 1}, RuntimeError),
+                                 ((rand((2, 3)),), {"start_dim": 3}, IndexError)],
+          torch=lambda torch, x, **k: torch.flatten(x, **k))
 
 
 def permute(input, *dims):
@@ -261,6 +295,11 @@ composite(transpose, infer=_transpose_infer, args=("input",),
 
 
 swapaxes = swapdims = transpose
+for _name in ("swapaxes", "swapdims"):  # PyTorch names their dims axis0/axis1, dim0/dim1
+    alias(transpose, _name, "transpose",
+          samples=lambda dtype=np.float64: [Sample((rand((2, 3, 4), dtype), 0, 2), {}),
+                                            Sample((rand((3, 5), dtype), -1, 0), {})],
+          error_samples=lambda: [((rand((2, 3)), 2, 0), {}, IndexError)])
 
 
 def movedim(input, source, destination):
@@ -284,6 +323,37 @@ def movedim(input, source, destination):
 
 
 moveaxis = movedim
+
+
+def _movedim_infer(x, source, destination):
+    shape = tuple(x.shape)
+    nd = len(shape)
+    src = source if isinstance(source, (list, tuple)) else (source,)
+    dst = destination if isinstance(destination, (list, tuple)) else (destination,)
+    if len(src) != len(dst):
+        raise op_error("movedim", f"source {tuple(src)} and destination {tuple(dst)} must "
+                                  f"have the same number of dims", RuntimeError)
+    src = [normalize_dim("movedim", d, nd) for d in src]
+    dst = [normalize_dim("movedim", d, nd) for d in dst]
+    for what, ds in (("source", src), ("destination", dst)):
+        if len(set(ds)) != len(ds):
+            raise op_error("movedim", f"repeated dim in {what} {tuple(ds)}", RuntimeError)
+    out = [None] * nd
+    for s, d in zip(src, dst):
+        out[d] = shape[s]
+    rest = iter(n for i, n in enumerate(shape) if i not in src)
+    return TensorSpec(tuple(n if n is not None else next(rest) for n in out), x.dtype)
+
+
+composite(movedim, infer=_movedim_infer,
+          samples=lambda dtype=np.float64: [
+              Sample((rand((2, 3, 4), dtype),), {"source": 0, "destination": -1}),
+              Sample((rand((2, 3, 4, 5), dtype),), {"source": (0, 3), "destination": (2, 0)})],
+          error_samples=lambda: [((rand((2, 3)),), {"source": (0, 1), "destination": 0},
+                                  RuntimeError),
+                                 ((rand((2, 3)),), {"source": 2, "destination": 0}, IndexError)],
+          torch=lambda torch, x, source, destination: torch.movedim(x, source, destination))
+alias(movedim, "moveaxis", "movedim")
 
 
 def broadcast_to(input, shape):
@@ -316,6 +386,34 @@ def expand(input, *sizes):
                        RuntimeError) from None
 
 
+def _expand_infer(x, *sizes):
+    sizes = shape_arg("expand", sizes)
+    shape = tuple(x.shape)
+    if len(sizes) < len(shape):
+        raise op_error("expand", f"the number of sizes {sizes} must be at least the number "
+                                 f"of dims of the input {shape}", RuntimeError)
+    lead = len(sizes) - len(shape)
+    out = []
+    for i, s in enumerate(sizes):
+        if s == -1 and i < lead:
+            raise op_error("expand", f"-1 is not allowed in a new leading dim: {sizes}",
+                           RuntimeError)
+        n = shape[i - lead] if s == -1 else s
+        if i >= lead and shape[i - lead] not in (1, n):
+            raise op_error("expand", f"cannot expand shape {shape} to {tuple(sizes)}",
+                           RuntimeError)
+        out.append(n)
+    return TensorSpec(tuple(out), x.dtype)
+
+
+composite(expand, infer=_expand_infer,
+          samples=lambda dtype=np.float64: [Sample((rand((3, 1), dtype), 2, -1, 4), {}),
+                                            Sample((rand((), dtype), 3), {})],
+          error_samples=lambda: [((rand((3, 2)), 3, 4), {}, RuntimeError),
+                                 ((rand((3, 2)), -1, 3, 2), {}, RuntimeError)],
+          torch=lambda torch, x, *sizes: x.expand(*sizes))
+
+
 def squeeze(input, dim=None):
     return bind(SQUEEZE, input, dim=dim)
 
@@ -331,6 +429,19 @@ def mT(input):
     return transpose(input, -2, -1)
 
 
+def _mT_infer(x):
+    if len(x.shape) < 2:
+        raise op_error("mT", f"expected a tensor of at least 2 dims, got shape {tuple(x.shape)}")
+    return TensorSpec(tuple(x.shape[:-2]) + (x.shape[-1], x.shape[-2]), x.dtype)
+
+
+composite(mT, infer=_mT_infer,
+          samples=lambda dtype=np.float64: [Sample((rand((2, 3, 4), dtype),), {}),
+                                            Sample((rand((3, 5), dtype),), {})],
+          error_samples=lambda: [((rand((3,)),), {}, ValueError)],
+          torch=lambda torch, x: x.mT)
+
+
 def unflatten(input, dim, sizes):
     """Split dim ``dim`` into ``sizes`` (one entry may be -1)."""
     shape = tuple(input.shape)
@@ -342,6 +453,27 @@ def unflatten(input, dim, sizes):
         raise op_error("unflatten", "sizes must be non-empty", RuntimeError)
     sizes = _resolve_shape("unflatten", sizes, shape[d])
     return reshape(input, shape[:d] + sizes + shape[d + 1:])
+
+
+def _unflatten_infer(x, dim, sizes):
+    shape = tuple(x.shape)
+    d = normalize_dim("unflatten", dim, len(shape))
+    if not shape:
+        raise op_error("unflatten", "a 0-d input has no dim to unflatten", RuntimeError)
+    sizes = shape_arg("unflatten", (sizes,), "sizes")
+    if not sizes:
+        raise op_error("unflatten", "sizes must be non-empty", RuntimeError)
+    return TensorSpec(shape[:d] + _resolve_shape("unflatten", sizes, shape[d]) + shape[d + 1:],
+                      x.dtype)
+
+
+composite(unflatten, infer=_unflatten_infer,
+          samples=lambda dtype=np.float64: [
+              Sample((rand((2, 6), dtype),), {"dim": 1, "sizes": (3, -1)}),
+              Sample((rand((4, 3), dtype),), {"dim": -2, "sizes": (2, 1, 2)})],
+          error_samples=lambda: [((rand((2, 6)),), {"dim": 1, "sizes": (4, 2)}, RuntimeError),
+                                 ((rand((2, 6)),), {"dim": 2, "sizes": (2, 3)}, IndexError)],
+          torch=lambda torch, x, dim, sizes: torch.unflatten(x, dim, sizes))
 
 
 # ================================================================ more shape ops
@@ -389,11 +521,30 @@ def flip(input, *args, dims=None):
 
 
 def fliplr(input):
+    _flip_lr_ud("fliplr", 1, 2)(input)  # PyTorch: a 1-d input is refused
     return flip(input, (1,))
 
 
 def flipud(input):
+    _flip_lr_ud("flipud", 0, 1)(input)  # PyTorch: a 0-d input is refused (NumPy too)
     return flip(input, (0,))
+
+
+def _flip_lr_ud(name, dim, least):
+    def infer(x):
+        if len(x.shape) < least:
+            raise op_error(name, f"input must be >= {least}-d, got shape {tuple(x.shape)}",
+                           RuntimeError)
+        return _flip_infer(x, (dim,))
+    return infer
+
+
+for _fn, _dim in ((fliplr, 1), (flipud, 0)):
+    composite(_fn, infer=_flip_lr_ud(_fn.__name__, _dim, _dim + 1),
+              samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype),), {}),
+                                                Sample((rand((2, 3, 2), dtype),), {})],
+              error_samples=(lambda d: lambda: [((rand((3,) * d),), {}, RuntimeError)])(_dim),
+              torch=(lambda n: lambda torch, x: getattr(torch, n)(x))(_fn.__name__))
 
 
 # ---------------------------------------------------------------- roll
@@ -506,6 +657,18 @@ def tile(input, *args, dims=None):
     return bind(REPEAT, input, sizes=dims)
 
 
+def _tile_infer(x, *args, dims=None):
+    dims = shape_arg("tile", args if dims is None else _seq(dims))
+    return _repeat_infer(x, (1,) * (len(x.shape) - len(dims)) + dims)
+
+
+composite(tile, infer=_tile_infer,
+          samples=lambda dtype=np.float64: [Sample((rand((2, 3), dtype),), {"dims": (2,)}),
+                                            Sample((rand((3,), dtype),), {"dims": (2, 1, 2)})],
+          error_samples=lambda: [((rand((2, 3)),), {"dims": (-1,)}, RuntimeError)],
+          torch=lambda torch, x, dims: torch.tile(x, dims))
+
+
 # ---------------------------------------------------------------- cat / stack
 def _cat_infer(*xs, dim):
     if not xs:
@@ -589,6 +752,14 @@ def cat(tensors, dim=None, *, axis=None, out=None):
 
 
 concatenate = concat = cat
+for _name in ("concatenate", "concat"):
+    composite(cat, name=_name, infer=_cat_infer, args=("tensors",), sequence=True,
+              samples=lambda dtype=np.float64: [
+                  Sample((rand((2, 3), dtype), rand((1, 3), dtype)), {"dim": 0}),
+                  Sample((rand((2, 3), dtype), rand((2, 1), dtype)), {"dim": -1})],
+              error_samples=lambda: [((rand((2, 3)), rand((2, 4))), {"dim": 0}, RuntimeError),
+                                     ((rand((2, 3)), rand((2, 3))), {"dim": 2}, IndexError)],
+              torch=(lambda n: lambda torch, *xs, dim: getattr(torch, n)(xs, dim))(_name))
 
 
 def _stack_infer(*xs, dim):
@@ -643,6 +814,24 @@ def vstack(tensors):
     ts = [t if len(t.shape) >= 2 else reshape(t, (1, -1) if len(t.shape) else (1, 1))
           for t in _tensor_list("vstack", tensors)]
     return cat(ts, 0)
+
+
+def _hstack_infer(*xs):
+    return _cat_infer(*xs, dim=0 if all(len(x.shape) <= 1 for x in xs) else 1)
+
+
+def _vstack_infer(*xs):
+    return _cat_infer(*[x if len(x.shape) >= 2 else TensorSpec((1, _numel(x.shape)), x.dtype)
+                        for x in xs], dim=0)
+
+
+for _fn, _infer in ((hstack, _hstack_infer), (vstack, _vstack_infer)):
+    composite(_fn, infer=_infer, args=("tensors",), sequence=True,
+              samples=lambda dtype=np.float64: [
+                  Sample((rand((2, 3), dtype), rand((2, 3), dtype)), {}),
+                  Sample((rand((3,), dtype), rand((3,), dtype), rand((3,), dtype)), {})],
+              error_samples=lambda: [((rand((2, 3)), rand((3, 4))), {}, RuntimeError)],
+              torch=(lambda n: lambda torch, *xs: getattr(torch, n)(xs))(_fn.__name__))
 
 
 # ---------------------------------------------------------------- pad
@@ -906,8 +1095,18 @@ def _diagonal_into_kernel(g, shape, offset=0, dim1=0, dim2=1):
     return out
 
 
+def _diagonal_into_rule(ctx, g):
+    """The batch in front of the result: its shape gains it, the dims shift past it."""
+    a = dict(ctx.attrs)
+    n = len(a["shape"])
+    a["shape"] = (ctx.size,) + tuple(a["shape"])
+    for k, d in (("dim1", 0), ("dim2", 1)):
+        a[k] = a.get(k, d) % n + 1
+    return bind(ctx.op, g, **a)
+
+
 DIAGONAL_INTO = register(
-    name="diagonal_into", jvp=_jvp.linear, kernel=_diagonal_into_kernel, infer=_diagonal_into_infer, args=("g",),
+    name="diagonal_into", jvp=_jvp.linear, vmap=_diagonal_into_rule, kernel=_diagonal_into_kernel, infer=_diagonal_into_infer, args=("g",),
     vjp=lambda ctx, gg: (bind(DIAGONAL, gg, offset=ctx.attrs["offset"], dim1=ctx.attrs["dim1"],
                               dim2=ctx.attrs["dim2"]),),
     samples=lambda dtype=np.float64: [
@@ -989,6 +1188,29 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     for i in range(nd):
         shape.append(n if i in (d1, d2) else next(it))
     return diagonal_into(input, tuple(shape), int(offset), d1, d2)
+
+
+def _diag_embed_infer(x, offset=0, dim1=-2, dim2=-1):
+    nd = len(x.shape) + 1
+    offset = _int("diag_embed", offset, "offset")
+    d1 = normalize_dim("diag_embed", dim1, nd)
+    d2 = normalize_dim("diag_embed", dim2, nd)
+    if d1 == d2:
+        raise op_error("diag_embed", f"dim1 and dim2 cannot be the same ({dim1}, {dim2})",
+                       RuntimeError)
+    rest = iter(x.shape[:-1])
+    n = x.shape[-1] + abs(int(offset))
+    return TensorSpec(tuple(n if i in (d1, d2) else next(rest) for i in range(nd)), x.dtype)
+
+
+composite(diag_embed, infer=_diag_embed_infer,
+          samples=lambda dtype=np.float64: [Sample((rand((2, 3), dtype),), {}),
+                                            Sample((rand((2, 3), dtype),),
+                                                   {"offset": -1, "dim1": 0, "dim2": 2}),
+                                            Sample((rand((3,), dtype),), {"offset": 2})],
+          error_samples=lambda: [((rand((2, 3)),), {"dim1": 1, "dim2": -2}, RuntimeError),
+                                 ((rand((2, 3)),), {"dim1": 3}, IndexError)],
+          torch=lambda torch, x, **k: torch.diag_embed(x, **k))
 
 
 # ---------------------------------------------------------------- repeat_interleave
