@@ -115,7 +115,8 @@ __all__ = ["rand", "away_from", "elementwise_infer", "one_dtype", "unary_samples
 
 
 def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, reference=None,
-              error_samples=None, nout=1, differentiable=True, sequence=False, doc=""):
+              error_samples=None, nout=1, differentiable=True, sequence=False, by_name=False,
+              optional=(), kind="basic", doc=""):
     """Declare the public function ``fn``, built from other ops, in the registry
     (``OpDef.composite``): ``bind``/``compute`` on it call ``fn``, whose constituent
     ops record, differentiate, batch and forward-differentiate; ``infer`` is its
@@ -124,7 +125,11 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
     1, or more for a function that returns a tuple (split, chunk: the count follows
     the call). ``sequence``: ``fn`` takes its tensors as one sequence (``hstack(tensors)``);
     the op takes them as its inputs (as ``cat``), each checked as dispatch checks an
-    op's input. Returns ``fn`` (the public function stays as it is)."""
+    op's input. ``by_name``: the op's inputs are ``fn``'s parameters ``args``, passed
+    by name (``scatter_(input, dim, index, src)`` as the op ``(input, index, src)`` with
+    ``dim`` an attribute), each checked as dispatch checks an op's input (``optional``:
+    those that may be None). ``kind="dynamic"``: a data-dependent output shape
+    (``argwhere``). Returns ``fn`` (the public function stays as it is)."""
     from ..grad_mode import no_grad
     from ..tensor import Tensor, wrap, buffer
     from .guard import checked
@@ -140,8 +145,18 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
                 _check_one(name, args[0], t, False, ())
             return one(list(tensors), **attrs)
         public.__name__ = name
+    elif by_name:
+        from .guard import _check_one
+        one = public
 
-    def kernel(*arrays, **attrs):
+        def public(*ins, **attrs):
+            for n, v in zip(args, ins):
+                if not (v is None and n in optional):
+                    _check_one(name, n, v, True, ins)
+            return one(**dict(zip(args, ins)), **attrs)
+        public.__name__ = name
+
+    def kernel(*arrays, alloc=None, **attrs):
         ins = [wrap(a) if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, Tensor)
                else a for a in arrays]
         with no_grad():
@@ -149,7 +164,8 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
         if isinstance(out, tuple):
             return tuple(buffer(o) if isinstance(o, Tensor) else o for o in out)
         return buffer(out) if isinstance(out, Tensor) else out
-    register(name=name, kernel=kernel, infer=infer, args=args, composite=public,
+    register(name=name, kernel=kernel, infer=infer, args=args, composite=public, kind=kind,
+             optional=tuple(optional),
              samples=samples, torch=torch, reference=reference, error_samples=error_samples,
              nout=nout, differentiable=differentiable, doc=doc or (fn.__doc__ or ""))
     return fn

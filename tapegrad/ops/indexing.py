@@ -14,7 +14,7 @@ from ..tensor import Tensor
 from ..dispatch import bind, apply_inplace
 from .._util import (broadcast_shapes as _broadcast_shapes, distinct_values, normalize_dim,
                      op_error, value_range)
-from ._decl import register, Sample, TensorSpec, rand
+from ._decl import composite, register, Sample, TensorSpec, rand
 from .shape import reshape
 from . import _jvp, _vmap
 
@@ -367,6 +367,90 @@ def unbind(input, dim=0):
     d = normalize_dim("unbind", dim, len(input.shape))
     _devices.check_pieces("unbind", input.shape[d])
     return tuple(getitem_raw(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
+
+
+# the splitting functions in the registry: their shape rules, tuples of specs (the
+# count follows the call)
+def _split_infer(x, split_size_or_sections, dim=0):
+    shape, d = _split_dim("split", x, dim)
+    n, s = shape[d], split_size_or_sections
+    if isinstance(s, (list, tuple)):
+        sizes = [_int_arg("split", v, "split sizes") for v in s]
+        if any(v < 0 for v in sizes) or sum(sizes) != n:
+            raise op_error("split", f"split sizes {tuple(sizes)} must be non-negative and sum "
+                                    f"to the size {n} of dim {d} (shape {shape})", RuntimeError)
+    else:
+        s = _int_arg("split", s, "split_size_or_sections")
+        if s < 0 or (s == 0 and n != 0):
+            raise op_error("split", f"split size {s} must be positive for dim {d} of size {n}",
+                           RuntimeError)
+        sizes = [min(s, n - i) for i in range(0, n, s)] if n else [0]
+    return tuple(TensorSpec(shape[:d] + (v,) + shape[d + 1:], x.dtype) for v in sizes)
+
+
+def _chunk_infer(x, chunks, dim=0):
+    chunks = _int_arg("chunk", chunks, "chunks")
+    if chunks <= 0:
+        raise op_error("chunk", f"chunks must be greater than 0, got {chunks}", RuntimeError)
+    shape, d = _split_dim("chunk", x, dim)
+    if shape[d] == 0:
+        return tuple(TensorSpec(shape, x.dtype) for _ in range(chunks))
+    return _split_infer(x, -(-shape[d] // chunks), d)
+
+
+def _tensor_split_infer(x, indices_or_sections, dim=0):
+    shape, d = _split_dim("tensor_split", x, dim)
+    n = shape[d]
+    if isinstance(indices_or_sections, (list, tuple)):
+        cuts = [slice(*b).indices(n) for b in zip(
+            [0] + [_int_arg("tensor_split", i, "indices") for i in indices_or_sections],
+            [_int_arg("tensor_split", i, "indices") for i in indices_or_sections] + [n])]
+        sizes = [max(b - a, 0) for a, b, _ in cuts]
+    else:
+        k = _int_arg("tensor_split", indices_or_sections, "sections")
+        if k <= 0:
+            raise op_error("tensor_split", f"sections must be positive, got {k}", RuntimeError)
+        q, r = divmod(n, k)
+        sizes = [q + (1 if i < r else 0) for i in range(k)]
+    return tuple(TensorSpec(shape[:d] + (v,) + shape[d + 1:], x.dtype) for v in sizes)
+
+
+def _unbind_infer(x, dim=0):
+    shape = tuple(x.shape)
+    d = normalize_dim("unbind", dim, len(shape))
+    return tuple(TensorSpec(shape[:d] + shape[d + 1:], x.dtype) for _ in range(shape[d]))
+
+
+composite(split, infer=_split_infer, args=("tensor",), nout=2,
+          samples=lambda dtype=np.float64: [
+              Sample((rand((5, 3), dtype),), {"split_size_or_sections": 2}),
+              Sample((rand((2, 6), dtype),), {"split_size_or_sections": [1, 0, 5], "dim": -1})],
+          error_samples=lambda: [((rand((5, 3)),), {"split_size_or_sections": [2, 2]},
+                                  RuntimeError),
+                                 ((rand((5, 3)),), {"split_size_or_sections": 2, "dim": 2},
+                                  IndexError)],
+          torch=lambda torch, x, split_size_or_sections, dim=0: torch.split(
+              x, split_size_or_sections, dim))
+composite(chunk, infer=_chunk_infer, nout=2,
+          samples=lambda dtype=np.float64: [Sample((rand((5, 3), dtype),), {"chunks": 3}),
+                                            Sample((rand((2, 6), dtype),), {"chunks": 4, "dim": 1})],
+          error_samples=lambda: [((rand((5, 3)),), {"chunks": 0}, RuntimeError),
+                                 ((rand(()),), {"chunks": 2}, RuntimeError)],
+          torch=lambda torch, x, chunks, dim=0: torch.chunk(x, chunks, dim))
+composite(tensor_split, infer=_tensor_split_infer, nout=2,
+          samples=lambda dtype=np.float64: [
+              Sample((rand((5, 3), dtype),), {"indices_or_sections": 3}),
+              Sample((rand((2, 7), dtype),), {"indices_or_sections": [2, -2, 1, 9], "dim": 1})],
+          error_samples=lambda: [((rand((5, 3)),), {"indices_or_sections": 0}, RuntimeError),
+                                 ((rand((5, 3)),), {"indices_or_sections": 2, "dim": -3},
+                                  IndexError)],
+          torch=lambda torch, x, indices_or_sections, dim=0: torch.tensor_split(
+              x, indices_or_sections, dim))
+composite(unbind, infer=_unbind_infer, nout=2,
+          samples=lambda dtype=np.float64: [Sample((rand((3, 2), dtype),), {}),
+                                            Sample((rand((2, 3, 2), dtype),), {"dim": -2})],
+          error_samples=lambda: [((rand((3, 2)),), {"dim": 2}, IndexError)],
+          torch=lambda torch, x, dim=0: torch.unbind(x, dim))
 
 
 # ---------------------------------------------------------------- setitem
@@ -755,6 +839,7 @@ def scatter_(input, dim, index, src=None, *, value=None):
     return apply_inplace(SCATTER, input, index, src, dim=d)
 
 
+
 # ---------------------------------------------------------------- index_select
 def _index_select_infer(x, index, dim):
     _check_int("index_select", index)
@@ -941,6 +1026,7 @@ def masked_fill_(input, mask, value):
     return apply_inplace(MASKED_FILL, input, mask, _fill_value(value))
 
 
+
 # ---------------------------------------------------------------- nonzero
 def _nonzero_kernel(x, alloc=None):
     """The count sizes the (count, ndim) output first; each dim's indices are then
@@ -998,6 +1084,14 @@ def nonzero(input, *, as_tuple=False):
 
 def argwhere(input):
     return nonzero(input)
+
+
+composite(argwhere, infer=_nonzero_infer, kind="dynamic", differentiable=False,
+          samples=lambda dtype=np.float64: [
+              Sample((np.where(rand((3, 4), seed=1) > 0, rand((3, 4), seed=2), 0).astype(dtype),), {}),
+              Sample((rand((5,), seed=3) > 0,), {})],
+          error_samples=lambda: [(("a",), {}, TypeError)],
+          torch=lambda torch, x: torch.argwhere(x))
 
 
 # ---------------------------------------------------------------- masked_select
