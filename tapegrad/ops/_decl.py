@@ -134,8 +134,16 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
     from ..tensor import Tensor, wrap, buffer
     from .guard import checked
 
+    from .guard import _named, _CLEAN
     name = name or fn.__name__
-    public = checked(fn, name)
+    checked_fn = checked(fn, name)
+
+    def public(*a, **k):  # its errors name it, tensor arguments or not (factories)
+        try:
+            return checked_fn(*a, **k)
+        except _CLEAN as e:
+            raise _named(name, e) from None
+    public.__name__ = name
     if sequence:
         from .guard import _check_one
         one = public

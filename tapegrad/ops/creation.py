@@ -10,7 +10,7 @@ from ..tensor import Tensor, wrap
 from ..dispatch import bind
 from ..tape import state as _state
 from .._util import shape_arg, op_error
-from ._decl import register, Sample, TensorSpec, rand as _rand
+from ._decl import composite, register, Sample, TensorSpec, rand as _rand
 from . import _jvp, _vmap
 
 
@@ -503,8 +503,8 @@ def contiguous(input):
     return clone(input)
 
 
-def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False):
-    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``."""
+def _to_args(args, dtype, device):
+    """(dtype, device) from ``to``'s positional arguments."""
     for a in args:
         if isinstance(a, Tensor):
             dtype, device = a.dtype, a.device
@@ -514,6 +514,12 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False):
             device = a
         elif a is not None:
             dtype = a
+    return dtype, device
+
+
+def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False):
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``."""
+    dtype, device = _to_args(args, dtype, device)
     out = input
     if device is not None:
         out = to_device(out, device)
@@ -522,3 +528,303 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False):
     if copy and out is input:
         out = clone(input)
     return out
+
+
+# ---------------------------------------------------------------- in the registry
+# The functions above are composites in the registry (``_decl.composite``): the
+# factories take no tensor input (their sizes and data are attributes), ``*_like``
+# and the copies take ``input``. ``empty``'s values are whatever memory held (the
+# registry test compares its shape and dtype only); the random ones are checked
+# against the draw tapegrad's generator makes next (a copy of it: ``_next_draw``).
+def _tdt(torch, d):
+    """PyTorch's dtype of the same name."""
+    return getattr(torch, np.dtype(d).name)
+
+
+def _torch_kw(torch, kw):
+    return {k: _tdt(torch, v) if k == "dtype" and v is not None else v for k, v in kw.items()}
+
+
+def _dt_or(dtype, default):
+    return _np_dtype(dtype) or np.dtype(default)
+
+
+F32 = np.dtype(np.float32)
+I32 = np.dtype(np.int32)
+
+
+def _sized_infer(name, floating=False):
+    def infer(*size, dtype=None, device=None, requires_grad=False, out=None, generator=None):
+        dt = _dt_or(dtype, _dt.get_default_dtype().np)
+        if floating and dt.kind != "f":
+            raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
+        return TensorSpec(_new_shape(name, size), dt)
+    return infer
+
+
+for _fn in (zeros, ones, empty):
+    composite(_fn, infer=_sized_infer(_fn.__name__), args=(), differentiable=False,
+              samples=lambda dtype=np.float64: [Sample((2, 3), {}), Sample((4,), {"dtype": I32}),
+                                                Sample((0, 2), {"dtype": F32})],
+              error_samples=(lambda n: lambda: [((2, -1), {}, RuntimeError),
+                                                ((2.5,), {}, TypeError)])(_fn.__name__),
+              torch=(lambda n: lambda torch, *size, **kw: getattr(torch, n)(
+                  *size, **_torch_kw(torch, kw)))(_fn.__name__))
+
+
+def _full_infer(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    shape = _new_shape("full", (size,) if not isinstance(size, (list, tuple)) else (tuple(size),))
+    _fill_value("full", fill_value)
+    return TensorSpec(shape, _dt_or(dtype, _infer_py_dtype(fill_value)))
+
+
+composite(full, infer=_full_infer, args=(), differentiable=False,
+          samples=lambda dtype=np.float64: [Sample((), {"size": (2, 3), "fill_value": 1.5}),
+                                            Sample((), {"size": (3,), "fill_value": 7}),
+                                            Sample((), {"size": (2,), "fill_value": True}),
+                                            Sample((), {"size": (2, 2), "fill_value": 2,
+                                                        "dtype": F32})],
+          error_samples=lambda: [((), {"size": (2,), "fill_value": "a"}, TypeError),
+                                 ((), {"size": (-2,), "fill_value": 1.0}, RuntimeError)],
+          torch=lambda torch, **kw: torch.full(**_torch_kw(torch, kw)))
+
+
+def _like_infer(name):
+    def infer(x, *args, dtype=None, device=None, requires_grad=False):
+        if name == "full_like":
+            if len(args) != 1:
+                raise op_error(name, f"takes one fill_value, got {len(args)}", TypeError)
+            _fill_value(name, args[0])
+        return TensorSpec(tuple(x.shape), _dt_or(dtype, x.dtype))
+    return infer
+
+
+def _like_samples(*extra):
+    def samples(dtype=np.float64):
+        return [Sample((_rand((2, 3), dtype),) + extra, {}),
+                Sample((_rand((3,), dtype),) + extra, {"dtype": I32}),
+                Sample((np.arange(4),) + extra, {"dtype": F32})]
+    return samples
+
+
+for _fn, _extra in ((zeros_like, ()), (ones_like, ()), (empty_like, ()), (full_like, (2.5,))):
+    composite(_fn, infer=_like_infer(_fn.__name__), differentiable=False,
+              samples=_like_samples(*_extra),
+              error_samples=(lambda e: lambda: [(("a",) + e, {}, TypeError)])(_extra),
+              torch=(lambda n: lambda torch, x, *a, **kw: getattr(torch, n)(
+                  x, *a, **_torch_kw(torch, kw)))(_fn.__name__))
+
+
+def _arange_infer(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    _arange_check(start, end, step)
+    floats = any(isinstance(v, float) for v in (start, end, step))
+    dt = _dt_or(dtype, _dt.get_default_dtype().np if floats else np.int64)
+    return TensorSpec((max(int(np.ceil((end - start) / step)), 0),), dt)
+
+
+composite(arange, infer=_arange_infer, args=(), differentiable=False,
+          samples=lambda dtype=np.float64: [Sample((5,), {}), Sample((2, 11, 3), {}),
+                                            Sample((1.0, -1.0, -0.25), {}),
+                                            Sample((0, 4), {"dtype": F32})],
+          error_samples=lambda: [((0, 5, 0), {}, RuntimeError), ((0, 5, -1), {}, RuntimeError)],
+          torch=lambda torch, *a, **kw: torch.arange(*a, **_torch_kw(torch, kw)))
+
+
+def _linspace_infer(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    return TensorSpec((_count("linspace", steps, "number of steps"),),
+                      _dt_or(dtype, _dt.get_default_dtype().np))
+
+
+composite(linspace, infer=_linspace_infer, args=(), differentiable=False,
+          samples=lambda dtype=np.float64: [Sample((-1.0, 2.0, 7), {}), Sample((0, 1, 1), {}),
+                                            Sample((3.0, -1.0, 5), {"dtype": F32})],
+          error_samples=lambda: [((0.0, 1.0, -1), {}, RuntimeError)],
+          torch=lambda torch, *a, **kw: torch.linspace(*a, **_torch_kw(torch, kw)))
+
+
+def _eye_infer(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    n = _count("eye", n, "n")
+    m = n if m is None else _count("eye", m, "m")
+    return TensorSpec((n, m), _dt_or(dtype, _dt.get_default_dtype().np))
+
+
+composite(eye, infer=_eye_infer, args=(), differentiable=False,
+          samples=lambda dtype=np.float64: [Sample((3,), {}), Sample((2, 4), {"dtype": I32})],
+          error_samples=lambda: [((-2,), {}, RuntimeError), ((2.5,), {}, TypeError)],
+          torch=lambda torch, *a, **kw: torch.eye(*a, **_torch_kw(torch, kw)))
+
+
+def _tensor_infer(data, dtype=None, device=None, requires_grad=False):
+    if isinstance(data, np.ndarray) or hasattr(data, "__dlpack__"):
+        arr = np.asarray(data) if isinstance(data, np.ndarray) else None
+        shape = tuple(data.shape)
+        dt = arr.dtype if arr is not None else np.dtype(getattr(data, "dtype", "float64"))
+    else:
+        shape = np.shape(data)
+        dt = _infer_py_dtype(data)
+    return TensorSpec(tuple(shape), _dt_or(dtype, dt))
+
+
+def _data_samples(dtype=np.float64):
+    return [Sample((), {"data": _rand((2, 3))}),
+            Sample((), {"data": [[1, 2], [3, 4]]}),
+            Sample((), {"data": [1.5, True], "dtype": F32}),
+            Sample((), {"data": 3})]
+
+
+for _fn in (tensor, as_tensor, asarray):
+    composite(_fn, infer=_tensor_infer, args=(), differentiable=False, samples=_data_samples,
+              error_samples=lambda: [((), {"data": [[1, 2], [3]]}, ValueError)],
+              torch=(lambda n: lambda torch, data, **kw: getattr(torch, n)(
+                  data, **_torch_kw(torch, kw)))(_fn.__name__))
+
+
+def _from_numpy_infer(a):
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray, got {type(a).__name__}")
+    if a.dtype not in _dt._BY_NP:
+        raise TypeError(f"from_numpy: unsupported dtype {a.dtype}")
+    return TensorSpec(tuple(a.shape), a.dtype)
+
+
+def _from_dlpack_infer(x):
+    if not hasattr(x, "__dlpack__"):
+        raise op_error("from_dlpack", f"expected a DLPack producer, got {type(x).__name__}",
+                       TypeError)
+    return TensorSpec(tuple(x.shape), np.dtype(x.dtype))
+
+
+def _array_samples(key):
+    def samples(dtype=np.float64):
+        return [Sample((), {key: _rand((2, 3))}), Sample((), {key: np.arange(5, dtype=np.int32)})]
+    return samples
+
+
+composite(from_numpy, infer=_from_numpy_infer, args=(), differentiable=False,
+          samples=_array_samples("a"),
+          error_samples=lambda: [((), {"a": [1.0, 2.0]}, TypeError)],
+          torch=lambda torch, a: torch.from_numpy(a))
+composite(from_dlpack, infer=_from_dlpack_infer, args=(), differentiable=False,
+          samples=_array_samples("x"),
+          error_samples=lambda: [((), {"x": [1.0, 2.0]}, TypeError)],
+          torch=lambda torch, x: torch.from_dlpack(x))
+
+
+def _next_draw(draw):
+    """A reference for a random op: the numbers tapegrad's generator draws next (from
+    a copy of it, so the op's own call draws the same)."""
+    def reference(*a, **kw):
+        return draw(copy.deepcopy(_gen["np"]), *a, **kw)
+    return reference
+
+
+def _rand_ref(fn):
+    def draw(g, *size, dtype=None):
+        shape = shape_arg("rand", size, "size")
+        return fn(g, shape).astype(_dt_or(dtype, _dt.get_default_dtype().np))
+    return draw
+
+
+for _fn, _draw in ((rand, lambda g, s: g.random(s)), (randn, lambda g, s: g.standard_normal(s))):
+    composite(_fn, infer=_sized_infer(_fn.__name__, floating=True), args=(),
+              differentiable=False,
+              samples=lambda dtype=np.float64: [Sample((2, 3), {}), Sample((4,), {"dtype": F32})],
+              error_samples=lambda: [((2,), {"dtype": np.dtype(np.int64)}, TypeError),
+                                     ((-1,), {}, RuntimeError)],
+              reference=_next_draw(_rand_ref(_draw)))
+
+
+def _randint_infer(low, high=None, size=None, *, dtype=None, device=None, generator=None):
+    if size is None and isinstance(high, (list, tuple)):
+        low, high, size = 0, low, high
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise op_error("randint", "size is required, e.g. tg.randint(0, 10, (3,))", TypeError)
+    shape = _new_shape("randint", (size,) if not isinstance(size, (list, tuple)) else
+                       (tuple(size),))
+    if low >= high:
+        raise op_error("randint", f"expects low < high, got low={low} and high={high}",
+                       RuntimeError)
+    return TensorSpec(shape, _dt_or(dtype, np.int64))
+
+
+composite(randint, infer=_randint_infer, args=(), differentiable=False,
+          samples=lambda dtype=np.float64: [Sample((), {"low": -3, "high": 5, "size": (2, 3)}),
+                                            Sample((), {"low": 4, "high": (5,)}),
+                                            Sample((), {"low": 0, "high": 2, "size": (3,),
+                                                        "dtype": I32})],
+          error_samples=lambda: [((), {"low": 5, "high": 2, "size": (3,)}, RuntimeError),
+                                 ((), {"low": 0, "high": 5}, TypeError)],
+          reference=_next_draw(lambda g, low, high=None, size=None, dtype=None: (
+              g.integers(0, low, size=high) if size is None else
+              g.integers(low, high, size=size)).astype(_dt_or(dtype, np.int64))))
+
+
+def _like_rand_infer(name):
+    def infer(x, *, dtype=None, requires_grad=False):
+        dt = _dt_or(dtype, x.dtype)
+        if dt.kind != "f":
+            raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
+        return TensorSpec(tuple(x.shape), dt)
+    return infer
+
+
+for _fn, _draw in ((rand_like, lambda g, s: g.random(s)),
+                   (randn_like, lambda g, s: g.standard_normal(s))):
+    composite(_fn, infer=_like_rand_infer(_fn.__name__), differentiable=False,
+              samples=lambda dtype=np.float64: [Sample((_rand((2, 3), dtype),), {}),
+                                                Sample((np.arange(3),), {"dtype": F32})],
+              error_samples=lambda: [((np.arange(3),), {}, TypeError)],
+              reference=_next_draw((lambda d: lambda g, x, dtype=None: d(g, x.shape).astype(
+                  _dt_or(dtype, x.dtype)))(_draw)))
+
+
+composite(randperm, infer=lambda n, *, dtype=None, device=None, generator=None: TensorSpec(
+              (_count("randperm", n, "n"),), _dt_or(dtype, np.int64)),
+          args=(), differentiable=False,
+          samples=lambda dtype=np.float64: [Sample((6,), {}), Sample((3,), {"dtype": I32})],
+          error_samples=lambda: [((-1,), {}, RuntimeError)],
+          reference=_next_draw(lambda g, n, dtype=None: g.permutation(n).astype(
+              _dt_or(dtype, np.int64))))
+
+
+def _same_infer(x):
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+composite(detach, infer=_same_infer, differentiable=False,
+          samples=lambda dtype=np.float64: [Sample((_rand((2, 3), dtype),), {})],
+          error_samples=lambda: [(("a",), {}, TypeError)],
+          torch=lambda torch, x: x.detach())
+composite(contiguous, infer=_same_infer,
+          samples=lambda dtype=np.float64: [Sample((_rand((3, 2), dtype).T,), {}),
+                                            Sample((_rand((2, 3), dtype),), {})],
+          error_samples=lambda: [(("a",), {}, TypeError)],
+          torch=lambda torch, x: x.contiguous())
+
+
+def _to_infer(x, *args, dtype=None, device=None, copy=False, non_blocking=False):
+    dtype, device = _to_args(args, dtype, device)
+    if device is not None:
+        _check_device(device)
+    return TensorSpec(tuple(x.shape), _dt_or(dtype, x.dtype))
+
+
+def _to_torch(torch, x, *args, **kw):
+    args = [_tdt(torch, a) if isinstance(a, np.dtype) else a for a in args]
+    return x.to(*args, **_torch_kw(torch, kw))
+
+
+# float64 -> float32 rounds (forward-only); a copy to the same dtype differentiates
+composite(to, infer=_to_infer,
+          samples=lambda dtype=np.float64: [
+              Sample((_rand((2, 3), dtype),), {"dtype": F32}, False),
+              Sample((_rand((2, 3), dtype),), {"dtype": np.dtype(dtype), "copy": True}),
+              Sample((_rand((3,), dtype), "cpu"), {}),
+              Sample((np.arange(3),), {"dtype": np.dtype(dtype)}, False)],
+          error_samples=lambda: [((_rand((3,)), "tpu"), {}, ValueError)],
+          torch=_to_torch)
+del _fn, _extra, _draw

@@ -839,7 +839,6 @@ def scatter_(input, dim, index, src=None, *, value=None):
     return apply_inplace(SCATTER, input, index, src, dim=d)
 
 
-
 # ---------------------------------------------------------------- index_select
 def _index_select_infer(x, index, dim):
     _check_int("index_select", index)
@@ -1024,7 +1023,6 @@ def masked_fill(input, mask, value):
 
 def masked_fill_(input, mask, value):
     return apply_inplace(MASKED_FILL, input, mask, _fill_value(value))
-
 
 
 # ---------------------------------------------------------------- nonzero

@@ -13,7 +13,7 @@ from ..dispatch import bind, foreign_constant
 from .. import devices as _devices
 from .. import dtypes
 from .._util import op_error, normalize_dim, normalize_dims
-from ._decl import register, Sample, TensorSpec, rand, away_from, one_dtype
+from ._decl import alias, register, Sample, TensorSpec, rand, away_from, one_dtype
 from . import elementwise as _E, reduce as _R, shape as _S
 from .creation import cast
 from . import _jvp, _vmap
@@ -456,6 +456,7 @@ def outer(input, vec2):
 
 
 ger = outer
+alias(outer, "ger", "outer")
 
 
 def _trace_infer(x):
@@ -698,6 +699,9 @@ def inverse(input):
     return inv(input)
 
 
+alias(inverse, "inverse", "linalg_inv")
+
+
 # ---------------------------------------------------------------- det / slogdet
 def _det_infer(x):
     s = _square_check("linalg_det", x)
@@ -738,6 +742,9 @@ def det(A, *, out=None):
     if out is not None:
         raise op_error("linalg_det", "out= is not supported", TypeError)
     return bind(DET, A)
+
+
+alias(det, "det", "linalg_det")
 
 
 def _slogdet_infer(x):
@@ -791,6 +798,9 @@ def slogdet(A, *, out=None):
     if out is not None:
         raise op_error("linalg_slogdet", "out= is not supported", TypeError)
     return SlogdetResult(*bind(SLOGDET, A))
+
+
+alias(slogdet, "slogdet", "linalg_slogdet")
 
 
 # ---------------------------------------------------------------- solve
