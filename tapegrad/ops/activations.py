@@ -141,5 +141,20 @@ def mish(input):
 
 
 swish = silu
+
+
+def _swish_registry():
+    """``swish``, another name of ``silu``, in the registry (PyTorch has it as
+    ``torch.nn.functional.silu``)."""
+    from ..ops_registry import get
+    from ._decl import composite
+    op = get("silu")
+    composite(silu, name="swish", infer=op.infer,
+              samples=lambda dtype=np.float64: list(op.samples(dtype))[:2],
+              error_samples=op.error_samples,
+              torch=lambda torch, x: torch.nn.functional.silu(x))
+
+
+_swish_registry()
 # torch.Tensor has none of these as methods (they live in torch.nn.functional)
 METHODS = ""

@@ -35,6 +35,20 @@ def raw(t):
     return buffer(t) if isinstance(t, Tensor) else t
 
 
+def np_dtype(t):
+    """The NumPy dtype of a Tensor (batched ones inside vmap too) or array."""
+    dt = getattr(t, "dtype", None)
+    return None if dt is None else np.dtype(getattr(dt, "np", dt))
+
+
+def whole(t):
+    """The array of all of ``t``'s values: inside vmap, the whole batch's (a check
+    over every example, e.g. "all finite", "all in [0, 1]", reads it)."""
+    while getattr(t, "_vlevel", None) is not None:
+        t = t._value
+    return raw(t)
+
+
 def need_float(name, allow_bool=False, **tensors):
     """Refuse a non-floating-point tensor argument (PyTorch refuses them before
     promoting), naming the op and the argument."""

@@ -11,7 +11,7 @@ from ...devices import xp_of
 from ...devices.cpu_kernels import conv as cpu_conv
 from ...dispatch import bind
 from ..._util import op_error
-from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
+from .._decl import composite, register, Sample, TensorSpec, one_dtype, rand as _rand
 from ..shape import squeeze, unsqueeze
 from ._common import is_int_pair, need_float, pair
 from .. import _jvp, _vmap
@@ -509,6 +509,49 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                  _single("conv1d", stride, "stride", 1), padding,
                  _single("conv1d", dilation, "dilation", 1), groups)
     return squeeze(out, 2)
+
+
+def _conv1d_infer(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    name = "conv1d"
+    if len(x.shape) != 3 or len(w.shape) != 3:
+        raise op_error(name, f"expected a 3-D input (N, C, L) and a 3-D weight (O, C/groups, k), "
+                             f"got {tuple(x.shape)} and {tuple(w.shape)}", RuntimeError)
+    if b is not None and tuple(b.shape) != tuple(w.shape[:1]):
+        raise op_error(name, f"bias of shape {tuple(b.shape)} does not match the "
+                             f"{w.shape[0]} output channels", RuntimeError)
+    dt = one_dtype(name, (x, w, b), ("input", "weight", "bias"), floating=True)
+    s = _single(name, stride, "stride", 1)[1]
+    d = _single(name, dilation, "dilation", 1)[1]
+    N, C, L = x.shape
+    O, Cg, k = w.shape
+    if C != Cg * groups or O % groups:
+        raise op_error(name, f"input of {C} channels, weight {tuple(w.shape)} and groups={groups} "
+                             f"do not match", RuntimeError)
+    if isinstance(padding, str):
+        if padding == "same":
+            return TensorSpec((N, O, L), dt)
+        p = 0
+    else:
+        p = _single(name, padding, "padding", 0)[1]
+    out = (L + 2 * p - d * (k - 1) - 1) // s + 1
+    if out < 1:
+        raise op_error(name, f"input length {L} (padded {L + 2 * p}) is smaller than the "
+                             f"kernel's extent {d * (k - 1) + 1}", RuntimeError)
+    return TensorSpec((N, O, out), dt)
+
+
+composite(conv1d, infer=_conv1d_infer, args=("input", "weight", "bias"), optional=("bias",),
+          samples=lambda dtype=np.float64: [
+              Sample((_rand((2, 2, 7), dtype, seed=1), _rand((3, 2, 3), dtype, seed=2),
+                      _rand((3,), dtype, seed=3)), {"stride": 2, "padding": 1}),
+              Sample((_rand((1, 4, 6), dtype, seed=4), _rand((2, 2, 2), dtype, seed=5)),
+                     {"dilation": 2, "groups": 2}),
+              Sample((_rand((1, 2, 5), dtype, seed=6), _rand((2, 2, 3), dtype, seed=7)),
+                     {"padding": "same"})],
+          error_samples=lambda: [((_rand((1, 2, 5)), _rand((3, 2, 3)), _rand((4,))), {},
+                                  RuntimeError),
+                                 ((_rand((1, 2, 5)), _rand((3, 3, 3))), {}, RuntimeError)],
+          torch=lambda torch, x, w, b=None, **kw: torch.nn.functional.conv1d(x, w, b, **kw))
 
 
 # ================================================================ conv_transpose2d

@@ -17,8 +17,9 @@ from ..creation import from_dlpack
 from ...tape import state as _state
 from ...tensor import Tensor
 from ...dtypes import get_default_dtype as tg_float
-from ._common import raw
+from ._common import np_dtype, raw, whole
 from .activation import log_softmax
+from .._decl import composite, Sample, TensorSpec, rand as _rand
 
 
 def _reduce(name, loss, reduction):
@@ -105,7 +106,7 @@ _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.uint8))
 def _float_target(name, input, target):
     """PyTorch's rule for the binary losses: a float target of input's dtype (an
     integer or bool target is a RuntimeError: "Found dtype Long but expected Float")."""
-    tk, ik = getattr(raw(target), "dtype", None), raw(input).dtype
+    tk, ik = np_dtype(target), np_dtype(input)
     if tk is not None and tk != ik:
         raise op_error(name, f"found target dtype {tk} but expected {ik} (input's dtype)",
                        RuntimeError)
@@ -158,7 +159,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if label_smoothing:
             target = target * (1 - label_smoothing) + label_smoothing / C
         if weight is not None:
-            target = target * raw(weight).astype(raw(logp).dtype).reshape(
+            target = target * raw(weight).astype(np_dtype(logp)).reshape(
                 (C,) + (1,) * (len(input.shape) - cdim - 1))
         loss = -_sum(logp * target, dim=cdim)
         if reduction == "mean" and len(input.shape) > 1:
@@ -200,7 +201,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                                                f"match input {tuple(input.shape)}")
     require_floating("binary_cross_entropy", input, cls=RuntimeError)
     _float_target("binary_cross_entropy", input, target)
-    for what, v in (("input", raw(input)), ("target", raw(target))):
+    for what, v in (("input", whole(input)), ("target", whole(target))):
         # NaN is out of range too (PyTorch checks both)
         if v.size and not bool(((v >= 0) & (v <= 1)).all()):
             raise op_error("binary_cross_entropy", f"all elements of {what} should be "
@@ -223,7 +224,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _float_target("binary_cross_entropy_with_logits", input, target)
     # softplus(-x) = -min(x, 0) + log1p(exp(-|x|)); both pieces pick the x >= 0 branch
     # at 0 through where, so the derivative there is the true -1/2 (abs/relu give 0)
-    pos = raw(input) >= 0
+    pos = ge(input, 0)
     softplus_neg = log1p(exp(-where(pos, input, -input))) - where(pos, 0.0, input)
     loss = (1 - target) * input
     if pos_weight is not None:
@@ -233,3 +234,178 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if weight is not None:
         loss = loss * weight
     return _reduce("binary_cross_entropy_with_logits", loss, reduction)
+
+
+# ---------------------------------------------------------------- in the registry
+# Each loss is a composite (``_decl.composite``) with its shape rule. ``weight`` and
+# ``pos_weight`` are constants in PyTorch (not differentiable there; ours are), so
+# the samples that pass one are forward-only.
+def _reduced(name, shape, reduction):
+    if reduction == "none":
+        return tuple(shape)
+    if reduction in ("mean", "sum"):
+        return ()
+    raise op_error(name, f"{reduction!r} is not a valid value for reduction "
+                         f"(expected 'none', 'mean' or 'sum')")
+
+
+def _float_input(name, x, cls=TypeError):
+    if np.dtype(x.dtype).kind != "f":
+        raise op_error(name, f"expected a floating point input, got {np.dtype(x.dtype)}", cls)
+
+
+def _class_infer(name):
+    def infer(x, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+              reduction="mean", label_smoothing=0.0):
+        xs = tuple(x.shape)
+        if name == "cross_entropy":
+            if not 0.0 <= label_smoothing <= 1.0:
+                raise op_error(name, f"label_smoothing must be in [0, 1], got {label_smoothing}",
+                               RuntimeError)
+            if not xs:
+                raise op_error(name, "input must have at least 1 dim (the classes)", RuntimeError)
+        _float_input(name, x)
+        cdim = 1 if len(xs) > 1 else 0
+        if name == "cross_entropy" and np.dtype(target.dtype).kind == "f":
+            if tuple(target.shape) != xs:
+                raise op_error(name, f"probability target of shape {tuple(target.shape)} must "
+                                     f"match input {xs}", RuntimeError)
+        else:
+            if np.dtype(target.dtype) not in _INDEX_DTYPES:
+                raise op_error(name, f"expected class indices of dtype int64 or uint8, got "
+                                     f"{np.dtype(target.dtype)}", RuntimeError)
+            want = (xs[0],) + xs[2:] if len(xs) > 1 else ()
+            if tuple(target.shape) != want:
+                raise op_error(name, f"expected target of shape {want} for input of shape {xs}, "
+                                     f"got {tuple(target.shape)}", ValueError)
+        if weight is not None and tuple(weight.shape) != (xs[cdim],):
+            raise op_error(name, f"weight of shape {tuple(weight.shape)} does not match "
+                                 f"{xs[cdim]} classes", RuntimeError)
+        return TensorSpec(_reduced(name, xs[:cdim] + xs[cdim + 1:], reduction), x.dtype)
+    return infer
+
+
+def _class_samples(dtype=np.float64):
+    x = _rand((4, 3), dtype, seed=1)
+    t = np.array([0, 2, 1, 2])
+    x3 = _rand((2, 3, 2), dtype, seed=2)
+    t3 = np.array([[1, 0], [2, -100]])  # an ignored target
+    w = _rand((3,), dtype, 0.5, 2.0, seed=3)
+    return [Sample((x, t), {}),
+            Sample((x3, t3), {"reduction": "none"}),
+            Sample((x3, t3, w), {"reduction": "sum"}, False),
+            Sample((_rand((3,), dtype, seed=4), np.array(1)), {})]
+
+
+def _class_errors():
+    return [((_rand((4, 3)), np.array([0, 1, 2])), {}, ValueError),
+            ((_rand((4, 3)), np.array([0, 1, 2, 0])), {"reduction": "avg"}, ValueError),
+            ((_rand((4, 3)), np.array([0.0, 1, 2, 0])), {}, RuntimeError)]
+
+
+def _torch_loss(fname):
+    def f(torch, *a, **kw):
+        return getattr(torch.nn.functional, fname)(*a, **kw)
+    return f
+
+
+composite(nll_loss, infer=_class_infer("nll_loss"), args=("input", "target", "weight"),
+          optional=("weight",), samples=_class_samples, error_samples=_class_errors,
+          torch=_torch_loss("nll_loss"))
+
+
+def _cross_entropy_samples(dtype=np.float64):
+    p = _rand((4, 3), dtype, 0.1, 1.0, seed=5)
+    return _class_samples(dtype)[:3] + [
+        Sample((_rand((4, 3), dtype, seed=6), np.array([2, 0, 1, 1])), {"label_smoothing": 0.2}),
+        Sample((_rand((4, 3), dtype, seed=7), p / p.sum(1, keepdims=True)), {}),
+        Sample((_rand((4, 3), dtype, seed=8), np.array([2, 0, 1, 1]), _rand((3,), dtype, 0.5, 2.0)),
+               {"label_smoothing": 0.1}, False)]
+
+
+composite(cross_entropy, infer=_class_infer("cross_entropy"),
+          args=("input", "target", "weight"), optional=("weight",),
+          samples=_cross_entropy_samples,
+          error_samples=lambda: _class_errors() + [
+              ((_rand((4, 3)), np.array([0, 1, 2, 0])), {"label_smoothing": 1.5}, RuntimeError)],
+          torch=_torch_loss("cross_entropy"))
+
+
+def _pointwise_infer(name):
+    def infer(x, target, size_average=None, reduce=None, reduction="mean"):
+        shape = tuple(x.shape) if tuple(x.shape) == tuple(target.shape) else \
+            broadcast_shapes(name, tuple(x.shape), tuple(target.shape))
+        dt = np.result_type(np.dtype(x.dtype), np.dtype(target.dtype))
+        return TensorSpec(_reduced(name, shape, reduction), dt)
+    return infer
+
+
+def _pointwise_samples(dtype=np.float64):
+    return [Sample((_rand((3, 4), dtype, seed=1), _rand((3, 4), dtype, seed=2)), {}),
+            Sample((_rand((2, 3), dtype, seed=3), _rand((2, 3), dtype, seed=4)),
+                   {"reduction": "none"}),
+            Sample((_rand((2, 3), dtype, seed=5), _rand((2, 3), dtype, seed=6)),
+                   {"reduction": "sum"})]
+
+
+for _fn in (mse_loss, l1_loss):
+    composite(_fn, infer=_pointwise_infer(_fn.__name__), args=("input", "target"),
+              samples=_pointwise_samples,
+              error_samples=lambda: [((_rand((3, 4)), _rand((5,))), {}, ValueError),
+                                     ((_rand((3,)), _rand((3,))), {"reduction": "avg"},
+                                      ValueError)],
+              torch=_torch_loss(_fn.__name__))
+
+
+def _binary_infer(name):
+    def infer(x, target, weight=None, size_average=None, reduce=None, reduction="mean",
+              pos_weight=None):
+        if tuple(x.shape) != tuple(target.shape):
+            raise op_error(name, f"target of shape {tuple(target.shape)} must match input "
+                                 f"{tuple(x.shape)}")
+        _float_input(name, x, RuntimeError if name == "binary_cross_entropy" else TypeError)
+        if np.dtype(target.dtype) != np.dtype(x.dtype):
+            raise op_error(name, f"found target dtype {np.dtype(target.dtype)} but expected "
+                                 f"{np.dtype(x.dtype)} (input's dtype)", RuntimeError)
+        for what, w in (("weight", weight), ("pos_weight", pos_weight)):
+            if w is not None:
+                broadcast_shapes(name, tuple(x.shape), tuple(w.shape))
+        return TensorSpec(_reduced(name, tuple(x.shape), reduction), x.dtype)
+    return infer
+
+
+def _bce_samples(dtype=np.float64):
+    x = _rand((3, 4), dtype, 0.05, 0.95, seed=1)
+    t = _rand((3, 4), dtype, 0.0, 1.0, seed=2)
+    return [Sample((x, t), {}),
+            Sample((x[:2], t[:2]), {"reduction": "none"}),
+            Sample((x, t, _rand((4,), dtype, 0.5, 2.0, seed=3)), {"reduction": "sum"}, False)]
+
+
+composite(binary_cross_entropy, infer=_binary_infer("binary_cross_entropy"),
+          args=("input", "target", "weight"), optional=("weight",), samples=_bce_samples,
+          error_samples=lambda: [((_rand((3, 4), low=0.1, high=0.9), _rand((3,), low=0.1, high=0.9)),
+                                  {}, ValueError),
+                                 ((_rand((3,), low=1.5, high=2.0), _rand((3,), low=0.1, high=0.9)),
+                                  {}, RuntimeError)],
+          torch=_torch_loss("binary_cross_entropy"))
+
+
+def _bce_logits_samples(dtype=np.float64):
+    x = _rand((3, 4), dtype, seed=1)
+    t = _rand((3, 4), dtype, 0.0, 1.0, seed=2)
+    return [Sample((x, t), {}),
+            Sample((x, t, _rand((4,), dtype, 0.5, 2.0, seed=3)), {"reduction": "none"}, False),
+            Sample((x, t, None, _rand((4,), dtype, 0.5, 3.0, seed=4)), {"reduction": "sum"},
+                   False)]
+
+
+composite(binary_cross_entropy_with_logits, args=("input", "target", "weight", "pos_weight"),
+          infer=_binary_infer("binary_cross_entropy_with_logits"),
+          optional=("weight", "pos_weight"), by_name=True, samples=_bce_logits_samples,
+          error_samples=lambda: [((_rand((3, 4)), _rand((3,))), {}, ValueError),
+                                 ((_rand((3,)), np.arange(3)), {}, RuntimeError)],
+          torch=lambda torch, x, t, weight=None, pos_weight=None, **kw:
+              torch.nn.functional.binary_cross_entropy_with_logits(
+                  x, t, weight, pos_weight=pos_weight, **kw))
+del _fn

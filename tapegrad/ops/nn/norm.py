@@ -7,11 +7,11 @@ from ...dispatch import bind
 from ...grad_mode import no_grad
 from ..._util import op_error, require_floating
 from .. import _vmap
-from .._decl import register, Sample, TensorSpec, rand
+from .._decl import composite, register, Sample, TensorSpec, rand
 from ..elementwise import rsqrt
 from ..reduce import mean
 from ..shape import reshape
-from ._common import need_float, raw
+from ._common import need_float, np_dtype, raw
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -50,9 +50,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if p is not None and tuple(p.shape) != (C,):
             raise op_error("batch_norm", f"{name} of shape {tuple(p.shape)} must be ({C},)",
                            RuntimeError)
-        if p is not None and raw(p).dtype != raw(input).dtype:  # PyTorch: no mixed dtypes
-            raise op_error("batch_norm", f"{name} of dtype {raw(p).dtype} must have input's "
-                                         f"dtype {raw(input).dtype}", RuntimeError)
+        if p is not None and np_dtype(p) != np_dtype(input):  # PyTorch: no mixed dtypes
+            raise op_error("batch_norm", f"{name} of dtype {np_dtype(p)} must have input's "
+                                         f"dtype {np_dtype(input)}", RuntimeError)
     bshape = (1, C) + (1,) * (len(input.shape) - 2)
     dims = (0,) + tuple(range(2, len(input.shape)))
     n = int(np.prod([input.shape[d] for d in dims]))
@@ -66,8 +66,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         xc = input - mu
         var = mean(xc * xc, dim=dims, keepdim=True)
         out = xc * rsqrt(var + eps)
-        _update_running_stats(running_mean, running_var, raw(mu).reshape(C),
-                              raw(var).reshape(C), n, momentum)
+        if running_mean is not None or running_var is not None:
+            if getattr(input, "_vlevel", None) is not None:  # as PyTorch's vmap refuses it
+                raise op_error("batch_norm", "the running statistics cannot be updated inside "
+                                             "vmap (every example would write into one "
+                                             "tensor): pass None for them, or training=False",
+                               RuntimeError)
+            _update_running_stats(running_mean, running_var, raw(mu).reshape(C),
+                                  raw(var).reshape(C), n, momentum)
     else:
         if running_mean is None or running_var is None:
             raise op_error("batch_norm", "running_mean and running_var are needed when not "
@@ -233,3 +239,76 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     ``torch.nn.functional.group_norm``."""
     need_float("group_norm", input=input, weight=weight, bias=bias)
     return bind(GROUP_NORM, input, weight, bias, num_groups=num_groups, eps=float(eps))
+
+
+# ---------------------------------------------------------------- in the registry
+def _layer_norm_infer(x, weight=None, bias=None, *, normalized_shape, eps=1e-5):
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else \
+        tuple(int(s) for s in normalized_shape)
+    if np.dtype(x.dtype).kind != "f":
+        raise op_error("layer_norm", f"expected a floating point input, got {np.dtype(x.dtype)}",
+                       TypeError)
+    if not ns or tuple(x.shape[len(x.shape) - len(ns):]) != ns:
+        raise op_error("layer_norm", f"normalized_shape {ns} does not match the trailing dims "
+                                     f"of input {tuple(x.shape)}", RuntimeError)
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != ns:
+            raise op_error("layer_norm", f"{name} of shape {tuple(p.shape)} must be {ns}",
+                           RuntimeError)
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+# the op's inputs (input, weight, bias) by name, normalized_shape an attribute
+composite(layer_norm, infer=_layer_norm_infer, args=("input", "weight", "bias"),
+          optional=("weight", "bias"), by_name=True,
+          samples=lambda dtype=np.float64: [
+              Sample((rand((2, 3, 4), dtype, seed=1), rand((4,), dtype, seed=2),
+                      rand((4,), dtype, seed=3)), {"normalized_shape": (4,)}),
+              Sample((rand((2, 3, 4), dtype, seed=4),), {"normalized_shape": (3, 4), "eps": 1e-3})],
+          error_samples=lambda: [((rand((2, 3)),), {"normalized_shape": (2,)}, RuntimeError),
+                                 ((rand((2, 3)), rand((2,))), {"normalized_shape": (3,)},
+                                  RuntimeError)],
+          torch=lambda torch, x, weight=None, bias=None, *, normalized_shape, **kw:
+              torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, **kw))
+
+
+def _batch_norm_infer(x, running_mean, running_var, weight=None, bias=None, training=False,
+                      momentum=0.1, eps=1e-5):
+    if len(x.shape) < 2:
+        raise op_error("batch_norm", f"expected an input of at least 2 dims (N, C, ...), got "
+                                     f"{tuple(x.shape)}", RuntimeError)
+    if np.dtype(x.dtype).kind != "f":
+        raise op_error("batch_norm", f"expected a floating point input, got {np.dtype(x.dtype)}",
+                       TypeError)
+    C = x.shape[1]
+    for name, p in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != (C,):
+            raise op_error("batch_norm", f"{name} of shape {tuple(p.shape)} must be ({C},)",
+                           RuntimeError)
+    if not training and (running_mean is None or running_var is None):
+        raise op_error("batch_norm", "running_mean and running_var are needed when not "
+                                     "training", RuntimeError)
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def _batch_norm_samples(dtype=np.float64):
+    C = 3
+    rm, rv = rand((C,), dtype, seed=1), rand((C,), dtype, 0.5, 2.0, seed=2)
+    w, b = rand((C,), dtype, seed=3), rand((C,), dtype, seed=4)
+    # PyTorch does not differentiate the running statistics: that sample is
+    # forward-only. (Training with them updates them in place, which vmap refuses, as
+    # PyTorch's: tests/training cover it.)
+    return [Sample((rand((4, C), dtype, seed=5), None, None, w, b), {"training": True}),
+            Sample((rand((2, C, 4), dtype, seed=6), rm, rv, w, b), {"eps": 1e-3}, False),
+            Sample((rand((4, C, 2), dtype, seed=7), None, None), {"training": True})]
+
+
+composite(batch_norm, infer=_batch_norm_infer,
+          args=("input", "running_mean", "running_var", "weight", "bias"),
+          optional=("running_mean", "running_var", "weight", "bias"), by_name=True,
+          samples=_batch_norm_samples,
+          error_samples=lambda: [((rand((4, 3)), rand((2,)), rand((2,))), {}, RuntimeError),
+                                 ((rand((4, 3)), None, None), {}, RuntimeError)],
+          torch=lambda torch, x, rm, rv, weight=None, bias=None, **kw:
+              torch.nn.functional.batch_norm(x, rm, rv, weight, bias, **kw))

@@ -13,13 +13,14 @@ import numpy as np
 from ...devices import xp_of
 from ...devices.cpu_kernels import pool as cpu_pool
 from ...dispatch import bind
+from ...tensor import wrap
 from ..._util import op_error, require_floating
-from .._decl import register, Sample, TensorSpec, rand as _rand
+from .._decl import composite, register, Sample, TensorSpec, rand as _rand
 from ..linalg import matmul
 from ..reduce import mean
 from ..shape import cat
 from ..shape import unsqueeze
-from ._common import pair, raw
+from ._common import pair, whole
 from .. import _jvp, _vmap
 
 
@@ -500,7 +501,7 @@ def adaptive_avg_pool2d(input, output_size):
         raise op_error(name, f"output_size {tuple(output_size)} must be non-negative",
                        RuntimeError)
     require_floating(name, input)  # PyTorch: no integer or bool kernel
-    data = raw(input)
+    data = whole(input)  # inside vmap the batch's: all finite iff each example's are
     xp, dt = xp_of(data), data.dtype
     out = input
     if not bool(xp.isfinite(data).all()):
@@ -512,8 +513,47 @@ def adaptive_avg_pool2d(input, output_size):
             out = cat([mean(out[..., lo:hi], dim=-1, keepdim=True)
                        for lo, hi in _bins(W, ow)] or [out[..., :0]], dim=-1)
         return out
+    # the bin matrices are constants, as Tensors (vmap's matmul rule reads its
+    # operands' shapes from Tensors)
     if oh != H:
-        out = matmul(_adaptive_matrix(xp, H, oh, dt), out)
+        out = matmul(wrap(_adaptive_matrix(xp, H, oh, dt)), out)
     if ow != W:
-        out = matmul(out, _adaptive_matrix(xp, W, ow, dt).T)  # a constant: transposed raw
+        out = matmul(out, wrap(_adaptive_matrix(xp, W, ow, dt).T))
     return out
+
+
+def _adaptive_infer(x, output_size):
+    name = "adaptive_avg_pool2d"
+    shape = tuple(x.shape)
+    if len(shape) not in (3, 4) or 0 in shape[-3:]:
+        raise op_error(name, f"expected a 3-D or 4-D input with non-zero sizes but the batch's, "
+                             f"got shape {shape}", RuntimeError)
+    if not isinstance(output_size, (tuple, list)):
+        output_size = (output_size, output_size)
+    if len(output_size) != 2:
+        raise op_error(name, f"output_size must be an int or a pair, got {tuple(output_size)}",
+                       RuntimeError)
+    for v in output_size:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+            raise op_error(name, f"output_size must be ints (or None), got {tuple(output_size)}",
+                           TypeError)
+    oh, ow = (shape[-2] if output_size[0] is None else int(output_size[0]),
+              shape[-1] if output_size[1] is None else int(output_size[1]))
+    if oh < 0 or ow < 0:
+        raise op_error(name, f"output_size {tuple(output_size)} must be non-negative",
+                       RuntimeError)
+    if np.dtype(x.dtype).kind != "f":
+        raise op_error(name, f"expected a floating point input, got {np.dtype(x.dtype)}",
+                       TypeError)
+    return TensorSpec(shape[:-2] + (oh, ow), x.dtype)
+
+
+composite(adaptive_avg_pool2d, infer=_adaptive_infer,
+          samples=lambda dtype=np.float64: [
+              Sample((_rand((1, 2, 5, 7), dtype, seed=1),), {"output_size": (2, 3)}),
+              Sample((_rand((2, 4, 4), dtype, seed=2),), {"output_size": 3}),
+              Sample((_rand((1, 1, 3, 5), dtype, seed=3),), {"output_size": (None, 2)})],
+          error_samples=lambda: [((_rand((4, 4)),), {"output_size": 2}, RuntimeError),
+                                 ((_rand((1, 4, 4)),), {"output_size": (1, 2, 3)}, RuntimeError)],
+          torch=lambda torch, x, output_size: torch.nn.functional.adaptive_avg_pool2d(
+              x, output_size))
