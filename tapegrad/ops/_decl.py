@@ -120,49 +120,36 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
     """Declare the public function ``fn``, built from other ops, in the registry
     (``OpDef.composite``): ``bind``/``compute`` on it call ``fn``, whose constituent
     ops record, differentiate, batch and forward-differentiate; ``infer`` is its
-    shape rule. ``fn`` is called with its tensor arguments checked first and its errors
-    naming ``name`` (``guard.checked``), as the public ``tg.*`` function is. ``nout``:
+    shape rule; dispatch checks its tensor inputs first (``args``, ``optional``), in the
+    op's terms, and its errors name ``name``. ``nout``:
     1, or more for a function that returns a tuple (split, chunk: the count follows
     the call). ``sequence``: ``fn`` takes its tensors as one sequence (``hstack(tensors)``);
-    the op takes them as its inputs (as ``cat``), each checked as dispatch checks an
-    op's input. ``by_name``: the op's inputs are ``fn``'s parameters ``args``, passed
-    by name (``scatter_(input, dim, index, src)`` as the op ``(input, index, src)`` with
-    ``dim`` an attribute), each checked as dispatch checks an op's input (``optional``:
-    those that may be None). ``kind="dynamic"``: a data-dependent output shape
-    (``argwhere``). Returns ``fn`` (the public function stays as it is)."""
+    the op takes them as its inputs (as ``cat``). ``by_name``: the op's inputs are
+    ``fn``'s parameters ``args``, passed by name (``layer_norm(input, normalized_shape,
+    weight, bias)`` as the op ``(input, weight, bias)``, ``normalized_shape`` an
+    attribute); ``optional``: the inputs that may be None. ``kind="dynamic"``: a
+    data-dependent output shape (``argwhere``). Returns ``fn`` (the public function
+    stays as it is)."""
     from ..grad_mode import no_grad
     from ..tensor import Tensor, wrap, buffer
-    from .guard import checked
-
     from .guard import _named, _CLEAN
-    name = name or fn.__name__
-    checked_fn = checked(fn, name)
 
-    def public(*a, **k):  # its errors name it, tensor arguments or not (factories)
+    name = name or fn.__name__
+    if sequence:
+        def call(*tensors, **attrs):
+            return fn(list(tensors), **attrs)
+    elif by_name:
+        def call(*ins, **attrs):
+            return fn(**dict(zip(args, ins)), **attrs)
+    else:
+        call = fn
+
+    def public(*a, **k):  # its errors name it (an alias's: "subtract: sub: ...")
         try:
-            return checked_fn(*a, **k)
+            return call(*a, **k)
         except _CLEAN as e:
             raise _named(name, e) from None
     public.__name__ = name
-    if sequence:
-        from .guard import _check_one
-        one = public
-
-        def public(*tensors, **attrs):
-            for t in tensors:
-                _check_one(name, args[0], t, False, ())
-            return one(list(tensors), **attrs)
-        public.__name__ = name
-    elif by_name:
-        from .guard import _check_one
-        one = public
-
-        def public(*ins, **attrs):
-            for n, v in zip(args, ins):
-                if not (v is None and n in optional):
-                    _check_one(name, n, v, True, ins)
-            return one(**dict(zip(args, ins)), **attrs)
-        public.__name__ = name
 
     def kernel(*arrays, alloc=None, **attrs):
         ins = [wrap(a) if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, Tensor)

@@ -101,20 +101,17 @@ def _plan(fn):
 _MISSING = object()
 
 
-def checked(fn, name=None):
+def checked(fn):
     """``fn`` with its tensor arguments checked first and its errors naming it (``fn``
-    itself if it takes no tensor argument). ``name``: the name the errors give, when
-    it is not ``fn.__name__`` (an alias declared in the registry: ``subtract`` is
-    ``sub``); such a wrapper is made anew, not kept."""
-    alias = name is not None and name != fn.__name__
-    if not alias and fn in _wrapped:
+    itself if it takes no tensor argument)."""
+    if fn in _wrapped:
         return _wrapped[fn]
-    if getattr(fn, "_checked", False) and not alias:
+    if getattr(fn, "_checked", False):
         return fn
     plan = _plan(fn)
     if not plan:
         return fn
-    name = name or fn.__name__
+    name = fn.__name__
 
     def check(args, kwargs):
         for pos, pname, optional, numbers, seq in plan:
@@ -155,10 +152,7 @@ def checked(fn, name=None):
         except _CLEAN as e:
             raise _named(name, e) from None
     f._checked = True
-    if alias:
-        f.__name__ = f.__qualname__ = name
-    else:
-        _wrapped[fn] = f
+    _wrapped[fn] = f
     return f
 
 

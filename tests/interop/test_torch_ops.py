@@ -38,8 +38,26 @@ def _grad_sample(op):
     return min(cands, key=_size) if cands else None
 
 
-FORWARD = [pytest.param(op, op.samples(F64)[0], id=op.name) for op in OPS]
-GRAD = [pytest.param(op, s, id=op.name) for op in OPS if op.differentiable
+# Composites whose function does not run on torch.Tensors yet: factories (no tensor
+# input: their result is a tapegrad Tensor), and functions that read tapegrad Tensor
+# internals (dtype.kind, _data, flags). Strict xfails: one that starts working must
+# leave the list.
+NOT_EXPORTED = set("""zeros ones empty full zeros_like ones_like empty_like full_like arange
+linspace eye tensor as_tensor asarray from_numpy from_dlpack rand randn randint rand_like
+randn_like randperm contiguous view adaptive_avg_pool2d nll_loss cross_entropy
+binary_cross_entropy binary_cross_entropy_with_logits layer_norm batch_norm dropout
+scaled_dot_product_attention swish""".split())
+
+
+def _param(op, s, failing=NOT_EXPORTED):
+    marks = [pytest.mark.xfail(strict=True, reason="composite not exported to torch yet")] \
+        if op.name in failing else []
+    return pytest.param(op, s, id=op.name, marks=marks)
+
+
+FORWARD = [_param(op, op.samples(F64)[0]) for op in OPS]
+# dropout's gradient sample (training=False) returns its input: that one runs
+GRAD = [_param(op, s, NOT_EXPORTED - {"dropout"}) for op in OPS if op.differentiable
         for s in [_grad_sample(op)] if s is not None]
 
 
