@@ -156,14 +156,21 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
                else a for a in arrays]
         with no_grad():
             out = public(*ins, **attrs)
-        if isinstance(out, tuple):
-            return tuple(buffer(o) if isinstance(o, Tensor) else o for o in out)
-        return buffer(out) if isinstance(out, Tensor) else out
+        outs = tuple(buffer(o) if isinstance(o, Tensor) else o
+                     for o in (out if isinstance(out, tuple) else (out,)))
+        if alloc is not None:  # a dynamic op: the outputs in the caller's memory
+            outs = tuple(_into(alloc(o.shape, o.dtype), o) for o in outs)
+        return outs if isinstance(out, tuple) else outs[0]
     register(name=name, kernel=kernel, infer=infer, args=args, composite=public, kind=kind,
              optional=tuple(optional),
              samples=samples, torch=torch, reference=reference, error_samples=error_samples,
              nout=nout, differentiable=differentiable, doc=doc or (fn.__doc__ or ""))
     return fn
+
+
+def _into(dst, src):
+    dst[...] = src
+    return dst
 
 
 def alias(fn, name, of, *, torch_name=None, infer=None, samples=None, error_samples=None,

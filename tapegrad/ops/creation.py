@@ -823,8 +823,8 @@ composite(to, infer=_to_infer,
           samples=lambda dtype=np.float64: [
               Sample((_rand((2, 3), dtype),), {"dtype": F32}, False),
               Sample((_rand((2, 3), dtype),), {"dtype": np.dtype(dtype), "copy": True}),
-              Sample((_rand((3,), dtype), "cpu"), {}),
+              Sample((_rand((3,), dtype),), {"device": "cpu"}),
               Sample((np.arange(3),), {"dtype": np.dtype(dtype)}, False)],
-          error_samples=lambda: [((_rand((3,)), "tpu"), {}, ValueError)],
+          error_samples=lambda: [((_rand((3,)),), {"device": "tpu"}, ValueError)],
           torch=_to_torch)
 del _fn, _extra, _draw
