@@ -9,7 +9,7 @@ import numpy as np
 
 from ...devices import xp_of
 from ..._util import broadcast_shapes, dtype_kind, op_error, require_floating
-from ..elementwise import abs as _abs, exp, log, log1p, maximum, sub, where, ne
+from ..elementwise import abs as _abs, exp, ge, log, log1p, maximum, sub, where, ne
 from ..reduce import mean, sum as _sum
 from ..shape import unsqueeze, movedim
 from .sparse import one_hot
@@ -56,11 +56,12 @@ def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
     if w is not None and tuple(w.shape) != (C,):
         raise op_error(name, f"weight of shape {tuple(w.shape)} does not match {C} classes",
                        RuntimeError)
-    if target._vlevel is None and (w is None or w._vlevel is None) and not _state.observers:
+    if target._vlevel is None and getattr(input, "_vlevel", None) is None and \
+            (w is None or w._vlevel is None) and not _state.observers:
         return _class_coef_data(name, input, target, w, ignore_index, label_smoothing, C)
-    # batched targets (inside vmap), or an observed call (tg.compile's capture, which
-    # must see the coefficients come from the targets; tg.profile): the same with ops;
-    # an out-of-range class is one_hot's IndexError
+    # batched targets or input (inside vmap), or an observed call (tg.compile's capture,
+    # which must see the coefficients come from the targets; tg.profile): the same with
+    # ops; an out-of-range class is one_hot's IndexError
     valid = ne(target, ignore_index)
     onehot = one_hot(where(valid, target, 0), C)  # classes last
     dt = input.dtype
