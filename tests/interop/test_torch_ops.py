@@ -46,7 +46,7 @@ NOT_EXPORTED = set("""zeros ones empty full zeros_like ones_like empty_like full
 linspace eye tensor as_tensor asarray from_numpy from_dlpack rand randn randint rand_like
 randn_like randperm contiguous view adaptive_avg_pool2d nll_loss cross_entropy
 binary_cross_entropy binary_cross_entropy_with_logits layer_norm batch_norm dropout
-scaled_dot_product_attention swish""".split())
+scaled_dot_product_attention swish mse_loss""".split())
 
 
 def _param(op, s, failing=NOT_EXPORTED):
