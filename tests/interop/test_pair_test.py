@@ -9,7 +9,9 @@ from tapegrad.testing import pair_test
 
 torch = pytest.importorskip("torch")
 
-OPS = [op for op in tg.ops_registry.list_ops() if op.torch is not None]
+# empty and empty_like hold whatever memory held (torch.empty's too): no values to pair
+OPS = [op for op in tg.ops_registry.list_ops() if op.torch is not None
+       and op.name not in ("empty", "empty_like")]
 # (op, check) pairs left out, each for a reason of the reference, not of the op:
 # cholesky's input is symmetric; PyTorch's jvp reads a non-symmetric tangent's lower
 # triangle only, tapegrad's the whole tangent, so a random tangent has no one answer
