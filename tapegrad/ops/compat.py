@@ -11,11 +11,12 @@ from .. import dtypes as _dt
 from .. import devices as _devices
 from .._util import normalize_dim, op_error, require_floating, dtype_kind
 from ..devices import xp_of
-from ..tensor import Tensor, buffer
+from ..tensor import Tensor
 from ..grad_mode import is_grad_enabled
 from ._decl import composite, Sample, TensorSpec, rand
 from . import creation as C, shape as S, linalg as L, indexing as I, elementwise as E
 from .nn import loss as _loss
+from .nn._common import np_dtype as _np_dtype, whole as _whole
 
 __all__ = ["t", "mm", "narrow"]
 
@@ -285,15 +286,98 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
         raise op_error("dropout2d", f"expects a 3-D (N, C, L) or 4-D (N, C, H, W) input, "
                                     f"got {input.ndim}-D", RuntimeError)
     require_floating("dropout2d", input, cls=RuntimeError)
-    x = buffer(input)
-    _devices.check_alloc("dropout2d", tuple(x.shape), x.dtype)  # the output, before drawing
-    shape = tuple(x.shape[:2]) + (1,) * (x.ndim - 2)
+    # an example's shape and dtype (inside vmap, randomness="same": one mask for all)
+    xs, dt = tuple(input.shape), _np_dtype(input)
+    xp = xp_of(_whole(input))
+    _devices.check_alloc("dropout2d", xs, dt)  # the output, before drawing
+    shape = xs[:2] + (1,) * (len(xs) - 2)
     if p == 1.0:
-        mask = xp_of(x).zeros(shape, dtype=x.dtype)
+        mask = xp.zeros(shape, dtype=dt)
     else:
         keep = C.generator().random(shape) >= p
-        mask = xp_of(x).asarray((keep / (1.0 - p)).astype(x.dtype))
+        mask = xp.asarray((keep / (1.0 - p)).astype(dt))
     if inplace:
         input.mul_(Tensor(mask))
         return input
     return input * mask
+
+
+# ------------------------------------------------------------------ in the registry
+def _pointwise_loss_infer(name, check):
+    def infer(x, target, *args, reduction="mean", **kw):
+        check(kw)
+        shape = tuple(x.shape) if tuple(x.shape) == tuple(target.shape) else \
+            _loss.broadcast_shapes(name, tuple(x.shape), tuple(target.shape))
+        return TensorSpec(_loss._reduced(name, shape, reduction),
+                          np.result_type(np.dtype(x.dtype), np.dtype(target.dtype)))
+    return infer
+
+
+def _check_beta(kw):
+    if kw.get("beta", 1.0) < 0:
+        raise op_error("smooth_l1_loss", "smooth_l1_loss does not support negative values "
+                                         "for beta.", RuntimeError)
+
+
+def _check_delta(kw):
+    if kw.get("delta", 1.0) <= 0:
+        raise op_error("huber_loss", f"huber_loss does not support non-positive values for "
+                                     f"delta, got {kw.get('delta')}", RuntimeError)
+
+
+def _loss_samples(key):
+    def samples(dtype=np.float64):
+        x, y = rand((3, 4), dtype, seed=1), rand((3, 4), dtype, seed=2)
+        return [Sample((x, y), {}), Sample((x, y), {"reduction": "none", key: 0.7})]
+    return samples
+
+
+def _torch_huber(torch, x, y, reduction="mean", delta=1.0):
+    """PyTorch's formula for huber_loss (its huber_loss_backward has no forward mode,
+    which the registry's forward-over-reverse test runs)."""
+    d = x - y
+    z = d.abs()
+    loss = torch.where(z < delta, 0.5 * d * d, delta * (z - 0.5 * delta))
+    return {"mean": loss.mean, "sum": loss.sum}.get(reduction, lambda: loss)()
+
+
+for _fn, _key, _check in ((smooth_l1_loss, "beta", _check_beta),
+                          (huber_loss, "delta", _check_delta)):
+    composite(_fn, infer=_pointwise_loss_infer(_fn.__name__, _check),
+              args=("input", "target"), samples=_loss_samples(_key),
+              error_samples=(lambda k: lambda: [((rand((3, 4)), rand((5,))), {}, ValueError),
+                                                ((rand((3,)), rand((3,))), {k: -1.0},
+                                                 RuntimeError)])(_key),
+              torch=(lambda n: lambda torch, x, y, **kw: getattr(torch.nn.functional, n)(
+                  x, y, **kw))(_fn.__name__) if _fn is smooth_l1_loss else _torch_huber)
+
+
+def _dropout2d_infer(x, p=0.5, training=True, inplace=False):
+    if not 0.0 <= p <= 1.0:
+        raise op_error("dropout2d", f"dropout probability has to be between 0 and 1, but "
+                                    f"got {p}")
+    if training and p > 0.0 and len(x.shape) < 2:
+        raise op_error("dropout2d", f"expects a 3-D (N, C, L) or 4-D (N, C, H, W) input, "
+                                    f"got {len(x.shape)}-D", RuntimeError)
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def _dropout2d_draw(g, x, p=0.5, training=True, inplace=False):
+    """The channel mask the generator draws next, as ``dropout2d`` draws it."""
+    if not training or p == 0.0:
+        return x
+    shape = x.shape[:2] + (1,) * (x.ndim - 2)
+    if p == 1.0:
+        return np.zeros_like(x)
+    return x * ((g.random(shape) >= p) / (1.0 - p)).astype(x.dtype)
+
+
+# a random mask: checked against the generator's next draw (forward-only sample)
+composite(dropout2d, infer=_dropout2d_infer,
+          samples=lambda dtype=np.float64: [
+              Sample((rand((2, 4, 3, 3), dtype),), {"p": 0.5}, False),
+              Sample((rand((2, 3, 4), dtype),), {"p": 0.3, "training": False})],
+          error_samples=lambda: [((rand((2, 3, 4)),), {"p": 1.5}, ValueError),
+                                 ((rand((3,)),), {"p": 0.5}, RuntimeError)],
+          reference=C._next_draw(_dropout2d_draw))
+del _fn, _key, _check

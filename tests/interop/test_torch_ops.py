@@ -46,7 +46,7 @@ NOT_EXPORTED = set("""zeros ones empty full zeros_like ones_like empty_like full
 linspace eye tensor as_tensor asarray from_numpy from_dlpack rand randn randint rand_like
 randn_like randperm contiguous view adaptive_avg_pool2d nll_loss cross_entropy
 binary_cross_entropy binary_cross_entropy_with_logits layer_norm batch_norm dropout
-scaled_dot_product_attention swish mse_loss""".split())
+scaled_dot_product_attention swish mse_loss smooth_l1_loss huber_loss dropout2d""".split())
 
 
 def _param(op, s, failing=NOT_EXPORTED):
@@ -56,8 +56,8 @@ def _param(op, s, failing=NOT_EXPORTED):
 
 
 FORWARD = [_param(op, op.samples(F64)[0]) for op in OPS]
-# dropout's gradient sample (training=False) returns its input: that one runs
-GRAD = [_param(op, s, NOT_EXPORTED - {"dropout"}) for op in OPS if op.differentiable
+# dropout(2d)'s gradient sample (training=False) returns its input: that one runs
+GRAD = [_param(op, s, NOT_EXPORTED - {"dropout", "dropout2d"}) for op in OPS if op.differentiable
         for s in [_grad_sample(op)] if s is not None]
 
 
