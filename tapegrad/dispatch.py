@@ -828,6 +828,12 @@ def apply_inplace(op, t, *args, **attrs):
     if type(t) not in _TT:
         raise TypeError(f"{op.name}_: expected a Tensor, got {type(t).__name__}")
     t._check_writable(op.name + "_")
+    if _state._vmap and (_batched_in(args) or (attrs and _batched_in(attrs.values()))):
+        # (a batched t refused above): the batch cannot be written into one tensor
+        raise RuntimeError(f"vmap: {op.name}_: in-place arithmetic is not possible because "
+                           f"an argument is vmapped over but the tensor written to is not "
+                           f"(it has fewer elements than the result); use the out-of-place "
+                           f"op instead")
     grad_on = _state._grad
     base = t._base
     if grad_on and t.requires_grad and t._node is None:

@@ -233,15 +233,13 @@ def _batching(op, args, attrs):
     values, batched, shapes = [], [], []
     size = None
     for a in args:
+        shapes.append(tuple(a.shape) if hasattr(a, "shape") else None)  # raw arrays too
         if isinstance(a, Tensor):
-            shapes.append(tuple(a.shape))
             if a._vlevel == level:
                 values.append(a._value)
                 batched.append(True)
                 size = a._value.shape[0]
                 continue
-        else:
-            shapes.append(None)
         values.append(a)
         batched.append(False)
     ctx = VmapCtx()

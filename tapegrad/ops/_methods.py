@@ -65,6 +65,9 @@ def _fill_(self, value):
     if is_grad_enabled() and self.requires_grad and self._node is None:
         raise RuntimeError("fill_: a leaf Variable that requires grad is being used in an "
                            "in-place operation")
+    if isinstance(value, Tensor) and value._vlevel is not None:
+        raise RuntimeError("vmap: fill_: in-place fill with a vmapped value into a tensor "
+                           "that is not vmapped is not possible; use full_like or where")
     self._data[...] = value._data if isinstance(value, Tensor) else value
     mark_written(self)
     return self

@@ -187,3 +187,24 @@ def test_is_grads_batched():
     theirs = torch.autograd.grad(tx.exp() * tx, tx, grad_outputs=torch.tensor(v),
                                  is_grads_batched=True)
     _close(ours, theirs)
+
+
+def test_inplace_write_of_a_batch_into_an_unbatched_tensor_is_refused():
+    """PyTorch refuses it; the stand-in must never be written (it once gave zeros)."""
+    x = tg.zeros(5)
+    idx, src = tg.tensor([[0, 1], [2, 3]]), tg.ones(2, 2)
+    with pytest.raises(RuntimeError, match="vmap"):
+        tg.vmap(lambda i, s: x.scatter_add_(0, i, s))(idx, src)
+    with pytest.raises(RuntimeError, match="vmap"):
+        tg.vmap(lambda v: x.add_(v))(tg.ones(3, 5))
+    with pytest.raises(RuntimeError, match="vmap"):
+        tg.vmap(lambda m: x.masked_fill_(m, 1.0))(tg.ones(3, 5) > 0)
+    with pytest.raises(RuntimeError, match="vmap"):
+        tg.vmap(lambda v: x.fill_(v))(tg.ones(3))
+    assert x.tolist() == [0.0] * 5
+
+
+def test_a_raw_array_operand_under_vmap():
+    w = np.ones((3, 2))
+    ours = tg.vmap(lambda v: tg.matmul(v, w))(tg.tensor(_rand(20, 4, 3)))  # w stays raw
+    assert tuple(ours.shape) == (4, 2)
