@@ -23,7 +23,7 @@ __all__ = ["custom_op"]
 
 
 def custom_op(name, kernel, adjoint, *, infer=None, kind="basic", workspace=None, jvp=None,
-              nout=1, samples=None, error_samples=None):
+              vmap=None, nout=1, samples=None, error_samples=None):
     """Declare an op from a raw-array ``kernel`` and an ``adjoint``; returns ``f``.
 
     ``kernel(*arrays, **attrs)`` computes on raw NumPy/CuPy arrays. Its positional
@@ -34,7 +34,11 @@ def custom_op(name, kernel, adjoint, *, infer=None, kind="basic", workspace=None
     gradient is wanted, so it is itself differentiated. ``adjoint=None`` declares a
     non-differentiable op. ``infer(*specs, **attrs)`` gives the output
     ``TensorSpec``; without it the kernel is run on zeros of the input specs.
-    ``jvp(tangents, *inputs, **attrs)`` is an optional forward-mode rule. For
+    ``jvp(tangents, *inputs, **attrs)`` is an optional forward-mode rule (without one,
+    forward mode through the op raises). ``vmap(ctx, *values)`` is an optional batching
+    rule, as ``OpDef.vmap`` (values with the batch at dim 0 where ``ctx.batched[i]``;
+    returns the outputs' values, batch at dim 0; without one, ``tg.vmap`` runs the op
+    once per example, with a warning). For
     ``kind="workspace"`` give ``workspace(*specs, **attrs) -> bytes``; the kernel then
     receives ``workspace=``; ``kind="dynamic"`` kernels receive ``alloc=``.
 
@@ -62,7 +66,7 @@ def custom_op(name, kernel, adjoint, *, infer=None, kind="basic", workspace=None
 
     def make(args):
         return _make_op(name, kernel, adjoint, infer, kind, workspace, jvp, nout, samples,
-                        error_samples, args)
+                        error_samples, args, vmap)
 
     op = make(args)
     register(op)
@@ -86,7 +90,7 @@ def custom_op(name, kernel, adjoint, *, infer=None, kind="basic", workspace=None
 
 
 def _make_op(name, kernel, adjoint, infer, kind, workspace, jvp, nout, samples, error_samples,
-             args):
+             args, vmap=None):
     vjp = None
     if adjoint is not None:
         def vjp(ctx, g):
@@ -105,7 +109,8 @@ def _make_op(name, kernel, adjoint, infer, kind, workspace, jvp, nout, samples, 
 
     op = OpDef(name=name, kernel=kernel, infer=infer or _infer_by_running(name, kernel, kind),
                args=args, kind=kind, vjp=vjp, saves=args if adjoint is not None else (),
-               jvp=op_jvp, workspace=workspace, differentiable=adjoint is not None,
+               jvp=op_jvp, vmap=vmap, workspace=workspace,
+               differentiable=adjoint is not None,
                nout=nout, samples=samples or (lambda dtype=np.float64: []),
                error_samples=error_samples, doc=(kernel.__doc__ or ""))
     op._custom = True

@@ -208,3 +208,23 @@ def test_a_raw_array_operand_under_vmap():
     w = np.ones((3, 2))
     ours = tg.vmap(lambda v: tg.matmul(v, w))(tg.tensor(_rand(20, 4, 3)))  # w stays raw
     assert tuple(ours.shape) == (4, 2)
+
+
+def test_custom_op_batching_rule_and_loop_fallback():
+    calls = []
+
+    def rule(ctx, x):
+        calls.append(ctx.batched)
+        return cube(x)  # the kernel maps over the leading batch dim as it is
+    cube = tg.custom_op("test_vmap_cube", lambda x: x ** 3, lambda g, x: (3 * x * x * g,),
+                        vmap=rule)
+    square = tg.custom_op("test_vmap_square", lambda x: x * x, lambda g, x: (2 * x * g,))
+    try:
+        x = tg.tensor(_rand(21, 4, 3))
+        np.testing.assert_allclose(_np(tg.vmap(cube)(x)), _np(x) ** 3)
+        assert calls == [(True,)]
+        with pytest.warns(RuntimeWarning, match="test_vmap_square"):
+            np.testing.assert_allclose(_np(tg.vmap(square)(x)), _np(x) ** 2)
+    finally:
+        tg.ops_registry.unregister("test_vmap_cube")
+        tg.ops_registry.unregister("test_vmap_square")
