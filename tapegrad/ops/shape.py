@@ -302,8 +302,8 @@ for _name in ("swapaxes", "swapdims"):  # PyTorch names their dims axis0/axis1, 
           error_samples=lambda: [((rand((2, 3)), 2, 0), {}, IndexError)])
 
 
-def movedim(input, source, destination):
-    nd = len(input.shape)
+def _movedim_dims(nd, source, destination):
+    """movedim's source and destination dims, checked and normalized."""
     src = source if isinstance(source, (list, tuple)) else (source,)
     dst = destination if isinstance(destination, (list, tuple)) else (destination,)
     if len(src) != len(dst):
@@ -314,6 +314,12 @@ def movedim(input, source, destination):
     for what, ds in (("source", src), ("destination", dst)):
         if len(set(ds)) != len(ds):
             raise op_error("movedim", f"repeated dim in {what} {tuple(ds)}", RuntimeError)
+    return src, dst
+
+
+def movedim(input, source, destination):
+    nd = len(input.shape)
+    src, dst = _movedim_dims(nd, source, destination)
     if nd == 0:
         return input
     order = [d for d in range(nd) if d not in src]
@@ -328,16 +334,7 @@ moveaxis = movedim
 def _movedim_infer(x, source, destination):
     shape = tuple(x.shape)
     nd = len(shape)
-    src = source if isinstance(source, (list, tuple)) else (source,)
-    dst = destination if isinstance(destination, (list, tuple)) else (destination,)
-    if len(src) != len(dst):
-        raise op_error("movedim", f"source {tuple(src)} and destination {tuple(dst)} must "
-                                  f"have the same number of dims", RuntimeError)
-    src = [normalize_dim("movedim", d, nd) for d in src]
-    dst = [normalize_dim("movedim", d, nd) for d in dst]
-    for what, ds in (("source", src), ("destination", dst)):
-        if len(set(ds)) != len(ds):
-            raise op_error("movedim", f"repeated dim in {what} {tuple(ds)}", RuntimeError)
+    src, dst = _movedim_dims(nd, source, destination)
     out = [None] * nd
     for s, d in zip(src, dst):
         out[d] = shape[s]

@@ -51,13 +51,7 @@ class Adadelta(Optimizer):
         if kern(x, g, v, u, wd, rho, 1 - rho, eps, -lr):
             return
         t, t2 = self._tmp(0, x), self._tmp(1, x)
-        if group["maximize"]:
-            np.negative(g, out=t)
-            g = t
-        if wd != 0:
-            np.multiply(x, wd, out=t2)
-            np.add(g, t2, out=t)
-            g = t
+        g = self._grad_with_decay(g, x, wd, group["maximize"], t, t2)
         v *= rho                            # square_avg.mul_(rho).addcmul_(g, g, 1 - rho)
         np.multiply(g, 1 - rho, out=t2)
         t2 *= g

@@ -97,6 +97,18 @@ class Optimizer:
             t = st[name] = Tensor(arr)
         return buffer(t)
 
+    def _grad_with_decay(self, g, x, wd, maximize, t, t2):
+        """The gradient an update uses (the NumPy paths): negated for ``maximize``,
+        plus ``wd * x`` (L2 weight decay), in the scratch ``t`` (``t2`` is spare)."""
+        if maximize:
+            np.negative(g, out=t)
+            g = t
+        if wd != 0:
+            np.multiply(x, wd, out=t2)
+            np.add(g, t2, out=t)
+            g = t
+        return g
+
     def _tmp(self, k, like):
         """Scratch array ``k`` shaped like ``like``: a view of one growing flat buffer
         per (k, dtype, array type), so a step allocates nothing."""

@@ -56,13 +56,7 @@ class RMSprop(Optimizer):
         if kern(*arrays, wd, alpha, 1 - alpha, w, omw, eps, momentum, -lr):
             return
         t, t2 = self._tmp(0, x), self._tmp(1, x)
-        if group["maximize"]:
-            np.negative(g, out=t)
-            g = t
-        if wd != 0:
-            np.multiply(x, wd, out=t2)
-            np.add(g, t2, out=t)
-            g = t
+        g = self._grad_with_decay(g, x, wd, group["maximize"], t, t2)
         v *= alpha                          # square_avg.mul_(alpha).addcmul_(g, g, 1 - alpha)
         np.multiply(g, 1 - alpha, out=t2)
         t2 *= g
@@ -155,13 +149,7 @@ class Adagrad(Optimizer):
         if kern(x, g, s, wd, eps, -clr):
             return
         t, t2 = self._tmp(0, x), self._tmp(1, x)
-        if group["maximize"]:
-            np.negative(g, out=t)
-            g = t
-        if wd != 0:
-            np.multiply(x, wd, out=t2)
-            np.add(g, t2, out=t)
-            g = t
+        g = self._grad_with_decay(g, x, wd, group["maximize"], t, t2)
         np.multiply(g, g, out=t2)
         s += t2
         np.sqrt(s, out=t2)
