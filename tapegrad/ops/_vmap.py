@@ -543,3 +543,38 @@ class _Ctx3:
 
     def ndim(self, i):
         return len(self.shapes[i])
+
+
+def _batchable_index(index):
+    """Whether an index keeps its result dims in place behind a leading full slice:
+    basic items and integer arrays that stand together (no masks)."""
+    idx = index if isinstance(index, tuple) else (index,)
+    adv = [k for k, i in enumerate(idx) if hasattr(i, "dtype")]
+    if any(idx[k].dtype.kind not in "iu" for k in adv):
+        return None
+    if adv and adv[-1] - adv[0] + 1 != len(adv):
+        return None
+    if not all(k in adv or i is None or i is Ellipsis or isinstance(i, (int, slice))
+               for k, i in enumerate(idx)):
+        return None
+    return (slice(None),) + idx
+
+
+def index_add_into_rule(ctx, g):
+    """The adjoint of indexing (scatter-add into zeros of ``shape``), batched as the
+    index is."""
+    idx = _batchable_index(ctx.attrs["index"])
+    if idx is None or not ctx.batched[0]:
+        return loop(ctx, g)
+    return bind(ctx.op, g, index=idx, shape=(ctx.size,) + tuple(ctx.attrs["shape"]))
+
+
+def index_rule(ctx, x):
+    """Advanced indexing with (unbatched) integer arrays, kept together in the index:
+    the batch stays in front behind a leading full slice; other indices (masks,
+    advanced indices split by a slice or None, whose dims NumPy moves to the front)
+    run as a loop."""
+    idx = _batchable_index(ctx.attrs["index"])
+    if idx is None:
+        return loop(ctx, x)
+    return bind(ctx.op, x, index=idx)

@@ -170,7 +170,7 @@ def _named(name, infer):
 
 # NumPy's indexing checks itself; the shape rule would gather a probe of the result's
 # size first (infer_first=False: it explains a failure instead)
-INDEX = register(name="index", jvp=_jvp.linear, kind="basic", kernel=_index_kernel, infer_first=False,
+INDEX = register(name="index", vmap=_vmap.index_rule, jvp=_jvp.linear, kind="basic", kernel=_index_kernel, infer_first=False,
                  infer=_named("index", _getitem_infer),
                  vjp=_getitem_vjp, samples=_index_samples, error_samples=_getitem_errors,
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -234,7 +234,7 @@ def _index_add_into_kernel(g, shape, index):
 
 
 INDEX_ADD_INTO = register(
-    name="index_add_into", jvp=_jvp.linear, kernel=_index_add_into_kernel, args=("g",),
+    name="index_add_into", vmap=_vmap.index_add_into_rule, jvp=_jvp.linear, kernel=_index_add_into_kernel, args=("g",),
     infer=lambda g, shape, index: _into_infer("index_add_into", g, shape, index),
     vjp=lambda ctx, gg: (ctx.m.getitem_raw(gg, ctx.attrs["index"]),),
     samples=lambda dtype=np.float64: [

@@ -1,4 +1,6 @@
 """tg.vmap and the transforms built on it, against torch.func."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -228,3 +230,22 @@ def test_custom_op_batching_rule_and_loop_fallback():
     finally:
         tg.ops_registry.unregister("test_vmap_cube")
         tg.ops_registry.unregister("test_vmap_square")
+
+
+@pytest.mark.parametrize("case", ["first", "second", "pair", "ellipsis", "grad", "grad_basic"])
+def test_integer_array_indexing_has_a_rule(case):
+    """x[idx] with an unbatched integer index, and its adjoint, batch without a loop."""
+    X = _rand(22, 3, 4, 5)
+
+    def f(m, fx):
+        g = F.grad if m is tg else tf.grad
+        return {"first": lambda x: x[m.tensor([0, 2])],
+                "second": lambda x: x[:, m.tensor([4, 1, 1])],
+                "pair": lambda x: x[m.tensor([0, 3]), m.tensor([1, 2])],
+                "ellipsis": lambda x: x[..., m.tensor([0, 1])],
+                "grad": g(lambda v: (v[m.tensor([1, 1, 3])] ** 2).sum()),
+                "grad_basic": g(lambda v: (v[1:3, 2] ** 2).sum())}[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        ours = tg.vmap(f(tg, None))(tg.tensor(X))
+    _close(ours, tf.vmap(f(torch, None))(torch.tensor(X)))
