@@ -253,17 +253,24 @@ def _general(op, args, attrs):
         if type(out) is tuple:
             return tuple(_asarray(o) for o in out)
         return out if type(out) is _NDARRAY else _asarray(out)
-    st = _state
-    record = rg and st._grad and op.differentiable
-    tapes = st._tapes
-    if tapes and not record and op.differentiable and st._grad:
-        record = any(type(a) in _TT and a._tapes for a in args)
     if op.nout == 1:
         outs = (wrap(out if type(out) is _NDARRAY else _asarray(out)),)
         if op.kind == "view":
             _make_view(outs[0], args[0], op, attrs)
     else:
         outs = tuple(wrap(o if type(o) is _NDARRAY else _asarray(o)) for o in out)
+    return _finish(op, attrs, args, outs, rg)
+
+
+def _finish(op, attrs, args, outs, rg):
+    """The outputs of any call (computed, or batched by vmap): recorded when an input
+    requires grad or a Tape watches one, checked in anomaly mode, given tangents in
+    forward mode."""
+    st = _state
+    record = rg and st._grad and op.differentiable
+    tapes = st._tapes
+    if tapes and not record and op.differentiable and st._grad:
+        record = any(type(a) in _TT and a._tapes for a in args)
     if record and any(o._data.dtype.kind == "f" for o in outs):
         _record(op, attrs, args, outs, rg, tapes)
     elif st._anomaly:
@@ -306,22 +313,8 @@ def _batched(op, args, attrs):
     batch; the call is recorded and forward-differentiated as any call, in an
     example's terms (a gradient taken inside vmap runs its adjoints on batched
     tensors)."""
-    st = _state
-    outs = st.batching(op, args, attrs)
-    rg = any(type(a) in _TT and a.requires_grad for a in args)
-    record = rg and st._grad and op.differentiable
-    tapes = st._tapes
-    if tapes and not record and op.differentiable and st._grad:
-        record = any(type(a) in _TT and a._tapes for a in args)
-    if record and any(o._data.dtype.kind == "f" for o in outs):
-        _record(op, attrs, args, outs, rg, tapes)
-        node = outs[0]._node
-        if node is not None and op.save_out:  # the batch, not the example's stand-in
-            kept = tuple(_as_saved(o) for o in outs)
-            node.out = kept[0] if op.nout == 1 else kept
-    if st._dual and op.differentiable:
-        _forward(op, attrs, args, outs)
-    return outs[0] if op.nout == 1 else outs
+    outs = _state.batching(op, args, attrs)
+    return _finish(op, attrs, args, outs, any(type(a) in _TT and a.requires_grad for a in args))
 
 
 def _batched_in(values):
@@ -336,8 +329,11 @@ def _batched_in(values):
     return False
 
 
-def _as_saved(t):
-    """A batched output as its node saves it: a copy without history (no cycle)."""
+def _saved_out(t):
+    """An output as its node saves it: the array, or for a batched output (vmap) a
+    copy without history (the batch, not the example's stand-in; no cycle)."""
+    if t._vlevel is None:
+        return t._data
     c = copy.copy(t)
     c._node, c.requires_grad, c.grad = None, False, None
     return c
@@ -734,7 +730,7 @@ def _node_general(op, attrs, args, outs, rg, tapes):
     out = out_version = None
     if op.save_out:
         v = outs[0]._version
-        out = outs[0]._data if op.nout == 1 else tuple(o._data for o in outs)
+        out = _saved_out(outs[0]) if op.nout == 1 else tuple(_saved_out(o) for o in outs)
         out_version = (v, v[0])
     o = outs[0]._data
     same = op.elementwise and all(s is None or (s == o.shape and d == o.dtype)

@@ -281,15 +281,7 @@ def _read(t):
 
 
 def wrap(array, node=None, idx=0, version=None):
-    """A Tensor around a raw array; with ``node`` it is that node's output ``idx``.
-    ``array`` may also be a Tensor without history (a batched output that a node
-    saved, tapegrad.vmap): a copy of it then takes the node."""
-    if isinstance(array, Tensor):
-        t = copy.copy(array)
-        t._node, t._idx, t.grad = node, idx, None
-        t.requires_grad = node is not None
-        t._version = version if version is not None else [0]
-        return t
+    """A Tensor around a raw array; with ``node`` it is that node's output ``idx``."""
     t = Tensor.__new__(Tensor)
     if type(array) is not np.ndarray and isinstance(array, np.generic):
         array = np.asarray(array)
@@ -306,6 +298,16 @@ def wrap(array, node=None, idx=0, version=None):
     return t
 
 
+
+
+def as_output(saved, node, idx, version):
+    """A node's saved output as that node's output ``idx``: the array wrapped, or for a
+    saved Tensor (a batched output, tapegrad.vmap) a copy of it taking the node."""
+    if not isinstance(saved, Tensor):
+        return wrap(saved, node, idx, version)
+    t = copy.copy(saved)
+    t._node, t._idx, t.grad, t.requires_grad, t._version = node, idx, None, True, version
+    return t
 
 
 # ------------------------------------------------------------------ buffer access

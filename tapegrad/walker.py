@@ -19,7 +19,7 @@ from heapq import heappush, heappop
 import numpy as np
 
 from .tape import state, check_finite
-from .tensor import Tensor, wrap, mark_written, last_write
+from .tensor import Tensor, as_output, wrap, mark_written, last_write
 
 __all__ = ["backward_pass", "Ctx"]
 
@@ -231,9 +231,10 @@ def _context(node, traced, needs):
         if not traced:
             ctx.out = node.out
         elif node.op.nout == 1:
-            ctx.out = wrap(node.out, node, 0, node.out_version[0])
+            ctx.out = as_output(node.out, node, 0, node.out_version[0])
         else:
-            ctx.out = tuple(wrap(o, node, k, node.out_version[0]) for k, o in enumerate(node.out))
+            ctx.out = tuple(as_output(o, node, k, node.out_version[0])
+                            for k, o in enumerate(node.out))
         if traced and node.out_fw is not None:  # forward over reverse: the out's tangents
             for o, fw in zip(ctx.out if type(ctx.out) is tuple else (ctx.out,), node.out_fw):
                 o._fw = fw

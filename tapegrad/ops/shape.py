@@ -1170,34 +1170,27 @@ def diag(input, diagonal=0):
     return bind(DIAG, input, diagonal=_int("diag", diagonal, "diagonal"))
 
 
-def diag_embed(input, offset=0, dim1=-2, dim2=-1):
-    nd = len(input.shape) + 1
+def _diag_embed_dims(shape, offset, dim1, dim2):
+    """diag_embed's output shape, offset and the two dims, checked."""
+    nd = len(shape) + 1
     offset = _int("diag_embed", offset, "offset")
     d1 = normalize_dim("diag_embed", dim1, nd)
     d2 = normalize_dim("diag_embed", dim2, nd)
     if d1 == d2:
         raise op_error("diag_embed", f"dim1 and dim2 cannot be the same ({dim1}, {dim2})",
                        RuntimeError)
-    rest = list(input.shape[:-1])
-    n = input.shape[-1] + abs(int(offset))
-    shape = []
-    it = iter(rest)
-    for i in range(nd):
-        shape.append(n if i in (d1, d2) else next(it))
-    return diagonal_into(input, tuple(shape), int(offset), d1, d2)
+    rest = iter(shape[:-1])
+    n = shape[-1] + abs(int(offset))
+    return tuple(n if i in (d1, d2) else next(rest) for i in range(nd)), int(offset), d1, d2
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    shape, offset, d1, d2 = _diag_embed_dims(tuple(input.shape), offset, dim1, dim2)
+    return diagonal_into(input, shape, offset, d1, d2)
 
 
 def _diag_embed_infer(x, offset=0, dim1=-2, dim2=-1):
-    nd = len(x.shape) + 1
-    offset = _int("diag_embed", offset, "offset")
-    d1 = normalize_dim("diag_embed", dim1, nd)
-    d2 = normalize_dim("diag_embed", dim2, nd)
-    if d1 == d2:
-        raise op_error("diag_embed", f"dim1 and dim2 cannot be the same ({dim1}, {dim2})",
-                       RuntimeError)
-    rest = iter(x.shape[:-1])
-    n = x.shape[-1] + abs(int(offset))
-    return TensorSpec(tuple(n if i in (d1, d2) else next(rest) for i in range(nd)), x.dtype)
+    return TensorSpec(_diag_embed_dims(tuple(x.shape), offset, dim1, dim2)[0], x.dtype)
 
 
 composite(diag_embed, infer=_diag_embed_infer,
