@@ -87,10 +87,7 @@ def test_rule_matches_the_loop(op, sample, batched):
         tg.set_rng_state(rng)
         call = [tg.tensor(ex[i][b]) if i in batched else
                 (tg.tensor(a) if _is_tensor_arg(a) else a) for i, a in enumerate(args)]
-        try:
-            res = bind(op, *call, **attrs)
-        except (ValueError, RuntimeError, IndexError, TypeError):
-            pytest.xfail(f"{op.name}: the perturbed example is not a valid call")
+        res = bind(op, *call, **attrs)
         expected.append([_np(r) for r in (res if isinstance(res, tuple) else (res,))])
     # the batch at dim 0 for the first batched input, at its last dim for the others
     in_dims, vals = [], []
