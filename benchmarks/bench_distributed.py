@@ -8,8 +8,9 @@ prints rank 0's medians. Questions answered:
 
 1. all_reduce (float32, SUM, in place) per message size: ``mpi4py`` (the blocking
    ``comm.Allreduce(MPI.IN_PLACE, array)``), ``tg`` (``dist.all_reduce(tensor)``, with
-   its call check: a second, 16-byte all-reduce on a side communicator before the
-   transfer), and ``tg unchecked`` (the check off, as DDP's buckets run). Latency is
+   its call check on: a 16-byte comparison on a side communicator before the transfer,
+   made only when a call differs from the rank's previous one, so here once per size),
+   and ``tg unchecked`` (the check off, as DDP's buckets run). Latency is
    the median time per call; bus bandwidth is ``2 (n-1)/n * bytes / time`` (what a
    ring moves per rank).
 2. DDP step time (forward, backward, Adam) of the MLP against one process on its own

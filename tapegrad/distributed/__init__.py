@@ -63,7 +63,8 @@ class DistBackendError(RuntimeError):
     """A collective could not complete: another rank failed or left, or it timed out."""
 
 
-_FAULT, _EXIT = 7301, 7302       # notice tags, on the side communicator
+_FAULT, _EXIT, _CHECK = 7301, 7302, 7303   # notice tags, on the side communicator
+_CHECKED_KEPT = 4096             # how many of its checked calls a rank remembers
 _NOTICE_BYTES = 4096
 _DESC_BYTES = 160
 _DEFAULT_TIMEOUT = 1800.0
@@ -113,6 +114,12 @@ class _Group:
         self.nreq = None
         self.queue = collections.deque()   # Works whose transfer has not started
         self.hashes = {}                      # the fast path's call keys -> hash
+        self.descs = {}                       # the fast path's call keys -> description
+        self.calls = 0        # checked-kind collective calls made (the call index)
+        self.prev = None      # the description of the last call compared across ranks
+        self.checked = {}     # call index -> description, of this rank's compared calls
+        self.announced = set()   # call indices another rank compares, not reached yet
+        self.late = []        # (call index, rank): compared there, not by this rank
         self.check_buf = np.zeros(4, dtype=np.int64)
         self.fast_ops = {(np.dtype(t), k): getattr(MPI, _MPI_OPS[k])
                          for t in _FAST_TYPES for k in _FAST_OPS
@@ -178,7 +185,13 @@ class _Group:
             text = bytes(self.nbuf[:self.status.Get_count(MPI.BYTE)]).decode("utf-8",
                                                                              "replace")
             self.nreq = self.ctl.Irecv(self.nbuf, MPI.ANY_SOURCE, MPI.ANY_TAG)
-            if tag == _FAULT:
+            if tag == _CHECK:
+                s = int(text)
+                if s > self.calls:
+                    self.announced.add(s)
+                elif s not in self.checked and self.checked and s > next(iter(self.checked)):
+                    self.late.append((s, src))
+            elif tag == _FAULT:
                 self.failed.setdefault(src, text)
             elif tag == _EXIT:
                 self.exited[src] = int(text)
@@ -187,6 +200,8 @@ class _Group:
         """Read the notices; raise if a rank failed, or if one left before joining
         collective number ``seq``."""
         self.read_notices()
+        if self.late:
+            self.compare_late(what or "tapegrad.distributed")
         where = what or "tapegrad.distributed"
         if self.failed:
             # the root cause first: a rank's own error, not a report of another's
@@ -248,13 +263,61 @@ class _Group:
                 return
 
     # ---- the call check
+    # Every collective call is compared across ranks (name, shape, dtype, op, root)
+    # before its data moves: a transfer between mismatched calls is MPI's abort or
+    # wrong numbers. A comparison is a round trip of its own, as long as the transfer
+    # of a small message, so a rank compares only the calls that differ from its
+    # previous one: ranks whose calls agreed so far and who all repeat their last call
+    # still agree. A rank whose call changed announces the comparison to the others
+    # (a notice with the call index); a rank that made that call without comparing
+    # (its call did not change: so it differs) joins the comparison late, from the
+    # wait its transfer is stuck in, and every rank gets the error.
+    def must_compare(self, desc):
+        """Count a checked-kind call; whether it is compared across ranks (then
+        announced to the others)."""
+        self.calls += 1
+        s = self.calls
+        if desc == self.prev and s not in self.announced:
+            return False
+        self.announced.discard(s)
+        checked = self.checked
+        checked[s] = desc
+        if len(checked) > _CHECKED_KEPT:
+            del checked[next(iter(checked))]
+        self.read_notices()        # a late comparison goes first, in call order
+        if self.late:
+            self.compare_late("tapegrad.distributed")
+        self.prev = desc
+        if self.size > 1:
+            self.notify(_CHECK, str(s))
+        return True
+
+    def compare_late(self, what):
+        """Join the comparisons other ranks announced for calls this rank made
+        without one (its description there: that of its last compared call)."""
+        while self.late:
+            s, _ = self.late.pop(0)
+            if s in self.checked:
+                continue
+            mine = next((d for i, d in reversed(self.checked.items()) if i <= s), self.prev)
+            self.checked[s] = mine
+            self.finish_check(self.start_check(mine, force=True), what, None)
+
     def check_now(self, key, desc, what):
         """The call check of a collective about to start, waited for: ``key`` (its
-        name, shape, dtype, op) hashed once; ``desc()`` describes it on a mismatch."""
-        h = self.hashes.get(key)
+        name, shape, dtype, op) described once by ``desc()``; compared across ranks
+        only when it differs from this rank's previous call."""
+        d = self.descs.get(key)
+        if d is None:
+            d = desc()
+            if len(self.descs) > 4096:
+                self.descs.clear()
+            self.descs[key] = d
+        if not self.must_compare(d):
+            return
+        h = self.hashes.get(d)
         if h is None:
-            # the hash start_check takes of the same call's description
-            h = self.hashes[key] = zlib.crc32(desc().encode()) + 1
+            h = self.hashes[d] = zlib.crc32(d.encode()) + 1
             if len(self.hashes) > 4096:
                 self.hashes.clear()
         buf = self.check_buf
@@ -262,7 +325,7 @@ class _Group:
         req = self.ctl.Iallreduce(buf[:2], buf[2:], op=self.MPI.MAX)
         self.wait([req], what, self.seq + 1)
         if buf[2] != -buf[3]:
-            self.finish_check([self.MPI.REQUEST_NULL, None, buf[2:], desc()], what,
+            self.finish_check([self.MPI.REQUEST_NULL, None, buf[2:], d], what,
                               self.seq + 1)
 
     def start_check(self, desc, force=False):
@@ -504,7 +567,7 @@ class Work:
 def _submit(g, what, desc, start, finish=None, keep=None, async_op=False, check=True):
     """Queue a collective behind the ones not started yet, its call check posted now;
     start what can start; wait for it unless ``async_op``."""
-    chk = g.start_check(desc) if check else None
+    chk = g.start_check(desc) if check and g.checks and g.must_compare(desc) else None
     w = Work(g, what, start, chk, finish, keep)
     g.queue.append(w)
     g.pump(until=None if async_op else w)
@@ -590,7 +653,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
             and arr.flags.c_contiguous else None
         if mop is not None:  # the common case, in fewer steps: the same as below
             if g.checks:
-                g.check_now(("all_reduce", arr.shape, arr.dtype, op),
+                g.check_now((arr.shape, arr.dtype, op),
                             lambda: f"all_reduce({_desc(tensor)}, op={op})", "all_reduce")
             g.seq += 1
             g.wait([g.comm.Iallreduce(g.MPI.IN_PLACE, arr, op=mop)], "all_reduce", g.seq)

@@ -55,6 +55,19 @@ def test_mismatched_calls_give_a_clear_error_on_every_rank(mode, words):
     assert "OK rank" not in out
 
 
+@pytest.mark.parametrize("mode", ["changed", "changed_late"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_call_changed_on_one_rank_is_caught(mode, n):
+    # a repeated call is compared across ranks once; a rank that changes it tells the
+    # others, and whoever made the old call without comparing joins the comparison
+    out, err, took = _failed(mode, n=n)
+    words = (rf"different collective calls: rank 0: all_reduce\(shape=\(3,\).*"
+             rf"rank {n - 1}: all_reduce\(shape=\(4,\)")
+    assert len(re.findall(words, err)) >= n, err  # every rank says it
+    assert "OK rank" not in out
+    assert took < 20
+
+
 def test_a_rank_that_leaves_early_is_named():
     out, err, took = _failed("exit")
     assert "OK rank 1" in out

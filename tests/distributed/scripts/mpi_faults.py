@@ -31,6 +31,19 @@ elif mode == "order":
         dist.all_reduce(tg.ones(3))
     else:
         dist.broadcast(tg.ones(3), 0)
+elif mode in ("changed", "changed_late"):
+    # the ranks repeat a call (compared once), then one rank changes it: the other,
+    # whose call did not change, makes it without a comparison
+    for _ in range(3):
+        dist.all_reduce(tg.ones(3))
+    if R == N - 1:
+        if mode == "changed_late":
+            time.sleep(0.5)  # the others are already waiting in their transfer
+        dist.all_reduce(tg.ones(4))
+    else:
+        if mode == "changed":
+            time.sleep(0.5)  # the announcement is in before this rank calls
+        dist.all_reduce(tg.ones(3))
 elif mode == "exit":
     # rank 0 makes one more collective than the others
     if R == 0:
