@@ -51,8 +51,8 @@ def _seeds(fn, outputs, grad_outputs, traced):
         seeds.append(seed)
     for obs in _state.observers:  # tg.compile's capture: the seeds are its constants
         note = getattr(obs, "seeds", None)
-        if note is not None and not traced:
-            note(seeds)
+        if note is not None:
+            note([s._data if isinstance(s, Tensor) else s for s in seeds])
     return seeds
 
 
@@ -123,9 +123,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("grad: one of the differentiated Tensors does not require grad")
     _check_outputs("grad", outs)
     traced = create_graph or bool(_state.vmap_levels)  # batched tensors: adjoints on Tensors
+    return _grad_walk(outs, ins, grad_outputs, retain_graph, traced, traced, allow_unused,
+                      materialize_grads)
+
+
+def _grad_walk(outs, ins, grad_outputs, retain_graph, traced, record, allow_unused,
+               materialize_grads):
+    """``grad``'s walk. ``traced``: the adjoints run on Tensors; ``record``: and are
+    recorded (traced without recording: forward over reverse, where only the
+    tangents flow through the adjoints, and nothing differentiates the walk again)."""
     seeds = _seeds("grad", outs, _as_list(grad_outputs, "grad"), traced)
     res = _walker.backward_pass(outs, seeds, inputs=ins, retain_graph=retain_graph,
-                              traced=traced)
+                                traced=traced, record=record)
     result = []
     for t, g in zip(ins, res):
         if g is None:

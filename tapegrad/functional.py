@@ -12,7 +12,7 @@ import contextlib
 import threading
 
 from . import forward_ad as _fwad
-from .autodiff import grad as _grad
+from .autodiff import grad as _grad, _grad_walk
 from .dtypes import get_default_dtype
 from .grad_mode import enable_grad, is_grad_enabled
 from .ops import eye, movedim, reshape, tensor, zeros, zeros_like
@@ -35,14 +35,21 @@ def _depth():
     return getattr(_levels, "n", 0)
 
 
+def _reverse_depth():
+    return getattr(_levels, "rev", 0)
+
+
 @contextlib.contextmanager
-def _level():
-    """One more running transform in this thread."""
+def _level(reverse=False):
+    """One more running transform in this thread (``reverse``: one that
+    differentiates what runs inside by reverse mode, so must see it recorded)."""
     _levels.n = _depth() + 1
+    _levels.rev = _reverse_depth() + reverse
     try:
         yield
     finally:
         _levels.n -= 1
+        _levels.rev -= reverse
 
 
 def _nested():
@@ -103,7 +110,7 @@ def value_and_grad(f, argnums=0, has_aux=False):
     nums = _argnums(argnums)
 
     def wrapped(*args, **kwargs):
-        with enable_grad(), _level():
+        with enable_grad(), _level(reverse=True):
             ins = _prep(args, nums)
             out = f(*ins, **kwargs)
             val, aux = (out if has_aux else (out, None))
@@ -111,13 +118,19 @@ def value_and_grad(f, argnums=0, has_aux=False):
                 raise RuntimeError("grad: f must return a scalar tensor (one element); "
                                    "use jacobian or vjp for other outputs")
             # record the gradient when an outer transform or an explicit Tape will
-            # differentiate it again (or a caller's recording: an input requires grad)
-            create = _nested() or (is_grad_enabled() and any(
+            # differentiate it again (or a caller's recording: an input requires grad);
+            # inside a dual level alone, the adjoints run on Tensors for their tangents
+            # to flow (forward over reverse), unrecorded
+            create = _reverse_depth() > 1 or bool(_record_state.tapes) or (is_grad_enabled() and any(
                 isinstance(a, Tensor) and a.requires_grad for a in _flatten(list(args))[0]))
+            tangents = bool(_record_state.dual)
             flat, back = _variables(ins, nums)
-            gs = _grad(val, flat, create_graph=True if create else False,
-                       allow_unused=True, materialize_grads=True)
-            if not create:  # (inside vmap the walk records anyway: nothing needs that)
+            if create or not tangents:
+                gs = _grad(val, flat, create_graph=True if create else False,
+                           allow_unused=True, materialize_grads=True)
+            else:
+                gs = _grad_walk([val], flat, None, False, True, False, True, True)
+            if not create and not tangents:  # (inside vmap the walk records anyway)
                 gs = [g.detach() for g in gs]
             gs = back(gs)
         g = gs[0] if isinstance(argnums, int) else tuple(gs)
@@ -245,7 +258,7 @@ def jacrev(f, argnums=0, *, has_aux=False, chunk_size=None):
     nums = _argnums(argnums)
 
     def wrapped(*args):
-        with enable_grad(), _level():
+        with enable_grad(), _level(reverse=True):
             nested = _nested()
             ins = _prep(args, nums)
             res = f(*ins)

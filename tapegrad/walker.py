@@ -30,16 +30,19 @@ _FREED_MSG = ("Trying to backward through the graph a second time (or to use sav
 
 
 def backward_pass(roots, seeds, *, inputs=None, retain_graph=False, traced=False,
-                  tape_id=None):
+                  tape_id=None, record=None):
     """Reverse mode from ``roots`` (Tensors) with cotangents ``seeds``.
 
     ``inputs``: Tensors whose gradients are returned (a list, None where unused);
     without it gradients accumulate into the ``.grad`` of leaves that require grad.
     ``traced``: run adjoints on Tensors with recording on (create_graph / outer tape).
+    ``record=False`` with ``traced``: on Tensors, not recorded (forward over reverse:
+    the adjoints carry tangents, and nothing differentiates the walk again).
     ``tape_id``: only walk nodes recorded on that Tape.
     """
     prev, prev_raw = state._grad, state.raw
-    state._grad = traced  # grad mode for the adjoints (tapes and anomaly stay as they are)
+    # grad mode for the adjoints (tapes and anomaly stay as they are)
+    state._grad = traced if record is None else record
     state.raw = not traced  # raw arrays are what the adjoints compute on
     state._refresh()
     try:

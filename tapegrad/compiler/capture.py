@@ -225,8 +225,12 @@ class Recorder:
     def vjp(self, node, vjp, ctx, g):
         self._writes()
         gs = g if isinstance(g, tuple) else (g,)
-        if any(isinstance(x, Tensor) for x in gs) or _tape.state._grad:
+        if _tape.state._grad:
             self.fail(f"a gradient of a gradient (create_graph) through {node.op.name}")
+            return vjp(ctx, g)
+        if any(isinstance(x, Tensor) for x in gs):
+            # a walk on Tensors that records nothing (forward over reverse: tangents
+            # flow through the adjoints): its ops are dispatched, so captured, as any
             return vjp(ctx, g)
         if node.hooks or node.retain:
             self.fail(f"a hook or retain_grad on the output of {node.op.name}")
