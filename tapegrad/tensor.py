@@ -4,6 +4,8 @@
 import copy
 import itertools
 
+import weakref
+
 import numpy as np
 
 from . import dtypes as _dt
@@ -33,6 +35,7 @@ class Tensor:
     _view_ops = ()   # a view's ((op, attrs), ...) from its base
     _views = None    # a base's live views (a WeakSet), when it requires grad
     _hooks = None    # gradient hooks of a leaf
+    _post_hooks = None  # hooks run after a backward accumulated the leaf's .grad
     _tapes = None    # ids of explicit Tapes watching this tensor
     _fw = None       # forward-mode tangents, {dual level id: tangent Tensor}
     _vlevel = None   # the vmap level of a batched tensor (tapegrad.vmap.BatchedTensor)
@@ -249,6 +252,23 @@ class Tensor:
             fns = self._hooks
         return _HookHandle(fns, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` after a backward has accumulated this leaf's ``.grad``
+        (as PyTorch: once per backward, as soon as the walk has delivered every
+        contribution, so later parts of the backward still run; the return value is
+        ignored). Returns a handle with ``remove()``."""
+        if self._node is not None:
+            raise RuntimeError("register_post_accumulate_grad_hook: post accumulate grad "
+                               "hooks cannot be registered on non-leaf tensors")
+        if not self.requires_grad:
+            raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook "
+                               "on a tensor that doesn't require gradient")
+        if self._post_hooks is None:
+            self._post_hooks = []
+            POST_HOOKED.add(self)
+        self._post_hooks.append(hook)
+        return _HookHandle(self._post_hooks, hook)
+
     @property
     def _is_view(self):
         return self._base is not None
@@ -258,6 +278,10 @@ class Tensor:
             raise RuntimeError(f"{op}: this tensor is read-only (it shares memory with a "
                                f"read-only buffer, e.g. an import through DLPack or an "
                                f"expanded view); clone() it before writing")
+
+
+# leaves with post-accumulate hooks (the walker counts their contributions only then)
+POST_HOOKED = weakref.WeakSet()
 
 
 class _HookHandle:

@@ -19,7 +19,7 @@ from heapq import heappush, heappop
 import numpy as np
 
 from .tape import state, check_finite
-from .tensor import Tensor, as_output, wrap, mark_written, last_write
+from .tensor import POST_HOOKED, Tensor, as_output, wrap, mark_written, last_write
 
 __all__ = ["backward_pass", "Ctx"]
 
@@ -70,6 +70,9 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
                 off_spec.add(t._node)
             q.send(t._node, t._idx, s)
     wanted = None if inputs is None and tape_id is None else _Wanted(inputs, tape_id, q)
+    # leaves with post-accumulate hooks: how many contributions each still awaits, so
+    # its .grad is accumulated and its hooks run as soon as the last one is in
+    pending = _pending(roots) if POST_HOOKED and wanted is None else None
     anomaly = state._anomaly
     observers = state.observers
     while q.nxt is not None or q.heap:
@@ -121,6 +124,11 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
                         p[1] += gi
                     else:
                         _to_leaf(leaves, e, gi, traced)
+                    if pending and id(e) in pending:
+                        pending[id(e)] -= 1
+                        if not pending[id(e)]:
+                            del pending[id(e)]
+                            _finish_leaf(leaves.pop(id(e)), traced, delivered)
                 elif q.nxt is None and not q.heap and e[0].op.nout == 1:
                     q.nxt = e[0]  # q.send's chain case, inline
                     q.nxt_g = gi
@@ -316,14 +324,49 @@ def _to_leaf(leaves, t, g, traced):
 
 
 def _finish(leaves, wanted, traced, delivered):
-    for t, g, _ in leaves.values():
-        if t._hooks:
-            g = _run_hooks(t._hooks, g, traced)
-        if wanted is not None:
+    if wanted is not None:
+        for t, g, _ in leaves.values():
+            if t._hooks:
+                g = _run_hooks(t._hooks, g, traced)
             wanted.collect_leaf(t, g)
-        elif t.requires_grad:
-            _accumulate(t, g, traced, delivered)
-    return None if wanted is None else wanted.results
+        return wanted.results
+    for p in leaves.values():
+        _finish_leaf(p, traced, delivered)
+    return None
+
+
+def _finish_leaf(p, traced, delivered):
+    """A leaf's total: its hooks, then into ``.grad``, then its post-accumulate hooks."""
+    t, g, _ = p
+    if t._hooks:
+        g = _run_hooks(t._hooks, g, traced)
+    if t.requires_grad:
+        _accumulate(t, g, traced, delivered)
+        if t._post_hooks:
+            for fn in list(t._post_hooks):
+                fn(t)
+
+
+def _pending(roots):
+    """For each leaf with post-accumulate hooks, how many gradients the walk from
+    ``roots`` will deliver to it (a vjp that gives None for one leaves it waiting
+    until the end of the walk, where every leaf is finished)."""
+    counts = {}
+    seen = set()
+    stack = [t._node for t in roots if t._node is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for e, need in zip(node.edges, node.needs_input_grad):
+            if not need:
+                continue
+            if type(e) is tuple:
+                stack.append(e[0])
+            elif e._post_hooks:
+                counts[id(e)] = counts.get(id(e), 0) + 1
+    return counts
 
 
 def _node_hooks(node, g, traced, delivered):
