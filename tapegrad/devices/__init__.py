@@ -105,19 +105,49 @@ def check_same(op, devs):
                                f"but found at least two devices, {first} and {d}")
 
 
-def special(name, array):
-    """A special function (erf, erfc) applied on the array's own device."""
+def special(name, array, n=None):
+    """A special function (erf, erfc, lgamma, digamma; polygamma of order ``n``)
+    applied on the array's own device."""
     if isinstance(array, (np.ndarray, np.generic)):
         from . import cpu
         array = np.asarray(array)
         if array.dtype.kind != "f":
             array = array.astype(np.float64)
+        if name in ("digamma", "polygamma"):
+            from .cpu_kernels import special as kernels
+            return (kernels.digamma(array, array.dtype) if name == "digamma"
+                    else kernels.polygamma(n, array, array.dtype))
         return cpu.special(name)(array)
     from . import cuda
     import importlib
     sp = importlib.import_module("cupyx.scipy.special")
     cuda.check_available()
-    return getattr(sp, name)(array)
+    if name == "lgamma":
+        return sp.gammaln(array)
+    return sp.polygamma(n, array) if name == "polygamma" else getattr(sp, name)(array)
+
+
+def gamma_grad(alpha, x):
+    """dx/dalpha of standard Gamma(alpha) samples ``x`` (implicit reparameterisation),
+    in ``x``'s dtype on its device (CUDA arrays are computed on the host)."""
+    from .cpu_kernels import special as kernels
+    if isinstance(x, (np.ndarray, np.generic)):
+        return kernels.gamma_grad(alpha, x, np.asarray(x).dtype)
+    from . import cuda
+    cp = cuda.cupy()
+    return cp.asarray(kernels.gamma_grad(cp.asnumpy(alpha), cp.asnumpy(x), x.dtype))
+
+
+def standard_gamma(generator, alpha):
+    """Standard Gamma(alpha) draws, one per element, from NumPy ``generator`` (so
+    ``tg.manual_seed`` governs them on every device), in ``alpha``'s dtype and device."""
+    if isinstance(alpha, (np.ndarray, np.generic)):
+        a = np.asarray(alpha)
+        return np.asarray(generator.standard_gamma(a.astype(np.float64))).astype(a.dtype, copy=False)
+    from . import cuda
+    cp = cuda.cupy()
+    host = np.asarray(generator.standard_gamma(cp.asnumpy(alpha).astype(np.float64)))
+    return cp.asarray(host.astype(alpha.dtype, copy=False))
 
 
 def add_at(out, index, values):

@@ -2,8 +2,10 @@
 vjps compute with (``ctx.m.exp(x)``), on raw arrays or on Tensors alike."""
 from . import elementwise, reduce, shape, indexing, linalg, creation, nn, activations
 from . import compat
+from . import special
 
-_FAMILIES = (elementwise, reduce, shape, indexing, linalg, creation, nn, activations, compat)
+_FAMILIES = (elementwise, reduce, shape, indexing, linalg, creation, nn, activations, compat,
+             special)
 
 # used by vjps through ``m`` but not part of the public ``tg.*`` namespace
 _INTERNAL = {"sum_to", "getitem", "getitem_raw", "setitem", "index_add_into",

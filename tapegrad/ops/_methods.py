@@ -179,15 +179,16 @@ def install(extra=(), methods=None):
     Each family module may also list more method names in a ``METHODS`` string;
     ``methods`` adds methods from layers above the ops (``backward``, from autodiff).
     """
-    from . import activations
-    fams = [(m, getattr(m, "METHODS", "")) for m in (E, R, S, I, L, C, N, activations)]
+    from . import activations, special
+    fams = [(m, getattr(m, "METHODS", "")) for m in (E, R, S, I, L, C, N, activations, special)]
     for mod, names in _SAME_NAME + fams + list(extra):
         for name in names.split():
             fn = getattr(mod, name, None)
             if fn is not None:
                 setattr(Tensor, name, fn)
     from .compat import TABLE as compat_table  # t, narrow, new_*, type, flags...
-    for name, fn in list(_TABLE.items()) + list(compat_table.items()) + list((methods or {}).items()):
+    tables = list(_TABLE.items()) + list(compat_table.items()) + list(special.TABLE.items())
+    for name, fn in tables + list((methods or {}).items()):
         if fn is not None:
             setattr(Tensor, name, fn)
     # a method (or alias, or dunder) that is the public function of one of these ops

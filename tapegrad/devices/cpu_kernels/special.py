@@ -1,0 +1,179 @@
+"""Special functions NumPy lacks, as Numba loops on the CPU: digamma, polygamma (through
+the Hurwitz zeta function) and the implicit reparameterisation gradient of a standard
+Gamma sample. Each computes in float64 and writes the input's dtype; each compiles on
+first use (cached on disk by Numba).
+
+Methods (written for this file):
+- digamma: reflection ``psi(x) = psi(1 - x) - pi / tan(pi x)`` below 0, the recurrence
+  ``psi(x) = psi(x + 1) - 1/x`` up to 10, then the asymptotic series in ``1/x^2``
+  (Bernoulli numbers; the first omitted term is under 1e-16 at 10);
+- polygamma(n, x), n >= 1: ``(-1)^(n+1) n! zeta(n + 1, x)``; the Hurwitz zeta as a
+  direct sum up to a shift ``w >= max(12, n + 12)`` and the Euler-Maclaurin tail there
+  (10 Bernoulli terms); poles (x a non-positive integer) give inf/nan as PyTorch;
+- gamma_grad(alpha, x) = dx/dalpha at fixed CDF ``P(alpha, x)`` (implicit
+  differentiation: ``-d_alpha P / p``). With the lower series
+  ``P = x^alpha e^-x / Gamma(alpha + 1) * S``, ``S = sum_n t_n``,
+  ``t_n = t_(n-1) x / (alpha + n)``, and ``p`` the density, the ratio is free of
+  exponentials: ``dx/dalpha = -(x / alpha) ((log x - psi(alpha + 1)) S + S')`` with
+  ``S' = -sum_n t_n H_n``, ``H_n = sum_(k<=n) 1 / (alpha + k)``. Exact to float64
+  rounding except far in the upper tail, where the two terms cancel (relative error
+  about ``1e-16 * e^x x^-alpha Gamma(alpha+1)``, under 1e-8 for every sample up to
+  about 8 standard deviations above the mean).
+"""
+import math
+
+import numpy as np
+
+from ..cpu import numba
+
+# B_2k / (2k) for the digamma series; B_2k / (2k)! for the zeta tail
+_B2K = (1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6,
+        -3617.0 / 510, 43867.0 / 798, -174611.0 / 330)
+
+
+def _coefs():
+    over_2k = np.array([b / (2 * (k + 1)) for k, b in enumerate(_B2K)])
+    over_fact = np.array([b / math.factorial(2 * (k + 1)) for k, b in enumerate(_B2K)])
+    return over_2k, over_fact
+
+
+_OVER_2K, _OVER_FACT = _coefs()
+
+
+def _digamma1(x, over_2k):
+    if np.isnan(x):
+        return np.nan
+    if x == np.inf:
+        return np.inf
+    if x <= 0.0 and x == np.floor(x):
+        return -np.inf if x == 0.0 else np.nan
+    acc = 0.0
+    if x < 0.0:
+        acc = -np.pi / np.tan(np.pi * x)
+        x = 1.0 - x
+    while x < 10.0:
+        acc -= 1.0 / x
+        x += 1.0
+    z = 1.0 / (x * x)
+    tail = 0.0
+    zk = z
+    for k in range(7):
+        tail += over_2k[k] * zk
+        zk *= z
+    return acc + np.log(x) - 0.5 / x - tail
+
+
+def _zeta1(s, a, over_fact):
+    """Hurwitz zeta(s, a) for an integer s >= 2."""
+    if np.isnan(a) or a == -np.inf:
+        return np.nan
+    if a == np.inf:
+        return 0.0
+    if a <= 0.0 and a == np.floor(a):
+        return np.inf
+    acc = 0.0
+    w = max(12.0, s + 12.0)
+    while a < w:
+        acc += a ** (-s)
+        a += 1.0
+    acc += a ** (1.0 - s) / (s - 1.0) + 0.5 * a ** (-s)
+    # sum_j B_2j / (2j)! * s (s+1) ... (s+2j-2) * a^(-s-2j+1)
+    rising = s
+    power = a ** (-s - 1.0)
+    inv2 = 1.0 / (a * a)
+    for j in range(10):
+        acc += over_fact[j] * rising * power
+        rising *= (s + 2 * j + 1.0) * (s + 2 * j + 2.0)
+        power *= inv2
+    return acc
+
+
+def _digamma_loop(x, out, over_2k):
+    for i in range(x.size):
+        out[i] = _digamma1(x[i], over_2k)
+
+
+def _polygamma_loop(n, x, out, over_fact, over_2k):
+    if n == 0:
+        for i in range(x.size):
+            out[i] = _digamma1(x[i], over_2k)
+        return
+    sign = 1.0 if n % 2 == 1 else -1.0
+    fact = 1.0
+    for k in range(2, n + 1):
+        fact *= k
+    for i in range(x.size):
+        out[i] = sign * fact * _zeta1(n + 1.0, x[i], over_fact)
+
+
+def _gamma_grad1(alpha, x, over_2k):
+    # as PyTorch: NaN for a NaN, an infinite sample or a concentration outside
+    # (0, inf); 0 for a sample at (or below) 0
+    if np.isnan(x) or np.isnan(alpha) or x == np.inf or not (0.0 < alpha < np.inf):
+        return np.nan
+    if x <= 0.0:
+        return 0.0
+    t = 1.0
+    s = 1.0
+    ds = 0.0
+    h = 0.0
+    n = 0
+    while n < 1000000:
+        n += 1
+        t *= x / (alpha + n)
+        h += 1.0 / (alpha + n)
+        s += t
+        ds -= t * h
+        if t * (1.0 + h) < 1e-17 * (s - ds) and n > x - alpha:
+            break
+    return -(x / alpha) * ((np.log(x) - _digamma1(alpha + 1.0, over_2k)) * s + ds)
+
+
+def _gamma_grad_loop(alpha, x, out, over_2k):
+    for i in range(x.size):
+        out[i] = _gamma_grad1(alpha[i], x[i], over_2k)
+
+
+_SCALARS = ("_digamma1", "_zeta1", "_gamma_grad1")
+_LOOPS = ("_digamma_loop", "_polygamma_loop", "_gamma_grad_loop")
+_compiled = {}
+
+
+def _loop(name):
+    """The Numba loop ``name``, compiling all of them on first use: the scalar
+    functions first, rebound in this module so the loops call them compiled."""
+    if not _compiled:
+        nb = numba()
+        g = globals()
+        for n in _SCALARS:
+            g[n] = nb.njit(cache=True, nogil=True)(g[n])
+        for n in _LOOPS:
+            _compiled[n] = nb.njit(cache=True, nogil=True)(g[n])
+    return _compiled[name]
+
+
+def _run(loop, dtype, *arrays, extra=()):
+    tail = _TAIL[loop]
+    loop = _loop(loop.__name__)
+    flat = [np.ascontiguousarray(a, dtype=np.float64).ravel() for a in arrays]
+    out = np.empty(flat[0].size, np.float64)
+    loop(*extra, *flat, out, *tail)
+    return out.reshape(arrays[0].shape).astype(dtype, copy=False)
+
+
+_TAIL = {_digamma_loop: (_OVER_2K,), _polygamma_loop: (_OVER_FACT, _OVER_2K),
+         _gamma_grad_loop: (_OVER_2K,)}
+
+
+def digamma(x, dtype):
+    return _run(_digamma_loop, dtype, np.asarray(x))
+
+
+def polygamma(n, x, dtype):
+    return _run(_polygamma_loop, dtype, np.asarray(x), extra=(int(n),))
+
+
+def gamma_grad(alpha, x, dtype):
+    """dx/dalpha of standard Gamma(alpha) samples ``x`` (same shape as ``alpha``)."""
+    alpha, x = np.broadcast_arrays(np.asarray(alpha), np.asarray(x))
+    return _run(_gamma_grad_loop, dtype, alpha, x)

@@ -1,0 +1,219 @@
+"""Special functions and the Gamma sampler the distributions need: ``lgamma``,
+``digamma``, ``polygamma`` (each differentiable at every order: the derivative of
+``polygamma(n)`` is ``polygamma(n + 1)``), and PyTorch's ``_standard_gamma`` (standard
+Gamma draws from tapegrad's seeded generator, differentiable by implicit
+reparameterisation) with its gradient ``_standard_gamma_grad``.
+
+The gradient of a sample ``x ~ Gamma(alpha, 1)`` is ``dx/dalpha = -(dP/dalpha)(alpha, x)
+/ p(x; alpha)`` (``P`` the CDF, ``p`` the density): the derivative of the sample at a
+fixed quantile, computed to float64 rounding (``devices/cpu_kernels/special.py``;
+PyTorch uses a rational approximation, within about 1e-3 of it). As PyTorch,
+``_standard_gamma_grad`` itself has no derivative: a second derivative through a
+Gamma sample raises RuntimeError.
+"""
+import numpy as np
+
+from ..dispatch import bind
+from .. import devices as _devices
+from ..ops_registry.rules import diagonal as _diagonal
+from ._decl import register, Sample, TensorSpec, rand, away_from, op_error
+from . import _vmap
+from .creation import generator, _next_draw
+
+__all__ = ["lgamma", "digamma", "polygamma", "_standard_gamma", "_standard_gamma_grad"]
+
+METHODS = "lgamma digamma"
+
+
+def _float_infer(name):
+    def infer(x, **attrs):
+        dt = np.dtype(x.dtype)
+        if dt.kind == "b":
+            raise op_error(name, f"not implemented for {dt.name} tensors", NotImplementedError)
+        return TensorSpec(tuple(x.shape), dt if dt.kind == "f" else np.dtype(np.float32))
+    return infer
+
+
+def _unary_samples(low, high, negative=True):
+    def samples(dtype=np.float64):
+        out = [Sample((rand((3, 4), dtype, low, high, seed=1),), {}),
+               Sample((rand((), dtype, low, high, seed=2),), {}),
+               Sample((rand((2, 0), dtype, low, high, seed=3),), {})]
+        if negative:  # off the poles at the non-positive integers
+            neg = away_from(rand((5,), np.float64, -2.8, -0.2, seed=4), (-2.0, -1.0), 0.2)
+            out.append(Sample((neg.astype(dtype),), {}))
+        return out
+    return samples
+
+
+def _not_a_tensor():
+    return [(("not a tensor",), {}, TypeError)]
+
+
+def _kernel(name):
+    def kernel(x, n=None):
+        with np.errstate(all="ignore"):  # poles give inf, as PyTorch, without a warning
+            return _devices.special(name, x, n)
+    kernel.__name__ = name
+    return kernel
+
+
+LGAMMA = register(
+    name="lgamma", kernel=_kernel("lgamma"), infer=_float_infer("lgamma"), args=("x",),
+    saves=("x",), vjp=lambda ctx, g: (g * ctx.m.digamma(ctx.inputs[0]),), jvp=_diagonal,
+    vmap=_vmap.leading, promote="float", samples=_unary_samples(0.2, 4.0),
+    error_samples=_not_a_tensor, torch=lambda torch, x: torch.lgamma(x))
+
+DIGAMMA = register(
+    name="digamma", kernel=_kernel("digamma"), infer=_float_infer("digamma"), args=("x",),
+    saves=("x",), vjp=lambda ctx, g: (g * ctx.m.polygamma(1, ctx.inputs[0]),),
+    jvp=_diagonal, vmap=_vmap.leading, promote="float", samples=_unary_samples(0.2, 4.0),
+    error_samples=_not_a_tensor, torch=lambda torch, x: torch.digamma(x))
+
+
+def _polygamma_infer(x, n=1):
+    _check_order(n)
+    return _float_infer("polygamma")(x)
+
+
+def _check_order(n):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise op_error("polygamma", f"n must be an int, got {n!r}", TypeError)
+    if n < 0:
+        raise op_error("polygamma", f"n must be non-negative, got {n}", RuntimeError)
+
+
+def _polygamma_samples(dtype=np.float64):
+    pos = _unary_samples(0.2, 4.0, negative=False)(dtype)
+    neg = _unary_samples(0.2, 4.0)(dtype)[-1]
+    return ([Sample(s.args, {"n": 1}) for s in pos] + [Sample(neg.args, {"n": 1})]
+            + [Sample(pos[0].args, {"n": 2}), Sample(pos[0].args, {"n": 3}),
+               Sample(pos[1].args, {"n": 0})])
+
+
+POLYGAMMA = register(
+    name="polygamma", kernel=_kernel("polygamma"), infer=_polygamma_infer, args=("x",),
+    saves=("x",), vjp=lambda ctx, g: (g * ctx.m.polygamma(ctx.attrs["n"] + 1, ctx.inputs[0]),),
+    jvp=_diagonal, vmap=_vmap.leading, promote="float", samples=_polygamma_samples,
+    error_samples=lambda: [((rand((3,)),), {"n": -1}, RuntimeError),
+                           ((rand((3,)),), {"n": 1.5}, TypeError)],
+    torch=lambda torch, x, n=1: torch.polygamma(n, x))
+
+
+def lgamma(input):
+    """``log |Gamma(input)|``."""
+    return bind(LGAMMA, input)
+
+
+def digamma(input):
+    """The logarithmic derivative of the Gamma function, ``psi(input)``."""
+    return bind(DIGAMMA, input)
+
+
+def polygamma(n, input):
+    """The ``n``-th derivative of ``digamma`` (``n = 0``: digamma itself)."""
+    _check_order(n)
+    return bind(POLYGAMMA, input, n=int(n))
+
+
+def _polygamma_method(self, n):
+    return polygamma(n, self)
+
+
+TABLE = {"polygamma": _polygamma_method}
+
+
+# ---------------------------------------------------------------- Gamma samples
+def _gamma_infer(x):
+    dt = np.dtype(x.dtype)
+    if dt.kind != "f":
+        raise op_error("_standard_gamma", f"not implemented for {dt.name} tensors "
+                                          f"(a floating concentration is needed)",
+                       RuntimeError)
+    return TensorSpec(tuple(x.shape), dt)
+
+
+def _gamma_kernel(x):
+    xp = _devices.xp_of(x)
+    bad = ~(x >= 0)  # negative or NaN concentrations draw NaN, as PyTorch
+    safe = xp.where(bad, xp.ones((), x.dtype), x) if bad.any() else x
+    out = _devices.standard_gamma(generator(), safe)
+    return xp.where(bad, xp.asarray(np.nan, x.dtype), out) if bad.any() else xp.asarray(out)
+
+
+def _gamma_vjp(ctx, g):
+    return (g * bind(GAMMA_GRAD, ctx.inputs[0], ctx.out),)
+
+
+def _gamma_samples(dtype=np.float64):
+    # random draws: forward-only (each call draws anew, finite differences cannot follow);
+    # the gradient is tested in tests/distributions against PyTorch and quantiles
+    return [Sample((rand((3, 4), dtype, 0.1, 5.0, seed=1),), {}, False),
+            Sample((rand((), dtype, 0.5, 2.0, seed=2),), {}, False)]
+
+
+GAMMA = register(
+    name="_standard_gamma", kernel=_gamma_kernel, infer=_gamma_infer, args=("x",),
+    saves=("x", "out"), vjp=_gamma_vjp, jvp=_diagonal, samples=_gamma_samples,
+    error_samples=lambda: [((np.arange(3),), {}, RuntimeError)],
+    reference=_next_draw(lambda g, a: np.asarray(g.standard_gamma(a.astype(np.float64)))
+                         .astype(a.dtype)))
+
+
+def _gamma_grad_infer(x, output):
+    if tuple(x.shape) != tuple(output.shape):
+        raise op_error("_standard_gamma_grad", f"expected self and output of one shape, got "
+                                               f"{tuple(x.shape)} and {tuple(output.shape)}",
+                       RuntimeError)
+    dts = {np.dtype(x.dtype), np.dtype(output.dtype)}
+    if len(dts) != 1 or next(iter(dts)).kind != "f":
+        raise op_error("_standard_gamma_grad", f"expected one floating dtype, got "
+                                               f"{np.dtype(x.dtype)} and "
+                                               f"{np.dtype(output.dtype)}", RuntimeError)
+    return TensorSpec(tuple(x.shape), np.dtype(x.dtype))
+
+
+def _no_derivative(*args):
+    raise RuntimeError("_standard_gamma_grad: the derivative of the implicit Gamma "
+                       "reparameterisation gradient is not implemented (as in PyTorch): "
+                       "a Gamma, Beta or Dirichlet rsample differentiates once")
+
+
+def _gamma_grad_samples(dtype=np.float64):
+    a = rand((3, 4), np.float64, 0.1, 6.0, seed=5)
+    x = np.random.default_rng(6).standard_gamma(a)
+    return [Sample((a.astype(dtype), x.astype(dtype)), {}, False),
+            Sample((np.array(1.5, dtype), np.array(0.4, dtype)), {}, False)]
+
+
+def _gamma_grad_ref(a, x):
+    # the implicit gradient as the derivative of the quantile at fixed P (SciPy, if
+    # present, is test-only: the kernel needs none)
+    from scipy import special as sp
+    dt = x.dtype
+    a, x = a.astype(np.float64), x.astype(np.float64)
+    u, h = sp.gammainc(a, x), 1e-6 * a
+    d = (sp.gammaincinv(a + h, u) - sp.gammaincinv(a - h, u)) / (2 * h)
+    return d.astype(dt)
+
+
+GAMMA_GRAD = register(
+    name="_standard_gamma_grad", kernel=lambda x, output: _devices.gamma_grad(x, output),
+    infer=_gamma_grad_infer, args=("x", "output"), saves=(), vjp=_no_derivative,
+    jvp=_no_derivative, vmap=_vmap.leading_all, samples=_gamma_grad_samples,
+    error_samples=lambda: [((rand((3,)), rand((4,))), {}, RuntimeError)],
+    reference=_gamma_grad_ref)
+
+
+def _standard_gamma(input):
+    """Standard Gamma(``input``) draws (rate 1) from tapegrad's generator
+    (``tg.manual_seed``); differentiable in ``input`` (implicit reparameterisation)."""
+    return bind(GAMMA, input)
+
+
+def _standard_gamma_grad(input, output):
+    """``d output / d input`` for ``output = _standard_gamma(input)`` (no derivative)."""
+    return bind(GAMMA_GRAD, input, output)
+
+
+standard_gamma = _standard_gamma  # the public spelling for the library layer
