@@ -17,7 +17,7 @@ VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # is exact: one that starts replaying must leave it.
 EAGER = set("""zeros ones empty full zeros_like ones_like empty_like full_like arange linspace
 eye tensor as_tensor asarray from_numpy from_dlpack rand randn randint rand_like randn_like
-randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d""".split())
+randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d _standard_gamma""".split())
 
 
 def _tensors(args, scale, grad):
