@@ -65,7 +65,7 @@ def _lazy(name):
 def __getattr__(name):
     # subpackages that import the public API themselves load on first use
     if name in ("nn", "optim", "linalg", "fusion", "viz", "data", "examples", "profiler",
-                "distributed", "onnx", "autograd", "accelerator", "backends"):
+                "distributed", "onnx", "autograd", "accelerator", "backends", "distributions"):
         return _lazy(name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)

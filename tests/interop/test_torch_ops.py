@@ -79,10 +79,20 @@ def _np(x):
     return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
+# differentiable ops whose gradients no finite difference can check, with the reason
+# (the set is exact: an op that gains a gradient sample must leave it)
+NO_GRAD_SAMPLE = {
+    "_standard_gamma": "random draws (each call draws anew); its implicit gradient is "
+                       "checked in tests/distributions against SciPy and PyTorch",
+    "_standard_gamma_grad": "no derivative of its own, as PyTorch: its vjp raises",
+}
+
+
 def test_every_differentiable_op_has_a_gradient_sample():
     """The GRAD list below covers every differentiable op (none left out silently)."""
-    missing = [op.name for op in OPS if op.differentiable and _grad_sample(op) is None]
-    assert not missing, f"differentiable ops without a float sample with grad: {missing}"
+    missing = {op.name for op in OPS if op.differentiable and _grad_sample(op) is None}
+    assert missing == set(NO_GRAD_SAMPLE), (
+        f"differentiable ops without a float sample with grad: {sorted(missing)}")
 
 
 def test_namespace_has_every_registered_op_and_later_ones():
