@@ -65,7 +65,8 @@ def _lazy(name):
 def __getattr__(name):
     # subpackages that import the public API themselves load on first use
     if name in ("nn", "optim", "linalg", "fusion", "viz", "data", "examples", "profiler",
-                "distributed", "onnx", "autograd", "accelerator", "backends", "distributions"):
+                "distributed", "onnx", "autograd", "accelerator", "backends", "distributions",
+                "utils"):
         return _lazy(name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)

@@ -1,0 +1,140 @@
+"""Small programs in PyTorch's style (tests/surface/programs/), each written once with
+``import torch`` and run twice: with PyTorch, and with tapegrad standing in for it
+(``sys.modules["torch"]`` and its submodules pointed at tapegrad's, so only the import
+changes). Each program's ``main()`` returns its metrics; both runs must reach the same
+metrics within the tolerance stated per program (the two libraries draw different
+random numbers, so a metric is compared within the spread a reseeded PyTorch run has,
+except for the deterministic programs, compared closely).
+
+Run one by hand: ``python tests/surface/test_compat_programs.py polynomial``."""
+import contextlib
+import importlib
+import os
+import runpy
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "programs")
+
+# torch's module -> tapegrad's stand-in
+STAND_INS = {
+    "torch": "tapegrad",
+    "torch.nn": "tapegrad.nn",
+    "torch.nn.functional": "tapegrad.nn.functional",
+    "torch.optim": "tapegrad.optim",
+    "torch.distributions": "tapegrad.distributions",
+    "torch.autograd": "tapegrad.autograd",
+    "torch.utils": "tapegrad.utils",
+    "torch.utils.data": "tapegrad.utils.data",
+}
+
+
+@contextlib.contextmanager
+def as_torch(library):
+    """``import torch`` (and its submodules above) gives ``library``'s modules inside."""
+    if library == "torch":
+        yield
+        return
+    saved = {name: sys.modules.get(name) for name in STAND_INS}
+    try:
+        for name, stand_in in STAND_INS.items():
+            sys.modules[name] = importlib.import_module(stand_in)
+        yield
+    finally:
+        for name, mod in saved.items():
+            if mod is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = mod
+
+
+@contextlib.contextmanager
+def _torch_one_thread():
+    # PyTorch's thread pool oversubscribes the shared cores (a small LSTM step takes
+    # 4x longer than on one thread): run its programs on one thread, as tapegrad's
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def run_program(name, library, **globals_):
+    """Run programs/<name>.py with ``library`` as torch; its ``main()``'s metrics."""
+    with as_torch(library), (_torch_one_thread() if library == "torch"
+                             else contextlib.nullcontext()):
+        g = runpy.run_path(os.path.join(PROGRAMS, name + ".py"), run_name="compat_" + name)
+        g.update(globals_)
+        g["main"].__globals__.update(globals_)
+        return g["main"]()
+
+
+def _digits():
+    from tapegrad.examples.digits import load_data
+    x_train, _, x_test, _ = load_data(seed=0)
+    return x_train, x_test
+
+
+def _both(name, **globals_):
+    theirs = run_program(name, "torch", **globals_)
+    ours = run_program(name, "tapegrad", **globals_)
+    return ours, theirs
+
+
+def test_polynomial_regression():
+    """Deterministic data; only the initial weights differ: the fit converges to the
+    same least-squares polynomial."""
+    ours, theirs = _both("polynomial")
+    assert ours["loss"] < 30 and theirs["loss"] < 30, (ours, theirs)
+    assert abs(ours["loss"] - theirs["loss"]) < 0.2 * theirs["loss"], (ours, theirs)
+    assert abs(ours["x3"] - theirs["x3"]) < 0.02, (ours, theirs)
+
+
+def test_custom_autograd_function_legendre():
+    """No randomness at all: the same trajectory, up to float32 rounding."""
+    ours, theirs = _both("legendre")
+    for k in theirs:
+        np.testing.assert_allclose(ours[k], theirs[k], rtol=2e-3, atol=1e-4, err_msg=k)
+
+
+def test_lstm_on_sine_waves():
+    ours, theirs = _both("sine_lstm")
+    # both learn the one-step map: the test error falls far below the signal's
+    # variance (0.5); random initialisations and phases differ, so within a factor 4
+    for m in (ours, theirs):
+        assert m["test_loss"] < 0.02, (ours, theirs)
+    assert ours["test_loss"] < 4 * theirs["test_loss"] + 1e-3, (ours, theirs)
+    assert theirs["test_loss"] < 4 * ours["test_loss"] + 1e-3, (ours, theirs)
+
+
+def test_vae_on_digits():
+    data = _digits()
+    ours, theirs = _both("vae_digits", DATA=data)
+    assert ours["n_test"] == theirs["n_test"] == len(data[1])
+    # the negative ELBO per image (64 Bernoulli pixels): from about 44 at the start
+    # to under 30; the two runs within 5% of each other
+    for m in (ours, theirs):
+        assert m["test_loss"] < 30, (ours, theirs)
+    assert abs(ours["test_loss"] - theirs["test_loss"]) < 0.05 * theirs["test_loss"], (ours, theirs)
+
+
+def test_reinforce_categorical_policy():
+    ours, theirs = _both("reinforce")
+    # the greedy policy walks straight to the goal (5 steps) in both, and the running
+    # episode reward (at best 1 - 4 * 0.05 = 0.8; a random walk's is below 0) is near it
+    for m in (ours, theirs):
+        assert m["greedy_reward"] == 1.0 and m["greedy_steps"] == 5, (ours, theirs)
+        assert m["running_reward"] > 0.5, (ours, theirs)
+    assert abs(ours["running_reward"] - theirs["running_reward"]) < 0.15, (ours, theirs)
+
+
+if __name__ == "__main__":
+    for prog in sys.argv[1:]:
+        kw = {"DATA": _digits()} if prog == "vae_digits" else {}
+        for lib in ("torch", "tapegrad"):
+            print(lib, run_program(prog, lib, **kw))
