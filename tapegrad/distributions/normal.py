@@ -130,7 +130,7 @@ class Uniform(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         inside = (self.low <= value) & (self.high > value)
-        return O.where(inside, 0.0, float("-inf")) - O.log(self.high - self.low)
+        return O.where(inside, -O.log(self.high - self.low), float("-inf"))
 
     def cdf(self, value):
         if self._validate_args:

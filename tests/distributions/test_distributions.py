@@ -476,3 +476,14 @@ def test_namespace_and_constraints():
     d = D.Normal(tg.tensor([0.0, 1.0]), tg.tensor(1.0))
     assert d.batch_shape == (2,) and d.event_shape == ()
     assert "Normal" in repr(d)
+
+
+def test_float32_parameters_give_float32_results():
+    ones = tg.ones(2)
+    for d in [D.Normal(tg.zeros(2), ones), D.Uniform(tg.zeros(2), ones), D.Gamma(ones, ones),
+              D.Beta(ones, ones), D.Dirichlet(tg.ones(3)), D.Bernoulli(logits=tg.zeros(2)),
+              D.Categorical(logits=tg.zeros(3)), D.OneHotCategorical(tg.ones(3) / 3),
+              D.MultivariateNormal(tg.zeros(2), tg.eye(2))]:
+        s = d.sample((2,))
+        assert s.dtype == (tg.int64 if isinstance(d, D.Categorical) else tg.float32), d
+        assert d.log_prob(s).dtype == tg.float32 and d.entropy().dtype == tg.float32, d
