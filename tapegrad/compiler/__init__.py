@@ -41,7 +41,10 @@ def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
 
     ``compiled.stats()``: ``captures``, ``replays``, ``kernels`` (kernel calls per
     replay), ``fused_groups``, ``peak_bytes`` (planned before the first replay),
-    ``steps_captured``, ``eager_calls``, ``eager_reason``.
+    ``steps_captured``, ``eager_calls``, ``eager_reason``, ``allocating`` (the steps
+    whose results a replay still allocates, with why: every other result is written
+    into the planned arena, or for a result that escapes into a ring of buffers
+    reused once nothing outside holds them).
 
     >>> import tapegrad as tg
     >>> f = tg.compile(lambda x: (x * 2 + 1).relu())
@@ -161,6 +164,7 @@ class Compiled:
                 "arena_bytes": p.plan.arena_bytes if p else 0,
                 "steps_captured": p.n_captured if p else 0,
                 "opaque_vjps": p.graph.stats_opaque if p else 0,
+                "allocating": list(p.plan.allocating) if p else [],
                 "eager_calls": self._eager, "eager_reason": self._eager_reason,
                 "recaptures": list(self._recaptures)}
 

@@ -27,6 +27,7 @@ calls on local variables (``del`` at each value's last use), kernels, externals 
 constants bound as globals. No Tensor, node or dispatch between kernels.
 """
 import math
+import sys
 
 import numpy as np
 
@@ -202,11 +203,45 @@ def _fusable(st, g):
     return shape, dtype
 
 
+def _full_reduction(st, g):
+    """The input value of a ``sum``/``mean`` over every element (any keepdim) of a
+    float value into its own dtype (or a ``sum_to`` a one-element shape: a
+    gradient's sum over a broadcast), else None."""
+    if st.kind != "op" or st.op.name not in ("sum", "mean", "sum_to") or \
+            len(st.outs) != 1 or not st.ins or type(st.ins[0]) is not int or \
+            len(st.ins) != 1 or set(st.attrs) - {"dim", "keepdim", "shape"}:
+        return None
+    v = st.ins[0]
+    nd = len(g.shapes[v])
+    dim = st.attrs.get("dim")
+    if st.op.name == "sum_to":
+        if math.prod(g.shapes[st.outs[0]]) != 1:
+            return None
+    elif "shape" in st.attrs:
+        return None
+    elif dim is not None:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        try:
+            if sorted(d % nd for d in dims) != list(range(nd)) or len(dims) != nd:
+                return None
+        except (TypeError, ZeroDivisionError):
+            return None
+    o = st.outs[0]
+    if g.dtypes[v] not in _FLOATS or g.dtypes[o] != g.dtypes[v] or o in g.alias:
+        return None
+    return v
+
+
 def fuse_elementwise(g, steps):
-    """Steps with fused groups in place of their members; the number of groups."""
+    """Steps with fused groups in place of their members; the number of groups.
+
+    A full ``sum``/``mean`` of a group's value, while the group is open, joins it:
+    the kernel accumulates the sum as it goes (``reduce``) and the value itself is
+    stored only if something else reads it."""
     groups = {}     # gid -> {"members": [...], "key": (shape, dtype), "open": bool}
     group_of = {}   # value -> gid
     parent = {}
+    reduce_of = {}  # gid -> the index of the reduction step that ends the group
 
     def find(x):
         while parent[x] != x:
@@ -218,6 +253,14 @@ def fuse_elementwise(g, steps):
         if st.mutates():
             for gr in groups.values():
                 gr["open"] = False
+        red = _full_reduction(st, g)
+        if red is not None and red in group_of:
+            gid = find(group_of[red])
+            gr = groups[gid]
+            if gr["open"] and gid not in reduce_of and gr["key"][1] == g.dtypes[red]:
+                reduce_of[gid] = i
+                gr["open"] = False
+                continue
         key = _fusable(st, g)
         if key is None:
             for v in _reads_all(st):
@@ -247,19 +290,25 @@ def fuse_elementwise(g, steps):
         group_of[st.outs[0]] = gid
     outside = {}   # value -> read outside its group / escapes
     escapes = set(g.output_values())
-    real = {gid: sorted(gr["members"]) for gid, gr in groups.items() if len(gr["members"]) >= 2}
+    real = {gid: sorted(gr["members"]) for gid, gr in groups.items()
+            if len(gr["members"]) >= 2 or (gr["members"] and gid in reduce_of)}
     member_gid = {m: gid for gid, ms in real.items() for m in ms}
+    for gid, r in reduce_of.items():
+        if gid in real:
+            member_gid[r] = gid
     for i, st in enumerate(steps):
         for v in _reads_all(st):
             if v in group_of and member_gid.get(i) != find(group_of[v]):
                 outside[v] = True
     fused_at = {}
     for gid, ms in real.items():
-        fs = _make_fused(g, [steps[m] for m in ms], escapes, outside, groups[gid]["key"])
+        red = steps[reduce_of[gid]] if gid in reduce_of else None
+        fs = _make_fused(g, [steps[m] for m in ms], escapes, outside, groups[gid]["key"],
+                         red)
         if fs is not None:
             fused_at[ms[-1]] = fs
         else:
-            for m in ms:
+            for m in ms + ([reduce_of[gid]] if red is not None else []):
                 member_gid.pop(m, None)
     out = []
     for i, st in enumerate(steps):
@@ -270,7 +319,7 @@ def fuse_elementwise(g, steps):
     return out, len(fused_at)
 
 
-def _make_fused(g, members, escapes, outside, key):
+def _make_fused(g, members, escapes, outside, key, red=None):
     shape, dtype = key
     produced = {st.outs[0] for st in members}
     ins = []
@@ -279,7 +328,7 @@ def _make_fused(g, members, escapes, outside, key):
             if v not in produced and v not in ins:
                 ins.append(v)
     outs = [st.outs[0] for st in members if st.outs[0] in escapes or st.outs[0] in outside]
-    if not outs:
+    if not outs and red is None:
         return None
     in_nodes = [E.var(f"__in{k}") for k in range(len(ins))]
     env = dict(zip(ins, in_nodes))
@@ -290,18 +339,25 @@ def _make_fused(g, members, escapes, outside, key):
             one = np.ascontiguousarray(g.consts[v].reshape(-1)[:1])
             ins[k] = g.add_value((1,), one.dtype, "const")
             g.consts[ins[k]] = one
-    pattern = "".join("f" if g.shapes[v] == shape else "s" for v in ins)
+    # read once: a one-element input, or a broadcast of one (a reduction's gradient)
+    pattern = "".join("f" if g.shapes[v] == shape and not (
+        math.prod(shape) > 1 and math.prod(g.shapes[g.root(v)]) == 1) else "s" for v in ins)
+    exprs = [env[v] for v in outs]
+    if red is not None:  # the reduced value first: the kernel returns its sum
+        exprs.insert(0, env[red.ins[0]])
     try:
-        src = codegen_numba.kernel_source(in_nodes, [env[v] for v in outs], dtype, pattern,
-                                          _fusion_config.approximate)
+        src = codegen_numba.kernel_source(in_nodes, exprs, dtype, pattern,
+                                          _fusion_config.approximate, reduce=red is not None)
         fn = _cpu.compile_source(("compile", src), src, "kernel", parallel=False,
                                  fastmath=_cpu.FASTMATH, error_model="numpy")
     except Exception:  # Numba missing or failing: the members run as they are
         return None
     st = Step("fused", None, ins, {})
-    st.outs = outs
-    st.members = members
+    st.outs = ([red.outs[0]] if red is not None else []) + outs
+    st.members = members + ([red] if red is not None else [])
     st.fused = (fn, pattern, shape, dtype)
+    if red is not None:
+        st.attrs["reduce"] = (red.op.name, g.shapes[red.outs[0]])
     return st
 
 
@@ -406,6 +462,58 @@ def _memory_groups(g):
     return groups
 
 
+def direct_writes(g, steps):
+    """``t[...] = v`` (an in-place op's result written into its tensor, e.g. ``p -= lr
+    * p.grad``) where ``v`` comes from a fused kernel and is read by nothing else: the
+    kernel writes into ``t`` itself (it reads ``t`` only at the index it writes) and
+    the copy goes. Nothing between the kernel and the write may touch ``t``."""
+    readers = {}
+    for st in steps:
+        for v in _reads_all(st):
+            readers[v] = readers.get(v, 0) + 1
+    for v in g.output_values():
+        readers[v] = readers.get(v, 0) + 9
+    for st in steps:
+        if st.kind == "setgrad":
+            for v in st.reads():
+                readers[v] = readers.get(v, 0) + 9
+    aliased = {g.root(v) for v in g.alias}
+    where = {}
+    for k, st in enumerate(steps):
+        if st.kind == "fused":
+            for o in st.outs:
+                where[o] = k
+    drop = set()
+    for j, w in enumerate(steps):
+        if w.kind != "write" or type(w.ins[0]) is not int:
+            continue
+        s, t = w.ins[0], w.into
+        i = where.get(s)
+        if i is None or readers.get(s) != 1 or s in aliased or t in g.alias \
+                or g.source[t] != "ext" or t in g.ext_grad:
+            continue
+        f = steps[i]
+        arr = g.externals[t]
+        if f.attrs.get("reduce") and f.outs[0] == s or arr.shape != g.shapes[s] or \
+                arr.dtype != g.dtypes[s] or not arr.flags.c_contiguous or \
+                not arr.flags.writeable:
+            continue
+
+        def touches(v):
+            r = g.root(v)
+            if r == t:
+                return True
+            return g.source[r] == "ext" and np.may_share_memory(g.externals[r], arr)
+        fn, pattern, shape, dtype = f.fused
+        if any(touches(v) and (v != t or p != "f") for v, p in zip(f.ins, pattern)):
+            continue
+        if any(touches(v) for st in steps[i + 1:j] for v in _reads_all(st)):
+            continue
+        f.attrs.setdefault("direct", {})[s] = t
+        drop.add(j)
+    return [st for k, st in enumerate(steps) if k not in drop]
+
+
 # ---------------------------------------------------------------- memory plan
 class Plan:
     """Lifetimes, the arena offsets and the peak."""
@@ -443,13 +551,35 @@ class Plan:
             live[k] += st.workspace
         self.peak_bytes = max(live) if live else 0
         # arena: outputs of fused kernels and of kernels that write into a given
-        # buffer (op.takes_out), when they do not escape; workspaces
+        # buffer (op.takes_out, NumPy ufuncs, casts and copies), when they do not
+        # escape; workspaces. A value that escapes (an output, a .grad) gets a ring
+        # of buffers instead (``Ring``): the user may keep it past the next replay.
         bufs = []
+        self.rings = {}
+        self.allocating = []  # steps whose results a replay allocates (and why)
+        direct = set()
+        for st in steps:
+            if st.kind == "fused":
+                direct.update(st.attrs.get("direct", {}))
         for k, st in enumerate(steps):
-            if st.kind == "fused" or (st.kind == "op" and _into_arena(st, g)):
+            if st.kind == "fused" or _writes_out(st, g):
                 for o in st.outs:
+                    if o is None or o in direct:
+                        continue
                     if o not in escapes:
                         bufs.append((("v", o), g.nbytes(o), k, last[o]))
+                    elif not any(g.root(v) == o for v in g.alias):
+                        self.rings[o] = Ring(g.shapes[o], g.dtypes[o])
+                    else:
+                        self.allocating.append((st.name, "a view of it escapes"))
+            elif st.kind in ("op", "ufunc", "vjp", "astype", "copy") and any(
+                    o is not None and o not in g.alias for o in st.outs):
+                why = ("its kernel has no out=" if st.kind == "op" and not st.op.takes_out
+                       else "several outputs" if len([o for o in st.outs if o is not None]) > 1
+                       else "an adjoint replayed whole" if st.kind == "vjp"
+                       else "a data-dependent shape" if st.kind == "op" and
+                       st.op.kind == "dynamic" else "an output that is a view")
+                self.allocating.append((st.name, why))
             if st.workspace:
                 bufs.append((("w", k), st.workspace, k, k))
         self.offsets, self.arena_bytes = _place(bufs)
@@ -458,9 +588,46 @@ class Plan:
 def _into_arena(st, g):
     """An op step whose kernel writes its one output into a buffer it is handed."""
     op = st.op
-    return (op.takes_out and op.nout == 1 and len(st.outs) == 1
-            and g.dtypes[st.outs[0]].kind in "fc" and st.outs[0] not in g.alias
+    return (op.takes_out and len(st.outs) == op.nout and op.kind in ("basic", "workspace")
+            and all(o is not None and o not in g.alias for o in st.outs)
             and "out" not in st.attrs)
+
+
+def _writes_out(st, g):
+    """A step (not fused) that writes its one result into a buffer it is handed."""
+    if st.kind == "op":
+        return _into_arena(st, g)
+    if st.kind == "ufunc":
+        return (st.into is None and "method" not in st.attrs and len(st.outs) == 1
+                and st.outs[0] not in g.alias and "dtype" not in st.attrs)
+    if st.kind in ("astype", "copy"):
+        return len(st.outs) == 1 and st.outs[0] not in g.alias
+    return False
+
+
+class Ring:
+    """Buffers for a value that escapes the program (an output, a ``.grad``): a replay
+    writes into one nobody else holds (its reference count says so), so a result the
+    caller kept from an earlier replay is never overwritten; in a steady loop two
+    buffers alternate and nothing is allocated."""
+    __slots__ = ("shape", "dtype", "bufs")
+    KEEP = 4
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.bufs = shape, dtype, []
+
+    def get(self):
+        bufs = self.bufs
+        for i in range(len(bufs)):
+            if _refcount(bufs[i]) == 2:  # (the list's reference and the argument's)
+                return bufs[i]
+        b = np.empty(self.shape, self.dtype)
+        if len(bufs) < self.KEEP:
+            bufs.append(b)
+        return b
+
+
+_refcount = sys.getrefcount
 
 
 def _place(bufs):
@@ -496,6 +663,7 @@ class Program:
         if fuse:
             steps, self.fused_groups = fuse_elementwise(g, steps)
         steps = order_effects(g, steps)
+        steps = direct_writes(g, steps)
         self.steps = steps
         self.plan = Plan(g, steps)
         self.arena = np.empty(max(self.plan.arena_bytes, 1), np.uint8)
@@ -566,6 +734,16 @@ def _codegen(prog, g, steps):
         glb[f"L{k}_{j}"] = i[1]
         return f"L{k}_{j}"
 
+    def outbuf(k, o):
+        """The buffer step ``k`` writes value ``o`` into (an expression), or None."""
+        if ("v", o) in plan.offsets:
+            glb[f"B{k}_{o}"] = prog.arena_view(("v", o), g.shapes[o], g.dtypes[o])
+            return f"B{k}_{o}"
+        if o in plan.rings:
+            glb[f"O{k}_{o}"] = plan.rings[o]
+            return f"O{k}_{o}.get()"
+        return None
+
     for v, (pos, kw) in g.args.items():
         lines.append(f"    v{v} = A[{pos!r}]")
     for v, leaf in g.ext_grad.items():  # a gradient accumulated into, read live
@@ -595,10 +773,15 @@ def _codegen(prog, g, steps):
             elif st.op.kind == "dynamic":
                 glb["_alloc"] = _alloc
                 extra += ", alloc=_alloc"
-            if _into_arena(st, g) and ("v", st.outs[0]) in plan.offsets:
-                o = st.outs[0]
-                glb[f"B{k}"] = prog.arena_view(("v", o), g.shapes[o], g.dtypes[o])
-                extra += f", out=B{k}"
+            if _into_arena(st, g):
+                bufs = [outbuf(k, o) for o in st.outs]
+                if len(bufs) == 1 and bufs[0] is not None:
+                    extra += f", out={bufs[0]}"
+                elif len(bufs) > 1:  # (a result with no planned buffer: one made here)
+                    glb["_empty"] = np.empty
+                    extra += ", out=(" + "".join(
+                        (b if b is not None else f"_empty({g.shapes[o]!r}, "
+                         f"_np.{g.dtypes[o].name})") + ", " for b, o in zip(bufs, st.outs)) + ")"
             call = f"K{k}({ins}{extra})"
             if len(st.outs) == 1:
                 lines.append(f"    {outs} = _aa({call})")
@@ -618,12 +801,19 @@ def _codegen(prog, g, steps):
                 lines.append(f"    U{k}({ins}, out={name(st.into)}{extra})")
                 lines.append(f"    {outs} = {name(st.into)}")
             else:
+                buf = outbuf(k, st.outs[0]) if _writes_out(st, g) else None
+                extra = f", out={buf}{extra}" if buf is not None else extra
                 lines.append(f"    {outs} = _aa(U{k}({ins}{extra}))")
-        elif st.kind == "astype":
-            glb[f"D{k}"] = st.attrs["dtype"]
-            lines.append(f"    {outs} = {ins}.astype(D{k})")
-        elif st.kind == "copy":
-            lines.append(f"    {outs} = {ins}.copy()")
+        elif st.kind in ("astype", "copy"):
+            buf = outbuf(k, st.outs[0]) if _writes_out(st, g) else None
+            if buf is not None:
+                lines.append(f"    {outs} = {buf}")
+                lines.append(f"    _np.copyto({outs}, {ins}, casting='unsafe')")
+            elif st.kind == "astype":
+                glb[f"D{k}"] = st.attrs["dtype"]
+                lines.append(f"    {outs} = {ins}.astype(D{k})")
+            else:
+                lines.append(f"    {outs} = {ins}.copy()")
         elif st.kind == "vjp":
             glb[f"J{k}"] = _opaque_vjp(g, st, name)
             lines.append(f"    {outs}, = J{k}(locals(), {ins})" if len(st.outs) == 1 else
@@ -730,21 +920,29 @@ def _opaque_vjp(g, st, name):
 def _fused_runner(prog, st, plan):
     fn, pattern, shape, dtype = st.fused
     n = math.prod(shape)
-    bufs = []
+    bufs, rings = [], []
+    direct = st.attrs.get("direct", {})
     for o in st.outs:
         if ("v", o) in plan.offsets:
-            bufs.append(prog.arena_view(("v", o), shape, dtype))
+            bufs.append(prog.arena_view(("v", o), prog.graph.shapes[o], dtype))
+        elif o in direct:  # written straight into the tensor an in-place op updates
+            bufs.append(prog.graph.externals[direct[o]])
         else:
             bufs.append(None)
+        rings.append(plan.rings.get(o))
     first = [True]
+
+    red = st.attrs.get("reduce")
+    if red is not None:
+        return _reduce_runner(fn, pattern, n, dtype, red, bufs, rings)
 
     def run(*ins):
         flat = []
         for a, p in zip(ins, pattern):
             a = np.asarray(a, dtype=dtype)
-            flat.append(np.ascontiguousarray(a).reshape(-1) if p == "f" else
-                        a.reshape(-1)[:1].copy())
-        outs = [b if b is not None else np.empty(shape, dtype) for b in bufs]
+            flat.append(np.ascontiguousarray(a).reshape(-1) if p == "f" else _first(a))
+        outs = [b if b is not None else r.get() if r is not None else np.empty(shape, dtype)
+                for b, r in zip(bufs, rings)]
         args = flat + [o.reshape(-1) for o in outs]
         if first[0]:
             first[0] = False
@@ -753,3 +951,36 @@ def _fused_runner(prog, st, plan):
             _cpu.run_chunked(fn, n, *args)
         return outs
     return run
+
+
+def _reduce_runner(fn, pattern, n, dtype, red, bufs, rings):
+    """A fused chain that ends in a full sum/mean: the kernel returns the sum (float64
+    partials per chunk, added in chunk order) and writes the chain's other outputs."""
+    how, rshape = red
+    shape_of = [None] + [b.shape if b is not None else r.shape if r is not None else None
+                         for b, r in zip(bufs[1:], rings[1:])]
+
+    def run(*ins):
+        flat = []
+        for a, p in zip(ins, pattern):
+            a = np.asarray(a, dtype=dtype)
+            flat.append(np.ascontiguousarray(a).reshape(-1) if p == "f" else _first(a))
+        outs = []
+        for j in range(1, len(bufs)):
+            b, r = bufs[j], rings[j]
+            outs.append(b if b is not None else r.get() if r is not None else
+                        np.empty(shape_of[j] or (n,), dtype))
+        total = math.fsum(_cpu.run_chunked(fn, n, *flat, *[o.reshape(-1) for o in outs],
+                                           collect=True))
+        if how == "mean":
+            total = total / n if n else math.nan
+        b, r = bufs[0], rings[0]
+        res = b if b is not None else r.get() if r is not None else np.empty(rshape, dtype)
+        res[...] = total
+        return [res] + outs
+    return run
+
+
+def _first(a):
+    """A one-element view of ``a``'s first element (no copy, even of a broadcast)."""
+    return a[(slice(0, 1),) * a.ndim].reshape(1)

@@ -27,13 +27,14 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
     """Source of ``kernel`` for IR ``outputs`` over input nodes ``inputs``.
 
     ``pattern[k]`` is ``"f"`` (full, read at i) or ``"s"`` (size one, read at 0).
-    With ``reduce`` the kernel writes nothing and returns the sum of its one output
-    over ``[0, n)``: ``kernel(n, a0, a1, ...) -> float``, summed in the kernel's dtype
+    With ``reduce`` the kernel returns the sum of its first output over ``[0, n)``:
+    ``kernel(n, a0, a1, ..., o1, o2, ...) -> float``, summed in the kernel's dtype
     over blocks of ``_BLOCK`` elements (reassociated into vector lanes, so it vectorises)
-    and the blocks in float64.
+    and the blocks in float64; its other outputs (``tg.compile``: values of the chain
+    used elsewhere) are written as usual.
     """
-    if reduce and len(outputs) != 1:
-        raise ValueError("a reduction kernel has exactly one output")
+    if reduce and not outputs:
+        raise ValueError("a reduction kernel needs an output to sum")
     dtype = np.dtype(dtype)
     f32 = dtype == np.float32
     tname = "np.float32" if f32 else "np.float64"
@@ -62,7 +63,7 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         names[n] = t
     for j, o in enumerate(outputs):
         val = names[o] if not o.is_bool else f"(_one if {names[o]} else _zero)"
-        body.append(f"s += {val}" if reduce else f"o{j}[i] = {val}")
+        body.append(f"s += {val}" if reduce and j == 0 else f"o{j}[i] = {val}")
     lines = ["import math as _math", "import numpy as np"]
     need = approx.needed(sorted(used_ops)) if use_approx else []
     if need:
@@ -72,7 +73,7 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
     for v, name in consts.items():
         lines.append(f"{name} = {tname}({_lit(v)})")
     params = ", ".join([f"a{k}" for k in range(len(inputs))] +
-                       ([] if reduce else [f"o{j}" for j in range(len(outputs))]))
+                       [f"o{j}" for j in range(1 if reduce else 0, len(outputs))])
     lines += ["", "", f"def kernel(n, {params}):"] + ["    " + h for h in hoisted]
     if reduce:
         # float32 partial sums over blocks (the loop vectorises: a float64

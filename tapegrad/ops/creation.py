@@ -416,23 +416,23 @@ def _cast_torch(torch, x, dtype):
     return x.to(torch.from_numpy(np.empty(0, np.dtype(dtype))).dtype)
 
 
+def _cast_kernel(x, dtype, out=None):
+    if np.dtype(dtype) not in _dt._BY_NP:
+        raise TypeError(f"cast: unsupported dtype {dtype}")
+    if out is None:
+        return x.astype(dtype)
+    out[...] = x  # (a caller's buffer of the result's dtype: NumPy casts on assignment)
+    return out
+
+
 # float -> float32 and -> int32 are forward-only: rounding defeats finite differences
-CAST = register(name="cast", vmap=_vmap.leading, jvp=_jvp.linear, kernel=lambda x, dtype: x.astype(dtype), infer=_cast_infer,
+CAST = register(name="cast", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_cast_kernel, infer=_cast_infer,
                 vjp=_cast_vjp,
                 samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float32)}, False),
                                                   Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float64)}),
                                                   Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.int32)}, False)],
                 error_samples=lambda: [((_rand((3,)),), {"dtype": np.dtype("complex64")}, TypeError)],
                 torch=_cast_torch)
-
-
-def _cast_kernel_checked(x, dtype):
-    if np.dtype(dtype) not in _dt._BY_NP:
-        raise TypeError(f"cast: unsupported dtype {dtype}")
-    return x.astype(dtype)
-
-
-CAST.kernel = _cast_kernel_checked
 
 
 def _cast_infer_checked(x, dtype):

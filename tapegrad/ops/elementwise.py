@@ -348,33 +348,40 @@ _RELU_K = _cpu.njit(_relu_loop, error_model="numpy")  # compiled on first call
 _RELU_BACKWARD_K = _cpu.njit(_relu_backward_loop, error_model="numpy")
 
 
-def _threaded(k, *arrays):
+def _threaded(k, *arrays, out=None):
     """``k`` (a compiled flat elementwise loop) over same-shape C-contiguous float
     arrays, in chunks on the CPU threads, or None where that does not apply (NumPy
-    then runs)."""
+    then runs). With ``out`` (a caller's buffer of the same spec) it writes there,
+    whatever the size: the loop allocates nothing."""
     a0 = arrays[0]
-    if type(a0) is not np.ndarray or a0.size < _PAR_MIN or a0.dtype.kind != "f" or any(
+    if type(a0) is not np.ndarray or (out is None and a0.size < _PAR_MIN) or \
+            a0.dtype.kind != "f" or any(
             type(a) is not np.ndarray or a.shape != a0.shape or a.dtype != a0.dtype or
-            not a.flags.c_contiguous for a in arrays):
+            not a.flags.c_contiguous for a in arrays + ((out,) if out is not None else ())):
         return None
-    out = np.empty_like(a0)
+    if out is None:
+        out = np.empty_like(a0)
     _cpu.run_chunked(k, a0.size, *[a.reshape(-1) for a in arrays], out.reshape(-1))
     return out
 
 
-def _relu(x):
+def _relu(x, out=None):
     if x.dtype.kind == "b":  # PyTorch's RuntimeError
         raise op_error("relu", "boolean inputs are not supported", RuntimeError)
-    out = _threaded(_RELU_K, x)
-    return np.maximum(x, 0) if out is None else out
+    res = _threaded(_RELU_K, x, out=out)
+    if res is None:
+        return np.maximum(x, 0) if out is None else np.maximum(x, 0, out=out)
+    return res
 
 
-def _relu_backward_kernel(g, y):
+def _relu_backward_kernel(g, y, out=None):
     # g * not(y <= 0) with y = relu(x) (a NaN input passes g, as PyTorch): 9x faster
     # than np.where here; NaN/inf in g where y == 0 give NaN rather than 0 (PyTorch
     # gives 0), which anomaly detection reports
-    out = _threaded(_RELU_BACKWARD_K, g, y)
-    return np.multiply(g, ~(y <= 0)) if out is None else out
+    res = _threaded(_RELU_BACKWARD_K, g, y, out=out)
+    if res is None:
+        return np.multiply(g, ~(y <= 0)) if out is None else np.multiply(g, ~(y <= 0), out=out)
+    return res
 
 
 def _relu_backward_samples(dtype=np.float64):
@@ -500,10 +507,18 @@ def _where_infer(cond, x, other):
     return type(inner)(shape, inner.dtype)
 
 
-def _where_kernel(cond, x, other):
+def _where_kernel(cond, x, other, out=None):
     if hasattr(cond, "dtype") and cond.dtype != np.bool_:
         raise TypeError("where: condition must be bool")
-    return np.where(cond, x, other)
+    if out is None or type(out) is not np.ndarray:
+        res = np.where(cond, x, other)
+        if out is None:
+            return res
+        out[...] = res
+        return out
+    np.copyto(out, other, casting="unsafe")
+    np.copyto(out, x, casting="unsafe", where=cond)
+    return out
 
 
 def _where_vjp(ctx, g):

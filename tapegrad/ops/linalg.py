@@ -40,18 +40,29 @@ def _matmul_infer(x, other):
     return TensorSpec(out, one_dtype("matmul", (x, other), ("input", "other")))
 
 
-def _matmul_kernel(x, other):
+def _matmul_kernel(x, other, out=None):
     if x.ndim == 0 or other.ndim == 0:
         raise ValueError("matmul: 0-d")
+    if out is not None and type(out) is not np.ndarray:  # (another array library's buffer)
+        out[...] = _matmul_kernel(x, other)
+        return out
     if x.ndim > 2 and other.ndim == 2:
         # a stack of matrices times one matrix is one GEMM (NumPy would loop over the
         # stack: 10x slower for the thin matrices vmap makes)
         k = x.shape[-1]
         rows = int(np.prod(x.shape[:-1]))
-        return (x.reshape(rows, k) @ other).reshape(x.shape[:-1] + other.shape[-1:])
+        if out is not None and out.flags.c_contiguous:
+            np.matmul(x.reshape(rows, k), other, out=out.reshape(rows, other.shape[-1]))
+            return out
+        res = (x.reshape(rows, k) @ other).reshape(x.shape[:-1] + other.shape[-1:])
+        if out is None:
+            return res
+        out[...] = res
+        return out
     if x.ndim >= 2 and other.ndim >= 2 and x.shape[-1] == 1 and x.ndim == other.ndim:
-        return x * other  # outer products (inner dim 1): a broadcast multiply
-    return np.matmul(x, other)
+        # outer products (inner dim 1): a broadcast multiply
+        return x * other if out is None else np.multiply(x, other, out=out)
+    return np.matmul(x, other) if out is None else np.matmul(x, other, out=out)
 
 
 def _matmul_vjp(ctx, g):

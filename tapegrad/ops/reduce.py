@@ -59,10 +59,13 @@ def _expand_back(m, g, shape, dims, keepdim):
 
 
 # ---------------------------------------------------------------- sum / mean
-def _sum_kernel(x, dim=None, keepdim=False):
+def _sum_kernel(x, dim=None, keepdim=False, out=None):
     dims = normalize_dims("sum", dim, x.ndim)
     dt = np.int64 if x.dtype.kind in "biu" else None
     # the method, not np.sum: the same reduction without np.sum's dispatch layer
+    if out is not None:
+        x.sum(axis=dims, keepdims=keepdim, dtype=dt, out=out)
+        return out
     return np.asarray(x.sum(axis=dims, keepdims=keepdim, dtype=dt))
 
 
@@ -79,8 +82,11 @@ SUM = register(name="sum", vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_re
                torch.sum(x, dim=dim, keepdim=keepdim) if dim is not None else torch.sum(x))
 
 
-def _mean_kernel(x, dim=None, keepdim=False):
+def _mean_kernel(x, dim=None, keepdim=False, out=None):
     dims = normalize_dims("mean", dim, x.ndim)
+    if out is not None:
+        np.mean(x, axis=dims, keepdims=keepdim, out=out)
+        return out
     return np.asarray(np.mean(x, axis=dims, keepdims=keepdim))
 
 

@@ -3,6 +3,7 @@ import numpy as np
 
 from ...dispatch import bind
 from ..._util import normalize_dim, op_error
+from ...devices import cpu as _cpu
 from .. import _vmap
 from .._decl import register, Sample, TensorSpec, rand as _rand
 
@@ -17,7 +18,63 @@ def _softmax_infer(name):
     return infer
 
 
-def _log_softmax_kernel(x, dim):
+def _log_softmax_rows(x, out):
+    for r in range(x.shape[0]):
+        m = x[r, 0]
+        for j in range(1, x.shape[1]):
+            v = x[r, j]
+            if v > m or v != v:
+                m = v
+                if v != v:
+                    break
+        s = 0.0
+        for j in range(x.shape[1]):
+            s += np.exp(x[r, j] - m)
+        lse = np.log(s)
+        for j in range(x.shape[1]):
+            out[r, j] = (x[r, j] - m) - lse
+
+
+def _softmax_rows(x, out):
+    for r in range(x.shape[0]):
+        m = x[r, 0]
+        for j in range(1, x.shape[1]):
+            v = x[r, j]
+            if v > m or v != v:
+                m = v
+                if v != v:
+                    break
+        s = 0.0
+        for j in range(x.shape[1]):
+            e = np.exp(x[r, j] - m)
+            out[r, j] = e
+            s += e
+        for j in range(x.shape[1]):
+            out[r, j] = out[r, j] / s
+
+
+_LOG_SOFTMAX_ROWS = _cpu.njit(_log_softmax_rows, error_model="numpy")
+_SOFTMAX_ROWS = _cpu.njit(_softmax_rows, error_model="numpy")
+
+
+def _rows_into(k, x, dim, out):
+    """``out=``: the row loop ``k`` over the last dim (one pass per row, no
+    temporaries) where it applies (C-contiguous float NumPy arrays, the last dim,
+    non-empty rows), else NumPy's result copied in; returns ``out``."""
+    if (type(x) is np.ndarray and type(out) is np.ndarray and x.dtype.kind == "f"
+            and x.dtype == out.dtype and x.size and dim % x.ndim == x.ndim - 1
+            and x.flags.c_contiguous and out.flags.c_contiguous):
+        n = x.shape[-1]
+        k(x.reshape(-1, n), out.reshape(-1, n))
+        return out
+    return None
+
+
+def _log_softmax_kernel(x, dim, out=None):
+    if out is not None:
+        if _rows_into(_LOG_SOFTMAX_ROWS, x, dim, out) is None:
+            out[...] = _log_softmax_kernel(x, dim)
+        return out
     mx = np.max(x, axis=dim, keepdims=True) if x.size else 0
     shifted = x - mx
     return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
@@ -47,7 +104,11 @@ LOG_SOFTMAX = register(name="log_softmax", vmap=_vmap.dim_attrs(), jvp=_log_soft
                        torch=lambda torch, x, dim: torch.log_softmax(x, dim))
 
 
-def _softmax_kernel(x, dim):
+def _softmax_kernel(x, dim, out=None):
+    if out is not None:
+        if _rows_into(_SOFTMAX_ROWS, x, dim, out) is None:
+            out[...] = _softmax_kernel(x, dim)
+        return out
     mx = np.max(x, axis=dim, keepdims=True) if x.size else 0
     e = np.exp(x - mx)
     return e / np.sum(e, axis=dim, keepdims=True)

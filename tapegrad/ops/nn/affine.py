@@ -2,6 +2,7 @@
 import numpy as np
 
 from ...dispatch import bind
+from ...devices import cpu as _cpu
 from ..._util import op_error
 from .. import _vmap
 from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
@@ -10,15 +11,44 @@ from ..linalg import matmul
 # One op, not the composite matmul(x, mT(w)): the weight gradient is then a fresh
 # contiguous (out, in) array the tape hands to the leaf as is (through mT it arrived
 # as a transposed view, which the tape must copy), and a 3-D input is one GEMM.
-def _linear_kernel(input, weight, bias=None):
+def _add_rows(out, b):
+    for r in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[r, j] += b[j]
+
+
+_ADD_ROWS = _cpu.njit(_add_rows, error_model="numpy")
+
+
+def _add_bias(out, bias, given):
+    """``out += bias`` (NumPy's broadcasting add buffers ~32 KB per call: into a
+    caller's buffer a plain loop adds the bias row by row, allocating nothing)."""
+    n = out.shape[-1] if out.ndim else 0
+    if (given and type(bias) is np.ndarray and bias.shape == (n,) and n and out.size
+            and bias.dtype == out.dtype and out.dtype.kind == "f"):
+        _ADD_ROWS(out.reshape(-1, n), bias)
+    else:
+        out += bias
+
+
+def _linear_kernel(input, weight, bias=None, out=None):
     n_in = weight.shape[-1]
+    if out is not None and (type(out) is not np.ndarray or not out.flags.c_contiguous):
+        out[...] = _linear_kernel(input, weight, bias)  # (a strided or foreign buffer)
+        return out
+    given = out is not None
     if input.ndim == 2:
-        out = input @ weight.T
+        out = input @ weight.T if out is None else np.matmul(input, weight.T, out=out)
     else:
         rows = int(np.prod(input.shape[:-1]))  # not -1: NumPy can't infer it when n_in == 0
-        out = (input.reshape(rows, n_in) @ weight.T).reshape(input.shape[:-1] + weight.shape[:1])
+        if out is None:
+            out = (input.reshape(rows, n_in) @ weight.T).reshape(input.shape[:-1] +
+                                                                 weight.shape[:1])
+        else:
+            np.matmul(input.reshape(rows, n_in), weight.T,
+                      out=out.reshape(rows, weight.shape[0]))
     if bias is not None:
-        out += bias
+        _add_bias(out, bias, given)
     return out
 
 

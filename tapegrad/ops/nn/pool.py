@@ -111,11 +111,23 @@ def _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilat
     return out, idx
 
 
-def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation, ceil_mode=False):
+def _max_pool2d_kernel(input, *, kernel_size, stride, padding, dilation, ceil_mode=False,
+                       out=None):
+    # out: (values, indices) buffers of the results' specs (tg.compile's planned
+    # memory), written in place
     N, C, H, W = input.shape
     Ho, Wo, Hp, Wp = _pool_geom(input.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    if not isinstance(input, np.ndarray):
-        return _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation)
+    if not isinstance(input, np.ndarray) or (out is not None and not all(
+            type(o) is np.ndarray and o.flags.c_contiguous for o in out)):
+        res = _max_pool2d_numpy(input, Ho, Wo, Hp, Wp, kernel_size, stride, padding, dilation)
+        if out is None:
+            return res
+        out[0][...], out[1][...] = res
+        return out
+    if out is not None:
+        out, idx = out
+        cpu_pool.max_pool2d(input, out, idx, kernel_size, stride, padding, dilation)
+        return out, idx
     out = np.empty((N, C, Ho, Wo), dtype=input.dtype)
     idx = np.empty((N, C, Ho, Wo), dtype=np.int64)
     cpu_pool.max_pool2d(input, out, idx, kernel_size, stride, padding, dilation)
@@ -189,9 +201,20 @@ MAX_POOL2D = register(name="max_pool2d", vmap=_vmap.nchw_rule, jvp=_max_pool2d_j
                           ((_rand((1, 0, 4, 4)),), _pattrs(2), RuntimeError)])
 
 
-def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap):
+def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap, out=None):
     N, C, H, W = input_shape
     xp = xp_of(g)
+    if out is not None:
+        if xp is not np or type(out) is not np.ndarray or not out.flags.c_contiguous:
+            out[...] = _max_pool2d_input_grad_kernel(g, indices, input_shape=input_shape,
+                                                     overlap=overlap)
+            return out
+        given = out
+        out = out.reshape(N * C, H * W)
+        out[...] = 0
+        L = g.shape[2] * g.shape[3]
+        cpu_pool.max_pool2d_scatter(out, indices.reshape(N * C, L), g.reshape(N * C, L))
+        return given
     out = xp.zeros((N * C, H * W), dtype=g.dtype)
     L = g.shape[2] * g.shape[3]  # explicit: an empty batch can't infer a -1
     g2, i2 = g.reshape(N * C, L), indices.reshape(N * C, L)

@@ -132,12 +132,21 @@ def _numel(shape):
     return n
 
 
-def _one_hot_kernel(input, *, num_classes):
+def _one_hot_kernel(input, *, num_classes, out=None):
     span = value_range(input)
     if span is not None and (span[0] < 0 or span[1] >= num_classes):
         raise RuntimeError(f"one_hot: class values must be in [0, {num_classes}), got "
                            f"[{span[0]}, {span[1]}]")
     xp = xp_of(input)
+    if out is not None:
+        if xp is np and type(out) is np.ndarray and out.flags.c_contiguous and out.size:
+            # (np.equal into an int64 out casts through ~23 KB of iterator buffers)
+            out[...] = 0
+            flat = input.reshape(-1)
+            out.reshape(flat.size, num_classes)[np.arange(flat.size), flat] = 1
+        else:
+            out[...] = (input[..., None] == xp.arange(num_classes))
+        return out
     return (input[..., None] == xp.arange(num_classes)).astype(np.int64)
 
 
