@@ -1,6 +1,6 @@
 """Does ``tg.compile`` pay? Captured-and-replayed steps against eager tapegrad, PyTorch
-eager, ``torch.compile`` and hand-written NumPy, in one run, contenders taking turns
-(round-robin rounds, median per contender). Issue 11's targets:
+eager, ``jax.jit``, ``torch.compile`` and hand-written NumPy, in one run, contenders
+taking turns (round-robin rounds, median per contender). Issue 11's targets:
 
 - the 200-op chain on (8,) float32, forward and backward: compiled <= 2x hand-written
   NumPy (about 0.35x PyTorch eager);
@@ -11,11 +11,13 @@ eager, ``torch.compile`` and hand-written NumPy, in one run, contenders taking t
   compiled within 1.5x of the hand-fused (``@tg.fuse``) time;
 - the capture cost (first call), and what a replay allocates (tracemalloc).
 
-    python benchmarks/bench_compile.py [--rounds 7] [--no-torch-compile] [--only mlp,cnn]
+    python benchmarks/bench_compile.py [--rounds 7] [--no-torch-compile] [--no-jax]
+                                       [--only chain,mlp,cnn,ew,capture]
 
-One BLAS/OpenMP/Numba thread for every contender by default (BENCH_THREADS=n).
-``torch.compile`` (inductor, which needs a C compiler) compiles the model once
-before timing; its compile time is printed, not timed.
+One BLAS/OpenMP/Numba/XLA thread for every contender by default (BENCH_THREADS=n).
+``torch.compile`` (inductor, which needs a C compiler) and ``jax.jit`` compile once
+before timing (their first calls are printed, not timed); a JAX step returns its new
+parameters (functional), and each call waits for its result (``block_until_ready``).
 """
 import argparse
 import math
@@ -31,6 +33,10 @@ sys.path.insert(0, HERE)
 THREADS = os.environ.get("BENCH_THREADS", "1")
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(_var, THREADS)
+if THREADS == "1":  # XLA's CPU client: one Eigen thread for its kernels
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               " --xla_cpu_multi_thread_eigen=false"
+                               " intra_op_parallelism_threads=1").strip()
 
 import numpy as np  # noqa: E402
 
@@ -141,8 +147,117 @@ def chain_numpy():
     return step
 
 
+def _jax():
+    try:
+        import jax
+        jax.config.update("jax_platforms", "cpu")
+        return jax
+    except Exception as e:  # not installed, or failing to start
+        print(f"jax unavailable: {type(e).__name__}: {e}")
+        return None
+
+
+def _jax_first(fn, what):
+    """The first call (tracing and XLA compilation), printed; the timed callable."""
+    t0 = time.perf_counter()
+    fn()
+    print(f"jax.jit ({what}): first call (trace + compile) {time.perf_counter() - t0:.2f} s")
+    return fn
+
+
+def chain_jax(jax):
+    import jax.numpy as jnp
+    x = jnp.asarray(np.linspace(0.1, 0.9, 8).astype(np.float32))
+    c = jnp.asarray(np.full(8, 0.999, np.float32))
+
+    def f(x):
+        y = x
+        for _ in range(N_CHAIN):
+            y = y * c
+            y = y + x
+        return y.sum()
+    g = jax.jit(jax.grad(f))
+    return _jax_first(lambda: g(x).block_until_ready(), "chain")
+
+
+def _jax_xent(jnp, z, y):
+    m = z.max(axis=1, keepdims=True)
+    logp = z - m - jnp.log(jnp.exp(z - m).sum(axis=1, keepdims=True))
+    return -jnp.take_along_axis(logp, y[:, None], axis=1).mean()
+
+
+def mlp_jax(jax, params, x, y):
+    import jax.numpy as jnp
+    import bench_mlp_step as M
+    ps = [jnp.asarray(a) for a in params]
+    xj, yj = jnp.asarray(x), jnp.asarray(y)
+
+    def loss(ps):
+        h = xj
+        for i in range(0, len(ps), 2):
+            h = h @ ps[i].T + ps[i + 1]
+            if i + 2 < len(ps):
+                h = jnp.maximum(h, 0)
+        return _jax_xent(jnp, h, yj)
+
+    @jax.jit
+    def step(ps):
+        val, gs = jax.value_and_grad(loss)(ps)
+        return [p - M.LR * g for p, g in zip(ps, gs)], val
+    state = [ps]
+
+    def run():
+        state[0], val = step(state[0])
+        return val.block_until_ready()
+    return _jax_first(run, "MLP")
+
+
+def cnn_jax(jax):
+    import jax.numpy as jnp
+    import bench_cnn_step as C
+    x0, y0, p0 = C._init()
+    B, LR = C.B, C.LR
+    xj, yj = jnp.asarray(x0), jnp.asarray(y0)
+    dn = ("NCHW", "OIHW", "NCHW")
+
+    def conv(h, w, b):
+        return jax.lax.conv_general_dilated(h, w, (1, 1), "VALID",
+                                            dimension_numbers=dn) + b[None, :, None, None]
+
+    def pool(h):
+        return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2),
+                                     "VALID")
+
+    def loss(p):
+        h = pool(jnp.maximum(conv(xj, p["w1"], p["b1"]), 0))
+        h = pool(jnp.maximum(conv(h, p["w2"], p["b2"]), 0))
+        return _jax_xent(jnp, h.reshape(B, 800) @ p["w3"].T + p["b3"], yj)
+
+    @jax.jit
+    def step(p):
+        val, gs = jax.value_and_grad(loss)(p)
+        return {k: p[k] - LR * gs[k] for k in p}, val
+    state = [{k: jnp.asarray(v) for k, v in p0.items()}]
+
+    def run():
+        state[0], val = step(state[0])
+        return val.block_until_ready()
+    return _jax_first(run, "CNN")
+
+
+def ew_jax(jax, x0):
+    import jax.numpy as jnp
+    xj = jnp.asarray(x0)
+
+    def f(x):
+        g = 0.5 * x * (1 + jnp.tanh(K * (x + 0.044715 * x * x * x)))
+        return (g * jax.nn.sigmoid(x) + x * x).sum()
+    g = jax.jit(jax.grad(f))
+    return _jax_first(lambda: g(xj).block_until_ready(), "elementwise chain")
+
+
 # ---------------------------------------------------------------- MLP step
-def mlp_contenders(torch_compile):
+def mlp_contenders(torch_compile, jax=None):
     import bench_mlp_step as M
     params, x, y = M._init()
     out = {"numpy (hand-written)": M.make_numpy_step(params, x, y),
@@ -157,6 +272,8 @@ def mlp_contenders(torch_compile):
             out["torch.compile"] = _torch_compiled_mlp(params, x, y)
     except ImportError:
         pass
+    if jax is not None:
+        out["jax.jit"] = mlp_jax(jax, params, x, y)
     return out, comp
 
 
@@ -193,7 +310,7 @@ def _compile_first(step, what):
 
 
 # ---------------------------------------------------------------- CNN step
-def cnn_contenders(torch_compile):
+def cnn_contenders(torch_compile, jax=None):
     import bench_cnn_step as C
     x0, y0, p0 = C._init()
     B, LR = C.B, C.LR
@@ -248,6 +365,8 @@ def cnn_contenders(torch_compile):
                 out["torch.compile"] = cs
     except ImportError:
         pass
+    if jax is not None:
+        out["jax.jit"] = cnn_jax(jax)
     return out, comp
 
 
@@ -255,7 +374,7 @@ def cnn_contenders(torch_compile):
 K = math.sqrt(2.0 / math.pi)
 
 
-def ew_contenders(n):
+def ew_contenders(n, jax=None):
     x0 = np.random.default_rng(0).standard_normal(n).astype(np.float32)
 
     @tg.fuse
@@ -277,20 +396,26 @@ def ew_contenders(n):
     xc = tg.from_numpy(x0.copy()).requires_grad_()
     comp = tg.compile(plain)
     xe = tg.from_numpy(x0.copy()).requires_grad_()
-    return {"@tg.fuse (hand-fused)": hand, "plain ops eager": lambda: plain(xe),
-            "plain ops compiled": lambda: comp(xc)}, comp
+    out = {"@tg.fuse (hand-fused)": hand, "plain ops eager": lambda: plain(xe),
+           "plain ops compiled": lambda: comp(xc)}
+    if jax is not None:
+        out["jax.jit"] = ew_jax(jax, x0)
+    return out, comp
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--no-torch-compile", action="store_true")
+    ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--only", default="chain,mlp,cnn,ew,capture")
     ap.add_argument("--n", type=int, default=1_000_000, help="elements of the ew chain")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
     tc = not args.no_torch_compile
-    print(f"threads: {THREADS} (BLAS, OpenMP, Numba); rounds: {args.rounds}")
+    jax = None if args.no_jax else _jax()
+    print(f"threads: {THREADS} (BLAS, OpenMP, Numba, XLA); rounds: {args.rounds}; "
+          f"load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if "chain" in only:
         cont = {"numpy (hand-written)": chain_numpy(), "tapegrad eager": chain_tapegrad(False)}
         comp = chain_tapegrad(True)
@@ -300,24 +425,26 @@ def main(argv=None):
             cont["pytorch eager"] = chain_torch()
         except ImportError:
             pass
+        if jax is not None:
+            cont["jax.jit"] = chain_jax(jax)
         res = race(cont, args.rounds, 50)
         report("200-op chain on (8,) float32, forward and backward (target: compiled "
                "<= 2x numpy, ~0.35x pytorch)", res, unit="us")
         print("   compiled:", _brief(comp.compiled.stats()))
     if "mlp" in only:
-        cont, comp = mlp_contenders(tc)
+        cont, comp = mlp_contenders(tc, jax)
         cont = {k: v for k, v in cont.items() if v is not None}
         res = race(cont, args.rounds, 5)
         report("MLP step 784-512-512-10, batch 128, SGD (target: compiled <= 1.0x numpy)", res)
         print("   compiled:", _brief(comp.stats()))
     if "cnn" in only:
-        cont, comp = cnn_contenders(tc)
+        cont, comp = cnn_contenders(tc, jax)
         res = race(cont, args.rounds, 5)
         report("CNN step of bench_cnn_step.py (target: compiled <= 1.0x pytorch eager)", res,
                ref=("pytorch eager", "tapegrad eager"))
         print("   compiled:", _brief(comp.stats()))
     if "ew" in only:
-        cont, comp = ew_contenders(args.n)
+        cont, comp = ew_contenders(args.n, jax)
         res = race(cont, args.rounds, 3)
         report(f"elementwise chain of bench_fusion.py, {args.n} float32 (target: compiled "
                f"<= 1.5x hand-fused)", res, ref=("@tg.fuse (hand-fused)",))
@@ -345,7 +472,7 @@ def main(argv=None):
 
 def _brief(s):
     return ", ".join(f"{k}={s[k]}" for k in ("captures", "replays", "kernels", "fused_groups",
-                                              "peak_bytes", "eager_reason"))
+                                              "peak_bytes", "eager_reason", "allocating"))
 
 
 if __name__ == "__main__":
