@@ -43,11 +43,15 @@ import numpy as np  # noqa: E402
 import tapegrad as tg  # noqa: E402
 
 
+CLOCK = time.perf_counter  # --clock cpu: time.process_time (this process's CPU seconds,
+#                           all its threads: robust to neighbours taking the cores)
+
+
 def _time(fn, n):
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     for _ in range(n):
         fn()
-    return (time.perf_counter() - t0) / n
+    return (CLOCK() - t0) / n
 
 
 def race(contenders, rounds, inner):
@@ -408,13 +412,18 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--no-torch-compile", action="store_true")
     ap.add_argument("--no-jax", action="store_true")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall: perf_counter; cpu: process_time (a loaded machine)")
     ap.add_argument("--only", default="chain,mlp,cnn,ew,capture")
     ap.add_argument("--n", type=int, default=1_000_000, help="elements of the ew chain")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
     tc = not args.no_torch_compile
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     jax = None if args.no_jax else _jax()
-    print(f"threads: {THREADS} (BLAS, OpenMP, Numba, XLA); rounds: {args.rounds}; "
+    print(f"threads: {THREADS} (BLAS, OpenMP, Numba, XLA); clock: {args.clock}; "
+          f"rounds: {args.rounds}; "
           f"load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if "chain" in only:
         cont = {"numpy (hand-written)": chain_numpy(), "tapegrad eager": chain_tapegrad(False)}
@@ -452,22 +461,72 @@ def main(argv=None):
     if "capture" in only:
         import bench_mlp_step as M
         params, x, y = M._init()
-        first, replay, grown, step = capture_cost(
-            lambda: tg.compile(M.make_tapegrad_step(params, x, y)))
-        s = step.stats()
-        print(f"\n== capture cost, MLP step: first call {first * 1e3:.1f} ms (eager run "
-              f"observed, passes, codegen, Numba compiles), replay {replay * 1e3:.2f} ms; "
-              f"memory left allocated by 20 replays: {grown} bytes; peak_bytes planned "
-              f"{s['peak_bytes']} (arena {s['arena_bytes']})")
-        tracemalloc.start()
+        cases = [("MLP step", lambda: M.make_tapegrad_step(params, x, y)),
+                 ("CNN step", _cnn_plain)]
+        print("\n== capture cost and memory (planned peak vs tracemalloc)")
+        for what, make in cases:
+            first, replay, grown, step = capture_cost(lambda: tg.compile(make()))
+            s = step.stats()
+            eager = make()
+            eager_peak = _peak_of(eager, _leaves(eager))
+            print(f"{what}: first call {first * 1e3:.1f} ms (eager run observed, passes, "
+                  f"codegen, Numba compiles), replay {replay * 1e3:.2f} ms")
+            print(f"   planned peak_bytes {s['peak_bytes']}; eager step's measured peak "
+                  f"{eager_peak} (tracemalloc, above its start)")
+            print(f"   compiled: arena {s['arena_bytes']} + rings {s['ring_bytes']} bytes "
+                  f"held across replays; one replay's measured peak {_peak_of(step)} bytes; "
+                  f"left allocated by 20 replays: {grown} bytes; steps that still allocate: "
+                  f"{s['allocating'] or 'none'}")
+
+
+def _leaves(step):
+    """The parameters a benchmark step closes over (its model's or its dict's)."""
+    out = []
+    for cell in step.__closure__ or ():
+        v = cell.cell_contents
+        if isinstance(v, tg.nn.Module):
+            out += list(v.parameters())
+        elif isinstance(v, dict):
+            out += [t for t in v.values() if isinstance(t, tg.Tensor) and t.requires_grad]
+    return out
+
+
+def _peak_of(step, leaves=()):
+    """Bytes one call allocates above its start (tracemalloc), after warm-up calls; the
+    leaves' .grad cleared first (the step then makes every gradient it leaves)."""
+    for _ in range(3):
         step()
+    tracemalloc.start()
+    try:
+        step()
+        for t in leaves:
+            t.grad = None
         base = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
         step()
-        peak = tracemalloc.get_traced_memory()[1] - base
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
         tracemalloc.stop()
-        print(f"   one replay's measured peak above its start (tracemalloc): {peak} bytes vs "
-              f"planned peak_bytes {s['peak_bytes']}")
+
+
+def _cnn_plain():
+    """The CNN step of cnn_contenders, as a no-argument callable."""
+    import bench_cnn_step as C
+    x0, y0, p0 = C._init()
+    x, y = tg.tensor(x0), tg.tensor(y0)
+    p = {k: tg.tensor(v, requires_grad=True) for k, v in p0.items()}
+
+    def step():
+        h = tg.max_pool2d(tg.relu(tg.conv2d(x, p["w1"], p["b1"])), 2)
+        h = tg.max_pool2d(tg.relu(tg.conv2d(h, p["w2"], p["b2"])), 2)
+        loss = tg.cross_entropy(tg.linear(tg.reshape(h, (C.B, 800)), p["w3"], p["b3"]), y)
+        loss.backward()
+        with tg.no_grad():
+            for t in p.values():
+                t -= C.LR * t.grad
+                t.grad = None
+        return loss
+    return step
 
 
 def _brief(s):

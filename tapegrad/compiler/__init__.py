@@ -162,6 +162,8 @@ class Compiled:
                 "fused_groups": p.fused_groups if p else 0,
                 "peak_bytes": p.peak_bytes if p else 0,
                 "arena_bytes": p.plan.arena_bytes if p else 0,
+                "ring_bytes": sum(b.nbytes for r in p.plan.rings.values() for b in r.bufs)
+                if p else 0,
                 "steps_captured": p.n_captured if p else 0,
                 "opaque_vjps": p.graph.stats_opaque if p else 0,
                 "allocating": list(p.plan.allocating) if p else [],

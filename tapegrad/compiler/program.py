@@ -13,8 +13,10 @@ Passes, in order:
   closes the group.
 - ``order_effects``: value guards move to right after their value is computed, so
   they are checked before the program changes any state (a failed guard then
-  re-captures with nothing done); clearing a ``.grad`` moves to the end, before the
-  gradients are set. A guard that would still follow a state change is refused.
+  re-captures with nothing done); in a program with checks, clearing a ``.grad``
+  moves to the end, before the gradients are set (without, it stays where it was, so
+  the old gradient's memory is free for the new one). A guard that would still
+  follow a state change is refused.
 - ``plan_memory``: each value's bytes (its spec) and lifetime (first step to last
   use, a view keeping its base alive); values that escape (outputs, gradients) live
   to the end. The peak of the live bytes over the program is ``peak_bytes``, known
@@ -389,8 +391,14 @@ def order_effects(g, steps):
         r = root(v)
         return groups.get(r, r)
 
-    body = [st for st in steps if st.kind not in ("guard", "cleargrad", "setgrad")]
-    clears = [st for st in steps if st.kind == "cleargrad"]
+    # with nothing to check mid-replay (no value guards, no data-dependent shapes), a
+    # .grad is cleared where the program cleared it: the old gradient's buffer is then
+    # free for this replay's (the ring reuses it) rather than held to the end
+    early = not any(st.kind == "guard" or (st.kind == "op" and st.op.kind == "dynamic")
+                    for st in steps)
+    body = [st for st in steps if st.kind not in ("guard", "setgrad") and
+            (early or st.kind != "cleargrad")]
+    clears = [] if early else [st for st in steps if st.kind == "cleargrad"]
     sets = [st for st in steps if st.kind == "setgrad"]
     anchor = {}   # guard -> the step after which its value is as it was read
     made = {}
