@@ -15,7 +15,7 @@ from ..shape import unsqueeze, movedim
 from .sparse import one_hot
 from ..creation import from_dlpack
 from ...tape import state as _state
-from ...tensor import Tensor
+from ...tensor import Tensor, wrap
 from ...dtypes import get_default_dtype as tg_float
 from ._common import np_dtype, raw, whole
 from .activation import log_softmax
@@ -82,6 +82,19 @@ def _class_coef_data(name, input, target, w, ignore_index, label_smoothing, C):
     (most of a small classifier's loss)."""
     x, t = raw(input), raw(target)
     xp = xp_of(x)
+    if x.ndim == 2 and w is None and not label_smoothing:
+        # the common case (a batch of class indices, no weights), in fewer array ops
+        valid = t != ignore_index
+        every = bool(valid.all())
+        tv = t if every else t[valid]
+        if tv.size and (int(tv.min()) < 0 or int(tv.max()) >= C):
+            bad = tv[(tv < 0) | (tv >= C)]
+            raise op_error(name, f"target {int(bad[0])} is out of bounds for {C} classes",
+                           IndexError)
+        M = xp.zeros(x.shape, dtype=x.dtype)
+        rows = xp.arange(x.shape[0]) if every else xp.nonzero(valid)[0]
+        M[rows, tv] = 1
+        return M, float(tv.size)
     squeeze = x.ndim == 1
     if squeeze:
         x, t = x[None], t[None]
@@ -115,6 +128,9 @@ def _float_target(name, input, target):
 
 def _weighted_nll(name, logp, target, weight, ignore_index, reduction, label_smoothing):
     M, denom = _class_coef(name, logp, target, weight, ignore_index, label_smoothing)
+    if not isinstance(M, Tensor):  # constants: a Tensor and a Python number, so the
+        M = wrap(M)                # products below take dispatch's lane
+        denom = float(denom)
     if reduction == "none":
         return -_sum(logp * M, dim=1 if len(logp.shape) > 1 else 0)
     total = -_sum(logp * M)
