@@ -111,6 +111,17 @@ def test_lstm_on_sine_waves():
     assert theirs["test_loss"] < 4 * ours["test_loss"] + 1e-3, (ours, theirs)
 
 
+def test_lstm_cells_with_lbfgs_on_sine_waves():
+    """PyTorch's time_sequence_prediction (LSTMCell, float64, L-BFGS with a closure),
+    scaled down: the same generated waves; the initial weights differ."""
+    ours, theirs = _both("sine_lbfgs")
+    assert ours["future_shape"] == theirs["future_shape"] == (3, 69)
+    for m in (ours, theirs):
+        assert m["test_loss"] < 0.01 and m["train_loss"] < 0.01, (ours, theirs)
+    assert ours["test_loss"] < 4 * theirs["test_loss"], (ours, theirs)
+    assert theirs["test_loss"] < 4 * ours["test_loss"], (ours, theirs)
+
+
 def test_vae_on_digits():
     data = _digits()
     ours, theirs = _both("vae_digits", DATA=data)
