@@ -133,6 +133,16 @@ def test_vae_on_digits():
     assert abs(ours["test_loss"] - theirs["test_loss"]) < 0.05 * theirs["test_loss"], (ours, theirs)
 
 
+def test_variational_beta_with_distributions():
+    """Beta.rsample (implicit reparameterisation: PyTorch's and tapegrad's estimators
+    differ per sample, both unbiased), Bernoulli.log_prob and kl_divergence(Beta, Beta)
+    in an ELBO: both fits land on the exact posterior Beta(15, 7)."""
+    ours, theirs = _both("beta_vi")
+    for m in (ours, theirs):
+        assert abs(m["a"] - 15) < 0.15 * 15 and abs(m["b"] - 7) < 0.15 * 7, (ours, theirs)
+        assert abs(m["mean"] - 15 / 22) < 0.02, (ours, theirs)
+
+
 def test_reinforce_categorical_policy():
     ours, theirs = _both("reinforce")
     # the greedy policy walks straight to the goal (5 steps) in both, and the running
