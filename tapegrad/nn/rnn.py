@@ -2,11 +2,16 @@
 parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse`` ...), gate layouts
 (LSTM: i, f, g, o; GRU: r, z, n) and initialisation U(-1/sqrt(H), 1/sqrt(H)).
 
-A layer's input projection runs as one matmul over the whole sequence, cut once into
-per-step gate pieces; each step then does one matmul with the hidden state, one cut
-of it into gates and one fused elementwise kernel for the gate arithmetic (``@fuse``: the input and hidden gate pre-activations added, the
-sigmoids and tanhs, the new cell and hidden state, forward and backward each one
-compiled loop, recorded as one tape entry).
+A layer's input projection runs as one matmul over the whole sequence. An LSTM
+layer's recurrence is then one op (``lstm_layer``, tapegrad/ops/nn/rnn.py: per step
+a matmul into a preallocated buffer and one compiled gate kernel writing the step's
+slice of the outputs; its adjoint one reverse loop and one matmul for the whole
+recurrent weight gradient). RNN, GRU, the cells and an LSTM with ``proj_size`` cut
+the projection once into per-step, per-gate contiguous pieces; each step then does
+one matmul with the hidden state, one cut of it into gates and one fused elementwise
+kernel for the gate arithmetic (``@fuse``: the input and hidden gate pre-activations
+added, the sigmoids and tanhs, the new cell and hidden state, forward and backward
+each one compiled loop, recorded as one tape entry).
 """
 import math
 
@@ -14,6 +19,7 @@ from ..devices import xp_of
 from ..dispatch import bind
 from ..ops import (cat, flip, matmul, relu, sigmoid, stack, tanh, unsqueeze, squeeze,
                    zeros, empty)
+from ..ops.nn.rnn import lstm_layer
 from ..ops_registry import OpDef, TensorSpec
 from ..ops_registry.opdef import validate
 from ..tensor import Tensor
@@ -113,12 +119,20 @@ def _rnn_step(xg, h, w_hhT, nonlinearity):
     return tanh(pre) if nonlinearity == "tanh" else relu(pre)
 
 
-def _layer(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, nonlinearity="tanh"):
+def _layer(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, nonlinearity="tanh", w_hr=None):
     """One direction of one layer over the whole sequence: ``(outputs (T, B, H), h,
-    c)``. The input projection is one matmul over all steps, cut once into per-step,
-    per-gate contiguous pieces; each step is then a matmul with the hidden state, one
-    cut of its result into gates, and the fused gate kernel."""
+    c)``. The input projection is one matmul over all steps. An LSTM (without
+    projection) is then one sequence op (``lstm_layer``: per step a matmul and one
+    compiled gate kernel, written into preallocated outputs, and its adjoint one
+    reverse loop); the others cut the projection once into per-step, per-gate
+    contiguous pieces and run each step as a matmul with the hidden state, one cut of
+    its result into gates, and the fused gate kernel."""
     T = x.shape[0]
+    if mode == "LSTM" and w_hr is None:
+        bias = b_ih if b_hh is None else b_ih + b_hh   # (4H,): the biases fold once
+        out, cells, _ = lstm_layer(F.linear(x, w_ih, bias), h, c, w_hh, reverse)
+        last = 0 if reverse else T - 1
+        return out, out[last], cells[last]
     k = {"LSTM": 4, "GRU": 3}.get(mode, 1)
     xg = F.linear(x, w_ih, b_ih)                    # (T, B, k * H)
     if b_hh is not None and mode != "GRU":          # b_hh folds into the input side
@@ -132,6 +146,7 @@ def _layer(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, nonlinearity="tanh"):
         hg = matmul(h, w_hhT)
         if mode == "LSTM":
             h, c = _lstm_gates(*(g[t] for g in gates), *_cut(hg, 4, -1), c)
+            h = matmul(h, w_hr.T)                   # proj_size: h = W_hr (o * tanh(c))
         elif mode == "GRU":
             if b_hh is not None:
                 hg = hg + b_hh
@@ -172,27 +187,38 @@ class RNNBase(Module):
         if isinstance(dropout, bool) or not 0 <= dropout <= 1:
             raise ValueError("dropout should be a number in range [0, 1] representing the "
                              "probability of an element being zeroed")
-        if proj_size:
-            raise NotImplementedError(f"{mode}: proj_size is not supported")
+        if isinstance(proj_size, bool) or not isinstance(proj_size, int) or proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable "
+                             "projections")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
-        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, 0
+        self.dropout, self.bidirectional = float(dropout), bidirectional
+        self.proj_size = proj_size
+        real = proj_size or hidden_size                 # the size of h (PyTorch's name)
         gate = {"LSTM": 4, "GRU": 3}.get(mode, 1) * hidden_size
         dirs = 2 if bidirectional else 1
         self._names = []
         for layer in range(num_layers):
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                in_size = input_size if layer == 0 else hidden_size * dirs
+                in_size = input_size if layer == 0 else real * dirs
                 names = [f"weight_ih{sfx}", f"weight_hh{sfx}"]
                 setattr(self, names[0], Parameter(empty((gate, in_size), dtype=dtype,
                                                         device=device)))
-                setattr(self, names[1], Parameter(empty((gate, hidden_size), dtype=dtype,
+                setattr(self, names[1], Parameter(empty((gate, real), dtype=dtype,
                                                         device=device)))
                 if bias:
                     names += [f"bias_ih{sfx}", f"bias_hh{sfx}"]
                     setattr(self, names[2], Parameter(empty(gate, dtype=dtype, device=device)))
                     setattr(self, names[3], Parameter(empty(gate, dtype=dtype, device=device)))
+                if proj_size:
+                    names.append(f"weight_hr{sfx}")
+                    setattr(self, names[-1], Parameter(empty((proj_size, hidden_size),
+                                                             dtype=dtype, device=device)))
                 self._names.append(names)
         self.reset_parameters()
 
@@ -208,7 +234,8 @@ class RNNBase(Module):
     def _weights(self, layer, d):
         names = self._names[layer * (2 if self.bidirectional else 1) + d]
         ws = [getattr(self, n) for n in names]
-        return ws if self.bias else ws + [None, None]
+        w_hr = ws.pop() if self.proj_size else None
+        return (ws if self.bias else ws + [None, None]) + [w_hr]
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -222,6 +249,8 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
     # ------------------------------------------------------------ forward
@@ -235,9 +264,9 @@ class RNNBase(Module):
             raise RuntimeError(f"{self.mode}: input.size(-1) must be equal to input_size. "
                                f"Expected {self.input_size}, got {input.shape[-1]}")
 
-    def _hidden(self, hx, batch, batched, input, what="hx"):
+    def _hidden(self, hx, batch, batched, input, what="hx", size=None):
         dirs = 2 if self.bidirectional else 1
-        shape = (self.num_layers * dirs, batch, self.hidden_size)
+        shape = (self.num_layers * dirs, batch, size or self.hidden_size)
         if hx is None:
             return zeros(shape, dtype=input.dtype, device=input.device)
         if not batched:
@@ -264,7 +293,8 @@ class RNNBase(Module):
         if lstm:
             if hx is not None and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
                 raise RuntimeError("LSTM: hx must be a tuple (h_0, c_0)")
-            h0 = self._hidden(None if hx is None else hx[0], B, batched, input, "h_0")
+            h0 = self._hidden(None if hx is None else hx[0], B, batched, input, "h_0",
+                              self.proj_size)
             c0 = self._hidden(None if hx is None else hx[1], B, batched, input, "c_0")
         else:
             if isinstance(hx, (tuple, list)):
@@ -277,15 +307,15 @@ class RNNBase(Module):
             outs = []
             for d in range(dirs):
                 k = layer * dirs + d
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
                 if T == 0:
-                    out = zeros((0, B, self.hidden_size), dtype=input.dtype,
+                    out = zeros((0, B, self.proj_size or self.hidden_size), dtype=input.dtype,
                                 device=input.device)
                     h, c = h0[k], (c0[k] if lstm else None)
                 else:
                     out, h, c = _layer("LSTM" if lstm else self.mode, x, h0[k],
                                        c0[k] if lstm else None, w_ih, w_hh, b_ih, b_hh, d == 1,
-                                       getattr(self, "nonlinearity", "tanh"))
+                                       getattr(self, "nonlinearity", "tanh"), w_hr)
                 outs.append(out)
                 h_n.append(h)
                 if lstm:
@@ -312,21 +342,23 @@ class RNN(RNNBase):
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
                  batch_first=False, dropout=0.0, bidirectional=False, device=None,
-                 dtype=None):
+                 dtype=None, proj_size=0):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
                              f"'relu'.")
         self.__dict__["nonlinearity"] = nonlinearity
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size,
                          hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         device=device, dtype=dtype)
+                         proj_size, device=device, dtype=dtype)
         self.mode = "RNN"
 
 
 class LSTM(RNNBase):
     """``LSTM(input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-    dropout=0.0, bidirectional=False)``; ``forward(input, (h_0, c_0)=None)`` returns
-    ``(output, (h_n, c_n))``. Gates i, f, g, o in ``weight_ih_l0`` rows, as PyTorch."""
+    dropout=0.0, bidirectional=False, proj_size=0)``; ``forward(input, (h_0, c_0)=None)``
+    returns ``(output, (h_n, c_n))``. Gates i, f, g, o in ``weight_ih_l0`` rows, as
+    PyTorch. ``proj_size > 0``: ``h_t = W_hr (o_t * tanh(c_t))`` with ``weight_hr_l{k}``
+    (proj_size, hidden_size); h_0, h_n and the output then have proj_size features."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
@@ -340,9 +372,9 @@ class GRU(RNNBase):
     (``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, ``h' = (1 - z) n + z h``)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+                 dropout=0.0, bidirectional=False, device=None, dtype=None, proj_size=0):
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, bidirectional, device=device, dtype=dtype)
+                         dropout, bidirectional, proj_size, device=device, dtype=dtype)
 
 
 # ---------------------------------------------------------------- cells

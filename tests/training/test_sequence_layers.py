@@ -250,3 +250,61 @@ def test_recurrent_higher_order_and_forward_mode(kind):
     h = 1e-6
     fd = (f(x.detach() + h * t) - f(x.detach() - h * t)) / (2 * h)
     np.testing.assert_allclose(jt.detach().numpy(), fd.detach().numpy(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(num_layers=2, bidirectional=True),
+                                dict(batch_first=True, bias=False)],
+                         ids=["default", "2-layers-bidir", "batch-first-nobias"])
+def test_lstm_proj_size(kw):
+    """proj_size: weight_hr_l{k} keys, h of proj_size features, equal to PyTorch."""
+    T, B, I, H, P = 4, 3, 5, 6, 2
+    x = _x(B, T, I) if kw.get("batch_first") else _x(T, B, I)
+    gm, _ = _both(lambda nn: nn.LSTM(I, H, proj_size=P, **kw), [x], lambda m, v: m(v))
+    assert "weight_hr_l0" in gm.state_dict() and "proj_size=2" in repr(gm)
+    D, L = (2 if kw.get("bidirectional") else 1), kw.get("num_layers", 1)
+    h0, c0 = _x(D * L, B, P, seed=2), _x(D * L, B, H, seed=3)
+    _both(lambda nn: nn.LSTM(I, H, proj_size=P, **kw), [x, h0, c0],
+          lambda m, v, h, c: m(v, (h, c)))
+
+
+def test_lstm_proj_size_errors():
+    for bad, cls in ((dict(proj_size=6), ValueError), (dict(proj_size=-1), ValueError)):
+        with pytest.raises(cls):
+            tg.nn.LSTM(3, 6, **bad)
+    for kind in ("GRU", "RNN"):
+        with pytest.raises(ValueError, match="only supported for LSTM"):
+            getattr(tg.nn, kind)(3, 6, proj_size=2)
+    m = tg.nn.LSTM(3, 6, proj_size=2)
+    with pytest.raises(RuntimeError, match="hidden size"):
+        m(tg.ones(4, 1, 3), (tg.zeros(1, 1, 6), tg.zeros(1, 1, 6)))
+
+
+def test_lstm_layer_is_one_node_per_direction():
+    """An LSTM layer's recurrence is one recorded sequence op, whatever the length, and
+    its adjoint without a gradient for the cells (only the output used) matches
+    PyTorch's in float32 too (the compiled kernels' approximations)."""
+    torch.manual_seed(0)
+    tm = torch.nn.LSTM(4, 8, bidirectional=True)
+    gm = tg.nn.LSTM(4, 8, bidirectional=True)
+    _load(gm, tm)
+    x = _x(7, 3, 4).astype(np.float32)
+    tx, gx = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    out = gm(gx)[0]
+    seen, nodes, stack_ = set(), [], [out.grad_fn]
+    while stack_:
+        n = stack_.pop()
+        if n is None or isinstance(n, str) or id(n) in seen:   # "AccumulateGrad": a leaf
+            continue
+        seen.add(id(n))
+        nodes.append(n)
+        stack_ += [f for f, _ in n.next_functions]
+    names = [repr(n) for n in nodes]
+    assert sum("LstmLayer" in r for r in names) == 2, names
+    (out * out).sum().backward()
+    to = tm(tx)[0]
+    (to * to).sum().backward()
+    np.testing.assert_allclose(out.detach().numpy(), to.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    for name, p in gm.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), dict(tm.named_parameters())[name].grad,
+                                   rtol=1e-4, atol=1e-5, err_msg=name)

@@ -10,6 +10,7 @@
 - ``regularization``: dropout
 - ``sparse``: embedding, one_hot (PyTorch's "sparse functions")
 - ``attention``: scaled_dot_product_attention
+- ``rnn``: lstm_layer, one LSTM direction over a sequence (``tg.nn.LSTM``'s op, not public)
 
 No module is named after a function it exports: the package binds the functions,
 and ``import tapegrad.ops.nn.softmax as m`` would then give the function, not the
@@ -38,6 +39,7 @@ from .spatial import fold, interpolate, unfold
 from .regularization import dropout
 from .sparse import embedding, one_hot
 from .attention import scaled_dot_product_attention
+from .rnn import lstm_layer  # noqa: F401  (tg.nn.LSTM's sequence op; not public)
 
 __all__ = ["log_softmax", "softmax", "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
            "adaptive_avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
