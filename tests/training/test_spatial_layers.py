@@ -92,6 +92,14 @@ def test_group_norm_affine_trained_weights():
     (dict(size=10, mode="linear", align_corners=True), (2, 3, 4)),
     (dict(scale_factor=1.5, recompute_scale_factor=True, mode="bilinear"), (1, 1, 5, 3)),
     (dict(scale_factor=0.6), (1, 2, 10, 7)),
+    (dict(scale_factor=1.7, mode="nearest-exact"), (1, 2, 4, 5)),
+    (dict(scale_factor=(1.5, 0.7), mode="bicubic"), (1, 2, 4, 6)),
+    (dict(size=(5, 9), mode="bicubic", align_corners=True), (2, 1, 3, 4)),
+    (dict(scale_factor=1.3, mode="bicubic", recompute_scale_factor=True), (1, 1, 5, 4)),
+    (dict(size=(3, 2), mode="area"), (1, 2, 7, 5)),
+    (dict(scale_factor=0.5, mode="area"), (1, 2, 6, 5)),
+    (dict(scale_factor=(1.5, 2, 0.5), mode="trilinear"), (1, 2, 3, 2, 4)),
+    (dict(size=(3, 4, 2), mode="nearest"), (1, 1, 2, 3, 5)),
 ])
 def test_upsample(kw, shape):
     _compare_module(lambda nn: nn.Upsample(**kw), shape)
@@ -123,8 +131,8 @@ def test_functional_argument_errors():
         F.interpolate(x, scale_factor=2, align_corners=True)
     with pytest.raises(ValueError, match="only one of size or scale_factor"):
         F.interpolate(x)
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        F.interpolate(x, scale_factor=2, mode="bicubic")
+    with pytest.raises(NotImplementedError, match="lanczos"):
+        F.interpolate(x, scale_factor=2, mode="lanczos")
     with pytest.raises(RuntimeError, match="num_groups"):
         F.group_norm(x, 3)
     with pytest.raises(RuntimeError, match="output_padding"):

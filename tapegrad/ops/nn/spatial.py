@@ -1,12 +1,14 @@
-"""Resampling and patches: interpolate (nearest, linear, bilinear), unfold (im2col)
-and fold (col2im), as ``torch.nn.functional``.
+"""Resampling and patches: interpolate (nearest, nearest-exact, linear, bilinear,
+trilinear, bicubic, area), unfold (im2col) and fold (col2im), as
+``torch.nn.functional``.
 
 interpolate is linear in its input and separable: along each resized dim the output
 is ``A @ x`` for a small (out, in) matrix ``A`` that PyTorch's coordinate rule gives
-(nearest: one 1 per row; (bi)linear: two weights per row). The forward gathers
-(nearest) or applies the matrices; the adjoint applies their transposes with
-``m.matmul`` on constants, so it differentiates again. unfold and fold are each
-other's adjoints.
+(nearest: one 1 per row; (bi/tri)linear: two weights per row; bicubic: four, with
+clamped indices; area: PyTorch's adaptive average pooling windows). The forward
+gathers (nearest, linear) or applies the matrices (bicubic, area); the adjoint
+applies their transposes with ``m.matmul`` on constants, so it differentiates again.
+unfold and fold are each other's adjoints.
 """
 import functools
 
@@ -22,7 +24,11 @@ from .._decl import register, Sample, TensorSpec, rand as _rand
 from ._common import need_float, pair
 
 # ================================================================ interpolate
-_MODES = {3: ("nearest", "linear"), 4: ("nearest", "bilinear")}
+_ANY = ("nearest", "nearest-exact", "area")
+_MODES = {3: _ANY + ("linear",), 4: _ANY + ("bilinear", "bicubic"), 5: _ANY + ("trilinear",)}
+_ALL_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
+_LINEAR = ("linear", "bilinear", "trilinear", "bicubic")    # the ones with align_corners
+_CUBIC_A = -0.75                                            # PyTorch's bicubic constant
 
 
 @functools.lru_cache(maxsize=256)
@@ -31,16 +37,19 @@ def _coords(n_in, n_out, mode, align_corners, scale, dtype):
     ``(1 - lambda) * x[i0] + lambda * x[i1]`` (nearest: lambda is 0, i1 = i0)."""
     dt = np.dtype(dtype)
     rows = np.arange(n_out)
-    if mode == "nearest":
+    if mode in ("nearest", "nearest-exact"):
         s = np.float32(1.0 / scale if scale else n_in / n_out)
-        src = np.minimum(np.floor(rows.astype(np.float32) * s).astype(np.int64), n_in - 1)
+        r = rows.astype(np.float32) + np.float32(0.5 if mode == "nearest-exact" else 0.0)
+        src = np.minimum(np.floor(r * s).astype(np.int64), n_in - 1)
         return src, src, np.zeros(n_out, dt)
     if align_corners:
         s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
         src = rows * dt.type(s)
     else:
         s = dt.type(1.0 / scale if scale else n_in / n_out)
-        src = np.maximum((rows + dt.type(0.5)) * s - dt.type(0.5), 0)
+        src = (rows + dt.type(0.5)) * s - dt.type(0.5)
+        if mode != "bicubic":          # PyTorch clamps at 0, except for cubic
+            src = np.maximum(src, 0)
     src = src.astype(dt)
     i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
     i1 = np.minimum(i0 + 1, n_in - 1)
@@ -49,13 +58,30 @@ def _coords(n_in, n_out, mode, align_corners, scale, dtype):
 
 @functools.lru_cache(maxsize=256)
 def _matrix(n_in, n_out, mode, align_corners, scale, dtype):
-    """The (n_out, n_in) interpolation matrix of one dim (the adjoint's)."""
-    i0, i1, lam = _coords(n_in, n_out, mode, align_corners, scale, dtype)
+    """The (n_out, n_in) interpolation matrix of one dim (the adjoint's; bicubic's and
+    area's forward)."""
     a = np.zeros((n_out, n_in), np.dtype(dtype))
     rows = np.arange(n_out)
+    if mode == "area":     # adaptive average pooling: [floor(i n/o), ceil((i+1) n/o))
+        for i in range(n_out):
+            lo, hi = (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+            a[i, lo:hi] = 1.0 / (hi - lo)
+        return a
+    i0, i1, lam = _coords(n_in, n_out, mode, align_corners, scale, dtype)
+    if mode == "bicubic":  # taps at i0 - 1 .. i0 + 2, clamped; PyTorch's coefficients
+        A, t = _CUBIC_A, lam.astype(np.float64)
+        w = [((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A,
+             ((A + 2) * t - (A + 3)) * t * t + 1,
+             ((A + 2) * (1 - t) - (A + 3)) * (1 - t) * (1 - t) + 1,
+             ((A * (2 - t) - 5 * A) * (2 - t) + 8 * A) * (2 - t) - 4 * A]
+        for k in range(4):
+            np.add.at(a, (rows, np.clip(i0 - 1 + k, 0, n_in - 1)), w[k])
+        return a
+    if mode in ("nearest", "nearest-exact"):
+        np.add.at(a, (rows, i0), 1)
+        return a
     np.add.at(a, (rows, i0), 1 - lam)
-    if mode != "nearest":
-        np.add.at(a, (rows, i1), lam)
+    np.add.at(a, (rows, i1), lam)
     return a
 
 
@@ -69,14 +95,14 @@ def _matrices(in_shape, size, mode, align_corners, scales, dtype):
 def _interp_infer(input, *, size, mode, align_corners, scales):
     xs = tuple(input.shape)
     if len(xs) not in _MODES:
-        raise op_error("interpolate", f"expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, "
-                                      f"got {xs}", NotImplementedError)
+        raise op_error("interpolate", f"expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D "
+                                      f"(N, C, D, H, W) input, got {xs}", NotImplementedError)
     if mode not in _MODES[len(xs)]:
-        raise op_error("interpolate", f"mode {mode!r} needs a "
-                                      f"{'4' if mode == 'bilinear' else '3'}-D input, got "
+        need = {"linear": 3, "bilinear": 4, "bicubic": 4, "trilinear": 5}
+        raise op_error("interpolate", f"mode {mode!r} needs a {need[mode]}-D input, got "
                                       f"{len(xs)}-D input {xs}"
-                       if mode in ("linear", "bilinear") else
-                       f"mode {mode!r} is not supported (nearest, linear, bilinear)",
+                       if mode in need else
+                       f"mode {mode!r} is not supported ({', '.join(_ALL_MODES)})",
                        NotImplementedError)
     if np.dtype(input.dtype).kind != "f":
         raise op_error("interpolate", f"expected a floating point input, got "
@@ -95,12 +121,18 @@ def _interp_kernel(input, *, size, mode, align_corners, scales):
     out = input
     sp = input.shape[2:]
     scales = scales or (None,) * len(sp)
+    if mode in ("bicubic", "area"):   # dense matrices along each dim, the last first
+        mats = _matrices(input.shape, size, mode, align_corners, scales, input.dtype)
+        for k in reversed(range(len(sp))):
+            a = xp.asarray(mats[k])
+            out = xp.moveaxis(xp.matmul(a, xp.moveaxis(out, 2 + k, -2)), -2, 2 + k)
+        return xp.ascontiguousarray(out)
     for k in reversed(range(len(sp))):
         i0, i1, lam = _coords(int(sp[k]), int(size[k]), mode, bool(align_corners), scales[k],
                               np.dtype(input.dtype).str)
         axis = 2 + k
         a = xp.take(out, xp.asarray(i0), axis=axis)
-        if mode == "nearest":
+        if mode in ("nearest", "nearest-exact"):
             out = a
             continue
         b = xp.take(out, xp.asarray(i1), axis=axis)
@@ -115,10 +147,11 @@ def _interp_vjp(ctx, g):
     shape = ctx.shapes[0]
     mats = _matrices(shape, ctx.attrs["size"], ctx.attrs["mode"], ctx.attrs["align_corners"],
                      ctx.attrs["scales"], _dtype_of(ctx.dtypes[0]))  # g's (an output's)
-    gx = g
-    if len(mats) == 2:
-        gx = m.matmul(_const(mats[0].T, g), gx)
-    return (m.matmul(gx, _const(mats[-1], g)),)
+    gx = m.matmul(g, _const(mats[-1], g))              # the last dim: (..., out) @ A
+    for k in range(len(mats) - 1):                      # the others: A^T @ (..., out, .)
+        axis = 2 + k - len(shape)                       # counted from the end
+        gx = m.movedim(m.matmul(_const(mats[k].T, g), m.movedim(gx, axis, -2)), -2, axis)
+    return (gx,)
 
 
 def _dtype_of(d):
@@ -153,7 +186,19 @@ def _interp_samples(dtype=np.float64):
             Sample((r((1, 1, 3, 2), 8),), _interp_attrs((1, 5), "bilinear", True)),
             Sample((r((2, 3, 5), 9),), _interp_attrs((9,), "linear", False)),
             Sample((r((2, 3, 5), 10),), _interp_attrs((8,), "linear", True)),
-            Sample((r((2, 3, 5), 11),), _interp_attrs((12,)))]
+            Sample((r((2, 3, 5), 11),), _interp_attrs((12,))),
+            Sample((r((1, 2, 5, 4), 12),), _interp_attrs((7, 3), "nearest-exact")),
+            Sample((r((2, 3, 5), 13),), _interp_attrs((12,), "nearest-exact", None, (2.5,))),
+            Sample((r((1, 2, 4, 5), 14),), _interp_attrs((7, 3), "bicubic", False)),
+            Sample((r((1, 2, 4, 5), 15),), _interp_attrs((9, 8), "bicubic", True)),
+            Sample((r((1, 1, 3, 4), 16),), _interp_attrs((6, 8), "bicubic", False,
+                                                         (2.0, 2.0))),
+            Sample((r((1, 2, 7, 5), 17),), _interp_attrs((3, 4), "area")),
+            Sample((r((2, 3, 7), 18),), _interp_attrs((3,), "area")),
+            Sample((r((1, 2, 2, 3, 4), 19),), _interp_attrs((3, 5, 3), "trilinear", False)),
+            Sample((r((1, 1, 2, 3, 2), 20),), _interp_attrs((3, 2, 4), "trilinear", True)),
+            Sample((r((1, 2, 2, 3, 4), 21),), _interp_attrs((4, 6, 8), "nearest", None,
+                                                            (2.0, 2.0, 2.0)))]
 
 
 def _torch_interp(torch, x, *, size, mode, align_corners, scales):
@@ -169,7 +214,9 @@ INTERPOLATE = register(
     error_samples=lambda: [((_rand((2, 3)),), _interp_attrs((4,)), NotImplementedError),
                            ((_rand((1, 2, 3)),), _interp_attrs((4,), "bilinear", False),
                             NotImplementedError),
-                           ((_rand((1, 2, 3, 3)),), _interp_attrs((4, 4), "bicubic", False),
+                           ((_rand((1, 2, 3)),), _interp_attrs((4,), "bicubic", False),
+                            NotImplementedError),
+                           ((_rand((1, 2, 3, 3)),), _interp_attrs((4, 4), "lanczos", False),
                             NotImplementedError),
                            ((_rand((1, 2, 3, 3)),), _interp_attrs((4, 0)), ValueError),
                            ((np.ones((1, 2, 3, 3), np.int64),), _interp_attrs((4, 4)),
@@ -178,27 +225,30 @@ INTERPOLATE = register(
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """Resize the spatial dims of an (N, C, L) or (N, C, H, W) input to ``size`` or by
-    ``scale_factor``, as ``torch.nn.functional.interpolate``: ``mode`` 'nearest',
-    'linear' (3-D) or 'bilinear' (4-D); ``align_corners`` for the linear modes
-    (default False)."""
+    """Resize the spatial dims of an (N, C, L), (N, C, H, W) or (N, C, D, H, W) input
+    to ``size`` or by ``scale_factor``, as ``torch.nn.functional.interpolate``:
+    ``mode`` 'nearest', 'nearest-exact', 'area', 'linear' (3-D), 'bilinear' or
+    'bicubic' (4-D), 'trilinear' (5-D); ``align_corners`` for the linear and cubic
+    modes (default False); ``recompute_scale_factor``: the coordinates from the
+    output size rather than from ``scale_factor``. Not supported: ``antialias``."""
     nsp = len(input.shape) - 2
-    if mode not in ("nearest", "linear", "bilinear"):
-        raise op_error("interpolate", f"mode {mode!r} is not supported (nearest, linear, "
-                                      f"bilinear)", NotImplementedError)
+    if mode not in _ALL_MODES:
+        raise op_error("interpolate", f"mode {mode!r} is not supported "
+                                      f"({', '.join(_ALL_MODES)})", NotImplementedError)
     if antialias:
         raise op_error("interpolate", "antialias=True is not supported", NotImplementedError)
-    if mode == "nearest":
+    if mode not in _LINEAR:
         if align_corners is not None:
             raise op_error("interpolate", "align_corners option can only be set with the "
-                                          "interpolating modes: linear | bilinear", ValueError)
+                                          "interpolating modes: linear | bilinear | bicubic | "
+                                          "trilinear", ValueError)
     elif align_corners is None:
         align_corners = False
     if (size is None) == (scale_factor is None):
         raise op_error("interpolate", "only one of size or scale_factor should be defined",
                        ValueError)
     if nsp < 1:
-        raise op_error("interpolate", f"expected a 3-D or 4-D input, got "
+        raise op_error("interpolate", f"expected a 3-D, 4-D or 5-D input, got "
                                       f"{tuple(input.shape)}", NotImplementedError)
     scales = None
     if size is not None:
@@ -214,10 +264,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise op_error("interpolate", f"scale_factor {sf} must have {nsp} values for "
                                           f"input {tuple(input.shape)}", ValueError)
         size = tuple(int(np.floor(float(n) * float(s))) for n, s in zip(input.shape[2:], sf))
-        if not recompute_scale_factor:
+        if not recompute_scale_factor and mode != "area":
             scales = tuple(float(s) for s in sf)
     return bind(INTERPOLATE, input, size=size, mode=mode,
-                align_corners=None if mode == "nearest" else bool(align_corners),
+                align_corners=bool(align_corners) if mode in _LINEAR else None,
                 scales=scales)
 
 
