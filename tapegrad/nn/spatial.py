@@ -148,11 +148,12 @@ class ConvTranspose2d(Module):
 
 
 class GroupNorm(Module):
-    """``GroupNorm(num_groups, num_channels, eps=1e-5, affine=True, bias=True)``: weight
-    ones and bias zeros of ``(num_channels,)``, as PyTorch."""
+    """``GroupNorm(num_groups, num_channels, eps=1e-5, affine=True, device=None,
+    dtype=None, *, bias=True)``: weight ones and bias zeros of ``(num_channels,)``, as
+    PyTorch."""
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, bias=True,
-                 device=None, dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
+                 dtype=None, *, bias=True):
         super().__init__()
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")

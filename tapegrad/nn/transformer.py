@@ -1,5 +1,5 @@
-"""TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer and
-TransformerDecoder on ``MultiheadAttention``, with PyTorch's arguments, submodule
+"""TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer,
+TransformerDecoder and Transformer on ``MultiheadAttention``, with PyTorch's arguments, submodule
 names (``self_attn``, ``linear1``, ``norm1`` ...; a PyTorch state dict loads by key),
 ``norm_first``, masks and key padding masks."""
 import copy
@@ -9,13 +9,14 @@ import numpy as np
 from ..dtypes import get_default_dtype
 from ..ops import tensor
 from . import functional as F
+from . import init
 from .attention import MultiheadAttention
 from .container import ModuleList
 from .layers import Dropout, LayerNorm, Linear
 from .module import Module
 
 __all__ = ["TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
-           "TransformerDecoder", "generate_square_subsequent_mask"]
+           "TransformerDecoder", "Transformer", "generate_square_subsequent_mask"]
 
 
 def generate_square_subsequent_mask(sz, device=None, dtype=None):
@@ -177,3 +178,61 @@ class TransformerDecoder(Module):
                       memory_key_padding_mask=memory_key_padding_mask,
                       tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
         return self.norm(out) if self.norm is not None else out
+
+
+class Transformer(Module):
+    """``Transformer(d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+    dim_feedforward=2048, dropout=0.1, activation='relu', custom_encoder=None,
+    custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
+    bias=True)``: an encoder stack and a decoder stack, each ending in a LayerNorm
+    (``encoder.layers.0...``, ``encoder.norm``, ``decoder...``: PyTorch's keys), the
+    matrices Xavier-uniform initialised as PyTorch; ``forward(src, tgt, src_mask=None,
+    tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+    tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None,
+    tgt_is_causal=None, memory_is_causal=False)``."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+                 dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps=1e-5, batch_first=False,
+                 norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        kw = dict(device=device, dtype=dtype)
+        common = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                  batch_first, norm_first, bias)
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            self.encoder = TransformerEncoder(
+                TransformerEncoderLayer(*common, **kw), num_encoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            self.decoder = TransformerDecoder(
+                TransformerDecoderLayer(*common, **kw), num_decoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        batched = src.ndim == 3
+        if batched and src.shape[0 if self.batch_first else 1] != \
+                tgt.shape[0 if self.batch_first else 1]:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        return generate_square_subsequent_mask(sz, device=device, dtype=dtype)

@@ -224,6 +224,24 @@ def test_decoder_stack():
     _both(make, [_x(L, B, E), _x(S, B, E, seed=3)], lambda mod, t, m: mod(t, m))
 
 
+@pytest.mark.parametrize("kw", [dict(), dict(batch_first=True, norm_first=True)])
+def test_transformer(kw):
+    """nn.Transformer: PyTorch's keys and Xavier-uniform matrices; with its weights
+    loaded, the outputs and all gradients equal, masks included."""
+    L, S, B, E = 3, 4, 2, 8
+    bf = kw.get("batch_first")
+    src = _x(B, S, E) if bf else _x(S, B, E)
+    tgt = _x(B, L, E, seed=4) if bf else _x(L, B, E, seed=4)
+    make = lambda nn: nn.Transformer(E, 2, 2, 1, 16, dropout=0.0, **kw)  # noqa: E731
+    causal = tg.nn.Transformer.generate_square_subsequent_mask(L).numpy()
+    gm, _ = _both(make, [src, tgt, Const(causal)], lambda m, s, t, a: m(s, t, tgt_mask=a))
+    w = tg.nn.Transformer(E, 2, 1, 1, 16).encoder.layers[0].linear1.weight.detach().numpy()
+    bound = np.sqrt(6 / (E + 16))
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound
+    with pytest.raises(RuntimeError, match="batch number"):
+        gm(tg.ones(S, B, E, dtype=tg.float64), tg.ones(L, B + 1, E, dtype=tg.float64))
+
+
 def test_transformer_dropout_train_vs_eval():
     layer = tg.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.3)
     x = tg.tensor(_x(4, 2, 8), dtype=tg.float32)
