@@ -7,7 +7,7 @@ tensor([[2.0000, 0.0000],
         [0.5000, 1.6583]], dtype=tapegrad.float64)
 """
 from .ops.linalg import (inv, solve, det, slogdet, cholesky, norm, vector_norm,  # noqa: F401
-                         matrix_norm, matmul, LinAlgError, SlogdetResult)
+                         matrix_norm, matmul, LinAlgError, SlogdetResult, solve_triangular)
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "norm", "vector_norm", "matrix_norm",
-           "matmul", "LinAlgError"]
+           "matmul", "LinAlgError", "solve_triangular"]

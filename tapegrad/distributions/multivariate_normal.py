@@ -1,8 +1,8 @@
 """MultivariateNormal, as PyTorch's: parameterised by exactly one of
 ``covariance_matrix``, ``precision_matrix`` and ``scale_tril``, computing with the
 lower Cholesky factor ``L`` of the covariance (``tg.linalg.cholesky``; triangular
-systems through ``tg.linalg.solve`` on ``tril(L)``, so the upper triangle gets no
-gradient, as PyTorch's ``solve_triangular``)."""
+systems through ``tg.linalg.solve_triangular``, which reads and differentiates only
+the lower triangle, as PyTorch's)."""
 import math
 
 from .. import ops as O
@@ -21,10 +21,7 @@ def _batch_mv(bmat, bvec):
 def _tri_solve(L, b):
     """``L^-1 b`` for lower-triangular ``L`` (..., n, n) and ``b`` (..., n, k),
     broadcasting the batch dims."""
-    shape = broadcast_shape(L.shape[:-2], b.shape[:-2])
-    L = O.expand(O.tril(L), shape + tuple(L.shape[-2:]))
-    b = O.expand(b, shape + tuple(b.shape[-2:]))
-    return _linalg.solve(L, b)
+    return _linalg.solve_triangular(L, b, upper=False)
 
 
 def _batch_mahalanobis(L, x):

@@ -901,6 +901,123 @@ def solve(A, B, *, left=True, out=None):
     return _linalg_call(SOLVE, A, B)
 
 
+# ---------------------------------------------------------------- solve_triangular
+def _tri_infer(a, b, upper, unitriangular=False):
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    _square_check("linalg_solve_triangular", a)
+    _float_check("linalg_solve_triangular", b)
+    if len(sb) < 2 or sb[-2] != sa[-1]:
+        raise op_error("linalg_solve_triangular",
+                       f"incompatible shapes of A and B for the equation AX = B "
+                       f"({sa[-2]}x{sa[-1]} and {'x'.join(map(str, sb[-2:]))}; shapes {sa} "
+                       f"and {sb}; B must be a matrix or a batch of them)", RuntimeError)
+    try:
+        batch = np.broadcast_shapes(sa[:-2], sb[:-2])
+    except ValueError:
+        raise op_error("linalg_solve_triangular", f"batch dims of A {sa} and B {sb} cannot "
+                                                  f"be broadcast", RuntimeError) from None
+    return TensorSpec(tuple(batch) + sb[-2:], _result_dtype(a, b))
+
+
+def _triangle(xp, a, upper, unitriangular):
+    """The triangle of ``a`` the solve reads (its diagonal 1 when ``unitriangular``)."""
+    keep = xp.triu if upper else xp.tril
+    if not unitriangular:
+        return keep(a)
+    n = a.shape[-1]
+    return keep(a, 1 if upper else -1) + xp.eye(n, dtype=a.dtype)
+
+
+def _tri_kernel(a, b, upper, unitriangular=False):
+    if b.ndim < 2 or a.ndim < 2:
+        raise ValueError("linalg_solve_triangular")
+    _need_float(a, b)
+    xp = _devices.xp_of(a)
+    try:
+        # LAPACK's LU on the triangle (NumPy has no batched triangular solver)
+        return xp.linalg.solve(_triangle(xp, a, upper, unitriangular), b)
+    except np.linalg.LinAlgError:
+        raise LinAlgError("linalg_solve_triangular: the triangular matrix A is singular "
+                          f"(a zero on its diagonal; shape {tuple(a.shape)})") from None
+
+
+def _tri_part(m, x, upper, unitriangular):
+    """The gradient's part on the triangle the solve reads."""
+    k = (1 if upper else -1) if unitriangular else 0
+    return m.triu(x, k) if upper else m.tril(x, k)
+
+
+def _tri_vjp(ctx, g):
+    # X = T^-1 B:  gB = T^-T g (the other triangle of A^T),  gA = tri(-gB X^T)
+    m = ctx.m
+    a, _ = ctx.inputs
+    sa, sb = ctx.shapes
+    upper, unit = ctx.attrs["upper"], ctx.attrs.get("unitriangular", False)
+    gb = bind(TRI_SOLVE, m.mT(a), g, upper=not upper, unitriangular=unit)
+    ga = None
+    if ctx.needs_input_grad[0]:
+        ga = _tri_part(m, -m.matmul(gb, m.mT(ctx.out)), upper, unit)
+        if tuple(ga.shape) != sa:
+            ga = m.sum_to(ga, sa)
+    if tuple(gb.shape) != sb:
+        gb = m.sum_to(gb, sb)
+    return ga, (gb if ctx.needs_input_grad[1] else None)
+
+
+def _tri_jvp(ctx, ta, tb):
+    # X = T^-1 B:  dX = T^-1 (dB - tri(dA) X)
+    m = ctx.m
+    a, _ = ctx.inputs
+    upper, unit = ctx.attrs["upper"], ctx.attrs.get("unitriangular", False)
+    rhs = tb
+    if ta is not None:
+        da_x = m.matmul(_tri_part(m, ta, upper, unit), ctx.out)
+        rhs = -da_x if tb is None else tb - da_x
+    return (bind(TRI_SOLVE, a, rhs, upper=upper, unitriangular=unit),)
+
+
+def _tri_samples(dtype=np.float64):
+    return [
+        Sample((_wellcond((3, 3), dtype, 11), rand((3, 2), dtype, seed=12)), {"upper": False}),
+        Sample((_wellcond((3, 3), dtype, 13), rand((3, 2), dtype, seed=14)), {"upper": True}),
+        Sample((_wellcond((2, 3, 3), dtype, 15), rand((3, 1), dtype, seed=16)),
+               {"upper": False, "unitriangular": True}),
+        Sample((_wellcond((3, 3), dtype, 17), rand((2, 3, 2), dtype, seed=18)),
+               {"upper": True, "unitriangular": True}),
+        Sample((_wellcond((2, 1, 2, 2), dtype, 19), rand((3, 2, 2), dtype, seed=20)),
+               {"upper": False}),
+        Sample((_wellcond((3, 3), dtype, 21).T, rand((3, 0), dtype)), {"upper": False})]
+
+
+TRI_SOLVE = register(
+    name="linalg_solve_triangular", vmap=_vmap.solve_rule, jvp=_tri_jvp, kernel=_tri_kernel,
+    infer=_tri_infer, args=("A", "B"), vjp=_tri_vjp, saves=("A", "out"), promote="same",
+    samples=_tri_samples,
+    error_samples=lambda: [((_wellcond((3, 3), np.float64), rand((4, 2))), {"upper": False},
+                            RuntimeError),
+                           ((_wellcond((3, 3), np.float64), rand((3,))), {"upper": True},
+                            RuntimeError),
+                           ((np.zeros((2, 2)), rand((2, 1))), {"upper": False}, RuntimeError)],
+    torch=lambda torch, A, B, upper, unitriangular=False: torch.linalg.solve_triangular(
+        A, B, upper=upper, unitriangular=unitriangular))
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+    """Solve ``A X = B`` (``X A = B`` with ``left=False``) for triangular ``A``, as
+    ``torch.linalg.solve_triangular``: only the ``upper`` (or lower) triangle of ``A``
+    is read (and differentiated), its diagonal taken as 1 with ``unitriangular``; ``B``
+    is a matrix or a batch of them, batch dims broadcast."""
+    if out is not None:
+        raise op_error("linalg_solve_triangular", "out= is not supported", TypeError)
+    if not isinstance(upper, bool):
+        raise op_error("linalg_solve_triangular", f"upper must be a bool, got {upper!r}",
+                       TypeError)
+    if not left:
+        return _S.mT(solve_triangular(_S.mT(A), _S.mT(B), upper=not upper,
+                                      unitriangular=unitriangular))
+    return _linalg_call(TRI_SOLVE, A, B, upper=upper, unitriangular=bool(unitriangular))
+
+
 # ---------------------------------------------------------------- cholesky
 def _chol_infer(x):
     return TensorSpec(_square_check("linalg_cholesky", x), x.dtype)
