@@ -5,6 +5,8 @@ systems through ``tg.linalg.solve_triangular``, which reads and differentiates o
 the lower triangle, as PyTorch's)."""
 import math
 
+import numpy as np
+
 from .. import ops as O
 from .. import linalg as _linalg
 from . import constraints
@@ -25,9 +27,24 @@ def _tri_solve(L, b):
 
 
 def _batch_mahalanobis(L, x):
-    """``x^T (L L^T)^-1 x`` over the batch: ``|L^-1 x|^2``."""
-    y = O.squeeze(_tri_solve(L, O.unsqueeze(x, -1)), -1)
-    return O.sum(y * y, dim=-1)
+    """``x^T (L L^T)^-1 x`` over the batch: ``|L^-1 x|^2``. The dims of ``x`` in front
+    of ``L``'s batch dims (samples, or batch dims ``L`` is shared over) become columns of
+    one right-hand side per ``L``: one triangular solve with many columns rather than a
+    solve per vector (as PyTorch's)."""
+    n, lb = x.shape[-1], tuple(L.shape[:-2])
+    xb = tuple(x.shape[:-1])
+    k = len(xb) - len(lb)
+    if k < 0 or xb[k:] != lb:  # L broadcasts against x some other way: one per vector
+        y = O.squeeze(_tri_solve(L, O.unsqueeze(x, -1)), -1)
+        return O.sum(y * y, dim=-1)
+    lead = xb[:k]
+    cols = int(np.prod(lead)) if lead else 1
+    X = O.reshape(x, (cols,) + lb + (n,))
+    X = O.permute(X, tuple(range(1, len(lb) + 1)) + (len(lb) + 1, 0))  # lb + (n, cols)
+    Y = _tri_solve(L, X)
+    m = O.sum(Y * Y, dim=-2)  # lb + (cols,)
+    m = O.permute(m, (len(lb),) + tuple(range(len(lb))))
+    return O.reshape(m, lead + lb)
 
 
 class MultivariateNormal(Distribution):

@@ -933,12 +933,16 @@ def _tri_kernel(a, b, upper, unitriangular=False):
         raise ValueError("linalg_solve_triangular")
     _need_float(a, b)
     xp = _devices.xp_of(a)
-    try:
-        # LAPACK's LU on the triangle (NumPy has no batched triangular solver)
-        return xp.linalg.solve(_triangle(xp, a, upper, unitriangular), b)
-    except np.linalg.LinAlgError:
+    if not unitriangular and not xp.all(xp.diagonal(a, 0, -2, -1)):
         raise LinAlgError("linalg_solve_triangular: the triangular matrix A is singular "
-                          f"(a zero on its diagonal; shape {tuple(a.shape)})") from None
+                          f"(a zero on its diagonal; shape {tuple(a.shape)})")
+    if xp is np:  # substitution, many right-hand sides per matrix (a Numba loop)
+        from ..devices.cpu_kernels import linalg as _cpu_linalg
+        dt = np.result_type(a.dtype, b.dtype)
+        return _cpu_linalg.solve_triangular(a.astype(dt, copy=False), b.astype(dt, copy=False),
+                                            upper, unitriangular)
+    # CuPy: LU on the triangle
+    return xp.linalg.solve(_triangle(xp, a, upper, unitriangular), b)
 
 
 def _tri_part(m, x, upper, unitriangular):

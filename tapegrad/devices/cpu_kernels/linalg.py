@@ -1,0 +1,39 @@
+"""A batched triangular solve on the CPU (NumPy has none): forward or back substitution
+per matrix of a batch, many right-hand sides at once, as a Numba loop (compiled on first
+use, cached on disk)."""
+import numpy as np
+
+from ..cpu import njit
+
+
+@njit
+def _trsm(a, b, out, upper, unit):
+    nb, n, k = b.shape
+    for i in range(nb):
+        for c in range(k):
+            if upper:
+                for r in range(n - 1, -1, -1):
+                    acc = b[i, r, c]
+                    for j in range(r + 1, n):
+                        acc -= a[i, r, j] * out[i, j, c]
+                    out[i, r, c] = acc if unit else acc / a[i, r, r]
+            else:
+                for r in range(n):
+                    acc = b[i, r, c]
+                    for j in range(r):
+                        acc -= a[i, r, j] * out[i, j, c]
+                    out[i, r, c] = acc if unit else acc / a[i, r, r]
+
+
+def solve_triangular(a, b, upper, unitriangular):
+    """``T^-1 b`` for the ``upper`` (else lower) triangle ``T`` of ``a`` (its diagonal
+    1 when ``unitriangular``); batch dims broadcast; ``a.dtype`` == ``b.dtype``."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    n, k = b.shape[-2], b.shape[-1]
+    nb = int(np.prod(batch))
+    A = np.ascontiguousarray(np.broadcast_to(a, batch + a.shape[-2:])).reshape(nb, n, n)
+    B = np.ascontiguousarray(np.broadcast_to(b, batch + (n, k))).reshape(nb, n, k)
+    out = np.empty_like(B)
+    if B.size:
+        _trsm(A, B, out, bool(upper), bool(unitriangular))
+    return out.reshape(batch + (n, k))
