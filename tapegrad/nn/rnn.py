@@ -6,7 +6,8 @@ A layer's input projection runs as one matmul over the whole sequence. An LSTM
 layer's recurrence is then one op (``lstm_layer``, tapegrad/ops/nn/rnn.py: per step
 a matmul into a preallocated buffer and one compiled gate kernel writing the step's
 slice of the outputs; its adjoint one reverse loop and one matmul for the whole
-recurrent weight gradient). RNN, GRU, the cells and an LSTM with ``proj_size`` cut
+recurrent weight gradient); an LSTMCell is the same op over one step. RNN, GRU,
+their cells and an LSTM with ``proj_size`` cut
 the projection once into per-step, per-gate contiguous pieces; each step then does
 one matmul with the hidden state, one cut of it into gates and one fused elementwise
 kernel for the gate arithmetic (``@fuse``: the input and hidden gate pre-activations
@@ -156,13 +157,6 @@ def _layer(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, nonlinearity="tanh", 
         outs.append(h)
     out = stack(outs, 0)
     return (flip(out, (0,)) if reverse else out), h, c
-
-
-def _lstm_step(xg, h, c, w_hh, b_hh):
-    hg = matmul(h, w_hh.T)
-    if b_hh is not None:
-        hg = hg + b_hh
-    return _lstm_gates(*_cut(xg, 4, -1), *_cut(hg, 4, -1), c)
 
 
 def _gru_step(xg, h, w_hh, b_hh):
@@ -450,8 +444,10 @@ class LSTMCell(RNNCellBase):
         input, batched = self._prep(input, hx)
         h = self._state(None if hx is None else hx[0], input, batched)
         c = self._state(None if hx is None else hx[1], input, batched)
-        h, c = _lstm_step(F.linear(input, self.weight_ih, self.bias_ih), h, c, self.weight_hh,
-                          self.bias_hh)
+        bias = self.bias_ih if self.bias_hh is None else self.bias_ih + self.bias_hh
+        xg = F.linear(unsqueeze(input, 0), self.weight_ih, bias)      # (1, B, 4H)
+        out, cells, _ = lstm_layer(xg, h, c, self.weight_hh)           # one step
+        h, c = out[0], cells[0]
         return (h, c) if batched else (squeeze(h, 0), squeeze(c, 0))
 
 
