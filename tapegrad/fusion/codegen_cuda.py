@@ -1,7 +1,21 @@
-"""IR -> CUDA C for a CuPy ``ElementwiseKernel`` (which broadcasts its arguments).
+"""IR -> CUDA C for CuPy kernels. Pure string generation (no CuPy import), so the
+sources are tested on machines without a GPU (``tests/fusion/test_codegen_cuda.py``).
 
 Each IR node becomes one ``T tN = ...;`` line; CUDA's C++ math overloads (``exp``,
 ``tanh``, ``erf`` for float and double) give the dtype-specialised functions.
+Infinite and NaN constants are spelled ``TG_INF``/``TG_NAN``, defined in ``PREAMBLE``
+(every kernel carries it) from bit patterns: no CUDA header or ``CUDART_*`` macro is
+needed, which NVRTC does not provide.
+
+Three kinds of kernel:
+- ``kernel_spec``: an elementwise op for ``cupy.ElementwiseKernel`` (it broadcasts);
+- ``reduce_source``: the sum of an op's one output over all elements for
+  ``cupy.RawKernel``, in one pass that writes nothing but one float64 partial sum
+  per block (a grid-stride loop accumulating in float64 registers, then a
+  shared-memory tree per block); the caller sums the few partials;
+- ``update_spec``: an in-place optimizer update (``fusion.update.Update``) for
+  ``cupy.ElementwiseKernel``: the assigned arrays are output parameters, read then
+  written, one pass over each parameter.
 """
 import numpy as np
 
@@ -12,13 +26,20 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
 _FN = {"exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1", "sqrt": "sqrt",
        "tanh": "tanh", "sin": "sin", "cos": "cos", "abs": "fabs", "erf": "erf"}
 
+# bit patterns, as CuPy's own cupy/math_constants.h spells CUDART_INF/CUDART_NAN
+PREAMBLE = ("#define TG_INF __longlong_as_double(0x7ff0000000000000ULL)\n"
+            "#define TG_NAN __longlong_as_double(0x7ff8000000000000ULL)\n")
+REDUCE_BLOCK = 256  # threads per block of the reduction (a power of two)
 
-def kernel_spec(inputs, outputs, dtype, name):
-    """``(in_params, out_params, operation, name)`` for ``elementwise_kernel``."""
-    ctype = "float" if np.dtype(dtype) == np.float32 else "double"
-    names, lines = {}, []
-    for k, node in enumerate(inputs):
-        names[node] = f"a{k}"
+
+def ctype_of(dtype):
+    return "float" if np.dtype(dtype) == np.float32 else "double"
+
+
+def _body(inputs, outputs, ctype, names):
+    """Statement lines computing ``outputs`` from ``names`` (node -> C name) of the
+    inputs; returns (lines, C expression of each output cast to ``ctype``)."""
+    names, lines = dict(names), []
     for n in topo(outputs):
         if n in names:
             continue
@@ -32,20 +53,93 @@ def kernel_spec(inputs, outputs, dtype, name):
         typ = "bool" if n.is_bool else ctype
         lines.append(f"{typ} {t} = {_expr(n, a, ctype)};")
         names[n] = t
-    for j, o in enumerate(outputs):
-        lines.append(f"o{j} = ({ctype})({names[o]});")
+    return lines, [f"({ctype})({names[o]})" for o in outputs]
+
+
+def _safe(name):
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def kernel_spec(inputs, outputs, dtype, name):
+    """``(in_params, out_params, operation, name, preamble)`` for
+    ``devices.cuda.elementwise_kernel``."""
+    ctype = ctype_of(dtype)
+    lines, outs = _body(inputs, outputs, ctype, {node: f"a{k}" for k, node in enumerate(inputs)})
+    lines += [f"o{j} = {o};" for j, o in enumerate(outs)]
     in_params = ", ".join(f"T a{k}" for k in range(len(inputs)))
     out_params = ", ".join(f"T o{j}" for j in range(len(outputs)))
-    safe = "".join(c if c.isalnum() else "_" for c in name)
-    return in_params, out_params, "\n".join(lines), f"tg_{safe}"
+    return in_params, out_params, "\n".join(lines), f"tg_{_safe(name)}", PREAMBLE
+
+
+def reduce_source(inputs, output, dtype, pattern, name):
+    """``(source, kernel name)``: ``kernel(p0, ..., partial, n)`` sums ``output`` over
+    ``n`` elements in one pass into ``partial[blockIdx.x]`` (float64), launched with
+    ``REDUCE_BLOCK`` threads per block. ``pattern[k]``: ``f`` for a flat contiguous
+    input of ``n`` elements, ``s`` for a one-element input (read once)."""
+    if len(pattern) != len(inputs):
+        raise ValueError(f"{name}: pattern {pattern!r} for {len(inputs)} inputs")
+    ctype = ctype_of(dtype)
+    kname = f"tg_reduce_{_safe(name)}_{ctype}_{pattern}"
+    params = [f"const {ctype}* __restrict__ p{k}" for k in range(len(inputs))]
+    params += ["double* __restrict__ partial", "const long long n"]
+    head = [f"const {ctype} s{k} = p{k}[0];" for k, c in enumerate(pattern) if c == "s"]
+    loads = [f"const {ctype} a{k} = " + (f"p{k}[i];" if c == "f" else f"s{k};")
+             for k, c in enumerate(pattern)]
+    lines, (out,) = _body(inputs, [output], ctype,
+                          {node: f"a{k}" for k, node in enumerate(inputs)})
+    loop = loads + lines + [f"acc += (double){out};"]
+    src = [PREAMBLE + 'extern "C" __global__',
+           f"void {kname}({', '.join(params)}) {{",
+           f"    __shared__ double sh[{REDUCE_BLOCK}];"]
+    src += ["    " + h for h in head]
+    src += ["    double acc = 0.0;",
+            "    const long long stride = (long long)blockDim.x * gridDim.x;",
+            "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+            "i < n; i += stride) {"]
+    src += ["        " + x for x in loop]
+    src += ["    }",
+            "    sh[threadIdx.x] = acc;",
+            "    __syncthreads();",
+            f"    for (unsigned int s = {REDUCE_BLOCK // 2}; s > 0; s >>= 1) {{",
+            "        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];",
+            "        __syncthreads();",
+            "    }",
+            "    if (threadIdx.x == 0) partial[blockIdx.x] = sh[0];",
+            "}"]
+    return "\n".join(src) + "\n", kname
+
+
+def update_spec(in_nodes, scalar_nodes, targets, out_nodes, dtype, name):
+    """``(in_params, out_params, operation, name, preamble)`` of an in-place update:
+    ``in_nodes[k]`` is array ``a{k}`` (an output parameter when ``k in targets``,
+    read before any write), ``scalar_nodes[k]`` scalar ``s{k}``; ``out_nodes[j]`` is
+    the new value of array ``targets[j]``. Call with the arrays that are not targets,
+    then the scalars (of ``dtype``), then the targets."""
+    ctype = ctype_of(dtype)
+    tname = np.dtype(dtype).name
+    used = set(topo(out_nodes))
+    names, loads = {}, []
+    for k, node in enumerate(in_nodes):
+        if node in used:  # each value read once, before the targets are written
+            names[node] = f"x{k}"
+            loads.append(f"const {ctype} x{k} = a{k};")
+    for k, node in enumerate(scalar_nodes):
+        names[node] = f"s{k}"
+    lines, outs = _body([], out_nodes, ctype, names)
+    stores = [f"a{k} = {o};" for k, o in zip(targets, outs)]
+    ins = [f"{tname} a{k}" for k in range(len(in_nodes)) if k not in targets]
+    ins += [f"{tname} s{k}" for k in range(len(scalar_nodes))]
+    outp = [f"{tname} a{k}" for k in targets]
+    return (", ".join(ins), ", ".join(outp), "\n".join(loads + lines + stores),
+            f"tg_update_{_safe(name)}", PREAMBLE)
 
 
 def _lit(v):
     if v != v:
-        return "CUDART_NAN"
+        return "TG_NAN"
     if v in (float("inf"), float("-inf")):
-        return "CUDART_INF" if v > 0 else "-CUDART_INF"
-    return repr(v)
+        return "TG_INF" if v > 0 else "(-TG_INF)"
+    return repr(float(v))
 
 
 def _expr(n, a, ctype):

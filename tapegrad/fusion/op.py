@@ -189,6 +189,28 @@ class ExprOp:
         k(*args, *res)
         return [r.astype(dtype) for r in res] if cdt != dtype else res
 
+    def _run_cuda_sum(self, arrays, attrs, dtype, shape):
+        """The float64 sum of the one output over ``shape`` as a 0-d CuPy array, in
+        one pass that stores no elementwise result (``codegen_cuda.reduce_source``)."""
+        cp = _cuda.cupy()
+        cdt = np.dtype(np.float32) if dtype == np.float16 else dtype
+        n = math.prod(shape)
+        if n == 0:
+            return cp.zeros((), np.float64)
+        flat, pattern = _flatten_cuda(cp, arrays, cdt, shape)
+        key = ("cuda-sum", tuple(sorted(attrs.items())), cdt.str, pattern)
+        src = self._kernels.get(key)
+        if src is None:
+            ins, outs = self.graph(attrs)
+            src = self._kernels[key] = codegen_cuda.reduce_source(ins, outs[0], cdt, pattern,
+                                                                  self.name)
+        k = _cuda.raw_kernel(*src)
+        block = codegen_cuda.REDUCE_BLOCK
+        grid = max(1, min(-(-n // block), _cuda.REDUCE_MAX_BLOCKS))
+        partial = cp.empty(grid, np.float64)
+        k((grid,), (block,), (*flat, partial, n))
+        return partial.sum()
+
     # ------------------------------------------------------------ adjoint
     def vjp(self, ctx, g):
         gs = tuple(g) if self.nout > 1 else (g,)
@@ -275,9 +297,10 @@ class ReduceExprOp:
         n = math.prod(shape)
         arrs = [a for a in arrays if hasattr(a, "shape")]
         if arrs and _cuda.is_cupy(arrs[0]):
-            y = self.inner._run_cuda(arrays, attrs, dtype, shape)[0]
-            r = y.sum() if self.how == "sum" else y.mean()
-            return r.astype(dtype, copy=False)
+            total = self.inner._run_cuda_sum(arrays, attrs, dtype, shape)
+            if self.how == "mean":  # the mean of nothing is NaN, as PyTorch
+                total = total / n if n else _cuda.cupy().full((), np.nan)
+            return total.astype(dtype)
         total = None
         if (config.use_numba and not _numba_broken and n >= config.min_numel
                 and dtype in (np.float16, np.float32, np.float64)):
@@ -357,6 +380,23 @@ def _flatten(arrays, cdt, shape):
             if a.shape != shape:
                 a = np.broadcast_to(a, shape)
             flat.append(np.ascontiguousarray(a).reshape(-1))
+            pattern.append("f")
+    return flat, "".join(pattern)
+
+
+def _flatten_cuda(cp, arrays, cdt, shape):
+    """``_flatten`` for CuPy: kernel arguments as flat contiguous ``cdt`` device
+    arrays of the broadcast ``shape`` (``f``) or of one element (``s``)."""
+    flat, pattern = [], []
+    for a in arrays:
+        a = cp.asarray(a, dtype=cdt)
+        if a.size == 1 or not any(a.strides):  # one value, maybe a broadcast view
+            flat.append(cp.ascontiguousarray(a[(0,) * a.ndim]).reshape(1))
+            pattern.append("s")
+        else:
+            if a.shape != tuple(shape):
+                a = cp.broadcast_to(a, shape)
+            flat.append(cp.ascontiguousarray(a).reshape(-1))
             pattern.append("f")
     return flat, "".join(pattern)
 

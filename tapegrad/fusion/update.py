@@ -19,10 +19,13 @@ disk by ``tapegrad.devices.cpu.compile_source``.
 >>> sgd(p, g, 0.25) and p.tolist()   # doctest: +SKIP
 [0.5, 0.5, 0.5, 0.5]
 
+On CuPy arrays the same statements run as one CuPy ``ElementwiseKernel``
+(``codegen_cuda.update_spec``): one launch per parameter at any size.
+
 ``__call__`` returns False (and changes nothing) when it cannot run: Numba is
 missing or failed, an array is not a C-contiguous NumPy float32/float64 array of the
 common shape, or the arrays are smaller than ``config.min_numel``; the caller then
-runs its NumPy path.
+runs its array-module path.
 """
 import hashlib
 import warnings
@@ -53,6 +56,10 @@ class config:
 
 _broken = []
 _NDARRAY = np.ndarray
+
+
+def _is_cupy(a):
+    return type(a).__module__.startswith("cupy")
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -152,7 +159,9 @@ class Update:
         """``upd(*arrays, *scalars)``: run in place; True if it ran, False (nothing
         changed) if the caller must take its own path."""
         first = args[0]
-        if type(first) is not _NDARRAY or not config.use_numba or _broken:
+        if type(first) is not _NDARRAY:
+            return self._call_cuda(args) if _is_cupy(first) else False
+        if not config.use_numba or _broken:
             return False
         n = first.size
         if n < (self.min_numel if config.min_numel is None else config.min_numel) or n == 0:
@@ -187,6 +196,39 @@ class Update:
                           f"({type(e).__name__}: {e}); optimizers use NumPy from now on",
                           RuntimeWarning, stacklevel=2)
             return False
+        return True
+
+    def cuda_spec(self, dtype):
+        """The CuPy ``ElementwiseKernel`` spec of the update for ``dtype``
+        (``codegen_cuda.update_spec``): one kernel, one pass over the arrays."""
+        from .codegen_cuda import update_spec
+        return update_spec(self.in_nodes, self.scalar_nodes, self.targets, self.out_nodes,
+                           np.dtype(dtype), self.name)
+
+    def _call_cuda(self, args):
+        """The update on CuPy arrays: one ``ElementwiseKernel`` launch writing the
+        targets in place (any size, any strides: the kernel indexes each array). False
+        when the arrays are not float32/float64 of one shape and dtype."""
+        from ..devices import cuda as _cuda
+        na = len(self.arrays)
+        if len(args) != na + len(self.scalars):
+            raise TypeError(f"Update {self.name}: expected arrays {self.arrays} and scalars "
+                            f"{self.scalars}, got {len(args)} arguments")
+        first = args[0]
+        dt = np.dtype(first.dtype)
+        if dt not in _FLOATS or first.size == 0:
+            return first.size == 0 and dt in _FLOATS
+        for a in args[1:na]:
+            if not _is_cupy(a) or a.dtype != dt or a.shape != first.shape:
+                return False
+        spec = self._kernels.get(("cuda", dt))
+        if spec is None:
+            spec = self._kernels[("cuda", dt)] = self.cuda_spec(dt)
+        kern = _cuda.elementwise_kernel(*spec)
+        targets = set(self.targets)
+        ins = [a for k, a in enumerate(args[:na]) if k not in targets]
+        outs = [args[k] for k in self.targets]
+        kern(*ins, *[dt.type(s) for s in args[na:]], *outs)
         return True
 
     def reference(self, *arrays):

@@ -1,9 +1,9 @@
 """Adadelta, PyTorch's single-tensor update step for step."""
 import functools
 
-import numpy as np
 
 from ..fusion.update import Update
+from ..devices import xp_of
 from ..tensor import buffer
 from .optimizer import Optimizer
 
@@ -42,6 +42,7 @@ class Adadelta(Optimizer):
 
     def _update(self, p, g, group):
         x = buffer(p)
+        xp = xp_of(x)
         lr, rho, eps, wd = group["lr"], group["rho"], group["eps"], group["weight_decay"]
         st = self.state.setdefault(p, {})
         st["step"] = st.get("step", 0) + 1
@@ -53,18 +54,18 @@ class Adadelta(Optimizer):
         t, t2 = self._tmp(0, x), self._tmp(1, x)
         g = self._grad_with_decay(g, x, wd, group["maximize"], t, t2)
         v *= rho                            # square_avg.mul_(rho).addcmul_(g, g, 1 - rho)
-        np.multiply(g, 1 - rho, out=t2)
+        xp.multiply(g, 1 - rho, out=t2)
         t2 *= g
         v += t2
         d = self._tmp(2, x)
-        np.add(u, eps, out=d)               # delta = (u + eps).sqrt() / (v + eps).sqrt() * g
-        np.sqrt(d, out=d)
-        np.add(v, eps, out=t2)
-        np.sqrt(t2, out=t2)
+        xp.add(u, eps, out=d)               # delta = (u + eps).sqrt() / (v + eps).sqrt() * g
+        xp.sqrt(d, out=d)
+        xp.add(v, eps, out=t2)
+        xp.sqrt(t2, out=t2)
         d /= t2
         d *= g
         u *= rho                            # acc_delta.mul_(rho).addcmul_(d, d, 1 - rho)
-        np.multiply(d, 1 - rho, out=t2)
+        xp.multiply(d, 1 - rho, out=t2)
         t2 *= d
         u += t2
         d *= -lr                            # p.add_(delta, alpha=-lr)

@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from ..fusion.update import Update
+from ..devices import xp_of
 from ..tensor import buffer
 from .optimizer import Optimizer
 
@@ -44,6 +45,7 @@ class Adam(Optimizer):
 
     def _update(self, p, g, group):
         x = buffer(p)
+        xp = xp_of(x)
         lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
         beta1, beta2 = group["betas"]
         st = self.state.setdefault(p, {})
@@ -63,33 +65,33 @@ class Adam(Optimizer):
             return
         t, t2 = self._tmp(0, x), self._tmp(1, x)
         if group["maximize"]:
-            np.negative(g, out=t)
+            xp.negative(g, out=t)
             g = t
         if wd != 0:
             if self._decoupled:
                 x *= 1 - lr * wd
             else:
-                np.multiply(x, wd, out=t2)
-                np.add(g, t2, out=t)
+                xp.multiply(x, wd, out=t2)
+                xp.add(g, t2, out=t)
                 g = t
-        np.subtract(g, m, out=t2)          # m.lerp_(g, w1)
+        xp.subtract(g, m, out=t2)          # m.lerp_(g, w1)
         if abs(w1) < 0.5:
             t2 *= w1
             m += t2
         else:
             t2 *= scalars[3]
-            np.subtract(g, t2, out=m)
+            xp.subtract(g, t2, out=m)
         v *= beta2                         # v.mul_(beta2).addcmul_(g, g, 1 - beta2)
-        np.multiply(g, 1 - beta2, out=t2)
+        xp.multiply(g, 1 - beta2, out=t2)
         t2 *= g
         v += t2
         if vmax is not None:
-            np.maximum(vmax, v, out=vmax)
+            xp.maximum(vmax, v, out=vmax)
             v = vmax
-        np.sqrt(v, out=t)                  # denom = sqrt(v) / bc2_sqrt + eps
+        xp.sqrt(v, out=t)                  # denom = sqrt(v) / bc2_sqrt + eps
         t /= bc2_sqrt
         t += eps
-        np.divide(m, t, out=t)             # p.addcdiv_(m, denom, value=-step_size)
+        xp.divide(m, t, out=t)             # p.addcdiv_(m, denom, value=-step_size)
         t *= -step_size
         x += t
 

@@ -6,9 +6,9 @@ bumps the parameter's version counter so a stale saved value is caught.
 """
 import copy
 
-import numpy as np
 
 from ..compiler.capture import capturing
+from ..devices import xp_of
 from ..grad_mode import enable_grad
 from ..nn.module import zero_grads
 from ..tensor import Tensor, buffer, mark_written
@@ -93,19 +93,21 @@ class Optimizer:
         t = st.get(name)
         if t is None:
             x = buffer(p)
-            arr = np.zeros_like(x) if fill == 0 else np.full_like(x, fill)
+            xp = xp_of(x)
+            arr = xp.zeros_like(x) if fill == 0 else xp.full_like(x, fill)
             t = st[name] = Tensor(arr)
         return buffer(t)
 
     def _grad_with_decay(self, g, x, wd, maximize, t, t2):
         """The gradient an update uses (the NumPy paths): negated for ``maximize``,
         plus ``wd * x`` (L2 weight decay), in the scratch ``t`` (``t2`` is spare)."""
+        xp = xp_of(x)
         if maximize:
-            np.negative(g, out=t)
+            xp.negative(g, out=t)
             g = t
         if wd != 0:
-            np.multiply(x, wd, out=t2)
-            np.add(g, t2, out=t)
+            xp.multiply(x, wd, out=t2)
+            xp.add(g, t2, out=t)
             g = t
         return g
 
@@ -115,7 +117,7 @@ class Optimizer:
         key = (k, like.dtype, type(like))
         buf = self._scratch.get(key)
         if buf is None or buf.size < like.size:
-            buf = self._scratch[key] = np.empty_like(like, shape=(like.size,))
+            buf = self._scratch[key] = xp_of(like).empty((like.size,), like.dtype)
         return buf[:like.size].reshape(like.shape)
 
     # ---------------------------------------------------------------- state dict

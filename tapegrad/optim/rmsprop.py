@@ -4,6 +4,7 @@ import functools
 import numpy as np
 
 from ..fusion.update import Update
+from ..devices import xp_of
 from ..tensor import buffer
 from .optimizer import Optimizer
 
@@ -41,6 +42,7 @@ class RMSprop(Optimizer):
 
     def _update(self, p, g, group):
         x = buffer(p)
+        xp = xp_of(x)
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
         wd, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
         st = self.state.setdefault(p, {})
@@ -58,28 +60,28 @@ class RMSprop(Optimizer):
         t, t2 = self._tmp(0, x), self._tmp(1, x)
         g = self._grad_with_decay(g, x, wd, group["maximize"], t, t2)
         v *= alpha                          # square_avg.mul_(alpha).addcmul_(g, g, 1 - alpha)
-        np.multiply(g, 1 - alpha, out=t2)
+        xp.multiply(g, 1 - alpha, out=t2)
         t2 *= g
         v += t2
         if centered:
-            np.subtract(g, a, out=t2)       # grad_avg.lerp_(g, w)
+            xp.subtract(g, a, out=t2)       # grad_avg.lerp_(g, w)
             if lerp_low:
                 t2 *= w
                 a += t2
             else:
                 t2 *= omw
-                np.subtract(g, t2, out=a)
-            np.multiply(a, a, out=t2)       # avg = (v - a * a).sqrt() + eps
-            np.subtract(v, t2, out=t2)
-            np.sqrt(t2, out=t2)
+                xp.subtract(g, t2, out=a)
+            xp.multiply(a, a, out=t2)       # avg = (v - a * a).sqrt() + eps
+            xp.subtract(v, t2, out=t2)
+            xp.sqrt(t2, out=t2)
         else:
-            np.sqrt(v, out=t2)
+            xp.sqrt(v, out=t2)
         t2 += eps
-        np.divide(g, t2, out=t2)
+        xp.divide(g, t2, out=t2)
         if buf is not None:
             buf *= momentum                 # buf.mul_(momentum).addcdiv_(g, avg)
             buf += t2
-            np.multiply(buf, -lr, out=t2)
+            xp.multiply(buf, -lr, out=t2)
         else:
             t2 *= -lr
         x += t2
@@ -140,6 +142,7 @@ class Adagrad(Optimizer):
 
     def _update(self, p, g, group):
         x = buffer(p)
+        xp = xp_of(x)
         lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
         st = self.state.setdefault(p, {})
         step = st["step"] = st.get("step", 0) + 1
@@ -150,11 +153,11 @@ class Adagrad(Optimizer):
             return
         t, t2 = self._tmp(0, x), self._tmp(1, x)
         g = self._grad_with_decay(g, x, wd, group["maximize"], t, t2)
-        np.multiply(g, g, out=t2)
+        xp.multiply(g, g, out=t2)
         s += t2
-        np.sqrt(s, out=t2)
+        xp.sqrt(s, out=t2)
         t2 += eps
-        np.divide(g, t2, out=t2)
+        xp.divide(g, t2, out=t2)
         t2 *= -clr
         x += t2
 

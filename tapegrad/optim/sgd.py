@@ -1,9 +1,9 @@
 """Stochastic gradient descent, PyTorch's update step for step."""
 import functools
 
-import numpy as np
 
 from ..fusion.update import Update
+from ..devices import xp_of
 from ..tensor import buffer
 from .optimizer import Optimizer, required
 
@@ -40,6 +40,7 @@ class SGD(Optimizer):
 
     def _update(self, p, g, group):
         x = buffer(p)
+        xp = xp_of(x)
         lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
         buf, first = None, False
         if momentum != 0:
@@ -57,35 +58,35 @@ class SGD(Optimizer):
         t = self._tmp(0, x)
         d = g
         if wd != 0:
-            np.multiply(x, wd, out=t)
+            xp.multiply(x, wd, out=t)
             if group["maximize"]:
-                np.subtract(t, d, out=t)
+                xp.subtract(t, d, out=t)
             else:
-                np.add(d, t, out=t)
+                xp.add(d, t, out=t)
             d = t
         elif group["maximize"]:
-            np.negative(d, out=t)
+            xp.negative(d, out=t)
             d = t
         if buf is not None:
             if first:
-                np.copyto(buf, d)
+                xp.copyto(buf, d)
             else:
                 buf *= momentum
                 if group["dampening"] == 0:
                     buf += d
                 else:
                     t2 = self._tmp(1, x)
-                    np.multiply(d, 1 - group["dampening"], out=t2)
+                    xp.multiply(d, 1 - group["dampening"], out=t2)
                     buf += t2
             if group["nesterov"]:
                 t2 = self._tmp(1, x)
-                np.multiply(buf, momentum, out=t2)
-                np.add(d, t2, out=t)
+                xp.multiply(buf, momentum, out=t2)
+                xp.add(d, t2, out=t)
                 d = t
             else:
                 d = buf
-        np.multiply(d, -lr, out=t)
-        np.add(x, t, out=x)
+        xp.multiply(d, -lr, out=t)
+        xp.add(x, t, out=x)
 
 
 @functools.lru_cache(maxsize=None)
