@@ -1,4 +1,4 @@
-"""Optimizers on the GPU: a few steps of every optimizer and option combination on
+"""Optimizers on the GPU: a few steps of every elementwise optimizer and option combination on
 device parameters equal the same steps on CPU parameters (parameters, and the state
 the optimizer keeps), for a small and a large parameter, float32 and float64. On the
 GPU the fused update is one CuPy kernel per parameter (``Update._call_cuda``); the
@@ -27,6 +27,12 @@ CONFIGS = [
     ("RMSprop", dict(lr=1e-2, momentum=0.5, centered=True, weight_decay=0.01)),
     ("Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.01)),
     ("Adadelta", dict(lr=1.0, weight_decay=0.01)),
+    ("Adamax", dict(lr=1e-2, weight_decay=0.01)),
+    ("NAdam", dict(lr=1e-2, weight_decay=0.01)),
+    ("NAdam", dict(lr=1e-2, decoupled_weight_decay=True, weight_decay=0.01)),
+    ("RAdam", dict(lr=1e-2)),
+    ("ASGD", dict(lr=1e-2, t0=2)),
+    ("Rprop", dict(lr=1e-2)),
 ]
 SHAPES = [(7, 3), (50, 61)]  # below and above the CPU kernels' min_numel
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-14)}
