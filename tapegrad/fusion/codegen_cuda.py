@@ -1,8 +1,9 @@
 """IR -> CUDA C for CuPy kernels. Pure string generation (no CuPy import), so the
 sources are tested on machines without a GPU (``tests/fusion/test_codegen_cuda.py``).
 
-Each IR node becomes one ``T tN = ...;`` line; CUDA's C++ math overloads (``exp``,
-``tanh``, ``erf`` for float and double) give the dtype-specialised functions.
+Each IR node becomes one ``T tN = ...;`` line; math functions are CUDA's C ones
+named for the dtype (``expf``/``exp``, ``tanhf``/``tanh``...), so no C++ overload is
+relied on.
 Infinite and NaN constants are spelled ``TG_INF``/``TG_NAN``, defined in ``PREAMBLE``
 (every kernel carries it) from bit patterns: no CUDA header or ``CUDART_*`` macro is
 needed, which NVRTC does not provide.
@@ -142,6 +143,12 @@ def _lit(v):
     return repr(float(v))
 
 
+def _fn(name, ctype):
+    """The C math function for ``ctype``: ``expf`` for float (explicit, not relying
+    on C++ overloads being declared), ``exp`` for double."""
+    return name + "f" if ctype == "float" else name
+
+
 def _expr(n, a, ctype):
     op, one = n.op, f"(({ctype})1)"
     if op in _INFIX:
@@ -159,11 +166,12 @@ def _expr(n, a, ctype):
     if op == "sign":
         return f"(({a[0]} > 0) ? {one} : (({a[0]} < 0) ? -{one} : {a[0]}))"
     if op == "pow":
-        return f"pow({a[0]}, {a[1]})"
+        return f"{_fn('pow', ctype)}({a[0]}, {a[1]})"
     if op == "rsqrt":
-        return f"({one} / sqrt({a[0]}))"
+        return f"({one} / {_fn('sqrt', ctype)}({a[0]}))"
     if op == "sigmoid":
-        return f"({one} / ({one} + exp(-{a[0]})))"
+        return f"({one} / ({one} + {_fn('exp', ctype)}(-{a[0]})))"
     if op == "softplus":  # max(x, 0) + log1p(exp(-|x|)): no overflow; NaN stays NaN
-        return f"((({a[0]} > 0) ? {a[0]} : ({one} - {one})) + log1p(exp(-fabs({a[0]}))))"
-    return f"{_FN[op]}({a[0]})"
+        return (f"((({a[0]} > 0) ? {a[0]} : ({one} - {one})) + "
+                f"{_fn('log1p', ctype)}({_fn('exp', ctype)}(-{_fn('fabs', ctype)}({a[0]}))))")
+    return f"{_fn(_FN[op], ctype)}({a[0]})"

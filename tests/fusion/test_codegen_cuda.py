@@ -83,6 +83,7 @@ def test_reduction_pattern_must_match_inputs():
 _C_FN = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
          "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "fabs": np.abs, "pow": np.power,
          "erf": np.vectorize(math.erf)}
+_C_FN.update({k + "f": v for k, v in list(_C_FN.items())})  # float's expf, tanhf...
 
 
 def _run_c(lines, env):

@@ -1,6 +1,7 @@
 """softmax and log_softmax: max-shifted, so large inputs do not overflow."""
 import numpy as np
 
+from ...devices import cuda as _cuda, cuda_kernels as _cuda_kernels
 from ...dispatch import bind
 from ..._util import normalize_dim, op_error
 from ...devices import cpu as _cpu
@@ -75,6 +76,10 @@ def _log_softmax_kernel(x, dim, out=None):
         if _rows_into(_LOG_SOFTMAX_ROWS, x, dim, out) is None:
             out[...] = _log_softmax_kernel(x, dim)
         return out
+    if _cuda.is_cupy(x):  # one CUDA row kernel over the last dim (None: the array code)
+        y = _cuda_kernels.softmax(x, dim, log=True)
+        if y is not None:
+            return y
     mx = np.max(x, axis=dim, keepdims=True) if x.size else 0
     shifted = x - mx
     return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
@@ -109,6 +114,10 @@ def _softmax_kernel(x, dim, out=None):
         if _rows_into(_SOFTMAX_ROWS, x, dim, out) is None:
             out[...] = _softmax_kernel(x, dim)
         return out
+    if _cuda.is_cupy(x):
+        y = _cuda_kernels.softmax(x, dim, log=False)
+        if y is not None:
+            return y
     mx = np.max(x, axis=dim, keepdims=True) if x.size else 0
     e = np.exp(x - mx)
     return e / np.sum(e, axis=dim, keepdims=True)

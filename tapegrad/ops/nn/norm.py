@@ -2,7 +2,8 @@
 (biased variance to normalize; batch_norm's running variance is updated unbiased, as PyTorch)."""
 import numpy as np
 
-from ...devices import xp_of
+from ... import tape as _tape
+from ...devices import cuda as _cuda, cuda_kernels as _cuda_kernels, xp_of
 from ...dispatch import bind
 from ...grad_mode import no_grad
 from ..._util import op_error, require_floating
@@ -11,6 +12,7 @@ from .._decl import composite, register, Sample, TensorSpec, rand
 from ..elementwise import rsqrt
 from ..reduce import mean
 from ..shape import reshape
+from ...tensor import Tensor, buffer, wrap
 from ._common import need_float, np_dtype, raw
 
 
@@ -27,12 +29,33 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         if p is not None and tuple(p.shape) != ns:
             raise op_error("layer_norm", f"{name} of shape {tuple(p.shape)} must be {ns}",
                            RuntimeError)
+    fast = _gpu_layer_norm(input, len(ns), weight, bias, eps)
+    if fast is not None:
+        return fast
     dims = tuple(range(len(input.shape) - len(ns), len(input.shape)))
     xc = input - mean(input, dim=dims, keepdim=True)
     out = xc * rsqrt(mean(xc * xc, dim=dims, keepdim=True) + eps)
     if weight is not None:
         out = out * weight
     return out if bias is None else out + bias
+
+
+def _gpu_layer_norm(input, ndims, weight, bias, eps):
+    """layer_norm by one CUDA row kernel (``devices.cuda_kernels``) when nothing is to
+    be recorded: CuPy buffers, plain Tensors, the fast dispatch mode (no Tape, dual
+    level, vmap or observer) and no input that requires grad in grad mode. None
+    otherwise (the composite runs, and differentiates)."""
+    ts = [t for t in (input, weight, bias) if t is not None]
+    if any(type(t) is not Tensor for t in ts) or not _cuda.is_cupy(buffer(input)):
+        return None
+    mode = _tape.state.mode
+    if mode not in (_tape.FAST_NO_GRAD, _tape.FAST_RECORD):
+        return None
+    if mode == _tape.FAST_RECORD and any(t.requires_grad for t in ts):
+        return None
+    y = _cuda_kernels.layer_norm(buffer(input), ndims, None if weight is None else buffer(weight),
+                                 None if bias is None else buffer(bias), float(eps))
+    return None if y is None else wrap(y)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
