@@ -310,7 +310,10 @@ def run(args):
     print(f"tapegrad {tg.__version__ if hasattr(tg, '__version__') else ''} on "
           f"{env.tg_dev}; torch {torch.__version__} on {env.torch_dev}; numpy "
           f"{np.__version__}; scale {scale:g}, {repeat} repeats (medians, ms)", flush=True)
-    if not args.dry_run:
+    if args.dry_run:
+        print("DRY RUN on the CPU at tiny sizes: it checks the cases' logic and results; "
+              "its times say nothing about the GPU", flush=True)
+    else:
         print(f"device: {torch.cuda.get_device_name(0)}", flush=True)
     bw = copy_bandwidth(env, scale, repeat)
     print(f"copy bandwidth: {bw:.0f} GB/s (device-to-device, read + write)", flush=True)

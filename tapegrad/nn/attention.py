@@ -75,7 +75,7 @@ class MultiheadAttention(Module):
         v = permute(reshape(v, (n, src_len, h, d)), (0, 2, 1, 3))
         scores = matmul(q * (1.0 / math.sqrt(d)), k)          # (n, h, L, S)
         mask = self._mask(attn_mask, key_padding_mask, is_causal, n, tgt_len, src_len,
-                          scores.dtype)
+                          scores.dtype, scores.device)
         if mask is not None:
             scores = scores + mask
         weights = F.softmax(scores, -1)
@@ -106,11 +106,12 @@ class MultiheadAttention(Module):
         return (F.linear(query, w[:e], bs[0]), F.linear(key, w[e:2 * e], bs[1]),
                 F.linear(value, w[2 * e:], bs[2]))
 
-    def _mask(self, attn_mask, key_padding_mask, is_causal, n, L, S, dtype):
-        """One additive float mask broadcastable to (n, h, L, S), or None."""
+    def _mask(self, attn_mask, key_padding_mask, is_causal, n, L, S, dtype, device):
+        """One additive float mask broadcastable to (n, h, L, S), or None (the causal
+        one made on the scores' ``device``)."""
         parts = []
         if attn_mask is None and is_causal:
-            attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1))
+            attn_mask = tensor(np.triu(np.ones((L, S), dtype=bool), 1), device=device)
         if attn_mask is not None:
             m = _additive(attn_mask, dtype)
             if m.ndim == 3:   # (n * h, L, S)
