@@ -15,9 +15,14 @@
 # A stage that fails or runs out of time does not stop the others. Full logs go to
 # $OUT/gpu_check/ when OUT is set (else /tmp/tapegrad_gpu_check); the console gets
 # each stage's tail and a summary. GPU_CHECK_NO_INSTALL=1 skips the install stage;
-# PYTHON picks the interpreter (default python3).
+# PYTHON picks the interpreter (default python3). GPU_CHECK_ON_CPU=1 runs every stage
+# on the CPU instead (tests in their CPU mode, the demo on cpu, bench --dry-run): a
+# check of this script where no GPU is.
 #
 #     bash benchmarks/gpu_check.sh            # on the GPU machine, from the checkout
+#
+# Where that machine may lack pytest: run benchmarks/gpu_deps.sh first here and carry
+# .gpu_deps along (only used when `import pytest` fails there).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -28,7 +33,21 @@ PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null 2>&1 || PY=python
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+# pytest (pure Python) carried in .gpu_deps (benchmarks/gpu_deps.sh) where the
+# machine has none of its own
+if ! "$PY" -c "import pytest" >/dev/null 2>&1 && [[ -d "$ROOT/.gpu_deps" ]]; then
+    export PYTHONPATH="$PYTHONPATH:$ROOT/.gpu_deps"
+    echo "pytest from $ROOT/.gpu_deps"
+fi
 BUDGET=${GPU_CHECK_BUDGET:-470}
+DEV=cuda
+BENCH_ARGS=(--case-timeout 25)
+if [[ -n "${GPU_CHECK_ON_CPU:-}" ]]; then
+    export TAPEGRAD_GPU_TESTS_ON_CPU=1
+    DEV=cpu
+    BENCH_ARGS=(--dry-run)
+fi
+export DEV
 START=$(date +%s)
 : > "$LOG/summary.txt"
 
@@ -84,7 +103,8 @@ smoke() {
 import numpy as np
 import tapegrad as tg
 print("tapegrad from", tg.__file__, "cuda available:", tg.cuda.is_available())
-x = tg.tensor(np.linspace(-1, 1, 5), device="cuda", requires_grad=True)
+import os
+x = tg.tensor(np.linspace(-1, 1, 5), device=os.environ["DEV"], requires_grad=True)
 y = (tg.sin(x) * x).sum()
 y.backward()
 print("value", y.item(), "grad", x.grad.cpu().numpy())
@@ -97,19 +117,19 @@ EOF
 export PY
 export -f versions smoke   # run by `timeout ... bash -c NAME`
 
-PYTEST=("$PY" -m pytest -p no:cacheprovider -v --tb=short -rfE --durations=10)
+PYTEST=("$PY" -m pytest -p no:cacheprovider -v --tb=short -rfE --durations=5)
 
-stage versions 20 60 bash -c versions
+stage versions 20 40 bash -c versions
 if [[ -z "${GPU_CHECK_NO_INSTALL:-}" ]]; then
     stage install 40 3 "$PY" -m pip install --no-deps --no-build-isolation -e "$ROOT"
 fi
-stage smoke 40 10 bash -c smoke
-stage tests 90 40 "${PYTEST[@]}" tests/gpu --ignore=tests/gpu/test_registry_gpu.py \
+stage smoke 40 6 bash -c smoke
+stage tests 90 25 "${PYTEST[@]}" tests/gpu --ignore=tests/gpu/test_registry_gpu.py \
     tests/fusion/test_fusion_cuda.py tests/fusion/test_codegen_cuda.py
-stage registry 120 40 "${PYTEST[@]}" tests/gpu/test_registry_gpu.py
-stage demo 40 6 "$PY" -m tapegrad.examples.digits --device cuda --model cnn --epochs 5 \
+stage registry 120 25 "${PYTEST[@]}" tests/gpu/test_registry_gpu.py
+stage demo 40 6 "$PY" -m tapegrad.examples.digits --device "$DEV" --model cnn --epochs 5 \
     --no-progress --out "$LOG/digits" --data benchmarks/data/digits.npz
-stage bench 120 30 "$PY" benchmarks/bench_gpu.py --case-timeout 25
+stage bench 120 22 "$PY" benchmarks/bench_gpu.py "${BENCH_ARGS[@]}"
 
 echo "=== summary ($(( $(date +%s) - START ))s; logs in $LOG)"
 cat "$LOG/summary.txt"
