@@ -119,7 +119,7 @@ export -f versions smoke   # run by `timeout ... bash -c NAME`
 
 PYTEST=("$PY" -m pytest -p no:cacheprovider -v --tb=short -rfE --durations=5)
 
-stage versions 20 40 bash -c versions
+stage versions 30 40 bash -c versions
 if [[ -z "${GPU_CHECK_NO_INSTALL:-}" ]]; then
     stage install 40 3 "$PY" -m pip install --no-deps --no-build-isolation -e "$ROOT"
 fi
