@@ -41,7 +41,8 @@ del _name
 from .devices import cpu as _cpu  # noqa: E402
 _cpu.tune_malloc()  # training-step temporaries reuse freed memory (see its docstring)
 
-Size = tuple
+from .tensor import Size  # noqa: E402
+from . import legacy as _legacy  # noqa: E402,F401  (installs tg.Tensor(3, 4)'s legacy forms)
 __version__ = "0.1.0"
 
 

@@ -106,3 +106,56 @@ def shape_arg(op, shape, what="shape"):
 
 def fmt_spec(x):
     return f"{tuple(x.shape)} {_dt.from_np(x.dtype).name}"
+
+
+class Size(tuple):
+    """A tensor's shape, as ``torch.Size``: a tuple of ints (equal to and hashing as the
+    plain tuple) that prints as ``tapegrad.Size([2, 3])``, stays a Size when sliced,
+    added to or repeated, and has ``numel()``. ``Tensor.shape`` and ``Tensor.size()``
+    return one."""
+    __slots__ = ()
+
+    def __new__(cls, sizes=()):
+        sizes = tuple(sizes)
+        for k, s in enumerate(sizes):
+            if isinstance(s, (bool, np.bool_)) or not hasattr(s, "__index__"):
+                raise TypeError(f"Size() takes an iterable of 'int' (item {k} is "
+                                f"'{type(s).__name__}')")
+        return tuple.__new__(cls, (int(s) for s in sizes))
+
+    def __repr__(self):
+        return f"tapegrad.Size({list(self)})"
+
+    __str__ = __repr__
+
+    def __getitem__(self, k):
+        r = tuple.__getitem__(self, k)
+        return tuple.__new__(Size, r) if type(k) is slice else r
+
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return tuple.__new__(Size, tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return tuple.__new__(Size, tuple.__add__(other, self))
+
+    def __mul__(self, n):
+        return tuple.__new__(Size, tuple.__mul__(self, n))
+
+    __rmul__ = __mul__
+
+    def numel(self):
+        """The number of elements of a tensor of this shape."""
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __reduce__(self):
+        return (Size, (tuple(self),))
+
+
+Size.__module__ = "tapegrad"   # tg.Size: pickles and prints its type by its public path

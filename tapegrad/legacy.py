@@ -1,9 +1,12 @@
 """PyTorch's legacy tensor types: ``tg.FloatTensor([1, 2])`` (data), ``tg.FloatTensor(3, 4)``
 (a shape; zeros, where PyTorch leaves memory uninitialized), ``isinstance(t,
-tg.FloatTensor)`` (a CPU tensor of that dtype), and ``t.type(tg.FloatTensor)``."""
+tg.FloatTensor)`` (a CPU tensor of that dtype), and ``t.type(tg.FloatTensor)``; and the
+legacy forms of the ``tg.Tensor`` class itself (``tensor_new``)."""
+import numpy as np
+
 from . import dtypes as _dt
 from .ops import creation as _C
-from .tensor import Tensor
+from .tensor import Size, Tensor, buffer, install_legacy_constructor
 
 __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor",
            "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
@@ -44,3 +47,34 @@ ShortTensor = _make("ShortTensor", _dt.int16)
 CharTensor = _make("CharTensor", _dt.int8)
 ByteTensor = _make("ByteTensor", _dt.uint8)
 BoolTensor = _make("BoolTensor", _dt.bool)
+
+
+def tensor_new(data, sizes):
+    """The array of PyTorch's legacy ``torch.Tensor(...)`` forms, for ``Tensor.__init__``
+    given anything but an array: ``Tensor(3, 4)`` / ``Tensor(Size([3, 4]))``
+    (uninitialised, of the default dtype, as PyTorch), ``Tensor()`` (empty),
+    ``Tensor([1, 2])`` (data, of the default dtype), ``Tensor(t)`` (t's buffer, shared)."""
+    dt = _dt.get_default_dtype().np
+    args = (() if data is None else (data,)) + tuple(sizes)
+    if not args:
+        return np.empty((0,), dt)
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+           for a in args) or (len(args) == 1 and isinstance(data, Size)):
+        shape = tuple(int(a) for a in (data if isinstance(data, Size) else args))
+        if any(n < 0 for n in shape):
+            raise RuntimeError(f"Trying to create tensor with negative dimension "
+                               f"{min(shape)}: {list(shape)}")
+        return np.empty(shape, dt)
+    if len(args) == 1:
+        if isinstance(data, Tensor):
+            return buffer(data)
+        if isinstance(data, (str, bytes, dict)) or not hasattr(data, "__iter__"):
+            raise TypeError(f"Tensor(): data must be a sequence (got {type(data).__name__})")
+        return buffer(_C.tensor(data, dtype=dt))
+    bad = next(a for a in args if not isinstance(a, (int, np.integer)) or isinstance(a, bool))
+    raise TypeError(f"Tensor(): expected a sequence of data or the sizes as ints, got an "
+                    f"argument of type '{type(bad).__name__}' among "
+                    f"({', '.join(type(a).__name__ for a in args)})")
+
+
+install_legacy_constructor(tensor_new)

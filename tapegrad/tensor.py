@@ -11,8 +11,18 @@ import numpy as np
 from . import dtypes as _dt
 from . import devices as _devices
 from . import tape as _tape
+from ._util import Size
 
-__all__ = ["Tensor", "wrap", "buffer", "mark_written"]
+_new_tuple = tuple.__new__
+# PyTorch's legacy constructor (tg.Tensor(3, 4), tg.Tensor([1, 2])): a function
+# (data, sizes) -> array, installed by tapegrad.legacy (it needs the ops)
+_legacy_new = [None]
+
+
+def install_legacy_constructor(fn):
+    _legacy_new[0] = fn
+
+__all__ = ["Tensor", "Size", "wrap", "buffer", "mark_written"]
 
 
 
@@ -45,7 +55,9 @@ class Tensor:
         super().__init_subclass__(**kw)
         _register_subclass(cls)
 
-    def __init__(self, data, requires_grad=False):
+    def __init__(self, data=None, *sizes, requires_grad=False):
+        if sizes or not hasattr(data, "dtype") or isinstance(data, Tensor):
+            data = _legacy_new[0](data, sizes)
         self._data = data
         self.requires_grad = requires_grad
         self.grad = None
@@ -59,7 +71,7 @@ class Tensor:
     # ---- metadata
     @property
     def shape(self):
-        return self._data.shape
+        return _new_tuple(Size, self._data.shape)
 
     @property
     def ndim(self):
@@ -103,7 +115,7 @@ class Tensor:
 
     def size(self, dim=None):
         if dim is None:
-            return self._data.shape
+            return _new_tuple(Size, self._data.shape)
         from ._util import normalize_dim
         return self._data.shape[normalize_dim("size", dim, self._data.ndim)]
 

@@ -32,3 +32,7 @@ __all__ += _compat_layers.__all__
 # tg.nn.parallel.DistributedDataParallel (it lives in tapegrad/distributed/ddp.py)
 from . import parallel  # noqa: E402
 __all__ += ["parallel"]
+
+# tg.nn.modules.loss.MSELoss and friends: PyTorch's module paths, built from the names above
+from . import modules  # noqa: E402
+__all__ += ["modules"]

@@ -43,6 +43,9 @@ def _infer_py_dtype(data):
         if isinstance(d, (list, tuple)):
             for v in d:
                 walk(v)
+        elif isinstance(d, _Sequence) and not isinstance(d, (str, bytes)):
+            for v in d:   # a nested deque or range, as PyTorch (NumPy reads them too)
+                walk(v)
         elif isinstance(d, Tensor):
             kinds.add(d._data.dtype.kind)
         elif isinstance(d, bool) or isinstance(d, np.bool_):

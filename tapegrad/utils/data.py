@@ -1,5 +1,5 @@
-"""``torch.utils.data``'s names, from ``tapegrad.data``."""
-from ..data import (DataLoader, DistributedSampler, Subset, TensorDataset,  # noqa: F401
-                    random_split)
+"""``tg.utils.data``: ``torch.utils.data``'s path to ``tapegrad.data`` (the same objects)."""
+from .. import data as _data
+from ..data import *  # noqa: F401,F403
 
-__all__ = ["DataLoader", "DistributedSampler", "Subset", "TensorDataset", "random_split"]
+__all__ = list(_data.__all__)

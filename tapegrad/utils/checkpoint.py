@@ -1,0 +1,4 @@
+"""``tg.utils.checkpoint``: ``torch.utils.checkpoint``'s path to ``tg.checkpoint``."""
+from ..autodiff import checkpoint
+
+__all__ = ["checkpoint"]
