@@ -40,6 +40,8 @@ from ..fusion.op import config as _fusion_config
 from ..tensor import wrap, mark_written
 from .graph import Step
 from .capture import Unsupported
+from .epilogue import fuse_epilogues
+from .hoist import hoist_invariants
 
 __all__ = ["Program", "GuardFailed"]
 
@@ -668,8 +670,12 @@ class Program:
         steps = elide_copies(g, steps)
         self.n_captured = len(g.steps)
         self.fused_groups = 0
+        self.epilogues = 0
+        self.hoisted = None
         if fuse:
+            steps, self.hoisted = hoist_invariants(g, steps, _reads_all)
             steps, self.fused_groups = fuse_elementwise(g, steps)
+            steps, self.epilogues = fuse_epilogues(g, steps, _reads_all)
         steps = order_effects(g, steps)
         steps = direct_writes(g, steps)
         self.steps = steps
@@ -734,6 +740,8 @@ def _codegen(prog, g, steps):
         if src == "const":
             glb.setdefault(f"C{v}", g.consts[v])
             return f"C{v}"
+        if src == "hoist":
+            return f"H{v}"
         return f"v{v}"
 
     def arg(i, k, j):
@@ -752,6 +760,12 @@ def _codegen(prog, g, steps):
             return f"O{k}_{o}.get()"
         return None
 
+    h = prog.hoisted
+    if h is not None:  # values derived from small external arrays: still current?
+        for v, a in h.values.items():
+            glb[f"H{v}"] = a
+        glb["_HS"], glb["_HC"] = h.stale, (lambda: h.compute(glb))
+        lines.append("    if _HS(): _HC()")
     for v, (pos, kw) in g.args.items():
         lines.append(f"    v{v} = A[{pos!r}]")
     for v, leaf in g.ext_grad.items():  # a gradient accumulated into, read live

@@ -1,0 +1,192 @@
+"""Fusions across a GEMM or a partial reduction, which the elementwise pass cannot do.
+
+``fuse_epilogues`` rewrites two patterns of a captured program into one step each,
+run by a small compiled loop that does the same arithmetic in the same order as the
+eager kernels (the results are bitwise those of eager):
+
+- ``relu(linear(x, w, b))`` with a 2-D ``x``, the linear's result read by nothing
+  else: one GEMM into the result's buffer, then one pass adding the bias and
+  applying the ReLU in place (eager: the GEMM, a bias pass, a ReLU pass into a
+  second buffer).
+- ``sum(relu_backward(g, y), dim=0)`` of 2-D values (a hidden layer's bias gradient):
+  one pass writes the masked gradient and accumulates its column sums, rows in order
+  as NumPy's ``sum(axis=0)`` adds them.
+
+Each fused step is an ``op`` step whose ``op`` is an ``Epilogue`` (the attributes the
+passes, the memory plan and the code generator read from a registry op): it writes
+into the planned buffers (``out=``) like any registry kernel.
+"""
+import numpy as np
+
+from ..devices import cpu as _cpu
+from .graph import Step
+
+__all__ = ["fuse_epilogues", "Epilogue"]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class Epilogue:
+    """An op-like description of a fused step (``kind``, ``kernel``, ``takes_out``...)."""
+    kind = "basic"
+    takes_out = True
+    elementwise = False
+    expr = None
+    fusion = None
+    args = ()
+
+    def __init__(self, name, kernel, nout):
+        self.name, self.kernel, self.nout = name, kernel, nout
+
+    def __repr__(self):
+        return f"Epilogue({self.name})"
+
+
+# ---------------------------------------------------------------- kernels
+def _bias_relu_rows(out, b):
+    for r in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            v = out[r, j] + b[j]
+            out[r, j] = v if not v <= 0 else 0  # NaN passes, as eager's relu
+
+
+def _relu_rows(out):
+    for r in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            v = out[r, j]
+            out[r, j] = v if not v <= 0 else 0
+
+
+def _relu_backward_colsum(g, y, d, s):
+    rows, n = d.shape
+    for j in range(n):
+        v = g[0, j] * (0 if y[0, j] <= 0 else 1)
+        d[0, j] = v
+        s[j] = v
+    for r in range(1, rows):
+        for j in range(n):
+            v = g[r, j] * (0 if y[r, j] <= 0 else 1)
+            d[r, j] = v
+            s[j] += v
+
+
+_BIAS_RELU = _cpu.njit(_bias_relu_rows, error_model="numpy")
+_RELU = _cpu.njit(_relu_rows, error_model="numpy")
+_RB_COLSUM = _cpu.njit(_relu_backward_colsum, error_model="numpy")
+
+
+def _linear_relu(x, w, b=None, out=None):
+    if out is None:
+        out = np.empty((x.shape[0], w.shape[0]), x.dtype)
+    np.matmul(x, w.T, out=out)
+    if b is None:
+        _RELU(out)
+    else:
+        _BIAS_RELU(out, b)
+    return out
+
+
+def _relu_backward_sum0(g, y, out=None):
+    d, s = out if out is not None else (np.empty(g.shape, g.dtype),
+                                         np.empty(g.shape[1:], g.dtype))
+    _RB_COLSUM(np.ascontiguousarray(g), np.ascontiguousarray(y), d, s)
+    return d, s
+
+
+LINEAR_RELU = Epilogue("linear+relu", _linear_relu, 1)
+RELU_BACKWARD_SUM0 = Epilogue("relu_backward+sum", _relu_backward_sum0, 2)
+
+
+# ---------------------------------------------------------------- the pass
+def _readers(g, steps, reads_all):
+    n = {}
+    for st in steps:
+        for v in reads_all(st):
+            n[v] = n.get(v, 0) + 1
+    return n
+
+
+def _op(st, name):
+    return st.kind == "op" and getattr(st.op, "name", None) == name
+
+
+def _plain(g, v, shape_len, dtype=None):
+    """A value of ``shape_len`` dims of a float dtype (``dtype`` if given), not a view."""
+    return (type(v) is int and len(g.shapes[v]) == shape_len and g.dtypes[v] in _FLOATS
+            and (dtype is None or g.dtypes[v] == dtype) and v not in g.alias)
+
+
+def fuse_epilogues(g, steps, reads_all):
+    """Steps with the two patterns of the module docstring fused; the number fused."""
+    escapes = set(g.output_values())
+    for st in steps:
+        if st.kind == "setgrad":
+            escapes.update(st.reads())
+    readers = _readers(g, steps, reads_all)
+    aliased = {g.root(v) for v in g.alias}
+    reader_of = {}
+    for k, st in enumerate(steps):
+        for v in reads_all(st):
+            reader_of.setdefault(v, k)
+    drop, replace, count = set(), {}, 0
+    for i, st in enumerate(steps):
+        if i in drop:
+            continue
+        if _op(st, "linear") and not st.attrs and len(st.ins) in (2, 3) \
+                and len(st.outs) == 1:
+            h = st.outs[0]
+            if not _plain(g, h, 2) or h in escapes or h in aliased or readers.get(h) != 1:
+                continue
+            dt = g.dtypes[h]
+            x, w = st.ins[0], st.ins[1]
+            b = st.ins[2] if len(st.ins) == 3 else None
+            if type(b) is not int and b is not None:
+                if b[1] is not None:  # (a literal bias other than None)
+                    continue
+                b = None
+            if not (type(x) is int and len(g.shapes[x]) == 2 and g.dtypes[x] == dt and
+                    type(w) is int and len(g.shapes[w]) == 2 and g.dtypes[w] == dt):
+                continue
+            if b is not None and not (type(b) is int and g.shapes[b] == g.shapes[h][1:]
+                                      and g.dtypes[b] == dt):
+                continue
+            j = reader_of[h]
+            r = steps[j]
+            if not (_op(r, "relu") and not r.attrs and r.ins == [h] and len(r.outs) == 1
+                    and _plain(g, r.outs[0], 2, dt) and g.shapes[r.outs[0]] == g.shapes[h]):
+                continue
+            new = Step("op", LINEAR_RELU, [x, w] + ([b] if b is not None else []), {})
+            new.outs = [r.outs[0]]
+            replace[i] = new
+            drop.add(j)
+            count += 1
+        elif _op(st, "relu_backward") and not st.attrs and len(st.outs) == 1:
+            d = st.outs[0]
+            gr, y = st.ins
+            if not (_plain(g, d, 2) and type(gr) is int and
+                    type(y) is int and g.shapes[gr] == g.shapes[d] == g.shapes[y] and
+                    g.dtypes[gr] == g.dtypes[y] == g.dtypes[d]):
+                continue
+            j = next((k for k in range(i + 1, len(steps)) if k not in drop and
+                      _op(steps[k], "sum") and steps[k].ins == [d] and
+                      _dim0(steps[k].attrs)), None)
+            if j is None:
+                continue
+            s = steps[j]
+            if len(s.outs) != 1 or not _plain(g, s.outs[0], 1, g.dtypes[d]) or \
+                    s.outs[0] in aliased or g.shapes[d][0] < 1:
+                continue
+            new = Step("op", RELU_BACKWARD_SUM0, [gr, y], {})
+            new.outs = [d, s.outs[0]]
+            replace[i] = new
+            drop.add(j)
+            count += 1
+    out = [replace.get(k, st) for k, st in enumerate(steps) if k not in drop]
+    return out, count
+
+
+def _dim0(attrs):
+    if set(attrs) - {"dim", "keepdim"} or attrs.get("keepdim", False):
+        return False
+    dim = attrs.get("dim")
+    return dim == 0 or (isinstance(dim, (tuple, list)) and tuple(dim) == (0,))

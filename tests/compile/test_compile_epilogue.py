@@ -1,0 +1,197 @@
+"""tg.compile's fusions across a GEMM and a partial reduction, and its hoisting of
+values derived from the targets (compiler/epilogue.py, compiler/hoist.py).
+
+Each is checked against the same step run eagerly and against PyTorch for the
+values; the fused loops themselves bitwise against the eager kernels (they do the
+same arithmetic in the same order)."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.nn as nn
+import tapegrad.nn.functional as F
+
+torch = pytest.importorskip("torch")
+
+
+def _steps(prog):
+    return [st.name for st in prog.steps]
+
+
+def _model(dtype, bias, seed=0):
+    tg.manual_seed(seed)
+    return nn.Sequential(nn.Linear(7, 9, bias=bias), nn.ReLU(), nn.Linear(9, 6), nn.ReLU(),
+                         nn.Linear(6, 4)).to(dtype)
+
+
+def _torch_model(m):
+    t = torch.nn.Sequential(*[torch.nn.Linear(l.in_features, l.out_features,
+                                              bias=l.bias is not None)
+                              if isinstance(l, nn.Linear) else torch.nn.ReLU() for l in m])
+    with torch.no_grad():
+        for p, q in zip(t.parameters(), m.parameters()):
+            p.copy_(torch.from_numpy(q.detach().numpy().copy()))
+    return t.double() if m[0].weight.dtype == tg.float64 else t
+
+
+def _make_step(m, opt, x, y):
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+@pytest.mark.parametrize("dtype,bias", [(tg.float32, True), (tg.float64, False)])
+def test_linear_relu_and_bias_gradient_fused_equal_eager_and_torch(dtype, bias):
+    npdt = np.float32 if dtype == tg.float32 else np.float64
+    rng = np.random.default_rng(3)
+    x = tg.tensor(rng.standard_normal((5, 7)).astype(npdt))
+    y = tg.tensor(rng.integers(0, 4, 5))
+    me, mc = _model(dtype, bias), _model(dtype, bias)
+    mt = _torch_model(me)
+    oe = tg.optim.SGD(me.parameters(), lr=0.1)
+    oc = tg.optim.SGD(mc.parameters(), lr=0.1)
+    ot = torch.optim.SGD(mt.parameters(), lr=0.1)
+    eager, comp = _make_step(me, oe, x, y), tg.compile(_make_step(mc, oc, x, y))
+    xt, yt = torch.from_numpy(x.numpy()), torch.from_numpy(y.numpy())
+    tol = 1e-5 if dtype == tg.float32 else 1e-12
+    for _ in range(4):
+        le, lc = eager(), comp()
+        ot.zero_grad()
+        lt = torch.nn.functional.cross_entropy(mt(xt), yt)
+        lt.backward()
+        ot.step()
+        np.testing.assert_allclose(lc.item(), le.item(), rtol=tol)
+        np.testing.assert_allclose(lc.item(), lt.item(), rtol=tol)
+        for a, b, c in zip(mc.parameters(), me.parameters(), mt.parameters()):
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=tol, atol=tol)
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=tol,
+                                       atol=tol)
+            np.testing.assert_allclose(a.grad.numpy(), c.grad.numpy(), rtol=tol, atol=tol)
+    names = _steps(comp._last)
+    assert names.count("linear+relu") == 2, names
+    # the first layer's input needs no gradient: one masked bias gradient per hidden
+    # layer whose bias exists (the first's only with a bias)
+    assert names.count("relu_backward+sum") == (2 if bias else 1), names
+    assert "relu" not in names and "relu_backward" not in names or not bias
+    assert comp.stats()["replays"] == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_loops_bitwise_equal_eager_kernels(dtype):
+    from tapegrad.compiler import epilogue as E
+    from tapegrad.ops.elementwise import RELU_BACKWARD
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((33, 17)).astype(dtype)
+    w = rng.standard_normal((29, 17)).astype(dtype)
+    b = rng.standard_normal(29).astype(dtype)
+    x[0, :3] = np.nan
+    want = tg.relu(F.linear(tg.tensor(x), tg.tensor(w), tg.tensor(b))).numpy()
+    out = np.empty((33, 29), dtype)
+    assert E.LINEAR_RELU.kernel(x, w, b, out=out) is out
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(E.LINEAR_RELU.kernel(x, w),
+                                  tg.relu(F.linear(tg.tensor(x), tg.tensor(w))).numpy())
+    g = rng.standard_normal((33, 29)).astype(dtype)
+    y = np.maximum(rng.standard_normal((33, 29)), 0).astype(dtype)
+    d_want = RELU_BACKWARD.kernel(g, y)  # the eager adjoint's kernel
+    d, s = E.RELU_BACKWARD_SUM0.kernel(g, y)
+    np.testing.assert_array_equal(d, d_want)
+    np.testing.assert_array_equal(s, d_want.sum(axis=0))
+    np.testing.assert_allclose(s, (g * (y > 0)).sum(0), rtol=1e-5)
+
+
+def test_relu_nan_and_negative_zero_pass_as_eager():
+    w = tg.tensor(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), requires_grad=True)
+    b = tg.tensor(np.array([0.0, -0.0, np.nan]), requires_grad=True)
+
+    def f(x):
+        h = tg.relu(F.linear(x, w, b))
+        h.sum().backward()
+        gw, gb = w.grad, b.grad
+        w.grad = b.grad = None
+        return h, gw, gb
+    c = tg.compile(f)
+    x = tg.tensor(np.array([[-1.0, 2.0], [-0.0, -3.0], [np.nan, 1.0]]))
+    ref = f(x)
+    for _ in range(2):
+        got = c(x)
+        for a, r in zip(got, ref):
+            a, r = a.detach().numpy(), r.detach().numpy()
+            np.testing.assert_array_equal(a, r)
+            assert np.array_equal(np.signbit(a), np.signbit(r))
+    assert "linear+relu" in _steps(c._last)
+
+
+def test_linear_output_read_elsewhere_is_not_fused():
+    w = tg.tensor(np.ones((3, 2)))
+
+    def f(x):
+        h = F.linear(x, w)
+        return tg.relu(h) + h
+    c = tg.compile(f)
+    x = tg.tensor(np.array([[-1.0, 2.0]]))
+    c(x)
+    np.testing.assert_array_equal(c(x).detach().numpy(), f(x).detach().numpy())
+    assert "linear+relu" not in _steps(c._last)
+
+
+def _xent_program(y, m, opt, x):
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def test_targets_hoisted_and_recomputed_when_changed_in_place():
+    rng = np.random.default_rng(0)
+    x = tg.tensor(rng.standard_normal((6, 7)).astype(np.float32))
+    ye = tg.tensor(rng.integers(0, 4, 6))
+    yc = tg.tensor(ye.numpy().copy())
+    me, mc = _model(tg.float32, True), _model(tg.float32, True)
+    eager = _xent_program(ye, me, tg.optim.SGD(me.parameters(), lr=0.1), x)
+    comp = tg.compile(_xent_program(yc, mc, tg.optim.SGD(mc.parameters(), lr=0.1), x))
+    for k in range(5):
+        if k in (2, 4):  # new targets written into the same tensors
+            new = rng.integers(0, 4, 6)
+            with tg.no_grad():
+                ye.numpy()[...] = new
+                yc.numpy()[...] = new
+        np.testing.assert_allclose(comp().item(), eager().item(), rtol=1e-5)
+        for a, b in zip(mc.parameters(), me.parameters()):
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
+    h = comp._last.hoisted
+    assert h is not None and comp.stats()["captures"] == 1
+    assert {st.name for st in h.steps} >= {"one_hot", "sum"}
+    # ignore_index masks a target: the hoisted mask follows it
+    with tg.no_grad():
+        ye.numpy()[0] = yc.numpy()[0] = -100
+    np.testing.assert_allclose(comp().item(), eager().item(), rtol=1e-5)
+
+
+def test_a_written_external_is_not_hoisted():
+    m = tg.tensor(np.array([1.0, 0.0, 2.0]))
+    x = tg.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+
+    def f():
+        s = (x * tg.exp(m)).sum()
+        s.backward()
+        g = x.grad
+        x.grad = None
+        with tg.no_grad():
+            m.add_(1.0)   # m changes every call: exp(m) must be recomputed
+        return s, g
+    c = tg.compile(f)
+    ref_m = m.numpy().copy()
+    outs = [c() for _ in range(3)]
+    for k, (s, g) in enumerate(outs):
+        want = np.exp(ref_m + k)
+        np.testing.assert_allclose(g.numpy(), want)
+        np.testing.assert_allclose(s.item(), (np.array([1.0, 2.0, 3.0]) * want).sum())
+    assert c._last.hoisted is None
