@@ -22,6 +22,7 @@ from .. import ops as _ops
 __all__ = ["AdjointCtx", "AdjointNamespace", "canonical_attr"]
 
 _STRIP = ("alloc", "workspace", "out")
+_PLAIN = frozenset((int, float, bool, str, type(None)))
 
 
 class AdjointCtx:
@@ -152,7 +153,10 @@ def _up(r, known, fw):
 def canonical_attr(v, to_numpy):
     """An attribute value as tapegrad takes it: foreign arrays inside (an index
     tuple) become NumPy arrays through ``to_numpy``."""
-    if type(v) is tuple or type(v) is list:
+    tv = type(v)
+    if tv in _PLAIN or tv is tuple and all(type(x) in _PLAIN for x in v):
+        return v
+    if tv is tuple or tv is list:
         return type(v)(canonical_attr(x, to_numpy) for x in v)
     r = to_numpy(v)
     return v if r is None else r

@@ -9,6 +9,7 @@ PyTorch without a copy. Backward: a ``torch.autograd.Function`` whose backward r
 the registry's adjoint on the saved tensors, with ``ctx.m`` the adjoints' namespace
 over this export (``_bridge``), so PyTorch differentiates the adjoint again.
 """
+import threading
 import types
 
 import numpy as np
@@ -24,6 +25,10 @@ _torch = None
 _NP2T = {}
 _T2NP = {}
 _SCALARS = (bool, int, float)
+
+
+def _transforms_active():
+    return _torch._C._are_functorch_transforms_active()
 
 
 def torch_module():
@@ -56,6 +61,11 @@ def numpy_dtype(tdtype):
 def to_numpy(t, op_name="interop", what="input"):
     """A zero-copy NumPy view of a torch tensor (a CPU one: its own memory; others
     through DLPack)."""
+    if t.is_cpu and t.dtype in _T2NP and not _transforms_active():
+        try:  # a CPU tensor's own memory: what DLPack gives, at a tenth of its cost
+            return (t.detach() if t.requires_grad else t).numpy()
+        except (RuntimeError, TypeError):  # conj/neg bits: the general way
+            pass
     if t.device.type != "cpu":
         raise RuntimeError(f"{op_name}: {what} is on {t.device}; this export computes on the "
                            f"CPU (tapegrad's NumPy arrays): move it with .cpu()")
@@ -105,12 +115,12 @@ def _view_of(t, base, r):
 # ------------------------------------------------------------------ calls
 class _Call:
     """One call's op and non-tensor arguments, carried through autograd.Function."""
-    __slots__ = ("op", "attrs", "specs")
+    __slots__ = ("op", "attrs", "raw")
 
-    def __init__(self, op, attrs):
+    def __init__(self, op, attrs, raw=None):
         self.op = op
         self.attrs = attrs
-        self.specs = None
+        self.raw = raw  # the inputs' NumPy views, when the export's lane made them
 
 
 def _attr(v):
@@ -181,9 +191,12 @@ def call(op, args, attrs):
     args = _check_args(op, args)
     attrs = {k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()}
     args = _promote(op, args)
-    if op.differentiable and (torch.is_grad_enabled() and any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in args) or _forward_mode(args)):
-        return _Apply.apply(_Call(op, attrs), *args)
+    if op.differentiable:
+        if _forward_mode(args):  # a tangent may ride on the inputs: the jvp-capable Function
+            return _Apply.apply(_Call(op, attrs), *args)
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
+                                           for a in args):
+            return _Lean.apply(_Call(op, attrs), *args)
     return _forward(op, args, attrs)[0]
 
 
@@ -204,12 +217,11 @@ def _forward(op, args, attrs):
            if isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]
     in_specs = [TensorSpec(tuple(a.shape), a.dtype) if isinstance(a, np.ndarray) else a
                 for a in raw]
-    specs = _out_specs(op, in_specs, attrs)  # validates: the op's own error
+    specs, nbytes = _plan(op, in_specs, attrs)  # validates: the op's own error
     kw = dict(attrs)
     mine = {}  # id(numpy view) -> the torch tensor PyTorch allocated for it
     if op.kind == "workspace":
-        nbytes = int(op.workspace(*in_specs, **attrs))
-        kw["workspace"] = to_numpy(torch.empty(nbytes, dtype=torch.uint8))
+        kw["workspace"] = _workspace(nbytes)
     elif op.kind == "dynamic":
         def alloc(shape, dtype):
             t = torch.empty(tuple(shape), dtype=torch_dtype(dtype))
@@ -232,21 +244,40 @@ def _forward(op, args, attrs):
     return (wrapped if op.nout > 1 else wrapped[0]), raw
 
 
+_ws = threading.local()
+
+
+def _workspace(nbytes):
+    """Scratch for a workspace op: memory PyTorch allocated (``torch.empty``), one
+    growing buffer per thread, reused by every call (as tapegrad's dispatch keeps
+    its own): a big scratch allocated per call costs its page faults every time."""
+    buf = getattr(_ws, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        t = _torch.empty(max(nbytes, 1), dtype=_torch.uint8)
+        buf = _ws.buf = to_numpy(t)
+    return buf[:nbytes]
+
+
 _SPECS_MAX = 4096
-_specs_memo = {}  # (op, input specs, attrs) -> output specs: a shape rule is pure
+_plans = {}  # (op, input specs, attrs) -> (output specs, workspace bytes): both pure
 
 
-def _out_specs(op, in_specs, attrs):
+def _plan(op, in_specs, attrs):
+    """The op's output specs (its shape rule, which raises the op's error) and, for a
+    workspace op, its scratch bytes; memoized by the call's specs and attributes."""
     try:
         key = (op, tuple((type(x), x) for x in in_specs), tuple(attrs.items()))  # True != 1
-        hit = _specs_memo.get(key)
+        hit = _plans.get(key)
     except TypeError:  # an unhashable attr (an index array)
-        return _bridge.out_specs(op, in_specs, attrs)
+        key = hit = None
     if hit is None:
-        hit = _bridge.out_specs(op, in_specs, attrs)
-        if len(_specs_memo) >= _SPECS_MAX:
-            _specs_memo.clear()
-        _specs_memo[key] = hit
+        specs = _bridge.out_specs(op, in_specs, attrs)
+        nbytes = int(op.workspace(*in_specs, **attrs)) if op.kind == "workspace" else 0
+        hit = (specs, nbytes)
+        if key is not None:
+            if len(_plans) >= _SPECS_MAX:
+                _plans.clear()
+            _plans[key] = hit
     return hit
 
 
@@ -271,37 +302,67 @@ class _Apply:
     pass
 
 
+_Lean = _Apply
+
+
+def _setup(ctx, c, args, output, forward_mode):
+    """What the backward (and, in forward mode, the jvp) reads, kept on ``ctx``."""
+    torch = _torch
+    op = c.op
+    ctx.set_materialize_grads(False)
+    outs = output if op.nout > 1 else (output,)
+    ctx.c = c
+    ctx.shapes = tuple(tuple(a.shape) if isinstance(a, (torch.Tensor, np.ndarray))
+                       else () for a in args)
+    ctx.dtypes = tuple(_T2NP[a.dtype] if isinstance(a, torch.Tensor) else
+                       (a.dtype if isinstance(a, np.ndarray) else None) for a in args)
+    ctx.others = [None if isinstance(a, torch.Tensor) else a for a in args]
+    save_idx = op.save_idx
+    keep = [a if (i in save_idx and isinstance(a, torch.Tensor)) else None
+            for i, a in enumerate(args)]
+    if op.save_out:
+        keep += list(outs)
+    ctx.save_for_backward(*keep)
+    if forward_mode and op.jvp is not None:  # forward mode: every input and the output
+        ctx.save_for_forward(*[a if isinstance(a, torch.Tensor) else None
+                               for a in args], *outs)
+    if op.nout > 1 or not output.is_floating_point():
+        nd = [o for o in outs if not o.is_floating_point()]
+        if nd:
+            ctx.mark_non_differentiable(*nd)
+
+
 def _make_apply():
     torch = _torch
 
+    class Lean(torch.autograd.Function):
+        """Reverse mode only, in PyTorch's classic form (no ``setup_context``, whose
+        ``Function.apply`` binds the arguments with ``inspect`` on every call)."""
+
+        @staticmethod
+        def forward(ctx, c, *args):
+            raw = c.raw
+            if raw is None:
+                out = _forward(c.op, list(args), c.attrs)[0]
+            else:  # the export's lane validated and viewed the inputs already
+                out = _run(c.op, raw, args)
+            _setup(ctx, c, args, out, False)
+            return out
+
+        @staticmethod
+        def backward(ctx, *gs):
+            return _backward(ctx, gs)
+
     class Apply(torch.autograd.Function):
+        """Reverse and forward mode (``torch.func`` transforms, ``forward_ad``)."""
+
         @staticmethod
         def forward(c, *args):
             return _forward(c.op, list(args), c.attrs)[0]
 
         @staticmethod
         def setup_context(ctx, inputs, output):
-            c, args = inputs[0], inputs[1:]
-            op = c.op
-            ctx.set_materialize_grads(False)
-            outs = output if op.nout > 1 else (output,)
-            ctx.c = c
-            ctx.shapes = tuple(tuple(a.shape) if isinstance(a, (torch.Tensor, np.ndarray))
-                               else () for a in args)
-            ctx.dtypes = tuple(numpy_dtype(a.dtype) if isinstance(a, torch.Tensor) else
-                               (a.dtype if isinstance(a, np.ndarray) else None) for a in args)
-            ctx.others = [None if isinstance(a, torch.Tensor) else a for a in args]
-            keep = [a if (i in op.save_idx and isinstance(a, torch.Tensor)) else None
-                    for i, a in enumerate(args)]
-            if op.save_out:
-                keep += list(outs)
-            ctx.save_for_backward(*keep)
-            if op.jvp is not None:  # forward mode: every input and the output
-                ctx.save_for_forward(*[a if isinstance(a, torch.Tensor) else None
-                                       for a in args], *outs)
-            nd = [o for o in outs if not o.is_floating_point()]
-            if nd:
-                ctx.mark_non_differentiable(*nd)
+            _setup(ctx, inputs[0], inputs[1:], output, True)
 
         @staticmethod
         def jvp(ctx, c_t, *tangents):
@@ -336,35 +397,42 @@ def _make_apply():
 
         @staticmethod
         def backward(ctx, *gs):
-            c = ctx.c
-            op = c.op
-            saved = ctx.saved_tensors
-            n = len(ctx.others)
-            inputs = [saved[i] if saved[i] is not None else
-                      (ctx.others[i] if i in op.save_idx else None) for i in range(n)]
-            out = None
-            if op.save_out:
-                out = saved[n:] if op.nout > 1 else saved[n]
-            needs = tuple(ctx.needs_input_grad[1:])
-            if op.nout == 1:
-                g = gs[0]
-                if g is None:
-                    return (None,) * (n + 1)
-            else:
-                g = tuple(gs)
-                if all(x is None for x in g):
-                    return (None,) * (n + 1)
-            actx = _bridge.AdjointCtx(inputs, out, c.attrs, ctx.shapes, ctx.dtypes, needs, M)
-            grads = op.vjp(actx, g)
-            if not isinstance(grads, (tuple, list)):
-                grads = (grads,)
-            res = [None]
-            for i in range(n):
-                gi = grads[i] if i < len(grads) else None
-                res.append(_fit(op, i, gi, ctx, needs) if needs[i] and gi is not None else None)
-            return tuple(res)
+            return _backward(ctx, gs)
 
-    return Apply
+    return Apply, Lean
+
+
+
+
+def _backward(ctx, gs):
+    """The registry's adjoint on the saved tensors, its ctx.m the export."""
+    c = ctx.c
+    op = c.op
+    saved = ctx.saved_tensors
+    n = len(ctx.others)
+    inputs = [saved[i] if saved[i] is not None else
+              (ctx.others[i] if i in op.save_idx else None) for i in range(n)]
+    out = None
+    if op.save_out:
+        out = saved[n:] if op.nout > 1 else saved[n]
+    needs = tuple(ctx.needs_input_grad[1:])
+    if op.nout == 1:
+        g = gs[0]
+        if g is None:
+            return (None,) * (n + 1)
+    else:
+        g = tuple(gs)
+        if all(x is None for x in g):
+            return (None,) * (n + 1)
+    actx = _bridge.AdjointCtx(inputs, out, c.attrs, ctx.shapes, ctx.dtypes, needs, M)
+    grads = op.vjp(actx, g)
+    if not isinstance(grads, (tuple, list)):
+        grads = (grads,)
+    res = [None]
+    for i in range(n):
+        gi = grads[i] if i < len(grads) else None
+        res.append(_fit(op, i, gi, ctx, needs) if needs[i] and gi is not None else None)
+    return tuple(res)
 
 
 def _fit(op, i, gi, ctx, needs):
@@ -417,14 +485,119 @@ M = _bridge.AdjointNamespace(_TorchFramework)
 
 
 def _export(op):
-    def f(*args, **attrs):
-        if op.composite is not None:  # made of other ops: each reaches the export itself
+    if op.composite is not None:
+        def f(*args, **attrs):  # made of other ops: each reaches the export itself
             return op.composite(*args, **attrs)
-        return call(op, args, attrs)
+    elif op.kind == "basic" and op.nout == 1:
+        lane = _lane(op)
+
+        def f(*args, **attrs):
+            if not attrs:
+                r = lane(args)
+                if r is not None:
+                    return r
+            return call(op, args, attrs)
+    else:
+        def f(*args, **attrs):
+            return call(op, args, attrs)
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = f"tapegrad's {op.name!r} on torch.Tensors ({op.kind} op).\n\n{op.doc}"
     f.op = op
     return f
+
+
+def _lane(op):
+    """The export's common case, made once per op (a basic op with one output, called
+    with CPU float tensors of one dtype and no attributes, outside torch.func and
+    forward-AD): the shape rule memoized by shapes (an elementwise op's kernel checks
+    broadcasting itself: its rule runs only to explain a failure, as in tapegrad's own
+    lane), the kernel on ``Tensor.numpy()`` views, its fresh result handed to PyTorch
+    without a copy. Anything else: None, and ``call`` takes it."""
+    torch = _torch
+    Tensor = torch.Tensor
+    fwd = torch.autograd.forward_ad
+    transforms = torch._C._are_functorch_transforms_active
+    grad_on = torch.is_grad_enabled
+    check = not op.elementwise
+    recorded = op.differentiable
+    memo = {}
+
+    def lane(args):
+        if not args or transforms() or fwd._current_level >= 0:
+            return None
+        dt = None
+        rg = False
+        for a in args:
+            if type(a) is not Tensor:
+                return None
+            if dt is None:
+                dt = a.dtype
+                if not dt.is_floating_point or dt not in _T2NP:
+                    return None
+            elif a.dtype is not dt:
+                return None
+            if a.requires_grad:
+                rg = True
+        raw = []
+        for a in args:
+            v = _views.get((a.data_ptr(), a.shape, a.stride(), dt))
+            if v is None:
+                v = _small_view(a)
+                if v is None:
+                    return None
+            raw.append(v)
+        if check:
+            key = tuple(a.shape for a in raw)
+            if key not in memo:
+                if len(memo) >= _SPECS_MAX:
+                    memo.clear()
+                memo[key] = _bridge.out_specs(op, [TensorSpec(a.shape, a.dtype) for a in raw],
+                                              {})  # the op's own error
+        if rg and recorded and grad_on():
+            return _Lean.apply(_Call(op, {}, raw), *args)
+        return _run(op, raw, args)
+
+    return lane
+
+
+_VIEWS_MAX = 512
+_VIEW_BYTES = 4096
+_views = {}  # (data_ptr, shape, strides, dtype) -> a NumPy view of those bytes
+
+
+def _small_view(t):
+    """A NumPy view of CPU float tensor ``t`` (None: not one ``Tensor.numpy`` views,
+    such as a tensor on another device: ``call`` gives the error). A small tensor's
+    view is kept, keyed by its address, shape, strides and dtype: a later tensor
+    with the same key is the same bytes read the same way (the kept view holds its
+    memory, so no other tensor is given that address meanwhile), and its view costs
+    a dict lookup instead of ``Tensor.numpy`` (a microsecond, a small op's whole
+    budget). At most ``_VIEWS_MAX`` small views are kept."""
+    if not t.is_cpu or t.is_neg() or t.layout is not _torch.strided:
+        return None
+    try:
+        v = (t.detach() if t.requires_grad else t).numpy()
+    except (RuntimeError, TypeError):
+        return None
+    if v.nbytes <= _VIEW_BYTES and v.size:
+        if len(_views) >= _VIEWS_MAX:
+            _views.clear()
+        _views[(t.data_ptr(), t.shape, t.stride(), t.dtype)] = v
+    return v
+
+
+def _run(op, raw, args):
+    """The kernel of a basic one-output op on the inputs' views; a failure gets the
+    op's error (its shape rule's, or the kernel's under the op's name)."""
+    try:
+        out = op.kernel(*raw)
+    except (ValueError, TypeError, IndexError, RuntimeError, ZeroDivisionError,
+            ArithmeticError, MemoryError) as e:
+        _bridge.out_specs(op, [TensorSpec(a.shape, a.dtype) for a in raw], {})
+        raise RuntimeError(f"{op.name}: {e}") from e
+    if type(out) is np.ndarray and out.base is None and out.flags.writeable:
+        return _torch.from_numpy(out)  # the kernel's fresh memory, zero-copy
+    return _wrap(op, out, {}, args, raw)
 
 
 def torch_ops():
@@ -433,7 +606,8 @@ def torch_ops():
     global _Apply
     torch_module()
     if not isinstance(_Apply, type) or not issubclass(_Apply, _torch.autograd.Function):
-        _Apply = _make_apply()
+        global _Lean
+        _Apply, _Lean = _make_apply()
         # an adjoint run on torch.Tensors that binds an op directly reaches the export
         for tp in (_torch.Tensor, _torch.nn.Parameter):
             register_foreign(tp, lambda op, args, attrs: call(op, args, attrs),

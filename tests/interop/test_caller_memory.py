@@ -123,10 +123,13 @@ def test_conv2d_writes_into_callers_out_and_workspace():
 
 
 def test_torch_export_writes_into_memory_pytorch_allocated(monkeypatch):
-    """The export's outputs and workspace come from torch.empty (counted), the kernel
-    writes there, and NumPy allocates nothing of their size."""
+    """The export's outputs and workspace come from torch.empty (counted: the
+    workspace is one buffer per thread, made by the first call and reused, as
+    tapegrad's own), the kernel writes there, and NumPy allocates nothing of their
+    size."""
     torch = pytest.importorskip("torch")
     from tapegrad.interop import torch_ops
+    from tapegrad.interop import _torch as export
     ns = torch_ops()
     made = []
     real_empty = torch.empty
@@ -137,14 +140,19 @@ def test_torch_export_writes_into_memory_pytorch_allocated(monkeypatch):
         return t
 
     monkeypatch.setattr(torch, "empty", empty)
+    monkeypatch.setattr(export, "_ws", __import__("threading").local())  # no buffer yet
     x, w, _ = _conv_args()
     tx, tw = torch.from_numpy(x), torch.from_numpy(w)
     ns.conv2d(tx, tw, None, padding=1)
+    scratch = [t for t in made if t.dtype == torch.uint8]
+    assert len(scratch) == 1, "no workspace from torch.empty"
+    scratch[0].fill_(7)
     made.clear()
     peak = _peak(lambda: made.append(ns.conv2d(tx, tw, None, padding=1)))
     y = made[-1]
     assert any(t.data_ptr() == y.data_ptr() for t in made[:-1]), "output not torch.empty's"
-    assert any(t.dtype == torch.uint8 for t in made[:-1]), "no workspace from torch.empty"
+    assert not any(t.dtype == torch.uint8 for t in made[:-1]), "a second workspace"
+    assert (scratch[0] != 7).sum() > scratch[0].numel() // 2, "the workspace was not used"
     assert peak < y.numel() * 8 // 4, f"NumPy allocated {peak} bytes in the export"
     np.testing.assert_allclose(y.numpy(), torch.nn.functional.conv2d(tx, tw, padding=1).numpy(),
                                rtol=1e-10)

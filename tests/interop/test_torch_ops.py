@@ -260,3 +260,29 @@ def test_forward_ad_dual_tensors():
         got = fwAD.unpack_dual(y).tangent
     np.testing.assert_allclose(got.numpy(), (np.exp(x.numpy()) * x.numpy() * t.numpy()).sum(1),
                                rtol=1e-12)
+
+
+def test_small_calls_read_the_tensors_current_memory():
+    """The export's lane keeps NumPy views of small tensors by address, shape,
+    strides and dtype: in-place writes, fresh tensors at a reused address, strided
+    views and mixed dtypes all compute on what the tensors hold now."""
+    x = torch.rand(8)
+    np.testing.assert_allclose(NS.exp(x).numpy(), np.exp(x.numpy()), rtol=1e-6)
+    x.add_(1.0)
+    np.testing.assert_allclose(NS.exp(x).numpy(), np.exp(x.numpy()), rtol=1e-6)
+    for i in range(40):  # freed and reallocated: often the same address
+        a = torch.full((4,), float(i))
+        assert NS.neg(a).tolist() == [-float(i)] * 4
+    v = torch.arange(10.0)[::3]
+    assert NS.mul(v, v).tolist() == [0.0, 9.0, 36.0, 81.0]
+    r = NS.add(torch.ones(3, dtype=torch.float32), torch.ones(3, dtype=torch.float64))
+    assert r.dtype == torch.float64 and r.tolist() == [2.0] * 3
+    g = torch.ones(3, requires_grad=True)
+    with torch.no_grad():
+        assert not NS.mul(g, g).requires_grad
+    y = NS.mul(g, torch.full((3,), 2.0))
+    assert y.requires_grad
+    y.sum().backward()
+    assert g.grad.tolist() == [2.0] * 3
+    with pytest.raises(ValueError, match=r"add: shapes \(3,\) and \(4,\)"):  # the op's error
+        NS.add(torch.ones(3), torch.ones(4))
