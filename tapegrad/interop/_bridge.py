@@ -16,6 +16,8 @@ for a foreign array: the exported op computes instead.
 import numpy as np
 
 from ..dispatch import observe, raw_arrays
+from ..grad_mode import no_grad
+from ..tensor import Tensor
 from ..ops_registry import TensorSpec
 from .. import ops as _ops
 
@@ -79,31 +81,7 @@ def _bridged(fw, name, target):
                 return type(v)(down(x) for x in v)
             return fw.plain(v)  # a framework's dtype object: NumPy's
 
-        def observer(op, kernel, *arrays, **kw):
-            mapped = []
-            foreign = False
-            for a in arrays:
-                hit = known.get(id(a)) if isinstance(a, np.ndarray) else None
-                if hit is not None and hit[0] is a:
-                    mapped.append(hit[1])
-                    foreign = True
-                else:
-                    mapped.append(a)
-            attrs = {k: _up_index(v, known) for k, v in kw.items() if k not in _STRIP}
-            if any(_mentions(v, known) for v in attrs.values()):
-                foreign = True
-            if not foreign:  # constants only: compute on the host as tapegrad would
-                return kernel(*arrays, **kw)
-            mapped = [fw.constant(a) if isinstance(a, np.ndarray) and not _is_known(a, known)
-                      else a for a in mapped]
-            outs = fw.call(op, mapped, attrs)
-            single = not isinstance(outs, tuple)
-            res = []
-            for o in (outs,) if single else outs:
-                s = fw.stand_in(o)
-                known[id(s)] = (s, o)
-                res.append(s)
-            return res[0] if single else tuple(res)
+        observer = _observer(fw, known)
 
         a2 = [down(a) for a in args]
         k2 = {k: down(v) for k, v in kwargs.items()}
@@ -113,6 +91,79 @@ def _bridged(fw, name, target):
 
     run.__name__ = name
     return run
+
+
+def run_composite(fw, op, args, kwargs):
+    """A composite (a public function made of registry ops) on the framework's arrays:
+    the function itself runs on tapegrad Tensors standing in for them (zero-copy
+    views, so it may read dtypes, flags and values as on any Tensor) while every
+    registry kernel it reaches is replaced by the exported op on the arrays behind
+    its inputs. The result is a graph of exported ops, which the framework
+    differentiates. A factory's result (no input behind it) becomes a constant
+    array of the framework (``fw.constant``)."""
+    known = {}  # id(stand-in array) -> (stand-in array, foreign array)
+
+    def down(v):
+        if fw.is_array(v):
+            s = fw.stand_in(v)
+            known[id(s)] = (s, v)
+            return _ops.from_numpy(s)
+        if type(v) is tuple or type(v) is list:
+            return type(v)(down(x) for x in v)
+        return fw.plain(v)
+
+    observer = _observer(fw, known)
+    a2 = [down(a) for a in args]
+    k2 = {k: down(v) for k, v in kwargs.items()}
+    with no_grad(), observe(observer):
+        r = op.composite(*a2, **k2)
+    return _up_tensors(r, known, fw)
+
+
+def _up_tensors(r, known, fw):
+    if isinstance(r, Tensor):
+        out = _up(r.numpy(), known, fw)
+        if r.requires_grad and not getattr(out, "requires_grad", True):
+            out.requires_grad_(True)  # a factory asked for a leaf that requires grad
+        return out
+    if isinstance(r, tuple):
+        return type(r)(*(_up_tensors(x, known, fw) for x in r)) if hasattr(r, "_fields") \
+            else tuple(_up_tensors(x, known, fw) for x in r)
+    if isinstance(r, list):
+        return [_up_tensors(x, known, fw) for x in r]
+    return _up(r, known, fw)
+
+
+def _observer(fw, known):
+    """Run each registry kernel reached with a stand-in for a foreign array as the
+    exported op on the foreign arrays (its outputs become stand-ins too); a kernel
+    on constants alone computes on the host."""
+    def observer(op, kernel, *arrays, **kw):
+        mapped = []
+        foreign = False
+        for a in arrays:
+            hit = known.get(id(a)) if isinstance(a, np.ndarray) else None
+            if hit is not None and hit[0] is a:
+                mapped.append(hit[1])
+                foreign = True
+            else:
+                mapped.append(a)
+        attrs = {k: _up_index(v, known) for k, v in kw.items() if k not in _STRIP}
+        if any(_mentions(v, known) for v in attrs.values()):
+            foreign = True
+        if not foreign:  # constants only: compute on the host as tapegrad would
+            return kernel(*arrays, **kw)
+        mapped = [fw.constant(a) if isinstance(a, np.ndarray) and not _is_known(a, known)
+                  else a for a in mapped]
+        outs = fw.call(op, mapped, attrs)
+        single = not isinstance(outs, tuple)
+        res = []
+        for o in (outs,) if single else outs:
+            s = fw.stand_in(o)
+            known[id(s)] = (s, o)
+            res.append(s)
+        return res[0] if single else tuple(res)
+    return observer
 
 
 def _is_known(a, known):
@@ -160,6 +211,23 @@ def canonical_attr(v, to_numpy):
         return type(v)(canonical_attr(x, to_numpy) for x in v)
     r = to_numpy(v)
     return v if r is None else r
+
+
+_DL_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal",
+               10: "rocm", 13: "cuda_managed", 14: "oneapi"}
+
+
+def check_host_device(op, name, a):
+    """A DLPack producer handed to an export must live in host memory (the export
+    computes on the CPU): the op's RuntimeError naming the device, otherwise."""
+    dev = getattr(a, "__dlpack_device__", None)
+    if dev is None:
+        return
+    kind = dev()[0]
+    if int(kind) not in (1, 3):  # kDLCPU, kDLCUDAHost (pinned host memory)
+        where = _DL_DEVICES.get(int(kind), f"DLPack device type {int(kind)}")
+        raise RuntimeError(f"{op.name}: input {name!r} is on {where}; this export computes "
+                           f"on the CPU (tapegrad's NumPy arrays): move it to the host first")
 
 
 def specs(values, spec_of):

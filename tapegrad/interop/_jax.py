@@ -54,6 +54,8 @@ def _check_args(op, args):
         elif isinstance(a, np.generic):
             out.append(a.item())
         elif isinstance(a, np.ndarray) or hasattr(a, "__dlpack__"):
+            if not isinstance(a, np.ndarray):
+                _bridge.check_host_device(op, name, a)
             out.append(jnp.asarray(a))
         else:
             raise TypeError(f"{op.name}: argument {name!r} must be a JAX array (or a "
@@ -137,12 +139,6 @@ def _make(op, attrs, pos, static, in_specs, specs):
     if not op.differentiable:
         return forward
 
-    f = jax.custom_vjp(forward)
-
-    def fwd(*arrays):
-        out = f(*arrays)
-        return out, (arrays, out)
-
     def bwd(res, g):
         arrays, out = res
         # a primal JAX did not trace (a NumPy array given to jax.vjp) comes back as is
@@ -170,8 +166,145 @@ def _make(op, attrs, pos, static, in_specs, specs):
             outg.append(_fit(op, i, gi, in_specs[i]) if needs[i] and gi is not None else None)
         return tuple(outg)
 
-    f.defvjp(fwd, bwd)
-    return f
+    def jvp(primals, tangents):
+        """The registry's forward-mode rule on JAX arrays (tangents None for constant
+        or integer inputs), computed with the exported ops."""
+        jnp = jax.numpy
+        primals = [jnp.asarray(p) for p in primals]  # jax.jvp hands NumPy values on as is
+        out = prim(*primals) if prim is not None else forward(*primals)
+        full = _full(pos, static, primals)
+        tfull = [None] * len(full)
+        for i, t in zip(pos, tangents):
+            if t is not None and np.issubdtype(np.dtype(full[i].dtype), np.floating):
+                tfull[i] = jnp.asarray(t)
+        outs = out if op.nout > 1 else (out,)
+        actx = _bridge.AdjointCtx(full, out, attrs,
+                                  [tuple(s.shape) if isinstance(s, TensorSpec) else ()
+                                   for s in in_specs],
+                                  [np.dtype(s.dtype) if isinstance(s, TensorSpec) else None
+                                   for s in in_specs],
+                                  tuple(t is not None for t in tfull), M, op)
+        res = op.jvp(actx, *tfull)
+        res = res if isinstance(res, tuple) else (res,)
+        fitted = []
+        for r, o in zip(res, outs):
+            dt = np.dtype(o.dtype)
+            if r is None or not np.issubdtype(dt, np.floating):
+                r = jnp.zeros(o.shape, dt)
+            r = jnp.asarray(r)
+            if tuple(r.shape) != tuple(o.shape):
+                r = jnp.broadcast_to(r, o.shape) if r.ndim <= o.ndim else r.reshape(o.shape)
+            fitted.append(r.astype(dt) if r.dtype != dt else r)
+        return out, (tuple(fitted) if op.nout > 1 else fitted[0])
+
+    Prim = _hi_primitive()
+    if Prim is None:  # a JAX without hijax: reverse mode only (custom_vjp)
+        prim = None
+        f = jax.custom_vjp(forward)
+        f.defvjp(lambda *arrays: (lambda out: (out, (arrays, out)))(f(*arrays)), bwd)
+        return f
+    prim = Prim(op.name, [in_specs[i] for i in pos], shapes, forward, bwd,
+                jvp if op.jvp is not None else None)
+    return prim
+
+
+_HI = []
+
+
+def _hi_primitive():
+    """The class of an exported op as a JAX primitive (``jax.experimental.hijax``, a
+    primitive with a Python implementation and a rule per transformation): its
+    implementation is the host callback; its reverse mode the registry's adjoint
+    (``vjp_fwd``/``vjp_bwd_retval``), its forward mode the registry's jvp rule, both
+    computed with the exported ops so every order nests; ``jax.vmap`` maps the
+    callback and the rules over the batch (``_Batched``). JAX allows ``custom_vjp``
+    or ``custom_jvp`` on a function, not both; a primitive carries both. None when
+    this JAX lacks hijax (reverse mode only then)."""
+    if _HI:
+        return _HI[0]
+    try:
+        from jax.experimental.hijax import VJPHiPrimitive, instantiate_zeros
+    except ImportError:  # pragma: no cover - older JAX
+        _HI.append(None)
+        return None
+    jax = _jax
+    count = iter(range(1 << 62))
+
+    def zeros_in(ts):
+        return [instantiate_zeros(t) for t in ts]
+
+    class _Batching:
+        """vmap: batched inputs to dim 0 (unbatched ones broadcast: JAX sums their
+        cotangents back), then the batched primitive (all outputs at dim 0)."""
+
+        def batch_dim_rule(self, axis_data, dims):
+            return jax.tree_util.tree_map(lambda _: 0, self.out_aval)
+
+        def batch(self, axis_data, args, dims):
+            if all(d is None for d in dims):
+                return self(*args), jax.tree_util.tree_map(lambda _: None, self.out_aval)
+            n = axis_data.size
+            jnp = jax.numpy
+            args = [jnp.broadcast_to(a, (n,) + tuple(a.shape)) if d is None else
+                    jnp.moveaxis(a, d, 0) for a, d in zip(args, dims)]
+            return _Batched(self, n)(*args), self.batch_dim_rule(axis_data, dims)
+
+    class Prim(_Batching, VJPHiPrimitive):
+        def __init__(self, name, specs, shapes, forward, bwd, jvp):
+            SA = jax.core.ShapedArray
+            self.in_avals = tuple(SA(tuple(s.shape), np.dtype(getattr(s.dtype, "np", s.dtype)))
+                                  for s in specs)
+            outs = tuple(SA(tuple(s.shape), s.dtype) for s in shapes)
+            self.out_aval = outs if len(outs) > 1 else outs[0]
+            self.params = dict(op=name, call=next(count))  # one call's attrs and constants
+            self._forward, self._bwd, self._jvp = forward, bwd, jvp
+            super().__init__()
+
+        def expand(self, *args):
+            return self._forward(*args)
+
+        def vjp_fwd(self, nzs, *args):
+            out = self(*args)
+            return out, (args, out)
+
+        def vjp_bwd_retval(self, res, g):
+            gs = tuple(zeros_in(g)) if isinstance(g, tuple) else instantiate_zeros(g)
+            grads = self._bwd(res, gs)
+            return tuple(jax.numpy.zeros(a.shape, a.dtype) if gi is None else gi
+                         for gi, a in zip(grads, self.in_avals))
+
+        def jvp(self, primals, tangents):
+            if self._jvp is None:
+                raise NotImplementedError(f"{self.op}: tapegrad has no forward-mode rule for "
+                                          f"this op (reverse mode works: jax.grad, jax.vjp)")
+            ts = [None if type(t).__name__ == "Zero" else t for t in tangents]
+            return self._jvp(primals, ts)
+
+    class _Batched(_Batching, VJPHiPrimitive):
+        def __init__(self, base, n):
+            SA = jax.core.ShapedArray
+            self.base_prim = base
+            self.in_avals = tuple(SA((n,) + tuple(a.shape), a.dtype) for a in base.in_avals)
+            self.out_aval = jax.tree_util.tree_map(lambda a: SA((n,) + tuple(a.shape), a.dtype),
+                                                   base.out_aval)
+            self.params = dict(base=base, n=n)
+            super().__init__()
+
+        def expand(self, *args):
+            return jax.vmap(self.base_prim.expand)(*args)
+
+        def vjp_fwd(self, nzs, *args):
+            return self(*args), args
+
+        def vjp_bwd_retval(self, res, g):
+            g = tuple(zeros_in(g)) if isinstance(g, tuple) else instantiate_zeros(g)
+            return jax.vmap(self.base_prim.vjp_bwd_retval)(res, g)
+
+        def jvp(self, primals, tangents):
+            return jax.vmap(self.base_prim.jvp)(tuple(primals), tuple(zeros_in(tangents)))
+
+    _HI.append(Prim)
+    return Prim
 
 
 def _fit(op, i, gi, spec):

@@ -144,6 +144,7 @@ def _check_args(op, args):
         elif a is None:
             out.append(a)  # the shape rule refuses a None the op does not take
         elif hasattr(a, "__dlpack__"):
+            _bridge.check_host_device(op, name, a)
             out.append(from_numpy(_dlpack.import_array(a)))
         else:
             raise TypeError(f"{op.name}: argument {name!r} must be a torch.Tensor (or a "
@@ -486,8 +487,8 @@ M = _bridge.AdjointNamespace(_TorchFramework)
 
 def _export(op):
     if op.composite is not None:
-        def f(*args, **attrs):  # made of other ops: each reaches the export itself
-            return op.composite(*args, **attrs)
+        def f(*args, **attrs):  # made of other ops: each runs as the exported op
+            return _bridge.run_composite(_TorchFramework, op, args, attrs)
     elif op.kind == "basic" and op.nout == 1:
         lane = _lane(op)
 
