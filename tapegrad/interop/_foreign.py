@@ -83,7 +83,23 @@ def _make(fw, fn, name, nin, nout):
         res = tuple(fw.to_numpy(o) for o in outs)
         return res if nout > 1 else res[0]
 
+    memo = {}  # (specs, attrs) -> output specs: the abstract evaluation, once per shape
+
     def infer(*specs, **attrs):
+        try:
+            key = (specs, tuple(sorted(attrs.items())))
+            hit = memo.get(key)
+        except TypeError:  # an unhashable attribute
+            key = hit = None
+        if hit is None:
+            hit = _infer(*specs, **attrs)
+            if key is not None:
+                if len(memo) >= 256:
+                    memo.clear()
+                memo[key] = hit
+        return hit
+
+    def _infer(*specs, **attrs):
         for i, s in enumerate(specs):
             if not isinstance(s, TensorSpec):
                 raise TypeError(f"{name}: input {i} must be a tensor, got {type(s).__name__}")

@@ -663,9 +663,16 @@ class _FromTorch:
 
     @staticmethod
     def vjp_fn(fn, nin, nout):
+        """The vjp of ``fn`` as a function of (inputs, cotangents): PyTorch's autograd
+        (``torch.autograd.grad``, with ``create_graph`` when an enclosing vjp of this
+        one records, so each order differentiates the one below); ``torch.func.vjp``
+        inside torch.func transforms. The plain path skips torch.func's per-call
+        wrapping (most of a small op's cost in a training step)."""
         torch = _torch
 
         def vjp(*a, **attrs):
+            if not _transforms_active():
+                return _autograd_vjp(fn, nin, nout, a, attrs)
             xs, gs = a[:nin], a[nin:]
             keep = [k for k in range(nout) if gs[k].is_floating_point()]
             fl = [i for i, x in enumerate(xs) if x.is_floating_point()]
@@ -685,6 +692,31 @@ class _FromTorch:
                     res[i] = gr
             return tuple(res) if nin > 1 else res[0]
         return vjp
+
+
+def _autograd_vjp(fn, nin, nout, a, attrs):
+    torch = _torch
+    xs, gs = list(a[:nin]), a[nin:]
+    outer = torch.is_grad_enabled()  # an enclosing vjp differentiates this one
+    fl = [i for i, x in enumerate(xs) if x.is_floating_point()]
+    with torch.enable_grad():
+        for i in fl:
+            if not (outer and xs[i].requires_grad):
+                xs[i] = xs[i].detach().requires_grad_(True)
+        outs = fn(*xs, **attrs)
+        outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+        pairs = [(o, g) for o, g in zip(outs, gs)
+                 if g.is_floating_point() and o.is_floating_point() and o.requires_grad]
+        grads = [None] * len(fl)
+        if pairs and fl:
+            grads = torch.autograd.grad([o for o, _ in pairs], [xs[i] for i in fl],
+                                        [g for _, g in pairs], create_graph=outer,
+                                        allow_unused=True)
+    res = [torch.zeros_like(x) for x in xs]
+    for i, gr in zip(fl, grads):
+        if gr is not None:
+            res[i] = gr
+    return tuple(res) if nin > 1 else res[0]
 
 
 def from_torch(fn, *, name, nout=1):

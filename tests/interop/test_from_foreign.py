@@ -121,3 +121,21 @@ def test_from_jax_several_outputs(names, x64):
     x = _t((4,), 6)
     assert gradcheck(f, [x])
     assert gradgradcheck(f, [x])
+
+
+def test_from_torch_third_order(names):
+    """Each order's vjp differentiates the one below (PyTorch's autograd with
+    create_graph when an enclosing vjp records): d3/ds3 of sum(sin(x s)^2) agrees."""
+    f = from_torch(lambda v: torch.sin(v) ** 2, name="it_sin2")
+    names.append("it_sin2")
+    x = np.array([0.3, -0.7, 1.1])
+    s = tg.tensor(np.float64(0.4), requires_grad=True)
+    (d1,) = tg.grad(f(tg.tensor(x) * s).sum(), [s], create_graph=True)
+    (d2,) = tg.grad(d1, [s], create_graph=True)
+    (d3,) = tg.grad(d2, [s])
+    st = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    (e1,) = torch.autograd.grad((torch.sin(torch.from_numpy(x) * st) ** 2).sum(), st,
+                                create_graph=True)
+    (e2,) = torch.autograd.grad(e1, st, create_graph=True)
+    (e3,) = torch.autograd.grad(e2, st)
+    np.testing.assert_allclose(d3.item(), e3.item(), rtol=1e-10)
