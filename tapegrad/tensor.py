@@ -14,6 +14,18 @@ from . import tape as _tape
 from ._util import Size
 
 _new_tuple = tuple.__new__
+_sizes = {}   # shape tuple -> its Size (immutable, so shared): half the cost of a new one
+
+
+def _size(shape):
+    r = _sizes.get(shape)
+    if r is None:
+        if len(_sizes) >= 4096:
+            _sizes.clear()
+        r = _sizes[shape] = _new_tuple(Size, shape)
+    return r
+
+
 # PyTorch's legacy constructor (tg.Tensor(3, 4), tg.Tensor([1, 2])): a function
 # (data, sizes) -> array, installed by tapegrad.legacy (it needs the ops)
 _legacy_new = [None]
@@ -71,7 +83,7 @@ class Tensor:
     # ---- metadata
     @property
     def shape(self):
-        return _new_tuple(Size, self._data.shape)
+        return _size(self._data.shape)
 
     @property
     def ndim(self):
@@ -115,7 +127,7 @@ class Tensor:
 
     def size(self, dim=None):
         if dim is None:
-            return _new_tuple(Size, self._data.shape)
+            return _size(self._data.shape)
         from ._util import normalize_dim
         return self._data.shape[normalize_dim("size", dim, self._data.ndim)]
 
