@@ -117,6 +117,7 @@ class Tensor:
     @data.setter
     def data(self, value):
         self._data = value._data if isinstance(value, Tensor) else value
+        DATA_SWAPS[0] += 1  # (tg.compile: a captured program may hold the old buffer)
 
     @property
     def _version_number(self):
@@ -303,6 +304,9 @@ class Tensor:
                                f"read-only buffer, e.g. an import through DLPack or an "
                                f"expanded view); clone() it before writing")
 
+
+# how many times a tensor's buffer was replaced (``t.data = ...``) in this process
+DATA_SWAPS = [0]
 
 # leaves with post-accumulate hooks (the walker counts their contributions only then)
 POST_HOOKED = weakref.WeakSet()

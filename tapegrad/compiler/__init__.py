@@ -13,7 +13,7 @@ import numpy as np
 from ..dispatch import observe
 from ..grad_mode import is_grad_enabled
 from ..ops.creation import get_rng_state
-from ..tensor import Tensor, wrap
+from ..tensor import DATA_SWAPS, Tensor, wrap
 from . import capture as _capture
 from .capture import Recorder, Unsupported, capturing
 from .program import Program, GuardFailed
@@ -89,6 +89,10 @@ class Compiled:
         if entry:
             why = "a leaf's .grad or buffer is not as at the capture"
             for prog, leaves in entry:
+                if prog.swaps != DATA_SWAPS[0] or not _refs_ok(prog.refs):
+                    why = ("a tensor the function reads (through a global, a closure or a "
+                           "module) was rebound, or a tensor's .data replaced")
+                    continue
                 if not prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)):
                     continue
                 try:
@@ -122,6 +126,8 @@ class Compiled:
                 rec.g.args[vid] = (pos, None)
             argpos[id(a)] = pos
         rng = get_rng_state()
+        swaps = DATA_SWAPS[0]
+        refs = _references(self.fn)
         _capture.begin(rec)
         try:
             with observe(rec):
@@ -141,6 +147,7 @@ class Compiled:
                 if id(leaf) in argpos:
                     graph.ext_grad[v] = ("arg", argpos[id(leaf)])
             prog = Program(graph, fuse=self.fuse)
+            prog.swaps, prog.refs = swaps, refs
         except Unsupported as e:
             self._programs[key] = self._eager_reason = str(e)
             warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
@@ -173,6 +180,74 @@ class Compiled:
     def program_source(self):
         """The generated replay function of the latest program (for inspection)."""
         return self._last.source if self._last else None
+
+
+def _references(fn, depth=3):
+    """What the guard checks of how ``fn`` reaches the tensors it reads by name:
+    ``(dict or cell, key, object, its tensors)`` for each Tensor or Module held by a
+    closure cell of ``fn`` or a global its code names (following the functions and
+    methods it names, ``depth`` deep), with a Module's parameters and buffers. A replay
+    needs every one to be the same object still (a rebound name, or a module given a
+    new parameter, captures again). A tensor reached deeper (an attribute of another
+    object, a container's item) is not covered."""
+    out, seen = [], set()
+
+    def note(holder, key, obj, d):
+        if isinstance(obj, Tensor):
+            out.append((holder, key, obj, None))
+        elif _is_module(obj):
+            out.append((holder, key, obj, _module_tensors(obj)))
+        elif d > 0 and (callable(obj) or hasattr(obj, "__func__")):
+            visit(obj, d - 1)
+
+    def visit(f, d):
+        if id(f) in seen:
+            return
+        seen.add(id(f))
+        if _is_module(f):
+            out.append((None, None, f, _module_tensors(f)))
+            f = type(f).forward.__get__(f)
+        owner = getattr(f, "__self__", None)
+        if _is_module(owner):
+            out.append((None, None, owner, _module_tensors(owner)))
+        f = getattr(f, "__func__", f)
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        for i, cell in enumerate(f.__closure__ or ()):
+            try:
+                obj = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            note(cell, "cell_contents", obj, d)
+        g = f.__globals__
+        for name in code.co_names:
+            if name in g:
+                note(g, name, g[name], d)
+    visit(fn, depth)
+    return tuple(out)
+
+
+def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
+    return callable(getattr(obj, "named_parameters", None)) and \
+        callable(getattr(obj, "named_buffers", None)) and not isinstance(obj, type)
+
+
+def _module_tensors(m):
+    return tuple(t for _, t in m.named_parameters()) + tuple(t for _, t in m.named_buffers())
+
+
+def _refs_ok(refs):
+    for holder, key, obj, tensors in refs:
+        if holder is not None:
+            now = getattr(holder, key, None) if key == "cell_contents" else holder.get(key)
+            if now is not obj:
+                return False
+        if tensors is not None:
+            cur = _module_tensors(obj)
+            if len(cur) != len(tensors) or any(a is not b for a, b in zip(cur, tensors)):
+                return False
+    return True
 
 
 def _same_rng(a, b):
