@@ -3,9 +3,10 @@ vjps compute with (``ctx.m.exp(x)``), on raw arrays or on Tensors alike."""
 from . import elementwise, reduce, shape, indexing, linalg, creation, nn, activations
 from . import compat
 from . import special
+from . import pointwise2
 
 _FAMILIES = (elementwise, reduce, shape, indexing, linalg, creation, nn, activations, compat,
-             special)
+             special, pointwise2)
 
 # used by vjps through ``m`` but not part of the public ``tg.*`` namespace
 _INTERNAL = {"sum_to", "getitem", "getitem_raw", "setitem", "index_add_into",

@@ -49,6 +49,8 @@ _NONE_OK = ("running_mean", "running_var")
 _SEQUENCE_PARAMS = ("tensors",)
 # names that are tensors only in some functions (``value`` is a number in masked_fill)
 _EXTRA = {"scaled_dot_product_attention": ("value",)}
+# tensor parameters that also take a Python number in one function (lerp's weight)
+_NUMBER_OK = {"lerp": ("weight",)}
 
 _wrapped = {}  # fn -> its checked version: tg.linear is tg.nn.functional.linear
 
@@ -94,7 +96,8 @@ def _plan(fn):
             continue
         pos = i if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) else None
         optional = p.default is None or p.name in _NONE_OK
-        plan.append((pos, p.name, optional, TENSOR_PARAMS.get(p.name, False), seq))
+        numbers = TENSOR_PARAMS.get(p.name, False) or p.name in _NUMBER_OK.get(fn.__name__, ())
+        plan.append((pos, p.name, optional, numbers, seq))
     return plan
 
 

@@ -268,6 +268,11 @@ VALID.update({
     "fold": ((A(1, 8, 9), (4, 4), 2), {"stride": 1}),
 })
 
+# the functions issue 17's census added (tests/ops/sweep_census_fn.py)
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+import sweep_census_fn  # noqa: E402
+sweep_census_fn.extend(VALID, A, U, I, B, Raw, DT)
+
 # Names with no PyTorch counterpart to compare with: skipped, with the reason.
 SKIP = {
     "manual_seed": "RNG state, not an op on tensors (returns a Generator in PyTorch)",
@@ -313,6 +318,7 @@ VALUES_OK = {
     # a rational approximation within about 1e-3 of it (the NaNs agree)
     ("_standard_gamma_grad", "input:nan-inf"): "exact gradient; PyTorch's is approximate",
     ("_standard_gamma_grad", "output:nan-inf"): "exact gradient; PyTorch's is approximate",
+    ("sgn", "input:nan-inf"): "sgn is sign for real tensors: sgn(NaN) is NaN (PyTorch: 0)",
 }
 
 # Ops whose results are random: compared by shape only.
