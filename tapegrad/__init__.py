@@ -31,6 +31,7 @@ from . import functional  # noqa: F401
 from . import forward_ad  # noqa: F401
 from . import interop  # noqa: F401  (PyTorch and JAX are imported on first use)
 from .vmap import vmap  # noqa: F401
+from .utilities import *  # noqa: F401,F403  (torch.* utilities that are not ops)
 
 _tape.install_namespace(_ops)
 _methods.install(methods={"backward": _autodiff.tensor_backward})

@@ -58,7 +58,7 @@ LAYERS = (
                   "tapegrad.accelerator", "tapegrad.backends", "tapegrad.custom", "tapegrad.functional", "tapegrad.forward_ad",
                   "tapegrad.vmap",
                   "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda",
-                  "tapegrad.compiler")),
+                  "tapegrad.compiler", "tapegrad.utilities")),
     ("library", ("tapegrad.nn", "tapegrad.optim", "tapegrad.data", "tapegrad.serialization",
                  "tapegrad.distributions", "tapegrad.utils",
                  "tapegrad.distributed",

@@ -304,13 +304,28 @@ def manual_seed(seed):
         raise op_error("manual_seed", f"seed {seed} does not fit in 64 bits", ValueError)
     seed %= 2 ** 64
     _gen["np"] = np.random.default_rng(seed)
+    _gen["seed"] = seed
     from ..devices import cuda
     if cuda._state.get("cupy") is not None:
         cuda._state["cupy"].random.seed(int(seed))
     return _gen["np"]
 
 
-seed = manual_seed
+def seed():
+    """Seed the generator with a non-deterministic number and return it (PyTorch's
+    ``torch.seed()``)."""
+    s = int(np.random.SeedSequence().entropy % 2 ** 63)
+    manual_seed(s)
+    return s
+
+
+def initial_seed():
+    """The seed the generator was last seeded with (``manual_seed``/``seed``; a
+    random one chosen at import otherwise)."""
+    return _gen.get("seed", _INITIAL)
+
+
+_INITIAL = int(np.random.SeedSequence().entropy % 2 ** 63)
 
 
 def generator():

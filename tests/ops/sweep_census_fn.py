@@ -21,3 +21,11 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
         "bitwise_right_shift": ((I([[16, 2], [3, 40]]), I([[1, 0], [2, 3]])), {}),
         "isin": ((I([[1, 2], [3, 4]]), I([2, 3])), {}),
     })
+    VALID.update({
+        "aminmax": ((A(3, 4),), {"dim": 1}), "dist": ((A(3, 4), A(3, 4)), {}),
+        "nansum": ((A(3, 4),), {"dim": 1}), "nanmean": ((A(3, 4),), {"dim": 1}),
+        "median": ((A(3, 4),), {"dim": 1}), "nanmedian": ((A(3, 4),), {"dim": 1}),
+        "kthvalue": ((A(3, 4), 2), {"dim": 1}), "msort": ((A(3, 4),), {}),
+        "std_mean": ((A(3, 4),), {"dim": 1}), "var_mean": ((A(3, 4),), {"dim": 1}),
+        "count_nonzero": ((A(3, 4),), {"dim": 1}), "logcumsumexp": ((A(3, 4), 1), {}),
+    })

@@ -13,6 +13,7 @@ NOT_OPS = {
     # the random generator's state, not tensor functions
     "manual_seed": "sets the generator's state",
     "seed": "sets the generator's state",
+    "initial_seed": "reads the generator's seed",
     "get_rng_state": "reads the generator's state",
     "set_rng_state": "sets the generator's state",
     # in-place variants: the registry's harness differentiates leaves (which an in-place

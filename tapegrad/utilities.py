@@ -1,0 +1,252 @@
+"""PyTorch's ``torch.*`` utilities that are not ops on tensors (issue 17's census):
+predicates answering a Python value (``is_floating_point``, ``equal``, ``allclose``),
+dtype promotion questions (``result_type``, ``can_cast``, ``promote_types``),
+``broadcast_shapes``, ``typename``, thread counts, ``inference_mode`` and
+``set_printoptions``.
+"""
+import threading
+
+import numpy as np
+
+from . import dtypes as _dt
+from .grad_mode import set_grad_enabled, is_grad_enabled
+from .tensor import Tensor
+from ._util import op_error
+
+__all__ = ["is_floating_point", "is_nonzero", "allclose", "equal", "broadcast_shapes",
+           "result_type", "can_cast", "promote_types", "typename", "get_num_threads",
+           "set_num_threads", "get_num_interop_threads", "set_num_interop_threads",
+           "inference_mode", "is_inference_mode_enabled", "set_printoptions"]
+
+
+def _tensor(name, x, what="input"):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument '{what}' must be Tensor, not {type(x).__name__}")
+
+
+def is_floating_point(input):
+    """True when ``input``'s dtype is a floating point one."""
+    _tensor("is_floating_point", input)
+    return input.dtype.is_floating_point
+
+
+def is_nonzero(input):
+    """The truth of a one-element tensor (an error for any other size)."""
+    _tensor("is_nonzero", input)
+    if input.numel() == 0:
+        raise RuntimeError("is_nonzero: Boolean value of Tensor with no values is ambiguous")
+    if input.numel() > 1:
+        raise RuntimeError("is_nonzero: Boolean value of Tensor with more than one value is "
+                           "ambiguous")
+    return bool(input.item() != 0)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when every element of ``input`` is close to ``other``'s (``isclose``)."""
+    from .ops import pointwise2
+    _tensor("allclose", input)
+    _tensor("allclose", other, "other")
+    return bool(pointwise2.isclose(input, other, rtol=rtol, atol=atol,
+                                   equal_nan=equal_nan).all().item())
+
+
+def equal(input, other):
+    """True when both have the same shape and elements."""
+    _tensor("equal", input)
+    _tensor("equal", other, "other")
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return bool((input == other).all().item())
+
+
+def broadcast_shapes(*shapes):
+    """The shape tensors of ``shapes`` broadcast to (PyTorch's rule)."""
+    norm = []
+    for s in shapes:
+        norm.append((s,) if isinstance(s, (int, np.integer)) else tuple(s))
+    try:
+        return tuple(np.broadcast_shapes(*norm))
+    except ValueError:
+        raise op_error("broadcast_shapes", f"shapes {norm} cannot be broadcast together",
+                       RuntimeError) from None
+
+
+def _np_of(v):
+    if isinstance(v, Tensor):
+        return v.dtype.np, len(v.shape) > 0
+    if isinstance(v, bool):
+        return np.dtype(bool), None
+    if isinstance(v, int):
+        return np.dtype(np.int64), None
+    if isinstance(v, float):
+        return np.dtype(_dt.get_default_dtype().np), None
+    raise TypeError(f"result_type(): expected Tensors or numbers, got {type(v).__name__}")
+
+
+def result_type(tensor1, tensor2):
+    """The dtype an arithmetic op on ``tensor1`` and ``tensor2`` (Tensors or numbers)
+    gives, PyTorch's promotion."""
+    dims, zero, scal = [], [], []
+    for v in (tensor1, tensor2):
+        d, has_dims = _np_of(v)
+        if has_dims is None:
+            scal.append(v)
+        elif has_dims:
+            dims.append(d)
+        else:
+            zero.append(d)
+    if dims or zero:
+        return _dt.from_np(_dt.operands_type(dims, zero, scal))
+    return _dt.from_np(_dt.promote_with_scalars(_np_of(scal[0])[0], scal))
+
+
+_KIND = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+def can_cast(from_, to):
+    """Whether PyTorch's casting rule allows ``from_`` -> ``to`` (no lower kind:
+    float to int and int to bool are refused)."""
+    a, b = _dt.as_dtype(from_).np, _dt.as_dtype(to).np
+    return _KIND[a.kind] <= _KIND[b.kind]
+
+
+def promote_types(type1, type2):
+    """The smallest dtype both promote to (PyTorch's table)."""
+    a, b = _dt.as_dtype(type1).np, _dt.as_dtype(type2).np
+    return _dt.from_np(_dt.result_type(a, b))
+
+
+_LEGACY = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+           "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
+           "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+
+
+def typename(obj):
+    """PyTorch's type name: ``'torch.FloatTensor'`` for a float32 CPU tensor."""
+    if isinstance(obj, Tensor):
+        name = _LEGACY.get(obj.dtype.name, "Tensor")
+        return f"torch.{'cuda.' if obj.device.type == 'cuda' else ''}{name}"
+    module = type(obj).__module__
+    qual = type(obj).__qualname__
+    return qual if module in ("builtins", None) else f"{module}.{qual}"
+
+
+_threads = {}
+
+
+def _blas():
+    try:
+        import threadpoolctl
+    except ImportError:
+        return None
+    return threadpoolctl
+
+
+def get_num_threads():
+    """Threads tapegrad's CPU work uses (BLAS's, as set by ``set_num_threads``)."""
+    if "n" in _threads:
+        return _threads["n"]
+    from .devices import cpu
+    return cpu.threads()
+
+
+def set_num_threads(int):  # noqa: A002 (PyTorch's parameter name)
+    """Limit BLAS (and tapegrad's own threaded loops' budget) to ``int`` threads."""
+    n = int_(int)
+    if n < 1:
+        raise RuntimeError("set_num_threads: Number of threads must be positive")
+    ctl = _blas()
+    if ctl is not None:
+        _threads["limit"] = ctl.threadpool_limits(limits=n)
+    _threads["n"] = n
+
+
+def int_(v):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"set_num_threads(): argument 'int' must be int, not {type(v).__name__}")
+    return int(v)
+
+
+def get_num_interop_threads():
+    """Threads for work between ops (tapegrad runs ops in the caller's thread: 1
+    unless set)."""
+    return _threads.get("interop", 1)
+
+
+def set_num_interop_threads(int):  # noqa: A002
+    """Record the inter-op thread count (tapegrad runs ops in the caller's thread)."""
+    n = int_(int)
+    if n < 1:
+        raise RuntimeError("set_num_interop_threads: Number of threads must be positive")
+    _threads["interop"] = n
+
+
+_inference = threading.local()
+
+
+def is_inference_mode_enabled():
+    """True inside ``inference_mode()`` (in this thread)."""
+    return getattr(_inference, "depth", 0) > 0
+
+
+class inference_mode:
+    """``torch.inference_mode``: no recording inside (as ``no_grad``); a context
+    manager and a decorator; ``inference_mode(False)`` changes nothing."""
+
+    def __init__(self, mode=True):
+        self.mode = bool(mode)
+
+    def __new__(cls, mode=True):
+        self = super().__new__(cls)
+        if callable(mode):  # @inference_mode without parentheses
+            self.mode = True
+            return self(mode)
+        return self
+
+    def __enter__(self):
+        self._prev = is_grad_enabled()
+        if self.mode:
+            set_grad_enabled(False)
+            _inference.depth = getattr(_inference, "depth", 0) + 1
+        return self
+
+    def __exit__(self, *exc):
+        if self.mode:
+            _inference.depth -= 1
+        set_grad_enabled(self._prev)
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            with inference_mode(self.mode):
+                return fn(*a, **k)
+        return wrapper
+
+    def clone(self):
+        return inference_mode(self.mode)
+
+
+_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+             "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+             "full": dict(precision=4, threshold=np.inf, edgeitems=3, linewidth=80)}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                     profile=None, sci_mode=None):
+    """PyTorch's print options, applied to NumPy's (which tensors print with):
+    ``profile`` (``default``, ``short``, ``full``) first, then the given ones."""
+    opts = {}
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: unknown profile {profile!r}")
+        opts.update(_PROFILES[profile])
+    for k, v in (("precision", precision), ("threshold", threshold),
+                 ("edgeitems", edgeitems), ("linewidth", linewidth)):
+        if v is not None:
+            opts[k] = v
+    if sci_mode is not None:
+        opts["suppress"] = not sci_mode
+    np.set_printoptions(**opts)
