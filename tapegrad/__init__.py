@@ -34,7 +34,10 @@ from .vmap import vmap  # noqa: F401
 from .utilities import *  # noqa: F401,F403  (torch.* utilities that are not ops)
 
 _tape.install_namespace(_ops)
-_methods.install(methods={"backward": _autodiff.tensor_backward})
+from . import utilities as _utilities  # noqa: E402
+_methods.install(methods=dict({"backward": _autodiff.tensor_backward},
+                              **{n: getattr(_utilities, n) for n in (
+                                  "is_floating_point", "is_nonzero", "allclose", "equal")}))
 from .ops.guard import checked as _checked  # noqa: E402
 for _name in _ops.__all__:  # the public functions check their input first
     globals()[_name] = _checked(globals()[_name])

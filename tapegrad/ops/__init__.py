@@ -3,10 +3,10 @@ vjps compute with (``ctx.m.exp(x)``), on raw arrays or on Tensors alike."""
 from . import elementwise, reduce, shape, indexing, linalg, creation, nn, activations
 from . import compat
 from . import special
-from . import pointwise2, reduce2
+from . import pointwise2, reduce2, shape2, linalg2
 
 _FAMILIES = (elementwise, reduce, shape, indexing, linalg, creation, nn, activations, compat,
-             special, pointwise2, reduce2)
+             special, pointwise2, reduce2, shape2, linalg2)
 
 # used by vjps through ``m`` but not part of the public ``tg.*`` namespace
 _INTERNAL = {"sum_to", "getitem", "getitem_raw", "setitem", "index_add_into",

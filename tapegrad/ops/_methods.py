@@ -187,7 +187,12 @@ def install(extra=(), methods=None):
             if fn is not None:
                 setattr(Tensor, name, fn)
     from .compat import TABLE as compat_table  # t, narrow, new_*, type, flags...
-    tables = list(_TABLE.items()) + list(compat_table.items()) + list(special.TABLE.items())
+    from . import methods2  # issue 17's census: same-name methods, x.foo_(), metadata
+    from .. import ops as _ns
+    more = methods2.table(_ns)
+    more = {n: fn for n, fn in more.items() if n not in vars(Tensor) or n in methods2.REPLACE}
+    tables = (list(more.items()) + list(_TABLE.items()) + list(compat_table.items())
+              + list(special.TABLE.items()))
     for name, fn in tables + list((methods or {}).items()):
         if fn is not None:
             setattr(Tensor, name, fn)

@@ -48,9 +48,23 @@ _NONE_OK = ("running_mean", "running_var")
 # a sequence of tensors
 _SEQUENCE_PARAMS = ("tensors",)
 # names that are tensors only in some functions (``value`` is a number in masked_fill)
-_EXTRA = {"scaled_dot_product_attention": ("value",)}
+_EXTRA = {"scaled_dot_product_attention": ("value",),
+          # issue 17's census functions (ops/pointwise2, shape2, linalg2)
+          "cdist": ("x1", "x2"), "trapezoid": ("y", "x"), "trapz": ("y", "x"),
+          "cumulative_trapezoid": ("y", "x"), "select_scatter": ("src",),
+          "slice_scatter": ("src",), "diagonal_scatter": ("src",),
+          "index_add": ("source",), "index_copy": ("source",), "bucketize": ("boundaries",),
+          "searchsorted": ("sorted_sequence",), "vander": ("x",),
+          "addcdiv": ("tensor1", "tensor2"), "addcmul": ("tensor1", "tensor2"),
+          "lerp": ("end", "weight"), "isin": ("elements", "test_elements"),
+          "addmm": ("mat1", "mat2"), "addmv": ("mat", "vec"), "addr": ("vec1", "vec2"),
+          "addbmm": ("batch1", "batch2"), "baddbmm": ("batch1", "batch2"),
+          "mv": ("vec",), "bmm": ("mat2",), "cholesky_solve": ("input2",),
+          "lu_solve": ("LU_data", "LU_pivots"), "triangular_solve": ("A",)}
+# a ``*tensors`` parameter of these names: each element must be a Tensor
+_VARARGS = ("tensors", "matrices")
 # tensor parameters that also take a Python number in one function (lerp's weight)
-_NUMBER_OK = {"lerp": ("weight",)}
+_NUMBER_OK = {"lerp": ("weight",), "select": ("index",), "select_scatter": ("index",)}
 
 _wrapped = {}  # fn -> its checked version: tg.linear is tg.nn.functional.linear
 
@@ -89,6 +103,9 @@ def _plan(fn):
     extra = _EXTRA.get(fn.__name__, ())
     plan = []
     for i, p in enumerate(params):
+        if p.kind == p.VAR_POSITIONAL and p.name in _VARARGS:
+            plan.append((i, p.name, False, False, "var"))
+            continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         seq = p.name in _SEQUENCE_PARAMS
@@ -118,6 +135,18 @@ def checked(fn):
 
     def check(args, kwargs):
         for pos, pname, optional, numbers, seq in plan:
+            if seq == "var":  # f(*tensors), or f([t1, t2]) as PyTorch accepts
+                rest = args[pos:]
+                if len(rest) == 1 and isinstance(rest[0], (list, tuple)):
+                    rest = rest[0]
+                for k, e in enumerate(rest):
+                    if type(e) in _TT:
+                        continue
+                    if not _is_array(e):
+                        raise TypeError(f"{name}: argument '{pname}' must be a sequence of "
+                                        f"Tensors, but element {k} is {_what(e)}")
+                    _check_one(name, f"{pname}[{k}]", e, False, ())
+                continue
             if pos is not None and pos < len(args):
                 v = args[pos]
             else:

@@ -36,14 +36,19 @@ def S(*args, **attrs):
 
 
 def eval_infer(fn, fill=0.0):
-    """A shape rule that runs ``fn`` on arrays of ``fill`` of the given specs."""
+    """A shape rule that runs ``fn`` on arrays of ``fill`` of the given specs
+    (``"eye"``: identity matrices where the last two dims are square, else zeros)."""
     def infer(*specs, **attrs):
         def arr(s):
             if isinstance(s, (list, tuple)) and s and all(hasattr(e, "shape") for e in s):
                 return [arr(e) for e in s]
             if hasattr(s, "shape") and hasattr(s, "dtype") and not isinstance(s, Tensor):
                 dt = np.dtype(getattr(s.dtype, "np", s.dtype))
-                a = np.full(tuple(s.shape), fill if dt.kind == "f" else 0, dtype=dt)
+                shape = tuple(s.shape)
+                if fill == "eye" and len(shape) >= 2 and shape[-1] == shape[-2] and dt.kind == "f":
+                    a = np.broadcast_to(np.eye(shape[-1], dtype=dt), shape).copy()
+                else:
+                    a = np.full(shape, fill if dt.kind == "f" and fill != "eye" else 0, dtype=dt)
                 return wrap(a)
             return s
         with no_grad(), np.errstate(all="ignore"):
@@ -65,7 +70,9 @@ def decl(fn, samples, *, name=None, args=("input",), infer=None, torch=None, err
         def errors():
             s = samples(np.float64)[0]
             return [(("not a tensor",) + tuple(s.args[1:]), dict(s.attrs), TypeError)]
-    composite(fn, name=name, args=args, infer=infer or eval_infer(fn, fill),
+    if infer is None:
+        infer = eval_infer((lambda *ts, **k: fn(list(ts), **k)) if sequence else fn, fill)
+    composite(fn, name=name, args=args, infer=infer,
               samples=samples, torch=torch, reference=reference, error_samples=errors,
               nout=nout, differentiable=differentiable, sequence=sequence,
               optional=optional)

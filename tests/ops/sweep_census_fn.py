@@ -29,3 +29,53 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
         "std_mean": ((A(3, 4),), {"dim": 1}), "var_mean": ((A(3, 4),), {"dim": 1}),
         "count_nonzero": ((A(3, 4),), {"dim": 1}), "logcumsumexp": ((A(3, 4), 1), {}),
     })
+    VALID.update({n: ((A(3, 4),), {}) for n in "adjoint ravel".split()})
+    VALID.update({
+        "dsplit": ((A(2, 3, 4), 2), {}), "hsplit": ((A(3, 4), 2), {}),
+        "vsplit": ((A(4, 3), 2), {}), "column_stack": (([A(3), A(3, 2)],), {}),
+        "dstack": (([A(3, 4), A(3, 4)],), {}), "row_stack": (([A(4), A(2, 4)],), {}),
+        "narrow_copy": ((A(3, 4), 1, 1, 2), {}), "select": ((A(3, 4), 1, 2), {}),
+        "take": ((A(3, 4), I([0, 5, 11])), {}), "atleast_1d": ((A(),), {}),
+        "atleast_2d": ((A(4),), {}), "atleast_3d": ((A(3, 4),), {}),
+        "block_diag": ((A(2, 3), A(3)), {}), "broadcast_tensors": ((A(3, 1), A(4)), {}),
+        "cartesian_prod": ((A(3), A(2)), {}), "cdist": ((A(3, 4), A(5, 4)), {}),
+        "combinations": ((A(4),), {}), "corrcoef": ((A(3, 5),), {}), "cov": ((A(3, 5),), {}),
+        "cross": ((A(4, 3), A(4, 3)), {"dim": 1}), "diagflat": ((A(3),), {}),
+        "diff": ((A(3, 4),), {"dim": 1}), "kron": ((A(2, 3), A(3, 2)), {}),
+        "rot90": ((A(3, 4),), {"k": 1, "dims": (0, 1)}), "meshgrid": ((A(3), A(4)), {"indexing": "ij"}),
+        "renorm": ((A(3, 4), 2, 0, 1.0), {}), "vander": ((A(4),), {}),
+        "trapezoid": ((A(3, 5),), {}), "trapz": ((A(3, 5),), {}),
+        "cumulative_trapezoid": ((A(3, 5),), {}),
+        "select_scatter": ((A(3, 4), A(3), 1, 0), {}),
+        "slice_scatter": ((A(3, 4), A(3, 2), 1, 0, 2), {}),
+        "diagonal_scatter": ((A(4, 4), A(4)), {}),
+        "index_add": ((A(4, 3), 0, I([0, 2]), A(2, 3)), {}),
+        "index_copy": ((A(4, 3), 0, I([3, 1]), A(2, 3)), {}),
+        "index_fill": ((A(4, 3), 0, I([3, 1]), -1.5), {}),
+        "unravel_index": ((I([5, 7, 0]), (3, 4)), {}),
+        "bincount": ((I([0, 1, 1, 3]),), {}), "histc": ((A(20),), {"bins": 4, "min": -2, "max": 2}),
+        "bucketize": ((A(3, 4), A(3) * 0 + [-1.0, 0.0, 1.0]), {}),
+        "searchsorted": ((A(3) * 0 + [-1.0, 0.0, 1.0], A(3, 4)), {}),
+        "histogram": ((A(20),), {"bins": 4}),
+    })
+    VALID.update({
+        "addmm": ((A(3, 5), A(3, 4), A(4, 5)), {}), "addmv": ((A(3), A(3, 4), A(4)), {}),
+        "addr": ((A(3, 4), A(3), A(4)), {}), "addbmm": ((A(3, 5), A(2, 3, 4), A(2, 4, 5)), {}),
+        "baddbmm": ((A(2, 3, 5), A(2, 3, 4), A(2, 4, 5)), {}), "bmm": ((A(2, 3, 4), A(2, 4, 5)), {}),
+        "mv": ((A(3, 4), A(4)), {}), "inner": ((A(3, 4), A(2, 4)), {}), "vdot": ((A(4), A(4)), {}),
+        "chain_matmul": ((A(3, 4), A(4, 2)), {}), "matrix_power": ((A(3, 3), 2), {}),
+        "matrix_exp": ((A(3, 3),), {}), "logdet": ((A(3, 3) + 3 * I(np_eye(3)),), {}),
+        "cholesky": ((A(3, 3) @ A(3, 3).T + 3 * I(np_eye(3)),), {}),
+        "cholesky_inverse": ((U(3, 3) * I(np_tril(3)) + I(np_eye(3)),), {}),
+        "cholesky_solve": ((A(3, 2), U(3, 3) * I(np_tril(3)) + I(np_eye(3))), {}),
+        "triangular_solve": ((A(3, 2), U(3, 3) * I(np_tril(3)).T + I(np_eye(3))), {}),
+        "range": ((0, 4), {}), "logspace": ((0, 2, 3), {}),
+    })
+
+
+def np_eye(n):
+    return [[1 if i == j else 0 for j in range(n)] for i in range(n)]
+
+
+def np_tril(n):
+    return [[1 if j <= i else 0 for j in range(n)] for i in range(n)]

@@ -319,6 +319,16 @@ VALUES_OK = {
     # a rational approximation within about 1e-3 of it (the NaNs agree)
     ("_standard_gamma_grad", "input:nan-inf"): "exact gradient; PyTorch's is approximate",
     ("_standard_gamma_grad", "output:nan-inf"): "exact gradient; PyTorch's is approximate",
+    ("bucketize", "boundaries:nan-inf"): "boundaries with NaN are not sorted: the result is "
+                                         "unspecified (the binary searches differ)",
+    ("searchsorted", "sorted_sequence:nan-inf"): "a sequence with NaN is not sorted: the result "
+                                                 "is unspecified (the binary searches differ)",
+    ("cholesky_inverse", "input:nan-inf"): "NaN spreads through inv(L L^T) (LAPACK's potri "
+                                           "keeps some entries finite)",
+    ("triangular_solve", "A:nan-inf"): "NaN spreads through a general solve (LAPACK's trtrs "
+                                       "by substitution keeps some entries finite)",
+    ("triangular_solve", "b:nan-inf"): "NaN spreads through a general solve (LAPACK's trtrs "
+                                       "by substitution keeps some entries finite)",
     ("sgn", "input:nan-inf"): "sgn is sign for real tensors: sgn(NaN) is NaN (PyTorch: 0)",
 }
 

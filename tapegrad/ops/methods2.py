@@ -1,0 +1,392 @@
+"""More of the Tensor's methods (issue 17's census), installed by ``_methods.install``:
+
+- ``SAME_NAME``: methods that are the public function of the same name with ``self``
+  first (``x.acosh()``, ``x.addmm(a, b)``), read from the ops namespace;
+- ``INPLACE``: ``x.foo_(...)`` for the out-of-place ``foo`` of the same name, all by
+  one mechanism (``inplace``): the function runs as an (unregistered) composite
+  through ``dispatch.apply_inplace``, so the in-place rules are PyTorch's and the
+  existing ones: the version counter, a leaf that requires grad refused, views
+  rewriting their base's history, forward-mode tangents moved, the result cast to
+  ``self``'s dtype where PyTorch casts and refused where it refuses;
+- shape-changing in-place methods (``t_``, ``squeeze_``...), random fills
+  (``uniform_``, ``normal_``...), Python-callable maps (``apply_``, ``map_``), and
+  metadata (``stride``, ``is_contiguous``, ``itemsize``, ``layout``...).
+"""
+import numpy as np
+
+from .. import dtypes as _dt
+from ..tensor import Tensor, mark_written
+from ..grad_mode import is_grad_enabled
+from ..dispatch import apply_inplace
+from ..ops_registry.opdef import OpDef
+from .._util import op_error, normalize_dim
+from . import creation as C, shape as S, indexing as I, reduce as R
+
+# methods that are the public function of the same name (from the ops namespace)
+SAME_NAME = """acosh arccosh asinh arcsinh atanh arctanh addcdiv addcmul copysign deg2rad
+rad2deg erfc float_power frac hypot lerp logaddexp2 logit nan_to_num positive sgn xlogy
+sinc heaviside ldexp signbit nextafter gcd lcm bitwise_left_shift bitwise_right_shift
+isposinf isneginf isreal isclose fmax fmin aminmax dist nansum nanmean median nanmedian
+kthvalue msort count_nonzero logcumsumexp cumsum cumprod t mm narrow clamp clip
+clamp_min clamp_max fix trunc exp2 expm1 diagonal diag tril triu roll flip fliplr flipud
+repeat_interleave tile gather scatter scatter_add index_select masked_fill masked_select
+nonzero argwhere unique sort argsort topk norm std var logsumexp max min argmax argmin
+all any outer ger dot trace inverse det slogdet tensor_split split chunk unbind
+unflatten diag_embed take_along_dim corrcoef cov cross diagflat diagonal_scatter diff dsplit
+hsplit vsplit kron narrow_copy ravel renorm rot90 select select_scatter slice_scatter take
+bincount histc histogram index_add index_copy index_fill addmm addmv addr addbmm baddbmm
+bmm mv inner vdot matrix_power matrix_exp logdet cholesky cholesky_inverse cholesky_solve
+triangular_solve""".split()
+
+# x.foo_(...) from foo (the method or function of that name)
+INPLACE = """abs absolute acos arccos acosh arccosh asin arcsin asinh arcsinh atan arctan
+atanh arctanh atan2 arctan2 ceil floor round trunc fix frac sign sgn sqrt rsqrt square
+reciprocal log log2 log10 log1p exp2 expm1 sin cos tan sinh cosh erf erfc deg2rad
+rad2deg logit lerp hypot copysign xlogy sinc heaviside ldexp nextafter gcd lcm
+bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift
+logical_and logical_or logical_xor logical_not eq ne lt le gt ge less less_equal greater
+greater_equal not_equal fmod remainder pow float_power floor_divide true_divide divide
+multiply subtract negative clamp clip clamp_min clamp_max nan_to_num cumsum cumprod
+addcdiv addcmul tril triu masked_scatter index_add index_copy index_fill index_put put
+addmm addmv addr addbmm baddbmm renorm""".split()
+
+
+# methods2 may replace an existing Tensor attribute of these names (the old one was not
+# PyTorch's: ``where``'s first argument is the condition's alternative, not the condition)
+REPLACE = {"where"}
+
+
+def _shim(name, fn):
+    """An unregistered composite op running ``fn`` (the out-of-place function) for
+    ``apply_inplace``: Tensor arguments are its inputs (so a gradient reaches them),
+    the rest ride in the ``_tpl`` attribute. It saves input 0 (``apply_inplace`` then
+    hands it a copy of the old value, which the function's own ops may save)."""
+    def composite(x, *tensors, _tpl):
+        args, kwargs = _fill(_tpl, iter(tensors))
+        return fn(x, *args, **kwargs)
+    op = OpDef(name=name, kernel=lambda *a, **k: None, infer=lambda *a, **k: None,
+               args=("input",), composite=composite)
+    op.save_idx = (0,)
+    return op
+
+
+class _Slot:
+    pass
+
+
+def _template(args, kwargs):
+    tensors = []
+
+    def tpl(v):
+        if isinstance(v, Tensor):
+            tensors.append(v)
+            return _Slot
+        if isinstance(v, tuple):
+            return tuple(tpl(e) for e in v)
+        return v
+    return tensors, (tuple(tpl(a) for a in args), {k: tpl(v) for k, v in kwargs.items()})
+
+
+def _fill(tpl, it):
+    def put(v):
+        if v is _Slot:
+            return next(it)
+        if isinstance(v, tuple):
+            return tuple(put(e) for e in v)
+        return v
+    args, kwargs = tpl
+    return tuple(put(a) for a in args), {k: put(v) for k, v in kwargs.items()}
+
+
+def inplace(name, fn):
+    """``self.<name>_(...)``: ``fn(self, ...)`` written into ``self``."""
+    op = _shim(name, fn)
+
+    def method(self, *args, **kwargs):
+        tensors, tpl = _template(args, kwargs)
+        return apply_inplace(op, self, *tensors, _tpl=tpl)
+    method.__name__ = name + "_"
+    method.__doc__ = f"In-place ``{name}``: ``self`` becomes ``self.{name}(...)``."
+    return method
+
+
+# ------------------------------------------------------------------ shape in place
+def _reshaping(name, fn):
+    """``t_``, ``squeeze_``...: ``self`` takes the new shape (its data and history
+    become the result's: a view of the old buffer, as PyTorch's)."""
+    def method(self, *args, **kwargs):
+        res = fn(self, *args, **kwargs)
+        self._data = res._data
+        if res._node is not None:
+            self._node, self._idx = res._node, res._idx
+        return self
+    method.__name__ = name + "_"
+    return method
+
+
+# ------------------------------------------------------------------ fills (no gradient)
+def _fill_with(self, name, values):
+    self._check_writable(name)
+    if is_grad_enabled() and self.requires_grad and self._node is None:
+        raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an "
+                           f"in-place operation")
+    self._data[...] = values
+    mark_written(self)
+    if is_grad_enabled() and self._node is not None:
+        self._node = None
+        self.requires_grad = False
+    return self
+
+
+def _float_only(name, self):
+    if not self.dtype.is_floating_point:
+        raise op_error(name, f"expects a floating point tensor, got {self.dtype}", RuntimeError)
+
+
+def _draw(name, draw, floating=True):
+    def method(self, *args, generator=None, **kwargs):
+        if floating:
+            _float_only(name, self)
+        g = C.generator()
+        vals = draw(g, tuple(self.shape), *args, **kwargs)
+        return _fill_with(self, name, np.asarray(vals).astype(self.dtype.np))
+    method.__name__ = name
+    return method
+
+
+def _random(g, shape, from_=0, to=None):
+    if to is None:
+        from_, to = 0, from_ if from_ else 2 ** 24
+    return g.integers(from_, to, size=shape)
+
+
+def _bernoulli_(self, p=0.5, *, generator=None):
+    pv = np.asarray(p._data if isinstance(p, Tensor) else p)
+    return _fill_with(self, "bernoulli_", (C.generator().random(self.shape) < pv)
+                      .astype(self.dtype.np))
+
+
+_DRAWS = {
+    "uniform_": _draw("uniform_", lambda g, s, a=0.0, b=1.0: g.uniform(a, b, s)),
+    "normal_": _draw("normal_", lambda g, s, mean=0.0, std=1.0: g.normal(mean, std, s)),
+    "cauchy_": _draw("cauchy_", lambda g, s, median=0.0, sigma=1.0:
+                     median + sigma * g.standard_cauchy(s)),
+    "exponential_": _draw("exponential_", lambda g, s, lambd=1.0: g.exponential(1.0 / lambd, s)),
+    "log_normal_": _draw("log_normal_", lambda g, s, mean=1.0, std=2.0: g.lognormal(mean, std, s)),
+    "geometric_": _draw("geometric_", lambda g, s, p: g.geometric(p, s), floating=False),
+    "random_": _draw("random_", _random, floating=False),
+    "bernoulli_": _bernoulli_,
+}
+
+
+def _apply_(self, callable):  # noqa: A002 (PyTorch's name)
+    f = np.vectorize(callable, otypes=[self.dtype.np])
+    return _fill_with(self, "apply_", f(self._data) if self._data.size else self._data)
+
+
+def _map_(self, tensor, callable):  # noqa: A002
+    f = np.vectorize(callable, otypes=[self.dtype.np])
+    other = np.broadcast_to(tensor._data, self.shape)
+    return _fill_with(self, "map_", f(self._data, other) if self._data.size else self._data)
+
+
+def _map2_(self, x, y, callable):  # noqa: A002
+    f = np.vectorize(callable, otypes=[self.dtype.np])
+    a, b = np.broadcast_to(x._data, self.shape), np.broadcast_to(y._data, self.shape)
+    return _fill_with(self, "map2_", f(self._data, a, b) if self._data.size else self._data)
+
+
+def _detach_(self):
+    self._node = None
+    self.requires_grad = False
+    return self
+
+
+def _fill_diagonal_(self, fill_value, wrap=False):
+    if self.ndim < 2:
+        raise op_error("fill_diagonal_", "dimensions must larger than 1", RuntimeError)
+    if self.ndim > 2 and len(set(self.shape)) != 1:
+        raise op_error("fill_diagonal_", "all dimensions of input must be of equal length",
+                       RuntimeError)
+    n = min(self.shape)
+    rows = np.arange(n)
+    if wrap and self.ndim == 2 and self.shape[0] > self.shape[1] + 1:
+        step = self.shape[1] + 1
+        flat = np.arange(0, self.shape[0] * self.shape[1], step)
+        idx = (flat // self.shape[1], flat % self.shape[1])
+    else:
+        idx = (rows,) * self.ndim
+    I.setitem(self, idx, fill_value)
+    return self
+
+
+# ------------------------------------------------------------------ metadata
+class _Layout:
+    """``torch.strided``: tapegrad's tensors are dense and strided."""
+
+    def __repr__(self):
+        return "torch.strided"
+
+    __str__ = __repr__
+
+
+STRIDED = _Layout()
+
+
+def _stride(self, dim=None):
+    st = tuple(s // self._data.itemsize for s in self._data.strides)
+    if dim is None:
+        return st
+    return st[normalize_dim("stride", dim, self.ndim)]
+
+
+def _get_device(self):
+    return -1 if self.device.type == "cpu" else (self.device.index or 0)
+
+
+def _is_signed(self):
+    return self.dtype.np.kind in "if"
+
+
+def _sum_to_size(self, *size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    try:
+        np.broadcast_shapes(tuple(size), tuple(self.shape))
+        if np.broadcast_shapes(tuple(size), tuple(self.shape)) != tuple(self.shape):
+            raise ValueError
+    except ValueError:
+        raise op_error("sum_to_size", f"size {{{', '.join(map(str, size))}}} is not expandable "
+                                      f"to size {{{', '.join(map(str, self.shape))}}}.",
+                       RuntimeError) from None
+    return R.sum_to(self, tuple(size))
+
+
+def _new(self, *args, dtype=None, device=None):
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+        return C.tensor(args[0], dtype=dtype or self.dtype, device=device or self.device)
+    return C.empty(args, dtype=dtype or self.dtype, device=device or self.device)
+
+
+def _unfold(self, dimension, size, step):
+    """Windows of ``size`` every ``step`` along ``dimension``, as a new last dim."""
+    d = normalize_dim("unfold", dimension, max(self.ndim, 1))
+    n = self.shape[d] if self.ndim else 1
+    if size > n:
+        raise op_error("unfold", f"maximum size for tensor at dimension {d} is {n} but size "
+                                 f"is {size}", RuntimeError)
+    if step <= 0:
+        raise op_error("unfold", f"step is {step} but must be > 0", RuntimeError)
+    if self.ndim == 0:
+        return S.reshape(self, (1,))
+    starts = np.arange(0, n - size + 1, step)
+    idx = starts[:, None] + np.arange(size)[None, :]
+    win = I.getitem(self, (slice(None),) * d + (idx,))   # (..., windows, size, ...)
+    return S.movedim(win, d + 1, -1)
+
+
+def _where(self, condition, y):
+    from .elementwise import where
+    return where(condition, self, y)
+
+
+def _H(self):
+    if self.ndim != 2:
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                           f"{self.ndim}-D tensor.")
+    return S.transpose(self, 0, 1)
+
+
+def _nonzero_static(self, *, size, fill_value=-1):
+    nz = I.nonzero(self)
+    k = nz.shape[0]
+    if k >= size:
+        return nz[:size]
+    pad = C.full((size - k, nz.shape[1]), fill_value, dtype=nz.dtype)
+    return S.cat([nz, pad], 0)
+
+
+def _index_put(self, indices, values, accumulate=False):
+    """``self`` with ``values`` at ``indices`` (a tuple of index tensors), summed in
+    when ``accumulate`` (repeated indices too)."""
+    idx = tuple(i._data if isinstance(i, Tensor) else i for i in indices)
+    if not isinstance(values, Tensor):
+        values = C.full((), values, dtype=self.dtype)
+    if values.dtype != self.dtype:
+        values = values.to(self.dtype)
+    if accumulate:
+        shape = np.empty(tuple(self.shape), dtype=bool)[idx].shape
+        return self + I.index_add_into(S.broadcast_to(values, shape), tuple(self.shape), idx)
+    from ..dispatch import bind
+    return bind(I.INDEX_PUT, self, values, index=idx)
+
+
+def _put(self, index, source, accumulate=False):
+    """``self`` read as 1-D with ``source`` at ``index``."""
+    flat = S.reshape(self, (-1,))
+    out = _index_put(flat, (index,), S.reshape(source, (-1,)), accumulate)
+    return S.reshape(out, tuple(self.shape))
+
+
+def _masked_scatter(self, mask, source):
+    """``self`` with ``source``'s first elements (in order) where ``mask`` is True."""
+    m = mask._data if isinstance(mask, Tensor) else np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise op_error("masked_scatter", f"masked_scatter_ only supports boolean masks, but "
+                                         f"got mask with dtype {m.dtype}", RuntimeError)
+    full = np.broadcast_to(m, np.broadcast_shapes(m.shape, tuple(self.shape)))
+    k = int(full.sum())
+    if k > source.numel():
+        raise op_error("masked_scatter", "Number of elements of source < number of ones in "
+                                         "mask", RuntimeError)
+    x = S.broadcast_to(self, full.shape) * 1 if tuple(full.shape) != tuple(self.shape) else self
+    vals = S.reshape(source, (-1,))[:k]
+    return _index_put(x, (full,), vals)
+
+
+def _split_with_sizes(self, split_sizes, dim=0):
+    return I.split(self, list(split_sizes), dim)
+
+
+def table(ns):
+    """The methods to install, ``ns`` the ops namespace (``tapegrad.ops``)."""
+    out = {"index_put": _index_put, "put": _put, "masked_scatter": _masked_scatter}
+    for n in SAME_NAME:
+        fn = getattr(ns, n, None)
+        if fn is not None:
+            out[n] = fn
+    for n in INPLACE:
+        fn = out.get(n) or getattr(Tensor, n, None) or getattr(ns, n, None)
+        if fn is not None:
+            out[n + "_"] = inplace(n, fn)
+    for n, fn in (("t", S.transpose), ("transpose", S.transpose), ("swapaxes", S.transpose),
+                  ("swapdims", S.transpose), ("squeeze", S.squeeze),
+                  ("unsqueeze", S.unsqueeze)):
+        out[n + "_"] = _reshaping(n, getattr(ns, n, fn))
+    out.update(_DRAWS)
+    out.update({
+        "apply_": _apply_, "map_": _map_, "map2_": _map2_, "detach_": _detach_,
+        "fill_diagonal_": _fill_diagonal_, "where": _where,
+        "H": property(_H), "mH": property(S.mT), "adjoint": S.mT,
+        "stride": _stride, "is_contiguous": lambda self, memory_format=None:
+            bool(self._data.flags.c_contiguous),
+        "is_cpu": property(lambda self: self.device.type == "cpu"),
+        "is_inference": lambda self: False, "is_signed": _is_signed,
+        "itemsize": property(lambda self: self._data.itemsize),
+        "nbytes": property(lambda self: self._data.itemsize * self._data.size),
+        "layout": property(lambda self: STRIDED),
+        "output_nr": property(lambda self: self._idx if self._node is not None else 0),
+        "ndimension": lambda self: self.ndim, "nelement": lambda self: self.numel(),
+        "get_device": _get_device,
+        "short": lambda self, memory_format=None: C.cast(self, _dt.int16),
+        "byte": lambda self, memory_format=None: C.cast(self, _dt.uint8),
+        "char": lambda self, memory_format=None: C.cast(self, _dt.int8),
+        "is_same_size": lambda self, other: tuple(self.shape) == tuple(other.shape),
+        "sum_to_size": _sum_to_size, "new": _new, "unfold": _unfold,
+        "nonzero_static": _nonzero_static, "split_with_sizes": _split_with_sizes,
+        "unsafe_chunk": I.chunk, "unsafe_split": I.split,
+        "unsafe_split_with_sizes": _split_with_sizes,
+        "retains_grad": property(lambda self: bool(
+            self._node is not None and getattr(self._node, "retain", None))),
+    })
+    return out
