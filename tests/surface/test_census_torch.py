@@ -420,14 +420,11 @@ def test_every_smoke_runs_in_pytorch(kind):
     assert not bad, "\n".join(bad)
 
 
-# until the new ops land: strict, so reaching the target fails until this mark goes
-@pytest.mark.xfail(strict=True, reason="issue 17: coverage below the target so far")
 def test_function_coverage():
     frac = _report("function", census_of("function"), TARGET_FUNCTIONS)
     assert frac >= TARGET_FUNCTIONS
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: coverage below the target so far")
 def test_method_coverage():
     frac = _report("method", census_of("method"), TARGET_METHODS)
     assert frac >= TARGET_METHODS
