@@ -12,7 +12,8 @@ outputs, backward to every float input (ops that are differentiable).
 Medians of ``--reps`` runs (after one warm-up), the two libraries interleaved; BLAS and
 PyTorch on one thread. Ratio = tapegrad / PyTorch; ops over 2x are flagged ``SLOW``.
 
-    python benchmarks/bench_ops.py [--filter SUBSTRING] [--quick] [--elements N] [--reps N]
+    python benchmarks/bench_ops.py [--filter SUBSTRING] [--start OP] [--quick]
+                                   [--elements N] [--reps N]
 """
 import argparse
 import os
@@ -52,21 +53,23 @@ def _factor(args, elements):
     return max(1, int((elements / big.size) ** (1.0 / grow)))
 
 
-def _out_elements(op, args, attrs):
-    """The elements of the op's outputs for these arguments, from its shape rule
-    (0 when the rule cannot say)."""
-    from tapegrad.ops_registry import TensorSpec
-    specs = [TensorSpec(a.shape, a.dtype) if isinstance(a, np.ndarray) else a for a in args]
+def _out_growth(op, sample, tg, bind):
+    """(output elements at the sample's size, their growth exponent in the scale
+    factor), from running the op at factors 1 and 2 (None if either fails)."""
+    def count(factor):
+        args = [tg.tensor(a) if isinstance(a, np.ndarray) else a
+                for a in _scaled(sample.args, factor)]
+        outs = _outs(bind(op, *args, **sample.attrs))
+        return sum(int(np.prod(o.shape)) for o in outs if hasattr(o, "shape"))
     try:
-        out = op.infer(*specs, **attrs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            n1, n2 = count(1), count(2)
     except Exception:  # noqa: BLE001
-        return 0
-    outs = out if isinstance(out, tuple) and not isinstance(out, TensorSpec) else (out,)
-    n = 0
-    for o in outs:
-        if isinstance(o, TensorSpec) and all(isinstance(s, (int, np.integer)) for s in o.shape):
-            n += int(np.prod(o.shape))
-    return n
+        return None
+    if n1 <= 0 or n2 <= 0:
+        return None
+    return n1, max(0.0, np.log2(n2 / n1))
 
 
 def _outs(r):
@@ -151,6 +154,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--filter", default="", help="only ops whose name contains this")
     p.add_argument("--quick", action="store_true", help="64K elements, 3 reps")
+    p.add_argument("--start", default="", help="skip the ops registered before this one")
     p.add_argument("--elements", type=int, default=None)
     p.add_argument("--reps", type=int, default=None)
     a = p.parse_args(argv)
@@ -172,8 +176,10 @@ def main(argv=None):
     print(f"{'op':28s} {'shape':>16s} {'fwd tg':>9s} {'fwd torch':>9s} {'ratio':>6s}  "
           f"{'f+b tg':>9s} {'f+b torch':>9s} {'ratio':>6s}")
     flagged, rows = [], 0
+    started = not a.start
     for op in tg.ops_registry.list_ops():
-        if a.filter not in op.name or op.name in SKIP:
+        started = started or op.name == a.start
+        if not started or a.filter not in op.name or op.name in SKIP:
             continue
         samples = op.samples(np.float32) if op.samples else []
         sample = next((s for s in samples if any(isinstance(x, np.ndarray) and x.size
@@ -185,8 +191,11 @@ def main(argv=None):
             continue
         note = ""
         f = _factor(sample.args, elements)
-        while f > 1 and _out_elements(op, _scaled(sample.args, f), sample.attrs) > 4 * elements:
-            f //= 2  # an output that grows faster than the input (diag_embed, outer)
+        grow = _out_growth(op, sample, tg, bind)  # outputs that outgrow the input
+        if grow is not None:
+            out1, expo = grow
+            while f > 1 and out1 * f ** expo > 4 * elements:
+                f = max(1, int(f / 1.5))
         for factor in dict.fromkeys((f, max(1, f // 4), 1)):
             args = _scaled(sample.args, factor)
             fw = _calls(op, args, dict(sample.attrs), tg, torch, bind)

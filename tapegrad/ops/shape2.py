@@ -308,9 +308,13 @@ def combinations(input, r=2, with_replacement=False):
         raise op_error("combinations", f"Expect a 1D vector, but got shape "
                                        f"{list(input.shape)}", RuntimeError)
     n = input.shape[0]
-    it = (itertools.combinations_with_replacement if with_replacement
-          else itertools.combinations)(range(n), r)
-    idx = np.array(list(it), dtype=np.int64).reshape(-1, r)
+    if r == 2:  # the common case, without a Python tuple per pair
+        i, j = np.triu_indices(n, k=0 if with_replacement else 1)
+        idx = np.stack([i, j], 1).astype(np.int64)
+    else:
+        it = (itertools.combinations_with_replacement if with_replacement
+              else itertools.combinations)(range(n), r)
+        idx = np.array(list(it), dtype=np.int64).reshape(-1, r)
     if idx.shape[0] == 0:
         return SH.reshape(input[:0], (0,)) if r else input[:0]
     return I.getitem(input, (idx,))
