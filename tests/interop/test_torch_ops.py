@@ -41,8 +41,6 @@ def _grad_sample(op):
 # Ops the export cannot run, each with its reason (strict xfails: one that starts
 # working must leave the list).
 NOT_EXPORTED = set()
-# Ops whose torch.func.jvp through the export fails, each with its reason (strict xfails).
-NOT_UNDER_TORCH_FUNC = set()
 
 
 def _param(op, s, failing=NOT_EXPORTED):
@@ -55,8 +53,6 @@ FORWARD = [_param(op, op.samples(F64)[0]) for op in OPS]
 # dropout(2d)'s gradient sample (training=False) returns its input: that one runs
 GRAD = [_param(op, s, NOT_EXPORTED - {"dropout", "dropout2d"}) for op in OPS if op.differentiable
         for s in [_grad_sample(op)] if s is not None]
-JVP = [_param(op, s, (NOT_EXPORTED - {"dropout", "dropout2d"}) | NOT_UNDER_TORCH_FUNC)
-       for op in OPS if op.differentiable for s in [_grad_sample(op)] if s is not None]
 
 
 def _t(a, grad=False):
@@ -239,7 +235,7 @@ def test_backward_of_broadcasting_and_multi_output_ops():
     np.testing.assert_array_equal(v.grad.numpy()[idx.numpy()], np.arange(5.0))
 
 
-@pytest.mark.parametrize("op,sample", JVP)
+@pytest.mark.parametrize("op,sample", GRAD)
 def test_forward_mode_torch_func_jvp(op, sample):
     """``torch.func.jvp`` through the export runs the registry's jvp rule (with the
     exported ops): it agrees with tapegrad's own forward mode on the same sample."""
