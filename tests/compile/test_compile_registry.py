@@ -20,7 +20,13 @@ VALUES_UNSPECIFIED = {"empty", "empty_like"}
 EAGER = set("""zeros ones empty full zeros_like ones_like empty_like full_like arange linspace
 eye tensor as_tensor asarray from_numpy from_dlpack rand randn randint rand_like randn_like
 randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d _standard_gamma
-select_scatter slice_scatter diagonal_scatter range logspace matrix_exp""".split())
+select_scatter slice_scatter diagonal_scatter range logspace matrix_exp
+rrelu dropout1d dropout3d alpha_dropout feature_alpha_dropout adaptive_avg_pool1d
+adaptive_avg_pool3d multi_margin_loss multilabel_margin_loss max_unpool1d max_unpool2d
+max_unpool3d embedding_bag affine_grid""".split())
+# (issue 17's census additions above: random draws, adaptive_avg_pool2d's bin matrices,
+# and constants made in the function with new_tensor/new_zeros: class ranges, position
+# tables, the unpooling zeros, affine_grid's base grid)
 
 
 def _tensors(args, scale, grad):

@@ -22,6 +22,12 @@ NOT_OPS = {
     "scatter_": "in-place variant of the op scatter",
     "scatter_add_": "in-place variant of the op scatter_add",
     "masked_fill_": "in-place variant of the op masked_fill",
+    # nn.functional's in-place spellings (each over its registered op)
+    **{n: "in-place variant of an nn.functional op" for n in (
+        "relu_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "threshold_", "rrelu_")},
+    # its Gumbel noise is drawn anew at each call: no sample differentiates by finite
+    # differences (tests/surface/test_nn_census_ops.py checks it against the generator)
+    "gumbel_softmax": "random at every call: tested against the generator's next draw",
 }
 
 

@@ -281,6 +281,22 @@ SKIP = {
     "get_rng_state": "RNG state: the two libraries' state formats differ",
     "set_rng_state": "RNG state: the two libraries' state formats differ",
 }
+# issue 17's census added these nn.functional names (tested against PyTorch in the
+# registry and tests/surface/test_nn_census_ops.py); their bad-input sweep is not
+# written yet: each needs a VALID call and its outcomes reviewed
+SKIP.update({n: "issue 17 census addition: bad-input sweep not written yet" for n in """
+celu selu hardshrink hardsigmoid hardswish hardtanh relu6 softshrink softsign tanhshrink
+threshold glu softmin prelu rrelu relu_ elu_ celu_ selu_ leaky_relu_ hardtanh_ threshold_ rrelu_
+cosine_similarity pairwise_distance pdist normalize pixel_shuffle pixel_unshuffle
+channel_shuffle cosine_embedding_loss gaussian_nll_loss hinge_embedding_loss kl_div
+margin_ranking_loss multi_margin_loss multilabel_margin_loss multilabel_soft_margin_loss
+poisson_nll_loss soft_margin_loss triplet_margin_loss triplet_margin_with_distance_loss
+linear_cross_entropy avg_pool1d max_pool1d adaptive_avg_pool1d adaptive_max_pool1d
+adaptive_max_pool2d lp_pool1d lp_pool2d avg_pool3d max_pool3d adaptive_avg_pool3d
+adaptive_max_pool3d lp_pool3d max_unpool1d max_unpool2d max_unpool3d instance_norm
+local_response_norm rms_norm dropout1d dropout3d alpha_dropout feature_alpha_dropout
+gumbel_softmax bilinear conv_transpose1d conv_tbc upsample upsample_nearest upsample_bilinear
+embedding_bag affine_grid""".split()})
 
 # Counterparts that are not torch.X / torch.nn.functional.X / torch.Tensor.X by name.
 COUNTERPART = {

@@ -40,6 +40,8 @@ from .regularization import dropout
 from .sparse import embedding, one_hot
 from .attention import scaled_dot_product_attention
 from .rnn import lstm_layer  # noqa: F401  (tg.nn.LSTM's sequence op; not public)
+# issue 17's census (nn.functional): more activations, losses, pooling, norms, shapes
+from . import pointwise, distance, loss_more, pool_more, norm_more, linear_more  # noqa: F401
 
 __all__ = ["log_softmax", "softmax", "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
            "adaptive_avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",

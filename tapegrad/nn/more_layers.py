@@ -1,0 +1,808 @@
+"""More of ``torch.nn``'s modules (issue 17's census), each over a ``tg.nn.functional``
+function, with PyTorch's constructor arguments, defaults, state dict keys and
+initialisation: activations, losses, padding, 1-d/3-d/adaptive/power/unpooling,
+distances, shuffles, instance/local-response/RMS norms, BatchNorm3d, the channel
+dropouts, Upsampling*2d, Bilinear, EmbeddingBag, ConvTranspose1d, ParameterDict and LinearCrossEntropyLoss."""
+import math
+
+import numpy as np
+
+from ..grad_mode import no_grad
+from ..dtypes import int64
+from ..ops import empty, ones, zeros, einsum
+from . import functional as F
+from . import init
+from .module import Module
+from .parameter import Parameter, is_parameter
+from .layers import _Loss, _BatchNorm, Dropout, NLLLoss, Linear
+from .spatial import Upsample, _params, _init_conv
+
+__all__ = [
+    "CELU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "ReLU6", "Softshrink",
+    "Softsign", "Tanhshrink", "Threshold", "GLU", "Softmin", "LogSigmoid", "Mish", "Softmax2d",
+    "RReLU", "PReLU",
+    "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "KLDivLoss",
+    "MarginRankingLoss", "MultiMarginLoss", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss",
+    "PoissonNLLLoss", "SoftMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
+    "NLLLoss2d", "LinearCrossEntropyLoss",
+    "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
+    "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d",
+    "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d",
+    "AvgPool1d", "AvgPool3d", "MaxPool1d", "MaxPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+    "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+    "CosineSimilarity", "PairwiseDistance", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle",
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm", "CrossMapLRN2d",
+    "RMSNorm", "BatchNorm3d",
+    "Dropout1d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "UpsamplingNearest2d", "UpsamplingBilinear2d",
+    "Bilinear", "EmbeddingBag", "ConvTranspose1d", "ParameterDict",
+]
+
+
+# ------------------------------------------------------------------ activations
+class _Act(Module):
+    """An activation ``F.<fn>(input, **self.<args>)``; ``_args`` names the constructor's
+    arguments (stored as attributes, shown by ``repr``)."""
+    _fn = None
+    _args = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        names = [n for n, _ in self._args]
+        vals = dict(self._args)
+        for n, v in zip(names, args):
+            vals[n] = v
+        for n, v in kwargs.items():
+            if n not in vals:
+                raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword "
+                                f"argument '{n}'")
+            vals[n] = v
+        for n in names:
+            setattr(self, n, vals[n])
+
+    def forward(self, input):
+        return getattr(F, self._fn)(input, **{n: getattr(self, n) for n, _ in self._args})
+
+    def extra_repr(self):
+        return ", ".join(f"{n}={getattr(self, n)}" for n, _ in self._args)
+
+
+def _act(name, fn, *args):
+    return type(name, (_Act,), {"_fn": fn, "_args": args, "__doc__": f"``F.{fn}`` as a module."})
+
+
+CELU = _act("CELU", "celu", ("alpha", 1.0), ("inplace", False))
+SELU = _act("SELU", "selu", ("inplace", False))
+Hardshrink = _act("Hardshrink", "hardshrink", ("lambd", 0.5))
+Hardsigmoid = _act("Hardsigmoid", "hardsigmoid", ("inplace", False))
+Hardswish = _act("Hardswish", "hardswish", ("inplace", False))
+Hardtanh = _act("Hardtanh", "hardtanh", ("min_val", -1.0), ("max_val", 1.0), ("inplace", False))
+ReLU6 = _act("ReLU6", "relu6", ("inplace", False))
+Softshrink = _act("Softshrink", "softshrink", ("lambd", 0.5))
+Softsign = _act("Softsign", "softsign")
+Tanhshrink = _act("Tanhshrink", "tanhshrink")
+Threshold = _act("Threshold", "threshold", ("threshold", None), ("value", None),
+                 ("inplace", False))
+GLU = _act("GLU", "glu", ("dim", -1))
+Softmin = _act("Softmin", "softmin", ("dim", None))
+LogSigmoid = _act("LogSigmoid", "logsigmoid")
+Mish = _act("Mish", "mish", ("inplace", False))
+for _c in (CELU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, ReLU6, Softshrink,
+           Softsign, Tanhshrink, Threshold, GLU, Softmin, LogSigmoid, Mish):
+    _c.__module__ = __name__
+del _c
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) of (N, C, H, W) or (C, H, W)."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D "
+                             f"instead")
+        return F.softmax(input, -3)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: slopes drawn from U(lower, upper) in training, their mean
+    in evaluation."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace
+                                                            else "")
+
+
+class PReLU(Module):
+    """``max(0, x) + weight * min(0, x)``; ``weight`` (``num_parameters``,) filled with
+    ``init``."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(empty((num_parameters,), dtype=dtype, device=device))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        with no_grad():
+            self.weight.fill_(self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+# ------------------------------------------------------------------ losses
+class _LegacyLoss(_Loss):
+    """A loss taking PyTorch's deprecated ``size_average``/``reduce`` flags too."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        if size_average is not None or reduce is not None:
+            sa = True if size_average is None else size_average
+            rd = True if reduce is None else reduce
+            reduction = ("mean" if sa else "sum") if rd else "none"
+        super().__init__(reduction)
+
+
+class CosineEmbeddingLoss(_LegacyLoss):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, margin=self.margin,
+                                       reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
+        super().__init__(reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps,
+                                   reduction=self.reduction)
+
+
+class HingeEmbeddingLoss(_LegacyLoss):
+    def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input, target):
+        return F.hinge_embedding_loss(input, target, margin=self.margin,
+                                      reduction=self.reduction)
+
+
+class KLDivLoss(Module):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            sa = True if size_average is None else size_average
+            rd = True if reduce is None else reduce
+            reduction = ("mean" if sa else "sum") if rd else "none"
+        if reduction not in ("none", "mean", "sum", "batchmean"):
+            raise ValueError(f"KLDivLoss: reduction must be 'none', 'mean', 'sum' or "
+                             f"'batchmean', got {reduction!r}")
+        self.reduction, self.log_target = reduction, log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class MarginRankingLoss(_LegacyLoss):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, margin=self.margin,
+                                     reduction=self.reduction)
+
+
+class MultiMarginLoss(_LegacyLoss):
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                 reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        self.p, self.margin = p, margin
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin,
+                                   weight=self.weight, reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_LegacyLoss):
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_LegacyLoss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.multilabel_soft_margin_loss(input, target, weight=self.weight,
+                                             reduction=self.reduction)
+
+
+class PoissonNLLLoss(_LegacyLoss):
+    def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                 reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input, target):
+        return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full,
+                                  eps=self.eps, reduction=self.reduction)
+
+
+class SoftMarginLoss(_LegacyLoss):
+    def forward(self, input, target):
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class TripletMarginLoss(_LegacyLoss):
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None,
+                 reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got "
+                             f"{margin} instead")
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
+                                     eps=self.eps, swap=self.swap, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
+                             f"than 0, got {margin} instead")
+        self.distance_function = distance_function
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """Deprecated: ``NLLLoss`` (which takes (N, C, H, W) inputs itself)."""
+
+
+class LinearCrossEntropyLoss(Module):
+    """``cross_entropy(linear(input), target)``; the projection ``linear`` (``Linear(
+    in_features, num_classes, bias)``)."""
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None,
+                 dtype=None, reduction="mean", weight=None, ignore_index=None,
+                 label_smoothing=0.0, options=None):
+        super().__init__()
+        if tuple(out_features):
+            raise NotImplementedError("LinearCrossEntropyLoss: out_features is not supported")
+        self.linear = Linear(in_features, num_classes, bias=bias, device=device, dtype=dtype)
+        self.reduction, self.ignore_index = reduction, ignore_index
+        self.label_smoothing, self.options = label_smoothing, options
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.linear_cross_entropy(input, self.linear.weight, target,
+                                      linear_bias=self.linear.bias, weight=self.weight,
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing)
+
+
+# ------------------------------------------------------------------ padding
+class _PadNd(Module):
+    _n = 1
+    _mode = "constant"
+
+    def __init__(self, padding, value=None):
+        super().__init__()
+        self.padding = tuple(padding) if isinstance(padding, (tuple, list)) \
+            else (padding,) * (2 * self._n)
+        if len(self.padding) != 2 * self._n:
+            raise ValueError(f"{type(self).__name__}: padding must be an int or "
+                             f"{2 * self._n} ints, got {self.padding}")
+        if value is not None:
+            self.value = value
+
+    def forward(self, input):
+        if input.ndim not in (self._n + 1, self._n + 2):
+            raise ValueError(f"{type(self).__name__}: expected {self._n + 1}D or "
+                             f"{self._n + 2}D input, got {input.ndim}D")
+        if self._mode == "constant":
+            return F.pad(input, self.padding, "constant", self.value)
+        return F.pad(input, self.padding, self._mode)
+
+    def extra_repr(self):
+        return f"{self.padding}" + (f", value={self.value}" if self._mode == "constant" else "")
+
+
+def _pads():
+    made = {}
+    for kind, mode in (("Constant", "constant"), ("Zero", "constant"), ("Reflection", "reflect"),
+                       ("Replication", "replicate"), ("Circular", "circular")):
+        for n in (1, 2, 3):
+            name = f"{kind}Pad{n}d"
+            body = {"_n": n, "_mode": mode, "__module__": __name__,
+                    "__doc__": f"``F.pad(input, padding, {mode!r})`` over the last {n} dims."}
+            if kind == "Constant":
+                def __init__(self, padding, value):
+                    _PadNd.__init__(self, padding, value)
+                body["__init__"] = __init__
+            elif kind == "Zero":
+                def __init__(self, padding):
+                    _PadNd.__init__(self, padding, 0.0)
+                body["__init__"] = __init__
+            made[name] = type(name, (_PadNd,), body)
+    return made
+
+
+_PADS = _pads()
+ConstantPad1d = _PADS["ConstantPad1d"]
+ConstantPad2d = _PADS["ConstantPad2d"]
+ConstantPad3d = _PADS["ConstantPad3d"]
+ZeroPad1d = _PADS["ZeroPad1d"]
+ZeroPad2d = _PADS["ZeroPad2d"]
+ZeroPad3d = _PADS["ZeroPad3d"]
+ReflectionPad1d = _PADS["ReflectionPad1d"]
+ReflectionPad2d = _PADS["ReflectionPad2d"]
+ReflectionPad3d = _PADS["ReflectionPad3d"]
+ReplicationPad1d = _PADS["ReplicationPad1d"]
+ReplicationPad2d = _PADS["ReplicationPad2d"]
+ReplicationPad3d = _PADS["ReplicationPad3d"]
+CircularPad1d = _PADS["CircularPad1d"]
+CircularPad2d = _PADS["CircularPad2d"]
+CircularPad3d = _PADS["CircularPad3d"]
+
+
+# ------------------------------------------------------------------ pooling
+class _Pool(_Act):
+    """``F.<fn>(input, **self.<args>)``, as the activations."""
+
+
+_REQ = object()  # a required argument
+
+
+def _pool(name, fn, *args):
+    def __init__(self, *a, **k):
+        _Act.__init__(self, *a, **k)
+        for n, v in self._args:
+            if getattr(self, n) is _REQ:
+                raise TypeError(f"{name}.__init__() missing required argument: '{n}'")
+        if hasattr(self, "stride") and self.stride is None and hasattr(self, "kernel_size") \
+                and fn not in ("lp_pool1d", "lp_pool2d", "lp_pool3d"):
+            self.stride = self.kernel_size
+    return type(name, (_Pool,), {"_fn": fn, "_args": args, "__init__": __init__,
+                                 "__module__": __name__, "__doc__": f"``F.{fn}`` as a module."})
+
+
+AvgPool1d = _pool("AvgPool1d", "avg_pool1d", ("kernel_size", _REQ), ("stride", None),
+                  ("padding", 0), ("ceil_mode", False), ("count_include_pad", True))
+AvgPool3d = _pool("AvgPool3d", "avg_pool3d", ("kernel_size", _REQ), ("stride", None),
+                  ("padding", 0), ("ceil_mode", False), ("count_include_pad", True),
+                  ("divisor_override", None))
+MaxPool1d = _pool("MaxPool1d", "max_pool1d", ("kernel_size", _REQ), ("stride", None),
+                  ("padding", 0), ("dilation", 1), ("return_indices", False), ("ceil_mode", False))
+MaxPool3d = _pool("MaxPool3d", "max_pool3d", ("kernel_size", _REQ), ("stride", None),
+                  ("padding", 0), ("dilation", 1), ("return_indices", False), ("ceil_mode", False))
+AdaptiveAvgPool1d = _pool("AdaptiveAvgPool1d", "adaptive_avg_pool1d", ("output_size", _REQ))
+AdaptiveAvgPool2d = _pool("AdaptiveAvgPool2d", "adaptive_avg_pool2d", ("output_size", _REQ))
+AdaptiveAvgPool3d = _pool("AdaptiveAvgPool3d", "adaptive_avg_pool3d", ("output_size", _REQ))
+AdaptiveMaxPool1d = _pool("AdaptiveMaxPool1d", "adaptive_max_pool1d", ("output_size", _REQ),
+                          ("return_indices", False))
+AdaptiveMaxPool2d = _pool("AdaptiveMaxPool2d", "adaptive_max_pool2d", ("output_size", _REQ),
+                          ("return_indices", False))
+AdaptiveMaxPool3d = _pool("AdaptiveMaxPool3d", "adaptive_max_pool3d", ("output_size", _REQ),
+                          ("return_indices", False))
+LPPool1d = _pool("LPPool1d", "lp_pool1d", ("norm_type", _REQ), ("kernel_size", _REQ),
+                 ("stride", None), ("ceil_mode", False))
+LPPool2d = _pool("LPPool2d", "lp_pool2d", ("norm_type", _REQ), ("kernel_size", _REQ),
+                 ("stride", None), ("ceil_mode", False))
+LPPool3d = _pool("LPPool3d", "lp_pool3d", ("norm_type", _REQ), ("kernel_size", _REQ),
+                 ("stride", None), ("ceil_mode", False))
+
+
+class _MaxUnpool(Module):
+    _fn = None
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+
+    def forward(self, input, indices, output_size=None):
+        return getattr(F, self._fn)(input, indices, self.kernel_size, self.stride, self.padding,
+                                    output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpool):
+    _fn = "max_unpool1d"
+
+
+class MaxUnpool2d(_MaxUnpool):
+    _fn = "max_unpool2d"
+
+
+class MaxUnpool3d(_MaxUnpool):
+    _fn = "max_unpool3d"
+
+
+# ------------------------------------------------------------------ distances, shuffles
+class CosineSimilarity(Module):
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+class PixelShuffle(Module):
+    def __init__(self, upscale_factor):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input):
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self):
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    def __init__(self, downscale_factor):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input):
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self):
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class ChannelShuffle(Module):
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"
+
+
+# ------------------------------------------------------------------ normalisation
+class _InstanceNorm(_BatchNorm):
+    """Instance normalisation; PyTorch's defaults: no affine parameters and no running
+    statistics (``affine=True`` adds weight ones and bias zeros;
+    ``track_running_stats=True`` the buffers, used in evaluation)."""
+    _ndims = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
+                 track_running_stats=False, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input):
+        if input.ndim not in self._ndims:
+            raise ValueError(f"{type(self).__name__}: expected "
+                             f"{' or '.join(f'{n}D' for n in self._ndims)} input (got "
+                             f"{input.ndim}D input)")
+        one = input.ndim == self._ndims[0]
+        x = input.unsqueeze(0) if one else input
+        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              self.training or not self.track_running_stats,
+                              self.momentum if self.momentum is not None else 0.0, self.eps)
+        return out[0] if one else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _ndims = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _ndims = (3, 4)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _ndims = (4, 5)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation over ``(N, C, D, H, W)``, with running statistics."""
+    _ndims = (5,)
+
+
+class LocalResponseNorm(Module):
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """The legacy cross-channel LRN of (N, C, H, W): ``x (k + alpha / size * s)^-beta``,
+    ``s`` a running sum of squares over channels exactly as PyTorch's (legacy) forward
+    computes it: channels ``0 .. c + p - 1`` (``p = (size - 1) // 2 + 1``), minus
+    channels ``1 .. c - p`` (so channel 0 is never dropped, as in PyTorch)."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def _window(self, C):
+        p = int((self.size - 1) / 2 + 1)
+        m = np.zeros((C, C))
+        for c in range(C):
+            m[c, :min(c + p, C) if c else min(p, C)] = 1
+            if c > p:
+                m[c, 1:c - p + 1] = 0
+        return m
+
+    def forward(self, input):
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D "
+                             f"instead.")
+        m = input.new_tensor(self._window(input.shape[1]))
+        s = einsum("cj,njhw->nchw", m, input * input)
+        return input * (s * (self.alpha / self.size) + self.k) ** (-self.beta)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class RMSNorm(Module):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape, self.eps = ns, eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(ones(ns, dtype=dtype, device=device))
+        else:
+            self.register_parameter("weight", None)
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, x):
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+# ------------------------------------------------------------------ dropouts
+def _dropout(name, fn):
+    def forward(self, input):
+        return getattr(F, fn)(input, self.p, self.training, self.inplace)
+    return type(name, (Dropout,), {"forward": forward, "__module__": __name__,
+                                   "__doc__": f"``F.{fn}`` as a module."})
+
+
+Dropout1d = _dropout("Dropout1d", "dropout1d")
+Dropout3d = _dropout("Dropout3d", "dropout3d")
+AlphaDropout = _dropout("AlphaDropout", "alpha_dropout")
+FeatureAlphaDropout = _dropout("FeatureAlphaDropout", "feature_alpha_dropout")
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ------------------------------------------------------------------ layers
+class Bilinear(Module):
+    """``y = x1^T W x2 + b``; weight ``(out, in1, in2)`` and bias from
+    U(-1/sqrt(in1), 1/sqrt(in1)), as PyTorch."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        self.weight = Parameter(empty((out_features, in1_features, in2_features), dtype=dtype,
+                                      device=device))
+        if bias:
+            self.bias = Parameter(empty((out_features,), dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class EmbeddingBag(Module):
+    """Bags of embeddings reduced by ``mode`` (sum, mean, max); weight N(0, 1), the
+    ``padding_idx`` row zero."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, mode="mean", sparse=False, _weight=None,
+                 include_last_offset=False, padding_idx=None, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.mode, self.sparse = scale_grad_by_freq, mode, sparse
+        self.include_last_offset = include_last_offset
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise AssertionError("padding_idx must be within num_embeddings")
+            padding_idx %= num_embeddings
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = Parameter(empty((num_embeddings, embedding_dim), dtype=dtype,
+                                          device=device))
+            self.reset_parameters()
+        else:
+            self.weight = Parameter(_weight)
+
+    def reset_parameters(self):
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx].fill_(0)
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                               self.scale_grad_by_freq, self.mode, self.sparse,
+                               per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode='{self.mode}'"
+
+
+class ConvTranspose1d(Module):
+    """1-D transposed convolution; weight ``(in_channels, out_channels / groups, k)``,
+    PyTorch's arguments and initialisation."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError("ConvTranspose1d: in_channels and out_channels must be divisible "
+                             f"by groups, got {in_channels}, {out_channels}, groups={groups}")
+        if padding_mode != "zeros":
+            raise ValueError(f"Only \"zeros\" padding mode is supported for ConvTranspose1d, "
+                             f"got {padding_mode!r}")
+
+        def one(v):
+            return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding = one(kernel_size), one(stride), one(padding)
+        self.output_padding, self.dilation = one(output_padding), one(dilation)
+        self.groups, self.padding_mode = groups, padding_mode
+        _params(self, (in_channels, out_channels // groups) + self.kernel_size, out_channels,
+                bias, device, dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _init_conv(self, (1, 2))
+
+    def forward(self, input, output_size=None):
+        op = self.output_padding
+        if output_size is not None:
+            L = input.shape[-1]
+            base = (L - 1) * self.stride[0] - 2 * self.padding[0] + \
+                self.dilation[0] * (self.kernel_size[0] - 1) + 1
+            op = (int(tuple(output_size)[-1]) - base,)
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, op,
+                                  self.groups, self.dilation)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+
+
+class ParameterDict(Module):
+    """Parameters by name (a plain tensor is made a Parameter, as PyTorch)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def _as_param(self, value):
+        if value is None or is_parameter(value):
+            return value
+        return Parameter(value)
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, self._as_param(value))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key):
+        v = self._parameters[key]
+        del self._parameters[key]
+        return v
+
+    def update(self, parameters):
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for k, v in items:
+            self[k] = v
+
+
+del int64, zeros
