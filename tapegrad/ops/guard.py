@@ -60,11 +60,21 @@ _EXTRA = {"scaled_dot_product_attention": ("value",),
           "addmm": ("mat1", "mat2"), "addmv": ("mat", "vec"), "addr": ("vec1", "vec2"),
           "addbmm": ("batch1", "batch2"), "baddbmm": ("batch1", "batch2"),
           "mv": ("vec",), "bmm": ("mat2",), "cholesky_solve": ("input2",),
-          "lu_solve": ("LU_data", "LU_pivots"), "triangular_solve": ("A",)}
+          "lu_solve": ("LU_data", "LU_pivots"), "triangular_solve": ("A",),
+          # issue 17's nn census functions (ops/nn/distance, loss_more, linear_more...)
+          "cosine_similarity": ("x1", "x2"), "pairwise_distance": ("x1", "x2"),
+          "cosine_embedding_loss": ("input1", "input2"),
+          "margin_ranking_loss": ("input1", "input2"),
+          "triplet_margin_loss": ("anchor", "positive", "negative"),
+          "triplet_margin_with_distance_loss": ("anchor", "positive", "negative"),
+          "linear_cross_entropy": ("linear_weight", "linear_bias"),
+          "gumbel_softmax": ("logits",), "bilinear": ("input1", "input2"),
+          "embedding_bag": ("offsets", "per_sample_weights"), "affine_grid": ("theta",),
+          "gaussian_nll_loss": ("var",)}
 # a ``*tensors`` parameter of these names: each element must be a Tensor
 _VARARGS = ("tensors", "matrices")
 # tensor parameters that also take a Python number in one function (lerp's weight)
-_NUMBER_OK = {"lerp": ("weight",), "select": ("index",), "select_scatter": ("index",)}
+_NUMBER_OK = {"lerp": ("weight",), "gaussian_nll_loss": ("var",), "select": ("index",), "select_scatter": ("index",)}
 
 _wrapped = {}  # fn -> its checked version: tg.linear is tg.nn.functional.linear
 

@@ -271,7 +271,9 @@ VALID.update({
 # the functions issue 17's census added (tests/ops/sweep_census_fn.py)
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 import sweep_census_fn  # noqa: E402
+import sweep_census_nn  # noqa: E402
 sweep_census_fn.extend(VALID, A, U, I, B, Raw, DT)
+sweep_census_nn.extend(VALID, A, U, I, B, Raw, DT)
 
 # Names with no PyTorch counterpart to compare with: skipped, with the reason.
 SKIP = {
@@ -351,6 +353,7 @@ VALUES_OK = {
 # Ops whose results are random: compared by shape only.
 RANDOM = {"_standard_gamma", "rand", "randn", "randint", "rand_like", "randn_like", "randperm", "dropout", "dropout2d",
           "F.dropout", "F.dropout2d", "empty", "empty_like"}
+RANDOM |= sweep_census_nn.RANDOM | {"F." + n for n in sweep_census_nn.RANDOM}
 
 # The op an alias's messages may name instead of its own.
 ALIASES = {
