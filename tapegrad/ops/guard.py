@@ -15,6 +15,9 @@ whose default is ``None`` may be ``None``. A raw NumPy/CuPy array is accepted (a
 constant next to Tensors; dispatch refuses a call with no Tensor at all), a complex
 one is not (tapegrad computes on real dtypes only).
 
+A MemoryError from inside (a composite's index or noise array sized from a huge
+input) becomes a RuntimeError naming the function, as dispatch does for the ops.
+
 A checked function also names itself in the errors raised inside it: a composite
 (``layer_norm``, ``conv1d``, ``cross_entropy``...) fails in the ops it is made of,
 and ``mean: expected a floating point input`` becomes ``layer_norm: mean: expected a
@@ -193,6 +196,8 @@ def checked(fn):
             return fn(*args, **kwargs)
         except _CLEAN as e:
             raise _named(name, e) from None
+        except MemoryError as e:  # a composite's own array too large (as dispatch's ops)
+            raise RuntimeError(f"{name}: not enough memory for the result: {e}") from None
     f._checked = True
     _wrapped[fn] = f
     return f

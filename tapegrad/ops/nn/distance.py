@@ -19,6 +19,14 @@ __all__ = ["cosine_similarity", "pairwise_distance", "pdist", "normalize", "pixe
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """``sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps))`` along ``dim`` (PyTorch's formula:
     each vector normalised by its norm clamped at ``eps``), after broadcasting."""
+    f1, f2 = x1.is_floating_point(), x2.is_floating_point()
+    if not (f1 or f2):  # PyTorch: the common dtype must be floating point
+        raise op_error("cosine_similarity", f"expected common dtype to be floating point, "
+                                            f"got {x1.dtype} and {x2.dtype}", RuntimeError)
+    if not f1:
+        x1 = x1.to(x2.dtype)
+    if not f2:
+        x2 = x2.to(x1.dtype)
     shape = broadcast_shapes("cosine_similarity", tuple(x1.shape), tuple(x2.shape))
     d = normalize_dim("cosine_similarity", dim, len(shape))
     if tuple(x1.shape) != shape:

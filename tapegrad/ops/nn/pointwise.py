@@ -32,6 +32,12 @@ def _floating(name, x):
                              f"is expected)", NotImplementedError)
 
 
+def _not_bool(name, x):
+    """PyTorch's refusal of a bool input where integers compute."""
+    if hasattr(x, "dtype") and "bool" in str(x.dtype):
+        raise op_error(name, f"not implemented for {x.dtype} input", NotImplementedError)
+
+
 def celu(input, alpha=1.0):
     """``max(0, x) + min(0, alpha (exp(x / alpha) - 1))``."""
     _floating("celu", input)
@@ -53,7 +59,7 @@ def selu(input):
 def hardshrink(input, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0."""
     _floating("hardshrink", input)
-    return where(_abs(input) > lambd, input, 0.0)
+    return where(_abs(input) <= lambd, 0.0, input)  # NaN stays NaN, as PyTorch
 
 
 def hardsigmoid(input):
@@ -69,11 +75,14 @@ def hardswish(input):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0):
-    """``clamp(x, min_val, max_val)``."""
-    _floating("hardtanh", input)
+    """``clamp(x, min_val, max_val)`` (integer inputs too, as PyTorch; not bool)."""
+    _not_bool("hardtanh", input)
     if min_val > max_val:
         raise op_error("hardtanh", f"min_val cannot be greater than max_val, got "
                                    f"{min_val} > {max_val}", ValueError)
+    if hasattr(input, "is_floating_point") and not input.is_floating_point():
+        # an integer input keeps its dtype: the bounds truncate, as PyTorch's
+        return clamp(input, int(min_val), int(max_val))
     return clamp(input, float(min_val), float(max_val))
 
 
@@ -102,8 +111,9 @@ def tanhshrink(input):
 
 
 def threshold(input, threshold, value):
-    """``x`` where ``x > threshold``, else ``value``."""
-    return where(input > threshold, input, float(value))
+    """``x`` where ``x > threshold``, else ``value`` (NaN stays NaN, as PyTorch)."""
+    _not_bool("threshold", input)
+    return where(input <= threshold, float(value), input)
 
 
 def glu(input, dim=-1):
@@ -147,6 +157,7 @@ def _channel_view(name, input, weight):
 def prelu(input, weight):
     """``max(0, x) + weight * min(0, x)``, ``weight`` one slope or one per channel (dim 1)."""
     _floating("prelu", input)
+    _floating("prelu", weight)
     w = _channel_view("prelu", input, weight)
     return where(input > 0, input, w * input)
 
@@ -155,6 +166,9 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
     """Randomized leaky ReLU: in training each negative element's slope drawn from
     U(lower, upper) (tapegrad's generator), otherwise the slope ``(lower + upper) / 2``."""
     _floating("rrelu", input)
+    if lower > upper:
+        raise op_error("rrelu", f"lower bound should be less than or equal to the upper "
+                                f"bound, got lower={lower} > upper={upper}", RuntimeError)
     if not training:
         return where(input >= 0, input, input * ((lower + upper) / 2.0))
     xp = xp_of(_whole(input))
@@ -170,6 +184,10 @@ def _same_infer(x, *a, **k):
 
 def _int_error():
     return [((np.arange(6).reshape(2, 3),), {}, NotImplementedError)]
+
+
+def _bool_error():
+    return [((np.array([[True, False, True]]),), {}, NotImplementedError)]
 
 
 def _unary(fn, avoid=(0.0,), scale=2.0, attrs=({},), errors=_int_error, torch_fn=None):
@@ -204,14 +222,16 @@ _unary(hardsigmoid, avoid=(-3.0, 3.0), scale=4.0, torch_fn=_torch_hardsigmoid)
 _unary(hardswish, avoid=(-3.0, 3.0), scale=4.0)
 _unary(hardtanh, avoid=(-1.0, 1.0), attrs=({}, {"min_val": -0.5, "max_val": 1.5}),
        errors=lambda: [((rand((2, 3)),), {"min_val": 2.0, "max_val": 1.0}, ValueError)]
-       + _int_error())
-_unary(relu6, avoid=(0.0, 6.0), scale=8.0)
+       + _bool_error())
+_unary(relu6, avoid=(0.0, 6.0), scale=8.0, errors=_bool_error)
 _unary(softshrink, avoid=(-0.5, 0.5), attrs=({}, {"lambd": 0.3}),
        errors=lambda: [((rand((2, 3)),), {"lambd": -1.0}, RuntimeError)] + _int_error())
 _unary(softsign, errors=lambda: [((rand((2, 3)), 1), {}, TypeError)])
 _unary(tanhshrink, errors=lambda: [((rand((2, 3)), 1), {}, TypeError)])
 _unary(threshold, avoid=(0.1,), attrs=({"threshold": 0.1, "value": 20.0},),
-       errors=lambda: [((rand((2, 3)),), {"threshold": 0.1}, TypeError)])
+       errors=lambda: [((rand((2, 3)),), {"threshold": 0.1}, TypeError),
+                       ((np.array([[True, False]]),), {"threshold": 0.1, "value": 2.0},
+                        NotImplementedError)])
 
 
 def _glu_infer(x, dim=-1):
