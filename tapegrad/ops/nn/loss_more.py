@@ -20,6 +20,7 @@ from ..activations import logsigmoid
 from .affine import linear
 from .loss import _reduce, cross_entropy
 from .distance import pairwise_distance
+from ._common import whole
 from .._decl import composite, Sample, TensorSpec, rand
 
 __all__ = ["cosine_embedding_loss", "gaussian_nll_loss", "hinge_embedding_loss", "kl_div",
@@ -40,6 +41,17 @@ def _reduction(name, size_average, reduce, reduction):
 def _check_reduction(name, reduction, extra=()):
     if reduction not in ("none", "mean", "sum") + tuple(extra):
         raise op_error(name, f"{reduction!r} is not a valid value for reduction", ValueError)
+
+
+def _need_floating(name, **tensors):
+    """PyTorch's refusal of an integer or bool tensor argument (torch.Tensors too)."""
+    for arg, t in tensors.items():
+        if hasattr(t, "is_floating_point") and not t.is_floating_point():
+            raise op_error(name, f"expected a floating point {arg}, got {t.dtype}", RuntimeError)
+
+
+def _is_bool(t):
+    return "bool" in str(getattr(t, "dtype", ""))
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
@@ -73,7 +85,14 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     dim of 1 (one variance per example), or a number."""
     _check_reduction("gaussian_nll_loss", reduction)
     if not hasattr(var, "shape"):
+        if var < 0:
+            raise op_error("gaussian_nll_loss", f"var has a negative entry: {var}", ValueError)
         var = input * 0 + float(var)
+    if _is_bool(var):
+        raise op_error("gaussian_nll_loss", f"expected a numeric var, got {var.dtype}",
+                       RuntimeError)
+    if bool((whole(var) < 0).any()):
+        raise op_error("gaussian_nll_loss", "var has negative entry/entries", ValueError)
     vs, xs = tuple(var.shape), tuple(input.shape)
     if vs != xs:
         if xs[:-1] == vs:
@@ -93,6 +112,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     """``x`` where ``target != -1`` plus ``max(0, margin - x)`` where ``target != 1``."""
     reduction = _reduction("hinge_embedding_loss", size_average, reduce, reduction)
     _check_reduction("hinge_embedding_loss", reduction)
+    _need_floating("hinge_embedding_loss", input=input)
     broadcast_shapes("hinge_embedding_loss", tuple(input.shape), tuple(target.shape))
     out = where(target != 1, clamp_min(margin - input, 0.0), 0.0) + \
         where(target != -1, input, 0.0)
@@ -105,6 +125,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     divides the sum by the batch size."""
     reduction = _reduction("kl_div", size_average, reduce, reduction)
     _check_reduction("kl_div", reduction, ("batchmean",))
+    _need_floating("kl_div", input=input, target=target)
     broadcast_shapes("kl_div", tuple(input.shape), tuple(target.shape))
     if log_target:
         loss = exp(target) * (target - input)
@@ -154,11 +175,13 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     _check_reduction("multi_margin_loss", reduction)
     if p not in (1, 2):
         raise op_error("multi_margin_loss", "only p == 1 and p == 2 supported", ValueError)
+    _need_floating("multi_margin_loss", input=input)
     x, t, one = _class_target("multi_margin_loss", input, target)
     C = x.shape[1]
     ti = unsqueeze(t, 1)
     xy = gather(x, 1, ti)
-    z = clamp_min(margin - xy + x, 0.0)
+    z = margin - xy + x
+    z = where(z > 0, z, 0.0)  # PyTorch's kernel adds a term only where it is > 0 (not NaN)
     if p == 2:
         z = z * z
     if weight is not None:
@@ -183,6 +206,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     divided by C."""
     reduction = _reduction("multilabel_margin_loss", size_average, reduce, reduction)
     _check_reduction("multilabel_margin_loss", reduction)
+    _need_floating("multilabel_margin_loss", input=input)
     if input.ndim not in (1, 2) or tuple(target.shape) != tuple(input.shape):
         raise op_error("multilabel_margin_loss", f"inconsistent target size: "
                                                  f"{tuple(target.shape)} for input of size: "
@@ -197,7 +221,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     xj = gather(x, 1, ts)  # (N, slots)
     classes = _arange_like(C, t)
     is_target = ((unsqueeze(ts, 2) == classes) & unsqueeze(valid, 2)).any(1)  # (N, C)
-    z = clamp_min(1 - unsqueeze(xj, 2) + unsqueeze(x, 1), 0.0)  # (N, slots, C)
+    z = 1 - unsqueeze(xj, 2) + unsqueeze(x, 1)  # (N, slots, C)
+    z = where(z > 0, z, 0.0)  # PyTorch's kernel adds a term only where it is > 0 (not NaN)
     keep = unsqueeze(valid, 2) & ~unsqueeze(is_target, 1)
     loss = _sum(_sum(where(keep, z, 0.0), 2), 1) / C
     if one:
@@ -242,6 +267,9 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     """``log(1 + exp(-target x))``."""
     reduction = _reduction("soft_margin_loss", size_average, reduce, reduction)
     _check_reduction("soft_margin_loss", reduction)
+    _need_floating("soft_margin_loss", input=input)
+    if _is_bool(target):
+        target = target.to(input.dtype)
     broadcast_shapes("soft_margin_loss", tuple(input.shape), tuple(target.shape))
     return _reduce("soft_margin_loss", log1p(exp(-target * input)), reduction)
 
@@ -252,6 +280,9 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     ``swap``: ``d(a, n)`` replaced by ``min(d(a, n), d(p, n))``."""
     reduction = _reduction("triplet_margin_loss", size_average, reduce, reduction)
     _check_reduction("triplet_margin_loss", reduction)
+    if margin <= 0:
+        raise op_error("triplet_margin_loss", f"margin must be greater than 0, got {margin}",
+                       ValueError)
     if not (anchor.ndim == positive.ndim == negative.ndim):
         raise op_error("triplet_margin_loss", f"The anchor, positive, and negative tensors are "
                                               f"expected to have the same number of "
