@@ -75,6 +75,18 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         x, (1, k), (1, s), (0, p), (1, d), ceil_mode=ceil_mode, return_indices=return_indices))
 
 
+def _need_floating(name, x):
+    """PyTorch's refusal of an integer or bool input (its max kernels are floating only)."""
+    if hasattr(x, "is_floating_point") and not x.is_floating_point():
+        raise op_error(name, f"not implemented for {x.dtype} input (a floating point input "
+                             f"is expected)", NotImplementedError)
+
+
+def _empty(x, n, out):
+    """The empty result of an adaptive pool to an output size with a 0 (as PyTorch)."""
+    return x.new_zeros(tuple(x.shape[:-n]) + tuple(int(o) for o in out))
+
+
 def adaptive_avg_pool1d(input, output_size):
     """Average pooling of (N, C, L) to ``output_size`` bins."""
     o = _tuple(output_size, 1, "adaptive_avg_pool1d", "output_size")[0]
@@ -96,9 +108,13 @@ def _adaptive_max_last(x, o):
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     """Max pooling of (N, C, H, W) to ``output_size`` bins (indices flat over H W)."""
     _ndim_check("adaptive_max_pool2d", input, 2)
+    _need_floating("adaptive_max_pool2d", input)
     H, W = input.shape[-2:]
     oh, ow = _tuple(output_size, 2, "adaptive_max_pool2d", "output_size")
     oh, ow = H if oh is None else int(oh), W if ow is None else int(ow)
+    if oh == 0 or ow == 0:
+        out = _empty(input, 2, (oh, ow))
+        return (out, out.long()) if return_indices else out
     if not return_indices:
         rows, _ = _adaptive_max_last(input.transpose(-1, -2), oh)
         out, _ = _adaptive_max_last(rows.transpose(-1, -2), ow)
@@ -120,7 +136,11 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 def adaptive_max_pool1d(input, output_size, return_indices=False):
     """Max pooling of (N, C, L) to ``output_size`` bins."""
     _ndim_check("adaptive_max_pool1d", input, 1)
+    _need_floating("adaptive_max_pool1d", input)
     o = _tuple(output_size, 1, "adaptive_max_pool1d", "output_size")[0]
+    if o == 0:
+        out = _empty(input, 1, (0,))
+        return (out, out.long()) if return_indices else out
     out, idx = _adaptive_max_last(input, int(o))
     return (out, idx) if return_indices else out
 
@@ -240,6 +260,9 @@ def adaptive_avg_pool3d(input, output_size):
     od, oh, ow = _tuple(output_size, 3, "adaptive_avg_pool3d", "output_size")
     D = input.shape[-3]
     od = D if od is None else od
+    if 0 in (od, oh, ow):
+        H, W = input.shape[-2:]
+        return _empty(input, 3, (od, H if oh is None else oh, W if ow is None else ow))
     return _separable("adaptive_avg_pool3d", input,
                       lambda y: adaptive_avg_pool2d(y, (oh, ow)),
                       lambda y: adaptive_avg_pool2d(y, (1, od)))
@@ -251,9 +274,13 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
         raise op_error("adaptive_max_pool3d", "return_indices=True is not supported yet",
                        NotImplementedError)
     _ndim_check("adaptive_max_pool3d", input, 3)
+    _need_floating("adaptive_max_pool3d", input)
     od, oh, ow = _tuple(output_size, 3, "adaptive_max_pool3d", "output_size")
     D = input.shape[-3]
     od = D if od is None else od
+    if 0 in (od, oh, ow):
+        H, W = input.shape[-2:]
+        return _empty(input, 3, (od, H if oh is None else oh, W if ow is None else ow))
     return _separable("adaptive_max_pool3d", input,
                       lambda y: adaptive_max_pool2d(y, (oh, ow)),
                       lambda y: adaptive_max_pool2d(y, (1, od)))
@@ -272,6 +299,7 @@ def _unpool(name, n, input, indices, kernel_size, stride, padding, output_size):
     if input.ndim not in (n + 1, n + 2):
         raise op_error(name, f"expected a {n + 1}-D or {n + 2}-D input, got shape "
                              f"{tuple(input.shape)}", RuntimeError)
+    _need_floating(name, input)
     if tuple(indices.shape) != tuple(input.shape):
         raise op_error(name, f"Expected shape of indices to be same as that of the input "
                              f"tensor ({tuple(input.shape)}) but got indices tensor with "
