@@ -283,22 +283,6 @@ SKIP = {
     "get_rng_state": "RNG state: the two libraries' state formats differ",
     "set_rng_state": "RNG state: the two libraries' state formats differ",
 }
-# issue 17's census added these nn.functional names (tested against PyTorch in the
-# registry and tests/surface/test_nn_census_ops.py); their bad-input sweep is not
-# written yet: each needs a VALID call and its outcomes reviewed
-SKIP.update({n: "issue 17 census addition: bad-input sweep not written yet" for n in """
-celu selu hardshrink hardsigmoid hardswish hardtanh relu6 softshrink softsign tanhshrink
-threshold glu softmin prelu rrelu relu_ elu_ celu_ selu_ leaky_relu_ hardtanh_ threshold_ rrelu_
-cosine_similarity pairwise_distance pdist normalize pixel_shuffle pixel_unshuffle
-channel_shuffle cosine_embedding_loss gaussian_nll_loss hinge_embedding_loss kl_div
-margin_ranking_loss multi_margin_loss multilabel_margin_loss multilabel_soft_margin_loss
-poisson_nll_loss soft_margin_loss triplet_margin_loss triplet_margin_with_distance_loss
-linear_cross_entropy avg_pool1d max_pool1d adaptive_avg_pool1d adaptive_max_pool1d
-adaptive_max_pool2d lp_pool1d lp_pool2d avg_pool3d max_pool3d adaptive_avg_pool3d
-adaptive_max_pool3d lp_pool3d max_unpool1d max_unpool2d max_unpool3d instance_norm
-local_response_norm rms_norm dropout1d dropout3d alpha_dropout feature_alpha_dropout
-gumbel_softmax bilinear conv_transpose1d conv_tbc upsample upsample_nearest upsample_bilinear
-embedding_bag affine_grid""".split()})
 
 # Counterparts that are not torch.X / torch.nn.functional.X / torch.Tensor.X by name.
 COUNTERPART = {
@@ -321,6 +305,23 @@ REFUSAL_OK = {
     ("max_pool2d", "input:int"): "pooling kernels are floating point only (a clean TypeError)",
     ("avg_pool2d", "input:int"): "pooling kernels are floating point only (a clean TypeError); "
                                  "PyTorch's integer average truncates",
+    # issue 17's nn census functions built on those kernels (tests/ops/sweep_census_nn.py)
+    ("F.avg_pool1d", "input:int"): "pooling kernels are floating point only (a clean TypeError)",
+    ("F.avg_pool3d", "input:int"): "pooling kernels are floating point only (a clean TypeError)",
+    ("F.max_pool3d", "input:int"): "pooling kernels are floating point only (a clean TypeError)",
+    ("F.local_response_norm", "input:int"): "its window average is avg_pool2d's kernel, floating "
+                                          "point only (a clean TypeError)",
+    # PyTorch's F.hardtanh raises ValueError for min_val > max_val, but its hardtanh_
+    # skips that check and clamps; tapegrad's hardtanh_ checks as hardtanh does
+    ("F.hardtanh_", "max_val:-1.0"): "hardtanh_ checks min_val <= max_val as hardtanh does",
+    # kernel_size 0 makes the output empty, so the indices point outside it: tapegrad
+    # refuses them (IndexError naming the op); PyTorch returns the empty tensor unchecked
+    ("F.max_unpool1d", "kernel_size:0"): "indices outside an empty output are refused",
+    ("F.max_unpool2d", "kernel_size:0"): "indices outside an empty output are refused",
+    # conv_tbc is conv1d over the (B, C, T) view: its bias must have the input's dtype,
+    # as conv1d's and conv2d's (PyTorch's conv_tbc kernel casts an integer bias)
+    ("F.conv_tbc", "bias:bool"): "the bias must have the input's dtype, as conv1d's",
+    ("F.conv_tbc", "bias:int"): "the bias must have the input's dtype, as conv1d's",
 }
 
 # Cases where both compute but tapegrad's values differ from PyTorch's by design:
@@ -348,6 +349,13 @@ VALUES_OK = {
     ("triangular_solve", "b:nan-inf"): "NaN spreads through a general solve (LAPACK's trtrs "
                                        "by substitution keeps some entries finite)",
     ("sgn", "input:nan-inf"): "sgn is sign for real tensors: sgn(NaN) is NaN (PyTorch: 0)",
+    # an infinite weight times the normalised value is +-inf (NaN only where that value
+    # is 0 or NaN); PyTorch's fused kernel folds the mean into a shift, w x + (b - w mu),
+    # and gives inf - inf = NaN
+    ("F.instance_norm", "weight:nan-inf"): "x_hat * inf is +-inf (PyTorch's fused shift: NaN)",
+    # the first step's padded tap: 0 * inf is NaN in conv1d over the zero-padded input;
+    # PyTorch's conv_tbc kernel skips the padded taps (the other steps agree)
+    ("F.conv_tbc", "weight:nan-inf"): "padding taps are multiplied in: 0 * inf = NaN, as conv1d",
 }
 
 # Ops whose results are random: compared by shape only.
@@ -643,7 +651,7 @@ def sweep(op):
 # ================================================================ expected failures
 # op -> {case: reason} for the cases that fail today. The test asserts that exactly
 # these fail, so fixing one means deleting its line (and a regression adds one). None
-# fails today: 2499 of 2499 cases clean; the by-design differences are REFUSAL_OK and
+# fails today: 5254 of 5254 cases clean; the by-design differences are REFUSAL_OK and
 # VALUES_OK above, each with its reason.
 KNOWN = {}
 

@@ -13,6 +13,7 @@ from ..elementwise import where
 from .conv import conv1d, conv_transpose2d
 from .sparse import embedding
 from .spatial import interpolate
+from ._common import whole
 from .._decl import composite, Sample, TensorSpec, rand
 
 __all__ = ["bilinear", "conv_transpose1d", "conv_tbc", "upsample", "upsample_nearest",
@@ -21,6 +22,9 @@ __all__ = ["bilinear", "conv_transpose1d", "conv_tbc", "upsample", "upsample_nea
 
 def bilinear(input1, input2, weight, bias=None):
     """``y[..., o] = x1[..., i] W[o, i, j] x2[..., j] + b[o]``."""
+    if bias is not None and hasattr(bias, "is_floating_point") and not bias.is_floating_point():
+        raise op_error("bilinear", f"expected a floating point bias, got {bias.dtype}",
+                       RuntimeError)
     if weight.ndim != 3:
         raise op_error("bilinear", f"expected a 3-D weight (out, in1, in2), got shape "
                                    f"{tuple(weight.shape)}", RuntimeError)
@@ -96,6 +100,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     the pieces of a 1-D ``input`` cut at ``offsets``; ``padding_idx`` entries are left
     out (an empty bag gives zeros); ``per_sample_weights`` scale the rows (sum only)."""
     name = "embedding_bag"
+    if hasattr(weight, "is_floating_point") and not weight.is_floating_point():
+        raise op_error(name, f"expected a floating point weight, got {weight.dtype}",
+                       RuntimeError)
     if mode not in ("sum", "mean", "max"):
         raise op_error(name, f"mode has to be one of sum, mean or max, got {mode!r}", ValueError)
     if max_norm is not None or scale_grad_by_freq or sparse:
@@ -140,6 +147,11 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                              f"{input.ndim}", ValueError)
     if offsets is None or offsets.ndim != 1:
         raise op_error(name, "offsets has to be a 1D Tensor when input is 1D", ValueError)
+    first = whole(offsets).reshape(-1)[:1]
+    if len(first) and int(first[0]) != 0:
+        raise op_error(name, f"offsets[0] has to be 0, i.e., the first sequence in the "
+                             f"mini-batch has to start from position 0. However, got "
+                             f"{int(first[0])}", RuntimeError)
     # bag b holds positions starts[b] <= k < ends[b]: a (B, n) membership mask, with ops
     # (so it runs under vmap and compiled, and on torch.Tensors)
     n = input.shape[0]
@@ -156,7 +168,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if mode == "max":
         out = amax(where(unsqueeze(member, -1), unsqueeze(emb, 0), float("-inf")), 1)
         return where(out == float("-inf"), 0.0, out)
-    total = matmul(member.to(emb.dtype), emb)
+    # a masked sum (not member @ emb: a 0 weight times a NaN/inf row of another bag
+    # would spread it)
+    total = _sum(where(unsqueeze(member, -1), unsqueeze(emb, 0), 0.0), 1)
     if mode == "sum":
         return total
     count = _sum(member, 1)
@@ -168,6 +182,9 @@ def affine_grid(theta, size, align_corners=None):
     matrices (N, 2, 3) (size (N, C, H, W)) or (N, 3, 4) (size (N, C, D, H, W)); the
     base grid spans [-1, 1] at the corners' centres (``align_corners=False``) or at
     the corners."""
+    if hasattr(theta, "is_floating_point") and not theta.is_floating_point():
+        raise op_error("affine_grid", f"Expected theta to have floating point type, but got "
+                                      f"{theta.dtype}", ValueError)
     size = tuple(size)
     nsp = len(size) - 2
     if nsp not in (2, 3) or theta.ndim != 3 or tuple(theta.shape[1:]) != (nsp, nsp + 1) \

@@ -27,6 +27,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     with running statistics given, they are updated as PyTorch does (the batch's mean
     of the per-instance means and unbiased variances); ``use_input_stats=False``
     normalises with the running statistics instead."""
+    for arg, t in (("weight", weight), ("bias", bias)):
+        _need_floating("instance_norm", arg, t)
     if input.ndim < 3:
         raise op_error("instance_norm", f"expected an input of at least 3 dims (N, C, *), got "
                                         f"shape {tuple(input.shape)}", ValueError)
@@ -138,10 +140,18 @@ def _keep_mask(name, input, shape, p):
     return xp.asarray((generator().random(shape) >= p).astype(dt))
 
 
+def _need_floating(name, arg, x):
+    """PyTorch's refusal of an integer or bool tensor (its noise and scaling are
+    floating point)."""
+    if hasattr(x, "is_floating_point") and not x.is_floating_point():
+        raise op_error(name, f"expected a floating point {arg}, got {x.dtype}", RuntimeError)
+
+
 def _channel_dropout(name, input, p, training, inplace, batched_ndim):
     _check_p(name, p)
     if not training or p == 0.0:
         return input
+    _need_floating(name, "input", input)
     shape = _channel_mask_shape(name, input, batched_ndim)
     mask = _keep_mask(name, input, shape, p)
     if p < 1.0:
@@ -167,6 +177,7 @@ def _alpha(name, input, p, training, feature):
     _check_p(name, p)
     if not training or p == 0.0 or input.numel() == 0:
         return input
+    _need_floating(name, "input", input)
     if p == 1.0:
         return input * 0.0
     if feature:
@@ -199,6 +210,7 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     """``softmax((logits + g) / tau)`` with Gumbel noise ``g = -log(E)``, ``E`` exponential
     draws; ``hard``: the one-hot of the argmax, with the soft sample's gradient
     (straight-through)."""
+    _need_floating("gumbel_softmax", "logits", logits)
     xp = xp_of(_whole(logits))
     e = generator().exponential(size=tuple(logits.shape))
     g = -log(logits.new_tensor(xp.asarray(e.astype(_np_dtype(logits)))))
