@@ -360,32 +360,10 @@ def broadcast_to(input, shape):
     return bind(BROADCAST_TO, input, shape=shape)
 
 
-def expand(input, *sizes):
-    """Broadcast to ``sizes``; -1 keeps that dim (PyTorch)."""
+def _expand_sizes(shape, sizes):
+    """``expand``'s target shape: -1 keeps that dim; a size must match its dim or
+    the dim must be 1 (PyTorch's rules, the function's and its shape rule's)."""
     sizes = shape_arg("expand", sizes)
-    shape = tuple(input.shape)
-    if len(sizes) < len(shape):
-        raise op_error("expand", f"the number of sizes {sizes} must be at least the number "
-                                 f"of dims of the input {shape}", RuntimeError)
-    lead = len(sizes) - len(shape)
-    out = []
-    for i, s in enumerate(sizes):
-        if s == -1:
-            if i < lead:
-                raise op_error("expand", f"-1 is not allowed in a new leading dim: {sizes}",
-                               RuntimeError)
-            s = shape[i - lead]
-        out.append(s)
-    try:
-        return broadcast_to(input, tuple(out))
-    except ValueError:
-        raise op_error("expand", f"cannot expand shape {shape} to {tuple(sizes)}",
-                       RuntimeError) from None
-
-
-def _expand_infer(x, *sizes):
-    sizes = shape_arg("expand", sizes)
-    shape = tuple(x.shape)
     if len(sizes) < len(shape):
         raise op_error("expand", f"the number of sizes {sizes} must be at least the number "
                                  f"of dims of the input {shape}", RuntimeError)
@@ -400,7 +378,16 @@ def _expand_infer(x, *sizes):
             raise op_error("expand", f"cannot expand shape {shape} to {tuple(sizes)}",
                            RuntimeError)
         out.append(n)
-    return TensorSpec(tuple(out), x.dtype)
+    return tuple(out)
+
+
+def expand(input, *sizes):
+    """Broadcast to ``sizes``; -1 keeps that dim (PyTorch)."""
+    return broadcast_to(input, _expand_sizes(tuple(input.shape), sizes))
+
+
+def _expand_infer(x, *sizes):
+    return TensorSpec(_expand_sizes(tuple(x.shape), sizes), x.dtype)
 
 
 composite(expand, infer=_expand_infer,
