@@ -91,9 +91,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             else:
                 gd = g._data if isinstance(g, Tensor) else g
                 t.grad = wrap(gd.copy()) if t.grad is None else wrap(t.grad._data + gd)
-            if t._post_hooks and t._node is None:
-                for fn in list(t._post_hooks):
-                    fn(t)
+            _walker.run_post_hooks(t)
         return None
     _walker.backward_pass(outputs, seeds, retain_graph=retain_graph, traced=traced)
     return None

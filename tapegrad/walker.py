@@ -342,9 +342,14 @@ def _finish_leaf(p, traced, delivered):
         g = _run_hooks(t._hooks, g, traced)
     if t.requires_grad:
         _accumulate(t, g, traced, delivered)
-        if t._post_hooks:
-            for fn in list(t._post_hooks):
-                fn(t)
+        run_post_hooks(t)
+
+
+def run_post_hooks(t):
+    """A leaf's post-accumulate hooks, once its ``.grad`` holds this backward's sum."""
+    if t._post_hooks and t._node is None:
+        for fn in list(t._post_hooks):
+            fn(t)
 
 
 def _pending(roots):
