@@ -113,7 +113,7 @@ class _Group:
         self.nccl = None
         self.nreq = None
         self.queue = collections.deque()   # Works whose transfer has not started
-        self.hashes = {}                      # the fast path's call keys -> hash
+        self.hashes = {}                      # call descriptions -> hash
         self.descs = {}                       # the fast path's call keys -> description
         self.calls = 0        # checked-kind collective calls made (the call index)
         self.prev = None      # the description of the last call compared across ranks
@@ -315,11 +315,7 @@ class _Group:
             self.descs[key] = d
         if not self.must_compare(d):
             return
-        h = self.hashes.get(d)
-        if h is None:
-            h = self.hashes[d] = zlib.crc32(d.encode()) + 1
-            if len(self.hashes) > 4096:
-                self.hashes.clear()
+        h = self.hash_of(d)
         buf = self.check_buf
         buf[0], buf[1] = h, -h
         req = self.ctl.Iallreduce(buf[:2], buf[2:], op=self.MPI.MAX)
@@ -328,12 +324,21 @@ class _Group:
             self.finish_check([self.MPI.REQUEST_NULL, None, buf[2:], d], what,
                               self.seq + 1)
 
+    def hash_of(self, desc):
+        """A call description's hash as the comparison sends it (never 0), memoized."""
+        h = self.hashes.get(desc)
+        if h is None:
+            if len(self.hashes) > 4096:
+                self.hashes.clear()
+            h = self.hashes[desc] = zlib.crc32(desc.encode()) + 1
+        return h
+
     def start_check(self, desc, force=False):
         """Post the comparison of this call's description across ranks: MAX of
         (h, -h) is (h, -h) exactly when every rank has the same h."""
         if not (self.checks or force):
             return None
-        h = zlib.crc32(desc.encode()) + 1
+        h = self.hash_of(desc)
         arr = np.array([h, -h], dtype=np.int64)
         out = np.empty(2, dtype=np.int64)
         req = self.ctl.Iallreduce(arr, out, op=self.MPI.MAX)
