@@ -114,7 +114,8 @@ class _Group:
         self.nreq = None
         self.queue = collections.deque()   # Works whose transfer has not started
         self.hashes = {}                      # call descriptions -> hash
-        self.descs = {}                       # the fast path's call keys -> description
+        self.last_fast = None  # all_reduce's fast path: its last (buffer, op, shape,
+                               # MPI op, call description)
         self.calls = 0        # checked-kind collective calls made (the call index)
         self.prev = None      # the description of the last call compared across ranks
         self.checked = {}     # call index -> description, of this rank's compared calls
@@ -125,6 +126,7 @@ class _Group:
                          for t in _FAST_TYPES for k in _FAST_OPS
                          if k != "avg" or np.dtype(t).kind == "f"}
         self.crowded = False
+        self.IN_PLACE = MPI.IN_PLACE
         self.comm = self._dup(world, "init_process_group")
         self.ctl = self._dup(world, "init_process_group")
         self.fin = self._dup(world, "init_process_group")
@@ -145,14 +147,20 @@ class _Group:
     def wait(self, reqs, what, seq, timeout=None):
         """Spin on ``reqs`` (MPI keeps moving data only inside its calls), reading
         notices and the clock every 64 tests."""
-        Testall = self.MPI.Request.Testall
-        if Testall(reqs):
+        if len(reqs) == 1:
+            test = reqs[0].Test           # one request: its own test is the cheaper
+        else:
+            Testall = self.MPI.Request.Testall
+
+            def test():
+                return Testall(reqs)
+        if test():
             return
         limit = self.timeout if timeout is None else timeout
         start = time.monotonic()
         n = 0
         crowded = self.crowded
-        while not Testall(reqs):
+        while not test():
             n += 1
             if crowded or n > 512:
                 # more ranks than cores here, or a long wait (a slower rank, a busy
@@ -303,25 +311,16 @@ class _Group:
             self.checked[s] = mine
             self.finish_check(self.start_check(mine, force=True), what, None)
 
-    def check_now(self, key, desc, what):
-        """The call check of a collective about to start, waited for: ``key`` (its
-        name, shape, dtype, op) described once by ``desc()``; compared across ranks
-        only when it differs from this rank's previous call."""
-        d = self.descs.get(key)
-        if d is None:
-            d = desc()
-            if len(self.descs) > 4096:
-                self.descs.clear()
-            self.descs[key] = d
-        if not self.must_compare(d):
-            return
-        h = self.hash_of(d)
+    def compare_now(self, desc, what):
+        """Compare the call ``desc`` (a collective about to start, which
+        ``must_compare`` chose) across ranks, and wait for the answer."""
+        h = self.hash_of(desc)
         buf = self.check_buf
         buf[0], buf[1] = h, -h
         req = self.ctl.Iallreduce(buf[:2], buf[2:], op=self.MPI.MAX)
         self.wait([req], what, self.seq + 1)
         if buf[2] != -buf[3]:
-            self.finish_check([self.MPI.REQUEST_NULL, None, buf[2:], d], what,
+            self.finish_check([self.MPI.REQUEST_NULL, None, buf[2:], desc], what,
                               self.seq + 1)
 
     def hash_of(self, desc):
@@ -652,16 +651,29 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     PRODUCT, MAX, MIN). Returns a ``Work`` with ``async_op=True``, else None."""
     g = _WORLD
     if g is not None and group is None and not async_op and not g.queue \
-            and isinstance(tensor, Tensor) and op in _FAST_OPS:
-        arr = buffer(tensor)
-        mop = g.fast_ops.get((arr.dtype, op)) if arr.__class__ is np.ndarray \
-            and arr.flags.c_contiguous else None
-        if mop is not None:  # the common case, in fewer steps: the same as below
-            if g.checks:
-                g.check_now((arr.shape, arr.dtype, op),
-                            lambda: f"all_reduce({_desc(tensor)}, op={op})", "all_reduce")
+            and isinstance(tensor, Tensor):
+        # the common case, in fewer steps (the same as below): a blocking reduction
+        # of a contiguous CPU buffer; a repeat of the last one skips the lookups
+        arr = tensor._data
+        last = g.last_fast
+        if last is not None and last[0] is arr and last[1] == op and last[2] == arr.shape \
+                and tensor._vlevel is None:
+            mop, desc = last[3], last[4]
+        else:
+            mop = desc = None
+            if op in _FAST_OPS and arr.__class__ is np.ndarray and arr.flags.c_contiguous \
+                    and tensor._vlevel is None:
+                mop = g.fast_ops.get((arr.dtype, op))
+            if mop is not None:
+                desc = f"all_reduce({_desc(tensor)}, op={op})"
+                g.last_fast = (arr, op, arr.shape, mop, desc)
+        if mop is not None:
+            if g.checks and g.must_compare(desc):
+                g.compare_now(desc, "all_reduce")
             g.seq += 1
-            g.wait([g.comm.Iallreduce(g.MPI.IN_PLACE, arr, op=mop)], "all_reduce", g.seq)
+            req = g.comm.Iallreduce(g.IN_PLACE, arr, op=mop)
+            if not req.Test():
+                g.wait([req], "all_reduce", g.seq)
             if op == "avg":
                 arr /= g.size
             mark_written(tensor)
