@@ -633,6 +633,23 @@ def _mpi_op(g, what, key, dtype):
     return getattr(g.MPI, _MPI_OPS[key])
 
 
+def _reduced(g, key, s):
+    """What ends a reduction into the staged buffer ``s``: AVG's division, then the
+    write-back."""
+    def finish():
+        if key == "avg":
+            s.arr /= g.size
+        s.done()
+    return finish
+
+
+def _blocks(what, g, big, big_name, small, small_name):
+    """``big`` must hold one block of ``small``'s size per rank."""
+    if big.numel() != g.size * small.numel():
+        raise RuntimeError(f"{what}: {big_name} has {big.numel()} elements; it needs "
+                           f"world_size * {small_name} ({g.size} * {small.numel()})")
+
+
 def _no_avg(what, dtype):
     raise RuntimeError(f"{what}: ReduceOp.AVG needs a floating point tensor, got {dtype}")
 
@@ -700,10 +717,7 @@ def _all_reduce(g, what, tensor, key, async_op, check):
     s = _Staged(tensor, reduce=True)
     mop = _mpi_op(g, what, key, s.arr.dtype)  # validates before anything is posted
 
-    def finish():
-        if key == "avg":
-            s.arr /= g.size
-        s.done()
+    finish = _reduced(g, key, s)
     return _submit(g, what, desc, lambda: [g.comm.Iallreduce(g.MPI.IN_PLACE, s.arr, op=mop)],
                    finish, s, async_op, check)
 
@@ -788,9 +802,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     _tensor(what, output_tensor, "output_tensor")
     _tensor(what, input_tensor, "input_tensor")
     _same_kind(what, output_tensor, input_tensor)
-    if output_tensor.numel() != g.size * input_tensor.numel():
-        raise RuntimeError(f"{what}: output_tensor has {output_tensor.numel()} elements; "
-                           f"it needs world_size * input ({g.size} * {input_tensor.numel()})")
+    _blocks(what, g, output_tensor, "output_tensor", input_tensor, "input")
     desc = f"all_gather_into_tensor({_desc(input_tensor)})"
     if input_tensor.is_cuda:
         send = _contiguous_cuda(what, input_tensor)
@@ -828,10 +840,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     for i, t in enumerate(input_list):
         send[i] = buffer(t)
 
-    def finish():
-        if key == "avg":
-            s.arr /= g.size
-        s.done()
+    finish = _reduced(g, key, s)
     return _submit(g, what, desc, lambda: [g.comm.Ireduce_scatter_block(send, s.arr, op=mop)],
                    finish, (send, s), async_op)
 
@@ -845,9 +854,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     _tensor(what, input, "input")
     key = _op(what, op)
     _same_kind(what, output, input)
-    if input.numel() != g.size * output.numel():
-        raise RuntimeError(f"{what}: input has {input.numel()} elements; it needs "
-                           f"world_size * output ({g.size} * {output.numel()})")
+    _blocks(what, g, input, "input", output, "output")
     desc = f"reduce_scatter_tensor({_desc(output)}, op={key})"
     if output.is_cuda:
         send = _contiguous_cuda(what, input)
@@ -858,10 +865,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     s = _Staged(output, reduce=True)
     mop = _mpi_op(g, what, key, send.dtype)
 
-    def finish():
-        if key == "avg":
-            s.arr /= g.size
-        s.done()
+    finish = _reduced(g, key, s)
     return _submit(g, what, desc, lambda: [g.comm.Ireduce_scatter_block(send, s.arr, op=mop)],
                    finish, (send, s), async_op)
 

@@ -12,7 +12,8 @@ from .. import dtypes
 from ..devices import xp_of
 from ..fusion.op import evaluate
 
-__all__ = ["run", "scalar_dtype", "lerp_weights"]
+__all__ = ["run", "scalar_dtype", "lerp_weights", "lerp_src", "check_adam_args",
+           "no_differentiable"]
 
 
 def run(kern, *args):
@@ -45,3 +46,24 @@ def lerp_src(target, src, lerp_low):
     """The update statement for ``target.lerp_(src, w1)``."""
     return (f"{target} + w1 * ({src} - {target})" if lerp_low
             else f"{src} - ({src} - {target}) * omw1")
+
+
+def check_adam_args(lr, betas, eps, weight_decay):
+    """The arguments of Adam and its variants, checked as PyTorch does."""
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+def no_differentiable(name, differentiable):
+    """Refuse ``differentiable=True``: our updates are not recorded."""
+    if differentiable:
+        raise ValueError(f"{name}: differentiable=True is not supported (the update is "
+                         f"not recorded)")

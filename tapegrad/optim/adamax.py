@@ -4,6 +4,7 @@ import functools
 from ..fusion.update import Update
 from ..tensor import buffer
 from . import _fused
+from ._fused import check_adam_args, no_differentiable
 from .optimizer import Optimizer
 
 __all__ = ["Adamax"]
@@ -24,8 +25,8 @@ class Adamax(Optimizer):
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
-        _check_adam_args(lr, betas, eps, weight_decay)
-        _no_differentiable("Adamax", differentiable)
+        check_adam_args(lr, betas, eps, weight_decay)
+        no_differentiable("Adamax", differentiable)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, maximize=maximize))
 
@@ -54,21 +55,3 @@ def _kernel(weight_decay, maximize, lerp_low):
     return Update("adamax", body, ("p", "g", "m", "u"),
                   ("wd", "w1", "omw1", "beta2", "eps", "neg_clr"), min_numel=0)
 
-
-def _check_adam_args(lr, betas, eps, weight_decay):
-    if not 0.0 <= lr:
-        raise ValueError(f"Invalid learning rate: {lr}")
-    if not 0.0 <= eps:
-        raise ValueError(f"Invalid epsilon value: {eps}")
-    if not 0.0 <= betas[0] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-    if not 0.0 <= betas[1] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-
-
-def _no_differentiable(name, differentiable):
-    if differentiable:
-        raise ValueError(f"{name}: differentiable=True is not supported (the update is "
-                         f"not recorded)")

@@ -4,7 +4,7 @@ import functools
 from ..fusion.update import Update
 from ..tensor import buffer
 from . import _fused
-from .adamax import _no_differentiable
+from ._fused import no_differentiable
 from .optimizer import Optimizer
 
 __all__ = ["ASGD", "Rprop"]
@@ -30,7 +30,7 @@ class ASGD(Optimizer):
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _no_differentiable("ASGD", differentiable)
+        no_differentiable("ASGD", differentiable)
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
                                       weight_decay=weight_decay, maximize=maximize))
 
@@ -79,7 +79,7 @@ class Rprop(Optimizer):
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
-        _no_differentiable("Rprop", differentiable)
+        no_differentiable("Rprop", differentiable)
         super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes),
                                       maximize=maximize))
 

@@ -4,7 +4,7 @@ import functools
 from ..fusion.update import Update
 from ..tensor import buffer
 from . import _fused
-from .adamax import _check_adam_args, _no_differentiable
+from ._fused import check_adam_args, no_differentiable
 from .optimizer import Optimizer
 
 __all__ = ["NAdam"]
@@ -29,10 +29,10 @@ class NAdam(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False):
-        _check_adam_args(lr, betas, eps, weight_decay)
+        check_adam_args(lr, betas, eps, weight_decay)
         if not 0.0 <= momentum_decay:
             raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
-        _no_differentiable("NAdam", differentiable)
+        no_differentiable("NAdam", differentiable)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, momentum_decay=momentum_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,

@@ -5,7 +5,7 @@ import math
 from ..fusion.update import Update
 from ..tensor import buffer
 from . import _fused
-from .adamax import _check_adam_args, _no_differentiable
+from ._fused import check_adam_args, no_differentiable
 from .optimizer import Optimizer
 
 __all__ = ["RAdam"]
@@ -26,8 +26,8 @@ class RAdam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):
-        _check_adam_args(lr, betas, eps, weight_decay)
-        _no_differentiable("RAdam", differentiable)
+        check_adam_args(lr, betas, eps, weight_decay)
+        no_differentiable("RAdam", differentiable)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
