@@ -248,7 +248,14 @@ def _general(op, args, attrs):
                         f"({', '.join(type(a).__name__ for a in arrays if a is not None)}); "
                         f"wrap them with tg.tensor() or tg.from_numpy(), or call "
                         f"tapegrad.ops_registry.get({op.name!r}).compute(...) on raw arrays")
-    out = _compute(op, arrays, attrs)
+    if _state._observers:  # (tg.compile's capture asks which tensors held the arrays)
+        _state.observed_args = args
+        try:
+            out = _compute(op, arrays, attrs)
+        finally:
+            _state.observed_args = ()
+    else:
+        out = _compute(op, arrays, attrs)
     if not tensor_seen:
         if type(out) is tuple:
             return tuple(_asarray(o) for o in out)

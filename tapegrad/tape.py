@@ -92,6 +92,10 @@ class _State(threading.local):
         self._vmap = ()
         self.mode = FAST_RECORD
 
+    # while observers are active: the arguments (Tensors among them) of the op the
+    # observers see now, so tg.compile's capture knows which tensor held an array it
+    # reads from outside
+    observed_args = ()
     # installed by tapegrad.vmap: (op, args, attrs) -> the op's outputs on batched tensors
     batching = None
     # the innermost vmap's randomness ("error", "same", "different") and a function

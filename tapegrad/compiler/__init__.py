@@ -89,9 +89,12 @@ class Compiled:
         if entry:
             why = "a leaf's .grad or buffer is not as at the capture"
             for prog, leaves in entry:
-                if prog.swaps != DATA_SWAPS[0] or not _refs_ok(prog.refs):
-                    why = ("a tensor the function reads (through a global, a closure or a "
-                           "module) was rebound, or a tensor's .data replaced")
+                if prog.swaps != DATA_SWAPS[0] or not _refs_ok(prog.refs) \
+                        or not _owners_ok(prog.graph.owners):
+                    why = ("a tensor the function reads from outside (through a global, a "
+                           "closure, a module, a container or an attribute) was rebound or "
+                           "dropped, or a tensor's .data replaced; pass tensors that change "
+                           "between calls as arguments")
                     continue
                 if not prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)):
                     continue
@@ -247,6 +250,17 @@ def _refs_ok(refs):
             cur = _module_tensors(obj)
             if len(cur) != len(tensors) or any(a is not b for a, b in zip(cur, tensors)):
                 return False
+    return True
+
+
+def _owners_ok(owners):
+    """Every tensor whose buffer the program reads from outside is alive still, over
+    that buffer: one that died was dropped by whoever held it, most likely because a
+    name, item or attribute the function reads it through now holds another."""
+    for ref, arr in owners:
+        t = ref()
+        if t is None or t._data is not arr:
+            return False
     return True
 
 

@@ -31,6 +31,8 @@ from .. import tape as _tape
 from ..tensor import Tensor, last_write
 from .graph import Step, Graph
 
+_NONE = {}
+
 __all__ = ["capturing", "Recorder", "Unsupported"]
 
 _tls = threading.local()
@@ -109,6 +111,9 @@ class Recorder:
         self.cleared = set()  # ids of params whose grad the program set to None
         self.seed_ids = set()
         self.first_read = {}  # value id of an external -> the op that first read it
+        self.owners = {}      # value id of an external -> weakref to the Tensor read
+        self.arg_owners = _NONE  # id(array) -> the Tensor argument that holds it, of
+                                 # the op being recorded
         self.lw = last_write[0]  # the in-place write id last accounted for
         self.expected = 0        # writes a known event announced (see _writes)
 
@@ -153,10 +158,15 @@ class Recorder:
             return ("lit", a)
         if isinstance(a, np.generic):
             return ("lit", a)
+        owner = None
         if isinstance(a, Tensor):
-            a = a._data
+            owner, a = a, a._data
+        elif self.arg_owners:
+            owner = self.arg_owners.get(id(a))
         vid = self.ids.get(id(a))
         if vid is not None:
+            if owner is not None and vid in self.g.externals and vid not in self.owners:
+                self.owners[vid] = weakref.ref(owner)
             return vid
         if not isinstance(a, np.ndarray):
             self.fail(f"{reader} read a {type(a).__name__}, not a NumPy array")
@@ -165,6 +175,8 @@ class Recorder:
             self.opaque = True  # an adjoint computed something outside the ops
         vid = self.new(a, "ext")
         self.g.externals[vid] = a
+        if owner is not None:
+            self.owners[vid] = weakref.ref(owner)
         self.first_read[vid] = reader
         for leaf in self.leaves.values():
             if leaf.grad is not None and leaf.grad._data is a:
@@ -199,7 +211,11 @@ class Recorder:
         if self.in_kernel:
             return kernel(*arrays, **kw)
         self._writes()
+        st = _tape.state
+        self.arg_owners = {id(t._data): t for t in st.observed_args if isinstance(t, Tensor)}
+        st.observed_args = ()
         ins = [self.val(a, op.name) for a in arrays]
+        self.arg_owners = _NONE
         plain = [self.plain_of(a) for a in arrays]
         attrs = {k: v for k, v in kw.items() if k not in ("workspace", "alloc")}
         if "out" in attrs:
@@ -519,6 +535,15 @@ class Recorder:
             else:
                 held[vid] = a
         g.externals.update(held)
+        # the tensors the externals were read through, alive after the call (not a
+        # wrapper made during it, not a .grad the entry guards follow): a replay needs
+        # each alive still, over the same buffer
+        g.owners = []
+        for vid, ref in self.owners.items():
+            t = ref()
+            if t is not None and vid in held and vid not in g.ext_grad \
+                    and t._data is held[vid]:
+                g.owners.append((ref, held[vid]))
 
 
 def begin(rec):

@@ -63,3 +63,28 @@ def test_module_given_a_new_parameter():
     m.weight = nn.Parameter(tg.ones(2, 3))
     _check(f, fn, x)
     assert f.stats()["captures"] == 2
+
+
+def test_tensor_in_a_container_replaced():
+    """A functional training loop: the parameters live in a dict (or an object's
+    attributes) and each step puts new tensors there. The replay must follow them,
+    as the eager call does: the tensor the capture read is gone, so it captures again."""
+    params = {"w": tg.tensor([1.0, 2.0]), "b": tg.tensor([0.5, 0.5])}
+
+    class Holder:
+        pass
+    h = Holder()
+    h.scale = tg.tensor([2.0, 2.0])
+
+    def fn(a):
+        return ((a * params["w"] + params["b"]) * h.scale).sum()
+    f = tg.compile(fn)
+    x = tg.tensor([1.0, -1.0])
+    for step in range(4):
+        _check(f, fn, x)
+        _check(f, fn, x)  # a replay, of the same tensors
+        params["w"] = params["w"] * 0.5 + 1.0  # new tensors; the old ones die
+        params["b"] = params["b"] - 0.25
+        if step == 2:
+            h.scale = tg.tensor([-1.0, 3.0])
+    assert f.stats()["replays"] >= 4
