@@ -2,52 +2,56 @@
 it drives): data-parallel training over ``tg.distributed``, as
 ``torch.nn.parallel.DistributedDataParallel``.
 
-How the gradients meet. Parameters are packed, in reverse order of
+How the gradients meet (PyTorch's reducer). Parameters are packed, in reverse order of
 ``module.parameters()`` (roughly the order their gradients become ready), into flat
-buckets of at most ``bucket_cap_mb``. During a forward, each parameter a module call
-reads is a fresh alias of it (``reshape`` to its own shape, a view node), made by a
-forward pre-hook on that module, with a gradient hook; all those aliases hang from one
-outer alias per parameter made when the forward starts. The reverse walk visits nodes
-newest first, so a module's aliases get their gradients right after that module's
-backward: the hook adds the gradient into the bucket, and when every parameter of a
-bucket is complete its all-reduce starts (non-blocking; buckets start in index order
-on every rank, as MPI requires), while the walk goes on through the earlier layers.
-The outer aliases get theirs at the end of the walk, with the total over every use
-(a parameter also read outside its module's call, a tied weight, is completed there).
-The hooks of the parameters themselves run last, as the walker accumulates leaf
-gradients: the first one waits for every bucket, divides by the world size, and each
-returns its parameter's averaged gradient in place of the local one, which the
-walker then stores in ``.grad``.
+buckets of at most ``bucket_cap_mb``. Each parameter has a post-accumulate grad hook
+(``Tensor.register_post_accumulate_grad_hook``): the walker runs it as soon as the
+parameter's ``.grad`` holds its last contribution of the backward. The hook puts the
+gradient in the parameter's slot of its bucket (with ``gradient_as_bucket_view=True``
+the slot then IS ``.grad``'s storage, so from the second step on, when ``.grad`` is
+kept, nothing is copied); once every slot of a bucket is in, and every earlier bucket
+has started, the bucket's non-blocking all-reduce (AVG) starts (buckets start in index
+order on every rank, as MPI requires) while the walk goes on through the earlier
+layers. The hook that completes the last bucket waits for them all; the averaged
+gradients are then in the buckets, which ``.grad`` views (or, by default, as PyTorch,
+are copied back into each ``.grad``).
 
-After the forward, the graph is walked once from the outputs (cheap, Python over
-nodes) to count the aliases that reach them: a parameter whose gradient cannot
-arrive is unused (an error unless ``find_unused_parameters=True``, then its local
-gradient counts as zero and, if some rank used it, it gets the average), and one read
-outside its module's call is completed by its outer alias.
+After each synchronised forward the graph is walked once from the outputs (Python over
+nodes) to find the parameters it reaches: one that it does not reach is an error
+unless ``find_unused_parameters=True``; then its local gradient counts as zero (or as
+what ``.grad`` held already), a map of the used ones is all-reduced (MAX), and a
+parameter no rank used keeps its ``.grad`` as it was.
 
-Supported as PyTorch's: ``backward()`` (not ``tg.grad``), one backward per forward,
-``no_sync()``, ``broadcast_buffers``. ``tg.compile`` does not exist in tapegrad yet;
-``tg.fuse``'d functions inside the module are ordinary ops and work.
+Supported as PyTorch's: ``backward()`` (not ``tg.grad``, which accumulates nothing),
+one backward per forward, every output the loss depends on (an output the loss does
+not use leaves its parameters' buckets unfinished: the next forward says so),
+``no_sync()``, ``broadcast_buffers``. ``tg.compile``: a step that runs a DDP forward or
+backward runs eagerly (the all-reduces happen in Python hooks, outside the ops that a
+replay repeats), with tg.compile's warning naming DistributedDataParallel.
 """
 import contextlib
 
 import numpy as np
 
 from .. import distributed as dist
-from ..grad_mode import is_grad_enabled
+from ..compiler.capture import capturing
+from ..grad_mode import is_grad_enabled, no_grad
 from ..nn.module import Module
-from ..tensor import Tensor, buffer
+from ..tensor import Tensor, buffer, mark_written, wrap
 from . import _all_reduce_unchecked
 
 __all__ = ["DistributedDataParallel"]
 
+_NO_COMPILE = ("DistributedDataParallel: its gradient all-reduces run in Python hooks "
+               "during the backward, outside the ops a replay repeats")
+
 
 class _Bucket:
-    __slots__ = ("flat", "members", "pending", "work")
+    __slots__ = ("flat", "tensor", "members", "work")
 
     def __init__(self, flat, members):
         self.flat, self.members = flat, members
-        self.pending = 0
+        self.tensor = wrap(flat)   # what the all-reduce runs on
         self.work = None
 
 
@@ -59,9 +63,11 @@ class DistributedDataParallel(Module):
     that every rank has the same parameter shapes), and buffers again at each forward
     (``broadcast_buffers``). ``bucket_cap_mb``: the size of the gradient buckets whose
     all-reduces overlap the backward. ``find_unused_parameters``: allow parameters
-    that do not reach the forward's outputs. ``no_sync()``: a context in which
-    forwards and backwards accumulate local gradients only; the first synchronised
-    backward after it averages the accumulated sum.
+    that do not reach the forward's outputs. ``gradient_as_bucket_view``: ``.grad`` is
+    a view of the bucket (one copy fewer per step; the memory is reused by the next
+    backward). ``no_sync()``: a context in which forwards and backwards accumulate
+    local gradients only; the first synchronised backward after it averages the
+    accumulated sum.
 
     >>> # under mpiexec -n 2, after tg.distributed.init_process_group():
     >>> # model = tg.nn.parallel.DistributedDataParallel(net)
@@ -87,111 +93,93 @@ class DistributedDataParallel(Module):
         d = self.__dict__
         d["broadcast_buffers"] = broadcast_buffers
         d["find_unused_parameters"] = find_unused_parameters
+        d["gradient_as_bucket_view"] = gradient_as_bucket_view
         d["bucket_cap_mb"] = bucket_cap_mb
         d["_sync"] = True
         d["_pass"] = None      # the bookkeeping of the last synchronised forward
-        d["_active"] = None    # the pass whose backward is running
         d["_stats"] = None     # of the last synchronised backward: buckets, how many
-        #                        started before the walk ended
+        #                        started before the last gradient came in
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         d["_names"] = [n for n, _ in named]
         d["_params"] = [p for _, p in named]
+        d["_index"] = {id(p): i for i, p in enumerate(self._params)}
         # every rank must hold the same model
         _same_model(module, len(named))
-        with _no_grad():
+        with no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t, 0)
         self._make_buckets(bucket_cap_mb * 2 ** 20)
-        # where each parameter sits: (module, attribute name, parameter index)
-        index = {id(p): i for i, p in enumerate(self._params)}
-        d["_slots"] = {}
-        for mod in module.modules():
-            names = [(name, index[id(p)]) for name, p in mod._parameters.items()
-                     if p is not None and id(p) in index]
-            if names:
-                self._slots[id(mod)] = (mod, names)
-                mod.register_forward_pre_hook(self._pre_hook)
-                mod.register_forward_hook(self._post_hook)
-        d["_leaf_hooks"] = [p.register_hook(self._leaf_hook(i))
-                            for i, p in enumerate(self._params)]
+        d["_handles"] = [p.register_post_accumulate_grad_hook(self._hook(i))
+                         for i, p in enumerate(self._params)]
 
     def _make_buckets(self, cap):
         """Reverse parameter order, one dtype and device per bucket, at most ``cap``
-        bytes each (a parameter larger than the cap gets a bucket of its own)."""
-        buckets, where = [], [None] * len(self._params)
-        cur, size, key = [], 0, None
-        order = list(range(len(self._params)))[::-1]
-        for i in order:
-            p = self._params[i]
+        bytes each (a parameter larger than the cap gets a bucket of its own). Each
+        parameter's slot: a view of its bucket in its shape, and a Tensor on it that
+        shares the bucket's version counter."""
+        params = self._params
+        groups, cur, size, key = [], [], 0, None
+        for i in reversed(range(len(params))):
+            p = params[i]
             k = (p.dtype, p.device)
             nbytes = p.numel() * buffer(p).itemsize
             if cur and (k != key or size + nbytes > cap):
-                buckets.append(cur)
+                groups.append(cur)
                 cur, size = [], 0
             cur.append(i)
             size += nbytes
             key = k
         if cur:
-            buckets.append(cur)
-        made = []
-        for b, members in enumerate(buckets):
-            first = buffer(self._params[members[0]])
-            total = sum(self._params[i].numel() for i in members)
-            flat = _zeros_like(first, total)
+            groups.append(cur)
+        buckets, where = [], [0] * len(params)
+        views, grads = [None] * len(params), [None] * len(params)
+        for b, members in enumerate(groups):
+            flat = _zeros_like(buffer(params[members[0]]),
+                               sum(params[i].numel() for i in members))
+            bk = _Bucket(flat, members)
             off = 0
             for i in members:
-                n = self._params[i].numel()
-                where[i] = (b, off, n)
+                n = params[i].numel()
+                where[i] = b
+                views[i] = flat[off:off + n].reshape(tuple(params[i].shape))
+                grads[i] = wrap(views[i], version=bk.tensor._version)
                 off += n
-            made.append(_Bucket(flat, members))
-        self.__dict__["_buckets"] = made
-        self.__dict__["_where"] = where
+            buckets.append(bk)
+        d = self.__dict__
+        d["_buckets"], d["_where"], d["_views"], d["_grads"] = buckets, where, views, grads
 
     # ------------------------------------------------------------------ forward
     def forward(self, *args, **kwargs):
+        rec = capturing()
+        if rec is not None:
+            rec.fail(_NO_COMPILE)
+        prev = self._pass
+        if prev is not None and prev.begun and not prev.finalized:
+            missing = [self._names[i] for i, ok in enumerate(prev.done) if not ok]
+            raise RuntimeError(
+                f"DistributedDataParallel: on rank {dist.get_rank()}, the previous "
+                f"backward did not finish averaging the gradients: parameters {missing} "
+                f"got no gradient in it although the forward's outputs lead to them (an "
+                f"output the loss did not use?). Make every output take part in the "
+                f"loss, or leave those parameters out of the forward")
         if self.broadcast_buffers:
             bufs = list(self.module.buffers())
             if bufs:
-                with _no_grad():
+                with no_grad():
                     for b in bufs:
                         dist.broadcast(b, 0)
-        if not (self._sync and is_grad_enabled() and self._params):
-            self.__dict__["_pass"] = None
-            return self.module(*args, **kwargs)
-        P = _Pass(self)
+        out = self.module(*args, **kwargs)
+        P = None
+        if self._sync and self._params and is_grad_enabled():
+            P = _Pass(self, _reached(out, self._index))
         self.__dict__["_pass"] = P
-        try:
-            for mod, names in self._slots.values():
-                for name, i in names:
-                    mod._parameters[name] = P.outer_alias(i)
-            P.in_forward = True
-            out = self.module(*args, **kwargs)
-        finally:
-            P.in_forward = False
-            for mod, names in self._slots.values():
-                for name, i in names:
-                    mod._parameters[name] = self._params[i]
-        P.after_forward(out)
         return out
 
-    def _pre_hook(self, mod, args):
-        P = self._pass
-        if P is not None and P.in_forward:
-            for name, i in self._slots[id(mod)][1]:
-                mod._parameters[name] = P.inner_alias(i)
-
-    def _post_hook(self, mod, args, out):
-        P = self._pass
-        if P is not None and P.in_forward:
-            for name, i in self._slots[id(mod)][1]:
-                mod._parameters[name] = P.outer[i]
-
-    def _leaf_hook(self, i):
-        def hook(grad):
-            P = self._active
-            if P is None:
-                return None  # not a synchronised backward (no_sync, eval, outside forward)
-            return P.leaf(i)
+    def _hook(self, i):
+        def hook(p):
+            P = self._pass
+            if P is not None:  # else: not a synchronised forward (no_sync, no_grad)
+                P.ready(i, p)
         return hook
 
     @contextlib.contextmanager
@@ -210,194 +198,116 @@ class DistributedDataParallel(Module):
 
 
 class _Pass:
-    """One synchronised forward and its backward: the aliases, the counts, the buckets'
-    progress."""
+    """One synchronised forward's backward: which parameters are in, how far the
+    buckets are."""
 
-    def __init__(self, ddp):
+    def __init__(self, ddp, used):
         self.ddp = ddp
         n = len(ddp._params)
-        self.outer = [None] * n
-        self.outer_nodes = {}     # id(outer alias node) -> parameter index
-        self.inner_nodes = {}     # id(inner alias node) -> parameter index
-        self.inner_keep = []      # the inner aliases (their nodes' ids must stay unique)
-        self.expected = [0] * n   # inner aliases whose gradient will come
-        self.got = [0] * n
-        self.deferred = [False] * n   # read outside its module's call: wait for the total
-        self.used = [False] * n
-        self.ready = [False] * n
-        self.started = [False] * n    # the bucket slot holds something already
-        self.fired = [False] * n      # its outer alias got its gradient (a leaf hook follows)
-        self.leaves_done = 0
-        self.in_forward = False
-        self.begun = self.finalized = False
-        self.next_bucket = 0
-        self.used_map = None
-        for b in ddp._buckets:
-            b.pending = len(b.members)
-            b.work = None
-
-    # ---- forward
-    def outer_alias(self, i):
-        p = self.ddp._params[i]
-        a = p.reshape(tuple(p.shape))
-        a.register_hook(self._total_hook(i))
-        self.outer[i] = a
-        self.outer_nodes[id(a.grad_fn)] = i
-        return a
-
-    def inner_alias(self, i):
-        a = self.outer[i].reshape(tuple(self.outer[i].shape))
-        a.register_hook(self._inner_hook(i))
-        self.inner_nodes[id(a.grad_fn)] = i
-        self.inner_keep.append(a)
-        return a
-
-    def after_forward(self, out):
-        """Walk the graph from the outputs: which inner aliases reach them, which
-        parameters are used, which are read outside their module's call."""
-        ddp = self.ddp
-        stack = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
-        seen = set()
-        inner, outer = self.inner_nodes, self.outer_nodes
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            j = inner.get(id(node))
-            if j is not None:
-                self.expected[j] += 1
-            for e in node.edges:
-                if type(e) is not tuple:
-                    continue
-                target = e[0]
-                i = outer.get(id(target))
-                if i is not None:
-                    self.used[i] = True
-                    if inner.get(id(node)) != i:
-                        self.deferred[i] = True
-                if id(target) not in seen:
-                    stack.append(target)
-        self.inner_keep = None
-        unused = [ddp._names[i] for i, u in enumerate(self.used) if not u]
+        unused = [i for i in range(n) if i not in used]
         if unused and not ddp.find_unused_parameters:
             raise RuntimeError(
                 f"DistributedDataParallel: on rank {dist.get_rank()}, parameters "
-                f"{unused} were not used in producing the forward's outputs, so their "
-                f"gradients would never be ready. Pass find_unused_parameters=True to "
-                f"DistributedDataParallel (an unused parameter's local gradient then "
-                f"counts as zero), or make every parameter take part in the loss")
+                f"{[ddp._names[i] for i in unused]} were not used in producing the "
+                f"forward's outputs, so their gradients would never be ready. Pass "
+                f"find_unused_parameters=True to DistributedDataParallel (an unused "
+                f"parameter's local gradient then counts as zero), or make every "
+                f"parameter take part in the loss")
+        self.unused = unused
+        self.done = [False] * n
+        self.pending = [len(b.members) for b in ddp._buckets]
+        self.launched = 0       # buckets whose all-reduce started (a prefix)
+        self.polled = 0         # buckets up to there are known complete
+        self.begun = self.finalized = False
+        self.used_map = self.used_work = None
+        self.kept = {}          # unused parameter -> its .grad before (a bucket view)
 
-    # ---- backward
-    def _begin(self):
+    def ready(self, i, p):
+        """Parameter ``i``'s gradient is complete (its post-accumulate hook)."""
+        rec = capturing()
+        if rec is not None:
+            rec.fail(_NO_COMPILE)
+        ddp = self.ddp
         if self.finalized:
             raise RuntimeError("DistributedDataParallel: a second backward through the same "
                                "forward is not supported; run the forward again")
+        if self.done[i]:
+            raise RuntimeError(
+                f"DistributedDataParallel: parameter {ddp._names[i]} got a gradient that "
+                f"the forward's outputs do not lead to (used outside the wrapped module's "
+                f"forward?); its bucket counted it as unused")
         if not self.begun:
             self.begun = True
-            self.ddp.__dict__["_active"] = self
-            for i, u in enumerate(self.used):
-                if not u:
-                    self._add(i, None)
-                    self._ready(i)
+            if self.unused:
+                self._begin_unused()
+        g = p.grad
+        if g is not ddp._grads[i]:
+            ddp._views[i][...] = buffer(g)
+            if ddp.gradient_as_bucket_view:
+                p.grad = ddp._grads[i]
+        self._mark(i)
 
-    def _slot(self, i):
-        b, off, n = self.ddp._where[i]
-        return self.ddp._buckets[b].flat[off:off + n]
-
-    def _add(self, i, g):
-        """Add gradient ``g`` (an array, or None for zero) to parameter i's slot; its
-        first contribution also brings the gradient accumulated before (no_sync)."""
-        slot = self._slot(i)
-        if not self.started[i]:
-            self.started[i] = True
-            old = self.ddp._params[i].grad
-            if old is None:
-                slot[...] = 0 if g is None else _flat(g)
-                return
-            slot[...] = _flat(buffer(old))
-        if g is not None:
-            slot += _flat(g)
-
-    def _ready(self, i):
-        if self.ready[i]:
-            return
-        self.ready[i] = True
-        b = self.ddp._where[i][0]
-        self.ddp._buckets[b].pending -= 1
-        self._launch()
-
-    def _launch(self):
-        buckets = self.ddp._buckets
-        while self.next_bucket < len(buckets) and buckets[self.next_bucket].pending == 0:
-            bk = buckets[self.next_bucket]
-            bk.work = _all_reduce_unchecked(Tensor(bk.flat), "avg")
-            self.next_bucket += 1
-        for b in buckets[:self.next_bucket]:
-            if b.work is not None:
-                b.work.is_completed()  # MPI moves data only inside its calls
-
-    def _inner_hook(self, i):
-        def hook(grad):
-            self._begin()
-            if self.deferred[i]:
-                return None  # its total comes with the outer alias
-            self._add(i, buffer(grad))
-            self.got[i] += 1
-            if self.got[i] >= self.expected[i]:
-                self._ready(i)
-            return None
-        return hook
-
-    def _total_hook(self, i):
-        def hook(grad):
-            self._begin()
-            self.fired[i] = True
-            if self.deferred[i] or not self.ready[i]:
-                # read outside its module (the total is here), or some inner alias got
-                # no gradient: the total replaces what the inner hooks added
-                self.started[i] = False
-                self._add(i, buffer(grad))
-                self._ready(i)
-            return None
-        return hook
-
-    def finalize(self):
-        """Every bucket started (a parameter without a gradient counts zero), waited
-        for and averaged; gradients set for parameters that get no leaf hook."""
+    def _begin_unused(self):
+        """The parameters the forward did not reach count as ready now, with their
+        ``.grad`` so far (or zero); which parameters each rank used is all-reduced
+        first (the same position in the call order on every rank)."""
         ddp = self.ddp
-        for i in range(len(self.ready)):
-            if not self.ready[i]:
-                self._add(i, None)
-                self._ready(i)
-        ddp.__dict__["_stats"] = {"buckets": len(ddp._buckets),
-                                  "started_during_backward": self.next_bucket}
-        used = None
-        if ddp.find_unused_parameters:
-            self.used_map = np.array([1 if f else 0 for f in self.fired], dtype=np.uint8)
-            used = _all_reduce_unchecked(Tensor(self.used_map), "max")
+        n = len(ddp._params)
+        self.used_map = np.ones(n, dtype=np.uint8)
+        self.used_map[self.unused] = 0
+        self.used_work = _all_reduce_unchecked(Tensor(self.used_map), "max")
+        for i in self.unused:
+            g = ddp._params[i].grad
+            if g is None:
+                ddp._views[i][...] = 0
+            elif g is ddp._grads[i]:
+                self.kept[i] = ddp._views[i].copy()
+            else:
+                ddp._views[i][...] = buffer(g)
+            self._mark(i)
+
+    def _mark(self, i):
+        self.done[i] = True
+        ddp = self.ddp
+        buckets = ddp._buckets
+        self.pending[ddp._where[i]] -= 1
+        before = self.launched
+        while self.launched < len(buckets) and not self.pending[self.launched]:
+            bk = buckets[self.launched]
+            bk.work = _all_reduce_unchecked(bk.tensor, "avg")
+            self.launched += 1
+        if self.launched == len(buckets):
+            ddp.__dict__["_stats"] = {"buckets": len(buckets),
+                                      "started_during_backward": before}
+            self._finish()
+        elif self.polled < self.launched and buckets[self.polled].work.is_completed():
+            self.polled += 1  # (MPI moves data only inside its calls)
+
+    def _finish(self):
+        """Every bucket started: wait for them (and for the used map), then the
+        gradients."""
+        ddp = self.ddp
         for bk in ddp._buckets:
             bk.work.wait()
             bk.work = None
-        if used is not None:
-            used.wait()
+        if self.used_work is not None:
+            self.used_work.wait()
         self.finalized = True
+        view = ddp.gradient_as_bucket_view
         for i, p in enumerate(ddp._params):
-            if self.fired[i]:
-                continue
             if self.used_map is not None and not self.used_map[i]:
-                continue  # no rank has a gradient for it: left as it is
-            p.grad = Tensor(self._slot(i).reshape(tuple(p.shape)).copy())
-
-    def leaf(self, i):
-        if not self.finalized:
-            self.finalize()
-        p = self.ddp._params[i]
-        p.grad = None  # the averaged gradient (which includes the old one) replaces it
-        self.leaves_done += 1
-        if self.leaves_done >= sum(self.fired):
-            self.ddp.__dict__["_active"] = None
-        return self._slot(i).reshape(tuple(p.shape))
+                # no rank has a gradient for it: its .grad stays as it was
+                if i in self.kept:
+                    ddp._views[i][...] = self.kept[i]
+                continue
+            g = p.grad
+            if g is ddp._grads[i]:
+                continue
+            if view or g is None:
+                p.grad = ddp._grads[i] if view else wrap(ddp._views[i].copy())
+            else:
+                buffer(g)[...] = ddp._views[i]
+                mark_written(g)
 
 
 # ------------------------------------------------------------------ helpers
@@ -412,8 +322,30 @@ def _tensors(out):
             yield from _tensors(o)
 
 
-def _flat(a):
-    return a.reshape(-1)
+def _reached(out, index):
+    """The indices (``index``: id -> index) of the leaves the graph behind ``out``
+    gives gradients to."""
+    found, seen, stack = set(), set(), []
+    for t in _tensors(out):
+        if t._node is not None:
+            stack.append(t._node)
+        elif id(t) in index:
+            found.add(index[id(t)])
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for e, need in zip(node.edges, node.needs_input_grad):
+            if not need:
+                continue
+            if type(e) is tuple:
+                stack.append(e[0])
+            else:
+                i = index.get(id(e))
+                if i is not None:
+                    found.add(i)
+    return found
 
 
 def _zeros_like(arr, n):
@@ -439,10 +371,3 @@ def _same_model(module, n_grad):
                            "(parameter count, fingerprint of names, shapes and dtypes): "
                            + "; ".join(f"rank {r}: {n} parameters, {h:08x}"
                                        for r, (n, h) in enumerate(got)))
-
-
-@contextlib.contextmanager
-def _no_grad():
-    from ..grad_mode import no_grad
-    with no_grad():
-        yield

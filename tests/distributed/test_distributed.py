@@ -13,8 +13,9 @@ def test_collectives_values(n):
     run_ok("mpi_collectives.py", n, n)
 
 
-def test_ddp_matches_one_process_on_the_whole_batch():
-    run_ok("mpi_ddp.py", 2)
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_matches_one_process_on_the_whole_batch(n):
+    run_ok("mpi_ddp.py", n)
 
 
 def _failed(mode, n=2, timeout_arg=None, limit=30):

@@ -1,5 +1,8 @@
 """DistributedDataParallel on N ranks against one process on the concatenated batch,
-step for step; no_sync; unused parameters; a weight read outside its module."""
+step for step (PyTorch's default copies and gradient_as_bucket_view); no_sync; unused
+parameters; a weight read outside its module; tg.compile; the errors."""
+import warnings
+
 import numpy as np
 
 import tapegrad as tg
@@ -7,6 +10,7 @@ import tapegrad.distributed as dist
 import tapegrad.nn as nn
 import tapegrad.nn.functional as F
 from tapegrad.nn.parallel import DistributedDataParallel as DDP
+from tapegrad.tensor import buffer
 
 dist.init_process_group(backend="mpi", timeout=30)
 R, N = dist.get_rank(), dist.get_world_size()
@@ -53,13 +57,66 @@ for step in range(4):
     F.cross_entropy(model(tg.tensor(X[step, mine])), tg.tensor(Y[step, mine])).backward()
     F.cross_entropy(ref(tg.tensor(X[step])), tg.tensor(Y[step])).backward()
     same_params(model.module, ref, f"step {step}")
-    # buckets (but the last, completed by the first layer's gradients) started while
-    # the walk was still going
+    # buckets started while the walk still had layers to go: all but the first layer's
+    # two (its weight's and bias's gradients come from one vjp, the weight's first)
     st = model._stats
-    assert st["started_during_backward"] >= st["buckets"] - 1, st
+    assert st["started_during_backward"] >= st["buckets"] - 2, st
     opt.step()
     ropt.step()
     same_params(model.module, ref, f"after step {step}", grads=False)
+
+assert not any(np.shares_memory(buffer(p.grad), b.flat) for p in model.parameters()
+               for b in model._buckets)  # PyTorch's default: .grad is not the bucket
+
+
+def bucket_view(p, ddp):
+    return any(np.shares_memory(buffer(p.grad), b.flat) for b in ddp._buckets)
+
+
+# ---- gradient_as_bucket_view: .grad is the bucket's memory; kept between steps
+# (zero_grad(set_to_none=False)) the walker accumulates into it, nothing copied
+view = DDP(mlp(seed=200 + R), bucket_cap_mb=400 / 2 ** 20, gradient_as_bucket_view=True)
+vref = mlp(seed=200)
+vopt = tg.optim.SGD(view.parameters(), lr=0.1, momentum=0.9)
+vropt = tg.optim.SGD(vref.parameters(), lr=0.1, momentum=0.9)
+for step in range(4):
+    vopt.zero_grad(set_to_none=step < 2)
+    vropt.zero_grad()
+    F.cross_entropy(view(tg.tensor(X[step, mine])), tg.tensor(Y[step, mine])).backward()
+    F.cross_entropy(vref(tg.tensor(X[step])), tg.tensor(Y[step])).backward()
+    same_params(view.module, vref, f"bucket view, step {step}")
+    assert all(bucket_view(p, view) for p in view.parameters())
+    vopt.step()
+    vropt.step()
+    same_params(view.module, vref, f"bucket view, after step {step}", grads=False)
+
+# ---- tg.compile: a step with a DDP forward and backward runs eagerly, saying why
+cm = DDP(mlp(seed=300 + R))
+cref = mlp(seed=300)
+copt = tg.optim.SGD(cm.parameters(), lr=0.1)
+cropt = tg.optim.SGD(cref.parameters(), lr=0.1)
+
+
+@tg.compile
+def train_step(x, y):
+    copt.zero_grad()
+    loss = F.cross_entropy(cm(x), y)
+    loss.backward()
+    copt.step()
+    return loss
+
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for step in range(3):
+        train_step(tg.tensor(X[step, mine]), tg.tensor(Y[step, mine]))
+        cropt.zero_grad()
+        F.cross_entropy(cref(tg.tensor(X[step])), tg.tensor(Y[step])).backward()
+        cropt.step()
+        same_params(cm.module, cref, f"tg.compile step {step}")
+assert any("runs eagerly" in str(w.message) and "DistributedDataParallel" in str(w.message)
+           for w in caught), [str(w.message) for w in caught]
+assert train_step.stats()["replays"] == 0
 
 # ---- no_sync: two local micro-batches then a synchronised one == the three global ones
 opt.zero_grad()
@@ -123,6 +180,21 @@ for step in range(2):
     opt.step()
     ropt.step()
 
+# a parameter no rank uses keeps its .grad as it was, also as a bucket view that holds
+# a local (no_sync) gradient: here extra's, on rank 0 only
+model = DDP(net(7 + R), find_unused_parameters=True, gradient_as_bucket_view=True)
+opt = tg.optim.SGD(model.parameters(), lr=0.1)
+F.cross_entropy(model(tg.tensor(X[0, mine]), use_extra=True), tg.tensor(Y[0, mine])).backward()
+assert bucket_view(model.module.extra.weight, model)
+opt.zero_grad(set_to_none=False)
+with model.no_sync():
+    model(tg.tensor(X[1, mine]), use_extra=R == 0).sum().backward()
+before = model.module.extra.weight.grad.numpy().copy()
+assert (np.abs(before).max() > 0) == (R == 0)
+F.cross_entropy(model(tg.tensor(X[2, mine]), use_extra=False), tg.tensor(Y[2, mine])).backward()
+check(model.module.extra.weight.grad, before, "a parameter no rank used keeps its .grad", 0)
+assert model.module.never.weight.grad is None
+
 # without find_unused_parameters the unused one is named
 strict = DDP(net(7))
 try:
@@ -142,6 +214,29 @@ except RuntimeError as e:
     assert "second backward" in str(e), e
 else:
     raise AssertionError("no error for a second backward")
+
+# an output the loss does not use: its parameters get no gradient, the buckets cannot
+# finish; the next forward says which
+class Two(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(6, 2)
+        self.b = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.a(x), self.b(x)
+
+
+tg.manual_seed(0)
+two = DDP(Two().double())
+a, _ = two(tg.tensor(X[0, mine]))
+a.sum().backward()
+try:
+    two(tg.tensor(X[0, mine]))
+except RuntimeError as e:
+    assert "b.weight" in str(e) and "a.weight" not in str(e) and "did not finish" in str(e), e
+else:
+    raise AssertionError("no error for an unfinished backward")
 
 # eval under no_grad: no synchronisation, plain forward
 with tg.no_grad():
