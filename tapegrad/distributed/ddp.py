@@ -171,7 +171,7 @@ class DistributedDataParallel(Module):
         out = self.module(*args, **kwargs)
         P = None
         if self._sync and self._params and is_grad_enabled():
-            P = _Pass(self, _reached(out, self._index))
+            P = _Pass(self, out)
         self.__dict__["_pass"] = P
         return out
 
@@ -201,9 +201,10 @@ class _Pass:
     """One synchronised forward's backward: which parameters are in, how far the
     buckets are."""
 
-    def __init__(self, ddp, used):
+    def __init__(self, ddp, out):
         self.ddp = ddp
         n = len(ddp._params)
+        used, self.root = _reached(out, ddp._index)
         unused = [i for i in range(n) if i not in used]
         if unused and not ddp.find_unused_parameters:
             raise RuntimeError(
@@ -293,6 +294,11 @@ class _Pass:
         if self.used_work is not None:
             self.used_work.wait()
         self.finalized = True
+        if self.root is None or self.root.write == -1:
+            # the graph is released (no retain_graph): no second backward can come, so a
+            # later backward that is not DDP's (the module called directly) leaves the
+            # gradients alone
+            ddp.__dict__["_pass"] = None
         view = ddp.gradient_as_bucket_view
         for i, p in enumerate(ddp._params):
             if self.used_map is not None and not self.used_map[i]:
@@ -324,13 +330,14 @@ def _tensors(out):
 
 def _reached(out, index):
     """The indices (``index``: id -> index) of the leaves the graph behind ``out``
-    gives gradients to."""
+    gives gradients to, and one of its output nodes (None without)."""
     found, seen, stack = set(), set(), []
     for t in _tensors(out):
         if t._node is not None:
             stack.append(t._node)
         elif id(t) in index:
             found.add(index[id(t)])
+    root = stack[0] if stack else None
     while stack:
         node = stack.pop()
         if id(node) in seen:
@@ -345,7 +352,7 @@ def _reached(out, index):
                 i = index.get(id(e))
                 if i is not None:
                     found.add(i)
-    return found
+    return found, root
 
 
 def _zeros_like(arr, n):

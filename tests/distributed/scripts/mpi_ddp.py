@@ -65,6 +65,13 @@ for step in range(4):
     ropt.step()
     same_params(model.module, ref, f"after step {step}", grads=False)
 
+# the wrapped module called directly: a plain local backward, nothing averaged
+opt.zero_grad()
+ropt.zero_grad()
+F.cross_entropy(model.module(tg.tensor(X[0, mine])), tg.tensor(Y[0, mine])).backward()
+F.cross_entropy(ref(tg.tensor(X[0, mine])), tg.tensor(Y[0, mine])).backward()
+same_params(model.module, ref, "the module called directly")
+F.cross_entropy(model(tg.tensor(X[0, mine])), tg.tensor(Y[0, mine])).backward()
 assert not any(np.shares_memory(buffer(p.grad), b.flat) for p in model.parameters()
                for b in model._buckets)  # PyTorch's default: .grad is not the bucket
 
