@@ -38,7 +38,7 @@ from ..compiler.capture import capturing
 from ..grad_mode import is_grad_enabled, no_grad
 from ..nn.module import Module
 from ..tensor import Tensor, buffer, mark_written, wrap
-from . import _all_reduce_unchecked
+from . import _all_reduce_unchecked, _group, _mpi_op, _submit
 
 __all__ = ["DistributedDataParallel"]
 
@@ -46,13 +46,35 @@ _NO_COMPILE = ("DistributedDataParallel: its gradient all-reduces run in Python 
                "during the backward, outside the ops a replay repeats")
 
 
+_WHAT = "DistributedDataParallel all_reduce"
+
+
 class _Bucket:
-    __slots__ = ("flat", "tensor", "members", "work")
+    """A flat gradient buffer and its all-reduce (SUM, in place, without the call
+    check: the layout was compared across ranks at construction), made once: a launch
+    only queues the prepared start."""
+    __slots__ = ("flat", "tensor", "members", "work", "start", "finish")
 
     def __init__(self, flat, members):
         self.flat, self.members = flat, members
-        self.tensor = wrap(flat)   # what the all-reduce runs on
+        self.tensor = t = wrap(flat)   # what the all-reduce runs on
         self.work = None
+        g = _group(_WHAT)
+        if t.is_cuda:
+            self.start = lambda: g.nccl_comm(_WHAT).all_reduce(flat, "sum")
+        elif flat.dtype in (np.float32, np.float64):
+            mop = _mpi_op(g, _WHAT, "sum", flat.dtype)
+            self.start = lambda: [g.comm.Iallreduce(g.MPI.IN_PLACE, flat, op=mop)]
+        else:  # (float16: MPI reduces a float32 copy)
+            self.start = None
+        self.finish = lambda: mark_written(t)
+
+    def launch(self):
+        if self.start is None:
+            self.work = _all_reduce_unchecked(self.tensor, "sum")
+        else:
+            self.work = _submit(_group(_WHAT), _WHAT, None, self.start, self.finish,
+                                async_op=True, check=False)
 
 
 class DistributedDataParallel(Module):
@@ -133,9 +155,11 @@ class DistributedDataParallel(Module):
             groups.append(cur)
         buckets, where = [], [0] * len(params)
         views, grads = [None] * len(params), [None] * len(params)
+        divide = [None] * len(params)
         for b, members in enumerate(groups):
-            flat = _zeros_like(buffer(params[members[0]]),
-                               sum(params[i].numel() for i in members))
+            xp = _xp(buffer(params[members[0]]))
+            flat = xp.zeros(sum(params[i].numel() for i in members),
+                            dtype=buffer(params[members[0]]).dtype)
             bk = _Bucket(flat, members)
             off = 0
             for i in members:
@@ -143,10 +167,12 @@ class DistributedDataParallel(Module):
                 where[i] = b
                 views[i] = flat[off:off + n].reshape(tuple(params[i].shape))
                 grads[i] = wrap(views[i], version=bk.tensor._version)
+                divide[i] = xp.divide
                 off += n
             buckets.append(bk)
         d = self.__dict__
         d["_buckets"], d["_where"], d["_views"], d["_grads"] = buckets, where, views, grads
+        d["_divide"] = divide
 
     # ------------------------------------------------------------------ forward
     def forward(self, *args, **kwargs):
@@ -221,6 +247,7 @@ class _Pass:
         self.polled = 0         # buckets up to there are known complete
         self.begun = self.finalized = False
         self.used_map = self.used_work = None
+        self.size = dist.get_world_size()
         self.kept = {}          # unused parameter -> its .grad before (a bucket view)
 
     def ready(self, i, p):
@@ -242,11 +269,25 @@ class _Pass:
             if self.unused:
                 self._begin_unused()
         g = p.grad
-        if g is not ddp._grads[i]:
-            ddp._views[i][...] = buffer(g)
+        if g is ddp._grads[i]:  # accumulated in place in the bucket (a kept bucket view)
+            self._scale(i, None)
+        else:
+            self._scale(i, buffer(g))
             if ddp.gradient_as_bucket_view:
                 p.grad = ddp._grads[i]
         self._mark(i)
+
+    def _scale(self, i, g):
+        """Parameter ``i``'s slot = ``g`` / world size (``g`` None: the slot itself),
+        in one pass: the buckets are then summed (as PyTorch, which divides first)."""
+        view, n = self.ddp._views[i], self.size
+        if n == 1:
+            if g is not None:
+                view[...] = g
+        elif g is None:
+            view /= n
+        else:
+            self.ddp._divide[i](g, n, out=view)
 
     def _begin_unused(self):
         """The parameters the forward did not reach count as ready now, with their
@@ -263,8 +304,9 @@ class _Pass:
                 ddp._views[i][...] = 0
             elif g is ddp._grads[i]:
                 self.kept[i] = ddp._views[i].copy()
+                self._scale(i, None)
             else:
-                ddp._views[i][...] = buffer(g)
+                self._scale(i, buffer(g))
             self._mark(i)
 
     def _mark(self, i):
@@ -274,8 +316,7 @@ class _Pass:
         self.pending[ddp._where[i]] -= 1
         before = self.launched
         while self.launched < len(buckets) and not self.pending[self.launched]:
-            bk = buckets[self.launched]
-            bk.work = _all_reduce_unchecked(bk.tensor, "avg")
+            buckets[self.launched].launch()
             self.launched += 1
         if self.launched == len(buckets):
             ddp.__dict__["_stats"] = {"buckets": len(buckets),
@@ -355,12 +396,12 @@ def _reached(out, index):
     return found, root
 
 
-def _zeros_like(arr, n):
+def _xp(arr):
+    """The array module of ``arr`` (NumPy, or CuPy for a CUDA tensor's buffer)."""
     if isinstance(arr, np.ndarray):
-        return np.zeros(n, dtype=arr.dtype)
+        return np
     import importlib
-    xp = importlib.import_module(type(arr).__module__.split(".")[0])
-    return xp.zeros(n, dtype=arr.dtype)
+    return importlib.import_module(type(arr).__module__.split(".")[0])
 
 
 def _same_model(module, n_grad):
