@@ -252,7 +252,7 @@ class Recorder:
             self.fail(f"a hook or retain_grad on the output of {node.op.name}")
         for e in node.edges:
             if isinstance(e, Tensor):
-                if e._hooks:
+                if e._hooks or e._post_hooks:
                     self.fail("a gradient hook on a leaf tensor")
                 if id(e) not in self.leaves:
                     self.leaves[id(e)] = e

@@ -246,6 +246,27 @@ def test_random_generator_runs_eagerly_with_warning():
     assert c.stats()["replays"] == 0
 
 
+def test_post_accumulate_grad_hooks_run_eagerly_with_warning():
+    # a replay would skip the hook (Python, outside the ops): the step runs eagerly
+    lin = nn.Linear(3, 2)
+    seen = []
+    lin.weight.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.numpy().copy()))
+    opt = tg.optim.SGD(lin.parameters(), lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        lin(x).sum().backward()
+        opt.step()
+
+    c = tg.compile(step)
+    with pytest.warns(RuntimeWarning, match="gradient hook on a leaf"):
+        c(tg.ones(4, 3))
+    for _ in range(2):
+        c(tg.ones(4, 3))
+    assert len(seen) == 3 and c.stats()["replays"] == 0
+    np.testing.assert_allclose(seen[-1], np.full((2, 3), 4.0))
+
+
 def test_values_computed_outside_ops_are_refused():
     def f(x):
         shifted = tg.tensor(x.numpy() + 1.0)   # NumPy on the buffer
