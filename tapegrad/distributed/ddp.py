@@ -7,14 +7,16 @@ How the gradients meet (PyTorch's reducer). Parameters are packed, in reverse or
 buckets of at most ``bucket_cap_mb``. Each parameter has a post-accumulate grad hook
 (``Tensor.register_post_accumulate_grad_hook``): the walker runs it as soon as the
 parameter's ``.grad`` holds its last contribution of the backward. The hook puts the
-gradient in the parameter's slot of its bucket (with ``gradient_as_bucket_view=True``
-the slot then IS ``.grad``'s storage, so from the second step on, when ``.grad`` is
-kept, nothing is copied); once every slot of a bucket is in, and every earlier bucket
-has started, the bucket's non-blocking all-reduce (AVG) starts (buckets start in index
-order on every rank, as MPI requires) while the walk goes on through the earlier
-layers. The hook that completes the last bucket waits for them all; the averaged
-gradients are then in the buckets, which ``.grad`` views (or, by default, as PyTorch,
-are copied back into each ``.grad``).
+gradient, divided by the world size (one pass, as PyTorch divides before summing), in
+the parameter's slot of its bucket (with ``gradient_as_bucket_view=True`` the slot
+then IS ``.grad``'s storage, so when ``.grad`` is kept between steps nothing is
+copied); once every slot of a bucket is in, and every earlier bucket has started, the
+bucket's non-blocking all-reduce (SUM) starts (buckets start in index order on every
+rank, as MPI requires) while the walk goes on through the earlier layers. The hook
+that completes the last bucket waits for them all; the averaged gradients are then in
+the buckets, which ``.grad`` views (or, by default, as PyTorch, are copied back into
+each ``.grad``). The last bucket (the first layers' gradients) cannot overlap anything:
+nothing of the backward is left when it starts.
 
 After each synchronised forward the graph is walked once from the outputs (Python over
 nodes) to find the parameters it reaches: one that it does not reach is an error
