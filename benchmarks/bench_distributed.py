@@ -1,7 +1,8 @@
 """tg.distributed on MPI (loopback, one machine): all-reduce latency and bandwidth
 against mpi4py's own calls, and the DDP training step of an MLP on 2 ranks against 1.
 
-    python benchmarks/bench_distributed.py [--ranks 2 4] [--quick]
+    python benchmarks/bench_distributed.py [--ranks 2 4] [--quick] [--part ddp]
+        [--ddp-ranks 1 2] [--widths 512] [--steps 30]
 
 The driver launches ``mpiexec -n N python bench_distributed.py --worker ...`` and
 prints rank 0's medians. Questions answered:
@@ -14,9 +15,11 @@ prints rank 0's medians. Questions answered:
    the median time per call; bus bandwidth is ``2 (n-1)/n * bytes / time`` (what a
    ring moves per rank).
 2. DDP step time (forward, backward, Adam) of the MLP against one process on its own
-   batch, and the overlap: of the time the gradient all-reduces take on their own,
-   how much is hidden behind the backward (``1 - (ddp backward - local backward) /
-   all-reduce time``).
+   batch (the same processes, without DDP), for DDP as PyTorch's default (``.grad``
+   copied back from the bucket) and with ``gradient_as_bucket_view=True``, the three
+   taking turns step after step; with 1 rank the difference is DDP's own cost. The
+   overlap: of the time the gradient all-reduces take on their own, how much is hidden
+   behind the backward (``1 - (ddp backward - local backward) / all-reduce time``).
 
 On this 2-vCPU VM, 4 ranks oversubscribe the cores (MPICH waits by spinning), so the
 4-rank rows measure contention more than the library.
@@ -116,13 +119,18 @@ def worker_ddp(width, depth, batch, cap, steps):
     rng = np.random.default_rng(rank)
     x = tg.tensor(rng.standard_normal((batch, MLP[0])).astype(np.float32))
     y = tg.tensor(rng.integers(0, 10, batch))
-    net = _mlp(width, depth)
-    nparams = sum(p.numel() for p in net.parameters())
-
-    def measure(model, label):
-        opt = tg.optim.Adam(model.parameters(), lr=1e-3)
-        fwd, bwd, step = [], [], []
-        for i in range(steps + 3):
+    nparams = sum(p.numel() for p in _mlp(width, depth).parameters())
+    # three copies of the model, taking turns step after step (a busy neighbour slows
+    # them alike): without DDP, DDP as PyTorch's default (.grad copied back from the
+    # bucket), DDP with gradient_as_bucket_view
+    models = {"local": _mlp(width, depth),
+              "ddp": DDP(_mlp(width, depth), bucket_cap_mb=cap),
+              "view": DDP(_mlp(width, depth), bucket_cap_mb=cap, gradient_as_bucket_view=True)}
+    opts = {k: tg.optim.Adam(m.parameters(), lr=1e-3) for k, m in models.items()}
+    t = {k: {"forward": [], "backward": [], "step": []} for k in models}
+    for i in range(steps + 3):
+        for k, model in models.items():
+            opt = opts[k]
             dist.barrier()
             t0 = time.perf_counter()
             loss = F.cross_entropy(model(x), y)
@@ -133,15 +141,13 @@ def worker_ddp(width, depth, batch, cap, steps):
             opt.step()
             t3 = time.perf_counter()
             if i >= 3:
-                fwd.append(t1 - t0)
-                bwd.append(t2 - t1)
-                step.append(t3 - t0)
-        return {"label": label, "forward": _median(fwd), "backward": _median(bwd),
-                "step": _median(step)}
-
-    local = measure(net, "local (no DDP)")
-    ddp = DDP(net, bucket_cap_mb=cap)
-    synced = measure(ddp, f"DDP, {len(ddp._buckets)} bucket(s)")
+                t[k]["forward"].append(t1 - t0)
+                t[k]["backward"].append(t2 - t1)
+                t[k]["step"].append(t3 - t0)
+    res = {k: {"forward": _median(v["forward"]), "backward": _median(v["backward"]),
+               "backward_min": min(v["backward"]), "step": _median(v["step"])}
+           for k, v in t.items()}
+    ddp = models["ddp"]
     stats = dict(ddp._stats)
     # the same all-reduces alone: one per bucket, back to back, waited at the end
     flats = [tg.tensor(b.flat.copy()) for b in ddp._buckets]
@@ -156,7 +162,7 @@ def worker_ddp(width, depth, batch, cap, steps):
     comm = _median(times)
     if rank == 0:
         print(json.dumps({"size": size, "params": nparams, "width": width, "depth": depth,
-                          "batch": batch, "cap_mb": cap, "local": local, "ddp": synced,
+                          "batch": batch, "cap_mb": cap, **res,
                           "allreduce_alone": comm, "stats": stats}))
 
 
@@ -181,6 +187,10 @@ def main():
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--part", choices=("all", "allreduce", "ddp"), default="all")
+    ap.add_argument("--ddp-ranks", type=int, nargs="+", default=[1, 2],
+                    help="the DDP table's world sizes")
+    ap.add_argument("--widths", type=int, nargs="+", help="only these MLP widths (512, 2048)")
+    ap.add_argument("--steps", type=int, help="DDP steps measured (default 30, 10 --quick)")
     ap.add_argument("--worker", nargs="*")
     args = ap.parse_args()
     if args.worker is not None:
@@ -217,27 +227,36 @@ def allreduce_tables(args):
 
 def ddp_table(args):
     print("## DDP training step (forward, backward, Adam), medians\n")
-    steps = 10 if args.quick else 30
+    steps = args.steps or (10 if args.quick else 30)
     # bench_mlp_step's MLP (784-512-512-10, batch 128 per rank): one 25 MB bucket, or
     # 1 MB buckets; and a wider one (784-2048x3-10, 9.9M parameters, 40 MB)
     configs = [(512, 2, 128, 25.0), (512, 2, 128, 1.0), (2048, 3, 128, 25.0),
                (2048, 3, 128, 4.0)]
-    print("| model | params | ranks | buckets | local step | DDP step | local backward "
-          "| DDP backward | all-reduces alone | hidden | started during backward |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    configs = [c for c in configs if args.widths is None or c[0] in args.widths]
+    print("| model | ranks | buckets | local step | DDP step | view step | local backward "
+          "| DDP backward | view backward | min local / DDP / view backward "
+          "| all-reduces alone | hidden DDP / view | started during backward |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| ---: | ---: |")
     for width, depth, batch, cap in configs:
-        for n in (1, 2):
+        for n in args.ddp_ranks:
             r = _launch(n, ["ddp", str(width), str(depth), str(batch), str(cap), str(steps)])
             if r is None:
                 continue
-            loc, ddp, comm = r["local"], r["ddp"], r["allreduce_alone"]
-            extra = ddp["backward"] - loc["backward"]
-            hidden = 1 - extra / comm if comm > 0 else float("nan")
+            loc, ddp, view, comm = r["local"], r["ddp"], r["view"], r["allreduce_alone"]
+
+            def hidden(d):
+                return f"{1 - (d['backward'] - loc['backward']) / comm:.0%}" if comm > 0 \
+                    else "-"
             st = r["stats"]
-            print(f"| 784-{width}x{depth}-10, batch {batch}/rank, cap {cap} MB | {r['params']} "
-                  f"| {n} | {st['buckets']} | {_fmt_t(loc['step'])} | {_fmt_t(ddp['step'])} | "
-                  f"{_fmt_t(loc['backward'])} | {_fmt_t(ddp['backward'])} | {_fmt_t(comm)} | "
-                  f"{hidden:.0%} | {st['started_during_backward']}/{st['buckets']} |")
+            print(f"| 784-{width}x{depth}-10 ({r['params']} params), batch {batch}/rank, "
+                  f"cap {cap} MB | {n} | {st['buckets']} | {_fmt_t(loc['step'])} | "
+                  f"{_fmt_t(ddp['step'])} | {_fmt_t(view['step'])} | "
+                  f"{_fmt_t(loc['backward'])} | {_fmt_t(ddp['backward'])} | "
+                  f"{_fmt_t(view['backward'])} | {_fmt_t(loc['backward_min'])} / "
+                  f"{_fmt_t(ddp['backward_min'])} / {_fmt_t(view['backward_min'])} | "
+                  f"{_fmt_t(comm)} | {hidden(ddp)} / {hidden(view)} | "
+                  f"{st['started_during_backward']}/{st['buckets']} |")
     print()
 
 
