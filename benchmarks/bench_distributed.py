@@ -19,7 +19,9 @@ prints rank 0's medians. Questions answered:
    copied back from the bucket) and with ``gradient_as_bucket_view=True``, the three
    taking turns step after step; with 1 rank the difference is DDP's own cost. The
    overlap: of the time the gradient all-reduces take on their own, how much is hidden
-   behind the backward (``1 - (ddp backward - local backward) / all-reduce time``).
+   behind the backward (``1 - (ddp backward - local backward) / all-reduce time``),
+   and how long the backward waited for the buckets at its end (that wait also holds
+   the time a rank waits for a slower one).
 
 On this 2-vCPU VM, 4 ranks oversubscribe the cores (MPICH waits by spinning), so the
 4-rank rows measure contention more than the library.
@@ -127,7 +129,7 @@ def worker_ddp(width, depth, batch, cap, steps):
               "ddp": DDP(_mlp(width, depth), bucket_cap_mb=cap),
               "view": DDP(_mlp(width, depth), bucket_cap_mb=cap, gradient_as_bucket_view=True)}
     opts = {k: tg.optim.Adam(m.parameters(), lr=1e-3) for k, m in models.items()}
-    t = {k: {"forward": [], "backward": [], "step": []} for k in models}
+    t = {k: {"forward": [], "backward": [], "step": [], "wait": []} for k in models}
     for i in range(steps + 3):
         for k, model in models.items():
             opt = opts[k]
@@ -144,8 +146,11 @@ def worker_ddp(width, depth, batch, cap, steps):
                 t[k]["forward"].append(t1 - t0)
                 t[k]["backward"].append(t2 - t1)
                 t[k]["step"].append(t3 - t0)
+                if k != "local":  # the time its backward spent waiting for the buckets
+                    t[k]["wait"].append(model._stats.get("wait", float("nan")))
     res = {k: {"forward": _median(v["forward"]), "backward": _median(v["backward"]),
-               "backward_min": min(v["backward"]), "step": _median(v["step"])}
+               "backward_min": min(v["backward"]), "step": _median(v["step"]),
+               "wait": _median(v["wait"]) if v["wait"] else 0.0}
            for k, v in t.items()}
     ddp = models["ddp"]
     stats = dict(ddp._stats)
@@ -235,9 +240,10 @@ def ddp_table(args):
     configs = [c for c in configs if args.widths is None or c[0] in args.widths]
     print("| model | ranks | buckets | local step | DDP step | view step | local backward "
           "| DDP backward | view backward | min local / DDP / view backward "
-          "| all-reduces alone | hidden DDP / view | started during backward |")
+          "| all-reduces alone | waited at the end DDP / view | hidden DDP / view "
+          "| started during backward |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-          "| ---: | ---: |")
+          "| ---: | ---: | ---: |")
     for width, depth, batch, cap in configs:
         for n in args.ddp_ranks:
             r = _launch(n, ["ddp", str(width), str(depth), str(batch), str(cap), str(steps)])
@@ -255,7 +261,8 @@ def ddp_table(args):
                   f"{_fmt_t(loc['backward'])} | {_fmt_t(ddp['backward'])} | "
                   f"{_fmt_t(view['backward'])} | {_fmt_t(loc['backward_min'])} / "
                   f"{_fmt_t(ddp['backward_min'])} / {_fmt_t(view['backward_min'])} | "
-                  f"{_fmt_t(comm)} | {hidden(ddp)} / {hidden(view)} | "
+                  f"{_fmt_t(comm)} | {_fmt_t(ddp['wait'])} / {_fmt_t(view['wait'])} | "
+                  f"{hidden(ddp)} / {hidden(view)} | "
                   f"{st['started_during_backward']}/{st['buckets']} |")
     print()
 

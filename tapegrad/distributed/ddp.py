@@ -32,6 +32,7 @@ backward runs eagerly (the all-reduces happen in Python hooks, outside the ops t
 replay repeats), with tg.compile's warning naming DistributedDataParallel.
 """
 import contextlib
+import time
 
 import numpy as np
 
@@ -122,7 +123,8 @@ class DistributedDataParallel(Module):
         d["_sync"] = True
         d["_pass"] = None      # the bookkeeping of the last synchronised forward
         d["_stats"] = None     # of the last synchronised backward: buckets, how many
-        #                        started before the last gradient came in
+        #                        started before the last gradient came in, the seconds
+        #                        spent waiting for them at its end
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         d["_names"] = [n for n, _ in named]
         d["_params"] = [p for _, p in named]
@@ -322,20 +324,22 @@ class _Pass:
             self.launched += 1
         if self.launched == len(buckets):
             ddp.__dict__["_stats"] = {"buckets": len(buckets),
-                                      "started_during_backward": before}
-            self._finish()
+                                      "started_during_backward": before,
+                                      "wait": self._finish()}
         elif self.polled < self.launched and buckets[self.polled].work.is_completed():
             self.polled += 1  # (MPI moves data only inside its calls)
 
     def _finish(self):
         """Every bucket started: wait for them (and for the used map), then the
-        gradients."""
+        gradients; the seconds spent waiting."""
         ddp = self.ddp
+        t0 = time.perf_counter()
         for bk in ddp._buckets:
             bk.work.wait()
             bk.work = None
         if self.used_work is not None:
             self.used_work.wait()
+        waited = time.perf_counter() - t0
         self.finalized = True
         if self.root is None or self.root.write == -1:
             # the graph is released (no retain_graph): no second backward can come, so a
@@ -357,6 +361,7 @@ class _Pass:
             else:
                 buffer(g)[...] = ddp._views[i]
                 mark_written(g)
+        return waited
 
 
 # ------------------------------------------------------------------ helpers
