@@ -158,7 +158,7 @@ class DistributedDataParallel(Module):
         if cur:
             groups.append(cur)
         buckets, where = [], [0] * len(params)
-        views, grads = [None] * len(params), [None] * len(params)
+        slots, grads = [None] * len(params), [None] * len(params)
         divide = [None] * len(params)
         for b, members in enumerate(groups):
             xp = _xp(buffer(params[members[0]]))
@@ -169,13 +169,14 @@ class DistributedDataParallel(Module):
             for i in members:
                 n = params[i].numel()
                 where[i] = b
-                views[i] = flat[off:off + n].reshape(tuple(params[i].shape))
-                grads[i] = wrap(views[i], version=bk.tensor._version)
+                with no_grad():  # a view of the bucket: it shares its version counter
+                    grads[i] = bk.tensor[off:off + n].reshape(tuple(params[i].shape))
+                slots[i] = buffer(grads[i])
                 divide[i] = xp.divide
                 off += n
             buckets.append(bk)
         d = self.__dict__
-        d["_buckets"], d["_where"], d["_views"], d["_grads"] = buckets, where, views, grads
+        d["_buckets"], d["_where"], d["_slots"], d["_grads"] = buckets, where, slots, grads
         d["_divide"] = divide
 
     # ------------------------------------------------------------------ forward
@@ -284,7 +285,7 @@ class _Pass:
     def _scale(self, i, g):
         """Parameter ``i``'s slot = ``g`` / world size (``g`` None: the slot itself),
         in one pass: the buckets are then summed (as PyTorch, which divides first)."""
-        view, n = self.ddp._views[i], self.size
+        view, n = self.ddp._slots[i], self.size
         if n == 1:
             if g is not None:
                 view[...] = g
@@ -305,9 +306,9 @@ class _Pass:
         for i in self.unused:
             g = ddp._params[i].grad
             if g is None:
-                ddp._views[i][...] = 0
+                ddp._slots[i][...] = 0
             elif g is ddp._grads[i]:
-                self.kept[i] = ddp._views[i].copy()
+                self.kept[i] = ddp._slots[i].copy()
                 self._scale(i, None)
             else:
                 self._scale(i, buffer(g))
@@ -351,15 +352,15 @@ class _Pass:
             if self.used_map is not None and not self.used_map[i]:
                 # no rank has a gradient for it: its .grad stays as it was
                 if i in self.kept:
-                    ddp._views[i][...] = self.kept[i]
+                    ddp._slots[i][...] = self.kept[i]
                 continue
             g = p.grad
             if g is ddp._grads[i]:
                 continue
             if view or g is None:
-                p.grad = ddp._grads[i] if view else wrap(ddp._views[i].copy())
+                p.grad = ddp._grads[i] if view else wrap(ddp._slots[i].copy())
             else:
-                buffer(g)[...] = ddp._views[i]
+                buffer(g)[...] = ddp._slots[i]
                 mark_written(g)
         return waited
 
@@ -381,8 +382,8 @@ def _reached(out, index):
     gives gradients to, and one of its output nodes (None without)."""
     found, seen, stack = set(), set(), []
     for t in _tensors(out):
-        if t._node is not None:
-            stack.append(t._node)
+        if t.grad_fn is not None:
+            stack.append(t.grad_fn)
         elif id(t) in index:
             found.add(index[id(t)])
     root = stack[0] if stack else None
