@@ -36,6 +36,8 @@ from ..ops.nn.norm_more import (instance_norm, local_response_norm, rms_norm, dr
                                 dropout3d, alpha_dropout, feature_alpha_dropout, gumbel_softmax)
 from ..ops.nn.linear_more import (bilinear, conv_transpose1d, conv_tbc, upsample,
                                   upsample_nearest, upsample_bilinear, embedding_bag, affine_grid)
+from ..ops.nn.volume import conv3d, conv_transpose3d, grid_sample
+from ..ops.nn.ctc import ctc_loss
 
 __all__ = [
     # layers and losses
@@ -67,6 +69,7 @@ __all__ = [
     "alpha_dropout", "feature_alpha_dropout", "gumbel_softmax",
     "bilinear", "conv_transpose1d", "conv_tbc", "upsample", "upsample_nearest",
     "upsample_bilinear", "embedding_bag", "affine_grid",
+    "conv3d", "conv_transpose3d", "grid_sample", "ctc_loss",
 ]
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "Dropout1d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
     "UpsamplingNearest2d", "UpsamplingBilinear2d",
     "Bilinear", "EmbeddingBag", "ConvTranspose1d", "ParameterDict",
+    "Conv3d", "ConvTranspose3d", "CTCLoss",
 ]
 
 
@@ -749,6 +750,110 @@ class ConvTranspose1d(Module):
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}")
+
+
+class Conv3d(Module):
+    """3-D convolution over ``(N, C, D, H, W)``; PyTorch's arguments and initialisation."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 dilation=1, groups=1, bias=True, padding_mode="zeros", device=None,
+                 dtype=None):
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError("Conv3d: in_channels and out_channels must be divisible by "
+                             f"groups, got {in_channels}, {out_channels}, groups={groups}")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"Conv3d: padding_mode must be 'zeros', 'reflect', 'replicate' "
+                             f"or 'circular', got {padding_mode!r}")
+
+        def three(v):
+            return tuple(v) if isinstance(v, (tuple, list)) else (v,) * 3
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = three(kernel_size), three(stride)
+        self.padding = padding if isinstance(padding, str) else three(padding)
+        self.dilation, self.groups, self.padding_mode = three(dilation), groups, padding_mode
+        _params(self, (out_channels, in_channels // groups) + self.kernel_size, out_channels,
+                bias, device, dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _init_conv(self, (1, 2, 3, 4))
+
+    def forward(self, input):
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            if isinstance(padding, str):  # 'same' (the odd element at the end) or 'valid'
+                tot = [d * (k - 1) if padding == "same" else 0
+                       for d, k in zip(self.dilation, self.kernel_size)]
+                widths = [(t // 2, t - t // 2) for t in tot]
+            else:
+                widths = [(p, p) for p in padding]
+            (d0, d1), (h0, h1), (w0, w1) = widths
+            input = F.pad(input, (w0, w1, h0, h1, d0, d1), mode=self.padding_mode)
+            padding = 0
+        return F.conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation,
+                        self.groups)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+
+
+class ConvTranspose3d(Module):
+    """3-D transposed convolution; weight ``(in_channels, out_channels / groups, kD, kH,
+    kW)``, PyTorch's arguments and initialisation."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError("ConvTranspose3d: in_channels and out_channels must be divisible "
+                             f"by groups, got {in_channels}, {out_channels}, groups={groups}")
+        if padding_mode != "zeros":
+            raise ValueError(f"Only \"zeros\" padding mode is supported for ConvTranspose3d, "
+                             f"got {padding_mode!r}")
+
+        def three(v):
+            return tuple(v) if isinstance(v, (tuple, list)) else (v,) * 3
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding = (three(kernel_size), three(stride),
+                                                       three(padding))
+        self.output_padding, self.dilation = three(output_padding), three(dilation)
+        self.groups, self.padding_mode = groups, padding_mode
+        _params(self, (in_channels, out_channels // groups) + self.kernel_size, out_channels,
+                bias, device, dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _init_conv(self, (1, 2, 3, 4))
+
+    def forward(self, input, output_size=None):
+        op = self.output_padding
+        if output_size is not None:
+            sp = tuple(input.shape[-3:])
+            want = tuple(output_size)[-3:]
+            op = tuple(int(w) - ((n - 1) * s - 2 * p + d * (k - 1) + 1)
+                       for w, n, s, p, d, k in zip(want, sp, self.stride, self.padding,
+                                                   self.dilation, self.kernel_size))
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding, op,
+                                  self.groups, self.dilation)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+
+
+class CTCLoss(_Loss):
+    """The CTC loss of ``F.ctc_loss`` (blank, reduction, zero_infinity as PyTorch)."""
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)
 
 
 class ParameterDict(Module):

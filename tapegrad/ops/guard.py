@@ -73,7 +73,8 @@ _EXTRA = {"scaled_dot_product_attention": ("value",),
           "linear_cross_entropy": ("linear_weight", "linear_bias"),
           "gumbel_softmax": ("logits",), "bilinear": ("input1", "input2"),
           "embedding_bag": ("offsets", "per_sample_weights"), "affine_grid": ("theta",),
-          "gaussian_nll_loss": ("var",)}
+          "gaussian_nll_loss": ("var",), "grid_sample": ("grid",),
+          "ctc_loss": ("log_probs", "targets")}
 # a ``*tensors`` parameter of these names: each element must be a Tensor
 _VARARGS = ("tensors", "matrices")
 # tensor parameters that also take a Python number in one function (lerp's weight)

@@ -1,7 +1,7 @@
 """Valid calls for the bad-input sweep (``test_sweep_bad_input.py``) of the
 nn.functional names issue 17's census added (``ops/nn/pointwise.py``, ``distance.py``,
 ``loss_more.py``, ``pool_more.py``, ``norm_more.py``, ``linear_more.py``,
-``nn/functional.py``); the sweep builds its bad cases from these."""
+``nn/functional.py``, ``volume.py``, ``ctc.py``); the sweep builds its bad cases from these."""
 import numpy as np
 
 # random results (dropouts in training, Gumbel noise): compared by shape only
@@ -89,4 +89,15 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
         "upsample_bilinear": ((A(1, 2, 3, 4),), {"size": (5, 6)}),
         "embedding_bag": ((I([0, 2, 1, 3]), A(4, 3)), {"offsets": I([0, 2])}),
         "affine_grid": ((A(1, 2, 3), (1, 1, 4, 5)), {"align_corners": False}),
+    })
+    # 3-d convolutions, grid_sample, ctc_loss (ops/nn/volume.py, ops/nn/ctc.py)
+    lp = np.log(U(6, 2, 4) / U(6, 2, 4).sum(-1, keepdims=True))
+    VALID.update({
+        "conv3d": ((A(1, 2, 4, 4, 3), A(3, 2, 2, 2, 2), A(3)), {"stride": 1, "padding": 1}),
+        "conv_transpose3d": ((A(1, 2, 3, 3, 2), A(2, 3, 2, 2, 2), A(3)),
+                             {"stride": 2, "padding": 1, "output_padding": 1}),
+        "grid_sample": ((A(1, 2, 4, 5), A(1, 3, 2, 2) * 0.9),
+                        {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False}),
+        "ctc_loss": ((lp, I([[1, 2, 2], [3, 1, 0]]), I([6, 5]), I([3, 2])),
+                     {"blank": 0, "reduction": "mean"}),
     })

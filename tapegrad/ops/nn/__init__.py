@@ -10,6 +10,9 @@
 - ``regularization``: dropout
 - ``sparse``: embedding, one_hot (PyTorch's "sparse functions")
 - ``attention``: scaled_dot_product_attention
+- ``volume``: conv3d, conv_transpose3d (one conv2d / conv_transpose2d over the depth
+  taps folded into the channels), grid_sample
+- ``ctc``: ctc_loss (the alpha recursion in log space, with ops)
 - ``rnn``: lstm_layer, one LSTM direction over a sequence (``tg.nn.LSTM``'s op, not public)
 
 No module is named after a function it exports: the package binds the functions,
@@ -42,6 +45,7 @@ from .attention import scaled_dot_product_attention
 from .rnn import lstm_layer  # noqa: F401  (tg.nn.LSTM's sequence op; not public)
 # issue 17's census (nn.functional): more activations, losses, pooling, norms, shapes
 from . import pointwise, distance, loss_more, pool_more, norm_more, linear_more  # noqa: F401
+from . import volume, ctc  # noqa: F401  (conv3d, conv_transpose3d, grid_sample; ctc_loss)
 
 __all__ = ["log_softmax", "softmax", "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
            "adaptive_avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
