@@ -238,3 +238,33 @@ def out_specs(op, in_specs, attrs):
     """The op's output specs (a list), from its shape rule."""
     s = op.infer(*in_specs, **attrs)
     return list(s) if isinstance(s, tuple) and not isinstance(s, TensorSpec) else [s]
+
+
+def bind_inputs(op, args, attrs):
+    """A call's tensor inputs in the op's order, as its public function binds them:
+    an input passed by keyword (``conv2d(x, w, bias=b)``, ``add(a, other=b)``) takes
+    its position, and optional inputs left out (``conv2d(x, w)``) are ``None``, so the
+    shape rule, the kernel and the adjoint all see every input where it belongs.
+    Returns ``(args, attrs)``; ``args``/``attrs`` are returned as given when there is
+    nothing to bind."""
+    names = op.args
+    n = len(args)
+    if n >= len(names) and not attrs:
+        return args, attrs
+    if attrs and any(k in names for k in attrs):
+        attrs = dict(attrs)
+        args = list(args)
+        for i, name in enumerate(names):
+            if name not in attrs:
+                continue
+            if i < n:
+                raise TypeError(f"{op.name}() got multiple values for argument {name!r}")
+            while len(args) < i:
+                missing = names[len(args)]
+                if missing not in op.optional:
+                    raise TypeError(f"{op.name}() missing required argument {missing!r}")
+                args.append(None)
+            args.append(attrs.pop(name))
+    if len(args) < len(names) and all(nm in op.optional for nm in names[len(args):]):
+        args = list(args) + [None] * (len(names) - len(args))
+    return args, attrs

@@ -368,7 +368,10 @@ M = _bridge.AdjointNamespace(_JaxFramework)
 
 
 def _export(op):
+    bind = _bridge.bind_inputs
+
     def f(*args, **attrs):
+        args, attrs = bind(op, args, attrs)
         return call(op, args, attrs)
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = f"tapegrad's {op.name!r} on JAX arrays ({op.kind} op).\n\n{op.doc}"

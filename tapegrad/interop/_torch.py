@@ -370,6 +370,10 @@ def _make_apply():
             """Forward mode: the registry's jvp rule, computed with the exported ops."""
             c = ctx.c
             op = c.op
+            if op.jvp is None:  # as tapegrad's own forward mode says it
+                raise RuntimeError(f"{op.name}: no forward-mode rule (jvp) is declared for "
+                                   f"this op, so its forward-mode derivative is unavailable "
+                                   f"(reverse mode works: backward, torch.func.vjp/grad)")
             saved = ctx.saved_tensors
             n = len(ctx.others)
             inputs = [saved[i] if saved[i] is not None else ctx.others[i] for i in range(n)]
@@ -491,15 +495,21 @@ def _export(op):
             return _bridge.run_composite(_TorchFramework, op, args, attrs)
     elif op.kind == "basic" and op.nout == 1:
         lane = _lane(op)
+        nargs = len(op.args)
+        bind = _bridge.bind_inputs
 
         def f(*args, **attrs):
-            if not attrs:
+            if not attrs and len(args) >= nargs:
                 r = lane(args)
                 if r is not None:
                     return r
+            args, attrs = bind(op, args, attrs)
             return call(op, args, attrs)
     else:
+        bind = _bridge.bind_inputs
+
         def f(*args, **attrs):
+            args, attrs = bind(op, args, attrs)
             return call(op, args, attrs)
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = f"tapegrad's {op.name!r} on torch.Tensors ({op.kind} op).\n\n{op.doc}"
