@@ -115,12 +115,13 @@ def _view_of(t, base, r):
 # ------------------------------------------------------------------ calls
 class _Call:
     """One call's op and non-tensor arguments, carried through autograd.Function."""
-    __slots__ = ("op", "attrs", "raw")
+    __slots__ = ("op", "attrs", "raw", "ws")
 
-    def __init__(self, op, attrs, raw=None):
+    def __init__(self, op, attrs, raw=None, ws=None):
         self.op = op
         self.attrs = attrs
         self.raw = raw  # the inputs' NumPy views, when the export's lane made them
+        self.ws = ws  # the caller's workspace (workspace=), if any
 
 
 def _attr(v):
@@ -187,18 +188,30 @@ def _promote(op, args):
 
 
 def call(op, args, attrs):
-    """Run registry op ``op`` on torch tensors (and Python numbers): the export."""
-    torch = torch_module()
+    """Run registry op ``op`` on torch tensors (and Python numbers): the export.
+    ``out=`` (a tensor, or a tuple of them for several outputs) and ``workspace=``
+    (a workspace op's scratch) are memory the caller allocated, written in place."""
+    torch_module()
+    if "out" in attrs or "workspace" in attrs:
+        attrs = dict(attrs)
+        out, ws = attrs.pop("out", None), attrs.pop("workspace", None)
+        if out is not None or ws is not None:
+            return _call_into(op, args, attrs, out, ws)
     args = _check_args(op, args)
     attrs = {k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()}
     args = _promote(op, args)
+    return _record(op, args, attrs)
+
+
+def _record(op, args, attrs, ws=None):
+    torch = _torch
     if op.differentiable:
         if _forward_mode(args):  # a tangent may ride on the inputs: the jvp-capable Function
-            return _Apply.apply(_Call(op, attrs), *args)
+            return _Apply.apply(_Call(op, attrs, None, ws), *args)
         if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
                                            for a in args):
-            return _Lean.apply(_Call(op, attrs), *args)
-    return _forward(op, args, attrs)[0]
+            return _Lean.apply(_Call(op, attrs, None, ws), *args)
+    return _forward(op, args, attrs, None, ws)[0]
 
 
 def _forward_mode(args):
@@ -211,8 +224,11 @@ def _forward_mode(args):
     return any(isinstance(a, torch.Tensor) and wrapped(a) for a in args)
 
 
-def _forward(op, args, attrs):
-    """(result, the NumPy views of the inputs): the kernel on zero-copy views."""
+def _forward(op, args, attrs, user_out=None, user_ws=None):
+    """(result, the NumPy views of the inputs): the kernel on zero-copy views.
+    ``user_out``: the caller's output tensors (checked by ``_call_into``), written by
+    the kernel where it takes ``out=`` (or its allocator's, for a dynamic op), else
+    copied into; ``user_ws``: the caller's scratch for a workspace op."""
     torch = _torch
     raw = [to_numpy(a, op.name, f"input {op.args[min(i, len(op.args) - 1)]!r}")
            if isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]
@@ -222,16 +238,32 @@ def _forward(op, args, attrs):
     kw = dict(attrs)
     mine = {}  # id(numpy view) -> the torch tensor PyTorch allocated for it
     if op.kind == "workspace":
-        kw["workspace"] = _workspace(nbytes)
-    elif op.kind == "dynamic":
+        kw["workspace"] = _workspace(nbytes) if user_ws is None else \
+            _user_workspace(op, user_ws, nbytes)
+    elif user_ws is not None:
+        raise TypeError(f"{op.name}: workspace= is for workspace ops (their scratch is "
+                        f"declared by op.workspace); this is a {op.kind} op")
+    if user_out is not None:
+        _fit_out(op, user_out, specs)
+    if op.kind == "dynamic":
+        count = [0]
+
         def alloc(shape, dtype):
-            t = torch.empty(tuple(shape), dtype=torch_dtype(dtype))
+            k = count[0]
+            count[0] += 1
+            t = user_out[k] if user_out is not None else None
+            if t is None or t.dtype != torch_dtype(dtype) or not t.is_contiguous():
+                t = torch.empty(tuple(shape), dtype=torch_dtype(dtype))
+            elif tuple(t.shape) != tuple(shape):
+                _resize(op, t, tuple(shape))
             v = to_numpy(t)
             mine[id(v)] = (v, t)
             return v
         kw["alloc"] = alloc
     if op.takes_out and op.kind != "view" and op.nout == 1 and None not in specs[0].shape:
-        t = torch.empty(specs[0].shape, dtype=torch_dtype(specs[0].dtype))
+        t = user_out[0] if user_out is not None else None
+        if t is None or t.dtype != torch_dtype(specs[0].dtype) or not t.is_contiguous():
+            t = torch.empty(specs[0].shape, dtype=torch_dtype(specs[0].dtype))
         v = to_numpy(t)
         mine[id(v)] = (v, t)
         kw["out"] = v
@@ -243,6 +275,116 @@ def _forward(op, args, attrs):
     outs = res if op.nout > 1 else (res,)
     wrapped = tuple(_wrap(op, r, mine, args, raw) for r in outs)
     return (wrapped if op.nout > 1 else wrapped[0]), raw
+
+
+def _call_into(op, args, attrs, out, ws):
+    """``op(*args, out=out, workspace=ws)``: as PyTorch's ``out=`` functions, the
+    result is written into ``out`` (resized, with PyTorch's warning, when it has
+    another shape; cast when its dtype is one the result casts to) and ``out`` is
+    returned; autograd does not record through ``out=``."""
+    torch = _torch
+    many = isinstance(out, (tuple, list))
+    outs = None if out is None else (tuple(out) if many else (out,))
+    if outs is not None:
+        if len(outs) != op.nout or not all(isinstance(o, torch.Tensor) for o in outs):
+            raise TypeError(f"{op.name}: out= must be {'a tuple of ' + str(op.nout) if op.nout > 1 else 'a'} "
+                            f"torch.Tensor{'s' if op.nout > 1 else ''}, got {out!r:.80}")
+        if many != (op.nout > 1):
+            raise TypeError(f"{op.name}: out= must be "
+                            f"{'a tuple of tensors' if op.nout > 1 else 'one tensor'} "
+                            f"({op.nout} output{'s' if op.nout > 1 else ''})")
+    if op.composite is not None:
+        if ws is not None:
+            raise TypeError(f"{op.name}: workspace= is for workspace ops; this is a "
+                            f"composite of other ops")
+        r = _bridge.run_composite(_TorchFramework, op, args, attrs)
+        rs = r if isinstance(r, tuple) else (r,)
+        specs = [TensorSpec(tuple(x.shape), numpy_dtype(x.dtype)) for x in rs]
+        if outs is None:
+            return r
+        _no_grad_out(op, list(args) + list(outs))
+        _fit_out(op, outs, specs)
+        for o, x in zip(outs, rs):
+            _copy_into(op, o, x)
+        return out
+    args = _check_args(op, args)
+    attrs = {k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()}
+    args = _promote(op, args)
+    if outs is None:  # only the workspace is the caller's: recorded as any call
+        return _record(op, args, attrs, ws)
+    _no_grad_out(op, list(args) + list(outs))
+    res = _forward(op, args, attrs, outs, ws)[0]
+    for o, r in zip(outs, res if op.nout > 1 else (res,)):
+        if r is not o:
+            _copy_into(op, o, r)
+    return out
+
+
+def _no_grad_out(op, tensors):
+    torch = _torch
+    if _forward_mode(tensors) or torch.is_grad_enabled() and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
+        raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
+                           f"automatic differentiation, but one of the arguments requires grad.")
+
+
+def _fit_out(op, outs, specs):
+    """Check (and resize) the caller's outputs for these result specs, as PyTorch."""
+    torch = _torch
+    for k, (o, spec) in enumerate(zip(outs, specs)):
+        if o.device.type != "cpu":
+            raise RuntimeError(f"{op.name}: out is on {o.device}; this export computes on "
+                               f"the CPU")
+        want = torch_dtype(spec.dtype)
+        if o.dtype != want and not torch.can_cast(want, o.dtype):
+            raise RuntimeError(f"{op.name}: result type {want} can't be cast to the desired "
+                               f"output type {o.dtype}")
+        if None not in spec.shape and tuple(o.shape) != tuple(spec.shape):
+            _resize(op, o, tuple(spec.shape))
+
+
+def _resize(op, o, shape):
+    import warnings
+    if o.numel():
+        warnings.warn(f"{op.name}: an output with one or more elements was resized since it "
+                      f"had shape {list(o.shape)}, which does not match the required output "
+                      f"shape {list(shape)}. This behavior is deprecated, and in a future "
+                      f"PyTorch release outputs will not be resized unless they have zero "
+                      f"elements. You can explicitly reuse an out tensor t by resizing it, "
+                      f"inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=5)
+    o.resize_(shape)
+
+
+def _copy_into(op, o, r):
+    torch = _torch
+    if tuple(o.shape) != tuple(r.shape):
+        _resize(op, o, tuple(r.shape))
+    with torch.no_grad():
+        o.copy_(r)
+
+
+def _user_workspace(op, ws, nbytes):
+    """The caller's scratch (a contiguous CPU tensor or DLPack producer of at least
+    ``nbytes`` bytes) as the kernel's uint8 view."""
+    torch = _torch
+    if isinstance(ws, torch.Tensor):
+        if not ws.is_contiguous():
+            raise RuntimeError(f"{op.name}: workspace must be a contiguous tensor")
+        a = to_numpy(ws, op.name, "workspace")
+    elif isinstance(ws, np.ndarray) or hasattr(ws, "__dlpack__"):
+        if not isinstance(ws, np.ndarray):
+            _bridge.check_host_device(op, "workspace", ws)
+        a = np.from_dlpack(ws) if not isinstance(ws, np.ndarray) else ws
+    else:
+        raise TypeError(f"{op.name}: workspace must be a torch.Tensor (bytes the caller "
+                        f"allocated), got {type(ws).__name__}")
+    if not a.flags.c_contiguous or not a.flags.writeable:
+        raise RuntimeError(f"{op.name}: workspace must be contiguous, writable memory")
+    a = a.reshape(-1).view(np.uint8)
+    if a.nbytes < nbytes:
+        raise RuntimeError(f"{op.name}: workspace of {a.nbytes} bytes is smaller than the "
+                           f"{nbytes} bytes this call needs (op.workspace(*specs, **attrs))")
+    return a[:nbytes]
 
 
 _ws = threading.local()
@@ -344,7 +486,7 @@ def _make_apply():
         def forward(ctx, c, *args):
             raw = c.raw
             if raw is None:
-                out = _forward(c.op, list(args), c.attrs)[0]
+                out = _forward(c.op, list(args), c.attrs, None, c.ws)[0]
             else:  # the export's lane validated and viewed the inputs already
                 out = _run(c.op, raw, args)
             _setup(ctx, c, args, out, False)
@@ -359,7 +501,7 @@ def _make_apply():
 
         @staticmethod
         def forward(c, *args):
-            return _forward(c.op, list(args), c.attrs)[0]
+            return _forward(c.op, list(args), c.attrs, None, c.ws)[0]
 
         @staticmethod
         def setup_context(ctx, inputs, output):
@@ -492,6 +634,11 @@ M = _bridge.AdjointNamespace(_TorchFramework)
 def _export(op):
     if op.composite is not None:
         def f(*args, **attrs):  # made of other ops: each runs as the exported op
+            if "out" in attrs or "workspace" in attrs:
+                attrs = dict(attrs)
+                out, ws = attrs.pop("out", None), attrs.pop("workspace", None)
+                if out is not None or ws is not None:
+                    return _call_into(op, args, attrs, out, ws)
             return _bridge.run_composite(_TorchFramework, op, args, attrs)
     elif op.kind == "basic" and op.nout == 1:
         lane = _lane(op)

@@ -160,3 +160,112 @@ def test_torch_export_writes_into_memory_pytorch_allocated(monkeypatch):
     m = torch.tensor([[True, False], [True, True]])
     r = ns.masked_select(torch.ones(2, 2, dtype=torch.float64), m)
     assert [t.data_ptr() for t in made] == [r.data_ptr()], "dynamic output not torch.empty's"
+
+
+# ---------------------------------------------------------------- the export's out= / workspace=
+def _ns():
+    pytest.importorskip("torch")
+    from tapegrad.interop import torch_ops
+    return torch_ops()
+
+
+@pytest.mark.parametrize("name", ["sin", "abs", "add", "softmax"])
+def test_torch_export_out_is_written_and_returned(name):
+    """``ns.f(..., out=o)`` as ``torch.f(..., out=o)``: o is written and returned, for a
+    kernel that takes ``out=`` (sin, add), one that does not (abs: copied in) and a
+    composite (softmax)."""
+    import torch
+    ns = _ns()
+    x = torch.randn(3, 4, dtype=torch.float64)
+    args, attrs, ref = {"sin": ((x,), {}, torch.sin(x)), "abs": ((x,), {}, x.abs()),
+                        "add": ((x, x), {}, x + x),
+                        "softmax": ((x,), {"dim": 1}, torch.softmax(x, 1))}[name]
+    o = torch.full((3, 4), 7.0, dtype=torch.float64)
+    r = getattr(ns, name)(*args, out=o, **attrs)
+    assert r is o
+    torch.testing.assert_close(o, ref)
+
+
+def test_torch_export_out_writes_in_place_without_a_result_sized_allocation():
+    import torch
+    ns = _ns()
+    x = torch.from_numpy(np.random.default_rng(0).random((500, 400)))
+    o = torch.empty(500, 400, dtype=torch.float64)
+    ns.sin(x, out=o)  # warm
+    o.fill_(7)
+    ptr = o.data_ptr()
+    peak = _peak(lambda: ns.sin(x, out=o))
+    assert o.data_ptr() == ptr
+    torch.testing.assert_close(o, torch.sin(x))
+    assert peak < o.numel() * 8 // 4, f"{peak} bytes allocated beside out="
+
+
+def test_torch_export_out_follows_pytorch_rules():
+    import torch
+    ns = _ns()
+    x = torch.randn(3, 4, dtype=torch.float64)
+    o = torch.empty(0, dtype=torch.float64)
+    ns.add(x, x, out=o)  # an empty out is resized silently
+    assert o.shape == (3, 4)
+    o = torch.empty(2, dtype=torch.float64)
+    with pytest.warns(UserWarning, match="resized"):
+        ns.add(x, x, out=o)
+    torch.testing.assert_close(o, x + x)
+    o = torch.empty(3, 4, dtype=torch.float32)  # the result casts to it
+    ns.sin(x, out=o)
+    torch.testing.assert_close(o, torch.sin(x).float())
+    with pytest.raises(RuntimeError, match="add: result type torch.float64 can't be cast to "
+                                           "the desired output type torch.int64"):
+        ns.add(x, x, out=torch.empty(3, 4, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match="sin\\(\\): functions with out=... arguments don't "
+                                           "support automatic differentiation"):
+        ns.sin(x.clone().requires_grad_(), out=torch.empty(3, 4, dtype=torch.float64))
+    with pytest.raises(TypeError, match="unique: out= must be a tuple of 3"):
+        ns.unique(x, out=torch.empty(0))
+
+
+def test_torch_export_dynamic_ops_write_into_out():
+    import torch
+    ns = _ns()
+    o = torch.empty(0, dtype=torch.int64)
+    ptrs = []
+    r = ns.nonzero(torch.tensor([1.0, 0, 2, 0]), out=o)
+    ptrs.append(o.data_ptr())
+    assert r is o and o.tolist() == [[0], [2]]
+    o = torch.empty(0)
+    ns.masked_select(torch.arange(4.0), torch.tensor([True, False, True, True]), out=o)
+    assert o.tolist() == [0.0, 2.0, 3.0]
+    outs = (torch.empty(0), torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64))
+    assert ns.unique(torch.tensor([3.0, 1, 3, 2]), out=outs) is outs
+    ref = torch.unique(torch.tensor([3.0, 1, 3, 2]), return_inverse=True, return_counts=True)
+    for got, want in zip(outs, ref):
+        assert torch.equal(got, want)
+
+
+def test_torch_export_takes_the_callers_workspace():
+    import torch
+    ns = _ns()
+    op = tg.ops_registry.get("conv2d")
+    x, w, specs = _conv_args()
+    tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+    nbytes = op.workspace_bytes(*specs, padding=1)
+    ws = torch.full((nbytes + 64,), 7, dtype=torch.uint8)
+    out = torch.empty(op.infer(*specs, padding=1).shape, dtype=torch.float64)
+    r = ns.conv2d(tx, tw, padding=1, out=out, workspace=ws)
+    assert r is out
+    assert int((ws[:nbytes] != 7).sum()) > nbytes // 2, "the caller's workspace was not used"
+    assert int((ws[nbytes:] != 7).sum()) == 0, "written past the declared bytes"
+    ref = torch.nn.functional.conv2d(tx, tw, padding=1)
+    torch.testing.assert_close(out, ref)
+    ws.fill_(7)  # with autograd: the forward's scratch is the caller's, gradients as PyTorch's
+    xg = tx.clone().requires_grad_()
+    rg = xg.clone().detach().requires_grad_()
+    ns.conv2d(xg, tw, padding=1, workspace=ws).sum().backward()
+    torch.nn.functional.conv2d(rg, tw, padding=1).sum().backward()
+    assert int((ws != 7).sum()) > nbytes // 2
+    torch.testing.assert_close(xg.grad, rg.grad)
+    with pytest.raises(RuntimeError, match="conv2d: workspace of 10 bytes is smaller than the "
+                                           f"{nbytes} bytes"):
+        ns.conv2d(tx, tw, padding=1, workspace=torch.empty(10, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="sin: workspace= is for workspace ops"):
+        ns.sin(tx, workspace=ws)
