@@ -116,7 +116,7 @@ __all__ = ["rand", "away_from", "elementwise_infer", "one_dtype", "unary_samples
 
 def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, reference=None,
               error_samples=None, nout=1, differentiable=True, sequence=False, by_name=False,
-              optional=(), kind="basic", doc=""):
+              optional=(), kind="basic", doc="", dynamic_kernel=None):
     """Declare the public function ``fn``, built from other ops, in the registry
     (``OpDef.composite``): ``bind``/``compute`` on it call ``fn``, whose constituent
     ops record, differentiate, batch and forward-differentiate; ``infer`` is its
@@ -128,8 +128,10 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
     ``fn``'s parameters ``args``, passed by name (``layer_norm(input, normalized_shape,
     weight, bias)`` as the op ``(input, weight, bias)``, ``normalized_shape`` an
     attribute); ``optional``: the inputs that may be None. ``kind="dynamic"``: a
-    data-dependent output shape (``argwhere``). Returns ``fn`` (the public function
-    stays as it is)."""
+    data-dependent output shape (``argwhere``); ``dynamic_kernel(*arrays, alloc=,
+    **attrs)``, when given, is what a caller's allocator runs (sizes first, then written
+    into its memory) instead of ``fn`` followed by a copy. Returns ``fn`` (the public
+    function stays as it is)."""
     from ..grad_mode import no_grad
     from ..tensor import Tensor, wrap, buffer
     from .guard import _named, _CLEAN
@@ -152,6 +154,8 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
     public.__name__ = name
 
     def kernel(*arrays, alloc=None, **attrs):
+        if alloc is not None and dynamic_kernel is not None:
+            return dynamic_kernel(*arrays, alloc=alloc, **attrs)
         ins = [wrap(a) if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, Tensor)
                else a for a in arrays]
         with no_grad():

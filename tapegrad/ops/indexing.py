@@ -89,6 +89,12 @@ def _getitem_infer(x, index):
     _check_index(tuple(x.shape), index)
     probe = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=x.dtype), shape=tuple(x.shape),
                                             strides=(0,) * len(x.shape))
+    arrays = [i for i in (index if type(index) is tuple else (index,)) if hasattr(i, "dtype")]
+    if arrays and all(i.dtype == np.bool_ for i in arrays):
+        # masks only: all-False ones of their shapes validate as well, and the probe's
+        # result is then empty instead of the output's size
+        index = tuple(np.broadcast_to(np.False_, i.shape) if hasattr(i, "dtype") else i
+                      for i in (index if type(index) is tuple else (index,)))
     try:
         shape = probe[index].shape  # validates bounds and mask shapes too
     except IndexError as e:
@@ -176,6 +182,24 @@ INDEX = register(name="index", vmap=_vmap.index_rule, jvp=_jvp.linear, kind="bas
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
 
 
+def compress_into(xp, mask, x, out):
+    """``out[...] = x[mask]`` for a 1-D ``mask`` over ``x``'s dim 0, block by block
+    (``compress`` finds its indices first and buffers its ``out=`` (``take``'s
+    ``mode="raise"``): whole, both would be arrays of the output's size; a block's
+    are the only scratch here)."""
+    if xp is not np or x.size <= _CHUNK:
+        return xp.compress(mask, x, axis=0, out=out)
+    step = max(1, _CHUNK // max(1, x.size // max(mask.size, 1)))
+    at = 0
+    for i in range(0, mask.size, step):
+        mb = mask[i:i + step]
+        c = int(np.count_nonzero(mb))
+        if c:
+            np.compress(mb, x[i:i + step], axis=0, out=out[at:at + c])
+            at += c
+    return out
+
+
 def _mask_kernel(x, index, alloc=None):
     """x[mask]: with one boolean mask over the leading dims, its count sizes the
     output, which ``alloc`` gives and ``compress`` writes; other indexes compute,
@@ -188,7 +212,7 @@ def _mask_kernel(x, index, alloc=None):
             and tuple(m.shape) == tuple(x.shape[:m.ndim]):
         rest = tuple(x.shape[m.ndim:])
         out = alloc((int(xp.count_nonzero(m)),) + rest, x.dtype)
-        xp.compress(m.reshape(-1), x.reshape((m.size,) + rest), axis=0, out=out)
+        compress_into(xp, m.reshape(-1), x.reshape((m.size,) + rest), out)
         return out
     r = _getitem_kernel(x, index)
     out = alloc(r.shape, r.dtype)
@@ -1041,9 +1065,30 @@ def _nonzero_kernel(x, alloc=None):
     out = alloc((count, x.ndim), np.int64) if alloc is not None else \
         xp.empty((count, x.ndim), np.int64)
     if x.ndim and count:
-        for k, idx in enumerate(xp.nonzero(x)):
-            out[:, k] = idx
+        _nonzero_into(xp, x, out)
     return out
+
+
+_CHUNK = 1 << 14  # elements per block of nonzero's scan: its only scratch
+
+
+def _nonzero_into(xp, x, out):
+    """Each dim's indices of ``x``'s nonzeros written into ``out``'s columns, block by
+    block along dim 0 (a block's indices are the only scratch: nothing of the
+    output's size is computed first and copied)."""
+    row = max(1, x.size // max(x.shape[0], 1))
+    step = max(1, _CHUNK // row)
+    at = 0
+    for i0 in range(0, x.shape[0], step):
+        idx = xp.nonzero(x[i0:i0 + step])
+        c = int(idx[0].size)
+        if not c:
+            continue
+        col = out[at:at + c]
+        xp.add(idx[0], i0, out=col[:, 0])
+        for k in range(1, x.ndim):
+            col[:, k] = idx[k]
+        at += c
 
 
 def _nonzero_infer(x, **attrs):
@@ -1085,6 +1130,7 @@ def argwhere(input):
 
 
 composite(argwhere, infer=_nonzero_infer, kind="dynamic", differentiable=False,
+          dynamic_kernel=_nonzero_kernel,  # sized first, written into the caller's memory
           samples=lambda dtype=np.float64: [
               Sample((np.where(rand((3, 4), seed=1) > 0, rand((3, 4), seed=2), 0).astype(dtype),), {}),
               Sample((rand((5,), seed=3) > 0,), {})],
@@ -1107,7 +1153,7 @@ def _masked_select_kernel(x, mask, alloc=None):
     n = int(xp.count_nonzero(mask)) * (mb.size // max(mask.size, 1))  # sized first
     _devices.check_alloc("masked_select", (n,), x.dtype)
     out = alloc((n,), x.dtype) if alloc is not None else xp.empty((n,), x.dtype)
-    xp.compress(mb.reshape(-1), xp.broadcast_to(x, shape).reshape(-1), out=out)
+    compress_into(xp, mb.reshape(-1), xp.broadcast_to(x, shape).reshape(-1), out)
     return out
 
 
@@ -1157,6 +1203,8 @@ def _unique_infer(x, sorted=True, dim=None):
 def _unique_kernel(x, sorted=True, dim=None, alloc=None):
     _unique_infer(x, sorted, dim)
     xp = _devices.xp_of(x)
+    if alloc is not None and xp is np and not (dim is not None and x.shape[dim] == 0):
+        return _unique_into(x, dim, alloc)
     if dim is None:
         vals, inv, cnt = xp.unique(x.reshape(-1), return_inverse=True, return_counts=True)
         inv = inv.reshape(x.shape)
@@ -1175,6 +1223,64 @@ def _unique_kernel(x, sorted=True, dim=None, alloc=None):
         o[...] = r
         outs.append(o)
     return tuple(outs)
+
+
+def _unique_into(x, dim, alloc):
+    """unique with a caller's allocator: sizes first, then written there. The input
+    sorted (by rows along ``dim``) is the scratch; the first of each run of equal
+    values (NaNs one run, as NumPy's unique) marks the ``k`` distinct ones, which size
+    the outputs; values are compressed into the caller's memory, each input's rank
+    scattered into the inverse, the runs' starts differenced into the counts."""
+    if dim is None:
+        flat = x.reshape(-1)
+        n = flat.size
+        perm = np.argsort(flat, kind="stable")
+        srt = flat[perm]
+        first = np.empty(n, bool)
+        first[:1] = True
+        np.not_equal(srt[1:], srt[:-1], out=first[1:])
+        if n and srt.dtype.kind in "fc" and np.isnan(srt[-1]):
+            nan0 = int(np.argmax(np.isnan(srt)))
+            first[nan0 + 1:] = False
+        k = int(np.count_nonzero(first))
+        vals = alloc((k,), x.dtype)
+        compress_into(np, first, srt, vals)
+        inv_shape = tuple(x.shape)
+    else:
+        d = dim % x.ndim
+        moved = np.moveaxis(x, d, 0)
+        rows = moved.reshape(moved.shape[0], -1)
+        n = rows.shape[0]
+        perm = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(n)
+        srt = rows[perm]
+        first = np.empty(n, bool)
+        first[:1] = True
+        np.any(srt[1:] != srt[:-1], axis=1, out=first[1:])
+        k = int(np.count_nonzero(first))
+        shape = tuple(x.shape)
+        vals = alloc(shape[:d] + (k,) + shape[d + 1:], x.dtype)
+        np.compress(first, np.take(x, perm, axis=d), axis=d, out=vals)
+        inv_shape = (n,)
+    inv = alloc(inv_shape, np.int64)
+    rank = np.cumsum(first, dtype=np.int64)
+    rank -= 1
+    flat_inv = inv.reshape(-1)
+    if np.shares_memory(flat_inv, inv):
+        flat_inv[perm] = rank
+    else:  # memory that does not flatten in place
+        tmp = np.empty_like(rank)
+        tmp[perm] = rank
+        inv[...] = tmp.reshape(inv_shape)
+    cnt = alloc((k,), np.int64)
+    if k:
+        compress_into(np, first, np.arange(n, dtype=np.int64), cnt)  # where runs start
+        for a in range(0, k, _CHUNK):  # start[i + 1] - start[i], block by block
+            b = min(a + _CHUNK, k)
+            nxt = cnt[a + 1:b + 1].copy()
+            if b == k:
+                nxt = np.append(nxt, n)
+            cnt[a:b] = nxt - cnt[a:b]
+    return vals, inv, cnt
 
 
 UNIQUE = register(

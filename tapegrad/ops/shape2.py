@@ -847,6 +847,16 @@ def _ints(shape, lo, hi, seed=0):
 
 
 def _bincount_kernel(x, weights=None, minlength=0, alloc=None):
+    if alloc is not None and type(x) is np.ndarray:  # sized first, counted in place
+        _bincount_infer(x, weights, minlength)  # infer_first=False: the kernel checks
+        if x.size and int(x.min()) < 0 or int(minlength) < 0 or \
+                weights is not None and tuple(weights.shape) != tuple(x.shape):
+            np.bincount(x, weights, minlength=minlength)  # NumPy's error for these
+        n = max(int(x.max()) + 1 if x.size else 0, int(minlength))
+        dt = np.dtype(np.int64) if weights is None else (
+            weights.dtype if weights.dtype.kind == "f" else np.dtype(np.float64))
+        from ..devices.cpu_kernels.counting import bincount_into
+        return bincount_into(x, weights, alloc((n,), dt))
     counts = np.bincount(x, weights, minlength=minlength)
     if weights is not None and weights.dtype.kind == "f":
         counts = counts.astype(weights.dtype)

@@ -269,3 +269,85 @@ def test_torch_export_takes_the_callers_workspace():
         ns.conv2d(tx, tw, padding=1, workspace=torch.empty(10, dtype=torch.uint8))
     with pytest.raises(TypeError, match="sin: workspace= is for workspace ops"):
         ns.sin(tx, workspace=ws)
+
+
+# ---------------------------------------------------------------- dynamic ops: sized first
+def _preallocated(op, *args, **attrs):
+    """The op's outputs through an allocator whose memory was made before tracing
+    (sized by a first call), and the bytes NumPy allocated meanwhile."""
+    first = Counting()
+    op.compute(*args, alloc=first, **attrs)
+    ready = [np.full(s.shape, 99, s.dtype) for s in first.specs]
+    it = iter(ready)
+    got = []
+    peak = _peak(lambda: got.append(op.compute(*args, alloc=lambda spec: next(it), **attrs)))
+    return got[0], ready, peak
+
+
+@pytest.mark.parametrize("name,make,attrs", [
+    ("bincount", lambda r: (r.integers(0, 50, 1000), None), {"minlength": 400_000}),
+    ("bincount", lambda r: (r.integers(0, 50, 1000), r.random(1000)), {"minlength": 400_000}),
+    ("nonzero", lambda r: (r.random((400, 500)) > 0.1,), {}),
+    ("argwhere", lambda r: (r.random((400, 500)) > 0.1,), {}),
+    ("masked_select", lambda r: (r.random((400, 500)), r.random((400, 500)) > 0.1), {}),
+    ("masked_index", lambda r: (r.random((400, 500)),), {}),
+])
+def test_dynamic_op_computes_no_output_sized_array_of_its_own(name, make, attrs):
+    """Sized first, then written into the caller's memory: no array of the output's
+    size is computed and copied in (NumPy's allocations traced)."""
+    op = tg.ops_registry.get(name)
+    args = make(np.random.default_rng(3))
+    if name == "masked_index":
+        attrs = {"index": (np.random.default_rng(4).random(400) > 0.1,)}
+    got, ready, peak = _preallocated(op, *args, **attrs)
+    outs = _outs(got)
+    assert all(g is a for g, a in zip(outs, ready))
+    expected = _outs(bind(op, *[tg.tensor(a) if isinstance(a, np.ndarray) else a
+                                for a in args], **attrs))
+    for g, e in zip(outs, expected):
+        np.testing.assert_allclose(g, np.asarray(e), rtol=1e-12)
+    size = sum(a.nbytes for a in ready)
+    assert peak < size // 4, f"{name}: {peak} bytes of its own beside {size} of output"
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_unique_into_the_callers_memory_matches_torch(dim):
+    """unique with an allocator (sorted runs of its input give the sizes, then the
+    values, inverse and counts are written into the caller's memory) against
+    torch.unique, on data with many repeats, NaN-free, and rows along a dim."""
+    torch = pytest.importorskip("torch")
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from hypothesis.extra.numpy import arrays
+
+    op = tg.ops_registry.get("unique")
+    shapes = st.tuples(st.integers(1, 6), st.integers(1, 5))
+
+    @settings(max_examples=40, deadline=None)
+    @given(arrays(st.sampled_from([np.float64, np.float32, np.int64]), shapes,
+                  elements=st.integers(-2, 2)))
+    def check(x):
+        alloc = Counting()
+        got = op.compute(x, sorted=True, dim=dim, alloc=alloc)
+        assert len(alloc.given) == 3 and all(g is a for g, a in zip(got, alloc.given))
+        ref = torch.unique(torch.from_numpy(x), sorted=True, return_inverse=True,
+                           return_counts=True, dim=dim)
+        for g, r in zip(got, ref):
+            np.testing.assert_array_equal(g, r.numpy())
+    check()
+
+
+def test_nonzero_into_the_callers_memory_across_blocks():
+    """nonzero writes its indices block by block: many blocks, an empty block, a
+    broadcast view and 0-d/1-d/3-d inputs all give NumPy's argwhere."""
+    op = tg.ops_registry.get("nonzero")
+    r = np.random.default_rng(5)
+    big = r.random((700, 300)) > 0.4
+    big[100:400] = False  # blocks without a nonzero
+    cases = [big, np.broadcast_to(big[0], (700, 300)), r.random((7, 5, 3)) > 0.5,
+             r.random(200_000) > 0.9, np.array(1.0), np.array(0.0), np.zeros((0, 4))]
+    for x in cases:
+        alloc = Counting()
+        got = op.compute(x, alloc=alloc)
+        assert got is alloc.given[0]
+        np.testing.assert_array_equal(got, np.argwhere(x))
