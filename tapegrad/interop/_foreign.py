@@ -4,7 +4,8 @@ The op's shape rule is the framework's abstract evaluation (PyTorch meta tensors
 ``jax.eval_shape``), its kernel the function on DLPack views of the input arrays, and
 its adjoint another such op: the framework's vjp of the function (``torch.func.vjp``,
 ``jax.vjp``), made on first use, whose own adjoint is the vjp of that, and so on, so
-tapegrad's gradients of every order go through it.
+tapegrad's gradients of every order go through it. Forward mode likewise: the jvp
+rule is an op made of the framework's jvp (``torch.func.jvp``, ``jax.jvp``).
 """
 import inspect
 
@@ -131,8 +132,20 @@ def _make(fw, fn, name, nin, nout):
         return tuple(gr if _np_dtype(d).kind == "f" else None
                      for gr, d in zip(grads, ctx.dtypes))
 
+    def jvp(ctx, *tangents):
+        """Forward mode: another such op, the framework's jvp of ``fn`` (its inputs the
+        primals and the tangents, zeros for a constant input), so its own vjp and jvp
+        come from the framework too."""
+        jop = holder.get("jvp")
+        if jop is None:
+            jop = holder["jvp"] = _make(fw, fw.jvp_fn(fn, nin, nout), name + "_jvp",
+                                        2 * nin, nout)
+        ts = [ctx.m.zeros_like(x) if t is None else t for x, t in zip(ctx.inputs, tangents)]
+        outs = bind(jop, *ctx.inputs, *ts, **ctx.attrs)
+        return outs if isinstance(outs, tuple) else (outs,)
+
     args = tuple(f"x{i}" for i in range(nin))
-    op = OpDef(name=name, kernel=kernel, infer=infer, args=args, kind="basic", vjp=vjp,
+    op = OpDef(name=name, kernel=kernel, infer=infer, args=args, kind="basic", vjp=vjp, jvp=jvp,
                saves=args, nout=nout, samples=lambda dtype=np.float64: [],
                error_samples=lambda: [], doc=(fn.__doc__ or ""))
     op._custom = True

@@ -471,6 +471,30 @@ class _FromJax:
             return tuple(res) if nin > 1 else res[0]
         return vjp
 
+    @staticmethod
+    def jvp_fn(fn, nin, nout):
+        """The jvp of ``fn`` as a function of (inputs, tangents): ``jax.jvp`` over the
+        floating inputs; integer outputs get zero tangents."""
+        jax = _jax
+        jnp = jax.numpy
+
+        def jvp(*a, **attrs):
+            xs, ts = a[:nin], a[nin:]
+            fl = [i for i, x in enumerate(xs) if jnp.issubdtype(x.dtype, jnp.floating)]
+
+            def f(*fx):
+                full = list(xs)
+                for i, v in zip(fl, fx):
+                    full[i] = v
+                outs = fn(*full, **attrs)
+                return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+            outs, touts = jax.jvp(f, tuple(xs[i] for i in fl),
+                                  tuple(ts[i].astype(xs[i].dtype) for i in fl))
+            res = tuple(t if jnp.issubdtype(o.dtype, jnp.floating) else jnp.zeros_like(o)
+                        for o, t in zip(outs, touts))
+            return res if nout > 1 else res[0]
+        return jvp
+
 
 def from_jax(fn, *, name, nout=1):
     """A function of JAX arrays as a registered tapegrad op ``name`` (see

@@ -851,6 +851,31 @@ class _FromTorch:
         return vjp
 
 
+    @staticmethod
+    def jvp_fn(fn, nin, nout):
+        """The jvp of ``fn`` as a function of (inputs, tangents): ``torch.func.jvp``
+        over the floating inputs (which PyTorch's autograd differentiates again, for
+        this op's own vjp); integer outputs get zero tangents."""
+        torch = _torch
+
+        def jvp(*a, **attrs):
+            xs, ts = a[:nin], a[nin:]
+            fl = [i for i, x in enumerate(xs) if x.is_floating_point()]
+
+            def f(*fx):
+                full = list(xs)
+                for i, v in zip(fl, fx):
+                    full[i] = v
+                outs = fn(*full, **attrs)
+                return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+            outs, touts = torch.func.jvp(f, tuple(xs[i] for i in fl),
+                                         tuple(ts[i].to(xs[i].dtype) for i in fl))
+            res = tuple(t if o.is_floating_point() else torch.zeros_like(o)
+                        for o, t in zip(outs, touts))
+            return res if nout > 1 else res[0]
+        return jvp
+
+
 def _autograd_vjp(fn, nin, nout, a, attrs):
     torch = _torch
     xs, gs = list(a[:nin]), a[nin:]

@@ -139,3 +139,44 @@ def test_from_torch_third_order(names):
     (e2,) = torch.autograd.grad(e1, st, create_graph=True)
     (e3,) = torch.autograd.grad(e2, st)
     np.testing.assert_allclose(d3.item(), e3.item(), rtol=1e-10)
+
+
+def _central_jvp(f, xs, ts, eps=1e-6):
+    plus = f(*[tg.tensor(x.detach().numpy() + eps * t.numpy()) for x, t in zip(xs, ts)])
+    minus = f(*[tg.tensor(x.detach().numpy() - eps * t.numpy()) for x, t in zip(xs, ts)])
+    return (plus.detach().numpy() - minus.detach().numpy()) / (2 * eps)
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_forward_mode_through_a_foreign_op(names, framework, request):
+    """tapegrad's forward mode through a from_torch / from_jax op (its jvp rule is the
+    framework's jvp, itself an op): jvp against central differences, a tangent on one
+    input only, grad of jvp and jvp of grad (Hessian-vector products) against the
+    same computed by PyTorch, and the op exported again under torch.func.jvp."""
+    from tapegrad.functional import grad, jvp
+    if framework == "torch":
+        op = from_torch(lambda a, b: torch.tanh(a) * b + a * a, name="fwd_mode_t")
+    else:
+        request.getfixturevalue("x64")
+        import jax.numpy as jnp
+        op = from_jax(lambda a, b: jnp.tanh(a) * b + a * a, name="fwd_mode_j")
+    names.append(op.__name__)
+    a, b, ta, tb = (_t((5,), s, grad=False) for s in range(4))
+    out, t = jvp(op, (a, b), (ta, tb))
+    np.testing.assert_allclose(t.numpy(), _central_jvp(op, (a, b), (ta, tb)), rtol=1e-7,
+                               atol=1e-8)
+    _, t1 = jvp(lambda y: op(a, y), (b,), (tb,))
+    np.testing.assert_allclose(t1.numpy(), np.tanh(a.numpy()) * tb.numpy(), rtol=1e-12)
+
+    def ref(x, y):
+        return torch.tanh(x) * y + x * x
+    A, B, TA = (torch.tensor(v.numpy()) for v in (a, b, ta))
+    hvp = torch.func.jvp(torch.func.grad(lambda x: ref(x, B).sum()), (A,), (TA,))[1]
+    _, h1 = jvp(grad(lambda x: op(x, b).sum()), (a,), (ta,))
+    h2 = grad(lambda x: jvp(lambda y: op(y, b), (x,), (ta,))[1].sum())(a)
+    np.testing.assert_allclose(h1.numpy(), hvp.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(h2.numpy(), hvp.numpy(), rtol=1e-10)
+    exported = getattr(torch_ops(), op.__name__)
+    te = torch.func.jvp(lambda x: exported(x, B), (A,), (TA,))[1]
+    np.testing.assert_allclose(te.numpy(), torch.func.jvp(lambda x: ref(x, B), (A,), (TA,))[1],
+                               rtol=1e-12)
