@@ -100,3 +100,11 @@ def test_digits_demo_distributed(tmp_path):
     acc = float(re.search(r"test accuracy: ([0-9.]+)", p.stdout).group(1))
     assert acc > 0.9, p.stdout
     assert p.stdout.count("test accuracy") == 1  # rank 0 reports
+    # the same accuracy as one process on the same global batches (up to the order in
+    # which the shuffled examples come)
+    one = subprocess.run([sys.executable, "-m", "tapegrad.examples.digits", "--model", "mlp",
+                          "--epochs", "4", "--no-progress", "--out", str(tmp_path / "one")],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=str(tmp_path))
+    assert one.returncode == 0, one.stderr
+    acc1 = float(re.search(r"test accuracy: ([0-9.]+)", one.stdout).group(1))
+    assert abs(acc - acc1) <= 0.03, (acc, acc1)
