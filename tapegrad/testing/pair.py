@@ -189,7 +189,10 @@ def pair_test(op, reference, *, framework="torch", samples=None, dtype=np.float6
     bad = [c for c in checks if c not in CHECKS]
     if bad:
         raise ValueError(f"pair_test: unknown checks {bad}; choose from {CHECKS}")
-    samples = op.samples(dtype) if samples is None else samples
+    samples = list(op.samples(dtype) if samples is None else samples)
+    if not samples:  # nothing compared must not read as a pass
+        raise ValueError(f"pair_test {op.name}: the op declares no samples; pass "
+                         f"samples=[(args, attrs), ...] (arrays and attributes to run)")
     report = PairReport(op.name, fw.name)
     rng = np.random.default_rng(seed)
 

@@ -68,3 +68,18 @@ def test_custom_op_pairs_with_torch_and_jax():
         assert not wrong.ok and "BAD" in str(wrong)
     finally:
         tg.ops_registry.unregister("pair_cube")
+
+
+def test_an_op_without_samples_is_refused_not_passed():
+    """A custom or imported op declares no samples by default: pairing nothing must
+    not read as a pass."""
+    from tapegrad.interop import from_torch
+    f = from_torch(lambda a: torch.tanh(a) * 2, name="pair_no_samples")
+    try:
+        with pytest.raises(ValueError, match="pair_test pair_no_samples: the op declares no "
+                                             "samples; pass samples="):
+            pair_test(f.op, lambda a: torch.tanh(a) * 2)
+        r = pair_test(f.op, lambda a: torch.tanh(a) * 2, samples=[((np.linspace(-1, 1, 4),), {})])
+        assert [c for _, c, *_ in r.rows] == ["forward", "vjp", "jvp", "vjp_of_vjp"] and r.ok
+    finally:
+        tg.ops_registry.unregister("pair_no_samples")
