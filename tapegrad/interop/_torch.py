@@ -546,6 +546,23 @@ def _make_apply():
         def backward(ctx, *gs):
             return _backward(ctx, gs)
 
+        @staticmethod
+        def vmap(info, in_dims, c, *args):
+            """torch.func.vmap (and jacrev, jacfwd, hessian, made of it): the export once
+            per example, the results stacked along dim 0 (tapegrad's own loop
+            fallback); each call is recorded as usual, so transforms below compose."""
+            dims = in_dims[1:]
+            res = []
+            for b in range(info.batch_size):
+                one = [a.select(d, b) if d is not None and isinstance(a, torch.Tensor) else a
+                       for a, d in zip(args, dims)]
+                res.append(call(c.op, one, dict(c.attrs, **({} if c.ws is None else
+                                                             {"workspace": c.ws}))))
+            if c.op.nout > 1:
+                return (tuple(torch.stack([r[k] for r in res]) for k in range(c.op.nout)),
+                        (0,) * c.op.nout)
+            return torch.stack(res), 0
+
     return Apply, Lean
 
 

@@ -107,3 +107,23 @@ def test_jax_conv2d_bias_by_keyword_and_omitted():
             np.testing.assert_allclose(np.asarray(got), r.grad.numpy(), rtol=1e-10, atol=1e-10)
     finally:
         jax.config.update("jax_enable_x64", old)
+
+
+def test_torch_func_transforms_made_of_vmap(ns):
+    """torch.func.vmap, jacrev, jacfwd and hessian over exported ops (the export runs
+    once per example, results stacked): as PyTorch's own ops give."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 3, dtype=torch.float64, generator=g)
+    w = torch.randn(3, 5, 2, dtype=torch.float64, generator=g)
+    func = torch.func
+    torch.testing.assert_close(func.vmap(ns.sin)(x), torch.sin(x))
+    torch.testing.assert_close(func.vmap(ns.matmul, in_dims=(None, 1))(x, w),
+                               func.vmap(torch.matmul, in_dims=(None, 1))(x, w))
+    torch.testing.assert_close(func.jacrev(ns.tanh)(x[0]), func.jacrev(torch.tanh)(x[0]))
+    torch.testing.assert_close(func.jacfwd(ns.exp)(x[1]), func.jacfwd(torch.exp)(x[1]))
+    torch.testing.assert_close(func.hessian(lambda v: ns.tanh(v).sum())(x[2]),
+                               func.hessian(lambda v: torch.tanh(v).sum())(x[2]))
+    got = func.vmap(lambda a: ns.max(a, dim=0))(x)  # two outputs, one integer
+    want = func.vmap(lambda a: torch.max(a, dim=0))(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert torch.equal(got[1], want[1])
