@@ -371,6 +371,11 @@ def _export(op):
     bind = _bridge.bind_inputs
 
     def f(*args, **attrs):
+        for k in ("out", "workspace"):
+            if attrs.get(k) is not None:
+                raise TypeError(f"{op.name}: {k}= has no meaning on JAX arrays (immutable; "
+                                f"JAX allocates them): use the result (torch_ops and "
+                                f"op.compute take the caller's memory)")
         args, attrs = bind(op, args, attrs)
         return call(op, args, attrs)
     f.__name__ = f.__qualname__ = op.name

@@ -127,3 +127,14 @@ def test_torch_func_transforms_made_of_vmap(ns):
     want = func.vmap(lambda a: torch.max(a, dim=0))(x)
     torch.testing.assert_close(got[0], want[0])
     assert torch.equal(got[1], want[1])
+
+
+def test_jax_export_refuses_out_and_workspace():
+    jax = pytest.importorskip("jax")
+    from tapegrad.interop import jax_ops
+    J = jax_ops()
+    x = jax.numpy.ones((1, 1, 3, 3))
+    with pytest.raises(TypeError, match="sin: out= has no meaning on JAX arrays"):
+        J.sin(x, out=x)
+    with pytest.raises(TypeError, match="conv2d: workspace= has no meaning on JAX arrays"):
+        J.conv2d(x, x, workspace=np.empty(100, np.uint8))
