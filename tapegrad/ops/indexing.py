@@ -182,7 +182,7 @@ INDEX = register(name="index", vmap=_vmap.index_rule, jvp=_jvp.linear, kind="bas
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
 
 
-def compress_into(xp, mask, x, out):
+def _compress_into(xp, mask, x, out):
     """``out[...] = x[mask]`` for a 1-D ``mask`` over ``x``'s dim 0, block by block
     (``compress`` finds its indices first and buffers its ``out=`` (``take``'s
     ``mode="raise"``): whole, both would be arrays of the output's size; a block's
@@ -212,7 +212,7 @@ def _mask_kernel(x, index, alloc=None):
             and tuple(m.shape) == tuple(x.shape[:m.ndim]):
         rest = tuple(x.shape[m.ndim:])
         out = alloc((int(xp.count_nonzero(m)),) + rest, x.dtype)
-        compress_into(xp, m.reshape(-1), x.reshape((m.size,) + rest), out)
+        _compress_into(xp, m.reshape(-1), x.reshape((m.size,) + rest), out)
         return out
     r = _getitem_kernel(x, index)
     out = alloc(r.shape, r.dtype)
@@ -1153,7 +1153,7 @@ def _masked_select_kernel(x, mask, alloc=None):
     n = int(xp.count_nonzero(mask)) * (mb.size // max(mask.size, 1))  # sized first
     _devices.check_alloc("masked_select", (n,), x.dtype)
     out = alloc((n,), x.dtype) if alloc is not None else xp.empty((n,), x.dtype)
-    compress_into(xp, mb.reshape(-1), xp.broadcast_to(x, shape).reshape(-1), out)
+    _compress_into(xp, mb.reshape(-1), xp.broadcast_to(x, shape).reshape(-1), out)
     return out
 
 
@@ -1244,7 +1244,7 @@ def _unique_into(x, dim, alloc):
             first[nan0 + 1:] = False
         k = int(np.count_nonzero(first))
         vals = alloc((k,), x.dtype)
-        compress_into(np, first, srt, vals)
+        _compress_into(np, first, srt, vals)
         inv_shape = tuple(x.shape)
     else:
         d = dim % x.ndim
@@ -1273,7 +1273,7 @@ def _unique_into(x, dim, alloc):
         inv[...] = tmp.reshape(inv_shape)
     cnt = alloc((k,), np.int64)
     if k:
-        compress_into(np, first, np.arange(n, dtype=np.int64), cnt)  # where runs start
+        _compress_into(np, first, np.arange(n, dtype=np.int64), cnt)  # where runs start
         for a in range(0, k, _CHUNK):  # start[i + 1] - start[i], block by block
             b = min(a + _CHUNK, k)
             nxt = cnt[a + 1:b + 1].copy()
