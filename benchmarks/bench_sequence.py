@@ -2,7 +2,7 @@
 in the same run?
 
 - LSTM: 2 layers, input and hidden 256, sequence 64, batch 32 (issue 13's target:
-  at most 1.5x PyTorch);
+  at most 1.5x PyTorch); GRU and RNN (tanh) the same sizes;
 - Transformer encoder: 2 ``TransformerEncoderLayer``s, d_model 128, 4 heads,
   feed-forward 512, dropout 0.1, causal mask, sequence 128, batch 16 (target: at most
   1.3x PyTorch).
@@ -13,7 +13,7 @@ initial weights (PyTorch's, loaded by state dict). Two threads for everyone
 (BENCH_THREADS=n to change), each contender in its own process, taking turns, best
 of BENCH_REPEATS (default 3) processes; medians over 20 steps after 3 warm-up steps.
 
-    python benchmarks/bench_sequence.py [lstm|transformer]
+    python benchmarks/bench_sequence.py [lstm|gru|rnn|transformer]
 """
 import os
 import sys
@@ -33,9 +33,16 @@ REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 CASES = {
     "lstm": dict(T=64, B=32, D=256, title="LSTM 2 layers, hidden 256, seq 64, batch 32",
                  target=1.5),
+    "gru": dict(T=64, B=32, D=256, title="GRU 2 layers, hidden 256, seq 64, batch 32",
+                target=1.5),
+    "rnn": dict(T=64, B=32, D=256, title="RNN (tanh) 2 layers, hidden 256, seq 64, batch 32",
+                target=1.5),
     "transformer": dict(T=128, B=16, D=128, title="Transformer encoder 2 layers, d_model 128, "
                                                   "4 heads, seq 128, batch 16", target=1.3),
 }
+
+
+_RECURRENT = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}
 
 
 def _median_ms(step, reps=20, warm=3):
@@ -50,8 +57,8 @@ def _median_ms(step, reps=20, warm=3):
 
 
 def _model(nn, case):
-    if case == "lstm":
-        return nn.LSTM(256, 256, num_layers=2)
+    if case in _RECURRENT:
+        return getattr(nn, _RECURRENT[case])(256, 256, num_layers=2)
     layer = nn.TransformerEncoderLayer(128, 4, 512, dropout=0.1, batch_first=True)
     kw = {"enable_nested_tensor": False} if nn.__name__.startswith("torch") else {}
     return nn.TransformerEncoder(layer, 2, **kw)
@@ -66,7 +73,7 @@ def _weights(case):
 def _data(case):
     c = CASES[case]
     r = np.random.default_rng(0)
-    shape = (c["T"], c["B"], c["D"]) if case == "lstm" else (c["B"], c["T"], c["D"])
+    shape = (c["T"], c["B"], c["D"]) if case in _RECURRENT else (c["B"], c["T"], c["D"])
     return r.standard_normal(shape).astype(np.float32)
 
 
@@ -83,7 +90,7 @@ def bench_tapegrad(case):
     opt = tg.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     def step():
-        out = model(x)[0] if case == "lstm" else model(x, mask=mask)
+        out = model(x)[0] if case in _RECURRENT else model(x, mask=mask)
         loss = (out * out).mean()
         opt.zero_grad()
         loss.backward()
@@ -103,7 +110,7 @@ def bench_torch(case):
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     def step():
-        out = model(x)[0] if case == "lstm" else model(x, mask=mask)
+        out = model(x)[0] if case in _RECURRENT else model(x, mask=mask)
         loss = (out * out).mean()
         opt.zero_grad()
         loss.backward()
