@@ -2,25 +2,23 @@
 parameter names (``weight_ih_l0``, ``bias_hh_l1_reverse`` ...), gate layouts
 (LSTM: i, f, g, o; GRU: r, z, n) and initialisation U(-1/sqrt(H), 1/sqrt(H)).
 
-A layer's input projection runs as one matmul over the whole sequence. An LSTM
-layer's recurrence is then one op (``lstm_layer``, tapegrad/ops/nn/rnn.py: per step
-a matmul into a preallocated buffer and one compiled gate kernel writing the step's
-slice of the outputs; its adjoint one reverse loop and one matmul for the whole
-recurrent weight gradient); an LSTMCell is the same op over one step. RNN, GRU,
-their cells and an LSTM with ``proj_size`` cut
-the projection once into per-step, per-gate contiguous pieces; each step then does
-one matmul with the hidden state, one cut of it into gates and one fused elementwise
-kernel for the gate arithmetic (``@fuse``: the input and hidden gate pre-activations
-added, the sigmoids and tanhs, the new cell and hidden state, forward and backward
-each one compiled loop, recorded as one tape entry).
+A layer's input projection runs as one matmul over the whole sequence. Its
+recurrence is then one op (``lstm_layer``, ``gru_layer``, ``rnn_layer``,
+tapegrad/ops/nn/rnn.py: per step a matmul into a preallocated buffer and one compiled
+kernel writing the step's slice of the outputs; the adjoint one reverse loop and one
+matmul for the whole recurrent weight gradient); a cell is the same op over one
+step. An LSTM with ``proj_size`` cuts the projection once into per-step, per-gate
+contiguous pieces; each step then does one matmul with the hidden state, one cut of
+it into gates, one fused elementwise kernel for the gate arithmetic (``@fuse``: the
+sigmoids and tanhs, the new cell and hidden state, forward and backward each one
+compiled loop, recorded as one tape entry) and the projection.
 """
 import math
 
 from ..devices import xp_of
 from ..dispatch import bind
-from ..ops import (cat, flip, matmul, relu, sigmoid, stack, tanh, unsqueeze, squeeze,
-                   zeros, empty)
-from ..ops.nn.rnn import lstm_layer
+from ..ops import cat, flip, matmul, sigmoid, stack, tanh, unsqueeze, squeeze, zeros, empty
+from ..ops.nn.rnn import gru_layer, lstm_layer, rnn_layer
 from ..ops_registry import OpDef, TensorSpec
 from ..ops_registry.opdef import validate
 from ..tensor import Tensor
@@ -42,14 +40,6 @@ def _lstm_gates(xi, xf, xg, xo, hi, hf, hg, ho, c):
     o = sigmoid(xo + ho)
     c2 = f * c + i * g
     return o * tanh(c2), c2
-
-
-@fuse
-def _gru_gates(xr, xz, xn, hr, hz, hn, h):
-    r = sigmoid(xr + hr)
-    z = sigmoid(xz + hz)
-    n = tanh(xn + r * hn)
-    return n + z * (h - n)
 
 
 # ---------------------------------------------------------------- pieces as one node
@@ -115,55 +105,38 @@ def _cut(x, n, axis, keep=True):
     return list(bind(_pieces_op(n, axis % x.ndim, keep), x))
 
 
-def _rnn_step(xg, h, w_hhT, nonlinearity):
-    pre = xg + matmul(h, w_hhT)
-    return tanh(pre) if nonlinearity == "tanh" else relu(pre)
-
-
 def _layer(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, nonlinearity="tanh", w_hr=None):
     """One direction of one layer over the whole sequence: ``(outputs (T, B, H), h,
-    c)``. The input projection is one matmul over all steps. An LSTM (without
-    projection) is then one sequence op (``lstm_layer``: per step a matmul and one
-    compiled gate kernel, written into preallocated outputs, and its adjoint one
-    reverse loop); the others cut the projection once into per-step, per-gate
-    contiguous pieces and run each step as a matmul with the hidden state, one cut of
-    its result into gates, and the fused gate kernel."""
+    c)``. The input projection is one matmul over all steps; the recurrence is then
+    one sequence op (``lstm_layer``/``gru_layer``/``rnn_layer``: per step a matmul and
+    one compiled kernel, written into preallocated outputs, and its adjoint one
+    reverse loop). An LSTM with ``proj_size`` cuts the projection once into per-step,
+    per-gate contiguous pieces and runs each step as a matmul with the hidden state,
+    one cut of its result into gates, the fused gate kernel and the projection."""
     T = x.shape[0]
-    if mode == "LSTM" and w_hr is None:
-        bias = b_ih if b_hh is None else b_ih + b_hh   # (4H,): the biases fold once
+    last = 0 if reverse else T - 1
+    if mode == "GRU":                                # b_hh stays apart: r (W_hn h + b_hn)
+        out, _ = gru_layer(F.linear(x, w_ih, b_ih), h, w_hh, b_hh, reverse)
+        return out, out[last], None
+    bias = b_ih if b_hh is None else b_ih + b_hh     # (kH,): the biases fold once
+    if mode == "RNN":
+        out = rnn_layer(F.linear(x, w_ih, bias), h, w_hh, reverse, nonlinearity)
+        return out, out[last], None
+    if w_hr is None:
         out, cells, _ = lstm_layer(F.linear(x, w_ih, bias), h, c, w_hh, reverse)
-        last = 0 if reverse else T - 1
         return out, out[last], cells[last]
-    k = {"LSTM": 4, "GRU": 3}.get(mode, 1)
-    xg = F.linear(x, w_ih, b_ih)                    # (T, B, k * H)
-    if b_hh is not None and mode != "GRU":          # b_hh folds into the input side
-        xg = xg + b_hh
+    xg = F.linear(x, w_ih, bias)                     # (T, B, 4H)
     w_hhT = w_hh.T
     if reverse:
         xg = flip(xg, (0,))
-    gates = [_cut(p, T, 0, keep=False) for p in _cut(xg, k, -1)]   # [gate][t]: (B, H)
+    gates = [_cut(p, T, 0, keep=False) for p in _cut(xg, 4, -1)]   # [gate][t]: (B, H)
     outs = []
     for t in range(T):
-        hg = matmul(h, w_hhT)
-        if mode == "LSTM":
-            h, c = _lstm_gates(*(g[t] for g in gates), *_cut(hg, 4, -1), c)
-            h = matmul(h, w_hr.T)                   # proj_size: h = W_hr (o * tanh(c))
-        elif mode == "GRU":
-            if b_hh is not None:
-                hg = hg + b_hh
-            h = _gru_gates(*(g[t] for g in gates), *_cut(hg, 3, -1), h)
-        else:
-            h = _rnn_step(gates[0][t], h, w_hhT, nonlinearity)
+        h, c = _lstm_gates(*(g[t] for g in gates), *_cut(matmul(h, w_hhT), 4, -1), c)
+        h = matmul(h, w_hr.T)                        # proj_size: h = W_hr (o * tanh(c))
         outs.append(h)
     out = stack(outs, 0)
     return (flip(out, (0,)) if reverse else out), h, c
-
-
-def _gru_step(xg, h, w_hh, b_hh):
-    hg = matmul(h, w_hh.T)
-    if b_hh is not None:
-        hg = hg + b_hh
-    return _gru_gates(*_cut(xg, 3, -1), *_cut(hg, 3, -1), h)
 
 
 # ---------------------------------------------------------------- layers
@@ -429,10 +402,9 @@ class RNNCell(RNNCellBase):
     def forward(self, input, hx=None):
         input, batched = self._prep(input, hx)
         h = self._state(hx, input, batched)
-        xg = F.linear(input, self.weight_ih, self.bias_ih)
-        if self.bias_hh is not None:
-            xg = xg + self.bias_hh
-        h = _rnn_step(xg, h, self.weight_hh.T, self.nonlinearity)
+        bias = self.bias_ih if self.bias_hh is None else self.bias_ih + self.bias_hh
+        xg = F.linear(unsqueeze(input, 0), self.weight_ih, bias)       # (1, B, H)
+        h = rnn_layer(xg, h, self.weight_hh, nonlinearity=self.nonlinearity)[0]  # one step
         return h if batched else squeeze(h, 0)
 
 
@@ -458,6 +430,6 @@ class GRUCell(RNNCellBase):
     def forward(self, input, hx=None):
         input, batched = self._prep(input, hx)
         h = self._state(hx, input, batched)
-        h = _gru_step(F.linear(input, self.weight_ih, self.bias_ih), h, self.weight_hh,
-                      self.bias_hh)
+        xg = F.linear(unsqueeze(input, 0), self.weight_ih, self.bias_ih)  # (1, B, 3H)
+        h = gru_layer(xg, h, self.weight_hh, self.bias_hh)[0][0]          # one step
         return h if batched else squeeze(h, 0)

@@ -110,8 +110,9 @@ def test_rnn_relu_and_repr():
                                                                                      **kw))
 
 
-def test_recurrent_dropout_between_layers():
-    m = tg.nn.LSTM(3, 8, num_layers=2, dropout=0.5)
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_recurrent_dropout_between_layers(kind):
+    m = getattr(tg.nn, kind)(3, 8, num_layers=2, dropout=0.5)
     x = tg.tensor(_x(6, 2, 3), dtype=tg.float32)
     m.eval()
     a = m(x)[0].detach().numpy()
@@ -120,6 +121,8 @@ def test_recurrent_dropout_between_layers():
     assert not np.allclose(a, b)       # training: dropout on layer 0's output
     m.eval()
     np.testing.assert_array_equal(m(x)[0].detach().numpy(), a)
+    if kind != "LSTM":
+        return
     one = tg.nn.LSTM(3, 8, num_layers=1, dropout=0.5)   # PyTorch: no dropout after the last
     with pytest.warns(UserWarning):
         torch.nn.LSTM(3, 8, num_layers=1, dropout=0.5)
@@ -142,13 +145,15 @@ def test_recurrent_errors_and_init():
 def test_gate_arithmetic_is_one_fused_node():
     """A cell's new state comes out of one recorded node: an LSTMCell's is the LSTM
     sequence op over one step (inputs: the input projection, h, c, W_hh; h and c are
-    its two outputs' first step), a GRUCell's the fused gate kernel."""
+    its two outputs' first step), a GRUCell's and an RNNCell's theirs."""
     h, c = tg.nn.LSTMCell(3, 4)(tg.ones(2, 3))
     node = h.grad_fn.next_functions[0][0]
     assert node is c.grad_fn.next_functions[0][0] and "LstmLayer" in repr(node)
     assert len(node.next_functions) == 4
-    h = tg.nn.GRUCell(3, 4)(tg.ones(2, 3))
-    assert "fused" in repr(h.grad_fn).lower()
+    for kind, name in (("GRUCell", "GruLayer"), ("RNNCell", "RnnLayer")):
+        h = getattr(tg.nn, kind)(3, 4)(tg.ones(2, 3))
+        node = h.grad_fn.next_functions[0][0]
+        assert name in repr(node) and len(node.next_functions) == 3 + (kind == "GRUCell")
 
 
 @pytest.mark.parametrize("kind", ["RNNCell", "LSTMCell", "GRUCell"])
@@ -256,15 +261,33 @@ def test_transformer_dropout_train_vs_eval():
         tg.nn.TransformerEncoderLayer(8, 2, activation="swish")
 
 
-@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN", "RNN-relu"])
 def test_recurrent_higher_order_and_forward_mode(kind):
-    """Second-order gradients (the per-step cuts and the fused gates differentiate
-    again) and forward mode (their jvp rules) against finite differences."""
-    m = getattr(tg.nn, kind)(2, 3, bidirectional=True).double()
+    """Second-order gradients (the sequence ops' recorded adjoints differentiate
+    again) and forward mode (their jvp rules) against finite differences, with
+    respect to the input, the initial state and every parameter (float64)."""
+    kw = dict(nonlinearity="relu") if kind == "RNN-relu" else {}
+    m = getattr(tg.nn, kind[:3] if kind != "LSTM" else kind)(2, 3, bidirectional=True,
+                                                              **kw).double()
     x = tg.tensor(_x(3, 2, 2), requires_grad=True)
+    h0 = tg.tensor(_x(2, 2, 3, seed=3), requires_grad=True)
+    names = [n for n, _ in m.named_parameters()]
+    params = [p.detach().requires_grad_() for _, p in m.named_parameters()]
+
+    def g(v, h, *ps):
+        state = (h, h * 0.5) if kind == "LSTM" else h
+        out, hn = tg.functional.functional_call(m, dict(zip(names, ps)), (v, state))
+        return out, (hn[0] if kind == "LSTM" else hn)
+    assert tg.testing.gradcheck(g, (x, h0, *params))
+    pick = [names.index(n) for n in ("weight_hh_l0", "weight_hh_l0_reverse", "bias_hh_l0")]
+
+    def g2(v, h, *ws):     # second order: the input, h0 and the recurrent parameters
+        ps = list(params)
+        for i, w in zip(pick, ws):
+            ps[i] = w
+        return g(v, h, *ps)
+    assert tg.testing.gradgradcheck(g2, (x, h0, *(params[i] for i in pick)))
     f = lambda v: m(v)[0]  # noqa: E731
-    assert tg.testing.gradcheck(f, (x,))
-    assert tg.testing.gradgradcheck(f, (x,))
     t = tg.tensor(_x(3, 2, 2, seed=5))
     _, jt = tg.functional.jvp(f, (x.detach(),), (t,))
     h = 1e-6
@@ -299,13 +322,17 @@ def test_lstm_proj_size_errors():
         m(tg.ones(4, 1, 3), (tg.zeros(1, 1, 6), tg.zeros(1, 1, 6)))
 
 
-def test_lstm_layer_is_one_node_per_direction():
-    """An LSTM layer's recurrence is one recorded sequence op, whatever the length, and
-    its adjoint without a gradient for the cells (only the output used) matches
-    PyTorch's in float32 too (the compiled kernels' approximations)."""
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN", "RNN-relu"])
+def test_layer_is_one_node_per_direction(kind):
+    """A recurrent layer's recurrence is one recorded sequence op, whatever the length,
+    and its adjoint (only the output used) matches PyTorch's in float32 too (the
+    compiled kernels' approximations)."""
     torch.manual_seed(0)
-    tm = torch.nn.LSTM(4, 8, bidirectional=True)
-    gm = tg.nn.LSTM(4, 8, bidirectional=True)
+    kw = dict(nonlinearity="relu") if kind == "RNN-relu" else {}
+    kind, name = kind[:4].rstrip("-"), {"LSTM": "LstmLayer", "GRU": "GruLayer"}.get(
+        kind[:4].rstrip("-"), "RnnLayer")
+    tm = getattr(torch.nn, kind)(4, 8, bidirectional=True, **kw)
+    gm = getattr(tg.nn, kind)(4, 8, bidirectional=True, **kw)
     _load(gm, tm)
     x = _x(7, 3, 4).astype(np.float32)
     tx, gx = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
@@ -319,7 +346,7 @@ def test_lstm_layer_is_one_node_per_direction():
         nodes.append(n)
         stack_ += [f for f, _ in n.next_functions]
     names = [repr(n) for n in nodes]
-    assert sum("LstmLayer" in r for r in names) == 2, names
+    assert sum(name in r for r in names) == 2, names
     (out * out).sum().backward()
     to = tm(tx)[0]
     (to * to).sum().backward()
@@ -328,3 +355,40 @@ def test_lstm_layer_is_one_node_per_direction():
     for name, p in gm.named_parameters():
         np.testing.assert_allclose(p.grad.numpy(), dict(tm.named_parameters())[name].grad,
                                    rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_recurrent_layers_under_vmap(kind):
+    """tg.vmap over a batch of (sequence, initial state) pairs: the sequence op's
+    batching rule folds the vmapped dim into its batch (no loop fallback, so no
+    warning) and equals the layer run on each pair; per-example weights (vmap over
+    functional_call) take the rule's batched-matmul path, equal to the loop too."""
+    import warnings
+    m = getattr(tg.nn, kind)(3, 4, num_layers=2, bidirectional=True).double()
+    V, T, B = 3, 5, 2
+    xs, hs = tg.tensor(_x(V, T, B, 3)), tg.tensor(_x(V, 4, B, 4, seed=2))
+
+    def f(x, h):
+        out, hn = m(x, (h, h * 0.5) if kind == "LSTM" else h)
+        return out, (hn[0] if kind == "LSTM" else hn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = tg.vmap(f)(xs, hs)
+    for v in range(V):
+        want = f(xs[v], hs[v])
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a[v].detach().numpy(), b.detach().numpy(),
+                                       rtol=1e-12, atol=1e-12)
+    names = [n for n, _ in m.named_parameters()]
+    ps = [tg.tensor(np.stack([p.detach().numpy() * (1 + 0.1 * v) for v in range(V)]))
+          for _, p in m.named_parameters()]
+
+    def g(x, *p):
+        return tg.functional.functional_call(m, dict(zip(names, p)), (x,))[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = tg.vmap(g, in_dims=(None,) + (0,) * len(ps))(xs[0], *ps)
+    for v in range(V):
+        np.testing.assert_allclose(got[v].detach().numpy(),
+                                   g(xs[0], *(p[v] for p in ps)).detach().numpy(),
+                                   rtol=1e-12, atol=1e-12)

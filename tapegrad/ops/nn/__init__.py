@@ -13,7 +13,8 @@
 - ``volume``: conv3d, conv_transpose3d (one conv2d / conv_transpose2d over the depth
   taps folded into the channels), grid_sample
 - ``ctc``: ctc_loss (the alpha recursion in log space, with ops)
-- ``rnn``: lstm_layer, one LSTM direction over a sequence (``tg.nn.LSTM``'s op, not public)
+- ``rnn``: lstm_layer, gru_layer, rnn_layer, one recurrent direction over a sequence
+  (``tg.nn.LSTM``/``GRU``/``RNN``'s ops, not public)
 
 No module is named after a function it exports: the package binds the functions,
 and ``import tapegrad.ops.nn.softmax as m`` would then give the function, not the
@@ -42,7 +43,7 @@ from .spatial import fold, interpolate, unfold
 from .regularization import dropout
 from .sparse import embedding, one_hot
 from .attention import scaled_dot_product_attention
-from .rnn import lstm_layer  # noqa: F401  (tg.nn.LSTM's sequence op; not public)
+from .rnn import lstm_layer, gru_layer, rnn_layer  # noqa: F401  (tg.nn's recurrent ops; not public)
 # issue 17's census (nn.functional): more activations, losses, pooling, norms, shapes
 from . import pointwise, distance, loss_more, pool_more, norm_more, linear_more  # noqa: F401
 from . import volume, ctc  # noqa: F401  (conv3d, conv_transpose3d, grid_sample; ctc_loss)

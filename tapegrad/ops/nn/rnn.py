@@ -1,27 +1,45 @@
-"""lstm_layer: one direction of one LSTM layer over a whole sequence, as one op.
+"""Recurrent layers' sequence ops: one direction of one layer over a whole sequence.
 
-``lstm_layer(input_gates, h0, c0, weight_hh, reverse=False) -> (output, cells, gates)``:
-``input_gates`` (T, B, 4H) is the input projection of every step (``x @ W_ih^T + b_ih
-+ b_hh``, one matmul the caller makes); each step adds ``h_{t-1} @ W_hh^T`` and applies
-the gate arithmetic (gates i, f, g, o, PyTorch's order): ``i, f, o = sigmoid(.)``,
-``g = tanh(.)``, ``c_t = f c_{t-1} + i g``, ``h_t = o tanh(c_t)``. Outputs: ``output``
-(T, B, H) the hidden states, ``cells`` (T, B, H) the cell states, ``gates`` (T, B, 4H)
-the gate activations (what the adjoint needs; the layer uses ``output``, ``output[-1]``
-and ``cells[-1]``). ``reverse``: the steps run from T-1 down to 0 (a bidirectional
-layer's second direction), the outputs stay in time order.
+``lstm_layer(input_gates, h0, c0, weight_hh, reverse=False) -> (output, cells, gates)``
+``gru_layer(input_gates, h0, weight_hh, bias_hh=None, reverse=False) -> (output, gates)``
+``rnn_layer(input_gates, h0, weight_hh, reverse=False, nonlinearity="tanh") -> output``
 
-Not a public function (``tg.nn.LSTM`` calls it): a sequence op so that a step costs
-two compiled calls, not a dozen recorded ops. On NumPy float32/float64 arrays the
-step is a BLAS matmul into a preallocated (4H, B) buffer (``W_hh @ h^T``: ~1.5x
-faster in OpenBLAS than ``h @ W_hh^T`` at these shapes) and one Numba kernel for
-the gate arithmetic writing the step's slices of the outputs; the adjoint is the
-reverse loop (one kernel and one matmul per step) and one matmul for the whole
-``W_hh`` gradient. Float32 kernels use the fusion module's vectorisable ``exp``/
-``tanh``. Other arrays (CuPy, float16) run the same steps as whole-array code.
+``input_gates`` (T, B, kH) is the input projection of every step (one matmul the
+caller makes: ``x @ W_ih^T + b_ih``, plus ``b_hh`` for the LSTM and RNN, where it
+folds); each step adds ``h_{t-1} @ W_hh^T`` (the GRU: ``+ b_hh``) and applies the
+cell's arithmetic, PyTorch's equations and gate orders:
+
+- LSTM (i, f, g, o): ``i, f, o = sigmoid(.)``, ``g = tanh(.)``, ``c_t = f c_{t-1} +
+  i g``, ``h_t = o tanh(c_t)``; ``cells`` (T, B, H) the cell states, ``gates``
+  (T, B, 4H) the gate activations;
+- GRU (r, z, n): ``r, z = sigmoid(x_r + h_r), sigmoid(x_z + h_z)``, ``n = tanh(x_n +
+  r (W_hn h + b_hn))``, ``h_t = (1 - z) n + z h_{t-1}``; ``gates`` (T, B, 4H) holds
+  r, z, n and ``W_hn h + b_hn``;
+- RNN: ``h_t = tanh(.)`` or ``relu(.)``.
+
+``output`` (T, B, H) the hidden states; the extra outputs are what the adjoint needs
+(a layer uses ``output``, ``output[-1]`` and the LSTM's ``cells[-1]``). ``reverse``:
+the steps run from T-1 down to 0 (a bidirectional layer's second direction), the
+outputs stay in time order.
+
+Not public functions (``tg.nn.LSTM``/``GRU``/``RNN`` and their cells call them):
+sequence ops so that a step costs two compiled calls, not a dozen recorded ops. One
+loop skeleton serves the three: on NumPy float32/float64 arrays the forward step is
+a BLAS matmul into a preallocated (kH, B) buffer (``W_hh @ h^T``: ~1.5x faster in
+OpenBLAS than ``h @ W_hh^T`` at these shapes) and one Numba kernel for the cell's
+arithmetic writing the step's slices of the outputs; the adjoint is the reverse loop
+(one kernel and one matmul per step) and one matmul for the whole ``W_hh`` gradient.
+Float32 kernels use the fusion module's vectorisable ``exp``/``tanh``. Other arrays
+(CuPy, float16) run one written-once step (``_cell``) as whole-array code; the same
+step, with PyTorch as the library, is the ops' oracle, and with the ops namespace the
+batching rule's path for batched weights.
 
 When the adjoint records (``create_graph``, forward over reverse) or a gradient
-reaches the ``gates`` output, it is written with the ops namespace over the saved
-outputs, so it differentiates again; ``jvp`` the same way.
+reaches an auxiliary output (``cells``, ``gates``), it is written with the ops
+namespace over the saved outputs, so it differentiates again; ``jvp`` the same way.
+Batching (``tg.vmap``): unbatched weights fold the vmapped dim into the op's batch
+dim (one op call); batched weights run the step with the ops namespace, one batched
+matmul per step.
 """
 import numpy as np
 
@@ -30,188 +48,305 @@ from ...dispatch import bind
 from ...devices import cpu as _cpu
 from ...fusion import approx as _approx
 from ..._util import op_error
+from .. import _vmap
 from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
 
-__all__ = ["lstm_layer"]
+__all__ = ["lstm_layer", "gru_layer", "rnn_layer"]
 
 
 # ---------------------------------------------------------------- compiled steps
-def _source(dtype):
+# Loops of one output each over a row: with several outputs LLVM's vectoriser gives
+# up on the aliasing checks between the arrays (and the transcendental helpers then
+# run scalar, ~4x slower overall). ``{S(e)}``: sigmoid of e; ``{T}``: tanh.
+_BODIES = {
+    "lstm": """
+def fwd(hg, xg, c_prev, gates, c, h):
+    # hg, xg, gates (B, 4H): the recurrent and input pre-activations, the gate
+    # activations (out); c_prev, c, h (B, H)
+    B, H = c.shape
+    for b in range(B):
+        xr, hr, gr = xg[b], hg[b], gates[b]
+        cp, cr, ho = c_prev[b], c[b], h[b]
+        for k in range(2 * H):
+            gr[k] = {S(xr[k] + hr[k])}
+        for k in range(2 * H, 3 * H):
+            gr[k] = {T}(xr[k] + hr[k])
+        for k in range(3 * H, 4 * H):
+            gr[k] = {S(xr[k] + hr[k])}
+        for j in range(H):
+            cr[j] = gr[H + j] * cp[j] + gr[j] * gr[2 * H + j]
+        for j in range(H):
+            ho[j] = gr[3 * H + j] * {T}(cr[j])
+
+
+def bwd(gh, dh, dc, gc, gates, c, c_prev, tc, dpre):
+    # gh, gc: the output's and the cells' gradients at this step; dh: the recurrent
+    # gradient from the later step (in/out: adds gh); dc in/out; tc a (B, H)
+    # scratch; dpre (B, 4H) out
+    B, H = c.shape
+    for b in range(B):
+        gr, dr, dcr, tr = gates[b], dh[b], dc[b], tc[b]
+        ghr, gcr, cr, cp = gh[b], gc[b], c[b], c_prev[b]
+        pr = dpre[b]
+        for j in range(H):
+            dr[j] += ghr[j]
+        for j in range(H):
+            tr[j] = {T}(cr[j])
+        for j in range(H):
+            dcr[j] += gcr[j] + dr[j] * gr[3 * H + j] * (_one - tr[j] * tr[j])
+        for j in range(H):
+            pr[3 * H + j] = dr[j] * tr[j] * gr[3 * H + j] * (_one - gr[3 * H + j])
+        for j in range(H):
+            pr[j] = dcr[j] * gr[2 * H + j] * gr[j] * (_one - gr[j])
+        for j in range(H):
+            pr[H + j] = dcr[j] * cp[j] * gr[H + j] * (_one - gr[H + j])
+        for j in range(H):
+            pr[2 * H + j] = dcr[j] * gr[j] * (_one - gr[2 * H + j] * gr[2 * H + j])
+        for j in range(H):
+            dcr[j] *= gr[H + j]
+""",
+    "gru": """
+def fwd(hg, xg, bias, h_prev, gates, h):
+    # hg, xg (B, 3H): h_{t-1} @ W_hh^T and the input pre-activations; bias (3H,) b_hh;
+    # gates (B, 4H) out: r, z, n, W_hn h + b_hn; h_prev, h (B, H)
+    B, H = h.shape
+    for b in range(B):
+        xr, hr, gr = xg[b], hg[b], gates[b]
+        hp, ho = h_prev[b], h[b]
+        for k in range(2 * H):
+            gr[k] = {S(xr[k] + hr[k] + bias[k])}
+        for j in range(H):
+            gr[3 * H + j] = hr[2 * H + j] + bias[2 * H + j]
+        for j in range(H):
+            gr[2 * H + j] = {T}(xr[2 * H + j] + gr[j] * gr[3 * H + j])
+        for j in range(H):
+            ho[j] = gr[2 * H + j] + gr[H + j] * (hp[j] - gr[2 * H + j])
+
+
+def bwd(gh, dh, gates, h_prev, dx, dhg):
+    # gh: the output's gradient at this step; dh (B, H): in, the recurrent gradient
+    # from the later step; out, its part that passes by W_hh (dh z); dx, dhg (B, 3H)
+    # out: the input- and hidden-side pre-activation gradients
+    B, H = dh.shape
+    for b in range(B):
+        gr, dr, ghr, hp = gates[b], dh[b], gh[b], h_prev[b]
+        xr, hr = dx[b], dhg[b]
+        for j in range(H):
+            dr[j] += ghr[j]
+        for j in range(H):
+            xr[2 * H + j] = dr[j] * (_one - gr[H + j]) * (_one - gr[2 * H + j] * gr[2 * H + j])
+        for j in range(H):
+            hr[2 * H + j] = xr[2 * H + j] * gr[j]
+        for j in range(H):
+            xr[H + j] = dr[j] * (hp[j] - gr[2 * H + j]) * gr[H + j] * (_one - gr[H + j])
+        for j in range(H):
+            xr[j] = xr[2 * H + j] * gr[3 * H + j] * gr[j] * (_one - gr[j])
+        for k in range(2 * H):
+            hr[k] = xr[k]
+        for j in range(H):
+            dr[j] *= gr[H + j]
+""",
+    "rnn_tanh": """
+def fwd(hg, xg, h):
+    B, H = h.shape
+    for b in range(B):
+        xr, hr, ho = xg[b], hg[b], h[b]
+        for j in range(H):
+            ho[j] = {T}(xr[j] + hr[j])
+
+
+def bwd(gh, dh, h, dpre):
+    B, H = h.shape
+    for b in range(B):
+        dr, ghr, ho, pr = dh[b], gh[b], h[b], dpre[b]
+        for j in range(H):
+            dr[j] += ghr[j]
+        for j in range(H):
+            pr[j] = dr[j] * (_one - ho[j] * ho[j])
+""",
+    "rnn_relu": """
+def fwd(hg, xg, h):
+    B, H = h.shape
+    for b in range(B):
+        xr, hr, ho = xg[b], hg[b], h[b]
+        for j in range(H):
+            v = xr[j] + hr[j]
+            ho[j] = _zero if v < _zero else v
+
+
+def bwd(gh, dh, h, dpre):
+    B, H = h.shape
+    for b in range(B):
+        dr, ghr, ho, pr = dh[b], gh[b], h[b], dpre[b]
+        for j in range(H):
+            dr[j] += ghr[j]
+        for j in range(H):
+            pr[j] = dr[j] if ho[j] > _zero else _zero
+""",
+}
+
+
+def _source(kind, dtype):
     f32 = np.dtype(dtype) == np.float32
     t = "np.float32" if f32 else "np.float64"
     if f32:
         head = [f"from tapegrad.fusion.approx import helpers as _approx  # {_approx.tag()}",
                 "_A = _approx()"] + [f"{h} = _A.{h}" for h in
                                      _approx.needed(["sigmoid", "tanh"])]
-        def sig(e):
-            return f"_sigmoid_f32({e})"
-        tanh = "_tanh_f32"
+        sig, tanh = "_sigmoid_f32({})", "_tanh_f32"
     else:  # libm; a Python helper would not be compiled, so the sigmoid is inline
-        head = []
-
-        def sig(e):
-            return f"_one / (_one + np.exp(-({e})))"
-        tanh = "np.tanh"
-    # Loops of one output each over a row: with several outputs LLVM's vectoriser
-    # gives up on the aliasing checks between the arrays (and the transcendental
-    # helpers then run scalar, ~4x slower overall).
-    return "\n".join(["import numpy as np"] + head + [
-        f"_one = {t}(1.0)",
-        "",
-        "",
-        "def fwd(hg, xg, c_prev, gates, c, h):",
-        "    # hg, xg, gates (B, 4H): the recurrent and input pre-activations, the gate",
-        "    # activations (out); c_prev, c, h (B, H)",
-        "    B, H = c.shape",
-        "    for b in range(B):",
-        "        xr, hr, gr = xg[b], hg[b], gates[b]",
-        "        cp, cr, ho = c_prev[b], c[b], h[b]",
-        "        for k in range(2 * H):",
-        f"            gr[k] = {sig('xr[k] + hr[k]')}",
-        "        for k in range(2 * H, 3 * H):",
-        f"            gr[k] = {tanh}(xr[k] + hr[k])",
-        "        for k in range(3 * H, 4 * H):",
-        f"            gr[k] = {sig('xr[k] + hr[k]')}",
-        "        for j in range(H):",
-        "            cr[j] = gr[H + j] * cp[j] + gr[j] * gr[2 * H + j]",
-        "        for j in range(H):",
-        f"            ho[j] = gr[3 * H + j] * {tanh}(cr[j])",
-        "",
-        "",
-        "def bwd(gh, dh, dc, gc, gates, c, c_prev, tc, dpre):",
-        "    # gh, gc: the output's and the cells' gradients at this step; dh: the",
-        "    # recurrent gradient from the later step (in/out: adds gh); dc in/out; tc a",
-        "    # (B, H) scratch; dpre (B, 4H) out",
-        "    B, H = c.shape",
-        "    for b in range(B):",
-        "        gr, dr, dcr, tr = gates[b], dh[b], dc[b], tc[b]",
-        "        ghr, gcr, cr, cp = gh[b], gc[b], c[b], c_prev[b]",
-        "        pr = dpre[b]",
-        "        for j in range(H):",
-        "            dr[j] += ghr[j]",
-        "        for j in range(H):",
-        f"            tr[j] = {tanh}(cr[j])",
-        "        for j in range(H):",
-        "            dcr[j] += gcr[j] + dr[j] * gr[3 * H + j] * (_one - tr[j] * tr[j])",
-        "        for j in range(H):",
-        "            pr[3 * H + j] = dr[j] * tr[j] * gr[3 * H + j] * (_one - gr[3 * H + j])",
-        "        for j in range(H):",
-        "            pr[j] = dcr[j] * gr[2 * H + j] * gr[j] * (_one - gr[j])",
-        "        for j in range(H):",
-        "            pr[H + j] = dcr[j] * cp[j] * gr[H + j] * (_one - gr[H + j])",
-        "        for j in range(H):",
-        "            pr[2 * H + j] = dcr[j] * gr[j] * (_one - gr[2 * H + j] * gr[2 * H + j])",
-        "        for j in range(H):",
-        "            dcr[j] *= gr[H + j]",
-    ]) + "\n"
+        head, sig, tanh = [], "_one / (_one + np.exp(-({})))", "np.tanh"
+    body = _BODIES[kind].replace("{T}", tanh)
+    while "{S(" in body:      # {S(expr)} -> the sigmoid of expr (expr has no braces)
+        a = body.index("{S(")
+        b = body.index(")}", a)
+        body = body[:a] + sig.format(body[a + 3:b]) + body[b + 2:]
+    return "\n".join(["import numpy as np"] + head + [f"_one = {t}(1.0)",
+                                                      f"_zero = {t}(0.0)", "", body])
 
 
 _KERNELS = {}
 
 
-def _kernels(dtype):
-    """(fwd, bwd) compiled for ``dtype`` (float32/float64), or None (Numba unusable)."""
-    key = np.dtype(dtype).str
+def _kernels(kind, dtype):
+    """(fwd, bwd) of ``kind`` compiled for ``dtype`` (float32/float64), or None (Numba
+    unusable)."""
+    key = (kind, np.dtype(dtype).str)
     if key not in _KERNELS:
         try:
-            src = _source(dtype)
+            src = _source(kind, dtype)
             _KERNELS[key] = tuple(
-                _cpu.compile_source(("lstm_layer", name, src), src, name, parallel=False,
+                _cpu.compile_source((f"{kind}_layer", name, src), src, name, parallel=False,
                                     error_model="numpy") for name in ("fwd", "bwd"))
         except Exception:  # numba missing or broken: whole-array code instead
             _KERNELS[key] = None
     return _KERNELS[key]
 
 
-def _compiled_for(*arrays):
+def _compiled_for(kind, *arrays):
+    """The kernels when every (non-None) array is a NumPy float32/float64 array."""
     a = arrays[0]
-    if type(a) is not np.ndarray or a.dtype not in (np.float32, np.float64):
+    if any(v is not None and type(v) is not np.ndarray for v in arrays) or \
+            a.dtype not in (np.float32, np.float64) or a.shape[0] == 0:
         return None
-    return _kernels(a.dtype)
+    return _kernels(kind, a.dtype)
 
 
 def _order(T, reverse):
     return range(T - 1, -1, -1) if reverse else range(T)
 
 
-# ---------------------------------------------------------------- forward
-def _lstm_layer_kernel(input_gates, h0, c0, weight_hh, *, reverse=False):
-    xp = xp_of(input_gates)
-    T, B, G = input_gates.shape
-    H = G // 4
-    dt = input_gates.dtype
-    out = xp.empty((T, B, H), dt)
-    cells = xp.empty((T, B, H), dt)
-    gates = xp.empty((T, B, G), dt)
-    if T == 0:
-        return out, cells, gates
-    ks = _compiled_for(input_gates)
-    if ks is None:
-        return _generic_forward(xp, input_gates, h0, c0, weight_hh, reverse, out, cells, gates)
-    fwd = ks[0]
-    xg = np.ascontiguousarray(input_gates)
-    w = np.ascontiguousarray(weight_hh)
-    h, c = np.ascontiguousarray(h0), np.ascontiguousarray(c0)
-    hgT = np.empty((G, B), dt)
-    hg = np.empty((B, G), dt)
-    for t in _order(T, reverse):
-        np.matmul(w, h.T, out=hgT)     # (4H, B): OpenBLAS's faster orientation here
-        np.copyto(hg, hgT.T)
-        fwd(hg, xg[t], c, gates[t], cells[t], out[t])
-        h, c = out[t], cells[t]
-    return out, cells, gates
+def _c(a, dt=None):
+    return None if a is None else np.ascontiguousarray(a, dt)
 
 
-def _sigmoid(xp, x):
-    return 1 / (1 + xp.exp(-x))
+# ---------------------------------------------------------------- one step, any library
+class _Xp:
+    """NumPy/CuPy with the names ``_cell`` uses (torch and the ops namespace have them)."""
+    def __init__(self, xp):
+        self.xp = xp
+        self.tanh, self.matmul = xp.tanh, xp.matmul
+
+    def sigmoid(self, x):
+        return 1 / (1 + self.xp.exp(-x))
+
+    def relu(self, x):
+        return self.xp.maximum(x, 0)
+
+    def cat(self, xs, dim):
+        return self.xp.concatenate(xs, axis=dim)
+
+    def stack(self, xs, dim):
+        return self.xp.stack(xs, axis=dim)
 
 
-def _generic_forward(xp, xg, h, c, w, reverse, out, cells, gates):
+def _cell(lib, kind, px, h, c, w, b):
+    """One step's arithmetic with ``lib`` (``_Xp``, torch or the ops namespace): ``px``
+    the input-side pre-activations, ``h``/``c`` the previous states (leading dims
+    allowed on ``h``, ``w`` and ``b``: a batch of weights). ``(h', c', gates)``."""
     H = h.shape[-1]
-    for t in _order(xg.shape[0], reverse):
-        pre = xg[t] + h @ w.T
-        i, f = _sigmoid(xp, pre[:, :H]), _sigmoid(xp, pre[:, H:2 * H])
-        g, o = xp.tanh(pre[:, 2 * H:3 * H]), _sigmoid(xp, pre[:, 3 * H:])
+    ph = lib.matmul(h, w.mT)
+    if b is not None:
+        ph = ph + b
+
+    def cut(a, j):
+        return a[..., j * H:(j + 1) * H]
+    if kind == "lstm":
+        pre = px + ph
+        i, f, o = (lib.sigmoid(cut(pre, j)) for j in (0, 1, 3))
+        g = lib.tanh(cut(pre, 2))
         c = f * c + i * g
-        h = o * xp.tanh(c)
-        gates[t] = xp.concatenate([i, f, g, o], axis=-1)
-        cells[t], out[t] = c, h
-    return out, cells, gates
+        return o * lib.tanh(c), c, lib.cat([i, f, g, o], dim=-1)
+    if kind == "gru":
+        r, z = (lib.sigmoid(cut(px, j) + cut(ph, j)) for j in (0, 1))
+        hn = cut(ph, 2)
+        n = lib.tanh(cut(px, 2) + r * hn)
+        return n + z * (h - n), None, lib.cat([r, z, n, hn], dim=-1)
+    pre = px + ph
+    return (lib.tanh(pre) if kind == "rnn_tanh" else lib.relu(pre)), None, None
 
 
-def _lstm_layer_infer(input_gates, h0, c0, weight_hh, *, reverse=False):
-    xs, hs, cs, ws = (tuple(s.shape) for s in (input_gates, h0, c0, weight_hh))
-    dt = one_dtype("lstm_layer", (input_gates, h0, c0, weight_hh),
-                   ("input_gates", "h0", "c0", "weight_hh"), floating=True)
-    if len(xs) != 3 or xs[2] % 4:
-        raise op_error("lstm_layer", f"input_gates of shape {xs}: expected (T, B, 4 * "
-                                     f"hidden_size)", RuntimeError)
-    T, B, G = xs
-    H = G // 4
-    for name, s in (("h0", hs), ("c0", cs)):
-        if s != (B, H):
-            raise op_error("lstm_layer", f"{name} of shape {s}: expected (batch, hidden_size) "
-                                         f"= {(B, H)} for input_gates {xs}", RuntimeError)
-    if ws != (G, H):
-        raise op_error("lstm_layer", f"weight_hh of shape {ws}: expected (4 * hidden_size, "
-                                     f"hidden_size) = {(G, H)}", RuntimeError)
-    return (TensorSpec((T, B, H), dt), TensorSpec((T, B, H), dt), TensorSpec((T, B, G), dt))
+def _run(lib, kind, xg, h, c, w, b, reverse):
+    """The whole sequence with ``_cell`` (time at dim 0 of ``xg``): the op's outputs."""
+    T = xg.shape[0]
+    outs, cells, gates = [None] * T, [None] * T, [None] * T
+    for t in _order(T, reverse):
+        h, c, g = _cell(lib, kind, xg[t], h, c, w, b)
+        outs[t], cells[t], gates[t] = h, c, g
+    res = [lib.stack(outs, dim=0)]
+    if kind == "lstm":
+        res.append(lib.stack(cells, dim=0))
+    if kind in ("lstm", "gru"):
+        res.append(lib.stack(gates, dim=0))
+    return tuple(res) if len(res) > 1 else res[0]
 
 
-# ---------------------------------------------------------------- adjoint
-def _lstm_layer_vjp(ctx, g):
-    xg, h0, c0, w = ctx.inputs
-    out, cells, gates = ctx.out
-    g_out, g_cells, g_gates = g
-    reverse = ctx.attrs.get("reverse", False)
-    ks = _compiled_for(out)
-    if (ks is not None and g_gates is None and type(out) is np.ndarray
-            and type(w) is np.ndarray and (g_out is None or type(g_out) is np.ndarray)
-            and (g_cells is None or type(g_cells) is np.ndarray)):
-        return _fast_vjp(ks[1], ctx.needs_input_grad, h0, c0, w, out, cells, gates, g_out,
-                         g_cells, reverse)
-    return _ops_vjp(ctx.m, ctx.needs_input_grad, h0, c0, w, out, cells, gates, g_out,
-                    g_cells, g_gates, reverse)
+def _generic(kind, xg, h, c, w, b, reverse, shapes):
+    xp = xp_of(xg)
+    if xg.shape[0] == 0:
+        res = tuple(xp.empty(s, xg.dtype) for s in shapes)
+        return res if len(res) > 1 else res[0]
+    return _run(_Xp(xp), kind, xg, h, c, w, b, reverse)
+
+
+# ---------------------------------------------------------------- the loop skeleton
+def _fast_forward(w, h0, out, reverse, step):
+    """Per step t (run order): ``hg = h_{t-1} @ W_hh^T`` into a preallocated buffer,
+    then ``step(t, p, hg)`` (``p`` the previous step's index, None first) writes the
+    step's outputs, ``out[t]`` among them."""
+    T, B, H = out.shape
+    dt = out.dtype
+    hgT = np.empty((w.shape[0], B), dt)
+    hg = np.empty((B, w.shape[0]), dt)
+    h, p = h0, None
+    for t in _order(T, reverse):
+        np.matmul(w, h.T, out=hgT)     # (kH, B): OpenBLAS's faster orientation here
+        np.copyto(hg, hgT.T)
+        step(t, p, hg)
+        h, p = out[t], t
+
+
+def _fast_adjoint(w, out, reverse, need_h0, dhg, step, carry=False):
+    """The reverse loop: ``dh`` (B, H) is the gradient reaching ``h_t`` from later
+    steps; ``step(t, p, dh)`` adds the output's gradient, writes ``dhg[t]`` (the
+    hidden-side pre-activation gradient) and whatever else, and leaves in ``dh`` the
+    part of ``h_{t-1}``'s gradient that does not pass by ``W_hh`` (``carry``: the GRU's
+    ``dh z``; else ``dh`` is overwritten); then ``dh (+)= dhg[t] @ W_hh``. Returns h0's
+    gradient."""
+    T, B, H = out.shape
+    dh = np.zeros((B, H), out.dtype)
+    tmp = np.empty_like(dh) if carry else None
+    steps = list(_order(T, reverse))
+    for k in range(T - 1, -1, -1):
+        t = steps[k]
+        step(t, steps[k - 1] if k else None, dh)
+        if k or need_h0:
+            if carry:
+                np.matmul(dhg[t], w, out=tmp)
+                dh += tmp
+            else:
+                np.matmul(dhg[t], w, out=dh)
+    return dh
 
 
 def _prev_states(h0, out, reverse):
@@ -227,56 +362,180 @@ def _prev_states(h0, out, reverse):
     return hp
 
 
-def _fast_vjp(bwd, needs, h0, c0, w, out, cells, gates, g_out, g_cells, reverse):
+def _weight_grad(dhg, h0, out, reverse):
     T, B, H = out.shape
-    dt = out.dtype
-    zeros = np.zeros((B, H), dt)
-    if T == 0:
-        return (np.zeros((0, B, 4 * H), dt), np.zeros_like(h0), np.zeros_like(c0),
-                np.zeros_like(w))
-    g_out = None if g_out is None else np.ascontiguousarray(g_out, dt)
-    g_cells = None if g_cells is None else np.ascontiguousarray(g_cells, dt)
-    w = np.ascontiguousarray(w)
-    c0 = np.ascontiguousarray(c0)
-    dpre = np.empty((T, B, 4 * H), dt)
-    dh_rec = np.zeros((B, H), dt)
-    dc = np.zeros((B, H), dt)
-    tc = np.empty((B, H), dt)
-    steps = list(_order(T, reverse))
-    for k in range(T - 1, -1, -1):
-        t = steps[k]
-        c_prev = c0 if k == 0 else cells[steps[k - 1]]
-        bwd(zeros if g_out is None else g_out[t], dh_rec, dc,
-            zeros if g_cells is None else g_cells[t], gates[t], cells[t], c_prev, tc, dpre[t])
-        if k or needs[1]:
-            np.matmul(dpre[t], w, out=dh_rec)
-    gw = None
-    if needs[3]:
-        hp = _prev_states(h0, out, reverse)
-        gw = dpre.reshape(T * B, 4 * H).T @ hp.reshape(T * B, H)
-    return (dpre if needs[0] else None, dh_rec if needs[1] else None,
-            dc if needs[2] else None, gw)
+    hp = _prev_states(h0, out, reverse)
+    return dhg.reshape(T * B, dhg.shape[-1]).T @ hp.reshape(T * B, H)
 
 
-def _ops_vjp(m, needs, h0, c0, w, out, cells, gates, g_out, g_cells, g_gates, reverse):
-    """The adjoint with the ops namespace: it records when the walk records, and runs
-    on raw arrays (CuPy, a gradient of ``gates``) when it does not."""
+def _ops_adjoint(m, h0, w, out, g_out, reverse, step):
+    """The reverse loop with the ops namespace (it records when the walk records, and
+    runs on raw arrays when it does not): ``step(t, p, h_prev, dh)`` ->
+    ``(dx_t, dhg_t or None (the same), the part of dh carried past W_hh or None)``.
+    Returns ``(dxg, dhg, dh0, W_hh's gradient)``."""
     T, B, H = out.shape
-    if T == 0:
-        return (m.zeros_like(gates), m.zeros_like(h0), m.zeros_like(c0), m.zeros_like(w))
     steps = list(_order(T, reverse))
     dh = m.zeros_like(h0)
-    dc = m.zeros_like(c0)
-    dpres = [None] * T
-    prev_h = [None] * T
+    dxs, dhgs, hps = [None] * T, [None] * T, [None] * T
+    same = True
     for k in range(T - 1, -1, -1):
         t = steps[k]
-        c_prev = c0 if k == 0 else cells[steps[k - 1]]
-        prev_h[t] = h0 if k == 0 else out[steps[k - 1]]
-        gt = gates[t]
-        i, f, gg, o = (gt[:, j * H:(j + 1) * H] for j in range(4))
+        hps[t] = h0 if k == 0 else out[steps[k - 1]]
         if g_out is not None:
             dh = dh + g_out[t]
+        dxs[t], dhg, carry = step(t, steps[k - 1] if k else None, hps[t], dh)
+        same = dhg is None
+        dhgs[t] = dxs[t] if same else dhg
+        dh = m.matmul(dhgs[t], w)
+        if carry is not None:
+            dh = carry + dh
+    dxg = m.stack(dxs, dim=0)
+    dhg = dxg if same else m.stack(dhgs, dim=0)
+    G = dhg.shape[-1]
+    gw = m.matmul(m.mT(m.reshape(dhg, (T * B, G))), m.reshape(m.stack(hps, dim=0), (T * B, H)))
+    return dxg, dhg, dh, gw
+
+
+def _ops_tangents(m, h0, w, out, reverse, th0, tw, step):
+    """Forward mode step by step: ``step(t, p, h_prev, th_prev, tph)`` -> the step's
+    state tangent, with ``tph`` the tangent of ``h_{t-1} @ W_hh^T``."""
+    T = out.shape[0]
+    th = m.zeros_like(h0) if th0 is None else th0
+    ths = [None] * T
+    steps = list(_order(T, reverse))
+    for k, t in enumerate(steps):
+        hp = h0 if k == 0 else out[steps[k - 1]]
+        tph = m.matmul(th, m.mT(w))
+        if tw is not None:
+            tph = tph + m.matmul(hp, m.mT(tw))
+        th = ths[t] = step(t, steps[k - 1] if k else None, hp, th, tph)
+    return m.stack(ths, dim=0)
+
+
+def _recording(*arrays):
+    return any(a is not None and type(a) is not np.ndarray for a in arrays)
+
+
+def _piece(a, j, H):
+    return a[:, j * H:(j + 1) * H]
+
+
+# ---------------------------------------------------------------- shape rules
+def _infer(name, k, xg, h0, w, c0=None, b=None):
+    names = ("input_gates", "h0", "c0", "weight_hh", "bias_hh")
+    dt = one_dtype(name, (xg, h0, c0, w, b), names, floating=True)
+    xs = tuple(xg.shape)
+    if len(xs) != 3 or xs[2] % k:
+        raise op_error(name, f"input_gates of shape {xs}: expected (T, B, {k} * "
+                             f"hidden_size)", RuntimeError)
+    T, B, G = xs
+    H = G // k
+    for n, s in (("h0", h0), ("c0", c0)):
+        if s is not None and tuple(s.shape) != (B, H):
+            raise op_error(name, f"{n} of shape {tuple(s.shape)}: expected (batch, "
+                                 f"hidden_size) = {(B, H)} for input_gates {xs}", RuntimeError)
+    if tuple(w.shape) != (G, H):
+        raise op_error(name, f"weight_hh of shape {tuple(w.shape)}: expected ({k} * "
+                             f"hidden_size, hidden_size) = {(G, H)}", RuntimeError)
+    if b is not None and tuple(b.shape) != (G,):
+        raise op_error(name, f"bias_hh of shape {tuple(b.shape)}: expected ({G},)",
+                       RuntimeError)
+    return T, B, H, dt
+
+
+def _errors(k, c=False, b=False):
+    """Bad calls: W_hh's shape, h0's, input_gates' last dim, mixed dtypes (, bias)."""
+    r = _rand
+    G = 2 * k
+
+    def call(xg, h, w, dt=np.float64, bias=None):
+        args = [r(xg), r(h).astype(dt)] + ([r((2, 2))] if c else []) + [r(w)]
+        return tuple(args + ([bias] if b else []))
+    out = [(call((3, 2, G), (2, 2), (G, 3)), {}, RuntimeError),
+           (call((3, 2, G), (1, 2), (G, 2)), {}, RuntimeError),
+           (call((3, 2, G), (2, 2), (G, 2), np.float32), {}, RuntimeError)]
+    if k > 1:
+        out.append((call((3, 2, G - 1), (2, 2), (G - 1, 2)), {}, RuntimeError))
+    if b:
+        out.append((call((3, 2, G), (2, 2), (G, 2), bias=r((G + 1,))), {}, RuntimeError))
+    return out
+
+
+def _samples(k, c=False, b=False, attrs=({},)):
+    def samples(dtype=np.float64):
+        def s(T, B, H, seed, reverse=False, bias=True, extra=None):
+            def r(shape, j):
+                return _rand(shape, dtype, -1.0, 1.0, seed=seed * 10 + j)
+            args = [r((T, B, k * H), 1), r((B, H), 2)] + ([r((B, H), 3)] if c else [])
+            args.append(r((k * H, H), 4))
+            if b:
+                args.append(r((k * H,), 5) if bias else None)
+            at = dict(extra or {})
+            if reverse:
+                at["reverse"] = True
+            return Sample(tuple(args), at)
+        out = [s(3, 2, 2, 1, extra=attrs[0]), s(4, 1, 3, 2, reverse=True, extra=attrs[-1]),
+               s(1, 3, 1, 3, bias=False)]
+        return out
+    return samples
+
+
+# ---------------------------------------------------------------- LSTM
+def _lstm_layer_kernel(input_gates, h0, c0, weight_hh, *, reverse=False):
+    T, B, G = input_gates.shape
+    H = G // 4
+    ks = _compiled_for("lstm", input_gates, h0, c0, weight_hh)
+    if ks is None:
+        return _generic("lstm", input_gates, h0, c0, weight_hh, None, reverse,
+                        ((T, B, H), (T, B, H), (T, B, G)))
+    fwd = ks[0]
+    dt = input_gates.dtype
+    out, cells, gates = (np.empty(s, dt) for s in ((T, B, H), (T, B, H), (T, B, G)))
+    xg, c0 = _c(input_gates), _c(c0)
+    _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg: fwd(
+        hg, xg[t], c0 if p is None else cells[p], gates[t], cells[t], out[t]))
+    return out, cells, gates
+
+
+def _lstm_layer_infer(input_gates, h0, c0, weight_hh, *, reverse=False):
+    T, B, H, dt = _infer("lstm_layer", 4, input_gates, h0, weight_hh, c0=c0)
+    return (TensorSpec((T, B, H), dt), TensorSpec((T, B, H), dt),
+            TensorSpec((T, B, 4 * H), dt))
+
+
+def _lstm_layer_vjp(ctx, g):
+    xg, h0, c0, w = ctx.inputs
+    out, cells, gates = ctx.out
+    g_out, g_cells, g_gates = g
+    needs = ctx.needs_input_grad
+    reverse = ctx.attrs.get("reverse", False)
+    ks = _compiled_for("lstm", out, w, g_out, g_cells, h0, c0)
+    if ks is not None and g_gates is None:
+        bwd = ks[1]
+        T, B, H = out.shape
+        dt = out.dtype
+        zeros = np.zeros((B, H), dt)
+        g_out, g_cells, c0 = _c(g_out, dt), _c(g_cells, dt), _c(c0)
+        dpre = np.empty((T, B, 4 * H), dt)
+        dc = np.zeros((B, H), dt)
+        tc = np.empty((B, H), dt)
+        dh = _fast_adjoint(_c(w), out, reverse, needs[1], dpre, lambda t, p, dh: bwd(
+            zeros if g_out is None else g_out[t], dh, dc,
+            zeros if g_cells is None else g_cells[t], gates[t], cells[t],
+            c0 if p is None else cells[p], tc, dpre[t]))
+        return (dpre if needs[0] else None, dh if needs[1] else None,
+                dc if needs[2] else None,
+                _weight_grad(dpre, h0, out, reverse) if needs[3] else None)
+    m = ctx.m
+    if out.shape[0] == 0:
+        return (m.zeros_like(gates), m.zeros_like(h0), m.zeros_like(c0), m.zeros_like(w))
+    H = out.shape[-1]
+    dc = m.zeros_like(c0)
+
+    def step(t, p, hp, dh):
+        nonlocal dc
+        c_prev = c0 if p is None else cells[p]
+        i, f, gg, o = (_piece(gates[t], j, H) for j in range(4))
         if g_cells is not None:
             dc = dc + g_cells[t]
         tc = m.tanh(cells[t])
@@ -284,16 +543,12 @@ def _ops_vjp(m, needs, h0, c0, w, out, cells, gates, g_out, g_cells, g_gates, re
         dgate = m.cat([d * gg, d * c_prev, d * i, dh * tc], dim=-1)
         if g_gates is not None:
             dgate = dgate + g_gates[t]
-        dpre = dgate * m.cat([i * (1 - i), f * (1 - f), 1 - gg * gg, o * (1 - o)], dim=-1)
-        dpres[t] = dpre
-        dh = m.matmul(dpre, w)
         dc = d * f
-    dxg = m.stack(dpres, dim=0)
-    gw = None
-    if needs[3]:
-        hp = m.stack(prev_h, dim=0)
-        gw = m.matmul(m.mT(m.reshape(dxg, (T * B, 4 * H))), m.reshape(hp, (T * B, H)))
-    return (dxg if needs[0] else None, dh if needs[1] else None, dc if needs[2] else None, gw)
+        return (dgate * m.cat([i * (1 - i), f * (1 - f), 1 - gg * gg, o * (1 - o)], dim=-1),
+                None, None)
+    dxg, _, dh, gw = _ops_adjoint(m, h0, w, out, g_out, reverse, step)
+    return (dxg if needs[0] else None, dh if needs[1] else None, dc if needs[2] else None,
+            gw if needs[3] else None)
 
 
 def _lstm_layer_jvp(ctx, txg, th0, tc0, tw):
@@ -303,70 +558,263 @@ def _lstm_layer_jvp(ctx, txg, th0, tc0, tw):
     T, B, H = out.shape
     if T == 0 or all(t is None for t in (txg, th0, tc0, tw)):
         return (None, None, None)
-    th = m.zeros_like(h0) if th0 is None else th0
     tc = m.zeros_like(c0) if tc0 is None else tc0
-    ths, tcs, tgs = [None] * T, [None] * T, [None] * T
-    steps = list(_order(T, reverse=ctx.attrs.get("reverse", False)))
-    for k, t in enumerate(steps):
-        h_prev = h0 if k == 0 else out[steps[k - 1]]
-        c_prev = c0 if k == 0 else cells[steps[k - 1]]
-        tpre = m.matmul(th, m.mT(w))
-        if tw is not None:
-            tpre = tpre + m.matmul(h_prev, m.mT(tw))
+    tcs, tgs = [None] * T, [None] * T
+
+    def step(t, p, hp, th, tpre):
+        nonlocal tc
+        c_prev = c0 if p is None else cells[p]
         if txg is not None:
             tpre = tpre + txg[t]
-        gt = gates[t]
-        i, f, gg, o = (gt[:, j * H:(j + 1) * H] for j in range(4))
+        i, f, gg, o = (_piece(gates[t], j, H) for j in range(4))
         tgate = tpre * m.cat([i * (1 - i), f * (1 - f), 1 - gg * gg, o * (1 - o)], dim=-1)
-        ti, tf, tg_, to = (tgate[:, j * H:(j + 1) * H] for j in range(4))
+        ti, tf, tg_, to = (_piece(tgate, j, H) for j in range(4))
         tc = tf * c_prev + f * tc + ti * gg + i * tg_
         tcc = m.tanh(cells[t])
-        th = to * tcc + o * (1 - tcc * tcc) * tc
-        ths[t], tcs[t], tgs[t] = th, tc, tgate
-    return (m.stack(ths, dim=0), m.stack(tcs, dim=0), m.stack(tgs, dim=0))
+        tcs[t], tgs[t] = tc, tgate
+        return to * tcc + o * (1 - tcc * tcc) * tc
+    ths = _ops_tangents(m, h0, w, out, ctx.attrs.get("reverse", False), th0, tw, step)
+    return (ths, m.stack(tcs, dim=0), m.stack(tgs, dim=0))
 
 
-# ---------------------------------------------------------------- declaration
-def _samples(dtype=np.float64):
-    def s(T, B, H, seed, reverse=False):
-        r = lambda shape, k: _rand(shape, dtype, -1.0, 1.0, seed=seed * 10 + k)  # noqa: E731
-        attrs = {"reverse": True} if reverse else {}
-        return Sample((r((T, B, 4 * H), 1), r((B, H), 2), r((B, H), 3), r((4 * H, H), 4)),
-                      attrs)
-    return [s(3, 2, 2, 1), s(4, 1, 3, 2, reverse=True), s(1, 3, 1, 3)]
+# ---------------------------------------------------------------- GRU
+def _gru_layer_kernel(input_gates, h0, weight_hh, bias_hh=None, *, reverse=False):
+    T, B, G = input_gates.shape
+    H = G // 3
+    ks = _compiled_for("gru", input_gates, h0, weight_hh, bias_hh)
+    if ks is None:
+        return _generic("gru", input_gates, h0, None, weight_hh, bias_hh, reverse,
+                        ((T, B, H), (T, B, 4 * H)))
+    fwd = ks[0]
+    dt = input_gates.dtype
+    out, gates = np.empty((T, B, H), dt), np.empty((T, B, 4 * H), dt)
+    xg, h0 = _c(input_gates), _c(h0)
+    b = np.zeros(G, dt) if bias_hh is None else _c(bias_hh)
+    _fast_forward(_c(weight_hh), h0, out, reverse, lambda t, p, hg: fwd(
+        hg, xg[t], b, h0 if p is None else out[p], gates[t], out[t]))
+    return out, gates
 
 
-def _torch_lstm_layer(torch, xg, h, c, w, reverse=False):
-    T = xg.shape[0]
-    H = h.shape[-1]
-    outs, cs, gs = [None] * T, [None] * T, [None] * T
-    for t in _order(T, reverse):
-        pre = xg[t] + h @ w.T
-        i, f = torch.sigmoid(pre[:, :H]), torch.sigmoid(pre[:, H:2 * H])
-        g, o = torch.tanh(pre[:, 2 * H:3 * H]), torch.sigmoid(pre[:, 3 * H:])
-        c = f * c + i * g
-        h = o * torch.tanh(c)
-        outs[t], cs[t], gs[t] = h, c, torch.cat([i, f, g, o], -1)
-    return torch.stack(outs), torch.stack(cs), torch.stack(gs)
+def _gru_layer_infer(input_gates, h0, weight_hh, bias_hh=None, *, reverse=False):
+    T, B, H, dt = _infer("gru_layer", 3, input_gates, h0, weight_hh, b=bias_hh)
+    return TensorSpec((T, B, H), dt), TensorSpec((T, B, 4 * H), dt)
 
 
-def _errors():
-    r = _rand
-    return [((r((3, 2, 8)), r((2, 2)), r((2, 2)), r((8, 3))), {}, RuntimeError),
-            ((r((3, 2, 8)), r((1, 2)), r((2, 2)), r((8, 2))), {}, RuntimeError),
-            ((r((3, 2, 7)), r((2, 2)), r((2, 2)), r((7, 2))), {}, RuntimeError),
-            ((r((3, 2, 8)), r((2, 2)), r((2, 2)).astype(np.float32), r((8, 2))), {},
-             RuntimeError)]
+def _gru_layer_vjp(ctx, g):
+    _, h0, w, b = ctx.inputs
+    out, gates = ctx.out
+    g_out, g_gates = g
+    needs = ctx.needs_input_grad
+    reverse = ctx.attrs.get("reverse", False)
+    ks = _compiled_for("gru", out, w, g_out, h0)
+    if ks is not None and g_gates is None:
+        bwd = ks[1]
+        T, B, H = out.shape
+        dt = out.dtype
+        zeros = np.zeros((B, H), dt)
+        g_out, h0 = _c(g_out, dt), _c(h0)
+        dx, dhg = np.empty((T, B, 3 * H), dt), np.empty((T, B, 3 * H), dt)
+        dh = _fast_adjoint(_c(w), out, reverse, needs[1], dhg, lambda t, p, dh: bwd(
+            zeros if g_out is None else g_out[t], dh, gates[t], h0 if p is None else out[p],
+            dx[t], dhg[t]), carry=True)
+        return (dx if needs[0] else None, dh if needs[1] else None,
+                _weight_grad(dhg, h0, out, reverse) if needs[2] else None,
+                dhg.reshape(T * B, 3 * H).sum(0) if needs[3] else None)
+    m = ctx.m
+    T, B, H = out.shape
+    if T == 0:
+        return (m.zeros_like(gates[:, :, :3 * H]), m.zeros_like(h0), m.zeros_like(w),
+                None if b is None else m.zeros_like(b))
+
+    def step(t, p, hp, dh):
+        r, z, n, hn = (_piece(gates[t], j, H) for j in range(4))
+        gg = None if g_gates is None else [_piece(g_gates[t], j, H) for j in range(4)]
+        dn, dz = dh * (1 - z), dh * (hp - n)
+        if gg is not None:
+            dn, dz = dn + gg[2], dz + gg[1]
+        dpn = dn * (1 - n * n)
+        dr, dhn = dpn * hn, dpn * r
+        if gg is not None:
+            dr, dhn = dr + gg[0], dhn + gg[3]
+        dpr, dpz = dr * r * (1 - r), dz * z * (1 - z)
+        return m.cat([dpr, dpz, dpn], dim=-1), m.cat([dpr, dpz, dhn], dim=-1), dh * z
+    dxg, dhg, dh, gw = _ops_adjoint(m, h0, w, out, g_out, reverse, step)
+    gb = m.sum(m.reshape(dhg, (T * B, 3 * H)), dim=0) if needs[3] else None
+    return (dxg if needs[0] else None, dh if needs[1] else None, gw if needs[2] else None, gb)
+
+
+def _gru_layer_jvp(ctx, txg, th0, tw, tb):
+    xg, h0, w, b = ctx.inputs
+    out, gates = ctx.out
+    m = ctx.m
+    T, B, H = out.shape
+    if T == 0 or all(t is None for t in (txg, th0, tw, tb)):
+        return (None, None)
+    tgs = [None] * T
+
+    def step(t, p, hp, th, tph):
+        if tb is not None:
+            tph = tph + tb
+        tpx = m.zeros_like(tph) if txg is None else txg[t]
+        r, z, n, hn = (_piece(gates[t], j, H) for j in range(4))
+        tr = (_piece(tpx, 0, H) + _piece(tph, 0, H)) * r * (1 - r)
+        tz = (_piece(tpx, 1, H) + _piece(tph, 1, H)) * z * (1 - z)
+        thn = _piece(tph, 2, H)
+        tn = (_piece(tpx, 2, H) + tr * hn + r * thn) * (1 - n * n)
+        tgs[t] = m.cat([tr, tz, tn, thn], dim=-1)
+        return tn + tz * (hp - n) + z * (th - tn)
+    ths = _ops_tangents(m, h0, w, out, ctx.attrs.get("reverse", False), th0, tw, step)
+    return ths, m.stack(tgs, dim=0)
+
+
+# ---------------------------------------------------------------- RNN (tanh, relu)
+def _rnn_kind(nonlinearity):
+    if nonlinearity not in ("tanh", "relu"):
+        raise op_error("rnn_layer", f"unknown nonlinearity {nonlinearity!r}: expected 'tanh' "
+                                    f"or 'relu'", ValueError)
+    return "rnn_" + nonlinearity
+
+
+def _rnn_layer_kernel(input_gates, h0, weight_hh, *, reverse=False, nonlinearity="tanh"):
+    kind = _rnn_kind(nonlinearity)
+    ks = _compiled_for(kind, input_gates, h0, weight_hh)
+    if ks is None:
+        return _generic(kind, input_gates, h0, None, weight_hh, None, reverse,
+                        (input_gates.shape,))
+    fwd = ks[0]
+    out = np.empty(input_gates.shape, input_gates.dtype)
+    xg = _c(input_gates)
+    _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg: fwd(hg, xg[t], out[t]))
+    return out
+
+
+def _rnn_layer_infer(input_gates, h0, weight_hh, *, reverse=False, nonlinearity="tanh"):
+    _rnn_kind(nonlinearity)
+    T, B, H, dt = _infer("rnn_layer", 1, input_gates, h0, weight_hh)
+    return TensorSpec((T, B, H), dt)
+
+
+def _rnn_layer_vjp(ctx, g_out):
+    xg, h0, w = ctx.inputs
+    out = ctx.out
+    needs = ctx.needs_input_grad
+    reverse = ctx.attrs.get("reverse", False)
+    kind = _rnn_kind(ctx.attrs.get("nonlinearity", "tanh"))
+    ks = _compiled_for(kind, out, w, g_out, h0)
+    if ks is not None:
+        bwd = ks[1]
+        dpre = np.empty_like(out)
+        g_out = np.zeros_like(out) if g_out is None else _c(g_out, out.dtype)
+        dh = _fast_adjoint(_c(w), out, reverse, needs[1], dpre,
+                           lambda t, p, dh: bwd(g_out[t], dh, out[t], dpre[t]))
+        return (dpre if needs[0] else None, dh if needs[1] else None,
+                _weight_grad(dpre, h0, out, reverse) if needs[2] else None)
+    m = ctx.m
+    if out.shape[0] == 0:
+        return m.zeros_like(out), m.zeros_like(h0), m.zeros_like(w)
+
+    def step(t, p, hp, dh):
+        y = out[t]
+        return (dh * (1 - y * y) if kind == "rnn_tanh" else dh * m.sign(y)), None, None
+    dxg, _, dh, gw = _ops_adjoint(m, h0, w, out, g_out, reverse, step)
+    return (dxg if needs[0] else None, dh if needs[1] else None, gw if needs[2] else None)
+
+
+def _rnn_layer_jvp(ctx, txg, th0, tw):
+    xg, h0, w = ctx.inputs
+    out = ctx.out
+    m = ctx.m
+    kind = _rnn_kind(ctx.attrs.get("nonlinearity", "tanh"))
+    if out.shape[0] == 0 or all(t is None for t in (txg, th0, tw)):
+        return (None,)
+
+    def step(t, p, hp, th, tpre):
+        if txg is not None:
+            tpre = tpre + txg[t]
+        y = out[t]
+        return tpre * (1 - y * y) if kind == "rnn_tanh" else tpre * m.sign(y)
+    return (_ops_tangents(m, h0, w, out, ctx.attrs.get("reverse", False), th0, tw, step),)
+
+
+# ---------------------------------------------------------------- batching
+def _vmap_rule(ctx, *values):
+    """Unbatched weights: the vmapped dim folds into the op's batch dim (one call);
+    batched weights: the step with the ops namespace, a batched matmul per step."""
+    m, V = ctx.m, ctx.size
+    name = ctx.op.name
+    kind = _rnn_kind(ctx.attrs.get("nonlinearity", "tanh")) if name == "rnn_layer" \
+        else name[:-6]
+    nseq = 3 if kind == "lstm" else 2                  # input_gates, h0 (, c0)
+    vals = _vmap._batched_all(ctx, values)
+    T, B, G = tuple(vals[0].shape)[1:]
+    if not any(ctx.batched[nseq:]):
+        folded = [m.reshape(m.movedim(vals[0], 0, 1), (T, V * B, G))]
+        folded += [m.reshape(v, (V * B, tuple(v.shape)[-1])) for v in vals[1:nseq]]
+        res = bind(ctx.op, *folded, *values[nseq:], **ctx.attrs)
+        outs = res if isinstance(res, tuple) else (res,)
+        outs = tuple(m.movedim(m.reshape(o, (T, V, B, tuple(o.shape)[-1])), 1, 0)
+                     for o in outs)
+    else:
+        if T == 0:
+            return _vmap.loop(ctx, *values)
+        w = vals[nseq]
+        b = vals[nseq + 1] if len(vals) > nseq + 1 else None
+        res = _run(m, kind, m.movedim(vals[0], 0, 1), vals[1],
+                   vals[2] if kind == "lstm" else None, w,
+                   None if b is None else m.unsqueeze(b, 1), ctx.attrs.get("reverse", False))
+        outs = tuple(m.movedim(o, 0, 1) for o in (res if isinstance(res, tuple) else (res,)))
+    return outs if len(outs) > 1 else outs[0]
+
+
+# ---------------------------------------------------------------- declarations
+def _torch(kind):
+    def oracle(torch, xg, h, *rest, reverse=False, nonlinearity="tanh"):
+        c, w, b = (rest[0], rest[1], None) if kind == "lstm" else (None, rest[0], (
+            rest[1] if len(rest) > 1 else None))
+        k = _rnn_kind(nonlinearity) if kind == "rnn" else kind
+        return _run(torch, k, xg, h, c, w, b, reverse)
+    return oracle
 
 
 LSTM_LAYER = register(
     name="lstm_layer", kernel=_lstm_layer_kernel, infer=_lstm_layer_infer,
     args=("input_gates", "h0", "c0", "weight_hh"), nout=3, vjp=_lstm_layer_vjp,
-    jvp=_lstm_layer_jvp, saves=("h0", "c0", "weight_hh", "out"), samples=_samples,
-    error_samples=_errors, torch=_torch_lstm_layer,
+    jvp=_lstm_layer_jvp, vmap=_vmap_rule, saves=("h0", "c0", "weight_hh", "out"),
+    samples=_samples(4, c=True), error_samples=lambda: _errors(4, c=True),
+    torch=_torch("lstm"),
     doc="One LSTM layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).")
+
+GRU_LAYER = register(
+    name="gru_layer", kernel=_gru_layer_kernel, infer=_gru_layer_infer,
+    args=("input_gates", "h0", "weight_hh", "bias_hh"), optional=("bias_hh",), nout=2,
+    vjp=_gru_layer_vjp, jvp=_gru_layer_jvp, vmap=_vmap_rule,
+    saves=("h0", "weight_hh", "bias_hh", "out"), samples=_samples(3, b=True),
+    error_samples=lambda: _errors(3, b=True), torch=_torch("gru"),
+    doc="One GRU layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).")
+
+RNN_LAYER = register(
+    name="rnn_layer", kernel=_rnn_layer_kernel, infer=_rnn_layer_infer,
+    args=("input_gates", "h0", "weight_hh"), vjp=_rnn_layer_vjp, jvp=_rnn_layer_jvp,
+    vmap=_vmap_rule, saves=("h0", "weight_hh", "out"),
+    samples=_samples(1, attrs=({}, {"nonlinearity": "relu"})),
+    error_samples=lambda: _errors(1) + [
+        ((_rand((3, 2, 2)), _rand((2, 2)), _rand((2, 2))), {"nonlinearity": "gelu"},
+         ValueError)],
+    torch=_torch("rnn"),
+    doc="One Elman RNN layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).")
 
 
 def lstm_layer(input_gates, h0, c0, weight_hh, reverse=False):
     """``(output, cells, gates)`` of one LSTM direction over the sequence (module doc)."""
     return bind(LSTM_LAYER, input_gates, h0, c0, weight_hh, reverse=bool(reverse))
+
+
+def gru_layer(input_gates, h0, weight_hh, bias_hh=None, reverse=False):
+    """``(output, gates)`` of one GRU direction over the sequence (module doc)."""
+    return bind(GRU_LAYER, input_gates, h0, weight_hh, bias_hh, reverse=bool(reverse))
+
+
+def rnn_layer(input_gates, h0, weight_hh, reverse=False, nonlinearity="tanh"):
+    """``output`` of one Elman RNN direction over the sequence (module doc)."""
+    return bind(RNN_LAYER, input_gates, h0, weight_hh, reverse=bool(reverse),
+                nonlinearity=nonlinearity)
