@@ -392,3 +392,15 @@ def test_recurrent_layers_under_vmap(kind):
         np.testing.assert_allclose(got[v].detach().numpy(),
                                    g(xs[0], *(p[v] for p in ps)).detach().numpy(),
                                    rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_recurrent_layers_whole_array_path(kind, monkeypatch):
+    """Without the compiled kernels (CuPy arrays, float16, Numba missing) the sequence
+    ops run their written-once step as whole-array code and the ops-namespace adjoint:
+    equal to PyTorch too."""
+    from tapegrad.ops.nn import rnn as ops_rnn
+    monkeypatch.setattr(ops_rnn, "_compiled_for", lambda *a: None)
+    _both(lambda nn: getattr(nn, kind)(3, 4, num_layers=2, bidirectional=True),
+          [_x(4, 2, 3), _x(4, 2, 4, seed=2), _x(4, 2, 4, seed=3)],
+          lambda m, v, h, c: m(v, (h, c) if kind == "LSTM" else h))

@@ -265,7 +265,7 @@ def _cell(lib, kind, px, h, c, w, b):
     the input-side pre-activations, ``h``/``c`` the previous states (leading dims
     allowed on ``h``, ``w`` and ``b``: a batch of weights). ``(h', c', gates)``."""
     H = h.shape[-1]
-    ph = lib.matmul(h, w.mT)
+    ph = lib.matmul(h, w.transpose(-1, -2))     # (.mT: not on every CuPy)
     if b is not None:
         ph = ph + b
 
