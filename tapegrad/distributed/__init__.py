@@ -36,6 +36,7 @@ import io
 import os
 import sys
 import time
+import weakref
 import zlib
 
 import numpy as np
@@ -114,8 +115,9 @@ class _Group:
         self.nreq = None
         self.queue = collections.deque()   # Works whose transfer has not started
         self.hashes = {}                      # call descriptions -> hash
-        self.last_fast = None  # all_reduce's fast path: its last (buffer, op, shape,
-                               # MPI op, call description)
+        # all_reduce's fast path: its last (weakref to the buffer, op, shape, MPI op,
+        # call description)
+        self.last_fast = None
         self.calls = 0        # checked-kind collective calls made (the call index)
         self.prev = None      # the description of the last call compared across ranks
         self.checked = {}     # call index -> description, of this rank's compared calls
@@ -671,19 +673,17 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
             and isinstance(tensor, Tensor):
         # the common case, in fewer steps (the same as below): a blocking reduction
         # of a contiguous CPU buffer; a repeat of the last one skips the lookups
-        arr = tensor._data
+        arr = buffer(tensor)
         last = g.last_fast
-        if last is not None and last[0] is arr and last[1] == op and last[2] == arr.shape \
-                and tensor._vlevel is None:
+        if last is not None and last[0]() is arr and last[1] == op and last[2] == arr.shape:
             mop, desc = last[3], last[4]
         else:
             mop = desc = None
-            if op in _FAST_OPS and arr.__class__ is np.ndarray and arr.flags.c_contiguous \
-                    and tensor._vlevel is None:
+            if op in _FAST_OPS and arr.__class__ is np.ndarray and arr.flags.c_contiguous:
                 mop = g.fast_ops.get((arr.dtype, op))
             if mop is not None:
                 desc = f"all_reduce({_desc(tensor)}, op={op})"
-                g.last_fast = (arr, op, arr.shape, mop, desc)
+                g.last_fast = (weakref.ref(arr), op, arr.shape, mop, desc)
         if mop is not None:
             if g.checks and g.must_compare(desc):
                 g.compare_now(desc, "all_reduce")
