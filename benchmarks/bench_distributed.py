@@ -149,7 +149,8 @@ def worker_ddp(width, depth, batch, cap, steps):
                 if k != "local":  # the time its backward spent waiting for the buckets
                     t[k]["wait"].append(model._stats.get("wait", float("nan")))
     res = {k: {"forward": _median(v["forward"]), "backward": _median(v["backward"]),
-               "backward_min": min(v["backward"]), "step": _median(v["step"]),
+               "backward_min": min(v["backward"]), "forward_min": min(v["forward"]),
+               "step": _median(v["step"]),
                "wait": _median(v["wait"]) if v["wait"] else 0.0}
            for k, v in t.items()}
     ddp = models["ddp"]
@@ -239,11 +240,12 @@ def ddp_table(args):
                (2048, 3, 128, 4.0)]
     configs = [c for c in configs if args.widths is None or c[0] in args.widths]
     print("| model | ranks | buckets | local step | DDP step | view step | local backward "
-          "| DDP backward | view backward | min local / DDP / view backward "
+          "| DDP backward | view backward | min local / DDP / view forward "
+          "| min local / DDP / view backward "
           "| all-reduces alone | waited at the end DDP / view | hidden DDP / view "
           "| started during backward |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-          "| ---: | ---: | ---: |")
+          "| ---: | ---: | ---: | ---: |")
     for width, depth, batch, cap in configs:
         for n in args.ddp_ranks:
             r = _launch(n, ["ddp", str(width), str(depth), str(batch), str(cap), str(steps)])
@@ -259,7 +261,9 @@ def ddp_table(args):
                   f"cap {cap} MB | {n} | {st['buckets']} | {_fmt_t(loc['step'])} | "
                   f"{_fmt_t(ddp['step'])} | {_fmt_t(view['step'])} | "
                   f"{_fmt_t(loc['backward'])} | {_fmt_t(ddp['backward'])} | "
-                  f"{_fmt_t(view['backward'])} | {_fmt_t(loc['backward_min'])} / "
+                  f"{_fmt_t(view['backward'])} | {_fmt_t(loc['forward_min'])} / "
+                  f"{_fmt_t(ddp['forward_min'])} / {_fmt_t(view['forward_min'])} | "
+                  f"{_fmt_t(loc['backward_min'])} / "
                   f"{_fmt_t(ddp['backward_min'])} / {_fmt_t(view['backward_min'])} | "
                   f"{_fmt_t(comm)} | {_fmt_t(ddp['wait'])} / {_fmt_t(view['wait'])} | "
                   f"{hidden(ddp)} / {hidden(view)} | "
