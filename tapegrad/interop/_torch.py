@@ -41,6 +41,7 @@ def torch_module():
             raise ImportError("tapegrad.interop.torch_ops needs PyTorch "
                               "(pip install torch)") from e
         _torch = torch
+        _Parameter[0] = torch.nn.Parameter
         for dt in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
                    np.int64, np.uint8, np.bool_, np.complex64, np.complex128):
             t = torch.from_numpy(np.empty(0, dt)).dtype
@@ -115,13 +116,14 @@ def _view_of(t, base, r):
 # ------------------------------------------------------------------ calls
 class _Call:
     """One call's op and non-tensor arguments, carried through autograd.Function."""
-    __slots__ = ("op", "attrs", "raw", "ws")
+    __slots__ = ("op", "attrs", "raw", "ws", "plan")
 
-    def __init__(self, op, attrs, raw=None, ws=None):
+    def __init__(self, op, attrs, raw=None, ws=None, plan=None):
         self.op = op
         self.attrs = attrs
         self.raw = raw  # the inputs' NumPy views, when the export's lane made them
         self.ws = ws  # the caller's workspace (workspace=), if any
+        self.plan = plan  # the fast path's _FastPlan, when it made ``raw``
 
 
 def _attr(v):
@@ -197,6 +199,10 @@ def call(op, args, attrs):
         out, ws = attrs.pop("out", None), attrs.pop("workspace", None)
         if out is not None or ws is not None:
             return _call_into(op, args, attrs, out, ws)
+    if op.kind in _FAST_KINDS and op.nout == 1:
+        r = _fast_call(op, args, attrs)
+        if r is not None:
+            return r
     args = _check_args(op, args)
     attrs = {k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()}
     args = _promote(op, args)
@@ -212,6 +218,146 @@ def _record(op, args, attrs, ws=None):
                                            for a in args):
             return _Lean.apply(_Call(op, attrs, None, ws), *args)
     return _forward(op, args, attrs, None, ws)[0]
+
+
+# ------------------------------------------------------------------ the fast path
+_FAST_KINDS = frozenset(("basic", "workspace"))
+_FAST_MAX = 1024
+_fast_plans = {}  # (op, dtype, input shapes, attrs) -> _FastPlan, or False: not this path
+
+
+class _FastPlan:
+    """What a call of ``op`` with these shapes, dtype and attributes needs, worked out
+    once (the shape rule, which validated them; the workspace size; what the backward
+    keeps): the checks, promotion and attribute canonicalization of ``call`` have
+    nothing to do for such a call."""
+    __slots__ = ("shape", "tdtype", "nbytes", "shapes", "dtypes", "others")
+
+    def __init__(self, spec, nbytes, shapes, dtype):
+        self.shape = tuple(spec.shape)
+        self.tdtype = torch_dtype(spec.dtype)
+        self.nbytes = nbytes
+        self.shapes = tuple(() if s is None else s for s in shapes)  # as _setup's
+        self.dtypes = tuple(None if s is None else dtype for s in shapes)
+        self.others = [None] * len(shapes)
+
+
+def _plain_attr(v):
+    tv = type(v)
+    if tv in _bridge._PLAIN:
+        return True
+    return (tv is tuple or tv is list) and all(_plain_attr(x) for x in v)
+
+
+def _fast_call(op, args, attrs):
+    """``call``'s common case, the one a backward and a training step make: a
+    one-output basic or workspace op on plain CPU tensors of one floating dtype (or
+    None), plain attributes, outside torch.func transforms and forward-mode AD. The
+    shape rule, workspace size and backward bookkeeping are memoized by (op, dtype,
+    shapes, attributes); the kernel runs on ``Tensor.numpy()`` views into
+    ``torch.empty`` memory, as ``_forward``. None: not this case (``call`` takes it,
+    and gives any error)."""
+    torch = _torch
+    Tensor = torch.Tensor
+    if not args or _transforms_active() or torch.autograd.forward_ad._current_level >= 0:
+        return None
+    dt = None
+    rg = False
+    shapes = []
+    for a in args:
+        if a is None:
+            shapes.append(None)
+            continue
+        tp = type(a)
+        if tp is not Tensor and tp is not _Parameter[0]:
+            return None
+        if dt is None:
+            dt = a.dtype
+        elif a.dtype is not dt:
+            return None
+        if a.requires_grad:
+            rg = True
+        shapes.append(a.shape)
+    if dt is None or not dt.is_floating_point:
+        return None
+    try:
+        key = (op, dt, tuple(shapes), tuple(attrs.items()) if attrs else ())
+        plan = _fast_plans.get(key)
+    except (TypeError, RuntimeError):  # an unhashable or array attribute
+        return None
+    if plan is False:
+        return None
+    raw = []
+    try:
+        for a in args:
+            raw.append(None if a is None else (a.detach() if a.requires_grad else a).numpy())
+    except (RuntimeError, TypeError):  # not a CPU tensor's own memory (device, conj/neg bits)
+        return None
+    if plan is None:
+        plan = _fast_plan(op, key, raw, attrs)
+        if plan is None:
+            return None
+    if rg and op.differentiable and torch.is_grad_enabled():
+        return _Lean.apply(_Call(op, attrs, raw, None, plan), *args)
+    return _fast_run(op, plan, raw, args, attrs)
+
+
+def _fast_plan(op, key, raw, attrs):
+    """The call's _FastPlan (the shape rule raises the op's error), kept by ``key``;
+    None (kept as False) where the general path must run (a non-float or dynamic
+    output, attributes that are not plain values)."""
+    if _T2NP.get(key[1]) is None or not all(_plain_attr(v) for v in attrs.values()):
+        return None
+    in_specs = [None if a is None else TensorSpec(tuple(a.shape), a.dtype) for a in raw]
+    specs, nbytes = _plan(op, in_specs, attrs)  # validates: the op's own error
+    spec = specs[0]
+    plan = False
+    if None not in spec.shape and np.dtype(spec.dtype).kind == "f":
+        plan = _FastPlan(spec, nbytes, tuple(None if a is None else tuple(a.shape) for a in raw),
+                         raw[next(i for i, a in enumerate(raw) if a is not None)].dtype)
+    if len(_fast_plans) >= _FAST_MAX:
+        _fast_plans.clear()
+    _fast_plans[key] = plan
+    return plan or None
+
+
+def _fast_run(op, plan, raw, args, attrs):
+    """The kernel on the inputs' views, writing into ``torch.empty`` memory (``out=``,
+    for a kernel that takes it; the per-thread workspace)."""
+    kw = dict(attrs)
+    if op.kind == "workspace":
+        kw["workspace"] = _workspace(plan.nbytes)
+    t = v = None
+    if op.takes_out:
+        t = _torch.empty(plan.shape, dtype=plan.tdtype)
+        kw["out"] = v = t.numpy()
+    try:
+        res = op.kernel(*raw, **kw)
+    except (ValueError, TypeError, IndexError, RuntimeError, ZeroDivisionError,
+            ArithmeticError, MemoryError, np.linalg.LinAlgError) as e:
+        raise RuntimeError(f"{op.name}: {e}") from e
+    if res is v and v is not None:
+        return t
+    return _wrap(op, res, {} if v is None else {id(v): (v, t)}, args, raw)
+
+
+def _fast_setup(ctx, c, plan, args, out):
+    """``_setup`` for a fast-path call (one floating output, tensor or None inputs):
+    its shapes and dtypes come from the plan."""
+    op = c.op
+    ctx.set_materialize_grads(False)
+    ctx.c = c
+    ctx.shapes = plan.shapes
+    ctx.dtypes = plan.dtypes
+    ctx.others = plan.others
+    save_idx = op.save_idx
+    keep = [a if i in save_idx else None for i, a in enumerate(args)]
+    if op.save_out:
+        keep.append(out)
+    ctx.save_for_backward(*keep)
+
+
+_Parameter = [None]  # torch.nn.Parameter, once PyTorch is imported
 
 
 def _forward_mode(args):
@@ -485,6 +631,11 @@ def _make_apply():
         @staticmethod
         def forward(ctx, c, *args):
             raw = c.raw
+            plan = c.plan
+            if plan is not None:  # the fast path validated and viewed the inputs already
+                out = _fast_run(c.op, plan, raw, args, c.attrs)
+                _fast_setup(ctx, c, plan, args, out)
+                return out
             if raw is None:
                 out = _forward(c.op, list(args), c.attrs, None, c.ws)[0]
             else:  # the export's lane validated and viewed the inputs already

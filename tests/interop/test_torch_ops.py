@@ -314,3 +314,34 @@ class _FakeCuda:
 def test_a_non_host_dlpack_array_gets_the_ops_device_error():
     with pytest.raises(RuntimeError, match="mul: input 'other' is on cuda.*CPU"):
         NS.mul(torch.ones(3), _FakeCuda())
+
+
+def test_repeated_calls_with_other_shapes_dtypes_and_attributes():
+    """The export keeps, per (op, dtype, shapes, attributes), what a call needs (shape
+    rule, workspace size, backward bookkeeping): calls that differ in any of them,
+    in turn, each compute their own result and gradients (vs PyTorch's conv2d), and
+    a call the shape rule refuses still gets the op's error after a kept one."""
+    F = torch.nn.functional
+    r = np.random.default_rng(3)
+    cases = [((2, 3, 7, 7), (4, 3, 3, 3), {}), ((2, 3, 7, 7), (4, 3, 3, 3), {"padding": 1}),
+             ((1, 3, 6, 5), (4, 3, 3, 3), {"padding": 1}),
+             ((2, 4, 7, 7), (4, 2, 3, 3), {"padding": (1, 0), "stride": 2, "groups": 2})]
+    for _ in range(2):
+        for dtype in (torch.float32, torch.float64):
+            for xs, ws, attrs in cases:
+                x = torch.from_numpy(r.standard_normal(xs)).to(dtype).requires_grad_()
+                w = torch.from_numpy(r.standard_normal(ws)).to(dtype).requires_grad_()
+                y = NS.conv2d(x, w, None, **attrs)
+                ref = F.conv2d(x, w, None, **attrs)
+                assert y.dtype == dtype and y.shape == ref.shape
+                g = torch.from_numpy(r.standard_normal(tuple(ref.shape))).to(dtype)
+                got = torch.autograd.grad(y, (x, w), g)
+                want = torch.autograd.grad(ref, (x, w), g)
+                tol = 1e-4 if dtype == torch.float32 else 1e-10
+                for a, b in zip((y, *got), (ref, *want)):
+                    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(),
+                                               rtol=tol, atol=tol)
+                gw, = torch.autograd.grad(NS.conv2d(x.detach(), w, None, **attrs), (w,), g)
+                np.testing.assert_allclose(gw.numpy(), want[1].numpy(), rtol=tol, atol=tol)
+    with pytest.raises(RuntimeError, match="conv2d"):
+        NS.conv2d(torch.ones(2, 3, 7, 7), torch.ones(4, 2, 3, 3), None)
