@@ -9,8 +9,8 @@
    3x3; 16x13x13 -> 32, 3x3), forward and forward + backward, against tapegrad's own
    ``conv2d`` on the same data (target: within 1.1x).
 
-Contenders are timed interleaved (one call of each in turn, many rounds: a burst of
-load on the shared machine hits both), medians; BLAS, OpenMP, Numba and PyTorch on
+Contenders are timed interleaved (one call of each in turn, in a shuffled order each
+round, many rounds: a burst of load on the shared machine hits all), medians; BLAS, OpenMP, Numba and PyTorch on
 one thread (BENCH_THREADS=n to change). The load average is printed with the figures.
 
     python benchmarks/bench_interop.py
@@ -23,6 +23,7 @@ THREADS = os.environ.get("BENCH_THREADS", "1")
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ[_var] = THREADS
 
+import random  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
@@ -39,20 +40,28 @@ CLOCK = os.environ.get("BENCH_CLOCK", "wall")
 
 
 def interleaved_us(fns, reps=300, warm=30):
-    """Medians (us) of ``fns``, timed one call of each in turn for ``reps`` rounds.
-    BENCH_CLOCK=cpu times this thread's CPU time instead of the wall clock (on one
-    thread everything runs here: time the machine gave to other processes drops out,
-    a fairer ratio on a loaded machine)."""
+    """Medians (us) of ``fns``, timed one call of each in turn for ``reps`` rounds, in
+    a freshly shuffled order each round (seeded): a call finds the caches as the call
+    before it left them (a conv step here touches ~2 MB, the L2 is 1 MB), so in a
+    fixed order of three the one after a contender that reads other memory pays for
+    refilling them every time, and the one after a contender that shares its inputs
+    never does. BENCH_CLOCK=cpu times this thread's CPU time instead of the wall
+    clock (on one thread everything runs here: time the machine gave to other
+    processes drops out, a fairer ratio on a loaded machine)."""
     for _ in range(warm):
         for fn in fns:
             fn()
     ts = [[] for _ in fns]
     clock = time.thread_time if CLOCK == "cpu" else time.perf_counter
+    order = list(range(len(fns)))
+    rng = random.Random(0)
     for _ in range(reps):
-        for fn, t in zip(fns, ts):
+        rng.shuffle(order)
+        for i in order:
+            fn = fns[i]
             t0 = clock()
             fn()
-            t.append(clock() - t0)
+            ts[i].append(clock() - t0)
     return [statistics.median(t) * 1e6 for t in ts]
 
 
