@@ -38,6 +38,7 @@ from ..ops.nn.linear_more import (bilinear, conv_transpose1d, conv_tbc, upsample
                                   upsample_nearest, upsample_bilinear, embedding_bag, affine_grid)
 from ..ops.nn.volume import conv3d, conv_transpose3d, grid_sample
 from ..ops.nn.ctc import ctc_loss
+from ..ops.nn.fractional import fractional_max_pool2d, fractional_max_pool3d
 
 __all__ = [
     # layers and losses
@@ -69,7 +70,8 @@ __all__ = [
     "alpha_dropout", "feature_alpha_dropout", "gumbel_softmax",
     "bilinear", "conv_transpose1d", "conv_tbc", "upsample", "upsample_nearest",
     "upsample_bilinear", "embedding_bag", "affine_grid",
-    "conv3d", "conv_transpose3d", "grid_sample", "ctc_loss",
+    "conv3d", "conv_transpose3d", "grid_sample", "ctc_loss", "fractional_max_pool2d",
+    "fractional_max_pool3d",
 ]
 
 

@@ -23,11 +23,13 @@ randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d _sta
 select_scatter slice_scatter diagonal_scatter range logspace matrix_exp
 rrelu dropout1d dropout3d alpha_dropout feature_alpha_dropout adaptive_avg_pool1d
 adaptive_avg_pool3d multi_margin_loss multilabel_margin_loss max_unpool1d max_unpool2d
-max_unpool3d embedding_bag affine_grid ctc_loss""".split())
+max_unpool3d embedding_bag affine_grid ctc_loss fractional_max_pool2d
+fractional_max_pool3d""".split())
 # (issue 17's census additions above: random draws, adaptive_avg_pool2d's bin matrices,
 # and constants made in the function with new_tensor/new_zeros: class ranges, position
 # tables, the unpooling zeros, affine_grid's base grid; ctc_loss reads its lengths and
-# labels to check them and builds its label positions with new_tensor)
+# labels to check them and builds its label positions with new_tensor; the fractional
+# max pools build their window offsets with new_tensor)
 
 
 def _tensors(args, scale, grad):

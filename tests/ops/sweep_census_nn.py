@@ -1,11 +1,12 @@
 """Valid calls for the bad-input sweep (``test_sweep_bad_input.py``) of the
 nn.functional names issue 17's census added (``ops/nn/pointwise.py``, ``distance.py``,
 ``loss_more.py``, ``pool_more.py``, ``norm_more.py``, ``linear_more.py``,
-``nn/functional.py``, ``volume.py``, ``ctc.py``); the sweep builds its bad cases from these."""
+``nn/functional.py``, ``volume.py``, ``ctc.py``, ``fractional.py``); the sweep builds its bad cases from these."""
 import numpy as np
 
 # random results (dropouts in training, Gumbel noise): compared by shape only
-RANDOM = {"dropout1d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "gumbel_softmax"}
+RANDOM = {"dropout1d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "gumbel_softmax",
+          "fractional_max_pool2d", "fractional_max_pool3d"}
 
 
 def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
@@ -100,4 +101,7 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
                         {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False}),
         "ctc_loss": ((lp, I([[1, 2, 2], [3, 1, 0]]), I([6, 5]), I([3, 2])),
                      {"blank": 0, "reduction": "mean"}),
+        # random windows (their samples drawn per call): compared by shape
+        "fractional_max_pool2d": ((A(1, 2, 6, 6), 2), {"output_size": 3}),
+        "fractional_max_pool3d": ((A(1, 2, 4, 4, 4), 2), {"output_size": 2}),
     })

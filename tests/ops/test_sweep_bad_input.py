@@ -322,6 +322,12 @@ REFUSAL_OK = {
     # as conv1d's and conv2d's (PyTorch's conv_tbc kernel casts an integer bias)
     ("F.conv_tbc", "bias:bool"): "the bias must have the input's dtype, as conv1d's",
     ("F.conv_tbc", "bias:int"): "the bias must have the input's dtype, as conv1d's",
+    # a window of no elements has no maximum: PyTorch's fractional max pooling computes
+    # with a non-positive kernel_size unchecked
+    ("F.fractional_max_pool2d", "kernel_size:0"): "a window must hold an element",
+    ("F.fractional_max_pool2d", "kernel_size:-3"): "a window must hold an element",
+    ("F.fractional_max_pool3d", "kernel_size:0"): "a window must hold an element",
+    ("F.fractional_max_pool3d", "kernel_size:-3"): "a window must hold an element",
 }
 
 # Cases where both compute but tapegrad's values differ from PyTorch's by design:

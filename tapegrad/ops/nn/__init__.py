@@ -13,6 +13,7 @@
 - ``volume``: conv3d, conv_transpose3d (one conv2d / conv_transpose2d over the depth
   taps folded into the channels), grid_sample
 - ``ctc``: ctc_loss (the alpha recursion in log space, with ops)
+- ``fractional``: fractional_max_pool2d, fractional_max_pool3d
 - ``rnn``: lstm_layer, gru_layer, rnn_layer, one recurrent direction over a sequence
   (``tg.nn.LSTM``/``GRU``/``RNN``'s ops, not public)
 
@@ -46,7 +47,7 @@ from .attention import scaled_dot_product_attention
 from .rnn import lstm_layer, gru_layer, rnn_layer  # noqa: F401  (tg.nn's recurrent ops; not public)
 # issue 17's census (nn.functional): more activations, losses, pooling, norms, shapes
 from . import pointwise, distance, loss_more, pool_more, norm_more, linear_more  # noqa: F401
-from . import volume, ctc  # noqa: F401  (conv3d, conv_transpose3d, grid_sample; ctc_loss)
+from . import volume, ctc, fractional  # noqa: F401  (conv3d, conv_transpose3d, grid_sample; ctc_loss; fractional max pooling)
 
 __all__ = ["log_softmax", "softmax", "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
            "adaptive_avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
