@@ -159,6 +159,26 @@ def add_at(out, index, values):
         importlib.import_module("cupyx").scatter_add(out, index, values)
 
 
+def reduce_at(out, index, values, how):
+    """``out[index] = how(out[index], values)`` with repeated indices reducing in turn
+    (``how``: "add", "multiply", "maximum", "minimum"), on any device."""
+    if isinstance(out, np.ndarray):
+        getattr(np, how).at(out, index, values)
+        return
+    import importlib
+    cupyx = importlib.import_module("cupyx")
+    fn = {"add": "scatter_add", "maximum": "scatter_max", "minimum": "scatter_min"}.get(how)
+    if fn is not None:
+        getattr(cupyx, fn)(out, index, values)
+        return
+    # no CuPy scatter-multiply: reduce on the host and write back
+    host = out.get()
+    getattr(np, how).at(host, tuple(i.get() if hasattr(i, "get") else i for i in index)
+                        if isinstance(index, tuple) else index.get(),
+                        values.get() if hasattr(values, "get") else values)
+    out[...] = xp_of(out).asarray(host)
+
+
 def all_finite(array):
     """(finite?, 'nan' or 'inf') for a float buffer on any device."""
     xp_ = xp_of(array)

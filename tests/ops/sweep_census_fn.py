@@ -71,6 +71,14 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
         "triangular_solve": ((A(3, 2), U(3, 3) * I(np_tril(3)).T + I(np_eye(3))), {}),
         "range": ((0, 4), {}), "logspace": ((0, 2, 3), {}),
     })
+    VALID.update({  # ops/reduce3.py
+        "scatter_reduce": ((A(3, 4), 1, I([[0, 1, 1], [2, 3, 0], [1, 1, 1]]), A(3, 3), "amax"),
+                           {}),
+        "index_reduce": ((A(4, 3), 0, I([0, 2]), A(2, 3), "prod"), {}),
+        "cummax": ((A(3, 4), 1), {}), "cummin": ((A(3, 4), 1), {}),
+        "mode": ((A(3, 4),), {"dim": 1}),
+        "unique_consecutive": ((I([1, 1, 2, 2, 3, 1]),), {}),
+    })
 
 
 def np_eye(n):

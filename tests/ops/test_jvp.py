@@ -59,6 +59,17 @@ def _np(t):
     return t.numpy(force=True)  # also PyTorch's ZeroTensor (a tangent known to be 0)
 
 
+def _torch_forward_trusted(op, attrs):
+    """Whether PyTorch's forward mode is a reference for this call. Not where it is
+    wrong or absent (checked against central differences instead, which every sample
+    also is): scatter_reduce's "prod" tangent in PyTorch 2.13 differs from central
+    differences of PyTorch's own forward (ours agrees with them), and index_reduce has
+    no forward-mode formula in PyTorch (NotImplementedError)."""
+    if op.name == "scatter_reduce" and attrs.get("reduce") == "prod":
+        return False
+    return op.name != "index_reduce"
+
+
 def _torch_differentiates(op, args, attrs):
     """Whether the op's torch oracle is differentiable there (some call a PyTorch
     backward function, whose result does not require grad)."""
@@ -144,6 +155,7 @@ def test_rule_matches_finite_differences(op, sample):
 # ops whose torch oracle is a backward function PyTorch does not differentiate
 # (conv2d_input_grad...) are checked against finite differences only
 TORCH_SAMPLES = [p for p in SAMPLES if p.values[0].torch is not None
+                 and _torch_forward_trusted(p.values[0], p.values[1].attrs)
                  and _torch_differentiates(p.values[0], p.values[1].args, p.values[1].attrs)]
 
 
@@ -199,7 +211,8 @@ def test_forward_over_reverse(op, sample):
     for o, e in zip(ours, fd):
         np.testing.assert_allclose(o, e, rtol=1e-4, atol=1e-6)
 
-    if op.torch is None or not _torch_differentiates(op, args, attrs):
+    if op.torch is None or not _torch_forward_trusted(op, attrs) or \
+            not _torch_differentiates(op, args, attrs):
         return
     targs = _torch_args(args)
 

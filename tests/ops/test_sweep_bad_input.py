@@ -333,6 +333,9 @@ REFUSAL_OK = {
 # Cases where both compute but tapegrad's values differ from PyTorch's by design:
 # (op, case) -> the rule tapegrad follows instead.
 VALUES_OK = {
+    # PyTorch's mode of a slice with NaNs follows its sort's comparisons: [nan, 1, 2]
+    # gives NaN (index 0) but [1, nan, 2] gives 1, and [2, 1, nan, nan] gives 1
+    ("mode", "input:nan-inf"): "NaNs count as one value (sorted last), as in sort",
     # torch.sign(nan) is 0 (its sign is (0 < x) - (x < 0)); NumPy, JAX and IEEE-754
     # propagate NaN, and a 0 would hide a NaN from every check downstream
     ("sign", "input:nan-inf"): "sign(NaN) is NaN, as NumPy and JAX (PyTorch: 0)",
