@@ -24,8 +24,7 @@ import numpy as np
 from .. import devices as _devices
 from .._util import normalize_dim, op_error
 from ..dispatch import bind
-from ..tensor import wrap
-from ._decl import register, composite, Sample, TensorSpec, rand
+from ._decl import register, Sample, TensorSpec, rand
 from . import _vmap
 from .indexing import (_grid, _check_int, _check_range, _same_ndim, _index_not_larger,
                        _src_part, _int_sample, _raw, _scatter_back_vjp, take_along_dim)
@@ -500,7 +499,7 @@ decl(mode, _mode_samples, infer=_mode_infer, nout=2,
 
 
 # ---------------------------------------------------------------- unique_consecutive
-def _uc_kernel(x, return_inverse=False, return_counts=False, dim=None):
+def _uc_kernel(x, dim=None, alloc=None):
     xp = _devices.xp_of(x)
     if dim is None:
         flat = x.reshape(-1)
@@ -520,12 +519,41 @@ def _uc_kernel(x, return_inverse=False, return_counts=False, dim=None):
         inv = xp.cumsum(new) - 1
     starts = xp.nonzero(new)[0]
     counts = xp.diff(xp.concatenate([starts, xp.asarray([n])]))
-    out = [vals]
-    if return_inverse:
-        out.append(inv.astype(np.int64))
-    if return_counts:
-        out.append(counts.astype(np.int64))
-    return tuple(out) if len(out) > 1 else vals
+    outs = (vals, inv.astype(np.int64), counts.astype(np.int64))
+    if alloc is None:
+        return outs
+    res = []  # the sizes are the result: computed, then written into the caller's memory
+    for r in outs:
+        o = alloc(r.shape, r.dtype)
+        o[...] = r
+        res.append(o)
+    return tuple(res)
+
+
+def _uc_infer(x, dim=None):
+    if dim is not None:
+        dim = normalize_dim("unique_consecutive", dim, len(x.shape))
+        vals = tuple(None if k == dim else n for k, n in enumerate(x.shape))
+        inv = (x.shape[dim],)
+    else:
+        vals, inv = (None,), tuple(x.shape)
+    return (TensorSpec(vals, x.dtype), TensorSpec(inv, np.dtype(np.int64)),
+            TensorSpec((None,), np.dtype(np.int64)))
+
+
+UNIQUE_CONSECUTIVE = register(
+    name="unique_consecutive", kind="dynamic", kernel=_uc_kernel, infer=_uc_infer,
+    args=("x",), nout=3, differentiable=False,
+    samples=lambda dtype=np.float64: [
+        Sample((np.array([1, 1, 2, 2, 3, 1, 1, 2]),), {}),
+        Sample((np.array([[1.0, 1.0, 2.0], [1.0, 1.0, 2.0], [0.5, 1.0, 1.0]], dtype),), {}),
+        Sample((np.array([[1.0, 1.0, 2.0], [1.0, 1.0, 2.0], [0.5, 1.0, 1.0]], dtype),),
+               {"dim": 0}),
+        Sample((np.array([[1, 1, 2], [1, 1, 3]]),), {"dim": 1}),
+        Sample((np.zeros((0,), dtype),), {})],
+    error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)],
+    torch=lambda torch, x, dim=None: torch.unique_consecutive(
+        x, return_inverse=True, return_counts=True, dim=dim))
 
 
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
@@ -533,34 +561,6 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     kept once; optionally the inverse (each element's run) and the counts. No
     gradient, as PyTorch."""
     d = None if dim is None else normalize_dim("unique_consecutive", dim, input.ndim)
-    if d is not None and input.ndim == 0:
-        raise op_error("unique_consecutive", "dim must be None for a 0-d input", IndexError)
-    out = _uc_kernel(_raw(input), bool(return_inverse), bool(return_counts), d)
-    if isinstance(out, tuple):
-        return tuple(wrap(o) for o in out)
-    return wrap(out)
-
-
-def _uc_infer(x, return_inverse=False, return_counts=False, dim=None):
-    if dim is not None:
-        normalize_dim("unique_consecutive", dim, len(x.shape))
-    specs = [TensorSpec(tuple(None for _ in x.shape) if dim is not None else (None,),
-                        x.dtype)]
-    if return_inverse:
-        specs.append(TensorSpec(tuple(x.shape) if dim is None else (x.shape[dim],),
-                                np.dtype(np.int64)))
-    if return_counts:
-        specs.append(TensorSpec((None,), np.dtype(np.int64)))
-    return tuple(specs)
-
-
-composite(unique_consecutive, infer=_uc_infer, differentiable=False, kind="dynamic", nout=2,
-          samples=lambda dtype=np.float64: [
-              Sample((np.array([1, 1, 2, 2, 3, 1, 1, 2]),), {}),
-              Sample((np.array([[1.0, 1.0, 2.0], [1.0, 1.0, 2.0], [0.5, 1.0, 1.0]], dtype),),
-                     {"return_inverse": True, "return_counts": True}),
-              Sample((np.array([[1.0, 1.0, 2.0], [1.0, 1.0, 2.0], [0.5, 1.0, 1.0]], dtype),),
-                     {"dim": 0, "return_counts": True}),
-              Sample((np.array([[1, 1, 2], [1, 1, 3]]),), {"dim": 1, "return_inverse": True})],
-          torch=lambda torch, x, **k: torch.unique_consecutive(x, **k),
-          error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)])
+    vals, inv, cnt = bind(UNIQUE_CONSECUTIVE, input, dim=d)
+    out = (vals,) + ((inv,) if return_inverse else ()) + ((cnt,) if return_counts else ())
+    return out if len(out) > 1 else vals

@@ -24,7 +24,7 @@ select_scatter slice_scatter diagonal_scatter range logspace matrix_exp
 rrelu dropout1d dropout3d alpha_dropout feature_alpha_dropout adaptive_avg_pool1d
 adaptive_avg_pool3d multi_margin_loss multilabel_margin_loss max_unpool1d max_unpool2d
 max_unpool3d embedding_bag affine_grid ctc_loss fractional_max_pool2d
-fractional_max_pool3d""".split())
+fractional_max_pool3d bernoulli multinomial poisson normal randint_like""".split())
 # (issue 17's census additions above: random draws, adaptive_avg_pool2d's bin matrices,
 # and constants made in the function with new_tensor/new_zeros: class ranges, position
 # tables, the unpooling zeros, affine_grid's base grid; ctc_loss reads its lengths and

@@ -79,6 +79,14 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
         "mode": ((A(3, 4),), {"dim": 1}),
         "unique_consecutive": ((I([1, 1, 2, 2, 3, 1]),), {}),
     })
+    VALID.update({  # ops/random2.py (compared by shape: RANDOM)
+        "bernoulli": ((U(3, 4),), {}), "multinomial": ((U(5), 3), {}),
+        "normal": ((A(3, 4), U(3, 4)), {}), "poisson": ((U(3, 4),), {}),
+        "randint_like": ((A(3, 4), 5), {}),
+    })
+
+
+RANDOM = {"bernoulli", "multinomial", "normal", "poisson", "randint_like"}
 
 
 def np_eye(n):

@@ -371,6 +371,7 @@ VALUES_OK = {
 RANDOM = {"_standard_gamma", "rand", "randn", "randint", "rand_like", "randn_like", "randperm", "dropout", "dropout2d",
           "F.dropout", "F.dropout2d", "empty", "empty_like"}
 RANDOM |= sweep_census_nn.RANDOM | {"F." + n for n in sweep_census_nn.RANDOM}
+RANDOM |= sweep_census_fn.RANDOM
 
 # The op an alias's messages may name instead of its own.
 ALIASES = {
