@@ -106,15 +106,17 @@ def check_same(op, devs):
 
 
 def special(name, array, n=None):
-    """A special function (erf, erfc, lgamma, digamma; polygamma of order ``n``)
+    """A special function (erf, erfc, erfinv, lgamma, digamma; polygamma of order ``n``)
     applied on the array's own device."""
     if isinstance(array, (np.ndarray, np.generic)):
         from . import cpu
         array = np.asarray(array)
         if array.dtype.kind != "f":
             array = array.astype(np.float64)
-        if name in ("digamma", "polygamma"):
+        if name in ("digamma", "polygamma", "erfinv"):
             from .cpu_kernels import special as kernels
+            if name == "erfinv":
+                return kernels.erfinv(array, array.dtype)
             return (kernels.digamma(array, array.dtype) if name == "digamma"
                     else kernels.polygamma(n, array, array.dtype))
         return cpu.special(name)(array)

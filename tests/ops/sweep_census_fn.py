@@ -86,6 +86,13 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
     })
 
 
+def extend_special(VALID, A, U, I):  # noqa: E741
+    VALID.update({  # ops/special2.py
+        "erfinv": ((U(3, 4),), {}), "mvlgamma": ((U(3, 4) + 2, 2), {}),
+        "frexp": ((A(3, 4),), {}), "gradient": ((A(3, 4),), {"spacing": 0.5}),
+    })
+
+
 RANDOM = {"bernoulli", "multinomial", "normal", "poisson", "randint_like"}
 
 

@@ -273,6 +273,7 @@ sys.path.insert(0, __import__("os").path.dirname(__file__))
 import sweep_census_fn  # noqa: E402
 import sweep_census_nn  # noqa: E402
 sweep_census_fn.extend(VALID, A, U, I, B, Raw, DT)
+sweep_census_fn.extend_special(VALID, A, U, I)
 sweep_census_nn.extend(VALID, A, U, I, B, Raw, DT)
 
 # Names with no PyTorch counterpart to compare with: skipped, with the reason.

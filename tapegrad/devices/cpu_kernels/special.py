@@ -1,5 +1,5 @@
 """Special functions NumPy lacks, as Numba loops on the CPU: digamma, polygamma (through
-the Hurwitz zeta function) and the implicit reparameterisation gradient of a standard
+the Hurwitz zeta function), erfinv (Newton steps from Giles' approximation) and the implicit reparameterisation gradient of a standard
 Gamma sample. Each computes in float64 and writes the input's dtype; each compiles on
 first use (cached on disk by Numba).
 
@@ -134,8 +134,67 @@ def _gamma_grad_loop(alpha, x, out, over_2k):
         out[i] = _gamma_grad1(alpha[i], x[i], over_2k)
 
 
-_SCALARS = ("_digamma1", "_zeta1", "_gamma_grad1")
-_LOOPS = ("_digamma_loop", "_polygamma_loop", "_gamma_grad_loop")
+def _erfinv1(y):
+    # Giles' single-precision approximation (2010) as the start, then Newton steps on
+    # erf (|y| <= 0.5) or on erfc with 1 - |y| (exact there), which keeps full
+    # relative precision into the tails
+    if np.isnan(y) or y < -1.0 or y > 1.0:
+        return np.nan
+    if y == 1.0:
+        return np.inf
+    if y == -1.0:
+        return -np.inf
+    if y == 0.0:
+        return y
+    a = abs(y)
+    w = -math.log((1.0 - a) * (1.0 + a))
+    if w < 5.0:
+        w -= 2.5
+        p = 2.81022636e-08
+        p = 3.43273939e-07 + p * w
+        p = -3.5233877e-06 + p * w
+        p = -4.39150654e-06 + p * w
+        p = 0.00021858087 + p * w
+        p = -0.00125372503 + p * w
+        p = -0.00417768164 + p * w
+        p = 0.246640727 + p * w
+        p = 1.50140941 + p * w
+    else:
+        w = math.sqrt(w) - 3.0
+        p = -0.000200214257
+        p = 0.000100950558 + p * w
+        p = 0.00134934322 + p * w
+        p = -0.00367342844 + p * w
+        p = 0.00573950773 + p * w
+        p = -0.0076224613 + p * w
+        p = 0.00943887047 + p * w
+        p = 1.00167406 + p * w
+        p = 2.83297682 + p * w
+    x = p * a
+    c = 1.1283791670955126  # 2 / sqrt(pi)
+    if a <= 0.5:
+        for _ in range(3):
+            x -= (math.erf(x) - a) / (c * math.exp(-x * x))
+    else:  # Newton on log erfc(x) = log(1 - a): nearly quadratic in x, fast in the tail
+        lt = math.log(1.0 - a)
+        for _ in range(8):
+            e = math.erfc(x)
+            if e <= 0.0:
+                break
+            step = (math.log(e) - lt) * e / (c * math.exp(-x * x))
+            x += step
+            if abs(step) <= 1e-16 * x:
+                break
+    return x if y > 0 else -x
+
+
+def _erfinv_loop(x, out):
+    for i in range(x.size):
+        out[i] = _erfinv1(x[i])
+
+
+_SCALARS = ("_digamma1", "_zeta1", "_gamma_grad1", "_erfinv1")
+_LOOPS = ("_digamma_loop", "_polygamma_loop", "_gamma_grad_loop", "_erfinv_loop")
 _compiled = {}
 
 
@@ -162,7 +221,11 @@ def _run(loop, dtype, *arrays, extra=()):
 
 
 _TAIL = {_digamma_loop: (_OVER_2K,), _polygamma_loop: (_OVER_FACT, _OVER_2K),
-         _gamma_grad_loop: (_OVER_2K,)}
+         _gamma_grad_loop: (_OVER_2K,), _erfinv_loop: ()}
+
+
+def erfinv(x, dtype):
+    return _run(_erfinv_loop, dtype, np.asarray(x))
 
 
 def digamma(x, dtype):
