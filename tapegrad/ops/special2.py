@@ -46,8 +46,7 @@ ERFINV = register(
         Sample((rand((3, 4), dtype, -0.95, 0.95, seed=1),), {}),
         Sample((rand((), dtype, -0.5, 0.5, seed=2),), {}),
         Sample((rand((2, 0), dtype, seed=3),), {}),
-        Sample((np.array([-1.0, 1.0, 1.5, 0.0, 0.9999], dtype),), {}, False),
-        Sample((np.array([0, 1, -1]),), {}, False)],
+        Sample((np.array([-1.0, 1.0, 1.5, 0.0, 0.9999], dtype),), {}, False)],
     error_samples=lambda: [(("not a tensor",), {}, TypeError)],
     torch=lambda torch, x: torch.erfinv(x))
 

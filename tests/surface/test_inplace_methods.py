@@ -26,7 +26,8 @@ ARGS = {"atan2": ("y",), "arctan2": ("y",), "lerp": ("y", 0.3), "hypot": ("y",),
         "addcdiv": ("y", "y"), "addcmul": ("y", "y"), "ldexp": ("y",), "acosh": (),
         "tril": (), "triu": (1,), "index_fill": (1, "i", -1.0),
         "masked_scatter": ("m", "y"), "index_add": (0, "i", "y2"), "index_copy": (0, "i", "y2"),
-        "put": ("i", "v2"), "renorm": (2, 0, 1.0)}
+        "put": ("i", "v2"), "renorm": (2, 0, 1.0), "scatter_reduce": (1, "ii", "y", "amax"),
+        "index_reduce": (0, "i", "y2", "prod"), "mvlgamma": (1,), "polygamma": (1,)}
 SKIP_VALUES = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "gcd", "lcm",
                "bitwise_left_shift", "bitwise_right_shift", "float_power", "index_put",
                "addmm", "addmv", "addr", "addbmm", "baddbmm"}  # other dtypes/shapes: below
@@ -35,7 +36,9 @@ FLOAT = [n for n in methods2.INPLACE if n not in SKIP_VALUES]
 
 def _args(L, names, x):
     env = {"y": L.tensor(Y), "i": L.tensor(np.array([0, 2])), "m": L.tensor(X > 0.5),
-           "y2": L.tensor(Y[:2]), "v2": L.tensor(np.array([5.0, 6.0]))}
+           "y2": L.tensor(Y[:2]), "v2": L.tensor(np.array([5.0, 6.0])),
+           "ii": L.tensor(np.array([[0, 1, 1, 3], [2, 2, 0, 0], [3, 1, 0, 2]])),
+           "amax": "amax", "prod": "prod"}  # (reductions, by name)
     return [env[a] if isinstance(a, str) else a for a in names]
 
 
