@@ -350,6 +350,19 @@ def _split_with_sizes(self, split_sizes, dim=0):
     return I.split(self, list(split_sizes), dim)
 
 
+def _slice_inverse(self, src, dim=0, start=None, end=None, step=1):
+    """``src`` with ``self`` as its slice ``[start:end:step]`` along ``dim`` (PyTorch's
+    functionalization op; here a copy, ``slice_scatter(src, self, ...)``, not a view of
+    ``src``'s memory)."""
+    from .shape2 import slice_scatter
+    return slice_scatter(src, self, dim, start, end, step)
+
+
+def _bfloat16(self, memory_format=None):
+    raise TypeError("bfloat16: tapegrad computes on NumPy arrays, and NumPy has no "
+                    "bfloat16 dtype; use float16 (.half()) or float32 (.float())")
+
+
 def table(ns):
     """The methods to install, ``ns`` the ops namespace (``tapegrad.ops``)."""
     out = {"index_put": _index_put, "put": _put, "masked_scatter": _masked_scatter}
@@ -363,6 +376,9 @@ def table(ns):
             out[n + "_"] = inplace(n, fn)
     from .special import _polygamma_method  # x.polygamma(n): n first in the function
     out["polygamma_"] = inplace("polygamma", _polygamma_method)
+    from .nn import pointwise as _nnp
+    out.update({"hardshrink": _nnp.hardshrink, "prelu": _nnp.prelu,
+                "slice_inverse": _slice_inverse, "bfloat16": _bfloat16})
     for n, fn in (("t", S.transpose), ("transpose", S.transpose), ("swapaxes", S.transpose),
                   ("swapdims", S.transpose), ("squeeze", S.squeeze),
                   ("unsqueeze", S.unsqueeze)):

@@ -1,0 +1,32 @@
+"""Tensor methods of the census's third part: hardshrink, prelu, slice_inverse against
+PyTorch (values and gradients), and bfloat16's refusal (NumPy has no bfloat16: a
+clear TypeError rather than a float32 tensor that claims to be one)."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+
+
+def test_hardshrink_prelu_slice_inverse_like_pytorch():
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 4))
+    src = np.random.default_rng(1).uniform(-1, 1, (3, 6))
+    res = []
+    for L in (tg, torch):
+        a = L.tensor(x, requires_grad=True)
+        w = L.tensor([0.25], dtype=L.float64, requires_grad=True)
+        s = L.tensor(src, requires_grad=True)
+        # (PyTorch's slice_inverse is a view op: self must be a slice of src's memory)
+        outs = [a.hardshrink(0.3), a.prelu(w), (s[:, 1:3] * 1).slice_inverse(s, 1, 1, 3)
+                if L is tg else s[:, 1:3].slice_inverse(s, 1, 1, 3)]
+        sum((o * (k + 1)).sum() for k, o in enumerate(outs)).backward()
+        res.append([o.detach().numpy() for o in outs] + [a.grad.numpy(), w.grad.numpy(),
+                                                         s.grad.numpy()])
+    for p, q in zip(*res):
+        np.testing.assert_allclose(p, q, rtol=1e-12, atol=1e-12)
+
+
+def test_bfloat16_is_refused_clearly():
+    with pytest.raises(TypeError, match="bfloat16.*NumPy has no bfloat16"):
+        tg.ones(2).bfloat16()
