@@ -1,5 +1,6 @@
 """More of PyTorch's pointwise special functions (issue 17's census, third part):
-``erfinv`` (a registry op: Newton steps from Giles' approximation, a Numba kernel in
+``i0`` (NumPy's; its derivative ``I1``, the registry op ``special_i1``, is summed
+from its power series), ``erfinv`` (a registry op: Newton steps from Giles' approximation, a Numba kernel in
 ``devices/cpu_kernels/special.py``; its derivative ``sqrt(pi)/2 exp(erfinv(x)^2)``
 is written with ops, so it differentiates again), ``mvlgamma`` (a composite of
 ``lgamma``), ``frexp`` (no gradient, as PyTorch) and ``gradient`` (central
@@ -18,7 +19,7 @@ from ._decl import register, Sample, TensorSpec, rand
 from .pointwise2 import decl, S, floating
 from . import _vmap, shape as SH, special as SP
 
-__all__ = ["erfinv", "mvlgamma", "frexp", "gradient"]
+__all__ = ["erfinv", "mvlgamma", "frexp", "gradient", "i0"]
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2
 
@@ -187,3 +188,88 @@ decl(gradient, lambda dtype=np.float64: [
          S(rand((3, 4, 3), dtype, seed=4), dim=(0, 2), spacing=[1.0, 0.25])],
      nout=2, errors=lambda: [((rand((3, 4)),), {"edge_order": 3}, RuntimeError),
                              ((rand((1, 4)),), {"dim": 0}, RuntimeError)])
+
+
+# ---------------------------------------------------------------- i0 (and i1, its derivative)
+def _float_kernel_input(x):
+    return x if x.dtype.kind == "f" else x.astype(_dt.default_float_np())
+
+
+def _i0_kernel(x):
+    x = _float_kernel_input(x)
+    xp = _devices.xp_of(x)
+    with np.errstate(over="ignore"):  # inf beyond about 713, as PyTorch
+        return xp.i0(x).astype(x.dtype)
+
+
+def _i1_series(x):
+    """I1 by its power series ``sum (x/2)^(2k+1) / (k! (k+1)!)``: positive terms, summed
+    in float64 to rounding (as many terms as |x| needs, about |x| + 40)."""
+    xp = _devices.xp_of(x)
+    a = xp.abs(x.astype(np.float64))
+    h = a / 2
+    y = h * h
+    term = h.copy()
+    s = h.copy()
+    k = 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        while True:
+            k += 1
+            term = term * y / (k * (k + 1))
+            s = s + term
+            live = term > 1e-17 * s
+            if not bool(live.any()) or k > 3000:
+                break
+    return (xp.sign(x) * s).astype(x.dtype)
+
+
+def _i1_kernel(x):
+    return _i1_series(_float_kernel_input(x))
+
+
+def _i_infer(name):
+    def infer(x):
+        dt = np.dtype(x.dtype)
+        if dt.kind == "b":
+            raise op_error(name, f"not implemented for {dt.name} tensors", NotImplementedError)
+        return TensorSpec(tuple(x.shape), dt if dt.kind == "f" else _dt.default_float_np())
+    return infer
+
+
+def _i1_vjp(ctx, g):
+    # I1'(x) = I0(x) - I1(x) / x, 1/2 at 0
+    m = ctx.m
+    x = ctx.inputs[0]
+    zero = m.eq(x, 0)
+    safe = m.where(zero, 1.0, x)
+    return (g * m.where(zero, 0.5, i0(x) - _i1(x) / safe),)
+
+
+def _i_samples(dtype=np.float64):
+    return [Sample((rand((3, 4), dtype, -5.0, 5.0, seed=1),), {}),
+            Sample((rand((), dtype, seed=2),), {}),
+            Sample((np.array([0.0, 1e-3, 30.0, -80.0, 700.0], dtype),), {}, False)]
+
+
+I0 = register(
+    name="i0", kernel=_i0_kernel, infer=_i_infer("i0"), args=("x",), saves=("x",),
+    vjp=lambda ctx, g: (g * _i1(ctx.inputs[0]),), jvp=_diagonal, vmap=_vmap.leading,
+    promote="float", samples=_i_samples,
+    error_samples=lambda: [(("not a tensor",), {}, TypeError)],
+    torch=lambda torch, x: torch.i0(x))
+
+I1 = register(
+    name="special_i1", kernel=_i1_kernel, infer=_i_infer("special_i1"), args=("x",),
+    saves=("x",), vjp=_i1_vjp, jvp=_diagonal, vmap=_vmap.leading, promote="float",
+    samples=_i_samples, error_samples=lambda: [(("not a tensor",), {}, TypeError)],
+    torch=lambda torch, x: torch.special.i1(x))
+
+
+def i0(input):
+    """The modified Bessel function of the first kind of order 0; its derivative is
+    ``I1`` (``special_i1``, differentiable in turn)."""
+    return bind(I0, input)
+
+
+def _i1(input):
+    return bind(I1, input)

@@ -71,3 +71,19 @@ def test_mvlgamma_and_frexp_like_pytorch():
     np.testing.assert_array_equal(m.numpy(), tm.numpy())
     np.testing.assert_array_equal(e.numpy(), te.numpy())
     assert e.dtype == tg.int32
+
+
+def test_i0_to_rounding_and_its_derivatives_like_pytorch():
+    x = np.array([-30.0, -2.5, -1e-3, 0.0, 0.7, 4.0, 100.0])
+    res = []
+    for L in (tg, torch):
+        t = L.tensor(x, requires_grad=True)
+        y = L.i0(t)
+        g, = (tg.grad if L is tg else torch.autograd.grad)(y.sum(), [t], create_graph=True)
+        gg, = (tg.grad if L is tg else torch.autograd.grad)(g.sum(), [t])
+        res.append((y.detach().numpy(), g.detach().numpy(), gg.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-13)
+    z = tg.tensor([0.5, 1.5])
+    z.i0_()
+    np.testing.assert_allclose(z.numpy(), torch.i0(torch.tensor([0.5, 1.5])).numpy())
