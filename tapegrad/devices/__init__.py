@@ -129,6 +129,19 @@ def special(name, array, n=None):
     return sp.polygamma(n, array) if name == "polygamma" else getattr(sp, name)(array)
 
 
+def igamma(a, x, upper):
+    """The regularized lower (upper=False) or upper incomplete gamma function of
+    ``a`` and ``x`` (broadcast), in their dtype on their device (CUDA: CuPy's)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        from .cpu_kernels import special as kernels
+        dt = np.result_type(np.asarray(a).dtype, np.asarray(x).dtype)
+        with np.errstate(all="ignore"):
+            return kernels.igamma(a, x, upper, dt)
+    import importlib
+    sp = importlib.import_module("cupyx.scipy.special")
+    return sp.gammaincc(a, x) if upper else sp.gammainc(a, x)
+
+
 def gamma_grad(alpha, x):
     """dx/dalpha of standard Gamma(alpha) samples ``x`` (implicit reparameterisation),
     in ``x``'s dtype on its device (CUDA arrays are computed on the host)."""

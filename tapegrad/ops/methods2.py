@@ -37,7 +37,7 @@ hsplit vsplit kron narrow_copy ravel renorm rot90 select select_scatter slice_sc
 bincount histc histogram index_add index_copy index_fill addmm addmv addr addbmm baddbmm
 bmm mv inner vdot matrix_power matrix_exp logdet cholesky cholesky_inverse cholesky_solve
 triangular_solve scatter_reduce index_reduce cummax cummin mode unique_consecutive
-bernoulli multinomial erfinv mvlgamma frexp qr svd pinverse i0""".split()
+bernoulli multinomial erfinv mvlgamma frexp qr svd pinverse i0 igamma igammac""".split()
 
 # x.foo_(...) from foo (the method or function of that name)
 INPLACE = """abs absolute acos arccos acosh arccosh asin arcsin asinh arcsinh atan arctan
@@ -50,7 +50,7 @@ greater_equal not_equal fmod remainder pow float_power floor_divide true_divide 
 multiply subtract negative clamp clip clamp_min clamp_max nan_to_num cumsum cumprod
 addcdiv addcmul tril triu masked_scatter index_add index_copy index_fill index_put put
 addmm addmv addr addbmm baddbmm renorm scatter_reduce index_reduce erfinv mvlgamma
-digamma lgamma i0""".split()
+digamma lgamma i0 igamma igammac""".split()
 
 
 # methods2 may replace an existing Tensor attribute of these names (the old one was not

@@ -19,7 +19,7 @@ from ._decl import register, Sample, TensorSpec, rand
 from .pointwise2 import decl, S, floating
 from . import _vmap, shape as SH, special as SP
 
-__all__ = ["erfinv", "mvlgamma", "frexp", "gradient", "i0"]
+__all__ = ["erfinv", "mvlgamma", "frexp", "gradient", "i0", "igamma", "igammac"]
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2
 
@@ -273,3 +273,65 @@ def i0(input):
 
 def _i1(input):
     return bind(I1, input)
+
+
+# ---------------------------------------------------------------- igamma / igammac
+def _igamma_op(name, upper):
+    def kernel(a, x):
+        a, x = _float_kernel_input(a), _float_kernel_input(x)
+        return _devices.igamma(a, x, upper)
+
+    def vjp(ctx, g):
+        if ctx.needs_input_grad[0]:
+            raise NotImplementedError(f"{name}: the derivative with respect to input (the "
+                                      f"shape a) is not implemented, as in PyTorch; other "
+                                      f"(x) differentiates")
+        m = ctx.m
+        a, x = ctx.inputs
+        # d/dx P(a, x) = x^(a-1) e^-x / Gamma(a) (Q: its negative); 0 at x = 0 for a > 1
+        safe = m.where(m.eq(x, 0), 1.0, x)
+        dens = m.exp((a - 1) * m.log(safe) - x - SP.lgamma(a))
+        dens = m.where(m.eq(x, 0), 0.0, dens)
+        return None, (-g if upper else g) * dens
+
+    def samples(dtype=np.float64):
+        # forward-only here (no derivative in a); x's derivatives against PyTorch's in
+        # tests/ops/test_special2.py
+        return [Sample((rand((3, 4), dtype, 0.2, 6.0, seed=1),
+                        rand((3, 4), dtype, 0.0, 8.0, seed=2)), {}, False),
+                Sample((rand((3, 1), dtype, 0.5, 3.0, seed=3), rand((4,), dtype, 0.1, 5.0, seed=4)),
+                       {}, False),
+                Sample((np.array([0.0, 1.0, 2.0, 0.5], dtype), np.array([1.0, 0.0, np.inf, 0.0],
+                                                                       dtype)), {}, False)]
+    return register(
+        name=name, kernel=kernel, infer=_elementwise_float(name), args=("input", "other"),
+        saves=("input", "other"), vjp=vjp, jvp=_diagonal,
+        broadcasting=True, promote="float", samples=samples,
+        error_samples=lambda: [((rand((3, 4)), rand((5,))), {}, ValueError)],
+        torch=lambda torch, a, x: getattr(torch, name)(a, x))
+
+
+def _elementwise_float(name):
+    from ._decl import elementwise_infer
+    base = elementwise_infer(name, "float")
+
+    def infer(a, x):
+        for s in (a, x):
+            if hasattr(s, "dtype") and np.dtype(s.dtype).kind == "b":
+                raise op_error(name, "not implemented for bool tensors", NotImplementedError)
+        return base(a, x)
+    return infer
+
+
+IGAMMA, IGAMMAC = _igamma_op("igamma", False), _igamma_op("igammac", True)
+
+
+def igamma(input, other):
+    """The regularized lower incomplete gamma function ``P(input, other)``;
+    differentiable in ``other`` (as PyTorch, not in ``input``)."""
+    return bind(IGAMMA, input, other)
+
+
+def igammac(input, other):
+    """The regularized upper incomplete gamma function ``Q = 1 - P``."""
+    return bind(IGAMMAC, input, other)

@@ -90,7 +90,8 @@ def extend_special(VALID, A, U, I):  # noqa: E741
     VALID.update({  # ops/special2.py
         "erfinv": ((U(3, 4),), {}), "mvlgamma": ((U(3, 4) + 2, 2), {}),
         "frexp": ((A(3, 4),), {}), "gradient": ((A(3, 4),), {"spacing": 0.5}),
-        "i0": ((A(3, 4),), {}),
+        "i0": ((A(3, 4),), {}), "igamma": ((U(3, 4) + 1, U(3, 4)), {}),
+        "igammac": ((U(3, 4) + 1, U(3, 4)), {}),
     })
     VALID.update({  # ops/linalg3.py (svd's singular values: its factors' signs vary)
         "qr": ((A(4, 3),), {}), "pinverse": ((A(4, 3),), {}),

@@ -87,3 +87,21 @@ def test_i0_to_rounding_and_its_derivatives_like_pytorch():
     z = tg.tensor([0.5, 1.5])
     z.i0_()
     np.testing.assert_allclose(z.numpy(), torch.i0(torch.tensor([0.5, 1.5])).numpy())
+
+
+@pytest.mark.parametrize("name", ["igamma", "igammac"])
+def test_igamma_values_and_x_derivatives_like_pytorch(name):
+    r = np.random.default_rng(5)
+    a, x = r.uniform(0.3, 6.0, (3, 4)), r.uniform(0.05, 8.0, (3, 4))
+    res = []
+    for L in (tg, torch):
+        ta, tx = L.tensor(a), L.tensor(x, requires_grad=True)
+        y = getattr(L, name)(ta, tx)
+        g, = (tg.grad if L is tg else torch.autograd.grad)(y.sum(), [tx], create_graph=True)
+        gg, = (tg.grad if L is tg else torch.autograd.grad)(g.sum(), [tx])
+        res.append((y.detach().numpy(), g.detach().numpy(), gg.numpy()))
+    for p, q in zip(*res):
+        np.testing.assert_allclose(p, q, rtol=1e-8, atol=1e-12)
+    with pytest.raises(NotImplementedError, match=name):
+        ta = tg.tensor(a, requires_grad=True)
+        getattr(tg, name)(ta, tg.tensor(x)).sum().backward()

@@ -27,7 +27,8 @@ ARGS = {"atan2": ("y",), "arctan2": ("y",), "lerp": ("y", 0.3), "hypot": ("y",),
         "tril": (), "triu": (1,), "index_fill": (1, "i", -1.0),
         "masked_scatter": ("m", "y"), "index_add": (0, "i", "y2"), "index_copy": (0, "i", "y2"),
         "put": ("i", "v2"), "renorm": (2, 0, 1.0), "scatter_reduce": (1, "ii", "y", "amax"),
-        "index_reduce": (0, "i", "y2", "prod"), "mvlgamma": (1,), "polygamma": (1,)}
+        "index_reduce": (0, "i", "y2", "prod"), "mvlgamma": (1,), "polygamma": (1,),
+        "igamma": ("y",), "igammac": ("y",)}
 SKIP_VALUES = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "gcd", "lcm",
                "bitwise_left_shift", "bitwise_right_shift", "float_power", "index_put",
                "addmm", "addmv", "addr", "addbmm", "baddbmm"}  # other dtypes/shapes: below

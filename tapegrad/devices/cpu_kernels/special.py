@@ -1,5 +1,6 @@
 """Special functions NumPy lacks, as Numba loops on the CPU: digamma, polygamma (through
-the Hurwitz zeta function), erfinv (Newton steps from Giles' approximation) and the implicit reparameterisation gradient of a standard
+the Hurwitz zeta function), erfinv (Newton steps from Giles' approximation), the
+regularized incomplete gamma functions (series / continued fraction) and the implicit reparameterisation gradient of a standard
 Gamma sample. Each computes in float64 and writes the input's dtype; each compiles on
 first use (cached on disk by Numba).
 
@@ -193,8 +194,64 @@ def _erfinv_loop(x, out):
         out[i] = _erfinv1(x[i])
 
 
-_SCALARS = ("_digamma1", "_zeta1", "_gamma_grad1", "_erfinv1")
-_LOOPS = ("_digamma_loop", "_polygamma_loop", "_gamma_grad_loop", "_erfinv_loop")
+def _igamma1(a, x, upper):
+    # the regularized incomplete gamma functions P(a, x) (upper=False) and Q = 1 - P:
+    # the series of P for x < a + 1, the continued fraction of Q (modified Lentz)
+    # beyond, each giving the other by subtraction where it is the larger
+    if np.isnan(a) or np.isnan(x) or a < 0.0 or x < 0.0 or (a == 0.0 and x == 0.0):
+        return np.nan
+    if a == 0.0:
+        return 0.0 if upper else 1.0
+    if x == 0.0:
+        return 1.0 if upper else 0.0
+    if a == np.inf:
+        return np.nan if x == np.inf else (1.0 if upper else 0.0)
+    if x == np.inf:
+        return 0.0 if upper else 1.0
+    lpre = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1.0:
+        term = 1.0 / a
+        total = term
+        ap = a
+        for _ in range(100000):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-17:
+                break
+        p = total * math.exp(lpre)
+        return 1.0 - p if upper else p
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c = 1.0 / tiny
+    d = 1.0 / b
+    h = d
+    for i in range(1, 100000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        if abs(d) < tiny:
+            d = tiny
+        c = b + an / c
+        if abs(c) < tiny:
+            c = tiny
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-16:
+            break
+    q = math.exp(lpre) * h
+    return q if upper else 1.0 - q
+
+
+def _igamma_loop(a, x, out, upper):
+    for i in range(x.size):
+        out[i] = _igamma1(a[i], x[i], upper)
+
+
+_SCALARS = ("_digamma1", "_zeta1", "_gamma_grad1", "_erfinv1", "_igamma1")
+_LOOPS = ("_digamma_loop", "_polygamma_loop", "_gamma_grad_loop", "_erfinv_loop",
+          "_igamma_loop")
 _compiled = {}
 
 
@@ -221,7 +278,19 @@ def _run(loop, dtype, *arrays, extra=()):
 
 
 _TAIL = {_digamma_loop: (_OVER_2K,), _polygamma_loop: (_OVER_FACT, _OVER_2K),
-         _gamma_grad_loop: (_OVER_2K,), _erfinv_loop: ()}
+         _gamma_grad_loop: (_OVER_2K,), _erfinv_loop: (), _igamma_loop: ()}
+
+
+def igamma(a, x, upper, dtype):
+    """The regularized lower (``upper=False``) or upper incomplete gamma function."""
+    a, x = np.broadcast_arrays(np.asarray(a), np.asarray(x))
+    tail = _TAIL[_igamma_loop]
+    loop = _loop("_igamma_loop")
+    fa = np.ascontiguousarray(a, dtype=np.float64).ravel()
+    fx = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    out = np.empty(fx.size, np.float64)
+    loop(fa, fx, out, bool(upper), *tail)
+    return out.reshape(x.shape).astype(dtype, copy=False)
 
 
 def erfinv(x, dtype):
