@@ -9,7 +9,8 @@ tensor([[2.0000, 0.0000],
 from .ops.linalg import (inv, solve, det, slogdet, cholesky, norm, vector_norm,  # noqa: F401
                          matrix_norm, matmul, LinAlgError, SlogdetResult, solve_triangular)
 from .ops.linalg3 import (linalg_qr as qr, linalg_svd as svd, svdvals,  # noqa: F401
-                          pinv)
+                          pinv, lu_factor, linalg_lu as lu, linalg_lu_solve as lu_solve)
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "norm", "vector_norm", "matrix_norm",
-           "matmul", "LinAlgError", "solve_triangular", "qr", "svd", "svdvals", "pinv"]
+           "matmul", "LinAlgError", "solve_triangular", "qr", "svd", "svdvals", "pinv",
+           "lu_factor", "lu", "lu_solve"]

@@ -15,7 +15,12 @@ built on them: ``linalg.qr``/``qr``, ``linalg.svd``/``svd``/``linalg.svdvals``,
   Singular vectors are defined up to sign, so only a gauge-invariant function of
   them has one gradient; with repeated singular values there is none (as PyTorch).
 - ``pinv``: ``V diag(1/s) U^T`` over the singular values above the cut-off, a
-  composite of ``svd``.
+  composite of ``svd`` (with a cut-off that drops singular values this is the
+  derivative; PyTorch's gradient there is its full-rank formula).
+- ``linalg_lu_factor``: partial pivoting as LAPACK's getrf (pivots 1-based, int32),
+  its vjp ``P L^-T [tril(L^T gL, -1) + triu(gU U^T)] U^-T`` and the matching jvp
+  (square matrices; rectangular ones factor, without a derivative); ``lu_unpack``,
+  ``lu_solve``, ``linalg.lu``, ``linalg.lu_solve`` are composites over it.
 """
 from collections import namedtuple
 
@@ -28,7 +33,7 @@ from . import _vmap
 from .linalg import solve_triangular, LinAlgError
 from . import shape as SH, elementwise as E, reduce as R, creation as C, linalg as L
 
-__all__ = ["qr", "svd", "pinverse"]
+__all__ = ["qr", "svd", "pinverse", "lu", "lu_unpack", "lu_solve"]
 
 _QR = namedtuple("qr", ("Q", "R"))
 _SVD = namedtuple("svd", ("U", "S", "Vh"))
@@ -483,3 +488,303 @@ composite(pinverse, infer=lambda x, rcond=1e-15: TensorSpec(
           error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
           torch=lambda torch, x, rcond=1e-15: torch.pinverse(x, rcond))
 
+
+
+# ---------------------------------------------------------------- LU
+_LUF = namedtuple("lu_factor", ("LU", "pivots"))
+_PLU = namedtuple("lu", ("P", "L", "U"))
+
+
+def _lu_infer(x):
+    dt = _float_matrix("linalg_lu_factor", x)
+    *b, m, n = x.shape
+    return TensorSpec(tuple(x.shape), dt), TensorSpec(tuple(b) + (min(m, n),),
+                                                      np.dtype(np.int32))
+
+
+def _lu_kernel(x):
+    """Partial pivoting, LAPACK getrf's rule (the first largest |entry| of the column),
+    batched; pivots 1-based, as LAPACK and PyTorch."""
+    *b, m, n = x.shape
+    k = min(m, n)
+    a = np.array(x, dtype=np.float64).reshape(-1, m, n)
+    nb = a.shape[0]
+    piv = np.zeros((nb, k), np.int32)
+    rows = np.arange(nb)
+    for j in range(k):
+        p = np.argmax(np.abs(a[:, j:, j]), axis=1) + j
+        piv[:, j] = p + 1
+        top = a[rows, j].copy()
+        a[rows, j] = a[rows, p]
+        a[rows, p] = top
+        pivot = a[:, j, j]
+        safe = np.where(pivot == 0, 1.0, pivot)
+        a[:, j + 1:, j] /= safe[:, None]
+        a[:, j + 1:, j + 1:] -= a[:, j + 1:, j, None] * a[:, j, None, j + 1:]
+    return a.reshape(x.shape).astype(x.dtype), piv.reshape(tuple(b) + (k,))
+
+
+def _perm_matrix(piv, m, dtype):
+    """P (with A = P L U) from LAPACK's 1-based pivots, as a NumPy array."""
+    piv = np.asarray(piv)
+    lead = piv.shape[:-1]
+    flat = piv.reshape(-1, piv.shape[-1]) - 1
+    perm = np.tile(np.arange(m), (flat.shape[0], 1))
+    r = np.arange(flat.shape[0])
+    for j in range(flat.shape[1]):
+        pj = flat[:, j]
+        tmp = perm[r, j].copy()
+        perm[r, j] = perm[r, pj]
+        perm[r, pj] = tmp
+    P = np.zeros((flat.shape[0], m, m), dtype)
+    P[r[:, None], perm, np.arange(m)[None, :]] = 1
+    return P.reshape(lead + (m, m))
+
+
+def _perm_infer(piv, m, dtype):
+    if np.dtype(piv.dtype).kind not in "iu":
+        raise op_error("_lu_pivots_to_permutation", f"pivots must be integers, got "
+                                                    f"{np.dtype(piv.dtype)}", RuntimeError)
+    return TensorSpec(tuple(piv.shape[:-1]) + (m, m), np.dtype(dtype))
+
+
+PIVOTS_TO_P = register(
+    name="_lu_pivots_to_permutation", kernel=lambda piv, m, dtype: _perm_matrix(piv, m, dtype),
+    infer=_perm_infer, args=("pivots",), differentiable=False, vmap=_vmap.leading,
+    samples=lambda dtype=np.float64: [
+        Sample((np.array([2, 2, 3], np.int32),), {"m": 3, "dtype": np.dtype(dtype)}),
+        Sample((np.array([[3, 3, 3, 4], [1, 2, 4, 4]], np.int32),),
+               {"m": 4, "dtype": np.dtype(dtype)})],
+    error_samples=lambda: [((rand((3,)),), {"m": 3, "dtype": np.dtype(np.float64)},
+                            RuntimeError)],
+    torch=lambda torch, piv, m, dtype: torch.lu_unpack(
+        torch.zeros(tuple(piv.shape[:-1]) + (m, m), dtype=getattr(torch, dtype.name)),
+        piv)[0])
+
+
+def _lu_parts(m, LU):
+    n = LU.shape[-1]
+    low = m.tril(LU, -1) + m.eye(n, dtype=LU.dtype)
+    return low, m.triu(LU)
+
+
+def _lu_vjp(ctx, g):
+    gLU = g[0]
+    mm, nn = ctx.shapes[0][-2:]
+    if mm != nn:
+        raise NotImplementedError("linalg_lu_factor: the derivative is implemented for "
+                                  "square matrices only")
+    m = ctx.m
+    LU, piv = ctx.out
+    Lm, U = _lu_parts(m, LU)
+    M = m.tril(m.matmul(m.mT(Lm), m.tril(gLU, -1)), -1) + m.triu(m.matmul(m.triu(gLU),
+                                                                           m.mT(U)))
+    Z = solve_triangular(m.mT(Lm), M, upper=True, unitriangular=True)
+    Z = m.mT(solve_triangular(U, m.mT(Z), upper=True))
+    return (m.matmul(_P_like(piv, mm, LU), Z),)
+
+
+def _lu_jvp(ctx, dA):
+    mm, nn = ctx.shapes[0][-2:]
+    if mm != nn:
+        raise NotImplementedError("linalg_lu_factor: the derivative is implemented for "
+                                  "square matrices only")
+    m = ctx.m
+    LU, piv = ctx.out
+    Lm, U = _lu_parts(m, LU)
+    P = _P_like(piv, mm, LU)
+    X = solve_triangular(Lm, m.matmul(m.mT(P), dA), upper=False, unitriangular=True)
+    X = m.mT(solve_triangular(m.mT(U), m.mT(X), upper=False))  # X U^-1
+    return m.matmul(Lm, m.tril(X, -1)) + m.matmul(m.triu(X), U), None
+
+
+def _raw_of(t):
+    from .indexing import _raw
+    return _raw(t)
+
+
+def _P_like(piv, m, ref):
+    """P from the pivots, a constant in ``ref``'s dtype, device and framework (a Tensor
+    where ``ref`` is one: the adjoint may be recorded; a torch.Tensor in an adjoint
+    run by the PyTorch export)."""
+    from ..tensor import Tensor
+    from .linalg import _const
+    p = _raw_of(piv)
+    host = p.detach().cpu().numpy() if hasattr(p, "detach") else (
+        p.get() if hasattr(p, "get") and not isinstance(p, np.ndarray) else np.asarray(p))
+    P = _perm_matrix(host, m, np.float64)
+    c = _const(ref, lambda xp, dt: xp.asarray(P, dtype=dt))
+    return C.tensor(c) if isinstance(ref, Tensor) else c
+
+
+def _lu_samples(dtype=np.float64):
+    return [Sample((rand((3, 3), dtype, seed=1),), {}),
+            Sample((rand((2, 4, 4), dtype, seed=2),), {}),
+            # a tie for the pivot (the first row stays): forward-only, a perturbation
+            # flips the choice
+            Sample((np.array([[1.0, 2.0], [1.0, 2.0 + 1e-1]], dtype),), {}, False),
+            Sample((rand((4, 3), dtype, seed=3),), {}, False),
+            Sample((rand((2, 5), dtype, seed=4),), {}, False)]
+
+
+LU_FACTOR = register(
+    name="linalg_lu_factor", kernel=_lu_kernel, infer=_lu_infer, args=("x",), nout=2,
+    saves=("out",), vjp=_lu_vjp, jvp=_lu_jvp, vmap=_vmap.leading, samples=_lu_samples,
+    error_samples=lambda: [((rand((3,)),), {}, RuntimeError),
+                           ((np.ones((2, 2), np.int64),), {}, RuntimeError)],
+    torch=lambda torch, x: torch.linalg.lu_factor(x))
+
+
+def lu_factor(A, *, pivot=True, out=None):
+    """``(LU, pivots)``: L (unit lower, below the diagonal) and U packed in one matrix,
+    and LAPACK's 1-based row interchanges (int32), as ``torch.linalg.lu_factor``."""
+    if out is not None:
+        raise op_error("linalg_lu_factor", "out= is not supported", TypeError)
+    if not pivot:
+        raise op_error("linalg_lu_factor", "LU without pivoting is not implemented on "
+                                           "the CPU (as PyTorch)", RuntimeError)
+    return _LUF(*bind(LU_FACTOR, A))
+
+
+def lu(A, pivot=True, get_infos=False, out=None):
+    """``torch.lu``: ``(LU, pivots)`` (and ``infos``, zeros where the factorization
+    completed, with ``get_infos``)."""
+    LU, piv = lu_factor(A, pivot=pivot, out=out)
+    if get_infos:  # LAPACK's info: the (1-based) index of the first zero pivot, or 0
+        d = np.diagonal(_raw_of(LU), 0, -2, -1) == 0
+        info = np.where(d.any(-1), np.argmax(d, -1) + 1, 0).astype(np.int32)
+        return LU, piv, C.tensor(info)
+    return LU, piv
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """``(P, L, U)`` from ``lu_factor``'s packed result, ``A = P L U``."""
+    name = "lu_unpack"
+    if LU_data.ndim < 2:
+        raise op_error(name, f"LU_data must have at least 2 dims, got shape "
+                             f"{tuple(LU_data.shape)}", RuntimeError)
+    *b, mm, nn = LU_data.shape
+    k = min(mm, nn)
+    if tuple(LU_pivots.shape) != tuple(b) + (k,):
+        raise op_error(name, f"LU_pivots of shape {tuple(LU_pivots.shape)} do not match "
+                             f"LU_data of shape {tuple(LU_data.shape)}", RuntimeError)
+    span = _raw_of(LU_pivots)
+    if span.size and (int(span.min()) < 1 or int(span.max()) > mm):
+        raise op_error(name, f"pivots must be in [1, {mm}]", RuntimeError)
+    P = None
+    if unpack_pivots:
+        P = bind(PIVOTS_TO_P, LU_pivots, m=mm, dtype=np.dtype(_raw_of(LU_data).dtype))
+    if not unpack_data:
+        return _PLU(P, None, None)
+    Lm = SH.tril(LU_data, -1)[..., :, :k] + C.eye(mm, k, dtype=LU_data.dtype)
+    U = SH.triu(LU_data)[..., :k, :]
+    return _PLU(P, Lm, U)
+
+
+def _lu_solve(LU, pivots, B, adjoint=False):
+    P, Lm, U = lu_unpack(LU, pivots)
+    if adjoint:  # A^T X = B: X = P L^-T U^-T B
+        Y = solve_triangular(SH.mT(U), B, upper=False)
+        Y = solve_triangular(SH.mT(Lm), Y, upper=True, unitriangular=True)
+        return L.matmul(P, Y)
+    Y = solve_triangular(Lm, L.matmul(SH.mT(P), B), upper=False, unitriangular=True)
+    return solve_triangular(U, Y, upper=True)
+
+
+def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
+    """Solve ``A X = B`` given ``lu_factor(A)`` (``adjoint``: ``A^T X = B``;
+    ``left=False``: ``X A = B``), as ``torch.linalg.lu_solve``; differentiable in LU
+    and B."""
+    name = "linalg_lu_solve"
+    if out is not None:
+        raise op_error(name, "out= is not supported", TypeError)
+    if LU.ndim < 2 or LU.shape[-1] != LU.shape[-2]:
+        raise op_error(name, f"LU must be a batch of square matrices, got shape "
+                             f"{tuple(LU.shape)}", RuntimeError)
+    if B.ndim < 2 or B.shape[-2 if left else -1] != LU.shape[-1]:
+        raise op_error(name, f"incompatible shapes of A {tuple(LU.shape)} and B "
+                             f"{tuple(B.shape)}", RuntimeError)
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return SH.mT(_lu_solve(LU, pivots, SH.mT(B), adjoint=not adjoint))
+    return _lu_solve(LU, pivots, B, adjoint=adjoint)
+
+
+def lu_solve(b, LU_data, LU_pivots, *, out=None):
+    """``torch.lu_solve``: the solution of ``A x = b`` from ``torch.lu(A)``."""
+    return linalg_lu_solve(LU_data, LU_pivots, b, out=out)
+
+
+def linalg_lu(A, *, pivot=True, out=None):
+    """``(P, L, U)`` with ``A = P L U`` (``torch.linalg.lu``)."""
+    if out is not None:
+        raise op_error("linalg_lu", "out= is not supported", TypeError)
+    return lu_unpack(*lu_factor(A, pivot=pivot))
+
+
+def _wc(shape, dtype, seed):
+    a = rand(shape, dtype, seed=seed)
+    n = shape[-1]
+    return (a + 2 * np.eye(n, dtype=dtype)).astype(dtype) if shape[-1] == shape[-2] else a
+
+
+def _lu_pair(shape, dtype, seed):
+    lu_, piv = _lu_kernel(_wc(shape, dtype, seed))
+    return lu_, piv
+
+
+def _lu_args_samples(fn):
+    def samples(dtype=np.float64):
+        out = []
+        for k, (sa, sb) in enumerate((((3, 3), (3, 2)), ((2, 4, 4), (2, 4, 1)))):
+            lu_, piv = _lu_pair(sa, dtype, k)
+            out.append(fn(lu_, piv, rand(sb, dtype, seed=k + 5)))
+        return out
+    return samples
+
+
+composite(lu, infer=lambda x, **k: _lu_infer(x), nout=2, args=("A",),
+          samples=lambda dtype=np.float64: [Sample((_wc((3, 3), dtype, 1),), {}),
+                                            Sample((_wc((2, 4, 4), dtype, 2),), {})],
+          error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
+          torch=lambda torch, x, **k: torch.linalg.lu_factor(x))
+composite(lu_unpack, nout=3, args=("LU_data", "LU_pivots"), differentiable=True,
+          infer=lambda lu_, piv, **k: (
+              TensorSpec(tuple(lu_.shape[:-2]) + (lu_.shape[-2],) * 2, np.dtype(lu_.dtype)),
+              TensorSpec(tuple(lu_.shape[:-1]) + (min(lu_.shape[-2:]),), np.dtype(lu_.dtype)),
+              TensorSpec(tuple(lu_.shape[:-2]) + (min(lu_.shape[-2:]), lu_.shape[-1]),
+                         np.dtype(lu_.dtype))),
+          # (forward-only: P takes no gradient, so the registry's all-outputs checks do
+          # not apply; L's and U's gradients: tests/ops/test_qr_svd.py)
+          samples=lambda dtype=np.float64: [Sample(_lu_pair((3, 3), dtype, 1), {}, False),
+                                            Sample(_lu_pair((2, 4, 4), dtype, 2), {}, False)],
+          error_samples=lambda: [(("not a tensor", np.ones(3, np.int32)), {}, TypeError)],
+          torch=lambda torch, a, p: torch.lu_unpack(a, p))
+composite(lu_solve, infer=lambda b, lu_, piv: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
+          args=("b", "LU_data", "LU_pivots"),
+          samples=_lu_args_samples(lambda lu_, piv, b: Sample((b, lu_, piv), {})),
+          error_samples=lambda: [((rand((4, 2)),) + _lu_pair((3, 3), np.float64, 0), {},
+                                  RuntimeError)],
+          torch=lambda torch, b, lu_, piv: torch.lu_solve(b, lu_, piv))
+composite(linalg_lu_solve, name="linalg_lu_solve", args=("LU", "pivots", "B"),
+          infer=lambda lu_, piv, b, **k: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
+          samples=lambda dtype=np.float64: (
+              _lu_args_samples(lambda lu_, piv, b: Sample((lu_, piv, b), {}))(dtype)
+              + _lu_args_samples(lambda lu_, piv, b: Sample((lu_, piv, b),
+                                                            {"adjoint": True}))(dtype)
+              + [Sample(_lu_pair((3, 3), dtype, 3) + (rand((2, 3), dtype, seed=9),),
+                        {"left": False})]),
+          error_samples=lambda: [(_lu_pair((3, 3), np.float64, 0) + (rand((4, 2)),), {},
+                                  RuntimeError)],
+          torch=lambda torch, lu_, piv, b, **k: torch.linalg.lu_solve(lu_, piv, b, **k))
+composite(linalg_lu, name="linalg_lu", nout=3, args=("A",),
+          infer=lambda x, **k: (TensorSpec(tuple(x.shape[:-2]) + (x.shape[-2],) * 2,
+                                           np.dtype(x.dtype)),
+                                TensorSpec(tuple(x.shape[:-1]) + (min(x.shape[-2:]),),
+                                           np.dtype(x.dtype)),
+                                TensorSpec(tuple(x.shape[:-2]) + (min(x.shape[-2:]),
+                                                                  x.shape[-1]),
+                                           np.dtype(x.dtype))),
+          samples=lambda dtype=np.float64: [Sample((_wc((3, 3), dtype, 1),), {}, False),
+                                            Sample((_wc((2, 4, 4), dtype, 2),), {}, False)],
+          error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
+          torch=lambda torch, x: torch.linalg.lu(x))

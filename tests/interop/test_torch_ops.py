@@ -51,8 +51,18 @@ def _param(op, s, failing=NOT_EXPORTED):
 
 FORWARD = [_param(op, op.samples(F64)[0]) for op in OPS]
 # dropout(2d)'s gradient sample (training=False) returns its input: that one runs
-GRAD = [_param(op, s, NOT_EXPORTED - {"dropout", "dropout2d"}) for op in OPS if op.differentiable
-        for s in [_grad_sample(op)] if s is not None]
+# Ops whose gradients the export cannot run yet, with the reason (strict xfails):
+# scatter_reduce's adjoint (and index_reduce's, through it) builds its weights from
+# host copies of the inputs (NumPy), which an adjoint run on torch.Tensors cannot
+# take; their gradients are checked against PyTorch's in tests/ops
+GRAD_NOT_EXPORTED = {"scatter_reduce", "index_reduce"}
+GRAD = [_param(op, s, (NOT_EXPORTED - {"dropout", "dropout2d"}) | GRAD_NOT_EXPORTED)
+        for op in OPS if op.differentiable for s in [_grad_sample(op)] if s is not None]
+# and under torch.func's forward mode: the LU tangent reads the pivots on the host,
+# which torch.func's wrapped tensors (no storage) cannot give
+JVP_NOT_EXPORTED = GRAD_NOT_EXPORTED | {"linalg_lu_factor", "lu"}
+JVP = [_param(op, s, (NOT_EXPORTED - {"dropout", "dropout2d"}) | JVP_NOT_EXPORTED)
+       for op in OPS if op.differentiable for s in [_grad_sample(op)] if s is not None]
 
 
 def _t(a, grad=False):
@@ -79,6 +89,19 @@ NO_GRAD_SAMPLE = {
     "_standard_gamma": "random draws (each call draws anew); its implicit gradient is "
                        "checked in tests/distributions against SciPy and PyTorch",
     "_standard_gamma_grad": "no derivative of its own, as PyTorch: its vjp raises",
+    "normal": "random draws (each call draws anew); its gradient (mean + std * eps) is "
+              "checked in tests/ops/test_random2.py",
+    "mode": "the mode repeats by definition: a perturbation changes which value it is; "
+            "its gradient is checked against PyTorch's in tests/ops",
+    "linalg_svd": "the singular vectors' signs are arbitrary: only gauge-invariant "
+                  "functions have a gradient (tests/ops/test_qr_svd.py, against PyTorch)",
+    "svd": "as linalg_svd",
+    "igamma": "no derivative in its first input (as PyTorch); the other's is checked "
+              "against PyTorch's in tests/ops/test_special2.py",
+    "igammac": "as igamma",
+    "lu_unpack": "its P output takes no gradient; L's and U's are checked against "
+                 "PyTorch's in tests/ops/test_qr_svd.py",
+    "linalg_lu": "as lu_unpack",
 }
 
 
@@ -235,7 +258,7 @@ def test_backward_of_broadcasting_and_multi_output_ops():
     np.testing.assert_array_equal(v.grad.numpy()[idx.numpy()], np.arange(5.0))
 
 
-@pytest.mark.parametrize("op,sample", GRAD)
+@pytest.mark.parametrize("op,sample", JVP)
 def test_forward_mode_torch_func_jvp(op, sample):
     """``torch.func.jvp`` through the export runs the registry's jvp rule (with the
     exported ops): it agrees with tapegrad's own forward mode on the same sample."""

@@ -95,6 +95,9 @@ def extend_special(VALID, A, U, I):  # noqa: E741
     })
     VALID.update({  # ops/linalg3.py (svd's singular values: its factors' signs vary)
         "qr": ((A(4, 3),), {}), "pinverse": ((A(4, 3),), {}),
+        "lu": ((A(3, 3) + 3 * I(np_eye(3)),), {}),
+        "lu_unpack": ((A(3, 3), I([2, 3, 3]).astype("int32")), {}),
+        "lu_solve": ((A(3, 2), A(3, 3) + 3 * I(np_eye(3)), I([1, 2, 3]).astype("int32")), {}),
     })
 
 

@@ -109,3 +109,40 @@ def test_pinv_with_a_cutoff_is_the_derivative():
     np.testing.assert_allclose((x.grad.numpy() * d).sum(), fd, rtol=1e-6)
     np.testing.assert_allclose(tg.pinverse(tg.tensor(a)).numpy(),
                                torch.pinverse(torch.tensor(a)).numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4)])
+def test_lu_factor_unpack_solve_like_pytorch_with_gradients(shape):
+    r = np.random.default_rng(6)
+    a = r.standard_normal(shape) + 3 * np.eye(shape[-1])
+    b = r.standard_normal(shape[:-1] + (2,))
+    res = []
+    for L in (tg, torch):
+        A = L.tensor(a, requires_grad=True)
+        B = L.tensor(b, requires_grad=True)
+        LU, piv = L.linalg.lu_factor(A)
+        P, Lm, U = L.lu_unpack(LU, piv)
+        X = L.linalg.lu_solve(LU, piv, B)
+        Xa = L.linalg.lu_solve(LU, piv, B, adjoint=True)
+        x1 = L.lu_solve(B, LU, piv)
+        loss = (Lm.sin() * 2).sum() + (U ** 2).sum() + (X * 1.5).sum() + Xa.sum() + \
+            (x1 ** 2).sum() + (LU ** 3).sum() * 0.1
+        gA, gB = (tg.grad if L is tg else torch.autograd.grad)(loss, [A, B], create_graph=True)
+        ggA, = (tg.grad if L is tg else torch.autograd.grad)((gA ** 2).sum(), [A])
+        res.append([t.detach().numpy() for t in (LU, P, Lm, U, X, Xa, gA, gB, ggA)]
+                   + [piv.numpy()])
+    for p, q in zip(*res):
+        np.testing.assert_allclose(p, q, rtol=1e-9, atol=1e-10)
+    Pl, Ll, Ul = tg.linalg.lu(tg.tensor(a))
+    np.testing.assert_allclose((Pl @ Ll @ Ul).numpy(), a, atol=1e-12)
+    LU2, piv2, info = tg.lu(tg.tensor(a), get_infos=True)
+    assert info.numpy().max() == 0 and info.dtype == tg.int32
+
+
+def test_lu_rectangular_forward_like_pytorch():
+    a = np.random.default_rng(7).standard_normal((4, 6))
+    for m in (a, a.T):
+        ours = [t.numpy() for t in tg.linalg.lu(tg.tensor(m))]
+        theirs = [t.numpy() for t in torch.linalg.lu(torch.tensor(m))]
+        for p, q in zip(ours, theirs):
+            np.testing.assert_allclose(p, q, atol=1e-12)

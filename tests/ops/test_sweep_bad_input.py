@@ -296,6 +296,8 @@ COUNTERPART = {
 
 # Cases where tapegrad refuses what PyTorch computes, by design: (op, case) -> reason.
 REFUSAL_OK = {
+    ("lu_unpack", "LU_pivots:shape"): "pivots of another length than min(m, n) do not "
+                                      "describe this factorization (PyTorch reads them)",
     ("tensor", "data:complex"): "tapegrad has no complex dtype (API.md: complex refused)",
     ("as_tensor", "data:complex"): "tapegrad has no complex dtype (API.md: complex refused)",
     ("asarray", "data:complex"): "tapegrad has no complex dtype (API.md: complex refused)",
