@@ -31,9 +31,8 @@ linalg_lu_solve linalg_lu""".split())
 # and constants made in the function with new_tensor/new_zeros: class ranges, position
 # tables, the unpooling zeros, affine_grid's base grid; ctc_loss reads its lengths and
 # labels to check them and builds its label positions with new_tensor; the fractional
-# max pools build their window offsets with new_tensor)
-# labels to check them and builds its label positions with new_tensor; svd's zero
-# factors for compute_uv=False; svdvals, pinv, pinverse: the capture does not replay a
+# max pools build their window offsets with new_tensor; svd's zero factors for
+# compute_uv=False; svdvals, pinv, pinverse: the capture does not replay a
 # program that reads the singular values of linalg_svd's three outputs, "copy reads a
 # value the capture did not see produced" (they run eagerly, correctly); the LU family
 # likewise (lu_factor's int32 pivots output; lu_unpack's identity))
