@@ -165,10 +165,129 @@ def standard_gamma(generator, alpha):
     return cp.asarray(host.astype(alpha.dtype, copy=False))
 
 
+def flat_positions(shape, index):
+    """The C-order flat positions that NumPy's ``a[index]`` reads from an array of
+    ``shape``, as an int64 array of the indexed result's shape; None where ``index``
+    is not of the form handled: leading full slices (``:``), then a block of integer
+    or bool arrays, then nothing (the remaining dims taken whole). Negative indices
+    wrap; one out of range raises IndexError, as NumPy.
+
+    One ``take``/``put``/1-D ``np.add.at`` on these positions is 2-5x faster than
+    NumPy's multi-array advanced indexing (``np.add.at`` with a tuple index is ~6x
+    slower than its 1-D form)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    shape = tuple(int(s) for s in shape)
+    def whole(i):
+        return i is Ellipsis or (isinstance(i, slice) and i == slice(None))
+    end = len(index)
+    while end and whole(index[end - 1]):  # trailing ``:`` change nothing
+        end -= 1
+    p = 0
+    while p < end and isinstance(index[p], slice) and index[p] == slice(None):
+        p += 1
+    arrays = []
+    for ix in index[p:end]:
+        if type(ix) is not np.ndarray:
+            return None
+        if ix.dtype == np.bool_:
+            at = p + len(arrays)
+            if not ix.ndim or ix.shape != shape[at:at + ix.ndim]:
+                return None  # NumPy's own error
+            arrays.extend(np.nonzero(ix))
+        elif ix.dtype.kind in "iu":
+            arrays.append(ix)
+        else:
+            return None
+    k = len(arrays)
+    if not k or p + k > len(shape):
+        return None
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    adv = None
+    for j, ix in enumerate(arrays):
+        n = shape[p + j]
+        # a broadcast index (stride 0 along some dims) is read and computed on once,
+        # as its one copy along those dims; the sum below broadcasts it back
+        ix = ix[tuple(slice(0, 1) if st == 0 and m > 1 else slice(None)
+                      for st, m in zip(ix.strides, ix.shape))]
+        if ix.size:
+            lo, hi = int(ix.min()), int(ix.max())
+            if lo < -n or hi >= n:
+                bad = lo if lo < -n else hi
+                raise IndexError(f"index {bad} is out of bounds for axis {p + j} with size {n}")
+            if lo < 0:
+                ix = np.where(ix < 0, ix + n, ix)
+        term = ix.astype(np.int64, copy=False) * strides[p + j] if strides[p + j] != 1 \
+            else ix.astype(np.int64, copy=False)
+        adv = term if adv is None else adv + term
+    bshape = np.broadcast_shapes(*[a.shape for a in arrays])
+    tail = len(shape) - p - k
+    pos = adv.reshape((1,) * p + adv.shape + (1,) * tail)
+    for d in range(p):
+        pos = pos + (np.arange(shape[d], dtype=np.int64) * strides[d]).reshape(
+            (1,) * d + (shape[d],) + (1,) * (p - d - 1 + len(bshape) + tail))
+    for m in range(tail):
+        d = p + k + m
+        pos = pos + (np.arange(shape[d], dtype=np.int64) * strides[d]).reshape(
+            (1,) * (p + len(bshape) + m) + (shape[d],) + (1,) * (tail - m - 1))
+    out_shape = shape[:p] + bshape + shape[p + k:]
+    return pos if pos.shape == out_shape else np.broadcast_to(pos, out_shape)
+
+
+def slice_index(ndim, index):
+    """``(d, ix)`` when ``index`` reads whole slices along one dim: ``d`` full slices,
+    one 1-D integer array ``ix``, then full slices or nothing; else None."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    d = 0
+    while d < len(index) and isinstance(index[d], slice) and index[d] == slice(None):
+        d += 1
+    if d >= min(len(index), ndim):
+        return None
+    ix = index[d]
+    if type(ix) is not np.ndarray or ix.ndim != 1 or ix.dtype.kind not in "iu" or not all(
+            i is Ellipsis or (isinstance(i, slice) and i == slice(None)) for i in index[d + 1:]):
+        return None
+    return d, ix
+
+
+def _add_slices(out, d, ix, values):
+    """``out[(:,) * d + (ix,)] += values`` (repeats accumulate) as one compiled loop
+    over (before, along, after) views; False where it does not apply."""
+    from .cpu_kernels import scatter
+    n = out.shape[d]
+    if ix.size:
+        lo, hi = int(ix.min()), int(ix.max())
+        if lo < -n or hi >= n:
+            raise IndexError(f"index {lo if lo < -n else hi} is out of bounds for axis {d} "
+                             f"with size {n}")
+        if lo < 0:
+            ix = np.where(ix < 0, ix + n, ix)
+    pre, post = int(np.prod(out.shape[:d])), int(np.prod(out.shape[d + 1:]))
+    want = out.shape[:d] + (ix.size,) + out.shape[d + 1:]
+    vals = np.ascontiguousarray(np.broadcast_to(np.asarray(values, dtype=out.dtype), want))
+    return scatter.add_rows(out.reshape(pre, n, post), ix.astype(np.int64, copy=False),
+                            vals.reshape(pre, ix.size, post))
+
+
 def add_at(out, index, values):
     """``out[index] += values`` with repeated indices accumulating, on any device."""
     if isinstance(out, np.ndarray):
-        np.add.at(out, index, values)
+        sl = slice_index(out.ndim, index) if out.flags.c_contiguous else None
+        if sl is not None and _add_slices(out, sl[0], sl[1], values):
+            return
+        pos = flat_positions(out.shape, index) if out.flags.c_contiguous and \
+            out.dtype.kind in "iufc" else None
+        if pos is None:
+            np.add.at(out, index, values)
+        else:  # one compiled loop, or NumPy's fast 1-D form of add.at
+            from .cpu_kernels import scatter
+            vals = np.broadcast_to(np.asarray(values, dtype=out.dtype), pos.shape)
+            flat, pos, vals = out.reshape(-1), pos.reshape(-1), vals.reshape(-1)
+            if not scatter.add_flat(flat, pos, vals):
+                np.add.at(flat, pos, vals)
     else:
         import importlib
         importlib.import_module("cupyx").scatter_add(out, index, values)

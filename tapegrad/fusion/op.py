@@ -355,6 +355,46 @@ class _InnerCtx:
         self.shapes, self.dtypes, self.m = ctx.shapes, ctx.dtypes, ctx.m
 
 
+_UNARY = {}
+
+
+def run_unary(expr, x):
+    """The one-input scalar expression ``expr`` (free name ``x``) over the float32
+    NumPy array ``x``, as one compiled loop with the vectorisable approximations of
+    ``approx.py``, run over chunks on the CPU threads: for a registry op whose own
+    kernel is a chain of NumPy passes (``sigmoid``, ``erf``). Returns a new C-order
+    array, or None where this does not apply (another dtype or array type, fewer than
+    ``config.min_numel`` elements, ``config.approximate`` or ``config.use_numba``
+    off, Numba unusable): the caller's NumPy code then runs."""
+    if (type(x) is not np.ndarray or x.dtype != np.float32 or not config.use_numba
+            or not config.approximate or _numba_broken or x.size < max(config.min_numel, 1)):
+        return None
+    fn = _UNARY.get(expr)
+    n = x.size
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(x.shape, np.float32)
+    try:
+        if fn is None:
+            v = E.var("x")
+            src = codegen_numba.kernel_source([v], [E.parse(expr, {"x": v})], np.float32,
+                                              "f", True)
+            fn = _UNARY[expr] = _cpu.compile_source(("unary", src), src, "kernel",
+                                                    parallel=False, fastmath=_cpu.FASTMATH,
+                                                    error_model="numpy")
+        if not fn.signatures:  # compiles (or loads from the disk cache) on this thread
+            fn(n, flat, out.reshape(-1))
+        else:
+            _cpu.run_chunked(fn, n, flat, out.reshape(-1))
+    except Exception as e:  # numba missing or broken: NumPy still works
+        _numba_broken.append(e)
+        stats["numba_failures"] += 1
+        warnings.warn(f"tapegrad.fusion: compiling {expr!r} with Numba failed "
+                      f"({type(e).__name__}: {e}); using NumPy from now on",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    return out
+
+
 def _run_grad_op(gop, ctx, cotangents, imask):
     """One gradient per input (None where ``imask`` is False) from the derived
     adjoint ``gop`` run on the saved inputs and the cotangents."""

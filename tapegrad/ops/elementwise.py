@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..dispatch import bind
+from ..fusion import op as _fusion_op
 from .. import devices as _devices
 from ..devices import cpu as _cpu
 from .. import dtypes as _dt
@@ -343,11 +344,23 @@ TANH = _u("tanh", np.tanh, lambda ctx, g: (g * (1 - ctx.out * ctx.out),), saves=
 
 
 def _sigmoid(x):
+    # float32: one compiled loop over the vectorisable approximation (fusion/approx.py,
+    # within about 2 ulp, as PyTorch's); 5-10x faster than the NumPy passes below
+    out = _fusion_op.run_unary("sigmoid(x)", x)
+    if out is not None:
+        return out
     # no overflow, and full relative precision in the tail x << 0 (where the tanh
-    # form 0.5 + 0.5 * tanh(x / 2) rounds to 0)
-    e = np.exp(-np.abs(x))
-    r = 1 / (1 + e)
-    return np.where(x >= 0, r, e * r)
+    # form 0.5 + 0.5 * tanh(x / 2) rounds to 0); in place after the first pass
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)
+    e = np.abs(x, out=np.empty(x.shape, x.dtype))
+    np.negative(e, out=e)
+    np.exp(e, out=e)
+    r = np.add(e, 1, out=np.empty(x.shape, x.dtype))
+    np.reciprocal(r, out=r)
+    np.multiply(e, r, out=e)
+    np.copyto(e, r, where=x >= 0)
+    return e
 
 
 SIGMOID = _u("sigmoid", _sigmoid, lambda ctx, g: (g * ctx.out * (1 - ctx.out),),
@@ -425,7 +438,10 @@ RELU = _u("relu", _relu, lambda ctx, g: (bind(RELU_BACKWARD, g, ctx.out),), save
 
 
 def _erf(x):
-    return _devices.special("erf", x)
+    # float32: the vectorisable approximation (fusion/approx.py, within about 2 ulp),
+    # ~10x faster than the scalar erf loop the devices layer runs otherwise
+    out = _fusion_op.run_unary("erf(x)", x)
+    return out if out is not None else _devices.special("erf", x)
 
 
 ERF = _u("erf", _erf, lambda ctx, g: (g * _2_OVER_SQRT_PI * ctx.m.exp(-ctx.inputs[0] ** 2),),

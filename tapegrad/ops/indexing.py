@@ -593,6 +593,19 @@ def _grid(index, dim):
     return tuple(out)
 
 
+def _spread_vector(index, dim, x_shape):
+    """The vector ``v`` when ``index`` repeats ``v`` along ``dim`` over all of x's other
+    dims (stride 0 there: the index ``index_add``/``index_copy``/``index_fill`` build):
+    the op is then slice-wise, ``x[(:,) * dim + (v,)]``, several times faster than
+    element-wise indexing. None otherwise."""
+    if type(index) is not np.ndarray or index.ndim != len(x_shape) or index.ndim == 0:
+        return None
+    for j, (st, m) in enumerate(zip(index.strides, index.shape)):
+        if j != dim and (m != x_shape[j] or (st != 0 and m > 1)):
+            return None
+    return index[tuple(slice(None) if j == dim else 0 for j in range(index.ndim))]
+
+
 def _add_at(out, index, values):
     """``out[index] += values`` with repeated indices accumulating."""
     _devices.add_at(out, index, values)
@@ -656,7 +669,15 @@ def _gather_kernel(x, index, dim):
     _check_range("gather", index, x, dim)
     if x.ndim == 0:
         return x.copy()
-    return x[_grid(index, dim)]
+    v = _spread_vector(index, dim, x.shape)
+    if v is not None:
+        return np.take(x, v, axis=dim)
+    grid = _grid(index, dim)
+    if type(x) is np.ndarray and x.flags.c_contiguous:
+        pos = _devices.flat_positions(x.shape, grid)
+        if pos is not None:  # one flat take: ~2x faster than the multi-array index
+            return x.reshape(-1).take(pos)
+    return x[grid]
 
 
 GATHER = register(
@@ -725,7 +746,9 @@ def _scatter_add_kernel(x, index, src, dim):
     out = x.copy()
     if x.ndim == 0:
         return out + src
-    _add_at(out, _grid(index, dim), _src_part(src, index))
+    v = _spread_vector(index, dim, x.shape)
+    _add_at(out, _grid(index, dim) if v is None else (slice(None),) * dim + (v,),
+            _src_part(src, index))
     return out
 
 
@@ -787,7 +810,16 @@ def _scatter_kernel(x, index, src, dim):
         return out
     if not hasattr(src, "shape"):
         index = _once_along(index, dim)
-    out[_grid(index, dim)] = _src_part(src, index)
+    v = _spread_vector(index, dim, x.shape)
+    if v is not None:
+        out[(slice(None),) * dim + (v,)] = _src_part(src, index)
+        return out
+    grid = _grid(index, dim)
+    pos = _devices.flat_positions(out.shape, grid) if type(out) is np.ndarray else None
+    if pos is not None:  # one flat write: ~2x faster than the multi-array index
+        out.reshape(-1)[pos] = _src_part(src, index)
+    else:
+        out[grid] = _src_part(src, index)
     return out
 
 

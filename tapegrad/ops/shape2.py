@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 
 from .. import dtypes as _dt
-from ..tensor import Tensor
+from ..tensor import Tensor, wrap as _wrap
 from ..dispatch import bind
 from .._util import normalize_dim, op_error
 from ._decl import rand, register, TensorSpec, Sample
@@ -658,6 +658,40 @@ def _cast_to(src, input):
     return src.to(input.dtype) if src.dtype != input.dtype else src
 
 
+def _xp_of(array):
+    from .. import devices
+    return devices.xp_of(array)
+
+
+def _c_strides(shape):
+    st = [1] * len(shape)
+    for j in range(len(shape) - 2, -1, -1):
+        st[j] = st[j + 1] * shape[j + 1]
+    return st
+
+
+def _scatter_flat(input, src, pos):
+    """``input`` with ``src`` written at the C-order flat positions ``pos`` (an int
+    array of ``src``'s shape, no position twice): one scatter into the flattened
+    input, so it differentiates in both (scatter's adjoints) and batches under vmap;
+    3-5x faster than a mask and a gather over the whole input (``_embed``)."""
+    from .. import devices
+    idx = np.ascontiguousarray(pos, dtype=np.int64).reshape(-1)
+    xp = devices.xp_of(_raw(input))
+    if xp is not np:
+        idx = xp.asarray(idx)
+    # a Tensor index: vmap broadcasts it over the batch with the other inputs
+    out = I.scatter(SH.reshape(input, (-1,)), 0, _wrap(idx),
+                    SH.reshape(_cast_to(src, input), (-1,)))
+    return SH.reshape(out, tuple(input.shape))
+
+
+def _along(shape, d, pos):
+    """Flat positions of ``x[(:,) * d + (pos,)]`` for ``x`` of ``shape``."""
+    from .. import devices
+    return devices.flat_positions(shape, (slice(None),) * d + (np.asarray(pos, dtype=np.int64),))
+
+
 def select_scatter(input, src, dim, index):
     """``input`` with ``src`` embedded at ``index`` along ``dim``."""
     _alloc("select_scatter", input)
@@ -671,7 +705,7 @@ def select_scatter(input, src, dim, index):
         raise op_error("select_scatter", f"expected src to have a size equal to the slice of "
                                          f"self. src size = {list(src.shape)}, slice size = "
                                          f"{list(want)}", RuntimeError)
-    return _embed(input, SH.unsqueeze(_cast_to(src, input), d), d, [index % n])
+    return _scatter_flat(input, src, _along(tuple(input.shape), d, index % n))
 
 
 decl(select_scatter, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((3,), dtype, seed=1), 1, 0),
@@ -691,7 +725,7 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
                                         f"{list(want)}", RuntimeError)
     if not pos:
         return input * 1
-    return _embed(input, _cast_to(src, input), d, pos)
+    return _scatter_flat(input, src, _along(tuple(input.shape), d, pos))
 
 
 decl(slice_scatter, lambda dtype=np.float64: [
@@ -717,11 +751,16 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
         raise op_error("diagonal_scatter", f"expected src to have a size equal to the "
                                            f"diagonal of self. src size = {list(src.shape)}, "
                                            f"diagonal size = {list(want)}", RuntimeError)
-    x = SH.movedim(input, (d1, d2), (-2, -1))
-    lead = tuple(x.shape[:-2])
-    flat = SH.reshape(x, lead + (n1 * n2,))
-    out = _embed(flat, _cast_to(src, input), len(lead), list(r * n2 + c)) if k else flat
-    return SH.movedim(SH.reshape(out, lead + (n1, n2)), (-2, -1), (d1, d2))
+    # flat positions of the diagonal in input's C order, in src's order (the other
+    # dims in order, then the diagonal)
+    shape = tuple(input.shape)
+    st = _c_strides(shape)
+    others = [j for j in range(input.ndim) if j not in (d1, d2)]
+    pos = r * st[d1] + c * st[d2]
+    for m, j in enumerate(others):
+        pos = pos + (np.arange(shape[j]) * st[j]).reshape(
+            (1,) * m + (shape[j],) + (1,) * (len(others) - m))
+    return _scatter_flat(input, src, pos)
 
 
 decl(diagonal_scatter, lambda dtype=np.float64: [S(rand((4, 4), dtype), rand((4,), dtype, seed=1)),
@@ -759,6 +798,21 @@ def _spread(index, shape, d):
     return SH.broadcast_to(SH.reshape(ix, tuple(view)), tuple(shape))
 
 
+def _spread_plain(index, shape, d, n):
+    """``_spread`` with the negatives wrapped to ``n``, built on the raw array (a
+    broadcast view, no op dispatched), or None for an index vmap batches (a
+    Tensor subclass): the ops path then runs."""
+    if isinstance(index, Tensor) and type(index) is not Tensor:
+        return None
+    ix = _raw(index).reshape(-1)
+    xp = _xp_of(ix)
+    if ix.size and int(ix.min()) < 0:
+        ix = xp.where(ix < 0, ix + n, ix)
+    view = [1] * len(shape)
+    view[d] = shape[d]
+    return _wrap(xp.broadcast_to(ix.reshape(view), tuple(shape)))
+
+
 def index_add(input, dim, index, source, *, alpha=1):
     """``input`` with ``alpha * source`` added at ``index`` along ``dim`` (repeated
     indices accumulate)."""
@@ -768,7 +822,10 @@ def index_add(input, dim, index, source, *, alpha=1):
     if input.ndim == 0:
         return input + R.sum(src)
     n = input.shape[d]
-    return I.scatter_add(input, d, E.remainder(_spread(index, tuple(src.shape), d), n), src)
+    idx = _spread_plain(index, tuple(src.shape), d, n)
+    if idx is None:
+        idx = E.remainder(_spread(index, tuple(src.shape), d), n)
+    return I.scatter_add(input, d, idx, src)
 
 
 def index_copy(input, dim, index, source):
@@ -778,8 +835,10 @@ def index_copy(input, dim, index, source):
     if input.ndim == 0:
         return source * 1
     n = input.shape[d]
-    return I.scatter(input, d, E.remainder(_spread(index, tuple(source.shape), d), n),
-                     _cast_to(source, input))
+    idx = _spread_plain(index, tuple(source.shape), d, n)
+    if idx is None:
+        idx = E.remainder(_spread(index, tuple(source.shape), d), n)
+    return I.scatter(input, d, idx, _cast_to(source, input))
 
 
 def index_fill(input, dim, index, value):
@@ -790,7 +849,9 @@ def index_fill(input, dim, index, value):
         return input * 0 + value
     k = _raw(index).size
     shape = tuple(input.shape[:d]) + (k,) + tuple(input.shape[d + 1:])
-    idx = E.remainder(_spread(index, shape, d), input.shape[d])
+    idx = _spread_plain(index, shape, d, input.shape[d])
+    if idx is None:
+        idx = E.remainder(_spread(index, shape, d), input.shape[d])
     if isinstance(value, Tensor):
         return I.scatter(input, d, idx, SH.broadcast_to(_cast_to(value, input), shape))
     return I.scatter(input, d, idx, value=value)

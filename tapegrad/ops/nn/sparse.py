@@ -2,7 +2,7 @@
 scatter-add gradient op) and one_hot."""
 import numpy as np
 
-from ...devices import xp_of
+from ...devices import add_at, xp_of
 from ...dispatch import bind
 from ..._util import op_error, value_range
 from .._decl import register, Sample, TensorSpec, rand as _rand
@@ -68,7 +68,7 @@ EMBEDDING = register(name="embedding", vmap=_vmap.embedding_rule, jvp=_jvp.linea
 def _embedding_backward_kernel(g, input, *, num_weights, padding_idx):
     D = g.shape[-1]
     out = xp_of(g).zeros((num_weights, D), dtype=g.dtype)
-    xp_of(g).add.at(out, input.reshape(-1), g.reshape(input.size, D))
+    add_at(out, input.reshape(-1), g.reshape(input.size, D))
     if padding_idx is not None:
         out[padding_idx] = 0
     return out
