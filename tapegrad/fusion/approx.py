@@ -32,6 +32,7 @@ S. L. Moshier; the exp polynomial is a minimax fit):
 - sigmoid: ``e = exp(-|x|)``; ``n / (1 + e)`` with ``n = e`` for ``x < 0`` (one blend
   on the sign bit), else 1: one division, no overflow, and denormal results for
   ``x < -87`` stay accurate.
+- softplus: ``max(x, 0) + log1p(exp(-|x|))`` from the two helpers above (no overflow).
 - erf: odd polynomial for ``|x| <= 1``; else ``1 - exp(-x*x) / |x| * P(1/x^2)``
   (Cephes' erfcf split), saturating to +-1 at ``|x| >= 4``.
 
@@ -183,6 +184,13 @@ def _sigmoid_f32(x):
 
 
 @_helper
+def _softplus_f32(x):
+    # max(x, 0) + log1p(exp(-|x|)): no overflow; NaN passes (through exp and log1p)
+    m = x if x > _F0 else _F0
+    return m + _log1p_f32(_expneg_f32(-np.abs(x)))
+
+
+@_helper
 def _erf_f32(x):
     a = np.abs(x)
     z = x * x
@@ -232,6 +240,7 @@ HELPERS = {
     "_expneg": ("_expneg_f32", ("_exp_poly",)),
     "_exp_poly": ("_exp_poly", ()),
     "erf": ("_erf_f32", ("_expneg",)),
+    "softplus": ("_softplus_f32", ("log1p", "_expneg")),
 }
 
 

@@ -13,14 +13,13 @@ OPS = tg.ops_registry.list_ops()
 VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # composites whose programs tg.compile runs eagerly (correct, not compiled): the
 # factories make their tensor outside the ops; dropout draws its mask, sdpa's causal
-# mask, adaptive_avg_pool2d's bin matrices and the *_scatter functions' masks are arrays
-# made in the function; range/logspace are factories; matrix_exp picks its number of
-# squarings from the values. The set
-# is exact: one that starts replaying must leave it.
+# mask and adaptive_avg_pool2d's bin matrices are arrays made in the function;
+# range/logspace are factories; matrix_exp picks its number of squarings from the
+# values. The set is exact: one that starts replaying must leave it.
 EAGER = set("""zeros ones empty full zeros_like ones_like empty_like full_like arange linspace
 eye tensor as_tensor asarray from_numpy from_dlpack rand randn randint rand_like randn_like
 randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d _standard_gamma
-select_scatter slice_scatter diagonal_scatter range logspace matrix_exp
+range logspace matrix_exp
 rrelu dropout1d dropout3d alpha_dropout feature_alpha_dropout adaptive_avg_pool1d
 adaptive_avg_pool3d multi_margin_loss multilabel_margin_loss max_unpool1d max_unpool2d
 max_unpool3d embedding_bag affine_grid ctc_loss fractional_max_pool2d
