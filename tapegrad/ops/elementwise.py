@@ -167,13 +167,17 @@ def _cube(x):
 
 
 def _inv_square(x):
-    out = np.multiply(x, x)
-    return np.reciprocal(out, out=out)
+    return _reciprocal_in_place(np.multiply(x, x))
 
 
 def _rsqrt(x):
-    out = np.sqrt(x)
-    return np.reciprocal(out, out=out)
+    return _reciprocal_in_place(np.sqrt(x))
+
+
+def _reciprocal_in_place(a):
+    if isinstance(a, np.generic):  # (a 0-d input gives a NumPy scalar: no out=)
+        return np.reciprocal(a)
+    return np.reciprocal(a, out=a)
 
 
 # scalar exponents computed with multiplications and roots, as PyTorch's pow kernel does

@@ -1,0 +1,33 @@
+"""pow with the scalar exponents computed by multiplications and roots (1, 2, 3, -1, -2,
+0.5, -0.5), on every rank including 0-d (a NumPy scalar mid-kernel), forward and the
+gradient (whose exponent - 1 lands on another of them), against PyTorch."""
+import numpy as np
+import pytest
+import torch
+
+import tapegrad as tg
+
+EXPONENTS = [1, 2, 3, -1, -2, 0.5, -0.5, 1.5, 4]
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (2, 3)])
+@pytest.mark.parametrize("p", EXPONENTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pow_scalar_exponent_value_and_gradient(shape, p, dtype):
+    a = (np.random.default_rng(0).uniform(0.5, 2.0, shape)).astype(dtype)
+    x = tg.tensor(a, requires_grad=True)
+    y = tg.sum(x ** p)
+    y.backward()
+    tx = torch.tensor(a, requires_grad=True)
+    ty = (tx ** p).sum()
+    ty.backward()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(y.item(), ty.item(), rtol=tol)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=tol)
+    assert x.grad.dtype == x.dtype
+
+
+def test_pow_of_a_0d_sum_to_a_half():  # found by tests/core/test_fuzz.py
+    x = tg.tensor(np.array([2.0, 3.0]), requires_grad=True)
+    (tg.sum(x) ** 0.5).backward()
+    np.testing.assert_allclose(x.grad.numpy(), [0.5 / np.sqrt(5.0)] * 2, rtol=1e-14)
