@@ -84,7 +84,10 @@ class ExprOp:
         return spec if self.nout == 1 else (spec,) * self.nout
 
     # ------------------------------------------------------------ kernels
-    def kernel(self, *arrays, **attrs):
+    def kernel(self, *arrays, out=None, **attrs):
+        """The op's outputs; ``out`` (one array, or a tuple of ``nout``): the compiled
+        loop writes there when it is a C-contiguous array of the loop's dtype, else
+        the result is copied in."""
         hook = proxy_hook[0]
         if hook is not None and any(isinstance(a, hook[0]) for a in arrays):
             return hook[1](self, arrays, attrs)
@@ -100,10 +103,16 @@ class ExprOp:
             outs = None
             if (config.use_numba and not _numba_broken and n >= config.min_numel and n > 0
                     and dtype in (np.float16, np.float32, np.float64)):
-                outs = self._run_numba(arrays, attrs, dtype, shape, n)
+                outs = self._run_numba(arrays, attrs, dtype, shape, n, into=out)
             if outs is None:
                 outs = self._evaluate(arrays, attrs, dtype, shape)
-        return outs[0] if self.nout == 1 else tuple(outs)
+        if out is None:
+            return outs[0] if self.nout == 1 else tuple(outs)
+        given = (out,) if self.nout == 1 else tuple(out)
+        for o, r in zip(given, outs):
+            if r is not o:
+                o[...] = r  # (small, strided, another dtype or a GPU array: copied in)
+        return out
 
     def reference(self, *arrays, **attrs):
         """The NumPy reference: the same IR evaluated op by op."""
@@ -124,12 +133,18 @@ class ExprOp:
         return [_materialise(xp, r, shape, dtype, any(r is v for v in vals.values()))
                 for r in res]
 
-    def _run_numba(self, arrays, attrs, dtype, shape, n, reduce=False):
+    def _run_numba(self, arrays, attrs, dtype, shape, n, reduce=False, into=None):
         """Run the compiled kernel; ``reduce``: return the float64 sum of the one
-        output instead of writing it. None when Numba is unusable."""
+        output instead of writing it; ``into``: the caller's out= (used where it fits
+        the loop). None when Numba is unusable."""
         cdt = np.dtype(np.float32) if dtype == np.float16 else dtype
         flat, pattern = _flatten(arrays, cdt, shape)
-        outs = [] if reduce else [np.empty(shape, cdt) for _ in range(self.nout)]
+        given = [None] * self.nout if into is None else \
+            [into] if self.nout == 1 else list(into)
+        outs = [] if reduce else [
+            o if type(o) is np.ndarray and o.dtype == cdt and o.shape == tuple(shape)
+            and o.flags.c_contiguous and o.flags.writeable else np.empty(shape, cdt)
+            for o in given]
         try:
             fn = self._compiled(attrs, cdt, pattern, reduce)
             first = not fn.signatures

@@ -461,7 +461,14 @@ def _cast_infer_checked(x, dtype):
 
 CAST.infer = _cast_infer_checked
 
-CLONE = register(name="clone", vmap=_vmap.leading, jvp=_jvp.linear, kernel=lambda x: x.copy(), infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
+def _clone_kernel(x, out=None):
+    if out is None:
+        return x.copy()
+    out[...] = x
+    return out
+
+
+CLONE = register(name="clone", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_clone_kernel, infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
                  vjp=lambda ctx, g: (g,),
                  samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {})],
                  error_samples=lambda: [(("x",), {}, TypeError)],

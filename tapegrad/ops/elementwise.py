@@ -101,13 +101,26 @@ DIV = _binary("div", np.true_divide, _div_vjp, saves=("x", "other"), promote="fl
                                             -ot * ctx.inputs[0] / (ctx.inputs[1] * ctx.inputs[1])))
 
 
+def _overlaps(out, *inputs):
+    """Whether ``out`` may share memory with an input (a kernel that reads its inputs
+    after writing part of ``out`` then computes into a fresh array instead)."""
+    return any(hasattr(a, "shape") and np.may_share_memory(out, a) for a in inputs
+               if isinstance(a, np.ndarray) and isinstance(out, np.ndarray))
+
+
+def _into(out, result):
+    """``result`` written into ``out`` (the aliasing fallback), returning ``out``."""
+    out[...] = result
+    return out
+
+
 def _integer_division(fn, name):
     """``fn``, refusing an integer division by zero (PyTorch's RuntimeError; NumPy
     gives 0 and a warning)."""
-    def kernel(x, other):
+    def kernel(x, other, out=None):
         if _integral(x) and _integral(other) and not _devices.xp_of(x).all(other):
             raise RuntimeError(f"{name}: ZeroDivisionError (an integer division by zero)")
-        return fn(x, other)
+        return fn(x, other) if out is None else fn(x, other, out=out)
     kernel.__name__ = name
     return kernel
 
@@ -150,39 +163,48 @@ FMOD = _binary("fmod", _integer_division(np.fmod, "fmod"), _fmod_vjp, saves=("x"
                torch=lambda torch, x, other: torch.fmod(x, other), jvp=_diagonal)
 
 
-def _pow_kernel(x, other):
+def _pow_kernel(x, other, out=None):
     if isinstance(other, int) and not isinstance(other, bool) and other < 0 \
             and hasattr(x, "dtype") and x.dtype.kind in "iu":
         raise ValueError("pow: integers to negative integer powers are not allowed")
     if type(other) in (int, float) and getattr(x, "dtype", None) is not None \
             and x.dtype.kind == "f" and other in _POW_FAST:
-        return _POW_FAST[other](x)  # NumPy's float power is slow (~20x a multiply)
-    return np.power(x, other)
+        if out is not None and _overlaps(out, x):
+            return _into(out, _POW_FAST[other](x, None))
+        return _POW_FAST[other](x, out)  # NumPy's float power is slow (~20x a multiply)
+    return np.power(x, other) if out is None else np.power(x, other, out=out)
 
 
-def _cube(x):
-    out = np.multiply(x, x)
+def _copy(x, out):
+    if out is None:
+        return x.copy()
+    np.copyto(out, x, casting="same_kind")
+    return out
+
+
+def _cube(x, out):
+    out = np.multiply(x, x, out=out)
     out *= x
     return out
 
 
-def _inv_square(x):
-    return _reciprocal_in_place(np.multiply(x, x))
+def _recip_in_place(r, out):
+    # (without out=, a 0-d input gives a NumPy scalar, which cannot be written into)
+    return np.reciprocal(r) if out is None and np.ndim(r) == 0 else np.reciprocal(r, out=r)
 
 
-def _rsqrt(x):
-    return _reciprocal_in_place(np.sqrt(x))
+def _inv_square(x, out):
+    return _recip_in_place(np.multiply(x, x, out=out), out)
 
 
-def _reciprocal_in_place(a):
-    if isinstance(a, np.generic):  # (a 0-d input gives a NumPy scalar: no out=)
-        return np.reciprocal(a)
-    return np.reciprocal(a, out=a)
+def _sqrt_recip(x, out):
+    return _recip_in_place(np.sqrt(x, out=out), out)
 
 
 # scalar exponents computed with multiplications and roots, as PyTorch's pow kernel does
-_POW_FAST = {1: np.copy, 2: np.square, 3: _cube, -1: np.reciprocal, -2: _inv_square,
-             0.5: np.sqrt, -0.5: _rsqrt}
+_POW_FAST = {1: _copy, 2: lambda x, out: np.square(x, out=out), 3: _cube,
+             -1: lambda x, out: np.reciprocal(x, out=out), -2: _inv_square,
+             0.5: lambda x, out: np.sqrt(x, out=out), -0.5: _sqrt_recip}
 
 
 def _pow_vjp(ctx, g):
@@ -279,16 +301,16 @@ def _not_implemented(name, dtype):
                     NotImplementedError)
 
 
-def _abs(x):
+def _abs(x, out=None):
     if x.dtype.kind == "b":
         raise _not_implemented("abs", x.dtype)
-    return np.abs(x)
+    return np.abs(x, out=out)
 
 
 ABS = _u("abs", _abs, lambda ctx, g: (g * ctx.m.sign(ctx.inputs[0]),), promote="same",
          expr="abs(x)", samples=unary_samples(avoid=(0.0,)))
-def _sign(x):
-    return x.copy() if x.dtype == np.bool_ else np.sign(x)
+def _sign(x, out=None):
+    return _copy(x, out) if x.dtype == np.bool_ else np.sign(x, out=out)
 
 
 SIGN = _u("sign", _sign, lambda ctx, g: (g * 0,), saves=(), promote="same",
@@ -310,22 +332,25 @@ SQRT = _u("sqrt", np.sqrt, lambda ctx, g: (g / (2 * ctx.out),), saves=("out",), 
           samples=_pos)
 
 
-def _rsqrt(x):
-    return 1 / np.sqrt(x)
+def _rsqrt(x, out=None):
+    # 1 / sqrt(x), the reciprocal taken in place (elementwise: safe when out is x)
+    return _sqrt_recip(x, out)
 
 
 RSQRT = _u("rsqrt", _rsqrt, lambda ctx, g: (-0.5 * g * ctx.out * ctx.out * ctx.out,),
            saves=("out",), expr="rsqrt(x)", samples=_pos)
-def _square(x):
-    return np.square(x.astype(np.int64) if x.dtype == np.bool_ else x)
+def _square(x, out=None):
+    if x.dtype == np.bool_:  # PyTorch: an int64 result
+        return np.multiply(x, x, out=out, dtype=np.int64)
+    return np.square(x, out=out)
 
 
 SQUARE = _u("square", _square, lambda ctx, g: (2 * g * ctx.inputs[0],), promote="same",
             expr="x * x")
 
 
-def _reciprocal(x):
-    return 1 / x
+def _reciprocal(x, out=None):
+    return 1 / x if out is None else np.divide(1, x, out=out)
 
 
 RECIPROCAL = _u("reciprocal", _reciprocal, lambda ctx, g: (-g * ctx.out * ctx.out,),
@@ -458,10 +483,10 @@ def _rounding(fn):
     # floats); bools it refuses
     name = fn.__name__
 
-    def kernel(x, **attrs):
+    def kernel(x, out=None):
         if x.dtype.kind == "b":
             raise _not_implemented(name, x.dtype)
-        return x.copy() if x.dtype.kind in "iu" else fn(x, **attrs)
+        return _copy(x, out) if x.dtype.kind in "iu" else fn(x, out=out)
     return kernel
 
 
@@ -471,12 +496,12 @@ CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), **_zero_grad, jvp
 TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal)
 
 
-def _round(x, decimals=0):
+def _round(x, decimals=0, out=None):
     if x.dtype.kind in "biu":
         if x.dtype.kind == "b" or decimals:  # PyTorch: no integer kernel with decimals
             raise _not_implemented("round", x.dtype)
-        return x.copy()
-    return np.round(x, decimals)
+        return _copy(x, out)
+    return np.round(x, decimals, out=out)
 
 
 ROUND = _u("round", _round, lambda ctx, g: (g * 0,), saves=(), promote="same",
@@ -489,11 +514,11 @@ ISFINITE = _u("isfinite", np.isfinite, None, saves=(), promote="none", **_cmp)
 LOGICAL_NOT = _u("logical_not", np.logical_not, None, saves=(), promote="none", **_cmp)
 
 
-def _bitwise_not(x):
+def _bitwise_not(x, out=None):
     if x.dtype.kind == "f":
         raise TypeError("bitwise_not: only integer and bool tensors are supported, "
                         f"got {x.dtype}")
-    return np.invert(x)
+    return np.invert(x, out=out)
 
 
 BITWISE_NOT = _u("bitwise_not", _bitwise_not, None, saves=(), promote="none",
@@ -515,12 +540,12 @@ LOGICAL_XOR = _binary("logical_xor", np.logical_xor, None, **_bcmp)
 
 
 def _bitwise(fn, name):
-    def kernel(x, other):
+    def kernel(x, other, out=None):
         for v in (x, other):
             if getattr(v, "dtype", np.dtype(int)).kind == "f" or isinstance(v, float):
                 dt = getattr(v, "dtype", "a Python float")
                 raise TypeError(f"{name}: only integer and bool tensors are supported, got {dt}")
-        return fn(x, other)
+        return fn(x, other) if out is None else fn(x, other, out=out)
     return kernel
 
 
@@ -554,7 +579,8 @@ def _where_infer(cond, x, other):
 def _where_kernel(cond, x, other, out=None):
     if hasattr(cond, "dtype") and cond.dtype != np.bool_:
         raise TypeError("where: condition must be bool")
-    if out is None or type(out) is not np.ndarray:
+    if out is None or type(out) is not np.ndarray or _overlaps(out, cond, x):
+        # (out written with other first: x and cond must not be out's memory)
         res = np.where(cond, x, other)
         if out is None:
             return res
@@ -593,10 +619,17 @@ def _clamp_dtype(dt, lo, hi):
     return _dt.promote_with_scalars(np.dtype(dt), [v for v in (lo, hi) if v is not None])
 
 
-def _clamp_kernel(x, min=None, max=None):
+def _clamp_kernel(x, min=None, max=None, out=None):
     # max(x, min) first, then min(., max): with min > max everything is max (as PyTorch)
     _clamp_infer(x, min, max)
     dt = _clamp_dtype(x.dtype, min, max)
+    if out is not None:  # each step elementwise, in place: out may be x
+        src = x
+        if min is not None:
+            src = np.maximum(src, min, out=out)
+        if max is not None:
+            np.minimum(src, max, out=out)
+        return out
     out = x.astype(dt) if x.dtype != dt else x
     # np.clip is minimum(maximum(x, min), max) in one pass (NaN passes), 2-5x faster
     # than the two ufuncs; np.clip(x, None, None) is refused, as is clamp's
@@ -645,10 +678,19 @@ CLAMP = register(name="clamp", jvp=_diagonal, kernel=_clamp_kernel, infer=_clamp
                                         ((rand((3, 4)),), {"min": "a"}, TypeError)])
 
 
-def _clamp_t_kernel(x, min, max):
+def _clamp_t_kernel(x, min, max, out=None):
     if min is None and max is None:
         raise op_error("clamp_tensor", "at least one of 'min' or 'max' must not be None",
                        RuntimeError)
+    if out is not None:
+        if min is not None and max is not None and _overlaps(out, max):
+            return _into(out, _clamp_t_kernel(x, min, max))  # max is read after out is written
+        src = x
+        if min is not None:
+            src = np.maximum(src, min, out=out)
+        if max is not None:
+            np.minimum(src, max, out=out)
+        return out
     out = x
     if min is not None:
         out = np.maximum(out, min)

@@ -918,9 +918,17 @@ def _select_index(index, dim):
     return (slice(None),) * dim + (index.reshape(-1),)
 
 
-def _index_select_kernel(x, index, dim):
+def _index_select_kernel(x, index, dim, out=None):
     _index_select_infer(x, index, dim)
     _check_range("index_select", index, x, dim)
+    if out is not None:
+        if x.ndim == 0 or type(out) is not np.ndarray or out.dtype != x.dtype \
+                or np.may_share_memory(out, x):
+            out[...] = _index_select_kernel(x, index, dim)
+        else:  # range checked above: "wrap" takes straight into out (NumPy's "raise"
+            # buffers a copy of out)
+            np.take(x, index.reshape(-1), axis=dim, out=out, mode="wrap")
+        return out
     if x.ndim == 0:
         return x.copy()
     out = x[_select_index(index, dim)]
@@ -1036,9 +1044,16 @@ def _masked_fill_infer(x, mask, value):
     return TensorSpec(shape, x.dtype)
 
 
-def _masked_fill_kernel(x, mask, value):
+def _masked_fill_kernel(x, mask, value, out=None):
     _masked_fill_infer(x, mask, value)
     xp = _devices.xp_of(x)
+    if out is not None:
+        if any(isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in (mask, value)):
+            out[...] = _masked_fill_kernel(x, mask, value)
+            return out
+        out[...] = x
+        xp.copyto(out, xp.asarray(value).astype(out.dtype), where=mask)
+        return out
     return xp.where(mask, xp.asarray(value).astype(x.dtype), x)
 
 

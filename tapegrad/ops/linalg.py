@@ -262,6 +262,18 @@ def _einsum_kernel(*operands, equation):
     return np.asarray(np.einsum(equation, *operands, optimize=len(operands) > 1))
 
 
+def _einsum1_kernel(x, equation, out=None):
+    """One operand: NumPy's einsum loop writes straight into out= (with several, the
+    optimized path's contractions make out-sized intermediates: those take no out=)."""
+    if out is None:
+        return np.asarray(np.einsum(equation, x))
+    if np.may_share_memory(out, x):
+        out[...] = np.einsum(equation, x)
+    else:
+        np.einsum(equation, x, out=out)
+    return out
+
+
 def _einsum_grad(m, subs, out, operands, g, k, shape_k):
     """Cotangent of operand k of ``einsum(subs -> out)``: an einsum of g and the others.
 
@@ -361,7 +373,8 @@ def _einsum_op(n):
     if op is None:
         args = tuple(f"operand{i}" for i in range(n))
         op = _EINSUM_OPS[n] = register(
-            name=_einsum_name(n), jvp=_jvp.multilinear, vmap=_vmap.einsum_rule, kernel=_einsum_kernel,
+            name=_einsum_name(n), jvp=_jvp.multilinear, vmap=_vmap.einsum_rule,
+            kernel=_einsum1_kernel if n == 1 else _einsum_kernel,
             infer=_einsum_infer, args=args, vjp=_einsum_vjp, saves=args, promote="none",
             samples=_einsum_samples_for(n), error_samples=_einsum_errors_for(n),
             torch=lambda torch, *ts, equation: torch.einsum(equation, *ts),
@@ -402,9 +415,16 @@ def _dot_infer(x, y):
     return TensorSpec((), one_dtype("dot", (x, y), ("input", "other")))
 
 
-def _dot_kernel(x, y):
+def _dot_kernel(x, y, out=None):
     if x.ndim != 1 or y.ndim != 1 or x.shape != y.shape:
         raise ValueError("dot")
+    if out is not None:
+        if type(out) is np.ndarray and out.dtype == np.result_type(x, y) \
+                and type(x) is np.ndarray:
+            np.dot(x, y, out=out)  # (NumPy's dot takes out= of its own result type only)
+        else:
+            out[...] = np.dot(x, y)  # one element
+        return out
     return np.asarray(np.dot(x, y))
 
 
@@ -438,10 +458,10 @@ def _outer_infer(x, y):
     return TensorSpec(xs + ys, _result_dtype(x, y))
 
 
-def _outer_kernel(x, y):
+def _outer_kernel(x, y, out=None):
     if x.ndim != 1 or y.ndim != 1:
         raise ValueError("outer")
-    return np.multiply.outer(x, y)
+    return np.multiply.outer(x, y, out=out)
 
 
 def _outer_vjp(ctx, g):
@@ -480,10 +500,13 @@ def _trace_infer(x):
     return TensorSpec((), np.dtype(np.int64) if dt.kind in "iu" else dt)
 
 
-def _trace_kernel(x):
+def _trace_kernel(x, out=None):
     if x.ndim != 2:
         raise ValueError("trace")
     dt = np.int64 if x.dtype.kind in "biu" else None
+    if out is not None:
+        np.trace(x, dtype=dt, out=out)
+        return out
     return np.asarray(np.trace(x, dtype=dt))
 
 

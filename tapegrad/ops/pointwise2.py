@@ -427,11 +427,15 @@ GCD = _plain_op("gcd", np.gcd, lambda dtype=np.float64: [S(_ints((3, 4), seed=1)
 LCM = _plain_op("lcm", np.lcm, lambda dtype=np.float64: [S(_ints((3, 4), 1, 30, seed=1), _ints((3, 4), 1, 30, seed=2))])
 
 
-def _lshift(x, other):
+def _lshift(x, other, out=None):
+    if out is not None:
+        return np.left_shift(x, other, out=out)
     return np.left_shift(x, other).astype(np.result_type(x, other), copy=False)
 
 
-def _rshift(x, other):
+def _rshift(x, other, out=None):
+    if out is not None:
+        return np.right_shift(x, other, out=out)
     return np.right_shift(x, other).astype(np.result_type(x, other), copy=False)
 
 

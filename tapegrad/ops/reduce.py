@@ -118,8 +118,15 @@ def _sum_to_dims(shape, target):
     return dims, lead
 
 
-def _sum_to_kernel(x, shape):
+def _sum_to_kernel(x, shape, out=None):
     shape = tuple(shape)
+    if out is not None:
+        if x.shape == shape or np.may_share_memory(out, x):
+            out[...] = _sum_to_kernel(x, shape)
+        else:  # (leading 1s added to out: a view)
+            dims, lead = _sum_to_dims(x.shape, shape)
+            np.sum(x, axis=dims, keepdims=True, out=out.reshape((1,) * lead + shape))
+        return out
     if x.shape == shape:
         return x
     dims, lead = _sum_to_dims(x.shape, shape)
@@ -164,9 +171,12 @@ def _check_extreme(name, shape, dim):
 
 
 def _extreme_kernel(fn, name):
-    def kernel(x, dim=None, keepdim=False):
+    def kernel(x, dim=None, keepdim=False, out=None):
         dims = _check_extreme(name, tuple(x.shape), dim) if x.size == 0 else \
             normalize_dims(name, dim, x.ndim)
+        if out is not None:
+            fn(x, axis=dims, keepdims=keepdim, out=out)
+            return out
         return np.asarray(fn(x, axis=dims, keepdims=keepdim))
     return kernel
 
@@ -215,9 +225,12 @@ AMIN = register(name="amin", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=
 
 
 # ---------------------------------------------------------------- prod
-def _prod_kernel(x, dim=None, keepdim=False):
+def _prod_kernel(x, dim=None, keepdim=False, out=None):
     dims = normalize_dims("prod", dim, x.ndim)
     dt = np.int64 if x.dtype.kind in "biu" else None
+    if out is not None:
+        np.prod(x, axis=dims, keepdims=keepdim, dtype=dt, out=out)
+        return out
     return np.asarray(np.prod(x, axis=dims, keepdims=keepdim, dtype=dt))
 
 
@@ -437,7 +450,16 @@ def _index_onehot(indices, shape, dim):
 
 # ---------------------------------------------------------------- argmax / argmin
 def _arg_kernel(fn, name):
-    def kernel(x, dim=None, keepdim=False):
+    def kernel(x, dim=None, keepdim=False, out=None):
+        if out is not None:
+            if x.size == 0:
+                out[...] = 0
+            elif out.dtype != np.intp or type(out) is not np.ndarray:  # NumPy's index type
+                out[...] = kernel(x, dim, keepdim)
+            else:
+                fn(x, axis=None if dim is None or x.ndim == 0 else dim, keepdims=keepdim,
+                   out=out)
+            return out
         if x.size == 0:  # along a non-empty dim of an empty input: an empty result
             return np.zeros(_arg_infer(name)(x, dim, keepdim).shape, np.int64)
         if dim is None or x.ndim == 0:
@@ -718,11 +740,14 @@ def _cum_infer(name, int_out):
 
 
 def _cum_kernel(fn):
-    def kernel(x, dim):
+    def kernel(x, dim, out=None):
         dt = np.int64 if x.dtype.kind in "biu" else None
         if x.ndim == 0:
+            if out is not None:
+                out[...] = x
+                return out
             return x.astype(dt or x.dtype)
-        return fn(x, axis=dim, dtype=dt)
+        return fn(x, axis=dim, dtype=dt, out=out)
     return kernel
 
 
@@ -741,7 +766,13 @@ def _cum_errors():
     return [((rand((2, 3)),), {"dim": 2}, IndexError)]
 
 
-def _reverse_cumsum_kernel(x, dim):
+def _reverse_cumsum_kernel(x, dim, out=None):
+    if out is not None:  # the scan of the flipped input into the flipped out (views)
+        if x.ndim == 0:
+            out[...] = x
+        else:
+            np.cumsum(np.flip(x, dim), axis=dim, out=np.flip(out, dim))
+        return out
     if x.ndim == 0:
         return x.copy()
     return np.flip(np.cumsum(np.flip(x, dim), axis=dim), dim)
@@ -835,7 +866,10 @@ CUMPROD_OP.append(CUMPROD)
 
 # ---------------------------------------------------------------- all / any
 def _bool_reduce_kernel(fn):
-    def kernel(x, dim=None, keepdim=False):
+    def kernel(x, dim=None, keepdim=False, out=None):
+        if out is not None:
+            fn(x, axis=dim, keepdims=keepdim, out=out)
+            return out
         return np.asarray(fn(x, axis=dim, keepdims=keepdim))
     return kernel
 

@@ -3,6 +3,8 @@
 Layering: shape sits below indexing (``indexing`` imports ``reshape`` from here; this
 module imports nothing from ``indexing``, and slicing ops such as split live there).
 """
+import itertools
+
 import numpy as np
 
 from ..dispatch import bind
@@ -475,7 +477,10 @@ def _flip_infer(x, dims):
     return _same_spec(x)
 
 
-def _flip_kernel(x, dims):
+def _flip_kernel(x, dims, out=None):
+    if out is not None:  # (the flipped view copied in: NumPy buffers it when out is x)
+        out[...] = x if x.ndim == 0 or not dims else np.flip(x, axis=dims)
+        return out
     if x.ndim == 0 or not dims:
         return x.copy()
     return np.flip(x, axis=dims).copy()  # PyTorch's flip copies
@@ -548,11 +553,38 @@ def _roll_infer(x, shifts, dims=None):
     return _same_spec(x)
 
 
-def _roll_kernel(x, shifts, dims=None):
+def _roll_kernel(x, shifts, dims=None, out=None):
     _roll_infer(x, shifts, dims)
+    if out is not None:
+        flat = dims is None and x.flags.c_contiguous and out.flags.c_contiguous
+        if x.ndim == 0 or (dims is None and not flat) \
+                or _devices.xp_of(out).may_share_memory(out, x):
+            out[...] = _roll_kernel(x, shifts, dims)  # (strided flat roll, out is x's memory)
+        elif flat:  # the flattened roll, on views
+            _roll_into(x.reshape(-1), shifts[:1], (0,), out.reshape(-1))
+        else:
+            _roll_into(x, shifts, dims, out)
+        return out
     if dims is None:
         return np.roll(x, shifts[0])
     return np.roll(x, shifts, axis=dims)
+
+
+def _roll_into(x, shifts, dims, out):
+    """``out[..., (i + s) % n, ...] = x[..., i, ...]``: per rolled dim two blocks
+    (the head moved to the tail and the tail to the head), copied block by block."""
+    by_dim = {}
+    for s, d in zip(shifts, dims):
+        d = d % x.ndim
+        by_dim[d] = by_dim.get(d, 0) + s
+    pieces = [[(slice(None), slice(None))] for _ in range(x.ndim)]
+    for d, s in by_dim.items():
+        n = x.shape[d]
+        k = s % n if n else 0
+        if k:
+            pieces[d] = [(slice(k, None), slice(0, n - k)), (slice(0, k), slice(n - k, None))]
+    for combo in itertools.product(*pieces):
+        out[tuple(p[0] for p in combo)] = x[tuple(p[1] for p in combo)]
 
 
 ROLL = register(name="roll", vmap=_vmap.roll_rule, jvp=_jvp.linear, kernel=_roll_kernel, infer=_roll_infer,
@@ -674,9 +706,9 @@ def _cat_infer(*xs, dim):
     return TensorSpec(first[:d] + (total,) + first[d + 1:], dt)
 
 
-def _cat_kernel(*xs, dim):
+def _cat_kernel(*xs, dim, out=None):
     _cat_infer(*xs, dim=dim)
-    return np.concatenate(xs, axis=dim)
+    return np.concatenate(xs, axis=dim, out=out)
 
 
 def _cat_vjp(ctx, g):
@@ -760,9 +792,9 @@ def _stack_infer(*xs, dim):
     return TensorSpec(first[:d] + (len(xs),) + first[d:], dt)
 
 
-def _stack_kernel(*xs, dim):
+def _stack_kernel(*xs, dim, out=None):
     _stack_infer(*xs, dim=dim)
-    return np.stack(xs, axis=dim)
+    return np.stack(xs, axis=dim, out=out)
 
 
 STACK = register(name="stack", vmap=_vmap.stack_rule, jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
@@ -974,9 +1006,21 @@ def _tri_infer(name):
 
 
 def _tri_kernel(fn, name):
-    def kernel(x, diagonal=0):
+    def kernel(x, diagonal=0, out=None):
         _tri_infer(name)(x, diagonal)
-        return fn(x, k=diagonal)
+        if out is None:
+            return fn(x, k=diagonal)
+        out[...] = x
+        n, m = x.shape[-2:]
+        # the part zeroed: above the diagonal for tril, below it for triu (one matrix
+        # of bools, broadcast over the batch)
+        zero = np.tri(n, m, diagonal, dtype=bool) if name == "tril" else \
+            np.tri(n, m, diagonal - 1, dtype=bool)
+        if name == "tril":
+            np.logical_not(zero, out=zero)
+        xp = _devices.xp_of(out)
+        xp.copyto(out, xp.zeros((), out.dtype), where=xp.asarray(zero))
+        return out
     return kernel
 
 

@@ -33,8 +33,10 @@ def _add_bias(out, bias, given):
 
 def _linear_kernel(input, weight, bias=None, out=None):
     n_in = weight.shape[-1]
-    if out is not None and (type(out) is not np.ndarray or not out.flags.c_contiguous):
-        out[...] = _linear_kernel(input, weight, bias)  # (a strided or foreign buffer)
+    if out is not None and (type(out) is not np.ndarray or not out.flags.c_contiguous
+                            or (bias is not None and np.may_share_memory(out, bias))):
+        # (a strided or foreign buffer, or the bias's memory: it is added after the product)
+        out[...] = _linear_kernel(input, weight, bias)
         return out
     given = out is not None
     if input.ndim == 2:

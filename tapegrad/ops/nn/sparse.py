@@ -10,12 +10,20 @@ from ._common import raw
 from .. import _jvp, _vmap
 
 
-def _embedding_kernel(input, weight, *, padding_idx, mask_padding):
+def _embedding_kernel(input, weight, *, padding_idx, mask_padding, out=None):
     span = value_range(input)  # the one data check, after the shape rule's
     if span is not None and (span[0] < 0 or span[1] >= weight.shape[0]):
         raise op_error("embedding", f"index out of range: indices span [{span[0]}, "
                                     f"{span[1]}] for {weight.shape[0]} embeddings", IndexError)
-    out = xp_of(weight).take(weight, input, axis=0)
+    if out is not None and (type(out) is not np.ndarray or out.dtype != weight.dtype
+                            or np.may_share_memory(out, weight)):
+        out[...] = _embedding_kernel(input, weight, padding_idx=padding_idx,
+                                     mask_padding=mask_padding)
+        return out
+    if out is not None:  # range checked above: "wrap" takes straight into out
+        xp_of(weight).take(weight, input, axis=0, out=out, mode="wrap")
+    else:
+        out = xp_of(weight).take(weight, input, axis=0)
     if mask_padding and padding_idx is not None:
         out[input == padding_idx] = 0
     return out

@@ -1,0 +1,223 @@
+"""Registry-driven: every basic/workspace kernel that declares ``out=`` writes its
+result into the caller's ``out`` (the kernel returns that very array, equal to the
+result it computes without one) and allocates no array of the output's size besides
+(NumPy's allocations traced by ``tracemalloc``, on each sample scaled up until its
+output is large enough to tell). The kernels still without ``out=`` are listed: the
+list may only shrink (issue 12, item 5).
+
+Note: tracemalloc sees NumPy's allocations, not Numba's (its runtime allocates with
+its own allocator), so a Numba kernel's temporaries are not counted here."""
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.ops_registry import TensorSpec
+
+F64 = np.dtype(np.float64)
+
+
+def _kernels():
+    return [op for op in tg.ops_registry.list_ops()
+            if op.kind in ("basic", "workspace") and op.composite is None]
+
+
+OUT_OPS = [op for op in _kernels() if op.takes_out]
+# one output each (max_pool2d's two outputs go to one stacked out=: its own tests)
+ONE_OUT = [op for op in OUT_OPS if op.nout == 1]
+
+# the kernels still computing then copying (compute() copies their result into out=)
+WITHOUT_OUT = {
+    "_standard_gamma", "_standard_gamma_grad", "argsort", "avg_pool2d",
+    "avg_pool2d_input_grad", "bucketize", "diag", "diagonal_into", "digamma",
+    "einsum", "einsum3", "embedding_backward", "erf", "fold", "gather", "group_norm", "gru_layer", "histc",
+    "histogram", "index", "index_add_into", "index_onehot", "index_put", "index_put_zero",
+    "interpolate", "isin", "lgamma", "linalg_cholesky", "linalg_det", "linalg_inv",
+    "linalg_slogdet", "linalg_solve", "linalg_solve_triangular", "linalg_vector_norm",
+    "logsumexp", "lstm_layer", "max", "max_pool2d_gather", "min", "norm", "pad", "polygamma",
+    "repeat", "repeat_interleave", "rnn_layer", "scatter", "scatter_add",
+    "searchsorted", "sigmoid", "sort", "std", "take_along_dim", "tensordot", "to_device",
+    "topk", "unfold", "var",
+}
+
+
+def test_the_remainder_only_shrinks():
+    missing = sorted(op.name for op in _kernels() if not op.takes_out)
+    unlisted = sorted(set(missing) - WITHOUT_OUT)
+    assert not unlisted, f"kernels without out= not in the known remainder: {unlisted}"
+    gained = sorted(WITHOUT_OUT - set(missing))
+    assert not gained, f"these now take out=: drop them from WITHOUT_OUT: {gained}"
+    assert len(missing) == len(WITHOUT_OUT) <= 57
+    assert len(OUT_OPS) >= 114
+
+
+def _arrays(sample):
+    return [a for a in sample.args if isinstance(a, np.ndarray)]
+
+
+def _scaled(op, sample, k):
+    """The sample with every array dimension above 1 made k times longer (the shape
+    rule must accept it, and the op's data-free attrs must still fit)."""
+    def grow(a):
+        if not isinstance(a, np.ndarray) or a.ndim == 0:
+            return a
+        return np.tile(a, tuple(k if n > 1 else 1 for n in a.shape))
+    big = sum(a.nbytes * k ** sum(n > 1 for n in a.shape) for a in sample.args
+              if isinstance(a, np.ndarray))
+    if big > 64 << 20:
+        return None
+    args = tuple(grow(a) for a in sample.args)
+    try:
+        spec = op.infer(*[TensorSpec(a.shape, a.dtype) if isinstance(a, np.ndarray) else a
+                          for a in args], **sample.attrs)
+    except Exception:
+        return None
+    return args, spec
+
+
+def _cases():
+    cases = []
+    for op in ONE_OUT:
+        for j, s in enumerate(op.samples(F64)):
+            cases.append(pytest.param(op, s, id=f"{op.name}-sample{j}"))
+    return cases
+
+
+def _equal(got, want, name):
+    want = np.asarray(want)
+    assert got.shape == want.shape, name
+    if want.dtype.kind in "fc":
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0, equal_nan=True, err_msg=name)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def _kw(op, args, attrs):
+    """The attrs, with a workspace of the declared size for a workspace op."""
+    if op.kind != "workspace":
+        return attrs
+    specs = [TensorSpec(a.shape, a.dtype) if isinstance(a, np.ndarray) else a for a in args]
+    return {**attrs, "workspace": np.empty(op.workspace_bytes(*specs, **attrs), np.uint8)}
+
+
+def _fill(out):
+    out[...] = 7 if out.dtype.kind != "b" else True
+
+
+@pytest.mark.parametrize("op,sample", _cases())
+def test_kernel_writes_into_out(op, sample):
+    want = np.asarray(op.compute(*sample.args, **sample.attrs))
+    out = np.empty(want.shape, want.dtype)
+    _fill(out)
+    got = op.kernel(*sample.args, out=out, **_kw(op, sample.args, sample.attrs))
+    assert got is out, f"{op.name}: the kernel did not return the out= it was given"
+    _equal(out, want, op.name)
+    # and through compute(), which passes out= straight to the kernel
+    _fill(out)
+    assert op.compute(*sample.args, out=out, **sample.attrs) is out
+    _equal(out, want, op.name)
+
+
+def test_expression_ops_compile_straight_into_out():
+    """The compiled loop of an expression op (gelu...) writes into a fitting out=
+    (Numba's allocations are not traced, so this is checked by identity)."""
+    from tapegrad.fusion import op as fusion_op
+    x = np.random.default_rng(0).random(5000)
+    gelu = tg.ops_registry.get("gelu")
+    seen = []
+    real = fusion_op._cpu.run_chunked
+
+    def spy(fn, n, *arrays, **kw):
+        seen.extend(arrays)
+        return real(fn, n, *arrays, **kw)
+    out = np.empty_like(x)
+    gelu.kernel(x, out=out)  # compiles
+    fusion_op._cpu.run_chunked = spy
+    try:
+        assert gelu.kernel(x, out=out) is out
+    finally:
+        fusion_op._cpu.run_chunked = real
+    assert any(np.shares_memory(a, out) for a in seen), "the loop did not write into out"
+    np.testing.assert_allclose(out, gelu.kernel(x), rtol=1e-12)
+
+
+def _peak(fn):
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+BIG = 1 << 18  # bytes of output at which tracemalloc's own noise is negligible
+
+
+def _big_case(op):
+    for s in op.samples(F64):
+        if not _arrays(s):
+            continue
+        last = -1
+        for k in (8, 32, 128, 512):
+            got = _scaled(op, s, k)
+            if got is None:
+                break
+            args, spec = got
+            nbytes = int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
+            if nbytes >= BIG:
+                return args, s.attrs, spec
+            if nbytes <= last:  # the output does not grow with the input (a full reduction)
+                break
+            last = nbytes
+    return None
+
+
+# kernels whose samples cannot be scaled to a large output (a shape attr, a full
+# reduction, index data): checked for writing into out above, not for allocations
+NOT_SCALED = {"sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "all", "any",
+              "dot", "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+              "bitwise_left_shift", "bitwise_right_shift", "floor_divide", "remainder",
+              "fmod", "conv2d_input_grad", "conv2d_weight_grad", "max_pool2d_input_grad",
+              "one_hot", "trace", "sum_to"}
+
+
+@pytest.mark.parametrize("op", ONE_OUT, ids=lambda o: o.name)
+def test_no_output_sized_allocation_beside_out(op):
+    case = _big_case(op)
+    if case is None:
+        assert op.name in NOT_SCALED, f"{op.name}: no sample scales to a large output"
+        return
+    args, attrs, spec = case
+    out = np.empty(spec.shape, spec.dtype)
+    kw = _kw(op, args, attrs)
+    op.kernel(*args, out=out, **kw)  # warm (caches, compiled loops)
+    peak = _peak(lambda: op.kernel(*args, out=out, **kw))
+    assert peak < out.nbytes // 4, \
+        f"{op.name}: {peak} bytes allocated beside out= of {out.nbytes} ({spec.shape})"
+
+
+def _aliased_cases():
+    cases = []
+    for op in ONE_OUT:
+        if op.kind != "basic":
+            continue
+        for j, s in enumerate(op.samples(F64)):
+            want = np.asarray(op.compute(*s.args, **s.attrs))
+            for i, a in enumerate(s.args):
+                if isinstance(a, np.ndarray) and a.shape == want.shape \
+                        and a.dtype == want.dtype and a.size:
+                    cases.append(pytest.param(op, s, i, id=f"{op.name}-sample{j}-arg{i}"))
+    return cases
+
+
+@pytest.mark.parametrize("op,sample,i", _aliased_cases())
+def test_out_may_be_an_input(op, sample, i):
+    """``out`` the same array as an input (as an in-place caller, or a compiled
+    program's buffer reused): the kernel never reads an input it has overwritten."""
+    want = np.asarray(op.compute(*sample.args, **sample.attrs))
+    args = list(sample.args)
+    args[i] = np.array(args[i])  # a writeable copy, the out as well
+    got = op.kernel(*args, out=args[i], **sample.attrs)
+    assert got is args[i]
+    _equal(got, want, f"{op.name} (out is input {i})")
