@@ -118,15 +118,8 @@ def _sum_to_dims(shape, target):
     return dims, lead
 
 
-def _sum_to_kernel(x, shape, out=None):
+def _sum_to_kernel(x, shape):
     shape = tuple(shape)
-    if out is not None:
-        if x.shape == shape or np.may_share_memory(out, x):
-            out[...] = _sum_to_kernel(x, shape)
-        else:  # (leading 1s added to out: a view)
-            dims, lead = _sum_to_dims(x.shape, shape)
-            np.sum(x, axis=dims, keepdims=True, out=out.reshape((1,) * lead + shape))
-        return out
     if x.shape == shape:
         return x
     dims, lead = _sum_to_dims(x.shape, shape)
