@@ -271,7 +271,10 @@ def _torch_tbc(torch, x, w, b, pad=0):
     checked against torch.conv_tbc."""
     y = torch.nn.functional.conv1d(x.permute(1, 2, 0), w.permute(2, 1, 0), b,
                                    padding=pad).permute(2, 0, 1)
-    assert torch.allclose(y.detach(), torch.conv_tbc(x.detach(), w.detach(), b.detach(), pad))
+    # two algorithms summing in other orders: float32 rounding apart, not bit-equal
+    tol = dict(rtol=1e-4, atol=1e-5) if y.dtype == torch.float32 else {}
+    assert torch.allclose(y.detach(), torch.conv_tbc(x.detach(), w.detach(), b.detach(), pad),
+                          **tol)
     return y
 
 
