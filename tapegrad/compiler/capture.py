@@ -148,6 +148,9 @@ class Recorder:
             base = self.roots.get(id(r))
             if base is not None:
                 self.g.alias[vid] = base
+            else:  # a view of memory no value owns (a kernel's temporary): this value
+                # stands for it, so a later view of the same memory is its alias
+                self.roots[id(r)] = vid
         else:
             self.roots.setdefault(id(arr), vid)
         return vid

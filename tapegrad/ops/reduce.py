@@ -118,8 +118,15 @@ def _sum_to_dims(shape, target):
     return dims, lead
 
 
-def _sum_to_kernel(x, shape):
+def _sum_to_kernel(x, shape, out=None):
     shape = tuple(shape)
+    if out is not None:
+        if x.shape == shape or not out.flags.c_contiguous or np.may_share_memory(out, x):
+            out[...] = _sum_to_kernel(x, shape)
+        else:  # (leading 1s added to a contiguous out: a view of it)
+            dims, lead = _sum_to_dims(x.shape, shape)
+            np.sum(x, axis=dims, keepdims=True, out=out.reshape((1,) * lead + shape))
+        return out
     if x.shape == shape:
         return x
     dims, lead = _sum_to_dims(x.shape, shape)
