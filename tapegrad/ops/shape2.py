@@ -916,7 +916,7 @@ def _bincount_kernel(x, weights=None, minlength=0, alloc=None):
         n = max(int(x.max()) + 1 if x.size else 0, int(minlength))
         dt = np.dtype(np.int64) if weights is None else (
             weights.dtype if weights.dtype.kind == "f" else np.dtype(np.float64))
-        from ..devices.cpu_kernels.counting import bincount_into
+        from ..devices.cpu_kernels.scatter import bincount_into
         return bincount_into(x, weights, alloc((n,), dt))
     counts = np.bincount(x, weights, minlength=minlength)
     if weights is not None and weights.dtype.kind == "f":
