@@ -86,18 +86,24 @@ def small_op(ns):
 
 class _Floor(torch.autograd.Function):
     """What any PyTorch autograd.Function around tapegrad's conv kernels costs: the
-    three registry kernels on ``Tensor.numpy()`` views with a kept workspace, nothing
-    else (no checks, no registry adjoint). Its gap to tapegrad's own step is
-    PyTorch's autograd machinery, which the export pays too."""
+    three registry kernels on ``Tensor.numpy()`` views with a kept workspace whose
+    size is worked out once per shape, nothing else (no checks, no registry adjoint,
+    no per-call shape rule). Its gap to tapegrad's own step is PyTorch's autograd
+    machinery (``Function.apply``, the engine), which the export pays too."""
     A = dict(stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1)
     ws = [np.empty(0, np.uint8)]  # one kept scratch buffer, as tapegrad and the export
+    sizes = {}  # (op name, input shapes) -> (op, workspace bytes)
 
     @staticmethod
     def run(name, *arrays, **attrs):
-        op = tg.ops_registry.get(name)
-        specs = [None if a is None else tg.ops_registry.TensorSpec(a.shape, a.dtype)
-                 for a in arrays]
-        n = op.workspace_bytes(*specs, **attrs)
+        key = (name,) + tuple(None if a is None else a.shape for a in arrays)
+        hit = _Floor.sizes.get(key)
+        if hit is None:
+            op = tg.ops_registry.get(name)
+            specs = [None if a is None else tg.ops_registry.TensorSpec(a.shape, a.dtype)
+                     for a in arrays]
+            hit = _Floor.sizes[key] = (op, op.workspace_bytes(*specs, **attrs))
+        op, n = hit
         if _Floor.ws[0].nbytes < n:
             _Floor.ws[0] = np.empty(n, np.uint8)
         return torch.from_numpy(op.kernel(*arrays, workspace=_Floor.ws[0][:n], **attrs))
