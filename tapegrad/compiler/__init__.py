@@ -6,7 +6,9 @@ updates, in-place ops), then replay it as a straight line of kernel calls.
 and the generated replay function. See ``docs/architecture.md`` ("Compile").
 """
 import functools
+import types
 import warnings
+import weakref
 
 import numpy as np
 
@@ -90,7 +92,7 @@ class Compiled:
             why = "a leaf's .grad or buffer is not as at the capture"
             for prog, leaves in entry:
                 if prog.swaps != DATA_SWAPS[0] or not _refs_ok(prog.refs) \
-                        or not _owners_ok(prog.graph.owners):
+                        or not _owners_ok(prog.graph.owners) or not _paths_ok(prog.paths):
                     why = ("a tensor the function reads from outside (through a global, a "
                            "closure, a module, a container or an attribute) was rebound or "
                            "dropped, or a tensor's .data replaced; pass tensors that change "
@@ -151,6 +153,7 @@ class Compiled:
                     graph.ext_grad[v] = ("arg", argpos[id(leaf)])
             prog = Program(graph, fuse=self.fuse)
             prog.swaps, prog.refs = swaps, refs
+            prog.paths = _paths(self.fn, [ref() for ref, _ in graph.owners])
         except Unsupported as e:
             self._programs[key] = self._eager_reason = str(e)
             warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
@@ -250,6 +253,97 @@ def _refs_ok(refs):
             cur = _module_tensors(obj)
             if len(cur) != len(tensors) or any(a is not b for a, b in zip(cur, tensors)):
                 return False
+    return True
+
+
+_SCAN_ITEMS = 256  # a container longer than this is not searched (a dataset, a cache)
+
+
+def _paths(fn, tensors, depth=3):
+    """How ``fn`` reaches each tensor in ``tensors`` (those whose buffers the capture
+    read from outside) through containers and plain objects: ``(holder, key, steps,
+    weakref)`` with ``holder[key]`` (or a cell's contents) a root as ``_references``
+    finds them (closure cells, named globals, the functions they name) and ``steps``
+    the items (``("i", key)``) and attributes (``("a", name)``) from there to the
+    tensor, two deep. A replay needs each path to lead to the same tensor still: a
+    container item or an attribute rebound while the old tensor lives on elsewhere
+    (where ``_owners_ok`` cannot see it) captures again."""
+    want = {id(t): t for t in tensors if t is not None}
+    out = []
+    if not want:
+        return ()
+
+    def search(obj, steps, root, d):
+        if id(obj) in want and obj is want[id(obj)]:
+            out.append(root + (steps, weakref.ref(obj)))
+            return
+        if d == 0 or isinstance(obj, (Tensor, str, bytes, type, types.ModuleType,
+                                      np.ndarray)) or callable(obj) or _is_module(obj):
+            return
+        if type(obj) is dict:
+            if len(obj) <= _SCAN_ITEMS:
+                for k, v in list(obj.items()):
+                    if isinstance(k, (str, int, tuple)):
+                        search(v, steps + (("i", k),), root, d - 1)
+        elif type(obj) in (list, tuple):
+            if len(obj) <= _SCAN_ITEMS:
+                for i, v in enumerate(obj):
+                    search(v, steps + (("i", i),), root, d - 1)
+        else:
+            attrs = getattr(obj, "__dict__", None)
+            if type(attrs) is dict and len(attrs) <= _SCAN_ITEMS:
+                for k, v in list(attrs.items()):
+                    search(v, steps + (("a", k),), root, d - 1)
+
+    seen = set()
+
+    def visit(f, d):
+        if id(f) in seen:
+            return
+        seen.add(id(f))
+        if _is_module(f):
+            f = type(f).forward.__get__(f)
+        owner = getattr(f, "__self__", None)
+        if owner is not None and not _is_module(owner) and not isinstance(owner, types.ModuleType):
+            search(owner, (), (f, "__self__"), 2)
+        f = getattr(f, "__func__", f)
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        roots = []
+        for cell in f.__closure__ or ():
+            try:
+                roots.append((cell, "cell_contents", cell.cell_contents))
+            except ValueError:  # an empty cell
+                continue
+        g = f.__globals__
+        roots += [(g, name, g[name]) for name in code.co_names if name in g]
+        for holder, key, obj in roots:
+            if isinstance(obj, Tensor):
+                continue  # a name: _references checks it
+            if callable(obj) or hasattr(obj, "__func__"):
+                if d > 0 and not isinstance(obj, type):
+                    visit(obj, d - 1)
+                continue
+            search(obj, (), (holder, key), 2)
+    try:
+        visit(fn, depth)
+    finally:  # (search and visit are recursive closures, a cycle: it must not keep
+        want.clear()  # the tensors alive, or _owners_ok could not see them die)
+    return tuple(out)
+
+
+def _paths_ok(paths):
+    for holder, key, steps, ref in paths:
+        try:
+            obj = holder.cell_contents if key == "cell_contents" else \
+                getattr(holder, key) if key == "__self__" else holder[key]
+            for kind, k in steps:
+                obj = obj[k] if kind == "i" else getattr(obj, k)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            return False
+        if obj is not ref():
+            return False
     return True
 
 

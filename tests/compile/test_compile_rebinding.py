@@ -88,3 +88,52 @@ def test_tensor_in_a_container_replaced():
         if step == 2:
             h.scale = tg.tensor([-1.0, 3.0])
     assert f.stats()["replays"] >= 4
+
+
+def test_container_item_replaced_while_the_old_tensor_lives_on():
+    """The same loop, but something else keeps each old tensor alive (a history, a
+    second container, an optimizer's state): the tensor the capture read is not gone,
+    yet the function now reads another through the dict, the list and the object.
+    Replaying the old buffers would be a silently wrong result; it captures again."""
+    params = {"w": tg.tensor([1.0, 2.0])}
+    layers = [tg.tensor([0.5, -0.5])]
+
+    class Holder:
+        pass
+    h = Holder()
+    h.cfg = {"scale": tg.tensor([2.0, 2.0])}
+    history = []
+
+    def fn(a):
+        return ((a * params["w"] + layers[0]) * h.cfg["scale"]).sum()
+    f = tg.compile(fn)
+    x = tg.tensor([1.0, -1.0])
+    for step in range(4):
+        _check(f, fn, x)
+        _check(f, fn, x)
+        history += [params["w"], layers[0], h.cfg["scale"]]  # the old ones live on
+        params["w"] = params["w"] * 0.5 + 1.0
+        if step % 2:
+            layers[0] = layers[0] - 0.25
+        if step == 2:
+            h.cfg["scale"] = tg.tensor([-1.0, 3.0])
+    assert f.stats()["captures"] == 4 and f.stats()["replays"] >= 4
+
+
+def test_method_of_a_plain_object_reads_its_attributes():
+    class Model:
+        def __init__(self):
+            self.w = tg.tensor([1.0, 3.0])
+
+        def loss(self, a):
+            return (a * self.w).sum()
+    m = Model()
+    f = tg.compile(m.loss)
+    x = tg.tensor([2.0, 1.0])
+    keep = []
+    for _ in range(3):
+        _check(f, m.loss, x)
+        _check(f, m.loss, x)
+        keep.append(m.w)
+        m.w = m.w + 1.0
+    assert f.stats()["captures"] == 3
