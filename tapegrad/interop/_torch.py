@@ -298,7 +298,9 @@ def _fast_call(op, args, attrs):
         if plan is None:
             return None
     if rg and op.differentiable and torch.is_grad_enabled():
-        return _Lean.apply(_Call(op, attrs, raw, None, plan), *args)
+        # (PyTorch's C-level apply: Function.apply's Python layer only binds defaults
+        # for setup_context and unwraps functorch's wrappers, none here)
+        return _lean_apply[0](_Call(op, attrs, raw, None, plan), *args)
     return _fast_run(op, plan, raw, args, attrs)
 
 
@@ -592,6 +594,7 @@ class _Apply:
 
 
 _Lean = _Apply
+_lean_apply = [None]  # Lean's C-level apply (torch._C._FunctionBase.apply bound to it)
 
 
 def _setup(ctx, c, args, output, forward_mode):
@@ -934,6 +937,7 @@ def torch_ops():
     if not isinstance(_Apply, type) or not issubclass(_Apply, _torch.autograd.Function):
         global _Lean
         _Apply, _Lean = _make_apply()
+        _lean_apply[0] = _torch._C._FunctionBase.__dict__["apply"].__get__(None, _Lean)
         # an adjoint run on torch.Tensors that binds an op directly reaches the export
         for tp in (_torch.Tensor, _torch.nn.Parameter):
             register_foreign(tp, lambda op, args, attrs: call(op, args, attrs),
