@@ -41,6 +41,7 @@ import zlib
 
 import numpy as np
 
+from ..devices import mpi as _mpi_native
 from ..devices import nccl as _nccl
 from ..tensor import Tensor, buffer, mark_written
 
@@ -115,9 +116,12 @@ class _Group:
         self.nreq = None
         self.queue = collections.deque()   # Works whose transfer has not started
         self.hashes = {}                      # call descriptions -> hash
-        # all_reduce's fast path: its last (weakref to the buffer, op, shape, MPI op,
-        # call description)
+        # all_reduce's short path: its last call (see _fast_entry); the compiled post
+        # and test (devices/mpi.py): None until loaded, False where unusable
         self.last_fast = None
+        self.native = None if os.environ.get("TAPEGRAD_DISTRIBUTED_NATIVE", "1") != "0" \
+            else False
+        self.repeats = 0      # repeated short-path calls made before the compiled path
         self.calls = 0        # checked-kind collective calls made (the call index)
         self.prev = None      # the description of the last call compared across ranks
         self.checked = {}     # call index -> description, of this rank's compared calls
@@ -127,6 +131,7 @@ class _Group:
         self.fast_ops = {(np.dtype(t), k): getattr(MPI, _MPI_OPS[k])
                          for t in _FAST_TYPES for k in _FAST_OPS
                          if k != "avg" or np.dtype(t).kind == "f"}
+        self.fast_types = {np.dtype(t): getattr(MPI, name) for t, name in _FAST_TYPES.items()}
         self.crowded = False
         self.IN_PLACE = MPI.IN_PLACE
         self.comm = self._dup(world, "init_process_group")
@@ -136,6 +141,9 @@ class _Group:
         local = world.Split_type(MPI.COMM_TYPE_SHARED)
         self.crowded = local.Get_size() > (os.cpu_count() or 1)
         local.Free()
+        # how often the compiled path tests its request before the Python wait takes
+        # over (crowded: the core may be needed by the rank it waits for)
+        self.polls = 16 if self.crowded else 1024
         self.nbuf = bytearray(_NOTICE_BYTES)
         self.status = MPI.Status()
         self.nreq = self.ctl.Irecv(self.nbuf, MPI.ANY_SOURCE, MPI.ANY_TAG)
@@ -672,25 +680,36 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     if g is not None and group is None and not async_op and not g.queue \
             and isinstance(tensor, Tensor):
         # the common case, in fewer steps (the same as below): a blocking reduction
-        # of a contiguous CPU buffer; a repeat of the last one skips the lookups
+        # of a contiguous CPU buffer; a repeat of the last one skips the look-ups
         arr = buffer(tensor)
-        last = g.last_fast
-        if last is not None and last[0]() is arr and last[1] == op and last[2] == arr.shape:
-            mop, desc = last[3], last[4]
+        e = g.last_fast
+        if e is not None and e[0]() is arr and e[1] == op and e[2] == arr.shape:
+            hit = True
         else:
-            mop = desc = None
-            if op in _FAST_OPS and arr.__class__ is np.ndarray and arr.flags.c_contiguous:
-                mop = g.fast_ops.get((arr.dtype, op))
-            if mop is not None:
-                desc = f"all_reduce({_desc(tensor)}, op={op})"
-                g.last_fast = (weakref.ref(arr), op, arr.shape, mop, desc)
-        if mop is not None:
-            if g.checks and g.must_compare(desc):
-                g.compare_now(desc, "all_reduce")
+            hit = False
+            e = _fast_entry(g, tensor, arr, op)
+        if e is not None:
+            if g.checks:
+                # must_compare's common case: the call repeats the last compared one
+                g.calls += 1
+                if e[4] is not g.prev or g.calls in g.announced:
+                    g.calls -= 1
+                    if g.must_compare(e[4]):
+                        g.compare_now(e[4], "all_reduce")
+                    g.prev = e[4]
             g.seq += 1
-            req = g.comm.Iallreduce(g.IN_PLACE, arr, op=mop)
-            if not req.Test():
-                g.wait([req], "all_reduce", g.seq)
+            if e[5] is not None:
+                r = g.native(e[5], e[6], e[7], g.polls)
+                if r:
+                    _native_wait(g, r)
+            else:
+                req = g.comm.Iallreduce(g.IN_PLACE, arr, op=e[3])
+                if not req.Test():
+                    g.wait([req], "all_reduce", g.seq)
+                if hit and g.native is None:
+                    g.repeats += 1
+                    if g.repeats >= _NATIVE_AFTER:
+                        _load_native(g)
             if op == "avg":
                 arr /= g.size
             mark_written(tensor)
@@ -703,7 +722,45 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
 
 
 _FAST_OPS = frozenset(("sum", "avg", "max", "min", "product"))
-_FAST_TYPES = (np.float32, np.float64, np.int32, np.int64)
+_FAST_TYPES = {np.float32: "FLOAT", np.float64: "DOUBLE", np.int32: "INT32_T",
+               np.int64: "INT64_T"}
+_NATIVE_AFTER = 64   # repeated short-path calls before the compiled path is loaded
+
+
+def _fast_entry(g, tensor, arr, op):
+    """``all_reduce``'s short path for this buffer and op, kept as the group's last
+    (``last_fast``); None where it does not apply. A tuple: weakref to the buffer,
+    op, shape, MPI op, call description, then the compiled call's arguments (the
+    buffer's address, which does not change while it lives, and the packed handles)
+    or three Nones."""
+    if op not in _FAST_OPS or arr.__class__ is not np.ndarray or not arr.flags.c_contiguous \
+            or not arr.flags.writeable:
+        return None
+    mop = g.fast_ops.get((arr.dtype, op))
+    if mop is None:
+        return None
+    desc = f"all_reduce({_desc(tensor)}, op={op})"
+    native = (None, None, None)
+    if g.native and arr.size <= _mpi_native.MAX_COUNT:
+        native = (arr.ctypes.data,) + _mpi_native.pack(g.comm, arr.size,
+                                                        g.fast_types[arr.dtype], mop)
+    e = g.last_fast = (weakref.ref(arr), op, arr.shape, mop, desc) + native
+    return e
+
+
+def _load_native(g):
+    """Load the compiled post-and-test (once; False where it cannot be used) and drop
+    the short path's entry, which the next call makes again with its arguments."""
+    g.native = _mpi_native.load(g.MPI) or False
+    g.last_fast = None
+
+
+def _native_wait(g, r):
+    """The compiled call's answer other than done: an MPI error, or the request still
+    in flight, which the usual wait finishes (with the notices and the timeout)."""
+    if r < 0:
+        raise g.MPI.Exception(-r)
+    g.wait([_mpi_native.request_of(g.MPI, r)], "all_reduce", g.seq)
 
 
 def _all_reduce(g, what, tensor, key, async_op, check):

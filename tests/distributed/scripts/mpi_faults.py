@@ -1,5 +1,7 @@
 """One fault per run (argv[1]); the test reads what each rank printed and the exit
-status of the job."""
+status of the job. With TG_TEST_NATIVE=1 the blocking all_reduce's compiled path is
+loaded first (three more collectives), so that the faults happen on it."""
+import os
 import sys
 import time
 
@@ -7,9 +9,21 @@ import tapegrad as tg
 import tapegrad.distributed as dist
 
 mode = sys.argv[1]
+native = os.environ.get("TG_TEST_NATIVE") == "1"
+if native:
+    from mpi4py import MPI
+
+    import tapegrad.devices.mpi
+    assert tapegrad.devices.mpi.load(MPI), "the compiled path cannot be loaded here"
 dist.init_process_group(backend="mpi", timeout=float(sys.argv[2]) if len(sys.argv) > 2 else 20)
 R, N = dist.get_rank(), dist.get_world_size()
 dist.all_reduce(tg.ones(2))  # everyone is up
+if native:
+    dist._NATIVE_AFTER = 1
+    w = tg.ones(3)
+    for _ in range(3):
+        dist.all_reduce(w)
+    assert dist._WORLD.native and dist._WORLD.last_fast[5] is not None
 
 if mode == "raise":
     # the last rank fails while the others wait in a collective
