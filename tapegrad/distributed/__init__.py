@@ -32,6 +32,7 @@ finalize, which would wait for the others).
 import atexit
 import collections
 import datetime
+import functools
 import io
 import os
 import sys
@@ -683,33 +684,23 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         # of a contiguous CPU buffer; a repeat of the last one skips the look-ups
         arr = buffer(tensor)
         e = g.last_fast
-        if e is not None and e[0]() is arr and e[1] == op and e[2] == arr.shape:
-            hit = True
-        else:
-            hit = False
+        if e is None or e[0] is not arr or e[1] != op or e[2] != arr.shape:
             e = _fast_entry(g, tensor, arr, op)
         if e is not None:
             if g.checks:
-                # must_compare's common case: the call repeats the last compared one
+                # must_compare's common case inline: the call repeats the last
+                # compared one, and no other rank announced a comparison of it
                 g.calls += 1
                 if e[4] is not g.prev or g.calls in g.announced:
                     g.calls -= 1
-                    if g.must_compare(e[4]):
-                        g.compare_now(e[4], "all_reduce")
-                    g.prev = e[4]
+                    _compare(g, e[4])
             g.seq += 1
             if e[5] is not None:
-                r = g.native(e[5], e[6], e[7], g.polls)
+                r = e[5]()          # posted and tested in compiled code
                 if r:
                     _native_wait(g, r)
             else:
-                req = g.comm.Iallreduce(g.IN_PLACE, arr, op=e[3])
-                if not req.Test():
-                    g.wait([req], "all_reduce", g.seq)
-                if hit and g.native is None:
-                    g.repeats += 1
-                    if g.repeats >= _NATIVE_AFTER:
-                        _load_native(g)
+                _fast_mpi4py(g, e, arr)
             if op == "avg":
                 arr /= g.size
             mark_written(tensor)
@@ -724,15 +715,21 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
 _FAST_OPS = frozenset(("sum", "avg", "max", "min", "product"))
 _FAST_TYPES = {np.float32: "FLOAT", np.float64: "DOUBLE", np.int32: "INT32_T",
                np.int64: "INT64_T"}
-_NATIVE_AFTER = 64   # repeated short-path calls before the compiled path is loaded
+_NATIVE_AFTER = 64   # repeats of a short-path call before the compiled path is loaded
+_KEEP_BYTES = 1 << 16   # a buffer this small is held by the cache, a larger one weakly
 
 
 def _fast_entry(g, tensor, arr, op):
-    """``all_reduce``'s short path for this buffer and op, kept as the group's last
-    (``last_fast``); None where it does not apply. A tuple: weakref to the buffer,
-    op, shape, MPI op, call description, then the compiled call's arguments (the
-    buffer's address, which does not change while it lives, and the packed handles)
-    or three Nones."""
+    """``all_reduce``'s short path for this buffer and op (``g.last_fast``), made
+    anew or, for a large buffer, found through its weakref; None where it does not
+    apply. A tuple: the buffer (a weakref if large), op, shape, MPI op, the call's
+    description, then the compiled call with its arguments bound (the buffer's
+    address, which does not change while it lives) or None."""
+    e = g.last_fast
+    if e is not None and e[0].__class__ is weakref.ref and e[0]() is arr and e[1] == op \
+            and e[2] == arr.shape:
+        return e
+    g.repeats = 0
     if op not in _FAST_OPS or arr.__class__ is not np.ndarray or not arr.flags.c_contiguous \
             or not arr.flags.writeable:
         return None
@@ -740,17 +737,38 @@ def _fast_entry(g, tensor, arr, op):
     if mop is None:
         return None
     desc = f"all_reduce({_desc(tensor)}, op={op})"
-    native = (None, None, None)
+    post = None
     if g.native and arr.size <= _mpi_native.MAX_COUNT:
-        native = (arr.ctypes.data,) + _mpi_native.pack(g.comm, arr.size,
-                                                        g.fast_types[arr.dtype], mop)
-    e = g.last_fast = (weakref.ref(arr), op, arr.shape, mop, desc) + native
+        post = functools.partial(g.native, arr.ctypes.data,
+                                 *_mpi_native.pack(g.comm, arr.size, g.fast_types[arr.dtype],
+                                                   mop), g.polls)
+    held = arr if arr.nbytes <= _KEEP_BYTES else weakref.ref(arr)
+    e = g.last_fast = (held, op, arr.shape, mop, desc, post)
     return e
+
+
+def _compare(g, desc):
+    """The short path's call check when it may differ from the last compared call."""
+    if g.must_compare(desc):
+        g.compare_now(desc, "all_reduce")
+    g.prev = desc
+
+
+def _fast_mpi4py(g, e, arr):
+    """The short path's transfer through mpi4py (until the compiled path is loaded,
+    or where it cannot be)."""
+    req = g.comm.Iallreduce(g.IN_PLACE, arr, op=e[3])
+    if not req.Test():
+        g.wait([req], "all_reduce", g.seq)
+    if g.native is None:
+        g.repeats += 1
+        if g.repeats >= _NATIVE_AFTER:
+            _load_native(g)
 
 
 def _load_native(g):
     """Load the compiled post-and-test (once; False where it cannot be used) and drop
-    the short path's entry, which the next call makes again with its arguments."""
+    the short path's entry, which the next call makes again with it."""
     g.native = _mpi_native.load(g.MPI) or False
     g.last_fast = None
 
