@@ -13,9 +13,11 @@ Run the script under MPI's launcher; each process is one rank::
     work.wait()
 
 The collectives run on the tensors' own buffers (no copy for contiguous CPU tensors)
-with mpi4py's non-blocking calls; ``mpi4py`` is imported by ``init_process_group``
-only (``pip install tapegrad[distributed]`` installs it with MPICH's wheel). CUDA
-tensors go through NCCL (``devices/nccl.py``, on CuPy), with MPI carrying the set-up.
+with mpi4py's non-blocking calls; a blocking ``all_reduce`` repeated in a loop moves to
+MPI's own functions called from Numba code (``devices/mpi.py``, MPICH-family libraries;
+``TAPEGRAD_DISTRIBUTED_NATIVE=0`` keeps mpi4py's). ``mpi4py`` is imported by
+``init_process_group`` only (``pip install tapegrad[distributed]`` installs it with
+MPICH's wheel). CUDA tensors go through NCCL (``devices/nccl.py``, on CuPy), with MPI carrying the set-up.
 
 Faults never hang silently. While a rank waits for a collective it also watches for
 notices from the others: a rank whose script raises tells every other rank before it
