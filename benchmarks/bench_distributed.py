@@ -11,7 +11,8 @@ prints rank 0's medians. Questions answered:
    ``comm.Allreduce(MPI.IN_PLACE, array)``), ``tg`` (``dist.all_reduce(tensor)``, with
    its call check on: a 16-byte comparison on a side communicator before the transfer,
    made only when a call differs from the rank's previous one, so here once per size),
-   and ``tg unchecked`` (the check off, as DDP's buckets run). Latency is
+   and ``tg unchecked`` (the check off, as DDP's buckets run); tg's repeated calls
+   post and test MPI's all-reduce from compiled code (``devices/mpi.py``). Latency is
    the median time per call; bus bandwidth is ``2 (n-1)/n * bytes / time`` (what a
    ring moves per rank).
 2. DDP step time (forward, backward, Adam) of the MLP against one process on its own
@@ -75,9 +76,9 @@ def worker_allreduce(quick):
                     dist.all_reduce(t)
             calls_of[name] = call
         res = {name: [] for name in calls_of}
-        for name, call in calls_of.items():   # warm-up
-            world.checks = name != "tg unchecked"
-            for _ in range(3):
+        for name, call in calls_of.items():   # warm-up (tg: past the repeats after
+            world.checks = name != "tg unchecked"   # which its compiled path loads)
+            for _ in range(3 if name == "mpi4py" else dist._NATIVE_AFTER + 3):
                 call()
         # the contenders take turns, round after round: a busy neighbour slows them
         # all alike; the median round of each

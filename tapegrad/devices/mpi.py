@@ -131,7 +131,7 @@ def load(MPI):
         return _loaded[key]
     _loaded[key] = None
     try:
-        if MPI.get_vendor()[0] not in _VENDORS:
+        if MPI.get_vendor()[0] not in _VENDORS or not hasattr(MPI.Request, "fromhandle"):
             return None
         if any(MPI._sizeof(c) != 4 for c in (MPI.Comm, MPI.Datatype, MPI.Op, MPI.Request)):
             return None
