@@ -105,9 +105,10 @@ def check_same(op, devs):
                                f"but found at least two devices, {first} and {d}")
 
 
-def special(name, array, n=None):
+def special(name, array, n=None, out=None):
     """A special function (erf, erfc, erfinv, lgamma, digamma; polygamma of order ``n``)
-    applied on the array's own device."""
+    applied on the array's own device; written into ``out`` when given (an array of
+    the result's shape and a floating dtype; it may be ``array`` itself)."""
     if isinstance(array, (np.ndarray, np.generic)):
         from . import cpu
         array = np.asarray(array)
@@ -116,30 +117,37 @@ def special(name, array, n=None):
         if name in ("digamma", "polygamma", "erfinv"):
             from .cpu_kernels import special as kernels
             if name == "erfinv":
-                return kernels.erfinv(array, array.dtype)
-            return (kernels.digamma(array, array.dtype) if name == "digamma"
-                    else kernels.polygamma(n, array, array.dtype))
-        return cpu.special(name)(array)
+                return kernels.erfinv(array, array.dtype, out=out)
+            return (kernels.digamma(array, array.dtype, out=out) if name == "digamma"
+                    else kernels.polygamma(n, array, array.dtype, out=out))
+        return cpu.special(name)(array) if out is None else cpu.special(name)(array, out=out)
     from . import cuda
     import importlib
     sp = importlib.import_module("cupyx.scipy.special")
     cuda.check_available()
-    if name == "lgamma":
-        return sp.gammaln(array)
-    return sp.polygamma(n, array) if name == "polygamma" else getattr(sp, name)(array)
+    if name == "polygamma":  # (a Python function over ufuncs: computed, then copied)
+        r = sp.polygamma(n, array)
+        if out is None:
+            return r
+        out[...] = r
+        return out
+    fn = sp.gammaln if name == "lgamma" else getattr(sp, name)  # CuPy ufuncs
+    return fn(array) if out is None else fn(array, out=out)
 
 
-def igamma(a, x, upper):
+def igamma(a, x, upper, out=None):
     """The regularized lower (upper=False) or upper incomplete gamma function of
-    ``a`` and ``x`` (broadcast), in their dtype on their device (CUDA: CuPy's)."""
+    ``a`` and ``x`` (broadcast), in their dtype on their device (CUDA: CuPy's);
+    written into ``out`` when given."""
     if isinstance(x, (np.ndarray, np.generic)):
         from .cpu_kernels import special as kernels
         dt = np.result_type(np.asarray(a).dtype, np.asarray(x).dtype)
         with np.errstate(all="ignore"):
-            return kernels.igamma(a, x, upper, dt)
+            return kernels.igamma(a, x, upper, dt, out=out)
     import importlib
     sp = importlib.import_module("cupyx.scipy.special")
-    return sp.gammaincc(a, x) if upper else sp.gammainc(a, x)
+    fn = sp.gammaincc if upper else sp.gammainc  # CuPy ufuncs
+    return fn(a, x) if out is None else fn(a, x, out=out)
 
 
 def gamma_grad(alpha, x):

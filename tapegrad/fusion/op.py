@@ -373,21 +373,29 @@ class _InnerCtx:
 _UNARY = {}
 
 
-def run_unary(expr, x):
+def run_unary(expr, x, out=None):
     """The one-input scalar expression ``expr`` (free name ``x``) over the float32
     NumPy array ``x``, as one compiled loop with the vectorisable approximations of
     ``approx.py``, run over chunks on the CPU threads: for a registry op whose own
     kernel is a chain of NumPy passes (``sigmoid``, ``erf``). Returns a new C-order
     array, or None where this does not apply (another dtype or array type, fewer than
     ``config.min_numel`` elements, ``config.approximate`` or ``config.use_numba``
-    off, Numba unusable): the caller's NumPy code then runs."""
+    off, Numba unusable): the caller's NumPy code then runs. ``out``: the caller's
+    buffer, written (and returned) when it and ``x`` are C-contiguous float32 arrays
+    of one shape (it may be ``x`` itself: each element is read before it is written);
+    otherwise None."""
     if (type(x) is not np.ndarray or x.dtype != np.float32 or not config.use_numba
             or not config.approximate or _numba_broken or x.size < max(config.min_numel, 1)):
+        return None
+    if out is not None and (type(out) is not np.ndarray or out.dtype != np.float32
+                            or out.shape != x.shape or not out.flags.c_contiguous
+                            or not out.flags.writeable or not x.flags.c_contiguous):
         return None
     fn = _UNARY.get(expr)
     n = x.size
     flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(x.shape, np.float32)
+    if out is None:
+        out = np.empty(x.shape, np.float32)
     try:
         if fn is None:
             v = E.var("x")

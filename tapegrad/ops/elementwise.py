@@ -372,24 +372,32 @@ TANH = _u("tanh", np.tanh, lambda ctx, g: (g * (1 - ctx.out * ctx.out),), saves=
           expr="tanh(x)")
 
 
-def _sigmoid(x):
+def _sigmoid(x, out=None):
     # float32: one compiled loop over the vectorisable approximation (fusion/approx.py,
     # within about 2 ulp, as PyTorch's); 5-10x faster than the NumPy passes below
-    out = _fusion_op.run_unary("sigmoid(x)", x)
-    if out is not None:
-        return out
-    # no overflow, and full relative precision in the tail x << 0 (where the tanh
-    # form 0.5 + 0.5 * tanh(x / 2) rounds to 0); in place after the first pass
+    r = _fusion_op.run_unary("sigmoid(x)", x, out=out)
+    if r is not None:
+        return r
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
-    e = np.abs(x, out=np.empty(x.shape, x.dtype))
-    np.negative(e, out=e)
-    np.exp(e, out=e)
-    r = np.add(e, 1, out=np.empty(x.shape, x.dtype))
-    np.reciprocal(r, out=r)
-    np.multiply(e, r, out=e)
-    np.copyto(e, r, where=x >= 0)
-    return e
+    # 1 / (1 + exp(-x)), in place in the result: full relative precision in the tail
+    # x << 0 too (where 0.5 + 0.5 * tanh(x / 2) rounds to 0), except below about -709,
+    # where exp(-x) overflows: there exp(x) itself (to the subnormal end), from a copy
+    # of those few inputs taken before ``out`` (which may be ``x``) is written
+    tail = None
+    if x.size and np.fmin.reduce(x, axis=None) < -700:  # (fmin: NaN does not hide it)
+        tail = x < -700
+        xt = x[tail]
+    if out is None:
+        out = np.empty(x.shape, x.dtype)
+    with np.errstate(over="ignore"):
+        np.negative(x, out=out)
+        np.exp(out, out=out)
+    np.add(out, 1, out=out)
+    np.reciprocal(out, out=out)
+    if tail is not None:
+        out[tail] = np.exp(xt)
+    return out
 
 
 SIGMOID = _u("sigmoid", _sigmoid, lambda ctx, g: (g * ctx.out * (1 - ctx.out),),
@@ -466,11 +474,11 @@ RELU = _u("relu", _relu, lambda ctx, g: (bind(RELU_BACKWARD, g, ctx.out),), save
           promote="same", expr="maximum(x, 0)", samples=unary_samples(avoid=(0.0,)))
 
 
-def _erf(x):
+def _erf(x, out=None):
     # float32: the vectorisable approximation (fusion/approx.py, within about 2 ulp),
     # ~10x faster than the scalar erf loop the devices layer runs otherwise
-    out = _fusion_op.run_unary("erf(x)", x)
-    return out if out is not None else _devices.special("erf", x)
+    r = _fusion_op.run_unary("erf(x)", x, out=out)
+    return r if r is not None else _devices.special("erf", x, out=out)
 
 
 ERF = _u("erf", _erf, lambda ctx, g: (g * _2_OVER_SQRT_PI * ctx.m.exp(-ctx.inputs[0] ** 2),),

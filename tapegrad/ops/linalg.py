@@ -4,6 +4,7 @@ Layering: linalg sits above elementwise, reduce, shape and creation (the composi
 matrix_norm, solve, use them); the nn ops import it.
 """
 import collections
+import math
 import string
 
 import numpy as np
@@ -586,12 +587,29 @@ def _td_infer(a, b, dims):
     return TensorSpec(out, one_dtype("tensordot", (a, b), ("a", "b")))
 
 
-def _td_kernel(a, b, dims):
+def _td_kernel(a, b, dims, out=None):
     da, db = dims
     for i, j in zip(da, db):
         if a.shape[i] != b.shape[j]:
             raise ValueError("tensordot")
-    return np.asarray(np.tensordot(a, b, axes=(list(da), list(db))))
+    if out is None or type(a) is not np.ndarray or type(out) is not np.ndarray \
+            or not out.flags.c_contiguous:
+        r = np.asarray(np.tensordot(a, b, axes=(list(da), list(db))))
+        if out is None:
+            return r
+        out[...] = r
+        return out
+    # np.tensordot's own steps (free dims first, contracted dims last, as a matrix
+    # product), the product written by matmul into ``out`` seen as that matrix
+    # (matmul copies an input that ``out`` overlaps)
+    fa = [i for i in range(a.ndim) if i not in da]
+    fb = [j for j in range(b.ndim) if j not in db]
+    k = math.prod(a.shape[i] for i in da)
+    m, n = math.prod(a.shape[i] for i in fa), math.prod(b.shape[j] for j in fb)
+    a2 = a.transpose(fa + list(da)).reshape(m, k)
+    b2 = b.transpose(list(db) + fb).reshape(k, n)
+    np.matmul(a2, b2, out=out.reshape(m, n))
+    return out
 
 
 def _td_vjp(ctx, g):
@@ -693,13 +711,49 @@ def _need_float(*arrays, square=True):
         raise ValueError("not square")
 
 
-def _inv_kernel(x):
+try:  # the LAPACK gufuncs np.linalg calls: as any ufunc they take out=
+    from numpy.linalg import _umath_linalg as _ulg
+except ImportError:  # (private to NumPy: where it is gone, out= computes then copies)
+    _ulg = None
+
+
+def _into(out, *arrays):
+    """Whether np.linalg's gufunc can write straight into ``out``: float64 in and out
+    (np.linalg computes float32 in float64: a float32 out would take a float64 copy of
+    the result, so those compute and copy), NumPy arrays."""
+    return _ulg is not None and all(type(a) is np.ndarray and a.dtype == np.float64
+                                    for a in (out,) + arrays)
+
+
+def _lapack(name, args, sig, out, singular=None):
+    """``_umath_linalg.<name>(*args)`` into ``out`` (a tuple for several outputs);
+    ``singular``: the LinAlgError message for a singular input (np.linalg's way: the
+    gufunc raises the invalid flag)."""
+    def fail(err, flag):
+        raise LinAlgError(singular)
+    with np.errstate(call=fail, invalid="call" if singular else "ignore", over="ignore",
+                     divide="ignore", under="ignore"):
+        getattr(_ulg, name)(*args, signature=sig, out=out)
+    return out
+
+
+def _copy_into(out, r):
+    out[...] = r
+    return out
+
+
+def _inv_kernel(x, out=None):
     _need_float(x)
+    msg = ("linalg_inv: the input matrix is singular, the inversion could not be completed "
+           f"(shape {tuple(x.shape)})")
+    if out is not None:
+        if _into(out, x):
+            return _lapack("inv", (x,), "d->d", out, msg)
+        return _copy_into(out, _inv_kernel(x))
     try:
         return np.linalg.inv(x)
     except np.linalg.LinAlgError:
-        raise LinAlgError("linalg_inv: the input matrix is singular, the inversion could not "
-                          f"be completed (shape {tuple(x.shape)})") from None
+        raise LinAlgError(msg) from None
 
 
 def _inv_jvp(ctx, t):
@@ -749,8 +803,12 @@ def _det_vjp(ctx, g):
     return (_unsq2(m, g) * _unsq2(m, ctx.out) * m.mT(inv(x)),)
 
 
-def _det_kernel(x):
+def _det_kernel(x, out=None):
     _need_float(x)
+    if out is not None:
+        if _into(out, x):
+            return _lapack("det", (x,), "d->d", out)
+        return _copy_into(out, _det_kernel(x))
     return np.asarray(np.linalg.det(x))
 
 
@@ -786,8 +844,17 @@ def _slogdet_infer(x):
     return TensorSpec(s[:-2], x.dtype), TensorSpec(s[:-2], x.dtype)
 
 
-def _slogdet_kernel(x):
+def _slogdet_kernel(x, out=None):
     _need_float(x)
+    if out is not None:  # (sign, logabsdet)
+        so, lo = out
+        if _into(so, x) and _into(lo):
+            _lapack("slogdet", (x,), "d->dd", (so, lo))
+            np.copyto(so, 0, where=np.isnan(lo))
+            return so, lo
+        r = _slogdet_kernel(x)
+        so[...], lo[...] = r
+        return so, lo
     sign, logabs = np.linalg.slogdet(x)
     # a matrix with NaN has no sign: 0 with a NaN logabsdet, as PyTorch (LAPACK's LU
     # of NaNs gives an arbitrary +-1)
@@ -855,15 +922,20 @@ def _solve_infer(a, b):
     return TensorSpec(tuple(batch) + sb[-2:], _result_dtype(a, b))
 
 
-def _solve_kernel(a, b):
+def _solve_kernel(a, b, out=None):
     if b.ndim < 2 or a.ndim < 2:
         raise ValueError("linalg_solve")
     _need_float(a, b)
+    msg = ("linalg_solve: the solver failed because the input matrix A is singular (shape "
+           f"{tuple(a.shape)})")
+    if out is not None:
+        if _into(out, a, b):  # (the gufunc copies an input that out overlaps)
+            return _lapack("solve", (a, b), "dd->d", out, msg)
+        return _copy_into(out, _solve_kernel(a, b))
     try:
         return np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
-        raise LinAlgError("linalg_solve: the solver failed because the input matrix A is "
-                          f"singular (shape {tuple(a.shape)})") from None
+        raise LinAlgError(msg) from None
 
 
 def _solve_vjp(ctx, g):
@@ -951,7 +1023,7 @@ def _triangle(xp, a, upper, unitriangular):
     return keep(a, 1 if upper else -1) + xp.eye(n, dtype=a.dtype)
 
 
-def _tri_kernel(a, b, upper, unitriangular=False):
+def _tri_kernel(a, b, upper, unitriangular=False, out=None):
     if b.ndim < 2 or a.ndim < 2:
         raise ValueError("linalg_solve_triangular")
     _need_float(a, b)
@@ -962,10 +1034,16 @@ def _tri_kernel(a, b, upper, unitriangular=False):
     if xp is np:  # substitution, many right-hand sides per matrix (a Numba loop)
         from ..devices.cpu_kernels import linalg as _cpu_linalg
         dt = np.result_type(a.dtype, b.dtype)
-        return _cpu_linalg.solve_triangular(a.astype(dt, copy=False), b.astype(dt, copy=False),
-                                            upper, unitriangular)
-    # CuPy: LU on the triangle
-    return xp.linalg.solve(_triangle(xp, a, upper, unitriangular), b)
+        into = out if out is not None and type(out) is np.ndarray and out.dtype == dt \
+            and out.flags.c_contiguous else None
+        r = _cpu_linalg.solve_triangular(a.astype(dt, copy=False), b.astype(dt, copy=False),
+                                         upper, unitriangular, out=into)
+    else:  # CuPy: LU on the triangle
+        r = xp.linalg.solve(_triangle(xp, a, upper, unitriangular), b)
+    if out is None or r is out:
+        return r
+    out[...] = r
+    return out
 
 
 def _tri_part(m, x, upper, unitriangular):

@@ -338,7 +338,44 @@ def _dim_reduced_shape(shape, dim, keepdim):
 
 
 def _argext_kernel(arg, name):
-    def kernel(x, dim, keepdim=False):
+    ext = np.amax if name == "max" else np.amin
+
+    def kernel(x, dim, keepdim=False, out=None):
+        if out is not None:  # (values, indices): the caller's buffers
+            vo, io = out
+            if x.ndim == 0:
+                vo[...] = x
+                io[...] = 0
+                return vo, io
+            if x.shape[dim] == 0:
+                raise op_error(name, f"expected reduction dim {dim} to have non-zero size "
+                                     f"(shape {tuple(x.shape)})", IndexError)
+            dim = dim % x.ndim
+            n = x.shape[dim]
+            if n == 1 or np.may_share_memory(vo, x):  # (out is x: n is 1)
+                vo[...] = x if keepdim else np.squeeze(x, dim)
+                io[...] = 0
+                return vo, io
+            ext(x, axis=dim, out=vo, keepdims=keepdim)  # a ufunc reduction: no temporary
+            if dim == x.ndim - 1 or io.size < 4096:
+                # (argmax along another dim copies x to make that dim contiguous)
+                arg(x, axis=dim, out=io, keepdims=keepdim)
+                return vo, io
+            # the first position holding the extremum (NaN wins, as in argmax), found
+            # from the last position back, each step on output-sized slices (boolean
+            # masks only beside the outs)
+            v = vo if not keepdim else np.squeeze(vo, dim)
+            i = io if not keepdim else np.squeeze(io, dim)
+            nan = x.dtype.kind == "f" and bool(np.isnan(v).any())
+            hit = np.empty(v.shape, np.bool_)
+            lead = (slice(None),) * dim
+            for k in range(n - 1, -1, -1):
+                xk = x[lead + (k,)]
+                np.equal(xk, v, out=hit)
+                if nan:  # (a row with a NaN has a NaN extremum: the NaNs hit)
+                    hit |= np.isnan(xk)
+                np.copyto(i, k, where=hit)
+            return vo, io
         if x.ndim == 0:
             return (x.copy(), np.zeros((), np.int64))
         if x.shape[dim] == 0:

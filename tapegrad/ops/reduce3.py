@@ -344,23 +344,39 @@ def _cum_infer(name):
 def _cum_kernel(name):
     acc = np.maximum if name == "cummax" else np.minimum
 
-    def kernel(x, dim):
+    def kernel(x, dim, out=None):
         xp = _devices.xp_of(x)
         dim = dim % max(x.ndim, 1)
+        if out is not None and (x.ndim == 0 or x.shape[dim] == 0):
+            out[0][...] = x
+            out[1][...] = 0
+            return out
         if x.ndim == 0:
             return x.copy(), xp.zeros((), np.int64)
         if x.shape[dim] == 0:
             return x.copy(), xp.zeros(x.shape, np.int64)
-        vals = getattr(xp, acc.__name__).accumulate(x, axis=dim)
+        if out is not None and xp.may_share_memory(out[0], x):
+            x = x.copy()  # (the values out is the input: the index pass reads x after)
+        vals = getattr(xp, acc.__name__).accumulate(
+            x, axis=dim, **({} if out is None else {"out": out[0]}))
         pos = xp.arange(x.shape[dim]).reshape([-1 if k == dim else 1 for k in range(x.ndim)])
         # the running extremum's index is the last position holding it (ties: the
         # later index, as PyTorch); once a NaN is met the value stays NaN and each
         # later NaN takes the index (PyTorch's rule)
         hold = x == vals
         if x.dtype.kind == "f":
-            hold = hold | xp.isnan(x)
-        idx = xp.maximum.accumulate(xp.where(hold, pos, -1), axis=dim)
-        return vals, idx.astype(np.int64)
+            hold |= xp.isnan(x)
+        if out is None:
+            idx = xp.maximum.accumulate(xp.where(hold, pos, -1), axis=dim)
+            return vals, idx.astype(np.int64)
+        # in the caller's index buffer: the position where held, else -1, then the
+        # running maximum of that along dim, in place (boolean masks only beside it)
+        idx = out[1]
+        idx[...] = pos
+        xp.logical_not(hold, out=hold)
+        xp.copyto(idx, -1, where=hold)
+        xp.maximum.accumulate(idx, axis=dim, out=idx)
+        return vals, idx
     kernel.__name__ = name
     return kernel
 

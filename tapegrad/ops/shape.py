@@ -1114,10 +1114,15 @@ def _diagonal_into_infer(g, shape, offset=0, dim1=0, dim2=1):
     return TensorSpec(tuple(shape), g.dtype)
 
 
-def _diagonal_into_kernel(g, shape, offset=0, dim1=0, dim2=1):
+def _diagonal_into_kernel(g, shape, offset=0, dim1=0, dim2=1, out=None):
     _diagonal_into_infer(g, shape, offset, dim1, dim2)
     xp = _devices.xp_of(g)
-    out = xp.zeros(shape, dtype=g.dtype)
+    if out is None:
+        out = xp.zeros(shape, dtype=g.dtype)
+    else:
+        if np.may_share_memory(out, g):  # (g is the diagonal's size: a small copy)
+            g = g.copy()
+        out[...] = 0
     r, c = _diag_index(xp, g.shape[-1], offset)
     np.moveaxis(out, (dim1, dim2), (-2, -1))[..., r, c] = g
     return out
@@ -1170,12 +1175,15 @@ def _diag_infer(x, diagonal=0):
     raise op_error("diag", f"supports 1-D or 2-D tensors, got shape {shape}", RuntimeError)
 
 
-def _diag_kernel(x, diagonal=0):
+def _diag_kernel(x, diagonal=0, out=None):
     _diag_infer(x, diagonal)
     if x.ndim == 1:
         n = x.shape[0] + abs(diagonal)
-        return _diagonal_into_kernel(x, (n, n), diagonal, 0, 1)
-    return _diagonal_kernel(x, diagonal, 0, 1)
+        return _diagonal_into_kernel(x, (n, n), diagonal, 0, 1, out=out)
+    if out is None:
+        return _diagonal_kernel(x, diagonal, 0, 1)
+    out[...] = _diagonal_kernel(x, diagonal, 0, 1)  # (a view of x: copied, no temporary)
+    return out
 
 
 def _diag_vjp(ctx, g):

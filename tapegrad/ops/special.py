@@ -51,9 +51,9 @@ def _not_a_tensor():
 
 
 def _kernel(name):
-    def kernel(x, n=None):
+    def kernel(x, n=None, out=None):
         with np.errstate(all="ignore"):  # poles give inf, as PyTorch, without a warning
-            return _devices.special(name, x, n)
+            return _devices.special(name, x, n, out=out)
     kernel.__name__ = name
     return kernel
 

@@ -11,6 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import devices as _devices
+from ..devices.cpu_kernels import special as _cpu_special
 from .. import dtypes as _dt
 from .._util import normalize_dim, op_error
 from ..dispatch import bind
@@ -32,11 +33,11 @@ def _erfinv_infer(x):
     return TensorSpec(tuple(x.shape), dt if dt.kind == "f" else np.dtype(np.float32))
 
 
-def _erfinv_kernel(x):
+def _erfinv_kernel(x, out=None):
     if x.dtype.kind != "f":  # an integer input: the default float, as the shape rule
         x = x.astype(_dt.default_float_np())
     with np.errstate(all="ignore"):
-        return _devices.special("erfinv", x)
+        return _devices.special("erfinv", x, out=out)
 
 
 ERFINV = register(
@@ -97,8 +98,11 @@ def _frexp_infer(x):
     return TensorSpec(tuple(x.shape), dt), TensorSpec(tuple(x.shape), np.dtype(np.int32))
 
 
-def _frexp_kernel(x):
+def _frexp_kernel(x, out=None):
     xp = _devices.xp_of(x)
+    if out is not None:  # (mantissa, exponent): NumPy's frexp writes both there
+        xp.frexp(x, out=tuple(out))
+        return tuple(out)
     m, e = xp.frexp(x)
     return m.astype(x.dtype), e.astype(np.int32)
 
@@ -195,11 +199,18 @@ def _float_kernel_input(x):
     return x if x.dtype.kind == "f" else x.astype(_dt.default_float_np())
 
 
-def _i0_kernel(x):
+def _i0_kernel(x, out=None):
     x = _float_kernel_input(x)
     xp = _devices.xp_of(x)
-    with np.errstate(over="ignore"):  # inf beyond about 713, as PyTorch
-        return xp.i0(x).astype(x.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf beyond about 713, as PyTorch
+        if xp is np:  # NumPy's series as a compiled ufunc, into out= when given
+            f = _cpu_special.ufunc("i0")
+            return f(x, out=out) if out is not None else f(x)
+        r = xp.i0(x).astype(x.dtype)
+    if out is None:
+        return r
+    out[...] = r
+    return out
 
 
 def _i1_series(x):
@@ -223,8 +234,17 @@ def _i1_series(x):
     return (xp.sign(x) * s).astype(x.dtype)
 
 
-def _i1_kernel(x):
-    return _i1_series(_float_kernel_input(x))
+def _i1_kernel(x, out=None):
+    x = _float_kernel_input(x)
+    if _devices.xp_of(x) is np:  # the series per element, a compiled ufunc
+        f = _cpu_special.ufunc("special_i1")
+        with np.errstate(over="ignore", invalid="ignore"):
+            return f(x, out=out) if out is not None else f(x)
+    r = _i1_series(x)
+    if out is None:
+        return r
+    out[...] = r
+    return out
 
 
 def _i_infer(name):
@@ -277,9 +297,9 @@ def _i1(input):
 
 # ---------------------------------------------------------------- igamma / igammac
 def _igamma_op(name, upper):
-    def kernel(a, x):
+    def kernel(a, x, out=None):
         a, x = _float_kernel_input(a), _float_kernel_input(x)
-        return _devices.igamma(a, x, upper)
+        return _devices.igamma(a, x, upper, out=out)
 
     def vjp(ctx, g):
         if ctx.needs_input_grad[0]:

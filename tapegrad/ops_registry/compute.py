@@ -73,8 +73,13 @@ def compute(op, *arrays, out=None, workspace=None, alloc=None, **attrs):
     elif alloc is not None:
         raise TypeError(f"{op.name}: alloc= is for dynamic ops (their sizes depend on the "
                         f"data); a {op.kind} op writes into out= (shape from infer)")
-    if out is not None and op.takes_out and not isinstance(out, tuple):
-        kw["out"] = _as_raw(out)  # the kernel writes straight into the caller's buffer
+    if out is not None and op.takes_out:
+        # the kernel writes straight into the caller's buffer (several outputs: a
+        # tuple of them, one per output)
+        if not isinstance(out, tuple):
+            kw["out"] = _as_raw(out)
+        elif len(out) == op.nout:
+            kw["out"] = tuple(_as_raw(o) for o in out)
     try:
         result = op.kernel(*raw, **kw)
     except AllocatorError:
@@ -87,7 +92,8 @@ def compute(op, *arrays, out=None, workspace=None, alloc=None, **attrs):
                 return tuple(_given(r, given) for r in result)
             return _given(result, given)
         return result
-    if "out" in kw and result is kw["out"]:
+    if "out" in kw and (result is kw["out"] or isinstance(kw["out"], tuple) and isinstance(
+            result, tuple) and all(r is o for r, o in zip(result, kw["out"]))):
         return out
     if isinstance(out, tuple):
         for o, r in zip(out, result):

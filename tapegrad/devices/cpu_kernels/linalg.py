@@ -25,13 +25,24 @@ def _trsm(a, b, out, upper, unit):
                     out[i, r, c] = acc if unit else acc / a[i, r, r]
 
 
-def solve_triangular(a, b, upper, unitriangular):
+def solve_triangular(a, b, upper, unitriangular, out=None):
     """``T^-1 b`` for the ``upper`` (else lower) triangle ``T`` of ``a`` (its diagonal
-    1 when ``unitriangular``); batch dims broadcast; ``a.dtype`` == ``b.dtype``."""
+    1 when ``unitriangular``); batch dims broadcast; ``a.dtype`` == ``b.dtype``.
+    ``out``: a C-contiguous array of the result's shape and dtype, written in place (b
+    is copied there, then solved over itself: each row is read before it is written);
+    it may be ``a`` or ``b``."""
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     n, k = b.shape[-2], b.shape[-1]
     nb = int(np.prod(batch))
+    if out is not None and np.may_share_memory(out, a):
+        a = a.copy()  # (out is a: the triangle is read throughout)
     A = np.ascontiguousarray(np.broadcast_to(a, batch + a.shape[-2:])).reshape(nb, n, n)
+    if out is not None:
+        np.copyto(out, b)
+        if out.size:
+            O = out.reshape(nb, n, k)
+            _trsm(A, O, O, bool(upper), bool(unitriangular))
+        return out
     B = np.ascontiguousarray(np.broadcast_to(b, batch + (n, k))).reshape(nb, n, k)
     out = np.empty_like(B)
     if B.size:

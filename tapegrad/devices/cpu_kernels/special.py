@@ -1,8 +1,10 @@
 """Special functions NumPy lacks, as Numba loops on the CPU: digamma, polygamma (through
 the Hurwitz zeta function), erfinv (Newton steps from Giles' approximation), the
 regularized incomplete gamma functions (series / continued fraction) and the implicit reparameterisation gradient of a standard
-Gamma sample. Each computes in float64 and writes the input's dtype; each compiles on
-first use (cached on disk by Numba).
+Gamma sample; I0 (NumPy's Cephes series) and I1 (its power series). Each computes in
+float64 and writes the input's dtype; each compiles on first use (cached on disk by
+Numba). The pointwise ones are NumPy ufuncs (``ufunc(name)``): they broadcast, write
+into a caller's ``out=`` and cast in buffered chunks.
 
 Methods (written for this file):
 - digamma: reflection ``psi(x) = psi(1 - x) - pi / tan(pi x)`` below 0, the recurrence
@@ -107,24 +109,6 @@ def _zeta1(s, a, over_fact):
     return acc
 
 
-def _digamma_loop(x, out, over_2k):
-    for i in range(x.size):
-        out[i] = _digamma1(x[i], over_2k)
-
-
-def _polygamma_loop(n, x, out, over_fact, over_2k):
-    if n == 0:
-        for i in range(x.size):
-            out[i] = _digamma1(x[i], over_2k)
-        return
-    sign = 1.0 if n % 2 == 1 else -1.0
-    fact = 1.0
-    for k in range(2, n + 1):
-        fact *= k
-    for i in range(x.size):
-        out[i] = sign * fact * _zeta1(n + 1.0, x[i], over_fact)
-
-
 def _gamma_grad1(alpha, x, over_2k):
     # as PyTorch: NaN for a NaN, an infinite sample or a concentration outside
     # (0, inf); 0 for a sample at (or below) 0
@@ -207,11 +191,6 @@ def _erfinv1(y):
     return x if y > 0 else -x
 
 
-def _erfinv_loop(x, out):
-    for i in range(x.size):
-        out[i] = _erfinv1(x[i])
-
-
 def _igamma1(a, x, upper):
     # the regularized incomplete gamma functions P(a, x) (upper=False) and Q = 1 - P:
     # the series of P for x < a + 1, the continued fraction of Q (modified Lentz)
@@ -262,14 +241,9 @@ def _igamma1(a, x, upper):
     return q if upper else 1.0 - q
 
 
-def _igamma_loop(a, x, out, upper):
-    for i in range(x.size):
-        out[i] = _igamma1(a[i], x[i], upper)
-
-
-_SCALARS = ("_digamma1", "_ipow", "_zeta1", "_gamma_grad1", "_erfinv1", "_igamma1")
-_LOOPS = ("_digamma_loop", "_polygamma_loop", "_gamma_grad_loop", "_erfinv_loop",
-          "_igamma_loop")
+_SCALARS = ("_digamma1", "_ipow", "_zeta1", "_gamma_grad1", "_erfinv1", "_igamma1",
+            "_chbevl")
+_LOOPS = ("_gamma_grad_loop",)
 _compiled = {}
 
 
@@ -295,32 +269,141 @@ def _run(loop, dtype, *arrays, extra=()):
     return out.reshape(arrays[0].shape).astype(dtype, copy=False)
 
 
-_TAIL = {_digamma_loop: (_OVER_2K,), _polygamma_loop: (_OVER_FACT, _OVER_2K),
-         _gamma_grad_loop: (_OVER_2K,), _erfinv_loop: (), _igamma_loop: ()}
+_TAIL = {_gamma_grad_loop: (_OVER_2K,)}
 
 
-def igamma(a, x, upper, dtype):
+def _erfinv_u(y):
+    return _erfinv1(float(y))
+
+
+def _digamma_u(x):
+    return _digamma1(float(x), _OVER_2K)
+
+
+def _polygamma_u(n, x):
+    x = float(x)
+    if n == 0:
+        return _digamma1(x, _OVER_2K)
+    fact = 1.0
+    for k in range(2, n + 1):
+        fact *= k
+    return (1.0 if n % 2 == 1 else -1.0) * fact * _zeta1(n + 1.0, x, _OVER_FACT)
+
+
+def _igamma_lo_u(a, x):
+    return _igamma1(float(a), float(x), False)
+
+
+def _igamma_up_u(a, x):
+    return _igamma1(float(a), float(x), True)
+
+
+# I0 as NumPy's np.i0 (Clenshaw's Chebyshev series of Cephes on [0, 8] and (8, inf))
+_I0A = np.array([
+    -4.4153416464793395e-18, 3.3307945188222384e-17, -2.431279846547955e-16,
+    1.715391285555133e-15, -1.1685332877993451e-14, 7.676185498604936e-14,
+    -4.856446783111929e-13, 2.95505266312964e-12, -1.726826291441556e-11,
+    9.675809035373237e-11, -5.189795601635263e-10, 2.6598237246823866e-09,
+    -1.300025009986248e-08, 6.046995022541919e-08, -2.670793853940612e-07,
+    1.1173875391201037e-06, -4.4167383584587505e-06, 1.6448448070728896e-05,
+    -5.754195010082104e-05, 0.00018850288509584165, -0.0005763755745385824,
+    0.0016394756169413357, -0.004324309995050576, 0.010546460394594998,
+    -0.02373741480589947, 0.04930528423967071, -0.09490109704804764,
+    0.17162090152220877, -0.3046826723431984, 0.6767952744094761])
+_I0B = np.array([
+    -7.233180487874754e-18, -4.830504485944182e-18, 4.46562142029676e-17,
+    3.461222867697461e-17, -2.8276239805165836e-16, -3.425485619677219e-16,
+    1.7725601330565263e-15, 3.8116806693526224e-15, -9.554846698828307e-15,
+    -4.150569347287222e-14, 1.54008621752141e-14, 3.8527783827421426e-13,
+    7.180124451383666e-13, -1.7941785315068062e-12, -1.3215811840447713e-11,
+    -3.1499165279632416e-11, 1.1889147107846439e-11, 4.94060238822497e-10,
+    3.3962320257083865e-09, 2.266668990498178e-08, 2.0489185894690638e-07,
+    2.8913705208347567e-06, 6.889758346916825e-05, 0.0033691164782556943,
+    0.8044904110141088])
+
+
+def _chbevl(x, vals):
+    b0 = vals[0]
+    b1 = 0.0
+    b2 = 0.0
+    for i in range(1, vals.size):
+        b2 = b1
+        b1 = b0
+        b0 = x * b1 - b2 + vals[i]
+    return 0.5 * (b0 - b2)
+
+
+def _i0_u(x):
+    x = abs(float(x))
+    if x <= 8.0:
+        return np.exp(x) * _chbevl(x / 2.0 - 2, _I0A)
+    return np.exp(x) * _chbevl(32.0 / x - 2.0, _I0B) / np.sqrt(x)
+
+
+def _i1_u(x):
+    # the power series sum (x/2)^(2k+1) / (k! (k+1)!): positive terms, summed to
+    # rounding (about |x| + 40 terms)
+    x = float(x)
+    h = abs(x) / 2
+    y = h * h
+    term = h
+    s = h
+    k = 0
+    while True:
+        k += 1
+        term = term * y / (k * (k + 1))
+        s = s + term
+        if not term > 1e-17 * s or k > 3000:
+            break
+    return -s if x < 0 else s
+
+
+_UFUNCS = {"i0": (_i0_u, 1), "special_i1": (_i1_u, 1), "erfinv": (_erfinv_u, 1), "digamma": (_digamma_u, 1),
+           "polygamma": (_polygamma_u, 2), "igamma": (_igamma_lo_u, 2),
+           "igammac": (_igamma_up_u, 2)}
+_ufuncs = {}
+
+
+def ufunc(name):
+    """The NumPy ufunc (Numba ``vectorize``) of special function ``name``: float64 and
+    float32 loops, each computing in float64; as any ufunc it broadcasts, writes into an
+    ``out=`` (an input's own memory included) and casts in buffered chunks."""
+    fn = _ufuncs.get(name)
+    if fn is None:
+        _loop("_gamma_grad_loop")  # the scalar functions compiled, rebound here
+        py, nargs = _UFUNCS[name]
+        # (float32 first: NumPy takes the first loop the inputs cast to safely)
+        if name == "polygamma":
+            sigs = ["float32(int64, float32)", "float64(int64, float64)"]
+        else:
+            sigs = ["float32(" + ", ".join(["float32"] * nargs) + ")",
+                    "float64(" + ", ".join(["float64"] * nargs) + ")"]
+        fn = _ufuncs[name] = numba().vectorize(sigs, cache=True)(py)
+    return fn
+
+
+def igamma(a, x, upper, dtype, out=None):
     """The regularized lower (``upper=False``) or upper incomplete gamma function."""
-    a, x = np.broadcast_arrays(np.asarray(a), np.asarray(x))
-    tail = _TAIL[_igamma_loop]
-    loop = _loop("_igamma_loop")
-    fa = np.ascontiguousarray(a, dtype=np.float64).ravel()
-    fx = np.ascontiguousarray(x, dtype=np.float64).ravel()
-    out = np.empty(fx.size, np.float64)
-    loop(fa, fx, out, bool(upper), *tail)
-    return out.reshape(x.shape).astype(dtype, copy=False)
+    f = ufunc("igammac" if upper else "igamma")
+    if out is not None:
+        return f(a, x, out=out)
+    return np.asarray(f(a, x)).astype(dtype, copy=False)
 
 
-def erfinv(x, dtype):
-    return _run(_erfinv_loop, dtype, np.asarray(x))
+def erfinv(x, dtype, out=None):
+    return ufunc("erfinv")(x, out=out) if out is not None else \
+        np.asarray(ufunc("erfinv")(x)).astype(dtype, copy=False)
 
 
-def digamma(x, dtype):
-    return _run(_digamma_loop, dtype, np.asarray(x))
+def digamma(x, dtype, out=None):
+    return ufunc("digamma")(x, out=out) if out is not None else \
+        np.asarray(ufunc("digamma")(x)).astype(dtype, copy=False)
 
 
-def polygamma(n, x, dtype):
-    return _run(_polygamma_loop, dtype, np.asarray(x), extra=(int(n),))
+def polygamma(n, x, dtype, out=None):
+    f = ufunc("polygamma")
+    return f(int(n), x, out=out) if out is not None else \
+        np.asarray(f(int(n), x)).astype(dtype, copy=False)
 
 
 def gamma_grad(alpha, x, dtype):
