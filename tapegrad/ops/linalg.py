@@ -260,7 +260,64 @@ def _einsum_infer(*specs, equation):
 
 
 def _einsum_kernel(*operands, equation):
+    # (three or more operands take no out=: the optimized path's contractions make
+    # intermediates the output's size)
     return np.asarray(np.einsum(equation, *operands, optimize=len(operands) > 1))
+
+
+def _einsum2_kernel(a, b, equation, out=None):
+    if out is None:
+        return _einsum_kernel(a, b, equation=equation)
+    if not _einsum2_into(a, b, equation, out):
+        out[...] = _einsum_kernel(a, b, equation=equation)  # (computed, then copied)
+    return out
+
+
+def _einsum2_into(a, b, equation, out):
+    """Two operands into a C-contiguous ``out``, where that needs no temporary: no
+    contracted letter, NumPy's einsum loop (no BLAS to gain); else the contraction
+    as a (batched, broadcast) matrix product, when the output's letters are the batch
+    letters, then one operand's free letters, then the other's. False otherwise (a
+    diagonal, a letter summed in one operand only, a size-1 contracted letter: the
+    caller computes, then copies)."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or type(out) is not np.ndarray \
+            or not out.flags.c_contiguous:
+        return False
+    (sa, sb), so = _split_equation(equation)
+    if len(set(sa)) != len(sa) or len(set(sb)) != len(sb) or set(sa + sb) - set(so) - (
+            set(sa) & set(sb)):
+        return False
+    if np.may_share_memory(out, a):
+        a = a.copy()
+    if np.may_share_memory(out, b):
+        b = b.copy()
+    contr = [c for c in sa if c in sb and c not in so]
+    if not contr:
+        np.einsum(equation, a, b, out=out)
+        return True
+    za, zb = dict(zip(sa, a.shape)), dict(zip(sb, b.shape))
+    if any(za[c] != zb[c] for c in contr):
+        return False
+    group = [0 if c in sa and c in sb else 1 if c in sa else 2 for c in so]
+    if group != sorted(group):  # the free letters of b first: swap the operands
+        a, b, sa, sb, za, zb = b, a, sb, sa, zb, za
+        group = [0 if g == 0 else 3 - g for g in group]
+        if group != sorted(group):
+            return False
+    batch = [c for c, g in zip(so, group) if g == 0]
+    fa = [c for c, g in zip(so, group) if g == 1]
+    fb = [c for c, g in zip(so, group) if g == 2]
+    m = math.prod(za[c] for c in fa)
+    n = math.prod(zb[c] for c in fb)
+    k = math.prod(za[c] for c in contr)
+    a2 = a.transpose([sa.index(c) for c in batch + fa + contr]).reshape(
+        tuple(za[c] for c in batch) + (m, k))
+    b2 = b.transpose([sb.index(c) for c in batch + contr + fb]).reshape(
+        tuple(zb[c] for c in batch) + (k, n))
+    sizes = {**za, **zb}
+    sizes.update({c: max(za[c], zb[c]) for c in batch})
+    np.matmul(a2, b2, out=out.reshape(tuple(sizes[c] for c in batch) + (m, n)))
+    return True
 
 
 def _einsum1_kernel(x, equation, out=None):
@@ -375,7 +432,8 @@ def _einsum_op(n):
         args = tuple(f"operand{i}" for i in range(n))
         op = _EINSUM_OPS[n] = register(
             name=_einsum_name(n), jvp=_jvp.multilinear, vmap=_vmap.einsum_rule,
-            kernel=_einsum1_kernel if n == 1 else _einsum_kernel,
+            kernel=(_einsum1_kernel if n == 1 else _einsum2_kernel if n == 2
+                    else _einsum_kernel),
             infer=_einsum_infer, args=args, vjp=_einsum_vjp, saves=args, promote="none",
             samples=_einsum_samples_for(n), error_samples=_einsum_errors_for(n),
             torch=lambda torch, *ts, equation: torch.einsum(equation, *ts),

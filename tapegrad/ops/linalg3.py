@@ -524,20 +524,33 @@ def _lu_kernel(x):
     return a.reshape(x.shape).astype(x.dtype), piv.reshape(tuple(b) + (k,))
 
 
-def _perm_matrix(piv, m, dtype):
-    """P (with A = P L U) from LAPACK's 1-based pivots, as a NumPy array."""
+def _perm_matrix(piv, m, dtype, out=None):
+    """P (with A = P L U) from LAPACK's 1-based pivots, as a NumPy array; into
+    ``out`` (zeroed, then the ones written) when given."""
     piv = np.asarray(piv)
     lead = piv.shape[:-1]
-    flat = piv.reshape(-1, piv.shape[-1]) - 1
-    perm = np.tile(np.arange(m), (flat.shape[0], 1))
+    flat = piv.reshape(-1, piv.shape[-1])
+    perm = np.empty((flat.shape[0], m), np.int64)
+    perm[...] = np.arange(m)
     r = np.arange(flat.shape[0])
     for j in range(flat.shape[1]):
-        pj = flat[:, j]
+        pj = flat[:, j] - 1
         tmp = perm[r, j].copy()
         perm[r, j] = perm[r, pj]
         perm[r, pj] = tmp
+    if out is not None and out.flags.c_contiguous:
+        # the ones' flat positions, in place in the permutation (1/m of the output)
+        perm *= m
+        perm += np.arange(m)
+        perm += (r * (m * m))[:, None]
+        out[...] = 0
+        np.put(out.reshape(-1), perm, 1)
+        return out
     P = np.zeros((flat.shape[0], m, m), dtype)
     P[r[:, None], perm, np.arange(m)[None, :]] = 1
+    if out is not None:
+        out[...] = P.reshape(lead + (m, m))
+        return out
     return P.reshape(lead + (m, m))
 
 
@@ -549,7 +562,7 @@ def _perm_infer(piv, m, dtype):
 
 
 PIVOTS_TO_P = register(
-    name="_lu_pivots_to_permutation", kernel=lambda piv, m, dtype: _perm_matrix(piv, m, dtype),
+    name="_lu_pivots_to_permutation", kernel=_perm_matrix,
     infer=_perm_infer, args=("pivots",), differentiable=False, vmap=_vmap.leading,
     samples=lambda dtype=np.float64: [
         Sample((np.array([2, 2, 3], np.int32),), {"m": 3, "dtype": np.dtype(dtype)}),
