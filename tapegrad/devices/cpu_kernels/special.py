@@ -1,9 +1,8 @@
 """Special functions NumPy lacks, as Numba loops on the CPU: digamma, polygamma (through
 the Hurwitz zeta function), erfinv (Newton steps from Giles' approximation), the
 regularized incomplete gamma functions (series / continued fraction) and the implicit reparameterisation gradient of a standard
-Gamma sample; I0 (NumPy's Cephes series) and I1 (its power series). Each computes in
-float64 and writes the input's dtype; each compiles on first use (cached on disk by
-Numba). The pointwise ones are NumPy ufuncs (``ufunc(name)``): they broadcast, write
+Gamma sample. Each computes in float64 and writes the input's dtype; each compiles on
+first use (cached on disk by Numba). The pointwise ones are NumPy ufuncs (``ufunc(name)``): they broadcast, write
 into a caller's ``out=`` and cast in buffered chunks.
 
 Methods (written for this file):
@@ -241,8 +240,7 @@ def _igamma1(a, x, upper):
     return q if upper else 1.0 - q
 
 
-_SCALARS = ("_digamma1", "_ipow", "_zeta1", "_gamma_grad1", "_erfinv1", "_igamma1",
-            "_chbevl")
+_SCALARS = ("_digamma1", "_ipow", "_zeta1", "_gamma_grad1", "_erfinv1", "_igamma1")
 _LOOPS = ("_gamma_grad_loop",)
 _compiled = {}
 
@@ -298,67 +296,7 @@ def _igamma_up_u(a, x):
     return _igamma1(float(a), float(x), True)
 
 
-# I0 as NumPy's np.i0 (Clenshaw's Chebyshev series of Cephes on [0, 8] and (8, inf))
-_I0A = np.array([
-    -4.4153416464793395e-18, 3.3307945188222384e-17, -2.431279846547955e-16,
-    1.715391285555133e-15, -1.1685332877993451e-14, 7.676185498604936e-14,
-    -4.856446783111929e-13, 2.95505266312964e-12, -1.726826291441556e-11,
-    9.675809035373237e-11, -5.189795601635263e-10, 2.6598237246823866e-09,
-    -1.300025009986248e-08, 6.046995022541919e-08, -2.670793853940612e-07,
-    1.1173875391201037e-06, -4.4167383584587505e-06, 1.6448448070728896e-05,
-    -5.754195010082104e-05, 0.00018850288509584165, -0.0005763755745385824,
-    0.0016394756169413357, -0.004324309995050576, 0.010546460394594998,
-    -0.02373741480589947, 0.04930528423967071, -0.09490109704804764,
-    0.17162090152220877, -0.3046826723431984, 0.6767952744094761])
-_I0B = np.array([
-    -7.233180487874754e-18, -4.830504485944182e-18, 4.46562142029676e-17,
-    3.461222867697461e-17, -2.8276239805165836e-16, -3.425485619677219e-16,
-    1.7725601330565263e-15, 3.8116806693526224e-15, -9.554846698828307e-15,
-    -4.150569347287222e-14, 1.54008621752141e-14, 3.8527783827421426e-13,
-    7.180124451383666e-13, -1.7941785315068062e-12, -1.3215811840447713e-11,
-    -3.1499165279632416e-11, 1.1889147107846439e-11, 4.94060238822497e-10,
-    3.3962320257083865e-09, 2.266668990498178e-08, 2.0489185894690638e-07,
-    2.8913705208347567e-06, 6.889758346916825e-05, 0.0033691164782556943,
-    0.8044904110141088])
-
-
-def _chbevl(x, vals):
-    b0 = vals[0]
-    b1 = 0.0
-    b2 = 0.0
-    for i in range(1, vals.size):
-        b2 = b1
-        b1 = b0
-        b0 = x * b1 - b2 + vals[i]
-    return 0.5 * (b0 - b2)
-
-
-def _i0_u(x):
-    x = abs(float(x))
-    if x <= 8.0:
-        return np.exp(x) * _chbevl(x / 2.0 - 2, _I0A)
-    return np.exp(x) * _chbevl(32.0 / x - 2.0, _I0B) / np.sqrt(x)
-
-
-def _i1_u(x):
-    # the power series sum (x/2)^(2k+1) / (k! (k+1)!): positive terms, summed to
-    # rounding (about |x| + 40 terms)
-    x = float(x)
-    h = abs(x) / 2
-    y = h * h
-    term = h
-    s = h
-    k = 0
-    while True:
-        k += 1
-        term = term * y / (k * (k + 1))
-        s = s + term
-        if not term > 1e-17 * s or k > 3000:
-            break
-    return -s if x < 0 else s
-
-
-_UFUNCS = {"i0": (_i0_u, 1), "special_i1": (_i1_u, 1), "erfinv": (_erfinv_u, 1), "digamma": (_digamma_u, 1),
+_UFUNCS = {"erfinv": (_erfinv_u, 1), "digamma": (_digamma_u, 1),
            "polygamma": (_polygamma_u, 2), "igamma": (_igamma_lo_u, 2),
            "igammac": (_igamma_up_u, 2)}
 _ufuncs = {}
