@@ -540,7 +540,7 @@ def _torch_randperm(n, seed):
     return out
 
 
-class DistributedSampler:
+class DistributedSampler(Sampler):
     """The indices of one rank's share of a dataset, as
     ``torch.utils.data.DistributedSampler`` (the same indices for the same arguments):
     shuffled by ``seed + epoch`` (call ``set_epoch(epoch)`` before each epoch), padded
@@ -548,12 +548,20 @@ class DistributedSampler:
     (or, with ``drop_last``, the tail dropped so that each gets
     ``len // num_replicas``), then rank r takes every ``num_replicas``-th index from r.
 
-    ``dataset`` is a dataset or its length; ``num_replicas`` and ``rank`` default to
-    those of ``tg.distributed``'s process group. Pass it to
-    ``DataLoader(..., sampler=sampler)``."""
+    ``dataset`` is a dataset or its length (also by the keyword ``dataset_len``);
+    ``num_replicas`` and ``rank`` default to those of ``tg.distributed``'s process
+    group. Pass it to ``DataLoader(..., sampler=sampler)``."""
 
-    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
-                 drop_last=False):
+    def __init__(self, dataset=None, num_replicas=None, rank=None, shuffle=True, seed=0,
+                 drop_last=False, *, dataset_len=None):
+        if (dataset is None) == (dataset_len is None):
+            raise TypeError("DistributedSampler: give the dataset (or its length) or "
+                            "dataset_len, not both")
+        if dataset is None:
+            dataset = dataset_len
+        if not isinstance(dataset, (int, np.integer)) and not hasattr(dataset, "__len__"):
+            raise TypeError(f"DistributedSampler: dataset must be a sized dataset or its "
+                            f"length (an int), got {type(dataset).__name__}")
         if num_replicas is None or rank is None:
             from . import distributed
             if not distributed.is_initialized():
@@ -567,8 +575,12 @@ class DistributedSampler:
         if rank >= num_replicas or rank < 0:
             raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
                              f"[0, {num_replicas - 1}]")
+        self.dataset = dataset
         self.dataset_len = int(dataset) if isinstance(dataset, (int, np.integer)) \
             else len(dataset)
+        if self.dataset_len < 0:
+            raise ValueError(f"DistributedSampler: a dataset length cannot be negative, got "
+                             f"{self.dataset_len}")
         self.num_replicas, self.rank = int(num_replicas), int(rank)
         self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
         self.epoch = 0

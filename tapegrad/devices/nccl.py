@@ -51,6 +51,9 @@ class Communicator:
         return getattr(self.nccl, name)
 
     def _op(self, op):
+        if op not in _OPS:
+            raise RuntimeError(f"NCCL has no ReduceOp.{op.upper()}; reduce CPU tensors for "
+                               f"the bitwise ops")
         return getattr(self.nccl, _OPS[op])
 
     def _event(self):

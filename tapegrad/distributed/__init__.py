@@ -48,24 +48,49 @@ from ..devices import mpi as _mpi_native
 from ..devices import nccl as _nccl
 from ..tensor import Tensor, buffer, mark_written
 
-__all__ = ["ReduceOp", "DistBackendError", "Work", "init_process_group", "is_initialized",
+__all__ = ["ReduceOp", "DistError", "DistBackendError", "Work", "init_process_group", "is_initialized",
            "is_available", "get_rank", "get_world_size", "get_backend", "barrier",
            "destroy_process_group", "all_reduce", "broadcast", "all_gather",
            "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
-           "save_checkpoint", "load_checkpoint"]
+           "save_checkpoint", "load_checkpoint", "ProcessGroup", "group",
+           "GroupMember", "Backend", "new_group", "get_process_group_ranks", "get_global_rank",
+           "get_group_rank", "is_mpi_available", "is_nccl_available", "is_gloo_available",
+           "is_torchelastic_launched", "reduce", "gather", "scatter", "all_to_all",
+           "all_to_all_single", "monitored_barrier", "send", "recv", "isend", "irecv",
+           "P2POp", "batch_isend_irecv", "all_gather_object", "gather_object",
+           "broadcast_object_list", "scatter_object_list"]
 
 
 class ReduceOp:
-    """Reduction operators of ``all_reduce`` and ``reduce_scatter``."""
+    """Reduction operators of ``all_reduce``, ``reduce`` and ``reduce_scatter`` (the
+    bitwise ones on integer and bool tensors only)."""
     SUM = "sum"
     AVG = "avg"
     PRODUCT = "product"
     MAX = "max"
     MIN = "min"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
 
 
-class DistBackendError(RuntimeError):
+class DistError(RuntimeError):
+    """Base of the errors of ``tg.distributed`` (as ``torch.distributed.DistError``)."""
+
+
+class DistBackendError(DistError):
     """A collective could not complete: another rank failed or left, or it timed out."""
+
+
+class _ArgumentError(ValueError, RuntimeError):
+    """A bad argument (a rank out of range, a list of the wrong length): PyTorch's
+    backends raise RuntimeError for these, Python's convention is ValueError; both
+    classes catch it."""
+
+
+class _OpError(TypeError, ValueError):
+    """Not a reduce op: PyTorch raises TypeError (an argument of the wrong type), and
+    ValueError (a value not among ReduceOp's) catches it too."""
 
 
 _FAULT, _EXIT, _CHECK = 7301, 7302, 7303   # notice tags, on the side communicator
@@ -267,9 +292,9 @@ class _Group:
             pass
 
     # ---- starting the queued collectives, in call order
-    def pump(self, until=None):
+    def pump(self, until=None, timeout=None):
         """Start the queued collectives whose call check is back (all of them up to
-        ``until`` when given, waiting for their checks)."""
+        ``until`` when given, waiting for their checks, each at most ``timeout``)."""
         q = self.queue
         MPI = self.MPI
         while q:
@@ -277,7 +302,7 @@ class _Group:
             if w.check is not None:
                 if until is None and not MPI.Request.Testall([w.check[0]]):
                     return
-                self.finish_check(w.check, w.what, self.seq + 1)
+                self.finish_check(w.check, w.what, self.seq + 1, timeout)
             q.popleft()
             w._start()
             if w is until:
@@ -356,9 +381,9 @@ class _Group:
         req = self.ctl.Iallreduce(arr, out, op=self.MPI.MAX)
         return [req, arr, out, desc]
 
-    def finish_check(self, chk, what, seq):
+    def finish_check(self, chk, what, seq, timeout=None):
         req, _, out, desc = chk
-        self.wait([req], what, seq)
+        self.wait([req], what, seq, timeout)
         if out[0] == -out[1]:
             return
         mine = np.zeros(_DESC_BYTES, dtype=np.uint8)
@@ -446,18 +471,25 @@ def init_process_group(backend="mpi", init_method=None, timeout=None, world_size
                        rank=-1, **kwargs):
     """Join the default process group: every process started by ``mpiexec`` calls it.
 
-    ``backend``: ``"mpi"`` (CPU tensors over MPI, CUDA tensors over NCCL) or
-    ``"nccl"`` (the same, and NCCL must be available). ``timeout``: a
+    ``backend``: ``"mpi"`` (CPU tensors over MPI, CUDA tensors over NCCL),
+    ``"gloo"`` (PyTorch's name for CPU collectives: the same MPI transport, so that a
+    script written for PyTorch runs as it is) or ``"nccl"`` (the same, and NCCL must
+    be available). ``timeout``: a
     ``datetime.timedelta`` or seconds, the longest a collective waits (30 minutes
     by default). ``world_size`` and ``rank``, if given, must be what ``mpiexec``
     set. Installs an exception hook: an uncaught exception on this rank is reported
     to the others, which then stop with an error naming this rank."""
     global _WORLD, _prev_excepthook
     if _WORLD is not None:
-        raise RuntimeError("trying to initialize the default process group twice!")
-    if backend not in ("mpi", "nccl", None):
+        raise _ArgumentError("trying to initialize the default process group twice!")
+    if isinstance(backend, str):
+        backend = str(backend).lower()
+        if backend in ("cpu:gloo,cuda:nccl", "cuda:nccl,cpu:gloo"):
+            backend = "gloo"
+    if backend not in ("mpi", "nccl", "gloo", None):
         raise ValueError(f"init_process_group: backend {backend!r} is not supported; "
-                         f"tapegrad runs on 'mpi' (CPU, and NCCL for CUDA tensors) or 'nccl'")
+                         f"tapegrad runs on 'mpi' (CPU, and NCCL for CUDA tensors), 'gloo' "
+                         f"(the same MPI transport under PyTorch's CPU name) or 'nccl'")
     if init_method not in (None, "env://"):
         raise ValueError("init_process_group: ranks are found by MPI (run under mpiexec); "
                          "init_method is not used")
@@ -503,12 +535,96 @@ def is_initialized():
 
 
 def _group(what, group=None):
-    if group is not None and group is not _WORLD:
-        raise ValueError(f"{what}: only the default process group (group=None) is supported")
+    if group is not None and group is not _WORLD and group is not _DEFAULT:
+        raise ValueError(f"{what}: only the default process group (group=None, "
+                         f"group.WORLD) is supported")
     if _WORLD is None:
         raise ValueError(f"{what}: Default process group has not been initialized, please "
                          f"make sure to call init_process_group.")
     return _WORLD
+
+
+class ProcessGroup:
+    """The default process group as PyTorch's ``ProcessGroup`` shows it: ``rank()``,
+    ``size()``; pass it (or None) as ``group=``. The only group: MPI's world."""
+
+    def rank(self):
+        return _group("ProcessGroup.rank").rank
+
+    def size(self):
+        return _group("ProcessGroup.size").size
+
+    def __repr__(self):
+        return "<tg.distributed default ProcessGroup (MPI's world)>"
+
+
+_DEFAULT = ProcessGroup()
+
+
+class group:
+    """``group.WORLD``: the default process group."""
+    WORLD = _DEFAULT
+
+
+class GroupMember:
+    """``GroupMember.WORLD``: the default process group; ``NON_GROUP_MEMBER``."""
+    WORLD = _DEFAULT
+    NON_GROUP_MEMBER = -100
+
+
+class Backend(str):
+    """Backend names, as ``torch.distributed.Backend``: ``Backend("mpi") == "mpi"``."""
+    MPI = "mpi"
+    NCCL = "nccl"
+    GLOO = "gloo"
+    UNDEFINED = "undefined"
+
+    def __new__(cls, name):
+        if not isinstance(name, str):
+            raise ValueError(f"Backend name must be a string, but got: {name!r}")
+        return str.__new__(cls, name.lower())
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, **kwargs):
+    """The default group when ``ranks`` is None or every rank; other subgroups are not
+    supported (every rank calls it, as PyTorch)."""
+    g = _group("new_group")
+    if ranks is None or sorted(int(r) for r in ranks) == list(range(g.size)):
+        return _DEFAULT
+    raise NotImplementedError(f"new_group: tg.distributed has one process group, MPI's "
+                              f"world of {g.size} ranks; subgroups ({sorted(ranks)}) are "
+                              f"not supported")
+
+
+def get_process_group_ranks(group):
+    return list(range(_group("get_process_group_ranks", group).size))
+
+
+def get_global_rank(group, group_rank):
+    _group("get_global_rank", group)
+    return group_rank
+
+
+def get_group_rank(group, global_rank):
+    _group("get_group_rank", group)
+    return global_rank
+
+
+def is_mpi_available():
+    return is_available()
+
+
+def is_nccl_available():
+    return _nccl.available()
+
+
+def is_gloo_available():
+    """True where MPI is: ``backend="gloo"`` runs on the MPI transport."""
+    return is_available()
+
+
+def is_torchelastic_launched():
+    return False
 
 
 def get_rank(group=None):
@@ -569,7 +685,7 @@ class Work:
         if isinstance(timeout, datetime.timedelta):
             timeout = timeout.total_seconds()
         g = self.group
-        g.pump(until=self)
+        g.pump(until=self, timeout=timeout)
         if self.reqs:
             g.wait(self.reqs, self.what, self.seq, timeout)
         if self.event is not None:
@@ -595,15 +711,18 @@ def _submit(g, what, desc, start, finish=None, keep=None, async_op=False, check=
 
 
 # ------------------------------------------------------------------ helpers
-_MPI_OPS = {"sum": "SUM", "product": "PROD", "max": "MAX", "min": "MIN", "avg": "SUM"}
-_BOOL_OPS = {"sum": "LOR", "max": "LOR", "min": "LAND", "product": "LAND"}
+_MPI_OPS = {"sum": "SUM", "product": "PROD", "max": "MAX", "min": "MIN", "avg": "SUM",
+            "band": "BAND", "bor": "BOR", "bxor": "BXOR"}
+_BOOL_OPS = {"sum": "LOR", "max": "LOR", "min": "LAND", "product": "LAND", "band": "LAND",
+             "bor": "LOR", "bxor": "LXOR"}
+_BITWISE = ("band", "bor", "bxor")
 
 
 def _op(what, op):
     key = op.lower() if isinstance(op, str) else None
     if key not in _MPI_OPS:
-        raise ValueError(f"{what}: unknown reduce op {op!r}; use tg.distributed.ReduceOp "
-                         f"(SUM, AVG, PRODUCT, MAX, MIN)")
+        raise _OpError(f"{what}: unknown reduce op {op!r}; use tg.distributed.ReduceOp "
+                       f"(SUM, AVG, PRODUCT, MAX, MIN, BAND, BOR, BXOR)")
     return key
 
 
@@ -611,6 +730,19 @@ def _tensor(what, t, name="tensor"):
     if not isinstance(t, Tensor):
         raise TypeError(f"{what}: {name} must be a tg.Tensor, got {type(t).__name__}")
     return t
+
+
+def _tensor_list(what, name, lst, g):
+    """``lst`` must be a list of world-size tensors (TypeError when not a list of
+    tensors, as PyTorch; a wrong length is an ``_ArgumentError``)."""
+    if not isinstance(lst, (list, tuple)):
+        raise TypeError(f"{what}: {name} must be a list of tg.Tensor, got "
+                        f"{type(lst).__name__}")
+    if len(lst) != g.size:
+        raise _ArgumentError(f"{what}: {name} must hold world_size ({g.size}) tensors, got "
+                             f"{len(lst)}")
+    for i, t in enumerate(lst):
+        _tensor(what, t, f"{name}[{i}]")
 
 
 def _desc(t):
@@ -643,6 +775,9 @@ def _mpi_op(g, what, key, dtype):
         return getattr(g.MPI, _BOOL_OPS[key]) if key != "avg" else _no_avg(what, dtype)
     if key == "avg" and dtype.kind != "f":
         _no_avg(what, dtype)
+    if key in _BITWISE and dtype.kind not in "iu":
+        raise RuntimeError(f"{what}: ReduceOp.{key.upper()} needs an integer or bool tensor, "
+                           f"got {dtype}")
     return getattr(g.MPI, _MPI_OPS[key])
 
 
@@ -805,7 +940,7 @@ def broadcast(tensor, src, group=None, async_op=False):
     g = _group(what, group)
     _tensor(what, tensor)
     if not isinstance(src, (int, np.integer)) or not 0 <= src < g.size:
-        raise ValueError(f"broadcast: src must be a rank in [0, {g.size}), got {src!r}")
+        raise _ArgumentError(f"broadcast: src must be a rank in [0, {g.size}), got {src!r}")
     src = int(src)
     desc = f"broadcast({_desc(tensor)}, src={src})"
     if tensor.is_cuda:
@@ -847,10 +982,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     what = "all_gather"
     g = _group(what, group)
     _tensor(what, tensor)
-    if not isinstance(tensor_list, (list, tuple)) or len(tensor_list) != g.size:
-        raise ValueError(f"all_gather: tensor_list must be a list of world_size ({g.size}) "
-                         f"tensors, got {type(tensor_list).__name__} of "
-                         f"{len(tensor_list) if hasattr(tensor_list, '__len__') else '?'}")
+    _tensor_list(what, "tensor_list", tensor_list, g)
     for i, t in enumerate(tensor_list):
         _same(what, f"tensor_list[{i}]", _tensor(what, t, f"tensor_list[{i}]"), tensor)
     desc = f"all_gather({_desc(tensor)})"
@@ -898,9 +1030,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     g = _group(what, group)
     _tensor(what, output, "output")
     key = _op(what, op)
-    if not isinstance(input_list, (list, tuple)) or len(input_list) != g.size:
-        raise ValueError(f"reduce_scatter: input_list must be a list of world_size "
-                         f"({g.size}) tensors")
+    _tensor_list(what, "input_list", input_list, g)
     for i, t in enumerate(input_list):
         _same(what, f"input_list[{i}]", _tensor(what, t, f"input_list[{i}]"), output)
     desc = f"reduce_scatter({_desc(output)}, op={key})"
@@ -945,6 +1075,384 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     finish = _reduced(g, key, s)
     return _submit(g, what, desc, lambda: [g.comm.Ireduce_scatter_block(send, s.arr, op=mop)],
                    finish, (send, s), async_op)
+
+
+def _rank_arg(what, name, r, g):
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r < g.size:
+        raise _ArgumentError(f"{what}: {name} must be a rank in [0, {g.size}), got {r!r}")
+    return int(r)
+
+
+def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``tensor`` across ranks into ``tensor`` of rank ``dst`` (the others'
+    tensors are left as they were)."""
+    what = "reduce"
+    g = _group(what, group)
+    _tensor(what, tensor)
+    key = _op(what, op)
+    dst = _rank_arg(what, "dst", dst, g)
+    desc = f"reduce({_desc(tensor)}, op={key}, dst={dst})"
+    if tensor.is_cuda:
+        raise RuntimeError("reduce: CUDA tensors are not supported; use all_reduce")
+    s = _Staged(tensor, reduce=True)
+    mop = _mpi_op(g, what, key, s.arr.dtype)
+    root = g.rank == dst
+
+    def start():
+        if root:
+            return [g.comm.Ireduce(g.MPI.IN_PLACE, s.arr, op=mop, root=dst)]
+        return [g.comm.Ireduce(s.arr, None, op=mop, root=dst)]
+
+    def finish():
+        if root:
+            if key == "avg":
+                s.arr /= g.size
+            s.done()
+    return _submit(g, what, desc, start, finish, s, async_op)
+
+
+def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
+    """``gather_list[r]`` on rank ``dst`` gets rank r's ``tensor``; the other ranks
+    pass no list."""
+    what = "gather"
+    g = _group(what, group)
+    _tensor(what, tensor)
+    dst = _rank_arg(what, "dst", dst, g)
+    if g.rank == dst:
+        _tensor_list(what, "gather_list", gather_list, g)
+        for i, t in enumerate(gather_list):
+            _same(what, f"gather_list[{i}]", t, tensor)
+    elif gather_list:
+        raise ValueError("gather: Argument ``gather_list`` must NOT be specified on "
+                         "non-destination ranks.")
+    if tensor.is_cuda:
+        raise RuntimeError("gather: CUDA tensors are not supported; use all_gather")
+    desc = f"gather({_desc(tensor)}, dst={dst})"
+    send = np.ascontiguousarray(buffer(tensor))
+    recv = np.empty((g.size,) + send.shape, dtype=send.dtype) if g.rank == dst else None
+
+    def finish():
+        if recv is not None:
+            for i, t in enumerate(gather_list):
+                buffer(t)[...] = recv[i]
+                mark_written(t)
+    return _submit(g, what, desc, lambda: [g.comm.Igather(send, recv, root=dst)], finish,
+                   (send, recv), async_op)
+
+
+def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
+    """``tensor`` on rank r gets ``scatter_list[r]`` of rank ``src``; the other ranks
+    pass no list."""
+    what = "scatter"
+    g = _group(what, group)
+    _tensor(what, tensor)
+    src = _rank_arg(what, "src", src, g)
+    if g.rank == src:
+        _tensor_list(what, "scatter_list", scatter_list, g)
+        for i, t in enumerate(scatter_list):
+            _same(what, f"scatter_list[{i}]", t, tensor)
+    elif scatter_list:
+        raise ValueError("scatter: Argument ``scatter_list`` must NOT be specified on "
+                         "non-source ranks.")
+    if tensor.is_cuda:
+        raise RuntimeError("scatter: CUDA tensors are not supported; use broadcast")
+    desc = f"scatter({_desc(tensor)}, src={src})"
+    s = _Staged(tensor)
+    send = None
+    if g.rank == src:
+        send = np.empty((g.size,) + s.arr.shape, dtype=s.arr.dtype)
+        for i, t in enumerate(scatter_list):
+            send[i] = buffer(t)
+    return _submit(g, what, desc, lambda: [g.comm.Iscatter(send, s.arr, root=src)], s.done,
+                   (send, s), async_op)
+
+
+def _splits(what, name, sizes, t, g):
+    """Element counts and offsets per rank of ``t`` cut along dim 0 (equal parts when
+    ``sizes`` is None)."""
+    rows = t.shape[0] if t.dim() else 1
+    row = t.numel() // rows if rows else 0
+    if sizes is None:
+        if rows % g.size:
+            raise _ArgumentError(f"{what}: {name} of {rows} rows does not split evenly "
+                                 f"over world_size ({g.size}); give the split sizes")
+        sizes = [rows // g.size] * g.size
+    sizes = [int(v) for v in sizes]
+    if len(sizes) != g.size or sum(sizes) != rows or min(sizes) < 0:
+        raise _ArgumentError(f"{what}: {name}'s split sizes {sizes} must be world_size "
+                             f"({g.size}) counts summing to its {rows} rows")
+    counts = np.array(sizes, dtype=np.int64) * row
+    return counts, np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
+                      group=None, async_op=False):
+    """Rank r sends block k of ``input`` (along dim 0; equal blocks unless split sizes
+    are given) to rank k, which puts it in its block r of ``output``."""
+    what = "all_to_all_single"
+    g = _group(what, group)
+    _tensor(what, output, "output")
+    _tensor(what, input, "input")
+    _same_kind(what, output, input)
+    if input.is_cuda:
+        raise RuntimeError("all_to_all_single: CUDA tensors are not supported")
+    scounts, sdispl = _splits(what, "input", input_split_sizes, input, g)
+    rcounts, rdispl = _splits(what, "output", output_split_sizes, output, g)
+    even = output_split_sizes is None and input_split_sizes is None
+    desc = f"all_to_all_single({_desc(input) if even else 'dtype=' + str(input.dtype)})"
+    send = np.ascontiguousarray(buffer(input)).reshape(-1)
+    s = _Staged(output)
+    flat = s.arr.reshape(-1)
+    return _submit(g, what, desc, lambda: [g.comm.Ialltoallv(
+        [send, (scounts, sdispl)], [flat, (rcounts, rdispl)])], s.done, (send, s), async_op)
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
+    """``output_tensor_list[k]`` on rank r gets ``input_tensor_list[r]`` of rank k."""
+    what = "all_to_all"
+    g = _group(what, group)
+    _tensor_list(what, "output_tensor_list", output_tensor_list, g)
+    _tensor_list(what, "input_tensor_list", input_tensor_list, g)
+    for t in list(output_tensor_list) + list(input_tensor_list):
+        _same_kind(what, t, input_tensor_list[0])
+        if t.is_cuda:
+            raise RuntimeError("all_to_all: CUDA tensors are not supported")
+    dtype = buffer(input_tensor_list[0]).dtype
+    send = np.concatenate([np.ascontiguousarray(buffer(t)).reshape(-1)
+                           for t in input_tensor_list]).astype(dtype, copy=False)
+    scounts = np.array([t.numel() for t in input_tensor_list], dtype=np.int64)
+    rcounts = np.array([t.numel() for t in output_tensor_list], dtype=np.int64)
+    recv = np.empty(int(rcounts.sum()), dtype=dtype)
+    sd = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(np.int64)
+    rd = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(np.int64)
+    desc = f"all_to_all(dtype={input_tensor_list[0].dtype})"
+
+    def finish():
+        for t, o, c in zip(output_tensor_list, rd.tolist(), rcounts.tolist()):
+            buffer(t)[...] = recv[o:o + c].reshape(tuple(t.shape))
+            mark_written(t)
+    return _submit(g, what, desc, lambda: [g.comm.Ialltoallv([send, (scounts, sd)],
+                                                             [recv, (rcounts, rd)])],
+                   finish, (send, recv), async_op)
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """A barrier that raises after ``timeout`` (a ``timedelta`` or seconds; the group's
+    by default), or as soon as a rank is known to have failed or left, naming it."""
+    w = barrier(group, async_op=True)
+    w.wait(timeout)
+
+
+# ---- point to point: not collective calls (no call check, not counted in the
+# collective sequence that a leaving rank reports)
+class _P2PWork:
+    """``isend`` / ``irecv``'s handle: ``wait()``, ``is_completed()``; a recv's
+    ``source_rank()``."""
+
+    def __init__(self, group, what, req, peer, finish=None, keep=None):
+        self.group, self.what, self.req, self.peer = group, what, req, peer
+        self.finish, self.keep = finish, keep
+        self.status = group.MPI.Status()
+        self._done = False
+
+    def _test(self):
+        return self.req.Test(self.status)
+
+    def is_completed(self):
+        if not self._done and self._test():
+            self._complete()
+        return self._done
+
+    def _complete(self):
+        self._done = True
+        if self.finish is not None:
+            self.finish()
+        self.keep = None
+
+    def source_rank(self):
+        self.wait()
+        return self.status.Get_source()
+
+    def wait(self, timeout=None):
+        if self._done:
+            return True
+        if isinstance(timeout, datetime.timedelta):
+            timeout = timeout.total_seconds()
+        g = self.group
+        limit = g.timeout if timeout is None else timeout
+        start = time.monotonic()
+        gone = None
+        n = 0
+        while not self._test():
+            n += 1
+            if g.crowded or n > 512:
+                _sched_yield()
+            if n & 63:
+                continue
+            g.poll(self.what)
+            now = time.monotonic()
+            left = [r for r in g.exited if self.peer is None or r == self.peer]
+            if left and (self.peer is not None or len(g.exited) == g.size - 1):
+                gone = gone or now
+                if now - gone > 0.5:   # (what it sent before leaving is in by now)
+                    raise DistBackendError(
+                        f"{self.what}: rank {left[0]} exited without the matching "
+                        f"{'recv' if 'send' in self.what else 'send'} (rank {g.rank} "
+                        f"waited for it)")
+            if now - start > limit:
+                raise DistBackendError(f"{self.what}: timed out after {limit:g} s on rank "
+                                       f"{g.rank}, waiting for rank "
+                                       f"{'any' if self.peer is None else self.peer}")
+        self._complete()
+        return True
+
+
+def _p2p_peer(what, name, peer, g):
+    peer = _rank_arg(what, name, peer, g)
+    if peer == g.rank:
+        raise _ArgumentError(f"{what}: {name}={peer} is this process's own rank")
+    return peer
+
+
+def isend(tensor, dst, group=None, tag=0, _what="isend"):
+    """Send ``tensor`` to rank ``dst`` without waiting: a handle with ``wait()``."""
+    what = _what
+    g = _group(what, group)
+    _tensor(what, tensor)
+    dst = _p2p_peer(what, "dst", dst, g)
+    if tensor.is_cuda:
+        raise RuntimeError(f"{what}: CUDA tensors are not supported")
+    arr = np.ascontiguousarray(buffer(tensor))
+    return _P2PWork(g, what, g.comm.Isend(arr, dst, tag=int(tag)), dst, keep=arr)
+
+
+def irecv(tensor, src=None, group=None, tag=0, _what="irecv"):
+    """Receive into ``tensor`` from rank ``src`` (any rank when None) without
+    waiting: a handle with ``wait()`` and ``source_rank()``."""
+    what = _what
+    g = _group(what, group)
+    _tensor(what, tensor)
+    if src is not None:
+        src = _p2p_peer(what, "src", src, g)
+    if tensor.is_cuda:
+        raise RuntimeError(f"{what}: CUDA tensors are not supported")
+    s = _Staged(tensor)
+    req = g.comm.Irecv(s.arr, g.MPI.ANY_SOURCE if src is None else src, tag=int(tag))
+    return _P2PWork(g, what, req, src, s.done, s)
+
+
+def send(tensor, dst, group=None, tag=0):
+    """Send ``tensor`` to rank ``dst`` (returns once it is sent)."""
+    isend(tensor, dst, group, tag, "send").wait()
+
+
+def recv(tensor, src=None, group=None, tag=0):
+    """Receive into ``tensor`` from rank ``src`` (any rank when None); returns the
+    sender's rank."""
+    w = irecv(tensor, src, group, tag, "recv")
+    w.wait()
+    return w.status.Get_source()
+
+
+class P2POp:
+    """One point-to-point operation for ``batch_isend_irecv``: ``P2POp(dist.isend,
+    tensor, peer)`` or ``P2POp(dist.irecv, tensor, peer)``."""
+
+    def __init__(self, op, tensor, peer=None, group=None, tag=0, group_peer=None):
+        if op not in (isend, irecv):
+            raise ValueError("Invalid ``op``. Expected ``op`` to be of type "
+                             "``tg.distributed.isend`` or ``tg.distributed.irecv``.")
+        self.op, self.tensor, self.group, self.tag = op, tensor, group, tag
+        self.peer = peer if peer is not None else group_peer
+
+
+def batch_isend_irecv(p2p_op_list):
+    """Start every ``P2POp`` of the list; their handles."""
+    return [p.op(p.tensor, p.peer, p.group, p.tag) for p in p2p_op_list]
+
+
+# ---- Python objects (pickled; as PyTorch, only between trusted processes)
+def _pickled(obj):
+    import pickle
+    return np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+
+
+def _unpickled(arr):
+    import pickle
+    return pickle.loads(arr.tobytes())
+
+
+def all_gather_object(object_list, obj, group=None):
+    """``object_list[r]`` gets rank r's ``obj`` (pickled: every rank must trust the
+    others)."""
+    what = "all_gather_object"
+    g = _group(what, group)
+    if not isinstance(object_list, list) or len(object_list) != g.size:
+        raise _ArgumentError(f"{what}: object_list must be a list of world_size "
+                             f"({g.size}) items")
+    data = _pickled(obj)
+    sizes = Tensor(np.zeros(g.size, dtype=np.int64))
+    all_gather_into_tensor(sizes, Tensor(np.array([data.size], dtype=np.int64)))
+    sizes = buffer(sizes).tolist()
+    width = max(sizes)
+    mine = np.zeros(width, dtype=np.uint8)
+    mine[:data.size] = data
+    every = Tensor(np.empty(width * g.size, dtype=np.uint8))
+    all_gather_into_tensor(every, Tensor(mine))
+    arr = buffer(every)
+    for r in range(g.size):
+        object_list[r] = _unpickled(arr[r * width:r * width + sizes[r]])
+
+
+def gather_object(obj, object_gather_list=None, dst=0, group=None):
+    """``object_gather_list[r]`` on rank ``dst`` gets rank r's ``obj``."""
+    what = "gather_object"
+    g = _group(what, group)
+    dst = _rank_arg(what, "dst", dst, g)
+    if g.rank == dst and (not isinstance(object_gather_list, list)
+                          or len(object_gather_list) != g.size):
+        raise _ArgumentError(f"{what}: object_gather_list on rank {dst} must be a list of "
+                             f"world_size ({g.size}) items")
+    every = [None] * g.size
+    all_gather_object(every, obj)
+    if g.rank == dst:
+        object_gather_list[:] = every
+
+
+def broadcast_object_list(object_list, src=0, group=None, device=None):
+    """The items of ``object_list`` on rank ``src`` replace those of every rank's list
+    (of the same length)."""
+    what = "broadcast_object_list"
+    g = _group(what, group)
+    src = _rank_arg(what, "src", src, g)
+    if not isinstance(object_list, list):
+        raise TypeError(f"{what}: object_list must be a list, got {type(object_list).__name__}")
+    data = _pickled(list(object_list)).tobytes() if g.rank == src else b""
+    got = _unpickled(np.frombuffer(_broadcast_bytes(data, src, what), dtype=np.uint8))
+    if len(got) != len(object_list):
+        raise _ArgumentError(f"{what}: rank {src}'s list has {len(got)} items, rank "
+                             f"{g.rank}'s {len(object_list)}; they must be the same length")
+    object_list[:] = got
+
+
+def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=0,
+                        group=None):
+    """``scatter_object_output_list[0]`` on rank r gets item r of rank ``src``'s
+    ``scatter_object_input_list``."""
+    what = "scatter_object_list"
+    g = _group(what, group)
+    src = _rank_arg(what, "src", src, g)
+    if not isinstance(scatter_object_output_list, list) or not scatter_object_output_list:
+        raise _ArgumentError(f"{what}: scatter_object_output_list must be a non-empty list")
+    items = [None] * g.size
+    if g.rank == src:
+        if not isinstance(scatter_object_input_list, (list, tuple)) \
+                or len(scatter_object_input_list) != g.size:
+            raise _ArgumentError(f"{what}: scatter_object_input_list on rank {src} must "
+                                 f"be a list of world_size ({g.size}) items")
+        items = list(scatter_object_input_list)
+    broadcast_object_list(items, src)
+    scatter_object_output_list[0] = items[g.rank]
 
 
 def _all_reduce_unchecked(tensor, key):

@@ -126,6 +126,9 @@ class DistributedDataParallel(Module):
         #                        started before the last gradient came in, the seconds
         #                        spent waiting for them at its end
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not named:
+            raise RuntimeError("DistributedDataParallel is not needed when a module doesn't "
+                               "have any parameter that requires a gradient.")
         d["_names"] = [n for n, _ in named]
         d["_params"] = [p for _, p in named]
         d["_index"] = {id(p): i for i, p in enumerate(self._params)}

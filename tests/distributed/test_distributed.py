@@ -81,6 +81,25 @@ def test_a_hung_rank_times_out():
     assert re.search(r"all_reduce: timed out after 0.5 s on rank 0", err), err
 
 
+def test_a_wait_with_a_timeout_stops_at_it():
+    # (the group's timeout is 20 s: Work.wait(timeout=) once waited that long in the
+    # call check, ignoring its own)
+    out, err, took = _failed("wait_timeout", n=3)
+    assert re.search(r"barrier: timed out after 0.5 s on rank 0", err), err
+    assert re.search(r"barrier: timed out after 0.5 s on rank 1", err), err
+    assert took < 15
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("recv_exit", r"recv: rank 1 exited without the matching send \(rank 0 waited for it\)"),
+    ("recv_raise", r"recv: rank 1 failed \(ValueError: the sender failed\); rank 0 stops"),
+])
+def test_a_recv_from_a_rank_that_left_or_failed_names_it(mode, words):
+    out, err, took = _failed(mode)
+    assert re.search(words, err), err
+    assert took < 15
+
+
 def test_digits_demo_distributed(tmp_path):
     pytest.importorskip("sklearn")
     pytest.importorskip("tqdm")

@@ -65,3 +65,52 @@ def test_bad_arguments():
         tg.data.DistributedSampler(10, num_replicas=2, rank=2)
     with pytest.raises(RuntimeError, match="init_process_group"):
         tg.data.DistributedSampler(10)
+
+
+def test_pytorch_and_api_spellings():
+    # API.md's keyword (dataset_len), PyTorch's (dataset: a sized dataset), its base
+    # class and attributes, and torch.utils.data's module paths
+    from tapegrad.utils.data.distributed import DistributedSampler
+    from tapegrad.utils.data.sampler import Sampler
+    assert DistributedSampler is tg.data.DistributedSampler
+    a = DistributedSampler(dataset_len=10, num_replicas=3, rank=1, seed=4)
+    ds = tg.data.TensorDataset(np.zeros((10, 2)))
+    b = DistributedSampler(dataset=ds, num_replicas=3, rank=1, seed=4)
+    t = TorchSampler(range(10), num_replicas=3, rank=1, seed=4)
+    assert list(a) == list(b) == list(t)
+    assert isinstance(a, Sampler) and isinstance(a, tg.data.Sampler)
+    assert b.dataset is ds and a.dataset == 10
+    assert (a.num_samples, a.total_size, a.epoch) == (t.num_samples, t.total_size, 0)
+    from tapegrad.utils.data.dataloader import DataLoader
+    from tapegrad.utils.data.dataset import TensorDataset
+    assert DataLoader is tg.data.DataLoader and TensorDataset is tg.data.TensorDataset
+    with pytest.raises(TypeError, match="dataset_len"):
+        tg.data.DistributedSampler(num_replicas=2, rank=0)
+    with pytest.raises(TypeError, match="sized dataset"):
+        tg.data.DistributedSampler(iter([1, 2]), num_replicas=2, rank=0)
+
+
+def test_tg_distributed_has_torch_distributed_names():
+    # what a PyTorch script reaches for (the values are checked under mpiexec)
+    import tapegrad.distributed as dist
+    names = ["init_process_group", "destroy_process_group", "is_initialized", "is_available",
+             "get_rank", "get_world_size", "get_backend", "barrier", "monitored_barrier",
+             "all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+             "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor", "all_to_all",
+             "all_to_all_single", "send", "recv", "isend", "irecv", "P2POp",
+             "batch_isend_irecv", "all_gather_object", "gather_object",
+             "broadcast_object_list", "scatter_object_list", "new_group", "group",
+             "GroupMember", "Backend", "ReduceOp", "Work", "DistError", "DistBackendError",
+             "is_mpi_available", "is_nccl_available", "is_gloo_available",
+             "get_process_group_ranks", "get_global_rank", "get_group_rank"]
+    missing = [n for n in names if not hasattr(dist, n)]
+    assert not missing, missing
+    assert set(names) <= set(dist.__all__)
+    import torch.distributed as tdist
+    assert all(hasattr(tdist, n) for n in names)
+    for op in ("SUM", "AVG", "PRODUCT", "MAX", "MIN", "BAND", "BOR", "BXOR"):
+        assert hasattr(dist.ReduceOp, op) and hasattr(tdist.ReduceOp, op)
+    assert issubclass(dist.DistBackendError, dist.DistError)
+    assert issubclass(dist.DistError, RuntimeError)
+    with pytest.raises(ValueError, match="not been initialized"):
+        dist.get_rank()

@@ -1,5 +1,6 @@
 """Every collective's values on every rank, against NumPy on what each rank holds
 (each rank can build every other rank's input: it depends on the rank only)."""
+import datetime
 import io
 import os
 import sys
@@ -110,26 +111,45 @@ t = tg.tensor(np.full(1 << 20, R + 1.0, dtype=np.float32))
 dist.all_reduce(t)
 close(t, np.full(1 << 20, N * (N + 1) / 2, dtype=np.float32), "1M elements")
 
-# bad calls are refused locally, before any communication, in the user's terms
-for call, exc, words in (
-        (lambda: dist.all_reduce(np.ones(3)), TypeError, "must be a tg.Tensor"),
-        (lambda: dist.all_reduce(tg.ones(3), op="median"), ValueError, "unknown reduce op"),
-        (lambda: dist.all_reduce(tg.ones(3, dtype=tg.int64), op="avg"), RuntimeError,
+# bad calls are refused locally, before any communication, in the user's terms, of
+# PyTorch's exception class (and of the Python convention's, where they differ)
+for call, excs, words in (
+        (lambda: dist.all_reduce(np.ones(3)), [TypeError], "must be a tg.Tensor"),
+        (lambda: dist.all_reduce(tg.ones(3), op="median"), [TypeError, ValueError],
+         "unknown reduce op"),
+        (lambda: dist.all_reduce(tg.ones(3), op=99), [TypeError], "unknown reduce op"),
+        (lambda: dist.all_reduce(tg.ones(3, dtype=tg.int64), op="avg"), [RuntimeError],
          "AVG needs a floating point"),
-        (lambda: dist.broadcast(tg.ones(3), src=N), ValueError, "src must be a rank"),
-        (lambda: dist.all_gather([tg.ones(3)] * (N + 1), tg.ones(3)), ValueError,
+        (lambda: dist.all_reduce(tg.ones(3), op=dist.ReduceOp.BXOR), [RuntimeError],
+         "BXOR needs an integer"),
+        (lambda: dist.broadcast(tg.ones(3), src=N), [RuntimeError, ValueError],
+         "src must be a rank"),
+        (lambda: dist.broadcast(tg.ones(3), src=-1), [RuntimeError, ValueError],
+         "src must be a rank"),
+        (lambda: dist.all_gather([tg.ones(3)] * (N + 1), tg.ones(3)), [RuntimeError, ValueError],
          "world_size"),
-        (lambda: dist.all_gather([tg.ones(2)] * N, tg.ones(3)), RuntimeError,
+        (lambda: dist.all_gather(tg.ones(3), tg.ones(3)), [TypeError], "must be a list"),
+        (lambda: dist.all_gather([1] * N, tg.ones(3)), [TypeError], "tensor_list[0]"),
+        (lambda: dist.reduce_scatter(tg.ones(3), [tg.ones(3)] * (N + 1)),
+         [RuntimeError, ValueError], "world_size"),
+        (lambda: dist.all_gather([tg.ones(2)] * N, tg.ones(3)), [RuntimeError],
          "shape (2,)"),
-        (lambda: dist.all_gather_into_tensor(tg.ones(N + 5), tg.ones(1)), RuntimeError,
+        (lambda: dist.all_gather_into_tensor(tg.ones(N + 5), tg.ones(1)), [RuntimeError],
          "world_size * input"),
-        (lambda: dist.init_process_group(), RuntimeError, "twice")):
+        (lambda: dist.reduce(tg.ones(3), dst=N), [RuntimeError, ValueError], "dst must be"),
+        (lambda: dist.send(tg.ones(3), dst=R), [RuntimeError, ValueError], "own rank"),
+        (lambda: dist.gather(tg.ones(3), [tg.ones(3)] * N, dst=(R + 1) % N), [ValueError],
+         "must NOT be specified"),
+        (lambda: dist.all_to_all_single(tg.ones(N + 1), tg.ones(N + 1)),
+         [RuntimeError, ValueError], "does not split evenly"),
+        (lambda: dist.init_process_group(), [RuntimeError, ValueError], "twice")):
     try:
         call()
-    except exc as e:
+    except excs[0] as e:
         assert words in str(e), (words, str(e))
+        assert all(isinstance(e, x) for x in excs), (words, type(e).__mro__)
     else:
-        raise AssertionError(f"no {exc.__name__} for {words}")
+        raise AssertionError(f"no {excs[0].__name__} for {words}")
 
 # checkpoints: written by rank 0 only, read back on every rank from rank 0's bytes
 with tempfile.TemporaryDirectory() as d:
@@ -141,7 +161,95 @@ with tempfile.TemporaryDirectory() as d:
     close(got["w"], np.full(3, 5.0, np.float32), "checkpoint")
 del io
 
+# ---- torch.distributed's other names: bitwise reductions, reduce / gather / scatter,
+# all-to-all, point to point, Python objects, the default group's handles
+W = dist.group.WORLD
+vals = np.array([(r + 1) * 3 for r in range(N)])
+for op, f in ((dist.ReduceOp.BAND, np.bitwise_and), (dist.ReduceOp.BOR, np.bitwise_or),
+              (dist.ReduceOp.BXOR, np.bitwise_xor)):
+    t = tg.tensor([vals[R], 5], dtype=tg.int32)
+    dist.all_reduce(t, op=op, group=W)
+    assert t.numpy().tolist() == [int(f.reduce(vals)), int(f.reduce(np.full(N, 5)))], (op, t)
+for dst in range(N):
+    for op, want in (("sum", N * (N + 1) / 2), ("avg", (N + 1) / 2), ("max", N)):
+        t = tg.ones(3) * (R + 1)
+        assert dist.reduce(t, dst, op=op) is None
+        close(t, np.full(3, want if R == dst else R + 1.0), f"reduce {op} to {dst}")
+    g = [tg.zeros(2, 2) for _ in range(N)] if R == dst else None
+    dist.gather(tg.ones(2, 2) * R, g, dst=dst)
+    if R == dst:
+        for r in range(N):
+            close(g[r], np.full((2, 2), float(r)), "gather")
+    o = tg.zeros(3)
+    w = dist.scatter(o, [tg.ones(3) * (k + 10 * dst) for k in range(N)] if R == dst else None,
+                     src=dst, async_op=True)
+    w.wait()
+    close(o, np.full(3, R + 10.0 * dst), "scatter")
+inp = (tg.arange(float(N * 6)) + 100 * R).reshape(N * 2, 3)
+out = tg.zeros(N * 2, 3)
+dist.all_to_all_single(out, inp)
+close(out, np.concatenate([np.arange(N * 6.0).reshape(N * 2, 3)[2 * R:2 * R + 2] + 100 * r
+                           for r in range(N)]), "all_to_all_single")
+# uneven: rank r sends k + 1 rows to rank k
+inp = tg.tensor(np.concatenate([np.full((k + 1, 2), 10.0 * R + k) for k in range(N)]))
+out = tg.zeros(N * (R + 1), 2, dtype=tg.float64)
+dist.all_to_all_single(out, inp, output_split_sizes=[R + 1] * N,
+                       input_split_sizes=[k + 1 for k in range(N)])
+close(out, np.concatenate([np.full((R + 1, 2), 10.0 * r + R) for r in range(N)]),
+      "all_to_all_single uneven")
+outs = [tg.zeros(R + 1) for _ in range(N)]
+dist.all_to_all(outs, [tg.ones(k + 1) * (10 * R + k) for k in range(N)])
+for r in range(N):
+    close(outs[r], np.full(R + 1, 10.0 * r + R, np.float32), "all_to_all")
+# a ring of isend / irecv, then every rank sends to rank 0, which receives from any
+nxt, prv = (R + 1) % N, (R - 1) % N
+t = tg.zeros(4)
+works = [dist.isend(tg.ones(4) * R, nxt), dist.irecv(t, prv)]
+for w in works:
+    w.wait()
+close(t, np.full(4, float(prv), np.float32), "isend/irecv")
+if R == 0:
+    got = set()
+    for _ in range(N - 1):
+        t = tg.zeros(1)
+        src = dist.recv(t)
+        close(t, np.array([float(src)], np.float32), "recv from any")
+        got.add(src)
+    assert got == set(range(1, N)), got
+else:
+    dist.send(tg.ones(1) * R, 0)
+t = tg.zeros(2)
+for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, tg.ones(2) * R, nxt),
+                                 dist.P2POp(dist.irecv, t, prv)]):
+    w.wait()
+close(t, np.full(2, float(prv), np.float32), "batch_isend_irecv")
+objs = [None] * N
+dist.all_gather_object(objs, {"rank": R, "s": "x" * R})
+assert objs == [{"rank": r, "s": "x" * r} for r in range(N)], objs
+lst = [1, "two", {3: 4}] if R == N - 1 else [None] * 3
+dist.broadcast_object_list(lst, src=N - 1)
+assert lst == [1, "two", {3: 4}], lst
+g = [None] * N if R == 0 else None
+dist.gather_object(R * 2, g, dst=0)
+assert R != 0 or g == [2 * r for r in range(N)], g
+o = [None]
+dist.scatter_object_list(o, [f"item{k}" for k in range(N)] if R == 0 else None, src=0)
+assert o == [f"item{R}"], o
+assert dist.new_group() is W and dist.new_group(list(range(N))) is W
+assert W.rank() == R and W.size() == N and dist.get_rank(group=W) == R
+assert dist.GroupMember.WORLD is W and dist.get_process_group_ranks(W) == list(range(N))
+assert dist.Backend("MPI") == dist.Backend.MPI == "mpi"
+assert dist.is_mpi_available() and dist.is_gloo_available()
+dist.monitored_barrier(timeout=datetime.timedelta(seconds=20))
+
 dist.barrier()
-print(f"OK rank {R}", flush=True)
 dist.destroy_process_group()
 assert not dist.is_initialized()
+# again, under PyTorch's CPU backend name (the same MPI transport)
+dist.init_process_group(backend="gloo", timeout=datetime.timedelta(seconds=30))
+assert dist.get_backend() == "gloo" and dist.get_rank() == R and dist.get_world_size() == N
+t = tg.ones(2) * (R + 1)
+dist.all_reduce(t, op=dist.ReduceOp.MAX)
+close(t, np.full(2, float(N), np.float32), "after a second init")
+print(f"OK rank {R}", flush=True)
+dist.destroy_process_group()

@@ -211,6 +211,17 @@ except RuntimeError as e:
 else:
     raise AssertionError("no error for an unused parameter")
 
+# a module with no parameter that requires grad: PyTorch's RuntimeError
+frozen = mlp(1)
+for p in frozen.parameters():
+    p.requires_grad_(False)
+try:
+    DDP(frozen)
+except RuntimeError as e:
+    assert "doesn't have any parameter that requires a gradient" in str(e), e
+else:
+    raise AssertionError("no error for a module without trainable parameters")
+
 # a second backward through the same forward is refused
 m2 = DDP(mlp(1))
 loss = m2(tg.tensor(X[0, mine])).sum()

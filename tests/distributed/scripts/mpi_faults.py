@@ -1,6 +1,7 @@
 """One fault per run (argv[1]); the test reads what each rank printed and the exit
 status of the job. With TG_TEST_NATIVE=1 the blocking all_reduce's compiled path is
 loaded first (three more collectives), so that the faults happen on it."""
+import datetime
 import os
 import sys
 import time
@@ -67,6 +68,24 @@ elif mode == "hang":
     if R == N - 1:
         time.sleep(3)
     dist.all_reduce(tg.ones(3))
+elif mode == "wait_timeout":
+    # Work.wait(timeout) and monitored_barrier(timeout) bound the wait, not the group's
+    if R == N - 1:
+        time.sleep(3)
+    if R == 0:
+        dist.barrier(async_op=True).wait(timeout=datetime.timedelta(seconds=0.5))
+    else:
+        dist.monitored_barrier(timeout=0.5)
+elif mode == "recv_exit":
+    # rank 0 waits for a message that rank 1 never sends: it is told when rank 1 leaves
+    if R == 0:
+        dist.recv(tg.zeros(2), src=1)
+elif mode == "recv_raise":
+    if R == 1:
+        time.sleep(0.3)
+        raise ValueError("the sender failed")
+    if R == 0:
+        dist.recv(tg.zeros(2), src=1)
 elif mode == "model":
     import tapegrad.nn as nn
     nn.parallel.DistributedDataParallel(nn.Linear(3, 4 + R))

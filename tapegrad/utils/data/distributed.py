@@ -1,0 +1,4 @@
+"""``torch.utils.data.distributed``'s path: ``DistributedSampler``."""
+from ...data import DistributedSampler
+
+__all__ = ["DistributedSampler"]
