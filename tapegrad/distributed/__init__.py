@@ -182,9 +182,10 @@ class _Group:
         return comm
 
     # ---- waiting, with notices and the timeout
-    def wait(self, reqs, what, seq, timeout=None):
+    def wait(self, reqs, what, seq, timeout=None, faults=True):
         """Spin on ``reqs`` (MPI keeps moving data only inside its calls), reading
-        notices and the clock every 64 tests."""
+        notices and the clock every 64 tests (``faults=False``: another rank's failure
+        does not stop the wait, only the timeout does)."""
         if len(reqs) == 1:
             test = reqs[0].Test           # one request: its own test is the cheaper
         else:
@@ -205,7 +206,8 @@ class _Group:
                 # machine): give the core to whoever the wait is for
                 _sched_yield()
             if not n & 63:
-                self.poll(what, seq)
+                if faults:
+                    self.poll(what, seq)
                 if time.monotonic() - start > limit:
                     raise DistBackendError(
                         f"{what}: timed out after {limit:g} s on rank {self.rank} of "
@@ -390,7 +392,10 @@ class _Group:
         enc = np.frombuffer(desc.encode()[:_DESC_BYTES], dtype=np.uint8)
         mine[:len(enc)] = enc
         every = np.empty(_DESC_BYTES * self.size, dtype=np.uint8)
-        self.wait([self.ctl.Iallgather(mine, every)], what, None)
+        # every rank is here (all got the same comparison): a rank that has its answer
+        # and fails with it must not make the others fail with a report of its error
+        # before they have theirs
+        self.wait([self.ctl.Iallgather(mine, every)], what, None, faults=False)
         calls = [bytes(every[i * _DESC_BYTES:(i + 1) * _DESC_BYTES]).rstrip(b"\0").decode()
                  for i in range(self.size)]
         raise RuntimeError(

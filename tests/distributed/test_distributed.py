@@ -56,6 +56,17 @@ def test_mismatched_calls_give_a_clear_error_on_every_rank(mode, words):
     assert "OK rank" not in out
 
 
+def test_mismatched_shapes_every_rank_raises_its_own_error():
+    # every rank gets the comparison's answer: none may stop with a report of another
+    # rank's error (DistBackendError) before it has raised its own
+    out, err, _ = _failed("gather_shape", n=3)
+    for r in range(3):
+        assert f"rank {r} of 3: uncaught RuntimeError" in err, err
+    assert "DistBackendError" not in err, err
+    assert len(re.findall(r"rank 0: all_gather\(shape=\(2,\).*rank 1: all_gather\(shape=\(3,\)"
+                          r".*rank 2: all_gather\(shape=\(4,\)", err)) >= 3, err
+
+
 @pytest.mark.parametrize("mode", ["changed", "changed_late"])
 @pytest.mark.parametrize("n", [2, 3])
 def test_a_call_changed_on_one_rank_is_caught(mode, n):

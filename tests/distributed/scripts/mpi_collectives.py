@@ -212,15 +212,15 @@ if R == 0:
     got = set()
     for _ in range(N - 1):
         t = tg.zeros(1)
-        src = dist.recv(t)
+        src = dist.recv(t, tag=1)  # (a tag of its own: the batch below sends to rank 0 too)
         close(t, np.array([float(src)], np.float32), "recv from any")
         got.add(src)
     assert got == set(range(1, N)), got
 else:
-    dist.send(tg.ones(1) * R, 0)
+    dist.send(tg.ones(1) * R, 0, tag=1)
 t = tg.zeros(2)
-for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, tg.ones(2) * R, nxt),
-                                 dist.P2POp(dist.irecv, t, prv)]):
+for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, tg.ones(2) * R, nxt, tag=2),
+                                 dist.P2POp(dist.irecv, t, prv, tag=2)]):
     w.wait()
 close(t, np.full(2, float(prv), np.float32), "batch_isend_irecv")
 objs = [None] * N

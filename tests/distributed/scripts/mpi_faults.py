@@ -39,6 +39,8 @@ elif mode == "raise_later":
         raise KeyError("late failure")
 elif mode == "shape":
     dist.all_reduce(tg.ones(3 + R))
+elif mode == "gather_shape":
+    dist.all_gather([tg.zeros(2 + R) for _ in range(N)], tg.ones(2 + R))
 elif mode == "dtype":
     dist.broadcast(tg.ones(3, dtype=tg.float64 if R else tg.float32), 0)
 elif mode == "order":
