@@ -109,7 +109,10 @@ class DistributedDataParallel(Module):
                             f"{type(module).__name__}")
         what = "DistributedDataParallel"
         if not dist.is_initialized():
-            raise RuntimeError(f"{what}: call tg.distributed.init_process_group() first")
+            # PyTorch's ValueError (its default group is missing); a RuntimeError too
+            raise dist._ArgumentError(f"{what}: Default process group has not been "
+                                      f"initialized; call "
+                                      f"tg.distributed.init_process_group() first")
         if process_group is not None:
             raise ValueError(f"{what}: only the default process group is supported")
         if not bucket_cap_mb > 0:

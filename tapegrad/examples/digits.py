@@ -99,7 +99,8 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
     """Adam with a cosine schedule; returns per-epoch (train loss, test accuracy).
 
     ``distributed``: ``model`` is a DistributedDataParallel; each rank takes
-    ``batch_size / world size`` of every batch through a DistributedSampler.
+    ``batch_size / world size`` of every batch (rounded, when it does not divide)
+    through a DistributedSampler.
     ``compiled``: the step runs as ``tg.compile(step)`` (captured once per batch
     shape, replayed after). ``device``: where the batches go (the model is there)."""
     x_train, y_train, x_test, y_test = data
@@ -107,11 +108,12 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
     sampler = None
     if distributed:
         world = tg.distributed.get_world_size()
-        if batch_size % world:
-            raise SystemExit(f"--batch-size {batch_size} must be a multiple of the "
-                             f"{world} processes")
+        per_rank = max(1, round(batch_size / world))
+        if per_rank * world != batch_size and tg.distributed.get_rank() == 0:
+            print(f"--batch-size {batch_size} does not split over {world} processes: "
+                  f"{per_rank} each, a global batch of {per_rank * world}")
         sampler = tg.data.DistributedSampler(len(dataset), shuffle=True, seed=0)
-        loader = tg.data.DataLoader(dataset, batch_size=batch_size // world, sampler=sampler)
+        loader = tg.data.DataLoader(dataset, batch_size=per_rank, sampler=sampler)
     else:
         loader = tg.data.DataLoader(dataset, batch_size=batch_size, shuffle=True)
     opt = tg.optim.Adam(model.parameters(), lr=lr)

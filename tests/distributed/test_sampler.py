@@ -65,6 +65,10 @@ def test_bad_arguments():
         tg.data.DistributedSampler(10, num_replicas=2, rank=2)
     with pytest.raises(RuntimeError, match="init_process_group"):
         tg.data.DistributedSampler(10)
+    with pytest.raises(ValueError, match="not been initialized"):  # PyTorch's class
+        tg.data.DistributedSampler(10)
+    with pytest.raises(ValueError, match="not been initialized"):
+        tg.nn.parallel.DistributedDataParallel(tg.nn.Linear(2, 2))
 
 
 def test_pytorch_and_api_spellings():

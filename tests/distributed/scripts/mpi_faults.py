@@ -70,11 +70,12 @@ elif mode == "hang":
     if R == N - 1:
         time.sleep(3)
     dist.all_reduce(tg.ones(3))
-elif mode == "wait_timeout":
+elif mode in ("wait_timeout", "monitored_barrier"):
     # Work.wait(timeout) and monitored_barrier(timeout) bound the wait, not the group's
     if R == N - 1:
         time.sleep(3)
-    if R == 0:
+        dist.barrier()
+    elif mode == "wait_timeout":
         dist.barrier(async_op=True).wait(timeout=datetime.timedelta(seconds=0.5))
     else:
         dist.monitored_barrier(timeout=0.5)
