@@ -564,12 +564,7 @@ class DistributedSampler(Sampler):
                             f"length (an int), got {type(dataset).__name__}")
         if num_replicas is None or rank is None:
             from . import distributed
-            if not distributed.is_initialized():
-                # PyTorch's ValueError (from get_world_size); a RuntimeError too
-                raise distributed._ArgumentError(
-                    "DistributedSampler: give num_replicas and rank, or call "
-                    "tg.distributed.init_process_group() first (Default process group "
-                    "has not been initialized)")
+            # (before init_process_group: PyTorch's ValueError, a RuntimeError too)
             num_replicas = distributed.get_world_size() if num_replicas is None else num_replicas
             rank = distributed.get_rank() if rank is None else rank
         if num_replicas < 1:

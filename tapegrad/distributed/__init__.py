@@ -544,8 +544,9 @@ def _group(what, group=None):
         raise ValueError(f"{what}: only the default process group (group=None, "
                          f"group.WORLD) is supported")
     if _WORLD is None:
-        raise ValueError(f"{what}: Default process group has not been initialized, please "
-                         f"make sure to call init_process_group.")
+        # PyTorch's ValueError; a RuntimeError too (a call made in the wrong state)
+        raise _ArgumentError(f"{what}: Default process group has not been initialized, "
+                             f"please make sure to call init_process_group.")
     return _WORLD
 
 
