@@ -118,3 +118,5 @@ def test_tg_distributed_has_torch_distributed_names():
     assert issubclass(dist.DistError, RuntimeError)
     with pytest.raises(ValueError, match="not been initialized"):
         dist.get_rank()
+    with pytest.raises(RuntimeError, match="not been initialized"):
+        dist.all_reduce(tg.ones(2))
