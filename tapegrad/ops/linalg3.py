@@ -26,6 +26,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from .. import devices as _devices
 from .._util import op_error
 from ..dispatch import bind
 from ._decl import register, composite, Sample, TensorSpec, rand
@@ -525,14 +526,14 @@ def _lu_kernel(x):
 
 
 def _perm_matrix(piv, m, dtype, out=None):
-    """P (with A = P L U) from LAPACK's 1-based pivots, as a NumPy array; into
+    """P (with A = P L U) from LAPACK's 1-based pivots, on the pivots' device; into
     ``out`` (zeroed, then the ones written) when given."""
-    piv = np.asarray(piv)
+    xp = _devices.xp_of(piv)
     lead = piv.shape[:-1]
     flat = piv.reshape(-1, piv.shape[-1])
-    perm = np.empty((flat.shape[0], m), np.int64)
-    perm[...] = np.arange(m)
-    r = np.arange(flat.shape[0])
+    perm = xp.empty((flat.shape[0], m), np.int64)
+    perm[...] = xp.arange(m)
+    r = xp.arange(flat.shape[0])
     for j in range(flat.shape[1]):
         pj = flat[:, j] - 1
         tmp = perm[r, j].copy()
@@ -541,13 +542,13 @@ def _perm_matrix(piv, m, dtype, out=None):
     if out is not None and out.flags.c_contiguous:
         # the ones' flat positions, in place in the permutation (1/m of the output)
         perm *= m
-        perm += np.arange(m)
+        perm += xp.arange(m)
         perm += (r * (m * m))[:, None]
         out[...] = 0
-        np.put(out.reshape(-1), perm, 1)
+        xp.put(out.reshape(-1), perm, 1)
         return out
-    P = np.zeros((flat.shape[0], m, m), dtype)
-    P[r[:, None], perm, np.arange(m)[None, :]] = 1
+    P = xp.zeros((flat.shape[0], m, m), dtype)
+    P[r[:, None], perm, xp.arange(m)[None, :]] = 1
     if out is not None:
         out[...] = P.reshape(lead + (m, m))
         return out
@@ -594,7 +595,7 @@ def _lu_vjp(ctx, g):
                                                                            m.mT(U)))
     Z = solve_triangular(m.mT(Lm), M, upper=True, unitriangular=True)
     Z = m.mT(solve_triangular(U, m.mT(Z), upper=True))
-    return (m.matmul(_P_like(piv, mm, LU), Z),)
+    return (m.matmul(_P_like(piv, mm, ctx.dtypes[0]), Z),)
 
 
 def _lu_jvp(ctx, dA):
@@ -605,7 +606,7 @@ def _lu_jvp(ctx, dA):
     m = ctx.m
     LU, piv = ctx.out
     Lm, U = _lu_parts(m, LU)
-    P = _P_like(piv, mm, LU)
+    P = _P_like(piv, mm, ctx.dtypes[0])
     X = solve_triangular(Lm, m.matmul(m.mT(P), dA), upper=False, unitriangular=True)
     X = m.mT(solve_triangular(m.mT(U), m.mT(X), upper=False))  # X U^-1
     return m.matmul(Lm, m.tril(X, -1)) + m.matmul(m.triu(X), U), None
@@ -616,18 +617,10 @@ def _raw_of(t):
     return _raw(t)
 
 
-def _P_like(piv, m, ref):
-    """P from the pivots, a constant in ``ref``'s dtype, device and framework (a Tensor
-    where ``ref`` is one: the adjoint may be recorded; a torch.Tensor in an adjoint
-    run by the PyTorch export)."""
-    from ..tensor import Tensor
-    from .linalg import _const
-    p = _raw_of(piv)
-    host = p.detach().cpu().numpy() if hasattr(p, "detach") else (
-        p.get() if hasattr(p, "get") and not isinstance(p, np.ndarray) else np.asarray(p))
-    P = _perm_matrix(host, m, np.float64)
-    c = _const(ref, lambda xp, dt: xp.asarray(P, dtype=dt))
-    return C.tensor(c) if isinstance(ref, Tensor) else c
+def _P_like(piv, m, dtype):
+    """P from the pivots (``_lu_pivots_to_permutation``, bound on them: a Tensor, a raw
+    array, or an export's array, where the export runs the op; no host copy)."""
+    return bind(PIVOTS_TO_P, piv, m=m, dtype=np.dtype(getattr(dtype, "np", dtype)))
 
 
 def _lu_samples(dtype=np.float64):

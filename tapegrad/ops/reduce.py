@@ -198,9 +198,7 @@ def _extreme_vjp(name):
         keep = ctx.attrs.get("keepdim", False)
         # the gradient is split evenly among tied extremes (as PyTorch's amax)
         out_b = _expand_back(m, out, shape, dims, keep)
-        mask = m.where(x == out_b, 1.0, 0.0)
-        if hasattr(x, "dtype") and hasattr(mask, "astype") and not hasattr(mask, "_data"):
-            mask = mask.astype(x.dtype)
+        mask = _mask_like(m, x == out_b, x)
         count = m.sum(mask, dim=dims, keepdim=True)
         gb = _expand_back(m, g, shape, dims, keep)
         return (gb * mask / count,)
@@ -296,11 +294,9 @@ def _raw(v):
 
 
 def _mask_like(m, cond, like):
-    """0/1 of ``like``'s dtype where ``cond`` (no gradient)."""
-    r = m.where(cond, 1.0, 0.0)
-    if r.dtype != like.dtype:
-        r = r.astype(like.dtype) if not isinstance(r, Tensor) else r.to(like.dtype)
-    return r
+    """0/1 of ``like``'s dtype and shape where ``cond`` (no gradient), made with ops (an
+    adjoint run by an export gets its own framework's arrays)."""
+    return m.where(cond, m.ones_like(like), m.zeros_like(like))
 
 
 def _dim_samples(dtype=np.float64, keep=(False, True)):
@@ -854,11 +850,12 @@ def _cumprod_vjp(ctx, g):
         return (bind(REVERSE_CUMSUM, g * ctx.out, dim=dim) / x,)
     # with zeros: grad_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k, built as an
     # (n, n) table per position (O(n^2), only taken when a zero is present)
-    n = shape[dim]
     xl = m.movedim(x, dim, -1)
     gl = m.movedim(g, dim, -1)
-    eye = np.eye(n, dtype=np.bool_, like=raw)
-    upper = np.tri(n, dtype=np.bool_, like=raw).T  # [i, j]: j >= i
+    # masks made from x with ops: x's device, dtype and framework (an export's arrays)
+    ones = m.ones_like(m.unsqueeze(xl, -1) * m.unsqueeze(xl, -2))  # [..., n, n]
+    upper = m.triu(ones) == 1  # [i, j]: j >= i
+    eye = m.tril(m.triu(ones)) == 1
     table = m.where(eye, 1.0, m.unsqueeze(xl, -2))  # [..., i, k]: x_k, 1 at k == i
     pre = bind(CUMPROD, table, dim=len(table.shape) - 1)  # [..., i, j]
     gi = m.sum(m.where(upper, pre * m.unsqueeze(gl, -2), 0.0), dim=-1)

@@ -105,27 +105,20 @@ def _sr_kernel(x, index, src, dim, reduce, include_self=True):
     return out
 
 
-def _counts(m, x, index, dim, include_self, like):
-    """How many values each position reduces (``include_self`` counts input), as a
-    constant of ``like``'s dtype, with its positions that receive a scatter."""
-    xr, ir = _raw(x), _raw(index)
-    xp = _devices.xp_of(xr)
-    hit = xp.zeros(xr.shape, dtype=np.float64)
-    if xr.ndim == 0:
-        hit += ir.size
-    else:
-        _devices.add_at(hit, _grid(ir, dim), xp.ones(ir.shape, dtype=np.float64))
-    cnt = hit + (1.0 if include_self else 0.0)
-    return cnt.astype(np.dtype(_raw(like).dtype)), hit > 0
-
-
 def _gather_at(m, t, index, dim):
-    """``t`` at the scatter positions (shaped as index); ``m`` None: raw arrays."""
+    """``t`` at the scatter positions (shaped as index)."""
     if len(t.shape) == 0:
         return t
-    if m is None:
-        return t[_grid(_raw(index), dim)]
-    return m.getitem_raw(t, _grid(_raw(index), dim))
+    return m.gather(t, dim, index)
+
+
+def _scatter_sum(m, like, index, dim, v):
+    """Zeros of ``like``'s shape and dtype with ``v`` (shaped as index) summed in at
+    ``index`` along ``dim`` (a 0-d ``like`` takes them all)."""
+    zero = m.zeros_like(like)
+    if len(zero.shape) == 0:
+        return zero + m.sum(v)
+    return m.scatter_add(zero, dim, index, v)
 
 
 def _recording(ctx):
@@ -136,37 +129,31 @@ def _recording(ctx):
 
 def _weights(ctx, x, src):
     """``(w_self, w_src)``: d out / d input at each position, and d out[index] / d src
-    at each scattered element (shaped as index), for the op's reduction."""
+    at each scattered element (shaped as index), for the op's reduction. Computed with
+    ``ctx.m``'s ops only (no host copy of an input), so they run wherever the adjoint
+    does (an export's arrays, the GPU) and differentiate again."""
     m = ctx.m
     index = ctx.inputs[1]
     dim, reduce, inc = ctx.attrs["dim"], ctx.attrs["reduce"], ctx.attrs["include_self"]
     out = ctx.out
-    ir = _raw(index)
-    cnt, hit = _counts(m, x, ir, dim, inc, out)
-    xp = _devices.xp_of(cnt)
-    dt = cnt.dtype
-    one = xp.ones((), dt)
+    src_p = _src_part(src, index) if len(src.shape) else src
+    one_s = m.ones_like(src_p)
+    one, zero = m.ones_like(out), m.zeros_like(out)
+    hits = _scatter_sum(m, out, index, dim, one_s)  # how many src elements each position takes
     # positions a scatter replaced (include_self=False) take nothing from input
-    keep = xp.where(hit, one if inc else xp.zeros((), dt), one)
+    keep = one if inc else m.where(m.gt(hits, 0), zero, one)
     if reduce == "sum":
-        return keep, xp.ones(ir.shape, dt)
+        return keep, one_s
     if reduce == "mean":
-        c = xp.maximum(cnt, one)
-        return keep / c, _gather_at(None, 1.0 / c, ir, dim)
-    src_p = _src_part(src, ir) if len(src.shape) else src
+        c = m.clamp_min(hits + 1.0 if inc else hits, 1.0)  # untouched: input, count 1
+        return keep / c, _gather_at(m, m.reciprocal(c), index, dim)
     if reduce in ("amax", "amin"):
-        xs, outr, sr = _raw(x), _raw(out), _raw(src_p)
         # as PyTorch, input's ties are counted even where include_self=False leaves
         # it out (then it takes no share)
-        mself = (xs == outr).astype(dt)
-        msrc = (sr == _gather_at(None, outr, ir, dim)).astype(dt)
-        tied = mself.copy()
-        if xs.ndim == 0:
-            tied = tied + msrc.sum()
-        else:
-            _devices.add_at(tied, _grid(ir, dim), msrc)
-        tied = xp.maximum(tied, one)
-        return mself * keep / tied, msrc / _gather_at(None, tied, ir, dim)
+        mself = m.where(m.eq(x, out), one, zero)
+        msrc = m.where(m.eq(src_p, _gather_at(m, out, index, dim)), one_s, m.zeros_like(src_p))
+        tied = m.clamp_min(mself + _scatter_sum(m, out, index, dim, msrc), 1.0)
+        return mself * keep / tied, msrc / _gather_at(m, tied, index, dim)
     # prod, as PyTorch: the product of the others, exact where an element is zero
     zero_x = m.eq(x, 0)
     masked_x = m.where(zero_x, 1.0, x)
@@ -174,22 +161,17 @@ def _weights(ctx, x, src):
     if not inc:
         w_self = w_self * keep
     zero_s = m.eq(src_p, 0)
-    zr = _raw(zero_s).astype(dt)
-    nz = xp.zeros(_raw(x).shape, dt)
-    if nz.ndim == 0:
-        nz = nz + zr.sum()
-    else:
-        _devices.add_at(nz, _grid(ir, dim), zr)
-    nzs = _gather_at(None, nz, ir, dim)
-    if _recording(ctx) and bool((nzs > 1).any()):
+    nzs = _gather_at(m, _scatter_sum(m, out, index, dim, m.where(zero_s, one_s, 0.0)),
+                     index, dim)  # how many zeros of src meet at each one's position
+    if _recording(ctx) and bool(m.any(m.gt(nzs, 1))):
         raise RuntimeError("scatter_reduce: double backward is not supported for src when "
                            "more than one zero of src is scattered to the same position "
                            "(reduce='prod'), as in PyTorch")
-    single = xp.logical_and(_raw(zero_s), nzs == 1)
+    single = m.logical_and(zero_s, m.eq(nzs, 1))
     masked_src = m.where(single, 1.0, src_p)
     others = m.scatter_reduce(x, dim, index, masked_src, "prod", include_self=inc)
-    w_src = m.where(single, _gather_at(m, others, ir, dim),
-                    _gather_at(m, out, ir, dim) / m.where(zero_s, 1.0, src_p))
+    w_src = m.where(single, _gather_at(m, others, index, dim),
+                    _gather_at(m, out, index, dim) / m.where(zero_s, 1.0, src_p))
     return w_self, w_src
 
 
@@ -207,7 +189,7 @@ def _sr_vjp(ctx, g):
     gsrc = None
     if ctx.needs_input_grad[2]:
         gsrc = _pad_src(m, _gather_at(m, g, index, ctx.attrs["dim"]) * w_src,
-                        ctx.shapes[2], tuple(_raw(index).shape))
+                        ctx.shapes[2], tuple(index.shape))
     return gx, None, gsrc
 
 
@@ -217,10 +199,8 @@ def _sr_jvp(ctx, tx, ti, tsrc):
     w_self, w_src = _weights(ctx, x, src)
     out = None if tx is None else tx * w_self
     if tsrc is not None:
-        ts = _src_part(tsrc, _raw(index)) if len(tsrc.shape) else tsrc
-        zero = m.zeros_like(ctx.out)
-        part = m.scatter_add(zero, ctx.attrs["dim"], index, ts * w_src) if len(zero.shape) \
-            else zero + m.sum(ts * w_src)
+        ts = _src_part(tsrc, index) if len(tsrc.shape) else tsrc
+        part = _scatter_sum(m, ctx.out, index, ctx.attrs["dim"], ts * w_src)
         out = part if out is None else out + part
     return (out,)
 

@@ -50,19 +50,9 @@ def _param(op, s, failing=NOT_EXPORTED):
 
 
 FORWARD = [_param(op, op.samples(F64)[0]) for op in OPS]
-# dropout(2d)'s gradient sample (training=False) returns its input: that one runs
-# Ops whose gradients the export cannot run yet, with the reason (strict xfails):
-# scatter_reduce's adjoint (and index_reduce's, through it) builds its weights from
-# host copies of the inputs (NumPy), which an adjoint run on torch.Tensors cannot
-# take; their gradients are checked against PyTorch's in tests/ops
-GRAD_NOT_EXPORTED = {"scatter_reduce", "index_reduce"}
-GRAD = [_param(op, s, (NOT_EXPORTED - {"dropout", "dropout2d"}) | GRAD_NOT_EXPORTED)
-        for op in OPS if op.differentiable for s in [_grad_sample(op)] if s is not None]
-# and under torch.func's forward mode: the LU tangent reads the pivots on the host,
-# which torch.func's wrapped tensors (no storage) cannot give
-JVP_NOT_EXPORTED = GRAD_NOT_EXPORTED | {"linalg_lu_factor", "lu"}
-JVP = [_param(op, s, (NOT_EXPORTED - {"dropout", "dropout2d"}) | JVP_NOT_EXPORTED)
-       for op in OPS if op.differentiable for s in [_grad_sample(op)] if s is not None]
+# every differentiable op's gradient runs through the export, reverse and forward mode
+GRAD = [_param(op, s) for op in OPS if op.differentiable for s in [_grad_sample(op)] if s is not None]
+JVP = GRAD
 
 
 def _t(a, grad=False):
