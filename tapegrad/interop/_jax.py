@@ -6,8 +6,10 @@ op's), the callback runs ``op.compute`` on the NumPy arrays JAX hands it, and
 ``vmap_method="sequential"`` maps it over a batch. The backward runs the registry's
 adjoint on JAX arrays (tracers included), with ``ctx.m`` the adjoints' namespace over
 this export (``_bridge``), so ``jax.grad`` nests to any order; ``jax.jit`` traces
-through both. Dynamic ops (output sizes from the data) are refused: a JAX function
-needs static shapes.
+through both. A differentiable composite runs as its ops (``_bridge.run_composite``),
+so it differentiates through them, unless it reads traced values on the host or draws
+random numbers (then one callback, without a gradient). Dynamic ops (output sizes from
+the data) are refused: a JAX function needs static shapes.
 """
 import types
 
@@ -16,6 +18,7 @@ import numpy as np
 from ..dispatch import register_foreign
 from ..ops_registry import TensorSpec, list_ops
 from . import _bridge
+from .. import ops as _ops
 
 __all__ = ["jax_ops", "jax_module", "call", "from_jax"]
 
@@ -53,6 +56,9 @@ def _check_args(op, args):
             out.append(a)
         elif isinstance(a, np.generic):
             out.append(a.item())
+        elif isinstance(a, np.ndarray) and not np.issubdtype(a.dtype, np.inexact):
+            out.append(a)  # an index or mask: a constant of the call (jnp.asarray would
+            # make it a tracer under jax.jit, its values unknown to the host)
         elif isinstance(a, np.ndarray) or hasattr(a, "__dlpack__"):
             if not isinstance(a, np.ndarray):
                 _bridge.check_host_device(op, name, a)
@@ -74,7 +80,7 @@ def _promote(op, args):
     jnp = _jax.numpy
     if op.promote == "none":
         return args
-    arrs = [a for a in args if _is_array(a)]
+    arrs = [a for a in args if _is_array(a) or isinstance(a, np.ndarray)]
     if not arrs:
         return args
     target = jnp.result_type(*[a.dtype for a in arrs])
@@ -82,7 +88,8 @@ def _promote(op, args):
         target = jnp.result_type(float)
     if all(a.dtype == target for a in arrs):
         return args
-    return [a.astype(target) if _is_array(a) and a.dtype != target else a for a in args]
+    return [a.astype(target) if (_is_array(a) or isinstance(a, np.ndarray)) and a.dtype != target
+            else a for a in args]
 
 
 def _attr(v):
@@ -91,10 +98,29 @@ def _attr(v):
     return None
 
 
+def _traced(v):
+    if isinstance(v, _jax.core.Tracer):
+        return True
+    return (type(v) is tuple or type(v) is list) and any(_traced(x) for x in v)
+
+
+# the indexing ops an adjoint binds with an index attribute (a gradient scattered back
+# to where sort, topk, argmax... took its values): under jax.jit that index may be
+# traced (computed from traced data), so no host callback can take it as a constant;
+# JAX's own indexing computes them then (NumPy's semantics; JAX differentiates them)
+_TRACED_INDEX = {
+    "index": lambda g, a: g[a["index"]],
+    "index_add_into": lambda g, a: _jax.numpy.zeros(a["shape"], g.dtype).at[a["index"]].add(g),
+    "index_put_zero": lambda g, a: g.at[a["index"]].set(0),
+}
+
+
 def call(op, args, attrs):
     """Run registry op ``op`` on JAX arrays (and Python numbers): the export."""
     jax_module()
     args = _promote(op, _check_args(op, list(args)))
+    if op.name in _TRACED_INDEX and _traced(attrs.get("index")) and _is_array(args[0]):
+        return _TRACED_INDEX[op.name](args[0], attrs)
     attrs = {k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()}
     if op.kind == "dynamic":
         raise RuntimeError(f"{op.name}: its output size depends on the data; a JAX function "
@@ -149,6 +175,11 @@ def _make(op, attrs, pos, static, in_specs, specs):
             np.dtype(x.dtype), np.floating) else jax.numpy.asarray(x) for x in gs)
         if all(x is None for x in gs):
             return tuple(None for _ in arrays)
+        if op.vjp is None:  # a composite run as one callback (see _export)
+            raise NotImplementedError(
+                f"{op.name}: no gradient through the JAX export here: this composite "
+                f"reads its inputs' values on the host, which tracing (jax.grad, jax.jit) "
+                f"does not give (tapegrad's own {op.name} and torch_ops() differentiate it)")
         needs = tuple(i in pos and np.issubdtype(np.dtype(full[i].dtype), np.floating)
                       for i in range(len(full)))
         inputs = [a if i in op.save_idx else None for i, a in enumerate(full)]
@@ -326,10 +357,25 @@ def _fit(op, i, gi, spec):
     return gi.astype(dt) if gi.dtype != dt else gi
 
 
+class _Unknown(RuntimeError):
+    """A traced array's values were read on the host (they are unknown while tracing)."""
+
+
+_UNKNOWN = ("interop (JAX): the adjoint computed a value from a traced array outside "
+            "tapegrad's ops (its values are unknown while tracing); call it without "
+            "jax.jit, or on concrete arrays")
+
+
 class _Symbolic(np.ndarray):
     """The stand-in of a tracer: zeros of its shape and dtype. NumPy keeps the type
-    through arithmetic, ``astype`` and views, so a value computed from one outside the
-    observed ops is caught (``_JaxFramework.constant``) instead of used as zeros."""
+    through arithmetic, ``astype``, reductions and views, so a value computed from one
+    outside the observed ops is caught (``_JaxFramework.constant``), and so is a value
+    read as a Python number or truth value, instead of being used as zeros."""
+
+    def _unknown(self, *a, **k):
+        raise _Unknown(_UNKNOWN)
+
+    __bool__ = __int__ = __float__ = __index__ = item = tolist = _unknown
 
 
 class _JaxFramework:
@@ -354,13 +400,23 @@ class _JaxFramework:
     @staticmethod
     def constant(a):
         if isinstance(a, _Symbolic):
-            raise RuntimeError("interop (JAX): the adjoint computed a value from a traced "
-                               "array outside tapegrad's ops (its values are unknown while "
-                               "tracing); call it without jax.jit, or on concrete arrays")
+            raise _Unknown(_UNKNOWN)
+        if not np.issubdtype(a.dtype, np.inexact):
+            return np.asarray(a)  # an index or mask stays concrete (see _check_args)
         return _jax.numpy.asarray(a)
 
     @staticmethod
     def call(op, args, attrs):
+        if all(not _is_array(a) or not isinstance(a, _jax.core.Tracer) and not np.issubdtype(
+                np.dtype(a.dtype), np.inexact) for a in args) and op.kind != "dynamic":
+            # index arithmetic on concrete arrays (a composite spreading its index):
+            # computed here, so the index stays concrete under jax.jit (a callback's
+            # result would be a tracer)
+            res = op.compute(*[np.asarray(a) if _is_array(a) else a for a in args],
+                             **{k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()})
+            if all(not np.issubdtype(np.dtype(r.dtype), np.inexact)
+                   for r in (res if isinstance(res, tuple) else (res,))):
+                return res
         return call(op, args, attrs)
 
 
@@ -369,6 +425,7 @@ M = _bridge.AdjointNamespace(_JaxFramework)
 
 def _export(op):
     bind = _bridge.bind_inputs
+    composite = op.composite is not None and op.differentiable
 
     def f(*args, **attrs):
         for k in ("out", "workspace"):
@@ -376,6 +433,19 @@ def _export(op):
                 raise TypeError(f"{op.name}: {k}= has no meaning on JAX arrays (immutable; "
                                 f"JAX allocates them): use the result (torch_ops and "
                                 f"op.compute take the caller's memory)")
+        if composite:  # made of other ops: each runs as the exported op, so it has
+            # their gradients and forward-mode rules. Unless it reads its traced inputs'
+            # values on the host, or draws random numbers (a draw made while tracing
+            # would repeat on every call of a jitted function): then one host callback
+            # (the right values, a fresh draw per call; no gradient)
+            state = _ops.get_rng_state()
+            try:
+                r = _bridge.run_composite(_JaxFramework, op, args, attrs)
+                if _ops.get_rng_state() == state:
+                    return r
+            except _Unknown:
+                pass
+            _ops.set_rng_state(state)
         args, attrs = bind(op, args, attrs)
         return call(op, args, attrs)
     f.__name__ = f.__qualname__ = op.name

@@ -139,7 +139,9 @@ def _weights(ctx, x, src):
     src_p = _src_part(src, index) if len(src.shape) else src
     one_s = m.ones_like(src_p)
     one, zero = m.ones_like(out), m.zeros_like(out)
-    hits = _scatter_sum(m, out, index, dim, one_s)  # how many src elements each position takes
+    hits = None  # how many src elements each position takes
+    if not inc or reduce == "mean":
+        hits = _scatter_sum(m, out, index, dim, one_s)
     # positions a scatter replaced (include_self=False) take nothing from input
     keep = one if inc else m.where(m.gt(hits, 0), zero, one)
     if reduce == "sum":

@@ -22,7 +22,11 @@ REPRESENTATIVE = ["add", "mul", "div", "pow", "maximum", "exp", "tanh", "sigmoid
                   "getitem", "gather", "index_select", "masked_fill",
                   "matmul", "einsum", "linalg_inv", "linalg_det",
                   "conv2d", "max_pool2d", "avg_pool2d", "linear",
-                  "softmax", "log_softmax", "gelu", "softplus", "embedding"]
+                  "softmax", "log_softmax", "gelu", "softplus", "embedding",
+                  # adjoints once built from host copies (scatter_reduce's weights, the
+                  # LU pivots' permutation), and composites (made of exported ops: their
+                  # gradients and jvps are those ops')
+                  "scatter_reduce", "index_reduce", "linalg_lu_factor", "lu", "mse_loss"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -199,3 +203,28 @@ def test_bad_device_and_refused_dtype(ns):
     with pytest.raises(TypeError, match="conv2d"):  # and inside jax.jit, at trace time
         jax.jit(lambda a: ns.conv2d(a, jnp.ones((1, 1, 1, 1), jnp.int32), None))(
             jnp.ones((1, 1, 3, 3), jnp.int32))
+
+
+def test_composite_reading_traced_values_runs_as_one_callback(ns):
+    """A composite that reads its input's values on the host (binary_cross_entropy
+    checks its range) cannot be traced through its ops (jax.jit, jax.grad): it runs
+    as one host callback, with the right values, and a gradient says why it has none."""
+    jnp = jax.numpy
+    p = np.array([0.2, 0.7, 0.9])
+    t = np.array([0.0, 1.0, 1.0])
+    want = tg.nn.functional.binary_cross_entropy(tg.tensor(p), tg.tensor(t)).item()
+    got = jax.jit(lambda a, b: ns.binary_cross_entropy(a, b))(jnp.asarray(p), jnp.asarray(t))
+    np.testing.assert_allclose(float(got), want, rtol=1e-12)
+    np.testing.assert_allclose(float(ns.binary_cross_entropy(jnp.asarray(p), jnp.asarray(t))),
+                               want, rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="binary_cross_entropy: no gradient"):
+        jax.grad(lambda a: ns.binary_cross_entropy(a, jnp.asarray(t)))(jnp.asarray(p))
+
+
+def test_random_composite_draws_anew_under_jit(ns):
+    """A composite that draws random numbers (dropout) runs as one host callback, so a
+    jitted function draws afresh per call (a draw made while tracing would repeat)."""
+    f = jax.jit(lambda a: ns.dropout(a, p=0.5, training=True))
+    x = jax.numpy.ones(64)
+    a, b = np.asarray(f(x)), np.asarray(f(x))
+    assert set(np.unique(a)) <= {0.0, 2.0} and not np.array_equal(a, b)

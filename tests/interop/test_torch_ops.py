@@ -358,3 +358,70 @@ def test_repeated_calls_with_other_shapes_dtypes_and_attributes():
                 np.testing.assert_allclose(gw.numpy(), want[1].numpy(), rtol=tol, atol=tol)
     with pytest.raises(RuntimeError, match="conv2d"):
         NS.conv2d(torch.ones(2, 3, 7, 7), torch.ones(4, 2, 3, 3), None)
+
+
+def _other_samples():
+    """Gradient samples beyond each op's first whose adjoints once built host NumPy
+    constants (``np.eye(like=...)``, ``.astype``) the export's torch.Tensors cannot
+    take: prod and cumprod with zeros (their exact branch), the inf norms' tie masks,
+    and every scatter_reduce reduction (its weights)."""
+    picks = {"prod": lambda s: any((a == 0).any() for a in s.args if _is_array(a)),
+             "cumprod": lambda s: any((a == 0).any() for a in s.args if _is_array(a)),
+             "norm": lambda s: abs(s.attrs.get("p", 2.0)) == np.inf,
+             "scatter_reduce": lambda s: True}
+    out = []
+    for name, pick in picks.items():
+        op = tg.ops_registry.get(name)
+        for k, s in enumerate(op.samples(F64)):
+            if s.grad and all(a.size for a in s.args if _is_array(a)) and pick(s):
+                out.append(pytest.param(op, s, id=f"{name}-sample{k}"))
+    return out
+
+
+OTHER = _other_samples()
+
+
+def test_other_samples_cover_the_cases():
+    ids = {p.id.split("-")[0] for p in OTHER}
+    assert ids == {"prod", "cumprod", "norm", "scatter_reduce"}
+    reduces = {(p.values[1].attrs["reduce"], p.values[1].attrs["include_self"])
+               for p in OTHER if p.id.startswith("scatter_reduce")}
+    assert len(reduces) == 10  # five reductions, include_self True and False
+
+
+@pytest.mark.parametrize("op,sample", OTHER)
+def test_gradients_of_other_samples_through_the_export(op, sample):
+    fn, inputs = _fn(op, sample)
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3)
+    assert torch.autograd.gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3)
+    test_forward_mode_torch_func_jvp(op, sample)
+
+
+def test_scatter_reduce_gradients_match_pytorchs_through_the_export():
+    """Every reduction, include_self both ways, ties (amax/amin) and zeros (prod):
+    the export's gradient equals PyTorch's own scatter_reduce's, first and second
+    order (a double-backward vector through both)."""
+    r = np.random.default_rng(5)
+    x = np.array([[0.0, 2.0, 3.0, 1.0], [1.5, -0.5, 2.0, 0.5]])
+    src = np.array([[1.5, 0.0, 2.0, 3.0, 1.0], [2.0, 1.1, 0.5, 0.0, -0.5]])
+    idx = torch.tensor([[0, 1, 1, 2, 0], [0, 0, 2, 3, 3]])
+    for reduce in ("sum", "prod", "mean", "amax", "amin"):
+        for inc in (True, False):
+            g = torch.from_numpy(r.standard_normal((2, 4)))
+            v = torch.from_numpy(r.standard_normal((2, 4)))
+            res = []
+            for f in (lambda a, s: NS.scatter_reduce(a, idx, s, dim=1, reduce=reduce,
+                                                     include_self=inc),
+                      lambda a, s: torch.scatter_reduce(a, 1, idx, s, reduce,
+                                                        include_self=inc)):
+                a = torch.from_numpy(x.copy()).requires_grad_()
+                s = torch.from_numpy(src.copy()).requires_grad_()
+                ga, gs = torch.autograd.grad(f(a, s), (a, s), g, create_graph=True)
+                second = (ga * v).sum() + gs.sum()
+                gga, ggs = torch.autograd.grad(second, (a, s), allow_unused=True,
+                                               materialize_grads=True) \
+                    if second.requires_grad else (torch.zeros_like(a), torch.zeros_like(s))
+                res.append([t.detach().numpy() for t in (ga, gs, gga, ggs)])
+            for got, want, what in zip(*res, ("input", "src", "input 2nd", "src 2nd")):
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12,
+                                           err_msg=f"{reduce}, include_self={inc}: {what}")
