@@ -377,6 +377,21 @@ class _Symbolic(np.ndarray):
 
     __bool__ = __int__ = __float__ = __index__ = item = tolist = _unknown
 
+    def __array_ufunc__(self, *a, **k):  # any arithmetic on it: its values are unknown
+        raise _Unknown(_UNKNOWN)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func in _SHAPE_ONLY:  # what reads only shapes and dtypes
+            return super().__array_function__(func, types, args, kwargs)
+        raise _Unknown(_UNKNOWN)
+
+
+_SHAPE_ONLY = {np.shape, np.ndim, np.size, np.result_type, np.may_share_memory,
+               np.shares_memory, np.reshape, np.broadcast_to, np.expand_dims, np.squeeze,
+               np.transpose, np.moveaxis, np.swapaxes, np.ravel, np.atleast_1d,
+               np.atleast_2d, np.empty_like, np.zeros_like, np.ones_like, np.copyto,
+               np.can_cast, np.min_scalar_type}
+
 
 class _JaxFramework:
     """The adjoints' namespace adapter for JAX: a concrete array stands in as its own
@@ -423,6 +438,101 @@ class _JaxFramework:
 M = _bridge.AdjointNamespace(_JaxFramework)
 
 
+class _DryRun:
+    """A composite traced on the host alone, its traced inputs standing in as random
+    values drawn from ``seed`` (zeros for None, as in the traced run): each exported op it reaches on them is recorded (name,
+    attributes, constant inputs) and returns random values of its result's shape (an
+    op on constants alone computes them). Dry runs with different values that
+    record different calls mean the composite's structure depends on its inputs'
+    values (a count of squarings from a norm, a constant made from a value): it
+    cannot be traced through its ops."""
+
+    def __init__(self, seed):
+        self.rng = None if seed is None else np.random.default_rng(seed)
+        self.calls = []
+        self.symbolic = {}  # id -> the arrays standing for traced values (kept alive)
+
+    def _values(self, shape, dtype):
+        dt = np.dtype(dtype)
+        if self.rng is None:  # zeros, as the traced run's stand-ins (_Symbolic)
+            v = np.zeros(shape, dt)
+        elif dt.kind == "f":
+            v = self.rng.standard_normal(shape).astype(dt)
+        elif dt.kind == "b":
+            v = self.rng.random(shape) < 0.5
+        else:
+            v = self.rng.integers(0, 3, shape).astype(dt)
+        self.symbolic[id(v)] = v
+        return v
+
+    def is_array(self, x):
+        return isinstance(x, _jax.Array)
+
+    def stand_in(self, x):
+        if isinstance(x, _jax.core.Tracer):
+            return self._values(tuple(x.shape), x.dtype)
+        if isinstance(x, np.ndarray):  # an output of ours: itself
+            return x
+        return np.asarray(x).view()
+
+    def plain(self, v):
+        return v
+
+    def constant(self, a):
+        return a
+
+    def _sym(self, v):
+        return isinstance(v, _jax.core.Tracer) or isinstance(v, np.ndarray) and \
+            self.symbolic.get(id(v)) is v
+
+    def _sig(self, v):
+        if self._sym(v):
+            return ("traced", tuple(v.shape), str(v.dtype))
+        if isinstance(v, (np.ndarray, _jax.Array)):
+            a = np.asarray(v)
+            return ("array", a.shape, a.dtype.str, a.tobytes())
+        if isinstance(v, dict):
+            return tuple(sorted((k, self._sig(x)) for k, x in v.items()))
+        if type(v) is tuple or type(v) is list:
+            return tuple(self._sig(x) for x in v)
+        return repr(v)
+
+    def _mentions(self, v):
+        if type(v) is tuple or type(v) is list:
+            return any(self._mentions(x) for x in v)
+        return self._sym(v)
+
+    def call(self, op, args, attrs):
+        if not any(self._mentions(a) for a in args) and not any(
+                self._mentions(v) for v in attrs.values()):
+            return op.compute(*[np.asarray(a) if isinstance(a, _jax.Array) else a
+                                for a in args], **attrs)
+        self.calls.append((op.name, self._sig(attrs), self._sig(list(args))))
+        specs = [TensorSpec(tuple(a.shape), np.dtype(a.dtype)) if hasattr(a, "shape") else a
+                 for a in args]
+        outs = tuple(self._values(tuple(o.shape), getattr(o.dtype, "np", o.dtype))
+                     for o in _bridge.out_specs(op, specs, attrs))
+        return outs if op.nout > 1 else outs[0]
+
+
+def _traceable(op, args, attrs):
+    """Whether a composite called on traced arrays runs the same ops whatever their
+    values (dry runs on zeros and on two random draws agree), drawing no random
+    numbers."""
+    state = _ops.get_rng_state()
+    try:
+        runs = []
+        for seed in (None, 1, 2):
+            fw = _DryRun(seed)
+            _bridge.run_composite(fw, op, args, attrs)
+            runs.append(fw.calls)
+        return runs[0] == runs[1] and _ops.get_rng_state() == state
+    except Exception:  # a check refused the stand-in values: they matter
+        return False
+    finally:
+        _ops.set_rng_state(state)
+
+
 def _export(op):
     bind = _bridge.bind_inputs
     composite = op.composite is not None and op.differentiable
@@ -434,18 +544,21 @@ def _export(op):
                                 f"JAX allocates them): use the result (torch_ops and "
                                 f"op.compute take the caller's memory)")
         if composite:  # made of other ops: each runs as the exported op, so it has
-            # their gradients and forward-mode rules. Unless it reads its traced inputs'
-            # values on the host, or draws random numbers (a draw made while tracing
-            # would repeat on every call of a jitted function): then one host callback
-            # (the right values, a fresh draw per call; no gradient)
+            # their gradients and forward-mode rules. Unless, on traced inputs, what it
+            # runs depends on their values (``_traceable``; or it reads them on the host),
+            # or it draws random numbers (a draw made while tracing would repeat on every
+            # call of a jitted function): then one host callback (the right values, a
+            # fresh draw per call; no gradient)
             state = _ops.get_rng_state()
-            try:
-                r = _bridge.run_composite(_JaxFramework, op, args, attrs)
-                if _ops.get_rng_state() == state:
-                    return r
-            except _Unknown:
-                pass
-            _ops.set_rng_state(state)
+            if not any(_traced(a) for a in args) and not any(
+                    _traced(v) for v in attrs.values()) or _traceable(op, args, attrs):
+                try:
+                    r = _bridge.run_composite(_JaxFramework, op, args, attrs)
+                    if _ops.get_rng_state() == state:
+                        return r
+                except _Unknown:
+                    pass
+                _ops.set_rng_state(state)
         args, attrs = bind(op, args, attrs)
         return call(op, args, attrs)
     f.__name__ = f.__qualname__ = op.name
