@@ -228,3 +228,23 @@ def test_random_composite_draws_anew_under_jit(ns):
     x = jax.numpy.ones(64)
     a, b = np.asarray(f(x)), np.asarray(f(x))
     assert set(np.unique(a)) <= {0.0, 2.0} and not np.array_equal(a, b)
+
+
+def test_composite_whose_ops_depend_on_values_is_right_under_jit(ns):
+    """matrix_exp picks its number of squarings from its input's norm: traced through
+    its ops under jax.jit it would pick them from stand-in values (a silently wrong
+    result); dry runs on other values see the ops differ, so it runs as one callback,
+    exact. Index arithmetic on a concrete index (index_reduce spreading its index) and
+    a traced index (median's, from a sort) do not stop a composite being traced."""
+    jnp = jax.numpy
+    a = np.random.default_rng(0).standard_normal((3, 3)) * 2
+    want = tg.matrix_exp(tg.tensor(a)).numpy()
+    np.testing.assert_allclose(np.asarray(jax.jit(ns.matrix_exp)(jnp.asarray(a))), want,
+                               rtol=1e-13, atol=1e-13)
+    x = jnp.asarray(np.random.default_rng(1).standard_normal((3, 5)))
+    g = jax.jit(jax.grad(lambda v: ns.sum(ns.median(v, dim=1).values ** 2)))(x)
+    xv = np.asarray(x)
+    want = np.zeros_like(xv)
+    k = np.argsort(xv, axis=1)[:, 2]
+    want[np.arange(3), k] = 2 * xv[np.arange(3), k]
+    np.testing.assert_allclose(np.asarray(g), want, rtol=1e-12)
