@@ -24,12 +24,13 @@ from . import compat_layers as _compat_layers
 from .compat_layers import *  # noqa: F403
 from . import more_layers as _more_layers
 from .more_layers import *  # noqa: F403
+from .syncbn import SyncBatchNorm
 from . import functional, init, utils
 
 __all__ = ["Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
            "ParameterList", "MultiheadAttention", "functional", "init", "utils"]
 __all__ += _layers.__all__ + _spatial.__all__ + _rnn.__all__ + _transformer.__all__
-__all__ += _compat_layers.__all__ + _more_layers.__all__
+__all__ += _compat_layers.__all__ + _more_layers.__all__ + ["SyncBatchNorm"]
 
 # tg.nn.parallel.DistributedDataParallel (it lives in tapegrad/distributed/ddp.py)
 from . import parallel  # noqa: E402

@@ -1,0 +1,165 @@
+"""``tg.nn.SyncBatchNorm``: batch normalisation whose statistics span the batch of every
+rank of ``tg.distributed`` (``torch.nn.SyncBatchNorm``), and
+``SyncBatchNorm.convert_sync_batchnorm``.
+
+How the ranks meet. In training, with a process group of more than one rank, each rank
+computes its per-channel count ``n_r``, mean ``m_r`` and centred sum of squares
+``q_r = sum (x - m_r)^2`` (ops, so they record), writes them as row ``r`` of an
+``(R, 2C + 1)`` table of zeros, and one ``all_reduce`` (SUM) gives every rank the whole
+table (an all-gather as a reduction). The global mean and biased variance are then
+combined with ops, Chan's parallel formula (``M2 = sum q_r + sum n_r (m_r - m)^2``,
+stable where a plain sum of squares cancels), so the counts may differ per rank (an
+empty rank counts 0). The running statistics take the mean and the unbiased variance
+``M2 / (n - 1)`` over the global count ``n``.
+
+The gradient through the all-reduce: with the global loss the sum of the ranks' losses
+(DDP's model), the adjoint of a SUM all-reduce is a SUM all-reduce of the incoming
+gradients (``_AllReduceSum``, a ``tg.autograd.Function`` whose backward is itself, so
+it differentiates again). The rest of the backward is the recorded ops', so the input
+gradient equals single-process BatchNorm's on the concatenated batch, exactly; the
+weight and bias gradients stay local, as PyTorch's (DDP averages them). One all-reduce
+of ``R (2C + 1)`` numbers per layer forward and one per backward (when the input
+requires grad), as PyTorch's all-gather of ``2C + 1``.
+
+Eval mode, no process group (``tg.distributed`` not initialised) or a world of one
+rank: plain ``BatchNorm``.
+"""
+import math
+
+from ..dtypes import float32, float64
+from ..grad_mode import no_grad
+from ..ops import zeros
+from ..ops.shape import cat
+from ..autograd import Function
+from .. import distributed as dist
+from .layers import _BatchNorm
+from .more_layers import _InstanceNorm
+
+__all__ = ["SyncBatchNorm"]
+
+
+class _AllReduceSum(Function):
+    """``all_reduce(SUM)`` out of place, differentiable: its adjoint (and tangent) is
+    the same reduction of the gradient (tangent)."""
+
+    @staticmethod
+    def forward(ctx, t, group):
+        ctx.group = group
+        out = t.detach().clone()
+        dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return _AllReduceSum.apply(g.contiguous(), ctx.group), None
+
+    @staticmethod
+    def jvp(ctx, t, _group):
+        return _AllReduceSum.apply(t.contiguous(), ctx.group)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalisation over ``(N, C, *)`` with statistics over the batches of all
+    ranks of ``process_group`` (``torch.nn.SyncBatchNorm``)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, process_group=None, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats,
+                         device=device, dtype=dtype)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+        if input.shape[1] == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+        if input.shape[1] != self.num_features:
+            raise ValueError(f"SyncBatchNorm: expected {self.num_features} channels in dim "
+                             f"1, got input of shape {tuple(input.shape)}")
+
+    def _world(self):
+        """The group's size when this forward synchronises, else None."""
+        if not self.training or not dist.is_available() or not dist.is_initialized():
+            return None
+        size = dist.get_world_size(self.process_group)
+        return size if size > 1 else None
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        world = self._world()
+        if world is None:
+            return super().forward(input)
+        return self._sync_forward(input, world)
+
+    def _sync_forward(self, x, world):
+        shape = tuple(x.shape)
+        C = shape[1]
+        dims = (0,) + tuple(range(2, len(shape)))
+        n = math.prod(shape) // C
+        sdt = float64 if x.dtype == float64 else float32
+        xs = x if x.dtype == sdt else x.to(sdt)
+        if n > 0:
+            m = xs.mean(dim=dims)
+            bshape = (1, C) + (1,) * (len(shape) - 2)
+            q = ((xs - m.reshape(bshape)) ** 2).sum(dim=dims)
+        else:   # an empty batch on this rank: zeros, still recorded on x
+            m = q = xs.sum(dim=dims)
+        row = cat([zeros(1, dtype=sdt) + n, m, q]).reshape(1, 2 * C + 1)
+        rank = dist.get_rank(self.process_group)
+        parts = ([zeros(rank, 2 * C + 1, dtype=sdt)] if rank else []) + [row] + \
+            ([zeros(world - 1 - rank, 2 * C + 1, dtype=sdt)] if rank < world - 1 else [])
+        table = _AllReduceSum.apply(cat(parts), self.process_group)
+        counts = table[:, :1]                       # (R, 1), constants
+        total = int(round(float(counts.sum())))
+        if total <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"{total} over all ranks (input size {shape} on rank {rank})")
+        means, qs = table[:, 1:C + 1], table[:, C + 1:]
+        mean = (counts * means).sum(dim=0) / total
+        m2 = qs.sum(dim=0) + (counts * (means - mean) ** 2).sum(dim=0)
+        var = m2 / total
+        if self.track_running_stats:
+            self._update_running(mean, m2 / (total - 1))
+        bshape = (1, C) + (1,) * (len(shape) - 2)
+        y = (xs - mean.reshape(bshape)) * (var + self.eps).rsqrt().reshape(bshape)
+        if self.weight is not None:
+            y = y * self.weight.to(sdt).reshape(bshape)
+        if self.bias is not None:
+            y = y + self.bias.to(sdt).reshape(bshape)
+        return y if y.dtype == x.dtype else y.to(x.dtype)
+
+    def _update_running(self, mean, var):
+        """PyTorch's update, over the global statistics: an exponential average (or,
+        with ``momentum=None``, a cumulative one) of the mean and unbiased variance."""
+        with no_grad():
+            self.num_batches_tracked.add_(1)
+            factor = (1.0 / int(self.num_batches_tracked) if self.momentum is None
+                      else self.momentum)
+            for buf, stat in ((self.running_mean, mean), (self.running_var, var)):
+                buf.mul_(1 - factor).add_((stat.detach() * factor).to(buf.dtype))
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """Replace every BatchNorm1d/2d/3d in ``module``'s tree by a SyncBatchNorm that
+        holds the same parameters and buffers (the same tensors, so ``requires_grad``
+        and values carry over) and training flag, as PyTorch's; returns the new root
+        (``module`` itself unless it is a BatchNorm)."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine,
+                      module.track_running_stats, process_group)
+            if module.affine:
+                with no_grad():
+                    out.weight = module.weight
+                    out.bias = module.bias
+            out.running_mean = module.running_mean
+            out.running_var = module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+            if hasattr(module, "qconfig"):
+                out.qconfig = module.qconfig
+        for name, child in list(module.named_children()):
+            # in place in the ordered dict: a child keeps its position (and Sequential
+            # its order), as PyTorch's add_module of an existing name does
+            out._modules[name] = cls.convert_sync_batchnorm(child, process_group)
+        return out
