@@ -164,6 +164,15 @@ for s in range(N):
             an = float(x.grad.numpy()[(idx[0] - start[R],) + idx[1:]])
             assert abs(fd - an) <= 1e-6 * (1 + abs(an)), (R, idx, fd, an)
 
+# ---- forward mode: the all-reduce's tangent is the all-reduce of the tangents
+T = rng.standard_normal(X.shape)
+mt = nn.SyncBatchNorm(C, track_running_stats=False).double()
+tref = torch.nn.BatchNorm1d(C, track_running_stats=False).double()
+out, tan = tg.functional.jvp(mt, (tg.tensor(X[mine]),), (tg.tensor(T[mine]),))
+rout, rtan = torch.func.jvp(tref, (torch.tensor(X),), (torch.tensor(T),))
+check(out, rout[mine], "jvp: output", 1e-10)
+check(tan, rtan[mine], "jvp: tangent", 1e-10)
+
 
 # ---- DDP + convert_sync_batchnorm: N ranks == one process on the concatenated batch
 def convnet(seed):
