@@ -104,10 +104,12 @@ class SyncBatchNorm(_BatchNorm):
             q = ((xs - m.reshape(bshape)) ** 2).sum(dim=dims)
         else:   # an empty batch on this rank: zeros, still recorded on x
             m = q = xs.sum(dim=dims)
-        row = cat([zeros(1, dtype=sdt) + n, m, q]).reshape(1, 2 * C + 1)
+        dev = x.device
+        row = cat([zeros(1, dtype=sdt, device=dev) + n, m, q]).reshape(1, 2 * C + 1)
         rank = dist.get_rank(self.process_group)
-        parts = ([zeros(rank, 2 * C + 1, dtype=sdt)] if rank else []) + [row] + \
-            ([zeros(world - 1 - rank, 2 * C + 1, dtype=sdt)] if rank < world - 1 else [])
+        parts = ([zeros(rank, 2 * C + 1, dtype=sdt, device=dev)] if rank else []) + [row] + \
+            ([zeros(world - 1 - rank, 2 * C + 1, dtype=sdt, device=dev)]
+             if rank < world - 1 else [])
         table = _AllReduceSum.apply(cat(parts), self.process_group)
         counts = table[:, :1]                       # (R, 1), constants
         total = int(round(float(counts.sum())))
