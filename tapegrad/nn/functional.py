@@ -39,6 +39,7 @@ from ..ops.nn.linear_more import (bilinear, conv_transpose1d, conv_tbc, upsample
 from ..ops.nn.volume import conv3d, conv_transpose3d, grid_sample
 from ..ops.nn.ctc import ctc_loss
 from ..ops.nn.fractional import fractional_max_pool2d, fractional_max_pool3d
+from ..ops.nn.attention import multi_head_attention_forward
 
 __all__ = [
     # layers and losses
@@ -71,7 +72,7 @@ __all__ = [
     "bilinear", "conv_transpose1d", "conv_tbc", "upsample", "upsample_nearest",
     "upsample_bilinear", "embedding_bag", "affine_grid",
     "conv3d", "conv_transpose3d", "grid_sample", "ctc_loss", "fractional_max_pool2d",
-    "fractional_max_pool3d",
+    "fractional_max_pool3d", "multi_head_attention_forward",
 ]
 
 
