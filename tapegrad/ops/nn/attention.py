@@ -7,6 +7,7 @@ import numpy as np
 
 from ...devices import xp_of
 from ..._util import op_error
+from ... import dtypes as _dt
 from ..elementwise import where
 from ..linalg import matmul
 from ..shape import mT
@@ -142,7 +143,7 @@ def _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads):
 def _canonical_mask(mask, name, dtype, other=None, other_name=""):
     """A bool mask as an additive float mask (-inf where True), a float mask as is;
     PyTorch's deprecation warning when ``other`` (a mask) has another dtype."""
-    from .. import creation as C, indexing as IX
+    from .. import creation as C
     if mask is None:
         return None
     dt = np_dtype(mask)
@@ -151,9 +152,8 @@ def _canonical_mask(mask, name, dtype, other=None, other_name=""):
     if other is not None and np_dtype(other) != dt:
         warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use "
                       f"same type for both instead.", stacklevel=4)
-    if dt == np.bool_:
-        return IX.masked_fill(C.zeros(tuple(mask.shape), dtype=dtype, device=mask.device),
-                              mask, float("-inf"))
+    if dt == np.bool_:  # with ops alone (no factory), so tg.compile replays it
+        return C.cast(where(mask, float("-inf"), 0.0), _dt.from_np(dtype))
     return mask
 
 
@@ -172,7 +172,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     Returns ``(attn_output, attn_weights)``, the weights averaged over heads when
     ``average_attn_weights``, ``None`` unless ``need_weights``. Built from ops, so it
     differentiates at every order, in forward mode and under vmap."""
-    from .. import shape as SH, creation as C, reduce as R, linalg2 as L2
+    from .. import shape as SH, reduce as R, linalg2 as L2
     from .affine import linear
     from .regularization import dropout
 
@@ -281,9 +281,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         v = static_v
 
     if add_zero_attn:
-        zshape = (bsz * num_heads, 1, head_dim)
-        k = SH.cat([k, C.zeros(zshape, dtype=np_dtype(k), device=k.device)], 1)
-        v = SH.cat([v, C.zeros(zshape, dtype=np_dtype(v), device=v.device)], 1)
+        k = SH.pad(k, (0, 0, 0, 1))   # a zero key and value at the end (dim 1)
+        v = SH.pad(v, (0, 0, 0, 1))
         if attn_mask is not None:
             attn_mask = SH.pad(attn_mask, (0, 1))
         if key_padding_mask is not None:
