@@ -28,7 +28,7 @@ from . import shape as SH, elementwise as E, reduce as R, creation as C, linalg 
 from . import indexing as IX
 from .linalg3 import linalg_qr, linalg_svd
 
-__all__ = ["svd_lowrank", "pca_lowrank"]
+__all__ = ["svd_lowrank", "pca_lowrank", "geqrf", "orgqr", "ormqr"]
 
 _SVDL = namedtuple("svd_lowrank", ("U", "S", "V"))
 _GEQRF = namedtuple("geqrf", ("a", "tau"))
@@ -223,3 +223,228 @@ composite(pca_lowrank, infer=_lowrank_infer("pca_lowrank"), args=("A",), nout=3,
                                  ((rand((4, 3)),), {"q": 2, "niter": -1}, ValueError),
                                  ((rand((3,)),), {}, RuntimeError)],
           torch=_pca_torch)
+
+
+# ---------------------------------------------------------------- Householder QR
+def _geqrf_infer(x):
+    if len(x.shape) < 2:
+        raise op_error("geqrf", "input must have at least 2 dimensions.", RuntimeError)
+    dt = _np_dt(x)
+    if dt.kind != "f":
+        raise op_error("geqrf", f"not implemented for {dt.name}", NotImplementedError)
+    *b, m, n = x.shape
+    return TensorSpec(tuple(x.shape), dt), TensorSpec(tuple(b) + (min(m, n),), dt)
+
+
+def _geqrf_kernel(x):
+    from ..devices import xp_of
+    xp = xp_of(x)
+    *b, m, n = x.shape
+    if x.size == 0:
+        return xp.zeros(x.shape, x.dtype), xp.zeros(tuple(b) + (min(m, n),), x.dtype)
+    h, tau = xp.linalg.qr(x, mode="raw")   # LAPACK's geqrf; h is the transpose
+    return (xp.ascontiguousarray(xp.swapaxes(h, -1, -2)).astype(x.dtype, copy=False),
+            tau.astype(x.dtype, copy=False))
+
+
+def _geqrf_reference(x):
+    """Householder QR written out (the LAPACK convention: ``beta = -sign(alpha) norm``)."""
+    *b, m, n = x.shape
+    a = np.array(x, dtype=np.float64).reshape((-1, m, n))
+    taus = np.zeros((a.shape[0], min(m, n)))
+    for s in range(a.shape[0]):
+        for j in range(min(m, n)):
+            alpha, rest = a[s, j, j], a[s, j + 1:, j]
+            xn = np.linalg.norm(rest)
+            if xn == 0.0:
+                continue
+            beta = -np.copysign(np.hypot(alpha, xn), alpha)
+            taus[s, j] = (beta - alpha) / beta
+            v = rest / (alpha - beta)
+            a[s, j + 1:, j] = v
+            a[s, j, j] = beta
+            w = a[s, j, j + 1:] + v @ a[s, j + 1:, j + 1:]
+            a[s, j, j + 1:] -= taus[s, j] * w
+            a[s, j + 1:, j + 1:] -= taus[s, j] * np.outer(v, w)
+    return (a.reshape(x.shape).astype(x.dtype),
+            taus.reshape(tuple(b) + (min(m, n),)).astype(x.dtype))
+
+
+GEQRF = register(
+    name="geqrf", kernel=_geqrf_kernel, infer=_geqrf_infer, args=("x",), nout=2,
+    differentiable=False, vmap=_vmap.leading,
+    samples=lambda dtype=np.float64: [Sample((rand((5, 3), dtype, seed=1),), {}),
+                                      Sample((rand((3, 5), dtype, seed=2),), {}),
+                                      Sample((rand((2, 4, 4), dtype, seed=3),), {})],
+    error_samples=lambda: [((rand((3,)),), {}, RuntimeError),
+                           ((np.ones((3, 3), np.int64),), {}, NotImplementedError)],
+    torch=lambda torch, x: torch.geqrf(x), reference=_geqrf_reference)
+
+
+def geqrf(input, *, out=None):
+    """``(a, tau)``: the QR decomposition in LAPACK's Householder form (R on and above
+    the diagonal of ``a``, the reflectors' vectors below it, their scales in ``tau``),
+    as ``torch.geqrf``; ``linalg.householder_product(a, tau)`` rebuilds Q. Not
+    differentiable (as PyTorch's)."""
+    if out is not None:
+        raise op_error("geqrf", "out= is not supported", TypeError)
+    return _GEQRF(*bind(GEQRF, input))
+
+
+def _reflectors(name, A, tau):
+    """The unit lower-trapezoidal vectors ``V`` (``mn x t``) and ``tau`` as ``(*, 1, t)``."""
+    t = tau.shape[-1]
+    mn = A.shape[-2]
+    V = SH.tril(A[..., :, :t], -1) + C.eye(mn, t, dtype=A.dtype, device=A.device)
+    return V, SH.unsqueeze(tau, -2)
+
+
+def _apply(V, T, X, i, side):
+    """``H_i X`` (side "left") or ``X H_i`` ("right"), ``H_i = I - tau_i v_i v_i^T``."""
+    v = V[..., :, i:i + 1]
+    ti = T[..., :, i:i + 1]
+    if side == "left":
+        return X - L.matmul(v * ti, L.matmul(SH.mT(v), X))
+    return X - L.matmul(L.matmul(X, v) * ti, SH.mT(v))
+
+
+def _hh_check(name, A, tau, want_tau=None):
+    if len(A.shape) < 2:
+        raise op_error(name, "input must have at least 2 dimensions.", RuntimeError)
+    if len(tau.shape) != len(A.shape) - 1:
+        raise op_error(name, f"Expected tau to have one dimension less than input, but got "
+                             f"tau.ndim equal to {len(tau.shape)} and input.ndim is equal to "
+                             f"{len(A.shape)}", RuntimeError)
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise op_error(name, f"Expected batch dimensions of tau to be equal to "
+                             f"input.shape[:-2], but got {list(tau.shape[:-1])}", RuntimeError)
+    da, dtau = _np_dt(A), _np_dt(tau)
+    if da.kind != "f":
+        raise op_error(name, f"expected a floating point input, got {da.name}", RuntimeError)
+    if dtau != da:
+        raise op_error(name, f"tau dtype {dtau.name} does not match input dtype {da.name}",
+                       RuntimeError)
+
+
+def householder_product(A, tau, *, out=None):
+    """The first ``n`` columns of ``H_1 ... H_k`` (``H_i = I - tau_i v_i v_i^T``, ``v_i``
+    column ``i`` of ``A`` below the diagonal with a unit ``i``-th entry), as
+    ``torch.linalg.householder_product`` (``orgqr``): ``Q`` of ``geqrf``'s ``(a, tau)``.
+    Differentiable in ``A`` and ``tau``."""
+    name = "householder_product"
+    if out is not None:
+        raise op_error(name, "out= is not supported", TypeError)
+    _hh_check(name, A, tau)
+    m, n = A.shape[-2:]
+    if m < n:
+        raise op_error(name, "input.shape[-2] must be greater than or equal to "
+                             "input.shape[-1]", RuntimeError)
+    if tau.shape[-1] > n:
+        raise op_error(name, "input.shape[-1] must be greater than or equal to "
+                             "tau.shape[-1]", RuntimeError)
+    V, T = _reflectors(name, A, tau)
+    X = C.eye(m, n, dtype=A.dtype, device=A.device)
+    X = SH.expand(X, tuple(A.shape)) if len(A.shape) > 2 else X
+    for i in reversed(range(tau.shape[-1])):
+        X = _apply(V, T, X, i, "left")
+    if tau.shape[-1] == 0:  # no reflector: still a function of A and tau (zero gradients)
+        X = X + SH.unsqueeze(R.sum(A[..., :0, :], (-2, -1)) + R.sum(tau, -1), -1)[..., None]
+    return X
+
+
+def orgqr(input, tau):
+    """``torch.orgqr``: ``linalg.householder_product``."""
+    return householder_product(input, tau)
+
+
+def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
+    """``Q @ other`` (``left``) or ``other @ Q``, with ``Q^T`` for ``transpose``, where
+    ``Q = H_1 ... H_k`` is the full orthogonal matrix of the Householder form
+    ``(input, tau)`` (``geqrf``'s), as ``torch.ormqr``. Differentiable in all three."""
+    name = "ormqr"
+    if out is not None:
+        raise op_error(name, "out= is not supported", TypeError)
+    _hh_check(name, input, tau)
+    if len(other.shape) != len(input.shape):
+        raise op_error(name, f"Expected other to have the same number of dimensions as "
+                             f"input, but got other.ndim equal to {len(other.shape)} and "
+                             f"input.ndim is equal to {len(input.shape)}", RuntimeError)
+    if _np_dt(other) != _np_dt(input):
+        raise op_error(name, f"Expected input and other to have the same dtype, but input "
+                             f"has dtype {_np_dt(input).name} and other has dtype "
+                             f"{_np_dt(other).name}", RuntimeError)
+    if tuple(other.shape[:-2]) != tuple(input.shape[:-2]):
+        raise op_error(name, f"Expected batch dimensions of other to be equal to "
+                             f"input.shape[:-2], but got {list(other.shape[:-2])}",
+                       RuntimeError)
+    ax = -2 if left else -1
+    if other.shape[ax] != input.shape[-2]:
+        raise op_error(name, f"other.shape[{ax}] must be equal to input.shape[-2]",
+                       RuntimeError)
+    if tau.shape[-1] != min(other.shape[ax], input.shape[-1]):
+        raise op_error(name, f"tau.shape[-1] must be equal to min(other.shape[{ax}], "
+                             f"input.shape[-1])", RuntimeError)
+    V, T = _reflectors(name, input, tau)
+    k = tau.shape[-1]
+    # Q X = H_1(...(H_k X)); Q^T X = H_k(...(H_1 X)); X Q = ((X H_1)...)H_k; X Q^T reversed
+    forward = (left and transpose) or (not left and not transpose)
+    order = range(k) if forward else reversed(range(k))
+    X = other
+    for i in order:
+        X = _apply(V, T, X, i, "left" if left else "right")
+    return X
+
+
+def _qr_pair(shape, dtype, seed):
+    """``geqrf``'s output for a random matrix (the Householder form of its QR)."""
+    a, tau = _geqrf_reference(rand(shape, np.float64, seed=seed))
+    return a.astype(dtype), tau.astype(dtype)
+
+
+def _hp_samples(dtype=np.float64):
+    out = []
+    for k, (shape, t) in enumerate((((5, 3), 3), ((4, 4), 4), ((2, 5, 3), 2), ((3, 2), 0))):
+        a, tau = _qr_pair(shape, dtype, k)
+        out.append(Sample((a, tau[..., :t]), {}))
+    return out
+
+
+def _ormqr_samples(dtype=np.float64):
+    out = []
+    a, tau = _qr_pair((5, 3), dtype, 1)
+    c = rand((5, 2), dtype, seed=2)
+    for left, tr in ((True, False), (True, True)):
+        out.append(Sample((a, tau, c), {"left": left, "transpose": tr}))
+    c2 = rand((2, 5), dtype, seed=3)
+    for left, tr in ((False, False), (False, True)):
+        out.append(Sample((a, tau, c2), {"left": left, "transpose": tr}))
+    ab, taub = _qr_pair((2, 4, 4), dtype, 4)
+    out.append(Sample((ab, taub, rand((2, 4, 3), dtype, seed=5)), {}))
+    return out
+
+
+composite(householder_product, name="linalg_householder_product", args=("A", "tau"),
+          infer=lambda A, tau: TensorSpec(tuple(A.shape), _np_dt(A)),
+          samples=_hp_samples,
+          error_samples=lambda: [((rand((3, 4)), rand((2,))), {}, RuntimeError),
+                                 ((rand((4, 3)), rand((4,))), {}, RuntimeError),
+                                 ((rand((4, 3)), rand((2, 2))), {}, RuntimeError),
+                                 ((rand((4, 3)), rand((2,)).astype(np.float32)), {},
+                                  RuntimeError)],
+          torch=lambda torch, A, tau: torch.linalg.householder_product(A, tau))
+composite(orgqr, args=("input", "tau"),
+          infer=lambda A, tau: TensorSpec(tuple(A.shape), _np_dt(A)),
+          samples=lambda dtype=np.float64: _hp_samples(dtype)[:2],
+          error_samples=lambda: [((rand((3, 4)), rand((2,))), {}, RuntimeError)],
+          torch=lambda torch, A, tau: torch.orgqr(A, tau))
+composite(ormqr, args=("input", "tau", "other"),
+          infer=lambda A, tau, other, left=True, transpose=False: TensorSpec(
+              tuple(other.shape), _np_dt(other)),
+          samples=_ormqr_samples,
+          error_samples=lambda: [((rand((4, 3)), rand((2,)), rand((5, 2))), {}, RuntimeError),
+                                 ((rand((4, 3)), rand((2,)), rand((4, 2))), {}, RuntimeError),
+                                 ((rand((4, 3)), rand((3,)), rand((2, 4, 2))), {},
+                                  RuntimeError),
+                                 ((rand((4, 3)), rand((2,)), rand((2, 4))), {"left": False},
+                                  RuntimeError)],
+          torch=lambda torch, A, tau, other, **k: torch.ormqr(A, tau, other, **k))

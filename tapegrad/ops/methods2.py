@@ -38,7 +38,7 @@ bincount histc histogram index_add index_copy index_fill addmm addmv addr addbmm
 bmm mv inner vdot matrix_power matrix_exp logdet cholesky cholesky_inverse cholesky_solve
 triangular_solve scatter_reduce index_reduce cummax cummin mode unique_consecutive
 bernoulli multinomial erfinv mvlgamma frexp qr svd pinverse i0 igamma igammac lu
-lu_solve""".split()
+lu_solve geqrf orgqr ormqr""".split()
 
 # x.foo_(...) from foo (the method or function of that name)
 INPLACE = """abs absolute acos arccos acosh arccosh asin arcsin asinh arcsinh atan arctan

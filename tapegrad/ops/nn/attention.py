@@ -399,7 +399,8 @@ def _mha_samples(dtype=np.float64):
                 r((L, S), 10)), dict(base, average_attn_weights=False)),
         Sample((q[:, 0], k[:, 0], v[:, 0], ipw, ipb, None, None, opw, opb, kpm[0], causal),
                dict(base, add_zero_attn=True, is_causal=True)),
-        Sample((q, k[:, :, :3], v[:, :, :2], None, ipb, None, None, opw, opb, None,
+        # in_proj_weight is ignored with separate weights (given: bind requires it)
+        Sample((q, k[:, :, :3], v[:, :, :2], ipw, ipb, None, None, opw, opb, None,
                 r((N * H, L, S), 11), r((E, E), 12), r((E, 3), 13), r((E, 2), 14)),
                dict(base, use_separate_proj_weight=True)),
         Sample((q, k, v, ipw, ipb, None, None, opw, opb) + no[:2] + no[:3]
@@ -422,7 +423,7 @@ def _mha_errors():
 
 
 composite(multi_head_attention_forward, infer=_mha_infer, args=_MHA_ARGS, by_name=True,
-          optional=_MHA_ARGS[3:7] + _MHA_ARGS[8:], nout=2, samples=_mha_samples,
+          optional=_MHA_ARGS[4:7] + _MHA_ARGS[8:], nout=2, samples=_mha_samples,
           error_samples=_mha_errors,
           torch=lambda torch, *a, **k: _mha_call(
               *a, F=torch.nn.functional.multi_head_attention_forward, **k))
