@@ -5,11 +5,11 @@ from . import compat
 from . import special
 from . import pointwise2, reduce2, shape2, linalg2
 from . import reduce3, random2, special2, linalg3
-from . import linalg4
+from . import linalg4, reduce4
 
 _FAMILIES = (elementwise, reduce, shape, indexing, linalg, creation, nn, activations, compat,
              special, pointwise2, reduce2, shape2, linalg2, reduce3, random2, special2, linalg3,
-             linalg4)
+             linalg4, reduce4)
 
 # used by vjps through ``m`` but not part of the public ``tg.*`` namespace
 _INTERNAL = {"sum_to", "getitem", "getitem_raw", "setitem", "index_add_into",

@@ -9,7 +9,8 @@
 - ``spatial``: interpolate, unfold, fold
 - ``regularization``: dropout
 - ``sparse``: embedding, one_hot (PyTorch's "sparse functions")
-- ``attention``: scaled_dot_product_attention
+- ``attention``: scaled_dot_product_attention, multi_head_attention_forward (PyTorch's,
+  step for step, a composite)
 - ``volume``: conv3d, conv_transpose3d (one conv2d / conv_transpose2d over the depth
   taps folded into the channels), grid_sample
 - ``ctc``: ctc_loss (the alpha recursion in log space, with ops)
