@@ -28,7 +28,7 @@ from . import shape as SH, elementwise as E, reduce as R, creation as C, linalg 
 from . import indexing as IX
 from .linalg3 import linalg_qr, linalg_svd
 
-__all__ = ["svd_lowrank", "pca_lowrank", "geqrf", "orgqr", "ormqr"]
+__all__ = ["svd_lowrank", "pca_lowrank", "geqrf", "orgqr", "ormqr", "lobpcg"]
 
 _SVDL = namedtuple("svd_lowrank", ("U", "S", "V"))
 _GEQRF = namedtuple("geqrf", ("a", "tau"))
@@ -448,3 +448,232 @@ composite(ormqr, args=("input", "tau", "other"),
                                  ((rand((4, 3)), rand((2,)), rand((2, 4))), {"left": False},
                                   RuntimeError)],
           torch=lambda torch, A, tau, other, **k: torch.ormqr(A, tau, other, **k))
+
+
+# ---------------------------------------------------------------- eigh, lobpcg
+_EIGH = namedtuple("eigh", ("eigenvalues", "eigenvectors"))
+
+
+def _eigh_infer(x, UPLO="L"):
+    dt = _float_matrix("linalg_eigh", x)
+    if x.shape[-1] != x.shape[-2]:
+        raise op_error("linalg_eigh", f"A must be batches of square matrices, but they are "
+                                      f"{x.shape[-2]} by {x.shape[-1]} matrices", RuntimeError)
+    if UPLO not in ("L", "U"):
+        raise op_error("linalg_eigh", f"Expected UPLO argument to be 'L' or 'U', but got "
+                                      f"{UPLO}", RuntimeError)
+    return TensorSpec(tuple(x.shape[:-1]), dt), TensorSpec(tuple(x.shape), dt)
+
+
+def _vec_signs(xp, V):
+    """Each eigenvector's sign: its largest entry (by magnitude, the first of equals)
+    positive (LAPACK's choice varies by library)."""
+    if V.shape[-1] == 0 or V.shape[-2] == 0:
+        return V
+    idx = xp.argmax(xp.abs(V), axis=-2)[..., None, :]
+    sg = xp.sign(xp.take_along_axis(V, idx, axis=-2))
+    return V * xp.where(sg == 0, 1, sg).astype(V.dtype)
+
+
+def _eigh_kernel(x, UPLO="L"):
+    from ..devices import xp_of
+    xp = xp_of(x)
+    if x.size == 0:
+        return xp.zeros(x.shape[:-1], x.dtype), xp.zeros(x.shape, x.dtype)
+    w, v = xp.linalg.eigh(x, UPLO=UPLO)
+    return w.astype(x.dtype, copy=False), _vec_signs(xp, v).astype(x.dtype, copy=False)
+
+
+def _eigh_F(m, L):
+    """``F_ij = 1 / (l_j - l_i)`` off the diagonal, 0 on it."""
+    k = L.shape[-1]
+    eye = m.eye(k, dtype=L.dtype)
+    E = m.unsqueeze(L, -2) - m.unsqueeze(L, -1) + eye
+    return (1 - eye) / E, eye
+
+
+def _eigh_vjp(ctx, g):
+    """PyTorch's: ``V (diag(gL) + F o skew(V^T gV)) V^T`` (symmetric)."""
+    m = ctx.m
+    L, V = ctx.out
+    gL, gV = g
+    F, eye = _eigh_F(m, L)
+    inner = 0
+    if gV is not None:
+        M = m.matmul(m.mT(V), gV)
+        inner = F * ((M - m.mT(M)) * 0.5)
+    if gL is not None:
+        inner = inner + m.unsqueeze(gL, -1) * eye
+    return (m.matmul(V, m.matmul(inner, m.mT(V))),)
+
+
+def _eigh_jvp(ctx, dA):
+    m = ctx.m
+    L, V = ctx.out
+    F, eye = _eigh_F(m, L)
+    dA = (dA + m.mT(dA)) * 0.5   # the symmetric part (the vjp's adjoint)
+    P = m.matmul(m.mT(V), m.matmul(dA, V))
+    dL = R.sum(P * eye, -1)
+    dV = m.matmul(V, F * P)
+    return dL, dV
+
+
+def _sym(shape, dtype, seed):
+    """A symmetric matrix with well-separated eigenvalues."""
+    r = np.random.default_rng(seed)
+    *b, n, _ = shape
+    q, _ = np.linalg.qr(r.standard_normal(tuple(b) + (n, n)))
+    lam = np.linspace(-2.0, 3.0, n)
+    return ((q * lam[..., None, :]) @ np.swapaxes(q, -1, -2)).astype(dtype)
+
+
+def _eigh_torch(torch, x, UPLO="L"):
+    w, v = torch.linalg.eigh(x, UPLO=UPLO)
+    idx = v.detach().abs().argmax(-2, keepdim=True)
+    sg = torch.gather(v.detach(), -2, idx).sign()
+    return w, v * torch.where(sg == 0, torch.ones_like(sg), sg)
+
+
+EIGH = register(
+    name="linalg_eigh", kernel=_eigh_kernel, infer=_eigh_infer, args=("A",), nout=2,
+    saves=("out",), vjp=_eigh_vjp, jvp=_eigh_jvp, vmap=_vmap.leading,
+    # forward-only samples: the kernel reads one triangle, PyTorch's gradient (kept) is
+    # the symmetric one, so finite differences in each entry differ from it; the
+    # gradients are checked on symmetric inputs in tests/ops/test_eigh_lobpcg.py, and
+    # through lobpcg (which symmetrizes) here
+    samples=lambda dtype=np.float64: [Sample((_sym((4, 4), dtype, 1),), {}, False),
+                                      Sample((_sym((2, 3, 3), dtype, 2),), {"UPLO": "U"},
+                                             False),
+                                      Sample((rand((3, 3), dtype, seed=3),), {}, False)],
+    error_samples=lambda: [((rand((3, 4)),), {}, RuntimeError),
+                           ((rand((3,)),), {}, RuntimeError),
+                           ((rand((3, 3)),), {"UPLO": "X"}, RuntimeError)],
+    torch=_eigh_torch)
+
+
+def eigh(A, UPLO="L", *, out=None):
+    """``(eigenvalues, eigenvectors)`` of a symmetric matrix (its ``UPLO`` triangle
+    read), eigenvalues ascending, as ``torch.linalg.eigh``; each eigenvector's sign
+    fixed (its largest entry positive). PyTorch's gradient (symmetric; defined for
+    distinct eigenvalues) and tangent."""
+    if out is not None:
+        raise op_error("linalg_eigh", "out= is not supported", TypeError)
+    return _EIGH(*bind(EIGH, A, UPLO=UPLO))
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    """The eigenvalues of a symmetric matrix, ascending (``torch.linalg.eigvalsh``)."""
+    return eigh(A, UPLO, out=out)[0]
+
+
+def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, largest=None,
+           method=None, tracker=None, ortho_iparams=None, ortho_fparams=None,
+           ortho_bparams=None):
+    """``(E, X)``: the ``k`` largest (``largest=False``: smallest) eigenpairs of the
+    symmetric (generalized, with positive definite ``B``) problem ``A X = B X diag(E)``,
+    as ``torch.lobpcg`` returns them at convergence (``A`` and ``B`` symmetrized first,
+    as PyTorch does; E ordered from the extreme end; each vector's sign fixed, its
+    largest entry positive). Computed directly (a Cholesky reduction and ``linalg.eigh``),
+    so the iteration's controls (``X``, ``n``, ``iK``, ``niter``, ``tol``, ``method``,
+    ``tracker``, ``ortho_*``) are checked as PyTorch checks them but change nothing; the
+    gradient is PyTorch's (that of the exact eigenpairs), in ``B`` too."""
+    name = "lobpcg"
+    _float_matrix(name, A)
+    if A.shape[-2] != A.shape[-1]:
+        raise op_error(name, f"A must be square, got shape {tuple(A.shape)}", RuntimeError)
+    if B is not None and tuple(B.shape) != tuple(A.shape):
+        raise op_error(name, f"A and B must have same shape, got {tuple(A.shape)} vs "
+                             f"{tuple(B.shape)}", RuntimeError)
+    m = A.shape[-1]
+    if X is not None and (len(X.shape) < 2 or X.shape[-2] != m):
+        raise op_error(name, f"X shape mismatch: got {tuple(X.shape)}, expected ({m}, n)",
+                       RuntimeError)
+    k = (1 if X is None else X.shape[-1]) if k is None else k
+    n = (k if n is None else n) if X is None else X.shape[-1]
+    if m < 3 * n:
+        raise op_error(name, f"LOBPCG algorithm is not applicable when the number of A rows "
+                             f"(={m}) is smaller than 3 x the number of requested eigenpairs "
+                             f"(={n})", ValueError)
+    if method not in (None, "basic", "ortho"):
+        raise op_error(name, f"method must be 'basic' or 'ortho', got {method!r}", ValueError)
+    largest = True if largest is None else bool(largest)
+    As = (A + SH.mT(A)) * 0.5
+    if B is None:
+        w, V = eigh(As)
+    else:
+        Bs = (B + SH.mT(B)) * 0.5
+        Lc = L.cholesky(Bs)
+        from .linalg import solve_triangular
+        Y = solve_triangular(Lc, As, upper=False)                 # L^-1 A
+        Cm = SH.mT(solve_triangular(Lc, SH.mT(Y), upper=False))    # L^-1 A L^-T
+        w, W = eigh((Cm + SH.mT(Cm)) * 0.5)
+        V = _vec_signs_ops(solve_triangular(SH.mT(Lc), W, upper=True))   # L^-T W
+    if largest:
+        w, V = SH.flip(w, (-1,))[..., :k], SH.flip(V, (-1,))[..., :k]
+    else:
+        w, V = w[..., :k], V[..., :k]
+    return w, V
+
+
+def _vec_signs_ops(V):
+    idx = R.argmax(E.abs(V.detach()), dim=-2, keepdim=True)
+    sg = E.sign(IX.gather(V.detach(), -2, idx))
+    return V * E.where(sg == 0, 1.0, sg)
+
+
+def _lobpcg_infer(A, B=None, k=None, largest=None, **kw):
+    _float_matrix("lobpcg", A)
+    k = 1 if k is None else k
+    dt = _np_dt(A)
+    return (TensorSpec(tuple(A.shape[:-2]) + (k,), dt),
+            TensorSpec(tuple(A.shape[:-1]) + (k,), dt))
+
+
+def _lobpcg_torch(torch, A, B=None, k=None, largest=None, **kw):
+    """The eigenpairs torch.lobpcg converges to, exactly (torch.linalg.eigh after
+    PyTorch's symmetrization and Cholesky reduction): its iteration stops at a residual
+    of sqrt(eps), too loose for the registry's tolerances (tests/ops/test_eigh_lobpcg.py
+    compares with torch.lobpcg itself)."""
+    k = 1 if k is None else k
+    As = (A + A.mT) / 2
+    if B is None:
+        w, V = torch.linalg.eigh(As)
+    else:
+        Lc = torch.linalg.cholesky((B + B.mT) / 2)
+        Y = torch.linalg.solve_triangular(Lc, As, upper=False)
+        Cm = torch.linalg.solve_triangular(Lc, Y.mT, upper=False).mT
+        w, W = torch.linalg.eigh((Cm + Cm.mT) / 2)
+        V = torch.linalg.solve_triangular(Lc.mT, W, upper=True)
+    if largest is None or largest:
+        w, V = w.flip(-1), V.flip(-1)
+    w, V = w[..., :k], V[..., :k]
+    idx = V.detach().abs().argmax(-2, keepdim=True)
+    sg = torch.gather(V.detach(), -2, idx).sign()
+    return w, V * torch.where(sg == 0, torch.ones_like(sg), sg)
+
+
+def _spd(shape, dtype, seed):
+    r = np.random.default_rng(seed)
+    n = shape[-1]
+    a = r.standard_normal(shape)
+    return (a @ np.swapaxes(a, -1, -2) / n + np.eye(n)).astype(dtype)
+
+
+composite(lobpcg, args=("A", "B"), optional=("B",), by_name=True, infer=_lobpcg_infer,
+          nout=2,
+          samples=lambda dtype=np.float64: [
+              Sample((_sym((6, 6), dtype, 4),), {"k": 2}),
+              Sample((_sym((7, 7), dtype, 5),), {"k": 2, "largest": False}),
+              Sample((_sym((2, 6, 6), dtype, 6),), {"k": 1}),
+              Sample((_sym((6, 6), dtype, 7), _spd((6, 6), dtype, 8)), {"k": 2}, False)],
+          error_samples=lambda: [((rand((5, 5)),), {"k": 2}, ValueError),
+                                 ((rand((6, 5)),), {"k": 1}, RuntimeError),
+                                 ((rand((6, 6)), rand((5, 5))), {"k": 1}, RuntimeError)],
+          torch=_lobpcg_torch)
+composite(eigvalsh, name="linalg_eigvalsh", args=("A",),
+          infer=lambda x, UPLO="L": _eigh_infer(x, UPLO)[0],
+          samples=lambda dtype=np.float64: [Sample((_sym((4, 4), dtype, 1),), {}, False),
+                                            Sample((_sym((2, 3, 3), dtype, 2),), {"UPLO": "U"},
+                                                   False)],
+          error_samples=lambda: [((rand((3, 4)),), {}, RuntimeError)],
+          torch=lambda torch, x, UPLO="L": torch.linalg.eigvalsh(x, UPLO=UPLO))

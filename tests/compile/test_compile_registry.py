@@ -26,7 +26,7 @@ max_unpool3d embedding_bag affine_grid ctc_loss fractional_max_pool2d
 fractional_max_pool3d bernoulli multinomial poisson normal randint_like svd
 linalg_svdvals linalg_pinv pinverse linalg_lu_factor lu lu_unpack lu_solve
 linalg_lu_solve linalg_lu svd_lowrank pca_lowrank linalg_householder_product orgqr
-ormqr""".split())
+ormqr segment_reduce lobpcg""".split())
 # (issue 17's census additions above: random draws, adaptive_avg_pool2d's bin matrices,
 # and constants made in the function with new_tensor/new_zeros: class ranges, position
 # tables, the unpooling zeros, affine_grid's base grid; ctc_loss reads its lengths and
@@ -37,7 +37,9 @@ ormqr""".split())
 # value the capture did not see produced" (they run eagerly, correctly); the LU family
 # likewise (lu_factor's int32 pivots output; lu_unpack's identity); svd_lowrank and
 # pca_lowrank draw their random directions; householder_product, orgqr and ormqr make
-# the reflectors' unit diagonal (and householder_product its identity) with eye)
+# the reflectors' unit diagonal (and householder_product its identity) with eye;
+# segment_reduce reads its lengths (the check) and makes its positions with arange;
+# lobpcg, as svdvals: it reads one of linalg_eigh's two outputs)
 
 
 def _tensors(args, scale, grad):
