@@ -12,9 +12,9 @@ SVD and PCA, and the Householder (QR) family.
   not differentiable, as PyTorch's.
 - ``linalg.householder_product`` (``orgqr``): the first ``n`` columns of
   ``H_1 ... H_k``, ``H_i = I - tau_i v_i v_i^T``; ``ormqr``: that full ``Q`` (or its
-  transpose) times a matrix, from the left or the right. Composites applying one
-  reflector at a time with ops, so both differentiate in ``input``, ``tau`` and
-  ``other``, at every order.
+  transpose) times a matrix, from the left or the right. Composites over the compact
+  WY form ``Q = I - V M^-1 diag(tau) V^T`` (matmuls and one unit-triangular solve), so
+  both differentiate in ``input``, ``tau`` and ``other``, at every order.
 """
 from collections import namedtuple
 
@@ -292,20 +292,36 @@ def geqrf(input, *, out=None):
 
 
 def _reflectors(name, A, tau):
-    """The unit lower-trapezoidal vectors ``V`` (``mn x t``) and ``tau`` as ``(*, 1, t)``."""
+    """The unit lower-trapezoidal vectors ``V`` (``mn x t``), ``tau`` as ``(*, t, 1)``,
+    and the unit upper-triangular ``M = I + triu(diag(tau) V^T V, 1)`` of the compact
+    WY form ``H_1 ... H_t = I - V T V^T``, ``T = M^-1 diag(tau)`` (Joffrain et al.,
+    2006, with tau scaled into M so that a zero tau (``H_i = I``) needs no inverse)."""
     t = tau.shape[-1]
     mn = A.shape[-2]
     V = SH.tril(A[..., :, :t], -1) + C.eye(mn, t, dtype=A.dtype, device=A.device)
-    return V, SH.unsqueeze(tau, -2)
+    Tc = SH.unsqueeze(tau, -1)
+    M = SH.triu(Tc * L.matmul(SH.mT(V), V), 1)   # its unit diagonal is implied
+    return V, Tc, M
 
 
-def _apply(V, T, X, i, side):
-    """``H_i X`` (side "left") or ``X H_i`` ("right"), ``H_i = I - tau_i v_i v_i^T``."""
-    v = V[..., :, i:i + 1]
-    ti = T[..., :, i:i + 1]
-    if side == "left":
-        return X - L.matmul(v * ti, L.matmul(SH.mT(v), X))
-    return X - L.matmul(L.matmul(X, v) * ti, SH.mT(v))
+def _apply_q(V, Tc, M, X, left, transpose):
+    """``Q X``, ``Q^T X`` (``left``), ``X Q`` or ``X Q^T`` with ``Q = I - V T V^T``: two
+    matmuls and one triangular solve (for every reflector at once)."""
+    from .linalg import solve_triangular
+    if left:
+        W = L.matmul(SH.mT(V), X)
+        if transpose:   # Q^T X = X - V diag(tau) M^-T V^T X
+            Y = Tc * solve_triangular(SH.mT(M), W, upper=False, unitriangular=True)
+        else:           # Q X = X - V M^-1 diag(tau) V^T X
+            Y = solve_triangular(M, Tc * W, upper=True, unitriangular=True)
+        return X - L.matmul(V, Y)
+    Z = L.matmul(X, V)
+    Tr = SH.mT(Tc)
+    if transpose:       # X Q^T = X - X V diag(tau) M^-T V^T
+        Z = solve_triangular(SH.mT(M), Z * Tr, upper=False, left=False, unitriangular=True)
+    else:               # X Q = X - X V M^-1 diag(tau) V^T
+        Z = solve_triangular(M, Z, upper=True, left=False, unitriangular=True) * Tr
+    return X - L.matmul(Z, SH.mT(V))
 
 
 def _hh_check(name, A, tau, want_tau=None):
@@ -342,14 +358,11 @@ def householder_product(A, tau, *, out=None):
     if tau.shape[-1] > n:
         raise op_error(name, "input.shape[-1] must be greater than or equal to "
                              "tau.shape[-1]", RuntimeError)
-    V, T = _reflectors(name, A, tau)
     X = C.eye(m, n, dtype=A.dtype, device=A.device)
     X = SH.expand(X, tuple(A.shape)) if len(A.shape) > 2 else X
-    for i in reversed(range(tau.shape[-1])):
-        X = _apply(V, T, X, i, "left")
     if tau.shape[-1] == 0:  # no reflector: still a function of A and tau (zero gradients)
-        X = X + SH.unsqueeze(R.sum(A[..., :0, :], (-2, -1)) + R.sum(tau, -1), -1)[..., None]
-    return X
+        return X + SH.unsqueeze(R.sum(A[..., :0, :], (-2, -1)) + R.sum(tau, -1), -1)[..., None]
+    return _apply_q(*_reflectors(name, A, tau), X, True, False)
 
 
 def orgqr(input, tau):
@@ -384,15 +397,7 @@ def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
     if tau.shape[-1] != min(other.shape[ax], input.shape[-1]):
         raise op_error(name, f"tau.shape[-1] must be equal to min(other.shape[{ax}], "
                              f"input.shape[-1])", RuntimeError)
-    V, T = _reflectors(name, input, tau)
-    k = tau.shape[-1]
-    # Q X = H_1(...(H_k X)); Q^T X = H_k(...(H_1 X)); X Q = ((X H_1)...)H_k; X Q^T reversed
-    forward = (left and transpose) or (not left and not transpose)
-    order = range(k) if forward else reversed(range(k))
-    X = other
-    for i in order:
-        X = _apply(V, T, X, i, "left" if left else "right")
-    return X
+    return _apply_q(*_reflectors(name, input, tau), other, bool(left), bool(transpose))
 
 
 def _qr_pair(shape, dtype, seed):

@@ -239,6 +239,7 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     gradients: ties of max/min share it evenly), so it differentiates at every order,
     in forward mode and under vmap."""
     from . import shape as SH, elementwise as E, creation as C, reduce as R, reduce3 as R3
+    from . import indexing as IX
     if reduce not in _SEG_REDUCE:
         _seg_fail(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                   f"{reduce}")
@@ -284,8 +285,10 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     index = SH.expand(SH.reshape(seg, tuple(seg.shape) + (1,) * trail), *data.shape)
     out_shape = tuple(data.shape[:axis]) + (S,) + tuple(data.shape[axis + 1:])
     base = C.zeros(out_shape, dtype=data.dtype, device=data.device)
-    r = R3.scatter_reduce(base, axis, index, data, "sum" if red == "mean" else red,
-                          include_self=False)
+    if red in ("sum", "mean"):   # (scatter_add: a gather for its gradient)
+        r = IX.scatter_add(base, axis, index, data)
+    else:
+        r = R3.scatter_reduce(base, axis, index, data, red, include_self=False)
     count = SH.reshape(lengths, tuple(lengths.shape) + (1,) * trail)
     empty = count == 0
     if red == "mean":

@@ -63,7 +63,7 @@ def test_the_remainder_only_shrinks():
     assert not unlisted, f"kernels without out= not in the known remainder: {unlisted}"
     gained = sorted(WITHOUT_OUT - set(missing))
     assert not gained, f"these now take out=: drop them from WITHOUT_OUT: {gained}"
-    assert len(missing) == len(WITHOUT_OUT) <= 51
+    assert len(missing) == len(WITHOUT_OUT) <= 54  # 51 + the census's three (above)
     assert len(OUT_OPS) >= 137
 
 
