@@ -47,7 +47,9 @@ TENSOR_PARAMS = {
 }
 # tensor parameters that may be None without a None default (batch_norm's running
 # statistics: None when training without them, as PyTorch)
-_NONE_OK = ("running_mean", "running_var")
+_NONE_OK = ("running_mean", "running_var",
+            # multi_head_attention_forward's, None in PyTorch's own calls
+            "in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj_bias")
 # a sequence of tensors
 _SEQUENCE_PARAMS = ("tensors",)
 # names that are tensors only in some functions (``value`` is a number in masked_fill)
@@ -75,7 +77,15 @@ _EXTRA = {"scaled_dot_product_attention": ("value",),
           "gumbel_softmax": ("logits",), "bilinear": ("input1", "input2"),
           "embedding_bag": ("offsets", "per_sample_weights"), "affine_grid": ("theta",),
           "gaussian_nll_loss": ("var",), "grid_sample": ("grid",),
-          "ctc_loss": ("log_probs", "targets")}
+          "ctc_loss": ("log_probs", "targets"),
+          # the census's last functions (ops/linalg4.py, reduce4.py, nn/attention.py)
+          "orgqr": ("tau",), "ormqr": ("tau",), "householder_product": ("tau",),
+          "segment_reduce": ("data", "lengths", "offsets"),
+          "multi_head_attention_forward": ("value", "in_proj_weight", "in_proj_bias",
+                                           "bias_k", "bias_v", "out_proj_weight",
+                                           "out_proj_bias", "key_padding_mask",
+                                           "q_proj_weight", "k_proj_weight", "v_proj_weight",
+                                           "static_k", "static_v")}
 # a ``*tensors`` parameter of these names: each element must be a Tensor
 _VARARGS = ("tensors", "matrices")
 # tensor parameters that also take a Python number in one function (lerp's weight)

@@ -125,6 +125,9 @@ def _histdd_arrays(x, weight, bins, range, density):  # noqa: A002
             lo, hi = float(pts[:, d].min()), float(pts[:, d].max())
         else:
             lo, hi = 0.0, 1.0
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise op_error("histogramdd", f"dimension {d}'s range [{lo:g}, {hi:g}] is not "
+                                          f"finite", RuntimeError)
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
         edges.append(_linspace(lo, hi, counts[d] + 1, dt))
@@ -153,8 +156,9 @@ def _histdd_arrays(x, weight, bins, range, density):  # noqa: A002
 
 def _histdd_kernel(x, weight=None, *, bins, range=None, density=False):  # noqa: A002
     """The registry's kernel: ``(hist, *bin_edges)`` in ``x``'s array module."""
-    from ..devices import xp_of
+    from ..devices import xp_of, check_alloc
     xp = xp_of(x)
+    check_alloc("histogramdd", x.shape, x.dtype)   # its points are copied (a huge view)
     hist, edges = _histdd_arrays(_host(x), None if weight is None else _host(weight), bins,
                                  range, density)
     return tuple(xp.asarray(a) for a in (hist, *edges))

@@ -99,9 +99,18 @@ def extend_special(VALID, A, U, I):  # noqa: E741
         "lu_unpack": ((A(3, 3), I([2, 3, 3]).astype("int32")), {}),
         "lu_solve": ((A(3, 2), A(3, 3) + 3 * I(np_eye(3)), I([1, 2, 3]).astype("int32")), {}),
     })
+    VALID.update({  # ops/linalg4.py, ops/reduce4.py (the census's last functions)
+        "geqrf": ((A(4, 3),), {}), "orgqr": ((A(4, 3), A(3)), {}),
+        "ormqr": ((A(4, 3), A(3), A(4, 2)), {}),
+        "svd_lowrank": ((A(5, 4),), {"q": 2}), "pca_lowrank": ((A(5, 4),), {"q": 2}),
+        "lobpcg": ((A(6, 6),), {"k": 1}), "histogramdd": ((A(5, 2),), {"bins": 3}),
+        "segment_reduce": ((A(6), "sum"), {"lengths": I([2, 4])}),
+    })
 
 
-RANDOM = {"bernoulli", "multinomial", "normal", "poisson", "randint_like"}
+RANDOM = {"bernoulli", "multinomial", "normal", "poisson", "randint_like",
+          # random starting directions in PyTorch (and lobpcg's answer is its iteration's)
+          "svd_lowrank", "pca_lowrank", "lobpcg"}
 
 
 def np_eye(n):

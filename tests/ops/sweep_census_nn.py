@@ -89,6 +89,8 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
         "upsample_nearest": ((A(1, 2, 3, 4),), {"size": (5, 6)}),
         "upsample_bilinear": ((A(1, 2, 3, 4),), {"size": (5, 6)}),
         "embedding_bag": ((I([0, 2, 1, 3]), A(4, 3)), {"offsets": I([0, 2])}),
+        "multi_head_attention_forward": ((A(3, 2, 4), A(5, 2, 4), A(5, 2, 4), 4, 2, A(12, 4),
+                                          A(12), None, None, False, 0.0, A(4, 4), A(4)), {}),
         "affine_grid": ((A(1, 2, 3), (1, 1, 4, 5)), {"align_corners": False}),
     })
     # 3-d convolutions, grid_sample, ctc_loss (ops/nn/volume.py, ops/nn/ctc.py)

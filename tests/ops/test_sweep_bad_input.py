@@ -341,6 +341,11 @@ REFUSAL_OK = {
 VALUES_OK = {
     # QR of a matrix holding NaN/inf: NaN-filled in both, where LAPACK puts them differs
     ("qr", "input:nan-inf"): "QR of non-finite input: NaNs, placed as NumPy's LAPACK does",
+    ("geqrf", "input:nan-inf"): "QR of non-finite input: NaNs, placed as NumPy's LAPACK does",
+    # an inf in other: the compact WY form Q = I - V T V^T multiplies every column of
+    # other into each entry at once (inf - inf = NaN where LAPACK's reflector-by-reflector
+    # ormqr keeps some inf)
+    ("ormqr", "other:nan-inf"): "inf through the WY product: NaN where LAPACK keeps inf",
     # PyTorch's mode of a slice with NaNs follows its sort's comparisons: [nan, 1, 2]
     # gives NaN (index 0) but [1, nan, 2] gives 1, and [2, 1, nan, nan] gives 1
     ("mode", "input:nan-inf"): "NaNs count as one value (sorted last), as in sort",

@@ -109,7 +109,12 @@ composite(scaled_dot_product_attention, infer=_sdpa_infer,
 _MHA = "multi_head_attention_forward"
 
 
-def _mha_fail(msg, cls=AssertionError):
+class MHAAssertionError(AssertionError, RuntimeError):
+    """PyTorch's class for multi_head_attention_forward's checks (AssertionError),
+    which is also a RuntimeError, the class tapegrad's errors come in."""
+
+
+def _mha_fail(msg, cls=MHAAssertionError):
     """PyTorch's exception class for the check (mostly AssertionError), named."""
     raise op_error(_MHA, msg, cls)
 
@@ -199,6 +204,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if embed_dim != embed_dim_to_check:
         _mha_fail(f"was expecting embedding dimension of {embed_dim_to_check}, but got "
                   f"{embed_dim}")
+    if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or \
+            num_heads < 1:
+        _mha_fail(f"num_heads must be a positive int, got {num_heads!r}")
     head_dim = embed_dim // num_heads
     if head_dim * num_heads != embed_dim:
         _mha_fail(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
@@ -359,6 +367,9 @@ def _mha_infer(query, key, value, in_proj_weight=None, in_proj_bias=None, bias_k
     L, N, E = (qs if is_batched else (qs[0], 1, qs[1]))
     if E != embed_dim_to_check:
         _mha_fail(f"was expecting embedding dimension of {embed_dim_to_check}, but got {E}")
+    if isinstance(num_heads, bool) or not isinstance(num_heads, (int, np.integer)) or \
+            num_heads < 1:
+        _mha_fail(f"num_heads must be a positive int, got {num_heads!r}")
     if E % num_heads:
         _mha_fail(f"embed_dim {E} not divisible by num_heads {num_heads}")
     S = key.shape[0] if static_k is None else static_k.shape[1]
