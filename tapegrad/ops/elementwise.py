@@ -114,15 +114,24 @@ def _into(out, result):
     return out
 
 
-def _integer_division(fn, name):
+def _integer_division(fn, name, fast=None):
     """``fn``, refusing an integer division by zero (PyTorch's RuntimeError; NumPy
-    gives 0 and a warning)."""
+    gives 0 and a warning); ``fast``: the name of a compiled CPU loop
+    (``devices/cpu_kernels/arith.py``) for same-shape contiguous float operands."""
     def kernel(x, other, out=None):
         if _integral(x) and _integral(other) and not _devices.xp_of(x).all(other):
             raise RuntimeError(f"{name}: ZeroDivisionError (an integer division by zero)")
+        if fast is not None and isinstance(x, np.ndarray) and x.size >= _ARITH_MIN:
+            from ..devices.cpu_kernels import arith
+            if arith.fits(x, other, out):
+                return getattr(arith, fast)(x, other, out)
         return fn(x, other) if out is None else fn(x, other, out=out)
     kernel.__name__ = name
     return kernel
+
+
+# below this many elements NumPy's ufunc costs less than the call into the loop
+_ARITH_MIN = 256
 
 
 def _integral(v):
@@ -130,7 +139,7 @@ def _integral(v):
     return type(v) is int or type(v) is bool if kind is None else kind.kind in "iub"
 
 
-_floor_divide = _integer_division(np.floor_divide, "floor_divide")
+_floor_divide = _integer_division(np.floor_divide, "floor_divide", "floor_divide")
 
 
 FLOOR_DIVIDE = _binary("floor_divide", _floor_divide, None, differentiable=False,
@@ -146,7 +155,8 @@ def _m_floor(ctx, v):
     return ctx.m.floor(v)
 
 
-REMAINDER = _binary("remainder", _integer_division(np.remainder, "remainder"), _remainder_vjp,
+REMAINDER = _binary("remainder", _integer_division(np.remainder, "remainder", "remainder"),
+                    _remainder_vjp,
                     saves=("x", "other"),
                     samples=binary_samples(low=0.1, high=3.0, low2=0.7, high2=0.9),
                     torch=lambda torch, x, other: torch.remainder(x, other), jvp=_diagonal)
@@ -158,7 +168,8 @@ def _fmod_vjp(ctx, g):
     return (g, -g * ctx.m.trunc(x / other) if ctx.needs_input_grad[1] else None)
 
 
-FMOD = _binary("fmod", _integer_division(np.fmod, "fmod"), _fmod_vjp, saves=("x", "other"),
+FMOD = _binary("fmod", _integer_division(np.fmod, "fmod", "fmod"), _fmod_vjp,
+               saves=("x", "other"),
                samples=binary_samples(low=-3.0, high=3.0, low2=0.7, high2=0.9),
                torch=lambda torch, x, other: torch.fmod(x, other), jvp=_diagonal)
 
