@@ -92,6 +92,10 @@ NO_GRAD_SAMPLE = {
     "lu_unpack": "its P output takes no gradient; L's and U's are checked against "
                  "PyTorch's in tests/ops/test_qr_svd.py",
     "linalg_lu": "as lu_unpack",
+    "linalg_eigh": "it reads one triangle while its gradient (PyTorch's) is the symmetric "
+                   "one: checked through a symmetric parametrization and against PyTorch's "
+                   "in tests/ops/test_eigh_lobpcg.py (and through lobpcg's samples)",
+    "linalg_eigvalsh": "as linalg_eigh",
 }
 
 
