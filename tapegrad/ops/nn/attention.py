@@ -9,6 +9,8 @@ from ...devices import xp_of
 from ..._util import op_error
 from ... import dtypes as _dt
 from ..elementwise import where
+from ..reduce import all as all_
+from ..pointwise2 import isneginf
 from ..linalg import matmul
 from ..shape import mT
 from ._common import np_dtype, whole
@@ -49,12 +51,20 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     attn = matmul(query, mT(key)) * scale
     if is_causal:
         attn_mask = xp_of(q).tril(xp_of(q).ones((L, S), dtype=bool))
+    masked = None
     if attn_mask is not None:
         if np_dtype(attn_mask) == np.bool_:
             attn = where(attn_mask, attn, -np.inf)
         else:
             attn = attn + attn_mask
+        # PyTorch's safe softmax: a query whose every key is masked attends to nothing
+        # (zeros out, zero gradients), not NaN; its row is made finite before the
+        # softmax so that no NaN reaches the gradient of the others either
+        masked = all_(isneginf(attn), dim=-1, keepdim=True)
+        attn = where(masked, 0.0, attn)
     attn = softmax(attn, dim=-1)
+    if masked is not None:
+        attn = where(masked, 0.0, attn)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
     return matmul(attn, value)
