@@ -482,8 +482,16 @@ def _check_device(device):
         raise op_error("to_device", str(e)) from None
 
 
-def _to_device_kernel(x, device):
-    return _move(x, device)
+def _to_device_kernel(x, device, out=None):
+    if out is None:
+        return _move(x, device)
+    # out is on the target device: one copy into it (a host out takes a CUDA
+    # array's host copy; a CUDA out, CuPy's transfer)
+    if isinstance(out, np.ndarray):
+        out[...] = x if isinstance(x, np.ndarray) else x.get()
+    else:
+        out[...] = _move(x, device)
+    return out
 
 
 TO_DEVICE = register(name="to_device", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_to_device_kernel,
@@ -735,6 +743,22 @@ composite(from_dlpack, infer=_from_dlpack_infer, args=(), differentiable=False,
           samples=_array_samples("x"),
           error_samples=lambda: [((), {"x": [1.0, 2.0]}, TypeError)],
           torch=lambda torch, x: torch.from_dlpack(x))
+
+
+def _draw_into(out, x, fill, block=8192):
+    """Random draws written into ``out`` block by block: ``fill(x_block, out_block)``
+    over flat blocks of C-contiguous host ``out`` and ``x`` (a draw of a block's size
+    at a time: the generator's stream is the one a single draw of the whole makes, as
+    the draws are element by element in order). False where it does not apply (other
+    layouts or devices, out overlapping x): the caller draws whole and copies."""
+    if not (type(out) is np.ndarray and type(x) is np.ndarray and out.flags.c_contiguous
+            and x.flags.c_contiguous and x.shape == out.shape
+            and not np.may_share_memory(out, x)):
+        return False
+    fo, fx = out.reshape(-1), x.reshape(-1)
+    for a in range(0, fo.size, block):
+        fill(fx[a:a + block], fo[a:a + block])
+    return True
 
 
 def _next_draw(draw):

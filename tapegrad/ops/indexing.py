@@ -10,6 +10,7 @@ import numpy as np
 from collections import namedtuple as _namedtuple
 
 from .. import devices as _devices
+from ..devices.cpu_kernels import scatter as _cpu_scatter
 from ..tensor import Tensor
 from ..dispatch import bind, apply_inplace
 from .._util import (broadcast_shapes as _broadcast_shapes, distinct_values, normalize_dim,
@@ -78,9 +79,51 @@ def _getitem_kernel(x, index):
         raise op_error("getitem", f"{e} (tensor of shape {tuple(x.shape)})", IndexError) from None
 
 
-def _index_kernel(x, index):
+def _index_into(x, index, out, block=1 << 14):
+    """``x[index]`` written into a C-contiguous ``out`` for an index of leading full
+    slices, then integer arrays, then full slices or nothing (NumPy's result is then
+    (before, broadcast index, after)): the arrays' flat positions over the dims they
+    index, a block of the broadcast index at a time, each block taken into its part
+    of out. False where it does not apply (the caller computes, then copies)."""
+    index = index if isinstance(index, tuple) else (index,)
+    p = 0
+    while p < len(index) and isinstance(index[p], slice) and index[p] == slice(None):
+        p += 1
+    k = p
+    while k < len(index) and type(index[k]) is np.ndarray and index[k].dtype.kind in "iu":
+        k += 1
+    if (type(x) is not np.ndarray or type(out) is not np.ndarray or k == p
+            or not out.flags.c_contiguous or not all(
+                isinstance(i, slice) and i == slice(None) for i in index[k:])
+            or np.may_share_memory(out, x)):
+        return False
+    if k == p + 1:  # one array: a take along its dim ("wrap": negatives count from
+        # the end, the shape rule checked the range; "raise" would buffer out)
+        np.take(x, index[p], axis=p, out=out, mode="wrap")
+        return True
+    sh = tuple(x.shape)
+    try:
+        x3 = np.reshape(x, (int(np.prod(sh[:p])), int(np.prod(sh[p:k])), -1), copy=False)
+    except ValueError:
+        return False
+    arrays = np.broadcast_arrays(*index[p:k])
+    n = arrays[0].size
+    o3 = out.reshape(x3.shape[0], n, x3.shape[2])
+    flats = [a.flat for a in arrays]
+    for a in range(0, n, block):
+        b = min(n, a + block)
+        lin = np.ravel_multi_index(tuple(f[a:b] for f in flats), sh[p:k], mode="wrap")
+        np.take(x3, lin, axis=1, out=o3[:, a:b], mode="clip")
+    return True
+
+
+def _index_kernel(x, index, out=None):
     """Advanced indexing, its result C-contiguous as PyTorch's (NumPy may lay out
     ``x[:, idx]`` otherwise; a later .view() relies on the layout)."""
+    if out is not None:
+        if not _index_into(x, index, out):
+            out[...] = _index_kernel(x, index)
+        return out
     out = _getitem_kernel(x, index)
     return out if out.flags.c_contiguous else _devices.xp_of(out).ascontiguousarray(out)
 
@@ -247,8 +290,14 @@ def _into_infer(name, g, shape, index, check_g=True):
     return TensorSpec(tuple(shape), g.dtype)
 
 
-def _index_add_into_kernel(g, shape, index):
-    out = _devices.xp_of(g).zeros(shape, dtype=g.dtype)
+def _index_add_into_kernel(g, shape, index, out=None):
+    if out is None:
+        out = _devices.xp_of(g).zeros(shape, dtype=g.dtype)
+    elif _overlaps(out, g):
+        out[...] = _index_add_into_kernel(g, shape, index)
+        return out
+    else:
+        out[...] = 0
     if _is_basic(index):
         out[index] = g
     else:
@@ -478,8 +527,29 @@ composite(unbind, infer=_unbind_infer, nout=2,
 
 
 # ---------------------------------------------------------------- setitem
-def _index_put_kernel(x, value, index):
-    out = x.copy()
+def _same_memory(a, b):
+    """``a`` and ``b`` are the same elements (an in-place call: out is the input)."""
+    return a is b or (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+                      and _ptr(a) == _ptr(b))
+
+
+def _ptr(a):
+    return a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
+
+
+def _overlaps(out, *arrays):
+    xp = np if type(out) is np.ndarray else _devices.xp_of(out)
+    return any(hasattr(a, "shape") and xp.may_share_memory(out, a) for a in arrays)
+
+
+def _index_put_kernel(x, value, index, out=None):
+    if out is None:
+        out = x.copy()
+    elif _overlaps(out, value) or (_overlaps(out, x) and not _same_memory(out, x)):
+        out[...] = _index_put_kernel(x, value, index)
+        return out
+    elif not _same_memory(out, x):  # out is x: written in place
+        out[...] = x
     out[index] = value
     return out
 
@@ -533,8 +603,14 @@ def _torch_setitem(torch, x, index, value):
     return out
 
 
-def _index_put_zero_kernel(g, index):
-    out = g.copy()
+def _index_put_zero_kernel(g, index, out=None):
+    if out is None:
+        out = g.copy()
+    elif _overlaps(out, g) and not _same_memory(out, g):
+        out[...] = _index_put_zero_kernel(g, index)
+        return out
+    elif not _same_memory(out, g):
+        out[...] = g
     out[index] = 0
     return out
 
@@ -664,9 +740,56 @@ def _gather_infer(x, index, dim):
     return TensorSpec(tuple(index.shape), x.dtype)
 
 
-def _gather_kernel(x, index, dim):
+def _dim3(a, dim):
+    """``a`` viewed as (before dim, dim, after dim), no copy; None where its strides
+    do not allow that view."""
+    sh = tuple(a.shape)
+    try:
+        return np.reshape(a, (int(np.prod(sh[:dim])), sh[dim], int(np.prod(sh[dim + 1:]))),
+                          copy=False)
+    except ValueError:
+        return None
+
+
+def _cut(a, shape, dim):
+    """``a`` cut to ``shape`` in every dim but ``dim``."""
+    return a[tuple(slice(None) if d == dim else slice(0, n) for d, n in enumerate(shape))]
+
+
+def _gather_into(out, x, index, dim, negative_zero=False):
+    """``out[..., k, ...] = x[..., index[..., k, ...], ...]`` along dim, written into
+    out by one compiled loop over 3-D views (x cut to index's extent elsewhere);
+    False where it does not apply (layouts, dtypes, devices, out overlapping)."""
+    if type(out) is not np.ndarray or not x.ndim or _overlaps(out, x, index):
+        return False
+    views = [_dim3(a, dim) for a in (_cut(x, index.shape, dim), index, out)]
+    return all(v is not None for v in views) and _cpu_scatter.gather_dim(*views, negative_zero)
+
+
+def _scatter_into(out, x, index, src, dim, add):
+    """x with src scattered (or added) along dim, written into out (out may be x
+    itself: in place) by one compiled loop; False where it does not apply."""
+    if type(out) is not np.ndarray or not x.ndim or _overlaps(out, index, src) or (
+            _overlaps(out, x) and not _same_memory(out, x)):
+        return False
+    if not hasattr(src, "shape"):
+        src = np.broadcast_to(np.asarray(src, dtype=x.dtype), index.shape)
+    views = [_dim3(a, dim) for a in (_cut(out, index.shape, dim), index,
+                                     _src_part(src, index))]
+    if any(v is None for v in views) or not _cpu_scatter._along_fits(views[0], views[2], views[1]):
+        return False
+    if not _same_memory(out, x):
+        out[...] = x
+    return _cpu_scatter.scatter_dim(*views, add=add)
+
+
+def _gather_kernel(x, index, dim, out=None):
     _gather_infer(x, index, dim)
     _check_range("gather", index, x, dim)
+    if out is not None:
+        if not _gather_into(out, x, index, dim):
+            out[...] = _gather_kernel(x, index, dim)
+        return out
     if x.ndim == 0:
         return x.copy()
     v = _spread_vector(index, dim, x.shape)
@@ -740,9 +863,13 @@ def _torch_src(src, index):
     return src[tuple(slice(0, n) for n in index.shape)]
 
 
-def _scatter_add_kernel(x, index, src, dim):
+def _scatter_add_kernel(x, index, src, dim, out=None):
     _scatter_infer("scatter_add")(x, index, src, dim)
     _check_range("scatter_add", index, x, dim)
+    if out is not None:
+        if not _scatter_into(out, x, index, src, dim, True):
+            out[...] = _scatter_add_kernel(x, index, src, dim)
+        return out
     out = x.copy()
     if x.ndim == 0:
         return out + src
@@ -801,9 +928,13 @@ def _once_along(index, dim):
     return index
 
 
-def _scatter_kernel(x, index, src, dim):
+def _scatter_kernel(x, index, src, dim, out=None):
     _scatter_infer("scatter")(x, index, src, dim)
     _check_range("scatter", index, x, dim)
+    if out is not None:
+        if not _scatter_into(out, x, index, src, dim, False):
+            out[...] = _scatter_kernel(x, index, src, dim)
+        return out
     out = x.copy()
     if x.ndim == 0:
         out[...] = src
@@ -995,9 +1126,17 @@ def _tad_index(xshape, indices, dim):
     return tuple(out)
 
 
-def _tad_kernel(x, indices, dim):
+def _tad_kernel(x, indices, dim, out=None):
     _tad_infer(x, indices, dim)
     _check_range("take_along_dim", indices, x, dim, negative=True)
+    if out is not None:
+        rest = list(out.shape)
+        rest[dim] = x.shape[dim]
+        xb = _devices.xp_of(x).broadcast_to(x, tuple(rest))  # broadcast: views
+        ib = _devices.xp_of(indices).broadcast_to(indices, tuple(out.shape))
+        if not _gather_into(out, xb, ib, dim):
+            out[...] = _tad_kernel(x, indices, dim)
+        return out
     return x[_tad_index(tuple(x.shape), indices, dim)]
 
 

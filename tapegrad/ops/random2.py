@@ -17,7 +17,7 @@ from .. import devices as _devices
 from .._util import op_error, distinct_values
 from ..dispatch import bind
 from ._decl import register, composite, Sample, TensorSpec, rand
-from .creation import generator, _next_draw, _place, _np_dtype
+from .creation import generator, _next_draw, _place, _np_dtype, _draw_into
 from .indexing import _raw
 from . import creation as C
 
@@ -44,7 +44,17 @@ def _check_p(name, p):
         raise op_error(name, f"expects p to be in [0, 1], but got p={p}", RuntimeError)
 
 
-def _bernoulli_kernel(x, p=None):
+def _bernoulli_kernel(x, p=None, out=None):
+    if out is not None:
+        if p is None and x.size and not (x.min() >= 0 and x.max() <= 1):
+            _bernoulli_kernel(x)  # its error
+        g = generator()
+
+        def fill(xb, ob):  # the draw's float64 uniforms, as below, a block at a time
+            np.less(g.random(xb.size), xb if p is None else p, out=ob)
+        if not _draw_into(out, x, fill):
+            out[...] = _bernoulli_kernel(x, p)
+        return out
     xr = _host(x)
     g = generator()
     u = g.random(xr.shape)
@@ -166,7 +176,16 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 
 
 # ---------------------------------------------------------------- poisson
-def _poisson_kernel(x):
+def _poisson_kernel(x, out=None):
+    if out is not None:
+        g = generator()
+
+        def fill(xb, ob):  # the float64 draws made below, a block at a time
+            ob[...] = g.poisson(xb.astype(np.float64))
+        # a negative (an error) or NaN rate goes the whole-array way
+        if not (x.size and x.min() >= 0 and _draw_into(out, x, fill)):
+            out[...] = _poisson_kernel(x)
+        return out
     xr = _host(x)
     if (xr < 0).any():
         raise op_error("poisson", "invalid Poisson rate, expected rate to be non-negative",

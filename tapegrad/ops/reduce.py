@@ -431,17 +431,26 @@ MIN_DIM = register(name="min", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kerne
                    torch=_argext_torch("min"))
 
 
-def _onehot_kernel(indices, shape, dim):
+def _onehot_kernel(indices, shape, dim, out=None):
     shape = tuple(shape)
     if indices.dtype.kind not in "iu":
         raise op_error("index_onehot", f"indices must be integers, got {indices.dtype}",
                        TypeError)
     if len(shape) == 0:
+        if out is not None:
+            out[...] = True
+            return out
         return np.ones_like(indices, dtype=np.bool_)
     dim = normalize_dim("index_onehot", dim, len(shape))
     idx = indices if indices.ndim == len(shape) else np.expand_dims(indices, dim)
     pos = np.arange(shape[dim], like=indices).reshape(
         tuple(-1 if d == dim else 1 for d in range(len(shape))))
+    if out is not None:  # the comparison broadcast straight into out
+        if np.broadcast_shapes(idx.shape, pos.shape) == shape:
+            np.equal(idx, pos, out=out)
+        else:
+            out[...] = idx == pos
+        return out
     return np.broadcast_to(idx == pos, shape)
 
 

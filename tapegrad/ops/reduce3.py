@@ -22,12 +22,14 @@ from collections import namedtuple
 import numpy as np
 
 from .. import devices as _devices
+from ..devices.cpu_kernels import scatter as _cpu_scatter
 from .._util import normalize_dim, op_error
 from ..dispatch import bind
 from ._decl import register, Sample, TensorSpec, rand
 from . import _vmap
-from .indexing import (_grid, _check_int, _check_range, _same_ndim, _index_not_larger,
-                       _src_part, _int_sample, _raw, _scatter_back_vjp, take_along_dim)
+from .indexing import (_cut, _dim3, _overlaps, _same_memory, _grid, _check_int,
+                       _check_range, _same_ndim, _index_not_larger, _src_part, _int_sample,
+                       _raw, _scatter_back_vjp, take_along_dim)
 from .pointwise2 import decl, S
 from .shape2 import _index_check, _spread
 from . import shape as SH, indexing as I
@@ -77,8 +79,33 @@ def _identity(reduce, dt):
     return info.min if reduce == "amax" else info.max
 
 
-def _sr_kernel(x, index, src, dim, reduce, include_self=True):
+def _sr_into(out, x, index, src, dim, reduce, include_self):
+    """The scatter-reduce written into out (out may be x: in place) by one compiled
+    loop over (before, dim, after) views; False where it does not apply."""
+    if type(out) is not np.ndarray or not x.ndim or _overlaps(out, index, src) or (
+            _overlaps(out, x) and not _same_memory(out, x)):
+        return False
+    views = [_dim3(a, dim) for a in (_cut(out, index.shape, dim), index,
+                                     _src_part(src, index))]
+    if any(v is None for v in views) or not _cpu_scatter._along_fits(views[0], views[2],
+                                                                     views[1]):
+        return False
+    if not _same_memory(out, x):
+        out[...] = x
+    return _cpu_scatter.scatter_reduce_dim(*views, reduce, include_self,
+                                           _identity(reduce, x.dtype))
+
+
+def _sr_kernel(x, index, src, dim, reduce, include_self=True, out=None):
     _check_range("scatter_reduce", index, x, dim)
+    if out is not None:
+        if not _sr_into(out, x, index, src, dim, reduce, include_self):
+            out[...] = _sr_kernel(x, index, src, dim, reduce, include_self)
+        return out
+    if type(x) is np.ndarray and x.ndim:  # the compiled loop (~3x NumPy's ufunc.at)
+        out = np.empty_like(x, order="C")
+        if _sr_into(out, x, index, src, dim, reduce, include_self):
+            return out
     xp = _devices.xp_of(x)
     out = x.copy()
     if x.ndim == 0:  # one position: index is 0-d too

@@ -630,8 +630,18 @@ def _repeat_infer(x, sizes):
     return TensorSpec(tuple(p * s for p, s in zip(padded, sizes)), x.dtype)
 
 
-def _repeat_kernel(x, sizes):
+def _repeat_kernel(x, sizes, out=None):
     _repeat_infer(x, sizes)
+    if out is not None:
+        shape = tuple(x.shape)
+        padded = (1,) * (len(sizes) - len(shape)) + shape
+        if out.flags.c_contiguous and not _devices.xp_of(out).may_share_memory(out, x):
+            # out as (r0, d0, r1, d1, ...): x broadcast over the r's, one copy
+            inter = tuple(n for r, d in zip(sizes, padded) for n in (r, d))
+            out.reshape(inter)[...] = x.reshape(tuple(n for d in padded for n in (1, d)))
+        else:
+            out[...] = _repeat_kernel(x, sizes)
+        return out
     return np.tile(x, sizes) if sizes else x.copy()
 
 
@@ -914,9 +924,53 @@ def _pad_index(shape, widths, mode, xp=np):
     return (slice(None),) * lead + tuple(grids)
 
 
-def _pad_kernel(x, pad, mode="constant", value=0.0):
+def _pad_into(x, out, widths, mode, value):
+    """The padded x written into ``out``: the kept part of x copied into its interior,
+    then the border filled (a constant; or, dim by dim, planes copied from out's own
+    rows, each over the dims already padded and the interior of the rest, so corners
+    come out as ``x[_pad_index(...)]``). Non-constant modes with a negative width go
+    through the index (their border may read rows cropped away)."""
+    if mode != "constant" and any(b < 0 or a < 0 for b, a in widths):
+        out[...] = x[_pad_index(tuple(x.shape), widths, mode, _devices.xp_of(x))]
+        return out
+    keep = tuple(slice(max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(widths, x.shape))
+    inner = tuple(slice(max(b, 0), max(b, 0) + (k.stop - k.start))
+                  for (b, a), k in zip(widths, keep))
+    if mode == "constant":
+        for d, ((b, a), k) in enumerate(zip(widths, inner)):
+            pre = (slice(None),) * d
+            if b > 0:
+                out[pre + (slice(0, b),)] = value
+            if a > 0:
+                out[pre + (slice(k.stop, None),)] = value
+        out[inner] = x[keep]
+        return out
+    out[inner] = x
+    for d, ((b, a), s) in enumerate(zip(widths, x.shape)):
+        if not (b or a):
+            continue
+        src = np.arange(-b, s + a)
+        if mode == "reflect":
+            src = np.abs(src)
+            src = np.where(src > s - 1, 2 * (s - 1) - src, src)
+        elif mode == "replicate":
+            src = np.clip(src, 0, s - 1)
+        else:
+            src = src % max(s, 1)
+        pre, post = (slice(None),) * d, inner[d + 1:]
+        for k in list(range(b)) + list(range(b + s, b + s + a)):
+            out[pre + (k,) + post] = out[pre + (int(src[k]) + b,) + post]
+    return out
+
+
+def _pad_kernel(x, pad, mode="constant", value=0.0, out=None):
     _pad_infer(x, pad, mode, value)
     widths = _pad_widths("pad", tuple(x.shape), pad)
+    if out is not None:
+        if _devices.xp_of(out).may_share_memory(out, x):
+            out[...] = _pad_kernel(x, pad, mode, value)
+            return out
+        return _pad_into(x, out, widths, mode, value)
     if mode == "constant":
         crop = tuple(slice(max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(widths, x.shape))
         return np.pad(x[crop], [(max(b, 0), max(a, 0)) for b, a in widths], mode="constant",
@@ -1267,8 +1321,33 @@ def _ri_infer(x, repeats, dim):
     return TensorSpec(shape[:d] + (total,) + shape[d + 1:], x.dtype)
 
 
-def _ri_kernel(x, repeats, dim):
+def _ri_kernel(x, repeats, dim, out=None):
     _ri_infer(x, repeats, dim)
+    if out is not None:
+        xp = _devices.xp_of(out)
+        n = x.shape[dim] if x.ndim else 1
+        if x.ndim == 0 or xp.may_share_memory(out, x):
+            out[...] = _ri_kernel(x, repeats, dim)
+        elif out.flags.c_contiguous and xp is np and 32 * out.shape[dim] < out.nbytes:
+            # one take along dim (the index is a small part of out; "clip" writes
+            # straight into a contiguous out, "raise" would buffer it)
+            ridx = np.repeat(np.arange(n), repeats if isinstance(repeats, int) else
+                             np.asarray(repeats, dtype=np.int64))
+            np.take(x, ridx, axis=dim, out=out, mode="clip")
+        elif isinstance(repeats, int):
+            if out.flags.c_contiguous:  # out as (..., n, repeats, ...): x broadcast
+                sh = tuple(x.shape)
+                out.reshape(sh[:dim + 1] + (repeats,) + sh[dim + 1:])[...] = \
+                    xp.expand_dims(x, dim + 1)
+            else:
+                out[...] = _ri_kernel(x, repeats, dim)
+        else:  # one slab copy per input row along dim
+            pre, at = (slice(None),) * dim, 0
+            for i, r in enumerate(repeats):
+                if r:
+                    out[pre + (slice(at, at + r),)] = x[pre + (slice(i, i + 1),)]
+                    at += r
+        return out
     return np.repeat(x, repeats if isinstance(repeats, int) else
                      np.asarray(repeats, dtype=np.int64), axis=dim)
 

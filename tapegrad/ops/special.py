@@ -18,7 +18,7 @@ from .. import devices as _devices
 from ..ops_registry.rules import diagonal as _diagonal
 from ._decl import register, Sample, TensorSpec, rand, away_from, op_error
 from . import _vmap
-from .creation import generator, _next_draw
+from .creation import generator, _next_draw, _draw_into
 
 __all__ = ["lgamma", "digamma", "polygamma", "_standard_gamma", "_standard_gamma_grad"]
 
@@ -133,7 +133,16 @@ def _gamma_infer(x):
     return TensorSpec(tuple(x.shape), dt)
 
 
-def _gamma_kernel(x):
+def _gamma_kernel(x, out=None):
+    if out is not None:
+        g = generator()
+
+        def fill(xb, ob):  # the float64 draws made below, a block at a time
+            ob[...] = g.standard_gamma(xb.astype(np.float64))
+        # a negative or NaN concentration (NaN draws) goes the whole-array way
+        if not (x.size and x.min() >= 0 and _draw_into(out, x, fill)):
+            out[...] = _gamma_kernel(x)
+        return out
     xp = _devices.xp_of(x)
     bad = ~(x >= 0)  # negative or NaN concentrations draw NaN, as PyTorch
     safe = xp.where(bad, xp.ones((), x.dtype), x) if bad.any() else x

@@ -33,6 +33,74 @@ def _add_rows_loop(out, ix, vals):
                 out[a, r, b] += vals[a, i, b]
 
 
+def _gather_dim_loop(x, idx, out, negative):
+    # out[p, k, q] = x[p, idx[p, k, q], q]; a negative index wraps (negative 0) or
+    # gives 0 (negative 1: max-pool's window wholly in the padding)
+    n = x.shape[1]
+    for p in range(idx.shape[0]):
+        for k in range(idx.shape[1]):
+            for q in range(idx.shape[2]):
+                j = idx[p, k, q]
+                if j < 0:
+                    if negative:
+                        out[p, k, q] = 0
+                        continue
+                    j += n
+                out[p, k, q] = x[p, j, q]
+
+
+def _scatter_dim_loop(out, idx, src):
+    for p in range(idx.shape[0]):
+        for k in range(idx.shape[1]):
+            for q in range(idx.shape[2]):
+                out[p, idx[p, k, q], q] = src[p, k, q]
+
+
+def _scatter_add_dim_loop(out, idx, src):
+    for p in range(idx.shape[0]):
+        for k in range(idx.shape[1]):
+            for q in range(idx.shape[2]):
+                out[p, idx[p, k, q], q] += src[p, k, q]
+
+
+def _scatter_reduce_dim_loop(out, idx, src, how, include_self, identity, cnt, floor):
+    # how: 0 sum, 1 prod, 2 amax, 3 amin, 4 mean; in C order of idx, as NumPy's ufunc.at
+    P, K, Q = idx.shape
+    if not include_self:
+        for p in range(P):
+            for k in range(K):
+                for q in range(Q):
+                    out[p, idx[p, k, q], q] = identity
+    for p in range(P):
+        for k in range(K):
+            for q in range(Q):
+                j = idx[p, k, q]
+                v = src[p, k, q]
+                o = out[p, j, q]
+                if how == 0 or how == 4:
+                    out[p, j, q] = o + v
+                elif how == 1:
+                    out[p, j, q] = o * v
+                elif how == 2:
+                    if v > o or v != v:  # NaN propagates, as np.maximum
+                        out[p, j, q] = v
+                elif v < o or v != v:
+                    out[p, j, q] = v
+    if how == 4:  # each column's counts along dim (cnt: one column's worth)
+        extra = 1 if include_self else 0
+        for p in range(P):
+            for q in range(Q):
+                cnt[:] = 0
+                for k in range(K):
+                    cnt[idx[p, k, q]] += 1
+                for j in range(cnt.size):
+                    if cnt[j]:  # integers: floor division, as PyTorch
+                        if floor:
+                            out[p, j, q] = out[p, j, q] // (cnt[j] + extra)
+                        else:
+                            out[p, j, q] = out[p, j, q] / (cnt[j] + extra)
+
+
 def _loop(fn):
     k = _compiled.get(fn.__name__)
     if k is None:
@@ -78,3 +146,47 @@ def bincount_into(x, weights, out):
     else:
         _loop(_add_flat_loop)(out, x, np.ascontiguousarray(weights))
     return out
+
+
+_ALONG = (np.float32, np.float64, np.int64, np.int32)
+
+
+def _along_fits(a, b, idx):
+    return (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype
+            and a.dtype in _ALONG and idx.dtype == np.int64 and a.ndim == b.ndim == idx.ndim == 3)
+
+
+def gather_dim(x, idx, out, negative_zero=False):
+    """``out[p, k, q] = x[p, idx[p, k, q], q]`` on 3-D views of any strides (the
+    form of gather/take_along_dim along one dim, written into a caller's memory; a
+    negative index wraps, or gives 0 with ``negative_zero``); False where it does not
+    apply (other dtypes): the caller computes another way."""
+    if not _along_fits(x, out, idx):
+        return False
+    _loop(_gather_dim_loop)(x, idx, out, bool(negative_zero))
+    return True
+
+
+def scatter_dim(out, idx, src, add=False):
+    """``out[p, idx[p, k, q], q] = src[p, k, q]`` (``+=`` with ``add``: repeats
+    accumulate; otherwise the last write in C order stays), in place, on 3-D views
+    of any strides, indices in range; False where it does not apply."""
+    if not _along_fits(out, src, idx):
+        return False
+    _loop(_scatter_add_dim_loop if add else _scatter_dim_loop)(out, idx, src)
+    return True
+
+
+def scatter_reduce_dim(out, idx, src, how, include_self, identity):
+    """``out[p, idx[p, k, q], q] = how(out[...], src[p, k, q])`` in place, in C order
+    of idx (how: "sum", "prod", "amax", "amin", "mean"; without ``include_self`` the
+    targeted positions start from ``identity``; "mean" divides each targeted position
+    by its count, counted a column along dim at a time); False where it does not
+    apply (other dtypes)."""
+    if not _along_fits(out, src, idx):
+        return False
+    code = ("sum", "prod", "amax", "amin", "mean").index(how)
+    _loop(_scatter_reduce_dim_loop)(out, idx, src, code, bool(include_self),
+                                    out.dtype.type(identity), np.zeros(out.shape[1], np.int64),
+                                    out.dtype.kind != "f")
+    return True

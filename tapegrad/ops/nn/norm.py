@@ -145,18 +145,30 @@ def _gn_infer(input, weight=None, bias=None, *, num_groups, eps):
     return TensorSpec(tuple(input.shape), np.dtype(input.dtype))
 
 
-def _gn_kernel(input, weight=None, bias=None, *, num_groups, eps):
+def _gn_kernel(input, weight=None, bias=None, *, num_groups, eps, out=None):
     """``x * scale + shift`` per (sample, channel), scale = rstd * weight and shift =
-    bias - mean * scale, as PyTorch's kernel (its NaN/Inf patterns too)."""
+    bias - mean * scale, as PyTorch's kernel (its NaN/Inf patterns too). With ``out``
+    (C-contiguous, apart from the inputs) the centred squares are made in out itself,
+    then overwritten by the result."""
     N, C = input.shape[:2]
+    xp = xp_of(input)
+    if out is not None and (input.size == 0 or not out.flags.c_contiguous or any(
+            a is not None and xp.may_share_memory(out, a) for a in (input, weight, bias))):
+        out[...] = _gn_kernel(input, weight, bias, num_groups=num_groups, eps=eps)
+        return out
     if input.size == 0:
         return input.copy()
-    xp = xp_of(input)
     G = num_groups
     xr = input.reshape(N, G, -1)
     mu = xr.mean(axis=2, keepdims=True)
-    xc = xr - mu
-    var = (xc * xc).mean(axis=2)
+    if out is None:
+        xc = xr - mu
+        var = (xc * xc).mean(axis=2)
+    else:
+        sq = out.reshape(N, G, -1)
+        xp.subtract(xr, mu, out=sq)
+        xp.square(sq, out=sq)
+        var = sq.mean(axis=2)
     rstd = 1 / xp.sqrt(var + eps)                       # (N, G)
     scale = xp.repeat(rstd, C // G, axis=1)             # (N, C)
     mean = xp.repeat(mu[:, :, 0], C // G, axis=1)
@@ -166,7 +178,10 @@ def _gn_kernel(input, weight=None, bias=None, *, num_groups, eps):
     if bias is not None:
         shift = shift + bias
     tail = (1,) * (input.ndim - 2)
-    out = input * scale.reshape((N, C) + tail)
+    if out is None:
+        out = input * scale.reshape((N, C) + tail)
+    else:
+        xp.multiply(input, scale.reshape((N, C) + tail), out=out)
     out += shift.reshape((N, C) + tail)
     return out
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...devices import xp_of
 from ...devices.cpu_kernels import pool as cpu_pool
+from ...devices.cpu_kernels import scatter as cpu_scatter
 from ...dispatch import bind
 from ...tensor import wrap
 from ..._util import op_error, require_floating
@@ -271,8 +272,24 @@ MAX_POOL2D_INPUT_GRAD = register(
                             dict(input_shape=(1, 1, 4, 4), overlap=False), RuntimeError)])
 
 
-def _max_pool2d_gather_kernel(x, indices):
+def _max_pool2d_gather_kernel(x, indices, out=None):
     N, C, H, W = x.shape
+    # per plane, out[k] = x[indices[k]] (0 for -1) by one compiled loop (~10x NumPy's
+    # take_along_axis, maximum and where below)
+    fresh = out is None and type(x) is np.ndarray
+    into = np.empty(indices.shape, x.dtype) if fresh else out
+    if type(into) is np.ndarray and not (np.may_share_memory(into, x)
+                                         or np.may_share_memory(into, indices)):
+        try:
+            views = [np.reshape(a, (N * C, a.shape[2] * a.shape[3], 1), copy=False)
+                     for a in (x, indices, into)]
+        except (ValueError, TypeError):
+            views = None
+        if views is not None and cpu_scatter.gather_dim(*views, negative_zero=True):
+            return into
+    if out is not None:
+        out[...] = _max_pool2d_gather_kernel(x, indices)
+        return out
     i2 = indices.reshape(N * C, indices.shape[2] * indices.shape[3])
     got = xp_of(x).take_along_axis(x.reshape(N * C, H * W), xp_of(x).maximum(i2, 0), axis=1)
     if (i2 < 0).any():  # a window wholly in the padding: -inf forward, no gradient
@@ -351,25 +368,64 @@ def _avg_divisor(xp, H, W, attrs):
     return cnt
 
 
-def _avg_pool2d_kernel(input, **attrs):
+def _valid(k, s, p, L, Lo):
+    """For kernel offset k along a dim (stride s, padding p, input length L, Lo
+    outputs): the outputs whose element at offset k lies inside the input, and the
+    input elements they read, as two slices (None where no output does)."""
+    lo = max(0, -((k - p) // s))  # ceil((p - k) / s)
+    hi = min(Lo, (L - 1 + p - k) // s + 1) if L - 1 + p - k >= 0 else 0
+    if lo >= hi:
+        return None
+    start = lo * s + k - p
+    return slice(lo, hi), slice(start, start + (hi - lo - 1) * s + 1, s)
+
+
+def _avg_pool2d_kernel(input, out=None, **attrs):
     N, C, H, W = input.shape
     xp = xp_of(input)
     kh, kw = attrs["kernel_size"]
     ph, pw = attrs["padding"]
+    sh, sw = attrs["stride"]
     Ho, Wo, Hp, Wp = _pool_geom(input.shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1),
                                 attrs.get("ceil_mode", False))
-    src = input
-    if (Hp, Wp) != (H, W):
-        src = xp.zeros((N, C, Hp, Wp), dtype=input.dtype)
-        src[:, :, ph:ph + H, pw:pw + W] = input
-    out = None
+    if out is None:  # a zero-padded copy, its window offsets added in order
+        src = input
+        if (Hp, Wp) != (H, W):
+            src = xp.zeros((N, C, Hp, Wp), dtype=input.dtype)
+            src[:, :, ph:ph + H, pw:pw + W] = input
+        for i in range(kh):
+            for j in range(kw):
+                s = src[_offset_slice(i, j, Ho, Wo, attrs["stride"], (1, 1))]
+                if out is None:
+                    out = s.copy()
+                else:
+                    out += s
+        out /= xp.asarray(_avg_divisor(xp, H, W, attrs), dtype=out.dtype)
+        return out
+    if xp.may_share_memory(out, input):
+        out[...] = _avg_pool2d_kernel(input, **attrs)
+        return out
+    # into out: each window offset adds the input elements it sees (the padding's
+    # zeros add nothing: the same sums), in window order, with no padded copy (the
+    # first offset is copied in where it covers every output, else out starts from 0)
+    started = False
     for i in range(kh):
+        r = _valid(i, sh, ph, H, Ho)
+        if r is None:
+            continue
         for j in range(kw):
-            s = src[_offset_slice(i, j, Ho, Wo, attrs["stride"], (1, 1))]
-            if out is None:
-                out = s.copy()
+            c = _valid(j, sw, pw, W, Wo)
+            if c is None:
+                continue
+            if not started and (r[0], c[0]) == (slice(0, Ho), slice(0, Wo)):
+                out[...] = input[:, :, r[1], c[1]]
             else:
-                out += s
+                if not started:
+                    out[...] = 0
+                out[:, :, r[0], c[0]] += input[:, :, r[1], c[1]]
+            started = True
+    if not started:
+        out[...] = 0
     out /= xp.asarray(_avg_divisor(xp, H, W, attrs), dtype=out.dtype)
     return out
 
@@ -421,19 +477,40 @@ AVG_POOL2D = register(
                            ((_rand((1, 1, 4, 4)),), _avg_attrs(0), RuntimeError)])
 
 
-def _avg_pool2d_input_grad_kernel(g, *, input_shape, **attrs):
+def _avg_pool2d_input_grad_kernel(g, *, input_shape, out=None, **attrs):
     N, C, H, W = input_shape
     xp = xp_of(g)
     kh, kw = attrs["kernel_size"]
     ph, pw = attrs["padding"]
+    sh, sw = attrs["stride"]
     Ho, Wo, Hp, Wp = _pool_geom(input_shape, (kh, kw), attrs["stride"], (ph, pw), (1, 1),
                                 attrs.get("ceil_mode", False))
-    gd = g / xp.asarray(_avg_divisor(xp, H, W, attrs), dtype=g.dtype)
-    dst = xp.zeros((N, C, Hp, Wp), dtype=g.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            dst[_offset_slice(i, j, Ho, Wo, attrs["stride"], (1, 1))] += gd
-    return dst[:, :, ph:ph + H, pw:pw + W] if (Hp, Wp) != (H, W) else dst
+    div = xp.asarray(_avg_divisor(xp, H, W, attrs), dtype=g.dtype)
+    planes = [(slice(None), slice(None))]
+    if out is None:
+        out = xp.empty(tuple(input_shape), dtype=g.dtype)
+    elif xp.may_share_memory(out, g):
+        out[...] = _avg_pool2d_input_grad_kernel(g, input_shape=input_shape, **attrs)
+        return out
+    else:  # g / divisor a block of planes at a time (a sixteenth of them at most)
+        per = max(1, N * C // 16)
+        planes = ([(slice(n, min(N, n + per // C)), slice(None)) for n in range(0, N, per // C)]
+                  if per >= C else [(slice(n, n + 1), slice(c, min(C, c + per)))
+                                    for n in range(N) for c in range(0, C, per)])
+    # each window offset adds g / divisor into the input elements it saw, in window
+    # order from zeros (the padding's share is dropped): no padded buffer
+    out[...] = 0
+    for pl in planes:
+        gd = g[pl] / div
+        o = out[pl]
+        for i in range(kh):
+            r = _valid(i, sh, ph, H, Ho)
+            for j in range(kw):
+                c = _valid(j, sw, pw, W, Wo)
+                if r is not None and c is not None:
+                    o[:, :, r[1], c[1]] += gd[:, :, r[0], c[0]]
+        del gd  # (the next block's is made without this one alive)
+    return out
 
 
 def _avg_pool2d_input_grad_infer(g, *, input_shape, **attrs):

@@ -480,17 +480,53 @@ def _samples(k, c=False, b=False, attrs=({},)):
     return samples
 
 
+def _buffers(out, specs, dt, inputs):
+    """The step loops' output buffers: fresh, or the caller's ``out`` (one array, or
+    a tuple for several outputs) where each is a C-contiguous NumPy array of its spec
+    apart from every input; None where out does not fit (the caller computes, then
+    copies into it)."""
+    if out is None:
+        return tuple(np.empty(s, dt) for s in specs)
+    outs = out if isinstance(out, tuple) else (out,)
+    if len(outs) != len(specs) or not all(
+            type(o) is np.ndarray and o.flags.c_contiguous and o.dtype == dt
+            and o.shape == tuple(s) for o, s in zip(outs, specs)):
+        return None
+    if any(np.may_share_memory(o, a) for o in outs for a in inputs if a is not None):
+        return None
+    if len(outs) > 1 and any(np.may_share_memory(a, b) for i, a in enumerate(outs)
+                             for b in outs[i + 1:]):
+        return None
+    return outs
+
+
+def _into(out, result):
+    """``result`` (one array or a tuple) copied into the caller's ``out``."""
+    if isinstance(out, tuple):
+        for o, r in zip(out, result):
+            o[...] = r
+    else:
+        out[...] = result
+    return out
+
+
 # ---------------------------------------------------------------- LSTM
-def _lstm_layer_kernel(input_gates, h0, c0, weight_hh, *, reverse=False):
+def _lstm_layer_kernel(input_gates, h0, c0, weight_hh, *, reverse=False, out=None):
+    # out: None, or (out, cells, gates) buffers of the results' specs (tg.compile's
+    # planned memory), written in place
     T, B, G = input_gates.shape
     H = G // 4
+    specs = ((T, B, H), (T, B, H), (T, B, G))
     ks = _compiled_for("lstm", input_gates, h0, c0, weight_hh)
-    if ks is None:
-        return _generic("lstm", input_gates, h0, c0, weight_hh, None, reverse,
-                        ((T, B, H), (T, B, H), (T, B, G)))
+    bufs = None if ks is None else _buffers(out, specs, input_gates.dtype,
+                                            (input_gates, h0, c0, weight_hh))
+    if bufs is None:
+        res = _generic("lstm", input_gates, h0, c0, weight_hh, None, reverse, specs) \
+            if ks is None else _lstm_layer_kernel(input_gates, h0, c0, weight_hh,
+                                                  reverse=reverse)
+        return res if out is None else _into(out, res)
     fwd = ks[0]
-    dt = input_gates.dtype
-    out, cells, gates = (np.empty(s, dt) for s in ((T, B, H), (T, B, H), (T, B, G)))
+    out, cells, gates = bufs
     xg, c0 = _c(input_gates), _c(c0)
     _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg: fwd(
         hg, xg[t], c0 if p is None else cells[p], gates[t], cells[t], out[t]))
@@ -578,16 +614,22 @@ def _lstm_layer_jvp(ctx, txg, th0, tc0, tw):
 
 
 # ---------------------------------------------------------------- GRU
-def _gru_layer_kernel(input_gates, h0, weight_hh, bias_hh=None, *, reverse=False):
+def _gru_layer_kernel(input_gates, h0, weight_hh, bias_hh=None, *, reverse=False, out=None):
+    # out: None, or (out, gates) buffers, written in place
     T, B, G = input_gates.shape
     H = G // 3
+    specs = ((T, B, H), (T, B, 4 * H))
     ks = _compiled_for("gru", input_gates, h0, weight_hh, bias_hh)
-    if ks is None:
-        return _generic("gru", input_gates, h0, None, weight_hh, bias_hh, reverse,
-                        ((T, B, H), (T, B, 4 * H)))
+    bufs = None if ks is None else _buffers(out, specs, input_gates.dtype,
+                                            (input_gates, h0, weight_hh, bias_hh))
+    if bufs is None:
+        res = _generic("gru", input_gates, h0, None, weight_hh, bias_hh, reverse, specs) \
+            if ks is None else _gru_layer_kernel(input_gates, h0, weight_hh, bias_hh,
+                                                 reverse=reverse)
+        return res if out is None else _into(out, res)
     fwd = ks[0]
     dt = input_gates.dtype
-    out, gates = np.empty((T, B, H), dt), np.empty((T, B, 4 * H), dt)
+    out, gates = bufs
     xg, h0 = _c(input_gates), _c(h0)
     b = np.zeros(G, dt) if bias_hh is None else _c(bias_hh)
     _fast_forward(_c(weight_hh), h0, out, reverse, lambda t, p, hg: fwd(
@@ -675,14 +717,19 @@ def _rnn_kind(nonlinearity):
     return "rnn_" + nonlinearity
 
 
-def _rnn_layer_kernel(input_gates, h0, weight_hh, *, reverse=False, nonlinearity="tanh"):
+def _rnn_layer_kernel(input_gates, h0, weight_hh, *, reverse=False, nonlinearity="tanh",
+                      out=None):
     kind = _rnn_kind(nonlinearity)
     ks = _compiled_for(kind, input_gates, h0, weight_hh)
-    if ks is None:
-        return _generic(kind, input_gates, h0, None, weight_hh, None, reverse,
-                        (input_gates.shape,))
+    bufs = None if ks is None else _buffers(out, (input_gates.shape,), input_gates.dtype,
+                                            (input_gates, h0, weight_hh))
+    if bufs is None:
+        res = _generic(kind, input_gates, h0, None, weight_hh, None, reverse,
+                       (input_gates.shape,)) if ks is None else _rnn_layer_kernel(
+            input_gates, h0, weight_hh, reverse=reverse, nonlinearity=nonlinearity)
+        return res if out is None else _into(out, res)
     fwd = ks[0]
-    out = np.empty(input_gates.shape, input_gates.dtype)
+    out = bufs[0]
     xg = _c(input_gates)
     _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg: fwd(hg, xg[t], out[t]))
     return out

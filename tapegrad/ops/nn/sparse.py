@@ -73,9 +73,16 @@ EMBEDDING = register(name="embedding", vmap=_vmap.embedding_rule, jvp=_jvp.linea
                                              IndexError)])
 
 
-def _embedding_backward_kernel(g, input, *, num_weights, padding_idx):
+def _embedding_backward_kernel(g, input, *, num_weights, padding_idx, out=None):
     D = g.shape[-1]
-    out = xp_of(g).zeros((num_weights, D), dtype=g.dtype)
+    if out is None:
+        out = xp_of(g).zeros((num_weights, D), dtype=g.dtype)
+    elif xp_of(out).may_share_memory(out, g):
+        out[...] = _embedding_backward_kernel(g, input, num_weights=num_weights,
+                                              padding_idx=padding_idx)
+        return out
+    else:  # the rows' adds accumulate in out itself
+        out[...] = 0
     add_at(out, input.reshape(-1), g.reshape(input.size, D))
     if padding_idx is not None:
         out[padding_idx] = 0

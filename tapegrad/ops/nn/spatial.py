@@ -303,12 +303,54 @@ def _unfold_infer(input, *, kernel_size, dilation, padding, stride):
                       np.dtype(input.dtype))
 
 
-def _unfold_kernel(input, *, kernel_size, dilation, padding, stride):
+def _valid(k, s, p, L, Lo):
+    """For a kernel tap at offset k along a dim (stride s, padding p, input length L,
+    Lo blocks): the blocks whose tap lies inside the input and the input elements
+    they see, as two slices; None where no block's does."""
+    lo = max(0, -((k - p) // s))  # ceil((p - k) / s)
+    hi = min(Lo, (L - 1 + p - k) // s + 1) if L - 1 + p - k >= 0 else 0
+    if lo >= hi:
+        return None
+    start = lo * s + k - p
+    return slice(lo, hi), slice(start, start + (hi - lo - 1) * s + 1, s)
+
+
+def _taps(kernel_size, dilation, padding, stride, hw, blocks):
+    """(i, j, block slices, input slices) for every kernel tap that sees the input."""
+    for i in range(kernel_size[0]):
+        r = _valid(i * dilation[0], stride[0], padding[0], hw[0], blocks[0])
+        for j in range(kernel_size[1]):
+            c = _valid(j * dilation[1], stride[1], padding[1], hw[1], blocks[1])
+            if r is not None and c is not None:
+                yield i, j, (r[0], c[0]), (r[1], c[1])
+
+
+def _unfold_kernel(input, *, kernel_size, dilation, padding, stride, out=None):
     N, C, H, W = input.shape
     kh, kw = kernel_size
     Ho, Wo = _blocks("unfold", (H, W), kernel_size, dilation, padding, stride)
     xp = xp_of(input)
     ph, pw = padding
+    if out is not None:
+        try:
+            o6 = xp.reshape(out, (N, C, kh, kw, Ho, Wo), copy=False)
+        except (ValueError, TypeError):
+            o6 = None
+        if o6 is None or xp.may_share_memory(out, input):
+            out[...] = _unfold_kernel(input, kernel_size=kernel_size, dilation=dilation,
+                                      padding=padding, stride=stride)
+            return out
+        if not (ph or pw):  # every window inside: one copy of the strided windows
+            sN, sC, sH, sW = input.strides
+            o6[...] = xp.lib.stride_tricks.as_strided(
+                input, shape=(N, C, kh, kw, Ho, Wo), strides=(
+                    sN, sC, sH * dilation[0], sW * dilation[1], sH * stride[0], sW * stride[1]))
+            return out
+        o6[...] = 0  # taps in the padding read zeros
+        for i, j, (bo, bw), (ih, iw) in _taps(kernel_size, dilation, padding, stride,
+                                              (H, W), (Ho, Wo)):
+            o6[:, :, i, j, bo, bw] = input[:, :, ih, iw]
+        return out
     if ph or pw:
         buf = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), input.dtype)
         buf[:, :, ph:ph + H, pw:pw + W] = input
@@ -342,7 +384,7 @@ def _fold_infer(input, *, output_size, kernel_size, dilation, padding, stride):
     return TensorSpec((xs[0], xs[1] // (kh * kw)) + tuple(output_size), np.dtype(input.dtype))
 
 
-def _fold_kernel(input, *, output_size, kernel_size, dilation, padding, stride):
+def _fold_kernel(input, *, output_size, kernel_size, dilation, padding, stride, out=None):
     N, K, _ = input.shape
     kh, kw = kernel_size
     C = K // (kh * kw)
@@ -350,6 +392,21 @@ def _fold_kernel(input, *, output_size, kernel_size, dilation, padding, stride):
     Ho, Wo = _blocks("fold", output_size, kernel_size, dilation, padding, stride)
     xp = xp_of(input)
     ph, pw = padding
+    if out is not None:
+        if xp.may_share_memory(out, input):
+            out[...] = _fold_kernel(input, output_size=output_size, kernel_size=kernel_size,
+                                    dilation=dilation, padding=padding, stride=stride)
+            return out
+        out[...] = 0
+        cols = xp.reshape(input, (N, C, kh, kw, Ho, Wo))
+        if isinstance(out, np.ndarray) and N and C and out.dtype.kind == "f" and \
+                not (ph or pw) and out.flags.c_contiguous and cols.flags.c_contiguous:
+            cpu_conv.col2im_add(cols, out, stride, dilation)
+        else:  # the taps that land inside the output, added in tap order
+            for i, j, (bo, bw), (ih, iw) in _taps(kernel_size, dilation, padding, stride,
+                                                  (H, W), (Ho, Wo)):
+                out[:, :, ih, iw] += cols[:, :, i, j, bo, bw]
+        return out
     dst = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), input.dtype)
     cols = xp.ascontiguousarray(input).reshape(N, C, kh, kw, Ho, Wo)
     if isinstance(dst, np.ndarray) and N and C and dst.dtype.kind == "f":
