@@ -408,13 +408,16 @@ def _forward(op, args, attrs, user_out=None, user_ws=None):
             mine[id(v)] = (v, t)
             return v
         kw["alloc"] = alloc
-    if op.takes_out and op.kind != "view" and op.nout == 1 and None not in specs[0].shape:
-        t = user_out[0] if user_out is not None else None
-        if t is None or t.dtype != torch_dtype(specs[0].dtype) or not t.is_contiguous():
-            t = torch.empty(specs[0].shape, dtype=torch_dtype(specs[0].dtype))
-        v = to_numpy(t)
-        mine[id(v)] = (v, t)
-        kw["out"] = v
+    if op.takes_out and op.kind != "view" and all(None not in s.shape for s in specs):
+        vs = []  # (several outputs: a tuple of outs, one per output)
+        for k, s in enumerate(specs):
+            t = user_out[k] if user_out is not None else None
+            if t is None or t.dtype != torch_dtype(s.dtype) or not t.is_contiguous():
+                t = torch.empty(s.shape, dtype=torch_dtype(s.dtype))
+            v = to_numpy(t)
+            mine[id(v)] = (v, t)
+            vs.append(v)
+        kw["out"] = vs[0] if op.nout == 1 else tuple(vs)
     try:
         res = op.kernel(*raw, **kw)
     except (ValueError, TypeError, IndexError, RuntimeError, ZeroDivisionError,
