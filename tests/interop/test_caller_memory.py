@@ -200,6 +200,34 @@ def test_torch_export_out_writes_in_place_without_a_result_sized_allocation():
     assert peak < o.numel() * 8 // 4, f"{peak} bytes allocated beside out="
 
 
+@pytest.mark.parametrize("name", ["max", "cummax", "frexp"])
+def test_torch_export_writes_several_outputs_into_the_callers_tensors(name):
+    """A kernel with several outputs writes each into the caller's out tensors (and,
+    without out=, into torch.empty's), NumPy allocating nothing of their size; the
+    values as PyTorch's."""
+    import torch
+    ns = _ns()
+    x = torch.from_numpy(np.random.default_rng(1).random((4000, 50)))
+    call, ref = {"max": (lambda **k: ns.max(x, dim=1, **k), torch.max(x, 1)),
+                 "cummax": (lambda **k: ns.cummax(x, dim=1, **k), torch.cummax(x, 1)),
+                 "frexp": (lambda **k: ns.frexp(x, **k), torch.frexp(x))}[name]
+    outs = tuple(torch.empty_like(r) for r in ref)
+    call(out=outs)  # warm
+    for o in outs:
+        o.fill_(7)
+    ptrs = [o.data_ptr() for o in outs]
+    peak = _peak(lambda: call(out=outs))
+    assert [o.data_ptr() for o in outs] == ptrs
+    for o, r in zip(outs, ref):
+        torch.testing.assert_close(o, r)
+    nbytes = sum(o.numel() * o.element_size() for o in outs)
+    assert peak < nbytes // 4, f"{name}: {peak} bytes allocated beside outs of {nbytes}"
+    peak = _peak(call)  # torch.empty's memory, not NumPy's
+    assert peak < nbytes // 4, f"{name}: {peak} bytes of NumPy's made for the results"
+    for o, r in zip(call(), ref):
+        torch.testing.assert_close(o, r)
+
+
 def test_torch_export_out_follows_pytorch_rules():
     import torch
     ns = _ns()
