@@ -324,7 +324,10 @@ def _einsum1_kernel(x, equation, out=None):
     """One operand: NumPy's einsum loop writes straight into out= (with several, the
     optimized path's contractions make out-sized intermediates: those take no out=)."""
     if out is None:
-        return np.asarray(np.einsum(equation, x))
+        r = np.asarray(np.einsum(equation, x))
+        # NumPy gives a view of x for a permutation or a diagonal: einsum is not a view
+        # op here (the result has its own version counter), so it gets its own memory
+        return r.copy() if np.may_share_memory(r, x) else r
     if np.may_share_memory(out, x):
         out[...] = np.einsum(equation, x)
     else:

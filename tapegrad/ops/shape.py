@@ -1234,8 +1234,8 @@ def _diag_kernel(x, diagonal=0, out=None):
     if x.ndim == 1:
         n = x.shape[0] + abs(diagonal)
         return _diagonal_into_kernel(x, (n, n), diagonal, 0, 1, out=out)
-    if out is None:
-        return _diagonal_kernel(x, diagonal, 0, 1)
+    if out is None:  # a copy, as PyTorch's diag (diagonal is the view)
+        return _diagonal_kernel(x, diagonal, 0, 1).copy()
     out[...] = _diagonal_kernel(x, diagonal, 0, 1)  # (a view of x: copied, no temporary)
     return out
 
