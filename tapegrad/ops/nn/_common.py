@@ -60,3 +60,15 @@ def need_float(name, allow_bool=False, **tensors):
         if kind != "f" and not (allow_bool and kind == "b"):
             raise op_error(name, f"expected a floating point {arg}, got "
                                  f"{getattr(dt, 'name', dt)}", RuntimeError)
+
+
+def tap_slices(k, s, p, L, Lo):
+    """For a kernel tap at offset k along a dim (stride s, padding p, input length L,
+    Lo blocks): the blocks whose tap lies inside the input and the input elements
+    they see, as two slices; None where no block's does."""
+    lo = max(0, -((k - p) // s))  # ceil((p - k) / s)
+    hi = min(Lo, (L - 1 + p - k) // s + 1) if L - 1 + p - k >= 0 else 0
+    if lo >= hi:
+        return None
+    start = lo * s + k - p
+    return slice(lo, hi), slice(start, start + (hi - lo - 1) * s + 1, s)

@@ -21,7 +21,7 @@ from ..linalg import matmul
 from ..reduce import mean
 from ..shape import cat
 from ..shape import unsqueeze
-from ._common import pair, whole
+from ._common import pair, tap_slices as _valid, whole
 from .. import _jvp, _vmap
 
 
@@ -366,18 +366,6 @@ def _avg_divisor(xp, H, W, attrs):
     cnt = sum(ones[_offset_slice(i, j, Ho, Wo, attrs["stride"], (1, 1))]
               for i in range(kh) for j in range(kw))
     return cnt
-
-
-def _valid(k, s, p, L, Lo):
-    """For kernel offset k along a dim (stride s, padding p, input length L, Lo
-    outputs): the outputs whose element at offset k lies inside the input, and the
-    input elements they read, as two slices (None where no output does)."""
-    lo = max(0, -((k - p) // s))  # ceil((p - k) / s)
-    hi = min(Lo, (L - 1 + p - k) // s + 1) if L - 1 + p - k >= 0 else 0
-    if lo >= hi:
-        return None
-    start = lo * s + k - p
-    return slice(lo, hi), slice(start, start + (hi - lo - 1) * s + 1, s)
 
 
 def _avg_pool2d_kernel(input, out=None, **attrs):

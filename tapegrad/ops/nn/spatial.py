@@ -21,7 +21,7 @@ from ..._util import op_error
 from ...tensor import Tensor, buffer
 from .. import _vmap
 from .._decl import register, Sample, TensorSpec, rand as _rand
-from ._common import need_float, pair
+from ._common import need_float, pair, tap_slices as _valid
 
 # ================================================================ interpolate
 _ANY = ("nearest", "nearest-exact", "area")
@@ -301,18 +301,6 @@ def _unfold_infer(input, *, kernel_size, dilation, padding, stride):
     Ho, Wo = _blocks("unfold", xs[2:], kernel_size, dilation, padding, stride)
     return TensorSpec((xs[0], xs[1] * kernel_size[0] * kernel_size[1], Ho * Wo),
                       np.dtype(input.dtype))
-
-
-def _valid(k, s, p, L, Lo):
-    """For a kernel tap at offset k along a dim (stride s, padding p, input length L,
-    Lo blocks): the blocks whose tap lies inside the input and the input elements
-    they see, as two slices; None where no block's does."""
-    lo = max(0, -((k - p) // s))  # ceil((p - k) / s)
-    hi = min(Lo, (L - 1 + p - k) // s + 1) if L - 1 + p - k >= 0 else 0
-    if lo >= hi:
-        return None
-    start = lo * s + k - p
-    return slice(lo, hi), slice(start, start + (hi - lo - 1) * s + 1, s)
 
 
 def _taps(kernel_size, dilation, padding, stride, hw, blocks):
