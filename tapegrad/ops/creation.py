@@ -761,6 +761,20 @@ def _draw_into(out, x, fill, block=8192):
     return True
 
 
+def _draw_rate_into(out, x, method, whole):
+    """``out`` filled with ``generator().<method>(x)`` drawn in float64 a block at a time
+    (poisson's rates, _standard_gamma's concentrations); a negative or NaN parameter,
+    an empty ``x`` or a layout ``_draw_into`` does not take goes ``whole(x)``'s way
+    (its errors and NaN draws), copied into ``out``."""
+    draw = getattr(generator(), method)
+
+    def fill(xb, ob):
+        ob[...] = draw(xb.astype(np.float64))
+    if not (x.size and x.min() >= 0 and _draw_into(out, x, fill)):
+        out[...] = whole(x)
+    return out
+
+
 def _next_draw(draw):
     """A reference for a random op: the numbers tapegrad's generator draws next (from
     a copy of it, so the op's own call draws the same)."""

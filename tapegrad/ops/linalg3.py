@@ -582,12 +582,17 @@ def _lu_parts(m, LU):
     return low, m.triu(LU)
 
 
-def _lu_vjp(ctx, g):
-    gLU = g[0]
+def _lu_square(ctx):
     mm, nn = ctx.shapes[0][-2:]
     if mm != nn:
         raise NotImplementedError("linalg_lu_factor: the derivative is implemented for "
                                   "square matrices only")
+    return mm
+
+
+def _lu_vjp(ctx, g):
+    gLU = g[0]
+    mm = _lu_square(ctx)
     m = ctx.m
     LU, piv = ctx.out
     Lm, U = _lu_parts(m, LU)
@@ -599,10 +604,7 @@ def _lu_vjp(ctx, g):
 
 
 def _lu_jvp(ctx, dA):
-    mm, nn = ctx.shapes[0][-2:]
-    if mm != nn:
-        raise NotImplementedError("linalg_lu_factor: the derivative is implemented for "
-                                  "square matrices only")
+    mm = _lu_square(ctx)
     m = ctx.m
     LU, piv = ctx.out
     Lm, U = _lu_parts(m, LU)

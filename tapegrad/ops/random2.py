@@ -17,7 +17,7 @@ from .. import devices as _devices
 from .._util import op_error, distinct_values
 from ..dispatch import bind
 from ._decl import register, composite, Sample, TensorSpec, rand
-from .creation import generator, _next_draw, _place, _np_dtype, _draw_into
+from .creation import generator, _next_draw, _place, _np_dtype, _draw_into, _draw_rate_into
 from .indexing import _raw
 from . import creation as C
 
@@ -177,15 +177,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 
 # ---------------------------------------------------------------- poisson
 def _poisson_kernel(x, out=None):
-    if out is not None:
-        g = generator()
-
-        def fill(xb, ob):  # the float64 draws made below, a block at a time
-            ob[...] = g.poisson(xb.astype(np.float64))
-        # a negative (an error) or NaN rate goes the whole-array way
-        if not (x.size and x.min() >= 0 and _draw_into(out, x, fill)):
-            out[...] = _poisson_kernel(x)
-        return out
+    if out is not None:  # the float64 draws made below, a block at a time
+        return _draw_rate_into(out, x, "poisson", _poisson_kernel)
     xr = _host(x)
     if (xr < 0).any():
         raise op_error("poisson", "invalid Poisson rate, expected rate to be non-negative",

@@ -18,7 +18,7 @@ from .. import devices as _devices
 from ..ops_registry.rules import diagonal as _diagonal
 from ._decl import register, Sample, TensorSpec, rand, away_from, op_error
 from . import _vmap
-from .creation import generator, _next_draw, _draw_into
+from .creation import generator, _next_draw, _draw_rate_into
 
 __all__ = ["lgamma", "digamma", "polygamma", "_standard_gamma", "_standard_gamma_grad"]
 
@@ -134,15 +134,8 @@ def _gamma_infer(x):
 
 
 def _gamma_kernel(x, out=None):
-    if out is not None:
-        g = generator()
-
-        def fill(xb, ob):  # the float64 draws made below, a block at a time
-            ob[...] = g.standard_gamma(xb.astype(np.float64))
-        # a negative or NaN concentration (NaN draws) goes the whole-array way
-        if not (x.size and x.min() >= 0 and _draw_into(out, x, fill)):
-            out[...] = _gamma_kernel(x)
-        return out
+    if out is not None:  # the float64 draws made below, a block at a time
+        return _draw_rate_into(out, x, "standard_gamma", _gamma_kernel)
     xp = _devices.xp_of(x)
     bad = ~(x >= 0)  # negative or NaN concentrations draw NaN, as PyTorch
     safe = xp.where(bad, xp.ones((), x.dtype), x) if bad.any() else x
