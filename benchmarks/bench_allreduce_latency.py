@@ -31,12 +31,12 @@ def worker(nbytes, calls, rounds):
     import tapegrad as tg
     import tapegrad.distributed as dist
     dist.init_process_group()
-    g = dist._WORLD
+    g = dist.setup._WORLD
     comm = MPI.COMM_WORLD
     n = max(1, nbytes // 4)
     arr = np.ones(n, np.float32)
     t = tg.tensor(np.ones(n, np.float32))
-    for _ in range(dist._NATIVE_AFTER + 3):
+    for _ in range(dist.collectives._NATIVE_AFTER + 3):
         dist.all_reduce(t)
     native = g.native
 

@@ -57,7 +57,7 @@ def worker_allreduce(quick):
     import tapegrad.distributed as dist
     dist.init_process_group()
     comm = MPI.COMM_WORLD
-    world = dist._WORLD
+    world = dist.setup._WORLD
     crowded = world.crowded
     rows = []
     for n in SIZES:
@@ -78,7 +78,7 @@ def worker_allreduce(quick):
         res = {name: [] for name in calls_of}
         for name, call in calls_of.items():   # warm-up (tg: past the repeats after
             world.checks = name != "tg unchecked"   # which its compiled path loads)
-            for _ in range(3 if name == "mpi4py" else dist._NATIVE_AFTER + 3):
+            for _ in range(3 if name == "mpi4py" else dist.collectives._NATIVE_AFTER + 3):
                 call()
         # the contenders take turns, round after round: a busy neighbour slows them
         # all alike; the median round of each

@@ -41,7 +41,10 @@ from ..compiler.capture import capturing
 from ..grad_mode import is_grad_enabled, no_grad
 from ..nn.module import Module
 from ..tensor import Tensor, buffer, mark_written, wrap
-from . import _all_reduce_unchecked, _group, _mpi_op, _submit
+from .collectives import _all_reduce_unchecked, _mpi_op
+from .process_group import _ArgumentError
+from .setup import _group
+from .work import _submit
 
 __all__ = ["DistributedDataParallel"]
 
@@ -110,7 +113,7 @@ class DistributedDataParallel(Module):
         what = "DistributedDataParallel"
         if not dist.is_initialized():
             # PyTorch's ValueError (its default group is missing); a RuntimeError too
-            raise dist._ArgumentError(f"{what}: Default process group has not been "
+            raise _ArgumentError(f"{what}: Default process group has not been "
                                       f"initialized; call "
                                       f"tg.distributed.init_process_group() first")
         if process_group is not None:

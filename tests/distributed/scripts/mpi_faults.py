@@ -20,11 +20,11 @@ dist.init_process_group(backend="mpi", timeout=float(sys.argv[2]) if len(sys.arg
 R, N = dist.get_rank(), dist.get_world_size()
 dist.all_reduce(tg.ones(2))  # everyone is up
 if native:
-    dist._NATIVE_AFTER = 1
+    dist.collectives._NATIVE_AFTER = 1
     w = tg.ones(3)
     for _ in range(3):
         dist.all_reduce(w)
-    assert dist._WORLD.native and dist._WORLD.last_fast[5] is not None
+    assert dist.setup._WORLD.native and dist.setup._WORLD.last_fast[5] is not None
 
 if mode == "raise":
     # the last rank fails while the others wait in a collective

@@ -17,8 +17,8 @@ if mode == "missing":
     native._libmpi = lambda: None
 dist.init_process_group(backend="mpi", timeout=30)
 R, N = dist.get_rank(), dist.get_world_size()
-g = dist._WORLD
-dist._NATIVE_AFTER = 3
+g = dist.setup._WORLD
+dist.collectives._NATIVE_AFTER = 3
 
 counts = {"native": 0, "pending": 0, "expected": 0, "calls": 0}
 wrapped = []
@@ -31,7 +31,7 @@ def counted(f):
     return call
 
 
-real_wait = dist._native_wait
+real_wait = dist.collectives._native_wait
 
 
 def counted_wait(g, r):
@@ -39,7 +39,7 @@ def counted_wait(g, r):
     return real_wait(g, r)
 
 
-dist._native_wait = counted_wait
+dist.collectives._native_wait = counted_wait
 
 
 def data(r, shape, dtype, it):
