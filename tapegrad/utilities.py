@@ -1,4 +1,4 @@
-"""PyTorch's ``torch.*`` utilities that are not ops on tensors (issue 17's census):
+"""PyTorch's ``torch.*`` utilities that are not ops on tensors:
 predicates answering a Python value (``is_floating_point``, ``equal``, ``allclose``),
 dtype promotion questions (``result_type``, ``can_cast``, ``promote_types``),
 ``broadcast_shapes``, ``typename``, thread counts, ``inference_mode`` and

@@ -1,5 +1,5 @@
-"""The census of PyTorch's everyday ``torch.*`` functions and ``Tensor`` methods
-(issue 17, item 3), frozen here so the coverage figure cannot drift with the code.
+"""The list of PyTorch's everyday ``torch.*`` functions and ``Tensor`` methods,
+frozen here so the coverage figure cannot drift with the code.
 
 Rule for the functions (``FUNCTIONS``)
     The names listed in the autosummary tables of PyTorch's ``torch`` reference page
@@ -13,7 +13,7 @@ Rule for the functions (``FUNCTIONS``)
     belong to that family), Foreach Operations (private ``_foreach_*`` names), Symbolic
     Numbers, Export Path, Control Flow, Optimizations and Operator Tags (the
     compile/fx/export machinery). Then ``EXCLUDE_PATTERNS`` below removes, by pattern,
-    names in the issue's excluded families.
+    names in the excluded families.
 
 Rule for the Tensor methods (``METHODS``)
     ``dir(torch.Tensor)`` of the installed PyTorch (2.13), public names (no leading

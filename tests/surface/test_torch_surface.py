@@ -1,5 +1,5 @@
-"""Coverage of the census of PyTorch's everyday ``torch.*`` functions and Tensor methods
-(``census_torch.py``: the rule and the frozen lists), issue 17 item 3.
+"""Coverage of PyTorch's everyday ``torch.*`` functions and Tensor methods
+(``torch_surface.py``: the rule and the frozen lists).
 
 A name counts when it exists in tapegrad AND its smoke call runs and agrees with
 PyTorch's: every smoke is one expression evaluated twice, with ``L`` bound to
@@ -22,7 +22,7 @@ import torch
 import tapegrad as tg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import census_torch as census  # noqa: E402
+import torch_surface as surface  # noqa: E402
 
 TARGET_FUNCTIONS = 0.85
 TARGET_METHODS = 0.75
@@ -366,11 +366,11 @@ def _run(expr, L):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with np.errstate(all="ignore"):
-            return eval(expr, _env(L))  # noqa: S307 (the census's own expressions)
+            return eval(expr, _env(L))  # noqa: S307 (the list's own expressions)
 
 
 def check(kind, name):
-    """'ok', 'missing', or 'broken: why' for one census name."""
+    """'ok', 'missing', or 'broken: why' for one listed name."""
     where = tg if kind == "function" else tg.Tensor
     if not hasattr(where, name):
         return "missing"
@@ -378,7 +378,7 @@ def check(kind, name):
     want = _plain(_run(expr, torch))
     try:
         got = _plain(_run(expr, tg))
-    except Exception as e:  # noqa: BLE001 (the census reports what broke)
+    except Exception as e:  # noqa: BLE001 (the report says what broke)
         return f"broken: {expr}: {type(e).__name__}: {str(e)[:120]}"
     if not _same(got, want, values=name.rstrip("_") not in RANDOM and name not in RANDOM):
         return f"broken: {expr}: differs from PyTorch"
@@ -398,19 +398,19 @@ def _report(kind, res, target):
 
 # ------------------------------------------------------------------ tests
 def test_methods_list_is_the_rule_applied_to_this_pytorch():
-    if not torch.__version__.startswith(census.TORCH_VERSION):
-        pytest.skip(f"METHODS was derived under PyTorch {census.TORCH_VERSION}")
-    assert census.METHODS == census.derive_methods()
+    if not torch.__version__.startswith(surface.TORCH_VERSION):
+        pytest.skip(f"METHODS was derived under PyTorch {surface.TORCH_VERSION}")
+    assert surface.METHODS == surface.derive_methods()
 
 
 def test_no_excluded_name_is_counted():
-    for n in census.FUNCTIONS + census.METHODS:
-        assert census.excluded(n) is None and not n.startswith("_")
+    for n in surface.FUNCTIONS + surface.METHODS:
+        assert surface.excluded(n) is None and not n.startswith("_")
 
 
 @pytest.mark.parametrize("kind", ["function", "method"])
 def test_every_smoke_runs_in_pytorch(kind):
-    names = census.FUNCTIONS if kind == "function" else census.METHODS
+    names = surface.FUNCTIONS if kind == "function" else surface.METHODS
     bad = []
     for n in names:
         expr = function_smoke(n) if kind == "function" else method_smoke(n)
@@ -422,17 +422,17 @@ def test_every_smoke_runs_in_pytorch(kind):
 
 
 def test_function_coverage():
-    frac = _report("function", census_of("function"), TARGET_FUNCTIONS)
+    frac = _report("function", surface_of("function"), TARGET_FUNCTIONS)
     assert frac >= TARGET_FUNCTIONS
 
 
 def test_method_coverage():
-    frac = _report("method", census_of("method"), TARGET_METHODS)
+    frac = _report("method", surface_of("method"), TARGET_METHODS)
     assert frac >= TARGET_METHODS
 
 
-def census_of(kind):
-    names = census.FUNCTIONS if kind == "function" else census.METHODS
+def surface_of(kind):
+    names = surface.FUNCTIONS if kind == "function" else surface.METHODS
     return {n: check(kind, n) for n in names}
 
 
@@ -445,4 +445,4 @@ def test_a_wrong_result_is_not_counted(monkeypatch):
 
 if __name__ == "__main__":
     for k, t in (("function", TARGET_FUNCTIONS), ("method", TARGET_METHODS)):
-        _report(k, census_of(k), t)
+        _report(k, surface_of(k), t)
