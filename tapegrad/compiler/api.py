@@ -1,0 +1,420 @@
+"""``tg.compile`` and ``Compiled``: the guards that pick a captured program for a
+call, capturing (``capture.Recorder``) when none fits, and replaying
+(``program.Program``) when one does."""
+import functools
+import types
+import warnings
+import weakref
+
+import numpy as np
+
+from ..dispatch import observe
+from ..grad_mode import is_grad_enabled
+from ..ops.creation import get_rng_state
+from ..tensor import DATA_SWAPS, Tensor, wrap
+from . import capture as _capture
+from .capture import Recorder, Unsupported, capturing
+from .program import Program, GuardFailed
+
+__all__ = ["compile", "Compiled"]
+
+MAX_CAPTURES = 8
+PROGRAMS_PER_SIGNATURE = 4
+
+
+def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
+    """``tg.compile(fn, *, fuse=True)``: a callable with ``fn``'s signature that
+    captures ``fn``'s program on the first call for each guard and replays it after.
+
+    The guard of a call: the tensor arguments' shapes, dtypes, devices and
+    ``requires_grad``, the other arguments' values (their identity when unhashable),
+    and grad mode; then, checked on replay, the ``.grad`` of the leaves the program
+    reached (``None`` or the buffer it accumulated into, unless the program cleared
+    it) and every value Python read inside ``fn`` (``bool(t)``, ``t.item()``,
+    ``float(t)``, ``t.tolist()``, ``t.numpy()``): a different value captures again.
+    After ``max_captures`` captures, or for a program that cannot be replayed (it
+    computes outside the ops, uses the random generator, differentiates twice,
+    returns a tensor whose graph is used outside it), ``fn`` runs eagerly, with a
+    warning saying why.
+
+    ``compiled.stats()``: ``captures``, ``replays``, ``kernels`` (kernel calls per
+    replay), ``fused_groups``, ``peak_bytes`` (planned before the first replay),
+    ``steps_captured``, ``eager_calls``, ``eager_reason``, ``allocating`` (the steps
+    whose results a replay still allocates, with why: every other result is written
+    into the planned arena, or for a result that escapes into a ring of buffers
+    reused once nothing outside holds them).
+
+    >>> import tapegrad as tg
+    >>> f = tg.compile(lambda x: (x * 2 + 1).relu())
+    >>> f(tg.ones(3)).tolist(), f(tg.ones(3)).tolist()
+    ([3.0, 3.0, 3.0], [3.0, 3.0, 3.0])
+    """
+    if fn is None:
+        return functools.partial(compile, fuse=fuse, max_captures=max_captures)
+    return Compiled(fn, fuse=fuse, max_captures=max_captures)
+
+
+class Compiled:
+    """The callable ``tg.compile`` returns (see there)."""
+
+    def __init__(self, fn, fuse=True, max_captures=MAX_CAPTURES):
+        self.fn = fn
+        self.fuse = fuse
+        self.max_captures = max_captures
+        self._programs = {}
+        self._captures = 0
+        self._replays = 0
+        self._eager = 0
+        self._eager_reason = None
+        self._given_up = False
+        self._last = None
+        self._recaptures = []
+        functools.update_wrapper(self, fn)
+
+    # ------------------------------------------------------------ calling
+    def __call__(self, *args, **kwargs):
+        if self._given_up or capturing() is not None:
+            self._eager += 1
+            return self.fn(*args, **kwargs)
+        key = _key(args, kwargs)
+        if key is None:
+            return self._give_up("an argument is neither a tensor nor hashable", args, kwargs)
+        entry = self._programs.get(key)
+        why = "a new signature"
+        if isinstance(entry, str):  # this signature's program cannot be replayed
+            self._eager += 1
+            return self.fn(*args, **kwargs)
+        if entry:
+            why = "a leaf's .grad or buffer is not as at the capture"
+            for prog, leaves in entry:
+                if prog.swaps != DATA_SWAPS[0] or not _refs_ok(prog.refs) \
+                        or not _owners_ok(prog.graph.owners) or not _paths_ok(prog.paths):
+                    why = ("a tensor the function reads from outside (through a global, a "
+                           "closure, a module, a container or an attribute) was rebound or "
+                           "dropped, or a tensor's .data replaced; pass tensors that change "
+                           "between calls as arguments")
+                    continue
+                if not prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)):
+                    continue
+                try:
+                    res = prog.run(_arrays(args, kwargs), args, kwargs)
+                except GuardFailed:  # (checked before any state change) the next one
+                    why = "a value read inside the function changed"
+                    continue
+                self._replays += 1
+                self._last = prog
+                return _rebuild(prog.graph.output, res)
+        if self._captures >= self.max_captures:
+            return self._give_up(f"{self._captures} captures ({why}, last)", args, kwargs)
+        self._recaptures.append(why)
+        return self._capture(key, args, kwargs, why)
+
+    def _give_up(self, why, args, kwargs):
+        self._eager_reason = why
+        self._given_up = True
+        warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
+                      f"eagerly from now on: {why}", RuntimeWarning, stacklevel=3)
+        self._eager += 1
+        return self.fn(*args, **kwargs)
+
+    def _capture(self, key, args, kwargs, why):
+        rec = Recorder()
+        argpos = {}
+        for pos, a in _tensor_args(args, kwargs):
+            vid = rec.ids.get(id(a._data))
+            if vid is None:
+                vid = rec.new(a._data, "arg")
+                rec.g.args[vid] = (pos, None)
+            argpos[id(a)] = pos
+        rng = get_rng_state()
+        swaps = DATA_SWAPS[0]
+        refs = _references(self.fn)
+        _capture.begin(rec)
+        try:
+            with observe(rec):
+                result = self.fn(*args, **kwargs)
+        finally:
+            _capture.end()
+        self._captures += 1
+        if not _same_rng(rng, get_rng_state()):
+            rec.fail("it draws from the random generator (dropout, rand...), whose values "
+                     "a replay would repeat")
+        try:
+            graph = rec.finish(result)
+            for st in graph.steps:  # .grad effects on an argument follow the argument
+                if st.kind == "setgrad" and id(st.target) in argpos:
+                    st.target = ("arg", argpos[id(st.target)])
+            for v, leaf in graph.ext_grad.items():
+                if id(leaf) in argpos:
+                    graph.ext_grad[v] = ("arg", argpos[id(leaf)])
+            prog = Program(graph, fuse=self.fuse)
+            prog.swaps, prog.refs = swaps, refs
+            prog.paths = _paths(self.fn, [ref() for ref, _ in graph.owners])
+        except Unsupported as e:
+            self._programs[key] = self._eager_reason = str(e)
+            warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
+                          f"eagerly for this signature: {e}", RuntimeWarning, stacklevel=3)
+            return result
+        leaves = {id(gd[1]): argpos[id(gd[1])] for gd in graph.entry_guards
+                  if id(gd[1]) in argpos}
+        progs = self._programs.setdefault(key, [])
+        progs.insert(0, (prog, leaves))
+        del progs[PROGRAMS_PER_SIGNATURE:]  # (the branches taken most recently)
+        self._last = prog
+        return result
+
+    # ------------------------------------------------------------ reporting
+    def stats(self):
+        p = self._last
+        return {"captures": self._captures, "replays": self._replays,
+                "kernels": p.kernels if p else 0,
+                "fused_groups": p.fused_groups if p else 0,
+                "peak_bytes": p.peak_bytes if p else 0,
+                "arena_bytes": p.plan.arena_bytes if p else 0,
+                "ring_bytes": sum(b.nbytes for r in p.plan.rings.values() for b in r.bufs)
+                if p else 0,
+                "steps_captured": p.n_captured if p else 0,
+                "opaque_vjps": p.graph.stats_opaque if p else 0,
+                "allocating": list(p.plan.allocating) if p else [],
+                "eager_calls": self._eager, "eager_reason": self._eager_reason,
+                "recaptures": list(self._recaptures)}
+
+    def program_source(self):
+        """The generated replay function of the latest program (for inspection)."""
+        return self._last.source if self._last else None
+
+
+def _references(fn, depth=3):
+    """What the guard checks of how ``fn`` reaches the tensors it reads by name:
+    ``(dict or cell, key, object, its tensors)`` for each Tensor or Module held by a
+    closure cell of ``fn`` or a global its code names (following the functions and
+    methods it names, ``depth`` deep), with a Module's parameters and buffers. A replay
+    needs every one to be the same object still (a rebound name, or a module given a
+    new parameter, captures again). A tensor reached deeper (an attribute of another
+    object, a container's item) is not covered."""
+    out, seen = [], set()
+
+    def note(holder, key, obj, d):
+        if isinstance(obj, Tensor):
+            out.append((holder, key, obj, None))
+        elif _is_module(obj):
+            out.append((holder, key, obj, _module_tensors(obj)))
+        elif d > 0 and (callable(obj) or hasattr(obj, "__func__")):
+            visit(obj, d - 1)
+
+    def visit(f, d):
+        if id(f) in seen:
+            return
+        seen.add(id(f))
+        if _is_module(f):
+            out.append((None, None, f, _module_tensors(f)))
+            f = type(f).forward.__get__(f)
+        owner = getattr(f, "__self__", None)
+        if _is_module(owner):
+            out.append((None, None, owner, _module_tensors(owner)))
+        f = getattr(f, "__func__", f)
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        for i, cell in enumerate(f.__closure__ or ()):
+            try:
+                obj = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            note(cell, "cell_contents", obj, d)
+        g = f.__globals__
+        for name in code.co_names:
+            if name in g:
+                note(g, name, g[name], d)
+    visit(fn, depth)
+    return tuple(out)
+
+
+def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
+    return callable(getattr(obj, "named_parameters", None)) and \
+        callable(getattr(obj, "named_buffers", None)) and not isinstance(obj, type)
+
+
+def _module_tensors(m):
+    return tuple(t for _, t in m.named_parameters()) + tuple(t for _, t in m.named_buffers())
+
+
+def _refs_ok(refs):
+    for holder, key, obj, tensors in refs:
+        if holder is not None:
+            now = getattr(holder, key, None) if key == "cell_contents" else holder.get(key)
+            if now is not obj:
+                return False
+        if tensors is not None:
+            cur = _module_tensors(obj)
+            if len(cur) != len(tensors) or any(a is not b for a, b in zip(cur, tensors)):
+                return False
+    return True
+
+
+_SCAN_ITEMS = 256  # a container longer than this is not searched (a dataset, a cache)
+
+
+def _paths(fn, tensors, depth=3):
+    """How ``fn`` reaches each tensor in ``tensors`` (those whose buffers the capture
+    read from outside) through containers and plain objects: ``(holder, key, steps,
+    weakref)`` with ``holder[key]`` (or a cell's contents) a root as ``_references``
+    finds them (closure cells, named globals, the functions they name) and ``steps``
+    the items (``("i", key)``) and attributes (``("a", name)``) from there to the
+    tensor, two deep. A replay needs each path to lead to the same tensor still: a
+    container item or an attribute rebound while the old tensor lives on elsewhere
+    (where ``_owners_ok`` cannot see it) captures again."""
+    want = {id(t): t for t in tensors if t is not None}
+    out = []
+    if not want:
+        return ()
+
+    def search(obj, steps, root, d):
+        if id(obj) in want and obj is want[id(obj)]:
+            out.append(root + (steps, weakref.ref(obj)))
+            return
+        if d == 0 or isinstance(obj, (Tensor, str, bytes, type, types.ModuleType,
+                                      np.ndarray)) or callable(obj) or _is_module(obj):
+            return
+        if type(obj) is dict:
+            if len(obj) <= _SCAN_ITEMS:
+                for k, v in list(obj.items()):
+                    if isinstance(k, (str, int, tuple)):
+                        search(v, steps + (("i", k),), root, d - 1)
+        elif type(obj) in (list, tuple):
+            if len(obj) <= _SCAN_ITEMS:
+                for i, v in enumerate(obj):
+                    search(v, steps + (("i", i),), root, d - 1)
+        else:
+            attrs = getattr(obj, "__dict__", None)
+            if type(attrs) is dict and len(attrs) <= _SCAN_ITEMS:
+                for k, v in list(attrs.items()):
+                    search(v, steps + (("a", k),), root, d - 1)
+
+    seen = set()
+
+    def visit(f, d):
+        if id(f) in seen:
+            return
+        seen.add(id(f))
+        if _is_module(f):
+            f = type(f).forward.__get__(f)
+        owner = getattr(f, "__self__", None)
+        if owner is not None and not _is_module(owner) and not isinstance(owner, types.ModuleType):
+            search(owner, (), (f, "__self__"), 2)
+        f = getattr(f, "__func__", f)
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        roots = []
+        for cell in f.__closure__ or ():
+            try:
+                roots.append((cell, "cell_contents", cell.cell_contents))
+            except ValueError:  # an empty cell
+                continue
+        g = f.__globals__
+        roots += [(g, name, g[name]) for name in code.co_names if name in g]
+        for holder, key, obj in roots:
+            if isinstance(obj, Tensor):
+                continue  # a name: _references checks it
+            if callable(obj) or hasattr(obj, "__func__"):
+                if d > 0 and not isinstance(obj, type):
+                    visit(obj, d - 1)
+                continue
+            search(obj, (), (holder, key), 2)
+    try:
+        visit(fn, depth)
+    finally:  # (search and visit are recursive closures, a cycle: it must not keep
+        want.clear()  # the tensors alive, or _owners_ok could not see them die)
+    return tuple(out)
+
+
+def _paths_ok(paths):
+    for holder, key, steps, ref in paths:
+        try:
+            obj = holder.cell_contents if key == "cell_contents" else \
+                getattr(holder, key) if key == "__self__" else holder[key]
+            for kind, k in steps:
+                obj = obj[k] if kind == "i" else getattr(obj, k)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            return False
+        if obj is not ref():
+            return False
+    return True
+
+
+def _owners_ok(owners):
+    """Every tensor whose buffer the program reads from outside is alive still, over
+    that buffer: one that died was dropped by whoever held it, most likely because a
+    name, item or attribute the function reads it through now holds another."""
+    for ref, arr in owners:
+        t = ref()
+        if t is None or t._data is not arr:
+            return False
+    return True
+
+
+def _same_rng(a, b):
+    try:
+        return a == b
+    except ValueError:
+        return str(a) == str(b)
+
+
+def _tensor_args(args, kwargs):
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            yield i, a
+    for k in sorted(kwargs):
+        if isinstance(kwargs[k], Tensor):
+            yield k, kwargs[k]
+
+
+def _arrays(args, kwargs):
+    out = {}
+    for pos, a in _tensor_args(args, kwargs):
+        out[pos] = a._data
+    return out
+
+
+def _leaf(t, leaves, args, kwargs):
+    pos = leaves.get(id(t))
+    if pos is None:
+        return t
+    return args[pos] if type(pos) is int else kwargs[pos]
+
+
+def _key(args, kwargs):
+    key = [is_grad_enabled()]
+    for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
+        if isinstance(a, Tensor):
+            d = a._data
+            key.append(("T", d.shape, d.dtype.str, str(a.device), a.requires_grad,
+                        type(d) is np.ndarray))
+        else:
+            try:
+                hash(a)
+                key.append(("V", type(a), a))
+            except TypeError:
+                key.append(("id", id(a)))
+    key.append(tuple(sorted(kwargs)))
+    try:
+        return tuple(key)
+    except TypeError:
+        return None
+
+
+def _rebuild(o, res):
+    """The function's output structure with the replay's arrays as Tensors."""
+    return _walk(o, iter(res))
+
+
+def _walk(o, it):  # (a module-level function: a recursive closure is a reference cycle)
+    tag, v = o
+    if tag == "tensor":
+        return wrap(next(it))
+    if tag == "lit":
+        return v
+    if tag is dict:
+        return {k: _walk(x, it) for k, x in v}
+    return tag(_walk(x, it) for x in v)
