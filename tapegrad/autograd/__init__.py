@@ -25,15 +25,16 @@ recording off; under ``create_graph=True`` (or an outer ``Tape``) it records, so
 import functools
 import sys as _sys
 
-from .autodiff import backward, grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled
-from .autodiff import detect_anomaly, set_detect_anomaly
-from . import forward_ad, functional  # noqa: F401  (torch.autograd.forward_ad / functional)
-from .dispatch import bind
-from .tape import state as _state
-from .ops_registry import OpDef, TensorSpec
-from .ops_registry.opdef import validate
-from .ops import zeros
-from .tensor import Tensor, buffer, wrap
+from ..autodiff import backward, grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from ..autodiff import detect_anomaly, set_detect_anomaly
+from .. import forward_ad
+from . import functional  # noqa: F401  (torch.autograd.functional: values at a point)
+from ..dispatch import bind
+from ..tape import state as _state
+from ..ops_registry import OpDef, TensorSpec
+from ..ops_registry.opdef import validate
+from ..ops import zeros
+from ..tensor import Tensor, buffer, wrap
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "grad", "backward",
            "forward_ad", "functional", "no_grad", "enable_grad", "set_grad_enabled",
@@ -349,3 +350,5 @@ def once_differentiable(fn):
 # ``torch.autograd.function.Function`` / ``once_differentiable``: the same names here
 function = _sys.modules[__name__]
 _sys.modules[__name__ + ".function"] = function
+# ``import torch.autograd.forward_ad as fwAD``: the same module as ``tg.forward_ad``
+_sys.modules[__name__ + ".forward_ad"] = forward_ad
