@@ -28,6 +28,7 @@ from . import tape as _tape
 from . import cuda  # noqa: F401
 from . import testing  # noqa: F401
 from . import functional  # noqa: F401
+from . import functional as func  # noqa: F401  (torch.func: the same module)
 from . import forward_ad  # noqa: F401
 from . import interop  # noqa: F401  (PyTorch and JAX are imported on first use)
 from .vmap import vmap  # noqa: F401
@@ -47,6 +48,8 @@ _cpu.tune_malloc()  # training-step temporaries reuse freed memory (see its docs
 
 from .tensor import Size  # noqa: E402
 from . import legacy as _legacy  # noqa: E402,F401  (installs tg.Tensor(3, 4)'s legacy forms)
+import sys as _sys  # noqa: E402
+_sys.modules[__name__ + ".func"] = func  # ``from tapegrad.func import jacrev``
 __version__ = "0.1.0"
 
 

@@ -149,20 +149,27 @@ def grad(f, argnums=0, has_aux=False):
     return wrapped
 
 
-def vjp(f, *primals):
-    """``(f(*primals), vjp_fn)`` with ``vjp_fn(v)`` giving a tuple of cotangents."""
+def vjp(f, *primals, has_aux=False):
+    """``(f(*primals), vjp_fn)`` as ``torch.func.vjp``: ``vjp_fn(cotangents)`` (the
+    structure of ``f``'s output) gives a tuple with one cotangent per primal, each in
+    that primal's structure (primals and outputs may be pytrees)."""
     with enable_grad():
         ins = _prep(primals, range(len(primals)))
-        out = f(*ins)
-    outs = [out] if isinstance(out, Tensor) else list(out)
+        res = f(*ins)
+    out, aux = res if has_aux else (res, None)
+    outs, _ = _flatten(out)
+    flat, back = _variables(ins, range(len(ins)))
 
     def vjp_fn(*vs):
-        if len(vs) == 1 and isinstance(vs[0], (list, tuple)):
-            vs = tuple(vs[0])
+        vs = _flatten(vs[0] if len(vs) == 1 else vs)[0]
+        if len(vs) != len(outs):
+            raise RuntimeError(f"vjp: expected {len(outs)} cotangents (the structure of f's "
+                               f"output), got {len(vs)}")
         with enable_grad():
-            return _grad(outs, ins, grad_outputs=list(vs), retain_graph=True,
-                         create_graph=True, allow_unused=True, materialize_grads=True)
-    return out, vjp_fn
+            gs = _grad(outs, flat, grad_outputs=list(vs), retain_graph=True,
+                       create_graph=True, allow_unused=True, materialize_grads=True)
+        return tuple(back(gs))
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
 def _tuple(x):
@@ -178,34 +185,36 @@ def _as_float_tensor(a):
 def jvp(f, primals, tangents, *, has_aux=False):
     """``(f(*primals), J @ tangents)`` by forward mode (``tg.forward_ad``): one pass of
     ``f`` whose every op also computes its output's tangent from the registry's
-    forward-mode rule. ``primals``/``tangents`` are tuples (a single Tensor is taken as
-    a 1-tuple); an output the tangents do not reach gets a zero tangent."""
-    primals = tuple(_as_float_tensor(p) for p in _tuple(primals))
-    tangents = tuple(_as_float_tensor(t) for t in _tuple(tangents))
-    if len(primals) != len(tangents):
-        raise ValueError(f"jvp: got {len(primals)} primals and {len(tangents)} tangents")
-    for p, t in zip(primals, tangents):
+    forward-mode rule. ``primals``/``tangents`` are tuples of pytrees of the same
+    structure (a single Tensor is taken as a 1-tuple); the results have the structure
+    of ``f``'s output, and an output the tangents do not reach gets a zero tangent."""
+    primals, tangents = _tuple(primals), _tuple(tangents)
+    p_leaves, p_rebuild = _flatten(list(primals))
+    t_leaves, _ = _flatten(list(tangents))
+    if len(p_leaves) != len(t_leaves):
+        raise ValueError(f"jvp: got {len(p_leaves)} primals and {len(t_leaves)} tangents "
+                         f"(they must have the same structure)")
+    p_leaves = [_as_float_tensor(p) for p in p_leaves]
+    t_leaves = [_as_float_tensor(t) for t in t_leaves]
+    for p, t in zip(p_leaves, t_leaves):
         if tuple(p.shape) != tuple(t.shape):
             raise ValueError(f"jvp: tangent shape {tuple(t.shape)} differs from primal shape "
                              f"{tuple(p.shape)}")
     keep = _nested() or (is_grad_enabled() and any(
-        a.requires_grad for a in primals + tangents))
+        a.requires_grad for a in p_leaves + t_leaves))
     with _level(), _fwad.dual_level():
         duals = [_fwad.make_dual(p, t.to(p.dtype) if t.dtype != p.dtype else t)
-                 for p, t in zip(primals, tangents)]
-        res = f(*duals)
+                 for p, t in zip(p_leaves, t_leaves)]
+        res = f(*p_rebuild(duals))
         out, aux = res if has_aux else (res, None)
-        outs = [out] if isinstance(out, Tensor) else list(out)
+        outs, out_rebuild = _flatten(out)
         pairs = [_fwad.unpack_dual(o) for o in outs]
     prim = [p for p, _ in pairs]
     tan = [zeros_like(p) if t is None else t for p, t in pairs]
     if not keep:
         prim = [p.detach() for p in prim]
         tan = [t.detach() for t in tan]
-    if isinstance(out, Tensor):
-        res = (prim[0], tan[0])
-    else:
-        res = (tuple(prim), tuple(tan))
+    res = (out_rebuild(prim), out_rebuild(tan))
     return res + (aux,) if has_aux else res
 
 
@@ -214,39 +223,61 @@ def _basis(n, like, shape):
     return eye(n, dtype=like.dtype, device=like.device).reshape((n,) + tuple(shape))
 
 
+def _pack(argnums, per_arg):
+    """One result per argnum: the single one for an int ``argnums``, else a tuple."""
+    return per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
+
+
 def jacfwd(f, argnums=0, *, has_aux=False, randomness="error"):
-    """``f -> (args -> Jacobian)`` by forward mode, as ``torch.func.jacfwd``: ``jvp``
-    vmapped over the unit tangents (one forward pass for all columns); shape
-    ``out.shape + arg.shape``."""
+    """``f -> (args -> Jacobian)`` by forward mode, as ``torch.func.jacfwd``: for each
+    input leaf, ``jvp`` vmapped over its unit tangents (one forward pass for all its
+    columns). Each output leaf holds, in the structure of the ``argnums`` arguments
+    (pytrees), blocks of shape ``out.shape + arg.shape``."""
     nums = _argnums(argnums)
 
     def wrapped(*args):
-        args = [_as_float_tensor(a) if i in nums else a for i, a in enumerate(args)]
-        jacs = []
-        aux = None
+        args = list(args)
         for i in nums:
-            x = args[i]
-            n = x.numel()
+            leaves, rebuild = _flatten(args[i])
+            args[i] = rebuild([_as_float_tensor(a) for a in leaves])
+        flat, back = _variables(args, nums)
 
-            def column(t, i=i):
-                def fi(xi):
-                    a = list(args)
-                    a[i] = xi
-                    return f(*a)
-                res = jvp(fi, (x,), (t,), has_aux=has_aux)
-                return (res[1], res[2]) if has_aux else res[1]
+        def call(k, xk):
+            leaves = list(flat)
+            leaves[k] = xk
+            a = list(args)
+            for i, tree in zip(nums, back(leaves)):
+                a[i] = tree
+            return f(*a)
+
+        spec = []
+        aux = None
+        blocks = []  # per input leaf: one block per output leaf
+        for k, x in enumerate(flat):
+            def column(t, k=k, x=x):
+                res = jvp(lambda xk: call(k, xk), (x,), (t,), has_aux=has_aux)
+                leaves, rebuild = _flatten(res[1])
+                spec[:] = [rebuild]
+                return (tuple(leaves), res[2]) if has_aux else tuple(leaves)
+            n = x.numel()
             if n == 0:
-                out = f(*args)
-                out = out[0] if has_aux else out
-                jacs.append(zeros(tuple(out.shape) + tuple(x.shape), dtype=x.dtype))
+                res = call(k, x)
+                out = res[0] if has_aux else res
+                leaves, rebuild = _flatten(out)
+                spec[:] = [rebuild]
+                blocks.append([zeros(tuple(o.shape) + tuple(x.shape), dtype=x.dtype)
+                               for o in leaves])
                 continue
             cols = vmap(column, randomness=randomness)(_basis(n, x, x.shape))
             if has_aux:
                 cols, aux = cols
-                aux = aux[0] if isinstance(aux, Tensor) else aux
-            out_shape = tuple(cols.shape[1:])
-            jacs.append(movedim(cols, 0, -1).reshape(out_shape + tuple(x.shape)))
-        res = jacs[0] if isinstance(argnums, int) else tuple(jacs)
+                aux = _flatten(aux)[1]([a[0] if isinstance(a, Tensor) else a
+                                        for a in _flatten(aux)[0]])
+            blocks.append([movedim(c, 0, -1).reshape(tuple(c.shape[1:]) + tuple(x.shape))
+                           for c in cols])
+        n_out = len(blocks[0]) if blocks else 0
+        per_out = [_pack(argnums, back([b[j] for b in blocks])) for j in range(n_out)]
+        res = spec[0](per_out) if spec else _pack(argnums, back([]))
         return (res, aux) if has_aux else res
     return wrapped
 
@@ -254,7 +285,8 @@ def jacfwd(f, argnums=0, *, has_aux=False, randomness="error"):
 def jacrev(f, argnums=0, *, has_aux=False, chunk_size=None):
     """``f -> (args -> Jacobian)`` by reverse mode, as ``torch.func.jacrev``: one
     forward pass, then the vjp vmapped over the unit cotangents (one backward for all
-    rows); shape ``out.shape + arg.shape`` (a tuple of them for several outputs)."""
+    rows). Each output leaf holds, in the structure of the ``argnums`` arguments
+    (pytrees), blocks of shape ``out.shape + arg.shape``."""
     nums = _argnums(argnums)
 
     def wrapped(*args):
@@ -263,8 +295,8 @@ def jacrev(f, argnums=0, *, has_aux=False, chunk_size=None):
             ins = _prep(args, nums)
             res = f(*ins)
             out, aux = res if has_aux else (res, None)
-            outs = [out] if isinstance(out, Tensor) else list(out)
-            xs = [ins[i] for i in nums]
+            outs, out_rebuild = _flatten(out)
+            xs, back = _variables(ins, nums)
             per_out = []
             for o in outs:
                 n = o.numel()
@@ -280,10 +312,10 @@ def jacrev(f, argnums=0, *, has_aux=False, chunk_size=None):
                 rows = vmap(row, chunk_size=chunk_size)(_basis(n, o, o.shape))
                 per_out.append([r.reshape(tuple(o.shape) + tuple(x.shape))
                                 for r, x in zip(rows, xs)])
-        if not nested and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        if not nested and not any(isinstance(a, Tensor) and a.requires_grad
+                                  for a in _flatten(list(args))[0]):
             per_out = [[j.detach() for j in js] for js in per_out]
-        jac = [js[0] if isinstance(argnums, int) else tuple(js) for js in per_out]
-        jac = jac[0] if isinstance(out, Tensor) else tuple(jac)
+        jac = out_rebuild([_pack(argnums, back(js)) for js in per_out])
         return (jac, aux) if has_aux else jac
     return wrapped
 
