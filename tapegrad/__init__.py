@@ -23,7 +23,7 @@ from .autodiff import (backward, grad, no_grad, enable_grad, set_grad_enabled,
                        is_grad_enabled, Tape, checkpoint, detect_anomaly, set_detect_anomaly)
 from . import ops as _ops
 from . import autodiff as _autodiff
-from .ops import _methods
+from .ops import methods as _methods
 from . import tape as _tape
 from . import cuda  # noqa: F401
 from . import testing  # noqa: F401

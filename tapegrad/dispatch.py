@@ -13,7 +13,7 @@ when needed, a recorded ``Node``::
     both nodes come from tape.make_node, the one node builder
 
 An op's lane is also its Tensor operator method (``Tensor.__mul__ is lane(MUL)``,
-installed by ``ops/_methods.py``): the same function ``bind`` calls, one Python frame
+installed by ``ops/methods.py``): the same function ``bind`` calls, one Python frame
 less, which is most of what an op on a small tensor costs. A lane handles only the
 common case and hands anything else to ``_general`` unchanged.
 

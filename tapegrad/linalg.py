@@ -8,9 +8,9 @@ tensor([[2.0000, 0.0000],
 """
 from .ops.linalg import (inv, solve, det, slogdet, cholesky, norm, vector_norm,  # noqa: F401
                          matrix_norm, matmul, LinAlgError, SlogdetResult, solve_triangular)
-from .ops.linalg3 import (linalg_qr as qr, linalg_svd as svd, svdvals,  # noqa: F401
-                          pinv, lu_factor, linalg_lu as lu, linalg_lu_solve as lu_solve)
-from .ops.linalg4 import householder_product, eigh, eigvalsh  # noqa: F401
+from .ops.linalg_decomp import (linalg_qr as qr, linalg_svd as svd, svdvals,  # noqa: F401
+                                pinv, lu_factor, linalg_lu as lu, linalg_lu_solve as lu_solve)
+from .ops.linalg_decomp import householder_product, eigh, eigvalsh  # noqa: F401
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "norm", "vector_norm", "matrix_norm",
            "matmul", "LinAlgError", "solve_triangular", "qr", "svd", "svdvals", "pinv",

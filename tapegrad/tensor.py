@@ -1,5 +1,5 @@
 """The Tensor type: an array with its recording fields. Ops reach it through
-``dispatch.bind``; the operators and methods are installed by ``ops/_methods.py``."""
+``dispatch.bind``; the operators and methods are installed by ``ops/methods.py``."""
 
 import copy
 import itertools

@@ -43,11 +43,11 @@ def is_nonzero(input):
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when every element of ``input`` is close to ``other``'s (``isclose``)."""
-    from .ops import pointwise2
+    from .ops import ufuncs
     _tensor("allclose", input)
     _tensor("allclose", other, "other")
-    return bool(pointwise2.isclose(input, other, rtol=rtol, atol=atol,
-                                   equal_nan=equal_nan).all().item())
+    return bool(ufuncs.isclose(input, other, rtol=rtol, atol=atol,
+                               equal_nan=equal_nan).all().item())
 
 
 def equal(input, other):

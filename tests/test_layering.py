@@ -79,10 +79,7 @@ PUBLIC_FROM = LAYER_NAMES.index("library")
 TENSOR_PRIVATE_BASE = {"_data", "_version", "_node", "_base", "_tapes"}
 
 # (importing module, private name) -> why it is allowed for now
-ALLOWED_PRIVATE = {
-    ("tapegrad", "tapegrad.ops._methods"):
-        "the package installs the Tensor operator table once, at import (STYLE.md 15)",
-}
+ALLOWED_PRIVATE = {}
 
 # test -> {module: its known violation, which the module's owner is fixing}: the module's
 # case is xfail(strict=True), so the entry must go once it is fixed (see the docstring)

@@ -14,7 +14,7 @@ from ..dtypes import int64
 from ..ops import empty, ones, zeros, einsum
 from ..ops.shape import cat
 from ..ops.indexing import index_select
-from ..ops.shape2 import index_add
+from ..ops.indexed_update import index_add
 from . import functional as F
 from . import init
 from .module import Module

@@ -1,15 +1,11 @@
 """All ops, one module per family. This package is also the namespace ``m`` that
 vjps compute with (``ctx.m.exp(x)``), on raw arrays or on Tensors alike."""
-from . import elementwise, reduce, shape, indexing, linalg, creation, nn, activations
-from . import compat
-from . import special
-from . import pointwise2, reduce2, shape2, linalg2
-from . import reduce3, random2, special2, linalg3
-from . import linalg4, reduce4
+from . import elementwise, ufuncs, special, reduce, sorting, histograms
+from . import shape, joining, indexing, indexed_update
+from . import linalg, linalg_decomp, creation, random, nn, activations, compat
 
-_FAMILIES = (elementwise, reduce, shape, indexing, linalg, creation, nn, activations, compat,
-             special, pointwise2, reduce2, shape2, linalg2, reduce3, random2, special2, linalg3,
-             linalg4, reduce4)
+_FAMILIES = (elementwise, ufuncs, special, reduce, sorting, histograms, shape, joining, indexing,
+             indexed_update, linalg, linalg_decomp, creation, random, nn, activations, compat)
 
 # used by vjps through ``m`` but not part of the public ``tg.*`` namespace
 _INTERNAL = {"sum_to", "getitem", "getitem_raw", "setitem", "index_add_into",

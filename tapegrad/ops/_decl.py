@@ -1,9 +1,23 @@
-"""Helpers for declaring ops: sample generators and shape rules shared by families."""
-import numpy as np
+"""Helpers for declaring ops: sample generators and shape rules shared by families, and
+the one composite-declaration API.
 
+``composite`` registers a public function as a composite op; ``decl`` is the shorthand
+most families use: the composite with PyTorch's function of the same name as its oracle,
+a non-tensor first argument as its default error sample, and, where no shape rule is
+given, ``eval_infer``: the function run on arrays of the given specs (zeros, or identity
+matrices with ``fill="eye"``), which validates the call as the function does, raising
+its error. ``S`` builds a ``Sample``; ``floating`` is PyTorch's promotion of an integer
+or bool input to the default float dtype."""
+import numpy as np
 from ..ops_registry import TensorSpec, Sample, register
 from .._util import broadcast_shapes, op_error
 from .. import dtypes as _dt
+from ..grad_mode import no_grad
+from ..tensor import Tensor, wrap
+
+__all__ = ["rand", "away_from", "elementwise_infer", "one_dtype", "unary_samples", "binary_samples",
+           "bad_broadcast", "composite", "alias"]
+
 
 _rng = np.random.default_rng(0)
 
@@ -110,10 +124,6 @@ def bad_broadcast(*extra):
     return errors
 
 
-__all__ = ["rand", "away_from", "elementwise_infer", "one_dtype", "unary_samples", "binary_samples",
-           "bad_broadcast", "register", "Sample", "TensorSpec", "op_error", "composite", "alias"]
-
-
 def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, reference=None,
               error_samples=None, nout=1, differentiable=True, sequence=False, by_name=False,
               optional=(), kind="basic", doc="", dynamic_kernel=None):
@@ -201,3 +211,62 @@ def alias(fn, name, of, *, torch_name=None, infer=None, samples=None, error_samp
                      args=args, torch=torch_fn, error_samples=error_samples or op.error_samples,
                      nout=op.nout, differentiable=op.differentiable,
                      doc=f"``{name}``: another name of ``{of}``.")
+
+
+# ------------------------------------------------------------------ declaration helpers
+def S(*args, **attrs):
+    return Sample(tuple(args), attrs)
+
+
+def eval_infer(fn, fill=0.0):
+    """A shape rule that runs ``fn`` on arrays of ``fill`` of the given specs
+    (``"eye"``: identity matrices where the last two dims are square, else zeros)."""
+    def infer(*specs, **attrs):
+        def arr(s):
+            if isinstance(s, (list, tuple)) and s and all(hasattr(e, "shape") for e in s):
+                return [arr(e) for e in s]
+            if hasattr(s, "shape") and hasattr(s, "dtype") and not isinstance(s, Tensor):
+                dt = np.dtype(getattr(s.dtype, "np", s.dtype))
+                shape = tuple(s.shape)
+                if fill == "eye" and len(shape) >= 2 and shape[-1] == shape[-2] and dt.kind == "f":
+                    a = np.broadcast_to(np.eye(shape[-1], dtype=dt), shape).copy()
+                else:
+                    a = np.full(shape, fill if dt.kind == "f" and fill != "eye" else 0, dtype=dt)
+                return wrap(a)
+            return s
+        with no_grad(), np.errstate(all="ignore"):
+            out = fn(*[arr(s) for s in specs], **attrs)
+        if isinstance(out, tuple):
+            return tuple(TensorSpec(tuple(o.shape), o.dtype.np) for o in out)
+        return TensorSpec(tuple(out.shape), out.dtype.np)
+    return infer
+
+
+def decl(fn, samples, *, name=None, args=("input",), infer=None, torch=None, errors=None,
+         nout=1, differentiable=True, sequence=False, optional=(), fill=0.0, reference=None):
+    """Declare the public function ``fn`` (a composite) in the registry."""
+    name = name or fn.__name__
+    if torch is None and reference is None:
+        def torch(T, *a, **k):
+            return getattr(T, name)(*a, **k)
+    if errors is None:
+        def errors():
+            s = samples(np.float64)[0]
+            return [(("not a tensor",) + tuple(s.args[1:]), dict(s.attrs), TypeError)]
+    if infer is None:
+        infer = eval_infer((lambda *ts, **k: fn(list(ts), **k)) if sequence else fn, fill)
+    composite(fn, name=name, args=args, infer=infer,
+              samples=samples, torch=torch, reference=reference, error_samples=errors,
+              nout=nout, differentiable=differentiable, sequence=sequence,
+              optional=optional)
+    return fn
+
+
+def floating(x):
+    """``x``, or ``x`` in the default float dtype when it is integer or bool (the
+    promotion PyTorch's float functions make)."""
+    if isinstance(x, Tensor) and not x.dtype.is_floating_point:
+        from .creation import cast  # creation declares its ops with this module
+        return cast(x, _dt.get_default_dtype())
+    return x
+

@@ -1,143 +1,25 @@
-"""PyTorch's everyday names that are spellings of other ops: ``t``, ``mm``, ``narrow``
-(composites, in the registry), the ``new_*`` constructors, ``Tensor.type``, the
-device flags PyTorch programs test (``is_xpu``...), ``format()`` of a 0-d tensor, and
-``write_out``, PyTorch's ``out=`` rule for the ops that take it.
+"""PyTorch-compatible extras that are spellings of other ops: the ``new_*``
+constructors, ``Tensor.type``, the device flags PyTorch programs test (``is_xpu``...),
+``format()`` of a 0-d tensor, and ``write_out``, PyTorch's ``out=`` rule for the ops
+that take it; and ``smooth_l1_loss``, ``huber_loss``, ``dropout2d`` (composites,
+reached through ``tg.nn.functional``).
 
-Layering: compat sits on top of the op families (it imports them; none imports it).
-"""
+Layering: compat sits on top of the op families (it imports them; none imports it at
+import time)."""
 import numpy as np
-
-from .. import dtypes as _dt
-from .. import devices as _devices
-from .._util import normalize_dim, op_error, require_floating, dtype_kind
+from .. import dtypes as _dt, devices as _devices
+from .._util import op_error, require_floating, dtype_kind
 from ..devices import xp_of
 from ..tensor import Tensor
 from ..grad_mode import is_grad_enabled
 from ._decl import composite, Sample, TensorSpec, rand
-from . import creation as C, shape as S, linalg as L, indexing as I, elementwise as E
+from . import creation as C, elementwise as E
 from .nn import loss as _loss
 from .nn._common import np_dtype as _np_dtype, whole as _whole
+from .joining import t, narrow
+from .linalg import mm
 
-__all__ = ["t", "mm", "narrow"]
-
-
-def _tensors(name, **args):
-    """A TypeError naming the argument for anything without a shape (None, a list)."""
-    for pname, v in args.items():
-        if not hasattr(v, "shape") or isinstance(v, np.generic):
-            raise TypeError(f"{name}: argument '{pname}' must be a Tensor, not "
-                            f"{type(v).__name__}")
-
-
-# ------------------------------------------------------------------ t
-def t(input):
-    """The transpose of a tensor of at most 2 dimensions (0-D and 1-D as they are)."""
-    _t_infer(input)
-    return S.transpose(input) if input.ndim == 2 else input
-
-
-def _t_infer(x):
-    _tensors("t", input=x)
-    if len(x.shape) > 2:
-        raise op_error("t", f"expects a tensor with <= 2 dimensions, but self is "
-                            f"{len(x.shape)}D", RuntimeError)
-    return TensorSpec(tuple(x.shape[::-1]), x.dtype)
-
-
-composite(t, infer=_t_infer, args=("input",),
-          samples=lambda dtype=np.float64: [Sample((rand((3, 5), dtype),)),
-                                            Sample((rand((4,), dtype),)),
-                                            Sample((rand((), dtype),))],
-          error_samples=lambda: [((rand((2, 3, 4)),), {}, RuntimeError)],
-          torch=lambda torch, x: torch.t(x))
-
-
-# ------------------------------------------------------------------ mm
-def mm(input, mat2):
-    """Matrix product of two 2-D tensors (no broadcasting: see ``matmul``)."""
-    _mm_check(input, mat2)
-    return L.matmul(input, mat2)
-
-
-def _mm_check(a, b):
-    _tensors("mm", input=a, mat2=b)
-    for name, x in (("self", a), ("mat2", b)):
-        if len(x.shape) != 2:
-            raise op_error("mm", f"{name} must be a matrix, got a {len(x.shape)}-D tensor of "
-                                 f"shape {tuple(x.shape)}", RuntimeError)
-    if a.shape[1] != b.shape[0]:
-        raise op_error("mm", f"mat1 and mat2 shapes cannot be multiplied "
-                             f"({a.shape[0]}x{a.shape[1]} and {b.shape[0]}x{b.shape[1]})",
-                       RuntimeError)
-
-
-def _mm_infer(a, b):
-    _mm_check(a, b)
-    dt = np.result_type(getattr(a.dtype, "np", a.dtype), getattr(b.dtype, "np", b.dtype))
-    return TensorSpec((a.shape[0], b.shape[1]), dt)
-
-
-composite(mm, infer=_mm_infer, args=("input", "mat2"),
-          samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype), rand((4, 5), dtype))),
-                                            Sample((rand((1, 2), dtype), rand((2, 1), dtype)))],
-          error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError),
-                                 ((rand((3, 4, 2)), rand((2, 2))), {}, RuntimeError),
-                                 ((rand((4,)), rand((4, 2))), {}, RuntimeError)],
-          torch=lambda torch, a, b: torch.mm(a, b))
-
-
-# ------------------------------------------------------------------ narrow
-def narrow(input, dim, start, length):
-    """``input`` along ``dim`` from ``start`` (negative counts from the end) for
-    ``length`` elements: a view, as ``input[..., start:start + length, ...]``."""
-    _tensors("narrow", input=input)
-    d, s = _narrow_args(input.shape, dim, start, length)
-    index = (slice(None),) * d + (slice(s, s + length),)
-    return I.getitem(input, index)
-
-
-def _narrow_args(shape, dim, start, length):
-    if len(shape) == 0:
-        raise op_error("narrow", "cannot be applied to a 0-dim tensor.", RuntimeError)
-    d = normalize_dim("narrow", dim, len(shape))
-    if isinstance(start, Tensor):
-        start = start.item()
-    for name, v in (("start", start), ("length", length)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-            raise op_error("narrow", f"{name} must be an int, got {v!r}", TypeError)
-    size = shape[d]
-    if not -size <= start <= size:
-        raise op_error("narrow", f"start out of range (expected to be in range of [{-size}, "
-                                 f"{size}], but got {start})", IndexError)
-    if start < 0:
-        start += size
-    if length < 0:
-        raise op_error("narrow", "length must be non-negative.", RuntimeError)
-    if start + length > size:
-        raise op_error("narrow", f"start ({start}) + length ({length}) exceeds dimension "
-                                 f"size ({size}).", RuntimeError)
-    return d, int(start)
-
-
-def _narrow_infer(x, dim, start, length):
-    d, _ = _narrow_args(x.shape, dim, start, length)
-    shape = list(x.shape)
-    shape[d] = length
-    return TensorSpec(tuple(shape), x.dtype)
-
-
-composite(narrow, infer=_narrow_infer, args=("input",),
-          samples=lambda dtype=np.float64: [
-              Sample((rand((4, 6), dtype),), {"dim": 1, "start": 2, "length": 3}),
-              Sample((rand((5, 2, 3), dtype),), {"dim": 0, "start": -3, "length": 2}),
-              Sample((rand((5,), dtype),), {"dim": -1, "start": 1, "length": 0})],
-          error_samples=lambda: [((rand((4, 6)),), {"dim": 1, "start": 4, "length": 3},
-                                  RuntimeError),
-                                 ((rand((4, 6)),), {"dim": 2, "start": 0, "length": 1},
-                                  IndexError),
-                                 ((rand((4, 6)),), {"dim": 0, "start": 9, "length": 1},
-                                  IndexError)],
-          torch=lambda torch, x, dim, start, length: torch.narrow(x, dim, start, length))
+__all__ = []
 
 
 # ------------------------------------------------------------------ out=
@@ -223,6 +105,7 @@ def _false(self):
 
 _FLAGS = ("is_xpu", "is_mps", "is_meta", "is_sparse", "is_sparse_csr", "is_quantized",
           "is_mkldnn", "is_vulkan", "is_ipu", "is_hpu", "is_mtia", "is_nested", "is_maia")
+
 
 TABLE = dict({"t": t, "mm": mm, "narrow": narrow, "new_zeros": _new(0), "new_ones": _new(1),
               "new_empty": _new("e"), "new_full": _new("full"), "new_tensor": new_tensor,
@@ -380,4 +263,7 @@ composite(dropout2d, infer=_dropout2d_infer,
           error_samples=lambda: [((rand((2, 3, 4)),), {"p": 1.5}, ValueError),
                                  ((rand((3,)),), {"p": 0.5}, RuntimeError)],
           reference=C._next_draw(_dropout2d_draw))
+
+
+
 del _fn, _key, _check

@@ -1,17 +1,24 @@
-"""Creating tensors: ``tensor``, factories, random numbers, casts and copies."""
+"""Creating tensors: ``tensor``, factories (``zeros``, ``arange``, ``linspace``,
+``logspace``, ``range``, ``eye``...), the seeded generator and random numbers, casts
+and copies."""
+import builtins as _builtins
 import copy
-from collections.abc import Sequence as _Sequence
-
 import numpy as np
-
-from .. import dtypes as _dt
-from .. import devices as _devices
+import math
+from collections.abc import Sequence as _Sequence
+from .. import dtypes as _dt, devices as _devices
 from ..tensor import Tensor, wrap
 from ..dispatch import bind
 from ..tape import state as _state
 from .._util import shape_arg, op_error
-from ._decl import composite, register, Sample, TensorSpec, rand as _rand
+from ._decl import composite, register, Sample, TensorSpec, rand as _rand, decl, S
 from . import _jvp, _vmap
+
+__all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty",
+           "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace",
+           "eye", "manual_seed", "seed", "initial_seed", "generator", "get_rng_state",
+           "set_rng_state", "rand", "randn", "randint", "rand_like", "randn_like", "randperm",
+           "to_device", "cast", "clone", "detach", "contiguous", "to", "range", "logspace"]
 
 
 def _np_dtype(dtype):
@@ -214,7 +221,11 @@ def _factory(fill, name):
 
 
 zeros = _factory(lambda xp, s, d: xp.zeros(s, d), "zeros")
+
+
 ones = _factory(lambda xp, s, d: xp.ones(s, d), "ones")
+
+
 empty = _factory(lambda xp, s, d: xp.empty(s, d), "empty")
 
 
@@ -244,8 +255,14 @@ def _like(name, fill):
 
 
 zeros_like = _like("zeros_like", lambda xp, s, d: xp.zeros(s, d))
+
+
 ones_like = _like("ones_like", lambda xp, s, d: xp.ones(s, d))
+
+
 empty_like = _like("empty_like", lambda xp, s, d: xp.empty(s, d))
+
+
 full_like = _like("full_like", lambda xp, s, d, v: xp.full(s, _fill_value("full_like", v),
                                                            dtype=d))
 
@@ -378,6 +395,8 @@ def _random(name, draw):
 
 
 rand = _random("rand", lambda g, s: g.random(s, dtype=np.float64))
+
+
 randn = _random("randn", lambda g, s: g.standard_normal(s))
 
 
@@ -460,6 +479,7 @@ def _cast_infer_checked(x, dtype):
 
 
 CAST.infer = _cast_infer_checked
+
 
 def _clone_kernel(x, out=None):
     if out is None:
@@ -583,6 +603,8 @@ def _dt_or(dtype, default):
 
 
 F32 = np.dtype(np.float32)
+
+
 I32 = np.dtype(np.int32)
 
 
@@ -739,6 +761,8 @@ composite(from_numpy, infer=_from_numpy_infer, args=(), differentiable=False,
           samples=_array_samples("a"),
           error_samples=lambda: [((), {"a": [1.0, 2.0]}, TypeError)],
           torch=lambda torch, a: torch.from_numpy(a))
+
+
 composite(from_dlpack, infer=_from_dlpack_infer, args=(), differentiable=False,
           samples=_array_samples("x"),
           error_samples=lambda: [((), {"x": [1.0, 2.0]}, TypeError)],
@@ -756,7 +780,7 @@ def _draw_into(out, x, fill, block=8192):
             and not np.may_share_memory(out, x)):
         return False
     fo, fx = out.reshape(-1), x.reshape(-1)
-    for a in range(0, fo.size, block):
+    for a in _builtins.range(0, fo.size, block):
         fill(fx[a:a + block], fo[a:a + block])
     return True
 
@@ -862,6 +886,8 @@ composite(detach, infer=_same_infer, differentiable=False,
           samples=lambda dtype=np.float64: [Sample((_rand((2, 3), dtype),), {})],
           error_samples=lambda: [(("a",), {}, TypeError)],
           torch=lambda torch, x: x.detach())
+
+
 composite(contiguous, infer=_same_infer,
           samples=lambda dtype=np.float64: [Sample((_rand((3, 2), dtype).T,), {}),
                                             Sample((_rand((2, 3), dtype),), {})],
@@ -890,4 +916,52 @@ composite(to, infer=_to_infer,
               Sample((np.arange(3),), {"dtype": np.dtype(dtype)}, False)],
           error_samples=lambda: [((_rand((3,)),), {"device": "tpu"}, ValueError)],
           torch=_to_torch)
+
+
+# ------------------------------------------------------------------ ranges
+def range(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=False):  # noqa: A001
+    """``start`` to ``end`` inclusive by ``step`` (PyTorch's deprecated ``torch.range``),
+    the default float dtype unless ``dtype``."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise op_error("range", "step must be nonzero", RuntimeError)
+    n = int(math.floor((end - start) / step)) + 1
+    if n < 0:
+        raise op_error("range", "upper bound and larger bound inconsistent with step sign",
+                       RuntimeError)
+    dt = dtype or _dt.get_default_dtype()
+    vals = start + step * np.arange(n, dtype=np.float64)
+    return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    """``steps`` points ``base ** linspace(start, end, steps)``."""
+    if steps < 0:
+        raise op_error("logspace", "number of steps must be non-negative", RuntimeError)
+    dt = dtype or _dt.get_default_dtype()
+    vals = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
+    return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def _creation_infer(fn):
+    def infer(*a, **k):
+        out = fn(*a, **k)
+        from ._decl import TensorSpec
+        return TensorSpec(tuple(out.shape), out.dtype.np)
+    return infer
+
+
+decl(range, lambda dtype=np.float64: [S(0, 4), S(1.0, 2.0, 0.25)], args=(),
+     infer=_creation_infer(range), differentiable=False,
+     torch=lambda T, *a, **k: T.range(*a, **k, dtype=T.get_default_dtype()),
+     errors=lambda: [((0, 4, 0), {}, RuntimeError)], fill="eye")
+
+
+decl(logspace, lambda dtype=np.float64: [S(0, 2, 3), S(-1.0, 1.0, 5, 2.0)], args=(),
+     infer=_creation_infer(logspace), differentiable=False,
+     errors=lambda: [((0, 2, -1), {}, RuntimeError)], fill="eye")
+
+
+
 del _fn, _extra, _draw

@@ -1115,7 +1115,7 @@ def where(condition, input=None, other=None):
     return bind(WHERE, condition, input, other)
 
 
-# Tensor methods beyond the core table in _methods.py
+# Tensor methods beyond the core table in methods.py
 METHODS = "clamp clip clamp_min clamp_max fmod trunc fix"
 
 

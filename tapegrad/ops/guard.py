@@ -54,7 +54,7 @@ _NONE_OK = ("running_mean", "running_var",
 _SEQUENCE_PARAMS = ("tensors",)
 # names that are tensors only in some functions (``value`` is a number in masked_fill)
 _EXTRA = {"scaled_dot_product_attention": ("value",),
-          # issue 17's census functions (ops/pointwise2, shape2, linalg2)
+          # ops/ufuncs, joining, reduce, indexed_update, sorting, linalg, linalg_decomp
           "cdist": ("x1", "x2"), "trapezoid": ("y", "x"), "trapz": ("y", "x"),
           "cumulative_trapezoid": ("y", "x"), "select_scatter": ("src",),
           "slice_scatter": ("src",), "diagonal_scatter": ("src",),
@@ -67,7 +67,7 @@ _EXTRA = {"scaled_dot_product_attention": ("value",),
           "addbmm": ("batch1", "batch2"), "baddbmm": ("batch1", "batch2"),
           "mv": ("vec",), "bmm": ("mat2",), "cholesky_solve": ("input2",),
           "lu_solve": ("LU_data", "LU_pivots"), "triangular_solve": ("A",),
-          # issue 17's nn census functions (ops/nn/distance, loss_more, linear_more...)
+          # ops/nn: distances, losses, linear layers, sampling...
           "cosine_similarity": ("x1", "x2"), "pairwise_distance": ("x1", "x2"),
           "cosine_embedding_loss": ("input1", "input2"),
           "margin_ranking_loss": ("input1", "input2"),
@@ -78,7 +78,7 @@ _EXTRA = {"scaled_dot_product_attention": ("value",),
           "embedding_bag": ("offsets", "per_sample_weights"), "affine_grid": ("theta",),
           "gaussian_nll_loss": ("var",), "grid_sample": ("grid",),
           "ctc_loss": ("log_probs", "targets"),
-          # the census's last functions (ops/linalg4.py, reduce4.py, nn/attention.py)
+          # ops/linalg_decomp.py, indexed_update.py, nn/attention.py
           "orgqr": ("tau",), "ormqr": ("tau",), "householder_product": ("tau",),
           "segment_reduce": ("data", "lengths", "offsets"),
           "multi_head_attention_forward": ("value", "in_proj_weight", "in_proj_bias",

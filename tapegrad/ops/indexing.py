@@ -1,23 +1,288 @@
 """Indexing: ``__getitem__`` (basic, integer-array and boolean-mask indexing) and
 its scatter-add adjoint; in-place ``__setitem__``; the slicing ops split, chunk,
-tensor_split and unbind; gather/scatter, masks, sort and friends.
+tensor_split and unbind; gather/scatter, ``scatter_reduce`` (one registry op for
+PyTorch's five reductions, with PyTorch's gradients), take_along_dim, index_select,
+masks and nonzero.
 
 Layering: indexing sits above shape (it imports ``reshape`` from ``shape``, which
-imports nothing from here).
-"""
+imports nothing from here)."""
 import numpy as np
-
-from collections import namedtuple as _namedtuple
-
 from .. import devices as _devices
 from ..devices.cpu_kernels import scatter as _cpu_scatter
-from ..tensor import Tensor
+from .._util import (normalize_dim, op_error, broadcast_shapes as _broadcast_shapes,
+                     distinct_values, value_range)
 from ..dispatch import bind, apply_inplace
-from .._util import (broadcast_shapes as _broadcast_shapes, distinct_values, normalize_dim,
-                     op_error, value_range)
-from ._decl import composite, register, Sample, TensorSpec, rand
+from ._decl import register, Sample, TensorSpec, rand, composite
+from . import _vmap, _jvp
+from ..tensor import Tensor
 from .shape import reshape
-from . import _jvp, _vmap
+
+__all__ = ["scatter_reduce", "index_add_into", "getitem_raw", "getitem", "split", "chunk",
+           "tensor_split", "unbind", "index_put_zero", "setitem", "gather", "scatter_add",
+           "scatter", "scatter_add_", "scatter_", "index_select", "take_along_dim", "masked_fill",
+           "masked_fill_", "nonzero", "argwhere", "masked_select"]
+
+
+REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+# ---------------------------------------------------------------- scatter_reduce
+def _check_reduce(name, reduce, allowed=REDUCES):
+    if reduce not in allowed:
+        raise op_error(name, f"reduce argument must be either {', '.join(allowed[:-1])} or "
+                             f"{allowed[-1]}, got {reduce!r}", RuntimeError)
+
+
+def _sr_infer(x, index, src, dim, reduce, include_self=True):
+    name = "scatter_reduce"
+    _check_reduce(name, reduce)
+    _check_int(name, index)
+    d = normalize_dim(name, dim, len(x.shape))
+    _same_ndim(name, input=x, index=index, src=src)
+    _index_not_larger(name, index, src, -1, "src")
+    _index_not_larger(name, index, x, d, "input")
+    if np.dtype(src.dtype) != np.dtype(x.dtype):
+        raise op_error(name, f"expected self.dtype to be equal to src.dtype, got "
+                             f"{np.dtype(x.dtype)} and {np.dtype(src.dtype)}", RuntimeError)
+    if np.dtype(x.dtype).kind == "b" and reduce != "amax" and reduce != "amin":
+        raise op_error(name, f"reduce={reduce!r} is not implemented for bool tensors",
+                       RuntimeError)
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def _identity(reduce, dt):
+    dt = np.dtype(dt)
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dt.kind == "f":
+        return -np.inf if reduce == "amax" else np.inf
+    if dt.kind == "b":
+        return reduce == "amin"
+    info = np.iinfo(dt)
+    return info.min if reduce == "amax" else info.max
+
+
+def _sr_into(out, x, index, src, dim, reduce, include_self):
+    """The scatter-reduce written into out (out may be x: in place) by one compiled
+    loop over (before, dim, after) views; False where it does not apply."""
+    if type(out) is not np.ndarray or not x.ndim or _overlaps(out, index, src) or (
+            _overlaps(out, x) and not _same_memory(out, x)):
+        return False
+    views = [_dim3(a, dim) for a in (_cut(out, index.shape, dim), index,
+                                     _src_part(src, index))]
+    if any(v is None for v in views) or not _cpu_scatter._along_fits(views[0], views[2],
+                                                                     views[1]):
+        return False
+    if not _same_memory(out, x):
+        out[...] = x
+    return _cpu_scatter.scatter_reduce_dim(*views, reduce, include_self,
+                                           _identity(reduce, x.dtype))
+
+
+def _sr_kernel(x, index, src, dim, reduce, include_self=True, out=None):
+    _check_range("scatter_reduce", index, x, dim)
+    if out is not None:
+        if not _sr_into(out, x, index, src, dim, reduce, include_self):
+            out[...] = _sr_kernel(x, index, src, dim, reduce, include_self)
+        return out
+    if type(x) is np.ndarray and x.ndim:  # the compiled loop (~3x NumPy's ufunc.at)
+        out = np.empty_like(x, order="C")
+        if _sr_into(out, x, index, src, dim, reduce, include_self):
+            return out
+    xp = _devices.xp_of(x)
+    out = x.copy()
+    if x.ndim == 0:  # one position: index is 0-d too
+        grid = ()
+        s = src
+    else:
+        grid = _grid(index, dim)
+        s = _src_part(src, index)
+    if not include_self:
+        out[grid] = _identity(reduce, x.dtype)
+    how = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum",
+           "amin": "minimum"}[reduce]
+    _devices.reduce_at(out, grid, s, how)
+    if reduce == "mean":
+        count = xp.ones(x.shape, dtype=np.int64)
+        if not include_self:
+            count[grid] = 0
+        _devices.add_at(count, grid, xp.ones(index.shape, dtype=np.int64))
+        count = xp.maximum(count, 1)  # untouched positions keep input (count 1)
+        if out.dtype.kind == "f":
+            out = out / count.astype(out.dtype)
+        else:  # integer mean: floor division, as PyTorch
+            out = (out // count).astype(out.dtype)
+    return out
+
+
+def _gather_at(m, t, index, dim):
+    """``t`` at the scatter positions (shaped as index)."""
+    if len(t.shape) == 0:
+        return t
+    return m.gather(t, dim, index)
+
+
+def _scatter_sum(m, like, index, dim, v):
+    """Zeros of ``like``'s shape and dtype with ``v`` (shaped as index) summed in at
+    ``index`` along ``dim`` (a 0-d ``like`` takes them all)."""
+    zero = m.zeros_like(like)
+    if len(zero.shape) == 0:
+        return zero + m.sum(v)
+    return m.scatter_add(zero, dim, index, v)
+
+
+def _recording(ctx):
+    """Whether this adjoint is itself recorded (a higher-order gradient is wanted)."""
+    from ..tensor import Tensor
+    return any(isinstance(v, Tensor) for v in ctx.inputs)
+
+
+def _weights(ctx, x, src):
+    """``(w_self, w_src)``: d out / d input at each position, and d out[index] / d src
+    at each scattered element (shaped as index), for the op's reduction. Computed with
+    ``ctx.m``'s ops only (no host copy of an input), so they run wherever the adjoint
+    does (an export's arrays, the GPU) and differentiate again."""
+    m = ctx.m
+    index = ctx.inputs[1]
+    dim, reduce, inc = ctx.attrs["dim"], ctx.attrs["reduce"], ctx.attrs["include_self"]
+    out = ctx.out
+    src_p = _src_part(src, index) if len(src.shape) else src
+    one_s = m.ones_like(src_p)
+    one, zero = m.ones_like(out), m.zeros_like(out)
+    hits = None  # how many src elements each position takes
+    if not inc or reduce == "mean":
+        hits = _scatter_sum(m, out, index, dim, one_s)
+    # positions a scatter replaced (include_self=False) take nothing from input
+    keep = one if inc else m.where(m.gt(hits, 0), zero, one)
+    if reduce == "sum":
+        return keep, one_s
+    if reduce == "mean":
+        c = m.clamp_min(hits + 1.0 if inc else hits, 1.0)  # untouched: input, count 1
+        return keep / c, _gather_at(m, m.reciprocal(c), index, dim)
+    if reduce in ("amax", "amin"):
+        # as PyTorch, input's ties are counted even where include_self=False leaves
+        # it out (then it takes no share)
+        mself = m.where(m.eq(x, out), one, zero)
+        msrc = m.where(m.eq(src_p, _gather_at(m, out, index, dim)), one_s, m.zeros_like(src_p))
+        tied = m.clamp_min(mself + _scatter_sum(m, out, index, dim, msrc), 1.0)
+        return mself * keep / tied, msrc / _gather_at(m, tied, index, dim)
+    # prod, as PyTorch: the product of the others, exact where an element is zero
+    zero_x = m.eq(x, 0)
+    masked_x = m.where(zero_x, 1.0, x)
+    w_self = m.scatter_reduce(masked_x, dim, index, src_p, "prod", include_self=inc) / masked_x
+    if not inc:
+        w_self = w_self * keep
+    zero_s = m.eq(src_p, 0)
+    nzs = _gather_at(m, _scatter_sum(m, out, index, dim, m.where(zero_s, one_s, 0.0)),
+                     index, dim)  # how many zeros of src meet at each one's position
+    if _recording(ctx) and bool(m.any(m.gt(nzs, 1))):
+        raise RuntimeError("scatter_reduce: double backward is not supported for src when "
+                           "more than one zero of src is scattered to the same position "
+                           "(reduce='prod'), as in PyTorch")
+    single = m.logical_and(zero_s, m.eq(nzs, 1))
+    masked_src = m.where(single, 1.0, src_p)
+    others = m.scatter_reduce(x, dim, index, masked_src, "prod", include_self=inc)
+    w_src = m.where(single, _gather_at(m, others, index, dim),
+                    _gather_at(m, out, index, dim) / m.where(zero_s, 1.0, src_p))
+    return w_self, w_src
+
+
+def _pad_src(m, gs, src_shape, index_shape):
+    if tuple(src_shape) == tuple(index_shape):
+        return gs
+    return m.index_add_into(gs, tuple(src_shape), tuple(slice(0, n) for n in index_shape))
+
+
+def _sr_vjp(ctx, g):
+    x, index, src = ctx.inputs
+    m = ctx.m
+    w_self, w_src = _weights(ctx, x, src)
+    gx = g * w_self if ctx.needs_input_grad[0] else None
+    gsrc = None
+    if ctx.needs_input_grad[2]:
+        gsrc = _pad_src(m, _gather_at(m, g, index, ctx.attrs["dim"]) * w_src,
+                        ctx.shapes[2], tuple(index.shape))
+    return gx, None, gsrc
+
+
+def _sr_jvp(ctx, tx, ti, tsrc):
+    x, index, src = ctx.inputs
+    m = ctx.m
+    w_self, w_src = _weights(ctx, x, src)
+    out = None if tx is None else tx * w_self
+    if tsrc is not None:
+        ts = _src_part(tsrc, index) if len(tsrc.shape) else tsrc
+        part = _scatter_sum(m, ctx.out, index, ctx.attrs["dim"], ts * w_src)
+        out = part if out is None else out + part
+    return (out,)
+
+
+def _sr_samples(dtype=np.float64):
+    out = []
+    base = rand((3, 4), dtype, seed=1)
+    src = rand((3, 5), dtype, seed=2)
+    idx = _int_sample(4, (3, 5), 3)
+    for k, red in enumerate(REDUCES):
+        for inc in (True, False):
+            out.append(Sample((base, idx, src), {"dim": 1, "reduce": red, "include_self": inc}))
+    # dim 0, a src larger than index, ties for amax, zeros for prod, 0-d
+    out.append(Sample((rand((3, 4), dtype, seed=4), _int_sample(3, (2, 3), 5),
+                       rand((4, 4), dtype, seed=6)), {"dim": 0, "reduce": "mean",
+                                                      "include_self": True}))
+    tie = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]], dtype)
+    out.append(Sample((tie, np.array([[0, 0, 2], [1, 1, 1]]),
+                       np.array([[1.0, 0.5, 3.0], [0.5, -1.0, 0.5]], dtype)),
+                      {"dim": 1, "reduce": "amax", "include_self": True}, False))
+    out.append(Sample((tie, np.array([[0, 0, 2], [1, 1, 1]]),
+                       np.array([[1.0, 0.5, 3.0], [0.5, -1.0, 0.5]], dtype)),
+                      {"dim": 1, "reduce": "amin", "include_self": False}, False))
+    zeros = np.array([[0.0, 2.0, 3.0], [1.5, -0.5, 2.0]], dtype)
+    out.append(Sample((zeros, np.array([[0, 1, 1, 2], [0, 0, 2, 2]]),
+                       np.array([[1.5, 0.0, 2.0, 0.5], [0.0, 0.0, 1.2, 0.0]], dtype)),
+                      {"dim": 1, "reduce": "prod", "include_self": True}, False))
+    one_zero = np.array([[0.0, 2.0, 3.0], [1.5, -0.5, 2.0]], dtype)
+    out.append(Sample((one_zero, np.array([[0, 1, 1, 2], [0, 0, 2, 2]]),
+                       np.array([[1.5, 0.0, 2.0, 0.5], [0.0, 1.1, 1.2, 0.0]], dtype)),
+                      {"dim": 1, "reduce": "prod", "include_self": False}))
+    out.append(Sample((np.array([[1, 5, 2]]), np.array([[0, 0, 2]]), np.array([[4, 3, 7]])),
+                      {"dim": 1, "reduce": "mean", "include_self": True}, False))
+    out.append(Sample((np.array([[1, 5, 2]]), np.array([[0, 0, 2]]), np.array([[4, 3, 7]])),
+                      {"dim": 1, "reduce": "amax", "include_self": False}, False))
+    return out
+
+
+SCATTER_REDUCE = register(
+    name="scatter_reduce", kernel=_sr_kernel, infer=_sr_infer, args=("x", "index", "src"),
+    saves=("x", "index", "src", "out"), vjp=_sr_vjp, jvp=_sr_jvp,
+    vmap=_vmap.all_batched_dim(), samples=_sr_samples,
+    error_samples=lambda: [
+        ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4))),
+         {"dim": 1, "reduce": "max", "include_self": True}, RuntimeError),
+        ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),
+         {"dim": 1, "reduce": "sum", "include_self": True}, RuntimeError),
+        ((rand((3, 4)), np.full((3, 4), 4), rand((3, 4))),
+         {"dim": 1, "reduce": "amax", "include_self": True}, IndexError),
+        ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4))),
+         {"dim": 2, "reduce": "sum", "include_self": True}, IndexError),
+        ((rand((3, 4)), _int_sample(3, (3, 4), 0).astype(np.float64), rand((3, 4))),
+         {"dim": 1, "reduce": "sum", "include_self": True}, RuntimeError)],
+    torch=lambda torch, x, index, src, dim, reduce, include_self=True: torch.scatter_reduce(
+        x, dim, index, src[tuple(slice(0, n) for n in index.shape)], reduce,
+        include_self=include_self))
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """A copy of ``input`` with the ``src`` values at ``index`` along ``dim`` reduced
+    into it: ``reduce`` is "sum", "prod", "mean", "amax" or "amin"; with
+    ``include_self=False`` input's values at the scattered positions are left out of
+    the reduction. Differentiable in input and src (PyTorch's gradients: ties of
+    amax/amin share it evenly)."""
+    _check_reduce("scatter_reduce", reduce)
+    d = normalize_dim("scatter_reduce", dim, len(input.shape))
+    return bind(SCATTER_REDUCE, input, index, src, dim=d, reduce=reduce,
+                include_self=bool(include_self))
 
 
 def _raw_index(index):
@@ -177,6 +442,8 @@ GETITEM = register(name="getitem", vmap=_vmap.getitem_rule, jvp=_jvp.linear, kin
                    infer_first=False,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
                    torch=lambda torch, x, index: _torch_getitem(torch, x, index))
+
+
 def _dims_used(i):
     """How many dims of the indexed tensor an index item consumes."""
     if i is None:
@@ -504,12 +771,16 @@ composite(split, infer=_split_infer, args=("tensor",), nout=2,
                                   IndexError)],
           torch=lambda torch, x, split_size_or_sections, dim=0: torch.split(
               x, split_size_or_sections, dim))
+
+
 composite(chunk, infer=_chunk_infer, nout=2,
           samples=lambda dtype=np.float64: [Sample((rand((5, 3), dtype),), {"chunks": 3}),
                                             Sample((rand((2, 6), dtype),), {"chunks": 4, "dim": 1})],
           error_samples=lambda: [((rand((5, 3)),), {"chunks": 0}, RuntimeError),
                                  ((rand(()),), {"chunks": 2}, RuntimeError)],
           torch=lambda torch, x, chunks, dim=0: torch.chunk(x, chunks, dim))
+
+
 composite(tensor_split, infer=_tensor_split_infer, nout=2,
           samples=lambda dtype=np.float64: [
               Sample((rand((5, 3), dtype),), {"indices_or_sections": 3}),
@@ -519,6 +790,8 @@ composite(tensor_split, infer=_tensor_split_infer, nout=2,
                                   IndexError)],
           torch=lambda torch, x, indices_or_sections, dim=0: torch.tensor_split(
               x, indices_or_sections, dim))
+
+
 composite(unbind, infer=_unbind_infer, nout=2,
           samples=lambda dtype=np.float64: [Sample((rand((3, 2), dtype),), {}),
                                             Sample((rand((2, 3, 2), dtype),), {"dim": -2})],
@@ -1371,157 +1644,6 @@ def masked_select(input, mask):
     return bind(MASKED_SELECT, input, mask)
 
 
-# ---------------------------------------------------------------- unique
-def _unique_infer(x, sorted=True, dim=None):
-    shape = tuple(x.shape)
-    i64 = np.dtype(np.int64)
-    if dim is None:
-        return (TensorSpec((None,), x.dtype), TensorSpec(shape, i64), TensorSpec((None,), i64))
-    d = normalize_dim("unique", dim, len(shape))
-    if any(s == 0 for i, s in enumerate(shape) if i != d):
-        raise op_error("unique", f"input of shape {shape} has a zero-size dim other than dim "
-                                 f"{d}: there are no slices along dim {d} to compare",
-                       RuntimeError)
-    return (TensorSpec(shape[:d] + (None,) + shape[d + 1:], x.dtype),
-            TensorSpec((shape[d],), i64), TensorSpec((None,), i64))
-
-
-def _unique_kernel(x, sorted=True, dim=None, alloc=None):
-    _unique_infer(x, sorted, dim)
-    xp = _devices.xp_of(x)
-    if alloc is not None and xp is np and not (dim is not None and x.shape[dim] == 0):
-        return _unique_into(x, dim, alloc)
-    if dim is None:
-        vals, inv, cnt = xp.unique(x.reshape(-1), return_inverse=True, return_counts=True)
-        inv = inv.reshape(x.shape)
-    else:
-        if x.shape[dim] == 0:
-            vals, inv, cnt = x, xp.zeros(0, np.int64), xp.zeros(0, np.int64)
-        else:
-            vals, inv, cnt = np.unique(x, axis=dim, return_inverse=True, return_counts=True)
-            inv = inv.reshape(-1)
-    if alloc is None:
-        return (vals.copy() if vals is x else vals), inv.astype(np.int64), cnt.astype(np.int64)
-    # the sizes are the result: computed, then written into the caller's memory
-    outs = []
-    for r, dt in ((vals, x.dtype), (inv, np.int64), (cnt, np.int64)):
-        o = alloc(r.shape, dt)
-        o[...] = r
-        outs.append(o)
-    return tuple(outs)
-
-
-def _unique_into(x, dim, alloc):
-    """unique with a caller's allocator: sizes first, then written there. The input
-    sorted (by rows along ``dim``) is the scratch; the first of each run of equal
-    values (NaNs one run, as NumPy's unique) marks the ``k`` distinct ones, which size
-    the outputs; values are compressed into the caller's memory, each input's rank
-    scattered into the inverse, the runs' starts differenced into the counts."""
-    if dim is None:
-        flat = x.reshape(-1)
-        n = flat.size
-        perm = np.argsort(flat, kind="stable")
-        srt = flat[perm]
-        first = np.empty(n, bool)
-        first[:1] = True
-        np.not_equal(srt[1:], srt[:-1], out=first[1:])
-        if n and srt.dtype.kind in "fc" and np.isnan(srt[-1]):
-            nan0 = int(np.argmax(np.isnan(srt)))
-            first[nan0 + 1:] = False
-        k = int(np.count_nonzero(first))
-        vals = alloc((k,), x.dtype)
-        _compress_into(np, first, srt, vals)
-        inv_shape = tuple(x.shape)
-    else:
-        d = dim % x.ndim
-        moved = np.moveaxis(x, d, 0)
-        rows = moved.reshape(moved.shape[0], -1)
-        n = rows.shape[0]
-        perm = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(n)
-        srt = rows[perm]
-        first = np.empty(n, bool)
-        first[:1] = True
-        np.any(srt[1:] != srt[:-1], axis=1, out=first[1:])
-        k = int(np.count_nonzero(first))
-        shape = tuple(x.shape)
-        vals = alloc(shape[:d] + (k,) + shape[d + 1:], x.dtype)
-        np.compress(first, np.take(x, perm, axis=d), axis=d, out=vals)
-        inv_shape = (n,)
-    inv = alloc(inv_shape, np.int64)
-    rank = np.cumsum(first, dtype=np.int64)
-    rank -= 1
-    flat_inv = inv.reshape(-1)
-    if np.shares_memory(flat_inv, inv):
-        flat_inv[perm] = rank
-    else:  # memory that does not flatten in place
-        tmp = np.empty_like(rank)
-        tmp[perm] = rank
-        inv[...] = tmp.reshape(inv_shape)
-    cnt = alloc((k,), np.int64)
-    if k:
-        _compress_into(np, first, np.arange(n, dtype=np.int64), cnt)  # where runs start
-        for a in range(0, k, _CHUNK):  # start[i + 1] - start[i], block by block
-            b = min(a + _CHUNK, k)
-            nxt = cnt[a + 1:b + 1].copy()
-            if b == k:
-                nxt = np.append(nxt, n)
-            cnt[a:b] = nxt - cnt[a:b]
-    return vals, inv, cnt
-
-
-UNIQUE = register(
-    name="unique", kind="dynamic", kernel=_unique_kernel, infer=_unique_infer,
-    differentiable=False, nout=3,
-    samples=lambda dtype=np.float64: [
-        Sample((np.array([[3, 1, 2], [1, 3, 3]], dtype),), {"sorted": True, "dim": None}),
-        Sample((np.array([[1, 2], [1, 2], [0, 4]], dtype),), {"sorted": True, "dim": 0}),
-        Sample((np.array([[1, 2, 1], [3, 0, 3]], dtype),), {"sorted": True, "dim": 1}),
-        Sample((np.zeros(0, dtype),), {"sorted": True, "dim": None})],
-    error_samples=lambda: [((rand((3, 4)),), {"sorted": True, "dim": 2}, IndexError),
-                           ((rand((0, 4)),), {"sorted": True, "dim": 1}, RuntimeError)],
-    torch=lambda torch, x, sorted=True, dim=None: torch.unique(
-        x, sorted=sorted, return_inverse=True, return_counts=True, dim=dim))
-
-
-def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
-    """The unique elements (sorted), optionally with the inverse indices and counts;
-    with ``dim``, unique slices along that dim."""
-    d = None if dim is None else normalize_dim("unique", dim, len(input.shape))
-    vals, inv, cnt = bind(UNIQUE, input, sorted=bool(sorted), dim=d)
-    out = (vals,) + ((inv,) if return_inverse else ()) + ((cnt,) if return_counts else ())
-    return out[0] if len(out) == 1 else out
-
-
-# ---------------------------------------------------------------- sort / argsort / topk
-_SortResult = _namedtuple("sort", ("values", "indices"))
-_TopkResult = _namedtuple("topk", ("values", "indices"))
-
-
-def _sort_indices(x, dim, descending):
-    """Stable argsort along dim; descending keeps equal elements in their order."""
-    xp = _devices.xp_of(x)
-    if not descending:
-        return xp.argsort(x, axis=dim, kind="stable").astype(np.int64)
-    n = x.shape[dim]
-    i = xp.argsort(xp.flip(x, axis=dim), axis=dim, kind="stable")
-    return ((n - 1) - xp.flip(i, axis=dim)).astype(np.int64)
-
-
-def _sort_infer(x, dim=-1, descending=False, stable=False, name="sort"):
-    shape = tuple(x.shape)
-    normalize_dim(name, dim, len(shape))
-    return TensorSpec(shape, x.dtype), TensorSpec(shape, np.dtype(np.int64))
-
-
-def _sort_kernel(x, dim=-1, descending=False, stable=False):
-    _sort_infer(x, dim, descending, stable)
-    xp = _devices.xp_of(x)
-    if x.ndim == 0:
-        return x.copy(), xp.zeros((), np.int64)
-    idx = _sort_indices(x, dim, descending)
-    return xp.take_along_axis(x, idx, axis=dim), idx
-
-
 def _scatter_back_vjp(ctx, g):
     """sort/topk: the values' gradient goes back to where each value came from."""
     gv = g[0]
@@ -1534,138 +1656,7 @@ def _scatter_back_vjp(ctx, g):
     return (ctx.m.index_add_into(gv, shape, _grid(idx, ctx.attrs["dim"])),)
 
 
-def _distinct(shape, dtype, seed):
-    """Values with no ties (finite differences and tie order stay unambiguous)."""
-    n = int(np.prod(shape))
-    v = np.random.default_rng(seed).permutation(n).astype(dtype) * 0.37 - 1.0
-    return v.reshape(shape)
-
-
-def _sort_samples(dtype=np.float64):
-    return [Sample((_distinct((3, 4), dtype, 1),), {"dim": 1, "descending": False,
-                                                    "stable": False}),
-            Sample((_distinct((3, 4), dtype, 2),), {"dim": 0, "descending": True,
-                                                    "stable": False}),
-            Sample((_distinct((4, 3), dtype, 3).T,), {"dim": 1, "descending": True,
-                                                      "stable": True}),
-            Sample((np.array([2, 1, 2, 1, 3], dtype),), {"dim": 0, "descending": True,
-                                                         "stable": True}, False),
-            Sample((np.array([2, 1, 2, 1, 3], dtype),), {"dim": 0, "descending": False,
-                                                         "stable": True}, False),
-            Sample((_distinct((2, 0), dtype, 4),), {"dim": 1, "descending": False,
-                                                    "stable": False})]
-
-
-def _sort_jvp(ctx, t):
-    # the values are the input's elements the indices name
-    return (take_along_dim(t, ctx.out[1], dim=ctx.attrs.get("dim", -1)), None)
-
-
-SORT = register(
-    name="sort", vmap=_vmap.dim_attrs(), jvp=_sort_jvp, kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
-    vjp=_scatter_back_vjp, samples=_sort_samples,
-    error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
-                            IndexError),
-                           ((rand(()),), {"dim": 1, "descending": False, "stable": False},
-                            IndexError)],
-    torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.sort(
-        x, dim=dim, descending=descending, stable=True))
-
-
-def sort(input, dim=-1, descending=False, stable=False):
-    """``(values, indices)`` sorted along ``dim`` (always stable here); differentiable
-    in the values."""
-    d = normalize_dim("sort", dim, len(input.shape))
-    v, i = bind(SORT, input, dim=d, descending=bool(descending), stable=bool(stable))
-    return _SortResult(v, i)
-
-
-def _argsort_kernel(x, dim=-1, descending=False, stable=False):
-    _sort_infer(x, dim, descending, stable, "argsort")
-    if x.ndim == 0:
-        return _devices.xp_of(x).zeros((), np.int64)
-    return _sort_indices(x, dim, descending)
-
-
-ARGSORT = register(
-    name="argsort", vmap=_vmap.dim_attrs(), kernel=_argsort_kernel, differentiable=False,
-    infer=lambda x, dim=-1, descending=False, stable=False: _sort_infer(x, dim, descending,
-                                                                        stable, "argsort")[1],
-    samples=_sort_samples,
-    error_samples=lambda: [((rand((3, 4)),), {"dim": -3, "descending": False, "stable": False},
-                            IndexError),
-                           ((rand(()),), {"dim": -2, "descending": False, "stable": False},
-                            IndexError)],
-    torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.argsort(
-        x, dim=dim, descending=descending, stable=True))
-
-
-def argsort(input, dim=-1, descending=False, stable=False):
-    """The indices that sort ``input`` along ``dim`` (stable)."""
-    d = normalize_dim("argsort", dim, len(input.shape))
-    return bind(ARGSORT, input, dim=d, descending=bool(descending), stable=bool(stable))
-
-
-def _topk_infer(x, k, dim=-1, largest=True, sorted=True):
-    shape = tuple(x.shape)
-    if np.dtype(x.dtype).kind == "b":  # PyTorch's RuntimeError
-        raise op_error("topk", "does not support bool dtypes", RuntimeError)
-    d = normalize_dim("topk", dim, len(shape))
-    n = shape[d] if shape else 1
-    if not 0 <= k <= n:
-        raise op_error("topk", f"selected index k={k} out of range for dim {d} of size {n} "
-                               f"(shape {shape})", RuntimeError)
-    out = shape[:d] + (k,) + shape[d + 1:] if shape else ()
-    return TensorSpec(out, x.dtype), TensorSpec(out, np.dtype(np.int64))
-
-
-def _topk_kernel(x, k, dim=-1, largest=True, sorted=True):
-    _topk_infer(x, k, dim, largest, sorted)
-    xp = _devices.xp_of(x)
-    if x.ndim == 0:
-        return x.copy(), xp.zeros((), np.int64)
-    idx = _sort_indices(x, dim, largest)
-    idx = idx[(slice(None),) * dim + (slice(0, k),)]
-    return xp.take_along_axis(x, idx, axis=dim), idx
-
-
-def _topk_jvp(ctx, t):
-    # the values are the input's elements the indices name
-    return (take_along_dim(t, ctx.out[1], dim=ctx.attrs.get("dim", -1)), None)
-
-
-TOPK = register(
-    name="topk", vmap=_vmap.dim_attrs(), jvp=_topk_jvp, kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
-    vjp=_scatter_back_vjp,
-    samples=lambda dtype=np.float64: [
-        Sample((_distinct((3, 5), dtype, 1),), {"k": 2, "dim": 1, "largest": True,
-                                                "sorted": True}),
-        Sample((_distinct((4, 3), dtype, 2),), {"k": 3, "dim": 0, "largest": False,
-                                                "sorted": True}),
-        Sample((_distinct((5, 3), dtype, 3).T,), {"k": 1, "dim": 1, "largest": True,
-                                                  "sorted": True}),
-        Sample((_distinct((3, 4), dtype, 4),), {"k": 0, "dim": 1, "largest": True,
-                                                "sorted": True})],
-    error_samples=lambda: [((rand((3, 4)),), {"k": 5, "dim": 1, "largest": True,
-                                              "sorted": True}, RuntimeError),
-                           ((rand(()),), {"k": 1, "dim": 1, "largest": True, "sorted": True},
-                            IndexError),
-                           ((rand(()),), {"k": 2, "dim": 0, "largest": True, "sorted": True},
-                            RuntimeError)],
-    torch=lambda torch, x, k, dim=-1, largest=True, sorted=True: torch.topk(
-        x, k, dim=dim, largest=largest, sorted=sorted))
-
-
-def topk(input, k, dim=-1, largest=True, sorted=True):
-    """``(values, indices)`` of the ``k`` largest (or smallest) along ``dim``, in
-    sorted order; differentiable in the values."""
-    d = normalize_dim("topk", dim, len(input.shape))
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise op_error("topk", f"k must be an int, got {k!r}", TypeError)
-    v, i = bind(TOPK, input, k=int(k), dim=d, largest=bool(largest), sorted=bool(sorted))
-    return _TopkResult(v, i)
-
-
 METHODS = ("split chunk tensor_split unbind gather scatter_add scatter scatter_add_ scatter_ "
            "index_select take_along_dim masked_fill masked_fill_ nonzero argwhere masked_select "
            "unique sort argsort topk")
+

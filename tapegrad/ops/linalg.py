@@ -1,23 +1,31 @@
-"""Linear algebra: matmul, dot, outer, tensordot, einsum, trace, and ``tg.linalg``.
+"""Linear algebra: matmul, dot, outer, tensordot, einsum, trace, inv, det, slogdet,
+solve, cholesky, the norms (``tg.linalg``); and composites of them: ``mm``, ``bmm``,
+``mv``, ``addmm`` and its kin, ``inner``, ``vdot``, ``chain_matmul``, ``matrix_power``,
+``matrix_exp``, ``logdet``, ``cross``, ``cov``, ``corrcoef``, ``cdist``, ``renorm``.
 
 Layering: linalg sits above elementwise, reduce, shape and creation (the composites,
-matrix_norm, solve, use them); the nn ops import it.
-"""
+matrix_norm, solve, use them); the nn ops import it."""
 import collections
 import math
 import string
-
 import numpy as np
-
+import builtins
 from ..tensor import Tensor
 from ..dispatch import bind, foreign_constant
-from .. import devices as _devices
-from .. import dtypes
+from .. import devices as _devices, dtypes, dtypes as _dt
 from .._util import op_error, normalize_dim, normalize_dims
-from ._decl import alias, register, Sample, TensorSpec, rand, away_from, one_dtype
-from . import elementwise as _E, reduce as _R, shape as _S
+from ._decl import (alias, register, Sample, TensorSpec, rand, away_from, one_dtype, decl, S,
+                    composite)
+from . import (elementwise as _E, reduce as _R, shape as _S, _jvp, _vmap, creation as C, indexing as
+               I)
 from .creation import cast
-from . import _jvp, _vmap
+from .joining import _same_dtype, _tensors
+from .reduce import _no_bool
+
+__all__ = ["matmul", "dot", "outer", "ger", "tensordot", "einsum", "trace", "det", "inverse",
+           "slogdet", "addmm", "addmv", "addr", "addbmm", "baddbmm", "bmm", "mv", "inner", "vdot",
+           "chain_matmul", "matrix_power", "matrix_exp", "logdet", "cdist", "corrcoef", "cov",
+           "cross", "renorm", "mm"]
 
 
 def _matmul_infer(x, other):
@@ -115,6 +123,7 @@ def matmul(input, other, *, out=None):
         from .compat import write_out
         return write_out("matmul", bind(MATMUL, input, other), out)
     return bind(MATMUL, input, other)
+
 
 # ================================================================ helpers
 def _raw(v):
@@ -549,6 +558,8 @@ def outer(input, vec2):
 
 
 ger = outer
+
+
 alias(outer, "ger", "outer")
 
 
@@ -951,6 +962,7 @@ SLOGDET = register(
         Sample((_wellcond((1, 1), dtype, 4),), {})],
     error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
     torch=lambda torch, x: tuple(torch.linalg.slogdet(x)))
+
 
 SlogdetResult = collections.namedtuple("slogdet", ["sign", "logabsdet"])
 
@@ -1440,7 +1452,407 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
                          f"shape {tuple(A.shape)}", RuntimeError)
 
 
-__all__ = ["matmul", "dot", "outer", "ger", "tensordot", "einsum", "trace", "det", "inverse",
-           "slogdet"]
-
 METHODS = "dot outer ger trace det inverse slogdet"
+
+
+def _ndim(name, what, t, n):
+    if t.ndim != n:
+        raise op_error(name, f"{what} must be a {n}-D tensor, got {t.ndim}-D (shape "
+                             f"{tuple(t.shape)})", RuntimeError)
+
+
+def _same(name, *ts):
+    ds = [t.dtype for t in ts]
+    if any(d != ds[0] for d in ds):
+        raise op_error(name, f"expected the operands to have the same dtype, got "
+                             f"{', '.join(str(d) for d in ds)}", RuntimeError)
+
+
+def _scaled(beta, input, alpha, prod):
+    out = prod if alpha == 1 else alpha * prod
+    if beta == 0:  # input ignored (a NaN in it does not propagate), as PyTorch
+        return out
+    return out + (input if beta == 1 else beta * input)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat1 @ mat2)``."""
+    _ndim("addmm", "mat1", mat1, 2)
+    _ndim("addmm", "mat2", mat2, 2)
+    _same("addmm", input, mat1, mat2)
+    return _scaled(beta, input, alpha, matmul(mat1, mat2))
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat @ vec)``."""
+    _ndim("addmv", "mat", mat, 2)
+    _ndim("addmv", "vec", vec, 1)
+    _same("addmv", input, mat, vec)
+    return _scaled(beta, input, alpha, matmul(mat, vec))
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    _ndim("addr", "vec1", vec1, 1)
+    _ndim("addr", "vec2", vec2, 1)
+    return _scaled(beta, input, alpha, outer(vec1, vec2))
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
+    _ndim("addbmm", "batch1", batch1, 3)
+    _ndim("addbmm", "batch2", batch2, 3)
+    _same("addbmm", input, batch1, batch2)
+    return _scaled(beta, input, alpha, _R.sum(matmul(batch1, batch2), 0))
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (batch1 @ batch2)`` (batched)."""
+    _ndim("baddbmm", "batch1", batch1, 3)
+    _ndim("baddbmm", "batch2", batch2, 3)
+    _same("baddbmm", input, batch1, batch2)
+    return _scaled(beta, input, alpha, matmul(batch1, batch2))
+
+
+def _add_samples(shapes):
+    def samples(dtype=np.float64):
+        a = [rand(s, dtype, seed=k) for k, s in enumerate(shapes)]
+        return [S(*a), S(*a, beta=0.5, alpha=2.0)]
+    return samples
+
+
+for _f, _shapes, _args in (
+        (addmm, ((3, 5), (3, 4), (4, 5)), ("input", "mat1", "mat2")),
+        (addmv, ((3,), (3, 4), (4,)), ("input", "mat", "vec")),
+        (addr, ((3, 4), (3,), (4,)), ("input", "vec1", "vec2")),
+        (addbmm, ((3, 5), (2, 3, 4), (2, 4, 5)), ("input", "batch1", "batch2")),
+        (baddbmm, ((2, 3, 5), (2, 3, 4), (2, 4, 5)), ("input", "batch1", "batch2"))):
+    decl(_f, _add_samples(_shapes), args=_args,
+         errors=(lambda sh: lambda: [((rand(sh[0]), rand((2, 2, 2, 2)), rand(sh[2])), {},
+                                      RuntimeError)])(_shapes), fill="eye")
+
+
+def bmm(input, mat2):
+    """Batched matrix product of two 3-D tensors."""
+    _ndim("bmm", "batch1", input, 3)
+    _ndim("bmm", "batch2", mat2, 3)
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise op_error("bmm", f"Expected size for first two dimensions of batch2 tensor to "
+                              f"be: [{input.shape[0]}, {input.shape[2]}] but got: "
+                              f"[{mat2.shape[0]}, {mat2.shape[1]}].", RuntimeError)
+    return matmul(input, mat2)
+
+
+decl(bmm, lambda dtype=np.float64: [S(rand((2, 3, 4), dtype), rand((2, 4, 5), dtype, seed=1))],
+     args=("input", "mat2"), errors=lambda: [((rand((2, 3, 4)), rand((3, 4, 5))), {}, RuntimeError)], fill="eye")
+
+
+def mv(input, vec):
+    """Matrix-vector product."""
+    _ndim("mv", "input", input, 2)
+    _ndim("mv", "vec", vec, 1)
+    if input.shape[1] != vec.shape[0]:
+        raise op_error("mv", f"size mismatch, got input ({input.shape[0]}x{input.shape[1]}), "
+                             f"vec ({vec.shape[0]})", RuntimeError)
+    return matmul(input, vec)
+
+
+decl(mv, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((4,), dtype, seed=1))],
+     args=("input", "vec"), errors=lambda: [((rand((3, 4)), rand((5,))), {}, RuntimeError)], fill="eye")
+
+
+def inner(input, other):
+    """The inner product over the last dims (a scalar factor for 0-D)."""
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    if input.shape[-1] != other.shape[-1]:
+        raise op_error("inner", f"inner() the last dimension must match on both input "
+                                f"tensors but got shapes {list(input.shape)} and "
+                                f"{list(other.shape)}", RuntimeError)
+    k = input.shape[-1]
+    b = _S.reshape(other, (-1, k))
+    out = matmul(input, _S.mT(b))
+    return _S.reshape(out, tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
+
+
+decl(inner, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((2, 4), dtype, seed=1)),
+                                      S(rand((4,), dtype), rand((4,), dtype, seed=2))],
+     args=("input", "other"), errors=lambda: [((rand((3, 4)), rand((3,))), {}, RuntimeError)], fill="eye")
+
+
+def vdot(input, other):
+    """The dot product of two 1-D tensors (the first conjugated: real here)."""
+    return dot(input, other)
+
+
+decl(vdot, lambda dtype=np.float64: [S(rand((4,), dtype), rand((4,), dtype, seed=1))],
+     args=("input", "other"), errors=lambda: [((rand((4,)), rand((3,))), {}, RuntimeError)], fill="eye")
+
+
+def chain_matmul(*matrices):
+    """The product of the 2-D ``matrices`` (deprecated in PyTorch for ``linalg.multi_dot``)."""
+    if not matrices:
+        raise op_error("chain_matmul", "chain_matmul(): Expected one or more matrices",
+                       RuntimeError)
+    for k, m in enumerate(matrices):
+        _ndim("chain_matmul", f"matrices[{k}]", m, 2)
+    out = matrices[0]
+    for m in matrices[1:]:
+        out = matmul(out, m)
+    return out if len(matrices) > 1 else out * 1
+
+
+decl(chain_matmul, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((4, 2), dtype, seed=1),
+                                               rand((2, 5), dtype, seed=2))],
+     args=("matrices",), errors=lambda: [((rand((3,)),), {}, RuntimeError)], fill="eye")
+
+
+def _square(name, x):
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise op_error(name, f"expected a batch of square matrices, got shape "
+                             f"{tuple(x.shape)}", RuntimeError)
+
+
+def matrix_power(input, n):
+    """``input`` to the integer power ``n`` (by squaring; ``n < 0``: of the inverse)."""
+    _square("matrix_power", input)
+    if n < 0:
+        input, n = inv(input), -n
+    if n == 0:
+        eye = C.eye(input.shape[-1], dtype=input.dtype)
+        return input * 0 + eye
+    result, base = None, input
+    while n:
+        if n & 1:
+            result = base if result is None else matmul(result, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return result * 1 if result is input else result
+
+
+def _wc(shape, dtype, seed=0):
+    n = shape[-1]
+    return (rand(shape, np.float64, -1.0, 1.0, seed=seed) + n * np.eye(n)).astype(dtype) / n
+
+
+decl(matrix_power, lambda dtype=np.float64: [S(_wc((3, 3), dtype), 3), S(_wc((2, 3, 3), dtype), -2),
+                                             S(_wc((3, 3), dtype), 1)],
+     errors=lambda: [((rand((3, 4)), 2), {}, RuntimeError)], fill="eye")
+
+
+def matrix_exp(input):
+    """The matrix exponential: scaling and squaring of a degree-18 Taylor series."""
+    _square("matrix_exp", input)
+    if not input.dtype.is_floating_point:
+        raise op_error("matrix_exp", f"not implemented for {input.dtype}", RuntimeError)
+    n = input.shape[-1]
+    if getattr(input, "_vlevel", None) is not None:  # inside vmap: no example's data
+        s = 10
+    else:  # the squarings the largest column-sum norm needs
+        a_np = np.asarray(input.detach().numpy())
+        nrm = float(np.abs(a_np).sum(-2).max()) if a_np.size else 0.0
+        s = max(0, int(math.ceil(math.log2(nrm))) + 1) if nrm > 0.5 else 0
+    a = input * (1.0 / 2 ** s) if s else input
+    eye = C.eye(n, dtype=input.dtype)
+    term = a * 0 + eye
+    out = term
+    for k in builtins.range(1, 19):
+        term = matmul(term, a) * (1.0 / k)
+        out = out + term
+    for _ in builtins.range(s):
+        out = matmul(out, out)
+    return out
+
+
+decl(matrix_exp, lambda dtype=np.float64: [S(rand((3, 3), dtype) * 0.5), S(rand((2, 2, 2), dtype, seed=1) * 2)],
+     errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
+
+
+def logdet(input):
+    """``log(det(input))`` (NaN for a negative determinant, -inf for a singular one)."""
+    sign, logabs = slogdet(input)
+    out = _E.where(sign < 0, math.nan, _E.where(sign == 0, -math.inf, logabs))
+    return _E.where(_E.isnan(logabs) | _E.isnan(sign), math.nan, out)
+
+
+def _spd_sample(shape, dtype, seed=0):
+    r = rand(shape, np.float64, -1.0, 1.0, seed=seed)
+    n = shape[-1]
+    return (r @ np.swapaxes(r, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
+decl(logdet, lambda dtype=np.float64: [S(_spd_sample((3, 3), dtype)), S(_spd_sample((2, 3, 3), dtype, 1))],
+     errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
+
+
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    """Pairwise ``p``-norm distances between the rows of ``x1`` and of ``x2``."""
+    for t in (x1, x2):
+        if not t.dtype.is_floating_point:
+            raise op_error("cdist", f"cdist only supports floating-point dtypes, X1 got: "
+                                    f"{x1.dtype}", RuntimeError)
+    _same_dtype("cdist", x1, x2)
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise op_error("cdist", f"cdist only supports at least 2D tensors, X1 got: "
+                                f"{x1.ndim}D", RuntimeError)
+    if x1.shape[-1] != x2.shape[-1]:
+        raise op_error("cdist", f"X1 and X2 must have the same number of columns. X1: "
+                                f"{x1.shape[-1]} X2: {x2.shape[-1]}", RuntimeError)
+    d = _S.unsqueeze(x1, -2) - _S.unsqueeze(x2, -3)
+    if p == 2:
+        return _E.sqrt(_R.sum(d * d, -1))
+    if p == 1:
+        return _R.sum(_E.abs(d), -1)
+    return _R.norm(d, p, -1)
+
+
+def _torch_cdist(T, a, b, p=2.0):
+    """PyTorch's values by formula (torch.cdist has no forward-mode derivative)."""
+    d = (a.unsqueeze(-2) - b.unsqueeze(-3)).abs()
+    return (d ** p).sum(-1) ** (1.0 / p)
+
+
+decl(cdist, torch=_torch_cdist, samples=lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((5, 4), dtype, seed=1)),
+                                      S(rand((2, 3, 2), dtype), rand((2, 4, 2), dtype, seed=2), 1.0)],
+     args=("x1", "x2"), errors=lambda: [((rand((3, 4)), rand((5, 3))), {}, RuntimeError)])
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance of the rows (variables) over the columns (observations)."""
+    if input.ndim > 2:
+        raise op_error("cov", f"cov(): expected input to have two or fewer dimensions but "
+                              f"got an input with {input.ndim} dimensions", ValueError)
+    _no_bool("cov", input)
+    x = _S.reshape(input, (1, -1)) if input.ndim < 2 else input
+    if not x.dtype.is_floating_point:
+        x = x.to(_dt.get_default_dtype())
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        w = fweights.to(x.dtype)
+    if aweights is not None:
+        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+    if w is None:
+        mean = _R.mean(x, 1, True)
+        xc = x - mean
+        denom = n - correction
+        c = matmul(xc, _S.mT(xc)) / max(denom, 0)
+    else:
+        wsum = _R.sum(w)
+        mean = _R.sum(x * w, 1, True) / wsum
+        xc = x - mean
+        if aweights is None or correction == 0:
+            denom = wsum - correction
+        else:
+            denom = wsum - correction * _R.sum(w * aweights.to(x.dtype)) / wsum
+        c = matmul(xc * w, _S.mT(xc)) / _E.maximum(denom, 0.0)
+    return _S.reshape(c, ()) if input.ndim < 2 else c
+
+
+decl(cov, lambda dtype=np.float64: [S(rand((3, 5), dtype)), S(rand((6,), dtype, seed=1)),
+                                    S(rand((2, 4), dtype, seed=2), correction=0)])
+
+
+def corrcoef(input):
+    """Pearson correlation coefficients of the rows, clipped to [-1, 1]."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = _S.diagonal(c)
+    s = _E.sqrt(d)
+    out = c / _S.unsqueeze(s, 1) / _S.unsqueeze(s, 0)
+    return _E.clamp(out, -1.0, 1.0)
+
+
+decl(corrcoef, lambda dtype=np.float64: [S(rand((3, 5), dtype)), S(rand((2, 6), dtype, seed=1))])
+
+
+def cross(input, other, dim=None):
+    """The cross product of 3-vectors along ``dim`` (the first dim of size 3 if None)."""
+    if str(input.dtype).endswith(".bool"):
+        raise op_error("cross", "not implemented for 'Bool'", NotImplementedError)
+    _same_dtype("cross", input, other)
+    if input.ndim == 0 or other.ndim == 0 or input.ndim != other.ndim:
+        raise op_error("cross", f"linalg.cross: inputs must have the same number of "
+                                f"dimensions (got {input.ndim} and {other.ndim})", RuntimeError)
+    shape = np.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    if dim is None:
+        cands = [k for k, s in enumerate(shape) if s == 3]
+        if not cands:
+            raise op_error("cross", "no dimension of size 3 in input", RuntimeError)
+        dim = cands[0]
+    d = normalize_dim("cross", dim, len(shape))
+    if shape[d] != 3:
+        raise op_error("cross", f"linalg.cross: inputs dimension {d} must have length 3. Got "
+                                f"{input.shape[d] if d < input.ndim else '?'} and "
+                                f"{other.shape[d] if d < other.ndim else '?'}", RuntimeError)
+    a = _S.broadcast_to(input, shape)
+    b = _S.broadcast_to(other, shape)
+
+    def c(t, k):
+        return I.getitem(t, (slice(None),) * d + (k,))
+    a0, a1, a2 = c(a, 0), c(a, 1), c(a, 2)
+    b0, b1, b2 = c(b, 0), c(b, 1), c(b, 2)
+    return _S.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
+
+
+decl(cross, lambda dtype=np.float64: [S(rand((4, 3), dtype), rand((4, 3), dtype, seed=1), 1),
+                                      S(rand((3, 2), dtype), rand((3, 1), dtype, seed=2), 0)],
+     args=("input", "other"), errors=lambda: [((rand((3, 4)), rand((3, 4)), 1), {}, RuntimeError)])
+
+
+def renorm(input, p, dim, maxnorm):
+    """Each slice along ``dim`` rescaled to ``p``-norm at most ``maxnorm``."""
+    d = normalize_dim("renorm", dim, input.ndim)
+    if p <= 0:
+        raise op_error("renorm", "non-positive-norm not supported", RuntimeError)
+    if maxnorm < 0:
+        raise op_error("renorm", f"renorm: expected maxnorm to be >= 0 but got {maxnorm}",
+                       RuntimeError)
+    others = tuple(k for k in range(input.ndim) if k != d)
+    nrm = _R.norm(input, p, others, True)
+    scale = _E.where(nrm > maxnorm, maxnorm / (nrm + 1e-7), 1.0)
+    return input * scale
+
+
+decl(renorm, lambda dtype=np.float64: [S(rand((3, 4), dtype), 2, 0, 1.0),
+                                       S(rand((3, 4), dtype, seed=1), 1, 1, 1.5)])
+
+
+# ------------------------------------------------------------------ mm
+def mm(input, mat2):
+    """Matrix product of two 2-D tensors (no broadcasting: see ``matmul``)."""
+    _mm_check(input, mat2)
+    return matmul(input, mat2)
+
+
+def _mm_check(a, b):
+    _tensors("mm", input=a, mat2=b)
+    for name, x in (("self", a), ("mat2", b)):
+        if len(x.shape) != 2:
+            raise op_error("mm", f"{name} must be a matrix, got a {len(x.shape)}-D tensor of "
+                                 f"shape {tuple(x.shape)}", RuntimeError)
+    if a.shape[1] != b.shape[0]:
+        raise op_error("mm", f"mat1 and mat2 shapes cannot be multiplied "
+                             f"({a.shape[0]}x{a.shape[1]} and {b.shape[0]}x{b.shape[1]})",
+                       RuntimeError)
+
+
+def _mm_infer(a, b):
+    _mm_check(a, b)
+    dt = np.result_type(getattr(a.dtype, "np", a.dtype), getattr(b.dtype, "np", b.dtype))
+    return TensorSpec((a.shape[0], b.shape[1]), dt)
+
+
+composite(mm, infer=_mm_infer, args=("input", "mat2"),
+          samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype), rand((4, 5), dtype))),
+                                            Sample((rand((1, 2), dtype), rand((2, 1), dtype)))],
+          error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError),
+                                 ((rand((3, 4, 2)), rand((2, 2))), {}, RuntimeError),
+                                 ((rand((4,)), rand((4, 2))), {}, RuntimeError)],
+          torch=lambda torch, a, b: torch.mm(a, b))
+
+
+
+del _n, _f, _shapes, _args

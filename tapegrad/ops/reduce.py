@@ -1,19 +1,99 @@
-"""Reductions: sum, mean, prod, amax/amin, max/min, var/std, logsumexp, norm, ...
+"""Reductions and scans: sum, mean, prod, amax/amin, max/min, var/std, logsumexp, norm,
+cumsum/cumprod, all/any (registry ops); ``cummax``/``cummin`` (``(values, indices)``,
+one op each: the values' gradient goes back to the index each running extremum came
+from, as ``sort``'s); and composites of them: ``aminmax``, ``dist``,
+``nansum``/``nanmean``, ``std_mean``/``var_mean``, ``count_nonzero``, ``logcumsumexp``,
+``diff``, ``trapezoid``/``trapz``/``cumulative_trapezoid`` and ``gradient`` (central
+differences along each dim, a composite of slicing: differentiable).
 
-Layering: reduce sits above elementwise (``max(x, other)`` is ``maximum``).
-"""
-import builtins as _builtins
+Layering: reduce sits above elementwise (``max(x, other)`` is ``maximum``)."""
 import math
-from collections import namedtuple
-
 import numpy as np
-
-from ..tensor import Tensor
+import builtins as _builtins
+from collections import namedtuple
+from .. import devices as _devices, dtypes as _dt
+from .._util import normalize_dim, op_error, normalize_dims
 from ..dispatch import bind
-from .._util import normalize_dims, normalize_dim, op_error
-from ._decl import register, Sample, TensorSpec, rand
-from . import elementwise as _elementwise
-from . import _jvp, _vmap
+from ._decl import register, Sample, TensorSpec, rand, decl, S, floating
+from . import (_vmap, shape as SH, elementwise as _elementwise, _jvp, indexing as I)
+from ..tensor import Tensor
+from .indexing import _scatter_back_vjp, take_along_dim
+
+__all__ = ["gradient", "sum", "mean", "sum_to", "amax", "amin", "prod", "max", "min", "argmax",
+           "argmin", "var", "std", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",
+           "aminmax", "dist", "nansum", "nanmean", "std_mean", "var_mean", "count_nonzero",
+           "logcumsumexp", "cummax", "cummin", "diff", "trapezoid", "trapz", "cumulative_trapezoid"]
+
+
+# ---------------------------------------------------------------- gradient
+def _spacings(name, spacing, dims):
+    if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
+        return [float(spacing)] * len(dims)
+    if isinstance(spacing, (list, tuple)) and _builtins.all(
+            isinstance(s, (int, float)) and not isinstance(s, bool) for s in spacing):
+        if len(spacing) != len(dims):
+            raise op_error(name, f"torch.gradient expected spacing to be unspecified, a "
+                                 f"scalar or a list of length {len(dims)} (the number of "
+                                 f"dims), got a list of length {len(spacing)}", RuntimeError)
+        return [float(s) for s in spacing]
+    raise op_error(name, "spacing must be a number or a list of numbers (coordinate "
+                         "tensors are not supported)", NotImplementedError)
+
+
+def _along(x, d, start, stop):
+    idx = [slice(None)] * x.ndim
+    idx[d] = slice(start, stop)
+    return x[tuple(idx)]
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """The derivative of ``input`` sampled on a uniform grid, along each of ``dim``
+    (every dim by default): central differences inside, one-sided differences of
+    order ``edge_order`` (1 or 2) at the edges; a tuple, one tensor per dim."""
+    name = "gradient"
+    if edge_order not in (1, 2):
+        raise op_error(name, f"torch.gradient only supports edge_order=1 and edge_order=2, "
+                             f"got {edge_order}", RuntimeError)
+    if input.ndim == 0:
+        raise op_error(name, "torch.gradient expected each tensor to be at least 1-D",
+                       RuntimeError)
+    if dim is None:
+        dims = list(range(input.ndim))
+    elif isinstance(dim, (int, np.integer)):
+        dims = [normalize_dim(name, dim, input.ndim)]
+    else:
+        dims = [normalize_dim(name, d, input.ndim) for d in dim]
+    if input.dtype.name == "bool":
+        raise op_error(name, "torch.gradient does not support bool tensors", RuntimeError)
+    hs = _spacings(name, spacing, dims)
+    x = floating(input)
+    out = []
+    for d, h in zip(dims, hs):
+        n = x.shape[d]
+        if n < edge_order + 1:
+            raise op_error(name, f"torch.gradient expected each dimension size to be at "
+                                 f"least edge_order+1, got size {n} at dim {d}",
+                           RuntimeError)
+        mid = (_along(x, d, 2, None) - _along(x, d, 0, n - 2)) / (2 * h)
+        if edge_order == 1:
+            first = (_along(x, d, 1, 2) - _along(x, d, 0, 1)) / h
+            last = (_along(x, d, n - 1, n) - _along(x, d, n - 2, n - 1)) / h
+        else:
+            first = (-1.5 * _along(x, d, 0, 1) + 2 * _along(x, d, 1, 2)
+                     - 0.5 * _along(x, d, 2, 3)) / h
+            last = (0.5 * _along(x, d, n - 3, n - 2) - 2 * _along(x, d, n - 2, n - 1)
+                    + 1.5 * _along(x, d, n - 1, n)) / h
+        out.append(SH.cat([first, mid, last], d))
+    return tuple(out)
+
+
+decl(gradient, lambda dtype=np.float64: [
+         S(rand((5,), dtype, seed=1)),
+         S(rand((3, 4), dtype, seed=2), spacing=0.5),
+         S(rand((4, 5), dtype, seed=3), spacing=[2.0], dim=1, edge_order=2),
+         S(rand((3, 4, 3), dtype, seed=4), dim=(0, 2), spacing=[1.0, 0.25])],
+     nout=2, errors=lambda: [((rand((3, 4)),), {"edge_order": 3}, RuntimeError),
+                             ((rand((1, 4)),), {"dim": 0}, RuntimeError)])
 
 
 def _keep_shape(shape, dims):
@@ -215,6 +295,8 @@ AMAX = register(name="amax", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=
                 samples=_reduce_samples, error_samples=_extreme_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.amax(x, dim=dim if dim is not None else (), keepdim=keepdim))
+
+
 AMIN = register(name="amin", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amin, "amin"),
                 infer=_extreme_infer("amin"), vjp=_extreme_vjp("amin"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_dim_errors,
@@ -425,6 +507,8 @@ MAX_DIM = register(name="max", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kerne
                    doc="max with a dim: (values, indices); max without one is amax",
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("max"))
+
+
 MIN_DIM = register(name="min", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
                    infer=_argext_infer("min"), vjp=_argext_vjp, saves=("out",),
                    samples=_dim_samples, error_samples=_argext_errors,
@@ -554,6 +638,8 @@ ARGMAX = register(name="argmax", vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel
                   error_samples=lambda: [((rand((2, 3)),), {"dim": -3}, IndexError),
                                          ((rand((0,)),), {}, IndexError)],
                   torch=_arg_torch("argmax"))
+
+
 ARGMIN = register(name="argmin", vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmin, "argmin"),
                   infer=_arg_infer("argmin"), differentiable=False, samples=_arg_samples,
                   error_samples=lambda: [((rand((2, 3)),), {"dim": 2}, IndexError),
@@ -836,6 +922,8 @@ CUMSUM = register(name="cumsum", vmap=_vmap.dim_attrs_flat(), kernel=_cum_kernel
                   vjp=_cumsum_vjp, samples=_cum_samples, error_samples=_cum_errors,
                   jvp=lambda ctx, xt: (bind(CUMSUM, xt, **ctx.attrs),),
                   torch=lambda torch, x, dim: torch.cumsum(x, dim))
+
+
 # the adjoint of cumsum: sums from the end (its own adjoint is cumsum)
 REVERSE_CUMSUM = register(name="reverse_cumsum", vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_reverse_cumsum_kernel,
                           infer=_cum_infer("reverse_cumsum", False), vjp=_reverse_cumsum_vjp,
@@ -904,6 +992,8 @@ CUMPROD = register(name="cumprod", vmap=_vmap.dim_attrs_flat(), jvp=_cumprod_jvp
                    infer=_cum_infer("cumprod", True), vjp=_cumprod_vjp, saves=("x", "out"),
                    samples=_cumprod_samples, error_samples=_cum_errors,
                    torch=lambda torch, x, dim: torch.cumprod(x, dim))
+
+
 CUMPROD_OP.append(CUMPROD)
 
 
@@ -945,6 +1035,8 @@ def _bool_torch(name):
 ALL = register(name="all", vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.all), infer=_bool_reduce_infer("all"),
                differentiable=False, samples=_bool_samples, torch=_bool_torch("all"),
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (3,)}, IndexError)])
+
+
 ANY = register(name="any", vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.any), infer=_bool_reduce_infer("any"),
                differentiable=False, samples=_bool_samples, torch=_bool_torch("any"),
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (-3,)}, IndexError)])
@@ -1178,6 +1270,292 @@ def any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A
                 keepdim=_keep(keepdim, keepdims))
 
 
-# Tensor methods (x.max(dim=1), x.var(), ...) beyond the core table in _methods.py
+# Tensor methods (x.max(dim=1), x.var(), ...) beyond the core table in methods.py
 METHODS = ("sum mean prod amax amin max min argmax argmin var std logsumexp norm cumsum "
            "cumprod all any")
+
+
+_aminmax = namedtuple("aminmax", ("min", "max"))
+
+
+def _distinct_entries(shape, dtype=np.float64, seed=0):
+    """Values with no ties (sorts and medians have one answer)."""
+    n = int(np.prod(shape)) if shape else 1
+    a = np.random.default_rng(seed).permutation(n).astype(dtype) / _builtins.max(n, 1) * 4 - 2
+    return a.reshape(shape)
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    """``(min, max)`` over ``dim`` (all elements by default)."""
+    return _aminmax(amin(input, dim, keepdim), amax(input, dim, keepdim))
+
+
+decl(aminmax, lambda dtype=np.float64: [S(_distinct_entries((3, 4), dtype)),
+                                        S(_distinct_entries((3, 4), dtype, 1), dim=1, keepdim=True)],
+     nout=2)
+
+
+def dist(input, other, p=2):
+    """The ``p``-norm of ``input - other``."""
+    return norm(input - other, p)
+
+
+decl(dist, lambda dtype=np.float64: [S(rand((3, 4), dtype, seed=1), rand((3, 4), dtype, seed=2)),
+                                     S(rand((3, 4), dtype, seed=3), rand((4,), dtype, seed=4), 1)],
+     args=("input", "other"),
+     errors=lambda: [((rand((3, 4)), rand((5,))), {}, ValueError)])
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """``sum`` with NaNs counted as zero."""
+    x = _elementwise.where(_elementwise.isnan(input), 0.0, input) if input.dtype.is_floating_point else input
+    return sum(x, dim, keepdim, dtype=dtype)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """``mean`` of the elements that are not NaN."""
+    if not input.dtype.is_floating_point:
+        raise op_error("nanmean", f"nanmean(): expected input to have floating point dtype "
+                                  f"but got {input.dtype}", RuntimeError)
+    keep = ~_elementwise.isnan(input)
+    total = sum(_elementwise.where(keep, input, 0.0), dim, keepdim, dtype=dtype)
+    return total / sum(keep, dim, keepdim).to(total.dtype)
+
+
+def _nan_samples(dtype=np.float64):
+    a = rand((3, 4), dtype, seed=1)
+    a[0, 1] = a[2, 3] = np.nan
+    return [S(rand((3, 4), dtype, seed=2)), S(rand((3, 4), dtype, seed=3), dim=1, keepdim=True),
+            Sample((a,), {"dim": 0}, False)]
+
+
+decl(nansum, _nan_samples)
+
+
+decl(nanmean, _nan_samples)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(std, mean)`` over ``dim``."""
+    return (std(input, dim, unbiased, keepdim, correction=correction),
+            mean(input, dim, keepdim))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(var, mean)`` over ``dim``."""
+    return (var(input, dim, unbiased, keepdim, correction=correction),
+            mean(input, dim, keepdim))
+
+
+for _f in (std_mean, var_mean):
+    decl(_f, lambda dtype=np.float64: [S(rand((3, 4), dtype)),
+                                       S(rand((3, 4), dtype, seed=1), 1, keepdim=True),
+                                       S(rand((3, 4), dtype, seed=2), dim=1, correction=0)],
+         nout=2)
+
+
+def count_nonzero(input, dim=None):
+    """The number of non-zero elements (over ``dim``), int64."""
+    return sum(input != 0, dim)
+
+
+decl(count_nonzero, lambda dtype=np.float64: [
+        S(np.array([[0.0, 1.5, 0.0], [2.0, 0.0, 3.0]], dtype=dtype)),
+        S(np.array([[0.0, 1.5, 0.0], [2.0, 0.0, 3.0]], dtype=dtype), 1)],
+     differentiable=False)
+
+
+def logcumsumexp(input, dim):
+    """``log(cumsum(exp(input), dim))``, computed stably."""
+    if not input.dtype.is_floating_point:
+        raise op_error("logcumsumexp", f"logcumsumexp(): expected a floating point input, "
+                                       f"got {input.dtype}", RuntimeError)
+    d = normalize_dim("logcumsumexp", dim, input.ndim)
+    if input.numel() == 0:
+        return input * 1
+    m = amax(input, d, True).detach()
+    m = _elementwise.where(_elementwise.isfinite(m), m, 0.0)
+    return _elementwise.log(cumsum(_elementwise.exp(input - m), d)) + m
+
+
+decl(logcumsumexp, lambda dtype=np.float64: [S(rand((3, 4), dtype), 1),
+                                             S(rand((3, 4), dtype, seed=2) * 5, 0)])
+
+
+_cum_mode_result = {n: namedtuple(n, ("values", "indices")) for n in ("cummax", "cummin", "mode")}
+
+
+# ---------------------------------------------------------------- cummax / cummin
+def _cumext_infer(name):
+    def infer(x, dim):
+        normalize_dim(name, dim, len(x.shape))
+        if np.dtype(x.dtype).kind == "c":
+            raise op_error(name, "not implemented for complex tensors", RuntimeError)
+        return TensorSpec(tuple(x.shape), x.dtype), TensorSpec(tuple(x.shape), np.dtype(np.int64))
+    return infer
+
+
+def _cumext_kernel(name):
+    acc = np.maximum if name == "cummax" else np.minimum
+
+    def kernel(x, dim, out=None):
+        xp = _devices.xp_of(x)
+        dim = dim % _builtins.max(x.ndim, 1)
+        if out is not None and (x.ndim == 0 or x.shape[dim] == 0):
+            out[0][...] = x
+            out[1][...] = 0
+            return out
+        if x.ndim == 0:
+            return x.copy(), xp.zeros((), np.int64)
+        if x.shape[dim] == 0:
+            return x.copy(), xp.zeros(x.shape, np.int64)
+        if out is not None and xp.may_share_memory(out[0], x):
+            x = x.copy()  # (the values out is the input: the index pass reads x after)
+        vals = getattr(xp, acc.__name__).accumulate(
+            x, axis=dim, **({} if out is None else {"out": out[0]}))
+        pos = xp.arange(x.shape[dim]).reshape([-1 if k == dim else 1 for k in range(x.ndim)])
+        # the running extremum's index is the last position holding it (ties: the
+        # later index, as PyTorch); once a NaN is met the value stays NaN and each
+        # later NaN takes the index (PyTorch's rule)
+        hold = x == vals
+        if x.dtype.kind == "f":
+            hold |= xp.isnan(x)
+        if out is None:
+            idx = xp.maximum.accumulate(xp.where(hold, pos, -1), axis=dim)
+            return vals, idx.astype(np.int64)
+        # in the caller's index buffer: the position where held, else -1, then the
+        # running maximum of that along dim, in place (boolean masks only beside it)
+        idx = out[1]
+        idx[...] = pos
+        xp.logical_not(hold, out=hold)
+        xp.copyto(idx, -1, where=hold)
+        xp.maximum.accumulate(idx, axis=dim, out=idx)
+        return vals, idx
+    kernel.__name__ = name
+    return kernel
+
+
+def _cum_jvp(ctx, t):
+    if len(t.shape) == 0:  # one element: the value is the input
+        return (t * 1, None)
+    return (take_along_dim(t, ctx.out[1], dim=ctx.attrs["dim"]), None)
+
+
+def _cumext_samples(dtype=np.float64):
+    return [Sample((rand((3, 5), dtype, seed=1),), {"dim": 1}),
+            Sample((rand((4, 3), dtype, seed=2),), {"dim": 0}),
+            Sample((rand((2, 3, 4), dtype, seed=3),), {"dim": 2}),
+            Sample((rand((), dtype, seed=4),), {"dim": 0}),
+            Sample((np.array([1.0, 3.0, 3.0, 2.0, np.nan, 5.0, np.nan], dtype),), {"dim": 0},
+                   False),
+            Sample((np.array([[2, 1, 2, 0, 5]]),), {"dim": 1}, False)]
+
+
+def _cum_op(name):
+    return register(
+        name=name, kernel=_cumext_kernel(name), infer=_cumext_infer(name), args=("x",), nout=2,
+        saves=("out",), vjp=_scatter_back_vjp, jvp=_cum_jvp, vmap=_vmap.dim_attrs(),
+        samples=_cumext_samples,
+        error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)],
+        torch=lambda torch, x, dim: getattr(torch, name)(x, dim))
+
+
+CUMMAX, CUMMIN = _cum_op("cummax"), _cum_op("cummin")
+
+
+def cummax(input, dim):
+    """``(values, indices)``: the running maximum along ``dim`` and where it was
+    (ties: the later index); differentiable in the values."""
+    d = normalize_dim("cummax", dim, len(input.shape))
+    return _cum_mode_result["cummax"](*bind(CUMMAX, input, dim=d))
+
+
+def cummin(input, dim):
+    """``(values, indices)``: the running minimum along ``dim`` and where it was."""
+    d = normalize_dim("cummin", dim, len(input.shape))
+    return _cum_mode_result["cummin"](*bind(CUMMIN, input, dim=d))
+
+
+def _no_bool(name, *ts):
+    for t in ts:
+        if hasattr(t, "dtype") and str(t.dtype).endswith(".bool"):
+            raise op_error(name, "not implemented for 'Bool'", RuntimeError)
+
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim`` (``prepend``/``append`` joined first)."""
+    if input.ndim == 0:
+        raise op_error("diff", "diff expects input to be at least one-dimensional",
+                       RuntimeError)
+    d = normalize_dim("diff", dim, input.ndim)
+    x = input
+    if prepend is not None or append is not None:
+        parts = ([prepend] if prepend is not None else []) + [x] + \
+                ([append] if append is not None else [])
+        x = SH.cat(parts, d)
+    for _ in range(n):
+        m = x.shape[d]
+        if m == 0:
+            break
+        hi = I.getitem(x, (slice(None),) * d + (slice(1, m),))
+        lo = I.getitem(x, (slice(None),) * d + (slice(0, m - 1),))
+        x = (hi != lo) if x.dtype == _dt.bool else hi - lo
+    return x
+
+
+decl(diff, lambda dtype=np.float64: [S(rand((3, 5), dtype)), S(rand((4, 3), dtype), 2, 0),
+                                     S(rand((3, 4), dtype), 1, 1, rand((3, 1), dtype, seed=1),
+                                       rand((3, 2), dtype, seed=2))],
+     args=("input", "n", "dim", "prepend", "append"), optional=("prepend", "append"))
+
+
+def _trap_dx(y, x, dx, d):
+    if x is None:
+        return dx
+    if x.ndim == 1:
+        sh = [1] * y.ndim
+        sh[d] = x.shape[0]
+        x = SH.reshape(x, tuple(sh))
+    m = x.shape[d] if x.ndim == y.ndim else y.shape[d]
+    return I.getitem(x, (slice(None),) * d + (slice(1, m),)) - \
+        I.getitem(x, (slice(None),) * d + (slice(0, m - 1),))
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The trapezoidal rule along ``dim`` (spacing ``dx``, or sample points ``x``)."""
+    _no_bool("trapezoid", y, x)
+    d = normalize_dim("trapezoid", dim, y.ndim)
+    m = y.shape[d]
+    if m == 0:
+        return sum(y, d) * 0
+    lo = I.getitem(y, (slice(None),) * d + (slice(0, m - 1),))
+    hi = I.getitem(y, (slice(None),) * d + (slice(1, m),))
+    h = _trap_dx(y, x, 1.0 if dx is None else dx, d)
+    return sum((lo + hi) * h, d) * 0.5
+
+
+def trapz(y, x=None, *, dx=None, dim=-1):
+    """Alias of ``trapezoid``."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The running trapezoidal rule along ``dim``."""
+    _no_bool("cumulative_trapezoid", y, x)
+    d = normalize_dim("cumulative_trapezoid", dim, y.ndim)
+    m = y.shape[d]
+    lo = I.getitem(y, (slice(None),) * d + (slice(0, _builtins.max(m - 1, 0)),))
+    hi = I.getitem(y, (slice(None),) * d + (slice(1, m),))
+    h = _trap_dx(y, x, 1.0 if dx is None else dx, d)
+    return cumsum((lo + hi) * h * 0.5, d)
+
+
+for _f in (trapezoid, trapz, cumulative_trapezoid):
+    decl(_f, lambda dtype=np.float64: [S(rand((3, 5), dtype)),
+                                       S(rand((3, 4), dtype), rand((4,), dtype, seed=1)),
+                                       S(rand((4, 3), dtype), dx=0.5, dim=0)],
+         args=("y", "x"), optional=("x",))
+
+
+
+del _f

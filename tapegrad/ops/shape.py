@@ -4,16 +4,19 @@ Layering: shape sits below indexing (``indexing`` imports ``reshape`` from here;
 module imports nothing from ``indexing``, and slicing ops such as split live there).
 """
 import itertools
-
 import numpy as np
-
 from ..dispatch import bind
-from .. import devices as _devices
-from .. import dtypes as _dt
+from .. import devices as _devices, dtypes as _dt
 from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, shape_arg
-from ._decl import alias, composite, register, Sample, TensorSpec, rand
+from ._decl import alias, composite, register, Sample, TensorSpec, rand, decl, S
 from .creation import arange
 from . import _jvp, _vmap
+
+__all__ = ["reshape", "view", "flatten", "permute", "transpose", "swapaxes", "swapdims", "movedim",
+           "moveaxis", "broadcast_to", "expand", "squeeze", "unsqueeze", "mT", "unflatten", "flip",
+           "fliplr", "flipud", "roll", "repeat", "tile", "cat", "concatenate", "concat", "stack",
+           "hstack", "vstack", "pad", "tril", "triu", "diagonal_into", "diagonal", "diag",
+           "diag_embed", "repeat_interleave", "adjoint"]
 
 
 def _resolve_shape(name, shape, numel):
@@ -297,6 +300,8 @@ composite(transpose, infer=_transpose_infer, args=("input",),
 
 
 swapaxes = swapdims = transpose
+
+
 for _name in ("swapaxes", "swapdims"):  # PyTorch names their dims axis0/axis1, dim0/dim1
     alias(transpose, _name, "transpose",
           samples=lambda dtype=np.float64: [Sample((rand((2, 3, 4), dtype), 0, 2), {}),
@@ -352,6 +357,8 @@ composite(movedim, infer=_movedim_infer,
                                   RuntimeError),
                                  ((rand((2, 3)),), {"source": 2, "destination": 0}, IndexError)],
           torch=lambda torch, x, source, destination: torch.movedim(x, source, destination))
+
+
 alias(movedim, "moveaxis", "movedim")
 
 
@@ -778,6 +785,8 @@ def cat(tensors, dim=None, *, axis=None, out=None):
 
 
 concatenate = concat = cat
+
+
 for _name in ("concatenate", "concat"):
     composite(cat, name=_name, infer=_cat_infer, args=("tensors",), sequence=True,
               samples=lambda dtype=np.float64: [
@@ -1027,6 +1036,8 @@ PAD = register(name="pad", vmap=_vmap.pad_rule, jvp=_pad_jvp, kernel=_pad_kernel
                torch=lambda torch, x, pad, mode="constant", value=0.0:
                torch.nn.functional.pad(x, pad, mode=mode,
                                        value=value if mode == "constant" else None))
+
+
 PAD_OP.append(PAD)
 
 
@@ -1089,6 +1100,8 @@ TRIL = register(name="tril", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_ke
                 vjp=lambda ctx, g: (bind(TRIL, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.tril(x, diagonal))
+
+
 TRIU = register(name="triu", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
                 vjp=lambda ctx, g: (bind(TRIU, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
@@ -1414,3 +1427,19 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
 METHODS = ("flip fliplr flipud roll repeat tile unflatten tril triu diag diagonal diag_embed "
            "repeat_interleave")
+
+
+# ------------------------------------------------------------------ splits and stacks
+def adjoint(input):
+    """The conjugate transpose of the last two dims (the transpose, for real tensors)."""
+    if input.ndim < 2:
+        raise op_error("adjoint", "tensor.adjoint() is only supported on matrices or batches "
+                                  "of matrices. Got 1-D tensor.", RuntimeError)
+    return mT(input)
+
+
+decl(adjoint, lambda dtype=np.float64: [S(rand((3, 4), dtype)), S(rand((2, 3, 4), dtype))])
+
+
+
+del _name, _fn, _dim, _infer

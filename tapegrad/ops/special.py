@@ -1,26 +1,35 @@
-"""Special functions and the Gamma sampler the distributions need: ``lgamma``,
-``digamma``, ``polygamma`` (each differentiable at every order: the derivative of
-``polygamma(n)`` is ``polygamma(n + 1)``), and PyTorch's ``_standard_gamma`` (standard
-Gamma draws from tapegrad's seeded generator, differentiable by implicit
-reparameterisation) with its gradient ``_standard_gamma_grad``.
+"""Special functions and the Gamma sampler the distributions need.
+
+- ``lgamma``, ``digamma``, ``polygamma``: each differentiable at every order (the
+  derivative of ``polygamma(n)`` is ``polygamma(n + 1)``); ``mvlgamma``, a composite
+  of ``lgamma``;
+- ``erfinv``: a registry op (Newton steps from Giles' approximation, a Numba kernel in
+  ``devices/cpu_kernels/special.py``); its derivative ``sqrt(pi)/2 exp(erfinv(x)^2)``
+  is written with ops, so it differentiates again;
+- ``i0`` (NumPy's), with its derivative ``I1`` (the registry op ``special_i1``, summed
+  from its power series); ``igamma``/``igammac``, registry ops over Numba kernels;
+- PyTorch's ``_standard_gamma`` (standard Gamma draws from tapegrad's seeded generator,
+  differentiable by implicit reparameterisation) with its gradient
+  ``_standard_gamma_grad``.
 
 The gradient of a sample ``x ~ Gamma(alpha, 1)`` is ``dx/dalpha = -(dP/dalpha)(alpha, x)
 / p(x; alpha)`` (``P`` the CDF, ``p`` the density): the derivative of the sample at a
 fixed quantile, computed to float64 rounding (``devices/cpu_kernels/special.py``;
 PyTorch uses a rational approximation, within about 1e-3 of it). As PyTorch,
 ``_standard_gamma_grad`` itself has no derivative: a second derivative through a
-Gamma sample raises RuntimeError.
-"""
+Gamma sample raises RuntimeError."""
 import numpy as np
-
+import math
 from ..dispatch import bind
-from .. import devices as _devices
+from .. import devices as _devices, dtypes as _dt
 from ..ops_registry.rules import diagonal as _diagonal
-from ._decl import register, Sample, TensorSpec, rand, away_from, op_error
+from ._decl import register, Sample, TensorSpec, rand, away_from, op_error, decl, S, floating
 from . import _vmap
 from .creation import generator, _next_draw, _draw_rate_into
 
-__all__ = ["lgamma", "digamma", "polygamma", "_standard_gamma", "_standard_gamma_grad"]
+__all__ = ["lgamma", "digamma", "polygamma", "_standard_gamma", "_standard_gamma_grad", "erfinv",
+           "mvlgamma", "i0", "igamma", "igammac"]
+
 
 METHODS = "lgamma digamma"
 
@@ -63,6 +72,7 @@ LGAMMA = register(
     saves=("x",), vjp=lambda ctx, g: (g * ctx.m.digamma(ctx.inputs[0]),), jvp=_diagonal,
     vmap=_vmap.leading, promote="float", samples=_unary_samples(0.2, 4.0),
     error_samples=_not_a_tensor, torch=lambda torch, x: torch.lgamma(x))
+
 
 DIGAMMA = register(
     name="digamma", kernel=_kernel("digamma"), infer=_float_infer("digamma"), args=("x",),
@@ -219,3 +229,219 @@ def _standard_gamma_grad(input, output):
 
 
 standard_gamma = _standard_gamma  # the public spelling for the library layer
+
+
+_SQRT_PI_2 = math.sqrt(math.pi) / 2
+
+
+# ---------------------------------------------------------------- erfinv
+def _erfinv_infer(x):
+    dt = np.dtype(x.dtype)
+    if dt.kind == "b":
+        raise op_error("erfinv", f"not implemented for {dt.name} tensors", NotImplementedError)
+    return TensorSpec(tuple(x.shape), dt if dt.kind == "f" else np.dtype(np.float32))
+
+
+def _erfinv_kernel(x, out=None):
+    if x.dtype.kind != "f":  # an integer input: the default float, as the shape rule
+        x = x.astype(_dt.default_float_np())
+    with np.errstate(all="ignore"):
+        return _devices.special("erfinv", x, out=out)
+
+
+ERFINV = register(
+    name="erfinv", kernel=_erfinv_kernel, infer=_erfinv_infer, args=("x",), saves=("out",),
+    vjp=lambda ctx, g: (g * _SQRT_PI_2 * ctx.m.exp(ctx.out * ctx.out),), jvp=_diagonal,
+    vmap=_vmap.leading, promote="float",
+    samples=lambda dtype=np.float64: [
+        Sample((rand((3, 4), dtype, -0.95, 0.95, seed=1),), {}),
+        Sample((rand((), dtype, -0.5, 0.5, seed=2),), {}),
+        Sample((rand((2, 0), dtype, seed=3),), {}),
+        Sample((np.array([-1.0, 1.0, 1.5, 0.0, 0.9999], dtype),), {}, False)],
+    error_samples=lambda: [(("not a tensor",), {}, TypeError)],
+    torch=lambda torch, x: torch.erfinv(x))
+
+
+def erfinv(input):
+    """The inverse of ``erf`` on (-1, 1) (+-inf at +-1, NaN outside)."""
+    return bind(ERFINV, input)
+
+
+# ---------------------------------------------------------------- mvlgamma
+def mvlgamma(input, p):
+    """The multivariate log-gamma of dimension ``p``:
+    ``p (p - 1) / 4 log(pi) + sum_{i < p} lgamma(input - i / 2)``."""
+    if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
+        raise op_error("mvlgamma", f"p has to be greater than or equal to 1, got {p!r}",
+                       RuntimeError)
+    if input.dtype.name == "bool":
+        raise op_error("mvlgamma", "The input tensor may not be a boolean tensor.",
+                       RuntimeError)
+    # (no domain check, as PyTorch 2: below (p - 1) / 2 it is lgamma's continuation)
+    x = floating(input)
+    out = lgamma(x)
+    for i in range(1, p):
+        out = out + lgamma(x - i / 2)
+    return out + p * (p - 1) / 4 * math.log(math.pi)
+
+
+decl(mvlgamma, lambda dtype=np.float64: [S(rand((3, 4), dtype, 1.6, 4.0, seed=1), 2),
+                                         S(rand((5,), dtype, 0.2, 3.0, seed=2), 1),
+                                         S(rand((2, 3), dtype, 2.1, 5.0, seed=3), 4)],
+     infer=lambda x, p: TensorSpec(tuple(x.shape), np.dtype(x.dtype) if np.dtype(
+         x.dtype).kind == "f" else _dt.default_float_np()),
+     errors=lambda: [((np.array([True]), 2), {}, RuntimeError),
+                     ((rand((3,)), 0), {}, RuntimeError)],
+     torch=lambda torch, x, p: torch.mvlgamma(x, p))
+
+
+# ---------------------------------------------------------------- i0 (and i1, its derivative)
+def _float_kernel_input(x):
+    return x if x.dtype.kind == "f" else x.astype(_dt.default_float_np())
+
+
+def _i0_kernel(x):
+    # (no out=: NumPy's i0 and the I1 series below are passes over arrays, with
+    # temporaries; as compiled per-element loops writing into out they ran 1.5-3.5x
+    # slower)
+    x = _float_kernel_input(x)
+    xp = _devices.xp_of(x)
+    with np.errstate(over="ignore"):  # inf beyond about 713, as PyTorch
+        return xp.i0(x).astype(x.dtype)
+
+
+def _i1_series(x):
+    """I1 by its power series ``sum (x/2)^(2k+1) / (k! (k+1)!)``: positive terms, summed
+    in float64 to rounding (as many terms as |x| needs, about |x| + 40)."""
+    xp = _devices.xp_of(x)
+    a = xp.abs(x.astype(np.float64))
+    h = a / 2
+    y = h * h
+    term = h.copy()
+    s = h.copy()
+    k = 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        while True:
+            k += 1
+            term = term * y / (k * (k + 1))
+            s = s + term
+            live = term > 1e-17 * s
+            if not bool(live.any()) or k > 3000:
+                break
+    return (xp.sign(x) * s).astype(x.dtype)
+
+
+def _i1_kernel(x):
+    return _i1_series(_float_kernel_input(x))
+
+
+def _i_infer(name):
+    def infer(x):
+        dt = np.dtype(x.dtype)
+        if dt.kind == "b":
+            raise op_error(name, f"not implemented for {dt.name} tensors", NotImplementedError)
+        return TensorSpec(tuple(x.shape), dt if dt.kind == "f" else _dt.default_float_np())
+    return infer
+
+
+def _i1_vjp(ctx, g):
+    # I1'(x) = I0(x) - I1(x) / x, 1/2 at 0
+    m = ctx.m
+    x = ctx.inputs[0]
+    zero = m.eq(x, 0)
+    safe = m.where(zero, 1.0, x)
+    return (g * m.where(zero, 0.5, i0(x) - _i1(x) / safe),)
+
+
+def _i_samples(dtype=np.float64):
+    return [Sample((rand((3, 4), dtype, -5.0, 5.0, seed=1),), {}),
+            Sample((rand((), dtype, seed=2),), {}),
+            Sample((np.array([0.0, 1e-3, 30.0, -80.0, 700.0], dtype),), {}, False)]
+
+
+I0 = register(
+    name="i0", kernel=_i0_kernel, infer=_i_infer("i0"), args=("x",), saves=("x",),
+    vjp=lambda ctx, g: (g * _i1(ctx.inputs[0]),), jvp=_diagonal, vmap=_vmap.leading,
+    promote="float", samples=_i_samples,
+    error_samples=lambda: [(("not a tensor",), {}, TypeError)],
+    torch=lambda torch, x: torch.i0(x))
+
+
+I1 = register(
+    name="special_i1", kernel=_i1_kernel, infer=_i_infer("special_i1"), args=("x",),
+    saves=("x",), vjp=_i1_vjp, jvp=_diagonal, vmap=_vmap.leading, promote="float",
+    samples=_i_samples, error_samples=lambda: [(("not a tensor",), {}, TypeError)],
+    torch=lambda torch, x: torch.special.i1(x))
+
+
+def i0(input):
+    """The modified Bessel function of the first kind of order 0; its derivative is
+    ``I1`` (``special_i1``, differentiable in turn)."""
+    return bind(I0, input)
+
+
+def _i1(input):
+    return bind(I1, input)
+
+
+# ---------------------------------------------------------------- igamma / igammac
+def _igamma_op(name, upper):
+    def kernel(a, x, out=None):
+        a, x = _float_kernel_input(a), _float_kernel_input(x)
+        return _devices.igamma(a, x, upper, out=out)
+
+    def vjp(ctx, g):
+        if ctx.needs_input_grad[0]:
+            raise NotImplementedError(f"{name}: the derivative with respect to input (the "
+                                      f"shape a) is not implemented, as in PyTorch; other "
+                                      f"(x) differentiates")
+        m = ctx.m
+        a, x = ctx.inputs
+        # d/dx P(a, x) = x^(a-1) e^-x / Gamma(a) (Q: its negative); 0 at x = 0 for a > 1
+        safe = m.where(m.eq(x, 0), 1.0, x)
+        dens = m.exp((a - 1) * m.log(safe) - x - lgamma(a))
+        dens = m.where(m.eq(x, 0), 0.0, dens)
+        return None, (-g if upper else g) * dens
+
+    def samples(dtype=np.float64):
+        # forward-only here (no derivative in a); x's derivatives against PyTorch's in
+        # tests/ops/test_special.py
+        return [Sample((rand((3, 4), dtype, 0.2, 6.0, seed=1),
+                        rand((3, 4), dtype, 0.0, 8.0, seed=2)), {}, False),
+                Sample((rand((3, 1), dtype, 0.5, 3.0, seed=3), rand((4,), dtype, 0.1, 5.0, seed=4)),
+                       {}, False),
+                Sample((np.array([0.0, 1.0, 2.0, 0.5], dtype), np.array([1.0, 0.0, np.inf, 0.0],
+                                                                       dtype)), {}, False)]
+    return register(
+        name=name, kernel=kernel, infer=_elementwise_float(name), args=("input", "other"),
+        saves=("input", "other"), vjp=vjp, jvp=_diagonal,
+        broadcasting=True, promote="float", samples=samples,
+        error_samples=lambda: [((rand((3, 4)), rand((5,))), {}, ValueError)],
+        torch=lambda torch, a, x: getattr(torch, name)(a, x))
+
+
+def _elementwise_float(name):
+    from ._decl import elementwise_infer
+    base = elementwise_infer(name, "float")
+
+    def infer(a, x):
+        for s in (a, x):
+            if hasattr(s, "dtype") and np.dtype(s.dtype).kind == "b":
+                raise op_error(name, "not implemented for bool tensors", NotImplementedError)
+        return base(a, x)
+    return infer
+
+
+IGAMMA, IGAMMAC = _igamma_op("igamma", False), _igamma_op("igammac", True)
+
+
+def igamma(input, other):
+    """The regularized lower incomplete gamma function ``P(input, other)``;
+    differentiable in ``other`` (as PyTorch, not in ``input``)."""
+    return bind(IGAMMA, input, other)
+
+
+def igammac(input, other):
+    """The regularized upper incomplete gamma function ``Q = 1 - P``."""
+    return bind(IGAMMAC, input, other)
+

@@ -80,14 +80,14 @@ NO_GRAD_SAMPLE = {
                        "checked in tests/distributions against SciPy and PyTorch",
     "_standard_gamma_grad": "no derivative of its own, as PyTorch: its vjp raises",
     "normal": "random draws (each call draws anew); its gradient (mean + std * eps) is "
-              "checked in tests/ops/test_random2.py",
+              "checked in tests/ops/test_random.py",
     "mode": "the mode repeats by definition: a perturbation changes which value it is; "
             "its gradient is checked against PyTorch's in tests/ops",
     "linalg_svd": "the singular vectors' signs are arbitrary: only gauge-invariant "
                   "functions have a gradient (tests/ops/test_qr_svd.py, against PyTorch)",
     "svd": "as linalg_svd",
     "igamma": "no derivative in its first input (as PyTorch); the other's is checked "
-              "against PyTorch's in tests/ops/test_special2.py",
+              "against PyTorch's in tests/ops/test_special.py",
     "igammac": "as igamma",
     "lu_unpack": "its P output takes no gradient; L's and U's are checked against "
                  "PyTorch's in tests/ops/test_qr_svd.py",

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tapegrad as tg
-from tapegrad.ops.linalg4 import _low_rank
+from tapegrad.ops.linalg_decomp import _low_rank
 from tapegrad.testing import gradcheck
 
 

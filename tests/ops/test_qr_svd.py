@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.ops.linalg3 import _distinct_svals
+from tapegrad.ops.linalg_decomp import _distinct_svals
 
 torch = pytest.importorskip("torch")
 

@@ -268,12 +268,12 @@ VALID.update({
     "fold": ((A(1, 8, 9), (4, 4), 2), {"stride": 1}),
 })
 
-# the functions issue 17's census added (tests/ops/sweep_census_fn.py)
+# the composites declared with ops/_decl.decl and their neighbours (tests/ops/bad_input_cases.py)
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-import sweep_census_fn  # noqa: E402
+import bad_input_cases  # noqa: E402
 import sweep_census_nn  # noqa: E402
-sweep_census_fn.extend(VALID, A, U, I, B, Raw, DT)
-sweep_census_fn.extend_special(VALID, A, U, I)
+bad_input_cases.extend(VALID, A, U, I, B, Raw, DT)
+bad_input_cases.extend_special(VALID, A, U, I)
 sweep_census_nn.extend(VALID, A, U, I, B, Raw, DT)
 
 # Names with no PyTorch counterpart to compare with: skipped, with the reason.
@@ -384,7 +384,7 @@ VALUES_OK = {
 RANDOM = {"_standard_gamma", "rand", "randn", "randint", "rand_like", "randn_like", "randperm", "dropout", "dropout2d",
           "F.dropout", "F.dropout2d", "empty", "empty_like"}
 RANDOM |= sweep_census_nn.RANDOM | {"F." + n for n in sweep_census_nn.RANDOM}
-RANDOM |= sweep_census_fn.RANDOM
+RANDOM |= bad_input_cases.RANDOM
 
 # The op an alias's messages may name instead of its own.
 ALIASES = {

@@ -1,4 +1,4 @@
-"""The generic in-place methods (``ops/methods2.py``: ``x.foo_()`` from ``foo``) and
+"""The generic in-place methods (``ops/methods.py``: ``x.foo_()`` from ``foo``) and
 the census's other new methods, against PyTorch: values, gradients through an
 in-place op on a non-leaf and on a view, the version counter, the leaf refusal, the
 dtype rule, forward mode; the shape-changing and random in-place methods."""
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tapegrad as tg
-from tapegrad.ops import methods2
+from tapegrad.ops import methods
 
 RNG = np.random.default_rng(3)
 X = RNG.uniform(0.1, 0.9, (3, 4))
@@ -32,7 +32,7 @@ ARGS = {"atan2": ("y",), "arctan2": ("y",), "lerp": ("y", 0.3), "hypot": ("y",),
 SKIP_VALUES = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "gcd", "lcm",
                "bitwise_left_shift", "bitwise_right_shift", "float_power", "index_put",
                "addmm", "addmv", "addr", "addbmm", "baddbmm"}  # other dtypes/shapes: below
-FLOAT = [n for n in methods2.INPLACE if n not in SKIP_VALUES]
+FLOAT = [n for n in methods.INPLACE if n not in SKIP_VALUES]
 
 
 def _args(L, names, x):

@@ -10,7 +10,7 @@ from ..._util import op_error
 from ... import dtypes as _dt
 from ..elementwise import where
 from ..reduce import all as all_
-from ..pointwise2 import isneginf
+from ..ufuncs import isneginf
 from ..linalg import matmul
 from ..shape import mT
 from ._common import np_dtype, whole
@@ -187,7 +187,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     Returns ``(attn_output, attn_weights)``, the weights averaged over heads when
     ``average_attn_weights``, ``None`` unless ``need_weights``. Built from ops, so it
     differentiates at every order, in forward mode and under vmap."""
-    from .. import shape as SH, reduce as R, linalg2 as L2
+    from .. import shape as SH, reduce as R, linalg as L2
     from .affine import linear
     from .regularization import dropout
 

@@ -1,4 +1,4 @@
-"""Tensor methods of the census's third part: hardshrink, prelu, slice_inverse against
+"""Tensor methods of the method table (``ops/methods.py``): hardshrink, prelu, slice_inverse against
 PyTorch (values and gradients), and bfloat16's refusal (NumPy has no bfloat16: a
 clear TypeError rather than a float32 tensor that claims to be one)."""
 import numpy as np

@@ -1,90 +1,24 @@
-"""More of PyTorch's pointwise functions (issue 17's census): composites of the
-elementwise ops (``acosh``, ``lerp``, ``xlogy``...), so each records, differentiates at
-every order, batches and forward-differentiates through the ops it is made of; and a
-few comparisons and integer functions with no gradient (``signbit``, ``gcd``,
-``isin``...) declared as plain NumPy kernels.
-
-``decl`` is the declaration helper the census modules share (``reduce2``, ``shape2``,
-``linalg2``): the composite with PyTorch's function of the same name as its oracle, a
-non-tensor first argument as its default error sample, and, where no shape rule is
-given, ``eval_infer``: the function run on zeros of the given specs (it validates
-the call as the function does, raising its error).
-"""
+"""Pointwise functions beyond the core elementwise ops: composites of them (``acosh``,
+``lerp``, ``xlogy``, ``hypot``...), so each records, differentiates at every order,
+batches and forward-differentiates through the ops it is made of; and comparisons and
+integer functions with no gradient (``signbit``, ``gcd``, ``isin``, ``frexp``...)
+declared as plain NumPy kernels."""
 import math
-
 import numpy as np
-
-from .. import dtypes as _dt
-from ..grad_mode import no_grad
-from ..tensor import Tensor, wrap
+from collections import namedtuple
+from .. import dtypes as _dt, devices as _devices
+from ..tensor import Tensor
 from ..dispatch import bind
-from ._decl import (composite, register, Sample, TensorSpec, rand, away_from,
-                    elementwise_infer, bad_broadcast, op_error)
-from . import elementwise as E, creation as C
+from ._decl import (register, Sample, TensorSpec, rand, away_from, elementwise_infer,
+                    bad_broadcast, op_error, decl, S, floating)
+from . import elementwise as E, creation as C, _vmap
 
 __all__ = ["acosh", "arccosh", "asinh", "arcsinh", "atanh", "arctanh", "addcdiv", "addcmul",
            "copysign", "deg2rad", "rad2deg", "erfc", "float_power", "frac", "hypot", "lerp",
-           "logaddexp2", "logit", "nan_to_num", "positive", "sgn", "xlogy", "sinc",
-           "heaviside", "ldexp", "signbit", "nextafter", "gcd", "lcm", "bitwise_left_shift",
-           "bitwise_right_shift", "isin", "isposinf", "isneginf", "isreal", "isclose",
-           "fmax", "fmin"]
-
-
-# ------------------------------------------------------------------ declaration helpers
-def S(*args, **attrs):
-    return Sample(tuple(args), attrs)
-
-
-def eval_infer(fn, fill=0.0):
-    """A shape rule that runs ``fn`` on arrays of ``fill`` of the given specs
-    (``"eye"``: identity matrices where the last two dims are square, else zeros)."""
-    def infer(*specs, **attrs):
-        def arr(s):
-            if isinstance(s, (list, tuple)) and s and all(hasattr(e, "shape") for e in s):
-                return [arr(e) for e in s]
-            if hasattr(s, "shape") and hasattr(s, "dtype") and not isinstance(s, Tensor):
-                dt = np.dtype(getattr(s.dtype, "np", s.dtype))
-                shape = tuple(s.shape)
-                if fill == "eye" and len(shape) >= 2 and shape[-1] == shape[-2] and dt.kind == "f":
-                    a = np.broadcast_to(np.eye(shape[-1], dtype=dt), shape).copy()
-                else:
-                    a = np.full(shape, fill if dt.kind == "f" and fill != "eye" else 0, dtype=dt)
-                return wrap(a)
-            return s
-        with no_grad(), np.errstate(all="ignore"):
-            out = fn(*[arr(s) for s in specs], **attrs)
-        if isinstance(out, tuple):
-            return tuple(TensorSpec(tuple(o.shape), o.dtype.np) for o in out)
-        return TensorSpec(tuple(out.shape), out.dtype.np)
-    return infer
-
-
-def decl(fn, samples, *, name=None, args=("input",), infer=None, torch=None, errors=None,
-         nout=1, differentiable=True, sequence=False, optional=(), fill=0.0, reference=None):
-    """Declare the public function ``fn`` (a composite) in the registry."""
-    name = name or fn.__name__
-    if torch is None and reference is None:
-        def torch(T, *a, **k):
-            return getattr(T, name)(*a, **k)
-    if errors is None:
-        def errors():
-            s = samples(np.float64)[0]
-            return [(("not a tensor",) + tuple(s.args[1:]), dict(s.attrs), TypeError)]
-    if infer is None:
-        infer = eval_infer((lambda *ts, **k: fn(list(ts), **k)) if sequence else fn, fill)
-    composite(fn, name=name, args=args, infer=infer,
-              samples=samples, torch=torch, reference=reference, error_samples=errors,
-              nout=nout, differentiable=differentiable, sequence=sequence,
-              optional=optional)
-    return fn
-
-
-def floating(x):
-    """``x``, or ``x`` in the default float dtype when it is integer or bool (the
-    promotion PyTorch's float functions make)."""
-    if isinstance(x, Tensor) and not x.dtype.is_floating_point:
-        return C.cast(x, _dt.get_default_dtype())
-    return x
+           "logaddexp2", "logit", "nan_to_num", "positive", "sgn", "xlogy", "sinc", "heaviside",
+           "ldexp", "signbit", "nextafter", "gcd", "lcm", "bitwise_left_shift",
+           "bitwise_right_shift", "isin", "isposinf", "isneginf", "isreal", "isclose", "fmax",
+           "fmin", "frexp"]
 
 
 def _unary(fn, low=-2.0, high=2.0, avoid=(), name=None, torch=None):
@@ -150,10 +84,20 @@ def arctanh(input):
 
 
 _unary(acosh, 1.2, 4.0)
+
+
 _unary(asinh, -3.0, 3.0, avoid=(0.0,))
+
+
 _unary(atanh, -0.9, 0.9)
+
+
 _unary(arccosh, 1.2, 4.0)
+
+
 _unary(arcsinh, -3.0, 3.0, avoid=(0.0,))
+
+
 _unary(arctanh, -0.9, 0.9)
 
 
@@ -210,6 +154,8 @@ def rad2deg(input):
 
 
 _unary(deg2rad, -200.0, 200.0)
+
+
 _unary(rad2deg)
 
 
@@ -419,11 +365,17 @@ def _ints(shape, lo=-20, hi=20, seed=0):
 SIGNBIT = _plain_op("signbit", np.signbit, lambda dtype=np.float64: [
     S(np.array([-1.5, -0.0, 0.0, 2.0, -np.inf], dtype=dtype)), S(rand((3, 4), dtype))],
     out_dtype=np.bool_, promote="none", args=("x",))
+
+
 NEXTAFTER = _plain_op("nextafter", np.nextafter, lambda dtype=np.float64: [
     S(rand((3, 4), dtype, seed=1), rand((3, 4), dtype, seed=2)),
     S(rand((3, 1), dtype, seed=3), rand((1, 4), dtype, seed=4))])
+
+
 GCD = _plain_op("gcd", np.gcd, lambda dtype=np.float64: [S(_ints((3, 4), seed=1), _ints((3, 4), seed=2)),
                                                          S(_ints((3, 1), seed=3), _ints((4,), seed=4))])
+
+
 LCM = _plain_op("lcm", np.lcm, lambda dtype=np.float64: [S(_ints((3, 4), 1, 30, seed=1), _ints((3, 4), 1, 30, seed=2))])
 
 
@@ -441,6 +393,8 @@ def _rshift(x, other, out=None):
 
 LSHIFT = _plain_op("bitwise_left_shift", _lshift, lambda dtype=np.float64: [
     S(_ints((3, 4), seed=1), _ints((3, 4), 0, 6, seed=2))])
+
+
 RSHIFT = _plain_op("bitwise_right_shift", _rshift, lambda dtype=np.float64: [
     S(_ints((3, 4), -100, 100, seed=1), _ints((3, 4), 0, 6, seed=2))])
 
@@ -577,4 +531,44 @@ def _fm_samples(dtype=np.float64):
 for _f in (fmax, fmin):
     decl(_f, _fm_samples, args=("input", "other"), infer=elementwise_infer(_f.__name__, "same"),
          errors=bad_broadcast())
+
+
+# ---------------------------------------------------------------- frexp
+_frexp = namedtuple("frexp", ("mantissa", "exponent"))
+
+
+def _frexp_infer(x):
+    dt = np.dtype(x.dtype)
+    if dt.kind != "f":
+        raise op_error("frexp", f"torch.frexp() only supports floating-point dtypes, got "
+                                f"{dt.name}", RuntimeError)
+    return TensorSpec(tuple(x.shape), dt), TensorSpec(tuple(x.shape), np.dtype(np.int32))
+
+
+def _frexp_kernel(x, out=None):
+    xp = _devices.xp_of(x)
+    if out is not None:  # (mantissa, exponent): NumPy's frexp writes both there
+        xp.frexp(x, out=tuple(out))
+        return tuple(out)
+    m, e = xp.frexp(x)
+    return m.astype(x.dtype), e.astype(np.int32)
+
+
+FREXP = register(
+    name="frexp", kernel=_frexp_kernel, infer=_frexp_infer, args=("x",), nout=2,
+    differentiable=False, vmap=_vmap.leading,
+    samples=lambda dtype=np.float64: [
+        Sample((rand((3, 4), dtype, -100.0, 100.0, seed=1),), {}),
+        Sample((np.array([0.0, -0.0, 1.0, 0.5, 3e-5, np.inf, -np.inf, np.nan], dtype),), {})],
+    error_samples=lambda: [((np.arange(3),), {}, RuntimeError)],
+    torch=lambda torch, x: torch.frexp(x))
+
+
+def frexp(input):
+    """``(mantissa, exponent)`` with ``input = mantissa * 2**exponent``, the mantissa in
+    [0.5, 1) in magnitude (int32 exponent); no gradient."""
+    return _frexp(*bind(FREXP, input))
+
+
+
 del _f

@@ -1,19 +1,17 @@
-"""PyTorch's random sampling functions of the census (issue 17, third part):
-``bernoulli``, ``multinomial``, ``normal``, ``poisson``, ``randint_like``. Every draw
-comes from tapegrad's generator (``tg.manual_seed``, ``get_rng_state``), so a seed
-repeats them; the numbers are NumPy's, not PyTorch's (the distributions are the same).
+"""PyTorch's random sampling functions: ``bernoulli``, ``multinomial``, ``normal``,
+``poisson``, ``randint_like``. Every draw comes from tapegrad's generator
+(``tg.manual_seed``, ``get_rng_state``), so a seed repeats them; the numbers are NumPy's,
+not PyTorch's (the distributions are the same). The factories ``rand``, ``randn``,
+``randint``, ``randperm`` and the generator itself live in ``creation``.
 
 - ``normal(mean, std)`` is ``mean + std * randn``: differentiable in ``mean`` and
   ``std`` (PyTorch's gradients: ``g`` and ``g * eps``);
 - ``bernoulli`` (``rand < p``) and ``poisson`` have no gradient (PyTorch's is zero);
 - ``multinomial`` draws with replacement by inverting the CDF, without replacement
   by PyTorch's method (the ``num_samples`` largest ``p / E``, ``E`` exponential), so
-  zero-probability categories come last, as in PyTorch.
-"""
+  zero-probability categories come last, as in PyTorch."""
 import numpy as np
-
-from .. import dtypes as _dt
-from .. import devices as _devices
+from .. import dtypes as _dt, devices as _devices
 from .._util import op_error, distinct_values
 from ..dispatch import bind
 from ._decl import register, composite, Sample, TensorSpec, rand
@@ -328,3 +326,4 @@ composite(randint_like, infer=lambda x, low=0, high=None, dtype=None: TensorSpec
           reference=_next_draw(lambda g, x, low=0, high=None, dtype=None: g.integers(
               *((0, low) if high is None else (low, high)), size=x.shape).astype(
                   _np_dtype(dtype) or x.dtype)))
+

@@ -1,6 +1,7 @@
-"""Valid calls for the bad-input sweep (``test_sweep_bad_input.py``) of the functions
-issue 17's census added (``ops/pointwise2.py``, ``reduce2.py``, ``shape2.py``,
-``linalg2.py``); the sweep builds its bad cases from these."""
+"""Valid calls for the bad-input sweep (``test_sweep_bad_input.py``) of the composites
+declared with ``ops/_decl.decl`` and their registry-op neighbours (``ops/ufuncs.py``,
+``reduce.py``, ``sorting.py``, ``joining.py``, ``linalg.py``...); the sweep builds its
+bad cases from these."""
 
 
 def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
@@ -71,7 +72,7 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
         "triangular_solve": ((A(3, 2), U(3, 3) * I(np_tril(3)).T + I(np_eye(3))), {}),
         "range": ((0, 4), {}), "logspace": ((0, 2, 3), {}),
     })
-    VALID.update({  # ops/reduce3.py
+    VALID.update({  # scatter_reduce, index_reduce, cummax, mode...
         "scatter_reduce": ((A(3, 4), 1, I([[0, 1, 1], [2, 3, 0], [1, 1, 1]]), A(3, 3), "amax"),
                            {}),
         "index_reduce": ((A(4, 3), 0, I([0, 2]), A(2, 3), "prod"), {}),
@@ -79,7 +80,7 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
         "mode": ((A(3, 4),), {"dim": 1}),
         "unique_consecutive": ((I([1, 1, 2, 2, 3, 1]),), {}),
     })
-    VALID.update({  # ops/random2.py (compared by shape: RANDOM)
+    VALID.update({  # ops/random.py (compared by shape: RANDOM)
         "bernoulli": ((U(3, 4),), {}), "multinomial": ((U(5), 3), {}),
         "normal": ((A(3, 4), U(3, 4)), {}), "poisson": ((U(3, 4),), {}),
         "randint_like": ((A(3, 4), 5), {}),
@@ -87,19 +88,19 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
 
 
 def extend_special(VALID, A, U, I):  # noqa: E741
-    VALID.update({  # ops/special2.py
+    VALID.update({  # ops/special.py, ufuncs.py (frexp), reduce.py (gradient)
         "erfinv": ((U(3, 4),), {}), "mvlgamma": ((U(3, 4) + 2, 2), {}),
         "frexp": ((A(3, 4),), {}), "gradient": ((A(3, 4),), {"spacing": 0.5}),
         "i0": ((A(3, 4),), {}), "igamma": ((U(3, 4) + 1, U(3, 4)), {}),
         "igammac": ((U(3, 4) + 1, U(3, 4)), {}),
     })
-    VALID.update({  # ops/linalg3.py (svd's singular values: its factors' signs vary)
+    VALID.update({  # ops/linalg_decomp.py (svd: its factors' signs vary)
         "qr": ((A(4, 3),), {}), "pinverse": ((A(4, 3),), {}),
         "lu": ((A(3, 3) + 3 * I(np_eye(3)),), {}),
         "lu_unpack": ((A(3, 3), I([2, 3, 3]).astype("int32")), {}),
         "lu_solve": ((A(3, 2), A(3, 3) + 3 * I(np_eye(3)), I([1, 2, 3]).astype("int32")), {}),
     })
-    VALID.update({  # ops/linalg4.py, ops/reduce4.py (the census's last functions)
+    VALID.update({  # low-rank, Householder, eigh; histogramdd, segment_reduce
         "geqrf": ((A(4, 3),), {}), "orgqr": ((A(4, 3), A(3)), {}),
         "ormqr": ((A(4, 3), A(3), A(4, 2)), {}),
         "svd_lowrank": ((A(5, 4),), {"q": 2}), "pca_lowrank": ((A(5, 4),), {"q": 2}),

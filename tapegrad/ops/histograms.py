@@ -1,32 +1,26 @@
-"""The census's last reductions (issue 17, fourth part): ``histogramdd`` and
-``segment_reduce``.
+"""Counting and binning, none differentiable (as PyTorch's): ``bincount``, ``histc``,
+``histogram`` and ``histogramdd``.
 
-- ``histogramdd(input, bins, *, range=None, weight=None, density=False)``: PyTorch's
-  rules (the last dim of ``input`` holds a point's coordinates; ``bins`` a count, one
-  count per dim, or one tensor of edges per dim; the data's range per dim unless
-  ``range``, widened by 0.5 each side when empty, ``[0, 1]`` for no points; each bin
-  half-open but the last, closed; points outside ignored; ``density`` divides by the
-  total and the bin volumes). Not differentiable (as PyTorch's). One registry op (a
-  NumPy kernel) whose outputs are the histogram and the edges, flat: ``(hist,
-  *bin_edges)``, ``1 + D`` of them (under vmap a loop over the examples, stacking
-  each); the public function gives PyTorch's ``(hist, bin_edges)`` pair.
-- ``segment_reduce(data, reduce, *, lengths=None, offsets=None, axis=0, unsafe=False,
-  initial=None)``: a composite (each position's segment counted from the cumulative
-  lengths, then ``scatter_reduce``), so it differentiates at every order, in forward
-  mode and under vmap. Ties of max/min share the gradient evenly; PyTorch's kernel
-  divides a tie's gradient only where it is positive (``grad > 0``), a quirk not
-  copied.
-"""
-from collections import namedtuple
-
+``histogramdd(input, bins, *, range=None, weight=None, density=False)`` follows
+PyTorch's rules (the last dim of ``input`` holds a point's coordinates; ``bins`` a
+count, one count per dim, or one tensor of edges per dim; the data's range per dim
+unless ``range``, widened by 0.5 each side when empty, ``[0, 1]`` for no points; each
+bin half-open but the last, closed; points outside ignored; ``density`` divides by the
+total and the bin volumes). It is one registry op (a NumPy kernel) whose outputs are
+the histogram and the edges, flat: ``(hist, *bin_edges)``, ``1 + D`` of them (under
+vmap a loop over the examples, stacking each); the public function gives PyTorch's
+``(hist, bin_edges)`` pair."""
 import numpy as np
-
+from collections import namedtuple
 from .._util import op_error
 from ..dispatch import bind
 from ..tensor import Tensor, buffer
-from ._decl import register, composite, Sample, TensorSpec, rand
+from ._decl import register, Sample, TensorSpec, rand, S
+from .. import dtypes as _dt
+from .joining import _index_array
 
-__all__ = ["histogramdd", "segment_reduce"]
+__all__ = ["histogramdd", "bincount", "histc", "histogram"]
+
 
 _HISTDD = namedtuple("histogramdd", ("hist", "bin_edges"))
 
@@ -222,145 +216,121 @@ HISTOGRAMDD = register(
     doc="``(hist, *bin_edges)``: histogramdd's histogram and its edges, flat (nout: 1 + D).")
 
 
-
-# ---------------------------------------------------------------- segment_reduce
-_SEG_REDUCE = {"sum": "sum", "prod": "prod", "mean": "mean", "max": "amax", "amax": "amax",
-               "min": "amin", "amin": "amin"}
-
-
-def _seg_fail(msg, cls=RuntimeError):
-    raise op_error("segment_reduce", msg, cls)
+# ------------------------------------------------------------------ counting (no gradient)
+def _ints(shape, lo, hi, seed=0):
+    return np.random.default_rng(seed).integers(lo, hi, shape)
 
 
-def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
-                   unsafe=False, initial=None):
-    """Reduce consecutive segments of ``data`` along ``axis`` (``reduce``: "sum",
-    "prod", "mean", "max"/"amax", "min"/"amin"), the segments given by their ``lengths``
-    or their ``offsets`` (batch dims first, as ``data``'s leading dims), as
-    ``torch.segment_reduce``: an empty segment gives ``initial`` if given, else the
-    reduction's identity (0, 1, -inf, inf; NaN for mean); ``initial`` takes part in
-    every segment's reduction. Built from ops (``scatter_reduce`` with PyTorch's
-    gradients: ties of max/min share it evenly), so it differentiates at every order,
-    in forward mode and under vmap."""
-    from . import shape as SH, elementwise as E, creation as C, reduce as R, reduce3 as R3
-    from . import indexing as IX
-    if reduce not in _SEG_REDUCE:
-        _seg_fail(f"reduce argument must be either sum, prod, mean, amax or amin, got "
-                  f"{reduce}")
-    red = _SEG_REDUCE[reduce]
-    if indices is not None:
-        _seg_fail("indices based reduction is not supported yet.")
-    if lengths is None and offsets is None:
-        _seg_fail("Either lengths or offsets must be defined.")
-    dt = _np_dt(data)
-    if dt.kind != "f":
-        _seg_fail(f"expected a floating point data, got {dt.name}")
-    nd = len(data.shape)
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or \
-            not -max(nd, 1) <= axis < max(nd, 1):
-        _seg_fail(f"axis {axis} is out of range for data of {nd} dimensions", IndexError)
-    axis = int(axis) % max(nd, 1)
-    if offsets is not None:  # offsets win over lengths, as PyTorch's
-        if _np_dt(offsets).kind not in "iu":
-            _seg_fail(f"expected integer offsets, got {_np_dt(offsets).name}")
-        if len(offsets.shape) == 0 or offsets.shape[-1] < 1:
-            _seg_fail(f"offsets must hold at least one offset, got shape "
-                      f"{tuple(offsets.shape)}")
-        lengths = offsets[..., 1:] - offsets[..., :-1]
-    elif _np_dt(lengths).kind not in "iu":
-        _seg_fail(f"expected integer lengths, got {_np_dt(lengths).name}")
-    if len(lengths.shape) - 1 != axis or tuple(lengths.shape[:-1]) != tuple(data.shape[:axis]):
-        _seg_fail(f"Expected lengths (or offsets) of shape data.shape[:axis] + (segments,) = "
-                  f"{tuple(data.shape[:axis])} + (S,), got {tuple(lengths.shape)} (axis "
-                  f"{axis}, data {tuple(data.shape)})")
-    N, S = data.shape[axis], lengths.shape[-1]
-    if not unsafe and getattr(lengths, "_vlevel", None) is None:  # (its values: not in vmap)
-        lv = np.asarray(_host(buffer(lengths)))
-        if (lv < 0).any():
-            _seg_fail("lengths contains negative value!")
-        if lv.size and not (lv.sum(-1) == N).all():
-            _seg_fail("Expected all rows of lengths along axis to sum to data.size(lengths."
-                      "dim()-1) when !unsafe.")
-    # each position's segment: how many segment ends are at or before it
-    ends = R.cumsum(lengths, -1)
-    pos = C.arange(N, dtype=_dt_int64(), device=data.device)
-    seg = R.sum(SH.unsqueeze(ends, -2) <= SH.unsqueeze(pos, -1), -1)    # (*, N)
-    trail = nd - axis - 1
-    index = SH.expand(SH.reshape(seg, tuple(seg.shape) + (1,) * trail), *data.shape)
-    out_shape = tuple(data.shape[:axis]) + (S,) + tuple(data.shape[axis + 1:])
-    base = C.zeros(out_shape, dtype=data.dtype, device=data.device)
-    if red in ("sum", "mean"):   # (scatter_add: a gather for its gradient)
-        r = IX.scatter_add(base, axis, index, data)
-    else:
-        r = R3.scatter_reduce(base, axis, index, data, red, include_self=False)
-    count = SH.reshape(lengths, tuple(lengths.shape) + (1,) * trail)
-    empty = count == 0
-    if red == "mean":
-        total = r if initial is None else r + initial
-        mean = total / C.cast(E.where(empty, 1, count), data.dtype)
-        return E.where(empty, float("nan") if initial is None else float(initial), mean)
-    if red == "sum":
-        return r if initial is None else r + initial
-    ident = {"prod": 1.0, "amax": float("-inf"), "amin": float("inf")}[red]
-    r = E.where(empty, ident, r)
-    if initial is None:
-        return r
-    if red == "prod":
-        return r * initial
-    return E.clamp(r, min=initial) if red == "amax" else E.clamp(r, max=initial)
-
-
-def _dt_int64():
-    from .. import dtypes as _dt
-    return _dt.int64
-
-
-def _seg_infer(data, lengths=None, offsets=None, *, reduce, axis=0, unsafe=False,
-               initial=None):
-    if reduce not in _SEG_REDUCE:
-        _seg_fail(f"reduce argument must be either sum, prod, mean, amax or amin, got "
-                  f"{reduce}")
-    if lengths is None and offsets is None:
-        _seg_fail("Either lengths or offsets must be defined.")
-    nd = len(data.shape)
-    axis = int(axis) % max(nd, 1)
-    S = offsets.shape[-1] - 1 if offsets is not None else lengths.shape[-1]
-    return TensorSpec(tuple(data.shape[:axis]) + (S,) + tuple(data.shape[axis + 1:]),
-                      _np_dt(data))
-
-
-def _seg_samples(dtype=np.float64):
-    x1 = rand((7,), dtype, seed=1)
-    L1 = np.array([2, 1, 3, 1], np.int64)
-    O1 = np.array([0, 2, 3, 6, 7], np.int64)
-    E1 = np.array([2, 0, 4, 1], np.int64)   # an empty segment: no finite differences there
-    x2 = rand((2, 6, 3), dtype, seed=2)
-    L2 = np.array([[2, 4], [3, 3]], np.int64)
-    off = np.array([[0, 1, 2, 6], [0, 3, 5, 6]], np.int64)
-    out = [Sample((x1, L1, O1), {"reduce": "sum"})]   # both given (offsets win)
-    out += [Sample((x1, L1), {"reduce": r}) for r in ("mean", "max", "min", "prod")]
-    out += [Sample((x1, E1), {"reduce": r}, False) for r in ("sum", "mean", "max", "min",
-                                                              "prod")]
-    out += [Sample((x1, E1), {"reduce": "mean", "initial": 0.5}),
-            Sample((x1, E1), {"reduce": "amax", "initial": -5.0}),
-            Sample((x2, L2), {"reduce": "sum", "axis": 1}),
-            Sample((x2, None, off), {"reduce": "amin", "axis": 1}),
-            Sample((rand((5, 2), dtype, seed=3), np.array([3, 2], np.int64)),
-                   {"reduce": "prod", "initial": 2.0})]
+def _bincount_kernel(x, weights=None, minlength=0, alloc=None):
+    if alloc is not None and type(x) is np.ndarray:  # sized first, counted in place
+        _bincount_infer(x, weights, minlength)  # infer_first=False: the kernel checks
+        if x.size and int(x.min()) < 0 or int(minlength) < 0 or \
+                weights is not None and tuple(weights.shape) != tuple(x.shape):
+            np.bincount(x, weights, minlength=minlength)  # NumPy's error for these
+        n = max(int(x.max()) + 1 if x.size else 0, int(minlength))
+        dt = np.dtype(np.int64) if weights is None else (
+            weights.dtype if weights.dtype.kind == "f" else np.dtype(np.float64))
+        from ..devices.cpu_kernels.scatter import bincount_into
+        return bincount_into(x, weights, alloc((n,), dt))
+    counts = np.bincount(x, weights, minlength=minlength)
+    if weights is not None and weights.dtype.kind == "f":
+        counts = counts.astype(weights.dtype)
+    out = alloc(counts.shape, counts.dtype)
+    out[...] = counts
     return out
 
 
-def _seg_torch(torch, data, lengths=None, offsets=None, *, reduce, **k):
-    return torch.segment_reduce(data, reduce, lengths=lengths, offsets=offsets, **k)
+def _bincount_infer(x, weights=None, minlength=0):
+    if len(x.shape) != 1:
+        raise op_error("bincount", "bincount only supports 1-d non-negative integral inputs.",
+                       RuntimeError)
+    dt = np.dtype(np.int64) if weights is None else (
+        np.dtype(weights.dtype) if np.dtype(weights.dtype).kind == "f" else np.dtype(np.float64))
+    return TensorSpec((None,), dt)
 
 
-composite(segment_reduce, args=("data", "lengths", "offsets"), optional=("lengths", "offsets"),
-          by_name=True, infer=_seg_infer, samples=_seg_samples,
-          error_samples=lambda: [((rand((6,)), np.array([2, 2])), {"reduce": "sum"},
-                                  RuntimeError),
-                                 ((rand((6,)), np.array([2, 4])), {"reduce": "foo"},
-                                  RuntimeError),
-                                 ((rand((6,)),), {"reduce": "sum"}, RuntimeError),
-                                 ((rand((2, 6)), np.array([2, 4])), {"reduce": "sum",
-                                                                     "axis": 1}, RuntimeError)],
-          torch=_seg_torch)
+BINCOUNT = register(name="bincount", kernel=_bincount_kernel, infer=_bincount_infer,
+                    args=("input", "weights"), optional=("weights",), kind="dynamic",
+                    differentiable=False, infer_first=False,
+                    samples=lambda dtype=np.float64: [S(_ints((10,), 0, 5)),
+                                                      S(_ints((6,), 0, 4, 1), rand((6,), dtype),
+                                                        minlength=7)],
+                    torch=lambda T, x, w=None, minlength=0: T.bincount(x, w, minlength),
+                    error_samples=lambda: [((_ints((2, 3), 0, 3),), {}, RuntimeError)])
+
+
+def bincount(input, weights=None, minlength=0):
+    """Counts of each non-negative integer in a 1-D int tensor (``weights`` summed)."""
+    if input.dtype.is_floating_point or input.dtype == _dt.bool or input.ndim != 1:
+        raise op_error("bincount", "bincount only supports 1-d non-negative integral inputs.",
+                       RuntimeError)
+    if input.numel() and int(_index_array(input).min()) < 0:
+        raise op_error("bincount", "bincount only supports 1-d non-negative integral inputs.",
+                       RuntimeError)
+    return bind(BINCOUNT, input, weights, minlength=int(minlength))
+
+
+def _histc_kernel(x, bins=100, min=0, max=0):  # noqa: A002
+    lo, hi = float(min), float(max)
+    if lo == hi and x.size:
+        lo, hi = float(x.min()), float(x.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    h, _ = np.histogram(x, bins=bins, range=(lo, hi))
+    return h.astype(x.dtype)
+
+
+HISTC = register(name="histc", kernel=_histc_kernel, args=("input",), differentiable=False,
+                 infer=lambda x, bins=100, min=0, max=0: TensorSpec((bins,), np.dtype(x.dtype)),
+                 samples=lambda dtype=np.float64: [S(rand((20,), dtype), bins=4, min=-2, max=2),
+                                                   S(rand((3, 4), dtype), bins=5)],
+                 torch=lambda T, x, **k: T.histc(x, **k),
+                 error_samples=lambda: [(("not a tensor",), {}, TypeError)])
+
+
+def histc(input, bins=100, min=0, max=0):  # noqa: A002
+    """A histogram of ``bins`` equal bins over ``[min, max]`` (the data's range when
+    both are 0); elements outside are ignored."""
+    if not input.dtype.is_floating_point:
+        raise op_error("histc", f"\"histogram_cpu\" not implemented for '{input.dtype}'",
+                       RuntimeError)
+    if bins <= 0:
+        raise op_error("histc", "bins must be > 0", RuntimeError)
+    if max < min:
+        raise op_error("histc", "max must be larger than min", RuntimeError)
+    return bind(HISTC, input, bins=int(bins), min=min, max=max)
+
+
+def _histogram_kernel(x, bins=100, range=None, weight=None, density=False):  # noqa: A002
+    h, edges = np.histogram(x, bins=bins, range=range, weights=weight, density=density)
+    return h.astype(x.dtype), edges.astype(x.dtype)
+
+
+HISTOGRAM = register(name="histogram", kernel=_histogram_kernel, args=("input",), nout=2,
+                     differentiable=False,
+                     infer=lambda x, bins=100, range=None, weight=None, density=False: (
+                         TensorSpec((bins,), np.dtype(x.dtype)),
+                         TensorSpec((bins + 1,), np.dtype(x.dtype))),
+                     samples=lambda dtype=np.float64: [S(rand((20,), dtype), bins=4),
+                                                       S(rand((3, 4), dtype), bins=3, range=(-1.0, 1.0))],
+                     torch=lambda T, x, **k: tuple(T.histogram(x, **k)),
+                     error_samples=lambda: [(("not a tensor",), {}, TypeError)])
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
+    """``(hist, bin_edges)`` of ``bins`` equal bins (an int count only)."""
+    if not isinstance(bins, int):
+        raise op_error("histogram", "bins as a tensor of edges is not supported; pass a count",
+                       NotImplementedError)
+    if not input.dtype.is_floating_point:
+        raise op_error("histogram", f"\"histogram_cpu\" not implemented for '{input.dtype}'",
+                       RuntimeError)
+    kw = {"bins": bins}
+    if range is not None:
+        kw["range"] = tuple(float(v) for v in range)
+    if weight is not None:
+        kw["weight"] = _index_array(weight)
+    if density:
+        kw["density"] = True
+    return tuple(bind(HISTOGRAM, input, **kw))
+
