@@ -67,6 +67,14 @@ An ``OpDef`` holds everything about one operator:
     a list of ``(args, attrs, exception class)`` the op must reject.
 ``torch``
     optional ``torch_fn(torch, *tensors, **attrs)``: PyTorch's version for oracles.
+``onnx``
+    the op's ONNX form, for ``tg.onnx.export``: a lowering ``lower(b, st)`` that emits
+    the ONNX nodes of one call through the graph builder ``b`` (``tapegrad.onnx``'s
+    ``Builder``: ``b.input(st, j)``, ``b.output(st, k)``, ``b.node(...)``,
+    ``b.const(...)``; ``st.attrs`` the call's attributes), ``DECOMPOSED`` (a
+    composite that exports as the ops it is made of, which the capture records by
+    itself), or a string: the reason it cannot export (a random draw, no ONNX
+    equivalent). ``tg.onnx.support()`` reports it for every op.
 ``reference``
     optional ``reference(*arrays, **attrs)``: an independent NumPy implementation of
     the forward (an expression op's is its IR evaluated op by op, beside the compiled
@@ -77,6 +85,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Optional
 
 KINDS = ("basic", "workspace", "dynamic", "view")
+DECOMPOSED = "decomposed"  # an ``onnx`` field: the op exports as the ops it is made of
 
 
 class TensorSpec(NamedTuple):
@@ -114,6 +123,7 @@ class OpDef:
     torch: Optional[Callable] = None
     reference: Optional[Callable] = None
     doc: str = ""
+    onnx: Any = None
     # filled by register(): positions of saved inputs, whether "out" is saved
     save_idx: tuple = field(default=(), repr=False)
     save_out: bool = field(default=False, repr=False)
