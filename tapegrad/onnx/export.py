@@ -1,18 +1,14 @@
-"""``tg.onnx.export``: a model's (or a function's) forward, captured once, as ONNX.
+"""``tg.onnx.export``: capture the forward once and build the ONNX graph from its steps.
 
-The forward is captured as ``tg.compile`` captures a program (``compiler.capture``,
-under ``no_grad``): the arguments become the graph's inputs, the parameters and
-constants it read become initializers, and each registry op call is lowered to ONNX
-nodes (opset 17) by its entry in ``LOWERINGS`` (keyed by the op's registry name; an
-elementwise op with a scalar expression, ``tg.elementwise`` ones included, is lowered
-from its expression). An op without a lowering raises ``UnsupportedOperatorError``
-naming it. Needs the ``onnx`` extra (``pip install tapegrad[onnx]``).
-
->>> import tapegrad as tg, tapegrad.nn as nn
->>> model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
->>> tg.onnx.export(model, (tg.randn(2, 4),), "model.onnx",
-...                input_names=["x"], output_names=["y"],
-...                dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})  # doctest: +SKIP
+The forward runs once under ``no_grad`` inside the capture of ``tg.compile``
+(``ExportRecorder``, a ``compiler.capture.Recorder``): the tensor arguments become the
+graph's inputs, the parameters and buffers it read become initializers, and each op
+step is lowered by its op's ``onnx`` field (``OpDef.onnx``) through a ``Builder``.
+A tensor made during the call outside the ops (a factory: the zero initial state
+of an LSTM, a mask built with ``tg.ones``) becomes a constant if it depends on
+nothing but shapes: the forward runs a second time on other values of the same
+shapes, and a value that changed (it was computed from the inputs' data, or drawn
+at random) is refused, naming the op that read it.
 """
 import warnings
 
@@ -21,39 +17,47 @@ import numpy as np
 from ..compiler.capture import Recorder, Unsupported, begin, end
 from ..compiler.program import dce, fold_constants
 from ..dispatch import observe
-from ..fusion import expr as E
 from ..grad_mode import no_grad
+from ..ops_registry import DECOMPOSED
 from ..tensor import Tensor, buffer
 
-__all__ = ["export", "UnsupportedOperatorError", "LOWERINGS", "OPSET"]
+__all__ = ["export", "UnsupportedOperatorError", "Builder", "OPSET", "MAX_OPSET",
+           "MIN_OPSET"]
 
-OPSET = 17
+OPSET = 17        # the default opset_version
+MIN_OPSET = 13    # the lowerings' oldest (Split/Squeeze/ReduceSum take their axes as inputs)
+MAX_OPSET = 21    # the newest that the lowerings and onnxruntime here were checked with
 
 
 class UnsupportedOperatorError(RuntimeError):
-    """An op of the captured forward has no ONNX lowering."""
+    """An op of the captured forward has no ONNX form (the message names it)."""
 
 
-def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic_axes=None):
-    """Write ``model_or_fn(*args)``'s forward to ``path`` as an ONNX model (opset 17).
+def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic_axes=None,
+           opset_version=None):
+    """Write ``model_or_fn(*args)``'s forward to ``path`` as an ONNX model.
 
     ``args``: a tensor or a tuple of them (non-tensor arguments are constants of the
     export). ``input_names``/``output_names``: names of the graph's inputs (the tensor
     arguments, in order) and outputs (default ``input0...``, ``output0...``).
     ``dynamic_axes``: ``{name: {axis: "label"}}`` or ``{name: [axis, ...]}``: those
-    dims are symbolic. The forward runs once, eagerly, under ``no_grad``; Python
-    control flow is recorded as it went (a value read is warned about). Returns the
-    ``onnx.ModelProto`` it wrote.
+    dims are symbolic. ``opset_version``: the ONNX opset (default 17; 13 to 21). The
+    forward runs eagerly under ``no_grad``; Python control flow is recorded as it went
+    (a value read is warned about). Returns the ``onnx.ModelProto`` it wrote.
     """
     try:
         import onnx
-        from onnx import helper, numpy_helper, TensorProto
+        from onnx import helper, numpy_helper
     except ImportError as e:  # pragma: no cover - the extra is missing
         raise ImportError("tg.onnx.export needs the onnx package: pip install "
                           "'tapegrad[onnx]'") from e
+    opset = OPSET if opset_version is None else opset_version
+    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ValueError(f"onnx.export: opset_version must be an int from {MIN_OPSET} to "
+                         f"{MAX_OPSET}, got {opset_version!r}")
     if not isinstance(args, (tuple, list)):
         args = (args,)
-    g, arg_pos = _capture(model_or_fn, args)
+    g, arg_pos = capture(model_or_fn, args)
     steps = fold_constants(g, dce(g, g.steps))
     if any(st.kind == "guard" for st in steps):
         warnings.warn("tg.onnx.export: the forward read a tensor's value in Python "
@@ -69,27 +73,31 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
     if len(output_names) != len(outs):
         raise ValueError(f"onnx.export: {len(output_names)} output names for "
                          f"{len(outs)} outputs")
-    L = _Lowering(g, helper, numpy_helper, TensorProto)
+    dyn = _dynamic(dynamic_axes)
+    b = Builder(g, opset, helper, numpy_helper)
     for v, (pos, _) in g.args.items():
-        L.names[v] = input_names[arg_pos[pos]]
+        b.names[v] = input_names[arg_pos[pos]]
+        for ax in dyn.get(input_names[arg_pos[pos]], {}):
+            b.dynamic.add((v, ax))
     for st in steps:
         if st.kind == "guard":
             continue
         if st.kind != "op":
             raise UnsupportedOperatorError(f"onnx.export: a {st.name} step has no ONNX "
                                            f"lowering (the forward must be made of ops)")
-        L.lower(st)
-    dyn = _dynamic(dynamic_axes)
-    # outputs: an output that is an input or initializer goes through Identity
+        b.lower(st)
     out_infos = []
     for v, name in zip(outs, output_names):
-        src = L.name(v)
-        L.node("Identity", [src], [name])
-        out_infos.append(L.info(name, v, dyn.get(name, {})))
-    in_infos = [L.info(input_names[arg_pos[pos]], v, dyn.get(input_names[arg_pos[pos]], {}))
+        b.node("Identity", [b.name(v)], [name])
+        out_infos.append(b.info(name, v, dyn.get(name, {})))
+    in_infos = [b.info(input_names[arg_pos[pos]], v, dyn.get(input_names[arg_pos[pos]], {}))
                 for v, (pos, _) in sorted(g.args.items(), key=lambda kv: arg_pos[kv[1][0]])]
-    graph = helper.make_graph(L.nodes, "tapegrad", in_infos, out_infos, L.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    nodes, inits = b.nodes, b.inits
+    if not in_infos:  # (onnxruntime wants a graph of constants alone as Constant nodes)
+        nodes = [helper.make_node("Constant", [], [t.name], value=t) for t in inits] + nodes
+        inits = []
+    graph = helper.make_graph(nodes, "tapegrad", in_infos, out_infos, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="tapegrad")
     model.ir_version = min(model.ir_version, 10)
     onnx.checker.check_model(model)
@@ -97,8 +105,42 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
     return model
 
 
-def _capture(fn, args):
-    rec = Recorder()
+# ---------------------------------------------------------------- capture
+class ExportRecorder(Recorder):
+    """The capture of ``tg.compile``, where a tensor made during the call outside the
+    ops becomes a constant of the graph (``made``: value id -> a copy of it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.made = {}
+
+    def _check_externals(self):
+        g = self.g
+        copies = {vid: np.array(a) for vid, a in g.externals.items()
+                  if g.source[vid] == "ext"}
+        super()._check_externals()
+        if self.why is None:
+            return
+        # the externals that died were made in the call: constants of the export
+        self.why = None
+        for vid, arr in copies.items():
+            if vid not in g.externals:
+                g.source[vid] = "const"
+                g.consts[vid] = arr
+                self.made[vid] = arr
+
+    def _outputs(self, r):
+        if isinstance(r, tuple) and type(r) is not tuple:  # a named tuple (aminmax)
+            return (tuple, [self._outputs(x) for x in r])
+        if isinstance(r, Tensor) and id(buffer(r)) not in self.ids:
+            vid = self.new(buffer(r), "const")
+            self.g.consts[vid] = np.array(buffer(r))
+            self.made[vid] = self.g.consts[vid]
+        return super()._outputs(r)
+
+
+def _record(fn, args):
+    rec = ExportRecorder()
     arg_pos = {}
     k = 0
     for i, a in enumerate(args):
@@ -120,7 +162,45 @@ def _capture(fn, args):
     except Unsupported as e:
         raise UnsupportedOperatorError(f"onnx.export: the forward cannot be captured: "
                                        f"{e}") from None
+    return g, arg_pos, rec
+
+
+def capture(fn, args):
+    """The graph of ``fn(*args)`` and each argument position's index among the tensor
+    arguments."""
+    from ..tensor import wrap
+    with no_grad():
+        g, arg_pos, rec = _record(fn, args)
+    if rec.made:
+        # made in the call: constant only if the same on a second run (with other
+        # values of the floating arguments: a random draw differs anyway)
+        other = [wrap(buffer(a) + buffer(a).dtype.type(0.5) * (1 + np.abs(buffer(a))))
+                 if _floating(a) else a for a in args]
+        try:
+            g2, _, rec2 = _record(fn, other)
+        except UnsupportedOperatorError:
+            rec2 = None
+        ok = rec2 is not None and len(g2.steps) == len(g.steps) and \
+            [st.name for st in g2.steps] == [st.name for st in g.steps]
+        if ok:
+            for vid, arr in rec.made.items():
+                b = rec2.made.get(vid)
+                if b is None or b.shape != arr.shape or not np.array_equal(
+                        b, arr, equal_nan=arr.dtype.kind in "fc"):
+                    ok = False
+                    break
+        if not ok:
+            vid = next(iter(rec.made))
+            raise UnsupportedOperatorError(
+                f"onnx.export: {rec.first_read.get(vid, 'the forward')} read a tensor "
+                f"made during the call outside tapegrad's ops (shape {g.shapes[vid]}, "
+                f"{g.dtypes[vid]}) whose values depend on the inputs' values or on the "
+                f"random generator: it cannot be an ONNX constant; compute it with ops")
     return g, arg_pos
+
+
+def _floating(a):
+    return isinstance(a, Tensor) and np.dtype(buffer(a).dtype).kind == "f"
 
 
 def _dynamic(dynamic_axes):
@@ -133,17 +213,25 @@ def _dynamic(dynamic_axes):
     return out
 
 
-class _Lowering:
-    """Names, initializers and nodes of the graph being built."""
+# ---------------------------------------------------------------- the graph builder
+class Builder:
+    """What a lowering ``lower(b, st)`` builds with: names of values, initializers,
+    nodes. ``st`` is the op step: ``st.ins`` (value ids, or ``("lit", x)`` for a
+    Python scalar or ``None``), ``st.outs``, ``st.attrs``. ``b.opset`` is the target
+    opset; ``b.dynamic`` holds ``(value, axis)`` pairs of the graph inputs' symbolic
+    dims."""
 
-    def __init__(self, g, helper, numpy_helper, tp):
-        self.g, self.helper, self.nh, self.tp = g, helper, numpy_helper, tp
+    def __init__(self, g, opset, helper, numpy_helper):
+        self.g, self.opset, self.helper, self.nh = g, opset, helper, numpy_helper
         self.names = {}
         self.nodes = []
         self.inits = []
+        self.dynamic = set()
         self.k = 0
+        self._consts = {}
 
-    def fresh(self, hint):
+    # ------------------------------------------------------------ names and values
+    def fresh(self, hint="t"):
         self.k += 1
         return f"{hint}_{self.k}"
 
@@ -159,281 +247,158 @@ class _Lowering:
         raise UnsupportedOperatorError(f"onnx.export: value {v} is not produced by an op")
 
     def const(self, arr, hint="const"):
+        """An initializer holding ``arr`` (small ones are shared)."""
+        arr = np.asarray(arr)
+        arr = np.ascontiguousarray(arr).reshape(arr.shape)  # (ascontiguousarray: ndim >= 1)
+        key = None
+        if arr.size <= 16:
+            key = (arr.dtype.str, arr.shape, arr.tobytes())
+            n = self._consts.get(key)
+            if n is not None:
+                return n
         n = self.fresh(hint)
-        arr = np.ascontiguousarray(arr)
         self.inits.append(self.nh.from_array(arr, n))
+        if key is not None:
+            self._consts[key] = n
         return n
 
-    def node(self, op_type, inputs, outputs, **attrs):
-        self.nodes.append(self.helper.make_node(op_type, inputs, outputs,
-                                                name=self.fresh(op_type), **attrs))
-        return outputs
+    def ints(self, values):
+        return self.const(np.asarray(list(values), dtype=np.int64), "ints")
+
+    def node(self, op_type, inputs, outputs=1, **attrs):
+        """Add a node; ``outputs``: names, or a count of fresh ones. Returns the
+        output names (one name when a count of 1 was asked)."""
+        single = outputs == 1
+        if isinstance(outputs, int):
+            outputs = [self.fresh(op_type) for _ in range(outputs)]
+        self.nodes.append(self.helper.make_node(op_type, list(inputs), list(outputs),
+                                                name=self.fresh("n_" + op_type), **attrs))
+        return outputs[0] if single else outputs
 
     def info(self, name, v, dyn):
         shape = [dyn.get(i, d) for i, d in enumerate(self.g.shapes[v])]
-        return self.helper.make_tensor_value_info(
-            name, self.helper.np_dtype_to_tensor_dtype(np.dtype(self.g.dtypes[v])), shape)
+        return self.helper.make_tensor_value_info(name, self.onnx_type(self.g.dtypes[v]), shape)
 
-    def dtype_of(self, st):
-        for i in st.ins:
-            if type(i) is int:
-                return np.dtype(self.g.dtypes[i])
-        return np.dtype(np.float32)
+    def onnx_type(self, dtype):
+        return self.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
-    def arg(self, st, j):
-        """Input ``j`` of step ``st`` as a graph name (a scalar: an initializer of the
-        step's dtype, as a weak scalar is)."""
+    # ------------------------------------------------------------ a step's values
+    def is_tensor(self, st, j):
+        return j < len(st.ins) and type(st.ins[j]) is int
+
+    def literal(self, st, j):
+        """The Python value of input ``j`` (a scalar or None), or a constant tensor's
+        value; None if it is computed."""
+        if j >= len(st.ins):
+            return None
+        i = st.ins[j]
+        if type(i) is not int:
+            return i[1]
+        if self.g.source[i] == "const":
+            return self.g.consts[i]
+        return None
+
+    def shape(self, st, j):
+        i = st.ins[j]
+        return tuple(self.g.shapes[i]) if type(i) is int else np.shape(i[1])
+
+    def dtype(self, st, j):
         i = st.ins[j]
         if type(i) is int:
-            return self.name(i)
+            return np.dtype(self.g.dtypes[i])
+        return self.out_dtype(st)
+
+    def out_shape(self, st, k=0):
+        return tuple(self.g.shapes[st.outs[k]])
+
+    def out_dtype(self, st, k=0):
+        return np.dtype(self.g.dtypes[st.outs[k]])
+
+    def input(self, st, j, dtype=None):
+        """Input ``j`` of step ``st`` as a graph name: a Python scalar becomes an
+        initializer of ``dtype`` (default: the step's first tensor input's dtype, as a
+        weak scalar), ``None`` the empty name."""
+        i = st.ins[j] if j < len(st.ins) else ("lit", None)
+        if type(i) is int:
+            n = self.name(i)
+            if dtype is not None and np.dtype(self.g.dtypes[i]) != np.dtype(dtype):
+                n = self.cast(n, dtype)
+            return n
         v = i[1]
         if v is None:
             return ""
-        return self.const(np.asarray(v, dtype=self.dtype_of(st)))
+        if dtype is None:
+            ts = [k for k in st.ins if type(k) is int]
+            dtype = self.g.dtypes[ts[0]] if ts else self.out_dtype(st)
+        return self.const(np.asarray(v, dtype=dtype))
 
-    def out(self, st, k=0):
+    def output(self, st, k=0):
         v = st.outs[k]
         n = self.names.get(v)
         if n is None:
             n = self.names[v] = self.fresh(st.op.name)
         return n
 
+    def alias_output(self, st, name, k=0):
+        """Output ``k`` of ``st`` is the value already named ``name``."""
+        self.names[st.outs[k]] = name
+
+    # ------------------------------------------------------------ common nodes
+    def cast(self, x, dtype, out=1):
+        return self.node("Cast", [x], out, to=self.onnx_type(dtype))
+
+    def unsqueeze(self, x, axes, out=1):
+        return self.node("Unsqueeze", [x, self.ints(axes)], out)
+
+    def squeeze(self, x, axes, out=1):
+        return self.node("Squeeze", [x, self.ints(axes)], out)
+
+    def reshape(self, x, shape, out=1):
+        return self.node("Reshape", [x, self.ints(shape)], out)
+
+    def reduce(self, op_type, x, axes, keepdims, out=1):
+        """A Reduce* node over ``axes`` (None: all), in the opset's form (the axes an
+        input from opset 18, ReduceSum's from 13)."""
+        kw = {"keepdims": int(bool(keepdims))}
+        if axes is not None and len(axes) == 0:
+            return self.node("Identity", [x], out)
+        if axes is None:
+            return self.node(op_type, [x], out, **kw)
+        if op_type == "ReduceSum" or self.opset >= 18:
+            return self.node(op_type, [x, self.ints(axes)], out, **kw)
+        return self.node(op_type, [x], out, axes=list(axes), **kw)
+
+    def split(self, x, sizes, axis, out=None):
+        out = len(sizes) if out is None else out
+        return self.node("Split", [x, self.ints(sizes)], out, axis=axis)
+
+    def slice(self, x, starts, ends, axes, steps=None, out=1):
+        ins = [x, self.ints(starts), self.ints(ends), self.ints(axes)]
+        if steps is not None:
+            ins.append(self.ints(steps))
+        return self.node("Slice", ins, out)
+
+    def gather_static(self, x, src_shape, flat_index, out=1, fill=None):
+        """The output whose elements are ``x``'s flattened elements at ``flat_index``
+        (an int array of the output's shape; with ``fill``, index -1 takes ``fill``)."""
+        flat = self.reshape(x, [-1])
+        idx = np.asarray(flat_index, dtype=np.int64)
+        if fill is not None:
+            flat = self.node("Concat", [flat, fill], axis=0)
+            idx = np.where(idx < 0, int(np.prod(src_shape)), idx)
+        return self.node("Gather", [flat, self.const(idx, "index")], out, axis=0)
+
+    # ------------------------------------------------------------ lowering a step
     def lower(self, st):
         op = st.op
-        fn = LOWERINGS.get(op.name)
-        if fn is None and (op.expr or getattr(op, "fusion", None) is not None):
-            fn = _lower_expression
-        if fn is None:
+        fn = op.onnx
+        if not callable(fn):
             shapes = ", ".join(str(self.g.shapes[i]) if type(i) is int else repr(i[1])
                                for i in st.ins)
+            why = ("it is a composite whose ops the capture should have recorded"
+                   if fn == DECOMPOSED else fn or "no ONNX form is declared")
             raise UnsupportedOperatorError(
                 f"onnx.export: the op '{op.name}' has no ONNX lowering (called on "
-                f"[{shapes}]); add one to tapegrad.onnx.LOWERINGS")
+                f"[{shapes}]): {why}")
         fn(self, st)
 
-
-# ---------------------------------------------------------------- lowerings
-def _simple(onnx_op, **fixed):
-    def lower(L, st):
-        L.node(onnx_op, [L.arg(st, j) for j in range(len(st.ins))], [L.out(st)], **fixed)
-    return lower
-
-
-def _linear(L, st):
-    x, w = L.arg(st, 0), L.arg(st, 1)
-    b = L.arg(st, 2) if len(st.ins) > 2 else ""
-    if len(L.g.shapes[st.ins[0]]) == 2:
-        L.node("Gemm", [x, w] + ([b] if b else []), [L.out(st)], transB=1)
-        return
-    wt = L.node("Transpose", [w], [L.fresh("wT")], perm=[1, 0])[0]
-    if b:
-        y = L.node("MatMul", [x, wt], [L.fresh("xw")])[0]
-        L.node("Add", [y, b], [L.out(st)])
-    else:
-        L.node("MatMul", [x, wt], [L.out(st)])
-
-
-def _reshape(L, st):
-    src = L.g.shapes[st.ins[0]]
-    target = list(L.g.shapes[st.outs[0]])
-    # a leading dim kept as it is (the batch) is copied from the input (0), so the
-    # graph works for any size of it
-    for i, d in enumerate(target):
-        if i < len(src) and src[i] == d and all(src[j] == target[j] for j in range(i)):
-            target[i] = 0
-        else:
-            break
-    if target.count(0) and any(d != 0 for d in target):
-        # a later dim that absorbed the rest is inferred (-1)
-        rest = [i for i, d in enumerate(target) if d != 0]
-        if len(rest) == 1:
-            target[rest[0]] = -1
-    shape = L.const(np.array(target, dtype=np.int64), "shape")
-    L.node("Reshape", [L.arg(st, 0), shape], [L.out(st)])
-
-
-def _conv2d(L, st):
-    a = st.attrs
-    (pt, pb), (pl, pr) = a["padding"]
-    ins = [L.arg(st, 0), L.arg(st, 1)]
-    if len(st.ins) > 2 and not (type(st.ins[2]) is tuple and st.ins[2][1] is None):
-        ins.append(L.arg(st, 2))
-    kh, kw = L.g.shapes[st.ins[1]][2:]
-    L.node("Conv", ins, [L.out(st)], kernel_shape=[kh, kw], strides=list(a["stride"]),
-           pads=[pt, pl, pb, pr], dilations=list(a["dilation"]), group=a["groups"])
-
-
-def _pool(onnx_op):
-    def lower(L, st):
-        a = st.attrs
-        ph, pw = a.get("padding", (0, 0))
-        kw = dict(kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
-                  pads=[ph, pw, ph, pw], ceil_mode=int(bool(a.get("ceil_mode", False))))
-        if onnx_op == "MaxPool":
-            kw["dilations"] = list(a.get("dilation", (1, 1)))
-        elif "count_include_pad" in a:
-            kw["count_include_pad"] = int(bool(a["count_include_pad"]))
-        outs = [L.out(st)]
-        if len(st.outs) > 1 and onnx_op == "MaxPool":
-            L._unused_second(st)
-        L.node(onnx_op, [L.arg(st, 0)], outs, **kw)
-    return lower
-
-
-def _unused_second(self, st):
-    """max_pool2d's second output (tapegrad's argmax layout) is not ONNX's: refuse it
-    if the forward used it."""
-    self.names[st.outs[1]] = None
-
-
-_Lowering._unused_second = _unused_second
-
-
-def _axes(st, key="dim"):
-    d = st.attrs.get(key)
-    if d is None:
-        return None
-    return [int(x) for x in (d if isinstance(d, (tuple, list)) else (d,))]
-
-
-def _softmax(onnx_op):
-    def lower(L, st):
-        L.node(onnx_op, [L.arg(st, 0)], [L.out(st)], axis=int(st.attrs.get("dim", -1)))
-    return lower
-
-
-def _reduce(onnx_op):
-    def lower(L, st):
-        axes = _axes(st)
-        keep = int(bool(st.attrs.get("keepdim", False)))
-        x = L.arg(st, 0)
-        if axes is None:
-            axes = list(range(len(L.g.shapes[st.ins[0]])))
-        if onnx_op == "ReduceSum":
-            ax = L.const(np.array(axes, dtype=np.int64), "axes")
-            L.node("ReduceSum", [x, ax], [L.out(st)], keepdims=keep)
-        else:
-            L.node(onnx_op, [x], [L.out(st)], axes=axes, keepdims=keep)
-    return lower
-
-
-def _permute(L, st):
-    dims = st.attrs.get("dims") or st.attrs.get("perm")
-    L.node("Transpose", [L.arg(st, 0)], [L.out(st)], perm=[int(d) for d in dims])
-
-
-def _cast(L, st):
-    to = L.helper.np_dtype_to_tensor_dtype(np.dtype(st.attrs["dtype"]))
-    L.node("Cast", [L.arg(st, 0)], [L.out(st)], to=to)
-
-
-def _cat(L, st):
-    L.node("Concat", [L.arg(st, j) for j in range(len(st.ins))], [L.out(st)],
-           axis=int(st.attrs.get("dim", 0)))
-
-
-def _broadcast_to(L, st):
-    shape = L.const(np.array(L.g.shapes[st.outs[0]], dtype=np.int64), "shape")
-    L.node("Expand", [L.arg(st, 0), shape], [L.out(st)])
-
-
-def _embedding(L, st):
-    L.node("Gather", [L.arg(st, 1), L.arg(st, 0)], [L.out(st)], axis=0)
-
-
-def _identity(L, st):
-    L.node("Identity", [L.arg(st, 0)], [L.out(st)])
-
-
-def _squeeze_like(onnx_op):
-    def lower(L, st):
-        axes = _axes(st)
-        if onnx_op == "Squeeze" and axes is None:
-            L.node("Squeeze", [L.arg(st, 0)], [L.out(st)])
-            return
-        ax = L.const(np.array(axes, dtype=np.int64), "axes")
-        L.node(onnx_op, [L.arg(st, 0), ax], [L.out(st)])
-    return lower
-
-
-LOWERINGS = {
-    "add": _simple("Add"), "sub": _simple("Sub"), "mul": _simple("Mul"),
-    "div": _simple("Div"), "pow": _simple("Pow"), "neg": _simple("Neg"),
-    "exp": _simple("Exp"), "log": _simple("Log"), "sqrt": _simple("Sqrt"),
-    "abs": _simple("Abs"), "tanh": _simple("Tanh"), "sigmoid": _simple("Sigmoid"),
-    "relu": _simple("Relu"), "erf": _simple("Erf"), "sin": _simple("Sin"),
-    "cos": _simple("Cos"), "maximum": _simple("Max"), "minimum": _simple("Min"),
-    "matmul": _simple("MatMul"), "reciprocal": _simple("Reciprocal"),
-    "where": _simple("Where"), "floor": _simple("Floor"), "ceil": _simple("Ceil"),
-    "sign": _simple("Sign"), "eq": _simple("Equal"), "lt": _simple("Less"),
-    "gt": _simple("Greater"), "le": _simple("LessOrEqual"), "ge": _simple("GreaterOrEqual"),
-    "logical_not": _simple("Not"), "logical_and": _simple("And"),
-    "logical_or": _simple("Or"), "softplus": _simple("Softplus"),
-    "linear": _linear, "reshape": _reshape, "conv2d": _conv2d,
-    "max_pool2d": _pool("MaxPool"), "avg_pool2d": _pool("AveragePool"),
-    "softmax": _softmax("Softmax"), "log_softmax": _softmax("LogSoftmax"),
-    "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "amax": _reduce("ReduceMax"),
-    "amin": _reduce("ReduceMin"), "permute": _permute, "cast": _cast, "cat": _cat,
-    "broadcast_to": _broadcast_to, "embedding": _embedding, "clone": _identity,
-    "squeeze": _squeeze_like("Squeeze"), "unsqueeze": _squeeze_like("Unsqueeze"),
-}
-
-
-# ---------------------------------------------------------------- from an expression
-_E_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow",
-             "maximum": "Max", "minimum": "Min", "lt": "Less", "le": "LessOrEqual",
-             "gt": "Greater", "ge": "GreaterOrEqual", "eq": "Equal", "and": "And",
-             "or": "Or"}
-_E_UNARY = {"neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "tanh": "Tanh",
-            "sigmoid": "Sigmoid", "erf": "Erf", "abs": "Abs", "sign": "Sign", "sin": "Sin",
-            "cos": "Cos", "not": "Not", "softplus": "Softplus"}
-
-
-def _lower_expression(L, st):
-    op = st.op
-    names = [L.arg(st, j) for j in range(len(st.ins))]
-    dtype = L.dtype_of(st)
-    fz = getattr(op, "fusion", None)
-    if fz is not None and hasattr(fz, "graph") and getattr(fz, "nout", 0) == 1:
-        ins, outs = fz.graph(st.attrs)
-        out = outs[0]
-    else:
-        if st.attrs:
-            raise UnsupportedOperatorError(f"onnx.export: the op '{op.name}' has no ONNX "
-                                           f"lowering (attributes {sorted(st.attrs)})")
-        ins = [E.var(f"__onnx{k}") for k in range(len(op.args))]
-        out = E.parse(op.expr, dict(zip(op.args, ins)))
-    vals = dict(zip(ins, names))
-    for n in E.topo([out]):
-        if n in vals:
-            continue
-        if n.op == "const":
-            vals[n] = L.const(np.asarray(n.value, dtype=dtype))
-            continue
-        a = [vals[x] for x in n.args]
-        res = L.out(st) if n is out else L.fresh(op.name)
-        if n.op in _E_BINARY:
-            L.node(_E_BINARY[n.op], a, [res])
-        elif n.op in _E_UNARY:
-            L.node(_E_UNARY[n.op], a, [res])
-        elif n.op == "where":
-            L.node("Where", a, [res])
-        elif n.op == "log1p":
-            one = L.const(np.asarray(1, dtype=dtype))
-            t = L.node("Add", [a[0], one], [L.fresh("t")])[0]
-            L.node("Log", [t], [res])
-        elif n.op == "expm1":
-            one = L.const(np.asarray(1, dtype=dtype))
-            t = L.node("Exp", [a[0]], [L.fresh("t")])[0]
-            L.node("Sub", [t, one], [res])
-        elif n.op == "rsqrt":
-            t = L.node("Sqrt", [a[0]], [L.fresh("t")])[0]
-            L.node("Reciprocal", [t], [res])
-        else:
-            raise UnsupportedOperatorError(f"onnx.export: the op '{op.name}' has no ONNX "
-                                           f"lowering ({n.op!r} in its expression)")
-        if n.is_bool and n is out:
-            pass
-        vals[n] = res
-    if out in vals and vals[out] != L.out(st):
-        L.node("Identity", [vals[out]], [L.out(st)])
