@@ -1,4 +1,4 @@
-"""tg.onnx.export: onnx.checker passes and onnxruntime reproduces the outputs (issue 11)."""
+"""tg.onnx.export: onnx.checker passes and onnxruntime reproduces the outputs."""
 import numpy as np
 import pytest
 
@@ -60,9 +60,34 @@ def test_plain_function_with_expression_ops(tmp_path):
         np.testing.assert_allclose(o, r.numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_an_op_without_lowering_is_named(tmp_path):
-    with pytest.raises(tg.onnx.UnsupportedOperatorError, match="'cumsum'"):
-        tg.onnx.export(lambda x: x.cumsum(0) * 2, (tg.randn(3),), str(tmp_path / "g.onnx"))
+def test_an_op_without_lowering_is_named_with_its_reason(tmp_path):
+    with pytest.raises(tg.onnx.UnsupportedOperatorError, match="'lgamma'.*no ONNX operator"):
+        tg.onnx.export(lambda x: tg.lgamma(x) * 2, (tg.randn(3),), str(tmp_path / "g.onnx"))
+
+
+def test_a_value_drawn_at_random_in_the_forward_is_refused(tmp_path):
+    with pytest.raises(tg.onnx.UnsupportedOperatorError, match="random generator"):
+        tg.onnx.export(lambda x: x + tg.randn(3), (tg.randn(3),), str(tmp_path / "r.onnx"))
+
+
+def test_a_value_computed_with_numpy_from_the_input_is_refused(tmp_path):
+    def f(x):
+        return x * tg.tensor(x.numpy() * 2)
+    with pytest.raises(tg.onnx.UnsupportedOperatorError, match="inputs' values"):
+        tg.onnx.export(f, (tg.randn(3),), str(tmp_path / "n.onnx"))
+
+
+def test_opset_version_is_honored_and_checked(tmp_path):
+    for v in (13, 17, 18, tg.onnx.MAX_OPSET):
+        m = tg.onnx.export(lambda x: x.sum(1, keepdim=True).amax(0), (tg.randn(3, 4),),
+                           str(tmp_path / f"o{v}.onnx"), opset_version=v)
+        assert [o.version for o in m.opset_import if o.domain == ""] == [v]
+        x = np.random.default_rng(v).standard_normal((3, 4)).astype(np.float32)
+        (out,) = _run(tmp_path / f"o{v}.onnx", {"input0": x})
+        np.testing.assert_allclose(out, x.sum(1, keepdims=True).max(0), rtol=1e-5)
+    with pytest.raises(ValueError, match="opset_version"):
+        tg.onnx.export(lambda x: x + 1, (tg.randn(3),), str(tmp_path / "b.onnx"),
+                       opset_version=12)
 
 
 def test_names_must_match_the_arguments(tmp_path):
