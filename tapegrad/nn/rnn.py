@@ -114,7 +114,7 @@ def _layer(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, nonlinearity="tanh", 
     per-gate contiguous pieces and runs each step as a matmul with the hidden state,
     one cut of its result into gates, the fused gate kernel and the projection."""
     T = x.shape[0]
-    last = 0 if reverse else T - 1
+    last = 0 if reverse else -1   # (-1: an exported graph takes any sequence length's last)
     if mode == "GRU":                                # b_hh stays apart: r (W_hn h + b_hn)
         out, _ = gru_layer(F.linear(x, w_ih, b_ih), h, w_hh, b_hh, reverse)
         return out, out[last], None
