@@ -79,8 +79,11 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
         b.names[v] = input_names[arg_pos[pos]]
         for ax in dyn.get(input_names[arg_pos[pos]], {}):
             b.dynamic.add((v, ax))
-    for st in steps:
+    for k, st in enumerate(steps):
         if st.kind == "guard":
+            continue
+        if st.kind == "write":
+            _write(b, g, st, steps[k + 1:])
             continue
         if st.kind != "op":
             raise UnsupportedOperatorError(f"onnx.export: a {st.name} step has no ONNX "
@@ -89,7 +92,9 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
     out_infos = []
     for v, name in zip(outs, output_names):
         b.node("Identity", [b.name(v)], [name])
-        out_infos.append(b.info(name, v, dyn.get(name, {})))
+        # with symbolic input dims, an output's dims it does not name are left unknown
+        # (a static size there would be wrong at another batch)
+        out_infos.append(b.info(name, v, dyn.get(name, {}), unknown=bool(b.dynamic)))
     in_infos = [b.info(input_names[arg_pos[pos]], v, dyn.get(input_names[arg_pos[pos]], {}))
                 for v, (pos, _) in sorted(g.args.items(), key=lambda kv: arg_pos[kv[1][0]])]
     nodes, inits = b.nodes, b.inits
@@ -103,6 +108,21 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return model
+
+
+def _write(b, g, st, later):
+    """An in-place op's result written into its tensor: later reads of the tensor
+    read the result (ONNX values are immutable). A view of the same memory read later
+    would see the old value: refused."""
+    into = st.into
+    root = g.root(into)
+    shared = {v for v in range(len(g.shapes)) if v != into and g.root(v) == root}
+    for s2 in later:
+        if shared.intersection(s2.reads()):
+            raise UnsupportedOperatorError(
+                f"onnx.export: an in-place op wrote into a tensor whose view "
+                f"{s2.name} reads afterwards; make the op out of place")
+    b.names[into] = b.name(st.ins[0])
 
 
 # ---------------------------------------------------------------- capture
@@ -275,8 +295,8 @@ class Builder:
                                                 name=self.fresh("n_" + op_type), **attrs))
         return outputs[0] if single else outputs
 
-    def info(self, name, v, dyn):
-        shape = [dyn.get(i, d) for i, d in enumerate(self.g.shapes[v])]
+    def info(self, name, v, dyn, unknown=False):
+        shape = [dyn.get(i, None if unknown else d) for i, d in enumerate(self.g.shapes[v])]
         return self.helper.make_tensor_value_info(name, self.onnx_type(self.g.dtypes[v]), shape)
 
     def onnx_type(self, dtype):

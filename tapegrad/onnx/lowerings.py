@@ -304,19 +304,25 @@ def _cast(b, st):
 
 
 def _reshape(b, st):
+    """Leading dims kept as they are (the batch) are copied from the input (0), so
+    the graph works for any size of them; trailing dims kept are given; a single dim
+    left between them is inferred (-1): a flatten of the leading dims (``view(-1,
+    V)``) works at any batch and length too."""
     src = b.shape(st, 0)
     target = list(b.out_shape(st))
-    # leading dims kept as they are (the batch) are copied from the input (0), so the
-    # graph works for any size of them; then a single other dim is inferred (-1)
-    k = 0
-    while k < min(len(src), len(target)) and src[k] == target[k] and target[k] != 0:
-        k += 1
     if 0 in src or 0 in target:
-        k = 0
-    rest = list(range(k, len(target)))
+        b.node("Reshape", [b.input(st, 0), b.ints(target)], [b.output(st)])
+        return
+    k = 0
+    while k < min(len(src), len(target)) and src[k] == target[k]:
+        k += 1
+    t = 0
+    while (t < min(len(src), len(target)) - k and src[len(src) - 1 - t] == target[-1 - t]):
+        t += 1
     shape = [0] * k + target[k:]
-    if k and len(rest) == 1:
-        shape[rest[0]] = -1
+    middle = list(range(k, len(target) - t))
+    if len(middle) == 1:
+        shape[middle[0]] = -1
     b.node("Reshape", [b.input(st, 0), b.ints(shape)], [b.output(st)])
 
 
@@ -550,6 +556,15 @@ def _getitem(b, st):
 def _index_put(b, st):
     shape = b.shape(st, 0)
     pos = _index_positions(shape, st.attrs["index"])
+    if pos.shape == shape and np.array_equal(pos.reshape(-1), np.arange(pos.size)):
+        # x[...] = v, x[:] = v: the value broadcast (the batch stays symbolic)
+        v = b.input(st, 1, b.out_dtype(st))
+        if b.shape(st, 1) == shape:
+            b.node("Identity", [v], [b.output(st)])
+        else:
+            x = b.input(st, 0)
+            b.node("Expand", [v, b.node("Shape", [x])], [b.output(st)])
+        return
     flat = b.reshape(b.input(st, 0), [-1])
     v = b.input(st, 1, b.out_dtype(st))
     v = _expand_to(b, v, b.shape(st, 1), pos.shape) if pos.shape != b.shape(st, 1) else v
