@@ -12,6 +12,12 @@ checkpoint saved and reloaded (the reloaded model must give identical prediction
 ``curves.png`` (training and validation loss, in bits per character) in ``--out``,
 a few lines of text sampled from the model, and the last line
 ``val bits-per-char: X.XXX``.
+
+``--export model.onnx`` also writes the trained model as ONNX (``tg.onnx.export``,
+a dynamic batch; the LSTM: any sequence length, its state as inputs and outputs;
+the Transformer: the full context, which a shorter text fills on the right, as the
+causal mask keeps the later positions from the earlier ones) and samples the same
+prompt with onnxruntime: the text must be the one the model sampled.
 """
 import argparse
 import math
@@ -227,6 +233,64 @@ def sample(model, data, prompt, n, temperature=0.8, seed=0, context=128):
     return data.decode(codes)
 
 
+def export_onnx(model, path, context):
+    """The trained model as ONNX: ``tokens`` (batch, seq) -> ``logits``; the LSTM also
+    takes and returns its state (``h``, ``c``: layers, batch, hidden); the
+    Transformer's seq is its context."""
+    model.eval()
+    if isinstance(model, LSTMLM):
+        x = tg.zeros((1, 8), dtype=tg.int64)
+        seq = {0: "batch", 1: "seq"}
+        L, H = model.lstm.num_layers, model.lstm.hidden_size
+        h = tg.zeros((L, 1, H))
+
+        def step(x, h, c):
+            logits, (h, c) = model(x, (h, c))
+            return logits, h, c
+        tg.onnx.export(step, (x, h, h.clone()), path, input_names=["tokens", "h", "c"],
+                       output_names=["logits", "h_n", "c_n"],
+                       dynamic_axes={"tokens": seq, "logits": seq, "h": {1: "batch"},
+                                     "c": {1: "batch"}, "h_n": {1: "batch"},
+                                     "c_n": {1: "batch"}})
+    else:
+        x = tg.zeros((1, context), dtype=tg.int64)
+        tg.onnx.export(model, (x,), path, input_names=["tokens"], output_names=["logits"],
+                       dynamic_axes={"tokens": {0: "batch"}, "logits": {0: "batch"}})
+    model.train()
+
+
+def sample_onnx(path, data, prompt, n, temperature=0.8, seed=0, context=128):
+    """``sample`` with onnxruntime running the exported model."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    rng = np.random.default_rng(seed)
+    codes = list(data.encode(prompt))
+    feed = codes
+    state = None
+    for _ in range(n):
+        if "h" in names:
+            if state is None:
+                shape = [d if isinstance(d, int) else 1 for d in sess.get_inputs()[1].shape]
+                state = [np.zeros(shape, np.float32)] * 2
+            logits, h, c = sess.run(None, {"tokens": np.array([feed], np.int64),
+                                           "h": state[0], "c": state[1]})
+            state = [h, c]
+            z = logits[0, -1]
+        else:  # the context filled on the right: the last real position's logits
+            window = codes[-context:]
+            tokens = np.zeros((1, context), np.int64)
+            tokens[0, :len(window)] = window
+            (logits,) = sess.run(None, {"tokens": tokens})
+            z = logits[0, len(window) - 1]
+        z = z.astype(np.float64) / temperature
+        p = np.exp(z - z.max())
+        nxt = int(rng.choice(len(p), p=p / p.sum()))
+        codes.append(nxt)
+        feed = [nxt]
+    return data.decode(codes)
+
+
 def plot(history, out):
     import matplotlib
     matplotlib.use("Agg")
@@ -272,6 +336,9 @@ def main(argv=None):
                    help="BLAS threads (default 1: these matrices are small, and extra "
                         "threads hurt on a busy machine; 0 leaves BLAS as it is)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--export", default=None, metavar="PATH",
+                   help="write the trained model as ONNX to PATH and sample it with "
+                        "onnxruntime")
     args = p.parse_args(argv)
     with _blas_threads(args.blas_threads):
         return run(args)
@@ -308,9 +375,20 @@ def run(args):
     print(f"trained {args.steps} steps in {train_s:.0f} s; validation loss {val:.3f}, "
           f"perplexity {math.exp(val):.2f}")
     print("--- sampled text (temperature 0.8) ---")
-    print(sample(model, data, "The ", args.sample_chars, seed=args.seed,
-                 context=args.seq_len))
+    text = sample(model, data, "The ", args.sample_chars, seed=args.seed,
+                  context=args.seq_len)
+    print(text)
     print("---")
+    if args.export:
+        export_onnx(model, args.export, args.seq_len)
+        onnx_text = sample_onnx(args.export, data, "The ", args.sample_chars, seed=args.seed,
+                                context=args.seq_len)
+        print(f"--- sampled by onnxruntime from {args.export} ---")
+        print(onnx_text)
+        print("---")
+        if onnx_text != text:
+            raise SystemExit("onnxruntime sampled a different text from the exported model")
+        print("onnxruntime sampled the same text")
     bpc = val / LN2
     print(f"val bits-per-char: {bpc:.3f}")
     return bpc
