@@ -472,6 +472,15 @@ CAST = register(name="cast", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_cast_k
                 torch=_cast_torch)
 
 
+def cast(x, dtype):
+    """``x`` as ``dtype`` (differentiable between float dtypes)."""
+    d = _dt.as_dtype(dtype).np
+    data = getattr(x, "_data", x)
+    if data.dtype == d:
+        return x
+    return bind(CAST, x, dtype=d)
+
+
 def _cast_infer_checked(x, dtype):
     if np.dtype(dtype) not in _dt._BY_NP:
         raise TypeError(f"cast: unsupported dtype {np.dtype(dtype)}")
@@ -493,6 +502,10 @@ CLONE = register(name="clone", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_clon
                  samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {})],
                  error_samples=lambda: [(("x",), {}, TypeError)],
                  torch=lambda torch, x: x.clone())
+
+
+def clone(input, *, memory_format=None):
+    return bind(CLONE, input)
 
 
 def _check_device(device):
@@ -531,19 +544,6 @@ def to_device(x, device):
     if _devices.device_of(data) == dev:
         return x
     return bind(TO_DEVICE, x, device=dev)
-
-
-def cast(x, dtype):
-    """``x`` as ``dtype`` (differentiable between float dtypes)."""
-    d = _dt.as_dtype(dtype).np
-    data = getattr(x, "_data", x)
-    if data.dtype == d:
-        return x
-    return bind(CAST, x, dtype=d)
-
-
-def clone(input, *, memory_format=None):
-    return bind(CLONE, input)
 
 
 def detach(input):

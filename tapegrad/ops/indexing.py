@@ -23,268 +23,6 @@ __all__ = ["scatter_reduce", "index_add_into", "getitem_raw", "getitem", "split"
            "masked_fill_", "nonzero", "argwhere", "masked_select"]
 
 
-REDUCES = ("sum", "prod", "mean", "amax", "amin")
-
-
-# ---------------------------------------------------------------- scatter_reduce
-def _check_reduce(name, reduce, allowed=REDUCES):
-    if reduce not in allowed:
-        raise op_error(name, f"reduce argument must be either {', '.join(allowed[:-1])} or "
-                             f"{allowed[-1]}, got {reduce!r}", RuntimeError)
-
-
-def _sr_infer(x, index, src, dim, reduce, include_self=True):
-    name = "scatter_reduce"
-    _check_reduce(name, reduce)
-    _check_int(name, index)
-    d = normalize_dim(name, dim, len(x.shape))
-    _same_ndim(name, input=x, index=index, src=src)
-    _index_not_larger(name, index, src, -1, "src")
-    _index_not_larger(name, index, x, d, "input")
-    if np.dtype(src.dtype) != np.dtype(x.dtype):
-        raise op_error(name, f"expected self.dtype to be equal to src.dtype, got "
-                             f"{np.dtype(x.dtype)} and {np.dtype(src.dtype)}", RuntimeError)
-    if np.dtype(x.dtype).kind == "b" and reduce != "amax" and reduce != "amin":
-        raise op_error(name, f"reduce={reduce!r} is not implemented for bool tensors",
-                       RuntimeError)
-    return TensorSpec(tuple(x.shape), x.dtype)
-
-
-def _identity(reduce, dt):
-    dt = np.dtype(dt)
-    if reduce in ("sum", "mean"):
-        return 0
-    if reduce == "prod":
-        return 1
-    if dt.kind == "f":
-        return -np.inf if reduce == "amax" else np.inf
-    if dt.kind == "b":
-        return reduce == "amin"
-    info = np.iinfo(dt)
-    return info.min if reduce == "amax" else info.max
-
-
-def _sr_into(out, x, index, src, dim, reduce, include_self):
-    """The scatter-reduce written into out (out may be x: in place) by one compiled
-    loop over (before, dim, after) views; False where it does not apply."""
-    if type(out) is not np.ndarray or not x.ndim or _overlaps(out, index, src) or (
-            _overlaps(out, x) and not _same_memory(out, x)):
-        return False
-    views = [_dim3(a, dim) for a in (_cut(out, index.shape, dim), index,
-                                     _src_part(src, index))]
-    if any(v is None for v in views) or not _cpu_scatter._along_fits(views[0], views[2],
-                                                                     views[1]):
-        return False
-    if not _same_memory(out, x):
-        out[...] = x
-    return _cpu_scatter.scatter_reduce_dim(*views, reduce, include_self,
-                                           _identity(reduce, x.dtype))
-
-
-def _sr_kernel(x, index, src, dim, reduce, include_self=True, out=None):
-    _check_range("scatter_reduce", index, x, dim)
-    if out is not None:
-        if not _sr_into(out, x, index, src, dim, reduce, include_self):
-            out[...] = _sr_kernel(x, index, src, dim, reduce, include_self)
-        return out
-    if type(x) is np.ndarray and x.ndim:  # the compiled loop (~3x NumPy's ufunc.at)
-        out = np.empty_like(x, order="C")
-        if _sr_into(out, x, index, src, dim, reduce, include_self):
-            return out
-    xp = _devices.xp_of(x)
-    out = x.copy()
-    if x.ndim == 0:  # one position: index is 0-d too
-        grid = ()
-        s = src
-    else:
-        grid = _grid(index, dim)
-        s = _src_part(src, index)
-    if not include_self:
-        out[grid] = _identity(reduce, x.dtype)
-    how = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum",
-           "amin": "minimum"}[reduce]
-    _devices.reduce_at(out, grid, s, how)
-    if reduce == "mean":
-        count = xp.ones(x.shape, dtype=np.int64)
-        if not include_self:
-            count[grid] = 0
-        _devices.add_at(count, grid, xp.ones(index.shape, dtype=np.int64))
-        count = xp.maximum(count, 1)  # untouched positions keep input (count 1)
-        if out.dtype.kind == "f":
-            out = out / count.astype(out.dtype)
-        else:  # integer mean: floor division, as PyTorch
-            out = (out // count).astype(out.dtype)
-    return out
-
-
-def _gather_at(m, t, index, dim):
-    """``t`` at the scatter positions (shaped as index)."""
-    if len(t.shape) == 0:
-        return t
-    return m.gather(t, dim, index)
-
-
-def _scatter_sum(m, like, index, dim, v):
-    """Zeros of ``like``'s shape and dtype with ``v`` (shaped as index) summed in at
-    ``index`` along ``dim`` (a 0-d ``like`` takes them all)."""
-    zero = m.zeros_like(like)
-    if len(zero.shape) == 0:
-        return zero + m.sum(v)
-    return m.scatter_add(zero, dim, index, v)
-
-
-def _recording(ctx):
-    """Whether this adjoint is itself recorded (a higher-order gradient is wanted)."""
-    from ..tensor import Tensor
-    return any(isinstance(v, Tensor) for v in ctx.inputs)
-
-
-def _weights(ctx, x, src):
-    """``(w_self, w_src)``: d out / d input at each position, and d out[index] / d src
-    at each scattered element (shaped as index), for the op's reduction. Computed with
-    ``ctx.m``'s ops only (no host copy of an input), so they run wherever the adjoint
-    does (an export's arrays, the GPU) and differentiate again."""
-    m = ctx.m
-    index = ctx.inputs[1]
-    dim, reduce, inc = ctx.attrs["dim"], ctx.attrs["reduce"], ctx.attrs["include_self"]
-    out = ctx.out
-    src_p = _src_part(src, index) if len(src.shape) else src
-    one_s = m.ones_like(src_p)
-    one, zero = m.ones_like(out), m.zeros_like(out)
-    hits = None  # how many src elements each position takes
-    if not inc or reduce == "mean":
-        hits = _scatter_sum(m, out, index, dim, one_s)
-    # positions a scatter replaced (include_self=False) take nothing from input
-    keep = one if inc else m.where(m.gt(hits, 0), zero, one)
-    if reduce == "sum":
-        return keep, one_s
-    if reduce == "mean":
-        c = m.clamp_min(hits + 1.0 if inc else hits, 1.0)  # untouched: input, count 1
-        return keep / c, _gather_at(m, m.reciprocal(c), index, dim)
-    if reduce in ("amax", "amin"):
-        # as PyTorch, input's ties are counted even where include_self=False leaves
-        # it out (then it takes no share)
-        mself = m.where(m.eq(x, out), one, zero)
-        msrc = m.where(m.eq(src_p, _gather_at(m, out, index, dim)), one_s, m.zeros_like(src_p))
-        tied = m.clamp_min(mself + _scatter_sum(m, out, index, dim, msrc), 1.0)
-        return mself * keep / tied, msrc / _gather_at(m, tied, index, dim)
-    # prod, as PyTorch: the product of the others, exact where an element is zero
-    zero_x = m.eq(x, 0)
-    masked_x = m.where(zero_x, 1.0, x)
-    w_self = m.scatter_reduce(masked_x, dim, index, src_p, "prod", include_self=inc) / masked_x
-    if not inc:
-        w_self = w_self * keep
-    zero_s = m.eq(src_p, 0)
-    nzs = _gather_at(m, _scatter_sum(m, out, index, dim, m.where(zero_s, one_s, 0.0)),
-                     index, dim)  # how many zeros of src meet at each one's position
-    if _recording(ctx) and bool(m.any(m.gt(nzs, 1))):
-        raise RuntimeError("scatter_reduce: double backward is not supported for src when "
-                           "more than one zero of src is scattered to the same position "
-                           "(reduce='prod'), as in PyTorch")
-    single = m.logical_and(zero_s, m.eq(nzs, 1))
-    masked_src = m.where(single, 1.0, src_p)
-    others = m.scatter_reduce(x, dim, index, masked_src, "prod", include_self=inc)
-    w_src = m.where(single, _gather_at(m, others, index, dim),
-                    _gather_at(m, out, index, dim) / m.where(zero_s, 1.0, src_p))
-    return w_self, w_src
-
-
-def _pad_src(m, gs, src_shape, index_shape):
-    if tuple(src_shape) == tuple(index_shape):
-        return gs
-    return m.index_add_into(gs, tuple(src_shape), tuple(slice(0, n) for n in index_shape))
-
-
-def _sr_vjp(ctx, g):
-    x, index, src = ctx.inputs
-    m = ctx.m
-    w_self, w_src = _weights(ctx, x, src)
-    gx = g * w_self if ctx.needs_input_grad[0] else None
-    gsrc = None
-    if ctx.needs_input_grad[2]:
-        gsrc = _pad_src(m, _gather_at(m, g, index, ctx.attrs["dim"]) * w_src,
-                        ctx.shapes[2], tuple(index.shape))
-    return gx, None, gsrc
-
-
-def _sr_jvp(ctx, tx, ti, tsrc):
-    x, index, src = ctx.inputs
-    m = ctx.m
-    w_self, w_src = _weights(ctx, x, src)
-    out = None if tx is None else tx * w_self
-    if tsrc is not None:
-        ts = _src_part(tsrc, index) if len(tsrc.shape) else tsrc
-        part = _scatter_sum(m, ctx.out, index, ctx.attrs["dim"], ts * w_src)
-        out = part if out is None else out + part
-    return (out,)
-
-
-def _sr_samples(dtype=np.float64):
-    out = []
-    base = rand((3, 4), dtype, seed=1)
-    src = rand((3, 5), dtype, seed=2)
-    idx = _int_sample(4, (3, 5), 3)
-    for k, red in enumerate(REDUCES):
-        for inc in (True, False):
-            out.append(Sample((base, idx, src), {"dim": 1, "reduce": red, "include_self": inc}))
-    # dim 0, a src larger than index, ties for amax, zeros for prod, 0-d
-    out.append(Sample((rand((3, 4), dtype, seed=4), _int_sample(3, (2, 3), 5),
-                       rand((4, 4), dtype, seed=6)), {"dim": 0, "reduce": "mean",
-                                                      "include_self": True}))
-    tie = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]], dtype)
-    out.append(Sample((tie, np.array([[0, 0, 2], [1, 1, 1]]),
-                       np.array([[1.0, 0.5, 3.0], [0.5, -1.0, 0.5]], dtype)),
-                      {"dim": 1, "reduce": "amax", "include_self": True}, False))
-    out.append(Sample((tie, np.array([[0, 0, 2], [1, 1, 1]]),
-                       np.array([[1.0, 0.5, 3.0], [0.5, -1.0, 0.5]], dtype)),
-                      {"dim": 1, "reduce": "amin", "include_self": False}, False))
-    zeros = np.array([[0.0, 2.0, 3.0], [1.5, -0.5, 2.0]], dtype)
-    out.append(Sample((zeros, np.array([[0, 1, 1, 2], [0, 0, 2, 2]]),
-                       np.array([[1.5, 0.0, 2.0, 0.5], [0.0, 0.0, 1.2, 0.0]], dtype)),
-                      {"dim": 1, "reduce": "prod", "include_self": True}, False))
-    one_zero = np.array([[0.0, 2.0, 3.0], [1.5, -0.5, 2.0]], dtype)
-    out.append(Sample((one_zero, np.array([[0, 1, 1, 2], [0, 0, 2, 2]]),
-                       np.array([[1.5, 0.0, 2.0, 0.5], [0.0, 1.1, 1.2, 0.0]], dtype)),
-                      {"dim": 1, "reduce": "prod", "include_self": False}))
-    out.append(Sample((np.array([[1, 5, 2]]), np.array([[0, 0, 2]]), np.array([[4, 3, 7]])),
-                      {"dim": 1, "reduce": "mean", "include_self": True}, False))
-    out.append(Sample((np.array([[1, 5, 2]]), np.array([[0, 0, 2]]), np.array([[4, 3, 7]])),
-                      {"dim": 1, "reduce": "amax", "include_self": False}, False))
-    return out
-
-
-SCATTER_REDUCE = register(
-    name="scatter_reduce", kernel=_sr_kernel, infer=_sr_infer, args=("x", "index", "src"),
-    saves=("x", "index", "src", "out"), vjp=_sr_vjp, jvp=_sr_jvp,
-    vmap=_vmap.all_batched_dim(), samples=_sr_samples,
-    error_samples=lambda: [
-        ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4))),
-         {"dim": 1, "reduce": "max", "include_self": True}, RuntimeError),
-        ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),
-         {"dim": 1, "reduce": "sum", "include_self": True}, RuntimeError),
-        ((rand((3, 4)), np.full((3, 4), 4), rand((3, 4))),
-         {"dim": 1, "reduce": "amax", "include_self": True}, IndexError),
-        ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4))),
-         {"dim": 2, "reduce": "sum", "include_self": True}, IndexError),
-        ((rand((3, 4)), _int_sample(3, (3, 4), 0).astype(np.float64), rand((3, 4))),
-         {"dim": 1, "reduce": "sum", "include_self": True}, RuntimeError)],
-    torch=lambda torch, x, index, src, dim, reduce, include_self=True: torch.scatter_reduce(
-        x, dim, index, src[tuple(slice(0, n) for n in index.shape)], reduce,
-        include_self=include_self))
-
-
-def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
-    """A copy of ``input`` with the ``src`` values at ``index`` along ``dim`` reduced
-    into it: ``reduce`` is "sum", "prod", "mean", "amax" or "amin"; with
-    ``include_self=False`` input's values at the scattered positions are left out of
-    the reduction. Differentiable in input and src (PyTorch's gradients: ties of
-    amax/amin share it evenly)."""
-    _check_reduce("scatter_reduce", reduce)
-    d = normalize_dim("scatter_reduce", dim, len(input.shape))
-    return bind(SCATTER_REDUCE, input, index, src, dim=d, reduce=reduce,
-                include_self=bool(include_self))
-
-
 def _raw_index(index):
     """Tensors inside an index become raw arrays; lists become arrays."""
     if isinstance(index, tuple):
@@ -444,6 +182,15 @@ GETITEM = register(name="getitem", vmap=_vmap.getitem_rule, jvp=_jvp.linear, kin
                    torch=lambda torch, x, index: _torch_getitem(torch, x, index))
 
 
+def getitem(x, index):
+    """``x[index]`` with NumPy semantics: ints, slices (negative steps too), None,
+    Ellipsis, integer arrays, boolean masks; differentiable."""
+    index = _raw_index(index)
+    if not isinstance(index, tuple):
+        index = (index,)
+    return getitem_raw(x, index)
+
+
 def _dims_used(i):
     """How many dims of the indexed tensor an index item consumes."""
     if i is None:
@@ -584,16 +331,16 @@ INDEX_ADD_INTO = register(
     torch=lambda torch, g, shape, index: _index_add_into_torch(torch, g, shape, index))
 
 
+def index_add_into(g, shape, index):
+    """Scatter-add ``g`` into zeros of ``shape`` at ``index`` (getitem's adjoint)."""
+    return bind(INDEX_ADD_INTO, g, shape=tuple(shape), index=index)
+
+
 def _index_add_into_torch(torch, g, shape, index):
     """PyTorch's gradient of ``x[index]`` for cotangent g (recorded, so that it is
     differentiable in g)."""
     x = torch.zeros(tuple(shape), dtype=g.dtype, requires_grad=True)
     return torch.autograd.grad(_torch_getitem(torch, x, index), x, g, create_graph=True)[0]
-
-
-def index_add_into(g, shape, index):
-    """Scatter-add ``g`` into zeros of ``shape`` at ``index`` (getitem's adjoint)."""
-    return bind(INDEX_ADD_INTO, g, shape=tuple(shape), index=index)
 
 
 def getitem_raw(x, index):
@@ -603,15 +350,6 @@ def getitem_raw(x, index):
     if _is_basic(index):
         return bind(GETITEM, x, index=index)
     return bind(INDEX, x, index=index)
-
-
-def getitem(x, index):
-    """``x[index]`` with NumPy semantics: ints, slices (negative steps too), None,
-    Ellipsis, integer arrays, boolean masks; differentiable."""
-    index = _raw_index(index)
-    if not isinstance(index, tuple):
-        index = (index,)
-    return getitem_raw(x, index)
 
 
 # ---------------------------------------------------------------- split / chunk
@@ -1190,6 +928,13 @@ SCATTER_ADD = register(
                                                               _torch_src(src, index)))
 
 
+def scatter_add(input, dim, index, src):
+    """A copy of input with ``src`` added at ``index`` along ``dim`` (repeated indices
+    accumulate); differentiable in input and src."""
+    d, src = _scatter_args("scatter_add", input, dim, index, src, None)
+    return bind(SCATTER_ADD, input, index, src, dim=d)
+
+
 def _once_along(index, dim):
     """``index`` cut to one entry along ``dim`` where broadcasting repeats it there
     (stride 0): a write of one value that many times to the same positions is one
@@ -1259,6 +1004,17 @@ SCATTER = register(
                                                           _torch_src(src, index)))
 
 
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """A copy of input with ``src`` (a tensor, or the number ``value``) written at
+    ``index`` along ``dim``."""
+    if reduce is not None:
+        if reduce == "add":
+            return scatter_add(input, dim, index, src)
+        raise op_error("scatter", f"reduce={reduce!r} is not supported", NotImplementedError)
+    d, src = _scatter_args("scatter", input, dim, index, src, value)
+    return bind(SCATTER, input, index, src, dim=d)
+
+
 def _scatter_args(name, input, dim, index, src, value):
     if (src is None) == (value is None):
         raise op_error(name, "pass exactly one of src and value", TypeError)
@@ -1269,24 +1025,6 @@ def _scatter_args(name, input, dim, index, src, value):
     if hasattr(src, "shape") and len(src.shape) == 0 and len(index.shape):
         src = src.item() if not getattr(src, "requires_grad", False) else src
     return normalize_dim(name, dim, len(input.shape)), src
-
-
-def scatter_add(input, dim, index, src):
-    """A copy of input with ``src`` added at ``index`` along ``dim`` (repeated indices
-    accumulate); differentiable in input and src."""
-    d, src = _scatter_args("scatter_add", input, dim, index, src, None)
-    return bind(SCATTER_ADD, input, index, src, dim=d)
-
-
-def scatter(input, dim, index, src=None, *, value=None, reduce=None):
-    """A copy of input with ``src`` (a tensor, or the number ``value``) written at
-    ``index`` along ``dim``."""
-    if reduce is not None:
-        if reduce == "add":
-            return scatter_add(input, dim, index, src)
-        raise op_error("scatter", f"reduce={reduce!r} is not supported", NotImplementedError)
-    d, src = _scatter_args("scatter", input, dim, index, src, value)
-    return bind(SCATTER, input, index, src, dim=d)
 
 
 def scatter_add_(input, dim, index, src):
@@ -1490,18 +1228,18 @@ MASKED_FILL = register(
     torch=lambda torch, x, mask, value: torch.masked_fill(x, mask, value))
 
 
+def masked_fill(input, mask, value):
+    """``value`` where ``mask`` is True, ``input`` elsewhere (mask broadcasts);
+    differentiable in input and in a 0-d tensor ``value``."""
+    return bind(MASKED_FILL, input, mask, _fill_value(value))
+
+
 def _fill_value(value):
     if isinstance(value, (list, tuple)):
         value = np.asarray(value)
     if isinstance(value, np.generic):
         value = value.item()
     return value
-
-
-def masked_fill(input, mask, value):
-    """``value`` where ``mask`` is True, ``input`` elsewhere (mask broadcasts);
-    differentiable in input and in a 0-d tensor ``value``."""
-    return bind(MASKED_FILL, input, mask, _fill_value(value))
 
 
 def masked_fill_(input, mask, value):
@@ -1656,7 +1394,268 @@ def _scatter_back_vjp(ctx, g):
     return (ctx.m.index_add_into(gv, shape, _grid(idx, ctx.attrs["dim"])),)
 
 
+REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+# ---------------------------------------------------------------- scatter_reduce
+def _check_reduce(name, reduce, allowed=REDUCES):
+    if reduce not in allowed:
+        raise op_error(name, f"reduce argument must be either {', '.join(allowed[:-1])} or "
+                             f"{allowed[-1]}, got {reduce!r}", RuntimeError)
+
+
+def _sr_infer(x, index, src, dim, reduce, include_self=True):
+    name = "scatter_reduce"
+    _check_reduce(name, reduce)
+    _check_int(name, index)
+    d = normalize_dim(name, dim, len(x.shape))
+    _same_ndim(name, input=x, index=index, src=src)
+    _index_not_larger(name, index, src, -1, "src")
+    _index_not_larger(name, index, x, d, "input")
+    if np.dtype(src.dtype) != np.dtype(x.dtype):
+        raise op_error(name, f"expected self.dtype to be equal to src.dtype, got "
+                             f"{np.dtype(x.dtype)} and {np.dtype(src.dtype)}", RuntimeError)
+    if np.dtype(x.dtype).kind == "b" and reduce != "amax" and reduce != "amin":
+        raise op_error(name, f"reduce={reduce!r} is not implemented for bool tensors",
+                       RuntimeError)
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def _identity(reduce, dt):
+    dt = np.dtype(dt)
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dt.kind == "f":
+        return -np.inf if reduce == "amax" else np.inf
+    if dt.kind == "b":
+        return reduce == "amin"
+    info = np.iinfo(dt)
+    return info.min if reduce == "amax" else info.max
+
+
+def _sr_into(out, x, index, src, dim, reduce, include_self):
+    """The scatter-reduce written into out (out may be x: in place) by one compiled
+    loop over (before, dim, after) views; False where it does not apply."""
+    if type(out) is not np.ndarray or not x.ndim or _overlaps(out, index, src) or (
+            _overlaps(out, x) and not _same_memory(out, x)):
+        return False
+    views = [_dim3(a, dim) for a in (_cut(out, index.shape, dim), index,
+                                     _src_part(src, index))]
+    if any(v is None for v in views) or not _cpu_scatter._along_fits(views[0], views[2],
+                                                                     views[1]):
+        return False
+    if not _same_memory(out, x):
+        out[...] = x
+    return _cpu_scatter.scatter_reduce_dim(*views, reduce, include_self,
+                                           _identity(reduce, x.dtype))
+
+
+def _sr_kernel(x, index, src, dim, reduce, include_self=True, out=None):
+    _check_range("scatter_reduce", index, x, dim)
+    if out is not None:
+        if not _sr_into(out, x, index, src, dim, reduce, include_self):
+            out[...] = _sr_kernel(x, index, src, dim, reduce, include_self)
+        return out
+    if type(x) is np.ndarray and x.ndim:  # the compiled loop (~3x NumPy's ufunc.at)
+        out = np.empty_like(x, order="C")
+        if _sr_into(out, x, index, src, dim, reduce, include_self):
+            return out
+    xp = _devices.xp_of(x)
+    out = x.copy()
+    if x.ndim == 0:  # one position: index is 0-d too
+        grid = ()
+        s = src
+    else:
+        grid = _grid(index, dim)
+        s = _src_part(src, index)
+    if not include_self:
+        out[grid] = _identity(reduce, x.dtype)
+    how = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum",
+           "amin": "minimum"}[reduce]
+    _devices.reduce_at(out, grid, s, how)
+    if reduce == "mean":
+        count = xp.ones(x.shape, dtype=np.int64)
+        if not include_self:
+            count[grid] = 0
+        _devices.add_at(count, grid, xp.ones(index.shape, dtype=np.int64))
+        count = xp.maximum(count, 1)  # untouched positions keep input (count 1)
+        if out.dtype.kind == "f":
+            out = out / count.astype(out.dtype)
+        else:  # integer mean: floor division, as PyTorch
+            out = (out // count).astype(out.dtype)
+    return out
+
+
+def _gather_at(m, t, index, dim):
+    """``t`` at the scatter positions (shaped as index)."""
+    if len(t.shape) == 0:
+        return t
+    return m.gather(t, dim, index)
+
+
+def _scatter_sum(m, like, index, dim, v):
+    """Zeros of ``like``'s shape and dtype with ``v`` (shaped as index) summed in at
+    ``index`` along ``dim`` (a 0-d ``like`` takes them all)."""
+    zero = m.zeros_like(like)
+    if len(zero.shape) == 0:
+        return zero + m.sum(v)
+    return m.scatter_add(zero, dim, index, v)
+
+
+def _recording(ctx):
+    """Whether this adjoint is itself recorded (a higher-order gradient is wanted)."""
+    from ..tensor import Tensor
+    return any(isinstance(v, Tensor) for v in ctx.inputs)
+
+
+def _weights(ctx, x, src):
+    """``(w_self, w_src)``: d out / d input at each position, and d out[index] / d src
+    at each scattered element (shaped as index), for the op's reduction. Computed with
+    ``ctx.m``'s ops only (no host copy of an input), so they run wherever the adjoint
+    does (an export's arrays, the GPU) and differentiate again."""
+    m = ctx.m
+    index = ctx.inputs[1]
+    dim, reduce, inc = ctx.attrs["dim"], ctx.attrs["reduce"], ctx.attrs["include_self"]
+    out = ctx.out
+    src_p = _src_part(src, index) if len(src.shape) else src
+    one_s = m.ones_like(src_p)
+    one, zero = m.ones_like(out), m.zeros_like(out)
+    hits = None  # how many src elements each position takes
+    if not inc or reduce == "mean":
+        hits = _scatter_sum(m, out, index, dim, one_s)
+    # positions a scatter replaced (include_self=False) take nothing from input
+    keep = one if inc else m.where(m.gt(hits, 0), zero, one)
+    if reduce == "sum":
+        return keep, one_s
+    if reduce == "mean":
+        c = m.clamp_min(hits + 1.0 if inc else hits, 1.0)  # untouched: input, count 1
+        return keep / c, _gather_at(m, m.reciprocal(c), index, dim)
+    if reduce in ("amax", "amin"):
+        # as PyTorch, input's ties are counted even where include_self=False leaves
+        # it out (then it takes no share)
+        mself = m.where(m.eq(x, out), one, zero)
+        msrc = m.where(m.eq(src_p, _gather_at(m, out, index, dim)), one_s, m.zeros_like(src_p))
+        tied = m.clamp_min(mself + _scatter_sum(m, out, index, dim, msrc), 1.0)
+        return mself * keep / tied, msrc / _gather_at(m, tied, index, dim)
+    # prod, as PyTorch: the product of the others, exact where an element is zero
+    zero_x = m.eq(x, 0)
+    masked_x = m.where(zero_x, 1.0, x)
+    w_self = m.scatter_reduce(masked_x, dim, index, src_p, "prod", include_self=inc) / masked_x
+    if not inc:
+        w_self = w_self * keep
+    zero_s = m.eq(src_p, 0)
+    nzs = _gather_at(m, _scatter_sum(m, out, index, dim, m.where(zero_s, one_s, 0.0)),
+                     index, dim)  # how many zeros of src meet at each one's position
+    if _recording(ctx) and bool(m.any(m.gt(nzs, 1))):
+        raise RuntimeError("scatter_reduce: double backward is not supported for src when "
+                           "more than one zero of src is scattered to the same position "
+                           "(reduce='prod'), as in PyTorch")
+    single = m.logical_and(zero_s, m.eq(nzs, 1))
+    masked_src = m.where(single, 1.0, src_p)
+    others = m.scatter_reduce(x, dim, index, masked_src, "prod", include_self=inc)
+    w_src = m.where(single, _gather_at(m, others, index, dim),
+                    _gather_at(m, out, index, dim) / m.where(zero_s, 1.0, src_p))
+    return w_self, w_src
+
+
+def _pad_src(m, gs, src_shape, index_shape):
+    if tuple(src_shape) == tuple(index_shape):
+        return gs
+    return m.index_add_into(gs, tuple(src_shape), tuple(slice(0, n) for n in index_shape))
+
+
+def _sr_vjp(ctx, g):
+    x, index, src = ctx.inputs
+    m = ctx.m
+    w_self, w_src = _weights(ctx, x, src)
+    gx = g * w_self if ctx.needs_input_grad[0] else None
+    gsrc = None
+    if ctx.needs_input_grad[2]:
+        gsrc = _pad_src(m, _gather_at(m, g, index, ctx.attrs["dim"]) * w_src,
+                        ctx.shapes[2], tuple(index.shape))
+    return gx, None, gsrc
+
+
+def _sr_jvp(ctx, tx, ti, tsrc):
+    x, index, src = ctx.inputs
+    m = ctx.m
+    w_self, w_src = _weights(ctx, x, src)
+    out = None if tx is None else tx * w_self
+    if tsrc is not None:
+        ts = _src_part(tsrc, index) if len(tsrc.shape) else tsrc
+        part = _scatter_sum(m, ctx.out, index, ctx.attrs["dim"], ts * w_src)
+        out = part if out is None else out + part
+    return (out,)
+
+
+def _sr_samples(dtype=np.float64):
+    out = []
+    base = rand((3, 4), dtype, seed=1)
+    src = rand((3, 5), dtype, seed=2)
+    idx = _int_sample(4, (3, 5), 3)
+    for k, red in enumerate(REDUCES):
+        for inc in (True, False):
+            out.append(Sample((base, idx, src), {"dim": 1, "reduce": red, "include_self": inc}))
+    # dim 0, a src larger than index, ties for amax, zeros for prod, 0-d
+    out.append(Sample((rand((3, 4), dtype, seed=4), _int_sample(3, (2, 3), 5),
+                       rand((4, 4), dtype, seed=6)), {"dim": 0, "reduce": "mean",
+                                                      "include_self": True}))
+    tie = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]], dtype)
+    out.append(Sample((tie, np.array([[0, 0, 2], [1, 1, 1]]),
+                       np.array([[1.0, 0.5, 3.0], [0.5, -1.0, 0.5]], dtype)),
+                      {"dim": 1, "reduce": "amax", "include_self": True}, False))
+    out.append(Sample((tie, np.array([[0, 0, 2], [1, 1, 1]]),
+                       np.array([[1.0, 0.5, 3.0], [0.5, -1.0, 0.5]], dtype)),
+                      {"dim": 1, "reduce": "amin", "include_self": False}, False))
+    zeros = np.array([[0.0, 2.0, 3.0], [1.5, -0.5, 2.0]], dtype)
+    out.append(Sample((zeros, np.array([[0, 1, 1, 2], [0, 0, 2, 2]]),
+                       np.array([[1.5, 0.0, 2.0, 0.5], [0.0, 0.0, 1.2, 0.0]], dtype)),
+                      {"dim": 1, "reduce": "prod", "include_self": True}, False))
+    one_zero = np.array([[0.0, 2.0, 3.0], [1.5, -0.5, 2.0]], dtype)
+    out.append(Sample((one_zero, np.array([[0, 1, 1, 2], [0, 0, 2, 2]]),
+                       np.array([[1.5, 0.0, 2.0, 0.5], [0.0, 1.1, 1.2, 0.0]], dtype)),
+                      {"dim": 1, "reduce": "prod", "include_self": False}))
+    out.append(Sample((np.array([[1, 5, 2]]), np.array([[0, 0, 2]]), np.array([[4, 3, 7]])),
+                      {"dim": 1, "reduce": "mean", "include_self": True}, False))
+    out.append(Sample((np.array([[1, 5, 2]]), np.array([[0, 0, 2]]), np.array([[4, 3, 7]])),
+                      {"dim": 1, "reduce": "amax", "include_self": False}, False))
+    return out
+
+
+SCATTER_REDUCE = register(
+    name="scatter_reduce", kernel=_sr_kernel, infer=_sr_infer, args=("x", "index", "src"),
+    saves=("x", "index", "src", "out"), vjp=_sr_vjp, jvp=_sr_jvp,
+    vmap=_vmap.all_batched_dim(), samples=_sr_samples,
+    error_samples=lambda: [
+        ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4))),
+         {"dim": 1, "reduce": "max", "include_self": True}, RuntimeError),
+        ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),
+         {"dim": 1, "reduce": "sum", "include_self": True}, RuntimeError),
+        ((rand((3, 4)), np.full((3, 4), 4), rand((3, 4))),
+         {"dim": 1, "reduce": "amax", "include_self": True}, IndexError),
+        ((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4))),
+         {"dim": 2, "reduce": "sum", "include_self": True}, IndexError),
+        ((rand((3, 4)), _int_sample(3, (3, 4), 0).astype(np.float64), rand((3, 4))),
+         {"dim": 1, "reduce": "sum", "include_self": True}, RuntimeError)],
+    torch=lambda torch, x, index, src, dim, reduce, include_self=True: torch.scatter_reduce(
+        x, dim, index, src[tuple(slice(0, n) for n in index.shape)], reduce,
+        include_self=include_self))
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """A copy of ``input`` with the ``src`` values at ``index`` along ``dim`` reduced
+    into it: ``reduce`` is "sum", "prod", "mean", "amax" or "amin"; with
+    ``include_self=False`` input's values at the scattered positions are left out of
+    the reduction. Differentiable in input and src (PyTorch's gradients: ties of
+    amax/amin share it evenly)."""
+    _check_reduce("scatter_reduce", reduce)
+    d = normalize_dim("scatter_reduce", dim, len(input.shape))
+    return bind(SCATTER_REDUCE, input, index, src, dim=d, reduce=reduce,
+                include_self=bool(include_self))
+
+
 METHODS = ("split chunk tensor_split unbind gather scatter_add scatter scatter_add_ scatter_ "
-           "index_select take_along_dim masked_fill masked_fill_ nonzero argwhere masked_select "
-           "unique sort argsort topk")
+           "index_select take_along_dim masked_fill masked_fill_ nonzero argwhere masked_select")
 

@@ -25,77 +25,6 @@ __all__ = ["gradient", "sum", "mean", "sum_to", "amax", "amin", "prod", "max", "
            "logcumsumexp", "cummax", "cummin", "diff", "trapezoid", "trapz", "cumulative_trapezoid"]
 
 
-# ---------------------------------------------------------------- gradient
-def _spacings(name, spacing, dims):
-    if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
-        return [float(spacing)] * len(dims)
-    if isinstance(spacing, (list, tuple)) and _builtins.all(
-            isinstance(s, (int, float)) and not isinstance(s, bool) for s in spacing):
-        if len(spacing) != len(dims):
-            raise op_error(name, f"torch.gradient expected spacing to be unspecified, a "
-                                 f"scalar or a list of length {len(dims)} (the number of "
-                                 f"dims), got a list of length {len(spacing)}", RuntimeError)
-        return [float(s) for s in spacing]
-    raise op_error(name, "spacing must be a number or a list of numbers (coordinate "
-                         "tensors are not supported)", NotImplementedError)
-
-
-def _along(x, d, start, stop):
-    idx = [slice(None)] * x.ndim
-    idx[d] = slice(start, stop)
-    return x[tuple(idx)]
-
-
-def gradient(input, *, spacing=1, dim=None, edge_order=1):
-    """The derivative of ``input`` sampled on a uniform grid, along each of ``dim``
-    (every dim by default): central differences inside, one-sided differences of
-    order ``edge_order`` (1 or 2) at the edges; a tuple, one tensor per dim."""
-    name = "gradient"
-    if edge_order not in (1, 2):
-        raise op_error(name, f"torch.gradient only supports edge_order=1 and edge_order=2, "
-                             f"got {edge_order}", RuntimeError)
-    if input.ndim == 0:
-        raise op_error(name, "torch.gradient expected each tensor to be at least 1-D",
-                       RuntimeError)
-    if dim is None:
-        dims = list(range(input.ndim))
-    elif isinstance(dim, (int, np.integer)):
-        dims = [normalize_dim(name, dim, input.ndim)]
-    else:
-        dims = [normalize_dim(name, d, input.ndim) for d in dim]
-    if input.dtype.name == "bool":
-        raise op_error(name, "torch.gradient does not support bool tensors", RuntimeError)
-    hs = _spacings(name, spacing, dims)
-    x = floating(input)
-    out = []
-    for d, h in zip(dims, hs):
-        n = x.shape[d]
-        if n < edge_order + 1:
-            raise op_error(name, f"torch.gradient expected each dimension size to be at "
-                                 f"least edge_order+1, got size {n} at dim {d}",
-                           RuntimeError)
-        mid = (_along(x, d, 2, None) - _along(x, d, 0, n - 2)) / (2 * h)
-        if edge_order == 1:
-            first = (_along(x, d, 1, 2) - _along(x, d, 0, 1)) / h
-            last = (_along(x, d, n - 1, n) - _along(x, d, n - 2, n - 1)) / h
-        else:
-            first = (-1.5 * _along(x, d, 0, 1) + 2 * _along(x, d, 1, 2)
-                     - 0.5 * _along(x, d, 2, 3)) / h
-            last = (0.5 * _along(x, d, n - 3, n - 2) - 2 * _along(x, d, n - 2, n - 1)
-                    + 1.5 * _along(x, d, n - 1, n)) / h
-        out.append(SH.cat([first, mid, last], d))
-    return tuple(out)
-
-
-decl(gradient, lambda dtype=np.float64: [
-         S(rand((5,), dtype, seed=1)),
-         S(rand((3, 4), dtype, seed=2), spacing=0.5),
-         S(rand((4, 5), dtype, seed=3), spacing=[2.0], dim=1, edge_order=2),
-         S(rand((3, 4, 3), dtype, seed=4), dim=(0, 2), spacing=[1.0, 0.25])],
-     nout=2, errors=lambda: [((rand((3, 4)),), {"edge_order": 3}, RuntimeError),
-                             ((rand((1, 4)),), {"dim": 0}, RuntimeError)])
-
-
 def _keep_shape(shape, dims):
     return tuple(1 if i in dims else s for i, s in enumerate(shape))
 
@@ -162,6 +91,15 @@ SUM = register(name="sum", vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_re
                torch.sum(x, dim=dim, keepdim=keepdim) if dim is not None else torch.sum(x))
 
 
+def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):  # noqa: A001
+    """Sum over ``dim`` (int, tuple, or None for all)."""
+    if isinstance(input, np.ndarray) and hasattr(input, "full_reduce"):  # @fuse tracing
+        return input.full_reduce("sum", _dims("sum", dim, axis), _keep(keepdim, keepdims), dtype)
+    dim = _canon("sum", input, _dims("sum", dim, axis))
+    r = bind(SUM, input, dim=dim, keepdim=_keep(keepdim, keepdims))
+    return r.to(dtype) if dtype is not None else r
+
+
 def _mean_kernel(x, dim=None, keepdim=False, out=None):
     dims = normalize_dims("mean", dim, x.ndim)
     if out is not None:
@@ -188,6 +126,16 @@ MEAN = register(name="mean", vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_me
                 vjp=_mean_vjp, samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.mean(x, dim=dim, keepdim=keepdim) if dim is not None else torch.mean(x))
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    if isinstance(input, np.ndarray) and hasattr(input, "full_reduce"):  # @fuse tracing
+        return input.full_reduce("mean", _dims("mean", dim, axis), _keep(keepdim, keepdims),
+                                 dtype)
+    dim = _canon("mean", input, _dims("mean", dim, axis))
+    if dtype is not None:
+        input = input.to(dtype)
+    return bind(MEAN, input, dim=dim, keepdim=_keep(keepdim, keepdims))
 
 
 # ---------------------------------------------------------------- sum_to
@@ -233,6 +181,14 @@ SUM_TO = register(name="sum_to", vmap=_vmap.shape_attr(), jvp=_jvp.linear, kerne
                       Sample((rand((3, 4), dtype),), {"shape": (3, 4)})],
                   error_samples=lambda: [((rand((3, 4)),), {"shape": (5,)}, ValueError)],
                   torch=lambda torch, x, shape: x.sum_to_size(tuple(shape)))
+
+
+def sum_to(input, shape):
+    """Sum a broadcast result back to ``shape`` (the adjoint of broadcasting)."""
+    shape = tuple(shape)
+    if tuple(input.shape) == shape:
+        return input
+    return bind(SUM_TO, input, shape=shape)
 
 
 # ---------------------------------------------------------------- amax / amin
@@ -297,11 +253,21 @@ AMAX = register(name="amax", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=
                 torch.amax(x, dim=dim if dim is not None else (), keepdim=keepdim))
 
 
+def amax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    dim = _canon_named("amax", input, _dims("amax", dim, axis))
+    return bind(AMAX, input, dim=dim, keepdim=_keep(keepdim, keepdims))
+
+
 AMIN = register(name="amin", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amin, "amin"),
                 infer=_extreme_infer("amin"), vjp=_extreme_vjp("amin"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.amin(x, dim=dim if dim is not None else (), keepdim=keepdim))
+
+
+def amin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    dim = _canon_named("amin", input, _dims("amin", dim, axis))
+    return bind(AMIN, input, dim=dim, keepdim=_keep(keepdim, keepdims))
 
 
 # ---------------------------------------------------------------- prod
@@ -367,6 +333,12 @@ def _prod_torch(torch, x, dim=None, keepdim=False):
 PROD = register(name="prod", vmap=_vmap.dim_attrs_flat(), jvp=_jvp.reduction, kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
                 vjp=_prod_vjp, saves=("x",), samples=_prod_samples, error_samples=_dim_errors,
                 torch=_prod_torch)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    dim = _canon("prod", input, _dims("prod", dim, axis))
+    r = bind(PROD, input, dim=dim, keepdim=_keep(keepdim, keepdims))
+    return r.to(dtype) if dtype is not None else r
 
 
 # ---------------------------------------------------------------- helpers for the ops below
@@ -509,10 +481,24 @@ MAX_DIM = register(name="max", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kerne
                    torch=_argext_torch("max"))
 
 
+def max(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
+    """The largest value; with ``dim`` the named tuple ``(values, indices)``.
+
+    As PyTorch: ``max(x)`` splits the gradient among tied maxima; ``max(x, dim)``
+    gives it to the returned index only; ``max(x, other_tensor)`` is ``maximum``.
+    """
+    return _max_min("max", MAX_DIM, "maximum", input, dim, keepdim, axis, keepdims)
+
+
 MIN_DIM = register(name="min", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
                    infer=_argext_infer("min"), vjp=_argext_vjp, saves=("out",),
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("min"))
+
+
+def min(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
+    """The smallest value; with ``dim`` the named tuple ``(values, indices)`` (see ``max``)."""
+    return _max_min("min", MIN_DIM, "minimum", input, dim, keepdim, axis, keepdims)
 
 
 def _onehot_kernel(indices, shape, dim, out=None):
@@ -640,11 +626,21 @@ ARGMAX = register(name="argmax", vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel
                   torch=_arg_torch("argmax"))
 
 
+def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """Index of the largest value (the first one); ``dim=None``: into the flattened tensor."""
+    return _arg("argmax", ARGMAX, input, dim, keepdim, axis, keepdims)
+
+
 ARGMIN = register(name="argmin", vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmin, "argmin"),
                   infer=_arg_infer("argmin"), differentiable=False, samples=_arg_samples,
                   error_samples=lambda: [((rand((2, 3)),), {"dim": 2}, IndexError),
                                          ((rand((2, 0)),), {"dim": 1}, IndexError)],
                   torch=_arg_torch("argmin"))
+
+
+def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """Index of the smallest value (the first one); ``dim=None``: into the flattened tensor."""
+    return _arg("argmin", ARGMIN, input, dim, keepdim, axis, keepdims)
 
 
 # ---------------------------------------------------------------- var / std
@@ -702,6 +698,15 @@ VAR = register(name="var", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_v
                torch=_var_torch("var"))
 
 
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+        keepdims=None):
+    """Variance over ``dim``, dividing by ``N - correction`` (``correction=1`` default;
+    ``unbiased=False`` is ``correction=0``)."""
+    dim, correction = _correction("var", _dims("var", dim, axis), unbiased, correction)
+    return bind(VAR, input, dim=_canon("var", input, dim), correction=correction,
+                keepdim=_keep(keepdim, keepdims))
+
+
 def _std_kernel(x, dim=None, correction=1, keepdim=False):
     _float_only("std", x)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -725,6 +730,14 @@ def _std_vjp(ctx, g):
 STD = register(name="std", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
                saves=("x", "out"), samples=_var_samples, error_samples=_var_errors,
                torch=_var_torch("std"))
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
+        keepdims=None):
+    """Standard deviation, ``sqrt(var)``; its gradient is 0 where it is 0 (as PyTorch)."""
+    dim, correction = _correction("std", _dims("std", dim, axis), unbiased, correction)
+    return bind(STD, input, dim=_canon("std", input, dim), correction=correction,
+                keepdim=_keep(keepdim, keepdims))
 
 
 # ---------------------------------------------------------------- logsumexp
@@ -765,6 +778,15 @@ LOGSUMEXP = register(name="logsumexp", vmap=_vmap.dim_attrs(), jvp=_jvp.reductio
                      error_samples=lambda: [((rand((2, 3)),), {"dim": (0, 2)}, IndexError)],
                      torch=lambda torch, x, dim=None, keepdim=False: torch.logsumexp(
                          x, dim if dim is not None else tuple(range(x.ndim)), keepdim))
+
+
+def logsumexp(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """``log(sum(exp(x)))`` over ``dim`` (required, as PyTorch), without overflow."""
+    dim = _dims("logsumexp", dim, axis)
+    if dim is None:
+        raise op_error("logsumexp", "missing the required argument 'dim'", TypeError)
+    return bind(LOGSUMEXP, input, dim=_canon("logsumexp", input, dim),
+                keepdim=_keep(keepdim, keepdims))
 
 
 # ---------------------------------------------------------------- norm
@@ -856,6 +878,31 @@ NORM = register(name="norm", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=
                 torch.linalg.vector_norm(x, p, dim, keepdim))
 
 
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None, *, axis=None, keepdims=None):
+    """Vector p-norm over ``dim`` (all dims by default), as ``torch.norm``.
+
+    ``p``: a number (2 by default, 1, 0, any real), ``inf``/``-inf``, or ``"fro"``
+    (the 2-norm of the entries). The gradient of the 2-norm at 0 is 0.
+    """
+    dim = _dims("norm", dim, axis)
+    if isinstance(p, str):
+        if p != "fro":
+            raise op_error("norm", f"p={p!r} is not supported (use tg.linalg for matrix "
+                                   f"norms); expected a number, inf or 'fro'", RuntimeError)
+        if dim is not None and not isinstance(dim, int) and len(dim) > 2:
+            raise op_error("norm", f"'fro' takes at most 2 dims, got {tuple(dim)}",
+                           RuntimeError)
+        p = 2.0
+    elif p is None:
+        p = 2.0
+    elif not isinstance(p, (int, float)) or isinstance(p, bool):
+        raise op_error("norm", f"p must be a number or 'fro', got {p!r}", TypeError)
+    if dtype is not None:
+        input = input.to(dtype)
+    return bind(NORM, input, p=float(p), dim=_canon("norm", input, dim),
+                keepdim=_keep(keepdim, keepdims))
+
+
 # ---------------------------------------------------------------- cumsum / cumprod
 def _cum_infer(name, int_out):
     def infer(x, dim):
@@ -922,6 +969,11 @@ CUMSUM = register(name="cumsum", vmap=_vmap.dim_attrs_flat(), kernel=_cum_kernel
                   vjp=_cumsum_vjp, samples=_cum_samples, error_samples=_cum_errors,
                   jvp=lambda ctx, xt: (bind(CUMSUM, xt, **ctx.attrs),),
                   torch=lambda torch, x, dim: torch.cumsum(x, dim))
+
+
+def cumsum(input, dim=None, *, dtype=None, axis=None):
+    """Running sum along ``dim`` (ints and bools give int64, as PyTorch)."""
+    return _cum("cumsum", CUMSUM, input, dim, axis, dtype)
 
 
 # the adjoint of cumsum: sums from the end (its own adjoint is cumsum)
@@ -994,6 +1046,11 @@ CUMPROD = register(name="cumprod", vmap=_vmap.dim_attrs_flat(), jvp=_cumprod_jvp
                    torch=lambda torch, x, dim: torch.cumprod(x, dim))
 
 
+def cumprod(input, dim=None, *, dtype=None, axis=None):
+    """Running product along ``dim``; the gradient is exact with zeros in the input too."""
+    return _cum("cumprod", CUMPROD, input, dim, axis, dtype)
+
+
 CUMPROD_OP.append(CUMPROD)
 
 
@@ -1037,9 +1094,21 @@ ALL = register(name="all", vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (3,)}, IndexError)])
 
 
+def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
+    """True where every element (over ``dim``, int or tuple) is nonzero; bool result."""
+    return bind(ALL, input, dim=_canon("all", input, _dims("all", dim, axis)),
+                keepdim=_keep(keepdim, keepdims))
+
+
 ANY = register(name="any", vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.any), infer=_bool_reduce_infer("any"),
                differentiable=False, samples=_bool_samples, torch=_bool_torch("any"),
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (-3,)}, IndexError)])
+
+
+def any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
+    """True where some element (over ``dim``, int or tuple) is nonzero; bool result."""
+    return bind(ANY, input, dim=_canon("any", input, _dims("any", dim, axis)),
+                keepdim=_keep(keepdim, keepdims))
 
 
 # ---------------------------------------------------------------- public functions
@@ -1078,33 +1147,6 @@ def _canon1(name, x, dim):
     return normalize_dim(name, dim, len(x.shape))
 
 
-def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):  # noqa: A001
-    """Sum over ``dim`` (int, tuple, or None for all)."""
-    if isinstance(input, np.ndarray) and hasattr(input, "full_reduce"):  # @fuse tracing
-        return input.full_reduce("sum", _dims("sum", dim, axis), _keep(keepdim, keepdims), dtype)
-    dim = _canon("sum", input, _dims("sum", dim, axis))
-    r = bind(SUM, input, dim=dim, keepdim=_keep(keepdim, keepdims))
-    return r.to(dtype) if dtype is not None else r
-
-
-def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
-    if isinstance(input, np.ndarray) and hasattr(input, "full_reduce"):  # @fuse tracing
-        return input.full_reduce("mean", _dims("mean", dim, axis), _keep(keepdim, keepdims),
-                                 dtype)
-    dim = _canon("mean", input, _dims("mean", dim, axis))
-    if dtype is not None:
-        input = input.to(dtype)
-    return bind(MEAN, input, dim=dim, keepdim=_keep(keepdim, keepdims))
-
-
-def sum_to(input, shape):
-    """Sum a broadcast result back to ``shape`` (the adjoint of broadcasting)."""
-    shape = tuple(shape)
-    if tuple(input.shape) == shape:
-        return input
-    return bind(SUM_TO, input, shape=shape)
-
-
 def _canon_named(name, x, dim):
     """As ``_canon``, but dims named stay named even when they are all of them: an
     empty input reduced over a named empty dim is PyTorch's IndexError, over none
@@ -1113,22 +1155,6 @@ def _canon_named(name, x, dim):
     if dims is None and dim is not None and dim != () and dim != [] and len(x.shape):
         return normalize_dims(name, dim, len(x.shape))
     return dims
-
-
-def amax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
-    dim = _canon_named("amax", input, _dims("amax", dim, axis))
-    return bind(AMAX, input, dim=dim, keepdim=_keep(keepdim, keepdims))
-
-
-def amin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
-    dim = _canon_named("amin", input, _dims("amin", dim, axis))
-    return bind(AMIN, input, dim=dim, keepdim=_keep(keepdim, keepdims))
-
-
-def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
-    dim = _canon("prod", input, _dims("prod", dim, axis))
-    r = bind(PROD, input, dim=dim, keepdim=_keep(keepdim, keepdims))
-    return r.to(dtype) if dtype is not None else r
 
 
 def _max_min(name, op, pairwise, input, dim, keepdim, axis, keepdims):
@@ -1145,35 +1171,11 @@ def _max_min(name, op, pairwise, input, dim, keepdim, axis, keepdims):
     return _values_indices[name](values, indices)
 
 
-def max(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
-    """The largest value; with ``dim`` the named tuple ``(values, indices)``.
-
-    As PyTorch: ``max(x)`` splits the gradient among tied maxima; ``max(x, dim)``
-    gives it to the returned index only; ``max(x, other_tensor)`` is ``maximum``.
-    """
-    return _max_min("max", MAX_DIM, "maximum", input, dim, keepdim, axis, keepdims)
-
-
-def min(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
-    """The smallest value; with ``dim`` the named tuple ``(values, indices)`` (see ``max``)."""
-    return _max_min("min", MIN_DIM, "minimum", input, dim, keepdim, axis, keepdims)
-
-
 def _arg(name, op, input, dim, keepdim, axis, keepdims):
     dim = _dims(name, dim, axis)
     if dim is not None:
         dim = _canon1(name, input, dim)
     return bind(op, input, dim=dim, keepdim=_keep(keepdim, keepdims))
-
-
-def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
-    """Index of the largest value (the first one); ``dim=None``: into the flattened tensor."""
-    return _arg("argmax", ARGMAX, input, dim, keepdim, axis, keepdims)
-
-
-def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
-    """Index of the smallest value (the first one); ``dim=None``: into the flattened tensor."""
-    return _arg("argmin", ARGMIN, input, dim, keepdim, axis, keepdims)
 
 
 def _correction(name, dim, unbiased, correction):
@@ -1188,57 +1190,6 @@ def _correction(name, dim, unbiased, correction):
     return dim, 1 if correction is None else correction
 
 
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
-        keepdims=None):
-    """Variance over ``dim``, dividing by ``N - correction`` (``correction=1`` default;
-    ``unbiased=False`` is ``correction=0``)."""
-    dim, correction = _correction("var", _dims("var", dim, axis), unbiased, correction)
-    return bind(VAR, input, dim=_canon("var", input, dim), correction=correction,
-                keepdim=_keep(keepdim, keepdims))
-
-
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None,
-        keepdims=None):
-    """Standard deviation, ``sqrt(var)``; its gradient is 0 where it is 0 (as PyTorch)."""
-    dim, correction = _correction("std", _dims("std", dim, axis), unbiased, correction)
-    return bind(STD, input, dim=_canon("std", input, dim), correction=correction,
-                keepdim=_keep(keepdim, keepdims))
-
-
-def logsumexp(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
-    """``log(sum(exp(x)))`` over ``dim`` (required, as PyTorch), without overflow."""
-    dim = _dims("logsumexp", dim, axis)
-    if dim is None:
-        raise op_error("logsumexp", "missing the required argument 'dim'", TypeError)
-    return bind(LOGSUMEXP, input, dim=_canon("logsumexp", input, dim),
-                keepdim=_keep(keepdim, keepdims))
-
-
-def norm(input, p="fro", dim=None, keepdim=False, dtype=None, *, axis=None, keepdims=None):
-    """Vector p-norm over ``dim`` (all dims by default), as ``torch.norm``.
-
-    ``p``: a number (2 by default, 1, 0, any real), ``inf``/``-inf``, or ``"fro"``
-    (the 2-norm of the entries). The gradient of the 2-norm at 0 is 0.
-    """
-    dim = _dims("norm", dim, axis)
-    if isinstance(p, str):
-        if p != "fro":
-            raise op_error("norm", f"p={p!r} is not supported (use tg.linalg for matrix "
-                                   f"norms); expected a number, inf or 'fro'", RuntimeError)
-        if dim is not None and not isinstance(dim, int) and len(dim) > 2:
-            raise op_error("norm", f"'fro' takes at most 2 dims, got {tuple(dim)}",
-                           RuntimeError)
-        p = 2.0
-    elif p is None:
-        p = 2.0
-    elif not isinstance(p, (int, float)) or isinstance(p, bool):
-        raise op_error("norm", f"p must be a number or 'fro', got {p!r}", TypeError)
-    if dtype is not None:
-        input = input.to(dtype)
-    return bind(NORM, input, p=float(p), dim=_canon("norm", input, dim),
-                keepdim=_keep(keepdim, keepdims))
-
-
 def _cum(name, op, input, dim, axis, dtype):
     dim = _dims(name, dim, axis)
     if dim is None:
@@ -1246,28 +1197,6 @@ def _cum(name, op, input, dim, axis, dtype):
     if dtype is not None:
         input = input.to(dtype)
     return bind(op, input, dim=_canon1(name, input, dim))
-
-
-def cumsum(input, dim=None, *, dtype=None, axis=None):
-    """Running sum along ``dim`` (ints and bools give int64, as PyTorch)."""
-    return _cum("cumsum", CUMSUM, input, dim, axis, dtype)
-
-
-def cumprod(input, dim=None, *, dtype=None, axis=None):
-    """Running product along ``dim``; the gradient is exact with zeros in the input too."""
-    return _cum("cumprod", CUMPROD, input, dim, axis, dtype)
-
-
-def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
-    """True where every element (over ``dim``, int or tuple) is nonzero; bool result."""
-    return bind(ALL, input, dim=_canon("all", input, _dims("all", dim, axis)),
-                keepdim=_keep(keepdim, keepdims))
-
-
-def any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
-    """True where some element (over ``dim``, int or tuple) is nonzero; bool result."""
-    return bind(ANY, input, dim=_canon("any", input, _dims("any", dim, axis)),
-                keepdim=_keep(keepdim, keepdims))
 
 
 # Tensor methods (x.max(dim=1), x.var(), ...) beyond the core table in methods.py
@@ -1557,5 +1486,74 @@ for _f in (trapezoid, trapz, cumulative_trapezoid):
          args=("y", "x"), optional=("x",))
 
 
+# ---------------------------------------------------------------- gradient
+def _spacings(name, spacing, dims):
+    if isinstance(spacing, (int, float)) and not isinstance(spacing, bool):
+        return [float(spacing)] * len(dims)
+    if isinstance(spacing, (list, tuple)) and _builtins.all(
+            isinstance(s, (int, float)) and not isinstance(s, bool) for s in spacing):
+        if len(spacing) != len(dims):
+            raise op_error(name, f"torch.gradient expected spacing to be unspecified, a "
+                                 f"scalar or a list of length {len(dims)} (the number of "
+                                 f"dims), got a list of length {len(spacing)}", RuntimeError)
+        return [float(s) for s in spacing]
+    raise op_error(name, "spacing must be a number or a list of numbers (coordinate "
+                         "tensors are not supported)", NotImplementedError)
+
+
+def _along(x, d, start, stop):
+    idx = [slice(None)] * x.ndim
+    idx[d] = slice(start, stop)
+    return x[tuple(idx)]
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """The derivative of ``input`` sampled on a uniform grid, along each of ``dim``
+    (every dim by default): central differences inside, one-sided differences of
+    order ``edge_order`` (1 or 2) at the edges; a tuple, one tensor per dim."""
+    name = "gradient"
+    if edge_order not in (1, 2):
+        raise op_error(name, f"torch.gradient only supports edge_order=1 and edge_order=2, "
+                             f"got {edge_order}", RuntimeError)
+    if input.ndim == 0:
+        raise op_error(name, "torch.gradient expected each tensor to be at least 1-D",
+                       RuntimeError)
+    if dim is None:
+        dims = list(range(input.ndim))
+    elif isinstance(dim, (int, np.integer)):
+        dims = [normalize_dim(name, dim, input.ndim)]
+    else:
+        dims = [normalize_dim(name, d, input.ndim) for d in dim]
+    if input.dtype.name == "bool":
+        raise op_error(name, "torch.gradient does not support bool tensors", RuntimeError)
+    hs = _spacings(name, spacing, dims)
+    x = floating(input)
+    out = []
+    for d, h in zip(dims, hs):
+        n = x.shape[d]
+        if n < edge_order + 1:
+            raise op_error(name, f"torch.gradient expected each dimension size to be at "
+                                 f"least edge_order+1, got size {n} at dim {d}",
+                           RuntimeError)
+        mid = (_along(x, d, 2, None) - _along(x, d, 0, n - 2)) / (2 * h)
+        if edge_order == 1:
+            first = (_along(x, d, 1, 2) - _along(x, d, 0, 1)) / h
+            last = (_along(x, d, n - 1, n) - _along(x, d, n - 2, n - 1)) / h
+        else:
+            first = (-1.5 * _along(x, d, 0, 1) + 2 * _along(x, d, 1, 2)
+                     - 0.5 * _along(x, d, 2, 3)) / h
+            last = (0.5 * _along(x, d, n - 3, n - 2) - 2 * _along(x, d, n - 2, n - 1)
+                    + 1.5 * _along(x, d, n - 1, n)) / h
+        out.append(SH.cat([first, mid, last], d))
+    return tuple(out)
+
+
+decl(gradient, lambda dtype=np.float64: [
+         S(rand((5,), dtype, seed=1)),
+         S(rand((3, 4), dtype, seed=2), spacing=0.5),
+         S(rand((4, 5), dtype, seed=3), spacing=[2.0], dim=1, edge_order=2),
+         S(rand((3, 4, 3), dtype, seed=4), dim=(0, 2), spacing=[1.0, 0.25])],
+     nout=2, errors=lambda: [((rand((3, 4)),), {"edge_order": 3}, RuntimeError),
+                             ((rand((1, 4)),), {"dim": 0}, RuntimeError)])
 
 del _f

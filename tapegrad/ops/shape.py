@@ -70,6 +70,15 @@ RESHAPE = register(name="reshape", vmap=_vmap.shape_attr(), kind="view", kernel=
                    torch=lambda torch, x, shape: torch.reshape(x, shape))
 
 
+# ---------------------------------------------------------------- public functions
+def reshape(input, *shape):
+    """A tensor with the same data and a new shape (a view when possible)."""
+    shape = shape_arg("reshape", shape)
+    if tuple(input.shape) == shape:
+        return bind(RESHAPE, input, shape=shape) if hasattr(input, "_data") else input
+    return bind(RESHAPE, input, shape=shape)
+
+
 # ---------------------------------------------------------------- permute
 def _perm_check(name, dims, ndim):
     dims = tuple(normalize_dim(name, d, ndim) for d in dims)
@@ -98,6 +107,11 @@ PERMUTE = register(name="permute", vmap=_vmap.permute_rule, jvp=_jvp.linear, kin
                    error_samples=lambda: [((rand((3, 4)),), {"dims": (0, 0)}, RuntimeError),
                                           ((rand(()),), {"dims": (0,)}, RuntimeError)],
                    torch=lambda torch, x, dims: x.permute(*dims))
+
+
+def permute(input, *dims):
+    dims = shape_arg("permute", dims) if dims and not isinstance(dims[0], (list, tuple)) else tuple(dims[0])
+    return bind(PERMUTE, input, dims=tuple(dims))
 
 
 # ---------------------------------------------------------------- broadcast_to / expand
@@ -137,6 +151,13 @@ BROADCAST_TO = register(name="broadcast_to", vmap=_vmap.shape_attr(), jvp=_jvp.l
                         torch=lambda torch, x, shape: torch.broadcast_to(x, shape))
 
 
+def broadcast_to(input, shape):
+    shape = tuple(shape)
+    if tuple(input.shape) == shape:
+        return input
+    return bind(BROADCAST_TO, input, shape=shape)
+
+
 # ---------------------------------------------------------------- squeeze / unsqueeze
 def _squeeze_dims(name, shape, dim):
     nd = len(shape)
@@ -170,6 +191,10 @@ SQUEEZE = register(name="squeeze", vmap=_vmap.squeeze_rule, jvp=_jvp.linear, kin
                    torch.squeeze(x) if dim is None else torch.squeeze(x, dim))
 
 
+def squeeze(input, dim=None):
+    return bind(SQUEEZE, input, dim=dim)
+
+
 def _unsqueeze_shape(shape, dim):
     d = normalize_dim("unsqueeze", dim, len(shape) + 1)
     return tuple(shape[:d]) + (1,) + tuple(shape[d:])
@@ -187,13 +212,8 @@ UNSQUEEZE = register(name="unsqueeze", vmap=_vmap.unsqueeze_rule, jvp=_jvp.linea
                      torch=lambda torch, x, dim: torch.unsqueeze(x, dim))
 
 
-# ---------------------------------------------------------------- public functions
-def reshape(input, *shape):
-    """A tensor with the same data and a new shape (a view when possible)."""
-    shape = shape_arg("reshape", shape)
-    if tuple(input.shape) == shape:
-        return bind(RESHAPE, input, shape=shape) if hasattr(input, "_data") else input
-    return bind(RESHAPE, input, shape=shape)
+def unsqueeze(input, dim):
+    return bind(UNSQUEEZE, input, dim=dim)
 
 
 def view(input, *shape):
@@ -258,11 +278,6 @@ composite(flatten, infer=_flatten_infer,
           error_samples=lambda: [((rand((2, 3, 4)),), {"start_dim": 2, "end_dim": 1}, RuntimeError),
                                  ((rand((2, 3)),), {"start_dim": 3}, IndexError)],
           torch=lambda torch, x, **k: torch.flatten(x, **k))
-
-
-def permute(input, *dims):
-    dims = shape_arg("permute", dims) if dims and not isinstance(dims[0], (list, tuple)) else tuple(dims[0])
-    return bind(PERMUTE, input, dims=tuple(dims))
 
 
 def transpose(input, dim0=None, dim1=None):
@@ -362,13 +377,6 @@ composite(movedim, infer=_movedim_infer,
 alias(movedim, "moveaxis", "movedim")
 
 
-def broadcast_to(input, shape):
-    shape = tuple(shape)
-    if tuple(input.shape) == shape:
-        return input
-    return bind(BROADCAST_TO, input, shape=shape)
-
-
 def _expand_sizes(shape, sizes):
     """``expand``'s target shape: -1 keeps that dim; a size must match its dim or
     the dim must be 1 (PyTorch's rules, the function's and its shape rule's)."""
@@ -405,14 +413,6 @@ composite(expand, infer=_expand_infer,
           error_samples=lambda: [((rand((3, 2)), 3, 4), {}, RuntimeError),
                                  ((rand((3, 2)), -1, 3, 2), {}, RuntimeError)],
           torch=lambda torch, x, *sizes: x.expand(*sizes))
-
-
-def squeeze(input, dim=None):
-    return bind(SQUEEZE, input, dim=dim)
-
-
-def unsqueeze(input, dim):
-    return bind(UNSQUEEZE, input, dim=dim)
 
 
 def mT(input):
@@ -753,6 +753,19 @@ CAT = register(name="cat", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel
                torch=lambda torch, *xs, dim: torch.cat(xs, dim))
 
 
+def cat(tensors, dim=None, *, axis=None, out=None):
+    """Concatenate tensors along an existing dim (gradients split back to each)."""
+    ts = _tensor_list("cat", tensors)
+    dim = _dim_alias("cat", dim, axis)
+    # PyTorch's legacy rule: 1-D empty tensors are skipped next to tensors of other rank
+    nds = {len(t.shape) for t in ts}
+    if len(nds) > 1:
+        ts = [t for t in ts if tuple(t.shape) != (0,)] or ts[:1]
+    nd = len(ts[0].shape)
+    d = normalize_dim("cat", dim, nd) if nd else dim
+    return bind(CAT, *ts, dim=d)
+
+
 def _tensor_list(name, tensors):
     if hasattr(tensors, "shape") or not isinstance(tensors, (list, tuple)):
         raise op_error(name, f"expected a sequence of tensors, got {type(tensors).__name__}",
@@ -769,19 +782,6 @@ def _dim_alias(name, dim, axis, default=0):
             raise op_error(name, "pass either dim or axis, not both", TypeError)
         return axis
     return default if dim is None else dim
-
-
-def cat(tensors, dim=None, *, axis=None, out=None):
-    """Concatenate tensors along an existing dim (gradients split back to each)."""
-    ts = _tensor_list("cat", tensors)
-    dim = _dim_alias("cat", dim, axis)
-    # PyTorch's legacy rule: 1-D empty tensors are skipped next to tensors of other rank
-    nds = {len(t.shape) for t in ts}
-    if len(nds) > 1:
-        ts = [t for t in ts if tuple(t.shape) != (0,)] or ts[:1]
-    nd = len(ts[0].shape)
-    d = normalize_dim("cat", dim, nd) if nd else dim
-    return bind(CAT, *ts, dim=d)
 
 
 concatenate = concat = cat
@@ -1038,9 +1038,6 @@ PAD = register(name="pad", vmap=_vmap.pad_rule, jvp=_pad_jvp, kernel=_pad_kernel
                                        value=value if mode == "constant" else None))
 
 
-PAD_OP.append(PAD)
-
-
 def pad(input, pad, mode="constant", value=None):
     """Pad with PyTorch's flat ``pad`` tuple (last dim first); negative pads crop.
     Modes: constant (``value``, default 0), reflect, replicate, circular."""
@@ -1058,6 +1055,9 @@ def pad(input, pad, mode="constant", value=None):
     if not any(pad):
         _pad_widths("pad", tuple(input.shape), pad)
     return bind(PAD, input, pad=pad, mode=mode, value=value)
+
+
+PAD_OP.append(PAD)
 
 
 # ---------------------------------------------------------------- tril / triu
@@ -1102,26 +1102,26 @@ TRIL = register(name="tril", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_ke
                 torch=lambda torch, x, diagonal=0: torch.tril(x, diagonal))
 
 
+def tril(input, diagonal=0):
+    """Lower triangle of the last two dims (elements above ``diagonal`` zeroed)."""
+    return bind(TRIL, input, diagonal=_int("tril", diagonal, "diagonal"))
+
+
 TRIU = register(name="triu", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
                 vjp=lambda ctx, g: (bind(TRIU, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.triu(x, diagonal))
 
 
+def triu(input, diagonal=0):
+    """Upper triangle of the last two dims (elements below ``diagonal`` zeroed)."""
+    return bind(TRIU, input, diagonal=_int("triu", diagonal, "diagonal"))
+
+
 def _int(name, v, what):
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise op_error(name, f"{what} must be an int, got {v!r}", TypeError)
     return int(v)
-
-
-def tril(input, diagonal=0):
-    """Lower triangle of the last two dims (elements above ``diagonal`` zeroed)."""
-    return bind(TRIL, input, diagonal=_int("tril", diagonal, "diagonal"))
-
-
-def triu(input, diagonal=0):
-    """Upper triangle of the last two dims (elements below ``diagonal`` zeroed)."""
-    return bind(TRIU, input, diagonal=_int("triu", diagonal, "diagonal"))
 
 
 # ---------------------------------------------------------------- diagonal / diag
@@ -1173,6 +1173,15 @@ DIAGONAL = register(name="diagonal", vmap=_vmap.diagonal_rule, jvp=_jvp.linear, 
                     torch.diagonal(x, offset, dim1, dim2))
 
 
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal of dims ``dim1, dim2`` (``offset`` > 0 above the main one), moved to
+    the last dim. (A copy, not a view.)"""
+    nd = len(input.shape)
+    d1 = normalize_dim("diagonal", dim1, nd)
+    d2 = normalize_dim("diagonal", dim2, nd)
+    return bind(DIAGONAL, input, offset=_int("diagonal", offset, "offset"), dim1=d1, dim2=d2)
+
+
 def _diagonal_into_infer(g, shape, offset=0, dim1=0, dim2=1):
     want = _diagonal_shape("diagonal_into", tuple(shape), offset, dim1, dim2)
     if tuple(g.shape) != want:
@@ -1221,15 +1230,6 @@ DIAGONAL_INTO = register(
 def diagonal_into(g, shape, offset=0, dim1=0, dim2=1):
     """Zeros of ``shape`` with ``g`` written on the diagonal (``diagonal``'s adjoint)."""
     return bind(DIAGONAL_INTO, g, shape=tuple(shape), offset=offset, dim1=dim1, dim2=dim2)
-
-
-def diagonal(input, offset=0, dim1=0, dim2=1):
-    """The diagonal of dims ``dim1, dim2`` (``offset`` > 0 above the main one), moved to
-    the last dim. (A copy, not a view.)"""
-    nd = len(input.shape)
-    d1 = normalize_dim("diagonal", dim1, nd)
-    d2 = normalize_dim("diagonal", dim2, nd)
-    return bind(DIAGONAL, input, offset=_int("diagonal", offset, "offset"), dim1=d1, dim2=d2)
 
 
 def _diag_infer(x, diagonal=0):
@@ -1385,6 +1385,24 @@ REPEAT_INTERLEAVE = register(
         x, repeats if isinstance(repeats, int) else torch.tensor(repeats), dim))
 
 
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Repeat each element ``repeats`` times along ``dim`` (flattened when None);
+    ``repeat_interleave(counts)`` gives ``arange(len(counts))`` repeated."""
+    if repeats is None:  # the one-tensor form: repeats the indices
+        if len(input.shape) != 1:
+            raise op_error("repeat_interleave", f"the one-tensor form takes a 1-D tensor of "
+                                                f"counts, got shape {tuple(input.shape)}",
+                           RuntimeError)
+        repeats = _repeats_arg(input, input.shape[0])
+        input, dim = arange(input.shape[0]), 0
+    if dim is None:
+        input = reshape(input, (-1,))
+        dim = 0
+    d = normalize_dim("repeat_interleave", dim, len(input.shape))
+    n = input.shape[d] if input.shape else 1
+    return bind(REPEAT_INTERLEAVE, input, repeats=_repeats_arg(repeats, n), dim=d)
+
+
 def _repeats_arg(repeats, n):
     """``repeats`` (an int, a sequence, or an integer tensor of 0 or 1 dims) as an
     int or a tuple of ``n`` ints; its shape and dtype are checked before any value
@@ -1405,24 +1423,6 @@ def _repeats_arg(repeats, n):
                                             f"along dim ({n}), got {data.shape[0]} repeats",
                        RuntimeError)
     return tuple(data.tolist())
-
-
-def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
-    """Repeat each element ``repeats`` times along ``dim`` (flattened when None);
-    ``repeat_interleave(counts)`` gives ``arange(len(counts))`` repeated."""
-    if repeats is None:  # the one-tensor form: repeats the indices
-        if len(input.shape) != 1:
-            raise op_error("repeat_interleave", f"the one-tensor form takes a 1-D tensor of "
-                                                f"counts, got shape {tuple(input.shape)}",
-                           RuntimeError)
-        repeats = _repeats_arg(input, input.shape[0])
-        input, dim = arange(input.shape[0]), 0
-    if dim is None:
-        input = reshape(input, (-1,))
-        dim = 0
-    d = normalize_dim("repeat_interleave", dim, len(input.shape))
-    n = input.shape[d] if input.shape else 1
-    return bind(REPEAT_INTERLEAVE, input, repeats=_repeats_arg(repeats, n), dim=d)
 
 
 METHODS = ("flip fliplr flipud roll repeat tile unflatten tril triu diag diagonal diag_embed "

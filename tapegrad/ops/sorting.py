@@ -19,6 +19,291 @@ __all__ = ["median", "nanmedian", "kthvalue", "msort", "mode", "unique_consecuti
            "searchsorted", "unique", "sort", "argsort", "topk"]
 
 
+# ---------------------------------------------------------------- unique
+def _unique_infer(x, sorted=True, dim=None):
+    shape = tuple(x.shape)
+    i64 = np.dtype(np.int64)
+    if dim is None:
+        return (TensorSpec((None,), x.dtype), TensorSpec(shape, i64), TensorSpec((None,), i64))
+    d = normalize_dim("unique", dim, len(shape))
+    if any(s == 0 for i, s in enumerate(shape) if i != d):
+        raise op_error("unique", f"input of shape {shape} has a zero-size dim other than dim "
+                                 f"{d}: there are no slices along dim {d} to compare",
+                       RuntimeError)
+    return (TensorSpec(shape[:d] + (None,) + shape[d + 1:], x.dtype),
+            TensorSpec((shape[d],), i64), TensorSpec((None,), i64))
+
+
+def _unique_kernel(x, sorted=True, dim=None, alloc=None):
+    _unique_infer(x, sorted, dim)
+    xp = _devices.xp_of(x)
+    if alloc is not None and xp is np and not (dim is not None and x.shape[dim] == 0):
+        return _unique_into(x, dim, alloc)
+    if dim is None:
+        vals, inv, cnt = xp.unique(x.reshape(-1), return_inverse=True, return_counts=True)
+        inv = inv.reshape(x.shape)
+    else:
+        if x.shape[dim] == 0:
+            vals, inv, cnt = x, xp.zeros(0, np.int64), xp.zeros(0, np.int64)
+        else:
+            vals, inv, cnt = np.unique(x, axis=dim, return_inverse=True, return_counts=True)
+            inv = inv.reshape(-1)
+    if alloc is None:
+        return (vals.copy() if vals is x else vals), inv.astype(np.int64), cnt.astype(np.int64)
+    # the sizes are the result: computed, then written into the caller's memory
+    outs = []
+    for r, dt in ((vals, x.dtype), (inv, np.int64), (cnt, np.int64)):
+        o = alloc(r.shape, dt)
+        o[...] = r
+        outs.append(o)
+    return tuple(outs)
+
+
+def _unique_into(x, dim, alloc):
+    """unique with a caller's allocator: sizes first, then written there. The input
+    sorted (by rows along ``dim``) is the scratch; the first of each run of equal
+    values (NaNs one run, as NumPy's unique) marks the ``k`` distinct ones, which size
+    the outputs; values are compressed into the caller's memory, each input's rank
+    scattered into the inverse, the runs' starts differenced into the counts."""
+    if dim is None:
+        flat = x.reshape(-1)
+        n = flat.size
+        perm = np.argsort(flat, kind="stable")
+        srt = flat[perm]
+        first = np.empty(n, bool)
+        first[:1] = True
+        np.not_equal(srt[1:], srt[:-1], out=first[1:])
+        if n and srt.dtype.kind in "fc" and np.isnan(srt[-1]):
+            nan0 = int(np.argmax(np.isnan(srt)))
+            first[nan0 + 1:] = False
+        k = int(np.count_nonzero(first))
+        vals = alloc((k,), x.dtype)
+        _compress_into(np, first, srt, vals)
+        inv_shape = tuple(x.shape)
+    else:
+        d = dim % x.ndim
+        moved = np.moveaxis(x, d, 0)
+        rows = moved.reshape(moved.shape[0], -1)
+        n = rows.shape[0]
+        perm = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(n)
+        srt = rows[perm]
+        first = np.empty(n, bool)
+        first[:1] = True
+        np.any(srt[1:] != srt[:-1], axis=1, out=first[1:])
+        k = int(np.count_nonzero(first))
+        shape = tuple(x.shape)
+        vals = alloc(shape[:d] + (k,) + shape[d + 1:], x.dtype)
+        np.compress(first, np.take(x, perm, axis=d), axis=d, out=vals)
+        inv_shape = (n,)
+    inv = alloc(inv_shape, np.int64)
+    rank = np.cumsum(first, dtype=np.int64)
+    rank -= 1
+    flat_inv = inv.reshape(-1)
+    if np.shares_memory(flat_inv, inv):
+        flat_inv[perm] = rank
+    else:  # memory that does not flatten in place
+        tmp = np.empty_like(rank)
+        tmp[perm] = rank
+        inv[...] = tmp.reshape(inv_shape)
+    cnt = alloc((k,), np.int64)
+    if k:
+        _compress_into(np, first, np.arange(n, dtype=np.int64), cnt)  # where runs start
+        for a in range(0, k, _CHUNK):  # start[i + 1] - start[i], block by block
+            b = min(a + _CHUNK, k)
+            nxt = cnt[a + 1:b + 1].copy()
+            if b == k:
+                nxt = np.append(nxt, n)
+            cnt[a:b] = nxt - cnt[a:b]
+    return vals, inv, cnt
+
+
+UNIQUE = register(
+    name="unique", kind="dynamic", kernel=_unique_kernel, infer=_unique_infer,
+    differentiable=False, nout=3,
+    samples=lambda dtype=np.float64: [
+        Sample((np.array([[3, 1, 2], [1, 3, 3]], dtype),), {"sorted": True, "dim": None}),
+        Sample((np.array([[1, 2], [1, 2], [0, 4]], dtype),), {"sorted": True, "dim": 0}),
+        Sample((np.array([[1, 2, 1], [3, 0, 3]], dtype),), {"sorted": True, "dim": 1}),
+        Sample((np.zeros(0, dtype),), {"sorted": True, "dim": None})],
+    error_samples=lambda: [((rand((3, 4)),), {"sorted": True, "dim": 2}, IndexError),
+                           ((rand((0, 4)),), {"sorted": True, "dim": 1}, RuntimeError)],
+    torch=lambda torch, x, sorted=True, dim=None: torch.unique(
+        x, sorted=sorted, return_inverse=True, return_counts=True, dim=dim))
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The unique elements (sorted), optionally with the inverse indices and counts;
+    with ``dim``, unique slices along that dim."""
+    d = None if dim is None else normalize_dim("unique", dim, len(input.shape))
+    vals, inv, cnt = bind(UNIQUE, input, sorted=bool(sorted), dim=d)
+    out = (vals,) + ((inv,) if return_inverse else ()) + ((cnt,) if return_counts else ())
+    return out[0] if len(out) == 1 else out
+
+
+# ---------------------------------------------------------------- sort / argsort / topk
+_SortResult = _namedtuple("sort", ("values", "indices"))
+
+
+_TopkResult = _namedtuple("topk", ("values", "indices"))
+
+
+def _sort_indices(x, dim, descending):
+    """Stable argsort along dim; descending keeps equal elements in their order."""
+    xp = _devices.xp_of(x)
+    if not descending:
+        return xp.argsort(x, axis=dim, kind="stable").astype(np.int64)
+    n = x.shape[dim]
+    i = xp.argsort(xp.flip(x, axis=dim), axis=dim, kind="stable")
+    return ((n - 1) - xp.flip(i, axis=dim)).astype(np.int64)
+
+
+def _sort_infer(x, dim=-1, descending=False, stable=False, name="sort"):
+    shape = tuple(x.shape)
+    normalize_dim(name, dim, len(shape))
+    return TensorSpec(shape, x.dtype), TensorSpec(shape, np.dtype(np.int64))
+
+
+def _sort_kernel(x, dim=-1, descending=False, stable=False):
+    _sort_infer(x, dim, descending, stable)
+    xp = _devices.xp_of(x)
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), np.int64)
+    idx = _sort_indices(x, dim, descending)
+    return xp.take_along_axis(x, idx, axis=dim), idx
+
+
+def _distinct(shape, dtype, seed):
+    """Values with no ties (finite differences and tie order stay unambiguous)."""
+    n = int(np.prod(shape))
+    v = np.random.default_rng(seed).permutation(n).astype(dtype) * 0.37 - 1.0
+    return v.reshape(shape)
+
+
+def _sort_samples(dtype=np.float64):
+    return [Sample((_distinct((3, 4), dtype, 1),), {"dim": 1, "descending": False,
+                                                    "stable": False}),
+            Sample((_distinct((3, 4), dtype, 2),), {"dim": 0, "descending": True,
+                                                    "stable": False}),
+            Sample((_distinct((4, 3), dtype, 3).T,), {"dim": 1, "descending": True,
+                                                      "stable": True}),
+            Sample((np.array([2, 1, 2, 1, 3], dtype),), {"dim": 0, "descending": True,
+                                                         "stable": True}, False),
+            Sample((np.array([2, 1, 2, 1, 3], dtype),), {"dim": 0, "descending": False,
+                                                         "stable": True}, False),
+            Sample((_distinct((2, 0), dtype, 4),), {"dim": 1, "descending": False,
+                                                    "stable": False})]
+
+
+def _sort_jvp(ctx, t):
+    # the values are the input's elements the indices name
+    return (take_along_dim(t, ctx.out[1], dim=ctx.attrs.get("dim", -1)), None)
+
+
+SORT = register(
+    name="sort", vmap=_vmap.dim_attrs(), jvp=_sort_jvp, kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
+    vjp=_scatter_back_vjp, samples=_sort_samples,
+    error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
+                            IndexError),
+                           ((rand(()),), {"dim": 1, "descending": False, "stable": False},
+                            IndexError)],
+    torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.sort(
+        x, dim=dim, descending=descending, stable=True))
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """``(values, indices)`` sorted along ``dim`` (always stable here); differentiable
+    in the values."""
+    d = normalize_dim("sort", dim, len(input.shape))
+    v, i = bind(SORT, input, dim=d, descending=bool(descending), stable=bool(stable))
+    return _SortResult(v, i)
+
+
+def _argsort_kernel(x, dim=-1, descending=False, stable=False):
+    _sort_infer(x, dim, descending, stable, "argsort")
+    if x.ndim == 0:
+        return _devices.xp_of(x).zeros((), np.int64)
+    return _sort_indices(x, dim, descending)
+
+
+ARGSORT = register(
+    name="argsort", vmap=_vmap.dim_attrs(), kernel=_argsort_kernel, differentiable=False,
+    infer=lambda x, dim=-1, descending=False, stable=False: _sort_infer(x, dim, descending,
+                                                                        stable, "argsort")[1],
+    samples=_sort_samples,
+    error_samples=lambda: [((rand((3, 4)),), {"dim": -3, "descending": False, "stable": False},
+                            IndexError),
+                           ((rand(()),), {"dim": -2, "descending": False, "stable": False},
+                            IndexError)],
+    torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.argsort(
+        x, dim=dim, descending=descending, stable=True))
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    """The indices that sort ``input`` along ``dim`` (stable)."""
+    d = normalize_dim("argsort", dim, len(input.shape))
+    return bind(ARGSORT, input, dim=d, descending=bool(descending), stable=bool(stable))
+
+
+def _topk_infer(x, k, dim=-1, largest=True, sorted=True):
+    shape = tuple(x.shape)
+    if np.dtype(x.dtype).kind == "b":  # PyTorch's RuntimeError
+        raise op_error("topk", "does not support bool dtypes", RuntimeError)
+    d = normalize_dim("topk", dim, len(shape))
+    n = shape[d] if shape else 1
+    if not 0 <= k <= n:
+        raise op_error("topk", f"selected index k={k} out of range for dim {d} of size {n} "
+                               f"(shape {shape})", RuntimeError)
+    out = shape[:d] + (k,) + shape[d + 1:] if shape else ()
+    return TensorSpec(out, x.dtype), TensorSpec(out, np.dtype(np.int64))
+
+
+def _topk_kernel(x, k, dim=-1, largest=True, sorted=True):
+    _topk_infer(x, k, dim, largest, sorted)
+    xp = _devices.xp_of(x)
+    if x.ndim == 0:
+        return x.copy(), xp.zeros((), np.int64)
+    idx = _sort_indices(x, dim, largest)
+    idx = idx[(slice(None),) * dim + (slice(0, k),)]
+    return xp.take_along_axis(x, idx, axis=dim), idx
+
+
+def _topk_jvp(ctx, t):
+    # the values are the input's elements the indices name
+    return (take_along_dim(t, ctx.out[1], dim=ctx.attrs.get("dim", -1)), None)
+
+
+TOPK = register(
+    name="topk", vmap=_vmap.dim_attrs(), jvp=_topk_jvp, kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
+    vjp=_scatter_back_vjp,
+    samples=lambda dtype=np.float64: [
+        Sample((_distinct((3, 5), dtype, 1),), {"k": 2, "dim": 1, "largest": True,
+                                                "sorted": True}),
+        Sample((_distinct((4, 3), dtype, 2),), {"k": 3, "dim": 0, "largest": False,
+                                                "sorted": True}),
+        Sample((_distinct((5, 3), dtype, 3).T,), {"k": 1, "dim": 1, "largest": True,
+                                                  "sorted": True}),
+        Sample((_distinct((3, 4), dtype, 4),), {"k": 0, "dim": 1, "largest": True,
+                                                "sorted": True})],
+    error_samples=lambda: [((rand((3, 4)),), {"k": 5, "dim": 1, "largest": True,
+                                              "sorted": True}, RuntimeError),
+                           ((rand(()),), {"k": 1, "dim": 1, "largest": True, "sorted": True},
+                            IndexError),
+                           ((rand(()),), {"k": 2, "dim": 0, "largest": True, "sorted": True},
+                            RuntimeError)],
+    torch=lambda torch, x, k, dim=-1, largest=True, sorted=True: torch.topk(
+        x, k, dim=dim, largest=largest, sorted=sorted))
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """``(values, indices)`` of the ``k`` largest (or smallest) along ``dim``, in
+    sorted order; differentiable in the values."""
+    d = normalize_dim("topk", dim, len(input.shape))
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise op_error("topk", f"k must be an int, got {k!r}", TypeError)
+    v, i = bind(TOPK, input, k=int(k), dim=d, largest=bool(largest), sorted=bool(sorted))
+    return _TopkResult(v, i)
+
+
 _sort_result = {n: namedtuple(n, ("values", "indices"))
        for n in ("median", "nanmedian", "kthvalue", "cummax", "cummin")}
 
@@ -340,290 +625,7 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     return out.to(_dt.int32) if out_int32 else out
 
 
-# ---------------------------------------------------------------- unique
-def _unique_infer(x, sorted=True, dim=None):
-    shape = tuple(x.shape)
-    i64 = np.dtype(np.int64)
-    if dim is None:
-        return (TensorSpec((None,), x.dtype), TensorSpec(shape, i64), TensorSpec((None,), i64))
-    d = normalize_dim("unique", dim, len(shape))
-    if any(s == 0 for i, s in enumerate(shape) if i != d):
-        raise op_error("unique", f"input of shape {shape} has a zero-size dim other than dim "
-                                 f"{d}: there are no slices along dim {d} to compare",
-                       RuntimeError)
-    return (TensorSpec(shape[:d] + (None,) + shape[d + 1:], x.dtype),
-            TensorSpec((shape[d],), i64), TensorSpec((None,), i64))
-
-
-def _unique_kernel(x, sorted=True, dim=None, alloc=None):
-    _unique_infer(x, sorted, dim)
-    xp = _devices.xp_of(x)
-    if alloc is not None and xp is np and not (dim is not None and x.shape[dim] == 0):
-        return _unique_into(x, dim, alloc)
-    if dim is None:
-        vals, inv, cnt = xp.unique(x.reshape(-1), return_inverse=True, return_counts=True)
-        inv = inv.reshape(x.shape)
-    else:
-        if x.shape[dim] == 0:
-            vals, inv, cnt = x, xp.zeros(0, np.int64), xp.zeros(0, np.int64)
-        else:
-            vals, inv, cnt = np.unique(x, axis=dim, return_inverse=True, return_counts=True)
-            inv = inv.reshape(-1)
-    if alloc is None:
-        return (vals.copy() if vals is x else vals), inv.astype(np.int64), cnt.astype(np.int64)
-    # the sizes are the result: computed, then written into the caller's memory
-    outs = []
-    for r, dt in ((vals, x.dtype), (inv, np.int64), (cnt, np.int64)):
-        o = alloc(r.shape, dt)
-        o[...] = r
-        outs.append(o)
-    return tuple(outs)
-
-
-def _unique_into(x, dim, alloc):
-    """unique with a caller's allocator: sizes first, then written there. The input
-    sorted (by rows along ``dim``) is the scratch; the first of each run of equal
-    values (NaNs one run, as NumPy's unique) marks the ``k`` distinct ones, which size
-    the outputs; values are compressed into the caller's memory, each input's rank
-    scattered into the inverse, the runs' starts differenced into the counts."""
-    if dim is None:
-        flat = x.reshape(-1)
-        n = flat.size
-        perm = np.argsort(flat, kind="stable")
-        srt = flat[perm]
-        first = np.empty(n, bool)
-        first[:1] = True
-        np.not_equal(srt[1:], srt[:-1], out=first[1:])
-        if n and srt.dtype.kind in "fc" and np.isnan(srt[-1]):
-            nan0 = int(np.argmax(np.isnan(srt)))
-            first[nan0 + 1:] = False
-        k = int(np.count_nonzero(first))
-        vals = alloc((k,), x.dtype)
-        _compress_into(np, first, srt, vals)
-        inv_shape = tuple(x.shape)
-    else:
-        d = dim % x.ndim
-        moved = np.moveaxis(x, d, 0)
-        rows = moved.reshape(moved.shape[0], -1)
-        n = rows.shape[0]
-        perm = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(n)
-        srt = rows[perm]
-        first = np.empty(n, bool)
-        first[:1] = True
-        np.any(srt[1:] != srt[:-1], axis=1, out=first[1:])
-        k = int(np.count_nonzero(first))
-        shape = tuple(x.shape)
-        vals = alloc(shape[:d] + (k,) + shape[d + 1:], x.dtype)
-        np.compress(first, np.take(x, perm, axis=d), axis=d, out=vals)
-        inv_shape = (n,)
-    inv = alloc(inv_shape, np.int64)
-    rank = np.cumsum(first, dtype=np.int64)
-    rank -= 1
-    flat_inv = inv.reshape(-1)
-    if np.shares_memory(flat_inv, inv):
-        flat_inv[perm] = rank
-    else:  # memory that does not flatten in place
-        tmp = np.empty_like(rank)
-        tmp[perm] = rank
-        inv[...] = tmp.reshape(inv_shape)
-    cnt = alloc((k,), np.int64)
-    if k:
-        _compress_into(np, first, np.arange(n, dtype=np.int64), cnt)  # where runs start
-        for a in range(0, k, _CHUNK):  # start[i + 1] - start[i], block by block
-            b = min(a + _CHUNK, k)
-            nxt = cnt[a + 1:b + 1].copy()
-            if b == k:
-                nxt = np.append(nxt, n)
-            cnt[a:b] = nxt - cnt[a:b]
-    return vals, inv, cnt
-
-
-UNIQUE = register(
-    name="unique", kind="dynamic", kernel=_unique_kernel, infer=_unique_infer,
-    differentiable=False, nout=3,
-    samples=lambda dtype=np.float64: [
-        Sample((np.array([[3, 1, 2], [1, 3, 3]], dtype),), {"sorted": True, "dim": None}),
-        Sample((np.array([[1, 2], [1, 2], [0, 4]], dtype),), {"sorted": True, "dim": 0}),
-        Sample((np.array([[1, 2, 1], [3, 0, 3]], dtype),), {"sorted": True, "dim": 1}),
-        Sample((np.zeros(0, dtype),), {"sorted": True, "dim": None})],
-    error_samples=lambda: [((rand((3, 4)),), {"sorted": True, "dim": 2}, IndexError),
-                           ((rand((0, 4)),), {"sorted": True, "dim": 1}, RuntimeError)],
-    torch=lambda torch, x, sorted=True, dim=None: torch.unique(
-        x, sorted=sorted, return_inverse=True, return_counts=True, dim=dim))
-
-
-def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
-    """The unique elements (sorted), optionally with the inverse indices and counts;
-    with ``dim``, unique slices along that dim."""
-    d = None if dim is None else normalize_dim("unique", dim, len(input.shape))
-    vals, inv, cnt = bind(UNIQUE, input, sorted=bool(sorted), dim=d)
-    out = (vals,) + ((inv,) if return_inverse else ()) + ((cnt,) if return_counts else ())
-    return out[0] if len(out) == 1 else out
-
-
-# ---------------------------------------------------------------- sort / argsort / topk
-_SortResult = _namedtuple("sort", ("values", "indices"))
-
-
-_TopkResult = _namedtuple("topk", ("values", "indices"))
-
-
-def _sort_indices(x, dim, descending):
-    """Stable argsort along dim; descending keeps equal elements in their order."""
-    xp = _devices.xp_of(x)
-    if not descending:
-        return xp.argsort(x, axis=dim, kind="stable").astype(np.int64)
-    n = x.shape[dim]
-    i = xp.argsort(xp.flip(x, axis=dim), axis=dim, kind="stable")
-    return ((n - 1) - xp.flip(i, axis=dim)).astype(np.int64)
-
-
-def _sort_infer(x, dim=-1, descending=False, stable=False, name="sort"):
-    shape = tuple(x.shape)
-    normalize_dim(name, dim, len(shape))
-    return TensorSpec(shape, x.dtype), TensorSpec(shape, np.dtype(np.int64))
-
-
-def _sort_kernel(x, dim=-1, descending=False, stable=False):
-    _sort_infer(x, dim, descending, stable)
-    xp = _devices.xp_of(x)
-    if x.ndim == 0:
-        return x.copy(), xp.zeros((), np.int64)
-    idx = _sort_indices(x, dim, descending)
-    return xp.take_along_axis(x, idx, axis=dim), idx
-
-
-def _distinct(shape, dtype, seed):
-    """Values with no ties (finite differences and tie order stay unambiguous)."""
-    n = int(np.prod(shape))
-    v = np.random.default_rng(seed).permutation(n).astype(dtype) * 0.37 - 1.0
-    return v.reshape(shape)
-
-
-def _sort_samples(dtype=np.float64):
-    return [Sample((_distinct((3, 4), dtype, 1),), {"dim": 1, "descending": False,
-                                                    "stable": False}),
-            Sample((_distinct((3, 4), dtype, 2),), {"dim": 0, "descending": True,
-                                                    "stable": False}),
-            Sample((_distinct((4, 3), dtype, 3).T,), {"dim": 1, "descending": True,
-                                                      "stable": True}),
-            Sample((np.array([2, 1, 2, 1, 3], dtype),), {"dim": 0, "descending": True,
-                                                         "stable": True}, False),
-            Sample((np.array([2, 1, 2, 1, 3], dtype),), {"dim": 0, "descending": False,
-                                                         "stable": True}, False),
-            Sample((_distinct((2, 0), dtype, 4),), {"dim": 1, "descending": False,
-                                                    "stable": False})]
-
-
-def _sort_jvp(ctx, t):
-    # the values are the input's elements the indices name
-    return (take_along_dim(t, ctx.out[1], dim=ctx.attrs.get("dim", -1)), None)
-
-
-SORT = register(
-    name="sort", vmap=_vmap.dim_attrs(), jvp=_sort_jvp, kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
-    vjp=_scatter_back_vjp, samples=_sort_samples,
-    error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
-                            IndexError),
-                           ((rand(()),), {"dim": 1, "descending": False, "stable": False},
-                            IndexError)],
-    torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.sort(
-        x, dim=dim, descending=descending, stable=True))
-
-
-def sort(input, dim=-1, descending=False, stable=False):
-    """``(values, indices)`` sorted along ``dim`` (always stable here); differentiable
-    in the values."""
-    d = normalize_dim("sort", dim, len(input.shape))
-    v, i = bind(SORT, input, dim=d, descending=bool(descending), stable=bool(stable))
-    return _SortResult(v, i)
-
-
-def _argsort_kernel(x, dim=-1, descending=False, stable=False):
-    _sort_infer(x, dim, descending, stable, "argsort")
-    if x.ndim == 0:
-        return _devices.xp_of(x).zeros((), np.int64)
-    return _sort_indices(x, dim, descending)
-
-
-ARGSORT = register(
-    name="argsort", vmap=_vmap.dim_attrs(), kernel=_argsort_kernel, differentiable=False,
-    infer=lambda x, dim=-1, descending=False, stable=False: _sort_infer(x, dim, descending,
-                                                                        stable, "argsort")[1],
-    samples=_sort_samples,
-    error_samples=lambda: [((rand((3, 4)),), {"dim": -3, "descending": False, "stable": False},
-                            IndexError),
-                           ((rand(()),), {"dim": -2, "descending": False, "stable": False},
-                            IndexError)],
-    torch=lambda torch, x, dim=-1, descending=False, stable=False: torch.argsort(
-        x, dim=dim, descending=descending, stable=True))
-
-
-def argsort(input, dim=-1, descending=False, stable=False):
-    """The indices that sort ``input`` along ``dim`` (stable)."""
-    d = normalize_dim("argsort", dim, len(input.shape))
-    return bind(ARGSORT, input, dim=d, descending=bool(descending), stable=bool(stable))
-
-
-def _topk_infer(x, k, dim=-1, largest=True, sorted=True):
-    shape = tuple(x.shape)
-    if np.dtype(x.dtype).kind == "b":  # PyTorch's RuntimeError
-        raise op_error("topk", "does not support bool dtypes", RuntimeError)
-    d = normalize_dim("topk", dim, len(shape))
-    n = shape[d] if shape else 1
-    if not 0 <= k <= n:
-        raise op_error("topk", f"selected index k={k} out of range for dim {d} of size {n} "
-                               f"(shape {shape})", RuntimeError)
-    out = shape[:d] + (k,) + shape[d + 1:] if shape else ()
-    return TensorSpec(out, x.dtype), TensorSpec(out, np.dtype(np.int64))
-
-
-def _topk_kernel(x, k, dim=-1, largest=True, sorted=True):
-    _topk_infer(x, k, dim, largest, sorted)
-    xp = _devices.xp_of(x)
-    if x.ndim == 0:
-        return x.copy(), xp.zeros((), np.int64)
-    idx = _sort_indices(x, dim, largest)
-    idx = idx[(slice(None),) * dim + (slice(0, k),)]
-    return xp.take_along_axis(x, idx, axis=dim), idx
-
-
-def _topk_jvp(ctx, t):
-    # the values are the input's elements the indices name
-    return (take_along_dim(t, ctx.out[1], dim=ctx.attrs.get("dim", -1)), None)
-
-
-TOPK = register(
-    name="topk", vmap=_vmap.dim_attrs(), jvp=_topk_jvp, kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
-    vjp=_scatter_back_vjp,
-    samples=lambda dtype=np.float64: [
-        Sample((_distinct((3, 5), dtype, 1),), {"k": 2, "dim": 1, "largest": True,
-                                                "sorted": True}),
-        Sample((_distinct((4, 3), dtype, 2),), {"k": 3, "dim": 0, "largest": False,
-                                                "sorted": True}),
-        Sample((_distinct((5, 3), dtype, 3).T,), {"k": 1, "dim": 1, "largest": True,
-                                                  "sorted": True}),
-        Sample((_distinct((3, 4), dtype, 4),), {"k": 0, "dim": 1, "largest": True,
-                                                "sorted": True})],
-    error_samples=lambda: [((rand((3, 4)),), {"k": 5, "dim": 1, "largest": True,
-                                              "sorted": True}, RuntimeError),
-                           ((rand(()),), {"k": 1, "dim": 1, "largest": True, "sorted": True},
-                            IndexError),
-                           ((rand(()),), {"k": 2, "dim": 0, "largest": True, "sorted": True},
-                            RuntimeError)],
-    torch=lambda torch, x, k, dim=-1, largest=True, sorted=True: torch.topk(
-        x, k, dim=dim, largest=largest, sorted=sorted))
-
-
-def topk(input, k, dim=-1, largest=True, sorted=True):
-    """``(values, indices)`` of the ``k`` largest (or smallest) along ``dim``, in
-    sorted order; differentiable in the values."""
-    d = normalize_dim("topk", dim, len(input.shape))
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise op_error("topk", f"k must be an int, got {k!r}", TypeError)
-    v, i = bind(TOPK, input, k=int(k), dim=d, largest=bool(largest), sorted=bool(sorted))
-    return _TopkResult(v, i)
-
-
-
 del _f
+
+
+METHODS = "unique sort argsort topk"

@@ -74,11 +74,21 @@ LGAMMA = register(
     error_samples=_not_a_tensor, torch=lambda torch, x: torch.lgamma(x))
 
 
+def lgamma(input):
+    """``log |Gamma(input)|``."""
+    return bind(LGAMMA, input)
+
+
 DIGAMMA = register(
     name="digamma", kernel=_kernel("digamma"), infer=_float_infer("digamma"), args=("x",),
     saves=("x",), vjp=lambda ctx, g: (g * ctx.m.polygamma(1, ctx.inputs[0]),),
     jvp=_diagonal, vmap=_vmap.leading, promote="float", samples=_unary_samples(0.2, 4.0),
     error_samples=_not_a_tensor, torch=lambda torch, x: torch.digamma(x))
+
+
+def digamma(input):
+    """The logarithmic derivative of the Gamma function, ``psi(input)``."""
+    return bind(DIGAMMA, input)
 
 
 def _polygamma_infer(x, n=1):
@@ -108,16 +118,6 @@ POLYGAMMA = register(
     error_samples=lambda: [((rand((3,)),), {"n": -1}, RuntimeError),
                            ((rand((3,)),), {"n": 1.5}, TypeError)],
     torch=lambda torch, x, n=1: torch.polygamma(n, x))
-
-
-def lgamma(input):
-    """``log |Gamma(input)|``."""
-    return bind(LGAMMA, input)
-
-
-def digamma(input):
-    """The logarithmic derivative of the Gamma function, ``psi(input)``."""
-    return bind(DIGAMMA, input)
 
 
 def polygamma(n, input):
@@ -172,6 +172,12 @@ GAMMA = register(
                          .astype(a.dtype)))
 
 
+def _standard_gamma(input):
+    """Standard Gamma(``input``) draws (rate 1) from tapegrad's generator
+    (``tg.manual_seed``); differentiable in ``input`` (implicit reparameterisation)."""
+    return bind(GAMMA, input)
+
+
 def _gamma_grad_infer(x, output):
     if tuple(x.shape) != tuple(output.shape):
         raise op_error("_standard_gamma_grad", f"expected self and output of one shape, got "
@@ -215,12 +221,6 @@ GAMMA_GRAD = register(
     jvp=_no_derivative, vmap=_vmap.leading_all, samples=_gamma_grad_samples,
     error_samples=lambda: [((rand((3,)), rand((4,))), {}, RuntimeError)],
     reference=_gamma_grad_ref)
-
-
-def _standard_gamma(input):
-    """Standard Gamma(``input``) draws (rate 1) from tapegrad's generator
-    (``tg.manual_seed``); differentiable in ``input`` (implicit reparameterisation)."""
-    return bind(GAMMA, input)
 
 
 def _standard_gamma_grad(input, output):
@@ -367,17 +367,17 @@ I0 = register(
     torch=lambda torch, x: torch.i0(x))
 
 
+def i0(input):
+    """The modified Bessel function of the first kind of order 0; its derivative is
+    ``I1`` (``special_i1``, differentiable in turn)."""
+    return bind(I0, input)
+
+
 I1 = register(
     name="special_i1", kernel=_i1_kernel, infer=_i_infer("special_i1"), args=("x",),
     saves=("x",), vjp=_i1_vjp, jvp=_diagonal, vmap=_vmap.leading, promote="float",
     samples=_i_samples, error_samples=lambda: [(("not a tensor",), {}, TypeError)],
     torch=lambda torch, x: torch.special.i1(x))
-
-
-def i0(input):
-    """The modified Bessel function of the first kind of order 0; its derivative is
-    ``I1`` (``special_i1``, differentiable in turn)."""
-    return bind(I0, input)
 
 
 def _i1(input):
