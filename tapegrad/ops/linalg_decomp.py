@@ -840,7 +840,7 @@ def _np_dt(x):
     return np.dtype(getattr(x.dtype, "np", x.dtype))
 
 
-def _float_matrix_lowrank(name, x, what="A"):
+def _float_matrix_arg(name, x, what="A"):
     if len(x.shape) < 2:
         raise op_error(name, f"{what} must have at least 2 dimensions, got shape "
                              f"{tuple(x.shape)}", RuntimeError)
@@ -884,7 +884,7 @@ def _approximate_basis(A, q, niter, M):
 
 def _lowrank_args(name, A, q, niter):
     from ..devices import check_alloc
-    _float_matrix_lowrank(name, A)
+    _float_matrix_arg(name, A)
     check_alloc(name, A.shape, _np_dt(A))   # (a huge broadcast view is multiplied out)
     for what, v in (("q", q), ("niter", niter)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -940,7 +940,7 @@ def pca_lowrank(A, q=None, center=True, niter=2):
     """Principal components of the rows of ``A``: ``svd_lowrank`` of ``A`` less its
     column means (``center=True``), ``q`` defaulting to ``min(6, m, n)``, as
     ``torch.pca_lowrank``."""
-    _float_matrix_lowrank("pca_lowrank", A)
+    _float_matrix_arg("pca_lowrank", A)
     m, n = A.shape[-2:]
     if q is None:
         q = min(6, m, n)
@@ -956,7 +956,7 @@ def pca_lowrank(A, q=None, center=True, niter=2):
 
 def _lowrank_infer(name):
     def infer(A, M=None, q=6, niter=2, center=True):
-        _float_matrix_lowrank(name, A)
+        _float_matrix_arg(name, A)
         *b, m, n = A.shape
         if q is None:
             q = min(6, m, n) if name == "pca_lowrank" else 6
@@ -1272,7 +1272,7 @@ _EIGH = namedtuple("eigh", ("eigenvalues", "eigenvectors"))
 
 
 def _eigh_infer(x, UPLO="L"):
-    dt = _float_matrix_lowrank("linalg_eigh", x)
+    dt = _float_matrix_arg("linalg_eigh", x)
     if x.shape[-1] != x.shape[-2]:
         raise op_error("linalg_eigh", f"A must be batches of square matrices, but they are "
                                       f"{x.shape[-2]} by {x.shape[-1]} matrices", RuntimeError)
@@ -1395,7 +1395,7 @@ def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, lar
     ``tracker``, ``ortho_*``) are checked as PyTorch checks them but change nothing; the
     gradient is PyTorch's (that of the exact eigenpairs), in ``B`` too."""
     name = "lobpcg"
-    _float_matrix_lowrank(name, A)
+    _float_matrix_arg(name, A)
     if A.shape[-2] != A.shape[-1]:
         raise op_error(name, f"A must be square, got shape {tuple(A.shape)}", RuntimeError)
     if B is not None and tuple(B.shape) != tuple(A.shape):
@@ -1443,7 +1443,7 @@ def _vec_signs_ops(V):
 
 
 def _lobpcg_infer(A, B=None, k=None, largest=None, **kw):
-    _float_matrix_lowrank("lobpcg", A)
+    _float_matrix_arg("lobpcg", A)
     k = 1 if k is None else k
     dt = _np_dt(A)
     return (TensorSpec(tuple(A.shape[:-2]) + (k,), dt),
