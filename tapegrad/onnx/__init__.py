@@ -2,9 +2,10 @@
 
 ``export(model_or_fn, args, path, ...)`` captures the forward as ``tg.compile``
 captures a program (``export.py``) and lowers each op step by its op's ONNX form,
-``OpDef.onnx``: a lowering function (``lowerings.py`` holds them by op name and
-attaches them to the registry at import), ``DECOMPOSED`` for a composite (its ops are
-recorded instead), or the reason the op cannot export. ``support()`` reports that
+``OpDef.onnx``: a lowering function (declared with the op, or held by name in
+``tapegrad.ops.onnx_forms.LOWERINGS`` and attached to the registry at import),
+``DECOMPOSED`` for a composite (its ops are recorded instead), or the reason the op
+cannot export. ``support()`` reports that
 form for every registry op (``support.py``). Needs the ``onnx`` extra (``pip install
 tapegrad[onnx]``).
 
@@ -15,7 +16,7 @@ tapegrad[onnx]``).
 ...                dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})  # doctest: +SKIP
 """
 from .export import export, UnsupportedOperatorError, Builder, OPSET, MIN_OPSET, MAX_OPSET
-from .lowerings import LOWERINGS
+from ..ops.onnx_forms import LOWERINGS
 from .support import support, attach
 
 __all__ = ["export", "support", "UnsupportedOperatorError", "Builder", "LOWERINGS", "OPSET",

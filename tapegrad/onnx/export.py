@@ -408,6 +408,11 @@ class Builder:
             idx = np.where(idx < 0, int(np.prod(src_shape)), idx)
         return self.node("Gather", [flat, self.const(idx, "index")], out, axis=0)
 
+    def refuse(self, st, why):
+        """A lowering's refusal: this call of the op cannot export (``why``)."""
+        raise UnsupportedOperatorError(f"onnx.export: the op '{st.op.name}' cannot be "
+                                       f"exported here: {why}")
+
     # ------------------------------------------------------------ lowering a step
     def lower(self, st):
         op = st.op

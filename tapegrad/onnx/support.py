@@ -1,12 +1,13 @@
 """Each registry op's ONNX form: ``attach`` sets ``OpDef.onnx`` where a declaration
 left it unset, ``support`` reports it.
 
-An op's form is its lowering (``lowerings.LOWERINGS``, or its scalar expression for
-an elementwise op), ``DECOMPOSED`` for a composite (it exports as the ops it is made
-of: the capture records them), or the reason it cannot export (``REASONS``).
+An op's form is its lowering (declared with it, or ``ops.onnx_forms.LOWERINGS``,
+or its scalar expression for an elementwise op), ``DECOMPOSED`` for a composite (it
+exports as the ops it is made of: the capture records them), or the reason it cannot
+export (``REASONS``).
 """
 from ..ops_registry import DECOMPOSED, list_ops
-from .lowerings import LOWERINGS, lower_expression
+from ..ops.onnx_forms import LOWERINGS, lower_expression
 
 __all__ = ["support", "attach", "REASONS", "RANDOM", "NO_ONNX"]
 

@@ -13,6 +13,7 @@ from ..tape import state as _state
 from .._util import shape_arg, op_error
 from ._decl import composite, register, Sample, TensorSpec, rand as _rand, decl, S
 from . import _jvp, _vmap
+from .onnx_forms import _identity as _onnx_identity
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty",
            "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace",
@@ -463,7 +464,13 @@ def _cast_kernel(x, dtype, out=None):
 
 
 # float -> float32 and -> int32 are forward-only: rounding defeats finite differences
-CAST = register(name="cast", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_cast_kernel, infer=_cast_infer,
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_cast(b, st):
+    b.cast(b.input(st, 0), st.attrs["dtype"], [b.output(st)])
+
+
+CAST = register(name="cast", onnx=_onnx_cast, vmap=_vmap.leading, jvp=_jvp.linear, kernel=_cast_kernel, infer=_cast_infer,
                 vjp=_cast_vjp,
                 samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float32)}, False),
                                                   Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float64)}),
@@ -497,7 +504,7 @@ def _clone_kernel(x, out=None):
     return out
 
 
-CLONE = register(name="clone", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_clone_kernel, infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
+CLONE = register(name="clone", onnx=_onnx_identity, vmap=_vmap.leading, jvp=_jvp.linear, kernel=_clone_kernel, infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
                  vjp=lambda ctx, g: (g,),
                  samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {})],
                  error_samples=lambda: [(("x",), {}, TypeError)],
@@ -527,7 +534,7 @@ def _to_device_kernel(x, device, out=None):
     return out
 
 
-TO_DEVICE = register(name="to_device", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_to_device_kernel,
+TO_DEVICE = register(name="to_device", onnx=_onnx_identity, vmap=_vmap.leading, jvp=_jvp.linear, kernel=_to_device_kernel,
                      infer=lambda x, device: (_check_device(device),
                                               TensorSpec(tuple(x.shape), x.dtype))[1],
                      vjp=lambda ctx, g: (ctx.m.to_device(g, _devices.device_of(

@@ -22,6 +22,7 @@ from ._decl import (register, Sample, elementwise_infer, unary_samples, binary_s
                     bad_broadcast, rand, away_from, op_error, TensorSpec)
 from ._decl import alias as _alias, composite as _composite
 from ..ops_registry.rules import diagonal as _diagonal
+from .onnx_forms import _common as _onnx_common
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -473,6 +474,35 @@ def _relu_backward_samples(dtype=np.float64):
     return [Sample((rand((3, 4), dtype, seed=1), away_from(rand((3, 4), dtype, seed=2), (0.0,))), {})]
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_where(b, st):
+    c = b.input(st, 0, np.bool_)
+    (x, y), _ = _onnx_common(b, st, [1, 2], dtype=b.out_dtype(st))
+    b.node("Where", [c, x, y], [b.output(st)])
+
+
+def _onnx_clamp(b, st):
+    dt = b.out_dtype(st)
+    y = b.input(st, 0, dt)
+    lo, hi = st.attrs.get("min"), st.attrs.get("max")
+    if lo is not None:
+        y = b.node("Max", [y, b.const(np.asarray(lo, dt))])
+    if hi is not None:
+        y = b.node("Min", [y, b.const(np.asarray(hi, dt))])
+    b.node("Identity", [y], [b.output(st)])
+
+
+def _onnx_clamp_tensor(b, st):
+    dt = b.out_dtype(st)
+    y = b.input(st, 0, dt)
+    if b.literal(st, 1) is not None or b.is_tensor(st, 1):
+        y = b.node("Max", [y, b.input(st, 1, dt)])
+    if b.literal(st, 2) is not None or b.is_tensor(st, 2):
+        y = b.node("Min", [y, b.input(st, 2, dt)])
+    b.node("Identity", [y], [b.output(st)])
+
+
 RELU_BACKWARD = register(
     name="relu_backward", jvp=_diagonal, kernel=_relu_backward_kernel, args=("g", "y"), saves=("y",),
     infer=elementwise_infer("relu_backward"), broadcasting=True,
@@ -624,7 +654,7 @@ def _where_samples(dtype=np.float64):
             Sample((c[:, :1], rand((1, 4), dtype, seed=4), rand((3, 4), dtype, seed=5)), {})]
 
 
-WHERE = register(name="where", kernel=_where_kernel, args=("condition", "x", "other"),
+WHERE = register(name="where", onnx=_onnx_where, kernel=_where_kernel, args=("condition", "x", "other"),
                  vjp=_where_vjp, saves=("condition",), infer=_where_infer, broadcasting=True,
                  promote="none", expr="where(condition, x, other)", samples=_where_samples,
                  error_samples=lambda: [((rand((3,)) > 0, rand((3, 4)), rand((3, 4))), {},
@@ -690,7 +720,7 @@ def _clamp_samples(dtype=np.float64):
             Sample((np.arange(-3, 4),), {"min": -1.5}, False)]  # int with float: float
 
 
-CLAMP = register(name="clamp", jvp=_diagonal, kernel=_clamp_kernel, infer=_clamp_infer, vjp=_clamp_vjp,
+CLAMP = register(name="clamp", onnx=_onnx_clamp, jvp=_diagonal, kernel=_clamp_kernel, infer=_clamp_infer, vjp=_clamp_vjp,
                  saves=("x",), samples=_clamp_samples,
                  torch=lambda torch, x, min=None, max=None: torch.clamp(x, min, max),
                  error_samples=lambda: [((rand((3, 4)),), {}, RuntimeError),
@@ -766,7 +796,7 @@ def _clamp_t_samples(dtype=np.float64):
             Sample((x, np.full((1,), 0.7, dtype), np.full((1,), 0.2, dtype)), {})]
 
 
-CLAMP_TENSOR = register(name="clamp_tensor", jvp=_diagonal, kernel=_clamp_t_kernel, args=("x", "min", "max"),
+CLAMP_TENSOR = register(name="clamp_tensor", onnx=_onnx_clamp_tensor, jvp=_diagonal, kernel=_clamp_t_kernel, args=("x", "min", "max"),
                         optional=("min", "max"),
                         vjp=_clamp_t_vjp, saves=("x", "min", "max"), infer=_clamp_t_infer,
                         broadcasting=True, promote="same", samples=_clamp_t_samples,

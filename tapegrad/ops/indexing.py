@@ -16,6 +16,8 @@ from ._decl import register, Sample, TensorSpec, rand, composite
 from . import _vmap, _jvp
 from ..tensor import Tensor
 from .shape import reshape
+from .onnx_forms import (_diag_like as _onnx_diag_like, _expand_to as _onnx_expand_to,
+                         _index_positions as _onnx_index_positions, INT_MAX, INT_MIN)
 
 __all__ = ["scatter_reduce", "index_add_into", "getitem_raw", "getitem", "split", "chunk",
            "tensor_split", "unbind", "index_put_zero", "setitem", "gather", "scatter_add",
@@ -176,7 +178,220 @@ def _getitem_errors():
 
 
 # NumPy's indexing checks itself (infer_first=False: the shape rule explains a failure)
-GETITEM = register(name="getitem", vmap=_vmap.getitem_rule, jvp=_jvp.linear, kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_index(b, st):
+    shape = b.shape(st, 0)
+    idx = _onnx_index_positions(shape, st.attrs["index"])
+    b.gather_static(b.input(st, 0), shape, idx, [b.output(st)])
+
+
+def _onnx_getitem(b, st):
+    index = st.attrs["index"]
+    index = index if isinstance(index, tuple) else (index,)
+    shape = b.shape(st, 0)
+    basic = all(i is None or i is Ellipsis or isinstance(i, slice)
+                or (isinstance(i, (int, np.integer)) and not isinstance(i, bool))
+                for i in index)
+    if not basic or sum(i is Ellipsis for i in index) > 1:
+        _onnx_index(b, st)
+        return
+    used = sum(1 for i in index if i is not None and i is not Ellipsis)
+    items = []
+    for i in index:
+        if i is Ellipsis:
+            items += [slice(None)] * (len(shape) - used)
+        else:
+            items.append(i)
+    items += [slice(None)] * (len(shape) - sum(1 for i in items if i is not None))
+    starts, ends, axes, steps, drop, new = [], [], [], [], [], []
+    ax = out = 0
+    for i in items:
+        if i is None:
+            new.append(out)
+            out += 1
+            continue
+        if isinstance(i, slice):
+            if i != slice(None):
+                step = 1 if i.step is None else int(i.step)
+                lo = (0 if step > 0 else INT_MAX) if i.start is None else int(i.start)
+                hi = (INT_MAX if step > 0 else INT_MIN) if i.stop is None else int(i.stop)
+                starts.append(lo)
+                ends.append(hi)
+                axes.append(ax)
+                steps.append(step)
+            out += 1
+        else:
+            k = int(i)
+            starts.append(k)
+            ends.append(k + 1 if k != -1 else INT_MAX)
+            axes.append(ax)
+            steps.append(1)
+            drop.append(ax)
+        ax += 1
+    x = b.input(st, 0)
+    if axes:
+        x = b.slice(x, starts, ends, axes, steps)
+    if drop:
+        x = b.squeeze(x, drop)
+    if new:
+        x = b.unsqueeze(x, new)
+    b.node("Identity", [x], [b.output(st)])
+
+
+def _onnx_index_put(b, st):
+    shape = b.shape(st, 0)
+    pos = _onnx_index_positions(shape, st.attrs["index"])
+    if pos.shape == shape and np.array_equal(pos.reshape(-1), np.arange(pos.size)):
+        # x[...] = v, x[:] = v: the value broadcast (the batch stays symbolic)
+        v = b.input(st, 1, b.out_dtype(st))
+        if b.shape(st, 1) == shape:
+            b.node("Identity", [v], [b.output(st)])
+        else:
+            x = b.input(st, 0)
+            b.node("Expand", [v, b.node("Shape", [x])], [b.output(st)])
+        return
+    flat = b.reshape(b.input(st, 0), [-1])
+    v = b.input(st, 1, b.out_dtype(st))
+    v = _onnx_expand_to(b, v, b.shape(st, 1), pos.shape) if pos.shape != b.shape(st, 1) else v
+    upd = b.reshape(v, [-1])
+    y = b.node("ScatterElements", [flat, b.const(pos.reshape(-1), "index"), upd], axis=0)
+    b.node("Reshape", [y, b.ints(shape)], [b.output(st)])
+
+
+def _onnx_index_add_into(b, st):
+    shape = tuple(st.attrs["shape"])
+    pos = _onnx_index_positions(shape, st.attrs["index"])
+    g = b.input(st, 0)
+    g = _onnx_expand_to(b, g, b.shape(st, 0), pos.shape) if pos.shape != b.shape(st, 0) else g
+    zeros = b.const(np.zeros(int(np.prod(shape)), b.out_dtype(st)))
+    y = b.node("ScatterElements", [zeros, b.const(pos.reshape(-1), "index"),
+                                   b.reshape(g, [-1])], axis=0, reduction="add")
+    b.node("Reshape", [y, b.ints(shape)], [b.output(st)])
+
+
+def _onnx_gather(b, st):
+    d = int(st.attrs["dim"]) % max(len(b.shape(st, 0)), 1)
+    if not b.shape(st, 0):
+        b.node("Identity", [b.input(st, 0)], [b.output(st)])
+        return
+    b.node("GatherElements", [b.input(st, 0), b.input(st, 1, np.int64)], [b.output(st)], axis=d)
+
+
+def _onnx_scatter(reduction):
+    def lower(b, st):
+        shape = b.shape(st, 0)
+        d = int(st.attrs["dim"]) % max(len(shape), 1)
+        ishape = b.shape(st, 1)
+        src = b.input(st, 2, b.out_dtype(st))
+        if not b.is_tensor(st, 2) or not b.shape(st, 2):
+            src = b.node("Expand", [src, b.ints(ishape)])
+        elif b.shape(st, 2) != ishape:
+            src = b.slice(src, [0] * len(ishape), list(ishape), list(range(len(ishape))))
+        kw = {"axis": d}
+        if reduction:
+            kw["reduction"] = reduction
+        b.node("ScatterElements", [b.input(st, 0), b.input(st, 1, np.int64), src],
+               [b.output(st)], **kw)
+    return lower
+
+
+def _onnx_scatter_reduce(b, st):
+    a = st.attrs
+    red, incl = a["reduce"], a.get("include_self", True)
+    shape = b.shape(st, 0)
+    d = int(a["dim"]) % max(len(shape), 1)
+    dt = b.out_dtype(st)
+    x, idx = b.input(st, 0), b.input(st, 1, np.int64)
+    ishape = b.shape(st, 1)
+    src = b.input(st, 2, dt)
+    if b.shape(st, 2) != ishape:
+        src = b.slice(src, [0] * len(ishape), list(ishape), list(range(len(ishape))))
+    onnx_red = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min", "mean": "add"}[red]
+    if onnx_red in ("max", "min") and b.opset < 18:
+        b.refuse(st, f"scatter_reduce {red!r} needs opset_version 18 or newer")
+    neutral = {"add": 0, "mul": 1, "max": -np.inf, "min": np.inf}[onnx_red]
+    if dt.kind != "f" and onnx_red in ("max", "min"):
+        info = np.iinfo(dt)
+        neutral = info.min if onnx_red == "max" else info.max
+    base = x
+    if not incl:
+        fill = b.node("Expand", [b.const(np.asarray(neutral, dt)), b.ints(ishape)])
+        base = b.node("ScatterElements", [x, idx, fill], axis=d)
+    y = b.node("ScatterElements", [base, idx, src], axis=d, reduction=onnx_red)
+    if red == "mean":
+        ones = b.node("Expand", [b.const(np.ones((), dt)), b.ints(ishape)])
+        cbase = b.node("Expand", [b.const(np.ones((), dt)), b.ints(shape)])
+        if not incl:
+            cbase = b.node("ScatterElements", [cbase, idx, b.node(
+                "Expand", [b.const(np.zeros((), dt)), b.ints(ishape)])], axis=d)
+        cnt = b.node("ScatterElements", [cbase, idx, ones], axis=d, reduction="add")
+        cnt = b.node("Max", [cnt, b.const(np.ones((), dt))])
+        y = b.node("Div", [y, cnt])
+    b.node("Identity", [y], [b.output(st)])
+
+
+def _onnx_index_select(b, st):
+    shape = b.shape(st, 0)
+    d = int(st.attrs["dim"]) % max(len(shape), 1)
+    idx = b.input(st, 1, np.int64)
+    if not shape:
+        b.node("Identity", [b.input(st, 0)], [b.output(st)])
+        return
+    if not b.shape(st, 1):
+        idx = b.unsqueeze(idx, [0])
+    b.node("Gather", [b.input(st, 0), idx], [b.output(st)], axis=d)
+
+
+def _onnx_take_along_dim(b, st):
+    d = st.attrs.get("dim")
+    x, idx = b.input(st, 0), b.input(st, 1, np.int64)
+    if d is None:
+        b.node("GatherElements", [b.reshape(x, [-1]), b.reshape(idx, [-1])],
+               [b.output(st)], axis=0)
+        return
+    xs, ishp = b.shape(st, 0), b.shape(st, 1)
+    nd = len(xs)
+    d = int(d) % nd
+    out = b.out_shape(st)
+    tx = list(out)
+    tx[d] = xs[d]
+    if tuple(tx) != xs:
+        x = _onnx_expand_to(b, x, xs, tx)
+    if tuple(out) != ishp:
+        idx = _onnx_expand_to(b, idx, ishp, out)
+    b.node("GatherElements", [x, idx], [b.output(st)], axis=d)
+
+
+def _onnx_masked_fill(b, st):
+    dt = b.out_dtype(st)
+    b.node("Where", [b.input(st, 1, np.bool_), b.input(st, 2, dt), b.input(st, 0, dt)],
+           [b.output(st)])
+
+
+def _onnx_nonzero(b, st):
+    x = b.input(st, 0, np.bool_)
+    if not b.shape(st, 0):
+        x = b.unsqueeze(x, [0])
+    nz = b.node("NonZero", [x])
+    if not b.shape(st, 0):
+        b.node("Transpose", [b.slice(nz, [0], [0], [0])], [b.output(st)], perm=[1, 0])
+        return
+    b.node("Transpose", [nz], [b.output(st)], perm=[1, 0])
+
+
+def _onnx_masked_select(b, st):
+    xs, ms = b.shape(st, 0), b.shape(st, 1)
+    shape = tuple(np.broadcast_shapes(xs, ms))
+    x, m = b.input(st, 0), b.input(st, 1, np.bool_)
+    if xs != shape:
+        x = _onnx_expand_to(b, x, xs, shape)
+    if ms != shape:
+        m = _onnx_expand_to(b, m, ms, shape)
+    b.node("Compress", [b.reshape(x, [-1]), b.reshape(m, [-1])], [b.output(st)], axis=0)
+
+
+GETITEM = register(name="getitem", onnx=_onnx_getitem, vmap=_vmap.getitem_rule, jvp=_jvp.linear, kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
                    infer_first=False,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
                    torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -233,7 +448,7 @@ def _named(name, infer):
 
 # NumPy's indexing checks itself; the shape rule would gather a probe of the result's
 # size first (infer_first=False: it explains a failure instead)
-INDEX = register(name="index", vmap=_vmap.index_rule, jvp=_jvp.linear, kind="basic", kernel=_index_kernel, infer_first=False,
+INDEX = register(name="index", onnx=_onnx_index, vmap=_vmap.index_rule, jvp=_jvp.linear, kind="basic", kernel=_index_kernel, infer_first=False,
                  infer=_named("index", _getitem_infer),
                  vjp=_getitem_vjp, samples=_index_samples, error_samples=_getitem_errors,
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -277,7 +492,7 @@ def _mask_kernel(x, index, alloc=None):
     return out
 
 
-MASKED_INDEX = register(name="masked_index", jvp=_jvp.linear, kind="dynamic", kernel=_mask_kernel,
+MASKED_INDEX = register(name="masked_index", onnx=_onnx_index, jvp=_jvp.linear, kind="dynamic", kernel=_mask_kernel,
                         infer_first=False,  # as INDEX
                         infer=_named("masked_index", _getitem_infer), vjp=_getitem_vjp,
                         samples=lambda dtype=np.float64: [
@@ -321,7 +536,7 @@ def _index_add_into_kernel(g, shape, index, out=None):
 
 
 INDEX_ADD_INTO = register(
-    name="index_add_into", vmap=_vmap.index_add_into_rule, jvp=_jvp.linear, kernel=_index_add_into_kernel, args=("g",),
+    name="index_add_into", onnx=_onnx_index_add_into, vmap=_vmap.index_add_into_rule, jvp=_jvp.linear, kernel=_index_add_into_kernel, args=("g",),
     infer=lambda g, shape, index: _into_infer("index_add_into", g, shape, index),
     vjp=lambda ctx, gg: (ctx.m.getitem_raw(gg, ctx.attrs["index"]),),
     samples=lambda dtype=np.float64: [
@@ -595,7 +810,7 @@ def _index_put_infer(x, value, index):
     return TensorSpec(tuple(x.shape), x.dtype)
 
 
-INDEX_PUT = register(name="index_put", jvp=_jvp.linear, kernel=_index_put_kernel, args=("x", "value"),
+INDEX_PUT = register(name="index_put", onnx=_onnx_index_put, jvp=_jvp.linear, kernel=_index_put_kernel, args=("x", "value"),
                      infer=_named("index_put", _index_put_infer), vjp=_index_put_vjp, promote="none",
                      samples=lambda dtype=np.float64: [
                          Sample((rand((4, 5), dtype), rand((2, 5), dtype)),
@@ -626,7 +841,7 @@ def _index_put_zero_kernel(g, index, out=None):
     return out
 
 
-INDEX_PUT_ZERO = register(name="index_put_zero", jvp=_jvp.linear, kernel=_index_put_zero_kernel, args=("g",),
+INDEX_PUT_ZERO = register(name="index_put_zero", onnx=_onnx_diag_like, jvp=_jvp.linear, kernel=_index_put_zero_kernel, args=("g",),
                           infer=lambda g, index: _named("index_put_zero", _into_infer)("index_put_zero", g, tuple(g.shape),
                                                              index, False),
                           vjp=lambda ctx, gg: (ctx.m.index_put_zero(gg, ctx.attrs["index"]),),
@@ -815,7 +1030,7 @@ def _gather_kernel(x, index, dim, out=None):
 
 
 GATHER = register(
-    name="gather", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_gather_kernel, infer=_gather_infer, args=("x", "index"),
+    name="gather", onnx=_onnx_gather, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_gather_kernel, infer=_gather_infer, args=("x", "index"),
     saves=("index",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _grid(_raw(ctx.inputs[1]),
                                                                      ctx.attrs["dim"])), None),
@@ -914,7 +1129,7 @@ def _scatter_samples(dtype=np.float64):
 
 
 SCATTER_ADD = register(
-    name="scatter_add", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
+    name="scatter_add", onnx=_onnx_scatter("add"), vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_add_vjp,
     samples=_scatter_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),
@@ -993,7 +1208,7 @@ def _scatter_unique_samples(dtype=np.float64):
 
 
 SCATTER = register(
-    name="scatter", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_kernel, infer=_scatter_infer("scatter"),
+    name="scatter", onnx=_onnx_scatter(None), vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_kernel, infer=_scatter_infer("scatter"),
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_vjp,
     samples=_scatter_unique_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0), rand((3,))),
@@ -1078,7 +1293,7 @@ def _index_select_kernel(x, index, dim, out=None):
 
 
 INDEX_SELECT = register(
-    name="index_select", vmap=_vmap.index_select_rule, jvp=_jvp.linear, kernel=_index_select_kernel, infer=_index_select_infer,
+    name="index_select", onnx=_onnx_index_select, vmap=_vmap.index_select_rule, jvp=_jvp.linear, kernel=_index_select_kernel, infer=_index_select_infer,
     args=("x", "index"), saves=("index",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _select_index(
         _raw(ctx.inputs[1]), ctx.attrs["dim"])) if len(ctx.shapes[0]) else g, None),
@@ -1152,7 +1367,7 @@ def _tad_kernel(x, indices, dim, out=None):
 
 
 TAKE_ALONG_DIM = register(
-    name="take_along_dim", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
+    name="take_along_dim", onnx=_onnx_take_along_dim, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
     saves=("indices",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _tad_index(
         tuple(ctx.shapes[0]), _raw(ctx.inputs[1]), ctx.attrs["dim"])), None),
@@ -1215,7 +1430,7 @@ def _masked_fill_vjp(ctx, g):
 
 
 MASKED_FILL = register(
-    name="masked_fill", vmap=_vmap.masked_fill_rule, jvp=_jvp.linear, kernel=_masked_fill_kernel, infer=_masked_fill_infer,
+    name="masked_fill", onnx=_onnx_masked_fill, vmap=_vmap.masked_fill_rule, jvp=_jvp.linear, kernel=_masked_fill_kernel, infer=_masked_fill_infer,
     args=("x", "mask", "value"), saves=("mask",), broadcasting=True, vjp=_masked_fill_vjp,
     samples=lambda dtype=np.float64: [
         Sample((rand((3, 4), dtype), rand((3, 4), seed=1) > 0, -1.5), {}),
@@ -1297,7 +1512,7 @@ def _nonzero_infer(x, **attrs):
 
 
 NONZERO = register(
-    name="nonzero", kind="dynamic", kernel=_nonzero_kernel, differentiable=False,
+    name="nonzero", onnx=_onnx_nonzero, kind="dynamic", kernel=_nonzero_kernel, differentiable=False,
     infer=_nonzero_infer,
     samples=lambda dtype=np.float64: [
         Sample((np.where(rand((3, 4), seed=1) > 0, rand((3, 4), seed=2), 0).astype(dtype),), {}),
@@ -1363,7 +1578,7 @@ def _masked_select_vjp(ctx, g):
 
 
 MASKED_SELECT = register(
-    name="masked_select", jvp=_jvp.linear, kind="dynamic", kernel=_masked_select_kernel,
+    name="masked_select", onnx=_onnx_masked_select, jvp=_jvp.linear, kind="dynamic", kernel=_masked_select_kernel,
     infer=_masked_select_infer, args=("x", "mask"), saves=("mask",), broadcasting=True,
     vjp=_masked_select_vjp,
     samples=lambda dtype=np.float64: [
@@ -1625,7 +1840,7 @@ def _sr_samples(dtype=np.float64):
 
 
 SCATTER_REDUCE = register(
-    name="scatter_reduce", kernel=_sr_kernel, infer=_sr_infer, args=("x", "index", "src"),
+    name="scatter_reduce", onnx=_onnx_scatter_reduce, kernel=_sr_kernel, infer=_sr_infer, args=("x", "index", "src"),
     saves=("x", "index", "src", "out"), vjp=_sr_vjp, jvp=_sr_jvp,
     vmap=_vmap.all_batched_dim(), samples=_sr_samples,
     error_samples=lambda: [

@@ -21,6 +21,7 @@ from . import (elementwise as _E, reduce as _R, shape as _S, _jvp, _vmap, creati
 from .creation import cast
 from .joining import _same_dtype, _tensors
 from .reduce import _no_bool
+from .onnx_forms import (_common as _onnx_common, _norm as _onnx_norm)
 
 __all__ = ["matmul", "dot", "outer", "ger", "tensordot", "einsum", "trace", "det", "inverse",
            "slogdet", "addmm", "addmv", "addr", "addbmm", "baddbmm", "bmm", "mv", "inner", "vdot",
@@ -109,7 +110,56 @@ def _matmul_samples(dtype=np.float64):
             for k, (a, b) in enumerate(pairs)]
 
 
-MATMUL = register(name="matmul", vmap=_vmap.matmul_rule, jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"), infer=_matmul_infer,
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_matmul(b, st):
+    (x, y), _ = _onnx_common(b, st, dtype=b.out_dtype(st))
+    b.node("MatMul", [x, y], [b.output(st)])
+
+
+def _onnx_tensordot(b, st):
+    na, nb = len(b.shape(st, 0)), len(b.shape(st, 1))
+    dims = st.attrs["dims"]
+    if isinstance(dims, (int, np.integer)):
+        da, db = list(range(na - dims, na)), list(range(dims))
+    else:
+        da, db = [[int(x) for x in (d if isinstance(d, (tuple, list)) else [d])] for d in dims]
+        da, db = [x % na for x in da], [x % nb for x in db]
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    la = [next(letters) for _ in range(na)]
+    lb = [next(letters) for _ in range(nb)]
+    for i, j in zip(da, db):
+        lb[j] = la[i]
+    out = [c for k, c in enumerate(la) if k not in da] + [c for k, c in enumerate(lb) if k not in db]
+    eq = "".join(la) + "," + "".join(lb) + "->" + "".join(out)
+    ins, _ = _onnx_common(b, st, dtype=b.out_dtype(st))
+    b.node("Einsum", ins, [b.output(st)], equation=eq)
+
+
+def _onnx_outer(b, st):
+    (x, y), _ = _onnx_common(b, st, dtype=b.out_dtype(st))
+    b.node("Mul", [b.unsqueeze(x, [1]), b.unsqueeze(y, [0])], [b.output(st)])
+
+
+def _onnx_trace(b, st):
+    n, m = b.shape(st, 0)
+    k = min(n, m)
+    idx = np.arange(k) * m + np.arange(k)
+    d = b.gather_static(b.input(st, 0, b.out_dtype(st)), (n, m), idx)
+    b.reduce("ReduceSum", d, [0], False, [b.output(st)])
+
+
+def _onnx_det(b, st):
+    b.node("Det", [b.input(st, 0)], [b.output(st)])
+
+
+def _onnx_slogdet(b, st):
+    d = b.node("Det", [b.input(st, 0)])
+    b.node("Sign", [d], [b.output(st, 0)])
+    b.node("Log", [b.node("Abs", [d])], [b.output(st, 1)])
+
+
+MATMUL = register(name="matmul", onnx=_onnx_matmul, vmap=_vmap.matmul_rule, jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"), infer=_matmul_infer,
                   vjp=_matmul_vjp, saves=("x", "other"), promote="none",
                   samples=_matmul_samples,
                   error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError)],
@@ -505,7 +555,7 @@ def _dot_vjp(ctx, g):
     return (g * y if n[0] else None, g * x if n[1] else None)
 
 
-DOT = register(name="dot", vmap=_vmap.dot_rule, jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"), vjp=_dot_vjp,
+DOT = register(name="dot", onnx=_onnx_matmul, vmap=_vmap.dot_rule, jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"), vjp=_dot_vjp,
                saves=("x", "y"), promote="none",
                samples=lambda dtype=np.float64: [
                    Sample((rand((4,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
@@ -541,7 +591,7 @@ def _outer_vjp(ctx, g):
     return (m.matmul(g, y) if n[0] else None, m.matmul(x, g) if n[1] else None)
 
 
-OUTER = register(name="outer", vmap=_vmap.outer_rule, jvp=_jvp.multilinear, kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
+OUTER = register(name="outer", onnx=_onnx_outer, vmap=_vmap.outer_rule, jvp=_jvp.multilinear, kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
                  vjp=_outer_vjp, saves=("x", "vec2"), promote="same",
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
@@ -588,7 +638,7 @@ def _trace_vjp(ctx, g):
     return (g * _const(g, lambda xp, dt: xp.eye(n, k, dtype=dt)),)
 
 
-TRACE = register(name="trace", vmap=_vmap.trace_rule, jvp=_jvp.linear, kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
+TRACE = register(name="trace", onnx=_onnx_trace, vmap=_vmap.trace_rule, jvp=_jvp.linear, kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3, 3), dtype, seed=1),), {}),
                      Sample((rand((2, 4), dtype, seed=2),), {}),
@@ -694,7 +744,7 @@ def _td_vjp(ctx, g):
 
 
 TENSORDOT = register(
-    name="tensordot", jvp=_jvp.multilinear, kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
+    name="tensordot", onnx=_onnx_tensordot, jvp=_jvp.multilinear, kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
     saves=("a", "b"), promote="none",
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3, 4), dtype, seed=1), rand((3, 4, 2), dtype, seed=2)),
@@ -891,7 +941,7 @@ def _det_jvp(ctx, t):
 
 
 DET = register(
-    name="linalg_det", vmap=_vmap.leading, jvp=_det_jvp, kernel=_det_kernel, infer=_det_infer,
+    name="linalg_det", onnx=_onnx_det, vmap=_vmap.leading, jvp=_det_jvp, kernel=_det_kernel, infer=_det_infer,
     vjp=_det_vjp, saves=("x", "out"),
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
@@ -954,7 +1004,7 @@ def _slogdet_jvp(ctx, t):
 
 
 SLOGDET = register(
-    name="linalg_slogdet", vmap=_vmap.leading, jvp=_slogdet_jvp, kernel=_slogdet_kernel, infer=_slogdet_infer, vjp=_slogdet_vjp,
+    name="linalg_slogdet", onnx=_onnx_slogdet, vmap=_vmap.leading, jvp=_slogdet_jvp, kernel=_slogdet_kernel, infer=_slogdet_infer, vjp=_slogdet_vjp,
     saves=("x",), nout=2,
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
@@ -1353,7 +1403,7 @@ def _vn_samples(dtype=np.float64):
 
 
 VECTOR_NORM = register(
-    name="linalg_vector_norm", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_vn_kernel, infer=_vn_infer, vjp=_vn_vjp,
+    name="linalg_vector_norm", onnx=_onnx_norm("ord"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_vn_kernel, infer=_vn_infer, vjp=_vn_vjp,
     saves=("x", "out"), samples=_vn_samples,
     error_samples=lambda: [((rand((2, 3)),), {"ord": 2.0, "dim": (2,), "keepdim": False},
                             IndexError),

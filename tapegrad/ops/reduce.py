@@ -18,6 +18,7 @@ from ._decl import register, Sample, TensorSpec, rand, decl, S, floating
 from . import (_vmap, shape as SH, elementwise as _elementwise, _jvp, indexing as I)
 from ..tensor import Tensor
 from .indexing import _scatter_back_vjp, take_along_dim
+from .onnx_forms import (_dims as _onnx_dims, _norm as _onnx_norm)
 
 __all__ = ["gradient", "sum", "mean", "sum_to", "amax", "amin", "prod", "max", "min", "argmax",
            "argmin", "var", "std", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",
@@ -84,7 +85,172 @@ def _sum_vjp(ctx, g):
     return (_expand_back(ctx.m, g, shape, dims, ctx.attrs.get("keepdim", False)),)
 
 
-SUM = register(name="sum", vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"), vjp=_sum_vjp,
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_reduce(op_type):
+    def lower(b, st):
+        shape = b.shape(st, 0)
+        axes = _onnx_dims(st.attrs.get("dim"), len(shape))
+        keep = st.attrs.get("keepdim", False)
+        x = b.input(st, 0, b.out_dtype(st))
+        if axes is None and not shape:
+            b.node("Identity", [x], [b.output(st)])
+            return
+        b.reduce(op_type, x, axes, keep, [b.output(st)])
+    return lower
+
+
+def _onnx_reduce_bool(op_type):
+    """amax/amin of bools: over int32."""
+    def lower(b, st):
+        if b.dtype(st, 0).kind != "b":
+            _onnx_reduce(op_type)(b, st)
+            return
+        shape = b.shape(st, 0)
+        axes = _onnx_dims(st.attrs.get("dim"), len(shape))
+        y = b.reduce(op_type, b.cast(b.input(st, 0), np.int32), axes,
+                     st.attrs.get("keepdim", False))
+        b.cast(y, np.bool_, [b.output(st)])
+    return lower
+
+
+def _onnx_all_any(is_all):
+    """any: a count of the true elements above 0; all: no false element (an empty
+    reduction gives False and True)."""
+    def lower(b, st):
+        shape = b.shape(st, 0)
+        axes = _onnx_dims(st.attrs.get("dim"), len(shape))
+        x = b.input(st, 0, np.bool_)
+        if is_all:
+            x = b.node("Not", [x])
+        x = b.cast(x, np.int64)
+        n = b.reduce("ReduceSum", x, axes, st.attrs.get("keepdim", False)) if shape else x
+        zero = b.const(np.zeros((), np.int64))
+        b.node("Equal" if is_all else "Greater", [n, zero], [b.output(st)])
+    return lower
+
+
+def _onnx_sum_to(b, st):
+    xs = b.shape(st, 0)
+    target = tuple(st.attrs["shape"])
+    lead = len(xs) - len(target)
+    axes = list(range(lead)) + [lead + i for i, t in enumerate(target)
+                                if t == 1 and xs[lead + i] != 1]
+    x = b.input(st, 0)
+    if axes:
+        x = b.reduce("ReduceSum", x, axes, True)
+    if lead:
+        x = b.squeeze(x, list(range(lead)))
+    b.node("Identity", [x], [b.output(st)])
+
+
+def _onnx_arg(op_type):
+    def lower(b, st):
+        shape = b.shape(st, 0)
+        d = st.attrs.get("dim")
+        keep = int(bool(st.attrs.get("keepdim", False)))
+        x = b.input(st, 0)
+        if b.dtype(st, 0).kind == "b":
+            x = b.cast(x, np.int32)
+        if not shape:
+            b.node("Identity", [b.const(np.zeros((), np.int64))], [b.output(st)])
+            return
+        if d is None:
+            y = b.node(op_type, [b.reshape(x, [-1])], axis=0, keepdims=0)
+            b.node("Reshape", [y, b.ints(b.out_shape(st))], [b.output(st)])
+            return
+        b.node(op_type, [x], [b.output(st)], axis=int(d) % len(shape), keepdims=keep)
+    return lower
+
+
+def _onnx_max_min(op_type, arg):
+    def lower(b, st):
+        shape = b.shape(st, 0)
+        d = st.attrs.get("dim")
+        keep = bool(st.attrs.get("keepdim", False))
+        x = b.input(st, 0)
+        if not shape:
+            b.node("Identity", [x], [b.output(st, 0)])
+            b.node("Identity", [b.const(np.zeros((), np.int64))], [b.output(st, 1)])
+            return
+        d = int(d) % len(shape)
+        xi = b.cast(x, np.int32) if b.dtype(st, 0).kind == "b" else x
+        v = b.reduce(op_type, xi, [d], keep)
+        b.cast(v, b.out_dtype(st, 0), [b.output(st, 0)])
+        b.node(arg, [xi], [b.output(st, 1)], axis=d, keepdims=int(keep))
+    return lower
+
+
+def _onnx_moments(b, st, axes, keep, correction):
+    shape = b.shape(st, 0)
+    dt = b.out_dtype(st)
+    x = b.input(st, 0, dt)
+    axes = list(range(len(shape))) if axes is None else axes
+    n = int(np.prod([shape[a] for a in axes])) if shape else 1
+    m = b.reduce("ReduceMean", x, axes, True) if shape else x
+    dev = b.node("Sub", [x, m])
+    ss = b.reduce("ReduceSum", b.node("Mul", [dev, dev]), axes, keep) if shape else \
+        b.node("Mul", [dev, dev])
+    return b.node("Div", [ss, b.const(np.asarray(_builtins.max(n - correction, 0), dt))])
+
+
+def _onnx_var(std):
+    def lower(b, st):
+        shape = b.shape(st, 0)
+        a = st.attrs
+        c = a.get("correction", 1)
+        c = 1 if c is None else c
+        v = _onnx_moments(b, st, _onnx_dims(a.get("dim"), len(shape)), a.get("keepdim", False), c)
+        b.node("Sqrt" if std else "Identity", [v], [b.output(st)])
+    return lower
+
+
+def _onnx_logsumexp(b, st):
+    shape = b.shape(st, 0)
+    axes = _onnx_dims(st.attrs.get("dim"), len(shape))
+    keep = st.attrs.get("keepdim", False)
+    dt = b.out_dtype(st)
+    x = b.input(st, 0, dt)
+    if not shape:
+        b.node("Identity", [x], [b.output(st)])
+        return
+    axes = list(range(len(shape))) if axes is None else axes
+    m = b.reduce("ReduceMax", x, axes, True)
+    zero = b.const(np.zeros((), dt))
+    m = b.node("Where", [b.node("IsInf", [m]), zero, m])   # all -inf: no shift
+    s = b.reduce("ReduceSum", b.node("Exp", [b.node("Sub", [x, m])]), axes, keep)
+    mm = m if keep else b.squeeze(m, axes)
+    b.node("Add", [b.node("Log", [s]), mm], [b.output(st)])
+
+
+def _onnx_cumsum(reverse):
+    def lower(b, st):
+        shape = b.shape(st, 0)
+        x = b.input(st, 0, b.out_dtype(st))
+        if not shape:
+            b.node("Identity", [x], [b.output(st)])
+            return
+        d = int(st.attrs["dim"]) % len(shape)
+        b.node("CumSum", [x, b.const(np.asarray(d, np.int64))], [b.output(st)],
+               reverse=int(reverse))
+    return lower
+
+
+def _onnx_cumprod(b, st):
+    shape = b.shape(st, 0)
+    x = b.input(st, 0, b.out_dtype(st))
+    if not shape or shape[int(st.attrs["dim"]) % len(shape)] <= 1:
+        b.node("Identity", [x], [b.output(st)])
+        return
+    d = int(st.attrs["dim"]) % len(shape)
+    parts = b.split(x, [1] * shape[d], d)
+    acc = [parts[0]]
+    for p in parts[1:]:
+        acc.append(b.node("Mul", [acc[-1], p]))
+    b.node("Concat", acc, [b.output(st)], axis=d)
+
+
+SUM = register(name="sum", onnx=_onnx_reduce("ReduceSum"), vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"), vjp=_sum_vjp,
                samples=_reduce_samples, error_samples=_dim_errors,
                jvp=lambda ctx, xt: (bind(SUM, xt, **ctx.attrs),),
                torch=lambda torch, x, dim=None, keepdim=False:
@@ -122,7 +288,7 @@ def _mean_vjp(ctx, g):
     return (_expand_back(ctx.m, g / _builtins.max(n, 1), shape, dims, ctx.attrs.get("keepdim", False)),)
 
 
-MEAN = register(name="mean", vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
+MEAN = register(name="mean", onnx=_onnx_reduce("ReduceMean"), vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
                 vjp=_mean_vjp, samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.mean(x, dim=dim, keepdim=keepdim) if dim is not None else torch.mean(x))
@@ -174,7 +340,7 @@ def _sum_to_infer(x, shape):
     return TensorSpec(shape, x.dtype)
 
 
-SUM_TO = register(name="sum_to", vmap=_vmap.shape_attr(), jvp=_jvp.linear, kernel=_sum_to_kernel, infer=_sum_to_infer,
+SUM_TO = register(name="sum_to", onnx=_onnx_sum_to, vmap=_vmap.shape_attr(), jvp=_jvp.linear, kernel=_sum_to_kernel, infer=_sum_to_infer,
                   vjp=lambda ctx, g: (ctx.m.broadcast_to(g, ctx.shapes[0]),),
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3, 4), dtype),), {"shape": (3, 1)}),
@@ -246,7 +412,7 @@ def _extreme_errors():
                             ((rand((0, 3)),), {"dim": (0,)}, IndexError)]
 
 
-AMAX = register(name="amax", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amax, "amax"),
+AMAX = register(name="amax", onnx=_onnx_reduce_bool("ReduceMax"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amax, "amax"),
                 infer=_extreme_infer("amax"), vjp=_extreme_vjp("amax"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_extreme_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
@@ -258,7 +424,7 @@ def amax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     return bind(AMAX, input, dim=dim, keepdim=_keep(keepdim, keepdims))
 
 
-AMIN = register(name="amin", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amin, "amin"),
+AMIN = register(name="amin", onnx=_onnx_reduce_bool("ReduceMin"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amin, "amin"),
                 infer=_extreme_infer("amin"), vjp=_extreme_vjp("amin"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
@@ -330,7 +496,7 @@ def _prod_torch(torch, x, dim=None, keepdim=False):
     return x
 
 
-PROD = register(name="prod", vmap=_vmap.dim_attrs_flat(), jvp=_jvp.reduction, kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
+PROD = register(name="prod", onnx=_onnx_reduce("ReduceProd"), vmap=_vmap.dim_attrs_flat(), jvp=_jvp.reduction, kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
                 vjp=_prod_vjp, saves=("x",), samples=_prod_samples, error_samples=_dim_errors,
                 torch=_prod_torch)
 
@@ -474,7 +640,7 @@ def _argext_torch(name):
     return oracle
 
 
-MAX_DIM = register(name="max", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmax, "max"), nout=2,
+MAX_DIM = register(name="max", onnx=_onnx_max_min("ReduceMax", "ArgMax"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmax, "max"), nout=2,
                    infer=_argext_infer("max"), vjp=_argext_vjp, saves=("out",),
                    doc="max with a dim: (values, indices); max without one is amax",
                    samples=_dim_samples, error_samples=_argext_errors,
@@ -490,7 +656,7 @@ def max(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A
     return _max_min("max", MAX_DIM, "maximum", input, dim, keepdim, axis, keepdims)
 
 
-MIN_DIM = register(name="min", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
+MIN_DIM = register(name="min", onnx=_onnx_max_min("ReduceMin", "ArgMin"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
                    infer=_argext_infer("min"), vjp=_argext_vjp, saves=("out",),
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("min"))
@@ -619,7 +785,7 @@ def _arg_torch(name):
     return oracle
 
 
-ARGMAX = register(name="argmax", vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmax, "argmax"),
+ARGMAX = register(name="argmax", onnx=_onnx_arg("ArgMax"), vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmax, "argmax"),
                   infer=_arg_infer("argmax"), differentiable=False, samples=_arg_samples,
                   error_samples=lambda: [((rand((2, 3)),), {"dim": -3}, IndexError),
                                          ((rand((0,)),), {}, IndexError)],
@@ -631,7 +797,7 @@ def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     return _arg("argmax", ARGMAX, input, dim, keepdim, axis, keepdims)
 
 
-ARGMIN = register(name="argmin", vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmin, "argmin"),
+ARGMIN = register(name="argmin", onnx=_onnx_arg("ArgMin"), vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmin, "argmin"),
                   infer=_arg_infer("argmin"), differentiable=False, samples=_arg_samples,
                   error_samples=lambda: [((rand((2, 3)),), {"dim": 2}, IndexError),
                                          ((rand((2, 0)),), {"dim": 1}, IndexError)],
@@ -693,7 +859,7 @@ def _var_errors():
             ((np.arange(6),), {}, TypeError)]
 
 
-VAR = register(name="var", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_var_kernel, infer=_reduce_infer("var", "float"), vjp=_var_vjp,
+VAR = register(name="var", onnx=_onnx_var(False), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_var_kernel, infer=_reduce_infer("var", "float"), vjp=_var_vjp,
                saves=("x",), samples=_var_samples, error_samples=_var_errors,
                torch=_var_torch("var"))
 
@@ -727,7 +893,7 @@ def _std_vjp(ctx, g):
     return (_var_grad(m, ctx.inputs[0], gb, dims, ctx.attrs.get("correction", 1)),)
 
 
-STD = register(name="std", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
+STD = register(name="std", onnx=_onnx_var(True), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
                saves=("x", "out"), samples=_var_samples, error_samples=_var_errors,
                torch=_var_torch("std"))
 
@@ -772,7 +938,7 @@ def _logsumexp_samples(dtype=np.float64):
                {"dim": (1,), "keepdim": False}, False)]
 
 
-LOGSUMEXP = register(name="logsumexp", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_logsumexp_kernel, promote="float",
+LOGSUMEXP = register(name="logsumexp", onnx=_onnx_logsumexp, vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_logsumexp_kernel, promote="float",
                      infer=_reduce_infer("logsumexp", "float"), vjp=_logsumexp_vjp,
                      saves=("x", "out"), samples=_logsumexp_samples,
                      error_samples=lambda: [((rand((2, 3)),), {"dim": (0, 2)}, IndexError)],
@@ -866,7 +1032,7 @@ def _norm_infer(x, p=2.0, dim=None, keepdim=False):
     return spec
 
 
-NORM = register(name="norm", vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
+NORM = register(name="norm", onnx=_onnx_norm("p"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
                 vjp=_norm_vjp, saves=("x", "out"), samples=_norm_samples,
                 error_samples=lambda: [((rand((2, 3)),), {"dim": (5,)}, IndexError),
                                        ((np.arange(3),), {}, TypeError),
@@ -965,7 +1131,7 @@ def _reverse_cumsum_vjp(ctx, g):
     return (bind(CUMSUM, g, dim=ctx.attrs["dim"]),)
 
 
-CUMSUM = register(name="cumsum", vmap=_vmap.dim_attrs_flat(), kernel=_cum_kernel(np.cumsum), infer=_cum_infer("cumsum", True),
+CUMSUM = register(name="cumsum", onnx=_onnx_cumsum(False), vmap=_vmap.dim_attrs_flat(), kernel=_cum_kernel(np.cumsum), infer=_cum_infer("cumsum", True),
                   vjp=_cumsum_vjp, samples=_cum_samples, error_samples=_cum_errors,
                   jvp=lambda ctx, xt: (bind(CUMSUM, xt, **ctx.attrs),),
                   torch=lambda torch, x, dim: torch.cumsum(x, dim))
@@ -977,7 +1143,7 @@ def cumsum(input, dim=None, *, dtype=None, axis=None):
 
 
 # the adjoint of cumsum: sums from the end (its own adjoint is cumsum)
-REVERSE_CUMSUM = register(name="reverse_cumsum", vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_reverse_cumsum_kernel,
+REVERSE_CUMSUM = register(name="reverse_cumsum", onnx=_onnx_cumsum(True), vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_reverse_cumsum_kernel,
                           infer=_cum_infer("reverse_cumsum", False), vjp=_reverse_cumsum_vjp,
                           samples=lambda dtype=np.float64: _cum_samples(dtype)[:6],
                           error_samples=_cum_errors,
@@ -1040,7 +1206,7 @@ def _cumprod_jvp(ctx, t):
     return (m.movedim(d, -1, dim),)
 
 
-CUMPROD = register(name="cumprod", vmap=_vmap.dim_attrs_flat(), jvp=_cumprod_jvp, kernel=_cum_kernel(np.cumprod),
+CUMPROD = register(name="cumprod", onnx=_onnx_cumprod, vmap=_vmap.dim_attrs_flat(), jvp=_cumprod_jvp, kernel=_cum_kernel(np.cumprod),
                    infer=_cum_infer("cumprod", True), vjp=_cumprod_vjp, saves=("x", "out"),
                    samples=_cumprod_samples, error_samples=_cum_errors,
                    torch=lambda torch, x, dim: torch.cumprod(x, dim))
@@ -1089,7 +1255,7 @@ def _bool_torch(name):
     return oracle
 
 
-ALL = register(name="all", vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.all), infer=_bool_reduce_infer("all"),
+ALL = register(name="all", onnx=_onnx_all_any(True), vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.all), infer=_bool_reduce_infer("all"),
                differentiable=False, samples=_bool_samples, torch=_bool_torch("all"),
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (3,)}, IndexError)])
 
@@ -1100,7 +1266,7 @@ def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A
                 keepdim=_keep(keepdim, keepdims))
 
 
-ANY = register(name="any", vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.any), infer=_bool_reduce_infer("any"),
+ANY = register(name="any", onnx=_onnx_all_any(False), vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.any), infer=_bool_reduce_infer("any"),
                differentiable=False, samples=_bool_samples, torch=_bool_torch("any"),
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (-3,)}, IndexError)])
 

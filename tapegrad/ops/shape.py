@@ -11,6 +11,9 @@ from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, 
 from ._decl import alias, composite, register, Sample, TensorSpec, rand, decl, S
 from .creation import arange
 from . import _jvp, _vmap
+from .onnx_forms import (_diag_like as _onnx_diag_like, _dims as _onnx_dims,
+                         _expand_to as _onnx_expand_to, _static_take as _onnx_static_take,
+                         INT_MAX, INT_MIN)
 
 __all__ = ["reshape", "view", "flatten", "permute", "transpose", "swapaxes", "swapdims", "movedim",
            "moveaxis", "broadcast_to", "expand", "squeeze", "unsqueeze", "mT", "unflatten", "flip",
@@ -56,7 +59,162 @@ def _reshape_kernel(x, shape):
     return x.reshape(_resolve_shape("reshape", shape, x.size))
 
 
-RESHAPE = register(name="reshape", vmap=_vmap.shape_attr(), kind="view", kernel=_reshape_kernel, infer=_reshape_infer,
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_reshape(b, st):
+    """Leading dims kept as they are (the batch) are copied from the input (0), so
+    the graph works for any size of them; trailing dims kept are given; a single dim
+    left between them is inferred (-1): a flatten of the leading dims (``view(-1,
+    V)``) works at any batch and length too."""
+    src = b.shape(st, 0)
+    target = list(b.out_shape(st))
+    if 0 in src or 0 in target:
+        b.node("Reshape", [b.input(st, 0), b.ints(target)], [b.output(st)])
+        return
+    k = 0
+    while k < min(len(src), len(target)) and src[k] == target[k]:
+        k += 1
+    t = 0
+    while (t < min(len(src), len(target)) - k and src[len(src) - 1 - t] == target[-1 - t]):
+        t += 1
+    shape = [0] * k + target[k:]
+    middle = list(range(k, len(target) - t))
+    if len(middle) == 1:
+        shape[middle[0]] = -1
+    b.node("Reshape", [b.input(st, 0), b.ints(shape)], [b.output(st)])
+
+
+def _onnx_permute(b, st):
+    dims = st.attrs["dims"]
+    n = len(b.shape(st, 0))
+    b.node("Transpose", [b.input(st, 0)], [b.output(st)], perm=[int(d) % n for d in dims])
+
+
+def _onnx_broadcast_to(b, st):
+    _onnx_expand_to(b, b.input(st, 0), b.shape(st, 0), b.out_shape(st), [b.output(st)])
+
+
+def _onnx_squeeze(b, st):
+    shape = b.shape(st, 0)
+    d = _onnx_dims(st.attrs.get("dim"), len(shape))
+    axes = [a for a in (range(len(shape)) if d is None else d) if shape[a] == 1]
+    if not axes:
+        b.node("Identity", [b.input(st, 0)], [b.output(st)])
+    else:
+        b.squeeze(b.input(st, 0), axes, [b.output(st)])
+
+
+def _onnx_unsqueeze(b, st):
+    n = len(b.shape(st, 0)) + 1
+    b.unsqueeze(b.input(st, 0), [int(st.attrs["dim"]) % n], [b.output(st)])
+
+
+def _onnx_flip(b, st):
+    shape = b.shape(st, 0)
+    axes = _onnx_dims(st.attrs["dims"], len(shape))
+    if not axes or not shape:
+        b.node("Identity", [b.input(st, 0)], [b.output(st)])
+        return
+    b.slice(b.input(st, 0), [-1] * len(axes), [INT_MIN] * len(axes), axes,
+            [-1] * len(axes), [b.output(st)])
+
+
+def _onnx_roll(b, st):
+    shape = b.shape(st, 0)
+    shifts, dims = st.attrs["shifts"], st.attrs.get("dims")
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    x = b.input(st, 0)
+    if dims is None or (isinstance(dims, (tuple, list)) and not dims):
+        flat = b.reshape(x, [-1])
+        n = int(np.prod(shape))
+        y = _onnx_roll_axis(b, flat, shifts[0], 0, n)
+        b.node("Reshape", [y, b.ints(shape)], [b.output(st)])
+        return
+    for s, d in zip(shifts, _onnx_dims(dims, len(shape))):
+        x = _onnx_roll_axis(b, x, s, d, shape[d])
+    b.node("Identity", [x], [b.output(st)])
+
+
+def _onnx_roll_axis(b, x, shift, axis, n):
+    s = shift % n if n else 0
+    if s == 0:
+        return x
+    tail = b.slice(x, [n - s], [INT_MAX], [axis])
+    head = b.slice(x, [0], [n - s], [axis])
+    return b.node("Concat", [tail, head], axis=axis)
+
+
+def _onnx_repeat(b, st):
+    sizes = list(st.attrs["sizes"])
+    x = b.input(st, 0)
+    extra = len(sizes) - len(b.shape(st, 0))
+    if extra > 0:
+        x = b.unsqueeze(x, list(range(extra)))
+    b.node("Tile", [x, b.ints(sizes)], [b.output(st)])
+
+
+def _onnx_cat(b, st):
+    dt = b.out_dtype(st)
+    nd = len(b.out_shape(st))
+    ins = [b.input(st, j, dt) for j in range(len(st.ins))
+           if not (len(b.shape(st, j)) == 1 and b.shape(st, j)[0] == 0 and nd > 1)]
+    b.node("Concat", ins, [b.output(st)], axis=int(st.attrs.get("dim", 0)) % max(nd, 1))
+
+
+def _onnx_stack(b, st):
+    dt = b.out_dtype(st)
+    nd = len(b.out_shape(st))
+    d = int(st.attrs.get("dim", 0)) % nd
+    ins = [b.unsqueeze(b.input(st, j, dt), [d]) for j in range(len(st.ins))]
+    b.node("Concat", ins, [b.output(st)], axis=d)
+
+
+def _onnx_pad(b, st):
+    shape = b.shape(st, 0)
+    pad = list(st.attrs["pad"])
+    mode = st.attrs.get("mode", "constant")
+    nd = len(shape)
+    begin, end = [0] * nd, [0] * nd
+    for k in range(len(pad) // 2):
+        begin[nd - 1 - k], end[nd - 1 - k] = pad[2 * k], pad[2 * k + 1]
+    x = b.input(st, 0)
+    pos = [max(p, 0) for p in begin] + [max(p, 0) for p in end]
+    if any(pos):
+        if mode == "circular":
+            if b.opset < 19:
+                _onnx_static_take(b, st)
+                return
+            onnx_mode = "wrap"
+        else:
+            onnx_mode = {"constant": "constant", "reflect": "reflect",
+                         "replicate": "edge"}[mode]
+        ins = [x, b.ints(pos)]
+        if onnx_mode == "constant":
+            ins.append(b.const(np.asarray(st.attrs.get("value", 0) or 0, b.dtype(st, 0))))
+        x = b.node("Pad", ins, mode=onnx_mode)
+    neg = [(a, -bb, e) for a, (bb, e) in enumerate(zip(begin, end)) if bb < 0 or e < 0]
+    if neg:
+        axes = [a for a, _, _ in neg]
+        starts = [max(s, 0) for _, s, _ in neg]
+        ends = [e if e < 0 else INT_MAX for _, _, e in neg]
+        x = b.slice(x, starts, ends, axes)
+    b.node("Identity", [x], [b.output(st)])
+
+
+def _onnx_trilu(upper):
+    def lower(b, st):
+        k = b.const(np.asarray(int(st.attrs.get("diagonal", 0)), np.int64))
+        dt = b.dtype(st, 0)
+        x = b.input(st, 0)
+        if dt.kind == "b":
+            y = b.node("Trilu", [b.cast(x, np.int32), k], upper=int(upper))
+            b.cast(y, dt, [b.output(st)])
+        else:
+            b.node("Trilu", [x, k], [b.output(st)], upper=int(upper))
+    return lower
+
+
+RESHAPE = register(name="reshape", onnx=_onnx_reshape, vmap=_vmap.shape_attr(), kind="view", kernel=_reshape_kernel, infer=_reshape_infer,
                    vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
                    jvp=lambda ctx, xt: (reshape(xt, ctx.attrs["shape"]),),
                    samples=lambda dtype=np.float64: [
@@ -97,7 +255,7 @@ def _permute_kernel(x, dims):
     return np.transpose(x, _perm_check("permute", dims, x.ndim))
 
 
-PERMUTE = register(name="permute", vmap=_vmap.permute_rule, jvp=_jvp.linear, kind="view", kernel=_permute_kernel, infer=_permute_infer,
+PERMUTE = register(name="permute", onnx=_onnx_permute, vmap=_vmap.permute_rule, jvp=_jvp.linear, kind="view", kernel=_permute_kernel, infer=_permute_infer,
                    vjp=lambda ctx, g: (ctx.m.permute(g, tuple(np.argsort(
                        _perm_check("permute", ctx.attrs["dims"], len(ctx.shapes[0]))).tolist())),),
                    samples=lambda dtype=np.float64: [
@@ -140,7 +298,7 @@ def _broadcast_to_kernel(x, shape):
     return np.broadcast_to(x, shape)
 
 
-BROADCAST_TO = register(name="broadcast_to", vmap=_vmap.shape_attr(), jvp=_jvp.linear, kind="view",
+BROADCAST_TO = register(name="broadcast_to", onnx=_onnx_broadcast_to, vmap=_vmap.shape_attr(), jvp=_jvp.linear, kind="view",
                         kernel=_broadcast_to_kernel, infer=_broadcast_infer,
                         vjp=lambda ctx, g: (ctx.m.sum_to(g, ctx.shapes[0]),),
                         samples=lambda dtype=np.float64: [
@@ -175,7 +333,7 @@ def _squeeze_shape(shape, dim):
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
-SQUEEZE = register(name="squeeze", vmap=_vmap.squeeze_rule, jvp=_jvp.linear, kind="view",
+SQUEEZE = register(name="squeeze", onnx=_onnx_squeeze, vmap=_vmap.squeeze_rule, jvp=_jvp.linear, kind="view",
                    kernel=lambda x, dim=None: x.squeeze(axis=_squeeze_dims("squeeze", x.shape, dim)),
                    infer=lambda x, dim=None: TensorSpec(_squeeze_shape(tuple(x.shape), dim), x.dtype),
                    vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
@@ -200,7 +358,7 @@ def _unsqueeze_shape(shape, dim):
     return tuple(shape[:d]) + (1,) + tuple(shape[d:])
 
 
-UNSQUEEZE = register(name="unsqueeze", vmap=_vmap.unsqueeze_rule, jvp=_jvp.linear, kind="view",
+UNSQUEEZE = register(name="unsqueeze", onnx=_onnx_unsqueeze, vmap=_vmap.unsqueeze_rule, jvp=_jvp.linear, kind="view",
                      kernel=lambda x, dim: x.reshape(_unsqueeze_shape(x.shape, dim)),
                      infer=lambda x, dim: TensorSpec(_unsqueeze_shape(tuple(x.shape), dim), x.dtype),
                      vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
@@ -493,7 +651,7 @@ def _flip_kernel(x, dims, out=None):
     return np.flip(x, axis=dims).copy()  # PyTorch's flip copies
 
 
-FLIP = register(name="flip", vmap=_vmap.dim_attrs("dims"), kernel=_flip_kernel, infer=_flip_infer,
+FLIP = register(name="flip", onnx=_onnx_flip, vmap=_vmap.dim_attrs("dims"), kernel=_flip_kernel, infer=_flip_infer,
                 vjp=lambda ctx, g: (ctx.m.flip(g, ctx.attrs["dims"]),),
                 jvp=lambda ctx, xt: (flip(xt, ctx.attrs["dims"]),),
                 samples=lambda dtype=np.float64: [
@@ -594,7 +752,7 @@ def _roll_into(x, shifts, dims, out):
         out[tuple(p[0] for p in combo)] = x[tuple(p[1] for p in combo)]
 
 
-ROLL = register(name="roll", vmap=_vmap.roll_rule, jvp=_jvp.linear, kernel=_roll_kernel, infer=_roll_infer,
+ROLL = register(name="roll", onnx=_onnx_roll, vmap=_vmap.roll_rule, jvp=_jvp.linear, kernel=_roll_kernel, infer=_roll_infer,
                 vjp=lambda ctx, g: (bind(ROLL, g, shifts=tuple(-s for s in ctx.attrs["shifts"]),
                                          dims=ctx.attrs["dims"]),),
                 samples=lambda dtype=np.float64: [
@@ -665,7 +823,7 @@ def _repeat_vjp(ctx, g):
     return (m.reshape(g, shape),)
 
 
-REPEAT = register(name="repeat", vmap=_vmap.repeat_rule, jvp=_jvp.linear, kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
+REPEAT = register(name="repeat", onnx=_onnx_repeat, vmap=_vmap.repeat_rule, jvp=_jvp.linear, kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3), dtype),), {"sizes": (2, 1)}),
                       Sample((rand((2, 3), dtype),), {"sizes": (2, 1, 3)}),
@@ -740,7 +898,7 @@ def _cat_vjp(ctx, g):
     return out
 
 
-CAT = register(name="cat", vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
+CAT = register(name="cat", onnx=_onnx_cat, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
                vjp=_cat_vjp, promote="same",
                samples=lambda dtype=np.float64: [
                    Sample((rand((2, 3), dtype), rand((1, 3), dtype)), {"dim": 0}),
@@ -816,7 +974,7 @@ def _stack_kernel(*xs, dim, out=None):
     return np.stack(xs, axis=dim, out=out)
 
 
-STACK = register(name="stack", vmap=_vmap.stack_rule, jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
+STACK = register(name="stack", onnx=_onnx_stack, vmap=_vmap.stack_rule, jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
                  promote="same",
                  vjp=lambda ctx, g: [ctx.m.getitem_raw(g, (slice(None),) * ctx.attrs["dim"] + (k,))
                                      if need else None
@@ -1022,7 +1180,7 @@ def _pad_jvp(ctx, t):
     return (bind(PAD_OP[0], t, **attrs),)
 
 
-PAD = register(name="pad", vmap=_vmap.pad_rule, jvp=_pad_jvp, kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
+PAD = register(name="pad", onnx=_onnx_pad, vmap=_vmap.pad_rule, jvp=_pad_jvp, kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
                samples=_pad_samples,
                error_samples=lambda: [
                    ((rand((2, 3)),), {"pad": (1,), "mode": "constant", "value": 0.0},
@@ -1096,7 +1254,7 @@ def _tri_samples(dtype=np.float64):
             Sample((rand((3, 3), dtype),), {"diagonal": 5})]
 
 
-TRIL = register(name="tril", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.tril, "tril"), infer=_tri_infer("tril"),
+TRIL = register(name="tril", onnx=_onnx_trilu(False), vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.tril, "tril"), infer=_tri_infer("tril"),
                 vjp=lambda ctx, g: (bind(TRIL, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.tril(x, diagonal))
@@ -1107,7 +1265,7 @@ def tril(input, diagonal=0):
     return bind(TRIL, input, diagonal=_int("tril", diagonal, "diagonal"))
 
 
-TRIU = register(name="triu", vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
+TRIU = register(name="triu", onnx=_onnx_trilu(True), vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
                 vjp=lambda ctx, g: (bind(TRIU, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.triu(x, diagonal))
@@ -1155,7 +1313,7 @@ def _diagonal_kernel(x, offset=0, dim1=0, dim2=1):
     return _devices.xp_of(x).lib.stride_tricks.as_strided(start, shape, strides)
 
 
-DIAGONAL = register(name="diagonal", vmap=_vmap.diagonal_rule, jvp=_jvp.linear, kind="view", kernel=_diagonal_kernel,
+DIAGONAL = register(name="diagonal", onnx=_onnx_diag_like, vmap=_vmap.diagonal_rule, jvp=_jvp.linear, kind="view", kernel=_diagonal_kernel,
                     infer=lambda x, offset=0, dim1=0, dim2=1: TensorSpec(
                         _diagonal_shape("diagonal", tuple(x.shape), offset, dim1, dim2), x.dtype),
                     vjp=lambda ctx, g: (ctx.m.diagonal_into(g, ctx.shapes[0], **ctx.attrs),),
@@ -1215,7 +1373,7 @@ def _diagonal_into_rule(ctx, g):
 
 
 DIAGONAL_INTO = register(
-    name="diagonal_into", jvp=_jvp.linear, vmap=_diagonal_into_rule, kernel=_diagonal_into_kernel, infer=_diagonal_into_infer, args=("g",),
+    name="diagonal_into", onnx=_onnx_diag_like, jvp=_jvp.linear, vmap=_diagonal_into_rule, kernel=_diagonal_into_kernel, infer=_diagonal_into_infer, args=("g",),
     vjp=lambda ctx, gg: (bind(DIAGONAL, gg, offset=ctx.attrs["offset"], dim1=ctx.attrs["dim1"],
                               dim2=ctx.attrs["dim2"]),),
     samples=lambda dtype=np.float64: [
@@ -1261,7 +1419,7 @@ def _diag_vjp(ctx, g):
     return (diagonal_into(g, shape, k, 0, 1),)
 
 
-DIAG = register(name="diag", jvp=_jvp.linear, kernel=_diag_kernel, infer=_diag_infer, vjp=_diag_vjp,
+DIAG = register(name="diag", onnx=_onnx_diag_like, jvp=_jvp.linear, kernel=_diag_kernel, infer=_diag_infer, vjp=_diag_vjp,
                 samples=lambda dtype=np.float64: [
                     Sample((rand((3,), dtype),), {"diagonal": 0}),
                     Sample((rand((3,), dtype),), {"diagonal": -2}),
@@ -1373,7 +1531,7 @@ def _ri_vjp(ctx, g):
 
 
 REPEAT_INTERLEAVE = register(
-    name="repeat_interleave", vmap=_vmap.dim_attrs_flat(), jvp=_jvp.linear, kernel=_ri_kernel, infer=_ri_infer, vjp=_ri_vjp,
+    name="repeat_interleave", onnx=_onnx_diag_like, vmap=_vmap.dim_attrs_flat(), jvp=_jvp.linear, kernel=_ri_kernel, infer=_ri_infer, vjp=_ri_vjp,
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3), dtype),), {"repeats": 2, "dim": 1}),
         Sample((rand((3, 2), dtype),), {"repeats": (1, 0, 3), "dim": 0}),

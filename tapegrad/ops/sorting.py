@@ -117,8 +117,67 @@ def _unique_into(x, dim, alloc):
     return vals, inv, cnt
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_unique(b, st):
+    d = st.attrs.get("dim")
+    x = b.input(st, 0)
+    shape = b.shape(st, 0)
+    if d is None:
+        y, _, inv, cnt = b.node("Unique", [b.reshape(x, [-1])], 4, sorted=1)
+        b.node("Identity", [y], [b.output(st, 0)])
+        b.node("Reshape", [inv, b.ints(shape)], [b.output(st, 1)])
+    else:
+        d = int(d) % len(shape)
+        y, _, inv, cnt = b.node("Unique", [x], 4, sorted=1, axis=d)
+        b.node("Identity", [y], [b.output(st, 0)])
+        b.node("Identity", [inv], [b.output(st, 1)])
+    b.node("Identity", [cnt], [b.output(st, 2)])
+
+
+def _onnx_topk_all(b, st, largest, k=None, dim=None):
+    shape = b.shape(st, 0)
+    x = b.input(st, 0)
+    if not shape:
+        return b.node("Identity", [x]), b.const(np.zeros((), np.int64))
+    d = int(st.attrs.get("dim", -1) if dim is None else dim) % len(shape)
+    k = shape[d] if k is None else k
+    return b.node("TopK", [x, b.ints([k])], 2, axis=d, largest=int(largest), sorted=1)
+
+
+def _onnx_sort(b, st):
+    v, i = _onnx_topk_all(b, st, st.attrs.get("descending", False))
+    b.node("Identity", [v], [b.output(st, 0)])
+    b.node("Identity", [i], [b.output(st, 1)])
+
+
+def _onnx_argsort(b, st):
+    _, i = _onnx_topk_all(b, st, st.attrs.get("descending", False))
+    b.node("Identity", [i], [b.output(st)])
+
+
+def _onnx_topk(b, st):
+    a = st.attrs
+    v, i = _onnx_topk_all(b, st, a.get("largest", True), int(a["k"]), a.get("dim", -1))
+    b.node("Identity", [v], [b.output(st, 0)])
+    b.node("Identity", [i], [b.output(st, 1)])
+
+
+def _onnx_searchsorted(seq_j, x_j):
+    def lower(b, st):
+        right = st.attrs.get("right", False) or st.attrs.get("side") == "right"
+        dt = np.result_type(b.dtype(st, seq_j), b.dtype(st, x_j))
+        seq, x = b.input(st, seq_j, dt), b.input(st, x_j, dt)
+        if len(b.shape(st, seq_j)) > 1:
+            seq = b.unsqueeze(seq, [-2])
+        cmp = b.node("LessOrEqual" if right else "Less", [seq, b.unsqueeze(x, [-1])])
+        cnt = b.reduce("ReduceSum", b.cast(cmp, np.int64), [-1], False)
+        b.cast(cnt, b.out_dtype(st), [b.output(st)])
+    return lower
+
+
 UNIQUE = register(
-    name="unique", kind="dynamic", kernel=_unique_kernel, infer=_unique_infer,
+    name="unique", onnx=_onnx_unique, kind="dynamic", kernel=_unique_kernel, infer=_unique_infer,
     differentiable=False, nout=3,
     samples=lambda dtype=np.float64: [
         Sample((np.array([[3, 1, 2], [1, 3, 3]], dtype),), {"sorted": True, "dim": None}),
@@ -200,7 +259,7 @@ def _sort_jvp(ctx, t):
 
 
 SORT = register(
-    name="sort", vmap=_vmap.dim_attrs(), jvp=_sort_jvp, kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
+    name="sort", onnx=_onnx_sort, vmap=_vmap.dim_attrs(), jvp=_sort_jvp, kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
     vjp=_scatter_back_vjp, samples=_sort_samples,
     error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
                             IndexError),
@@ -226,7 +285,7 @@ def _argsort_kernel(x, dim=-1, descending=False, stable=False):
 
 
 ARGSORT = register(
-    name="argsort", vmap=_vmap.dim_attrs(), kernel=_argsort_kernel, differentiable=False,
+    name="argsort", onnx=_onnx_argsort, vmap=_vmap.dim_attrs(), kernel=_argsort_kernel, differentiable=False,
     infer=lambda x, dim=-1, descending=False, stable=False: _sort_infer(x, dim, descending,
                                                                         stable, "argsort")[1],
     samples=_sort_samples,
@@ -273,7 +332,7 @@ def _topk_jvp(ctx, t):
 
 
 TOPK = register(
-    name="topk", vmap=_vmap.dim_attrs(), jvp=_topk_jvp, kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
+    name="topk", onnx=_onnx_topk, vmap=_vmap.dim_attrs(), jvp=_topk_jvp, kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
     vjp=_scatter_back_vjp,
     samples=lambda dtype=np.float64: [
         Sample((_distinct((3, 5), dtype, 1),), {"k": 2, "dim": 1, "largest": True,
@@ -576,7 +635,7 @@ def _searchsorted_infer(seq, values, right=False):
     return TensorSpec(tuple(values.shape), np.dtype(np.int64))
 
 
-SEARCHSORTED = register(name="searchsorted", kernel=_searchsorted_kernel,
+SEARCHSORTED = register(name="searchsorted", onnx=_onnx_searchsorted(0, 1), kernel=_searchsorted_kernel,
                         infer=_searchsorted_infer, args=("sorted_sequence", "input"),
                         differentiable=False, promote="same",
                         samples=lambda dtype=np.float64: [
@@ -605,7 +664,7 @@ def _bucketize_infer(x, boundaries, right=False):
     return TensorSpec(tuple(x.shape), np.dtype(np.int64))
 
 
-BUCKETIZE = register(name="bucketize", infer=_bucketize_infer,
+BUCKETIZE = register(name="bucketize", onnx=_onnx_searchsorted(1, 0), infer=_bucketize_infer,
                      kernel=lambda x, boundaries, right=False: _searchsorted_kernel(
                          boundaries, x, right),
                      args=("input", "boundaries"), differentiable=False, promote="same",

@@ -444,7 +444,20 @@ def _isin_kernel(elements, test_elements, assume_unique=False, invert=False):
     return np.isin(elements, test_elements, invert=invert)
 
 
-ISIN = register(name="isin", kernel=_isin_kernel, args=("elements", "test_elements"),
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_isin(b, st):
+    dt = np.result_type(b.dtype(st, 0), b.dtype(st, 1))
+    x, t = b.input(st, 0, dt), b.input(st, 1, dt)
+    eq = b.node("Equal", [b.unsqueeze(x, [-1]), b.reshape(t, [-1])])
+    hit = b.reduce("ReduceMax", b.cast(eq, np.int32), [-1], 0)
+    hit = b.cast(hit, np.bool_)
+    if st.attrs.get("invert"):
+        hit = b.node("Not", [hit])
+    b.node("Identity", [hit], [b.output(st)])
+
+
+ISIN = register(name="isin", onnx=_onnx_isin, kernel=_isin_kernel, args=("elements", "test_elements"),
                 differentiable=False, promote="same",
                 infer=lambda e, t, **k: TensorSpec(tuple(e.shape), np.dtype(np.bool_)),
                 samples=lambda dtype=np.float64: [S(_ints((3, 4), 0, 6, seed=1), np.array([1, 2, 5])),
