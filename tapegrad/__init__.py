@@ -7,7 +7,7 @@
 >>> x.grad
 tensor([2., 4., 6.])
 """
-from .dtypes import (DType, float16, float32, float64, int8, int16, int32, int64, uint8,
+from .dtypes import (DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8,
                      bool, get_default_dtype, set_default_dtype)
 from .dtypes import float16 as half, float32 as float, float64 as double  # noqa: A001
 from .dtypes import int64 as long, int32 as int  # noqa: A001

@@ -14,7 +14,8 @@ def dtype_kind(x):
     dt = getattr(x, "dtype", None)
     if dt is None:
         return None
-    return getattr(dt, "np", dt).kind
+    d = getattr(dt, "np", dt)
+    return "f" if d is _dt.BF16 else d.kind
 
 
 def require_floating(op, x, what="input", cls=NotImplementedError):

@@ -222,7 +222,7 @@ class Tape:
         for t in _flatten(tensor):
             if not isinstance(t, Tensor):
                 raise TypeError(f"Tape.watch: expected Tensors, got {type(t).__name__}")
-            if t._data.dtype.kind != "f":
+            if not t.is_floating_point():
                 raise TypeError(f"Tape.watch: only floating tensors can be watched, got {t.dtype}")
             t._tapes = (t._tapes or frozenset()) | {id(self)}
 

@@ -45,6 +45,8 @@ __all__ = ["bind", "lane", "apply_inplace", "observe", "raw_arrays", "register_f
 
 _SCALARS = (int, float, bool)
 _NDARRAY = np.ndarray
+_BF16, _F16, _F32 = _dt.BF16, _dt.F16, _dt.F32
+_isf = _dt.is_float
 _new = object.__new__
 _NO = object()  # a lane's second operand when there is none
 _NO_ATTRS = {}  # the attrs of an operator call (never mutated)
@@ -83,7 +85,7 @@ def _raw(op, args, attrs):
     rule, for all but elementwise ops); anything else to _general."""
     x = args[0]
     y = args[1] if len(args) == 2 else None
-    if _state.mode == _RAW and x.dtype.kind == "f" and (
+    if _state.mode == _RAW and x.dtype.kind == "f" and x.dtype is not _F16 and (
             y is None or (type(y) is _NDARRAY and y.dtype is x.dtype)
             or type(y) is float or type(y) is int):
         if not op.elementwise:
@@ -116,6 +118,7 @@ def lane(op):
 
 def _make_lane(op):
     float_only = op.promote == "float"
+    widen = op.kind != "view"  # half-width inputs take the general path (_widened)
     elementwise = op.elementwise
     check = not elementwise
     view = op.kind == "view"
@@ -126,7 +129,8 @@ def _make_lane(op):
         mode = _state.mode
         xd = x._data
         dt = xd.dtype
-        if not mode or type(xd) is not _NDARRAY or (float_only and dt.kind != "f"):
+        if not mode or type(xd) is not _NDARRAY or (float_only and dt.kind != "f") or (
+                widen and (dt is _F16 or dt is _BF16)):
             return _general(op, (x,) if y is _NO else (x, y), attrs)
         if y is _NO:
             yd = ry = None
@@ -161,7 +165,7 @@ def _make_lane(op):
         rx = x.requires_grad
         # (an input that requires grad is a float; an elementwise op of floats gives one)
         if not (rx or ry) or mode != _FAST_RECORD or not recorded or (
-                not elementwise and out.dtype.kind != "f"):
+                not elementwise and not _isf(out.dtype)):
             res._node = None
             res.requires_grad = False
             return res
@@ -258,6 +262,8 @@ def _general(op, args, attrs):
             out = _compute(op, arrays, attrs)
         finally:
             _state.observed_args = ()
+    elif op.kind != "view" and _low_in(arrays):
+        out = _widened(op, arrays, attrs)
     else:
         out = _compute(op, arrays, attrs)
     if not tensor_seen:
@@ -282,7 +288,7 @@ def _finish(op, attrs, args, outs, rg):
     tapes = st._tapes
     if tapes and not record and op.differentiable and st._grad:
         record = any(type(a) in _TT and a._tapes for a in args)
-    if record and any(o._data.dtype.kind == "f" for o in outs):
+    if record and any(_isf(o._data.dtype) for o in outs):
         _record(op, attrs, args, outs, rg, tapes)
     elif st._anomaly:
         _check_forward(op, outs)
@@ -452,10 +458,48 @@ def _promote(op, arrays):
     target = (dts or zero_dim)[0]
     if any(d != target for d in dts) or scalars or zero_dim:
         target = _dt.operands_type(dts, zero_dim, scalars)
-    if op.promote == "float" and target.kind != "f":
+    if op.promote == "float" and not _isf(target):
         target = _dt.default_float_np()
     return [_cast(a, target) if a is not None and type(a) not in _SCALARS and a.dtype != target
             else a for a in arrays]
+
+
+def _low_in(arrays):
+    for a in arrays:
+        if a is not None and type(a) not in _SCALARS and (a.dtype is _BF16 or a.dtype is _F16):
+            return True
+    return False
+
+
+def _widened(op, arrays, attrs):
+    """A call with bfloat16 or float16 operands: the kernel runs on float32 copies of
+    them and each float32 output is rounded once to the operands' half-width dtype
+    (PyTorch's CPU kernels compute these dtypes in float32 the same way), so every
+    kernel serves them and reductions accumulate in float32. An output the op was
+    asked for in a dtype (``dtype=``) keeps it. Operands of two different float
+    dtypes reach here only for ops that refuse mixed dtypes (``promote="none"``):
+    their shape rule sees the original ones and speaks."""
+    low = None
+    for a in arrays:
+        if a is not None and type(a) not in _SCALARS and _isf(a.dtype):
+            if low is None:
+                low = a.dtype
+            elif a.dtype != low:
+                return _compute(op, arrays, attrs)
+    wide = [_cast(a, _F32) if a is not None and type(a) not in _SCALARS and a.dtype is low
+            else a for a in arrays]
+    out = _compute(op, wide, attrs)
+    if attrs.get("dtype") is not None:
+        return out
+    if type(out) is tuple:
+        return tuple(_round(o, low) for o in out)
+    return _round(out, low)
+
+
+def _round(o, low):
+    if getattr(o, "dtype", None) is _F32:
+        return o.astype(low)
+    return o
 
 
 def _cast(a, dtype):
@@ -665,7 +709,7 @@ _FIT_OPS = {}
 def _fit_tangent(op, t, o):
     """A rule's tangent as the output's: broadcast to its shape, cast to its dtype
     (None, a zero tangent, stays None; an output that is not a float has none)."""
-    if t is None or o._data.dtype.kind != "f":
+    if t is None or not _isf(o._data.dtype):
         return None
     if type(t) not in _TT:
         t = wrap(_devices.xp_of(o._data).asarray(t, dtype=o._data.dtype))
@@ -691,7 +735,7 @@ def _record(op, attrs, args, outs, rg, tapes):
     node = _node_general(op, attrs, args, outs, rg, tapes)
     k = 0
     for o in outs:
-        if o._data.dtype.kind == "f":
+        if _isf(o._data.dtype):
             o._node = node
             o._idx = k
             o.requires_grad = rg

@@ -1,11 +1,14 @@
 """dtype objects, the default dtype, and array-API type promotion.
 
 A tapegrad dtype wraps a NumPy dtype (CuPy uses the same dtype objects), compares
-equal to it, and prints as PyTorch does (``tapegrad.float32``).
+equal to it, and prints as PyTorch does (``tapegrad.float32``). ``bfloat16`` is
+``ml_dtypes``' NumPy dtype; NumPy gives it the kind letter ``"V"``, so code asks
+``is_float(np_dtype)`` rather than comparing the kind with ``"f"``.
 """
+import ml_dtypes
 import numpy as np
 
-__all__ = ["DType", "float16", "float32", "float64", "int8", "int16", "int32",
+__all__ = ["DType", "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32",
            "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype",
            "as_dtype", "result_type", "promote_with_scalars"]
 
@@ -19,9 +22,9 @@ class DType:
     def __init__(self, name, np_dtype):
         self.name = name
         self.np = np.dtype(np_dtype)
-        self._kind = "b" if self.np.kind == "b" else ("f" if self.np.kind == "f" else "i")
+        self._kind = "b" if self.np.kind == "b" else ("f" if is_float(self.np) else "i")
         self.is_floating_point = self._kind == "f"
-        self.is_signed = self.np.kind in "if"
+        self.is_signed = self.np.kind in "if" or self._kind == "f"
         self.itemsize = self.np.itemsize
 
     def __repr__(self):
@@ -42,6 +45,18 @@ class DType:
         return (as_dtype, (self.name,))
 
 
+BF16 = np.dtype(ml_dtypes.bfloat16)  # the NumPy dtype (kind "V")
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+LOW = (BF16, F16)  # half-width floats: computed in float32, rounded once per op
+
+
+def is_float(np_dtype):
+    """Whether a NumPy dtype is a floating dtype (bfloat16 included)."""
+    return np_dtype.kind == "f" or np_dtype is BF16
+
+
+bfloat16 = DType("bfloat16", BF16)
 float16 = DType("float16", np.float16)
 float32 = DType("float32", np.float32)
 float64 = DType("float64", np.float64)
@@ -52,7 +67,7 @@ int64 = DType("int64", np.int64)
 uint8 = DType("uint8", np.uint8)
 bool = DType("bool", np.bool_)  # noqa: A001 - the public name is torch's
 
-ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool)
+ALL = (bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8, bool)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"half": float16, "float": float32, "double": float64, "long": int64,
@@ -67,7 +82,7 @@ def get_default_dtype():
 
 
 def set_default_dtype(dtype):
-    """Set the default floating dtype; only float16/32/64 are allowed (as PyTorch)."""
+    """Set the default floating dtype; only floating dtypes are allowed (as PyTorch)."""
     d = as_dtype(dtype)
     if not d.is_floating_point:
         raise TypeError(f"set_default_dtype: only floating dtypes are allowed, got {d}")
@@ -109,7 +124,7 @@ _KIND_ORDER = {"b": 0, "i": 1, "f": 2}
 
 def kind_rank(np_dtype):
     """bool < int < float: the categories of PyTorch's promotion."""
-    return _KIND_ORDER.get(np_dtype.kind, 1)
+    return 2 if np_dtype is BF16 else _KIND_ORDER.get(np_dtype.kind, 1)
 
 
 def operands_type(dims, zero_dims, scalars):
@@ -126,12 +141,13 @@ def operands_type(dims, zero_dims, scalars):
 
 
 def result_type(*dtypes):
-    """Array-API promotion of NumPy dtypes; ints with floats give the float."""
+    """Array-API promotion of NumPy dtypes; ints with floats give the float;
+    bfloat16 with float16 gives float32 (PyTorch's table)."""
     out = dtypes[0]
     for d in dtypes[1:]:
         if d == out:
             continue
-        ko, kd = _KIND_ORDER.get(out.kind, 1), _KIND_ORDER.get(d.kind, 1)
+        ko, kd = kind_rank(out), kind_rank(d)
         if ko == kd:
             out = np.promote_types(out, d)
         elif kd > ko:
@@ -144,7 +160,7 @@ def promote_with_scalars(np_dtype, scalars):
 
     bool tensor + int -> int64; int/bool tensor + float -> the default float.
     """
-    kind = np_dtype.kind
+    kind = "f" if np_dtype is BF16 else np_dtype.kind
     for s in scalars:
         t = type(s)
         if t is float or isinstance(s, (float, np.floating)):

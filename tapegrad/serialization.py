@@ -145,6 +145,9 @@ def _encode_array(obj, arrays, seen, path):
             node["requires_grad"] = True
         if is_parameter(obj):
             node["parameter"] = True
+    if arrays[key].dtype is _dt.BF16:  # .npy has no bfloat16: its bits, as uint16
+        arrays[key] = arrays[key].view(np.uint16)
+        node["bits_of"] = "bfloat16"
     seen[id(obj)] = key
     node["id"] = key
     return node
@@ -433,6 +436,10 @@ class _Decoder:
         if type(ident) is not str or ident in self.objects:
             self.fail(f"bad or repeated id {ident!r:.80}")
         arr = self.archive.array(key)
+        if "bits_of" in node:
+            if node["bits_of"] != "bfloat16" or arr.dtype != np.uint16:
+                self.fail(f"array {key!r}: bad bits_of entry {node['bits_of']!r:.80}")
+            arr = arr.view(_dt.BF16)
         obj = arr if "ndarray" in node else self.tensor(node, key, arr)
         self.objects[ident] = obj
         return obj

@@ -11,6 +11,7 @@ import threading
 import weakref
 
 from . import devices as _devices
+from . import dtypes as _dt
 
 __all__ = ["Node", "make_node", "is_grad_enabled", "state", "check_finite", "backward_name"]
 
@@ -270,7 +271,7 @@ def backward_name(name):
 def check_finite(op_name, where, arr, phase):
     """Anomaly mode: raise at a NaN/Inf in an op's result (forward or backward)."""
     data = getattr(arr, "_data", arr)
-    if hasattr(data, "dtype") and data.dtype.kind == "f":
+    if hasattr(data, "dtype") and _dt.is_float(data.dtype):
         ok, bad = _devices.all_finite(data)
         if not ok:
             raise RuntimeError(f"detect_anomaly: the {phase} of '{op_name}' produced {bad}"

@@ -76,7 +76,7 @@ class Tensor:
         self._node = None
         self._idx = 0
         self._version = [0]
-        if requires_grad and data.dtype.kind != "f":
+        if requires_grad and not _dt.is_float(data.dtype):
             raise RuntimeError(f"only Tensors of floating point dtype can require "
                                f"gradients, got {_dt.from_np(data.dtype)}")
 
@@ -139,7 +139,7 @@ class Tensor:
         return self._data.dtype.itemsize
 
     def is_floating_point(self):
-        return self._data.dtype.kind == "f"
+        return _dt.is_float(self._data.dtype)
 
     # ---- conversion to Python / NumPy
     def item(self):
@@ -234,7 +234,7 @@ class Tensor:
 
     # ---- autograd fields
     def requires_grad_(self, requires_grad=True):
-        if requires_grad and self._data.dtype.kind != "f":
+        if requires_grad and not _dt.is_float(self._data.dtype):
             raise RuntimeError(f"requires_grad_: only Tensors of floating point dtype can "
                                f"require gradients, got {self.dtype}")
         if not requires_grad and self._node is not None:
@@ -414,7 +414,9 @@ def _summary(data, edge=3):
 def _format(t):
     data = t._host()
     dt = t.dtype
-    kind = data.dtype.kind
+    kind = "f" if dt.is_floating_point else data.dtype.kind
+    if data.dtype in _dt.LOW:  # printed from float32 (exact), as PyTorch shows them
+        data = data.astype(np.float32)
     shown = data if data.size <= 1000 else _summary(data)
     if kind == "f":
         finite = shown[np.isfinite(shown)]

@@ -117,6 +117,7 @@ def promote_types(type1, type2):
 
 
 _LEGACY = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+           "bfloat16": "BFloat16Tensor",
            "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
            "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
 

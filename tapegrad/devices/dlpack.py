@@ -1,7 +1,62 @@
-"""DLPack in and out (DLPack 1.x Python spec), zero-copy where the producer allows."""
+"""DLPack in and out (DLPack 1.x Python spec), zero-copy where the producer allows.
+
+NumPy's DLPack knows no bfloat16 (ml_dtypes' dtype), so bfloat16 crosses as the
+same capsule with its dtype code rewritten: an exported bfloat16 array is its
+uint16 view's capsule marked ``kDLBfloat``, and an imported ``kDLBfloat`` capsule is
+read as uint16 and viewed as bfloat16, zero-copy both ways.
+"""
+import ctypes
+
 import numpy as np
 
 from . import cuda
+from ..dtypes import BF16
+
+_KDL_UINT, _KDL_BFLOAT = 1, 4
+# the DLDataType code's byte offset in the capsule's struct: DLManagedTensor starts
+# with its DLTensor (data, device, ndim, then dtype at 20); DLManagedTensorVersioned
+# puts version, manager_ctx, deleter and flags (32 bytes) before it
+_CODE_AT = {b"dltensor": 20, b"dltensor_versioned": 52}
+_api = ctypes.pythonapi
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _retype(capsule, old, new):
+    """Rewrite a 16-bit DLPack capsule's dtype code from ``old`` to ``new`` in place;
+    whether it held ``old``."""
+    for name, at in _CODE_AT.items():
+        if _api.PyCapsule_IsValid(capsule, name):
+            base = _api.PyCapsule_GetPointer(capsule, name)
+            code = ctypes.c_uint8.from_address(base + at)
+            bits = ctypes.c_uint8.from_address(base + at + 1)
+            if code.value == old and bits.value == 16:
+                code.value = new
+                return True
+            return False
+    return False
+
+
+class _AsUint16:
+    """A DLPack producer seen through: a bfloat16 capsule it gives is handed on as
+    uint16 (``found`` says so), anything else unchanged."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.found = False
+
+    def __dlpack_device__(self):
+        return self.obj.__dlpack_device__()
+
+    def __dlpack__(self, **kw):
+        try:
+            cap = self.obj.__dlpack__(**kw)
+        except TypeError:  # an older producer: no max_version / copy keywords
+            cap = self.obj.__dlpack__(**({"stream": kw["stream"]} if "stream" in kw else {}))
+        self.found = _retype(cap, _KDL_BFLOAT, _KDL_UINT)
+        return cap
 
 
 def import_array(obj, copy=None):
@@ -9,12 +64,9 @@ def import_array(obj, copy=None):
     dev_type, _ = obj.__dlpack_device__()
     if int(dev_type) == 1:  # kDLCPU
         kw = {} if copy is None else {"copy": copy}
-        try:
-            return np.from_dlpack(obj, **kw)
-        except BufferError as e:
-            if "read" in str(e).lower() and hasattr(obj, "__dlpack__"):
-                raise
-            raise
+        src = _AsUint16(obj) if hasattr(obj, "__dlpack__") else obj
+        out = np.from_dlpack(src, **kw)
+        return out.view(BF16) if getattr(src, "found", False) else out
     if int(dev_type) in (2, 13):  # kDLCUDA, kDLCUDAManaged
         cp = cuda.cupy()
         out = cp.from_dlpack(obj)
@@ -27,6 +79,11 @@ def export(array, *, read_only, stream=None, max_version=None, dl_device=None, c
     if read_only and isinstance(array, np.ndarray) and array.flags.writeable:
         array = array.view()
         array.flags.writeable = False
+    if array.dtype is BF16:
+        cap = export(array.view(np.uint16), read_only=False, stream=stream,
+                     max_version=max_version, dl_device=dl_device, copy=copy)
+        _retype(cap, _KDL_UINT, _KDL_BFLOAT)
+        return cap
     kw = {}
     if stream is not None:
         kw["stream"] = stream

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..compiler.capture import capturing
 from ..devices import device as _device
-from ..dtypes import DType, float16, float32, float64
+from ..dtypes import DType, bfloat16, float16, float32, float64
 from ..grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import tensor as _tensor
 from ..tensor import Tensor, buffer, mark_written
@@ -395,6 +395,9 @@ class Module:
 
     def half(self):
         return self.to(float16)
+
+    def bfloat16(self):
+        return self.to(bfloat16)
 
     # ---------------------------------------------------------------- state dict
     def state_dict(self, destination=None, prefix="", keep_vars=False):

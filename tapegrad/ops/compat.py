@@ -71,6 +71,7 @@ def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
 
 
 _LEGACY = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+           "bfloat16": "BFloat16Tensor",
            "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
            "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
 

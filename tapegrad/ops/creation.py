@@ -380,7 +380,7 @@ def _random(name, draw):
     def f(*size, dtype=None, device=None, requires_grad=False, generator=None):
         shape = _new_shape(name, size)
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
-        if dt.kind != "f":
+        if not _dt.is_float(dt):
             raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
         _devices.check_alloc(name, shape, np.float64)  # drawn in float64
         g = generator or _gen["np"]
@@ -618,7 +618,7 @@ I32 = np.dtype(np.int32)
 def _sized_infer(name, floating=False):
     def infer(*size, dtype=None, device=None, requires_grad=False, out=None, generator=None):
         dt = _dt_or(dtype, _dt.get_default_dtype().np)
-        if floating and dt.kind != "f":
+        if floating and not _dt.is_float(dt):
             raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
         return TensorSpec(_new_shape(name, size), dt)
     return infer
@@ -860,7 +860,7 @@ composite(randint, infer=_randint_infer, args=(), differentiable=False,
 def _like_rand_infer(name):
     def infer(x, *, dtype=None, requires_grad=False):
         dt = _dt_or(dtype, x.dtype)
-        if dt.kind != "f":
+        if not _dt.is_float(dt):
             raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
         return TensorSpec(tuple(x.shape), dt)
     return infer

@@ -565,8 +565,7 @@ def _slice_inverse(self, src, dim=0, start=None, end=None, step=1):
 
 
 def _bfloat16(self, memory_format=None):
-    raise TypeError("bfloat16: tapegrad computes on NumPy arrays, and NumPy has no "
-                    "bfloat16 dtype; use float16 (.half()) or float32 (.float())")
+    return C.cast(self, _dt.bfloat16)
 
 
 def table(ns):

@@ -1,6 +1,5 @@
 """Tensor methods of the method table (``ops/methods.py``): hardshrink, prelu, slice_inverse against
-PyTorch (values and gradients), and bfloat16's refusal (NumPy has no bfloat16: a
-clear TypeError rather than a float32 tensor that claims to be one)."""
+PyTorch (values and gradients), and ``x.bfloat16()`` (ml_dtypes' NumPy bfloat16)."""
 import numpy as np
 import pytest
 
@@ -27,6 +26,9 @@ def test_hardshrink_prelu_slice_inverse_like_pytorch():
         np.testing.assert_allclose(p, q, rtol=1e-12, atol=1e-12)
 
 
-def test_bfloat16_is_refused_clearly():
-    with pytest.raises(TypeError, match="bfloat16.*NumPy has no bfloat16"):
-        tg.ones(2).bfloat16()
+def test_bfloat16_method_rounds_as_pytorch():
+    import torch
+    v = np.random.default_rng(0).standard_normal(50).astype(np.float32)
+    t = tg.tensor(v).bfloat16()
+    assert t.dtype == tg.bfloat16
+    np.testing.assert_array_equal(t.float().numpy(), torch.tensor(v).bfloat16().float().numpy())

@@ -1,0 +1,183 @@
+"""bfloat16 (ml_dtypes' NumPy dtype) and float16 against PyTorch: creation, casts,
+promotion, printing, DLPack both ways with PyTorch and JAX, save/load, modules, and
+ops computed in float32 and rounded once."""
+import numpy as np
+import pytest
+import torch
+
+import tapegrad as tg
+
+LOW = [("bfloat16", tg.bfloat16, torch.bfloat16), ("float16", tg.float16, torch.float16)]
+ALL = ["bfloat16", "float16", "float32", "float64", "int8", "uint8", "int16", "int32",
+       "int64", "bool"]
+
+
+def _np32(t):
+    return t.detach().float().numpy() if isinstance(t, tg.Tensor) else t.detach().float().numpy()
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+@pytest.mark.parametrize("name,tdt,pdt", LOW)
+def test_casts_round_as_pytorch(name, tdt, pdt):
+    v = (_rng().standard_normal(200) * 10.0 ** _rng(1).integers(-6, 6, 200)).astype(np.float32)
+    ref = torch.tensor(v).to(pdt)
+    for got in (tg.tensor(v).to(tdt), tg.tensor(v, dtype=tdt), tg.tensor(v).type(tdt),
+                getattr(tg.tensor(v), "bfloat16" if name == "bfloat16" else "half")()):
+        assert got.dtype == tdt and got.dtype is getattr(tg, name)
+        np.testing.assert_array_equal(_np32(got), _np32(ref))
+    # from float64 (one rounding, not through float32)
+    w = _rng(2).standard_normal(200)
+    np.testing.assert_array_equal(_np32(tg.tensor(w).to(tdt)), _np32(torch.tensor(w).to(pdt)))
+    # to ints
+    c = np.clip(v, -1000, 1000)
+    np.testing.assert_array_equal(tg.tensor(c).to(tdt).long().numpy(),
+                                  torch.tensor(c).to(pdt).long().numpy())
+
+
+@pytest.mark.parametrize("name,tdt,pdt", LOW)
+def test_creation_and_metadata(name, tdt, pdt):
+    for f in ("zeros", "ones", "empty"):
+        t = getattr(tg, f)(2, 3, dtype=tdt)
+        assert t.dtype == tdt and t.shape == (2, 3)
+    t = tg.full((2,), 1.5, dtype=tdt)
+    assert t.dtype == tdt and t.tolist() == [1.5, 1.5]
+    assert tg.arange(4, dtype=tdt).dtype == tdt
+    assert tg.randn(3, dtype=tdt).dtype == tdt
+    assert tg.zeros_like(t).dtype == tdt
+    assert t.is_floating_point() and tdt.is_floating_point and tdt.is_signed
+    assert t.element_size() == 2 == tdt.itemsize
+    assert t.requires_grad_().requires_grad
+    assert repr(tdt) == f"tapegrad.{name}"
+    assert tg.ones(2, dtype=name).dtype == tdt
+
+
+def test_promotion_table_as_pytorch():
+    def pair(a, b, zero_dim_b=False):
+        shape_b = () if zero_dim_b else (2,)
+        x = torch.ones(2, dtype=getattr(torch, a))
+        y = torch.ones(shape_b, dtype=getattr(torch, b))
+        tx = tg.ones(2, dtype=getattr(tg, a))
+        ty = tg.ones(shape_b, dtype=getattr(tg, b))
+        return str(tx.add(ty).dtype).split(".")[1], str(x.add(y).dtype).split(".")[1]
+    for a in ("bfloat16", "float16"):
+        for b in ALL:
+            for z in (False, True):
+                got, want = pair(a, b, z)
+                assert got == want, (a, b, z, got, want)
+                got, want = pair(b, a, z)
+                assert got == want, (b, a, z, got, want)
+        for s in (2, 2.5, True):
+            assert str((tg.ones(2, dtype=getattr(tg, a)) * s).dtype).split(".")[1] == \
+                str((torch.ones(2, dtype=getattr(torch, a)) * s).dtype).split(".")[1]
+    assert tg.result_type(tg.ones(1, dtype=tg.bfloat16), tg.ones(1, dtype=tg.float16)) == tg.float32
+    assert tg.promote_types(tg.bfloat16, tg.float16) == tg.float32
+
+
+@pytest.mark.parametrize("name,tdt,pdt", LOW)
+def test_printing_as_pytorch(name, tdt, pdt):
+    v = np.array([[1.0, -2.5, 3.14159], [1e-3, 100.0, 0.1]], np.float32)
+    got = repr(tg.tensor(v, dtype=tdt)).replace("tapegrad.", "torch.")
+    assert got == repr(torch.tensor(v, dtype=pdt))
+    assert repr(tg.tensor([1.0, 2.0], dtype=tdt)) == \
+        repr(torch.tensor([1.0, 2.0], dtype=pdt)).replace("torch.", "tapegrad.")
+
+
+@pytest.mark.parametrize("name,tdt,pdt", LOW)
+def test_dlpack_with_pytorch_both_ways(name, tdt, pdt):
+    x = tg.randn(3, 4).to(tdt)
+    t = torch.from_dlpack(x)
+    assert t.dtype == pdt and t.shape == (3, 4)
+    np.testing.assert_array_equal(t.float().numpy(), _np32(x))
+    t[0, 0] = 7.0  # zero-copy
+    assert x[0, 0].item() == 7.0
+    p = torch.randn(2, 5).to(pdt)[:, 1:4]  # strided
+    y = tg.from_dlpack(p)
+    assert y.dtype == tdt
+    np.testing.assert_array_equal(_np32(y), p.float().numpy())
+    assert tg.tensor(p).dtype == tdt
+    r = tg.randn(3).to(tdt).requires_grad_()
+    assert torch.from_dlpack(r).dtype == pdt  # exported read-only
+
+
+@pytest.mark.parametrize("name,tdt,pdt", LOW)
+def test_dlpack_with_jax_both_ways(name, tdt, pdt):
+    jnp = pytest.importorskip("jax.numpy")
+    x = tg.randn(3, 4).to(tdt)
+    j = jnp.from_dlpack(x)
+    assert str(j.dtype) == name
+    np.testing.assert_array_equal(np.asarray(j, np.float32), _np32(x))
+    a = jnp.arange(6, dtype=getattr(jnp, name)).reshape(2, 3) / 4
+    y = tg.from_dlpack(a)
+    assert y.dtype == tdt
+    np.testing.assert_array_equal(_np32(y), np.asarray(a, np.float32))
+
+
+@pytest.mark.parametrize("name,tdt,pdt", LOW)
+def test_save_load(name, tdt, pdt, tmp_path):
+    m = tg.nn.Linear(4, 3).to(tdt)
+    x = tg.randn(5).to(tdt)
+    tg.save({"sd": m.state_dict(), "x": x, "raw": x.numpy(), "dt": tdt}, tmp_path / "f.pt")
+    o = tg.load(tmp_path / "f.pt")
+    assert o["dt"] is tdt and o["x"].dtype == tdt and o["raw"].dtype == x.numpy().dtype
+    np.testing.assert_array_equal(_np32(o["x"]), _np32(x))
+    for k, v in m.state_dict().items():
+        assert o["sd"][k].dtype == tdt
+        np.testing.assert_array_equal(_np32(o["sd"][k]), _np32(v))
+
+
+@pytest.mark.parametrize("name,tdt,pdt", LOW)
+def test_module_to_and_training_step_as_pytorch(name, tdt, pdt):
+    torch.manual_seed(0)
+    pm = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    tm = tg.nn.Sequential(tg.nn.Linear(8, 16), tg.nn.GELU(), tg.nn.Linear(16, 4))
+    with tg.no_grad():
+        for (_, a), (_, b) in zip(tm.named_parameters(), pm.named_parameters()):
+            a.copy_(tg.tensor(b.detach().numpy()))
+    pm.to(pdt)
+    getattr(tm, "bfloat16" if name == "bfloat16" else "half")()
+    assert all(p.dtype == tdt for p in tm.parameters())
+    v = _rng(3).standard_normal((6, 8)).astype(np.float32)
+    tgt = _rng(4).integers(0, 4, 6)
+    po = pm(torch.tensor(v).to(pdt))
+    to = tm(tg.tensor(v).to(tdt))
+    assert to.dtype == tdt
+    tol = dict(rtol=2e-2, atol=2e-2) if name == "bfloat16" else dict(rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(_np32(to), po.detach().float().numpy(), **tol)
+    torch.nn.functional.cross_entropy(po, torch.tensor(tgt)).backward()
+    loss = tg.nn.functional.cross_entropy(to, tg.tensor(tgt))
+    assert loss.dtype == tdt
+    loss.backward()
+    for a, b in zip(tm.parameters(), pm.parameters()):
+        assert a.grad.dtype == tdt
+        np.testing.assert_allclose(_np32(a.grad), b.grad.float().numpy(), **tol)
+
+
+def test_float16_values_pytorch_computes_in_float32():
+    # gelu(-3.75) in float16: PyTorch computes in float32 and rounds once
+    x = tg.tensor([-3.75, -5.0, 2.0], dtype=tg.float16)
+    p = torch.tensor([-3.75, -5.0, 2.0], dtype=torch.float16)
+    np.testing.assert_array_equal(_np32(tg.nn.functional.gelu(x)),
+                                  torch.nn.functional.gelu(p).float().numpy())
+    assert tg.nn.functional.gelu(x)[0].item() != 0.0
+    # cumsum accumulates in float32
+    v = _rng(5).random(1024).astype(np.float32)
+    for tdt, pdt in ((tg.float16, torch.float16), (tg.bfloat16, torch.bfloat16)):
+        got = tg.tensor(v, dtype=tdt).cumsum(0)
+        want = torch.tensor(v, dtype=pdt).float().cumsum(0).to(pdt)
+        np.testing.assert_array_equal(_np32(got), want.float().numpy())
+        s = tg.tensor(v, dtype=tdt).sum()
+        assert s.dtype == tdt
+        assert abs(s.item() - float(torch.tensor(v, dtype=pdt).float().sum())) <= \
+            abs(float(torch.tensor(v).sum())) * 2 ** -7
+
+
+def test_mixed_dtype_contraction_refused_as_pytorch():
+    a = tg.ones(2, 2, dtype=tg.bfloat16)
+    with pytest.raises(RuntimeError):
+        torch.ones(2, 2, dtype=torch.bfloat16) @ torch.ones(2, 2)
+    with pytest.raises((RuntimeError, TypeError)):
+        a @ tg.ones(2, 2)
+    assert (a @ a).dtype == tg.bfloat16
