@@ -72,7 +72,7 @@ def _lazy(name):
 
 def __getattr__(name):
     # subpackages that import the public API themselves load on first use
-    if name in ("nn", "optim", "linalg", "fusion", "viz", "data", "examples", "profiler",
+    if name in ("nn", "optim", "amp", "linalg", "fusion", "viz", "data", "examples", "profiler",
                 "distributed", "onnx", "autograd", "accelerator", "backends", "distributions",
                 "utils"):
         return _lazy(name)

@@ -60,7 +60,7 @@ LAYERS = (
                   "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda",
                   "tapegrad.compiler", "tapegrad.utilities")),
     ("library", ("tapegrad.nn", "tapegrad.optim", "tapegrad.data", "tapegrad.serialization",
-                 "tapegrad.distributions", "tapegrad.utils",
+                 "tapegrad.distributions", "tapegrad.utils", "tapegrad.amp",
                  "tapegrad.distributed",
                  "tapegrad.testing", "tapegrad.viz", "tapegrad.profiler", "tapegrad.interop",
                  "tapegrad.onnx")),
