@@ -76,6 +76,9 @@ def __getattr__(name):
                 "distributed", "onnx", "autograd", "accelerator", "backends", "distributions",
                 "utils"):
         return _lazy(name)
+    if name in ("autocast", "is_autocast_enabled", "get_autocast_dtype",
+                "clear_autocast_cache", "is_autocast_cache_enabled"):
+        return getattr(_lazy("amp"), name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)
     if name == "profile":

@@ -41,7 +41,7 @@ from .tensor import Tensor, wrap, mark_written as _mark_written, subclasses as _
 from .tensor import last_write as _last_write
 
 __all__ = ["bind", "lane", "apply_inplace", "observe", "raw_arrays", "register_foreign",
-           "foreign_constant"]
+           "foreign_constant", "autocast_call"]
 
 _SCALARS = (int, float, bool)
 _NDARRAY = np.ndarray
@@ -231,6 +231,8 @@ def _make_lane(op):
 
 # ------------------------------------------------------------------ everything else
 def _general(op, args, attrs):
+    if op.autocast is not None and _state.autocast is not None:
+        args = _autocast(op, args, attrs)
     if op.composite is not None:  # a public function made of other ops: it records them
         try:
             _unwrap(op, args)  # the arguments' checks (None, complex, types), in the op's terms
@@ -256,14 +258,10 @@ def _general(op, args, attrs):
                         f"({', '.join(type(a).__name__ for a in arrays if a is not None)}); "
                         f"wrap them with tg.tensor() or tg.from_numpy(), or call "
                         f"tapegrad.ops_registry.get({op.name!r}).compute(...) on raw arrays")
-    if _state._observers:  # (tg.compile's capture asks which tensors held the arrays)
-        _state.observed_args = args
-        try:
-            out = _compute(op, arrays, attrs)
-        finally:
-            _state.observed_args = ()
-    elif op.kind != "view" and _low_in(arrays):
-        out = _widened(op, arrays, attrs)
+    if op.kind != "view" and _low_in(arrays):
+        out = _widened(op, args, arrays, attrs)
+    elif _state._observers:  # (tg.compile's capture asks which tensors held the arrays)
+        out = _observed_compute(op, args, arrays, attrs)
     else:
         out = _compute(op, arrays, attrs)
     if not tensor_seen:
@@ -277,6 +275,89 @@ def _general(op, args, attrs):
     else:
         outs = tuple(wrap(o if type(o) is _NDARRAY else _asarray(o)) for o in out)
     return _finish(op, attrs, args, outs, rg)
+
+
+_AUTOCAST_OPS = {}
+
+
+def _autocast(op, args, attrs):
+    """Inside ``tg.autocast``: the op's floating Tensor arguments on an autocast
+    device cast per its ``autocast`` policy for that device (PyTorch's rules: float64
+    tensors stay as they are; ``"lower"`` casts of leaf tensors that require grad, the
+    weights, are made once per region and reused). The casts are ``cast`` op calls,
+    so they record (gradients reach each weight in its own dtype) and tg.compile
+    captures them."""
+    fn = _autocast_fn(op, args, attrs)
+    return args if fn is None else tuple(fn(a) for a in args)
+
+
+def autocast_call(op, args, kwargs):
+    """``_autocast`` for a call of a composite's public function (``cross_entropy``):
+    its Tensors among ``args``, ``kwargs`` and lists of them, as ``(args, kwargs)``."""
+    if op.autocast is None or _state.autocast is None:
+        return args, kwargs
+    flat = [a for a in args if type(a) in _TT]
+    flat += [v for v in kwargs.values() if type(v) in _TT]
+    for a in list(args) + list(kwargs.values()):
+        if type(a) is list or type(a) is tuple:
+            flat += [e for e in a if type(e) in _TT]
+    fn = _autocast_fn(op, flat, kwargs)
+    if fn is None:
+        return args, kwargs
+
+    def each(a):
+        if type(a) is list or type(a) is tuple:
+            return type(a)(fn(e) for e in a)
+        return fn(a)
+    return tuple(each(a) for a in args), {k: each(v) for k, v in kwargs.items()}
+
+
+def _autocast_fn(op, args, attrs):
+    """The function casting one argument for this call, or None when nothing casts."""
+    dev = None
+    for a in args:
+        if type(a) in _TT:
+            dev = _devices.device_of(a._data).type
+            break
+    low = _state.autocast.get(dev) if dev is not None else None
+    if low is None:
+        return None
+    policy = op.autocast
+    if type(policy) is dict:
+        policy = policy.get(dev)
+    if policy is None:
+        return None
+
+    def eligible(a):
+        return (type(a) in _TT and _isf(a._data.dtype) and a._data.dtype != np.float64
+                and _devices.device_of(a._data).type == dev)
+    if policy == "lower":
+        target = low
+    elif policy == "promote":
+        found = [a._data.dtype for a in args if eligible(a)]
+        if not found:
+            return None
+        target = _dt.result_type(*found)
+    elif policy == "fp32_unless_dtype" and attrs.get("dtype") is not None:
+        return None
+    else:
+        target = _F32
+    cast = _cast_op()
+    cache = _state.autocast_cache if (policy == "lower" and _state.autocast_cache_enabled) \
+        else None
+
+    def fn(a):
+        if not eligible(a) or a._data.dtype == target:
+            return a
+        if cache is not None and a.requires_grad and a._node is None:
+            hit = cache.get(id(a))
+            if hit is not None and hit[0] is a and hit[1]._data.dtype == target:
+                return hit[1]
+            out = bind(cast, a, dtype=target)
+            cache[id(a)] = (a, out)
+            return out
+        return bind(cast, a, dtype=target)
+    return fn
 
 
 def _finish(op, attrs, args, outs, rg):
@@ -471,7 +552,15 @@ def _low_in(arrays):
     return False
 
 
-def _widened(op, arrays, attrs):
+def _observed_compute(op, args, arrays, attrs):
+    _state.observed_args = args
+    try:
+        return _compute(op, arrays, attrs)
+    finally:
+        _state.observed_args = ()
+
+
+def _widened(op, args, arrays, attrs):
     """A call with bfloat16 or float16 operands: the kernel runs on float32 copies of
     them and each float32 output is rounded once to the operands' half-width dtype
     (PyTorch's CPU kernels compute these dtypes in float32 the same way), so every
@@ -486,20 +575,34 @@ def _widened(op, arrays, attrs):
                 low = a.dtype
             elif a.dtype != low:
                 return _compute(op, arrays, attrs)
-    wide = [_cast(a, _F32) if a is not None and type(a) not in _SCALARS and a.dtype is low
-            else a for a in arrays]
-    out = _compute(op, wide, attrs)
+    if _state._observers:  # tg.compile's capture: the casts are steps of the program
+        cast = _cast_op()
+        wide = [_observed_compute(cast, (a,), (a,), {"dtype": _F32})
+                if a is not None and type(a) not in _SCALARS and a.dtype is low else a
+                for a in arrays]
+        out = _observed_compute(op, args, wide, attrs)
+
+        def round_(o):
+            return _observed_compute(cast, (), (o,), {"dtype": low})
+    else:
+        wide = [_cast(a, _F32) if a is not None and type(a) not in _SCALARS and a.dtype is low
+                else a for a in arrays]
+        out = _compute(op, wide, attrs)
+
+        def round_(o):
+            return o.astype(low)
     if attrs.get("dtype") is not None:
         return out
     if type(out) is tuple:
-        return tuple(_round(o, low) for o in out)
-    return _round(out, low)
+        return tuple(round_(o) if getattr(o, "dtype", None) is _F32 else o for o in out)
+    return round_(out) if getattr(out, "dtype", None) is _F32 else out
 
 
-def _round(o, low):
-    if getattr(o, "dtype", None) is _F32:
-        return o.astype(low)
-    return o
+def _cast_op():
+    if not _AUTOCAST_OPS:
+        from .ops_registry import get
+        _AUTOCAST_OPS["cast"] = get("cast")
+    return _AUTOCAST_OPS["cast"]
 
 
 def _cast(a, dtype):

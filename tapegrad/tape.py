@@ -92,6 +92,13 @@ class _State(threading.local):
         # batched tensor among its arguments goes to ``batching`` (functional.vmap's)
         self._vmap = ()
         self.mode = FAST_RECORD
+        # tg.autocast: {device type: the NumPy dtype "lower" ops run in} of the devices
+        # it is on for in this thread (None: off everywhere), the open regions' depth,
+        # and the casts of leaf tensors that require grad made in them, {id: (t, cast)}
+        self._autocast = None
+        self.autocast_depth = 0
+        self.autocast_cache = {}
+        self.autocast_cache_enabled = True
 
     # while observers are active: the arguments (Tensors among them) of the op the
     # observers see now, so tg.compile's capture knows which tensor held an array it
@@ -106,8 +113,19 @@ class _State(threading.local):
 
     def _refresh(self):
         self.mode = (GENERAL if self._tapes or self._anomaly or self._observers or self._dual
-                     or self._vmap else
+                     or self._vmap or self._autocast else
                      FAST_RECORD if self._grad else RAW if self.raw else FAST_NO_GRAD)
+
+    @property
+    def autocast(self):
+        """{device type: NumPy dtype} of tg.autocast in this thread, or None; while
+        set, ops take the general path, where their ``autocast`` field applies."""
+        return self._autocast
+
+    @autocast.setter
+    def autocast(self, on):
+        self._autocast = on
+        self._refresh()
 
     @property
     def observers(self):

@@ -175,11 +175,23 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
         if alloc is not None:  # a dynamic op: the outputs in the caller's memory
             outs = tuple(_into(alloc(o.shape, o.dtype), o) for o in outs)
         return outs if isinstance(out, tuple) else outs[0]
-    register(name=name, kernel=kernel, infer=infer, args=args, composite=public, kind=kind,
-             optional=tuple(optional),
-             samples=samples, torch=torch, reference=reference, error_samples=error_samples,
-             nout=nout, differentiable=differentiable, doc=doc or (fn.__doc__ or ""))
+    _COMPOSITES[fn] = register(name=name, kernel=kernel, infer=infer, args=args,
+                               composite=public, kind=kind, optional=tuple(optional),
+                               samples=samples, torch=torch, reference=reference,
+                               error_samples=error_samples, nout=nout,
+                               differentiable=differentiable, doc=doc or (fn.__doc__ or ""))
     return fn
+
+
+_COMPOSITES = {}  # a composite's public function -> its OpDef
+
+
+def composite_op(fn):
+    """The OpDef of the composite whose public function is ``fn`` (None if not one)."""
+    try:
+        return _COMPOSITES.get(fn)
+    except TypeError:  # an unhashable callable
+        return None
 
 
 def _into(dst, src):

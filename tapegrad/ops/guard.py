@@ -30,6 +30,8 @@ import inspect
 import numpy as np
 
 from ..tensor import subclasses as _TT
+from ..tape import state as _state
+from ..dispatch import autocast_call as _autocast_call
 
 __all__ = ["checked", "TENSOR_PARAMS"]
 
@@ -197,6 +199,8 @@ def checked(fn):
 
     first = plan[0]
     simple = len(plan) == 1 and first[0] == 0 and not first[2] and not first[4]
+    from ._decl import composite_op
+    op = composite_op(fn)  # a composite's autocast policy applies at its public entry
 
     @functools.wraps(fn)
     def f(*args, **kwargs):
@@ -204,6 +208,8 @@ def checked(fn):
             pass  # the common case: one tensor argument, given a Tensor
         else:
             check(args, kwargs)
+        if op is not None and _state.autocast is not None:
+            args, kwargs = _autocast_call(op, args, kwargs)
         try:
             return fn(*args, **kwargs)
         except _CLEAN as e:

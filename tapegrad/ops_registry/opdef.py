@@ -59,6 +59,13 @@ An ``OpDef`` holds everything about one operator:
 ``promote``
     ``"same"`` (inputs promoted to one dtype), ``"float"`` (and ints become the
     default float), ``"none"`` (the kernel takes dtypes as they come).
+``autocast``
+    what ``tg.autocast`` does to the op's floating inputs (PyTorch's op lists, per
+    device): ``"lower"`` (cast to the autocast dtype: matmul, linear, conv...),
+    ``"fp32"`` (cast to float32: the losses...), ``"fp32_unless_dtype"`` (float32
+    unless the call names a ``dtype=``: CUDA's softmax, sum...), ``"promote"`` (cast
+    to the widest floating input: cat, stack...), or None (run as given). One string
+    for both devices, or a dict ``{"cpu": ..., "cuda": ...}``; dispatch applies it.
 ``differentiable``
     False for comparisons, argmax and friends: nothing is recorded.
 ``samples(dtype)``
@@ -86,6 +93,8 @@ from typing import Any, Callable, NamedTuple, Optional
 
 KINDS = ("basic", "workspace", "dynamic", "view")
 DECOMPOSED = "decomposed"  # an ``onnx`` field: the op exports as the ops it is made of
+AUTOCAST = ("lower", "fp32", "fp32_unless_dtype", "promote")
+AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
 class TensorSpec(NamedTuple):
@@ -116,6 +125,7 @@ class OpDef:
     workspace: Optional[Callable] = None
     broadcasting: bool = False
     promote: str = "none"
+    autocast: Any = None
     differentiable: bool = True
     nout: int = 1
     samples: Optional[Callable] = None
@@ -166,6 +176,12 @@ def validate(op):
                              f"({', '.join(op.args)}) nor 'out'")
     if op.promote not in ("same", "float", "none"):
         raise ValueError(f"register {op.name}: promote must be same/float/none")
+    policies = op.autocast if isinstance(op.autocast, dict) else {d: op.autocast for d in
+                                                                   AUTOCAST_DEVICES}
+    for dev, pol in policies.items():
+        if dev not in AUTOCAST_DEVICES or (pol is not None and pol not in AUTOCAST):
+            raise ValueError(f"register {op.name}: autocast must be one of {AUTOCAST} (or a "
+                             f"dict of them by device, {AUTOCAST_DEVICES}), got {op.autocast!r}")
     op.save_idx = tuple(i for i, a in enumerate(op.args) if a in op.saves)
     op.save_out = "out" in op.saves
     import inspect

@@ -1,0 +1,96 @@
+"""``tg.autocast`` (also ``tg.amp.autocast``), as ``torch.autocast``.
+
+Inside the region, each op's ``autocast`` field in the registry (PyTorch's op lists,
+per device) says what happens to its floating inputs on that device: matmul,
+linear, conv and friends run in the autocast dtype, the losses (and on CUDA also
+softmax, norms, exp/log, sums) in float32, cat and stack at the widest input; the
+funnel (``dispatch``) applies it to every spelling of a call. The state is
+thread-local, as grad mode is; regions nest, and ``enabled=False`` inside one turns
+autocast off for its device until it closes. Casts of weights (leaf tensors that
+require grad) are made once per outermost region and reused.
+"""
+import functools
+import warnings
+
+from .. import dtypes as _dt
+from ..tape import state as _state
+
+__all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "clear_autocast_cache",
+           "is_autocast_cache_enabled"]
+
+_DEVICES = ("cpu", "cuda")
+_DEFAULT = {"cpu": _dt.bfloat16, "cuda": _dt.float16}
+_SUPPORTED = {"cpu": (_dt.bfloat16, _dt.float16), "cuda": (_dt.float16, _dt.bfloat16)}
+
+
+class autocast:
+    """``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``: a
+    context manager and a decorator. ``dtype`` defaults to bfloat16 on CPU and
+    float16 on CUDA; an unsupported one warns and leaves autocast off (PyTorch's
+    behaviour)."""
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if not isinstance(device_type, str):
+            raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+        if device_type not in _DEVICES:
+            raise RuntimeError(f"User specified an unsupported autocast device_type "
+                               f"'{device_type}'; tapegrad supports {', '.join(_DEVICES)}")
+        self.device = device_type
+        self.fast_dtype = _DEFAULT[device_type] if dtype is None else _dt.as_dtype(dtype)
+        self._cache_enabled = (is_autocast_cache_enabled() if cache_enabled is None
+                               else bool(cache_enabled))
+        enabled = bool(enabled)
+        if enabled and self.fast_dtype not in _SUPPORTED[device_type]:
+            name = "CPU" if device_type == "cpu" else "CUDA"
+            warnings.warn(f"In {name} autocast, but the target dtype is not supported. "
+                          f"Disabling autocast.\n{name} Autocast only supports dtypes of "
+                          + ", ".join(f"tapegrad.{d.name}" for d in _SUPPORTED[device_type])
+                          + " currently.", UserWarning, stacklevel=2)
+            enabled = False
+        self._enabled = enabled
+        self._prev = None
+
+    def __enter__(self):
+        self._prev = (_state.autocast, _state.autocast_cache_enabled)
+        now = dict(_state.autocast or {})
+        if self._enabled:
+            now[self.device] = self.fast_dtype.np
+        else:
+            now.pop(self.device, None)
+        _state.autocast = now or None
+        _state.autocast_cache_enabled = self._cache_enabled
+        _state.autocast_depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        _state.autocast_depth -= 1
+        if _state.autocast_depth == 0:
+            _state.autocast_cache.clear()
+        _state.autocast, _state.autocast_cache_enabled = self._prev
+        return False
+
+    def __call__(self, func):
+        @functools.wraps(func)
+        def run(*args, **kwargs):
+            with autocast(self.device, self.fast_dtype, self._enabled, self._cache_enabled):
+                return func(*args, **kwargs)
+        return run
+
+
+def is_autocast_enabled(device_type="cuda"):
+    """Whether autocast is on for ``device_type`` in this thread."""
+    return bool(_state.autocast) and device_type in _state.autocast
+
+
+def get_autocast_dtype(device_type):
+    """The dtype autocast lowers to on ``device_type`` (its default when it is off)."""
+    on = _state.autocast or {}
+    return _dt.from_np(on[device_type]) if device_type in on else _DEFAULT[device_type]
+
+
+def is_autocast_cache_enabled():
+    return _state.autocast_cache_enabled
+
+
+def clear_autocast_cache():
+    _state.autocast_cache.clear()
