@@ -22,7 +22,10 @@ from ._decl import (register, Sample, elementwise_infer, unary_samples, binary_s
                     bad_broadcast, rand, away_from, op_error, TensorSpec)
 from ._decl import alias as _alias, composite as _composite
 from ..ops_registry.rules import diagonal as _diagonal
-from .onnx_forms import _common as _onnx_common
+from .onnx_forms import (_bitwise as _onnx_bitwise, _common as _onnx_common,
+                         _compare as _onnx_compare, _float_simple as _onnx_float_simple,
+                         _int_identity as _onnx_int_identity, _logical as _onnx_logical,
+                         _simple as _onnx_simple)
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -36,30 +39,134 @@ def _same_torch(name):
 
 
 def _binary(name, kernel, vjp, saves=(), promote="same", expr=None, torch=None,
-            samples=None, differentiable=True, out_dtype=None, jvp=None, errors=None):
+            samples=None, differentiable=True, out_dtype=None, jvp=None, errors=None,
+            onnx=None):
     torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x", "other"), vjp=vjp, saves=saves,
                     infer=elementwise_infer(name, promote, out_dtype), broadcasting=True,
                     promote=promote, expr=expr, torch=torch, jvp=jvp,
-                    differentiable=differentiable,
+                    differentiable=differentiable, onnx=onnx,
                     samples=samples or binary_samples(), error_samples=errors or bad_broadcast())
 
 
 def _unary(name, kernel, vjp, saves=("x",), promote="float", expr=None, torch=None,
-           samples=None, differentiable=True, out_dtype=None, jvp=None):
+           samples=None, differentiable=True, out_dtype=None, jvp=None, onnx=None):
     torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x",), vjp=vjp, saves=saves,
                     infer=elementwise_infer(name, promote, out_dtype), promote=promote,
                     expr=expr, torch=torch, jvp=jvp, differentiable=differentiable,
-                    samples=samples or unary_samples(),
+                    onnx=onnx, samples=samples or unary_samples(),
                     error_samples=lambda: [(("not a tensor",), {}, TypeError)])
 
 
 # ---------------------------------------------------------------- arithmetic
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_floor_divide(b, st):
+    (x, y), dt = _onnx_common(b, st, dtype=b.out_dtype(st))
+    if dt.kind == "f":
+        b.node("Floor", [b.node("Div", [x, y])], [b.output(st)])
+    else:  # Python's floor: (x - x mod y) / y, exact
+        b.node("Div", [b.node("Sub", [x, b.node("Mod", [x, y], fmod=0)]), y], [b.output(st)])
+
+
+def _onnx_remainder(b, st):
+    (x, y), dt = _onnx_common(b, st, dtype=b.out_dtype(st))
+    if dt.kind == "f":  # x - y floor(x / y)
+        q = b.node("Floor", [b.node("Div", [x, y])])
+        b.node("Sub", [x, b.node("Mul", [y, q])], [b.output(st)])
+    else:
+        b.node("Mod", [x, y], [b.output(st)], fmod=0)
+
+
+def _onnx_fmod(b, st):
+    (x, y), _ = _onnx_common(b, st, dtype=b.out_dtype(st))
+    b.node("Mod", [x, y], [b.output(st)], fmod=1)
+
+
+def _onnx_trunc(b, st):
+    x = b.input(st, 0)
+    if b.dtype(st, 0).kind != "f":
+        b.node("Identity", [x], [b.output(st)])
+        return
+    neg = b.node("Less", [x, b.const(np.zeros((), b.dtype(st, 0)))])
+    b.node("Where", [neg, b.node("Ceil", [x]), b.node("Floor", [x])], [b.output(st)])
+
+
+def _onnx_isnan(b, st):
+    x = b.input(st, 0)
+    if b.dtype(st, 0).kind == "f":
+        b.node("IsNaN", [x], [b.output(st)])
+    else:
+        b.node("Not", [b.node("Equal", [x, x])], [b.output(st)])
+
+
+def _onnx_isinf(b, st):
+    x = b.input(st, 0)
+    if b.dtype(st, 0).kind == "f":
+        b.node("IsInf", [x], [b.output(st)])
+    else:
+        b.node("Not", [b.node("Equal", [x, x])], [b.output(st)])
+
+
+def _onnx_isfinite(b, st):
+    x = b.input(st, 0)
+    if b.dtype(st, 0).kind == "f":
+        bad = b.node("Or", [b.node("IsNaN", [x]), b.node("IsInf", [x])])
+        b.node("Not", [bad], [b.output(st)])
+    else:
+        b.node("Equal", [x, x], [b.output(st)])
+
+
+def _onnx_atan2(b, st):
+    """atan(y / x), moved by pi where x < 0 (x = 0: atan(+-inf) = +-pi/2)."""
+    (y, x), dt = _onnx_common(b, st, dtype=b.out_dtype(st))
+    zero = b.const(np.zeros((), dt))
+    r = b.node("Atan", [b.node("Div", [y, x])])
+    pi = b.node("Where", [b.node("GreaterOrEqual", [y, zero]), b.const(np.asarray(np.pi, dt)),
+                          b.const(np.asarray(-np.pi, dt))])
+    r = b.node("Add", [r, b.node("Where", [b.node("Less", [x, zero]), pi, zero])])
+    both = b.node("And", [b.node("Equal", [x, zero]), b.node("Equal", [y, zero])])
+    b.node("Where", [both, zero, r], [b.output(st)])
+
+
+def _onnx_relu_backward(b, st):
+    g, y = b.input(st, 0), b.input(st, 1)
+    pos = b.node("Greater", [y, b.const(np.zeros((), b.dtype(st, 1)))])
+    b.node("Where", [pos, g, b.const(np.zeros((), b.dtype(st, 0)))], [b.output(st)])
+
+
+def _onnx_where(b, st):
+    c = b.input(st, 0, np.bool_)
+    (x, y), _ = _onnx_common(b, st, [1, 2], dtype=b.out_dtype(st))
+    b.node("Where", [c, x, y], [b.output(st)])
+
+
+def _onnx_clamp(b, st):
+    dt = b.out_dtype(st)
+    y = b.input(st, 0, dt)
+    lo, hi = st.attrs.get("min"), st.attrs.get("max")
+    if lo is not None:
+        y = b.node("Max", [y, b.const(np.asarray(lo, dt))])
+    if hi is not None:
+        y = b.node("Min", [y, b.const(np.asarray(hi, dt))])
+    b.node("Identity", [y], [b.output(st)])
+
+
+def _onnx_clamp_tensor(b, st):
+    dt = b.out_dtype(st)
+    y = b.input(st, 0, dt)
+    if b.literal(st, 1) is not None or b.is_tensor(st, 1):
+        y = b.node("Max", [y, b.input(st, 1, dt)])
+    if b.literal(st, 2) is not None or b.is_tensor(st, 2):
+        y = b.node("Min", [y, b.input(st, 2, dt)])
+    b.node("Identity", [y], [b.output(st)])
+
+
 ADD = _binary("add", np.add, lambda ctx, g: (g, g), expr="x + other",
-              jvp=lambda ctx, xt, ot: _tsum(xt, ot))
+              jvp=lambda ctx, xt, ot: _tsum(xt, ot), onnx=_onnx_simple("Add"))
 SUB = _binary("sub", np.subtract, lambda ctx, g: (g, -g), expr="x - other",
-              jvp=lambda ctx, xt, ot: _tsum(xt, None if ot is None else -ot))
+              jvp=lambda ctx, xt, ot: _tsum(xt, None if ot is None else -ot), onnx=_onnx_simple("Sub"))
 _sub_infer = SUB.infer
 
 
@@ -85,7 +192,7 @@ def _mul_vjp(ctx, g):
 
 MUL = _binary("mul", np.multiply, _mul_vjp, saves=("x", "other"), expr="x * other",
               jvp=lambda ctx, xt, ot: _tsum(None if xt is None else xt * ctx.inputs[1],
-                                            None if ot is None else ot * ctx.inputs[0]))
+                                            None if ot is None else ot * ctx.inputs[0]), onnx=_onnx_simple("Mul"))
 
 
 def _div_vjp(ctx, g):
@@ -99,7 +206,7 @@ DIV = _binary("div", np.true_divide, _div_vjp, saves=("x", "other"), promote="fl
               expr="x / other", samples=binary_samples(low2=0.5, high2=2.0),
               jvp=lambda ctx, xt, ot: _tsum(None if xt is None else xt / ctx.inputs[1],
                                             None if ot is None else
-                                            -ot * ctx.inputs[0] / (ctx.inputs[1] * ctx.inputs[1])))
+                                            -ot * ctx.inputs[0] / (ctx.inputs[1] * ctx.inputs[1])), onnx=_onnx_float_simple("Div"))
 
 
 def _overlaps(out, *inputs):
@@ -144,7 +251,7 @@ _floor_divide = _integer_division(np.floor_divide, "floor_divide", "floor_divide
 
 
 FLOOR_DIVIDE = _binary("floor_divide", _floor_divide, None, differentiable=False,
-                       samples=binary_samples(low2=0.5, high2=2.0))
+                       samples=binary_samples(low2=0.5, high2=2.0), onnx=_onnx_floor_divide)
 
 
 def _remainder_vjp(ctx, g):
@@ -160,7 +267,7 @@ REMAINDER = _binary("remainder", _integer_division(np.remainder, "remainder", "r
                     _remainder_vjp,
                     saves=("x", "other"),
                     samples=binary_samples(low=0.1, high=3.0, low2=0.7, high2=0.9),
-                    torch=lambda torch, x, other: torch.remainder(x, other), jvp=_diagonal)
+                    torch=lambda torch, x, other: torch.remainder(x, other), jvp=_diagonal, onnx=_onnx_remainder)
 
 
 def _fmod_vjp(ctx, g):
@@ -172,7 +279,7 @@ def _fmod_vjp(ctx, g):
 FMOD = _binary("fmod", _integer_division(np.fmod, "fmod", "fmod"), _fmod_vjp,
                saves=("x", "other"),
                samples=binary_samples(low=-3.0, high=3.0, low2=0.7, high2=0.9),
-               torch=lambda torch, x, other: torch.fmod(x, other), jvp=_diagonal)
+               torch=lambda torch, x, other: torch.fmod(x, other), jvp=_diagonal, onnx=_onnx_fmod)
 
 
 def _pow_kernel(x, other, out=None):
@@ -239,7 +346,7 @@ def _pow_vjp(ctx, g):
 
 
 POW = _binary("pow", _pow_kernel, _pow_vjp, saves=("x", "other", "out"), expr="pow(x, other)",
-              samples=binary_samples(low=0.5, high=2.0, low2=-1.5, high2=2.0))
+              samples=binary_samples(low=0.5, high=2.0, low2=-1.5, high2=2.0), onnx=_onnx_float_simple("Pow"))
 
 
 def _maxmin_vjp(pick_x):
@@ -257,9 +364,9 @@ def _maxmin_vjp(pick_x):
 
 
 MAXIMUM = _binary("maximum", np.maximum, _maxmin_vjp(lambda x, o: x > o), saves=("x", "other"),
-                  expr="maximum(x, other)", samples=binary_samples(avoid_diff=True))
+                  expr="maximum(x, other)", samples=binary_samples(avoid_diff=True), onnx=_onnx_simple("Max"))
 MINIMUM = _binary("minimum", np.minimum, _maxmin_vjp(lambda x, o: x < o), saves=("x", "other"),
-                  expr="minimum(x, other)", samples=binary_samples(avoid_diff=True))
+                  expr="minimum(x, other)", samples=binary_samples(avoid_diff=True), onnx=_onnx_simple("Min"))
 
 
 def _atan2_vjp(ctx, g):
@@ -272,7 +379,7 @@ def _atan2_vjp(ctx, g):
 
 
 ARCTAN2 = _binary("arctan2", np.arctan2, _atan2_vjp, saves=("x", "other"), promote="float",
-                  expr="arctan2(x, other)", samples=binary_samples(low=0.5, high=2.0))
+                  expr="arctan2(x, other)", samples=binary_samples(low=0.5, high=2.0), onnx=_onnx_atan2)
 
 
 def _logaddexp_vjp(ctx, g):
@@ -302,7 +409,7 @@ def _u(name, kernel, vjp, saves=("x",), **kw):
     return _unary(name, kernel, vjp, saves=saves, **kw)
 
 
-NEG = _u("neg", np.negative, lambda ctx, g: (-g,), saves=(), promote="same", expr="-x")
+NEG = _u("neg", np.negative, lambda ctx, g: (-g,), saves=(), promote="same", expr="-x", onnx=_onnx_simple("Neg"))
 
 
 def _not_implemented(name, dtype):
@@ -320,20 +427,20 @@ def _abs(x, out=None):
 
 
 ABS = _u("abs", _abs, lambda ctx, g: (g * ctx.m.sign(ctx.inputs[0]),), promote="same",
-         expr="abs(x)", samples=unary_samples(avoid=(0.0,)))
+         expr="abs(x)", samples=unary_samples(avoid=(0.0,)), onnx=_onnx_simple("Abs"))
 def _sign(x, out=None):
     return _copy(x, out) if x.dtype == np.bool_ else np.sign(x, out=out)
 
 
 SIGN = _u("sign", _sign, lambda ctx, g: (g * 0,), saves=(), promote="same",
-          samples=unary_samples(avoid=(0.0,)), jvp=_diagonal)
-EXP = _u("exp", np.exp, lambda ctx, g: (g * ctx.out,), saves=("out",), expr="exp(x)")
+          samples=unary_samples(avoid=(0.0,)), jvp=_diagonal, onnx=_onnx_simple("Sign"))
+EXP = _u("exp", np.exp, lambda ctx, g: (g * ctx.out,), saves=("out",), expr="exp(x)", onnx=_onnx_float_simple("Exp"))
 EXP2 = _u("exp2", np.exp2, lambda ctx, g: (g * ctx.out * math.log(2.0),), saves=("out",),
           expr="exp2(x)")
 EXPM1 = _u("expm1", np.expm1, lambda ctx, g: (g * (ctx.out + 1),), saves=("out",),
            expr="expm1(x)")
 _pos = unary_samples(low=0.2, high=3.0)
-LOG = _u("log", np.log, lambda ctx, g: (g / ctx.inputs[0],), expr="log(x)", samples=_pos)
+LOG = _u("log", np.log, lambda ctx, g: (g / ctx.inputs[0],), expr="log(x)", samples=_pos, onnx=_onnx_float_simple("Log"))
 LOG2 = _u("log2", np.log2, lambda ctx, g: (g / (ctx.inputs[0] * math.log(2.0)),),
           expr="log2(x)", samples=_pos)
 LOG10 = _u("log10", np.log10, lambda ctx, g: (g / (ctx.inputs[0] * math.log(10.0)),),
@@ -341,7 +448,7 @@ LOG10 = _u("log10", np.log10, lambda ctx, g: (g / (ctx.inputs[0] * math.log(10.0
 LOG1P = _u("log1p", np.log1p, lambda ctx, g: (g / (ctx.inputs[0] + 1),), expr="log1p(x)",
            samples=unary_samples(low=-0.8, high=3.0))
 SQRT = _u("sqrt", np.sqrt, lambda ctx, g: (g / (2 * ctx.out),), saves=("out",), expr="sqrt(x)",
-          samples=_pos)
+          samples=_pos, onnx=_onnx_float_simple("Sqrt"))
 
 
 def _rsqrt(x, out=None):
@@ -366,22 +473,22 @@ def _reciprocal(x, out=None):
 
 
 RECIPROCAL = _u("reciprocal", _reciprocal, lambda ctx, g: (-g * ctx.out * ctx.out,),
-                saves=("out",), expr="1 / x", samples=_pos)
-SIN = _u("sin", np.sin, lambda ctx, g: (g * ctx.m.cos(ctx.inputs[0]),), expr="sin(x)")
-COS = _u("cos", np.cos, lambda ctx, g: (-g * ctx.m.sin(ctx.inputs[0]),), expr="cos(x)")
+                saves=("out",), expr="1 / x", samples=_pos, onnx=_onnx_float_simple("Reciprocal"))
+SIN = _u("sin", np.sin, lambda ctx, g: (g * ctx.m.cos(ctx.inputs[0]),), expr="sin(x)", onnx=_onnx_float_simple("Sin"))
+COS = _u("cos", np.cos, lambda ctx, g: (-g * ctx.m.sin(ctx.inputs[0]),), expr="cos(x)", onnx=_onnx_float_simple("Cos"))
 TAN = _u("tan", np.tan, lambda ctx, g: (g * (1 + ctx.out * ctx.out),), saves=("out",),
-         expr="tan(x)", samples=unary_samples(low=-1.2, high=1.2))
+         expr="tan(x)", samples=unary_samples(low=-1.2, high=1.2), onnx=_onnx_float_simple("Tan"))
 _unit = unary_samples(low=-0.9, high=0.9)
 ARCSIN = _u("arcsin", np.arcsin, lambda ctx, g: (g * ctx.m.rsqrt(1 - ctx.inputs[0] ** 2),),
-            expr="arcsin(x)", samples=_unit)
+            expr="arcsin(x)", samples=_unit, onnx=_onnx_float_simple("Asin"))
 ARCCOS = _u("arccos", np.arccos, lambda ctx, g: (-g * ctx.m.rsqrt(1 - ctx.inputs[0] ** 2),),
-            expr="arccos(x)", samples=_unit)
+            expr="arccos(x)", samples=_unit, onnx=_onnx_float_simple("Acos"))
 ARCTAN = _u("arctan", np.arctan, lambda ctx, g: (g / (1 + ctx.inputs[0] ** 2),),
-            expr="arctan(x)")
-SINH = _u("sinh", np.sinh, lambda ctx, g: (g * ctx.m.cosh(ctx.inputs[0]),), expr="sinh(x)")
-COSH = _u("cosh", np.cosh, lambda ctx, g: (g * ctx.m.sinh(ctx.inputs[0]),), expr="cosh(x)")
+            expr="arctan(x)", onnx=_onnx_float_simple("Atan"))
+SINH = _u("sinh", np.sinh, lambda ctx, g: (g * ctx.m.cosh(ctx.inputs[0]),), expr="sinh(x)", onnx=_onnx_float_simple("Sinh"))
+COSH = _u("cosh", np.cosh, lambda ctx, g: (g * ctx.m.sinh(ctx.inputs[0]),), expr="cosh(x)", onnx=_onnx_float_simple("Cosh"))
 TANH = _u("tanh", np.tanh, lambda ctx, g: (g * (1 - ctx.out * ctx.out),), saves=("out",),
-          expr="tanh(x)")
+          expr="tanh(x)", onnx=_onnx_float_simple("Tanh"))
 
 
 def _sigmoid(x, out=None):
@@ -413,7 +520,7 @@ def _sigmoid(x, out=None):
 
 
 SIGMOID = _u("sigmoid", _sigmoid, lambda ctx, g: (g * ctx.out * (1 - ctx.out),),
-             saves=("out",), expr="sigmoid(x)")
+             saves=("out",), expr="sigmoid(x)", onnx=_onnx_float_simple("Sigmoid"))
 
 
 _PAR_MIN = 1 << 16  # elements from which relu and its gradient run on the CPU threads
@@ -474,45 +581,16 @@ def _relu_backward_samples(dtype=np.float64):
     return [Sample((rand((3, 4), dtype, seed=1), away_from(rand((3, 4), dtype, seed=2), (0.0,))), {})]
 
 
-# ---------------------------------------------------------------- ONNX forms
-# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
-def _onnx_where(b, st):
-    c = b.input(st, 0, np.bool_)
-    (x, y), _ = _onnx_common(b, st, [1, 2], dtype=b.out_dtype(st))
-    b.node("Where", [c, x, y], [b.output(st)])
-
-
-def _onnx_clamp(b, st):
-    dt = b.out_dtype(st)
-    y = b.input(st, 0, dt)
-    lo, hi = st.attrs.get("min"), st.attrs.get("max")
-    if lo is not None:
-        y = b.node("Max", [y, b.const(np.asarray(lo, dt))])
-    if hi is not None:
-        y = b.node("Min", [y, b.const(np.asarray(hi, dt))])
-    b.node("Identity", [y], [b.output(st)])
-
-
-def _onnx_clamp_tensor(b, st):
-    dt = b.out_dtype(st)
-    y = b.input(st, 0, dt)
-    if b.literal(st, 1) is not None or b.is_tensor(st, 1):
-        y = b.node("Max", [y, b.input(st, 1, dt)])
-    if b.literal(st, 2) is not None or b.is_tensor(st, 2):
-        y = b.node("Min", [y, b.input(st, 2, dt)])
-    b.node("Identity", [y], [b.output(st)])
-
-
 RELU_BACKWARD = register(
     name="relu_backward", jvp=_diagonal, kernel=_relu_backward_kernel, args=("g", "y"), saves=("y",),
     infer=elementwise_infer("relu_backward"), broadcasting=True,
     vjp=lambda ctx, gg: (bind(RELU_BACKWARD, gg, ctx.inputs[1]), None),
     samples=_relu_backward_samples, error_samples=bad_broadcast(),
-    torch=lambda torch, g, y: torch.ops.aten.threshold_backward(g, y, 0))
+    torch=lambda torch, g, y: torch.ops.aten.threshold_backward(g, y, 0), onnx=_onnx_relu_backward)
 
 # NOTE: the gradient uses out > 0, so at x == 0 it is 0 (as PyTorch), not 1/2
 RELU = _u("relu", _relu, lambda ctx, g: (bind(RELU_BACKWARD, g, ctx.out),), saves=("out",),
-          promote="same", expr="maximum(x, 0)", samples=unary_samples(avoid=(0.0,)))
+          promote="same", expr="maximum(x, 0)", samples=unary_samples(avoid=(0.0,)), onnx=_onnx_simple("Relu"))
 
 
 def _erf(x, out=None):
@@ -523,7 +601,7 @@ def _erf(x, out=None):
 
 
 ERF = _u("erf", _erf, lambda ctx, g: (g * _2_OVER_SQRT_PI * ctx.m.exp(-ctx.inputs[0] ** 2),),
-         expr="erf(x)")
+         expr="erf(x)", onnx=_onnx_float_simple("Erf"))
 _kink = unary_samples(low=-2.7, high=2.7, avoid=(-2.0, -1.0, 0.0, 1.0, 2.0))
 
 
@@ -540,9 +618,9 @@ def _rounding(fn):
 
 
 _zero_grad = {"saves": (), "promote": "same", "samples": _kink}
-FLOOR = _u("floor", _rounding(np.floor), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal)
-CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal)
-TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal)
+FLOOR = _u("floor", _rounding(np.floor), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal, onnx=_onnx_int_identity("Floor"))
+CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal, onnx=_onnx_int_identity("Ceil"))
+TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal, onnx=_onnx_trunc)
 
 
 def _round(x, decimals=0, out=None):
@@ -554,13 +632,13 @@ def _round(x, decimals=0, out=None):
 
 
 ROUND = _u("round", _round, lambda ctx, g: (g * 0,), saves=(), promote="same",
-           samples=unary_samples(low=-2.7, high=2.7, avoid=(-2.5, -1.5, -0.5, 0.5, 1.5, 2.5)), jvp=_diagonal)
+           samples=unary_samples(low=-2.7, high=2.7, avoid=(-2.5, -1.5, -0.5, 0.5, 1.5, 2.5)), jvp=_diagonal, onnx=_onnx_int_identity("Round"))
 
 _cmp = {"differentiable": False, "out_dtype": np.bool_}
-ISNAN = _u("isnan", np.isnan, None, saves=(), promote="none", **_cmp)
-ISINF = _u("isinf", np.isinf, None, saves=(), promote="none", **_cmp)
-ISFINITE = _u("isfinite", np.isfinite, None, saves=(), promote="none", **_cmp)
-LOGICAL_NOT = _u("logical_not", np.logical_not, None, saves=(), promote="none", **_cmp)
+ISNAN = _u("isnan", np.isnan, None, saves=(), promote="none", **_cmp, onnx=_onnx_isnan)
+ISINF = _u("isinf", np.isinf, None, saves=(), promote="none", **_cmp, onnx=_onnx_isinf)
+ISFINITE = _u("isfinite", np.isfinite, None, saves=(), promote="none", **_cmp, onnx=_onnx_isfinite)
+LOGICAL_NOT = _u("logical_not", np.logical_not, None, saves=(), promote="none", **_cmp, onnx=_onnx_logical("Not"))
 
 
 def _bitwise_not(x, out=None):
@@ -573,19 +651,19 @@ def _bitwise_not(x, out=None):
 BITWISE_NOT = _u("bitwise_not", _bitwise_not, None, saves=(), promote="none",
                  differentiable=False,
                  samples=lambda dtype=None: [Sample((np.array([True, False]),), {}, False),
-                                             Sample((np.arange(-3, 3),), {}, False)])
+                                             Sample((np.arange(-3, 3),), {}, False)], onnx=_onnx_bitwise("BitwiseNot", "Not"))
 
 # ---------------------------------------------------------------- comparisons
 _bcmp = {"differentiable": False, "out_dtype": np.bool_}
-EQ = _binary("eq", np.equal, None, **_bcmp)
-NE = _binary("ne", np.not_equal, None, **_bcmp)
-LT = _binary("lt", np.less, None, **_bcmp)
-LE = _binary("le", np.less_equal, None, **_bcmp)
-GT = _binary("gt", np.greater, None, **_bcmp)
-GE = _binary("ge", np.greater_equal, None, **_bcmp)
-LOGICAL_AND = _binary("logical_and", np.logical_and, None, **_bcmp)
-LOGICAL_OR = _binary("logical_or", np.logical_or, None, **_bcmp)
-LOGICAL_XOR = _binary("logical_xor", np.logical_xor, None, **_bcmp)
+EQ = _binary("eq", np.equal, None, **_bcmp, onnx=_onnx_compare("Equal"))
+NE = _binary("ne", np.not_equal, None, **_bcmp, onnx=_onnx_compare("Equal", negate=True))
+LT = _binary("lt", np.less, None, **_bcmp, onnx=_onnx_compare("Less"))
+LE = _binary("le", np.less_equal, None, **_bcmp, onnx=_onnx_compare("LessOrEqual"))
+GT = _binary("gt", np.greater, None, **_bcmp, onnx=_onnx_compare("Greater"))
+GE = _binary("ge", np.greater_equal, None, **_bcmp, onnx=_onnx_compare("GreaterOrEqual"))
+LOGICAL_AND = _binary("logical_and", np.logical_and, None, **_bcmp, onnx=_onnx_logical("And"))
+LOGICAL_OR = _binary("logical_or", np.logical_or, None, **_bcmp, onnx=_onnx_logical("Or"))
+LOGICAL_XOR = _binary("logical_xor", np.logical_xor, None, **_bcmp, onnx=_onnx_logical("Xor"))
 
 
 def _bitwise(fn, name):
@@ -608,11 +686,11 @@ def _int_errors():
 
 
 BITWISE_AND = _binary("bitwise_and", _bitwise(np.bitwise_and, "bitwise_and"), None,
-                      differentiable=False, samples=_int_samples, errors=_int_errors)
+                      differentiable=False, samples=_int_samples, errors=_int_errors, onnx=_onnx_bitwise("BitwiseAnd", "And"))
 BITWISE_OR = _binary("bitwise_or", _bitwise(np.bitwise_or, "bitwise_or"), None,
-                     differentiable=False, samples=_int_samples, errors=_int_errors)
+                     differentiable=False, samples=_int_samples, errors=_int_errors, onnx=_onnx_bitwise("BitwiseOr", "Or"))
 BITWISE_XOR = _binary("bitwise_xor", _bitwise(np.bitwise_xor, "bitwise_xor"), None,
-                      differentiable=False, samples=_int_samples, errors=_int_errors)
+                      differentiable=False, samples=_int_samples, errors=_int_errors, onnx=_onnx_bitwise("BitwiseXor", "Xor"))
 
 
 # ---------------------------------------------------------------- where

@@ -99,68 +99,12 @@ def _bitwise(op_type, logical):
     return lower
 
 
-def _floor_divide(b, st):
-    (x, y), dt = _common(b, st, dtype=b.out_dtype(st))
-    if dt.kind == "f":
-        b.node("Floor", [b.node("Div", [x, y])], [b.output(st)])
-    else:  # Python's floor: (x - x mod y) / y, exact
-        b.node("Div", [b.node("Sub", [x, b.node("Mod", [x, y], fmod=0)]), y], [b.output(st)])
-
-
-def _remainder(b, st):
-    (x, y), dt = _common(b, st, dtype=b.out_dtype(st))
-    if dt.kind == "f":  # x - y floor(x / y)
-        q = b.node("Floor", [b.node("Div", [x, y])])
-        b.node("Sub", [x, b.node("Mul", [y, q])], [b.output(st)])
-    else:
-        b.node("Mod", [x, y], [b.output(st)], fmod=0)
-
-
-def _fmod(b, st):
-    (x, y), _ = _common(b, st, dtype=b.out_dtype(st))
-    b.node("Mod", [x, y], [b.output(st)], fmod=1)
-
-
 def _int_identity(op_type):
     """Floor, Ceil, Round: the identity on integers."""
     def lower(b, st):
         x = b.input(st, 0)
         b.node(op_type if b.dtype(st, 0).kind == "f" else "Identity", [x], [b.output(st)])
     return lower
-
-
-def _trunc(b, st):
-    x = b.input(st, 0)
-    if b.dtype(st, 0).kind != "f":
-        b.node("Identity", [x], [b.output(st)])
-        return
-    neg = b.node("Less", [x, b.const(np.zeros((), b.dtype(st, 0)))])
-    b.node("Where", [neg, b.node("Ceil", [x]), b.node("Floor", [x])], [b.output(st)])
-
-
-def _isnan(b, st):
-    x = b.input(st, 0)
-    if b.dtype(st, 0).kind == "f":
-        b.node("IsNaN", [x], [b.output(st)])
-    else:
-        b.node("Not", [b.node("Equal", [x, x])], [b.output(st)])
-
-
-def _isinf(b, st):
-    x = b.input(st, 0)
-    if b.dtype(st, 0).kind == "f":
-        b.node("IsInf", [x], [b.output(st)])
-    else:
-        b.node("Not", [b.node("Equal", [x, x])], [b.output(st)])
-
-
-def _isfinite(b, st):
-    x = b.input(st, 0)
-    if b.dtype(st, 0).kind == "f":
-        bad = b.node("Or", [b.node("IsNaN", [x]), b.node("IsInf", [x])])
-        b.node("Not", [bad], [b.output(st)])
-    else:
-        b.node("Equal", [x, x], [b.output(st)])
 
 
 def _signbit(b, st):
@@ -174,24 +118,6 @@ def _signbit(b, st):
     negzero = b.node("And", [b.node("Equal", [x, zero]),
                              b.node("Less", [b.node("Reciprocal", [x]), zero])])
     b.node("Or", [neg, negzero], [b.output(st)])
-
-
-def _atan2(b, st):
-    """atan(y / x), moved by pi where x < 0 (x = 0: atan(+-inf) = +-pi/2)."""
-    (y, x), dt = _common(b, st, dtype=b.out_dtype(st))
-    zero = b.const(np.zeros((), dt))
-    r = b.node("Atan", [b.node("Div", [y, x])])
-    pi = b.node("Where", [b.node("GreaterOrEqual", [y, zero]), b.const(np.asarray(np.pi, dt)),
-                          b.const(np.asarray(-np.pi, dt))])
-    r = b.node("Add", [r, b.node("Where", [b.node("Less", [x, zero]), pi, zero])])
-    both = b.node("And", [b.node("Equal", [x, zero]), b.node("Equal", [y, zero])])
-    b.node("Where", [both, zero, r], [b.output(st)])
-
-
-def _relu_backward(b, st):
-    g, y = b.input(st, 0), b.input(st, 1)
-    pos = b.node("Greater", [y, b.const(np.zeros((), b.dtype(st, 1)))])
-    b.node("Where", [pos, g, b.const(np.zeros((), b.dtype(st, 0)))], [b.output(st)])
 
 
 # ---------------------------------------------------------------- from an expression
@@ -727,59 +653,7 @@ def _rnn_layer(b, st):
 
 
 LOWERINGS = {
-    "add": _simple("Add"),
-    "sub": _simple("Sub"),
-    "mul": _simple("Mul"),
-    "div": _float_simple("Div"),
-    "pow": _float_simple("Pow"),
-    "neg": _simple("Neg"),
-    "exp": _float_simple("Exp"),
-    "log": _float_simple("Log"),
-    "sqrt": _float_simple("Sqrt"),
-    "abs": _simple("Abs"),
-    "tanh": _float_simple("Tanh"),
-    "sigmoid": _float_simple("Sigmoid"),
-    "relu": _simple("Relu"),
-    "erf": _float_simple("Erf"),
-    "sin": _float_simple("Sin"),
-    "cos": _float_simple("Cos"),
-    "maximum": _simple("Max"),
-    "minimum": _simple("Min"),
-    "reciprocal": _float_simple("Reciprocal"),
-    "sign": _simple("Sign"),
-    "floor": _int_identity("Floor"),
-    "ceil": _int_identity("Ceil"),
-    "round": _int_identity("Round"),
-    "trunc": _trunc,
-    "floor_divide": _floor_divide,
-    "remainder": _remainder,
-    "fmod": _fmod,
-    "eq": _compare("Equal"),
-    "ne": _compare("Equal", negate=True),
-    "lt": _compare("Less"),
-    "gt": _compare("Greater"),
-    "le": _compare("LessOrEqual"),
-    "ge": _compare("GreaterOrEqual"),
-    "logical_not": _logical("Not"),
-    "logical_and": _logical("And"),
-    "logical_or": _logical("Or"),
-    "logical_xor": _logical("Xor"),
-    "bitwise_not": _bitwise("BitwiseNot", "Not"),
-    "bitwise_and": _bitwise("BitwiseAnd", "And"),
-    "bitwise_or": _bitwise("BitwiseOr", "Or"),
-    "bitwise_xor": _bitwise("BitwiseXor", "Xor"),
-    "isnan": _isnan,
-    "isinf": _isinf,
-    "isfinite": _isfinite,
     "signbit": _signbit,
-    "arcsin": _float_simple("Asin"),
-    "arccos": _float_simple("Acos"),
-    "arctan": _float_simple("Atan"),
-    "arctan2": _atan2,
-    "sinh": _float_simple("Sinh"),
-    "cosh": _float_simple("Cosh"),
-    "tan": _float_simple("Tan"),
-    "relu_backward": _relu_backward,
     "unfold": _unfold,
     "fold": _fold,
     "einsum1": _einsum,
