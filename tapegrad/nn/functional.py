@@ -19,26 +19,29 @@ from ..ops import (linear, conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_
 from .. import ops as _ops
 from ..ops.compat import smooth_l1_loss, huber_loss, dropout2d
 from ..ops.guard import checked
-from ..ops.nn import pointwise as _pw
-from ..ops.nn.pointwise import hardshrink, softshrink, softsign, tanhshrink, glu, softmin, prelu
+from ..ops.nn import activation as _act
+from ..ops.nn.activation import (hardshrink, softshrink, softsign, tanhshrink, glu, softmin,
+                                 prelu, gumbel_softmax)
 from ..ops.nn.distance import (cosine_similarity, pairwise_distance, pdist, normalize,
                                pixel_shuffle, pixel_unshuffle, channel_shuffle)
-from ..ops.nn.loss_more import (cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
-                                kl_div, margin_ranking_loss, multi_margin_loss,
-                                multilabel_margin_loss, multilabel_soft_margin_loss,
-                                poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
-                                triplet_margin_with_distance_loss, linear_cross_entropy)
-from ..ops.nn.pool_more import (avg_pool1d, max_pool1d, adaptive_avg_pool1d,
-                                adaptive_max_pool1d, adaptive_max_pool2d, lp_pool1d, lp_pool2d,
-                                avg_pool3d, max_pool3d, adaptive_avg_pool3d, adaptive_max_pool3d,
-                                lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d)
-from ..ops.nn.norm_more import (instance_norm, local_response_norm, rms_norm, dropout1d,
-                                dropout3d, alpha_dropout, feature_alpha_dropout, gumbel_softmax)
-from ..ops.nn.linear_more import (bilinear, conv_transpose1d, conv_tbc, upsample,
-                                  upsample_nearest, upsample_bilinear, embedding_bag, affine_grid)
-from ..ops.nn.volume import conv3d, conv_transpose3d, grid_sample
-from ..ops.nn.ctc import ctc_loss
-from ..ops.nn.fractional import fractional_max_pool2d, fractional_max_pool3d
+from ..ops.nn.loss import (cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
+                           kl_div, margin_ranking_loss, multi_margin_loss,
+                           multilabel_margin_loss, multilabel_soft_margin_loss,
+                           poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+                           triplet_margin_with_distance_loss, linear_cross_entropy)
+from ..ops.nn.pool_nd import (avg_pool1d, max_pool1d, adaptive_avg_pool1d,
+                              adaptive_max_pool1d, adaptive_max_pool2d, lp_pool1d, lp_pool2d,
+                              avg_pool3d, max_pool3d, adaptive_avg_pool3d, adaptive_max_pool3d,
+                              lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d)
+from ..ops.nn.norm import instance_norm, local_response_norm, rms_norm
+from ..ops.nn.regularization import dropout1d, dropout3d, alpha_dropout, feature_alpha_dropout
+from ..ops.nn.affine import bilinear
+from ..ops.nn.conv_nd import conv3d, conv_transpose3d, conv_transpose1d, conv_tbc
+from ..ops.nn.spatial import (upsample, upsample_nearest, upsample_bilinear, affine_grid,
+                              grid_sample)
+from ..ops.nn.sparse import embedding_bag
+from ..ops.nn.loss_ctc import ctc_loss
+from ..ops.nn.pool_fractional import fractional_max_pool2d, fractional_max_pool3d
 from ..ops.nn.attention import multi_head_attention_forward
 
 __all__ = [
@@ -52,8 +55,8 @@ __all__ = [
     # activations
     "relu", "leaky_relu", "elu", "gelu", "silu", "mish", "softplus", "tanh", "sigmoid",
     "logsigmoid",
-    # issue 17's census: more activations (their in-place forms too), losses, pooling,
-    # norms, distances and rearrangements, dropouts, layers
+    # activations (their in-place forms too), losses, pooling, norms, distances and
+    # rearrangements, dropouts, layers
     "celu", "selu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "relu6",
     "softshrink", "softsign", "tanhshrink", "threshold", "glu", "softmin", "prelu", "rrelu",
     "relu_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "threshold_", "rrelu_",
@@ -119,41 +122,41 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 def celu(input, alpha=1.0, inplace=False):
-    return _into(input, _pw.celu, alpha=alpha) if inplace else _pw.celu(input, alpha)
+    return _into(input, _act.celu, alpha=alpha) if inplace else _act.celu(input, alpha)
 
 
 def selu(input, inplace=False):
-    return _into(input, _pw.selu) if inplace else _pw.selu(input)
+    return _into(input, _act.selu) if inplace else _act.selu(input)
 
 
 def hardsigmoid(input, inplace=False):
-    return _into(input, _pw.hardsigmoid) if inplace else _pw.hardsigmoid(input)
+    return _into(input, _act.hardsigmoid) if inplace else _act.hardsigmoid(input)
 
 
 def hardswish(input, inplace=False):
-    return _into(input, _pw.hardswish) if inplace else _pw.hardswish(input)
+    return _into(input, _act.hardswish) if inplace else _act.hardswish(input)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if inplace:
-        return _into(input, _pw.hardtanh, min_val=min_val, max_val=max_val)
-    return _pw.hardtanh(input, min_val, max_val)
+        return _into(input, _act.hardtanh, min_val=min_val, max_val=max_val)
+    return _act.hardtanh(input, min_val, max_val)
 
 
 def relu6(input, inplace=False):
-    return _into(input, _pw.relu6) if inplace else _pw.relu6(input)
+    return _into(input, _act.relu6) if inplace else _act.relu6(input)
 
 
 def threshold(input, threshold, value, inplace=False):
     if inplace:
-        return _into(input, _pw.threshold, threshold=threshold, value=value)
-    return _pw.threshold(input, threshold, value)
+        return _into(input, _act.threshold, threshold=threshold, value=value)
+    return _act.threshold(input, threshold, value)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if inplace:
-        return _into(input, _pw.rrelu, lower=lower, upper=upper, training=training)
-    return _pw.rrelu(input, lower, upper, training)
+        return _into(input, _act.rrelu, lower=lower, upper=upper, training=training)
+    return _act.rrelu(input, lower, upper, training)
 
 
 # the in-place spellings (PyTorch's F.relu_ ...)

@@ -581,7 +581,7 @@ def table(ns):
             out[n + "_"] = inplace(n, fn)
     from .special import _polygamma_method  # x.polygamma(n): n first in the function
     out["polygamma_"] = inplace("polygamma", _polygamma_method)
-    from .nn import pointwise as _nnp
+    from .nn import activation as _nnp
     out.update({"hardshrink": _nnp.hardshrink, "prelu": _nnp.prelu,
                 "slice_inverse": _slice_inverse, "bfloat16": _bfloat16})
     for n, fn in (("t", S.transpose), ("transpose", S.transpose), ("swapaxes", S.transpose),

@@ -1,7 +1,8 @@
 """Valid calls for the bad-input sweep (``test_sweep_bad_input.py``) of the
-nn.functional names issue 17's census added (``ops/nn/pointwise.py``, ``distance.py``,
-``loss_more.py``, ``pool_more.py``, ``norm_more.py``, ``linear_more.py``,
-``nn/functional.py``, ``volume.py``, ``ctc.py``, ``fractional.py``); the sweep builds its bad cases from these."""
+composite nn.functional names (``ops/nn/activation.py``, ``loss.py``, ``loss_ctc.py``,
+``norm.py``, ``regularization.py``, ``pool_nd.py``, ``pool_fractional.py``, ``conv_nd.py``,
+``spatial.py``, ``affine.py``, ``sparse.py``, ``distance.py``, ``nn/functional.py``); the
+sweep builds its bad cases from these."""
 import numpy as np
 
 # random results (dropouts in training, Gumbel noise): compared by shape only
@@ -93,7 +94,7 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
                                           A(12), None, None, False, 0.0, A(4, 4), A(4)), {}),
         "affine_grid": ((A(1, 2, 3), (1, 1, 4, 5)), {"align_corners": False}),
     })
-    # 3-d convolutions, grid_sample, ctc_loss (ops/nn/volume.py, ops/nn/ctc.py)
+    # 3-d convolutions, grid_sample, ctc_loss (ops/nn/conv_nd.py, spatial.py, loss_ctc.py)
     lp = np.log(U(6, 2, 4) / U(6, 2, 4).sum(-1, keepdims=True))
     VALID.update({
         "conv3d": ((A(1, 2, 4, 4, 3), A(3, 2, 2, 2, 2), A(3)), {"stride": 1, "padding": 1}),

@@ -1,4 +1,4 @@
-"""conv3d, conv_transpose3d, grid_sample and ctc_loss (ops/nn/volume.py, ops/nn/ctc.py)
+"""conv3d, conv_transpose3d, grid_sample and ctc_loss (ops/nn/conv_nd.py, spatial.py, loss_ctc.py)
 against PyTorch in float64: values, first-order gradients of every input, second order
 (PyTorch's where it has one: conv; finite differences otherwise), every grid_sample
 mode / padding_mode / align_corners, ctc_loss's reductions and zero_infinity, and bad
@@ -14,7 +14,7 @@ import torch
 
 import tapegrad as tg
 import tapegrad.nn.functional as F
-from tapegrad.ops.nn.volume import _grid
+from tapegrad.ops.nn.spatial import _grid
 from tapegrad.testing import gradcheck, gradgradcheck
 
 TF = torch.nn.functional

@@ -1,20 +1,29 @@
 """Neural-network ops (``tg.nn.functional``), one module per family.
 
-- ``activation``: softmax, log_softmax
-- ``affine``: linear
+- ``activation``: softmax, log_softmax; celu, selu, hardshrink, hardsigmoid, hardswish,
+  hardtanh, relu6, softshrink, softsign, tanhshrink, threshold, glu, softmin, prelu,
+  rrelu, gumbel_softmax (gelu, silu, mish and the other Tensor-level activations are
+  ``ops/activations.py``)
+- ``affine``: linear, bilinear
 - ``conv``: conv2d (and its gradient ops), conv1d, conv_transpose2d
+- ``conv_nd``: conv3d, conv_transpose3d (one conv2d / conv_transpose2d over the depth
+  taps folded into the channels), conv_transpose1d, conv_tbc
 - ``pool``: max_pool2d (and its gradient ops), avg_pool2d, adaptive_avg_pool2d
-- ``loss``: cross_entropy, nll_loss, mse_loss, l1_loss, the binary cross-entropies
-- ``norm``: layer_norm, batch_norm, group_norm
-- ``spatial``: interpolate, unfold, fold
-- ``regularization``: dropout
-- ``sparse``: embedding, one_hot (PyTorch's "sparse functions")
+- ``pool_nd``: the 1-d and 3-d pools, adaptive max pools, lp pools, max_unpool
+- ``pool_fractional``: fractional_max_pool2d, fractional_max_pool3d
+- ``loss``: cross_entropy, nll_loss, mse_loss, l1_loss, the binary cross-entropies, the
+  margin, embedding, ranking and divergence losses, linear_cross_entropy
+- ``loss_ctc``: ctc_loss (the alpha recursion in log space, with ops)
+- ``norm``: layer_norm, batch_norm, group_norm, instance_norm, local_response_norm,
+  rms_norm
+- ``regularization``: dropout, dropout1d, dropout3d, alpha_dropout, feature_alpha_dropout
+- ``spatial``: interpolate, unfold, fold, upsample, upsample_nearest, upsample_bilinear,
+  grid_sample, affine_grid
+- ``sparse``: embedding, one_hot, embedding_bag (PyTorch's "sparse functions")
+- ``distance``: cosine_similarity, pairwise_distance, pdist, normalize; pixel_shuffle,
+  pixel_unshuffle, channel_shuffle
 - ``attention``: scaled_dot_product_attention, multi_head_attention_forward (PyTorch's,
   step for step, a composite)
-- ``volume``: conv3d, conv_transpose3d (one conv2d / conv_transpose2d over the depth
-  taps folded into the channels), grid_sample
-- ``ctc``: ctc_loss (the alpha recursion in log space, with ops)
-- ``fractional``: fractional_max_pool2d, fractional_max_pool3d
 - ``rnn``: lstm_layer, gru_layer, rnn_layer, one recurrent direction over a sequence
   (``tg.nn.LSTM``/``GRU``/``RNN``'s ops, not public)
 
@@ -46,9 +55,7 @@ from .regularization import dropout
 from .sparse import embedding, one_hot
 from .attention import scaled_dot_product_attention
 from .rnn import lstm_layer, gru_layer, rnn_layer  # noqa: F401  (tg.nn's recurrent ops; not public)
-# issue 17's census (nn.functional): more activations, losses, pooling, norms, shapes
-from . import pointwise, distance, loss_more, pool_more, norm_more, linear_more  # noqa: F401
-from . import volume, ctc, fractional  # noqa: F401  (conv3d, conv_transpose3d, grid_sample; ctc_loss; fractional max pooling)
+from . import distance, conv_nd, pool_nd, pool_fractional, loss_ctc  # noqa: F401  (their functions: tg.nn.functional)
 
 __all__ = ["log_softmax", "softmax", "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
            "adaptive_avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",

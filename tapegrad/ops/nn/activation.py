@@ -1,4 +1,14 @@
-"""softmax and log_softmax: max-shifted, so large inputs do not overflow."""
+"""The activations of ``nn.functional``: softmax and log_softmax (registered ops,
+max-shifted, so large inputs do not overflow), and composites of elementwise ops (so
+every order differentiates, forward mode and vmap come with them): celu, selu,
+hardshrink, hardsigmoid, hardswish, hardtanh, relu6, softshrink, softsign, tanhshrink,
+threshold, glu, softmin, prelu, rrelu (its training slopes from tapegrad's generator)
+and gumbel_softmax (its noise from the generator, checked against its next draw).
+
+Each composite computes with the registry's functions only (no dtype internals), so
+the PyTorch export runs it on torch.Tensors too. A function of PyTorch's with an
+``inplace=`` flag takes it in ``tg.nn.functional``, over these.
+"""
 import numpy as np
 
 from ...devices import cuda as _cuda, cuda_kernels as _cuda_kernels
@@ -7,6 +17,13 @@ from ..._util import normalize_dim, op_error
 from ...devices import cpu as _cpu
 from .. import _vmap
 from .._decl import register, Sample, TensorSpec, rand as _rand
+from ...devices import xp_of
+from ..elementwise import abs as _abs, clamp, expm1, sigmoid, tanh, where, mul
+from ..shape import reshape
+from ..creation import generator, _next_draw
+from ._common import whole as _whole, np_dtype as _np_dtype
+from .._decl import composite, rand, away_from
+from ..elementwise import log
 
 
 def _softmax_infer(name):
@@ -55,6 +72,8 @@ def _softmax_rows(x, out):
 
 
 _LOG_SOFTMAX_ROWS = _cpu.njit(_log_softmax_rows, error_model="numpy")
+
+
 _SOFTMAX_ROWS = _cpu.njit(_softmax_rows, error_model="numpy")
 
 
@@ -160,3 +179,304 @@ def softmax(input, dim=None, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
     return bind(SOFTMAX, input, dim=_dim_of("softmax", input, dim))
+
+
+def _floating(name, x):
+    """PyTorch's refusal of an integer or bool input (works on torch.Tensors too)."""
+    if hasattr(x, "is_floating_point") and not x.is_floating_point():
+        raise op_error(name, f"not implemented for {x.dtype} input (a floating point input "
+                             f"is expected)", NotImplementedError)
+
+
+def _not_bool(name, x):
+    """PyTorch's refusal of a bool input where integers compute."""
+    if hasattr(x, "dtype") and "bool" in str(x.dtype):
+        raise op_error(name, f"not implemented for {x.dtype} input", NotImplementedError)
+
+
+def celu(input, alpha=1.0):
+    """``max(0, x) + min(0, alpha (exp(x / alpha) - 1))``."""
+    _floating("celu", input)
+    if alpha == 0:
+        raise op_error("celu", "ZeroDivisionError: alpha cannot be 0 for CELU", RuntimeError)
+    return where(input > 0, input, alpha * expm1(clamp(input, max=0.0) / alpha))
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+
+
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input):
+    """``scale (max(0, x) + min(0, alpha (exp(x) - 1)))`` with PyTorch's constants."""
+    _floating("selu", input)
+    return _SELU_SCALE * where(input > 0, input, _SELU_ALPHA * expm1(clamp(input, max=0.0)))
+
+
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    _floating("hardshrink", input)
+    return where(_abs(input) <= lambd, 0.0, input)  # NaN stays NaN, as PyTorch
+
+
+def hardsigmoid(input):
+    """``clamp(x / 6 + 1/2, 0, 1)``."""
+    _floating("hardsigmoid", input)
+    return clamp(input / 6.0 + 0.5, 0.0, 1.0)
+
+
+def hardswish(input):
+    """``x * clamp(x + 3, 0, 6) / 6``."""
+    _floating("hardswish", input)
+    return input * clamp(input + 3.0, 0.0, 6.0) / 6.0
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    """``clamp(x, min_val, max_val)`` (integer inputs too, as PyTorch; not bool)."""
+    _not_bool("hardtanh", input)
+    if min_val > max_val:
+        raise op_error("hardtanh", f"min_val cannot be greater than max_val, got "
+                                   f"{min_val} > {max_val}", ValueError)
+    if hasattr(input, "is_floating_point") and not input.is_floating_point():
+        # an integer input keeps its dtype: the bounds truncate, as PyTorch's
+        return clamp(input, int(min_val), int(max_val))
+    return clamp(input, float(min_val), float(max_val))
+
+
+def relu6(input):
+    """``min(max(0, x), 6)``."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    _floating("softshrink", input)
+    if lambd < 0:
+        raise op_error("softshrink", f"lambda must be greater or equal to 0, but found to be "
+                                     f"{lambd}.", RuntimeError)
+    return input - clamp(input, -float(lambd), float(lambd))
+
+
+def softsign(input):
+    """``x / (1 + |x|)``."""
+    return input / (1 + _abs(input))
+
+
+def tanhshrink(input):
+    """``x - tanh(x)``."""
+    return input - tanh(input)
+
+
+def threshold(input, threshold, value):
+    """``x`` where ``x > threshold``, else ``value`` (NaN stays NaN, as PyTorch)."""
+    _not_bool("threshold", input)
+    return where(input <= threshold, float(value), input)
+
+
+def glu(input, dim=-1):
+    """``a * sigmoid(b)`` for the halves ``a, b`` of ``input`` along ``dim``."""
+    _floating("glu", input)
+    if input.ndim == 0:
+        raise op_error("glu", "glu does not support scalars because halving size must be "
+                              "even", RuntimeError)
+    d = normalize_dim("glu", dim, input.ndim)
+    n = input.shape[d]
+    if n % 2:
+        raise op_error("glu", f"Halving dimension must be even, but dimension {d} is size {n}",
+                       RuntimeError)
+    a = input.narrow(d, 0, n // 2)
+    b = input.narrow(d, n // 2, n // 2)
+    return a * sigmoid(b)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-x, dim)``."""
+    if dtype is not None:
+        input = input.to(dtype)
+    return softmax(-input, dim)
+
+
+def _channel_view(name, input, weight):
+    """``weight`` shaped to broadcast over ``input``'s channel dim (dim 1)."""
+    n = int(np.prod(tuple(weight.shape))) if len(weight.shape) else 1
+    if weight.ndim > 1:
+        raise op_error(name, f"weight must be a 1-D tensor (or a scalar), got shape "
+                             f"{tuple(weight.shape)}", RuntimeError)
+    if n == 1:
+        return weight
+    c = input.shape[1] if input.ndim >= 2 else 1
+    if n != c:
+        raise op_error(name, f"Mismatch of parameter numbers and input channel size. Found "
+                             f"parameter numbers = {n} and channel size = {c}.", RuntimeError)
+    return reshape(weight, (c,) + (1,) * (input.ndim - 2))
+
+
+def prelu(input, weight):
+    """``max(0, x) + weight * min(0, x)``, ``weight`` one slope or one per channel (dim 1)."""
+    _floating("prelu", input)
+    _floating("prelu", weight)
+    w = _channel_view("prelu", input, weight)
+    return where(input > 0, input, w * input)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """Randomized leaky ReLU: in training each negative element's slope drawn from
+    U(lower, upper) (tapegrad's generator), otherwise the slope ``(lower + upper) / 2``."""
+    _floating("rrelu", input)
+    if lower > upper:
+        raise op_error("rrelu", f"lower bound should be less than or equal to the upper "
+                                f"bound, got lower={lower} > upper={upper}", RuntimeError)
+    if not training:
+        return where(input >= 0, input, input * ((lower + upper) / 2.0))
+    xp = xp_of(_whole(input))
+    slopes = lower + (upper - lower) * generator().random(tuple(input.shape))
+    a = xp.asarray(slopes.astype(_np_dtype(input)))
+    return where(input >= 0, input, mul(input, a))
+
+
+# ------------------------------------------------------------------ the registry
+def _same_infer(x, *a, **k):
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def _int_error():
+    return [((np.arange(6).reshape(2, 3),), {}, NotImplementedError)]
+
+
+def _bool_error():
+    return [((np.array([[True, False, True]]),), {}, NotImplementedError)]
+
+
+def _unary(fn, avoid=(0.0,), scale=2.0, attrs=({},), errors=_int_error, torch_fn=None):
+    name = fn.__name__
+
+    def samples(dtype=np.float64):
+        out = []
+        for k, a in enumerate(attrs):
+            x = away_from(rand((3, 4), np.float64, -scale, scale, seed=k), avoid)
+            out.append(Sample((x.astype(dtype),), dict(a)))
+        return out
+
+    def oracle(torch, x, **kw):
+        return getattr(torch.nn.functional, name)(x, **kw)
+    composite(fn, infer=_same_infer, samples=samples, torch=torch_fn or oracle,
+              error_samples=errors)
+
+
+_unary(celu, attrs=({}, {"alpha": 0.7}),
+       errors=lambda: [((rand((2, 3)),), {"alpha": 0.0}, RuntimeError)] + _int_error())
+
+
+_unary(selu)
+
+
+_unary(hardshrink, avoid=(-0.5, 0.5), attrs=({}, {"lambd": 0.3}))
+
+
+def _torch_hardsigmoid(torch, x):
+    """PyTorch's formula (its hardsigmoid_backward has no forward mode), checked
+    against its function."""
+    y = torch.clamp(x / 6.0 + 0.5, 0.0, 1.0)
+    assert torch.allclose(y.detach(), torch.nn.functional.hardsigmoid(x.detach()))
+    return y
+
+
+_unary(hardsigmoid, avoid=(-3.0, 3.0), scale=4.0, torch_fn=_torch_hardsigmoid)
+
+
+_unary(hardswish, avoid=(-3.0, 3.0), scale=4.0)
+
+
+_unary(hardtanh, avoid=(-1.0, 1.0), attrs=({}, {"min_val": -0.5, "max_val": 1.5}),
+       errors=lambda: [((rand((2, 3)),), {"min_val": 2.0, "max_val": 1.0}, ValueError)]
+       + _bool_error())
+
+
+_unary(relu6, avoid=(0.0, 6.0), scale=8.0, errors=_bool_error)
+
+
+_unary(softshrink, avoid=(-0.5, 0.5), attrs=({}, {"lambd": 0.3}),
+       errors=lambda: [((rand((2, 3)),), {"lambd": -1.0}, RuntimeError)] + _int_error())
+
+
+_unary(softsign, errors=lambda: [((rand((2, 3)), 1), {}, TypeError)])
+
+
+_unary(tanhshrink, errors=lambda: [((rand((2, 3)), 1), {}, TypeError)])
+
+
+_unary(threshold, avoid=(0.1,), attrs=({"threshold": 0.1, "value": 20.0},),
+       errors=lambda: [((rand((2, 3)),), {"threshold": 0.1}, TypeError),
+                       ((np.array([[True, False]]),), {"threshold": 0.1, "value": 2.0},
+                        NotImplementedError)])
+
+
+def _glu_infer(x, dim=-1):
+    d = normalize_dim("glu", dim, len(x.shape))
+    shape = list(x.shape)
+    shape[d] //= 2
+    return TensorSpec(tuple(shape), x.dtype)
+
+
+composite(glu, infer=_glu_infer,
+          samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype),), {}),
+                                            Sample((rand((4, 2, 3), dtype),), {"dim": 0})],
+          error_samples=lambda: [((rand((3, 5)),), {}, RuntimeError),
+                                 ((rand((3, 4)),), {"dim": 2}, IndexError)],
+          torch=lambda torch, x, dim=-1: torch.nn.functional.glu(x, dim))
+
+
+composite(softmin, infer=_same_infer,
+          samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype),), {"dim": 1})],
+          error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)],
+          torch=lambda torch, x, dim=None: torch.nn.functional.softmin(x, dim))
+
+
+composite(prelu, infer=_same_infer, args=("input", "weight"),
+          samples=lambda dtype=np.float64: [
+              Sample((away_from(rand((2, 3, 4)), (0.0,)).astype(dtype),
+                      rand((3,), dtype, 0.1, 0.5, seed=3))),
+              Sample((away_from(rand((3, 4), seed=1), (0.0,)).astype(dtype),
+                      rand((1,), dtype, 0.1, 0.5, seed=4)))],
+          error_samples=lambda: [((rand((2, 3, 4)), rand((4,))), {}, RuntimeError)],
+          torch=lambda torch, x, w: torch.nn.functional.prelu(x, w))
+
+
+def _rrelu_draw(g, x, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    if not training:
+        return np.where(x >= 0, x, x * ((lower + upper) / 2.0))
+    a = (lower + (upper - lower) * g.random(x.shape)).astype(x.dtype)
+    return np.where(x >= 0, x, x * a)
+
+
+# training=True draws (checked against the generator's next draw, forward only)
+composite(rrelu, infer=_same_infer,
+          samples=lambda dtype=np.float64: [
+              Sample((away_from(rand((3, 4)), (0.0,)).astype(dtype),), {}),
+              Sample((rand((3, 4), dtype, seed=1),), {"training": True}, False)],
+          error_samples=_int_error, reference=_next_draw(_rrelu_draw))
+
+
+def _need_floating(name, arg, x):
+    """PyTorch's refusal of an integer or bool tensor (its noise and scaling are
+    floating point)."""
+    if hasattr(x, "is_floating_point") and not x.is_floating_point():
+        raise op_error(name, f"expected a floating point {arg}, got {x.dtype}", RuntimeError)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """``softmax((logits + g) / tau)`` with Gumbel noise ``g = -log(E)``, ``E`` exponential
+    draws; ``hard``: the one-hot of the argmax, with the soft sample's gradient
+    (straight-through)."""
+    _need_floating("gumbel_softmax", "logits", logits)
+    xp = xp_of(_whole(logits))
+    e = generator().exponential(size=tuple(logits.shape))
+    g = -log(logits.new_tensor(xp.asarray(e.astype(_np_dtype(logits)))))
+    y = softmax((logits + g) / tau, dim)
+    if not hard:
+        return y
+    index = y.argmax(dim, keepdim=True)
+    y_hard = y.detach() * 0.0
+    y_hard = y_hard.scatter(dim, index, 1.0)
+    return y_hard - y.detach() + y

@@ -1,4 +1,5 @@
-"""linear, the affine layer: ``input @ weight.T + bias``."""
+"""The affine layers: linear (``input @ weight.T + bias``, a registered op) and
+bilinear (an einsum composite)."""
 import numpy as np
 
 from ...dispatch import bind
@@ -7,6 +8,10 @@ from ..._util import op_error
 from .. import _vmap
 from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
 from ..linalg import matmul
+from ..linalg import einsum
+from ..shape import reshape
+from .._decl import composite, rand
+
 
 # One op, not the composite matmul(x, mT(w)): the weight gradient is then a fresh
 # contiguous (out, in) array the tape hands to the leaf as is (through mT it arrived
@@ -150,3 +155,48 @@ def linear(input, weight, bias=None):
         out = matmul(input, weight)
         return out if bias is None else out + bias
     return bind(LINEAR, input, weight, bias)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y[..., o] = x1[..., i] W[o, i, j] x2[..., j] + b[o]``."""
+    if bias is not None and hasattr(bias, "is_floating_point") and not bias.is_floating_point():
+        raise op_error("bilinear", f"expected a floating point bias, got {bias.dtype}",
+                       RuntimeError)
+    if weight.ndim != 3:
+        raise op_error("bilinear", f"expected a 3-D weight (out, in1, in2), got shape "
+                                   f"{tuple(weight.shape)}", RuntimeError)
+    if input1.shape[-1] != weight.shape[1] or input2.shape[-1] != weight.shape[2] or \
+            tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise op_error("bilinear", f"input1 {tuple(input1.shape)} and input2 "
+                                   f"{tuple(input2.shape)} do not fit weight "
+                                   f"{tuple(weight.shape)}", RuntimeError)
+    lead = tuple(input1.shape[:-1])
+    a = reshape(input1, (-1, input1.shape[-1]))
+    b = reshape(input2, (-1, input2.shape[-1]))
+    out = einsum("bi,oij,bj->bo", a, weight, b)
+    if bias is not None:
+        out = out + bias
+    return reshape(out, lead + (weight.shape[0],))
+
+
+# ------------------------------------------------------------------ the registry
+def _torch(name):
+    def oracle(torch, *a, **kw):
+        return getattr(torch.nn.functional, name)(*a, **kw)
+    return oracle
+
+
+def _bil_infer(a, b, w, bias=None):
+    return TensorSpec(tuple(a.shape[:-1]) + (w.shape[0],), a.dtype)
+
+
+composite(bilinear, infer=_bil_infer, args=("input1", "input2", "weight", "bias"),
+          optional=("bias",),
+          samples=lambda dtype=np.float64: [
+              Sample((rand((4, 3), dtype), rand((4, 5), dtype, seed=1),
+                      rand((2, 3, 5), dtype, seed=2), rand((2,), dtype, seed=3))),
+              Sample((rand((2, 3, 3), dtype), rand((2, 3, 2), dtype, seed=1),
+                      rand((4, 3, 2), dtype, seed=2), None))],
+          error_samples=lambda: [((rand((4, 3)), rand((4, 5)), rand((2, 3, 4)), None), {},
+                                  RuntimeError)],
+          torch=_torch("bilinear"))

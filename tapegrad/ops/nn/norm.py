@@ -1,5 +1,6 @@
 """Normalization: group_norm (a registered op); layer_norm and batch_norm, composites
-(biased variance to normalize; batch_norm's running variance is updated unbiased, as PyTorch)."""
+(biased variance to normalize; batch_norm's running variance is updated unbiased, as PyTorch);
+instance_norm, local_response_norm and rms_norm (composites, PyTorch's formulas)."""
 import numpy as np
 
 from ... import tape as _tape
@@ -14,6 +15,9 @@ from ..reduce import mean
 from ..shape import reshape
 from ...tensor import Tensor, buffer, wrap
 from ._common import need_float, np_dtype, raw
+from ..shape import squeeze, pad as _pad
+from ..creation import generator, _next_draw  # noqa: F401
+from .pool import avg_pool2d
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -350,3 +354,147 @@ composite(batch_norm, infer=_batch_norm_infer,
                                  ((rand((4, 3)), None, None), {}, RuntimeError)],
           torch=lambda torch, x, rm, rv, weight=None, bias=None, **kw:
               torch.nn.functional.batch_norm(x, rm, rv, weight, bias, **kw))
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Each (example, channel) normalised over its spatial dims (biased variance);
+    with running statistics given, they are updated as PyTorch does (the batch's mean
+    of the per-instance means and unbiased variances); ``use_input_stats=False``
+    normalises with the running statistics instead."""
+    for arg, t in (("weight", weight), ("bias", bias)):
+        _need_floating("instance_norm", arg, t)
+    if input.ndim < 3:
+        raise op_error("instance_norm", f"expected an input of at least 3 dims (N, C, *), got "
+                                        f"shape {tuple(input.shape)}", ValueError)
+    C = input.shape[1]
+    for name, p in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != (C,):
+            raise op_error("instance_norm", f"{name} of shape {tuple(p.shape)} must be ({C},)",
+                           RuntimeError)
+    bshape = (1, C) + (1,) * (input.ndim - 2)
+    dims = tuple(range(2, input.ndim))
+    if use_input_stats:
+        n = int(np.prod(input.shape[2:]))
+        if n <= 1:
+            raise op_error("instance_norm", f"Expected more than 1 spatial element when "
+                                            f"training, got input size {tuple(input.shape)}",
+                           ValueError)
+        mu = mean(input, dim=dims, keepdim=True)
+        xc = input - mu
+        var = mean(xc * xc, dim=dims, keepdim=True)
+        out = xc * rsqrt(var + eps)
+        if running_mean is not None or running_var is not None:
+            with no_grad():
+                m = mu.detach().reshape((input.shape[0], C))
+                v = var.detach().reshape((input.shape[0], C)) * (n / (n - 1))
+                if running_mean is not None:
+                    running_mean.copy_(running_mean * (1 - momentum) + mean(m, 0) * momentum)
+                if running_var is not None:
+                    running_var.copy_(running_var * (1 - momentum) + mean(v, 0) * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise op_error("instance_norm", "Expected running_mean and running_var to be "
+                                            "defined when use_input_stats is false",
+                           RuntimeError)
+        out = (input - reshape(running_mean, bshape)) * rsqrt(reshape(running_var, bshape) + eps)
+    if weight is not None:
+        out = out * reshape(weight, bshape)
+    if bias is not None:
+        out = out + reshape(bias, bshape)
+    return out
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """``x / (k + alpha * mean of x^2 over size neighbouring channels)^beta`` (PyTorch's
+    formula: the window padded with zeros, averaged over ``size``)."""
+    if input.ndim < 3:
+        raise op_error("local_response_norm", f"Expected 3D or higher dimensionality input "
+                                              f"(got {input.ndim} dimensions)", ValueError)
+    if input.numel() == 0:
+        return input
+    s = tuple(input.shape)
+    div = reshape(input * input, (s[0], 1, s[1], -1))
+    div = _pad(div, (0, 0, size // 2, (size - 1) // 2))
+    div = squeeze(avg_pool2d(div, (size, 1), stride=1), 1)
+    div = reshape(div, s)
+    return input / (div * alpha + k) ** beta
+
+
+def _eps_of(x):
+    """``torch.finfo(x.dtype).eps`` for a tapegrad or torch tensor."""
+    name = str(x.dtype)
+    for bits, dt in (("16", np.float16), ("32", np.float32), ("64", np.float64)):
+        if bits in name:
+            return float(np.finfo(dt).eps)
+    return float(np.finfo(np.float32).eps)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """``x / sqrt(mean(x^2 over the last dims) + eps) * weight``; ``eps`` None: the
+    dtype's machine epsilon, as PyTorch."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[input.ndim - len(ns):]) != ns or len(ns) > input.ndim:
+        raise op_error("rms_norm", f"Given normalized_shape={list(ns)}, expected input with "
+                                   f"shape [*, {', '.join(map(str, ns))}], but got input of "
+                                   f"size{list(input.shape)}", RuntimeError)
+    if weight is not None and tuple(weight.shape) != ns:
+        raise op_error("rms_norm", f"weight of shape {tuple(weight.shape)} must be {ns}",
+                       RuntimeError)
+    e = _eps_of(input) if eps is None else eps
+    dims = tuple(range(input.ndim - len(ns), input.ndim))
+    out = input * rsqrt(mean(input * input, dim=dims, keepdim=True) + e)
+    return out * weight if weight is not None else out
+
+
+def _need_floating(name, arg, x):
+    """PyTorch's refusal of an integer or bool tensor (its noise and scaling are
+    floating point)."""
+    if hasattr(x, "is_floating_point") and not x.is_floating_point():
+        raise op_error(name, f"expected a floating point {arg}, got {x.dtype}", RuntimeError)
+
+
+# ------------------------------------------------------------------ the registry
+def _same_infer(x, *a, **k):
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def _torch(name):
+    def oracle(torch, *a, **kw):
+        return getattr(torch.nn.functional, name)(*a, **kw)
+    return oracle
+
+
+composite(instance_norm, infer=_same_infer, args=("input", "running_mean", "running_var",
+                                                  "weight", "bias"),
+          by_name=True, optional=("running_mean", "running_var", "weight", "bias"),
+          samples=lambda dtype=np.float64: [
+              Sample((rand((2, 3, 5), dtype), None, None, None, None), {}),
+              Sample((rand((2, 3, 4, 4), dtype), None, None, rand((3,), dtype, seed=1),
+                      rand((3,), dtype, seed=2)), {"eps": 1e-3}),
+              Sample((rand((2, 3, 5), dtype), rand((3,), dtype, seed=3),
+                      rand((3,), dtype, 0.5, 1.5, seed=4), None, None),
+                     {"use_input_stats": False}, False)],
+          error_samples=lambda: [((rand((2, 3)), None, None, None, None), {}, ValueError)],
+          torch=_torch("instance_norm"))
+
+
+composite(local_response_norm, infer=_same_infer,
+          samples=lambda dtype=np.float64: [
+              Sample((rand((2, 4, 3, 3), dtype),), {"size": 3}),
+              Sample((rand((2, 5, 4), dtype),), {"size": 2, "alpha": 0.1, "beta": 0.5,
+                                                 "k": 2.0})],
+          error_samples=lambda: [((rand((2, 4)),), {"size": 3}, ValueError)],
+          torch=_torch("local_response_norm"))
+
+
+composite(rms_norm, infer=_same_infer, args=("input", "weight"), optional=("weight",),
+          by_name=True,
+          samples=lambda dtype=np.float64: [
+              Sample((rand((2, 3, 4), dtype), None), {"normalized_shape": (4,)}),
+              Sample((rand((2, 3, 4), dtype), rand((3, 4), dtype, seed=1)),
+                     {"normalized_shape": (3, 4), "eps": 1e-3})],
+          error_samples=lambda: [((rand((2, 3, 4)), None), {"normalized_shape": (3,)},
+                                  RuntimeError)],
+          torch=lambda torch, x, w, **kw: torch.nn.functional.rms_norm(x, weight=w, **kw))

@@ -1,4 +1,6 @@
-"""dropout, drawing its mask from tapegrad's seeded generator."""
+"""The dropouts of ``nn.functional``: dropout, dropout1d, dropout3d, alpha_dropout and
+feature_alpha_dropout, drawing their masks from tapegrad's seeded generator (each
+checked against its next draw)."""
 import numpy as np
 
 from ...devices import xp_of
@@ -7,6 +9,7 @@ from ..._util import op_error, require_floating
 from ..creation import generator, _next_draw
 from .._decl import composite, Sample, TensorSpec, rand
 from ._common import np_dtype, whole
+from ._common import whole as _whole, np_dtype as _np_dtype
 
 
 def dropout(input, p=0.5, training=True):
@@ -57,3 +60,142 @@ composite(dropout, infer=_dropout_infer,
           error_samples=lambda: [((rand((3,)),), {"p": 1.5}, ValueError),
                                  ((np.arange(3),), {"p": 0.5}, RuntimeError)],
           reference=_next_draw(_dropout_draw))
+
+
+# ------------------------------------------------------------------ dropouts
+def _check_p(name, p):
+    if not 0.0 <= p <= 1.0:
+        raise op_error(name, f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _channel_mask_shape(name, input, batched_ndim):
+    """The mask's shape: one value per (example, channel), or per channel for an
+    unbatched input (one dim fewer)."""
+    nd = input.ndim
+    if nd not in (batched_ndim - 1, batched_ndim):
+        raise op_error(name, f"Expected {batched_ndim - 1}D or {batched_ndim}D input, but "
+                             f"received a {nd}D input", RuntimeError)
+    s = tuple(input.shape)
+    lead = 2 if nd == batched_ndim else 1
+    return s[:lead] + (1,) * (nd - lead)
+
+
+def _keep_mask(name, input, shape, p):
+    xs, dt = tuple(input.shape), _np_dtype(input)
+    xp = xp_of(_whole(input))
+    _devices.check_alloc(name, xs, dt)
+    if p == 1.0:
+        return xp.zeros(shape, dtype=dt)
+    return xp.asarray((generator().random(shape) >= p).astype(dt))
+
+
+def _need_floating(name, arg, x):
+    """PyTorch's refusal of an integer or bool tensor (its noise and scaling are
+    floating point)."""
+    if hasattr(x, "is_floating_point") and not x.is_floating_point():
+        raise op_error(name, f"expected a floating point {arg}, got {x.dtype}", RuntimeError)
+
+
+def _channel_dropout(name, input, p, training, inplace, batched_ndim):
+    _check_p(name, p)
+    if not training or p == 0.0:
+        return input
+    _need_floating(name, "input", input)
+    shape = _channel_mask_shape(name, input, batched_ndim)
+    mask = _keep_mask(name, input, shape, p)
+    if p < 1.0:
+        mask = mask / (1.0 - p)
+    from ...tensor import Tensor
+    return input.mul_(Tensor(mask)) if inplace else input * mask
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, L) (or (C, L)) with probability ``p``."""
+    return _channel_dropout("dropout1d", input, p, training, inplace, 3)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, D, H, W) (or (C, D, H, W)) with probability ``p``."""
+    return _channel_dropout("dropout3d", input, p, training, inplace, 5)
+
+
+_ALPHA = 1.7580993408473766  # SELU's -scale * alpha
+
+
+def _alpha(name, input, p, training, feature):
+    _check_p(name, p)
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    _need_floating(name, "input", input)
+    if p == 1.0:
+        return input * 0.0
+    if feature:
+        if input.ndim < 2:
+            raise op_error(name, "Feature dropout requires at least 2 dimensions in the input",
+                           RuntimeError)
+        shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    else:
+        shape = tuple(input.shape)
+    keep = _keep_mask(name, input, shape, p)
+    a = float(1.0 / np.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p)))
+    b = (keep - 1) * (_ALPHA * a) + _ALPHA * a * p
+    return input * (keep * a) + b
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout that keeps SELU's self-normalising mean and variance: dropped values set
+    to SELU's negative saturation, then an affine correction (PyTorch's constants)."""
+    out = _alpha("alpha_dropout", input, p, training, False)
+    return input.copy_(out) if inplace and out is not input else out
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """alpha_dropout of whole channels."""
+    out = _alpha("feature_alpha_dropout", input, p, training, True)
+    return input.copy_(out) if inplace and out is not input else out
+
+
+# ------------------------------------------------------------------ the registry
+def _same_infer(x, *a, **k):
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def _channel_draw(batched_ndim):
+    def draw(g, x, p=0.5, training=True, inplace=False):
+        if not training or p == 0.0:
+            return x
+        lead = 2 if x.ndim == batched_ndim else 1
+        shape = x.shape[:lead] + (1,) * (x.ndim - lead)
+        if p == 1.0:
+            return np.zeros_like(x)
+        return x * ((g.random(shape) >= p) / (1.0 - p)).astype(x.dtype)
+    return draw
+
+
+def _alpha_draw(feature):
+    def draw(g, x, p=0.5, training=False, inplace=False):
+        if not training or p == 0.0:
+            return x
+        shape = x.shape[:2] + (1,) * (x.ndim - 2) if feature else x.shape
+        keep = (g.random(shape) >= p).astype(x.dtype)
+        a = float(1.0 / np.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p)))
+        b = (keep - 1) * (_ALPHA * a) + _ALPHA * a * p
+        return (x * (keep * a) + b).astype(x.dtype)
+    return draw
+
+
+for _fn, _nd, _draw in ((dropout1d, 3, _channel_draw(3)), (dropout3d, 5, _channel_draw(5)),
+                        (alpha_dropout, 3, _alpha_draw(False)),
+                        (feature_alpha_dropout, 4, _alpha_draw(True))):
+    composite(_fn, infer=_same_infer,
+              samples=(lambda nd: lambda dtype=np.float64: [
+                  Sample((rand((2, 3) + (2,) * (nd - 2), dtype),), {"p": 0.5, "training": True},
+                         False),
+                  Sample((rand((3,) + (2,) * (nd - 2), dtype),), {"p": 0.3, "training": False})])(
+                  _nd),
+              error_samples=lambda: [((rand((2, 3, 4)),), {"p": 1.5, "training": True},
+                                      ValueError)],
+              reference=_next_draw(_draw))
+
+
+del _fn, _nd, _draw

@@ -1,5 +1,6 @@
-"""Index encodings: embedding (rows picked by integer indices, with its
-scatter-add gradient op) and one_hot."""
+"""PyTorch's "sparse functions": embedding (rows picked by integer indices, with its
+scatter-add gradient op), one_hot, and embedding_bag (a composite: embedding, then a
+sum, mean or max per bag)."""
 import numpy as np
 
 from ...devices import add_at, xp_of
@@ -8,6 +9,11 @@ from ..._util import op_error, value_range
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ._common import raw
 from .. import _jvp, _vmap
+from ..reduce import sum as _sum, amax
+from ..shape import unsqueeze, cat
+from ..elementwise import where
+from ._common import whole
+from .._decl import composite, rand
 
 
 def _embedding_kernel(input, weight, *, padding_idx, mask_padding, out=None):
@@ -206,3 +212,147 @@ def one_hot(tensor, num_classes=-1):
                                       "tensor: pass num_classes", RuntimeError)
         num_classes = span[1] + 1
     return bind(ONE_HOT, tensor, num_classes=num_classes)
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+                  mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                  padding_idx=None):
+    """The sum, mean or max of each bag's embeddings: the rows of a 2-D ``input``, or
+    the pieces of a 1-D ``input`` cut at ``offsets``; ``padding_idx`` entries are left
+    out (an empty bag gives zeros); ``per_sample_weights`` scale the rows (sum only)."""
+    name = "embedding_bag"
+    if hasattr(weight, "is_floating_point") and not weight.is_floating_point():
+        raise op_error(name, f"expected a floating point weight, got {weight.dtype}",
+                       RuntimeError)
+    if mode not in ("sum", "mean", "max"):
+        raise op_error(name, f"mode has to be one of sum, mean or max, got {mode!r}", ValueError)
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise op_error(name, "max_norm, scale_grad_by_freq and sparse are not supported",
+                       NotImplementedError)
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise op_error(name, f"embedding_bag: per_sample_weights was not None. "
+                                 f"per_sample_weights is only supported for mode='sum' (got "
+                                 f"mode='{mode}'). Please open a feature request on GitHub.",
+                           NotImplementedError)
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise op_error(name, f"embedding_bag: If per_sample_weights "
+                                 f"({tuple(per_sample_weights.shape)}) is not None, then it "
+                                 f"must have the same shape as the input "
+                                 f"({tuple(input.shape)})", ValueError)
+    if input.ndim == 2:
+        if offsets is not None:
+            raise op_error(name, "if input is 2D, then offsets has to be None, as input is "
+                                 "treated is a mini-batch of fixed length sequences.",
+                           ValueError)
+        emb = embedding(input, weight)  # (B, L, D)
+        keep = None if padding_idx is None else unsqueeze(input != padding_idx, -1)
+        if per_sample_weights is not None:
+            emb = emb * unsqueeze(per_sample_weights, -1)
+        if mode == "max":
+            if keep is not None:
+                emb = where(keep, emb, float("-inf"))
+            out = amax(emb, 1)
+            return where(out == float("-inf"), 0.0, out) if keep is not None else out
+        if keep is not None:
+            emb = where(keep, emb, 0.0)
+        total = _sum(emb, 1)
+        if mode == "sum":
+            return total
+        n = input.shape[1] if keep is None else _sum(keep, 1)
+        if keep is None:
+            return total / n if n else total
+        return total / where(n > 0, n, 1).to(total.dtype)
+    if input.ndim != 1:
+        raise op_error(name, f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                             f"{input.ndim}", ValueError)
+    if offsets is None or offsets.ndim != 1:
+        raise op_error(name, "offsets has to be a 1D Tensor when input is 1D", ValueError)
+    first = whole(offsets).reshape(-1)[:1]
+    if len(first) and int(first[0]) != 0:
+        raise op_error(name, f"offsets[0] has to be 0, i.e., the first sequence in the "
+                             f"mini-batch has to start from position 0. However, got "
+                             f"{int(first[0])}", RuntimeError)
+    # bag b holds positions starts[b] <= k < ends[b]: a (B, n) membership mask, with ops
+    # (so it runs under vmap and compiled, and on torch.Tensors)
+    n = input.shape[0]
+    tail = offsets.new_tensor(np.array([n], np.int64))
+    starts = offsets[:-1] if include_last_offset else offsets
+    ends = offsets[1:] if include_last_offset else cat([offsets[1:], tail])
+    pos = unsqueeze(offsets.new_tensor(np.arange(n, dtype=np.int64)), 0)
+    member = (pos >= unsqueeze(starts, 1)) & (pos < unsqueeze(ends, 1))
+    if padding_idx is not None:
+        member = member & unsqueeze(input != padding_idx, 0)
+    emb = embedding(input, weight)  # (n, D)
+    if per_sample_weights is not None:
+        emb = emb * unsqueeze(per_sample_weights, -1)
+    if mode == "max":
+        out = amax(where(unsqueeze(member, -1), unsqueeze(emb, 0), float("-inf")), 1)
+        return where(out == float("-inf"), 0.0, out)
+    # a masked sum (not member @ emb: a 0 weight times a NaN/inf row of another bag
+    # would spread it)
+    total = _sum(where(unsqueeze(member, -1), unsqueeze(emb, 0), 0.0), 1)
+    if mode == "sum":
+        return total
+    count = _sum(member, 1)
+    return total / unsqueeze(where(count > 0, count, 1), 1).to(total.dtype)
+
+
+def _bag_infer(x, w, offsets=None, *a, include_last_offset=False, **k):
+    B = x.shape[0] if len(x.shape) == 2 else offsets.shape[0] - int(include_last_offset)
+    return TensorSpec((B, w.shape[1]), w.dtype)
+
+
+composite(embedding_bag, infer=_bag_infer, args=("input", "weight", "offsets",
+                                                 "per_sample_weights"),
+          by_name=True, optional=("offsets", "per_sample_weights"),
+          samples=lambda dtype=np.float64: [
+              Sample((np.array([[1, 2, 4], [4, 3, 9]]), rand((10, 3), dtype), None, None), {}),
+              Sample((np.array([[1, 2, 4], [4, 3, 9]]), rand((10, 3), dtype), None, None),
+                     {"mode": "sum", "padding_idx": 4}),
+              Sample((np.array([1, 2, 4, 5, 4, 3, 2, 9]), rand((10, 3), dtype),
+                      np.array([0, 3, 3, 6]), None), {"mode": "max"}),
+              Sample((np.array([1, 2, 4, 5, 4, 3, 2, 9]), rand((10, 3), dtype),
+                      np.array([0, 4]), rand((8,), dtype, seed=3)), {"mode": "sum"}),
+              Sample((np.array([1, 2, 4, 5, 4, 3, 2, 9]), rand((10, 3), dtype),
+                      np.array([0, 2, 5, 8]), None), {"include_last_offset": True})],
+          error_samples=lambda: [((np.array([[1, 2]]), rand((10, 3)), None, None),
+                                  {"mode": "median"}, ValueError)],
+          torch=lambda torch, x, w, off, psw, **kw: _torch_bag(torch, x, w, off, psw, **kw))
+
+
+def _torch_bag(torch, x, w, off, psw, mode="mean", padding_idx=None,
+               include_last_offset=False):
+    """embedding_bag as a formula of PyTorch's ops (its embedding_bag has no forward
+    mode), checked against torch.nn.functional.embedding_bag."""
+    def det(v):
+        return None if v is None else v.detach()
+    ref = torch.nn.functional.embedding_bag(det(x), det(w), det(off), mode=mode,
+                                            per_sample_weights=det(psw), padding_idx=padding_idx,
+                                            include_last_offset=include_last_offset)
+    if x.ndim == 2:
+        n = x.shape[1]
+        flat = x.reshape(-1)
+        off = torch.arange(0, flat.shape[0], n)
+        x, include_last_offset = flat, False
+        psw = None if psw is None else psw.reshape(-1)
+    n = x.shape[0]
+    starts = off[:-1] if include_last_offset else off
+    ends = off[1:] if include_last_offset else torch.cat([off[1:], torch.tensor([n])])
+    pos = torch.arange(n)[None]
+    member = (pos >= starts[:, None]) & (pos < ends[:, None])
+    if padding_idx is not None:
+        member = member & (x != padding_idx)[None]
+    emb = w[x]
+    if psw is not None:
+        emb = emb * psw[:, None]
+    if mode == "max":
+        out = torch.where(member[:, :, None], emb[None], torch.tensor(float("-inf"),
+                                                                      dtype=w.dtype)).amax(1)
+        y = torch.where(out == float("-inf"), torch.zeros_like(out), out)
+    else:
+        y = member.to(emb.dtype) @ emb
+        if mode == "mean":
+            y = y / member.sum(1).clamp(min=1)[:, None].to(y.dtype)
+    assert torch.allclose(y.detach(), ref), (y, ref)
+    return y

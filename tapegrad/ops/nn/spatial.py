@@ -1,6 +1,7 @@
 """Resampling and patches: interpolate (nearest, nearest-exact, linear, bilinear,
 trilinear, bicubic, area), unfold (im2col) and fold (col2im), as
-``torch.nn.functional``.
+``torch.nn.functional``; upsample / upsample_nearest / upsample_bilinear (over
+interpolate), grid_sample and affine_grid.
 
 interpolate is linear in its input and separable: along each resized dim the output
 is ``A @ x`` for a small (out, in) matrix ``A`` that PyTorch's coordinate rule gives
@@ -9,8 +10,15 @@ clamped indices; area: PyTorch's adaptive average pooling windows). The forward
 gathers (nearest, linear) or applies the matrices (bicubic, area); the adjoint
 applies their transposes with ``m.matmul`` on constants, so it differentiates again.
 unfold and fold are each other's adjoints.
+
+grid_sample (4-D bilinear / nearest / bicubic, 5-D bilinear / nearest; padding
+'zeros', 'border', 'reflection'), a composite: the sampled coordinates are computed
+with ops (the reflection by floor and where), the corner values gathered and
+weighted, so the gradient reaches both the input and the grid. affine_grid is a
+constant base grid times theta.
 """
 import functools
+import warnings
 
 import numpy as np
 
@@ -22,12 +30,27 @@ from ...tensor import Tensor, buffer
 from .. import _vmap
 from .._decl import register, Sample, TensorSpec, rand as _rand
 from ._common import need_float, pair, tap_slices as _valid
+from ..elementwise import floor, clamp, where, abs as _abs
+from ..shape import reshape, unsqueeze, expand
+from ..indexing import gather
+from .._decl import composite, rand
+from ._common import np_dtype
+from ..linalg import matmul
+
 
 # ================================================================ interpolate
 _ANY = ("nearest", "nearest-exact", "area")
+
+
 _MODES = {3: _ANY + ("linear",), 4: _ANY + ("bilinear", "bicubic"), 5: _ANY + ("trilinear",)}
+
+
 _ALL_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
+
+
 _LINEAR = ("linear", "bilinear", "trilinear", "bicubic")    # the ones with align_corners
+
+
 _CUBIC_A = -0.75                                            # PyTorch's bicubic constant
 
 
@@ -447,6 +470,7 @@ UNFOLD = register(
                            ((_rand((1, 1, 2, 2)),), _patch_attrs(3), RuntimeError),
                            ((_rand((1, 1, 4, 4)),), _patch_attrs(2, stride=0), RuntimeError)])
 
+
 FOLD = register(
     name="fold", vmap=_vmap.nchw_rule, kernel=_fold_kernel, infer=_fold_infer, args=("input",), vjp=_fold_vjp,
     jvp=lambda ctx, xt: (None if xt is None else bind(FOLD, xt, **ctx.attrs),),
@@ -471,3 +495,352 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     ``torch.nn.functional.fold`` (col2im; the adjoint of ``unfold``)."""
     return bind(FOLD, input, output_size=pair("fold", output_size, "output_size"),
                 **_patch_attrs(kernel_size, dilation, padding, stride, "fold"))
+
+
+# ------------------------------------------------------------------ grid_sample
+_GRID_MODES = ("bilinear", "nearest", "bicubic")
+
+
+_GRID_PADDINGS = ("zeros", "border", "reflection")
+
+
+def _grid_check(x, g, mode, padding_mode):
+    """grid_sample's checks on shapes and dtypes (specs or tensors); its output shape."""
+    name = "grid_sample"
+    if mode not in _GRID_MODES:
+        raise op_error(name, f"expected mode to be 'bilinear', 'nearest' or 'bicubic', but "
+                             f"got: {mode!r}", ValueError)
+    if padding_mode not in _GRID_PADDINGS:
+        raise op_error(name, f"expected padding_mode to be 'zeros', 'border', or "
+                             f"'reflection', but got: {padding_mode!r}", ValueError)
+    xs, gs = tuple(x.shape), tuple(g.shape)
+    if len(xs) not in (4, 5) or len(gs) != len(xs):
+        raise op_error(name, f"expected 4D or 5D input and grid with the same number of "
+                             f"dimensions, but got input of shape {xs} and grid of shape {gs}",
+                       RuntimeError)
+    nd = len(xs) - 2
+    if gs[0] != xs[0]:
+        raise op_error(name, f"expected grid and input to have the same batch size, but got "
+                             f"input of shape {xs} and grid of shape {gs}", RuntimeError)
+    if gs[-1] != nd:
+        raise op_error(name, f"expected grid to have size {nd} in its last dimension, but got "
+                             f"grid of shape {gs}", RuntimeError)
+    if any(n == 0 for n in xs[2:]):
+        raise op_error(name, f"expected input to have non-empty spatial dimensions, but got "
+                             f"input of shape {xs}", RuntimeError)
+    if mode == "bicubic" and nd == 3:
+        raise op_error(name, "bicubic interpolation only supports 4D input", RuntimeError)
+    xd, gd = np_dtype(x), np_dtype(g)
+    if xd.kind != "f" or gd.kind != "f" or xd != gd:
+        raise op_error(name, f"expected input and grid to be floating point of the same "
+                             f"dtype, but got {xd} and {gd}", RuntimeError)
+    return (xs[0], xs[1]) + gs[1:-1], xd
+
+
+def _reflect(c, twice_low, twice_high):
+    """PyTorch's reflect_coordinates: ``c`` reflected into [low, high]."""
+    if twice_low == twice_high:
+        return c * 0.0
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    c = _abs(c - low)
+    flips = floor(c.detach() / span)
+    extra = c - flips * span
+    odd = (flips - 2 * floor(flips / 2)) > 0.5
+    return where(odd, span - extra + low, extra + low)
+
+
+def _pad_coord(c, n, padding_mode, align_corners):
+    """An unnormalised coordinate mapped by the padding mode (zeros: unchanged)."""
+    if padding_mode == "zeros":
+        return c
+    if padding_mode == "reflection":
+        c = _reflect(c, 0, 2 * (n - 1)) if align_corners else _reflect(c, -1, 2 * n - 1)
+    return clamp(c, 0.0, float(n - 1))
+
+
+def _fetch(flat, coords, sizes, out_shape):
+    """Values of ``flat`` (N, C, prod(sizes)) at the integer-valued coordinates (one
+    float tensor (N, *out) per spatial dim) and the in-bounds mask (N, 1, *out)."""
+    N, C = out_shape[:2]
+    P = int(np.prod(out_shape[2:]))
+    valid = lin = None
+    for c, n in zip(coords, sizes):
+        v = (c >= 0) & (c <= n - 1)
+        valid = v if valid is None else valid & v
+        ci = where(v, c, 0.0).long()  # NaN and out-of-range coordinates read index 0
+        lin = ci if lin is None else lin * n + ci
+    idx = expand(reshape(lin, (N, 1, P)), (N, C, P))
+    return reshape(gather(flat, 2, idx), out_shape), unsqueeze(valid, 1)
+
+
+def _cubic_weights(t):
+    """The 4 cubic-convolution weights (A = -0.75) at fractional offset ``t``."""
+    A = -0.75
+
+    def near(x):
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def far(x):
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """Sample ``input`` (N, C, H, W) at ``grid`` (N, Ho, Wo, 2) of (x, y) in [-1, 1]
+    (5-D: (N, C, D, H, W) at (N, Do, Ho, Wo, 3) of (x, y, z)); ``mode`` 'bilinear',
+    'nearest' or 'bicubic' (4-D), ``padding_mode`` 'zeros', 'border' or 'reflection',
+    as ``torch.nn.functional.grid_sample``. The gradient reaches the input and the grid
+    (nearest: the input only)."""
+    out_shape, _ = _grid_check(input, grid, mode, padding_mode)
+    if align_corners is None:
+        warnings.warn("Default grid_sample and affine_grid behavior has changed to "
+                      "align_corners=False since 1.3.0. Please specify align_corners=True "
+                      "if the old behavior is desired.", UserWarning, stacklevel=2)
+    ac = bool(align_corners)
+    nd = input.ndim - 2
+    sizes = tuple(input.shape[2:])
+    N, C = input.shape[:2]
+    flat = reshape(input, (N, C, int(np.prod(sizes))))
+    # the grid's last axis is (x, y[, z]): the spatial dims in reverse
+    raw = []
+    for i, n in enumerate(sizes):
+        g = grid[..., nd - 1 - i]
+        raw.append((g + 1) / 2 * (n - 1) if ac else ((g + 1) * n - 1) / 2)
+    if mode == "bicubic":
+        base = [floor(c.detach()) for c in raw]
+        ws = [_cubic_weights(c - b) for c, b in zip(raw, base)]
+        out = None
+        for j in range(4):  # rows (H)
+            cy = _pad_coord(base[0] + (j - 1), sizes[0], padding_mode, ac)
+            for i in range(4):  # columns (W)
+                cx = _pad_coord(base[1] + (i - 1), sizes[1], padding_mode, ac)
+                v, valid = _fetch(flat, (cy, cx), sizes, out_shape)
+                term = where(valid, v, 0.0) * unsqueeze(ws[0][j] * ws[1][i], 1)
+                out = term if out is None else out + term
+        return out
+    coords = [_pad_coord(c, n, padding_mode, ac) for c, n in zip(raw, sizes)]
+    # a value outside the input is 0 (masked before the weights: an inf elsewhere in the
+    # input stays out); a NaN or infinite coordinate gives NaN weights, so NaN, as PyTorch's
+    # (zeros padding; border clamps an infinite one to the edge)
+    if mode == "nearest":  # round half to even, as PyTorch's nearbyint
+        v, valid = _fetch(flat, [c.detach().round() for c in coords], sizes, out_shape)
+        return where(valid, v, 0.0)
+    base = [floor(c.detach()) for c in coords]
+    frac = [c - b for c, b in zip(coords, base)]
+    out = None
+    for corner in np.ndindex(*(2,) * nd):
+        w = None
+        for f, hi in zip(frac, corner):
+            wi = f if hi else 1 - f
+            w = wi if w is None else w * wi
+        v, valid = _fetch(flat, [b + hi for b, hi in zip(base, corner)], sizes, out_shape)
+        term = where(valid, v, 0.0) * unsqueeze(w, 1)
+        out = term if out is None else out + term
+    return out
+
+
+def _grid_sample_infer(x, g, mode="bilinear", padding_mode="zeros", align_corners=None):
+    shape, dt = _grid_check(x, g, mode, padding_mode)
+    return TensorSpec(shape, dt)
+
+
+def _grid(batch, out, sizes, align_corners, seed, dtype=np.float64):
+    """A grid whose unnormalised coordinates run past the borders (padding) and stay off
+    the kinks: a fractional part in (0.15, 0.4) or (0.6, 0.85), away from the pixel
+    centres (interpolation, clamps, reflection about a centre) and from the halves
+    (nearest's rounding, reflection about an edge)."""
+    r = np.random.default_rng(seed)
+    comps = []
+    for n in reversed(sizes):  # (x, y[, z]): the last spatial dim first
+        whole = r.integers(-2, n + 1, (batch,) + out)
+        f = r.uniform(0.15, 0.4, whole.shape) + 0.45 * (r.uniform(size=whole.shape) < 0.5)
+        c = whole + f
+        comps.append(2 * c / (n - 1) - 1 if align_corners else (2 * c + 1) / n - 1)
+    return np.stack(comps, -1).astype(dtype)
+
+
+def _grid_samples(dtype=np.float64):
+    out = []
+    cases = [((1, 2, 4, 5), "bilinear", "zeros", False), ((2, 1, 3, 4), "bilinear", "border", True),
+             ((1, 2, 4, 3), "bilinear", "reflection", False),
+             ((1, 1, 3, 5), "bilinear", "reflection", True),
+             ((1, 2, 4, 5), "nearest", "zeros", False), ((1, 1, 3, 4), "nearest", "reflection", True),
+             ((1, 2, 4, 5), "bicubic", "zeros", False), ((1, 1, 4, 4), "bicubic", "border", True),
+             ((1, 1, 3, 5), "bicubic", "reflection", False),
+             ((1, 2, 3, 4, 3), "bilinear", "zeros", True),
+             ((1, 1, 3, 3, 4), "bilinear", "reflection", False),
+             ((2, 1, 2, 3, 3), "nearest", "border", False)]
+    for i, (xs, mode, pm, ac) in enumerate(cases):
+        grid_out = (2, 3) if len(xs) == 4 else (2, 2, 2)
+        out.append(Sample((rand(xs, dtype, seed=i), _grid(xs[0], grid_out, xs[2:], ac, 10 + i,
+                                                           dtype)),
+                          {"mode": mode, "padding_mode": pm, "align_corners": ac}))
+    return out
+
+
+def _torch_grid(torch, x, g, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """grid_sample as a formula of PyTorch's ops (its grid_sampler has no forward mode),
+    checked against torch.nn.functional.grid_sample's values (tests/surface/
+    test_volume_ctc.py compares the gradients with PyTorch's own, every mode)."""
+    ref = torch.nn.functional.grid_sample(x.detach(), g.detach(), mode, padding_mode,
+                                          align_corners)
+    ac = bool(align_corners)
+    sizes, nd = tuple(x.shape[2:]), x.ndim - 2
+    N, C = x.shape[:2]
+    flat = x.reshape(N, C, -1)
+
+    def padc(c, n):
+        if padding_mode == "zeros":
+            return c
+        if padding_mode == "reflection":
+            lo2, hi2 = (0, 2 * (n - 1)) if ac else (-1, 2 * n - 1)
+            if lo2 == hi2:
+                c = c * 0
+            else:
+                lo, span = lo2 / 2, (hi2 - lo2) / 2
+                c = (c - lo).abs()
+                flips = torch.floor(c.detach() / span)
+                extra = c - flips * span
+                c = torch.where(flips % 2 == 1, span - extra + lo, extra + lo)
+        return c.clamp(0, n - 1)
+
+    def fetch(cs):
+        valid, lin = True, 0
+        for c, n in zip(cs, sizes):
+            v = (c >= 0) & (c <= n - 1)
+            valid = valid & v
+            lin = lin * n + torch.where(v, c, 0).long()
+        val = flat.gather(2, lin.reshape(N, 1, -1).expand(N, C, -1))
+        return torch.where(valid[:, None], val.reshape((N, C) + tuple(cs[0].shape[1:])), 0)
+
+    raw = [(g[..., nd - 1 - i] + 1) / 2 * (n - 1) if ac else
+           ((g[..., nd - 1 - i] + 1) * n - 1) / 2 for i, n in enumerate(sizes)]
+    if mode == "bicubic":
+        base = [torch.floor(c.detach()) for c in raw]
+        A = -0.75
+
+        def cw(t):
+            def near(v):
+                return ((A + 2) * v - (A + 3)) * v * v + 1
+
+            def far(v):
+                return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A
+            return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+        wy, wx = cw(raw[0] - base[0]), cw(raw[1] - base[1])
+        out = 0
+        for j in range(4):
+            for i in range(4):
+                v = fetch([padc(base[0] + j - 1, sizes[0]), padc(base[1] + i - 1, sizes[1])])
+                out = out + v * (wy[j] * wx[i])[:, None]
+    else:
+        cs = [padc(c, n) for c, n in zip(raw, sizes)]
+        if mode == "nearest":
+            out = fetch([torch.round(c.detach()) for c in cs])
+        else:
+            base = [torch.floor(c.detach()) for c in cs]
+            out = 0
+            for corner in np.ndindex(*(2,) * nd):
+                w = 1
+                for c, b, hi in zip(cs, base, corner):
+                    w = w * ((c - b) if hi else 1 - (c - b))
+                out = out + fetch([b + hi for b, hi in zip(base, corner)]) * w[:, None]
+    assert torch.allclose(out.detach(), ref), (out, ref)
+    return out
+
+
+composite(grid_sample, infer=_grid_sample_infer, args=("input", "grid"), samples=_grid_samples,
+          error_samples=lambda: [
+              ((rand((1, 2, 4, 5)), rand((1, 3, 2, 3))), {}, RuntimeError),
+              ((rand((1, 2, 4, 5)), rand((2, 3, 2, 2))), {}, RuntimeError),
+              ((rand((1, 2, 4, 5)), rand((1, 3, 2, 2))), {"mode": "cubic"}, ValueError),
+              ((rand((1, 2, 4, 5)), rand((1, 3, 2, 2))), {"padding_mode": "wrap"}, ValueError),
+              ((rand((1, 2, 3, 4, 5)), rand((1, 3, 2, 2, 3))), {"mode": "bicubic"},
+               RuntimeError),
+              ((rand((1, 2, 4, 5)), rand((1, 3, 2, 2), np.float32)), {}, RuntimeError)],
+          torch=_torch_grid)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated spelling of ``interpolate``."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(..., mode='nearest')``."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(..., mode='bilinear', align_corners=True)``."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def affine_grid(theta, size, align_corners=None):
+    """The sampling grid ``base @ theta^T`` of ``grid_sample`` for a batch of affine
+    matrices (N, 2, 3) (size (N, C, H, W)) or (N, 3, 4) (size (N, C, D, H, W)); the
+    base grid spans [-1, 1] at the corners' centres (``align_corners=False``) or at
+    the corners."""
+    if hasattr(theta, "is_floating_point") and not theta.is_floating_point():
+        raise op_error("affine_grid", f"Expected theta to have floating point type, but got "
+                                      f"{theta.dtype}", ValueError)
+    size = tuple(size)
+    nsp = len(size) - 2
+    if nsp not in (2, 3) or theta.ndim != 3 or tuple(theta.shape[1:]) != (nsp, nsp + 1) \
+            or theta.shape[0] != size[0]:
+        raise op_error("affine_grid", f"Expected a batch of {nsp}D affine matrices of shape "
+                                      f"Nx{nsp}x{nsp + 1} for size {list(size)}. Got "
+                                      f"{list(theta.shape)}.", ValueError)
+    ac = bool(align_corners)
+    axes = []
+    for n in size[2:][::-1]:  # x (W) first, then y (H), then z (D)
+        if n <= 1:
+            axes.append(np.zeros(max(n, 1)))
+        elif ac:
+            axes.append(np.linspace(-1.0, 1.0, n))
+        else:
+            axes.append((np.arange(n) * 2.0 + 1.0) / n - 1.0)
+    mesh = np.meshgrid(*axes[::-1], indexing="ij")  # D/H first
+    base = np.stack([m for m in mesh[::-1]] + [np.ones_like(mesh[0])], -1)
+    base = base.reshape(1, -1, nsp + 1)
+    dt = np.dtype(str(theta.dtype).split(".")[-1])
+    grid = matmul(theta.new_tensor(base.astype(dt)), theta.transpose(1, 2))
+    return reshape(grid, (size[0],) + size[2:] + (nsp,))
+
+
+# ------------------------------------------------------------------ the registry
+def _torch_functional(name):
+    def oracle(torch, *a, **kw):
+        return getattr(torch.nn.functional, name)(*a, **kw)
+    return oracle
+
+
+def _up_infer(x, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    sp = tuple(x.shape[2:])
+    if size is not None:
+        out = tuple(size) if isinstance(size, (tuple, list)) else (size,) * len(sp)
+    else:
+        out = tuple(int(np.floor(n * scale_factor)) for n in sp)
+    return TensorSpec(tuple(x.shape[:2]) + out, x.dtype)
+
+
+for _fn, _kw in ((upsample, {"scale_factor": 2, "mode": "bilinear", "align_corners": False}),
+                 (upsample_nearest, {"size": (5, 4)}), (upsample_bilinear, {"scale_factor": 2})):
+    composite(_fn, infer=_up_infer,
+              samples=(lambda kw: lambda dtype=np.float64: [
+                  Sample((rand((1, 2, 3, 3), dtype),), dict(kw))])(_kw),
+              error_samples=lambda: [((rand((1, 2, 3, 3)),), {}, ValueError)],
+              torch=_torch_functional(_fn.__name__))
+
+
+def _affine_grid_infer(theta, size, align_corners=None):
+    size = tuple(size)
+    return TensorSpec((size[0],) + size[2:] + (len(size) - 2,), theta.dtype)
+
+
+composite(affine_grid, infer=_affine_grid_infer, args=("theta",),
+          samples=lambda dtype=np.float64: [
+              Sample((rand((2, 2, 3), dtype),), {"size": (2, 3, 4, 5), "align_corners": False}),
+              Sample((rand((1, 3, 4), dtype),), {"size": (1, 1, 2, 3, 4), "align_corners": True})],
+          error_samples=lambda: [((rand((2, 2, 3)),), {"size": (2, 3, 4)}, ValueError)],
+          torch=_torch_functional("affine_grid"))
+del _fn, _kw
