@@ -209,7 +209,7 @@ def _private(part):
 
 
 def _package_of(name):
-    """tapegrad.nn.layers -> tapegrad.nn; tapegrad.functional -> tapegrad.functional."""
+    """tapegrad.nn.modules.linear -> tapegrad.nn; tapegrad.functional -> tapegrad.functional."""
     return ".".join(name.split(".")[:2])
 
 
@@ -388,18 +388,18 @@ def test_checker_finds_imports(tmp_path):
 def test_checker_finds_upward_imports(tmp_path):
     mods, names = _plant(tmp_path, {
         "__init__.py": "", "tensor.py": "", "ops/__init__.py": "",
-        "ops/nn/__init__.py": "", "nn/__init__.py": "",
+        "ops/nn/__init__.py": "", "nn/__init__.py": "", "nn/modules/__init__.py": "",
         "ops/nn/conv.py": "from ...nn import Module\n",                  # ops -> library
         "tape.py": "def f():\n    from .tensor import Tensor\n",         # record -> tensor
-        "nn/layers.py": "import tapegrad as tg\nfrom tapegrad import no_grad\n"
-                        "from .. import ops\n",                           # -> package
+        "nn/modules/linear.py": "import tapegrad as tg\nfrom tapegrad import no_grad\n"
+                                "from ... import ops\n",                 # -> package
         "optim/sgd.py": "from ..ops import relu\nfrom ..tensor import buffer\n",  # fine
     })
     def what(mod):
         return [b.split(" ", 1)[1] for b in layer_violations(*mods[mod], names)]
     assert what("tapegrad.ops.nn.conv") == ["(ops) imports tapegrad.nn (library)"]
     assert what("tapegrad.tape") == ["(record) imports tapegrad.tensor (tensor)"]
-    assert what("tapegrad.nn.layers") == ["(library) imports tapegrad (package)"] * 2
+    assert what("tapegrad.nn.modules.linear") == ["(library) imports tapegrad (package)"] * 2
     assert what("tapegrad.optim.sgd") == []
     assert layer_of("tapegrad.ops.nn.conv") == LAYER_NAMES.index("ops")
     assert layer_of("tapegrad.devices.cpu_kernels.pool") == LAYER_NAMES.index("devices")

@@ -1,5 +1,8 @@
 """``tg.nn``: modules, layers, initialisers and the functional API (PyTorch's names).
 
+The module classes live in ``tapegrad/nn/modules/``, one file per family as PyTorch's
+``torch.nn.modules``; ``Module`` in ``module.py``, ``Parameter`` in ``parameter.py``.
+
 >>> import tapegrad as tg
 >>> model = tg.nn.Sequential(tg.nn.Linear(4, 8), tg.nn.ReLU(), tg.nn.Linear(8, 2))
 >>> model
@@ -11,31 +14,38 @@ Sequential(
 """
 from .parameter import Parameter, Buffer
 from .module import Module
-from .container import Sequential, ModuleList, ModuleDict, ParameterList
-from . import layers as _layers
-from .layers import *  # noqa: F403
-from .attention import MultiheadAttention
-from . import spatial as _spatial
-from .spatial import *  # noqa: F403
-from . import rnn as _rnn, transformer as _transformer
-from .rnn import *  # noqa: F403
-from .transformer import *  # noqa: F403
-from . import compat_layers as _compat_layers
-from .compat_layers import *  # noqa: F403
-from . import more_layers as _more_layers
-from .more_layers import *  # noqa: F403
-from .syncbn import SyncBatchNorm
+from . import modules
+from .modules.activation import *  # noqa: F403
+from .modules.adaptive import *  # noqa: F403
+from .modules.batchnorm import *  # noqa: F403
+from .modules.channelshuffle import *  # noqa: F403
+from .modules.container import *  # noqa: F403
+from .modules.conv import *  # noqa: F403
+from .modules.distance import *  # noqa: F403
+from .modules.dropout import *  # noqa: F403
+from .modules.flatten import *  # noqa: F403
+from .modules.fold import *  # noqa: F403
+from .modules.instancenorm import *  # noqa: F403
+from .modules.linear import *  # noqa: F403
+from .modules.loss import *  # noqa: F403
+from .modules.normalization import *  # noqa: F403
+from .modules.padding import *  # noqa: F403
+from .modules.pixelshuffle import *  # noqa: F403
+from .modules.pooling import *  # noqa: F403
+from .modules.rnn import *  # noqa: F403
+from .modules.sparse import *  # noqa: F403
+from .modules.transformer import *  # noqa: F403
+from .modules.upsampling import *  # noqa: F403
+from .modules.transformer import generate_square_subsequent_mask
 from . import functional, init, utils
 
-__all__ = ["Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
-           "ParameterList", "MultiheadAttention", "functional", "init", "utils"]
-__all__ += _layers.__all__ + _spatial.__all__ + _rnn.__all__ + _transformer.__all__
-__all__ += _compat_layers.__all__ + _more_layers.__all__ + ["SyncBatchNorm"]
+__all__ = ["Parameter", "Buffer", "Module", "generate_square_subsequent_mask", "functional",
+           "init", "utils", "modules"]
+for _family in modules.__all__[1:]:
+    __all__ += getattr(modules, _family).__all__
+del _family
+__all__ = [n for i, n in enumerate(__all__) if n not in __all__[:i]]  # "Module" once
 
 # tg.nn.parallel.DistributedDataParallel (it lives in tapegrad/distributed/ddp.py)
 from . import parallel  # noqa: E402
 __all__ += ["parallel"]
-
-# tg.nn.modules.loss.MSELoss and friends: PyTorch's module paths, built from the names above
-from . import modules  # noqa: E402
-__all__ += ["modules"]

@@ -26,7 +26,7 @@ NOT_OPS = {
     **{n: "in-place variant of an nn.functional op" for n in (
         "relu_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "threshold_", "rrelu_")},
     # its Gumbel noise is drawn anew at each call: no sample differentiates by finite
-    # differences (tests/surface/test_nn_census_ops.py checks it against the generator)
+    # differences (tests/nn/test_modules_vs_torch.py checks it against the generator)
     "gumbel_softmax": "random at every call: tested against the generator's next draw",
 }
 

@@ -271,10 +271,10 @@ VALID.update({
 # the composites declared with ops/_decl.decl and their neighbours (tests/ops/bad_input_cases.py)
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 import bad_input_cases  # noqa: E402
-import sweep_census_nn  # noqa: E402
+import sweep_nn_functional  # noqa: E402
 bad_input_cases.extend(VALID, A, U, I, B, Raw, DT)
 bad_input_cases.extend_special(VALID, A, U, I)
-sweep_census_nn.extend(VALID, A, U, I, B, Raw, DT)
+sweep_nn_functional.extend(VALID, A, U, I, B, Raw, DT)
 
 # Names with no PyTorch counterpart to compare with: skipped, with the reason.
 SKIP = {
@@ -311,7 +311,7 @@ REFUSAL_OK = {
     ("max_pool2d", "input:int"): "pooling kernels are floating point only (a clean TypeError)",
     ("avg_pool2d", "input:int"): "pooling kernels are floating point only (a clean TypeError); "
                                  "PyTorch's integer average truncates",
-    # issue 17's nn census functions built on those kernels (tests/ops/sweep_census_nn.py)
+    # the nn.functional composites built on those kernels (tests/ops/sweep_nn_functional.py)
     ("F.avg_pool1d", "input:int"): "pooling kernels are floating point only (a clean TypeError)",
     ("F.avg_pool3d", "input:int"): "pooling kernels are floating point only (a clean TypeError)",
     ("F.max_pool3d", "input:int"): "pooling kernels are floating point only (a clean TypeError)",
@@ -383,7 +383,7 @@ VALUES_OK = {
 # Ops whose results are random: compared by shape only.
 RANDOM = {"_standard_gamma", "rand", "randn", "randint", "rand_like", "randn_like", "randperm", "dropout", "dropout2d",
           "F.dropout", "F.dropout2d", "empty", "empty_like"}
-RANDOM |= sweep_census_nn.RANDOM | {"F." + n for n in sweep_census_nn.RANDOM}
+RANDOM |= sweep_nn_functional.RANDOM | {"F." + n for n in sweep_nn_functional.RANDOM}
 RANDOM |= bad_input_cases.RANDOM
 
 # The op an alias's messages may name instead of its own.

@@ -1,9 +1,9 @@
-"""The census of PyTorch's ``torch.nn.functional`` functions and ``torch.nn`` module
-classes that tapegrad measures itself against (issue 17, item 3), frozen from
+"""The list of PyTorch's ``torch.nn.functional`` functions and ``torch.nn`` module
+classes that tapegrad measures itself against, frozen from
 PyTorch 2.13 so the target does not move with the installed version.
 
 The rule (mechanical; `derive()` below re-derives both lists from an installed PyTorch
-and `test_census_nn.py` checks the frozen lists equal it when the installed version is
+and `test_nn_surface.py` checks the frozen lists equal it when the installed version is
 2.13):
 
 - **FUNCTIONAL**: every name ``n`` in ``dir(torch.nn.functional)`` that does not start

@@ -6,17 +6,18 @@ import copy
 
 import numpy as np
 
-from ..dtypes import get_default_dtype
-from ..ops import tensor
-from . import functional as F
-from . import init
-from .attention import MultiheadAttention
+from ...dtypes import get_default_dtype
+from ...ops import tensor
+from .. import functional as F
+from .. import init
+from ..module import Module
+from .activation import MultiheadAttention
 from .container import ModuleList
-from .layers import Dropout, LayerNorm, Linear
-from .module import Module
+from .dropout import Dropout
+from .linear import Linear
+from .normalization import LayerNorm
 
-__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
-           "TransformerDecoder", "Transformer", "generate_square_subsequent_mask"]
+__all__ = ["Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer"]
 
 
 def generate_square_subsequent_mask(sz, device=None, dtype=None):

@@ -15,18 +15,18 @@ compiled loop, recorded as one tape entry) and the projection.
 """
 import math
 
-from ..devices import xp_of
-from ..dispatch import bind
-from ..ops import cat, flip, matmul, sigmoid, stack, tanh, unsqueeze, squeeze, zeros, empty
-from ..ops.nn.rnn import gru_layer, lstm_layer, rnn_layer
-from ..ops_registry import OpDef, TensorSpec
-from ..ops_registry.opdef import validate
-from ..tensor import Tensor
-from ..tracing import fuse
-from . import functional as F
-from . import init
-from .module import Module
-from .parameter import Parameter
+from ...devices import xp_of
+from ...dispatch import bind
+from ...ops import cat, flip, matmul, sigmoid, stack, tanh, unsqueeze, squeeze, zeros, empty
+from ...ops.nn.rnn import gru_layer, lstm_layer, rnn_layer
+from ...ops_registry import OpDef, TensorSpec
+from ...ops_registry.opdef import validate
+from ...tensor import Tensor
+from ...tracing import fuse
+from .. import functional as F
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 

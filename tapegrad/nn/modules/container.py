@@ -1,10 +1,12 @@
-"""Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``."""
+"""Containers (``torch.nn.modules.container``): Sequential, ModuleList, ModuleDict,
+ParameterList, ParameterDict."""
 from collections import OrderedDict
 
-from .module import Module
-from .parameter import is_parameter
+from ..module import Module
+from ..parameter import Parameter, is_parameter
+from ._absent import absent
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
 class Sequential(Module):
@@ -159,3 +161,60 @@ def _index(idx, n):
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range for a container of length {n}")
     return idx % n
+
+
+class ParameterDict(Module):
+    """Parameters by name (a plain tensor is made a Parameter, as PyTorch)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def _as_param(self, value):
+        if value is None or is_parameter(value):
+            return value
+        return Parameter(value)
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, self._as_param(value))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key):
+        v = self._parameters[key]
+        del self._parameters[key]
+        return v
+
+    def update(self, parameters):
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for k, v in items:
+            self[k] = v
+
+
+__getattr__ = absent(__name__, ["Container"])

@@ -1,7 +1,7 @@
-"""How much of PyTorch's ``nn.functional`` and ``nn`` modules tapegrad covers (issue 17
-item 3): the census of ``census_nn.py``, each name counted when it exists and its smoke
-call agrees with PyTorch's. Prints the figures and the missing names
-(``pytest -s``, or ``python tests/surface/test_census_nn.py``)."""
+"""How much of PyTorch's ``nn.functional`` and ``nn`` modules tapegrad covers: the lists
+of ``nn_surface.py``, each name counted when it exists and its smoke call agrees with
+PyTorch's. Prints the figures and the missing names (``pytest -s``, or
+``python tests/surface/test_nn_surface.py``)."""
 import os
 import sys
 import warnings
@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tapegrad as tg  # noqa: E402
-import census_nn as C  # noqa: E402
+import nn_surface as C  # noqa: E402
 
 F_TARGET, M_TARGET = 0.75, 0.70
 
@@ -56,7 +56,7 @@ def check_functional(name):
         ref = smoke(torch)
         try:
             out = smoke(tg)
-        except Exception as e:  # noqa: BLE001  (the census reports, the op tests judge)
+        except Exception as e:  # noqa: BLE001  (the coverage reports, the op tests judge)
             return f"{type(e).__name__}: {e}"[:160]
     return _agree(ref, out, name in C.RANDOM_F)
 
@@ -87,7 +87,7 @@ def check_module(name):
     return _agree(ref, out, name in C.RANDOM_M)
 
 
-def census():
+def coverage():
     """``{"functional": {name: reason or None}, "modules": {...}}``."""
     return {"functional": {n: check_functional(n) for n in C.FUNCTIONAL},
             "modules": {n: check_module(n) for n in C.MODULES}}
@@ -106,7 +106,7 @@ def report(result):
     return "\n".join(lines)
 
 
-def test_census_follows_its_rule():
+def test_surface_lists_follow_their_rule():
     """The frozen lists are the rule applied to PyTorch 2.13; every name has a smoke call."""
     assert set(C.FUNCTIONAL_SMOKE) == set(C.FUNCTIONAL)
     assert set(C.MODULES_SMOKE) == set(C.MODULES)
@@ -121,9 +121,9 @@ def test_census_follows_its_rule():
             C.FUNCTIONAL_SMOKE[n](torch)
 
 
-def test_census_coverage():
-    """Before issue 17's work: nn.functional 39/120, nn modules 55/147."""
-    result = census()
+def test_nn_coverage():
+    """At least F_TARGET of nn.functional and M_TARGET of the nn modules agree with PyTorch."""
+    result = coverage()
     text = report(result)
     print("\n" + text)
     f = result["functional"]
@@ -133,8 +133,8 @@ def test_census_coverage():
     assert fcov >= F_TARGET and mcov >= M_TARGET, text
 
 
-def test_census_counts_a_wrong_answer_as_missing(monkeypatch):
-    """The census can fail: a function giving wrong values is not counted."""
+def test_coverage_counts_a_wrong_answer_as_missing(monkeypatch):
+    """The coverage count can fail: a function giving wrong values is not counted."""
     monkeypatch.setattr(tg.nn.functional, "relu", lambda x, inplace=False: x * 2)
     assert check_functional("relu").startswith("values differ")
     monkeypatch.delattr(tg.nn, "Linear")
@@ -142,5 +142,5 @@ def test_census_counts_a_wrong_answer_as_missing(monkeypatch):
 
 
 if __name__ == "__main__":
-    print(report(census()))
+    print(report(coverage()))
     pytest.main([__file__, "-q", "-p", "no:cacheprovider"])

@@ -1,5 +1,8 @@
-"""``tg.nn.SyncBatchNorm``: batch normalisation whose statistics span the batch of every
-rank of ``tg.distributed`` (``torch.nn.SyncBatchNorm``), and
+"""Batch normalisation (``torch.nn.modules.batchnorm``): the ``_BatchNorm`` base,
+BatchNorm1d/2d/3d with running statistics, and SyncBatchNorm.
+
+SyncBatchNorm: batch normalisation whose statistics span the batch of every rank of
+``tg.distributed`` (``torch.nn.SyncBatchNorm``), and
 ``SyncBatchNorm.convert_sync_batchnorm``.
 
 How the ranks meet. In training, with a process group of more than one rank, each rank
@@ -26,16 +29,112 @@ rank: plain ``BatchNorm``.
 """
 import math
 
-from ..dtypes import float32, float64
-from ..grad_mode import no_grad
-from ..ops import zeros
-from ..ops.shape import cat
-from ..autograd import Function
-from .. import distributed as dist
-from .layers import _BatchNorm
-from .more_layers import _InstanceNorm
+from ...dtypes import int64
+from ...grad_mode import no_grad
+from ...ops import ones, zeros
+from .. import functional as F
+from ..module import Module
+from ..parameter import Parameter
+from ...ops.shape import cat
+from ...dtypes import float32, float64
+from ...autograd import Function
+from ... import distributed as dist
+from ._absent import absent
 
-__all__ = ["SyncBatchNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"]
+
+
+class _BatchNorm(Module):
+    _dims = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, device=None, dtype=None):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(ones(num_features, dtype=dtype, device=device))
+            self.bias = Parameter(zeros(num_features, dtype=dtype, device=device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, dtype=dtype,
+                                                           device=device))
+            self.register_buffer("running_var", ones(num_features, dtype=dtype,
+                                                         device=device))
+            self.register_buffer("num_batches_tracked", zeros((), dtype=int64,
+                                                                  device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
+
+    def _check_input_dim(self, input):
+        if input.ndim not in self._ndims:
+            raise ValueError(f"{type(self).__name__}: expected "
+                             f"{' or '.join(f'{n}D' for n in self._ndims)} input "
+                             f"(got {input.ndim}D input)")
+        if input.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels "
+                             f"in dim 1, got input of shape {tuple(input.shape)}")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        use_batch_stats = self.training or self.running_mean is None
+        if self.training and self.track_running_stats:
+            self._update_running_stats(input)
+        if use_batch_stats:
+            return F.batch_norm(input, None, None, self.weight, self.bias, True, 0.0,
+                                self.eps)
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight,
+                            self.bias, False, 0.0, self.eps)
+
+    def _update_running_stats(self, input):
+        """PyTorch's running statistics: an exponential average (or, with
+        ``momentum=None``, a cumulative one) of the batch mean and unbiased variance,
+        computed and written with ops (so ``tg.compile`` captures the update)."""
+        shape = tuple(input.shape)
+        n = math.prod(shape) // shape[1] if len(shape) > 1 else 0
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got "
+                             f"input size {shape}")
+        with no_grad():
+            self.num_batches_tracked.add_(1)
+            factor = (1.0 / int(self.num_batches_tracked) if self.momentum is None
+                      else self.momentum)
+            dims = (0,) + tuple(range(2, len(shape)))
+            x = input.detach()
+            mean = x.mean(dim=dims)
+            var = x.var(dim=dims, correction=1)
+            for buf, stat in ((self.running_mean, mean), (self.running_var, var)):
+                buf.mul_(1 - factor).add_((stat * factor).to(buf.dtype))
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation over ``(N, C)`` or ``(N, C, L)``, with running statistics."""
+    _ndims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation over ``(N, C, H, W)``, with running statistics."""
+    _ndims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation over ``(N, C, D, H, W)``, with running statistics."""
+    _ndims = (5,)
 
 
 class _AllReduceSum(Function):
@@ -146,6 +245,7 @@ class SyncBatchNorm(_BatchNorm):
         holds the same parameters and buffers (the same tensors, so ``requires_grad``
         and values carry over) and training flag, as PyTorch's; returns the new root
         (``module`` itself unless it is a BatchNorm)."""
+        from .instancenorm import _InstanceNorm  # it derives from _BatchNorm: imported here
         out = module
         if isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm):
             out = cls(module.num_features, module.eps, module.momentum, module.affine,
@@ -165,3 +265,6 @@ class SyncBatchNorm(_BatchNorm):
             # its order), as PyTorch's add_module of an existing name does
             out._modules[name] = cls.convert_sync_batchnorm(child, process_group)
         return out
+
+
+__getattr__ = absent(__name__, ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"])
