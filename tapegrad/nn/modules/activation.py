@@ -17,7 +17,11 @@ from ...ops import (masked_fill, matmul, mean, permute, squeeze, tensor,
 from ...tensor import Tensor
 from .linear import Linear
 
-__all__ = ["Threshold", "ReLU", "RReLU", "Hardtanh", "ReLU6", "Sigmoid", "Hardsigmoid", "Tanh", "SiLU", "Mish", "Hardswish", "ELU", "CELU", "SELU", "GLU", "GELU", "Hardshrink", "LeakyReLU", "LogSigmoid", "Softplus", "Softshrink", "MultiheadAttention", "PReLU", "Softsign", "Tanhshrink", "Softmin", "Softmax", "Softmax2d", "LogSoftmax"]
+__all__ = ["Threshold", "ReLU", "RReLU", "Hardtanh", "ReLU6", "Sigmoid", "Hardsigmoid", "Tanh",
+           "SiLU", "Mish", "Hardswish", "ELU", "CELU", "SELU", "GLU", "GELU",
+           "Hardshrink", "LeakyReLU", "LogSigmoid", "Softplus", "Softshrink",
+           "MultiheadAttention", "PReLU", "Softsign", "Tanhshrink", "Softmin",
+           "Softmax", "Softmax2d", "LogSoftmax"]
 
 
 class _Activation(Module):
@@ -121,7 +125,6 @@ class LogSoftmax(Softmax):
         return F.log_softmax(input, self.dim)
 
 
-# ------------------------------------------------------------------ activations
 class _Act(Module):
     """An activation ``F.<fn>(input, **self.<args>)``; ``_args`` names the constructor's
     arguments (stored as attributes, shown by ``repr``)."""
@@ -154,48 +157,20 @@ def _act(name, fn, *args):
 
 
 CELU = _act("CELU", "celu", ("alpha", 1.0), ("inplace", False))
-
-
 SELU = _act("SELU", "selu", ("inplace", False))
-
-
 Hardshrink = _act("Hardshrink", "hardshrink", ("lambd", 0.5))
-
-
 Hardsigmoid = _act("Hardsigmoid", "hardsigmoid", ("inplace", False))
-
-
 Hardswish = _act("Hardswish", "hardswish", ("inplace", False))
-
-
 Hardtanh = _act("Hardtanh", "hardtanh", ("min_val", -1.0), ("max_val", 1.0), ("inplace", False))
-
-
 ReLU6 = _act("ReLU6", "relu6", ("inplace", False))
-
-
 Softshrink = _act("Softshrink", "softshrink", ("lambd", 0.5))
-
-
 Softsign = _act("Softsign", "softsign")
-
-
 Tanhshrink = _act("Tanhshrink", "tanhshrink")
-
-
 Threshold = _act("Threshold", "threshold", ("threshold", None), ("value", None),
                  ("inplace", False))
-
-
 GLU = _act("GLU", "glu", ("dim", -1))
-
-
 Softmin = _act("Softmin", "softmin", ("dim", None))
-
-
 LogSigmoid = _act("LogSigmoid", "logsigmoid")
-
-
 Mish = _act("Mish", "mish", ("inplace", False))
 
 

@@ -12,8 +12,6 @@ from .container import Sequential, ModuleList
 from .linear import Linear
 
 __all__ = ["AdaptiveLogSoftmaxWithLoss"]
-
-
 _ASMoutput = namedtuple("_ASMoutput", ["output", "loss"])
 
 

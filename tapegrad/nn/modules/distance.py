@@ -5,7 +5,6 @@ from ..module import Module
 __all__ = ["PairwiseDistance", "CosineSimilarity"]
 
 
-# ------------------------------------------------------------------ distances, shuffles
 class CosineSimilarity(Module):
     def __init__(self, dim=1, eps=1e-8):
         super().__init__()

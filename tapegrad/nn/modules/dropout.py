@@ -22,7 +22,6 @@ class Dropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
-# ------------------------------------------------------------------ dropouts
 def _dropout(name, fn):
     def forward(self, input):
         return getattr(F, fn)(input, self.p, self.training, self.inplace)
@@ -31,14 +30,8 @@ def _dropout(name, fn):
 
 
 Dropout1d = _dropout("Dropout1d", "dropout1d")
-
-
 Dropout3d = _dropout("Dropout3d", "dropout3d")
-
-
 AlphaDropout = _dropout("AlphaDropout", "alpha_dropout")
-
-
 FeatureAlphaDropout = _dropout("FeatureAlphaDropout", "feature_alpha_dropout")
 
 

@@ -7,7 +7,6 @@ from ._absent import absent
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 
 
-# ------------------------------------------------------------------ normalisation
 class _InstanceNorm(_BatchNorm):
     """Instance normalisation; PyTorch's defaults: no affine parameters and no running
     statistics (``affine=True`` adds weight ones and bias zeros;

@@ -53,7 +53,6 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
-# ------------------------------------------------------------------ layers
 class Bilinear(Module):
     """``y = x1^T W x2 + b``; weight ``(out, in1, in2)`` and bias from
     U(-1/sqrt(in1), 1/sqrt(in1)), as PyTorch."""

@@ -5,10 +5,14 @@ from .. import functional as F
 from ..module import Module
 from .linear import Linear
 
-__all__ = ["L1Loss", "NLLLoss", "NLLLoss2d", "PoissonNLLLoss", "GaussianNLLLoss", "KLDivLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "HingeEmbeddingLoss", "MultiLabelMarginLoss", "SmoothL1Loss", "HuberLoss", "SoftMarginLoss", "CrossEntropyLoss", "LinearCrossEntropyLoss", "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss", "MarginRankingLoss", "MultiMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss"]
+__all__ = ["L1Loss", "NLLLoss", "NLLLoss2d", "PoissonNLLLoss", "GaussianNLLLoss", "KLDivLoss",
+           "MSELoss", "BCELoss", "BCEWithLogitsLoss", "HingeEmbeddingLoss",
+           "MultiLabelMarginLoss", "SmoothL1Loss", "HuberLoss", "SoftMarginLoss",
+           "CrossEntropyLoss", "LinearCrossEntropyLoss", "MultiLabelSoftMarginLoss",
+           "CosineEmbeddingLoss", "MarginRankingLoss", "MultiMarginLoss",
+           "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss"]
 
 
-# ---------------------------------------------------------------- losses
 class _Loss(Module):
     def __init__(self, reduction="mean"):
         super().__init__()
@@ -84,7 +88,6 @@ class BCEWithLogitsLoss(_Loss):
                                                   pos_weight=self.pos_weight)
 
 
-# ------------------------------------------------------------------ losses
 class _LegacyLoss(_Loss):
     """A loss taking PyTorch's deprecated ``size_average``/``reduce`` flags too."""
 

@@ -3,10 +3,12 @@ replication and circular padding of 1, 2 or 3 dims, over ``F.pad``."""
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d"]
+__all__ = ["CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d",
+           "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+           "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d",
+           "ZeroPad2d", "ZeroPad3d"]
 
 
-# ------------------------------------------------------------------ padding
 class _PadNd(Module):
     _n = 1
     _mode = "constant"
@@ -54,48 +56,18 @@ def _pads():
 
 
 _PADS = _pads()
-
-
 ConstantPad1d = _PADS["ConstantPad1d"]
-
-
 ConstantPad2d = _PADS["ConstantPad2d"]
-
-
 ConstantPad3d = _PADS["ConstantPad3d"]
-
-
 ZeroPad1d = _PADS["ZeroPad1d"]
-
-
 ZeroPad2d = _PADS["ZeroPad2d"]
-
-
 ZeroPad3d = _PADS["ZeroPad3d"]
-
-
 ReflectionPad1d = _PADS["ReflectionPad1d"]
-
-
 ReflectionPad2d = _PADS["ReflectionPad2d"]
-
-
 ReflectionPad3d = _PADS["ReflectionPad3d"]
-
-
 ReplicationPad1d = _PADS["ReplicationPad1d"]
-
-
 ReplicationPad2d = _PADS["ReplicationPad2d"]
-
-
 ReplicationPad3d = _PADS["ReplicationPad3d"]
-
-
 CircularPad1d = _PADS["CircularPad1d"]
-
-
 CircularPad2d = _PADS["CircularPad2d"]
-
-
 CircularPad3d = _PADS["CircularPad3d"]

@@ -4,7 +4,11 @@ from .. import functional as F
 from ..module import Module
 from .activation import _Act
 
-__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "FractionalMaxPool2d", "FractionalMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "FractionalMaxPool2d",
+           "FractionalMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d"]
 
 
 class MaxPool2d(Module):
@@ -46,7 +50,6 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-# ------------------------------------------------------------------ pooling
 class _Pool(_Act):
     """``F.<fn>(input, **self.<args>)``, as the activations."""
 
@@ -69,50 +72,26 @@ def _pool(name, fn, *args):
 
 AvgPool1d = _pool("AvgPool1d", "avg_pool1d", ("kernel_size", _REQ), ("stride", None),
                   ("padding", 0), ("ceil_mode", False), ("count_include_pad", True))
-
-
 AvgPool3d = _pool("AvgPool3d", "avg_pool3d", ("kernel_size", _REQ), ("stride", None),
                   ("padding", 0), ("ceil_mode", False), ("count_include_pad", True),
                   ("divisor_override", None))
-
-
 MaxPool1d = _pool("MaxPool1d", "max_pool1d", ("kernel_size", _REQ), ("stride", None),
                   ("padding", 0), ("dilation", 1), ("return_indices", False), ("ceil_mode", False))
-
-
 MaxPool3d = _pool("MaxPool3d", "max_pool3d", ("kernel_size", _REQ), ("stride", None),
                   ("padding", 0), ("dilation", 1), ("return_indices", False), ("ceil_mode", False))
-
-
 AdaptiveAvgPool1d = _pool("AdaptiveAvgPool1d", "adaptive_avg_pool1d", ("output_size", _REQ))
-
-
 AdaptiveAvgPool2d = _pool("AdaptiveAvgPool2d", "adaptive_avg_pool2d", ("output_size", _REQ))
-
-
 AdaptiveAvgPool3d = _pool("AdaptiveAvgPool3d", "adaptive_avg_pool3d", ("output_size", _REQ))
-
-
 AdaptiveMaxPool1d = _pool("AdaptiveMaxPool1d", "adaptive_max_pool1d", ("output_size", _REQ),
                           ("return_indices", False))
-
-
 AdaptiveMaxPool2d = _pool("AdaptiveMaxPool2d", "adaptive_max_pool2d", ("output_size", _REQ),
                           ("return_indices", False))
-
-
 AdaptiveMaxPool3d = _pool("AdaptiveMaxPool3d", "adaptive_max_pool3d", ("output_size", _REQ),
                           ("return_indices", False))
-
-
 LPPool1d = _pool("LPPool1d", "lp_pool1d", ("norm_type", _REQ), ("kernel_size", _REQ),
                  ("stride", None), ("ceil_mode", False))
-
-
 LPPool2d = _pool("LPPool2d", "lp_pool2d", ("norm_type", _REQ), ("kernel_size", _REQ),
                  ("stride", None), ("ceil_mode", False))
-
-
 LPPool3d = _pool("LPPool3d", "lp_pool3d", ("norm_type", _REQ), ("kernel_size", _REQ),
                  ("stride", None), ("ceil_mode", False))
 

@@ -72,8 +72,6 @@ def _softmax_rows(x, out):
 
 
 _LOG_SOFTMAX_ROWS = _cpu.njit(_log_softmax_rows, error_model="numpy")
-
-
 _SOFTMAX_ROWS = _cpu.njit(_softmax_rows, error_model="numpy")
 
 
@@ -203,8 +201,6 @@ def celu(input, alpha=1.0):
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
-
-
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
@@ -366,11 +362,7 @@ def _unary(fn, avoid=(0.0,), scale=2.0, attrs=({},), errors=_int_error, torch_fn
 
 _unary(celu, attrs=({}, {"alpha": 0.7}),
        errors=lambda: [((rand((2, 3)),), {"alpha": 0.0}, RuntimeError)] + _int_error())
-
-
 _unary(selu)
-
-
 _unary(hardshrink, avoid=(-0.5, 0.5), attrs=({}, {"lambd": 0.3}))
 
 
@@ -383,29 +375,15 @@ def _torch_hardsigmoid(torch, x):
 
 
 _unary(hardsigmoid, avoid=(-3.0, 3.0), scale=4.0, torch_fn=_torch_hardsigmoid)
-
-
 _unary(hardswish, avoid=(-3.0, 3.0), scale=4.0)
-
-
 _unary(hardtanh, avoid=(-1.0, 1.0), attrs=({}, {"min_val": -0.5, "max_val": 1.5}),
        errors=lambda: [((rand((2, 3)),), {"min_val": 2.0, "max_val": 1.0}, ValueError)]
        + _bool_error())
-
-
 _unary(relu6, avoid=(0.0, 6.0), scale=8.0, errors=_bool_error)
-
-
 _unary(softshrink, avoid=(-0.5, 0.5), attrs=({}, {"lambd": 0.3}),
        errors=lambda: [((rand((2, 3)),), {"lambd": -1.0}, RuntimeError)] + _int_error())
-
-
 _unary(softsign, errors=lambda: [((rand((2, 3)), 1), {}, TypeError)])
-
-
 _unary(tanhshrink, errors=lambda: [((rand((2, 3)), 1), {}, TypeError)])
-
-
 _unary(threshold, avoid=(0.1,), attrs=({"threshold": 0.1, "value": 20.0},),
        errors=lambda: [((rand((2, 3)),), {"threshold": 0.1}, TypeError),
                        ((np.array([[True, False]]),), {"threshold": 0.1, "value": 2.0},
@@ -425,14 +403,10 @@ composite(glu, infer=_glu_infer,
           error_samples=lambda: [((rand((3, 5)),), {}, RuntimeError),
                                  ((rand((3, 4)),), {"dim": 2}, IndexError)],
           torch=lambda torch, x, dim=-1: torch.nn.functional.glu(x, dim))
-
-
 composite(softmin, infer=_same_infer,
           samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype),), {"dim": 1})],
           error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)],
           torch=lambda torch, x, dim=None: torch.nn.functional.softmin(x, dim))
-
-
 composite(prelu, infer=_same_infer, args=("input", "weight"),
           samples=lambda dtype=np.float64: [
               Sample((away_from(rand((2, 3, 4)), (0.0,)).astype(dtype),

@@ -248,8 +248,6 @@ composite(conv3d, infer=_conv3d_infer, args=("input", "weight", "bias"), optiona
                RuntimeError),
               ((rand((2, 4, 4, 4)), rand((3, 2, 2, 2)), None), {}, RuntimeError)],
           torch=_torch("conv3d"))
-
-
 composite(conv_transpose3d, infer=_ct3d_infer, args=("input", "weight", "bias"),
           optional=("bias",),
           samples=lambda dtype=np.float64: [
@@ -268,6 +266,7 @@ composite(conv_transpose3d, infer=_ct3d_infer, args=("input", "weight", "bias"),
           torch=_torch("conv_transpose3d"))
 
 
+# ------------------------------------------------------------------ conv_transpose1d, conv_tbc
 def _one(v, name, what):
     if isinstance(v, (tuple, list)):
         if len(v) != 1:
@@ -303,12 +302,6 @@ def conv_tbc(input, weight, bias, pad=0):
     out = conv1d(permute(input, (1, 2, 0)), permute(weight, (2, 1, 0)), bias, padding=pad)
     return permute(out, (2, 0, 1))
 
-
-# ------------------------------------------------------------------ the registry
-def _torch(name):
-    def oracle(torch, *a, **kw):
-        return getattr(torch.nn.functional, name)(*a, **kw)
-    return oracle
 
 
 def _ct1_infer(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):

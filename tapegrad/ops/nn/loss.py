@@ -801,8 +801,6 @@ _decl(gaussian_nll_loss,
                  {"full": True, "reduction": "sum"})],
       lambda: [((rand((3, 4)), rand((3, 4)), rand((2,), low=0.2)), {}, ValueError)],
       infer=_gauss_infer, args=("input", "target", "var"))
-
-
 _decl(hinge_embedding_loss,
       lambda dtype=np.float64: [Sample(_cast(dtype, rand((3, 4)), _sign((3, 4), 1)), {}),
                                 Sample(_cast(dtype, rand((5,)), _sign((5,), 2)),
@@ -827,8 +825,6 @@ _decl(kl_div,
                  {"reduction": "sum", "log_target": True})],
       lambda: [((rand((3, 4)), rand((3, 4))), {"reduction": "avg"}, ValueError)],
       infer=_kl_infer)
-
-
 _decl(margin_ranking_loss,
       lambda dtype=np.float64: [Sample(_cast(dtype, rand((5,)), rand((5,), seed=1),
                                              _fsign((5,), 2)), {"margin": 0.1})],
@@ -896,8 +892,6 @@ _decl(multi_margin_loss,
       lambda: [((rand((3, 5)), _class_ints(5, (4,))), {}, RuntimeError),
                ((rand((3, 5)), _class_ints(5, (3,))), {"p": 3}, ValueError)],
       infer=_margin_class_infer, torch=_checked(_torch_multi_margin, "multi_margin_loss"))
-
-
 _decl(multilabel_margin_loss,
       lambda dtype=np.float64: [
           Sample(_cast(dtype, rand((2, 4)), np.array([[3, 0, -1, 1], [1, 2, 3, -1]])), {}),
@@ -918,8 +912,6 @@ _decl(multilabel_soft_margin_loss,
                  {"reduction": "none"})],
       lambda: [((rand((3, 4)), rand((3, 5))), {}, ValueError)],
       infer=_class_dim_infer)
-
-
 _decl(poisson_nll_loss,
       lambda dtype=np.float64: [
           Sample(_cast(dtype, rand((3, 4)), rand((3, 4), seed=1, low=0, high=3)), {}),
@@ -955,8 +947,6 @@ def _triplet_samples(swap_key=True):
 _decl(triplet_margin_loss, _triplet_samples(),
       lambda: [((rand((4, 5)), rand((4, 5)), rand((4,))), {}, RuntimeError)],
       infer=_triplet_infer, args=("anchor", "positive", "negative"))
-
-
 _decl(triplet_margin_with_distance_loss, _triplet_samples(),
       lambda: [((rand((4, 5)), rand((4, 5)), rand((4, 5))), {"margin": 0.0}, ValueError)],
       infer=_triplet_infer, args=("anchor", "positive", "negative"))

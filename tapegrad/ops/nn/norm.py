@@ -478,8 +478,6 @@ composite(instance_norm, infer=_same_infer, args=("input", "running_mean", "runn
                      {"use_input_stats": False}, False)],
           error_samples=lambda: [((rand((2, 3)), None, None, None, None), {}, ValueError)],
           torch=_torch("instance_norm"))
-
-
 composite(local_response_norm, infer=_same_infer,
           samples=lambda dtype=np.float64: [
               Sample((rand((2, 4, 3, 3), dtype),), {"size": 3}),
@@ -487,8 +485,6 @@ composite(local_response_norm, infer=_same_infer,
                                                  "k": 2.0})],
           error_samples=lambda: [((rand((2, 4)),), {"size": 3}, ValueError)],
           torch=_torch("local_response_norm"))
-
-
 composite(rms_norm, infer=_same_infer, args=("input", "weight"), optional=("weight",),
           by_name=True,
           samples=lambda dtype=np.float64: [

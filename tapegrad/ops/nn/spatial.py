@@ -40,17 +40,9 @@ from ..linalg import matmul
 
 # ================================================================ interpolate
 _ANY = ("nearest", "nearest-exact", "area")
-
-
 _MODES = {3: _ANY + ("linear",), 4: _ANY + ("bilinear", "bicubic"), 5: _ANY + ("trilinear",)}
-
-
 _ALL_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
-
-
 _LINEAR = ("linear", "bilinear", "trilinear", "bicubic")    # the ones with align_corners
-
-
 _CUBIC_A = -0.75                                            # PyTorch's bicubic constant
 
 
@@ -469,8 +461,6 @@ UNFOLD = register(
     error_samples=lambda: [((_rand((2, 3, 3)),), _patch_attrs(2), RuntimeError),
                            ((_rand((1, 1, 2, 2)),), _patch_attrs(3), RuntimeError),
                            ((_rand((1, 1, 4, 4)),), _patch_attrs(2, stride=0), RuntimeError)])
-
-
 FOLD = register(
     name="fold", vmap=_vmap.nchw_rule, kernel=_fold_kernel, infer=_fold_infer, args=("input",), vjp=_fold_vjp,
     jvp=lambda ctx, xt: (None if xt is None else bind(FOLD, xt, **ctx.attrs),),
@@ -499,8 +489,6 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
 
 # ------------------------------------------------------------------ grid_sample
 _GRID_MODES = ("bilinear", "nearest", "bicubic")
-
-
 _GRID_PADDINGS = ("zeros", "border", "reflection")
 
 
