@@ -233,6 +233,8 @@ def _make_lane(op):
 def _general(op, args, attrs):
     if op.autocast is not None and _state.autocast is not None:
         args = _autocast(op, args, attrs)
+        if op.composite is not None:
+            return _autocast_off(op.composite, args, attrs)
     if op.composite is not None:  # a public function made of other ops: it records them
         try:
             _unwrap(op, args)  # the arguments' checks (None, complex, types), in the op's terms
@@ -291,25 +293,37 @@ def _autocast(op, args, attrs):
     return args if fn is None else tuple(fn(a) for a in args)
 
 
-def autocast_call(op, args, kwargs):
-    """``_autocast`` for a call of a composite's public function (``cross_entropy``):
-    its Tensors among ``args``, ``kwargs`` and lists of them, as ``(args, kwargs)``."""
+def _autocast_off(fn, args, kwargs):
+    """``fn`` run with autocast off: the ops a composite is made of run in the dtypes
+    its policy gave its inputs (PyTorch excludes autocast below an op it cast for)."""
+    on = _state.autocast
+    _state.autocast = None
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _state.autocast = on
+
+
+def autocast_call(op, fn, args, kwargs):
+    """A composite's public function ``fn`` (``cross_entropy``) called inside
+    tg.autocast: its Tensors among ``args``, ``kwargs`` and lists of them cast per
+    the op's policy, then ``fn`` run with autocast off (``_autocast_off``)."""
     if op.autocast is None or _state.autocast is None:
-        return args, kwargs
+        return fn(*args, **kwargs)
     flat = [a for a in args if type(a) in _TT]
     flat += [v for v in kwargs.values() if type(v) in _TT]
     for a in list(args) + list(kwargs.values()):
         if type(a) is list or type(a) is tuple:
             flat += [e for e in a if type(e) in _TT]
-    fn = _autocast_fn(op, flat, kwargs)
-    if fn is None:
-        return args, kwargs
+    cast = _autocast_fn(op, flat, kwargs)
+    if cast is None:
+        return fn(*args, **kwargs)
 
     def each(a):
         if type(a) is list or type(a) is tuple:
-            return type(a)(fn(e) for e in a)
-        return fn(a)
-    return tuple(each(a) for a in args), {k: each(v) for k, v in kwargs.items()}
+            return type(a)(cast(e) for e in a)
+        return cast(a)
+    return _autocast_off(fn, tuple(each(a) for a in args), {k: each(v) for k, v in kwargs.items()})
 
 
 def _autocast_fn(op, args, attrs):

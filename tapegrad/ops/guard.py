@@ -208,9 +208,9 @@ def checked(fn):
             pass  # the common case: one tensor argument, given a Tensor
         else:
             check(args, kwargs)
-        if op is not None and _state.autocast is not None:
-            args, kwargs = _autocast_call(op, args, kwargs)
         try:
+            if op is not None and _state.autocast is not None:
+                return _autocast_call(op, fn, args, kwargs)
             return fn(*args, **kwargs)
         except _CLEAN as e:
             raise _named(name, e) from None

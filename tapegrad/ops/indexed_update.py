@@ -426,7 +426,7 @@ decl(index_add, _idx_samples, args=("input", "dim", "index", "source"),
 decl(index_copy, lambda dtype=np.float64: [
         S(rand((4, 3), dtype), 0, np.array([3, 1]), rand((2, 3), dtype, seed=1)),
         S(rand((3, 5), dtype), 1, np.array([4, 0]), rand((3, 2), dtype, seed=2))],
-     args=("input", "dim", "index", "source"),
+     autocast={"cpu": "promote"}, args=("input", "dim", "index", "source"),
      errors=lambda: [((rand((4, 3)), 0, np.array([7]), rand((1, 3))), {}, IndexError)])
 
 

@@ -810,7 +810,7 @@ def _index_put_infer(x, value, index):
     return TensorSpec(tuple(x.shape), x.dtype)
 
 
-INDEX_PUT = register(name="index_put", onnx=_onnx_index_put, jvp=_jvp.linear, kernel=_index_put_kernel, args=("x", "value"),
+INDEX_PUT = register(name="index_put", autocast={"cuda": "promote"}, onnx=_onnx_index_put, jvp=_jvp.linear, kernel=_index_put_kernel, args=("x", "value"),
                      infer=_named("index_put", _index_put_infer), vjp=_index_put_vjp, promote="none",
                      samples=lambda dtype=np.float64: [
                          Sample((rand((4, 5), dtype), rand((2, 5), dtype)),
@@ -1129,7 +1129,7 @@ def _scatter_samples(dtype=np.float64):
 
 
 SCATTER_ADD = register(
-    name="scatter_add", onnx=_onnx_scatter("add"), vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
+    name="scatter_add", autocast={"cuda": "promote"}, onnx=_onnx_scatter("add"), vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_add_vjp,
     samples=_scatter_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),

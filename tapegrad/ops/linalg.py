@@ -159,7 +159,7 @@ def _onnx_slogdet(b, st):
     b.node("Log", [b.node("Abs", [d])], [b.output(st, 1)])
 
 
-MATMUL = register(name="matmul", onnx=_onnx_matmul, vmap=_vmap.matmul_rule, jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"), infer=_matmul_infer,
+MATMUL = register(name="matmul", autocast="lower", onnx=_onnx_matmul, vmap=_vmap.matmul_rule, jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"), infer=_matmul_infer,
                   vjp=_matmul_vjp, saves=("x", "other"), promote="none",
                   samples=_matmul_samples,
                   error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError)],
@@ -555,7 +555,7 @@ def _dot_vjp(ctx, g):
     return (g * y if n[0] else None, g * x if n[1] else None)
 
 
-DOT = register(name="dot", onnx=_onnx_matmul, vmap=_vmap.dot_rule, jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"), vjp=_dot_vjp,
+DOT = register(name="dot", autocast={"cuda": "promote"}, onnx=_onnx_matmul, vmap=_vmap.dot_rule, jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"), vjp=_dot_vjp,
                saves=("x", "y"), promote="none",
                samples=lambda dtype=np.float64: [
                    Sample((rand((4,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
@@ -638,7 +638,7 @@ def _trace_vjp(ctx, g):
     return (g * _const(g, lambda xp, dt: xp.eye(n, k, dtype=dt)),)
 
 
-TRACE = register(name="trace", onnx=_onnx_trace, vmap=_vmap.trace_rule, jvp=_jvp.linear, kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
+TRACE = register(name="trace", autocast={"cpu": "fp32"}, onnx=_onnx_trace, vmap=_vmap.trace_rule, jvp=_jvp.linear, kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3, 3), dtype, seed=1),), {}),
                      Sample((rand((2, 4), dtype, seed=2),), {}),
@@ -744,7 +744,7 @@ def _td_vjp(ctx, g):
 
 
 TENSORDOT = register(
-    name="tensordot", onnx=_onnx_tensordot, jvp=_jvp.multilinear, kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
+    name="tensordot", autocast={"cuda": "promote"}, onnx=_onnx_tensordot, jvp=_jvp.multilinear, kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
     saves=("a", "b"), promote="none",
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3, 4), dtype, seed=1), rand((3, 4, 2), dtype, seed=2)),
@@ -885,7 +885,7 @@ def _inv_jvp(ctx, t):
 
 
 INV = register(
-    name="linalg_inv", vmap=_vmap.leading, jvp=_inv_jvp, kernel=_inv_kernel, infer=_inv_infer, saves=("out",),
+    name="linalg_inv", autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_inv_jvp, kernel=_inv_kernel, infer=_inv_infer, saves=("out",),
     vjp=lambda ctx, g: (-ctx.m.matmul(ctx.m.mT(ctx.out), ctx.m.matmul(g, ctx.m.mT(ctx.out))),),
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
@@ -1085,7 +1085,7 @@ def _solve_jvp(ctx, ta, tb):
 
 
 SOLVE = register(
-    name="linalg_solve", vmap=_vmap.solve_rule, jvp=_solve_jvp, kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
+    name="linalg_solve", autocast={"cpu": "fp32"}, vmap=_vmap.solve_rule, jvp=_solve_jvp, kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
     vjp=_solve_vjp, saves=("A", "out"), promote="same",
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1), rand((3, 2), dtype, seed=2)), {}),
@@ -1293,7 +1293,7 @@ def _chol_jvp(ctx, t):
 
 
 CHOLESKY = register(
-    name="linalg_cholesky", vmap=_vmap.leading, jvp=_chol_jvp, kernel=_chol_kernel, infer=_chol_infer, vjp=_chol_vjp,
+    name="linalg_cholesky", autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_chol_jvp, kernel=_chol_kernel, infer=_chol_infer, vjp=_chol_vjp,
     saves=("out",),
     samples=lambda dtype=np.float64: [
         Sample((a,), {}) for a in _spd_samples([(3, 3), (2, 2, 2), (1, 1), (4, 4)], dtype)]
@@ -1403,7 +1403,7 @@ def _vn_samples(dtype=np.float64):
 
 
 VECTOR_NORM = register(
-    name="linalg_vector_norm", onnx=_onnx_norm("ord"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_vn_kernel, infer=_vn_infer, vjp=_vn_vjp,
+    name="linalg_vector_norm", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_norm("ord"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_vn_kernel, infer=_vn_infer, vjp=_vn_vjp,
     saves=("x", "out"), samples=_vn_samples,
     error_samples=lambda: [((rand((2, 3)),), {"ord": 2.0, "dim": (2,), "keepdim": False},
                             IndexError),
@@ -1571,13 +1571,13 @@ def _add_samples(shapes):
     return samples
 
 
-for _f, _shapes, _args in (
-        (addmm, ((3, 5), (3, 4), (4, 5)), ("input", "mat1", "mat2")),
-        (addmv, ((3,), (3, 4), (4,)), ("input", "mat", "vec")),
-        (addr, ((3, 4), (3,), (4,)), ("input", "vec1", "vec2")),
-        (addbmm, ((3, 5), (2, 3, 4), (2, 4, 5)), ("input", "batch1", "batch2")),
-        (baddbmm, ((2, 3, 5), (2, 3, 4), (2, 4, 5)), ("input", "batch1", "batch2"))):
-    decl(_f, _add_samples(_shapes), args=_args,
+for _f, _shapes, _args, _autocast in (
+        (addmm, ((3, 5), (3, 4), (4, 5)), ("input", "mat1", "mat2"), "lower"),
+        (addmv, ((3,), (3, 4), (4,)), ("input", "mat", "vec"), {"cuda": "lower"}),
+        (addr, ((3, 4), (3,), (4,)), ("input", "vec1", "vec2"), {"cuda": "lower"}),
+        (addbmm, ((3, 5), (2, 3, 4), (2, 4, 5)), ("input", "batch1", "batch2"), "lower"),
+        (baddbmm, ((2, 3, 5), (2, 3, 4), (2, 4, 5)), ("input", "batch1", "batch2"), "lower")):
+    decl(_f, _add_samples(_shapes), args=_args, autocast=_autocast,
          errors=(lambda sh: lambda: [((rand(sh[0]), rand((2, 2, 2, 2)), rand(sh[2])), {},
                                       RuntimeError)])(_shapes), fill="eye")
 
@@ -1594,7 +1594,7 @@ def bmm(input, mat2):
 
 
 decl(bmm, lambda dtype=np.float64: [S(rand((2, 3, 4), dtype), rand((2, 4, 5), dtype, seed=1))],
-     args=("input", "mat2"), errors=lambda: [((rand((2, 3, 4)), rand((3, 4, 5))), {}, RuntimeError)], fill="eye")
+     autocast="lower", args=("input", "mat2"), errors=lambda: [((rand((2, 3, 4)), rand((3, 4, 5))), {}, RuntimeError)], fill="eye")
 
 
 def mv(input, vec):
@@ -1608,7 +1608,7 @@ def mv(input, vec):
 
 
 decl(mv, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((4,), dtype, seed=1))],
-     args=("input", "vec"), errors=lambda: [((rand((3, 4)), rand((5,))), {}, RuntimeError)], fill="eye")
+     autocast={"cuda": "lower"}, args=("input", "vec"), errors=lambda: [((rand((3, 4)), rand((5,))), {}, RuntimeError)], fill="eye")
 
 
 def inner(input, other):
@@ -1636,7 +1636,7 @@ def vdot(input, other):
 
 
 decl(vdot, lambda dtype=np.float64: [S(rand((4,), dtype), rand((4,), dtype, seed=1))],
-     args=("input", "other"), errors=lambda: [((rand((4,)), rand((3,))), {}, RuntimeError)], fill="eye")
+     autocast={"cuda": "promote"}, args=("input", "other"), errors=lambda: [((rand((4,)), rand((3,))), {}, RuntimeError)], fill="eye")
 
 
 def chain_matmul(*matrices):
@@ -1654,7 +1654,7 @@ def chain_matmul(*matrices):
 
 decl(chain_matmul, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((4, 2), dtype, seed=1),
                                                rand((2, 5), dtype, seed=2))],
-     args=("matrices",), errors=lambda: [((rand((3,)),), {}, RuntimeError)], fill="eye")
+     autocast={"cuda": "lower"}, args=("matrices",), errors=lambda: [((rand((3,)),), {}, RuntimeError)], fill="eye")
 
 
 def _square(name, x):
@@ -1763,7 +1763,7 @@ def _torch_cdist(T, a, b, p=2.0):
     return (d ** p).sum(-1) ** (1.0 / p)
 
 
-decl(cdist, torch=_torch_cdist, samples=lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((5, 4), dtype, seed=1)),
+decl(cdist, autocast={"cuda": "fp32"}, torch=_torch_cdist, samples=lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((5, 4), dtype, seed=1)),
                                       S(rand((2, 3, 2), dtype), rand((2, 4, 2), dtype, seed=2), 1.0)],
      args=("x1", "x2"), errors=lambda: [((rand((3, 4)), rand((5, 3))), {}, RuntimeError)])
 
@@ -1849,7 +1849,7 @@ def cross(input, other, dim=None):
 
 decl(cross, lambda dtype=np.float64: [S(rand((4, 3), dtype), rand((4, 3), dtype, seed=1), 1),
                                       S(rand((3, 2), dtype), rand((3, 1), dtype, seed=2), 0)],
-     args=("input", "other"), errors=lambda: [((rand((3, 4)), rand((3, 4)), 1), {}, RuntimeError)])
+     autocast={"cuda": "promote"}, args=("input", "other"), errors=lambda: [((rand((3, 4)), rand((3, 4)), 1), {}, RuntimeError)])
 
 
 def renorm(input, p, dim, maxnorm):
@@ -1895,7 +1895,7 @@ def _mm_infer(a, b):
     return TensorSpec((a.shape[0], b.shape[1]), dt)
 
 
-composite(mm, infer=_mm_infer, args=("input", "mat2"),
+composite(mm, autocast="lower", infer=_mm_infer, args=("input", "mat2"),
           samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype), rand((4, 5), dtype))),
                                             Sample((rand((1, 2), dtype), rand((2, 1), dtype)))],
           error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError),

@@ -191,7 +191,7 @@ def _qr_samples(dtype=np.float64):
 
 
 QR = register(
-    name="linalg_qr", kernel=_qr_kernel, infer=_qr_infer, args=("x",), nout=2,
+    name="linalg_qr", autocast={"cpu": "fp32"}, kernel=_qr_kernel, infer=_qr_infer, args=("x",), nout=2,
     saves=("out",), vjp=_qr_vjp, jvp=_qr_jvp, vmap=_vmap.leading, samples=_qr_samples,
     error_samples=lambda: [((rand((3,)),), {"mode": "reduced"}, RuntimeError),
                            ((rand((3, 3)),), {"mode": "full"}, RuntimeError),
@@ -384,7 +384,7 @@ def _svd_torch(torch, x, full_matrices=True):
 
 
 SVD = register(
-    name="linalg_svd", kernel=_svd_kernel, infer=_svd_infer, args=("x",), nout=3,
+    name="linalg_svd", autocast={"cpu": "fp32"}, kernel=_svd_kernel, infer=_svd_infer, args=("x",), nout=3,
     saves=("out",), vjp=_svd_vjp, jvp=_svd_jvp, vmap=_vmap.leading, samples=_svd_samples,
     error_samples=lambda: [((rand((3,)),), {"full_matrices": False}, RuntimeError),
                            ((np.ones((3, 3), np.int64),), {"full_matrices": False},
@@ -414,7 +414,7 @@ def svd(input, some=True, compute_uv=True, *, out=None):
     return _SVD_V(U, S, SH.mT(Vh))
 
 
-composite(qr, infer=lambda x, some=True: _qr_infer(x, "reduced" if some else "complete"),
+composite(qr, autocast={"cpu": "fp32"}, infer=lambda x, some=True: _qr_infer(x, "reduced" if some else "complete"),
           nout=2, samples=lambda dtype=np.float64: [
               Sample((rand((4, 3), dtype, seed=1),), {}),
               Sample((rand((3, 3), dtype, seed=2),), {"some": False}),
@@ -435,7 +435,7 @@ def _svd_v_infer(x, some=True, compute_uv=True):
     return u, s, TensorSpec(tuple(vh.shape[:-2]) + (vh.shape[-1], vh.shape[-2]), vh.dtype)
 
 
-composite(svd, infer=_svd_v_infer, nout=3,
+composite(svd, autocast={"cpu": "fp32"}, infer=_svd_v_infer, nout=3,
           samples=lambda dtype=np.float64: [
               Sample((_distinct_svals((4, 3), dtype, 1),), {}, False),
               Sample((_distinct_svals((3, 3), dtype, 2),), {"some": False}, False),
@@ -502,7 +502,7 @@ def pinverse(input, rcond=1e-15):
     return pinv(input, rtol=rcond)
 
 
-composite(pinverse, infer=lambda x, rcond=1e-15: TensorSpec(
+composite(pinverse, autocast={"cpu": "fp32"}, infer=lambda x, rcond=1e-15: TensorSpec(
               tuple(x.shape[:-2]) + (x.shape[-1], x.shape[-2]), np.dtype(x.dtype)),
           samples=lambda dtype=np.float64: [Sample((_distinct_svals((4, 3), dtype, 1),), {}),
                                             Sample((_distinct_svals((3, 5), dtype, 2),),
@@ -795,7 +795,7 @@ composite(lu_unpack, nout=3, args=("LU_data", "LU_pivots"), differentiable=True,
           torch=lambda torch, a, p: torch.lu_unpack(a, p))
 
 
-composite(lu_solve, infer=lambda b, lu_, piv: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
+composite(lu_solve, autocast={"cpu": "fp32"}, infer=lambda b, lu_, piv: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
           args=("b", "LU_data", "LU_pivots"),
           samples=_lu_args_samples(lambda lu_, piv, b: Sample((b, lu_, piv), {})),
           error_samples=lambda: [((rand((4, 2)),) + _lu_pair((3, 3), np.float64, 0), {},
@@ -1079,7 +1079,7 @@ def _geqrf_reference(x):
 
 
 GEQRF = register(
-    name="geqrf", kernel=_geqrf_kernel, infer=_geqrf_infer, args=("x",), nout=2,
+    name="geqrf", autocast={"cpu": "fp32"}, kernel=_geqrf_kernel, infer=_geqrf_infer, args=("x",), nout=2,
     differentiable=False, vmap=_vmap.leading,
     samples=lambda dtype=np.float64: [Sample((rand((5, 3), dtype, seed=1),), {}),
                                       Sample((rand((3, 5), dtype, seed=2),), {}),
@@ -1247,14 +1247,14 @@ composite(householder_product, name="linalg_householder_product", args=("A", "ta
           torch=lambda torch, A, tau: torch.linalg.householder_product(A, tau))
 
 
-composite(orgqr, args=("input", "tau"),
+composite(orgqr, autocast={"cpu": "fp32"}, args=("input", "tau"),
           infer=lambda A, tau: TensorSpec(tuple(A.shape), _np_dt(A)),
           samples=lambda dtype=np.float64: _hp_samples(dtype)[:2],
           error_samples=lambda: [((rand((3, 4)), rand((2,))), {}, RuntimeError)],
           torch=lambda torch, A, tau: torch.orgqr(A, tau))
 
 
-composite(ormqr, args=("input", "tau", "other"),
+composite(ormqr, autocast={"cpu": "fp32"}, args=("input", "tau", "other"),
           infer=lambda A, tau, other, left=True, transpose=False: TensorSpec(
               tuple(other.shape), _np_dt(other)),
           samples=_ormqr_samples,
@@ -1352,7 +1352,7 @@ def _eigh_torch(torch, x, UPLO="L"):
 
 
 EIGH = register(
-    name="linalg_eigh", kernel=_eigh_kernel, infer=_eigh_infer, args=("A",), nout=2,
+    name="linalg_eigh", autocast={"cpu": "fp32"}, kernel=_eigh_kernel, infer=_eigh_infer, args=("A",), nout=2,
     saves=("out",), vjp=_eigh_vjp, jvp=_eigh_jvp, vmap=_vmap.leading,
     # forward-only samples: the kernel reads one triangle, PyTorch's gradient (kept) is
     # the symmetric one, so finite differences in each entry differ from it; the
@@ -1493,7 +1493,7 @@ composite(lobpcg, args=("A", "B"), optional=("B",), by_name=True, infer=_lobpcg_
           torch=_lobpcg_torch)
 
 
-composite(eigvalsh, name="linalg_eigvalsh", args=("A",),
+composite(eigvalsh, autocast={"cpu": "fp32"}, name="linalg_eigvalsh", args=("A",),
           infer=lambda x, UPLO="L": _eigh_infer(x, UPLO)[0],
           samples=lambda dtype=np.float64: [Sample((_sym((4, 4), dtype, 1),), {}, False),
                                             Sample((_sym((2, 3, 3), dtype, 2),), {"UPLO": "U"},

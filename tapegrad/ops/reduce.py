@@ -250,7 +250,7 @@ def _onnx_cumprod(b, st):
     b.node("Concat", acc, [b.output(st)], axis=d)
 
 
-SUM = register(name="sum", onnx=_onnx_reduce("ReduceSum"), vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"), vjp=_sum_vjp,
+SUM = register(name="sum", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_reduce("ReduceSum"), vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"), vjp=_sum_vjp,
                samples=_reduce_samples, error_samples=_dim_errors,
                jvp=lambda ctx, xt: (bind(SUM, xt, **ctx.attrs),),
                torch=lambda torch, x, dim=None, keepdim=False:
@@ -496,7 +496,7 @@ def _prod_torch(torch, x, dim=None, keepdim=False):
     return x
 
 
-PROD = register(name="prod", onnx=_onnx_reduce("ReduceProd"), vmap=_vmap.dim_attrs_flat(), jvp=_jvp.reduction, kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
+PROD = register(name="prod", autocast={"cpu": "fp32", "cuda": "fp32_unless_dtype"}, onnx=_onnx_reduce("ReduceProd"), vmap=_vmap.dim_attrs_flat(), jvp=_jvp.reduction, kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
                 vjp=_prod_vjp, saves=("x",), samples=_prod_samples, error_samples=_dim_errors,
                 torch=_prod_torch)
 
@@ -938,7 +938,7 @@ def _logsumexp_samples(dtype=np.float64):
                {"dim": (1,), "keepdim": False}, False)]
 
 
-LOGSUMEXP = register(name="logsumexp", onnx=_onnx_logsumexp, vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_logsumexp_kernel, promote="float",
+LOGSUMEXP = register(name="logsumexp", autocast={"cuda": "fp32"}, onnx=_onnx_logsumexp, vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_logsumexp_kernel, promote="float",
                      infer=_reduce_infer("logsumexp", "float"), vjp=_logsumexp_vjp,
                      saves=("x", "out"), samples=_logsumexp_samples,
                      error_samples=lambda: [((rand((2, 3)),), {"dim": (0, 2)}, IndexError)],
@@ -1032,7 +1032,7 @@ def _norm_infer(x, p=2.0, dim=None, keepdim=False):
     return spec
 
 
-NORM = register(name="norm", onnx=_onnx_norm("p"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
+NORM = register(name="norm", autocast={"cuda": "fp32"}, onnx=_onnx_norm("p"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
                 vjp=_norm_vjp, saves=("x", "out"), samples=_norm_samples,
                 error_samples=lambda: [((rand((2, 3)),), {"dim": (5,)}, IndexError),
                                        ((np.arange(3),), {}, TypeError),
@@ -1131,7 +1131,7 @@ def _reverse_cumsum_vjp(ctx, g):
     return (bind(CUMSUM, g, dim=ctx.attrs["dim"]),)
 
 
-CUMSUM = register(name="cumsum", onnx=_onnx_cumsum(False), vmap=_vmap.dim_attrs_flat(), kernel=_cum_kernel(np.cumsum), infer=_cum_infer("cumsum", True),
+CUMSUM = register(name="cumsum", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_cumsum(False), vmap=_vmap.dim_attrs_flat(), kernel=_cum_kernel(np.cumsum), infer=_cum_infer("cumsum", True),
                   vjp=_cumsum_vjp, samples=_cum_samples, error_samples=_cum_errors,
                   jvp=lambda ctx, xt: (bind(CUMSUM, xt, **ctx.attrs),),
                   torch=lambda torch, x, dim: torch.cumsum(x, dim))
@@ -1206,7 +1206,7 @@ def _cumprod_jvp(ctx, t):
     return (m.movedim(d, -1, dim),)
 
 
-CUMPROD = register(name="cumprod", onnx=_onnx_cumprod, vmap=_vmap.dim_attrs_flat(), jvp=_cumprod_jvp, kernel=_cum_kernel(np.cumprod),
+CUMPROD = register(name="cumprod", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_cumprod, vmap=_vmap.dim_attrs_flat(), jvp=_cumprod_jvp, kernel=_cum_kernel(np.cumprod),
                    infer=_cum_infer("cumprod", True), vjp=_cumprod_vjp, saves=("x", "out"),
                    samples=_cumprod_samples, error_samples=_cum_errors,
                    torch=lambda torch, x, dim: torch.cumprod(x, dim))

@@ -898,7 +898,7 @@ def _cat_vjp(ctx, g):
     return out
 
 
-CAT = register(name="cat", onnx=_onnx_cat, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
+CAT = register(name="cat", autocast={"cpu": "promote"}, onnx=_onnx_cat, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
                vjp=_cat_vjp, promote="same",
                samples=lambda dtype=np.float64: [
                    Sample((rand((2, 3), dtype), rand((1, 3), dtype)), {"dim": 0}),
@@ -974,7 +974,7 @@ def _stack_kernel(*xs, dim, out=None):
     return np.stack(xs, axis=dim, out=out)
 
 
-STACK = register(name="stack", onnx=_onnx_stack, vmap=_vmap.stack_rule, jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
+STACK = register(name="stack", autocast={"cpu": "promote"}, onnx=_onnx_stack, vmap=_vmap.stack_rule, jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
                  promote="same",
                  vjp=lambda ctx, g: [ctx.m.getitem_raw(g, (slice(None),) * ctx.attrs["dim"] + (k,))
                                      if need else None

@@ -215,3 +215,45 @@ def test_compile_captures_the_casts():
         # the program holds the casts: outside any region it still runs them
         x2 = tg.randn(5, 4)
         np.testing.assert_array_equal(compiled(x2).float().numpy(), step(x2).float().numpy())
+
+
+def _cpu_policy(op):
+    p = op.autocast
+    return p.get("cpu") if isinstance(p, dict) else p
+
+
+_DECLARED = sorted((o for o in (get(n) if isinstance(n, str) else n
+                                for n in __import__("tapegrad").ops_registry.list_ops())
+                    if _cpu_policy(o) is not None), key=lambda o: o.name)
+
+
+@pytest.mark.parametrize("op", _DECLARED, ids=[o.name for o in _DECLARED])
+def test_declared_cpu_policies_give_torch_autocast_dtypes(op):
+    """Every op whose declaration carries a CPU policy, on its registry samples: the
+    output dtypes under tg.autocast are torch.autocast's for the same inputs (float32
+    inputs for "lower", bfloat16 for "fp32", one bfloat16 among float32 for "promote")."""
+    from tapegrad.dispatch import bind
+    pol = _cpu_policy(op)
+    bf16 = tg.bfloat16.np
+    checked = 0
+    for s in list(op.samples(np.float32))[:3]:
+        args = list(s.args)
+        fl = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+        if not fl:
+            continue
+        low = fl if pol == "fp32" else fl[:1] if pol == "promote" else []
+        args = [a.astype(bf16) if i in low else a for i, a in enumerate(args)]
+        tg_args = [tg.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+        pt_args = [(torch.tensor(a.astype(np.float32)).bfloat16() if a.dtype == bf16 else
+                    torch.from_numpy(a)) if isinstance(a, np.ndarray) else a for a in args]
+        with torch.autocast("cpu"):
+            want = op.torch(torch, *pt_args, **s.attrs)
+        with tg.autocast("cpu"):
+            got = bind(op, *tg_args, **s.attrs)
+        want = want if isinstance(want, (tuple, list)) else (want,)
+        got = got if isinstance(got, (tuple, list)) else (got,)
+        for g, w in zip(got, want):
+            if isinstance(w, torch.Tensor) and w.is_floating_point():
+                assert _name(g.dtype) == _name(w.dtype), (op.name, g.dtype, w.dtype)
+                checked += 1
+    assert checked
