@@ -82,6 +82,10 @@ An ``OpDef`` holds everything about one operator:
     composite that exports as the ops it is made of, which the capture records by
     itself), or a string: the reason it cannot export (a random draw, no ONNX
     equivalent). ``tg.onnx.support()`` reports it for every op.
+``declared_at``
+    set by ``register``: ``(file, line)`` of the statement that declared the op (the
+    module-level line whose execution registered it: the declaration in an op family's
+    file, a user's ``custom_op`` call).
 ``reference``
     optional ``reference(*arrays, **attrs)``: an independent NumPy implementation of
     the forward (an expression op's is its IR evaluated op by op, beside the compiled
@@ -142,6 +146,8 @@ class OpDef:
     fast: bool = field(default=False, repr=False)
     elementwise: bool = field(default=False, repr=False)
     takes_out: bool = field(default=False, repr=False)
+    # filled by register(): (file, line) of the module-level statement that declared it
+    declared_at: Optional[tuple] = field(default=None, repr=False)
 
     def __repr__(self):
         return f"OpDef({self.name!r}, kind={self.kind!r})"

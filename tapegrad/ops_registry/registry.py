@@ -1,4 +1,6 @@
 """The name -> OpDef table: ``register``, ``get``, ``list_ops``."""
+import sys
+
 from .opdef import OpDef, validate
 from .rules import diagonal
 
@@ -10,6 +12,7 @@ def register(op=None, **fields):
     if op is None:
         op = OpDef(**fields)
     validate(op)
+    op.declared_at = _declaration_site()
     if op.jvp is None and op.elementwise and op.differentiable:
         op.jvp = diagonal  # derived from the vjp (rules.py)
     if op.name in _OPS and _OPS[op.name] is not op:
@@ -38,3 +41,22 @@ def list_ops(kind=None):
 def unregister(name):
     """Remove an op (tests and custom-op redefinition)."""
     _OPS.pop(name, None)
+
+
+def _declaration_site():
+    """(file, line) of the module-level statement whose execution is registering an op
+    (declaration helpers in between skipped); else the nearest caller outside this
+    package."""
+    f = sys._getframe(2)
+    first = None
+    while f is not None:
+        code = f.f_code
+        if first is None and not code.co_filename.startswith(_HERE):
+            first = (code.co_filename, f.f_lineno)
+        if code.co_name == "<module>" and not code.co_filename.startswith("<"):
+            return (code.co_filename, f.f_lineno)
+        f = f.f_back
+    return first
+
+
+_HERE = __file__.rsplit("registry.py", 1)[0]
