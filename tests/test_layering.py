@@ -66,8 +66,9 @@ LAYERS = (
                  "tapegrad.onnx")),
     ("package", ("tapegrad",)),
     # programs shipped with the package, written as a user writes them (import tapegrad
-    # as tg); nothing in the library imports them
-    ("examples", ("tapegrad.examples",)),
+    # as tg); nothing in the library imports them. ``python -m tapegrad.ops_registry``
+    # is one: it prints the op table that tapegrad.testing.capabilities builds
+    ("examples", ("tapegrad.examples", "tapegrad.ops_registry.__main__")),
 )
 LAYER_NAMES = [name for name, _ in LAYERS]
 # from this layer up: public names only. The autodiff layer is the recording API

@@ -1,0 +1,188 @@
+"""The op reference (``tapegrad.testing.capabilities``, ``python -m
+tapegrad.ops_registry``): each column says what the code does.
+
+The claims are checked against the code they describe: ONNX lowerings export and run
+in onnxruntime, the compile probe agrees with tg.compile's stats, ``loop`` ops have no
+batching rule, ops without a forward-mode rule refuse forward mode, declarations point
+at the line that registers the op."""
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import functional as F
+from tapegrad.dispatch import bind
+from tapegrad.testing import capabilities as cap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OPS = tg.ops_registry.list_ops()
+TABLE = {r["op"]: r for r in cap.rows(probe_compile=False)}
+
+
+def _first(op, dtype=np.float64):
+    return list(op.samples(dtype))[0]
+
+
+def test_one_row_per_op_with_every_column():
+    assert list(TABLE) == [op.name for op in OPS]
+    for r in TABLE.values():
+        assert tuple(r) == cap.COLUMNS and all(isinstance(v, str) and v for v in r.values())
+
+
+def test_columns_follow_the_registry():
+    for op in OPS:
+        r = TABLE[op.name]
+        assert r["kind"] == op.kind
+        assert r["out"] == ("yes" if op.takes_out else "no")
+        assert (r["grad"] == "-") == (not op.differentiable)
+        assert (r["jvp"] == "-") == (not op.differentiable)
+        assert (r["export"] == "torch") == (op.kind == "dynamic")
+
+
+def test_known_rows():
+    assert TABLE["add"]["onnx"] == "table" and TABLE["add"]["jvp"] == "rule"
+    assert TABLE["gelu"]["onnx"] == "expression" and TABLE["gelu"]["jvp"] == "derived"
+    assert TABLE["cumsum"]["onnx"] == "-"
+    assert TABLE["cross_entropy"]["vmap"] == "composite"
+    assert TABLE["eq"]["grad"] == "-"
+    assert "int64" in TABLE["cross_entropy"]["dtypes"]
+    assert TABLE["matmul"]["dtypes"] == "float32, float64"
+
+
+@pytest.mark.parametrize("name", ["add", "conv2d", "eq", "cross_entropy", "nonzero"])
+def test_declared_is_the_registering_line(name):
+    path, line = TABLE[name]["declared"].rsplit(":", 1)
+    with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    text = lines[int(line) - 1]
+    # the statement that registers it names it
+    assert name in text.lower(), text
+
+
+def test_grad_orders_follow_the_samples():
+    small = cap.GRADGRAD_MAX_ELEMENTS
+    for op in OPS:
+        g = TABLE[op.name]["grad"]
+        if g == "2":
+            assert any(s.grad and sum(a.size for a in s.args if isinstance(a, np.ndarray))
+                       <= small for s in op.samples(np.float64))
+    # the constant agrees with the registry test's gradgradcheck limit
+    sys.path.insert(0, os.path.join(ROOT, "tests", "ops"))
+    try:
+        import test_registry
+    finally:
+        sys.path.pop(0)
+    assert test_registry.GRADGRAD_MAX_ELEMENTS == small
+
+
+def test_loop_ops_have_no_batching_rule():
+    from tapegrad.vmap import batching_rule_of
+    for op in OPS:
+        assert (TABLE[op.name]["vmap"] == "loop") == (batching_rule_of(op) is None)
+
+
+def _refuses_forward_mode(op):
+    s = next(s for s in op.samples(np.float64)
+             if any(isinstance(a, np.ndarray) and a.dtype.kind == "f" for a in s.args))
+    args = [tg.tensor(a) if isinstance(a, np.ndarray) else a for a in s.args]
+    k = next(i for i, a in enumerate(s.args) if isinstance(a, np.ndarray) and a.dtype.kind == "f")
+
+    def f(x):
+        full = list(args)
+        full[k] = x
+        out = bind(op, *full, **s.attrs)
+        return out[0] if isinstance(out, tuple) else out
+    try:
+        F.jvp(f, (args[k],), (tg.ones_like(args[k]),))
+    except RuntimeError as e:
+        return "forward-mode" in str(e)
+    return False
+
+
+def test_ops_without_forward_mode_refuse_it():
+    for name in [n for n, r in TABLE.items() if r["jvp"] == "none"]:
+        assert _refuses_forward_mode(tg.ops_registry.get(name)), name
+    # an op declared without a jvp (not elementwise): the row says so, and it refuses
+    from tapegrad.ops_registry import register, unregister, TensorSpec, Sample
+    op = register(name="docs_test_no_jvp", kernel=lambda x: x[::-1].copy(),
+                  infer=lambda x: TensorSpec(x.shape, x.dtype),
+                  vjp=lambda ctx, g: (g.flip(0),),
+                  samples=lambda dtype=np.float64: [Sample((np.arange(3.0, dtype=dtype),))],
+                  reference=lambda x: x[::-1].copy())
+    try:
+        assert cap.rows([op], probe_compile=False)[0]["jvp"] == "none"
+        assert _refuses_forward_mode(op)
+    finally:
+        unregister("docs_test_no_jvp")
+
+
+def test_compile_probe_agrees_with_compile():
+    assert cap.compile_replays(tg.ops_registry.get("add"), _first(tg.ops_registry.get("add")))
+    randn = tg.ops_registry.get("randn")
+    assert not cap.compile_replays(randn, _first(randn))
+    rows = {r["op"]: r for r in cap.rows([tg.ops_registry.get("tanh"), randn])}
+    assert rows["tanh"]["compile"] == "replays" and rows["randn"]["compile"] == "eager"
+
+
+LOWERED = [n for n, r in TABLE.items() if r["onnx"] in ("table", "expression")]
+
+
+@pytest.mark.parametrize("name", LOWERED)
+def test_onnx_lowerings_export_and_run(name, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    op = tg.ops_registry.get(name)
+    float_samples = [s for s in op.samples(np.float32)
+                     if any(isinstance(a, np.ndarray) for a in s.args)]
+    assert float_samples, f"{name}: no sample with a tensor input"
+    s = float_samples[0]
+    pos = [i for i, a in enumerate(s.args) if isinstance(a, np.ndarray)]
+
+    def f(*ts):
+        full = list(s.args)
+        for i, t in zip(pos, ts):
+            full[i] = t
+        out = bind(op, *full, **s.attrs)
+        return out[0] if isinstance(out, tuple) else out
+    ts = [tg.tensor(s.args[i]) for i in pos]
+    path = str(tmp_path / f"{name}.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tg.onnx.export(f, tuple(ts), path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.asarray(s.args[p]) for i, p in zip(sess.get_inputs(), pos)}
+    (got,) = sess.run(None, feeds)[:1]
+    with tg.no_grad():
+        want = f(*ts).numpy()
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_ops_without_lowering_are_refused():
+    cumsum = tg.ops_registry.get("cumsum")
+    assert tg.onnx.lowering_of(cumsum) is None
+    with pytest.raises(tg.onnx.UnsupportedOperatorError, match="cumsum"):
+        tg.onnx.export(lambda a: tg.cumsum(a, dim=0), (tg.randn(3),), os.devnull)
+
+
+def test_command_line():
+    out = subprocess.run([sys.executable, "-m", "tapegrad.ops_registry", "--no-compile",
+                          "add", "conv2d"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0].split() == list(cap.COLUMNS)
+    assert [line.split()[0] for line in out[2:]] == ["add", "conv2d"]
+    md = subprocess.run([sys.executable, "-m", "tapegrad.ops_registry", "--no-compile",
+                         "--summary", "add"], cwd=ROOT, capture_output=True, text=True,
+                        check=True).stdout
+    assert md.startswith("1 ops in the table.") and "### onnx" in md
+
+
+def test_summary_sums_the_columns():
+    table = list(TABLE.values())
+    for col, counts in cap.summary(table).items():
+        assert sum(counts.values()) == len(table)
+        for value, n in counts.items():
+            assert n == sum(r[col] == value for r in table)
