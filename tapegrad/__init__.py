@@ -54,10 +54,12 @@ __version__ = "0.1.0"
 
 
 def is_tensor(obj):
+    """Whether ``obj`` is a tapegrad Tensor, as ``torch.is_tensor``."""
     return isinstance(obj, Tensor)
 
 
 def numel(input):
+    """The number of elements of ``input``, as ``torch.numel``."""
     return input.numel()
 
 

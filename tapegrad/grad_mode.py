@@ -91,4 +91,5 @@ class set_grad_enabled(_GradMode):
 
 
 def is_grad_enabled():
+    """Whether gradient recording is on in this thread, as ``torch.is_grad_enabled``."""
     return _state.grad_enabled

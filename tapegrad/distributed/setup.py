@@ -98,6 +98,8 @@ def destroy_process_group(group=None):
 
 
 def is_initialized():
+    """Whether this process has joined the default process group, as
+    ``torch.distributed.is_initialized``."""
     return _WORLD is not None
 
 
@@ -165,24 +167,34 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, **kwargs)
 
 
 def get_process_group_ranks(group):
+    """The global ranks of ``group``'s members (every rank: there is one group), as
+    PyTorch's."""
     return list(range(_group("get_process_group_ranks", group).size))
 
 
 def get_global_rank(group, group_rank):
+    """The global rank of ``group``'s rank ``group_rank`` (the same number: there is one
+    group), as PyTorch's."""
     _group("get_global_rank", group)
     return group_rank
 
 
 def get_group_rank(group, global_rank):
+    """The rank within ``group`` of global rank ``global_rank`` (the same number: there is
+    one group), as PyTorch's."""
     _group("get_group_rank", group)
     return global_rank
 
 
 def is_mpi_available():
+    """True where mpi4py can be imported (the MPI backend is usable), as
+    ``torch.distributed.is_mpi_available``."""
     return is_available()
 
 
 def is_nccl_available():
+    """True where NCCL (through CuPy) can carry CUDA tensors, as
+    ``torch.distributed.is_nccl_available``."""
     return _nccl.available()
 
 
@@ -192,16 +204,24 @@ def is_gloo_available():
 
 
 def is_torchelastic_launched():
+    """False: processes are started by ``mpiexec``, never by torchelastic (PyTorch's
+    function, for scripts that ask)."""
     return False
 
 
 def get_rank(group=None):
+    """This process's rank in ``group`` (the default group), as
+    ``torch.distributed.get_rank``."""
     return _group("get_rank", group).rank
 
 
 def get_world_size(group=None):
+    """The number of processes in ``group`` (the default group), as
+    ``torch.distributed.get_world_size``."""
     return _group("get_world_size", group).size
 
 
 def get_backend(group=None):
+    """The backend name of ``group`` (``"mpi"``, ``"gloo"`` or ``"nccl"``, as given to
+    ``init_process_group``), as PyTorch's."""
     return _group("get_backend", group).backend

@@ -26,6 +26,8 @@ def spec_of(a):
 
 
 def infer(op, *specs, **attrs):
+    """The output ``TensorSpec`` (or tuple of them) of ``op`` on inputs ``specs``: its shape
+    and dtype rule, no data; raises the op's error for bad inputs."""
     return op.infer(*specs, **attrs)
 
 
