@@ -146,6 +146,8 @@ def as_tensor(data, dtype=None, device=None):
 
 
 def asarray(data, dtype=None, device=None):
+    """``data`` as a Tensor, sharing memory with an array or Tensor where it can, as
+    ``torch.asarray``."""
     return as_tensor(data, dtype, device)
 
 
@@ -231,6 +233,7 @@ empty = _factory(lambda xp, s, d: xp.empty(s, d), "empty")
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """A tensor of shape ``size`` filled with ``fill_value``, as ``torch.full``."""
     shape = _new_shape("full", (size,) if not isinstance(size, (list, tuple)) else (tuple(size),))
     _fill_value("full", fill_value)
     if dtype is None:
@@ -243,6 +246,9 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
 
 def _like(name, fill):
     def f(input, *args, dtype=None, device=None, requires_grad=False):
+        """A tensor of ``input``'s shape, dtype and device (unless given) filled as the name
+        says: ``zeros_like``, ``ones_like``, ``empty_like`` (unset), ``full_like(input,
+        fill_value)``, as PyTorch's."""
         data = input._data if isinstance(input, Tensor) else input
         dt = _np_dtype(dtype) or data.dtype
         xp = _devices.xp_of(data) if device is None else _devices.xp(_devices.device(device))
@@ -269,6 +275,8 @@ full_like = _like("full_like", lambda xp, s, d, v: xp.full(s, _fill_value("full_
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    """The values from ``start`` up to, not including, ``end`` in steps of ``step``, as
+    ``torch.arange``."""
     if end is None:
         start, end = 0, start
     vals = (start, end, step)
@@ -296,6 +304,8 @@ def _arange_check(start, end, step):
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    """``steps`` values evenly spaced from ``start`` to ``end`` inclusive, as
+    ``torch.linspace``."""
     steps = _count("linspace", steps, "number of steps")
     xp = _devices.xp(_devices.device(device)) if device is not None else np
     dt = _np_dtype(dtype) or _dt.get_default_dtype().np
@@ -303,6 +313,7 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    """An ``n`` x ``m`` matrix with ones on the diagonal, as ``torch.eye``."""
     n = _count("eye", n, "n")
     m = None if m is None else _count("eye", m, "m")
     xp = _devices.xp(_devices.device(device)) if device is not None else np
@@ -378,6 +389,8 @@ def set_rng_state(new_state):
 
 def _random(name, draw):
     def f(*size, dtype=None, device=None, requires_grad=False, generator=None):
+        """A tensor of shape ``size`` drawn from the seeded generator: ``rand`` uniform in
+        [0, 1), ``randn`` standard normal, as PyTorch's."""
         shape = _new_shape(name, size)
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
         if not _dt.is_float(dt):
@@ -425,16 +438,19 @@ def randint(low, high=None, size=None, *, dtype=None, device=None, generator=Non
 
 
 def rand_like(input, *, dtype=None, requires_grad=False):
+    """Uniform samples in [0, 1) of ``input``'s shape, as ``torch.rand_like``."""
     return rand(tuple(input.shape), dtype=dtype or input.dtype, device=input.device,
                 requires_grad=requires_grad)
 
 
 def randn_like(input, *, dtype=None, requires_grad=False):
+    """Standard normal samples of ``input``'s shape, as ``torch.randn_like``."""
     return randn(tuple(input.shape), dtype=dtype or input.dtype, device=input.device,
                  requires_grad=requires_grad)
 
 
 def randperm(n, *, dtype=None, device=None, generator=None):
+    """A random permutation of ``0 .. n - 1`` (int64 by default), as ``torch.randperm``."""
     n = _count("randperm", n, "n")
     g = generator or _gen["np"]
     return wrap(_place(g.permutation(n).astype(_np_dtype(dtype) or np.int64), device))
@@ -512,6 +528,7 @@ CLONE = register(name="clone", onnx=_onnx_identity, vmap=_vmap.leading, jvp=_jvp
 
 
 def clone(input, *, memory_format=None):
+    """A copy of ``input`` that gradients flow through, as ``torch.clone``."""
     return bind(CLONE, input)
 
 
@@ -554,10 +571,13 @@ def to_device(x, device):
 
 
 def detach(input):
+    """A view of ``input``'s data cut from the autograd graph, as ``torch.detach``."""
     return input.detach()
 
 
 def contiguous(input):
+    """``input`` itself if row-major contiguous, else a contiguous copy, as
+    ``torch.contiguous``."""
     if input._data.flags.c_contiguous:
         return input
     return clone(input)

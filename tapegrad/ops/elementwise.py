@@ -945,10 +945,13 @@ def fmod(input, other):
 
 
 def floor_divide(input, other):
+    """``input / other`` rounded down, with broadcasting, as ``torch.floor_divide``."""
     return bind(FLOOR_DIVIDE, input, other)
 
 
 def remainder(input, other):
+    """Python's modulus: the remainder of ``input / other`` with the sign of ``other``, with
+    broadcasting, as ``torch.remainder``."""
     return bind(REMAINDER, input, other)
 
 
@@ -962,14 +965,20 @@ def pow(input, exponent):
 
 
 def maximum(input, other):
+    """The larger of ``input`` and ``other``, elementwise with broadcasting (NaN
+    propagates), as ``torch.maximum``."""
     return bind(MAXIMUM, input, other)
 
 
 def minimum(input, other):
+    """The smaller of ``input`` and ``other``, elementwise with broadcasting (NaN
+    propagates), as ``torch.minimum``."""
     return bind(MINIMUM, input, other)
 
 
 def arctan2(input, other):
+    """The angle of the point ``(other, input)``: the inverse tangent of ``input / other``
+    in the right quadrant, elementwise with broadcasting, as ``torch.arctan2``."""
     return bind(ARCTAN2, input, other)
 
 
@@ -977,10 +986,13 @@ atan2 = arctan2
 
 
 def logaddexp(input, other):
+    """``log(exp(input) + exp(other))`` without overflow, with broadcasting, as
+    ``torch.logaddexp``."""
     return bind(LOGADDEXP, input, other)
 
 
 def neg(input):
+    """The negation, elementwise, as ``torch.neg``."""
     return bind(NEG, input)
 
 
@@ -988,6 +1000,7 @@ negative = neg
 
 
 def abs(input):  # noqa: A001
+    """The absolute value, elementwise, as ``torch.abs``."""
     return bind(ABS, input)
 
 
@@ -995,74 +1008,92 @@ absolute = abs
 
 
 def sign(input):
+    """The sign (-1, 0 or 1) of each element, as ``torch.sign``."""
     return bind(SIGN, input)
 
 
 def exp(input):
+    """The exponential, elementwise, as ``torch.exp``."""
     return bind(EXP, input)
 
 
 def exp2(input):
+    """2 to the power of each element, as ``torch.exp2``."""
     return bind(EXP2, input)
 
 
 def expm1(input):
+    """``exp(x) - 1``, accurate near 0, as ``torch.expm1``."""
     return bind(EXPM1, input)
 
 
 def log(input):
+    """The natural logarithm, elementwise, as ``torch.log``."""
     return bind(LOG, input)
 
 
 def log2(input):
+    """The base-2 logarithm, elementwise, as ``torch.log2``."""
     return bind(LOG2, input)
 
 
 def log10(input):
+    """The base-10 logarithm, elementwise, as ``torch.log10``."""
     return bind(LOG10, input)
 
 
 def log1p(input):
+    """``log(1 + x)``, accurate near 0, as ``torch.log1p``."""
     return bind(LOG1P, input)
 
 
 def sqrt(input):
+    """The square root, elementwise, as ``torch.sqrt``."""
     return bind(SQRT, input)
 
 
 def rsqrt(input):
+    """``1 / sqrt(x)``, elementwise, as ``torch.rsqrt``."""
     return bind(RSQRT, input)
 
 
 def square(input):
+    """``x * x``, elementwise, as ``torch.square``."""
     return bind(SQUARE, input)
 
 
 def reciprocal(input):
+    """``1 / x``, elementwise, as ``torch.reciprocal``."""
     return bind(RECIPROCAL, input)
 
 
 def sin(input):
+    """The sine, elementwise, as ``torch.sin``."""
     return bind(SIN, input)
 
 
 def cos(input):
+    """The cosine, elementwise, as ``torch.cos``."""
     return bind(COS, input)
 
 
 def tan(input):
+    """The tangent, elementwise, as ``torch.tan``."""
     return bind(TAN, input)
 
 
 def arcsin(input):
+    """The inverse sine, elementwise, as ``torch.arcsin``."""
     return bind(ARCSIN, input)
 
 
 def arccos(input):
+    """The inverse cosine, elementwise, as ``torch.acos``."""
     return bind(ARCCOS, input)
 
 
 def arctan(input):
+    """The inverse tangent, elementwise, as ``torch.arctan``."""
     return bind(ARCTAN, input)
 
 
@@ -1070,38 +1101,48 @@ asin, acos, atan = arcsin, arccos, arctan
 
 
 def sinh(input):
+    """The hyperbolic sine, elementwise, as ``torch.sinh``."""
     return bind(SINH, input)
 
 
 def cosh(input):
+    """The hyperbolic cosine, elementwise, as ``torch.cosh``."""
     return bind(COSH, input)
 
 
 def tanh(input):
+    """The hyperbolic tangent, elementwise, as ``torch.tanh``."""
     return bind(TANH, input)
 
 
 def sigmoid(input):
+    """The logistic function ``1 / (1 + exp(-x))``, elementwise, as ``torch.sigmoid``."""
     return bind(SIGMOID, input)
 
 
 def relu(input):
+    """``max(x, 0)``, elementwise, as ``torch.relu``."""
     return bind(RELU, input)
 
 
 def erf(input):
+    """The error function, elementwise, as ``torch.erf``."""
     return bind(ERF, input)
 
 
 def floor(input):
+    """The largest integer not greater than each element (same dtype), as
+    ``torch.floor``."""
     return bind(FLOOR, input)
 
 
 def ceil(input):
+    """The smallest integer not less than each element (same dtype), as ``torch.ceil``."""
     return bind(CEIL, input)
 
 
 def trunc(input):
+    """Rounds toward zero, elementwise (``trunc``), as ``torch.fix``."""
     return bind(TRUNC, input)
 
 
@@ -1132,84 +1173,110 @@ clip = clamp
 
 
 def clamp_min(input, min):
+    """Each element limited to at least ``min``, as ``torch.clamp_min``."""
     return clamp(input, min, None)
 
 
 def clamp_max(input, max):
+    """Each element limited to at most ``max``, as ``torch.clamp_max``."""
     return clamp(input, None, max)
 
 
 def round(input, *, decimals=0):  # noqa: A001
+    """Rounds to the nearest integer, half to even (``decimals``: that many decimal places),
+    as ``torch.round``."""
     if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
         raise op_error("round", f"decimals must be an int, got {decimals!r}", TypeError)
     return bind(ROUND, input, decimals=decimals) if decimals else bind(ROUND, input)
 
 
 def isnan(input):
+    """Whether each element is NaN (a bool tensor), as ``torch.isnan``."""
     return bind(ISNAN, input)
 
 
 def isinf(input):
+    """Whether each element is infinite (a bool tensor), as ``torch.isinf``."""
     return bind(ISINF, input)
 
 
 def isfinite(input):
+    """Whether each element is finite (a bool tensor), as ``torch.isfinite``."""
     return bind(ISFINITE, input)
 
 
 def logical_not(input):
+    """Logical NOT (nonzero is true), a bool tensor, as ``torch.logical_not``."""
     return bind(LOGICAL_NOT, input)
 
 
 def logical_and(input, other):
+    """Logical AND (nonzero is true) with broadcasting, a bool tensor, as
+    ``torch.logical_and``."""
     return bind(LOGICAL_AND, input, other)
 
 
 def logical_or(input, other):
+    """Logical OR (nonzero is true) with broadcasting, a bool tensor, as
+    ``torch.logical_or``."""
     return bind(LOGICAL_OR, input, other)
 
 
 def logical_xor(input, other):
+    """Logical XOR (nonzero is true) with broadcasting, a bool tensor, as
+    ``torch.logical_xor``."""
     return bind(LOGICAL_XOR, input, other)
 
 
 def bitwise_not(input):
+    """Bitwise NOT of an integer or bool tensor, elementwise, as ``torch.bitwise_not``."""
     return bind(BITWISE_NOT, input)
 
 
 def bitwise_and(input, other):
+    """Bitwise AND of integer or bool tensors, with broadcasting, as
+    ``torch.bitwise_and``."""
     return bind(BITWISE_AND, input, other)
 
 
 def bitwise_or(input, other):
+    """Bitwise OR of integer or bool tensors, with broadcasting, as ``torch.bitwise_or``."""
     return bind(BITWISE_OR, input, other)
 
 
 def bitwise_xor(input, other):
+    """Bitwise XOR of integer or bool tensors, with broadcasting, as
+    ``torch.bitwise_xor``."""
     return bind(BITWISE_XOR, input, other)
 
 
 def eq(input, other):
+    """``input == other`` elementwise with broadcasting (a bool tensor), as ``torch.eq``."""
     return bind(EQ, input, other)
 
 
 def ne(input, other):
+    """``input != other`` elementwise with broadcasting (a bool tensor), as ``torch.ne``."""
     return bind(NE, input, other)
 
 
 def lt(input, other):
+    """``input < other`` elementwise with broadcasting (a bool tensor), as ``torch.lt``."""
     return bind(LT, input, other)
 
 
 def le(input, other):
+    """``input <= other`` elementwise with broadcasting (a bool tensor), as ``torch.le``."""
     return bind(LE, input, other)
 
 
 def gt(input, other):
+    """``input > other`` elementwise with broadcasting (a bool tensor), as ``torch.gt``."""
     return bind(GT, input, other)
 
 
 def ge(input, other):
+    """``input >= other`` elementwise with broadcasting (a bool tensor), as ``torch.ge``."""
     return bind(GE, input, other)
 
 

@@ -657,6 +657,7 @@ def tensor_split(input, indices_or_sections, dim=0):
 
 
 def unbind(input, dim=0):
+    """The slices of ``input`` along ``dim``, as a tuple of views, as ``torch.unbind``."""
     d = normalize_dim("unbind", dim, len(input.shape))
     _devices.check_pieces("unbind", input.shape[d])
     return tuple(getitem_raw(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
@@ -1243,11 +1244,15 @@ def _scatter_args(name, input, dim, index, src, value):
 
 
 def scatter_add_(input, dim, index, src):
+    """Adds ``src`` into ``input`` at ``index`` along ``dim``, in place
+    (``Tensor.scatter_add_``), as PyTorch's."""
     d, src = _scatter_args("scatter_add", input, dim, index, src, None)
     return apply_inplace(SCATTER_ADD, input, index, src, dim=d)
 
 
 def scatter_(input, dim, index, src=None, *, value=None):
+    """Writes ``src`` (or ``value``) into ``input`` at ``index`` along ``dim``, in place
+    (``Tensor.scatter_``), as PyTorch's."""
     d, src = _scatter_args("scatter", input, dim, index, src, value)
     return apply_inplace(SCATTER, input, index, src, dim=d)
 
@@ -1458,6 +1463,8 @@ def _fill_value(value):
 
 
 def masked_fill_(input, mask, value):
+    """Writes ``value`` into ``input`` where ``mask`` is true, in place
+    (``Tensor.masked_fill_``), as PyTorch's."""
     return apply_inplace(MASKED_FILL, input, mask, _fill_value(value))
 
 
@@ -1538,6 +1545,7 @@ def nonzero(input, *, as_tuple=False):
 
 
 def argwhere(input):
+    """The indices of the nonzero elements, one row per element, as ``torch.argwhere``."""
     return nonzero(input)
 
 

@@ -295,6 +295,8 @@ MEAN = register(name="mean", onnx=_onnx_reduce("ReduceMean"), vmap=_vmap.dim_att
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    """The mean over ``dim`` (all elements by default), of a floating tensor, as
+    ``torch.mean``."""
     if isinstance(input, np.ndarray) and hasattr(input, "full_reduce"):  # @fuse tracing
         return input.full_reduce("mean", _dims("mean", dim, axis), _keep(keepdim, keepdims),
                                  dtype)
@@ -420,6 +422,7 @@ AMAX = register(name="amax", onnx=_onnx_reduce_bool("ReduceMax"), vmap=_vmap.dim
 
 
 def amax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """The largest value over ``dim`` (all dims by default), as ``torch.amax``."""
     dim = _canon_named("amax", input, _dims("amax", dim, axis))
     return bind(AMAX, input, dim=dim, keepdim=_keep(keepdim, keepdims))
 
@@ -432,6 +435,7 @@ AMIN = register(name="amin", onnx=_onnx_reduce_bool("ReduceMin"), vmap=_vmap.dim
 
 
 def amin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """The smallest value over ``dim`` (all dims by default), as ``torch.amin``."""
     dim = _canon_named("amin", input, _dims("amin", dim, axis))
     return bind(AMIN, input, dim=dim, keepdim=_keep(keepdim, keepdims))
 
@@ -502,6 +506,7 @@ PROD = register(name="prod", autocast={"cpu": "fp32", "cuda": "fp32_unless_dtype
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
+    """The product over ``dim`` (all elements by default), as ``torch.prod``."""
     dim = _canon("prod", input, _dims("prod", dim, axis))
     r = bind(PROD, input, dim=dim, keepdim=_keep(keepdim, keepdims))
     return r.to(dtype) if dtype is not None else r

@@ -268,6 +268,7 @@ PERMUTE = register(name="permute", onnx=_onnx_permute, vmap=_vmap.permute_rule, 
 
 
 def permute(input, *dims):
+    """A view of ``input`` with its dims reordered as ``dims``, as ``torch.permute``."""
     dims = shape_arg("permute", dims) if dims and not isinstance(dims[0], (list, tuple)) else tuple(dims[0])
     return bind(PERMUTE, input, dims=tuple(dims))
 
@@ -310,6 +311,7 @@ BROADCAST_TO = register(name="broadcast_to", onnx=_onnx_broadcast_to, vmap=_vmap
 
 
 def broadcast_to(input, shape):
+    """A view of ``input`` broadcast to ``shape``, as ``torch.broadcast_to``."""
     shape = tuple(shape)
     if tuple(input.shape) == shape:
         return input
@@ -350,6 +352,8 @@ SQUEEZE = register(name="squeeze", onnx=_onnx_squeeze, vmap=_vmap.squeeze_rule, 
 
 
 def squeeze(input, dim=None):
+    """A view of ``input`` without its size-1 dims (only ``dim``, when given), as
+    ``torch.squeeze``."""
     return bind(SQUEEZE, input, dim=dim)
 
 
@@ -371,10 +375,13 @@ UNSQUEEZE = register(name="unsqueeze", onnx=_onnx_unsqueeze, vmap=_vmap.unsqueez
 
 
 def unsqueeze(input, dim):
+    """A view of ``input`` with a size-1 dim inserted at ``dim``, as ``torch.unsqueeze``."""
     return bind(UNSQUEEZE, input, dim=dim)
 
 
 def view(input, *shape):
+    """A view of ``input``'s data with another shape (one size may be -1), as
+    ``torch.Tensor.view``."""
     shape = shape_arg("view", shape)
     data = getattr(input, "_data", input)
     if not data.flags.c_contiguous and data.size > 1 and isinstance(data, np.ndarray):
@@ -401,6 +408,8 @@ composite(view, infer=_view_infer,
 
 
 def flatten(input, start_dim=0, end_dim=-1):
+    """``input`` with dims ``start_dim`` to ``end_dim`` merged into one, as
+    ``torch.flatten``."""
     shape = tuple(input.shape)
     nd = len(shape)
     s = normalize_dim("flatten", start_dim, nd)
@@ -498,6 +507,8 @@ def _movedim_dims(nd, source, destination):
 
 
 def movedim(input, source, destination):
+    """A view of ``input`` with dims ``source`` moved to positions ``destination``, as
+    ``torch.moveaxis``."""
     nd = len(input.shape)
     src, dst = _movedim_dims(nd, source, destination)
     if nd == 0:
@@ -574,6 +585,7 @@ composite(expand, infer=_expand_infer,
 
 
 def mT(input):
+    """The transpose of the last two dims (a view), as ``torch.Tensor.mT``."""
     if len(input.shape) < 2:
         raise op_error("mT", f"expected a tensor of at least 2 dims, got shape "
                              f"{tuple(input.shape)}")
@@ -675,11 +687,13 @@ def flip(input, *args, dims=None):
 
 
 def fliplr(input):
+    """``input`` reversed along dim 1 (left/right), as ``torch.fliplr``."""
     _flip_lr_ud("fliplr", 1, 2)(input)  # PyTorch: a 1-d input is refused
     return flip(input, (1,))
 
 
 def flipud(input):
+    """``input`` reversed along dim 0 (up/down), as ``torch.flipud``."""
     _flip_lr_ud("flipud", 0, 1)(input)  # PyTorch: a 0-d input is refused (NumPy too)
     return flip(input, (0,))
 
@@ -999,11 +1013,13 @@ def stack(tensors, dim=None, *, axis=None, out=None):
 
 
 def hstack(tensors):
+    """The tensors concatenated along dim 1 (dim 0 for 1-d tensors), as ``torch.hstack``."""
     ts = _tensor_list("hstack", tensors)
     return cat(ts, 0 if all(len(t.shape) <= 1 for t in ts) else 1)
 
 
 def vstack(tensors):
+    """The tensors (1-d ones as rows) concatenated along dim 0, as ``torch.vstack``."""
     ts = [t if len(t.shape) >= 2 else reshape(t, (1, -1) if len(t.shape) else (1, 1))
           for t in _tensor_list("vstack", tensors)]
     return cat(ts, 0)
@@ -1449,6 +1465,8 @@ def _diag_embed_dims(shape, offset, dim1, dim2):
 
 
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """Tensors whose diagonals (``offset``, between dims ``dim1`` and ``dim2``) hold the
+    last dimension of ``input``, as ``torch.diag_embed``."""
     shape, offset, d1, d2 = _diag_embed_dims(tuple(input.shape), offset, dim1, dim2)
     return diagonal_into(input, shape, offset, d1, d2)
 
