@@ -24,7 +24,7 @@ names). The totals are on the [capability matrix](capabilities.md).
 | vmap | batching rule (`tg.vmap`): `rule`, `derived` (elementwise, broadcasting), `composite`, `loop` (runs example by example, with a warning) |
 | out | the kernel writes into the caller's memory (`out=`) |
 | compile | `replays`: `tg.compile` replays a program of it (its first sample, forward and backward); `eager`: such a program runs eagerly |
-| onnx | `tg.onnx.export` lowers it: `table` (`tg.onnx.LOWERINGS`), `expression` (from its scalar expression), `composite` (when the ops it calls are), `-` (no lowering) |
+| onnx | `tg.onnx.support()`: `lowered` (its ONNX lowering), `decomposed` (exported as the ops it is made of), `no` (hover for the reason; the [capability matrix](capabilities.md) lists them) |
 | export | `tapegrad.interop.torch_ops()` / `jax_ops()` export it (dynamic ops: PyTorch only) |
 | declared | the line of the repository that declares it (`OpDef.declared_at`) |
 

@@ -28,8 +28,9 @@ One row per op (``rows()``), with these columns:
     sample, forward and backward), ``eager`` when such a program runs eagerly (it draws
     random numbers, makes tensors outside the ops...); ``?`` when not probed.
 ``onnx``
-    ``table`` or ``expression`` (``tg.onnx.lowering_of``), ``composite`` (exported when
-    the ops it calls are), ``-`` (``tg.onnx.export`` refuses it).
+    ``tg.onnx.support()``'s word for it: ``lowered`` (its ``OpDef.onnx`` lowering),
+    ``decomposed`` (a composite: exported as the ops it is made of), ``no`` (it cannot
+    export; ``onnx_reason`` says why).
 ``export``
     the frameworks ``tapegrad.interop`` exports it to: ``torch_ops`` exports every op,
     ``jax_ops`` all but the dynamic ones.
@@ -46,7 +47,7 @@ import numpy as np
 from ..ops_registry import list_ops
 from ..ops_registry.rules import diagonal
 from ..vmap import batching_rule_of
-from ..onnx import lowering_of
+from ..onnx import support as onnx_support
 from ..compiler import compile as tg_compile
 from ..dispatch import bind
 from ..tensor import Tensor
@@ -106,13 +107,6 @@ def _vmap(op):
     return "derived" if batching_rule_of(op) is not None else "loop"
 
 
-def _onnx(op):
-    how = lowering_of(op)
-    if how is not None:
-        return how
-    return "composite" if op.composite is not None else "-"
-
-
 def _declared(op):
     if op.declared_at is not None:
         path, line = op.declared_at
@@ -166,10 +160,12 @@ def compile_replays(op, sample):
 
 
 def rows(ops=None, probe_compile=True):
-    """One dict per op (``COLUMNS``), in registration order; ``ops``: the OpDefs (all
+    """One dict per op (``COLUMNS``, and ``onnx_reason``: why it cannot export, or
+    ``""``), in registration order; ``ops``: the OpDefs (all
     registered ones by default); ``probe_compile=False`` leaves the compile column
     ``?`` (the probe captures one program per op: tens of seconds for the registry)."""
     out = []
+    onnx = onnx_support()
     for op in (list_ops() if ops is None else ops):
         f64 = list(op.samples(np.float64)) if op.samples is not None else []
         if not probe_compile or not f64:
@@ -182,10 +178,15 @@ def rows(ops=None, probe_compile=True):
         out.append({
             "op": op.name, "kind": op.kind, "dtypes": _dtypes(op, f64),
             "grad": _grad_orders(op, f64), "jvp": _jvp(op), "vmap": _vmap(op),
-            "out": "yes" if op.takes_out else "no", "compile": comp, "onnx": _onnx(op),
+            "out": "yes" if op.takes_out else "no", "compile": comp,
+            "onnx": onnx[op.name] if onnx[op.name] in ("lowered", "decomposed") else "no",
             "export": "torch" if op.kind == "dynamic" else "torch, jax",
-            "declared": _declared(op)})
+            "declared": _declared(op), "onnx_reason": _reason(onnx[op.name])})
     return out
+
+
+def _reason(word):
+    return "" if word in ("lowered", "decomposed") else word
 
 
 def markdown_table(table):
@@ -193,8 +194,14 @@ def markdown_table(table):
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
     for r in table:
         cells = [f"`{r[c]}`" if c in ("op", "declared") else r[c] for c in COLUMNS]
+        if r.get("onnx_reason"):  # why it cannot export: shown on hover
+            cells[COLUMNS.index("onnx")] = f'<span title="{_html(r["onnx_reason"])}">no</span>'
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _html(text):
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 
 def text_table(table):
@@ -224,5 +231,14 @@ def markdown_summary(table):
     for c, counts in summary(table).items():
         lines += [f"### {c}", "", "| value | ops | share |", "| --- | --- | --- |"]
         lines += [f"| {v} | {n} | {100 * n / len(table):.0f}% |" for v, n in counts.items()]
+        lines.append("")
+    reasons = {}
+    for r in table:
+        if r.get("onnx_reason"):
+            reasons.setdefault(r["onnx_reason"], []).append(r["op"])
+    if reasons:
+        lines += ["### Why an op cannot export to ONNX", "", "| reason | ops |", "| --- | --- |"]
+        lines += [f"| {why} | {', '.join(f'`{n}`' for n in names)} |"
+                  for why, names in sorted(reasons.items(), key=lambda kv: -len(kv[1]))]
         lines.append("")
     return "\n".join(lines)

@@ -1,14 +1,14 @@
 """The op reference (``tapegrad.testing.capabilities``, ``python -m
 tapegrad.ops_registry``): each column says what the code does.
 
-The claims are checked against the code they describe: ONNX lowerings export and run
-in onnxruntime, the compile probe agrees with tg.compile's stats, ``loop`` ops have no
+The claims are checked against the code they describe: the ONNX column is
+``tg.onnx.support()`` (tests/compile/test_onnx_registry.py runs the lowerings), the
+compile probe agrees with tg.compile's stats, ``loop`` ops have no
 batching rule, ops without a forward-mode rule refuse forward mode, declarations point
 at the line that registers the op."""
 import os
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -30,7 +30,8 @@ def _first(op, dtype=np.float64):
 def test_one_row_per_op_with_every_column():
     assert list(TABLE) == [op.name for op in OPS]
     for r in TABLE.values():
-        assert tuple(r) == cap.COLUMNS and all(isinstance(v, str) and v for v in r.values())
+        assert tuple(r) == cap.COLUMNS + ("onnx_reason",)
+        assert all(isinstance(r[c], str) and r[c] for c in cap.COLUMNS)
 
 
 def test_columns_follow_the_registry():
@@ -44,9 +45,10 @@ def test_columns_follow_the_registry():
 
 
 def test_known_rows():
-    assert TABLE["add"]["onnx"] == "table" and TABLE["add"]["jvp"] == "rule"
-    assert TABLE["gelu"]["onnx"] == "expression" and TABLE["gelu"]["jvp"] == "derived"
-    assert TABLE["cumsum"]["onnx"] == "-"
+    assert TABLE["add"]["onnx"] == "lowered" and TABLE["add"]["jvp"] == "rule"
+    assert TABLE["gelu"]["jvp"] == "derived"
+    assert TABLE["cross_entropy"]["onnx"] == "decomposed"
+    assert TABLE["randn"]["onnx"] == "no" and "random" in TABLE["randn"]["onnx_reason"]
     assert TABLE["cross_entropy"]["vmap"] == "composite"
     assert TABLE["eq"]["grad"] == "-"
     assert "int64" in TABLE["cross_entropy"]["dtypes"]
@@ -128,44 +130,17 @@ def test_compile_probe_agrees_with_compile():
     assert rows["tanh"]["compile"] == "replays" and rows["randn"]["compile"] == "eager"
 
 
-LOWERED = [n for n, r in TABLE.items() if r["onnx"] in ("table", "expression")]
-
-
-@pytest.mark.parametrize("name", LOWERED)
-def test_onnx_lowerings_export_and_run(name, tmp_path):
-    ort = pytest.importorskip("onnxruntime")
-    op = tg.ops_registry.get(name)
-    float_samples = [s for s in op.samples(np.float32)
-                     if any(isinstance(a, np.ndarray) for a in s.args)]
-    assert float_samples, f"{name}: no sample with a tensor input"
-    s = float_samples[0]
-    pos = [i for i, a in enumerate(s.args) if isinstance(a, np.ndarray)]
-
-    def f(*ts):
-        full = list(s.args)
-        for i, t in zip(pos, ts):
-            full[i] = t
-        out = bind(op, *full, **s.attrs)
-        return out[0] if isinstance(out, tuple) else out
-    ts = [tg.tensor(s.args[i]) for i in pos]
-    path = str(tmp_path / f"{name}.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tg.onnx.export(f, tuple(ts), path)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    feeds = {i.name: np.asarray(s.args[p]) for i, p in zip(sess.get_inputs(), pos)}
-    (got,) = sess.run(None, feeds)[:1]
-    with tg.no_grad():
-        want = f(*ts).numpy()
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
-                               rtol=1e-5, atol=1e-6)
-
-
-def test_ops_without_lowering_are_refused():
-    cumsum = tg.ops_registry.get("cumsum")
-    assert tg.onnx.lowering_of(cumsum) is None
-    with pytest.raises(tg.onnx.UnsupportedOperatorError, match="cumsum"):
-        tg.onnx.export(lambda a: tg.cumsum(a, dim=0), (tg.randn(3),), os.devnull)
+def test_onnx_column_is_onnx_support():
+    support = tg.onnx.support()
+    for name, r in TABLE.items():
+        word = support[name]
+        if word in ("lowered", "decomposed"):
+            assert r["onnx"] == word and r["onnx_reason"] == ""
+        else:
+            assert r["onnx"] == "no" and r["onnx_reason"] == word
+    md = cap.markdown_table([TABLE["lgamma"]])
+    assert 'title="no ONNX operator' in md
+    assert "`lgamma`" in cap.markdown_summary([TABLE["lgamma"], TABLE["add"]])
 
 
 def test_command_line():
