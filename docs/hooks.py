@@ -19,7 +19,7 @@ names). The totals are on the [capability matrix](capabilities.md).
 | --- | --- |
 | kind | `basic`, `workspace` (takes scratch memory), `dynamic` (output size depends on the data), `view` (aliases its input) |
 | dtypes | input dtypes its samples exercise (the registry tests run each in float64, and in float32 where an input is floating) |
-| grad | gradient orders checked against finite differences: `1`, `2` (gradients of gradients; adjoints are written with ops, so 2 means any order), `0` (differentiable, no gradient sample), `-` (not differentiable) |
+| grad | gradient orders the registry tests check against finite differences: `1`, `2` (gradients of gradients; adjoints are written with ops and record like any call, so higher orders take the same path), `0` (differentiable, no gradient sample), `-` (not differentiable) |
 | jvp | forward mode (`tg.forward_ad`, `jvp`, `jacfwd`): `rule` (declared), `derived` (an elementwise op's, from its vjp), `composite` (through the ops it calls), `none`, `-` (not differentiable) |
 | vmap | batching rule (`tg.vmap`): `rule`, `derived` (elementwise, broadcasting), `composite`, `loop` (runs example by example, with a warning) |
 | out | the kernel writes into the caller's memory (`out=`) |

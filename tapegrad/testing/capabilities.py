@@ -12,8 +12,8 @@ One row per op (``rows()``), with these columns:
     gradient orders the registry tests check against finite differences: ``-`` not
     differentiable, ``1`` (gradcheck), ``2`` (gradcheck and gradgradcheck: a sample
     small enough for the second order), ``0`` differentiable but no sample with a
-    gradient. Adjoints are written with ops, so a gradient that differentiates once
-    more differentiates again: 2 means any order.
+    gradient. Adjoints are written with ops and record like any call, so orders above
+    the second take the path the second does (not checked here).
 ``jvp``
     forward mode: ``rule`` (declared), ``derived`` (an elementwise op's, from its vjp),
     ``composite`` (its ops' rules), ``none`` (forward mode raises), ``-`` (not
