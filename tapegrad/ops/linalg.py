@@ -112,6 +112,16 @@ def _matmul_samples(dtype=np.float64):
 
 # ---------------------------------------------------------------- ONNX forms
 # (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_einsum(b, st):
+    eq = st.attrs["equation"].replace(" ", "")
+    ins, _ = _onnx_common(b, st, dtype=b.out_dtype(st))
+    if "->" not in eq:  # the implicit output: the letters seen once, sorted
+        lhs = eq.replace(",", "").replace(".", "")
+        eq = eq + "->" + ("..." if "..." in eq else "") + "".join(
+            sorted(c for c in set(lhs) if lhs.count(c) == 1))
+    b.node("Einsum", ins, [b.output(st)], equation=eq)
+
+
 def _onnx_matmul(b, st):
     (x, y), _ = _onnx_common(b, st, dtype=b.out_dtype(st))
     b.node("MatMul", [x, y], [b.output(st)])
@@ -499,7 +509,7 @@ def _einsum_op(n):
             infer=_einsum_infer, args=args, vjp=_einsum_vjp, saves=args, promote="none",
             samples=_einsum_samples_for(n), error_samples=_einsum_errors_for(n),
             torch=lambda torch, *ts, equation: torch.einsum(equation, *ts),
-            doc=f"einsum over {n} operand(s)")
+            doc=f"einsum over {n} operand(s)", onnx=_onnx_einsum)
     return op
 
 

@@ -107,19 +107,6 @@ def _int_identity(op_type):
     return lower
 
 
-def _signbit(b, st):
-    x, dt = b.input(st, 0), b.dtype(st, 0)
-    zero = b.const(np.zeros((), dt))
-    neg = b.node("Less", [x, zero])
-    if dt.kind != "f":
-        b.node("Identity", [neg], [b.output(st)])
-        return
-    # -0.0: 1 / x is -inf
-    negzero = b.node("And", [b.node("Equal", [x, zero]),
-                             b.node("Less", [b.node("Reciprocal", [x]), zero])])
-    b.node("Or", [neg, negzero], [b.output(st)])
-
-
 # ---------------------------------------------------------------- from an expression
 _E_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow",
              "maximum": "Max", "minimum": "Min", "lt": "Less", "le": "LessOrEqual",
@@ -295,17 +282,6 @@ def _norm(key):
         _pnorm(b, st, x, dt, p, _dims(st.attrs.get("dim"), len(shape)),
                st.attrs.get("keepdim", False), [b.output(st)])
     return lower
-
-
-# ---------------------------------------------------------------- linear algebra
-def _einsum(b, st):
-    eq = st.attrs["equation"].replace(" ", "")
-    ins, _ = _common(b, st, dtype=b.out_dtype(st))
-    if "->" not in eq:  # the implicit output: the letters seen once, sorted
-        lhs = eq.replace(",", "").replace(".", "")
-        eq = eq + "->" + ("..." if "..." in eq else "") + "".join(
-            sorted(c for c in set(lhs) if lhs.count(c) == 1))
-    b.node("Einsum", ins, [b.output(st)], equation=eq)
 
 
 # ---------------------------------------------------------------- nn
@@ -653,12 +629,8 @@ def _rnn_layer(b, st):
 
 
 LOWERINGS = {
-    "signbit": _signbit,
     "unfold": _unfold,
     "fold": _fold,
-    "einsum1": _einsum,
-    "einsum": _einsum,
-    "einsum3": _einsum,
     "softmax": _softmax("Softmax"),
     "log_softmax": _softmax("LogSoftmax"),
     "linear": _linear,

@@ -348,11 +348,11 @@ decl(ldexp, lambda dtype=np.float64: [S(rand((3, 4), dtype, seed=1), np.arange(1
 
 # ------------------------------------------------------------------ no gradient: NumPy kernels
 def _plain_op(name, kernel, samples, out_dtype=None, promote="same", args=("x", "other"),
-              torch=None, errors=None):
+              torch=None, errors=None, onnx=None):
     """A registered op without a gradient (comparisons, integer functions)."""
     return register(name=name, kernel=kernel, args=args, differentiable=False,
                     infer=elementwise_infer(name, promote, out_dtype),
-                    broadcasting=len(args) > 1, promote=promote, samples=samples,
+                    broadcasting=len(args) > 1, promote=promote, samples=samples, onnx=onnx,
                     torch=torch or (lambda T, *a, **k: getattr(T, name)(*a, **k)),
                     error_samples=errors or (bad_broadcast() if len(args) > 1 else
                                              (lambda: [(("not a tensor",), {}, TypeError)])))
@@ -362,9 +362,22 @@ def _ints(shape, lo=-20, hi=20, seed=0):
     return np.random.default_rng(seed).integers(lo, hi, shape)
 
 
+def _onnx_signbit(b, st):
+    """x < 0, or x = -0.0 (1 / x = -inf)."""
+    x, dt = b.input(st, 0), b.dtype(st, 0)
+    zero = b.const(np.zeros((), dt))
+    neg = b.node("Less", [x, zero])
+    if dt.kind != "f":
+        b.node("Identity", [neg], [b.output(st)])
+        return
+    negzero = b.node("And", [b.node("Equal", [x, zero]),
+                             b.node("Less", [b.node("Reciprocal", [x]), zero])])
+    b.node("Or", [neg, negzero], [b.output(st)])
+
+
 SIGNBIT = _plain_op("signbit", np.signbit, lambda dtype=np.float64: [
     S(np.array([-1.5, -0.0, 0.0, 2.0, -np.inf], dtype=dtype)), S(rand((3, 4), dtype))],
-    out_dtype=np.bool_, promote="none", args=("x",))
+    out_dtype=np.bool_, promote="none", args=("x",), onnx=_onnx_signbit)
 
 
 NEXTAFTER = _plain_op("nextafter", np.nextafter, lambda dtype=np.float64: [
