@@ -2,10 +2,10 @@
 
 ``export(model_or_fn, args, path, ...)`` captures the forward as ``tg.compile``
 captures a program (``export.py``) and lowers each op step by its op's ONNX form,
-``OpDef.onnx``: a lowering function (declared with the op, or held by name in
-``tapegrad.ops.onnx_forms.LOWERINGS`` and attached to the registry at import),
+``OpDef.onnx``: a lowering function declared with the op (``register(...,
+onnx=...)``; an elementwise op without one is lowered from its scalar expression),
 ``DECOMPOSED`` for a composite (its ops are recorded instead), or the reason the op
-cannot export. ``support()`` reports that
+cannot export (``support.py`` fills in the composites and the reasons at import). ``support()`` reports that
 form for every registry op (``support.py``). Needs the ``onnx`` extra (``pip install
 tapegrad[onnx]``).
 
@@ -16,10 +16,9 @@ tapegrad[onnx]``).
 ...                dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})  # doctest: +SKIP
 """
 from .export import export, UnsupportedOperatorError, Builder, OPSET, MIN_OPSET, MAX_OPSET
-from ..ops.onnx_forms import LOWERINGS
 from .support import support, attach
 
-__all__ = ["export", "support", "UnsupportedOperatorError", "Builder", "LOWERINGS", "OPSET",
+__all__ = ["export", "support", "UnsupportedOperatorError", "Builder", "OPSET",
            "MIN_OPSET", "MAX_OPSET"]
 
 attach()

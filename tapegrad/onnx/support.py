@@ -1,13 +1,13 @@
 """Each registry op's ONNX form: ``attach`` sets ``OpDef.onnx`` where a declaration
 left it unset, ``support`` reports it.
 
-An op's form is its lowering (declared with it, or ``ops.onnx_forms.LOWERINGS``,
-or its scalar expression for an elementwise op), ``DECOMPOSED`` for a composite (it
-exports as the ops it is made of: the capture records them), or the reason it cannot
-export (``REASONS``).
+An op's form is its lowering (declared with it: ``register(..., onnx=...)``, or, for
+an elementwise op that declares none, its scalar expression), ``DECOMPOSED`` for a
+composite (it exports as the ops it is made of: the capture records them), or the
+reason it cannot export (``REASONS``).
 """
 from ..ops_registry import DECOMPOSED, list_ops
-from ..ops.onnx_forms import LOWERINGS, lower_expression
+from ..ops.onnx_forms import lower_expression
 
 __all__ = ["support", "attach", "REASONS", "RANDOM", "NO_ONNX"]
 
@@ -89,9 +89,7 @@ def attach():
     for op in list_ops():
         if op.onnx is not None:
             continue
-        if op.name in LOWERINGS:
-            op.onnx = LOWERINGS[op.name]
-        elif op.name in REASONS:
+        if op.name in REASONS:
             op.onnx = REASONS[op.name]
         elif op.composite is not None:
             op.onnx = DECOMPOSED

@@ -119,11 +119,26 @@ def _log_softmax_jvp(ctx, t):
     return (t - m.sum(m.exp(ctx.out) * t, dim=ctx.attrs["dim"], keepdim=True),)
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_softmax(op_type):
+    def lower(b, st):
+        shape = b.shape(st, 0)
+        x = b.input(st, 0, b.out_dtype(st))
+        if not shape:
+            x = b.unsqueeze(x, [0])
+            y = b.node(op_type, [x], axis=0)
+            b.squeeze(y, [0], [b.output(st)])
+            return
+        b.node(op_type, [x], [b.output(st)], axis=int(st.attrs.get("dim", -1)) % len(shape))
+    return lower
+
+
 LOG_SOFTMAX = register(name="log_softmax", vmap=_vmap.dim_attrs(), jvp=_log_softmax_jvp, kernel=_log_softmax_kernel,
                        infer=_softmax_infer("log_softmax"), vjp=_log_softmax_vjp, saves=("out",),
                        samples=_softmax_samples,
                        error_samples=lambda: [((_rand((3, 4)),), {"dim": 2}, IndexError)],
-                       torch=lambda torch, x, dim: torch.log_softmax(x, dim))
+                       torch=lambda torch, x, dim: torch.log_softmax(x, dim), onnx=_onnx_softmax("LogSoftmax"))
 
 
 def _softmax_kernel(x, dim, out=None):
@@ -155,7 +170,7 @@ def _softmax_jvp(ctx, t):
 SOFTMAX = register(name="softmax", vmap=_vmap.dim_attrs(), jvp=_softmax_jvp, kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
                    vjp=_softmax_vjp, saves=("out",), samples=_softmax_samples,
                    error_samples=lambda: [((_rand((3, 4)),), {"dim": -3}, IndexError)],
-                   torch=lambda torch, x, dim: torch.softmax(x, dim))
+                   torch=lambda torch, x, dim: torch.softmax(x, dim), onnx=_onnx_softmax("Softmax"))
 
 
 def _dim_of(name, input, dim):

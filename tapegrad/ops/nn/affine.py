@@ -129,6 +129,22 @@ def _linear_jvp(ctx, tx, tw, tb):
     return (out,)
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_linear(b, st):
+    x, w = b.input(st, 0), b.input(st, 1)
+    bias = b.input(st, 2) if b.is_tensor(st, 2) else ""
+    xs, ws = b.shape(st, 0), b.shape(st, 1)
+    if len(xs) == 2 and len(ws) == 2:
+        b.node("Gemm", [x, w] + ([bias] if bias else []), [b.output(st)], transB=1)
+        return
+    wt = b.node("Transpose", [w], perm=[1, 0]) if len(ws) == 2 else w
+    if bias:
+        b.node("Add", [b.node("MatMul", [x, wt]), bias], [b.output(st)])
+    else:
+        b.node("MatMul", [x, wt], [b.output(st)])
+
+
 LINEAR = register(name="linear", vmap=_vmap.linear_rule, jvp=_linear_jvp, kernel=_linear_kernel, args=("input", "weight", "bias"),
                   optional=("bias",),
                   infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),
@@ -137,7 +153,7 @@ LINEAR = register(name="linear", vmap=_vmap.linear_rule, jvp=_linear_jvp, kernel
                       ((_rand((3, 4)), _rand((5, 3)), None), {}, RuntimeError),
                       ((_rand((3, 4)), _rand((5, 4)), _rand((4,))), {}, RuntimeError),
                       ((_rand((3, 4)), _rand((2, 5, 4)), None), {}, RuntimeError)],
-                  torch=lambda torch, x, w, b=None: torch.nn.functional.linear(x, w, b))
+                  torch=lambda torch, x, w, b=None: torch.nn.functional.linear(x, w, b), onnx=_onnx_linear)
 
 
 def linear(input, weight, bias=None):

@@ -307,12 +307,51 @@ def _conv2d_jvp(ctx, tx, tw, tb):
     return (out,)
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_conv2d(b, st):
+    a = st.attrs
+    (pt, pb), (pl, pr) = a["padding"]
+    ins = [b.input(st, 0), b.input(st, 1)]
+    if b.is_tensor(st, 2):
+        ins.append(b.input(st, 2))
+    kh, kw = b.shape(st, 1)[2:]
+    b.node("Conv", ins, [b.output(st)], kernel_shape=[kh, kw], strides=list(a["stride"]),
+           pads=[pt, pl, pb, pr], dilations=list(a["dilation"]), group=a["groups"])
+
+
+def _onnx_conv_transpose2d(b, st):
+    a = st.attrs
+    ph, pw = a["padding"]
+    ins = [b.input(st, 0), b.input(st, 1)]
+    if b.is_tensor(st, 2):
+        ins.append(b.input(st, 2))
+    kh, kw = b.shape(st, 1)[2:]
+    b.node("ConvTranspose", ins, [b.output(st)], kernel_shape=[kh, kw],
+           strides=list(a["stride"]), pads=[ph, pw, ph, pw], dilations=list(a["dilation"]),
+           group=a["groups"], output_padding=list(a["output_padding"]))
+
+
+def _onnx_conv2d_input_grad(b, st):
+    a = st.attrs
+    (pt, pb), (pl, pr) = a["padding"]
+    kh, kw = b.shape(st, 1)[2:]
+    H, W = a["input_shape"][2:]
+    oh, ow = b.shape(st, 0)[2:]
+    (sh, sw), (dh, dw) = a["stride"], a["dilation"]
+    eh = H - ((oh - 1) * sh + (kh - 1) * dh + 1 - pt - pb)
+    ew = W - ((ow - 1) * sw + (kw - 1) * dw + 1 - pl - pr)
+    b.node("ConvTranspose", [b.input(st, 0), b.input(st, 1)], [b.output(st)],
+           kernel_shape=[kh, kw], strides=[sh, sw], pads=[pt, pl, pb, pr],
+           dilations=[dh, dw], group=a["groups"], output_padding=[eh, ew])
+
+
 CONV2D = register(name="conv2d", vmap=_vmap.conv2d_rule, jvp=_conv2d_jvp, kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
                   args=("input", "weight", "bias"), optional=("bias",),
                   infer=_public_conv_attrs(_conv2d_infer),
                   workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp,
                   saves=("input", "weight"), promote="none", samples=_conv_samples,
-                  error_samples=_conv_errors, torch=_torch_conv)
+                  error_samples=_conv_errors, torch=_torch_conv, onnx=_onnx_conv2d)
 
 
 # ================================================================ conv2d's gradients
@@ -399,7 +438,7 @@ CONV2D_INPUT_GRAD = register(
     vjp=_conv2d_input_grad_vjp, saves=("g", "weight"), promote="same",
     samples=_grad_samples("input"), torch=_torch_input_grad,
     error_samples=lambda: [((_rand((1, 2, 3, 3)), _rand((2, 1, 3, 3))),
-                            dict(_conv_attrs(), input_shape=(1, 1, 4, 4)), RuntimeError)])
+                            dict(_conv_attrs(), input_shape=(1, 1, 4, 4)), RuntimeError)], onnx=_onnx_conv2d_input_grad)
 
 
 def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilation, groups,
@@ -716,7 +755,7 @@ CONV_TRANSPOSE2D = register(
     args=("input", "weight", "bias"), optional=("bias",), infer=_public_ct_attrs(_ct_infer),
     workspace=_public_ct_attrs(_ct_workspace), vjp=_ct_vjp, jvp=_ct_jvp,
     saves=("input", "weight"), promote="same", samples=_ct_samples, error_samples=_ct_errors,
-    torch=_torch_ct)
+    torch=_torch_ct, onnx=_onnx_conv_transpose2d)
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,

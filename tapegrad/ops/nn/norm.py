@@ -260,6 +260,29 @@ def _torch_gn(torch, x, w=None, b=None, *, num_groups, eps):
     return torch.nn.functional.group_norm(x, num_groups, w, b, eps)
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_group_norm(b, st):
+    a = st.attrs
+    shape = b.shape(st, 0)
+    dt = b.out_dtype(st)
+    G = a["num_groups"]
+    x = b.input(st, 0)
+    xs = b.node("Shape", [x])
+    g = b.reshape(x, [0, G, -1])
+    m = b.reduce("ReduceMean", g, [2], True)
+    d = b.node("Sub", [g, m])
+    v = b.reduce("ReduceMean", b.node("Mul", [d, d]), [2], True)
+    y = b.node("Div", [d, b.node("Sqrt", [b.node("Add", [v, b.const(np.asarray(a["eps"], dt))])])])
+    y = b.node("Reshape", [y, xs])
+    cshape = [shape[1]] + [1] * (len(shape) - 2)
+    if b.is_tensor(st, 1):
+        y = b.node("Mul", [y, b.reshape(b.input(st, 1), cshape)])
+    if b.is_tensor(st, 2):
+        y = b.node("Add", [y, b.reshape(b.input(st, 2), cshape)])
+    b.node("Identity", [y], [b.output(st)])
+
+
 GROUP_NORM = register(
     name="group_norm", vmap=_vmap.group_norm_rule, kernel=_gn_kernel, infer=_gn_infer, args=("input", "weight", "bias"),
     optional=("weight", "bias"), vjp=_gn_vjp, jvp=_gn_jvp, saves=("input", "weight"),
@@ -271,7 +294,7 @@ GROUP_NORM = register(
                            ((rand((2, 6)), rand((5,)), None), dict(num_groups=2, eps=1e-5),
                             RuntimeError),
                            ((rand((2, 6)), None, None), dict(num_groups=2.0, eps=1e-5),
-                            TypeError)])
+                            TypeError)], onnx=_onnx_group_norm)
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):

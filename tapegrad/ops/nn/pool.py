@@ -23,6 +23,7 @@ from ..shape import cat
 from ..shape import unsqueeze
 from ._common import pair, tap_slices as _valid, whole
 from .. import _jvp, _vmap
+from ..onnx_forms import (_planes as _onnx_planes)
 
 
 # ================================================================ attributes and geometry
@@ -189,6 +190,56 @@ def _max_pool2d_jvp(ctx, t):
     return (bind(MAX_POOL2D_GATHER_OP[0], t, ctx.out[1]), None)
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_max_pool2d(b, st):
+    a = st.attrs
+    ph, pw = a.get("padding", (0, 0))
+    x = b.input(st, 0)
+    v, i = b.node("MaxPool", [x], 2, kernel_shape=list(a["kernel_size"]),
+                  strides=list(a["stride"]), pads=[ph, pw, ph, pw],
+                  ceil_mode=int(bool(a.get("ceil_mode", False))),
+                  dilations=list(a.get("dilation", (1, 1))))
+    b.node("Identity", [v], [b.output(st, 0)])
+    H, W = b.shape(st, 0)[2:]  # ONNX's indices run over the whole tensor, ours per plane
+    b.node("Mod", [i, b.const(np.asarray(H * W, np.int64))], [b.output(st, 1)])
+
+
+def _onnx_avg_pool2d(b, st):
+    a = st.attrs
+    ph, pw = a.get("padding", (0, 0))
+    kh, kw = a["kernel_size"]
+    div = a.get("divisor_override")
+    kw_ = dict(kernel_shape=[kh, kw], strides=list(a["stride"]), pads=[ph, pw, ph, pw],
+               ceil_mode=int(bool(a.get("ceil_mode", False))),
+               count_include_pad=int(bool(a.get("count_include_pad", True))))
+    if div:
+        kw_["count_include_pad"] = 1
+        if kw_["ceil_mode"]:
+            b.refuse(st, "divisor_override with ceil_mode")
+        y = b.node("AveragePool", [b.input(st, 0)], **kw_)
+        b.node("Mul", [y, b.const(np.asarray(kh * kw / div, b.out_dtype(st)))],
+               [b.output(st)])
+        return
+    b.node("AveragePool", [b.input(st, 0)], [b.output(st)], **kw_)
+
+
+def _onnx_max_pool2d_gather(b, st):
+    x, idx = b.input(st, 0), b.input(st, 1, np.int64)
+    g = b.node("GatherElements", [_onnx_planes(b, x, b.shape(st, 0)),
+                                  _onnx_planes(b, idx, b.shape(st, 1))], axis=2)
+    b.node("Reshape", [g, b.node("Shape", [idx])], [b.output(st)])
+
+
+def _onnx_max_pool2d_input_grad(b, st):
+    N, C, H, W = st.attrs["input_shape"]
+    g, idx = b.input(st, 0), b.input(st, 1, np.int64)
+    zeros = b.const(np.zeros((N, C, H * W), b.out_dtype(st)))
+    y = b.node("ScatterElements", [zeros, _onnx_planes(b, idx, b.shape(st, 1)),
+                                   _onnx_planes(b, g, b.shape(st, 0))], axis=2, reduction="add")
+    b.node("Reshape", [y, b.ints([N, C, H, W])], [b.output(st)])
+
+
 MAX_POOL2D = register(name="max_pool2d", vmap=_vmap.nchw_rule, jvp=_max_pool2d_jvp, kernel=_max_pool2d_kernel, args=("input",), nout=2,
                       infer=_max_pool2d_infer, vjp=_max_pool2d_vjp, saves=("out",),
                       samples=_max_pool_samples, torch=_torch_max_pool,
@@ -199,7 +250,7 @@ MAX_POOL2D = register(name="max_pool2d", vmap=_vmap.nchw_rule, jvp=_max_pool2d_j
                           ((_rand((1, 2, 4, 4)),), _pattrs(2, 1, 0, 0), RuntimeError),
                           ((_rand((1, 2, 4, 4)),), _pattrs(2, 1, 2), RuntimeError),
                           ((_rand((1, 2, 4, 4)),), _pattrs(2, 1, -1), RuntimeError),
-                          ((_rand((1, 0, 4, 4)),), _pattrs(2), RuntimeError)])
+                          ((_rand((1, 0, 4, 4)),), _pattrs(2), RuntimeError)], onnx=_onnx_max_pool2d)
 
 
 def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap, out=None):
@@ -269,7 +320,7 @@ MAX_POOL2D_INPUT_GRAD = register(
     vjp=lambda ctx, gg: (bind(MAX_POOL2D_GATHER, gg, ctx.inputs[1]), None), saves=("indices",),
     samples=_pool_grad_samples, reference=_max_pool2d_input_grad_reference,
     error_samples=lambda: [((_rand((1, 1, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)),
-                            dict(input_shape=(1, 1, 4, 4), overlap=False), RuntimeError)])
+                            dict(input_shape=(1, 1, 4, 4), overlap=False), RuntimeError)], onnx=_onnx_max_pool2d_input_grad)
 
 
 def _max_pool2d_gather_kernel(x, indices, out=None):
@@ -326,7 +377,7 @@ MAX_POOL2D_GATHER = register(
     infer=_max_pool2d_gather_infer, vjp=_max_pool2d_gather_vjp, saves=("indices",),
     samples=_gather_samples, reference=_max_pool2d_gather_reference,
     error_samples=lambda: [((_rand((1, 2, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)), {},
-                            RuntimeError)])
+                            RuntimeError)], onnx=_onnx_max_pool2d_gather)
 MAX_POOL2D_GATHER_OP.append(MAX_POOL2D_GATHER)
 
 
@@ -462,7 +513,7 @@ AVG_POOL2D = register(
                            ((_rand((1, 1, 4, 4)),), _avg_attrs(2, dov=0), RuntimeError),
                            ((_rand((1, 1, 4, 4)),), _avg_attrs(2, dov=1.5), TypeError),
                            ((_rand((1, 1, 4, 4)),), _avg_attrs(2, 1, 2), RuntimeError),
-                           ((_rand((1, 1, 4, 4)),), _avg_attrs(0), RuntimeError)])
+                           ((_rand((1, 1, 4, 4)),), _avg_attrs(0), RuntimeError)], onnx=_onnx_avg_pool2d)
 
 
 def _avg_pool2d_input_grad_kernel(g, *, input_shape, out=None, **attrs):

@@ -823,13 +823,122 @@ def _torch(kind):
     return oracle
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+class _OnnxBody:
+    """Nodes of a scan body (names local to it; outer names may be read)."""
+
+    def __init__(self, b):
+        self.b, self.nodes, self.k = b, [], 0
+
+    def __call__(self, op_type, inputs, out=None, **attrs):
+        if out is None:
+            self.k += 1
+            out = f"b{self.k}"
+        outs = [out] if isinstance(out, str) else list(out)
+        self.nodes.append(self.b.helper.make_node(op_type, inputs, outs, **attrs))
+        return out
+
+
+def _onnx_zeros_state(b, gates, size, dtype):
+    """Zeros (B, size), B the batch of the (T, B, k) ``gates``: the default initial
+    state, symbolic in the batch."""
+    bdim = b.slice(b.node("Shape", [gates]), [1], [2], [0])
+    shp = b.node("Concat", [bdim, b.ints([size])], axis=0)
+    value = b.helper.make_tensor("zero", b.onnx_type(dtype), [1], [0])
+    return b.node("ConstantOfShape", [shp], value=value)
+
+
+def _onnx_state(b, st, j, gates, size):
+    v = b.literal(st, j)
+    if isinstance(v, np.ndarray) and not v.any():
+        return _onnx_zeros_state(b, gates, size, b.dtype(st, j))
+    return b.input(st, j)
+
+
+def _onnx_scan(b, st, body_nodes, states, scan_outs, dtype, reverse):
+    """A Scan over the time axis of input 0: ``states`` (names of the initial
+    states), body inputs ``s_k`` (states) and ``x_t``; ``scan_outs`` the number of
+    per-step outputs after the new states."""
+    h = b.helper
+    t = b.onnx_type(dtype)
+    ins = [h.make_tensor_value_info(f"s{k}_in", t, None) for k in range(len(states))]
+    ins.append(h.make_tensor_value_info("x_t", t, None))
+    outs = [h.make_tensor_value_info(f"s{k}_out", t, None) for k in range(len(states))]
+    outs += [h.make_tensor_value_info(f"y{k}_out", t, None) for k in range(scan_outs)]
+    body = h.make_graph(body_nodes, b.fresh("scan_body"), ins, outs)
+    n = len(states) + scan_outs
+    res = b.node("Scan", states + [b.input(st, 0)], n, body=body, num_scan_inputs=1,
+                 scan_input_directions=[int(reverse)],
+                 scan_output_directions=[int(reverse)] * scan_outs)
+    return res[len(states):]
+
+
+def _onnx_lstm_layer(b, st):
+    T, B, G = b.shape(st, 0)
+    H = G // 4
+    dt = b.dtype(st, 0)
+    h0 = _onnx_state(b, st, 1, b.input(st, 0), H)
+    c0 = _onnx_state(b, st, 2, b.input(st, 0), H)
+    wT = b.node("Transpose", [b.input(st, 3)], perm=[1, 0])
+    n = _OnnxBody(b)
+    z = n("Add", ["x_t", n("MatMul", ["s0_in", wT])])
+    i, f, g, o = n("Split", [z, b.ints([H] * 4)], ["gi", "gf", "gg", "go"], axis=1)
+    i, f, g, o = n("Sigmoid", [i]), n("Sigmoid", [f]), n("Tanh", [g]), n("Sigmoid", [o])
+    c = n("Add", [n("Mul", [f, "s1_in"]), n("Mul", [i, g])], "s1_out")
+    n("Mul", [o, n("Tanh", [c])], "s0_out")
+    n("Identity", ["s0_out"], "y0_out")
+    n("Identity", ["s1_out"], "y1_out")
+    n("Concat", [i, f, g, o], "y2_out", axis=1)
+    ys = _onnx_scan(b, st, n.nodes, [h0, c0], 3, dt, st.attrs.get("reverse", False))
+    for k in range(3):
+        b.node("Identity", [ys[k]], [b.output(st, k)])
+
+
+def _onnx_gru_layer(b, st):
+    T, B, G = b.shape(st, 0)
+    H = G // 3
+    dt = b.dtype(st, 0)
+    h0 = _onnx_state(b, st, 1, b.input(st, 0), H)
+    wT = b.node("Transpose", [b.input(st, 2)], perm=[1, 0])
+    n = _OnnxBody(b)
+    hw = n("MatMul", ["s0_in", wT])
+    if b.is_tensor(st, 3):
+        hw = n("Add", [hw, b.input(st, 3)])
+    xr, xz, xn = n("Split", ["x_t", b.ints([H] * 3)], ["xr", "xz", "xn"], axis=1)
+    hr, hz, hn = n("Split", [hw, b.ints([H] * 3)], ["hr", "hz", "hn"], axis=1)
+    r = n("Sigmoid", [n("Add", [xr, hr])])
+    z = n("Sigmoid", [n("Add", [xz, hz])])
+    nn_ = n("Tanh", [n("Add", [xn, n("Mul", [r, hn])])])
+    n("Add", [nn_, n("Mul", [z, n("Sub", ["s0_in", nn_])])], "s0_out")
+    n("Identity", ["s0_out"], "y0_out")
+    n("Concat", [r, z, nn_, hn], "y1_out", axis=1)
+    ys = _onnx_scan(b, st, n.nodes, [h0], 2, dt, st.attrs.get("reverse", False))
+    for k in range(2):
+        b.node("Identity", [ys[k]], [b.output(st, k)])
+
+
+def _onnx_rnn_layer(b, st):
+    T, B, H = b.shape(st, 0)
+    dt = b.dtype(st, 0)
+    h0 = _onnx_state(b, st, 1, b.input(st, 0), H)
+    wT = b.node("Transpose", [b.input(st, 2)], perm=[1, 0])
+    n = _OnnxBody(b)
+    z = n("Add", ["x_t", n("MatMul", ["s0_in", wT])])
+    act = "Relu" if st.attrs.get("nonlinearity", "tanh") == "relu" else "Tanh"
+    n(act, [z], "s0_out")
+    n("Identity", ["s0_out"], "y0_out")
+    (y,) = _onnx_scan(b, st, n.nodes, [h0], 1, dt, st.attrs.get("reverse", False))
+    b.node("Identity", [y], [b.output(st)])
+
+
 LSTM_LAYER = register(
     name="lstm_layer", kernel=_lstm_layer_kernel, infer=_lstm_layer_infer,
     args=("input_gates", "h0", "c0", "weight_hh"), nout=3, vjp=_lstm_layer_vjp,
     jvp=_lstm_layer_jvp, vmap=_vmap_rule, saves=("h0", "c0", "weight_hh", "out"),
     samples=_samples(4, c=True), error_samples=lambda: _errors(4, c=True),
     torch=_torch("lstm"),
-    doc="One LSTM layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).")
+    doc="One LSTM layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).", onnx=_onnx_lstm_layer)
 
 GRU_LAYER = register(
     name="gru_layer", kernel=_gru_layer_kernel, infer=_gru_layer_infer,
@@ -837,7 +946,7 @@ GRU_LAYER = register(
     vjp=_gru_layer_vjp, jvp=_gru_layer_jvp, vmap=_vmap_rule,
     saves=("h0", "weight_hh", "bias_hh", "out"), samples=_samples(3, b=True),
     error_samples=lambda: _errors(3, b=True), torch=_torch("gru"),
-    doc="One GRU layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).")
+    doc="One GRU layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).", onnx=_onnx_gru_layer)
 
 RNN_LAYER = register(
     name="rnn_layer", kernel=_rnn_layer_kernel, infer=_rnn_layer_infer,
@@ -848,7 +957,7 @@ RNN_LAYER = register(
         ((_rand((3, 2, 2)), _rand((2, 2)), _rand((2, 2))), {"nonlinearity": "gelu"},
          ValueError)],
     torch=_torch("rnn"),
-    doc="One Elman RNN layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).")
+    doc="One Elman RNN layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).", onnx=_onnx_rnn_layer)
 
 
 def lstm_layer(input_gates, h0, c0, weight_hh, reverse=False):

@@ -68,6 +68,40 @@ def _torch_embedding(torch, input, weight, *, padding_idx, mask_padding):
     return out
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_embedding(b, st):
+    idx = b.input(st, 0, np.int64)
+    y = b.node("Gather", [b.input(st, 1), idx], axis=0)
+    p = st.attrs.get("padding_idx")
+    if st.attrs.get("mask_padding") and p is not None:
+        p = p % b.shape(st, 1)[0]
+        hit = b.unsqueeze(b.node("Equal", [idx, b.const(np.asarray(p, np.int64))]), [-1])
+        y = b.node("Where", [hit, b.const(np.zeros((), b.out_dtype(st))), y])
+    b.node("Identity", [y], [b.output(st)])
+
+
+def _onnx_embedding_backward(b, st):
+    a = st.attrs
+    g, idx = b.input(st, 0), b.input(st, 1, np.int64)
+    D = b.shape(st, 0)[-1]
+    zeros = b.const(np.zeros((a["num_weights"], D), b.out_dtype(st)))
+    y = b.node("ScatterND", [zeros, b.unsqueeze(idx, [-1]), g], reduction="add")
+    p = a.get("padding_idx")
+    if p is not None:
+        keep = np.ones((a["num_weights"], 1), b.out_dtype(st))
+        keep[p] = 0
+        y = b.node("Mul", [y, b.const(keep)])
+    b.node("Identity", [y], [b.output(st)])
+
+
+def _onnx_one_hot(b, st):
+    n = b.out_shape(st)[-1]
+    idx = b.unsqueeze(b.input(st, 0, np.int64), [-1])
+    eq = b.node("Equal", [idx, b.const(np.arange(n, dtype=np.int64))])
+    b.cast(eq, b.out_dtype(st), [b.output(st)])
+
+
 EMBEDDING = register(name="embedding", vmap=_vmap.embedding_rule, jvp=_jvp.linear, kernel=_embedding_kernel, args=("input", "weight"),
                      infer=_embedding_infer, vjp=_embedding_vjp, saves=("input",),
                      samples=_embedding_samples, torch=_torch_embedding,
@@ -76,7 +110,7 @@ EMBEDDING = register(name="embedding", vmap=_vmap.embedding_rule, jvp=_jvp.linea
                                              RuntimeError),
                                             ((np.array([3]), _rand((3, 2))),
                                              dict(padding_idx=None, mask_padding=False),
-                                             IndexError)])
+                                             IndexError)], onnx=_onnx_embedding)
 
 
 def _embedding_backward_kernel(g, input, *, num_weights, padding_idx, out=None):
@@ -124,7 +158,7 @@ EMBEDDING_BACKWARD = register(
         Sample((_rand((3, 2), dtype, seed=3), np.array([1, 2, 1])),
                dict(num_weights=4, padding_idx=1))],
     error_samples=lambda: [((_rand((2, 3)), np.array([0, 1, 2])),
-                            dict(num_weights=4, padding_idx=None), RuntimeError)])
+                            dict(num_weights=4, padding_idx=None), RuntimeError)], onnx=_onnx_embedding_backward)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
@@ -196,7 +230,7 @@ ONE_HOT = register(name="one_hot", vmap=_vmap.leading, kernel=_one_hot_kernel, i
                                           ((np.array([3]),), dict(num_classes=2), RuntimeError),
                                           ((np.array([0]),), dict(num_classes=-2), RuntimeError),
                                           ((np.zeros(0, np.int64),), dict(num_classes=0),
-                                           RuntimeError)])
+                                           RuntimeError)], onnx=_onnx_one_hot)
 
 
 def one_hot(tensor, num_classes=-1):

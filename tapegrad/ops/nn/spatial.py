@@ -36,6 +36,7 @@ from ..indexing import gather
 from .._decl import composite, rand
 from ._common import np_dtype
 from ..linalg import matmul
+from ..onnx_forms import (_positions as _onnx_positions, _static_take as _onnx_static_take)
 
 
 # ================================================================ interpolate
@@ -223,6 +224,104 @@ def _torch_interp(torch, x, *, size, mode, align_corners, scales):
     return F.interpolate(x, size=size, mode=mode, align_corners=align_corners)
 
 
+# ---------------------------------------------------------------- ONNX forms
+# (each op's ``onnx=``: the nodes of one call, ``tapegrad.onnx``'s Builder ``b``)
+def _onnx_unfold(b, st):
+    _onnx_static_take(b, st)
+
+
+def _onnx_fold(b, st):
+    """``fold`` scatters-adds its columns: each column element goes where ``unfold``
+    of the output takes it from."""
+    from ...ops_registry import get
+    a = st.attrs
+    n, ckk, L = b.shape(st, 0)
+    if 0 in b.shape(st, 0) or 0 in b.out_shape(st):
+        b.node("Identity", [b.const(np.zeros(b.out_shape(st), b.out_dtype(st)))], [b.output(st)])
+        return
+    oh, ow = a["output_size"]
+    kh, kw = a["kernel_size"] if isinstance(a["kernel_size"], tuple) else (a["kernel_size"],) * 2
+    c = ckk // (kh * kw)
+    out_shape = (1, c, oh, ow)
+    attrs = {k: a[k] for k in ("kernel_size", "dilation", "padding", "stride")}
+    dest = _onnx_positions(get("unfold"), out_shape, attrs)[0]   # (ckk, L): -1 = padding
+    size = c * oh * ow
+    dest = np.where(dest < 0, size, dest)                    # a slot thrown away
+    x = b.reshape(b.input(st, 0), [0, -1])
+    idx = b.const(dest.reshape(1, -1), "index")
+    idx = b.node("Expand", [idx, b.node("Concat", [b.slice(b.node("Shape", [x]), [0], [1], [0]),
+                                                    b.ints([dest.size])], axis=0)])
+    zeros = b.node("Expand", [b.const(np.zeros((1, size + 1), b.out_dtype(st))),
+                              b.node("Concat", [b.slice(b.node("Shape", [x]), [0], [1], [0]),
+                                                b.ints([size + 1])], axis=0)])
+    y = b.node("ScatterElements", [zeros, idx, x], axis=1, reduction="add")
+    y = b.slice(y, [0], [size], [1])
+    b.node("Reshape", [y, b.ints([0, c, oh, ow])], [b.output(st)])
+
+
+def _onnx_bins(n, m, dtype):
+    """(m, n): row i averages adaptive pooling's bin i of n inputs."""
+    A = np.zeros((m, n), dtype)
+    for i in range(m):
+        lo, hi = (i * n) // m, -((-(i + 1) * n) // m)
+        A[i, lo:hi] = 1.0 / (hi - lo)
+    return A
+
+
+def _onnx_area(b, st, x, shape):
+    """Mode 'area' (adaptive average pooling): a matrix product per spatial axis."""
+    out = b.out_shape(st)
+    nd = len(shape) - 2
+    dt = b.out_dtype(st)
+    y = x
+    for k in range(nd):
+        A = _onnx_bins(shape[2 + k], out[2 + k], dt)
+        # contract axis 2 + k with A^T: move it last, MatMul, move it back
+        perm = list(range(len(shape)))
+        perm[2 + k], perm[-1] = perm[-1], perm[2 + k]
+        if 2 + k != len(shape) - 1:
+            y = b.node("Transpose", [y], perm=perm)
+        y = b.node("MatMul", [y, b.const(A.T.copy())])
+        if 2 + k != len(shape) - 1:
+            y = b.node("Transpose", [y], perm=perm)
+    b.node("Identity", [y], [b.output(st)])
+
+
+def _onnx_interpolate(b, st):
+    a = st.attrs
+    mode = a.get("mode", "nearest")
+    shape = b.shape(st, 0)
+    x = b.input(st, 0)
+    ac = bool(a.get("align_corners"))
+    kw = {}
+    if mode == "nearest":
+        kw = dict(mode="nearest", coordinate_transformation_mode="asymmetric",
+                  nearest_mode="floor")
+    elif mode == "nearest-exact":
+        kw = dict(mode="nearest", coordinate_transformation_mode="half_pixel",
+                  nearest_mode="round_prefer_ceil")
+    elif mode in ("linear", "bilinear", "trilinear", "bicubic"):
+        kw = dict(mode="cubic" if mode == "bicubic" else "linear",
+                  coordinate_transformation_mode="align_corners" if ac else "pytorch_half_pixel")
+        if mode == "bicubic":
+            kw["cubic_coeff_a"] = -0.75
+    elif mode == "area":
+        _onnx_area(b, st, x, shape)
+        return
+    else:
+        b.refuse(st, f"interpolate mode {mode!r}")
+    scales = a.get("scales")
+    if scales is not None and not ac and all(s is not None for s in scales):
+        sc = b.const(np.asarray([1.0, 1.0] + [float(s) for s in scales], np.float32))
+        b.node("Resize", [x, "", sc], [b.output(st)], **kw)
+        return
+    size = list(b.out_shape(st)[2:])
+    lead = b.slice(b.node("Shape", [x]), [0], [2], [0])
+    sizes = b.node("Concat", [lead, b.ints(size)], axis=0)
+    del shape
+    b.node("Resize", [x, "", "", sizes], [b.output(st)], **kw)
+
+
 INTERPOLATE = register(
     name="interpolate", vmap=_vmap.nchw_rule, kernel=_interp_kernel, infer=_interp_infer, args=("input",),
     vjp=_interp_vjp, jvp=_interp_jvp, saves=(), samples=_interp_samples, torch=_torch_interp,
@@ -235,7 +334,7 @@ INTERPOLATE = register(
                             NotImplementedError),
                            ((_rand((1, 2, 3, 3)),), _interp_attrs((4, 0)), ValueError),
                            ((np.ones((1, 2, 3, 3), np.int64),), _interp_attrs((4, 4)),
-                            TypeError)])
+                            TypeError)], onnx=_onnx_interpolate)
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -460,7 +559,7 @@ UNFOLD = register(
     torch=lambda torch, x, **a: torch.nn.functional.unfold(x, **a),
     error_samples=lambda: [((_rand((2, 3, 3)),), _patch_attrs(2), RuntimeError),
                            ((_rand((1, 1, 2, 2)),), _patch_attrs(3), RuntimeError),
-                           ((_rand((1, 1, 4, 4)),), _patch_attrs(2, stride=0), RuntimeError)])
+                           ((_rand((1, 1, 4, 4)),), _patch_attrs(2, stride=0), RuntimeError)], onnx=_onnx_unfold)
 FOLD = register(
     name="fold", vmap=_vmap.nchw_rule, kernel=_fold_kernel, infer=_fold_infer, args=("input",), vjp=_fold_vjp,
     jvp=lambda ctx, xt: (None if xt is None else bind(FOLD, xt, **ctx.attrs),),
@@ -471,7 +570,7 @@ FOLD = register(
                            ((_rand((1, 4, 3)),), dict(_patch_attrs(2), output_size=(3, 3)),
                             RuntimeError),
                            ((_rand((4, 3)),), dict(_patch_attrs(2), output_size=(3, 3)),
-                            RuntimeError)])
+                            RuntimeError)], onnx=_onnx_fold)
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
