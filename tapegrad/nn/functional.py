@@ -96,64 +96,85 @@ def relu(input, inplace=False):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` where positive, ``negative_slope * x`` elsewhere, as
+    ``torch.nn.functional.leaky_relu``."""
     if inplace:
         return _into(input, _ops.leaky_relu, negative_slope=negative_slope)
     return _ops.leaky_relu(input, negative_slope)
 
 
 def elu(input, alpha=1.0, inplace=False):
+    """ELU, ``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere, as
+    ``torch.nn.functional.elu``."""
     if inplace:
         return _into(input, _ops.elu, alpha=alpha)
     return _ops.elu(input, alpha)
 
 
 def silu(input, inplace=False):
+    """``x * sigmoid(x)``, elementwise, as ``torch.nn.functional.silu``."""
     return _into(input, _ops.silu) if inplace else _ops.silu(input)
 
 
 def mish(input, inplace=False):
+    """``x * tanh(softplus(x))``, elementwise, as ``torch.nn.functional.mish``."""
     return _into(input, _ops.mish) if inplace else _ops.mish(input)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes elements with probability ``p`` and scales the rest by ``1 / (1 - p)`` when
+    ``training``, as ``torch.nn.functional.dropout``."""
     if inplace:
         return _into(input, _ops.dropout, p=p, training=training)
     return _ops.dropout(input, p, training)
 
 
 def celu(input, alpha=1.0, inplace=False):
+    """CELU, ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``, as
+    ``torch.nn.functional.celu``."""
     return _into(input, _act.celu, alpha=alpha) if inplace else _act.celu(input, alpha)
 
 
 def selu(input, inplace=False):
+    """SELU, ``scale * elu(x, alpha)`` with the self-normalizing constants, as
+    ``torch.nn.functional.selu``."""
     return _into(input, _act.selu) if inplace else _act.selu(input)
 
 
 def hardsigmoid(input, inplace=False):
+    """``relu6(x + 3) / 6``, elementwise, as ``torch.nn.functional.hardsigmoid``."""
     return _into(input, _act.hardsigmoid) if inplace else _act.hardsigmoid(input)
 
 
 def hardswish(input, inplace=False):
+    """``x * relu6(x + 3) / 6``, elementwise, as ``torch.nn.functional.hardswish``."""
     return _into(input, _act.hardswish) if inplace else _act.hardswish(input)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """Each element clamped to ``[min_val, max_val]``, as
+    ``torch.nn.functional.hardtanh``."""
     if inplace:
         return _into(input, _act.hardtanh, min_val=min_val, max_val=max_val)
     return _act.hardtanh(input, min_val, max_val)
 
 
 def relu6(input, inplace=False):
+    """``min(max(x, 0), 6)``, elementwise, as ``torch.nn.functional.relu6``."""
     return _into(input, _act.relu6) if inplace else _act.relu6(input)
 
 
 def threshold(input, threshold, value, inplace=False):
+    """``x`` where greater than ``threshold``, ``value`` elsewhere, as
+    ``torch.nn.functional.threshold``."""
     if inplace:
         return _into(input, _act.threshold, threshold=threshold, value=value)
     return _act.threshold(input, threshold, value)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: a slope drawn from ``[lower, upper]`` per element when
+    ``training``, their mean otherwise, as ``torch.nn.functional.rrelu``."""
     if inplace:
         return _into(input, _act.rrelu, lower=lower, upper=upper, training=training)
     return _act.rrelu(input, lower, upper, training)
@@ -161,34 +182,42 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
 
 # the in-place spellings (PyTorch's F.relu_ ...)
 def relu_(input):
+    """relu in place, as ``torch.nn.functional.relu_``."""
     return relu(input, inplace=True)
 
 
 def elu_(input, alpha=1.0):
+    """ELU in place, as ``torch.nn.functional.elu_``."""
     return elu(input, alpha, inplace=True)
 
 
 def celu_(input, alpha=1.0):
+    """CELU in place, as ``torch.nn.functional.celu_``."""
     return celu(input, alpha, inplace=True)
 
 
 def selu_(input):
+    """SELU in place, as ``torch.nn.functional.selu_``."""
     return selu(input, inplace=True)
 
 
 def leaky_relu_(input, negative_slope=0.01):
+    """leaky_relu in place, as ``torch.nn.functional.leaky_relu_``."""
     return leaky_relu(input, negative_slope, inplace=True)
 
 
 def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """hardtanh in place, as ``torch.nn.functional.hardtanh_``."""
     return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def threshold_(input, threshold, value):
+    """threshold in place, as ``torch.nn.functional.threshold_``."""
     return globals()["threshold"](input, threshold, value, inplace=True)
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """rrelu in place, as ``torch.nn.functional.rrelu_``."""
     return rrelu(input, lower, upper, training, inplace=True)
 
 

@@ -37,26 +37,32 @@ class _Activation(Module):
 
 
 class ReLU(_Activation):
+    """The ReLU activation, as ``torch.nn.ReLU``."""
     def forward(self, input):
         return F.relu(input, self.inplace)
 
 
 class SiLU(_Activation):
+    """The SiLU (swish) activation, ``x * sigmoid(x)``, as ``torch.nn.SiLU``."""
     def forward(self, input):
         return F.silu(input, self.inplace)
 
 
 class Tanh(_Activation):
+    """The hyperbolic tangent activation, as ``torch.nn.Tanh``."""
     def forward(self, input):
         return input.tanh_() if self.inplace else F.tanh(input)
 
 
 class Sigmoid(_Activation):
+    """The logistic sigmoid activation, as ``torch.nn.Sigmoid``."""
     def forward(self, input):
         return input.sigmoid_() if self.inplace else F.sigmoid(input)
 
 
 class GELU(Module):
+    """The GELU activation (``approximate='tanh'`` for the tanh form), as
+    ``torch.nn.GELU``."""
     def __init__(self, approximate="none"):
         super().__init__()
         if approximate not in ("none", "tanh"):
@@ -73,6 +79,7 @@ class GELU(Module):
 
 
 class LeakyReLU(Module):
+    """The leaky ReLU activation, as ``torch.nn.LeakyReLU``."""
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
         self.negative_slope, self.inplace = negative_slope, inplace
@@ -85,6 +92,7 @@ class LeakyReLU(Module):
 
 
 class ELU(Module):
+    """The ELU activation, as ``torch.nn.ELU``."""
     def __init__(self, alpha=1.0, inplace=False):
         super().__init__()
         self.alpha, self.inplace = alpha, inplace
@@ -97,6 +105,8 @@ class ELU(Module):
 
 
 class Softplus(Module):
+    """``log(1 + exp(beta x)) / beta``, linear above ``threshold``, as
+    ``torch.nn.Softplus``."""
     def __init__(self, beta=1.0, threshold=20.0):
         super().__init__()
         self.beta, self.threshold = beta, threshold
@@ -109,6 +119,7 @@ class Softplus(Module):
 
 
 class Softmax(Module):
+    """Softmax along ``dim``, as ``torch.nn.Softmax``."""
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
@@ -121,6 +132,7 @@ class Softmax(Module):
 
 
 class LogSoftmax(Softmax):
+    """``log(softmax(x))`` along ``dim``, computed stably, as ``torch.nn.LogSoftmax``."""
     def forward(self, input):
         return F.log_softmax(input, self.dim)
 

@@ -6,6 +6,7 @@ __all__ = ["ChannelShuffle"]
 
 
 class ChannelShuffle(Module):
+    """Shuffles the channels in ``groups`` groups, as ``torch.nn.ChannelShuffle``."""
     def __init__(self, groups):
         super().__init__()
         self.groups = groups

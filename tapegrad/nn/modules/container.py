@@ -100,6 +100,7 @@ class ModuleList(Module):
 
 
 class ModuleDict(Module):
+    """Holds submodules in a dict, registered by key, as ``torch.nn.ModuleDict``."""
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
@@ -135,6 +136,7 @@ class ModuleDict(Module):
 
 
 class ParameterList(Module):
+    """Holds parameters in a list, registered by position, as ``torch.nn.ParameterList``."""
     def __init__(self, values=None):
         super().__init__()
         for v in values or ():

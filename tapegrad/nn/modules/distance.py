@@ -6,6 +6,8 @@ __all__ = ["PairwiseDistance", "CosineSimilarity"]
 
 
 class CosineSimilarity(Module):
+    """The cosine similarity of two inputs along ``dim``, as
+    ``torch.nn.CosineSimilarity``."""
     def __init__(self, dim=1, eps=1e-8):
         super().__init__()
         self.dim, self.eps = dim, eps
@@ -15,6 +17,7 @@ class CosineSimilarity(Module):
 
 
 class PairwiseDistance(Module):
+    """The p-norm distance between rows of two inputs, as ``torch.nn.PairwiseDistance``."""
     def __init__(self, p=2.0, eps=1e-6, keepdim=False):
         super().__init__()
         self.norm, self.eps, self.keepdim = p, eps, keepdim

@@ -7,6 +7,8 @@ __all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Fe
 
 
 class Dropout(Module):
+    """Zeroes elements with probability ``p`` during training, scaling the rest, as
+    ``torch.nn.Dropout``."""
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0 <= p <= 1:

@@ -6,6 +6,7 @@ __all__ = ["Flatten", "Unflatten"]
 
 
 class Flatten(Module):
+    """Merges dims ``start_dim`` to ``end_dim``, as ``torch.nn.Flatten``."""
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
@@ -18,6 +19,7 @@ class Flatten(Module):
 
 
 class Unflatten(Module):
+    """Splits dim ``dim`` into ``unflattened_size``, as ``torch.nn.Unflatten``."""
     def __init__(self, dim, unflattened_size):
         super().__init__()
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)

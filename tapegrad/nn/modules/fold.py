@@ -6,6 +6,7 @@ __all__ = ["Fold", "Unfold"]
 
 
 class Unfold(Module):
+    """Extracts sliding local blocks (im2col), as ``torch.nn.Unfold``."""
     def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
         self.kernel_size, self.dilation = kernel_size, dilation
@@ -20,6 +21,8 @@ class Unfold(Module):
 
 
 class Fold(Module):
+    """Combines sliding local blocks into a tensor (the inverse of ``Unfold``), as
+    ``torch.nn.Fold``."""
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
         self.output_size, self.kernel_size = output_size, kernel_size

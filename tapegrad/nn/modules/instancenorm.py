@@ -31,14 +31,20 @@ class _InstanceNorm(_BatchNorm):
 
 
 class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization over each channel of each 1-d sample, as
+    ``torch.nn.InstanceNorm1d``."""
     _ndims = (2, 3)
 
 
 class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization over each channel of each 2-d sample, as
+    ``torch.nn.InstanceNorm2d``."""
     _ndims = (3, 4)
 
 
 class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization over each channel of each 3-d sample, as
+    ``torch.nn.InstanceNorm3d``."""
     _ndims = (4, 5)
 
 

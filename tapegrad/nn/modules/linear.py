@@ -17,6 +17,7 @@ def _empty(*shape, device=None, dtype=None):
 
 
 class Identity(Module):
+    """Returns its input unchanged, as ``torch.nn.Identity``."""
     def __init__(self, *args, **kwargs):
         super().__init__()
 

@@ -27,6 +27,8 @@ _WeightedLoss = _Loss
 
 
 class CrossEntropyLoss(_Loss):
+    """Cross-entropy between logits and class indices or probabilities, as
+    ``torch.nn.CrossEntropyLoss``."""
     def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         super().__init__(reduction)
         self.register_buffer("weight", weight)
@@ -46,6 +48,8 @@ class CrossEntropyLoss(_Loss):
 
 
 class NLLLoss(_Loss):
+    """Negative log-likelihood of class indices given log-probabilities, as
+    ``torch.nn.NLLLoss``."""
     def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
         super().__init__(reduction)
         self.register_buffer("weight", weight)
@@ -57,16 +61,19 @@ class NLLLoss(_Loss):
 
 
 class MSELoss(_Loss):
+    """Mean (or summed) squared error, as ``torch.nn.MSELoss``."""
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
 class L1Loss(_Loss):
+    """Mean (or summed) absolute error, as ``torch.nn.L1Loss``."""
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
 
 
 class BCELoss(_Loss):
+    """Binary cross-entropy between probabilities and targets, as ``torch.nn.BCELoss``."""
     def __init__(self, weight=None, reduction="mean"):
         super().__init__(reduction)
         self.register_buffer("weight", weight)
@@ -77,6 +84,8 @@ class BCELoss(_Loss):
 
 
 class BCEWithLogitsLoss(_Loss):
+    """Binary cross-entropy on logits (a sigmoid inside, numerically stable), as
+    ``torch.nn.BCEWithLogitsLoss``."""
     def __init__(self, weight=None, reduction="mean", pos_weight=None):
         super().__init__(reduction)
         self.register_buffer("weight", weight)
@@ -100,6 +109,8 @@ class _LegacyLoss(_Loss):
 
 
 class CosineEmbeddingLoss(_LegacyLoss):
+    """Loss on the cosine similarity of pairs labelled similar (1) or dissimilar (-1), as
+    ``torch.nn.CosineEmbeddingLoss``."""
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
@@ -110,6 +121,8 @@ class CosineEmbeddingLoss(_LegacyLoss):
 
 
 class GaussianNLLLoss(_Loss):
+    """Negative log-likelihood of a Gaussian with predicted mean and variance, as
+    ``torch.nn.GaussianNLLLoss``."""
     def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
         super().__init__(reduction)
         self.full, self.eps = full, eps
@@ -120,6 +133,7 @@ class GaussianNLLLoss(_Loss):
 
 
 class HingeEmbeddingLoss(_LegacyLoss):
+    """Hinge loss on distances labelled 1 or -1, as ``torch.nn.HingeEmbeddingLoss``."""
     def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
@@ -130,6 +144,8 @@ class HingeEmbeddingLoss(_LegacyLoss):
 
 
 class KLDivLoss(Module):
+    """The Kullback-Leibler divergence of log-probabilities from targets, as
+    ``torch.nn.KLDivLoss``."""
     def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
         super().__init__()
         if size_average is not None or reduce is not None:
@@ -146,6 +162,8 @@ class KLDivLoss(Module):
 
 
 class MarginRankingLoss(_LegacyLoss):
+    """Ranking loss of two inputs with a target of 1 or -1, as
+    ``torch.nn.MarginRankingLoss``."""
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
@@ -156,6 +174,7 @@ class MarginRankingLoss(_LegacyLoss):
 
 
 class MultiMarginLoss(_LegacyLoss):
+    """Multi-class hinge loss, as ``torch.nn.MultiMarginLoss``."""
     def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                  reduction="mean"):
         super().__init__(size_average, reduce, reduction)
@@ -170,11 +189,14 @@ class MultiMarginLoss(_LegacyLoss):
 
 
 class MultiLabelMarginLoss(_LegacyLoss):
+    """Multi-class multi-label hinge loss, as ``torch.nn.MultiLabelMarginLoss``."""
     def forward(self, input, target):
         return F.multilabel_margin_loss(input, target, reduction=self.reduction)
 
 
 class MultiLabelSoftMarginLoss(_LegacyLoss):
+    """Multi-label one-versus-all loss on logits, as
+    ``torch.nn.MultiLabelSoftMarginLoss``."""
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
@@ -185,6 +207,7 @@ class MultiLabelSoftMarginLoss(_LegacyLoss):
 
 
 class PoissonNLLLoss(_LegacyLoss):
+    """Negative log-likelihood of a Poisson target, as ``torch.nn.PoissonNLLLoss``."""
     def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                  reduction="mean"):
         super().__init__(size_average, reduce, reduction)
@@ -196,11 +219,14 @@ class PoissonNLLLoss(_LegacyLoss):
 
 
 class SoftMarginLoss(_LegacyLoss):
+    """Two-class logistic loss with targets 1 or -1, as ``torch.nn.SoftMarginLoss``."""
     def forward(self, input, target):
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
 
 class TripletMarginLoss(_LegacyLoss):
+    """Triplet loss on anchor, positive and negative embeddings (p-norm distance), as
+    ``torch.nn.TripletMarginLoss``."""
     def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None,
                  reduction="mean"):
         super().__init__(size_average, reduce, reduction)
@@ -215,6 +241,8 @@ class TripletMarginLoss(_LegacyLoss):
 
 
 class TripletMarginWithDistanceLoss(_Loss):
+    """Triplet loss with a given distance function, as
+    ``torch.nn.TripletMarginWithDistanceLoss``."""
     def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
         super().__init__(reduction)
         if margin <= 0:
@@ -268,6 +296,8 @@ class CTCLoss(_Loss):
 
 
 class SmoothL1Loss(_Loss):
+    """Smooth L1 loss: quadratic below ``beta``, linear above, as
+    ``torch.nn.SmoothL1Loss``."""
     def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
         super().__init__(reduction)
         self.beta = beta
@@ -277,6 +307,7 @@ class SmoothL1Loss(_Loss):
 
 
 class HuberLoss(_Loss):
+    """Huber loss: quadratic below ``delta``, linear above, as ``torch.nn.HuberLoss``."""
     def __init__(self, reduction="mean", delta=1.0):
         super().__init__(reduction)
         self.delta = delta

@@ -13,6 +13,8 @@ __all__ = ["LocalResponseNorm", "CrossMapLRN2d", "LayerNorm", "GroupNorm", "RMSN
 
 
 class LayerNorm(Module):
+    """Layer normalization over the last dims (``normalized_shape``), with an affine map, as
+    ``torch.nn.LayerNorm``."""
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
                  device=None, dtype=None):
         super().__init__()
@@ -77,6 +79,8 @@ class GroupNorm(Module):
 
 
 class LocalResponseNorm(Module):
+    """Local response normalization across neighbouring channels, as
+    ``torch.nn.LocalResponseNorm``."""
     def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
         super().__init__()
         self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
@@ -120,6 +124,8 @@ class CrossMapLRN2d(Module):
 
 
 class RMSNorm(Module):
+    """Root-mean-square normalization over the last dims, with a scale, as
+    ``torch.nn.RMSNorm``."""
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
                  dtype=None):
         super().__init__()

@@ -6,6 +6,8 @@ __all__ = ["PixelShuffle", "PixelUnshuffle"]
 
 
 class PixelShuffle(Module):
+    """Rearranges channels into space: ``(C r^2, H, W)`` to ``(C, H r, W r)``, as
+    ``torch.nn.PixelShuffle``."""
     def __init__(self, upscale_factor):
         super().__init__()
         self.upscale_factor = upscale_factor
@@ -18,6 +20,8 @@ class PixelShuffle(Module):
 
 
 class PixelUnshuffle(Module):
+    """The inverse of ``PixelShuffle``: space into channels, as
+    ``torch.nn.PixelUnshuffle``."""
     def __init__(self, downscale_factor):
         super().__init__()
         self.downscale_factor = downscale_factor

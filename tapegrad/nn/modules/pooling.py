@@ -12,6 +12,7 @@ __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", 
 
 
 class MaxPool2d(Module):
+    """2-d max pooling over windows of ``kernel_size``, as ``torch.nn.MaxPool2d``."""
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()
@@ -37,6 +38,7 @@ class MaxPool2d(Module):
 
 
 class AvgPool2d(Module):
+    """2-d average pooling over windows of ``kernel_size``, as ``torch.nn.AvgPool2d``."""
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
         self.kernel_size = kernel_size
@@ -114,14 +116,20 @@ class _MaxUnpool(Module):
 
 
 class MaxUnpool1d(_MaxUnpool):
+    """The partial inverse of ``MaxPool1d``: values put back at the pooled indices, as
+    ``torch.nn.MaxUnpool1d``."""
     _fn = "max_unpool1d"
 
 
 class MaxUnpool2d(_MaxUnpool):
+    """The partial inverse of ``MaxPool2d``: values put back at the pooled indices, as
+    ``torch.nn.MaxUnpool2d``."""
     _fn = "max_unpool2d"
 
 
 class MaxUnpool3d(_MaxUnpool):
+    """The partial inverse of ``MaxPool3d``: values put back at the pooled indices, as
+    ``torch.nn.MaxUnpool3d``."""
     _fn = "max_unpool3d"
 
 
@@ -157,8 +165,12 @@ class _FractionalMaxPool(Module):
 
 
 class FractionalMaxPool2d(_FractionalMaxPool):
+    """2-d fractional max pooling (pseudo-random window positions), as
+    ``torch.nn.FractionalMaxPool2d``."""
     _nd = 2
 
 
 class FractionalMaxPool3d(_FractionalMaxPool):
+    """3-d fractional max pooling (pseudo-random window positions), as
+    ``torch.nn.FractionalMaxPool3d``."""
     _nd = 3

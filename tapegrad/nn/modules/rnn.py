@@ -141,6 +141,8 @@ def _layer(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, reverse, nonlinearity="tanh", 
 
 # ---------------------------------------------------------------- layers
 class RNNBase(Module):
+    """The base of ``RNN``, ``LSTM`` and ``GRU``: layers, directions and their weights, as
+    ``torch.nn.RNNBase``."""
     _gates = 1
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
@@ -346,6 +348,8 @@ class GRU(RNNBase):
 
 # ---------------------------------------------------------------- cells
 class RNNCellBase(Module):
+    """The base of the single-step cells (``RNNCell``, ``LSTMCell``, ``GRUCell``), as
+    ``torch.nn.RNNCellBase``."""
     def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
@@ -392,6 +396,7 @@ class RNNCellBase(Module):
 
 
 class RNNCell(RNNCellBase):
+    """One step of an Elman RNN (tanh or relu), as ``torch.nn.RNNCell``."""
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
                  dtype=None):
         if nonlinearity not in ("tanh", "relu"):
@@ -409,6 +414,7 @@ class RNNCell(RNNCellBase):
 
 
 class LSTMCell(RNNCellBase):
+    """One step of an LSTM, as ``torch.nn.LSTMCell``."""
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
@@ -424,6 +430,7 @@ class LSTMCell(RNNCellBase):
 
 
 class GRUCell(RNNCellBase):
+    """One step of a GRU, as ``torch.nn.GRUCell``."""
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 

@@ -32,10 +32,13 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
+    """2-d nearest-neighbour upsampling, as ``torch.nn.UpsamplingNearest2d``."""
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
+    """2-d bilinear upsampling with aligned corners, as
+    ``torch.nn.UpsamplingBilinear2d``."""
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
