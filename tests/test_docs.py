@@ -1,12 +1,17 @@
-"""The documentation site (mkdocs.yml, docs/): its code runs and its navigation is
-whole.
+"""The documentation site (mkdocs.yml, docs/): its code runs, its navigation is whole,
+and the API it documents has docstrings.
 
 - Every ```python block of docs/**/*.md runs: a page's blocks in order, in one fresh
   namespace (a page reads as one session). Blocks that cannot run here (scripts for
   ``mpiexec``) use another fence (```py, ```bash, ```text): shown, not run.
 - Every page of docs/ is in mkdocs.yml's nav (except the generated op pages, which the
   hook adds), and every page the nav names exists (or is generated).
+- Every public function and class has a docstring: public means listed in the
+  ``__all__`` of a module the API reference documents (``::: module`` in docs/api/),
+  or named there itself (``::: module.name``).
 """
+import importlib
+import inspect
 import os
 import re
 
@@ -18,6 +23,7 @@ DOCS = os.path.join(ROOT, "docs")
 GENERATED = {"ops/reference.md", "ops/capabilities.md"}
 
 FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+DIRECTIVE = re.compile(r"^:::\s+([\w.]+)", re.M)
 
 
 def _pages():
@@ -91,3 +97,89 @@ def test_nav_is_whole():
     absent = [p for p in PAGES if p not in nav]
     assert not absent, f"pages of docs/ not in mkdocs.yml's nav: {absent}"
     assert "architecture.md" in nav
+
+
+# ---------------------------------------------------------------- docstrings
+def api_targets():
+    """The dotted names after ``:::`` in docs/api/*.md."""
+    out = []
+    for page in PAGES:
+        if page.startswith("api/"):
+            out += DIRECTIVE.findall(_read(page))
+    return out
+
+
+def _resolve(dotted):
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for p in parts[i:]:
+            obj = getattr(obj, p)
+        return obj
+    raise ImportError(dotted)
+
+
+def _own_doc(obj):
+    """The docstring written for ``obj`` itself (a class's, not its base's)."""
+    if inspect.isclass(obj):
+        doc = obj.__dict__.get("__doc__")
+    else:
+        doc = getattr(obj, "__doc__", None)
+    return (doc or "").strip()
+
+
+def _documentable(obj):
+    return inspect.isclass(obj) or inspect.isroutine(obj) or (
+        callable(obj) and not inspect.ismodule(obj) and hasattr(obj, "__wrapped__"))
+
+
+def public_objects():
+    """(public name, object) for each module and object the API reference documents."""
+    out = []
+    for dotted in api_targets():
+        obj = _resolve(dotted)
+        if inspect.ismodule(obj):
+            for name in getattr(obj, "__all__", ()):
+                member = getattr(obj, name)
+                if _documentable(member):
+                    out.append((f"{dotted}.{name}", member))
+        else:
+            out.append((dotted, obj))
+    return out
+
+
+def test_api_reference_documents_the_public_modules():
+    targets = set(api_targets())
+    for mod in ("tapegrad.nn", "tapegrad.nn.functional", "tapegrad.optim",
+                "tapegrad.functional", "tapegrad.linalg", "tapegrad.distributed",
+                "tapegrad.onnx", "tapegrad.interop", "tapegrad.testing", "tapegrad.ops",
+                "tapegrad.ops_registry", "tapegrad.Tensor", "tapegrad.grad",
+                "tapegrad.compile", "tapegrad.vmap"):
+        assert mod in targets, f"docs/api/ has no ::: {mod}"
+
+
+def test_public_api_has_docstrings():
+    missing = sorted({name for name, obj in public_objects() if not _own_doc(obj)})
+    assert not missing, ("public functions and classes without a docstring (one line "
+                         "saying what it does; where it mirrors PyTorch, say so):\n"
+                         + "\n".join(missing))
+
+
+def test_docstring_check_sees_a_missing_docstring():
+    def documented():
+        """Does something."""
+
+    def bare():
+        pass
+
+    class Base:
+        """A base."""
+
+    class Child(Base):
+        pass
+
+    assert _own_doc(documented) and not _own_doc(bare)
+    assert not _own_doc(Child)  # a base's docstring does not count for the subclass
