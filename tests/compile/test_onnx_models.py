@@ -153,14 +153,14 @@ def _flat(out):
     return [out.numpy()]
 
 
-def _check(model, make_args, path, names, dyn, sizes, atol=2e-5):
+def _check(model, make_args, path, names, dyn, sizes, atol=2e-5, opset=None):
     """Export ``model`` on ``make_args(*sizes[0])``, run it at every size in onnxruntime
     against eager."""
     model.eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tg.onnx.export(model, make_args(*sizes[0]), str(path), input_names=names,
-                       dynamic_axes=dyn)
+                       dynamic_axes=dyn, opset_version=opset)
     onnx.checker.check_model(onnx.load(str(path)))
     sess = _session(path)
     for size in sizes:
@@ -247,20 +247,22 @@ def test_word_language_model_rnn_at_other_lengths_and_batches(kind, tmp_path):
            {k: v for k, v in dyn.items() if k in names}, [(5, 2), (9, 3), (1, 1)])
 
 
-def test_lstm_default_zero_state_at_other_lengths(tmp_path):
+@pytest.mark.parametrize("opset", [None, tg.onnx.MAX_OPSET])
+def test_lstm_default_zero_state_at_other_lengths(opset, tmp_path):
     tg.manual_seed(0)
     m = nn.LSTM(6, 8, num_layers=2, batch_first=True, bidirectional=True)
     _check(m, lambda B, T: (_rand(B, T, 6),), tmp_path / "l.onnx", ["x"],
-           {"x": {0: "batch", 1: "seq"}}, [(2, 5), (3, 9), (1, 2)])
+           {"x": {0: "batch", 1: "seq"}}, [(2, 5), (3, 9), (1, 2)], opset=opset)
 
 
-def test_word_language_model_transformer(tmp_path):
+@pytest.mark.parametrize("opset", [None, tg.onnx.MAX_OPSET])
+def test_word_language_model_transformer(opset, tmp_path):
     tg.manual_seed(0)
     m = TransformerModel(50, 16, 2, 32, 2)
     T = 6
     mask = nn.Transformer.generate_square_subsequent_mask(T)
     _check(m, lambda B: (_tokens((T, B), 50), mask), tmp_path / "t.onnx", ["tokens", "mask"],
-           {"tokens": {1: "batch"}}, [(2,), (5,)])
+           {"tokens": {1: "batch"}}, [(2,), (5,)], opset=opset)
 
 
 @pytest.mark.parametrize("kind", ["transformer", "lstm"])
