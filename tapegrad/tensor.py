@@ -244,9 +244,11 @@ class Tensor:
         return self
 
     def detach(self):
+        """A fresh leaf that shares this tensor's memory and version counter (as
+        PyTorch's): writes into it, in place of any kind, show here, and a value
+        saved for a backward that they overwrite is caught."""
         t = Tensor(self._data)
         t._version = self._version
-        t._base = self._base if self._base is not None else self
         return t
 
     def detach_(self):

@@ -117,3 +117,39 @@ def test_the_view_is_rederived_from_the_new_base():
         else:
             np.testing.assert_allclose(ours[0], x.grad.numpy())
             np.testing.assert_allclose(ours[1], w.grad.numpy())
+
+
+def _detached_writes(lib):
+    """Every kind of in-place write into ``x.detach()`` (and views of it), and what
+    ``x`` shows after each."""
+    x = lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    d = x.detach()
+    seen = []
+    for write in (lambda: d.__setitem__(0, 5.0), lambda: d[1:3].mul_(2),
+                  lambda: d.add_(1), lambda: d.view(2, 2)[1].fill_(7.0),
+                  lambda: d.copy_(lib.tensor([4.0, 3.0, 2.0, 1.0])), lambda: d.zero_()):
+        write()
+        seen.append(x.detach().numpy().copy())
+    (x * x).sum().backward()  # x is still a leaf that trains, at its new value
+    return seen + [x.grad.numpy().copy()], d.is_leaf, d.requires_grad, x.grad_fn is None
+
+
+def test_detach_is_a_fresh_leaf_sharing_memory_and_writable():
+    import torch
+    ours, theirs = _detached_writes(tg), _detached_writes(torch)
+    for a, b in zip(ours[0], theirs[0]):
+        np.testing.assert_array_equal(a, b)
+    assert ours[1:] == theirs[1:] == (True, False, True)
+
+
+def test_detach_shares_the_version_counter():
+    """A write into the detached tensor bumps the version its original saved, so the
+    backward that would read the overwritten value refuses (as PyTorch)."""
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    z = (y * y).sum()
+    d = y.detach()
+    d[0] = 5.0
+    assert y._version_number == d._version_number == 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.backward()
