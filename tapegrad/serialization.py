@@ -1,11 +1,18 @@
 """``tg.save`` / ``tg.load``: tensors and nested containers of them, in a format
-that cannot run code on load.
+that cannot run code on load; anything else (a whole module) as a pickle, which
+``tg.load`` reads only when the caller passes ``weights_only=False``.
 
 The file is a NumPy ``.npz`` archive (a zip of uncompressed ``.npy`` members, one per
 array) plus a member ``__tapegrad__`` holding a JSON manifest of the structure (dicts,
 lists, tuples, None, bools, ints, floats, strings and references to the arrays).
-Nothing is ever unpickled, so a crafted file (a pickle, a ``torch.save`` archive, an
-``.npz`` with object arrays) is refused with a ``ValueError``.
+Reading it unpickles nothing, so under ``weights_only=True`` (the default, as
+PyTorch's) a crafted file (a pickle, a ``torch.save`` archive, an ``.npz`` with object
+arrays) is refused with a ``ValueError`` and none of its content runs.
+
+An object the format cannot hold (a ``Module``, a custom class) is written as a plain
+pickle stream, as ``torch.save`` does; unpickling runs code named by the file, so
+``tg.load`` does it only under ``weights_only=False``, the caller's statement that the
+file is trusted.
 
 ``tg.load`` trusts nothing it has not checked: it looks at the first bytes before
 reading on, checks the zip directory (sizes, names, no compression, no overlap) before
@@ -24,6 +31,7 @@ import ast
 import json
 import math
 import os
+import pickle
 import re
 import struct
 import zipfile
@@ -34,9 +42,18 @@ import numpy as np
 from . import dtypes as _dt
 from .devices import device as _device
 from .ops import tensor as _tensor
-from .tensor import Tensor, buffer
+from .tensor import Tensor, buffer, unpickle_tensor
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "UnpicklingError"]
+
+
+class UnpicklingError(pickle.UnpicklingError, ValueError):
+    """``tg.load`` refused to unpickle (``weights_only=True``); a ``ValueError`` too,
+    as every refusal of ``tg.load``."""
+
+
+class _NotPlain(TypeError):
+    """An object the safe format cannot hold: ``tg.save`` pickles the whole object."""
 
 _MANIFEST = "__tapegrad__"
 _FORMAT = "tapegrad.save"
@@ -45,10 +62,13 @@ _KEY_TYPES = (str, int, float, bool, type(None))
 
 # What a file may hold, so that the worst file within the limits costs about a second
 # and a few hundred MiB: JSON parses to ~30x its size in Python objects, and the zip
-# directory costs ~7 us a member (np.savez writes ~60 bytes of directory a member).
-_MAX_ARRAYS = 100_000
+# directory costs ~7 us and ~550 bytes of ZipInfo a member (np.savez writes ~100 bytes
+# of directory a member; the smallest entry takes 51). The directory's size bounds the
+# members it can hold whatever count the end record declares: 2.5 MiB is at most ~51,000
+# members, ~30 MiB of ZipInfo.
+_MAX_ARRAYS = 20_000
 _MAX_MANIFEST_BYTES = 8 * 2**20
-_MAX_CENTRAL_DIR = 8 * 2**20
+_MAX_CENTRAL_DIR = _MAX_ARRAYS * 128
 _MAX_DEPTH = 200                  # JSON nesting: a dict level takes 3, a list level 2
 _MAX_NPY_HEADER = 10_000          # numpy's own limit
 _MAX_INT_DIGITS = 4_300           # Python's default int/str conversion limit
@@ -61,15 +81,22 @@ _ZIP_ERRORS = (zipfile.BadZipFile, EOFError, OSError, struct.error, NotImplement
 
 
 # ---------------------------------------------------------------- save
-def save(obj, f):
-    """Write ``obj`` (Tensors, NumPy arrays and nested dict/list/tuple of them with
-    Python scalars and strings) to ``f``, a path or a binary file object.
+def save(obj, f, pickle_module=None, pickle_protocol=pickle.DEFAULT_PROTOCOL):
+    """Write ``obj`` to ``f``, a path or a binary file object. Tensors, NumPy arrays
+    and nested dict/list/tuple of them with Python scalars and strings go into the
+    safe format; anything else (a whole ``Module``, a custom class) is pickled whole
+    (with ``pickle_module``, default ``pickle``), which ``tg.load`` reads back only
+    with ``weights_only=False``.
 
-    Raises ``ValueError`` for what ``tg.load`` would refuse: more than 100,000 arrays,
-    a manifest over 8 MiB, or nesting deeper than about 66 dicts."""
+    Raises ``ValueError`` for a safe-format file ``tg.load`` would refuse: more than
+    20,000 arrays, a manifest over 8 MiB, or nesting deeper than about 66 dicts."""
     arrays = {}
     seen = {}
-    tree = _encode(obj, arrays, seen, "obj")
+    try:
+        tree = _encode(obj, arrays, seen, "obj")
+    except _NotPlain:
+        _save_pickle(obj, f, pickle_module or pickle, pickle_protocol)
+        return
     manifest = json.dumps({"format": _FORMAT, "version": _VERSION, "tree": tree})
     manifest = manifest.encode("utf-8")
     _check_save_limits(len(arrays), manifest)
@@ -80,6 +107,14 @@ def save(obj, f):
             np.savez(fh, **members)
     else:
         np.savez(f, **members)
+
+
+def _save_pickle(obj, f, pickle_module, protocol):
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "wb") as fh:
+            pickle_module.dump(obj, fh, protocol=protocol)
+    else:
+        pickle_module.dump(obj, f, protocol=protocol)
 
 
 def _check_save_limits(n_arrays, manifest):
@@ -111,7 +146,7 @@ def _encode(obj, arrays, seen, path):
         items = []
         for k, v in obj.items():
             if type(k) not in _KEY_TYPES:
-                raise TypeError(f"tg.save: dict keys must be str, int, float, bool or None; "
+                raise _NotPlain(f"tg.save: dict keys must be str, int, float, bool or None; "
                                 f"got {type(k).__name__} at {path}")
             items.append([_encode(k, arrays, seen, path), _encode(v, arrays, seen,
                                                                    f"{path}[{k!r}]")])
@@ -122,9 +157,7 @@ def _encode(obj, arrays, seen, path):
         return {kind: [_encode(v, arrays, seen, f"{path}[{i}]") for i, v in enumerate(obj)]}
     if isinstance(obj, _dt.DType):
         return {"dtype": str(obj)}
-    raise TypeError(f"tg.save: can't save an object of type {type(obj).__name__} at {path}; "
-                    f"supported: Tensor, numpy array, dict, list, tuple, str, int, float, "
-                    f"bool, None")
+    raise _NotPlain(f"tg.save: an object of type {type(obj).__name__} at {path}")
 
 
 def _encode_array(obj, arrays, seen, path):
@@ -133,7 +166,7 @@ def _encode_array(obj, arrays, seen, path):
     key = f"a{len(arrays)}"
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
-            raise TypeError(f"tg.save: object arrays can't be saved (at {path})")
+            raise _NotPlain(f"tg.save: an object array at {path}")
         arrays[key] = obj
         node = {"ndarray": key}
     else:
@@ -154,40 +187,88 @@ def _encode_array(obj, arrays, seen, path):
 
 
 # ---------------------------------------------------------------- load
-def load(f, map_location=None, weights_only=True):
-    """Read what ``save`` wrote. ``map_location`` (a device or string) places the
-    tensors; by default they go back to the device they were saved from.
-    ``weights_only`` is accepted for PyTorch compatibility: tapegrad never unpickles.
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None,
+         **pickle_load_args):
+    """Read what ``save`` wrote. ``map_location`` (a device, a string, or a dict from
+    saved device to device, as PyTorch's) places the tensors; by default they go back
+    to the device they were saved from.
+
+    ``weights_only=True`` (the default; ``None`` means the same, as PyTorch's) reads
+    only the safe format: tensors, containers and plain values. A pickle (a whole
+    module ``tg.save`` wrote, or any other) is refused with ``UnpicklingError`` (a
+    ``ValueError``) naming the argument, and nothing in it runs; ``weights_only=False``
+    is the caller's statement that the file is trusted, and unpickles it (with
+    ``pickle_module``, default ``pickle``).
 
     Raises ``ValueError`` for anything that is not a tapegrad file, without executing
     any of its content and after reading only what the archive declares; a missing
     file or a directory raises the OS error. A file object must be seekable, as for
-    ``torch.load``."""
+    ``torch.load``. ``mmap`` is accepted and has no effect."""
+    trusted = weights_only is False
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
-            return _load(fh, os.fspath(f), map_location)
-    return _load(f, getattr(f, "name", "<file>"), map_location)
+            return _load(fh, os.fspath(f), map_location, trusted, pickle_module,
+                         pickle_load_args)
+    return _load(f, getattr(f, "name", "<file>"), map_location, trusted, pickle_module,
+                 pickle_load_args)
 
 
-def _load(fh, name, map_location):
+def _load(fh, name, map_location, trusted, pickle_module, pickle_load_args):
     if not (callable(getattr(fh, "seekable", None)) and fh.seekable()):
         raise ValueError(f"tg.load: {name} is not seekable; read it into an io.BytesIO "
                          f"first")
     start = fh.tell()
-    _check_magic(fh.read(8), name)
+    head = fh.read(8)
     fh.seek(start)
+    if _is_pickle(head):
+        if not trusted:
+            raise UnpicklingError(
+                f"tg.load: {name} is a Python pickle (as tg.save writes a whole module), "
+                f"and unpickling runs code the file names; refused under "
+                f"weights_only=True, the default. If you trust the file, pass "
+                f"weights_only=False; else save model.state_dict() instead")
+        return _unpickler(fh, map_location, pickle_module, pickle_load_args).load()
+    _check_magic(head, name)
     archive = _Archive(fh, name)
     with archive.zf:
         manifest = archive.manifest()
         return _Decoder(archive, name, map_location).decode(manifest["tree"])
 
 
+def _is_pickle(head):
+    return head[:1] == b"\x80" or head[:1] in (b"(", b"c", b"]", b"}")
+
+
+def _placement(map_location, saved):
+    """The device for a tensor saved from device ``saved`` (a string)."""
+    if map_location is None:
+        return _device(saved)
+    if isinstance(map_location, dict):
+        return _device(map_location.get(saved, saved))
+    if callable(map_location):
+        raise TypeError("tg.load: map_location as a function is not supported; give a "
+                        "device, a string or a dict")
+    return _device(map_location)
+
+
+def _unpickler(fh, map_location, pickle_module, kwargs):
+    base = (pickle_module or pickle).Unpickler
+
+    class Unpickler(base):
+        def find_class(self, module, name):
+            if (module, name) == ("tapegrad.tensor", "unpickle_tensor"):
+                return _placed
+            return super().find_class(module, name)
+
+    def _placed(array, device, requires_grad):
+        return unpickle_tensor(array, str(_placement(map_location, device)), requires_grad)
+    return Unpickler(fh, **kwargs)
+
+
 def _check_magic(head, name):
     if head[:4] == b"PK\x03\x04" or head[:4] == b"PK\x05\x06":
         return
-    if head[:1] == b"\x80" or head[:1] in (b"(", b"c", b"]", b"}"):
-        what = "a Python pickle"
-    elif head[:6] == b"\x93NUMPY":
+    if head[:6] == b"\x93NUMPY":
         what = "a single .npy array (use numpy.load)"
     elif not head:
         what = "empty"
@@ -232,6 +313,9 @@ class _Archive:
             self.corrupt(e)
         if end is None:
             self.fail("no zip end record (a truncated or foreign file)")
+        if end[zipfile._ECD_ENTRIES_TOTAL] > _MAX_ARRAYS + 1:
+            self.fail(f"{end[zipfile._ECD_ENTRIES_TOTAL]} members, over the {_MAX_ARRAYS} "
+                      f"arrays limit")
         if end[zipfile._ECD_SIZE] > _MAX_CENTRAL_DIR:
             self.fail(f"the zip directory declares {end[zipfile._ECD_SIZE]} bytes, over "
                       f"the {_MAX_CENTRAL_DIR} limit")
@@ -445,10 +529,8 @@ class _Decoder:
         return obj
 
     def tensor(self, node, key, arr):
-        spec = self.map_location if self.map_location is not None \
-            else node.get("device", "cpu")
         try:
-            dev = _device(spec)
+            dev = _placement(self.map_location, node.get("device", "cpu"))
         except (TypeError, ValueError) as e:
             self.fail(f"array {key!r}: {e}")
         try:

@@ -80,6 +80,13 @@ class Tensor:
             raise RuntimeError(f"only Tensors of floating point dtype can require "
                                f"gradients, got {_dt.from_np(data.dtype)}")
 
+    def __reduce_ex__(self, proto):
+        """Pickled as its values, device and ``requires_grad``, and unpickled as a leaf
+        (as PyTorch's): how a whole module saved by ``tg.save`` holds its tensors."""
+        data = self._data
+        host = data if isinstance(data, np.ndarray) else data.get()
+        return (unpickle_tensor, (host, str(self.device), bool(self.requires_grad)))
+
     # ---- metadata
     @property
     def shape(self):
@@ -455,3 +462,11 @@ def _format(t):
     elif t.requires_grad:
         extras.append("requires_grad=True")
     return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+
+def unpickle_tensor(array, device, requires_grad):
+    """A pickled Tensor back (``Tensor.__reduce_ex__``), on ``device``."""
+    dev = _devices.device(device)
+    if dev.type != "cpu":
+        array = _devices.xp(dev).asarray(array)
+    return Tensor(array, requires_grad=requires_grad)

@@ -479,7 +479,7 @@ class Module:
     def __deepcopy__(self, memo):
         """An independent copy (parameters and buffers copied), as
         ``copy.deepcopy(module)`` in PyTorch (``TransformerEncoder`` clones its layer
-        so); modules are never pickled, so this does not go through ``__getstate__``."""
+        so)."""
         import copy
         new = type(self).__new__(type(self))
         memo[id(self)] = new
@@ -487,9 +487,6 @@ class Module:
             new.__dict__[k] = copy.deepcopy(v, memo)
         return new
 
-    def __getstate__(self):
-        raise TypeError("tapegrad modules are not pickled; save model.state_dict() with "
-                        "tg.save instead")
 
 
 def _copy_into(dst, arr):

@@ -38,7 +38,8 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __reduce_ex__(self, proto):
-        raise TypeError("Parameter: use tg.save, which never pickles")
+        # a Parameter again, over the pickled Tensor of its values
+        return (Parameter, (self.detach(), self.requires_grad))
 
     def __deepcopy__(self, memo):
         """A new Parameter with a copy of the data (``copy.deepcopy(module)``)."""

@@ -12,6 +12,7 @@ import signal
 import struct
 import sys
 import warnings
+import zipfile
 import zlib
 
 import numpy as np
@@ -122,12 +123,13 @@ def _raw_manifest(raw):
     return _npy("|u1", (len(raw),), raw)
 
 
-def _zip(path, *members):
-    """Write a zip by hand, so that it can lie. A member is (name, data) or (name, data,
+def _zip(path, *members, declare=None):
+    """Write a zip by hand, so that it can lie (``declare``: the member count the end
+    record states, by default the true one). A member is (name, data) or (name, data,
     options): method (8: data is a raw deflate stream), size (the inflated size to declare),
     crc, flags, hole (that many zero bytes after data, as a sparse hole), offset (write no
     local header: the directory entry points at this offset, inside an earlier member)."""
-    central = b""
+    central = []
     with open(path, "wb") as f:
         for member in members:
             name, data, opt = (*member, {}) if len(member) == 2 else member
@@ -141,11 +143,13 @@ def _zip(path, *members):
                 f.write(struct.pack("<4s5H3I2H", b"PK\x03\x04", 20, *fields, len(name), 0))
                 f.write(name + data)
                 f.seek(opt.get("hole", 0), 1)
-            central += struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, *fields, len(name),
-                                   0, 0, 0, 0, 0, offset) + name
+            central.append(struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, 20, *fields,
+                                       len(name), 0, 0, 0, 0, 0, offset) + name)
+        central = b"".join(central)
         start = f.tell()
-        f.write(central + struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(members),
-                                      len(members), len(central), start, 0))
+        count = len(members) if declare is None else declare
+        f.write(central + struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, count, count,
+                                      len(central), start, 0))
     return path
 
 
@@ -326,6 +330,21 @@ def test_a_member_larger_than_the_file_is_refused(tmp_path):
 def test_encrypted_members_are_refused(tmp_path):
     path = _tapegrad_zip(tmp_path / "enc.tg", TENSOR_A0, ("a0.npy", _npy(), {"flags": 1}))
     _refused(path, "member 'a0.npy' is encrypted")
+
+
+def test_a_zip_of_100000_members_is_refused_from_its_end_record(tmp_path):
+    path = tmp_path / "members.tg"
+    with zipfile.ZipFile(path, "w") as z:    # more than 65535 members: a zip64 end record
+        z.writestr("__tapegrad__.npy", _manifest(None))
+        for i in range(100_000):
+            z.writestr(f"a{i}.npy", b"")
+    _refused(path, "100001 members, over the 20000 arrays limit")
+
+
+def test_a_zip_of_100000_members_that_declares_two_is_refused_by_its_directory_size(tmp_path):
+    path = _zip(tmp_path / "members.tg", ("__tapegrad__.npy", _manifest(None)),
+                *[(f"a{i}.npy", b"") for i in range(100_000)], declare=2)
+    _refused(path, "the zip directory declares [0-9]+ bytes, over the [0-9]+ limit")
 
 
 def test_too_many_members_are_refused(tmp_path, monkeypatch):
