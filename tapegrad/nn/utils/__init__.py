@@ -1,4 +1,5 @@
-"""``tg.nn.utils``: gradient clipping, as ``torch.nn.utils``.
+"""``tg.nn.utils``: gradient clipping, parameters as one vector, and the
+``parametrize``/``parametrizations`` submodules, as ``torch.nn.utils``.
 
 >>> import tapegrad as tg
 >>> w = tg.nn.Parameter(tg.zeros(2))
@@ -10,11 +11,51 @@
 """
 import math
 
-from ..grad_mode import no_grad
-from ..ops import abs as _abs, amax, clamp, norm, stack, tensor
-from ..tensor import Tensor
+from ...grad_mode import no_grad
+from ...ops import abs as _abs, amax, cat, clamp, norm, stack, tensor
+from ...tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
+           "parameters_to_vector", "vector_to_parameters", "parametrize", "parametrizations"]
+
+
+def __getattr__(name):
+    # loaded on first use: they build on tg.nn's modules, which import this package
+    if name in ("parametrize", "parametrizations"):
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def parameters_to_vector(parameters):
+    """The parameters flattened and concatenated into one vector (recorded: it
+    differentiates to each), as ``torch.nn.utils.parameters_to_vector``."""
+    params = list(parameters)
+    if not params:
+        raise RuntimeError("parameters_to_vector: expected a non-empty iterable of Tensors")
+    dev = params[0].device
+    for p in params:
+        if p.device != dev:
+            raise TypeError(f"Found two parameters on different devices, this is currently "
+                            f"not supported. ({dev} and {p.device})")
+    return cat([p.reshape(-1) for p in params])
+
+
+def vector_to_parameters(vec, parameters):
+    """Copy the slices of ``vec`` into the parameters' data, in order, as
+    ``torch.nn.utils.vector_to_parameters`` (each parameter then holds its slice)."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
+    params = list(parameters)
+    total = sum(p.numel() for p in params)
+    if vec.ndim != 1 or vec.numel() != total:
+        raise RuntimeError(f"vector_to_parameters: vec has shape {tuple(vec.shape)}, the "
+                           f"parameters hold {total} elements")
+    start = 0
+    for p in params:
+        n = p.numel()
+        p.data = vec[start:start + n].reshape(tuple(p.shape)).data
+        start += n
 
 
 def _grads(parameters):
