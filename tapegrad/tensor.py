@@ -3,6 +3,8 @@
 
 import copy
 import itertools
+import re
+import sys
 
 import weakref
 
@@ -420,13 +422,22 @@ def _summary(data, edge=3):
     return data
 
 
+# how tensors print (``tg.set_printoptions``); NumPy's own options are never read or set
+PRINT_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80,
+                 "sci_mode": None}
+
+
 def _format(t):
     data = t._host()
     dt = t.dtype
     kind = "f" if dt.is_floating_point else data.dtype.kind
     if data.dtype in _dt.LOW:  # printed from float32 (exact), as PyTorch shows them
         data = data.astype(np.float32)
-    shown = data if data.size <= 1000 else _summary(data)
+    opts = PRINT_OPTIONS
+    p, edge = opts["precision"], opts["edgeitems"]
+    threshold = opts["threshold"] if opts["threshold"] < sys.maxsize else sys.maxsize
+    summarised = data.size > threshold
+    shown = _summary(data, edge) if summarised else data
     if kind == "f":
         finite = shown[np.isfinite(shown)]
         ints = finite.size == 0 or bool(np.all(finite == np.round(finite)))
@@ -435,12 +446,14 @@ def _format(t):
         # reach 1e8, or (not all integers) go below 1e-4
         big = nz.size and (nz.max() / nz.min() > 1000.0 or nz.max() > 1e8
                            or (not ints and nz.min() < 1e-4))
+        if opts["sci_mode"] is not None:
+            big = opts["sci_mode"]
         if big:
-            one = lambda v: f"{v:.4e}" if np.isfinite(v) else str(v)  # noqa: E731
+            one = lambda v: f"{v:.{p}e}" if np.isfinite(v) else str(v)  # noqa: E731
         elif ints:
             one = lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)  # noqa: E731
         else:
-            one = lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)  # noqa: E731
+            one = lambda v: f"{v:.{p}f}" if np.isfinite(v) else str(v)  # noqa: E731
         key = "float_kind"
     elif kind == "b":
         one, key = (lambda v: "True" if v else "False"), "bool"
@@ -450,8 +463,12 @@ def _format(t):
     if kind == "f":  # nan and inf don't widen the columns (PyTorch's rule)
         shown = shown[np.isfinite(shown)]
     width = max((len(one(v)) for v in shown.reshape(-1)), default=0)
-    body = np.array2string(data, separator=", ", prefix="tensor(", threshold=1000,
-                           edgeitems=3, formatter={key: lambda v: one(v).rjust(width)})
+    body = np.array2string(data, separator=", ", prefix="tensor(", threshold=threshold,
+                           edgeitems=edge, max_line_width=opts["linewidth"],
+                           formatter={key: lambda v: one(v).rjust(width)})
+    if summarised:  # PyTorch's summary marks: " ..." among elements, "...," as a row
+        body = re.sub(r"^(\s*)\.\.\.$", r"\1...,", body.replace(", ...,", ",  ...,"),
+                      flags=re.M)
     extras = []
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")

@@ -10,13 +10,14 @@ import numpy as np
 
 from . import dtypes as _dt
 from .grad_mode import set_grad_enabled, is_grad_enabled
+from .tensor import PRINT_OPTIONS as _PRINT_OPTIONS
 from .tensor import Tensor
 from ._util import op_error
 
 __all__ = ["is_floating_point", "is_nonzero", "allclose", "equal", "broadcast_shapes",
            "result_type", "can_cast", "promote_types", "typename", "get_num_threads",
            "set_num_threads", "get_num_interop_threads", "set_num_interop_threads",
-           "inference_mode", "is_inference_mode_enabled", "set_printoptions"]
+           "inference_mode", "is_inference_mode_enabled", "set_printoptions", "get_printoptions"]
 
 
 def _tensor(name, x, what="input"):
@@ -237,9 +238,11 @@ _PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth
 
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
                      profile=None, sci_mode=None):
-    """PyTorch's print options, applied to NumPy's (which tensors print with):
-    ``profile`` (``default``, ``short``, ``full``) first, then the given ones."""
-    opts = {}
+    """How tensors print, as ``torch.set_printoptions``: ``profile`` (``default``,
+    ``short``, ``full``) first, then the given options; ``sci_mode`` (``True``/``False``
+    forces scientific notation on or off, ``None`` chooses) is set on every call, as
+    PyTorch's. NumPy's own print options are not touched."""
+    opts = _PRINT_OPTIONS
     if profile is not None:
         if profile not in _PROFILES:
             raise ValueError(f"set_printoptions: unknown profile {profile!r}")
@@ -248,6 +251,9 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
                  ("edgeitems", edgeitems), ("linewidth", linewidth)):
         if v is not None:
             opts[k] = v
-    if sci_mode is not None:
-        opts["suppress"] = not sci_mode
-    np.set_printoptions(**opts)
+    opts["sci_mode"] = sci_mode
+
+
+def get_printoptions():
+    """The current tensor print options (a dict), as ``torch._tensor_str``'s."""
+    return dict(_PRINT_OPTIONS)

