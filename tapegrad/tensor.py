@@ -89,6 +89,13 @@ class Tensor:
         host = data if isinstance(data, np.ndarray) else data.get()
         return (unpickle_tensor, (host, str(self.device), bool(self.requires_grad)))
 
+    # copy.copy / copy.deepcopy copy every field (the default), not the pickled form
+    def __copy__(self):
+        return copy._reconstruct(self, None, *object.__reduce_ex__(self, 4))
+
+    def __deepcopy__(self, memo):
+        return copy._reconstruct(self, memo, *object.__reduce_ex__(self, 4))
+
     # ---- metadata
     @property
     def shape(self):
