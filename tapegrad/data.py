@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from .ops import as_tensor, stack
-from .ops.creation import generator as _generator
+from .ops.creation import Generator, generator as _generator
 from .tensor import Tensor, buffer
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset",
@@ -110,6 +110,8 @@ def _rng(generator):
         return np.random.default_rng(_generator().integers(2 ** 63))
     if isinstance(generator, np.random.Generator):
         return generator
+    if isinstance(generator, Generator):   # tg.Generator: draws from its stream
+        return np.random.default_rng(generator.integers(2 ** 63))
     return np.random.default_rng(generator)
 
 

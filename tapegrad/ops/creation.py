@@ -2,7 +2,10 @@
 ``logspace``, ``range``, ``eye``...), the seeded generator and random numbers, casts
 and copies."""
 import builtins as _builtins
+import contextlib
 import copy
+import json
+import threading
 import numpy as np
 import math
 from collections.abc import Sequence as _Sequence
@@ -325,13 +328,103 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
 _gen = {"np": np.random.default_rng()}
 
 
+_drawing_from = threading.local()   # a Generator given to a random op: its draws use it
+
+
+def _check_seed(name, seed):
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise op_error(name, f"seed must be an int, got {type(seed).__name__}", TypeError)
+    seed = int(seed)
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise op_error(name, f"seed {seed} does not fit in 64 bits", ValueError)
+    return seed % 2 ** 64
+
+
+class Generator:
+    """An independent stream of random numbers, as ``torch.Generator``: pass it as
+    ``generator=`` to any random function (``rand``, ``randn``, ``randint``,
+    ``randperm``, ``bernoulli``, ``multinomial``, ``poisson``, ``normal``, the in-place
+    ``uniform_``/``normal_``/... methods, ``tg.nn.init``, data loading) to draw from it
+    instead of the global generator. ``manual_seed(s)`` (returns the generator),
+    ``seed()``, ``initial_seed()``, ``get_state()`` (a uint8 tensor) and
+    ``set_state(state)``. Its draws are NumPy's ``Generator``'s (PCG64)."""
+
+    def __init__(self, device="cpu"):
+        self.device = _devices.device(device)
+        self._seed = _fresh_seed()
+        self._rng = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed):
+        self._seed = _check_seed("Generator.manual_seed", seed)
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def seed(self):
+        s = _fresh_seed()
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        raw = json.dumps(self._rng.bit_generator.state).encode()
+        return wrap(np.frombuffer(raw, dtype=np.uint8).copy())
+
+    def set_state(self, new_state):
+        try:
+            raw = np.asarray(new_state.numpy() if hasattr(new_state, "numpy") else new_state,
+                             dtype=np.uint8).tobytes()
+            state = json.loads(raw.decode())
+            self._rng.bit_generator.state = state
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+            raise op_error("Generator.set_state", f"not a state from get_state() ({e})",
+                           RuntimeError) from None
+        return self
+
+    def __getattr__(self, name):
+        # NumPy's draws (random, standard_normal, integers...), for the kernels
+        return getattr(self.__dict__["_rng"], name)
+
+    def __repr__(self):
+        return f"<tapegrad.Generator object (device='{self.device}')>"
+
+
+def _fresh_seed():
+    return int(np.random.SeedSequence().entropy % 2 ** 63)
+
+
+def _rng(gen):
+    """The NumPy generator to draw from: ``gen``'s (a tg.Generator or a NumPy
+    Generator), or else the one a random op was given, or the global one."""
+    if gen is None:
+        gen = getattr(_drawing_from, "g", None)
+        return _gen["np"] if gen is None else gen
+    if isinstance(gen, Generator):
+        return gen._rng
+    if isinstance(gen, np.random.Generator):
+        return gen
+    raise TypeError(f"generator must be a tg.Generator, got {type(gen).__name__}")
+
+
+@contextlib.contextmanager
+def drawing_from(gen):
+    """Within the block, random kernels draw from ``gen`` (None: no change)."""
+    if gen is None:
+        yield
+        return
+    prev = getattr(_drawing_from, "g", None)
+    _drawing_from.g = _rng(gen)
+    try:
+        yield
+    finally:
+        _drawing_from.g = prev
+
+
 def manual_seed(seed):
     """Seed tapegrad's random factories (and CuPy's when present). As PyTorch, any
     int in [-2**63, 2**64) is a seed (a negative one wraps to 64 bits)."""
-    seed = int(seed)
-    if not -2 ** 63 <= seed < 2 ** 64:
-        raise op_error("manual_seed", f"seed {seed} does not fit in 64 bits", ValueError)
-    seed %= 2 ** 64
+    seed = _check_seed("manual_seed", seed)
     _gen["np"] = np.random.default_rng(seed)
     _gen["seed"] = seed
     from ..devices import cuda
@@ -343,7 +436,7 @@ def manual_seed(seed):
 def seed():
     """Seed the generator with a non-deterministic number and return it (PyTorch's
     ``torch.seed()``)."""
-    s = int(np.random.SeedSequence().entropy % 2 ** 63)
+    s = _fresh_seed()
     manual_seed(s)
     return s
 
@@ -362,7 +455,7 @@ def generator():
         raise RuntimeError("vmap: randomness='different' is supported for rand/randn/"
                            "rand_like/randn_like; this function draws its own random "
                            "numbers (one draw for the batch): use randomness='same'")
-    return _gen["np"]
+    return _rng(None)
 
 
 def _vmap_randomness(name):
@@ -396,7 +489,7 @@ def _random(name, draw):
         if not _dt.is_float(dt):
             raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")
         _devices.check_alloc(name, shape, np.float64)  # drawn in float64
-        g = generator or _gen["np"]
+        g = _rng(generator)
         if _state.vmap_levels:  # inside vmap: its randomness flag decides
             mode = _vmap_randomness(name)
             if mode == "different":
@@ -432,7 +525,7 @@ def randint(low, high=None, size=None, *, dtype=None, device=None, generator=Non
         raise op_error("randint", f"expects low < high, got low={low} and high={high}",
                        RuntimeError)
     _devices.check_alloc("randint", shape, np.int64)
-    g = generator or _gen["np"]
+    g = _rng(generator)
     arr = g.integers(low, high, size=shape)
     return wrap(_place(arr.astype(_np_dtype(dtype) or np.int64), device))
 
@@ -452,7 +545,7 @@ def randn_like(input, *, dtype=None, requires_grad=False):
 def randperm(n, *, dtype=None, device=None, generator=None):
     """A random permutation of ``0 .. n - 1`` (int64 by default), as ``torch.randperm``."""
     n = _count("randperm", n, "n")
-    g = generator or _gen["np"]
+    g = _rng(generator)
     return wrap(_place(g.permutation(n).astype(_np_dtype(dtype) or np.int64), device))
 
 

@@ -355,7 +355,7 @@ def _draw(name, draw, floating=True):
     def method(self, *args, generator=None, **kwargs):
         if floating:
             _float_only(name, self)
-        g = C.generator()
+        g = C.generator() if generator is None else C._rng(generator)
         vals = draw(g, tuple(self.shape), *args, **kwargs)
         return _fill_with(self, name, np.asarray(vals).astype(self.dtype.np))
     method.__name__ = name
@@ -370,7 +370,8 @@ def _random(g, shape, from_=0, to=None):
 
 def _bernoulli_(self, p=0.5, *, generator=None):
     pv = np.asarray(p._data if isinstance(p, Tensor) else p)
-    return _fill_with(self, "bernoulli_", (C.generator().random(self.shape) < pv)
+    g = C.generator() if generator is None else C._rng(generator)
+    return _fill_with(self, "bernoulli_", (g.random(self.shape) < pv)
                       .astype(self.dtype.np))
 
 

@@ -15,7 +15,7 @@ from .. import dtypes as _dt, devices as _devices
 from .._util import op_error, distinct_values
 from ..dispatch import bind
 from ._decl import register, composite, Sample, TensorSpec, rand
-from .creation import generator, _next_draw, _place, _np_dtype, _draw_into, _draw_rate_into
+from .creation import generator, drawing_from, _next_draw, _place, _np_dtype, _draw_into, _draw_rate_into
 from .indexing import _raw
 from . import creation as C
 
@@ -92,13 +92,11 @@ BERNOULLI = register(
 def bernoulli(input, p=None, *, generator=None):
     """0/1 draws (``input``'s dtype) with probabilities ``input`` (or the number ``p``
     for every element); no gradient."""
-    if generator is not None:
-        raise op_error("bernoulli", "generator= is not supported: seed with "
-                                    "tg.manual_seed", NotImplementedError)
-    if p is not None:
-        _check_p("bernoulli", p)
-        return bind(BERNOULLI, input, p=float(p))
-    return bind(BERNOULLI, input)
+    with drawing_from(generator):
+        if p is not None:
+            _check_p("bernoulli", p)
+            return bind(BERNOULLI, input, p=float(p))
+        return bind(BERNOULLI, input)
 
 
 # ---------------------------------------------------------------- multinomial
@@ -167,10 +165,9 @@ MULTINOMIAL = register(
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """``num_samples`` category indices per row of the (unnormalised) probabilities
     ``input`` (1-D or 2-D), int64; without ``replacement`` each index at most once."""
-    if generator is not None:
-        raise op_error("multinomial", "generator= is not supported: seed with "
-                                      "tg.manual_seed", NotImplementedError)
-    return bind(MULTINOMIAL, input, num_samples=num_samples, replacement=bool(replacement))
+    with drawing_from(generator):
+        return bind(MULTINOMIAL, input, num_samples=num_samples,
+                    replacement=bool(replacement))
 
 
 # ---------------------------------------------------------------- poisson
@@ -198,10 +195,8 @@ POISSON = register(
 
 def poisson(input, generator=None):
     """Poisson draws with rates ``input`` (its dtype); no gradient."""
-    if generator is not None:
-        raise op_error("poisson", "generator= is not supported: seed with tg.manual_seed",
-                       NotImplementedError)
-    return bind(POISSON, input)
+    with drawing_from(generator):
+        return bind(POISSON, input)
 
 
 # ---------------------------------------------------------------- normal
@@ -211,10 +206,12 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
     broadcast), ``normal(mean_tensor, std=1.0)``, ``normal(mean, std_tensor)``, or
     ``normal(mean, std, size)`` for numbers. Differentiable in tensor ``mean`` and
     ``std`` (the reparameterised gradient PyTorch gives)."""
+    with drawing_from(generator):
+        return _normal(mean, std, size, dtype, device, requires_grad)
+
+
+def _normal(mean, std, size, dtype, device, requires_grad):
     from ..tensor import Tensor
-    if generator is not None:
-        raise op_error("normal", "generator= is not supported: seed with tg.manual_seed",
-                       NotImplementedError)
     tm, ts = isinstance(mean, Tensor), isinstance(std, Tensor)
     if not tm and not ts:
         if size is None:
