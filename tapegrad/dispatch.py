@@ -389,6 +389,9 @@ def _finish(op, attrs, args, outs, rg):
         _check_forward(op, outs)
     if st._dual and op.differentiable:
         _forward(op, attrs, args, outs)
+    if st._inference:
+        for o in outs:
+            o._inference = True
     return outs[0] if op.nout == 1 else outs
 
 

@@ -91,6 +91,9 @@ class _State(threading.local):
         # the running vmap levels of this thread (innermost last): a call with a
         # batched tensor among its arguments goes to ``batching`` (functional.vmap's)
         self._vmap = ()
+        # inside inference_mode: calls take the general path, which marks their outputs
+        # as inference tensors (Tensor.is_inference)
+        self._inference = False
         self.mode = FAST_RECORD
         # tg.autocast: {device type: the NumPy dtype "lower" ops run in} of the devices
         # it is on for in this thread (None: off everywhere), the open regions' depth,
@@ -113,7 +116,7 @@ class _State(threading.local):
 
     def _refresh(self):
         self.mode = (GENERAL if self._tapes or self._anomaly or self._observers or self._dual
-                     or self._vmap or self._autocast else
+                     or self._vmap or self._autocast or self._inference else
                      FAST_RECORD if self._grad else RAW if self.raw else FAST_NO_GRAD)
 
     @property
@@ -134,6 +137,15 @@ class _State(threading.local):
     @observers.setter
     def observers(self, observers):
         self._observers = tuple(observers)
+        self._refresh()
+
+    @property
+    def inference(self):
+        return self._inference
+
+    @inference.setter
+    def inference(self, flag):
+        self._inference = flag
         self._refresh()
 
     @property

@@ -63,6 +63,7 @@ class Tensor:
     _tapes = None    # ids of explicit Tapes watching this tensor
     _fw = None       # forward-mode tangents, {dual level id: tangent Tensor}
     _vlevel = None   # the vmap level of a batched tensor (tapegrad.vmap.BatchedTensor)
+    _inference = False  # made inside inference_mode (Tensor.is_inference)
     __array_priority__ = 1000  # NumPy defers to our reflected operators
 
     def __init_subclass__(cls, **kw):

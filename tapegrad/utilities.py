@@ -10,6 +10,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .grad_mode import set_grad_enabled, is_grad_enabled
+from .tape import state as _record_state
 from .tensor import PRINT_OPTIONS as _PRINT_OPTIONS
 from .tensor import Tensor
 from ._util import op_error
@@ -192,8 +193,10 @@ def is_inference_mode_enabled():
 
 
 class inference_mode:
-    """``torch.inference_mode``: no recording inside (as ``no_grad``); a context
-    manager and a decorator; ``inference_mode(False)`` changes nothing."""
+    """``torch.inference_mode``: no recording inside (as ``no_grad``), and the tensors
+    made inside are inference tensors (``Tensor.is_inference()``); a context manager
+    and a decorator; ``inference_mode(False)`` makes normal tensors again (grad mode
+    unchanged)."""
 
     def __init__(self, mode=True):
         self.mode = bool(mode)
@@ -207,14 +210,17 @@ class inference_mode:
 
     def __enter__(self):
         self._prev = is_grad_enabled()
+        self._prev_inference = _record_state.inference
         if self.mode:
             set_grad_enabled(False)
             _inference.depth = getattr(_inference, "depth", 0) + 1
+        _record_state.inference = self.mode  # tensors made inside are inference tensors
         return self
 
     def __exit__(self, *exc):
         if self.mode:
             _inference.depth -= 1
+        _record_state.inference = self._prev_inference
         set_grad_enabled(self._prev)
         return False
 

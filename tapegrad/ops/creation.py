@@ -41,6 +41,8 @@ def _place(array, device):
 
 def _finish(array, requires_grad):
     t = wrap(array)
+    if _state._inference:
+        t._inference = True
     if requires_grad:
         t.requires_grad_(True)
     return t

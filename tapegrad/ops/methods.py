@@ -597,7 +597,7 @@ def table(ns):
         "stride": _stride, "is_contiguous": lambda self, memory_format=None:
             bool(self._data.flags.c_contiguous),
         "is_cpu": property(lambda self: self.device.type == "cpu"),
-        "is_inference": lambda self: False, "is_signed": _is_signed,
+        "is_inference": lambda self: self._inference, "is_signed": _is_signed,
         "itemsize": property(lambda self: self._data.itemsize),
         "nbytes": property(lambda self: self._data.itemsize * self._data.size),
         "layout": property(lambda self: STRIDED),

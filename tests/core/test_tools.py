@@ -194,3 +194,18 @@ def test_set_printoptions_prints_tensors_as_pytorch_and_leaves_numpy_alone(opts)
         tg.set_printoptions(profile="default")
         torch.set_printoptions(profile="default")
     assert repr(tg.tensor([1 / 3])) == "tensor([0.3333])"
+
+
+def test_is_inference_as_pytorch():
+    import torch
+
+    def flags(lib):
+        x = lib.ones(3)
+        with lib.inference_mode():
+            y = x * 2
+            made = [y, lib.zeros(2), lib.randn(2), y.sum(), lib.ones(2).exp()]
+            with lib.inference_mode(False):
+                normal = x * 2
+        return ([t.is_inference() for t in made], x.is_inference(), normal.is_inference(),
+                (y * 2).is_inference(), (x + 1).is_inference())
+    assert flags(tg) == flags(torch) == ([True] * 5, False, False, False, False)
