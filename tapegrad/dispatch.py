@@ -494,6 +494,9 @@ def _unwrap(op, args):
             d = np.asarray(a)
         elif isinstance(a, _NDARRAY) or tp.__module__.startswith("cupy"):
             d = a  # a raw array (also the @fuse tracer's stand-ins, an ndarray subclass)
+        elif hasattr(tp, "__tg_scalar__"):  # a number read from a tensor during a capture
+            arrays.append(a.__tg_scalar__())
+            continue
         else:
             fn = _foreign_fn(a, _foreign)
             if fn is not None:

@@ -164,7 +164,9 @@ class Tensor:
             raise RuntimeError(f"item: a Tensor with {self._data.size} elements cannot be "
                                f"converted to a Python scalar (shape {self.shape})")
         if _tape.state._observers:
-            _read(self)
+            n = _read(self, "item")
+            if n is not None:
+                return n
         return self._data.item() if isinstance(self._data, np.ndarray) else self._data.get().item()
 
     def tolist(self):
@@ -223,6 +225,10 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(f"bool: the truth value of a Tensor with {self._data.size} "
                                f"elements is ambiguous")
+        if _tape.state._observers:
+            n = _read(self, "bool")
+            if n is not None:
+                return bool(n)
         return bool(self.item())
 
     def __float__(self):
@@ -342,13 +348,19 @@ class _HookHandle:
             self.fns.remove(self.fn)
 
 
-def _read(t):
+def _read(t, number=None):
     """Python is reading ``t``'s values (item, tolist, numpy, __array__): observers with
-    a ``read(array)`` method hear of it (tg.compile makes such a read a guard)."""
+    a ``read(array, number)`` method hear of it (tg.compile makes such a read a guard).
+    For ``number`` (``"item"``, ``"bool"``: a one-element read) an observer may give
+    the number-like object to return instead (one that records how it is used)."""
+    out = None
     for o in _tape.state._observers:
         r = getattr(o, "read", None)
         if r is not None:
-            r(t._data)
+            n = r(t._data, number)
+            if n is not None:
+                out = n
+    return out
 
 
 def wrap(array, node=None, idx=0, version=None):

@@ -2,6 +2,9 @@
 call, capturing (``capture.Recorder``) when none fits, and replaying
 (``program.Program``) when one does."""
 import functools
+import inspect
+import os
+import sys
 import types
 import warnings
 import weakref
@@ -15,6 +18,7 @@ from ..tensor import DATA_SWAPS, Tensor, wrap
 from . import capture as _capture
 from .capture import Recorder, Unsupported, capturing
 from .program import Program, GuardFailed
+from .pyguards import Watch, checker
 
 __all__ = ["compile", "Compiled"]
 
@@ -32,6 +36,11 @@ def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
     reached (``None`` or the buffer it accumulated into, unless the program cleared
     it) and every value Python read inside ``fn`` (``bool(t)``, ``t.item()``,
     ``float(t)``, ``t.tolist()``, ``t.numpy()``): a different value captures again.
+    Guards on Python state, checked first: each plain value (bool, int, float, str,
+    None, tuples of them) that ``fn`` or what it calls read from a global, a closure
+    cell or an attribute of a module or object, and every module's ``training`` flag
+    (``pyguards``); a number from ``item()``/``bool()`` that only feeds comparisons
+    is guarded on their outcomes. ``TAPEGRAD_LOGS=recompiles`` prints each recapture.
     After ``max_captures`` captures, or for a program that cannot be replayed (it
     computes outside the ops, uses the random generator, differentiates twice,
     returns a tensor whose graph is used outside it), ``fn`` runs eagerly, with a
@@ -42,7 +51,8 @@ def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
     ``steps_captured``, ``eager_calls``, ``eager_reason``, ``allocating`` (the steps
     whose results a replay still allocates, with why: every other result is written
     into the planned arena, or for a result that escapes into a ring of buffers
-    reused once nothing outside holds them).
+    reused once nothing outside holds them), ``guards`` (the last program's, in
+    words), ``recaptures`` (the guard that failed, for each capture after the first).
 
     >>> import tapegrad as tg
     >>> f = tg.compile(lambda x: (x * 2 + 1).relu())
@@ -69,7 +79,11 @@ class Compiled:
         self._given_up = False
         self._last = None
         self._recaptures = []
-        functools.update_wrapper(self, fn)
+        self._last_guards = []
+        try:
+            functools.update_wrapper(self, fn)
+        except AttributeError:
+            pass
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
@@ -80,34 +94,48 @@ class Compiled:
         if key is None:
             return self._give_up("an argument is neither a tensor nor hashable", args, kwargs)
         entry = self._programs.get(key)
-        why = "a new signature"
-        if isinstance(entry, str):  # this signature's program cannot be replayed
-            self._eager += 1
-            return self.fn(*args, **kwargs)
-        if entry:
-            why = "a leaf's .grad or buffer is not as at the capture"
-            for prog, leaves in entry:
-                if prog.swaps != DATA_SWAPS[0] or not _refs_ok(prog.refs) \
-                        or not _owners_ok(prog.graph.owners) or not _paths_ok(prog.paths):
-                    why = ("a tensor the function reads from outside (through a global, a "
-                           "closure, a module, a container or an attribute) was rebound or "
-                           "dropped, or a tensor's .data replaced; pass tensors that change "
-                           "between calls as arguments")
-                    continue
-                if not prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)):
-                    continue
-                try:
-                    res = prog.run(_arrays(args, kwargs), args, kwargs)
-                except GuardFailed:  # (checked before any state change) the next one
-                    why = "a value read inside the function changed"
-                    continue
-                self._replays += 1
-                self._last = prog
-                return _rebuild(prog.graph.output, res)
+        why = "a new signature: " + _describe_key(self.fn, key, args, kwargs)
+        fails = []  # why each program of this signature does not fit (most recent first)
+        for prog, leaves, pyg in entry or ():
+            failed = pyg()
+            if failed is not None:
+                fails.append(failed)
+                continue
+            if isinstance(prog, str):  # this program cannot be replayed: eager
+                self._eager += 1
+                return self.fn(*args, **kwargs)
+            if prog.swaps != DATA_SWAPS[0] or not _refs_ok(prog.refs) \
+                    or not _owners_ok(prog.graph.owners) or not _paths_ok(prog.paths):
+                fails.append("a tensor the function reads from outside (through a global, a "
+                             "closure, a module, a container or an attribute) was rebound or "
+                             "dropped, or a tensor's .data replaced; pass tensors that change "
+                             "between calls as arguments")
+                continue
+            if not prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)):
+                fails.append("a leaf's .grad or buffer is not as at the capture")
+                continue
+            try:
+                res = prog.run(_arrays(args, kwargs), args, kwargs)
+            except GuardFailed as e:  # (checked before any state change) the next one
+                fails.append(prog.guard_words(e))
+                continue
+            self._replays += 1
+            self._last = prog
+            self._last_guards = prog.guard_list
+            return _rebuild(prog.graph.output, res)
+        if fails:
+            why = fails[0]
         if self._captures >= self.max_captures:
             return self._give_up(f"{self._captures} captures ({why}, last)", args, kwargs)
-        self._recaptures.append(why)
+        if self._captures:
+            self._recaptures.append(why)
+            if "recompiles" in os.environ.get("TAPEGRAD_LOGS", "").split(","):
+                print(f"tg.compile: recapturing {self._name()} (capture "
+                      f"{self._captures + 1}): {why}", file=sys.stderr)
         return self._capture(key, args, kwargs, why)
+
+    def _name(self):
+        return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
 
     def _give_up(self, why, args, kwargs):
         self._eager_reason = why
@@ -129,13 +157,24 @@ class Compiled:
         rng = get_rng_state()
         swaps = DATA_SWAPS[0]
         refs = _references(self.fn)
+        watch = Watch(self.fn)
         _capture.begin(rec)
         try:
             with observe(rec):
-                result = self.fn(*args, **kwargs)
+                watch.start()
+                try:
+                    result = self.fn(*args, **kwargs)
+                finally:
+                    watch.stop()
         finally:
             _capture.end()
         self._captures += 1
+        pyg = watch.guards()
+        words = [w[3] for w in pyg]
+        changed = watch.changed()
+        if changed:
+            rec.fail(f"it assigns {', '.join(changed)} (a plain Python value it reads), "
+                     f"which a replay would not")
         if not _same_rng(rng, get_rng_state()):
             rec.fail("it draws from the random generator (dropout, rand...), whose values "
                      "a replay would repeat")
@@ -151,16 +190,24 @@ class Compiled:
             prog.swaps, prog.refs = swaps, refs
             prog.paths = _paths(self.fn, [ref() for ref, _ in graph.owners])
         except Unsupported as e:
-            self._programs[key] = self._eager_reason = str(e)
+            self._eager_reason = str(e)
+            progs = self._programs.setdefault(key, [])
+            progs.insert(0, (str(e), None, checker(pyg)))
+            del progs[PROGRAMS_PER_SIGNATURE:]
+            self._last_guards = _describe_key(self.fn, key, args, kwargs, True) + words
             warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
                           f"eagerly for this signature: {e}", RuntimeWarning, stacklevel=3)
             return result
         leaves = {id(gd[1]): argpos[id(gd[1])] for gd in graph.entry_guards
                   if id(gd[1]) in argpos}
+        prog.py_guards = pyg
+        prog.guard_list = _describe_key(self.fn, key, args, kwargs, True) + words + \
+            prog.value_guard_words()
         progs = self._programs.setdefault(key, [])
-        progs.insert(0, (prog, leaves))
+        progs.insert(0, (prog, leaves, checker(pyg)))
         del progs[PROGRAMS_PER_SIGNATURE:]  # (the branches taken most recently)
         self._last = prog
+        self._last_guards = prog.guard_list
         return result
 
     # ------------------------------------------------------------ reporting
@@ -177,7 +224,8 @@ class Compiled:
                 "opaque_vjps": p.graph.stats_opaque if p else 0,
                 "allocating": list(p.plan.allocating) if p else [],
                 "eager_calls": self._eager, "eager_reason": self._eager_reason,
-                "recaptures": list(self._recaptures)}
+                "recaptures": list(self._recaptures),
+                "guards": list(self._last_guards)}
 
     def program_source(self):
         """The generated replay function of the latest program (for inspection)."""
@@ -402,6 +450,32 @@ def _key(args, kwargs):
         return tuple(key)
     except TypeError:
         return None
+
+
+def _describe_key(fn, key, args, kwargs, full=False):
+    """The argument guards of a call, in words (``"x: float32[128, 784]"``)."""
+    names = _arg_names(fn, args, kwargs)
+    out = [] if not full else [f"grad mode == {key[0]}"]
+    for name, k in zip(names, key[1:]):
+        if k[0] == "T":
+            rg = ", requires_grad" if k[4] else ""
+            dev = "" if k[3] == "cpu" else f", {k[3]}"
+            out.append(f"{name}: {np.dtype(k[2]).name}{list(k[1])}{dev}{rg}")
+        elif k[0] == "V":
+            out.append(f"{name} == {k[2]!r}")
+        else:
+            out.append(f"{name} is the same object")
+    return out if full else ", ".join(out)
+
+
+def _arg_names(fn, args, kwargs):
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i].name if i < len(params) else f"args[{i}]" for i in range(len(args))] \
+        + sorted(kwargs)
 
 
 def _rebuild(o, res):

@@ -22,6 +22,8 @@ results are handed to it as ``_Traced`` arrays (an ndarray subclass whose NumPy
 arithmetic is recorded), so those steps are captured too.
 """
 import gc
+import numbers
+import operator
 import threading
 import weakref
 
@@ -116,6 +118,7 @@ class Recorder:
                                  # the op being recorded
         self.lw = last_write[0]  # the in-place write id last accounted for
         self.expected = 0        # writes a known event announced (see _writes)
+        self.numbers = []        # (guard step, ReadNumber) of the numbers Python read
 
     # ------------------------------------------------------------ in-place writes
     def _writes(self):
@@ -400,15 +403,26 @@ class Recorder:
                 self.g.consts[vid] = np.array(s, copy=True)
             self.seed_ids.add(id(s))
 
-    def read(self, array):
-        """Python read ``array``'s values: a guard on them."""
+    def read(self, array, number=None):
+        """Python read ``array``'s values: a guard on them. For ``number`` (``"item"``,
+        ``"bool"``) the number comes back as a ``ReadNumber``: if it is only compared,
+        the guard is on the comparisons' outcomes (see ``finish``)."""
         if self.in_kernel:
-            return
+            return None
         self._writes()
         vid = self.val(array, "a read of a tensor's values")
-        step = Step("guard", None, [vid], {})
+        p = self.g.producer[vid]
+        what = (f"{self.g.steps[p].name}(...)" if p is not None and p < len(self.g.steps)
+                else "a tensor")
+        what = f"{what}.item()" if number == "item" else f"{what} (as a bool)"
+        step = Step("guard", None, [vid], {"what": what})
         step.expected = np.array(self.plain_of(array), copy=True)
         self.g.steps.append(step)
+        if number is None or step.expected.dtype.kind not in "biuf":
+            return None
+        n = ReadNumber(step.expected.item())
+        self.numbers.append((step, n))
+        return n
 
     def write(self, dst, src):
         """``dst[...] = src`` (an in-place op's result written into its tensor)."""
@@ -456,6 +470,10 @@ class Recorder:
             self.detrace(leaf)
         g = self.g
         g.output = self._outputs(result)
+        for step, n in self.numbers:  # compared only: guard the outcomes, not the value
+            uses, n._uses = n._uses, None
+            if uses:
+                step.attrs["preds"] = uses
         for leaf in self.leaves.values():
             st = self.leaf_state[id(leaf)]
             if leaf.grad is not None:
@@ -500,6 +518,8 @@ class Recorder:
                           "differentiated (call backward() inside the compiled function, "
                           "or run it under no_grad)")
             return ("tensor", self.ids[id(r._data)])
+        if isinstance(r, ReadNumber):
+            return ("lit", r._exact())
         if isinstance(r, (tuple, list)):
             return (type(r), [self._outputs(x) for x in r])
         if isinstance(r, dict):
@@ -547,6 +567,98 @@ class Recorder:
             if t is not None and vid in held and vid not in g.ext_grad \
                     and t._data is held[vid]:
                 g.owners.append((ref, held[vid]))
+
+
+_CMP = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__eq__": "==",
+        "__ne__": "!="}
+
+
+class ReadNumber:
+    """A number Python read from a tensor during a capture (``item()``, ``bool()``):
+    it behaves as the number and records how it is used. While it is only compared
+    with plain numbers (``<``, ``>``, ``==``, truth value), the capture guards each
+    comparison's outcome; any other use (arithmetic, conversion, formatting, NumPy)
+    makes the exact value the guard. After the capture it is the plain number."""
+    __slots__ = ("_v", "_uses")
+
+    def __init__(self, v):
+        self._v = v
+        self._uses = []    # (op, other, outcome); None: the exact value is guarded
+
+    def _exact(self):
+        self._uses = None
+        return self._v
+
+    def __bool__(self):
+        r = bool(self._v)
+        if self._uses is not None:
+            self._uses.append(("bool", None, r))
+        return r
+
+    def __hash__(self):
+        return hash(self._exact())
+
+    def __repr__(self):
+        return repr(self._exact())
+
+    def __str__(self):
+        return str(self._exact())
+
+    def __format__(self, spec):
+        return format(self._exact(), spec)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._exact(), dtype=dtype)
+
+    def __tg_scalar__(self):
+        """The plain number, for an op taking it as a scalar (its value is guarded)."""
+        return self._exact()
+
+    def __getattr__(self, name):  # real, imag, is_integer, conjugate, ...
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._exact(), name)
+
+
+def _compare(name, sym):
+    op = getattr(operator, name)
+
+    def cmp(self, other):
+        if type(other) is ReadNumber:
+            other = other._exact()
+        if type(other) not in (int, float, bool):
+            return getattr(self._exact(), name)(other)
+        r = op(self._v, other)
+        if self._uses is not None:
+            self._uses.append((sym, other, r))
+        return r
+    cmp.__name__ = name
+    return cmp
+
+
+def _exact(name):
+    def op(self, *args):
+        args = [a._exact() if type(a) is ReadNumber else a for a in args]
+        f = getattr(self._exact(), name, None)
+        if f is None:
+            if not args:
+                raise TypeError(f"{type(self._v).__name__} has no {name}")
+            return NotImplemented
+        return f(*args)
+    op.__name__ = name
+    return op
+
+
+for _n, _s in _CMP.items():
+    setattr(ReadNumber, _n, _compare(_n, _s))
+for _n in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
+           "rfloordiv", "mod", "rmod", "divmod", "rdivmod", "pow", "rpow", "neg", "pos",
+           "abs", "invert", "and", "rand", "or", "ror", "xor", "rxor", "lshift", "rlshift",
+           "rshift", "rrshift", "float", "int", "index", "round", "trunc", "floor",
+           "ceil", "complex"):
+    if hasattr(int, f"__{_n}__") or hasattr(float, f"__{_n}__"):
+        setattr(ReadNumber, f"__{_n}__", _exact(f"__{_n}__"))
+numbers.Real.register(ReadNumber)
 
 
 def begin(rec):

@@ -29,6 +29,7 @@ calls on local variables (``del`` at each value's last use), kernels, externals 
 constants bound as globals. No Tensor, node or dispatch between kernels.
 """
 import math
+import operator
 import sys
 
 import numpy as np
@@ -706,6 +707,18 @@ class Program:
                     return False
         return True
 
+    def guard_words(self, failed):
+        """The words of the guard step whose check raised ``failed`` (GuardFailed)."""
+        st = self.steps[failed.args[0]]
+        if st.kind == "guard":
+            return guard_words(st)
+        return f"the data-dependent shape of {st.name}'s result"
+
+    def value_guard_words(self):
+        return [guard_words(st) for st in self.steps if st.kind == "guard"] + \
+            [f"the shape of {st.name}'s result (data-dependent)" for st in self.steps
+             if st.kind == "op" and getattr(st.op, "kind", None) == "dynamic"]
+
     def run(self, arrays, args, kwargs):
         return self.fn(arrays, args, kwargs)
 
@@ -720,13 +733,40 @@ def _same(a, b):
     return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=b.dtype.kind in "fc"))
 
 
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+            "==": operator.eq, "!=": operator.ne}
+
+
+def _outcomes(a, preds):
+    """Each recorded comparison of the number in ``a`` has its recorded outcome."""
+    x = a.item()
+    for op, other, outcome in preds:
+        r = bool(x) if op == "bool" else _COMPARE[op](x, other)
+        if r is not outcome:
+            return False
+    return True
+
+
+def guard_words(st):
+    """A value guard step in words."""
+    preds = st.attrs.get("preds")
+    what = st.attrs.get("what", "a value Python read")
+    if preds:
+        return " and ".join(f"bool({what}) is {o}" if op == "bool" else
+                            f"({what} {op} {other!r}) is {o}" for op, other, o in preds)
+    e = st.expected
+    v = e.item() if e.size == 1 else f"{e.dtype.name}{list(e.shape)} as read"
+    return f"{what} == {v!r}" if e.size == 1 else f"{what} == the {v}"
+
+
 def _asarray(o):
     return o if type(o) is np.ndarray else np.asarray(o)
 
 
 def _codegen(prog, g, steps):
     """The replay function ``replay(args) -> tuple of output arrays``."""
-    glb = {"_same": _same, "_GF": GuardFailed, "_aa": _asarray, "_np": np}
+    glb = {"_same": _same, "_outcomes": _outcomes, "_GF": GuardFailed, "_aa": _asarray,
+           "_np": np}
     lines = ["def replay(A, AR, KW):"]
     plan = prog.plan
 
@@ -865,8 +905,13 @@ def _codegen(prog, g, steps):
                 leaf = f"R{k}"
             lines.append(f"    S{k}({leaf}, {ins})")
         elif st.kind == "guard":
-            glb[f"X{k}"] = st.expected
-            lines.append(f"    if not _same({ins}, X{k}): raise _GF({k})")
+            preds = st.attrs.get("preds")
+            if preds:  # only compared: the comparisons' outcomes must hold
+                glb[f"X{k}"] = preds
+                lines.append(f"    if not _outcomes({ins}, X{k}): raise _GF({k})")
+            else:
+                glb[f"X{k}"] = st.expected
+                lines.append(f"    if not _same({ins}, X{k}): raise _GF({k})")
         else:
             raise Unsupported(f"no replay for a {st.kind} step")
         for v in dels.get(k, ()):

@@ -1,0 +1,281 @@
+"""Guards on Python state: the plain Python values a captured call read.
+
+While ``tg.compile`` captures a call (and only then), a ``sys.setprofile`` hook notes
+every code object that starts running and the modules whose methods run. From them
+``Watch.guards()`` makes the guards a replay checks first: each value of a plain
+Python type (bool, int, float, str, None, tuples of them) that the code named and
+that lives in a global, a closure cell, or an attribute of a global/closure object
+(a Python module, a ``tg.nn.Module``, a plain object), every plain attribute of each
+module whose method ran, and every ``training`` flag of those modules' trees. A guard
+is ``(dict or cell, key, value, words)``: the replay needs ``holder[key]`` to be
+``value`` still (the same object, or an equal value of the same type).
+
+The library's own functions (under ``tapegrad/``: only its modules' attributes) and the
+standard library are not searched: their globals are the library's constants.
+"""
+import gc
+import os
+import sys
+import sysconfig
+import types
+
+__all__ = ["Watch", "check", "plain"]
+
+_MISSING = object()
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_NN = _PKG + "nn" + os.sep
+_STD = tuple({os.path.abspath(p) + os.sep for p in
+              (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+               sysconfig.get_paths()["platlib"])})
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def plain(v):
+    """Whether ``v`` is a plain Python value (bool, int, float, str, None, a tuple of them)."""
+    tp = type(v)
+    if tp in _PLAIN:
+        return True
+    return tp is tuple and len(v) <= 16 and all(plain(x) for x in v)
+
+
+def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
+    return callable(getattr(obj, "named_parameters", None)) and \
+        callable(getattr(obj, "named_modules", None)) and not isinstance(obj, type)
+
+
+def _user_code(code, g, cache={}):  # noqa: B006 (a per-process cache of file decisions)
+    f = code.co_filename
+    if f.startswith("<"):  # exec'd or frozen code: whose module it runs in decides
+        return not (f.startswith("<frozen") or
+                    str(g.get("__name__", "")).startswith(("tapegrad", "importlib", "_")))
+    r = cache.get(f)
+    if r is None:
+        a = os.path.abspath(f)
+        r = cache[f] = not (a.startswith(_STD) or a.startswith(_PKG))
+    return r
+
+
+def _in_nn(code, cache={}):  # noqa: B006
+    f = code.co_filename
+    r = cache.get(f)
+    if r is None:
+        r = cache[f] = os.path.abspath(f).startswith(_NN) if not f.startswith("<") else False
+    return r
+
+
+class Watch:
+    """What ran during one capture: ``start()`` before the call, ``stop()`` after."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.codes = {}      # code -> its globals (user code that ran)
+        self.modules = {}    # id -> a Module one of whose methods ran
+        self.prev = None
+        self.first = {}      # (id(holder), key) -> (holder, key, value) when first seen
+
+    def _hook(self, frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code not in self.codes and _user_code(code, frame.f_globals):
+                g = self.codes[code] = frame.f_globals
+                for name in code.co_names:
+                    v = g.get(name, _MISSING)
+                    if v is not _MISSING and plain(v) and not name.startswith("__"):
+                        self.first.setdefault((id(g), name), (g, name, v))
+            if code.co_argcount and code.co_varnames[0] == "self" and (
+                    code in self.codes or _in_nn(code)):
+                s = frame.f_locals.get("self")
+                if s is not None and id(s) not in self.modules and _is_module(s):
+                    self.modules[id(s)] = s
+                    d = s.__dict__
+                    for a, v in list(d.items()):
+                        if plain(v) and not a.startswith("__"):
+                            self.first.setdefault((id(d), a), (d, a, v))
+        if self.prev is not None:
+            self.prev(frame, event, arg)
+
+    def start(self):
+        self.prev = sys.getprofile()
+        sys.setprofile(self._hook)
+
+    def stop(self):
+        sys.setprofile(self.prev)
+        self.prev = None
+
+    def changed(self):
+        """The names of the plain values the call itself rebound (a replay would not)."""
+        out = []
+        for holder, key, v in self.first.values():
+            w = holder.get(key, _MISSING)
+            if w is not v and (type(w) is not type(v) or w != v):
+                out.append(key)
+        return out
+
+    # ------------------------------------------------------------ the guards
+    def guards(self):
+        """The guards on what the call read (see the module docstring)."""
+        fn = self.fn
+        out, seen = [], set()
+        funcs = _functions(fn)
+        names = _root_names(fn, funcs)
+
+        def add(holder, key, value, words):
+            k = (id(holder), key)
+            if k not in seen:
+                seen.add(k)
+                out.append((holder, key, value, words))
+
+        def attrs_of(obj, oname, names_read, where):
+            d = getattr(obj, "__dict__", None)
+            if type(d) is not dict:
+                return
+            for a in names_read:
+                v = d.get(a, _MISSING)
+                if v is not _MISSING and plain(v):
+                    add(d, a, v, f"{oname}.{a} == {v!r}{where}")
+
+        def roots(obj, oname, code, where):
+            if plain(obj):
+                return True
+            if isinstance(obj, types.ModuleType) or _is_module(obj) or (
+                    not callable(obj) and not isinstance(obj, type)
+                    and type(getattr(obj, "__dict__", None)) is dict):
+                attrs_of(obj, oname, code.co_names, where)
+            return False
+
+        unmapped = []
+        for code, g in self.codes.items():
+            where = f" (global of {code.co_qualname})"
+            for name in code.co_names:
+                v = g.get(name, _MISSING)
+                if v is _MISSING or name.startswith("__"):
+                    continue
+                if roots(v, name, code, where):
+                    add(g, name, v, f"{name} == {v!r}{where}")
+            if code.co_freevars:
+                f = funcs.get(code)
+                if f is None:
+                    unmapped.append(code)
+                else:
+                    self._cells(f, code, add, roots)
+        if unmapped:  # closures not reached by name from fn: found by their code
+            for f in gc.get_referrers(*unmapped):
+                if isinstance(f, types.FunctionType) and f.__code__ in self.codes:
+                    self._cells(f, f.__code__, add, roots)
+        mods = dict(self.modules)
+        for m in list(self.modules.values()):
+            for _, sub in m.named_modules():
+                mods.setdefault(id(sub), sub)
+        mod_names = {}
+        for name, m in names:
+            for path, sub in m.named_modules():
+                mod_names.setdefault(id(sub), f"{name}.{path}" if path else name)
+        for i, m in mods.items():
+            mname = mod_names.get(i, type(m).__name__)
+            if i in self.modules:
+                for a, v in list(m.__dict__.items()):
+                    if plain(v) and not a.startswith("__"):
+                        add(m.__dict__, a, v, f"{mname}.{a} == {v!r}")
+            elif "training" in m.__dict__:
+                add(m.__dict__, "training", m.training, f"{mname}.training == {m.training!r}")
+        return tuple(out)
+
+    @staticmethod
+    def _cells(f, code, add, roots):
+        where = f" (closure of {code.co_qualname})"
+        for name, cell in zip(code.co_freevars, f.__closure__ or ()):
+            try:
+                v = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if roots(v, name, code, where):
+                add(cell, "cell_contents", v, f"{name} == {v!r}{where}")
+
+
+def _functions(fn, depth=4):
+    """code -> function for the functions reachable by name from ``fn`` (its closure
+    cells, the globals its code names, bound methods' functions), ``depth`` deep."""
+    out = {}
+
+    def visit(f, d):
+        if _is_module(f):
+            f = type(f).forward.__get__(f)
+        f = getattr(f, "__func__", f)
+        code = getattr(f, "__code__", None)
+        if code is None or code in out:
+            return
+        out[code] = f
+        if d == 0:
+            return
+        cands = []
+        for cell in f.__closure__ or ():
+            try:
+                cands.append(cell.cell_contents)
+            except ValueError:
+                continue
+        g = f.__globals__
+        cands += [g[n] for n in code.co_names if n in g]
+        for c in cands:
+            if isinstance(c, (types.FunctionType, types.MethodType)):
+                visit(c, d - 1)
+    visit(fn, depth)
+    return out
+
+
+def _root_names(fn, funcs):
+    """(name, module) for the modules ``fn`` reaches by a name: itself, a bound method's
+    object, a closure cell or a global of the functions it reaches."""
+    out = []
+    if _is_module(fn):
+        out.append(("model", fn))
+    s = getattr(fn, "__self__", None)
+    if _is_module(s):
+        out.append(("self", s))
+    for code, f in funcs.items():
+        for name, cell in zip(code.co_freevars, f.__closure__ or ()):
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if _is_module(v):
+                out.append((name, v))
+        g = f.__globals__
+        for name in code.co_names:
+            v = g.get(name)
+            if v is not None and _is_module(v):
+                out.append((name, v))
+    return out
+
+
+def checker(guards):
+    """``check()``: None when every guard holds, else the words of the first that fails;
+    one generated function (a dict lookup and an identity test per guard)."""
+    glb = {"M": _MISSING, "G": guards}
+    lines = ["def check():"]
+    for i, (holder, key, v, words) in enumerate(guards):
+        glb[f"H{i}"], glb[f"K{i}"], glb[f"V{i}"] = holder, key, v
+        if key == "cell_contents":
+            lines += ["    try:", f"        w = H{i}.cell_contents",
+                      "    except ValueError:", "        w = M"]
+        else:
+            lines.append(f"    w = H{i}.get(K{i}, M)")
+        lines.append(f"    if w is not V{i} and (type(w) is not type(V{i}) or w != V{i}):")
+        lines.append(f"        return G[{i}][3]")
+    lines.append("    return None")
+    exec(compile("\n".join(lines) + "\n", "<tg.compile guards>", "exec"), glb)
+    return glb["check"]
+
+
+def check(guards):
+    """None when every guard holds, else the words of the first that fails."""
+    for holder, key, v, words in guards:
+        if key == "cell_contents":
+            try:
+                w = holder.cell_contents
+            except ValueError:
+                return words
+        else:
+            w = holder.get(key, _MISSING)
+        if w is not v and (type(w) is not type(v) or w != v):
+            return words
+    return None

@@ -1,0 +1,291 @@
+"""tg.compile's guards on Python state: globals, closure cells, module attributes and
+``training`` flags the captured call read, numbers read from tensors that only feed
+comparisons, and how the guards are explained (stats()["guards"], ["recaptures"],
+TAPEGRAD_LOGS=recompiles). Every compiled call is compared with the eager call."""
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+
+FLAG = False
+SCALE = 2.0
+MODE = ("a", 1)
+cfg = types.SimpleNamespace(power=2)
+config = types.ModuleType("config")
+config.offset = 1.0
+
+
+def _flagged(x):
+    return x * 10 if FLAG else x * 1
+
+
+def _helper(x):
+    return x * SCALE
+
+
+def _calls_helper(x):
+    return _helper(x) + 1
+
+
+def test_a_global_flag_rebound_between_calls_captures_again():
+    global FLAG
+    FLAG = False
+    try:
+        cf = tg.compile(_flagged)
+        x = tg.ones(2)
+        cf(x)
+        cf(x)
+        FLAG = True
+        assert cf(x).tolist() == _flagged(x).tolist() == [10.0, 10.0]
+        FLAG = False
+        assert cf(x).tolist() == [1.0, 1.0]
+        s = cf.stats()
+        assert s["captures"] == 2 and s["replays"] >= 2
+        assert s["recaptures"] == ["FLAG == False (global of _flagged)"]
+        assert "FLAG == False (global of _flagged)" in s["guards"]
+        assert "x: float32[2]" in s["guards"]
+    finally:
+        FLAG = False
+
+
+def test_a_global_read_by_a_called_function_is_guarded():
+    global SCALE
+    cf = tg.compile(_calls_helper)
+    x = tg.ones(3)
+    try:
+        cf(x)
+        cf(x)
+        SCALE = 5.0
+        assert cf(x).tolist() == [6.0, 6.0, 6.0]
+    finally:
+        SCALE = 2.0
+    assert cf(x).tolist() == [3.0, 3.0, 3.0]
+
+
+def test_tuples_strings_and_attributes_of_objects_and_python_modules():
+    global MODE
+
+    def f(x):
+        y = x ** cfg.power + config.offset
+        return y * 2 if MODE[0] == "a" else y
+    cf = tg.compile(f)
+    x = tg.tensor([1.0, 2.0])
+    try:
+        for change in (None, "power", "offset", "mode"):
+            if change == "power":
+                cfg.power = 3
+            elif change == "offset":
+                config.offset = -1.0
+            elif change == "mode":
+                MODE = ("b", 1)
+            np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+            np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+    finally:
+        cfg.power, config.offset, MODE = 2, 1.0, ("a", 1)
+    assert cf.stats()["captures"] == 4
+
+
+def test_a_closure_cell_rebound_between_calls_captures_again():
+    scale = 2.0
+
+    def f(x):
+        return x * scale
+    cf = tg.compile(f)
+    x = tg.ones(2)
+    assert cf(x).tolist() == [2.0, 2.0]
+    assert cf(x).tolist() == [2.0, 2.0]
+    scale = 3.0
+    assert cf(x).tolist() == f(x).tolist() == [3.0, 3.0]
+    assert cf.stats()["recaptures"] == ["scale == 2.0 (closure of test_a_closure_cell_"
+                                        "rebound_between_calls_captures_again.<locals>.f)"]
+
+
+def test_batchnorm_eval_after_capture_uses_running_statistics():
+    tg.manual_seed(0)
+    bn = nn.BatchNorm1d(3)
+    x = tg.randn(8, 3) * 5 + 2
+    f = tg.compile(lambda x: bn(x))
+    with tg.no_grad():
+        f(x)
+        f(x)
+        bn.eval()
+        mean = bn.running_mean.numpy().copy()
+        out = f(x)
+        np.testing.assert_allclose(out.numpy(), bn(x).numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(bn.running_mean.numpy(), mean)  # not updated
+        f(x)
+        bn.train()
+        np.testing.assert_allclose(f(x).numpy(), bn(x).numpy(), rtol=1e-5, atol=1e-5)
+    s = f.stats()
+    assert s["captures"] == 2 and "bn.training == True" in s["recaptures"]
+    assert "bn.training == True" in s["guards"]
+
+
+def test_dropout_captured_in_eval_mode_drops_after_train():
+    d = nn.Dropout(0.5)
+    d.eval()
+    f = tg.compile(lambda x: d(x) * 1)
+    x = tg.ones(1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert f(x).tolist() == f(x).tolist() == [1.0] * 1000
+        d.train()
+        tg.manual_seed(3)
+        a = f(x).numpy()
+        tg.manual_seed(3)
+        b = (d(x) * 1).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert (a == 0).sum() > 300
+    d.eval()
+    assert f(x).tolist() == [1.0] * 1000  # the eval program again, replayed
+    assert f.stats()["replays"] >= 2
+
+
+class _Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.scale = 1.0
+        self.act = "relu"
+
+    def forward(self, x):
+        y = self.lin(x) * self.scale
+        return y.relu() if self.act == "relu" else y.tanh()
+
+
+def test_module_attributes_are_guarded():
+    tg.manual_seed(0)
+    m = _Scaled()
+    f = tg.compile(lambda x: m(x))
+    x = tg.randn(4, 3)
+    with tg.no_grad():
+        for change in (None, "scale", "act"):
+            if change == "scale":
+                m.scale = -2.0
+            elif change == "act":
+                m.act = "tanh"
+            np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6)
+            np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6)
+    assert f.stats()["captures"] == 3
+    assert f.stats()["recaptures"] == ["m.scale == 1.0", "m.act == 'relu'"]
+
+
+def test_a_function_that_rebinds_what_it_reads_runs_eagerly():
+    def f(x):
+        global COUNTER
+        COUNTER = COUNTER + 1
+        return x * COUNTER
+    globals()["COUNTER"] = 0
+    cf = tg.compile(f)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        outs = [cf(tg.ones(1)).item() for _ in range(3)]
+    assert outs == [1.0, 2.0, 3.0]
+    assert any("assigns COUNTER" in str(x.message) for x in w)
+
+
+def _branchy(x):
+    s = (x * x).sum()
+    if s.item() > 1.0:
+        return x * 2
+    return x * 3
+
+
+def test_a_number_only_compared_is_guarded_on_the_outcome():
+    cf = tg.compile(_branchy)
+    for v in [1.0, 2.0, 3.0, 0.1, 0.2, 0.3, 4.0]:
+        x = tg.full((2,), v)
+        np.testing.assert_array_equal(cf(x).numpy(), _branchy(x).numpy())
+    s = cf.stats()
+    assert s["captures"] == 2 and s["replays"] == 5
+    assert s["recaptures"] == ["(sum(...).item() > 1.0) is True"]
+    assert "(sum(...).item() > 1.0) is True" in s["guards"]
+
+
+def test_bool_of_a_tensor_is_guarded_on_its_truth_value():
+    def f(x):
+        return x * 2 if (x.sum() > 0) else x * 3
+    cf = tg.compile(f)
+    for v in [1.0, 2.0, -1.0, -2.0, 5.0]:
+        x = tg.full((3,), v)
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+    assert cf.stats()["captures"] == 2 and cf.stats()["replays"] == 3
+
+
+def test_a_number_used_otherwise_is_guarded_on_its_value():
+    def f(x):
+        s = x.sum().item()
+        if s > 0:
+            return x * (s + 1.0)  # arithmetic: the value itself matters
+        return x
+
+    def g(x):
+        return x * x.sum().item()  # passed to an op: the value itself matters
+    for fn in (f, g):
+        cf = tg.compile(fn)
+        for v in [1.0, 2.0, 2.0, 3.0]:
+            x = tg.full((2,), v)
+            np.testing.assert_array_equal(cf(x).numpy(), fn(x).numpy())
+        assert cf.stats()["captures"] == 3
+
+
+def test_formatting_and_numpy_use_the_exact_value():
+    seen = []
+
+    def f(x):
+        v = x.sum().item()
+        seen.append(f"{v:.1f}")
+        return x * float(np.float32(v) > 2)
+    cf = tg.compile(f)
+    for v in [1.0, 2.0, 2.0]:
+        cf(tg.full((2,), v))
+    assert cf.stats()["captures"] == 2
+    assert seen == ["2.0", "4.0"]
+
+
+def test_item_outside_a_capture_is_a_plain_number():
+    x = tg.tensor([1.5])
+    assert type(x.item()) is float and type(bool(x)) is bool
+    assert type(tg.tensor(3).item()) is int
+
+
+def test_recompiles_log(capsys, monkeypatch):
+    monkeypatch.setenv("TAPEGRAD_LOGS", "recompiles")
+    cf = tg.compile(_branchy)
+    cf(tg.full((2,), 2.0))
+    cf(tg.full((2,), 0.1))
+    err = capsys.readouterr().err
+    assert "recapturing _branchy (capture 2): (sum(...).item() > 1.0) is True" in err
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_a_training_step_with_a_loss_branch_replays(train):
+    tg.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    ref = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    ref.load_state_dict(m.state_dict())
+    opts = [tg.optim.SGD(mm.parameters(), lr=0.05) for mm in (m, ref)]
+    x, y = tg.randn(16, 4), tg.randn(16, 1)
+
+    def make(model, opt):
+        def step():
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            if loss.item() > 0.5:
+                opt.step()
+            return loss
+        return step
+    cstep, estep = tg.compile(make(m, opts[0])), make(ref, opts[1])
+    if not train:
+        m.eval()
+        ref.eval()
+    for _ in range(6):
+        np.testing.assert_allclose(cstep().item(), estep().item(), rtol=1e-5)
+    for a, b in zip(m.parameters(), ref.parameters()):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5)
+    assert cstep.stats()["replays"] >= 4
