@@ -960,6 +960,25 @@ def observe(observer):
         _state.observers = tuple(o for o in _state.observers if o is not observer)
 
 
+def observing():
+    """Whether an observer (``observe``) is open on this thread."""
+    return bool(_state.observers)
+
+
+def notify(event, *args):
+    """Tell this thread's observers of ``event``: each with an ``on_<event>`` method is
+    called with ``args`` (tg.compile's capture hears ``update``, an optimizer about to
+    update a parameter, ``zero_grads``, ``fail`` and ``refuse`` so: the layers above
+    the core report to it without importing it). Returns whether one heard it."""
+    heard = False
+    for o in _state.observers:
+        m = getattr(o, "on_" + event, None)
+        if m is not None:
+            m(*args)
+            heard = True
+    return heard
+
+
 def _observed(op, arrays, kw):
     run = op.kernel
     for obs in _state.observers:

@@ -4,7 +4,7 @@
 runs (forward ops, the adjoint ops the walker runs, the ops of ``_fit``), every
 adjoint (``vjp``), in-place writes (``dispatch._write``), the walker's seeds,
 optimizer updates and ``zero_grad`` (``Optimizer.step`` and ``nn.module.zero_grads``
-ask ``capturing()``), and Python reading a tensor's values (``item``, ``bool``,
+report them through ``dispatch.notify``: the ``on_*`` methods), and Python reading a tensor's values (``item``, ``bool``,
 ``float``, ``tolist``, ``numpy``: ``tensor._read``), which become guards.
 
 Values are identified by the array objects the kernels see (every array seen is kept
@@ -461,6 +461,20 @@ class Recorder:
         """A leaf's .grad holding a _Traced array gets its plain view instead."""
         if t.grad is not None and isinstance(t.grad._data, _Traced):
             t.grad._data = self.plain_of(t.grad._data)
+
+    # ------------------------------------------------------------ events from above the core
+    # (``dispatch.notify``: the optimizers, ``zero_grads``, DDP and L-BFGS report so)
+    def on_update(self, opt, group, p):
+        self.update(opt, group, p)
+
+    def on_zero_grads(self, params, set_to_none):
+        self.zero_grads(params, set_to_none)
+
+    def on_fail(self, why):
+        self.fail(why)
+
+    def on_refuse(self, why):
+        raise RuntimeError(why)
 
     # ------------------------------------------------------------ the end
     def finish(self, result):

@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 from .. import distributed as dist
-from ..compiler.capture import capturing
+from ..dispatch import notify
 from ..grad_mode import is_grad_enabled, no_grad
 from ..nn.module import Module
 from ..tensor import Tensor, buffer, mark_written, wrap
@@ -190,9 +190,7 @@ class DistributedDataParallel(Module):
 
     # ------------------------------------------------------------------ forward
     def forward(self, *args, **kwargs):
-        rec = capturing()
-        if rec is not None:
-            rec.fail(_NO_COMPILE)
+        notify("fail", _NO_COMPILE)
         prev = self._pass
         if prev is not None and prev.begun and not prev.finalized:
             missing = [self._names[i] for i, ok in enumerate(prev.done) if not ok]
@@ -266,9 +264,7 @@ class _Pass:
 
     def ready(self, i, p):
         """Parameter ``i``'s gradient is complete (its post-accumulate hook)."""
-        rec = capturing()
-        if rec is not None:
-            rec.fail(_NO_COMPILE)
+        notify("fail", _NO_COMPILE)
         ddp = self.ddp
         if self.finalized:
             raise RuntimeError("DistributedDataParallel: a second backward through the same "

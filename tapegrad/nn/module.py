@@ -3,7 +3,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..compiler.capture import capturing
+from ..dispatch import notify, observing
 from ..devices import device as _device
 from ..dtypes import DType, bfloat16, float16, float32, float64
 from ..grad_mode import is_grad_enabled as _grad_enabled
@@ -17,10 +17,9 @@ def zero_grads(params, set_to_none=True):
     """``.grad = None`` for each of ``params``, or (``set_to_none=False``) its
     gradient zeroed in place, the change counted in its version (Module.zero_grad and
     Optimizer.zero_grad)."""
-    rec = capturing()
-    if rec is not None:  # tg.compile: clearing or zeroing is a step of the program
+    if observing():  # tg.compile's capture: clearing or zeroing is a step of the program
         params = list(params)
-        rec.zero_grads(params, set_to_none)
+        notify("zero_grads", params, set_to_none)
     for p in params:
         if p.grad is None:
             continue

@@ -5,7 +5,7 @@ history, directions and scalars are arrays of the parameters' dtype (NumPy or Cu
 so a float32 model computes in float32 as PyTorch does. ``step(closure)`` calls the
 closure (with gradients enabled) as often as the algorithm needs.
 """
-from ..compiler.capture import capturing
+from ..dispatch import notify
 from ..devices import xp_of
 from ..grad_mode import enable_grad
 from ..tensor import Tensor, buffer, mark_written
@@ -192,9 +192,8 @@ class LBFGS(Optimizer):
         if closure is None:
             raise TypeError("LBFGS.step needs a closure that re-evaluates the model and "
                                "returns the loss")
-        if capturing() is not None:
-            raise RuntimeError("LBFGS.step cannot run inside tg.compile (its closure is "
-                               "called a data-dependent number of times)")
+        notify("refuse", "LBFGS.step cannot run inside tg.compile (its closure is "
+                         "called a data-dependent number of times)")
 
         def call():
             with enable_grad():

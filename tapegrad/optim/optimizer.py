@@ -7,7 +7,7 @@ bumps the parameter's version counter so a stale saved value is caught.
 import copy
 
 
-from ..compiler.capture import capturing
+from ..dispatch import notify, observing
 from ..devices import xp_of
 from ..grad_mode import enable_grad
 from ..nn.module import zero_grads
@@ -74,12 +74,12 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        rec = capturing()
+        obs = observing()
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    if rec is not None:  # tg.compile: the update is one step of the program
-                        rec.update(self, group, p)
+                    if obs:  # tg.compile's capture: the update is one step of the program
+                        notify("update", self, group, p)
                     self._update(p, buffer(p.grad), group)
                     mark_written(p)
         return loss
