@@ -61,6 +61,10 @@ def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
     """
     if fn is None:
         return functools.partial(compile, fuse=fuse, max_captures=max_captures)
+    from ..nn.module import Module
+    if isinstance(fn, Module):
+        from .module import CompiledModule
+        return CompiledModule(fn, fuse=fuse, max_captures=max_captures)
     return Compiled(fn, fuse=fuse, max_captures=max_captures)
 
 

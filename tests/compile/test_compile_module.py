@@ -1,0 +1,178 @@
+"""``model = tg.compile(model)`` with the backward and the optimizer step outside: the
+forward replays and records one node whose adjoint replays the captured backward.
+Every value, gradient and parameter is compared with the same eager model."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+
+
+def _pair(make):
+    tg.manual_seed(0)
+    a = make()
+    tg.manual_seed(0)
+    b = make()
+    return a, b
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(12, 24), nn.ReLU(), nn.Linear(24, 24), nn.Tanh(),
+                         nn.Linear(24, 5))
+
+
+def _cnn():
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+
+
+def _bn():
+    return nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def _drop():
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 2))
+
+
+def _close(a, b, rtol=1e-5, atol=1e-6):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("make,shape,nclass", [(_mlp, (16, 12), 5), (_cnn, (4, 1, 8, 8), 3),
+                                               (_bn, (10, 6), 2), (_drop, (10, 6), 2)],
+                         ids=["mlp", "cnn", "batchnorm", "dropout"])
+def test_training_with_backward_and_step_outside_matches_eager(make, shape, nclass):
+    m, ref = _pair(make)
+    cm = tg.compile(m)
+    opts = [tg.optim.SGD(cm.parameters(), lr=0.1, momentum=0.9),
+            tg.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)]
+    crit = nn.CrossEntropyLoss()
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (dropout: its forward cannot be replayed)
+        for step in range(5):
+            x = tg.tensor(rng.standard_normal(shape).astype(np.float32))
+            y = tg.tensor(rng.integers(0, nclass, shape[0]))
+            losses = []
+            for model, opt in zip((cm, ref), opts):
+                tg.manual_seed(step)
+                opt.zero_grad()
+                loss = crit(model(x), y)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+            _close(losses[0], losses[1])
+    for a, b in zip(m.parameters(), ref.parameters()):
+        _close(a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-5)
+    for a, b in zip(m.buffers(), ref.buffers()):
+        _close(a.numpy(), b.numpy(), rtol=1e-5)
+    if make is not _drop:
+        s = cm.stats()
+        assert s["replays"] >= 3 and s["backward_replays"] >= 3 and s["eager_calls"] == 0
+
+
+def test_the_forward_records_one_node():
+    m = _mlp()
+    cm = tg.compile(m)
+    x = tg.randn(4, 12)
+    cm(x)
+    out = cm(x)
+    assert out.grad_fn is not None
+    assert out.grad_fn.name().startswith("compiled[")
+
+
+def test_input_gradients_and_two_forwards_before_one_backward():
+    m, ref = _pair(_mlp)
+    cm = tg.compile(m)
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((8, 12)).astype(np.float32) for _ in range(4)]
+    for model in (cm, ref):
+        model.zero_grad()
+    grads = []
+    for model in (cm, ref):
+        ts = [tg.tensor(v, requires_grad=True) for v in xs]
+        outs = [model(t) for t in ts]  # forwards before any backward
+        loss = sum(((o - i) ** 2).sum() for i, o in enumerate(outs))
+        loss.backward()
+        grads.append([t.grad.numpy() for t in ts] + [p.grad.numpy() for p in model.parameters()])
+    for a, b in zip(*grads):
+        _close(a, b, rtol=1e-4, atol=1e-5)
+    assert cm.stats()["replays"] >= 3
+
+
+def test_backward_of_the_first_output_after_a_second_forward():
+    m, ref = _pair(_mlp)
+    cm = tg.compile(m)
+    x1, x2 = tg.randn(5, 12), tg.randn(5, 12)
+    res = []
+    for model in (cm, ref):
+        model.zero_grad()
+        model(x1)
+        o1 = model(x1)
+        o2 = model(x2)  # must not overwrite what o1's backward needs
+        o1.sum().backward()
+        res.append([o1.detach().numpy(), o2.detach().numpy()] + [p.grad.numpy() for p in model.parameters()])
+    for a, b in zip(*res):
+        _close(a, b)
+
+
+def test_create_graph_through_the_compiled_node():
+    m, ref = _pair(lambda: nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1)))
+    cm = tg.compile(m)
+    res = []
+    for model in (cm, ref):
+        x = tg.tensor(np.linspace(-1, 1, 12).reshape(4, 3).astype(np.float64),
+                      requires_grad=True)
+        model.to(tg.float64)
+        model(x)
+        y = model(x).sum()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            (gx,) = tg.autograd.grad(y, [x], create_graph=True)
+            (ggx,) = tg.autograd.grad((gx ** 2).sum(), [x])
+        assert (model is cm) == any("create_graph" in str(x.message) for x in w)
+        res.append((gx.detach().numpy(), ggx.numpy()))
+    _close(res[0][0], res[1][0], rtol=1e-10)
+    _close(res[0][1], res[1][1], rtol=1e-10)
+
+
+def test_behaves_as_the_module():
+    m = _bn()
+    cm = tg.compile(m)
+    assert list(cm.parameters()) == list(m.parameters())
+    assert list(cm.state_dict()) == list(m.state_dict())
+    assert cm.eval() is cm and not m.training and not m[1].training
+    assert cm.train() is cm and m.training
+    cm.foo = 3
+    assert m.foo == 3 and cm.foo == 3
+    assert cm[0] is m[0]
+    sd = {k: v * 0 for k, v in m.state_dict().items()}
+    cm.load_state_dict(sd)
+    assert float(m[0].weight.abs().sum()) == 0.0
+
+
+def test_eval_mode_and_no_grad_replay_and_match():
+    m, ref = _pair(_bn)
+    cm = tg.compile(m)
+    x = tg.randn(10, 6)
+    for model in (cm, ref):
+        model(x).sum().backward()
+    cm.eval()
+    ref.eval()
+    with tg.no_grad():
+        for _ in range(3):
+            _close(cm(x).numpy(), ref(x).numpy())
+    assert "model.training == False" in cm.stats()["guards"]
+
+
+def test_hooks_run_every_call():
+    m, ref = _pair(_mlp)
+    cm = tg.compile(m)
+    seen = []
+    m[0].register_forward_hook(lambda mod, i, o: seen.append(o.shape))
+    x = tg.randn(3, 12)
+    for _ in range(3):
+        _close(cm(x).detach().numpy(), ref(x).detach().numpy())
+    assert len(seen) == 3
