@@ -98,7 +98,6 @@ class Compiled:
         if key is None:
             return self._give_up("an argument is neither a tensor nor hashable", args, kwargs)
         entry = self._programs.get(key)
-        why = "a new signature: " + _describe_key(self.fn, key, args, kwargs)
         fails = []  # why each program of this signature does not fit (most recent first)
         for prog, leaves, pyg in entry or ():
             failed = pyg()
@@ -127,8 +126,8 @@ class Compiled:
             self._last = prog
             self._last_guards = prog.guard_list
             return _rebuild(prog.graph.output, res)
-        if fails:
-            why = fails[0]
+        why = fails[0] if fails else \
+            "a new signature: " + _describe_key(self.fn, key, args, kwargs)
         if self._captures >= self.max_captures:
             return self._give_up(f"{self._captures} captures ({why}, last)", args, kwargs)
         if self._captures:

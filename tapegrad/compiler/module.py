@@ -15,6 +15,8 @@ anywhere in its tree runs eagerly (the hooks are Python the program would not ru
 """
 import warnings
 
+import numpy as np
+
 from ..dispatch import bind
 from ..grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..ops.creation import get_rng_state, set_rng_state
@@ -24,7 +26,17 @@ from .api import Compiled
 
 __all__ = ["CompiledModule"]
 
-_OWN = ("_orig_mod", "_fwd", "_bwd", "_eager_calls", "_node_calls", "_warned")
+_OWN = ("_orig_mod", "_fwd", "_bwd", "_eager_calls", "_node_calls", "_warned", "_ops")
+
+
+class _Call:
+    """One call's state, handed to the node (the forward's results until the kernel
+    takes them; the output shapes, the random state and the arguments for the adjoint)."""
+    __slots__ = ("computed", "outs", "rng", "args", "positions")
+
+    def __init__(self, computed, outs, rng, args, positions):
+        self.computed, self.outs, self.rng = computed, outs, rng
+        self.args, self.positions = args, positions
 
 
 class CompiledModule:
@@ -56,6 +68,7 @@ class CompiledModule:
         d["_eager_calls"] = 0
         d["_node_calls"] = 0
         d["_warned"] = False
+        d["_ops"] = {}
 
     # ------------------------------------------------------------ behaving as the module
     def __getattr__(self, name):
@@ -115,42 +128,49 @@ class CompiledModule:
             self.__dict__["_eager_calls"] += 1
             return m(*args)
         self.__dict__["_node_calls"] += 1
-        op = self._node_op(args, outs, params, rng)
-        res = bind(op, *[a for a in args if isinstance(a, Tensor)], *params)
+        op = self._node_op(len(tensors), len(params), len(outs))
+        call = _Call(tuple(buffer(o) for o in outs), [(tuple(o.shape), buffer(o).dtype) for o in outs], rng, args,
+                     [i for i, a in enumerate(args) if isinstance(a, Tensor)])
+        res = bind(op, *tensors, *params, call=call)
         return res if single else tuple(res)
 
-    def _node_op(self, args, outs, params, rng):
-        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        n_in = len(positions)
-        nout = len(outs)
-        computed = [tuple(buffer(o) for o in outs)]
+    def _node_op(self, n_in, n_params, nout):
+        """The node's OpDef (one per arity, made once): the call's own state (the
+        forward's results, the arguments, the random state) comes as the ``call`` attr."""
+        key = (n_in, n_params, nout)
+        op = self._ops.get(key)
+        if op is not None:
+            return op
         me = self
 
-        def run(*arrays):
-            out = computed.pop()
+        def run(*arrays, call):
+            out = call.computed
+            call.computed = None
             return out[0] if nout == 1 else out
 
         def vjp(ctx, g):
+            call = ctx.attrs["call"]
             gs = [g] if nout == 1 else list(g)
             traced = any(isinstance(x, Tensor) for x in gs if x is not None)
             now = get_rng_state()
             kept = [(b, buffer(b).copy()) for b in me._orig_mod.buffers()]
-            set_rng_state(rng)
+            set_rng_state(call.rng)
             try:
                 if traced:
-                    return me._eager_vjp(args, positions, ctx, gs)
-                return me._replayed_vjp(args, positions, ctx, gs, outs)
+                    return me._eager_vjp(call.args, call.positions, ctx, gs)
+                return me._replayed_vjp(call.args, call.positions, ctx, gs, call.outs)
             finally:
                 set_rng_state(now)
                 for b, v in kept:  # the recomputation's buffer writes, undone
                     buffer(b)[...] = v
                     mark_written(b)
 
-        names = tuple(f"arg{i}" for i in range(n_in + len(params)))
+        names = tuple(f"arg{i}" for i in range(n_in + n_params))
         op = OpDef(name=f"compiled[{type(self._orig_mod).__name__}]", kernel=run,
-                   infer=lambda *s: None, args=names, vjp=vjp, saves=names, nout=nout,
+                   infer=lambda *s, **k: None, args=names, vjp=vjp, saves=names, nout=nout,
                    samples=lambda dtype=None: [])
         validate(op)
+        self._ops[key] = op
         return op
 
     def _replayed_vjp(self, args, positions, ctx, gs, outs):
@@ -160,8 +180,8 @@ class CompiledModule:
             t = wrap(a)
             t.requires_grad = args[p].requires_grad
             full[p] = t
-        cots = [wrap(g) if g is not None else wrap(buffer(o) * 0)
-                for g, o in zip(gs, outs)]
+        cots = [wrap(g) if g is not None else wrap(np.zeros(shape, dtype))
+                for g, (shape, dtype) in zip(gs, outs)]
         grads = self._bwd(len(full), *full, *cots)
         params = [p for p in self._orig_mod.parameters() if p.requires_grad]
         gx = iter(grads[len(params):])

@@ -101,8 +101,9 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
     ``distributed``: ``model`` is a DistributedDataParallel; each rank takes
     ``batch_size / world size`` of every batch (rounded, when it does not divide)
     through a DistributedSampler.
-    ``compiled``: the step runs as ``tg.compile(step)`` (captured once per batch
-    shape, replayed after). ``device``: where the batches go (the model is there)."""
+    ``compiled``: the model runs as ``tg.compile(model)``, the backward and the update
+    outside it (its forward and backward programs captured once per batch shape,
+    replayed after). ``device``: where the batches go (the model is there)."""
     x_train, y_train, x_test, y_test = data
     dataset = tg.data.TensorDataset(x_train, y_train)
     sampler = None
@@ -121,8 +122,9 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
     history = {"loss": [], "accuracy": [], "step_seconds": 0.0, "steps": 0}
     step = make_step(model, opt)
     if compiled:
-        step = tg.compile(step)
-        history["compiled"] = step
+        cmodel = tg.compile(model)
+        step = make_step(cmodel, opt)
+        history["compiled"] = cmodel
     bar = _progress(epochs * len(loader), not progress)
     for epoch in range(epochs):
         if sampler is not None:
@@ -135,12 +137,12 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
             t0 = time.perf_counter()
             loss = step(xb, yb)
             dt = time.perf_counter() - t0
-            if compiled and step.stats()["replays"] == history.get("replays", 0):
+            if compiled and history["compiled"].stats()["replays"] == history.get("replays", 0):
                 history["capture_seconds"] = history.get("capture_seconds", 0.0) + dt
             else:  # (eager steps, or the compiled step's replays)
                 history["step_seconds"] += dt
                 history["steps"] += 1
-                history["replays"] = step.stats()["replays"] if compiled else 0
+                history["replays"] = history["compiled"].stats()["replays"] if compiled else 0
             total += loss.item() * len(yb)
             count += len(yb)
             bar.set_description(f"epoch {epoch + 1}/{epochs}")
@@ -250,7 +252,8 @@ def main(argv=None):
     p.add_argument("--distributed", action="store_true",
                    help="data-parallel over the processes of mpiexec -n N (MPI)")
     p.add_argument("--compile", action="store_true",
-                   help="train with tg.compile(step) and print its speed-up over eager")
+                   help="train with model = tg.compile(model) and print its speed-up over "
+                        "eager")
     p.add_argument("--device", default="cpu", help="cpu or cuda (the GPU, through CuPy)")
     p.add_argument("--data", default=None,
                    help="an .npz with the digits (data, target) instead of scikit-learn's")
