@@ -1,12 +1,16 @@
 """Does ``tg.compile`` pay? Captured-and-replayed steps against eager tapegrad, PyTorch
 eager, ``jax.jit``, ``torch.compile`` and hand-written NumPy, in one run, contenders
-taking turns (round-robin rounds, median per contender). Issue 11's targets:
+taking turns (round-robin rounds, median per contender). The targets:
 
 - the 200-op chain on (8,) float32, forward and backward: compiled <= 2x hand-written
   NumPy (about 0.35x PyTorch eager);
 - the MLP step (784-512-512-10, batch 128, SGD, ``bench_mlp_step.py``): compiled <=
   1.0x hand-written NumPy;
 - the CNN step of ``bench_cnn_step.py``: compiled <= 1.0x PyTorch eager;
+- ``model = tg.compile(model)`` with the backward and the update outside ("tapegrad
+  compiled model", as ``torch.compile`` is used): the MLP step <= 1.0x hand-written
+  NumPy, the CNN step <= 0.85x PyTorch eager, both <= 1.0x ``torch.compile``'s step;
+  the guards on Python state checked per replay, in microseconds;
 - the elementwise chain of ``bench_fusion.py`` written as plain ops (no ``@tg.fuse``):
   compiled within 1.5x of the hand-fused (``@tg.fuse``) time;
 - the capture cost (first call), and what a replay allocates (tracemalloc).
@@ -268,6 +272,7 @@ def mlp_contenders(torch_compile, jax=None):
            "tapegrad eager": M.make_tapegrad_step(params, x, y)}
     comp = tg.compile(M.make_tapegrad_step(params, x, y))
     out["tapegrad compiled"] = comp
+    out["tapegrad compiled model"], cmodel = _tg_compiled_mlp(params, x, y)
     try:
         import torch
         torch.set_num_threads(int(THREADS))
@@ -278,7 +283,42 @@ def mlp_contenders(torch_compile, jax=None):
         pass
     if jax is not None:
         out["jax.jit"] = mlp_jax(jax, params, x, y)
-    return out, comp
+    return out, comp, cmodel
+
+
+def _tg_compiled_mlp(params, x, y):
+    """``model = tg.compile(model)``, the backward and SGD outside (the PyTorch pattern)."""
+    nn, F = tg.nn, tg.nn.functional
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    with tg.no_grad():
+        for p, a in zip(model.parameters(), params):
+            p.copy_(tg.tensor(a))
+    cmodel = tg.compile(model)
+    opt = tg.optim.SGD(model.parameters(), lr=0.01)
+    xt, yt = tg.tensor(x), tg.tensor(y)
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(cmodel(xt), yt)
+        loss.backward()
+        opt.step()
+        return loss
+    return step, cmodel
+
+
+def _guard_cost(cmodel):
+    """Microseconds of one replay's check of the guards on Python state, and how many."""
+    entries = [e for progs in cmodel._fwd._programs.values() for e in progs
+               if not isinstance(e[0], str)]
+    if not entries:
+        return float("nan"), 0
+    prog, _, check = entries[0]
+    n = 20000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        check()
+    return (time.perf_counter() - t0) / n * 1e6, len(prog.py_guards)
 
 
 def _torch_compiled_mlp(params, x, y):
@@ -339,6 +379,30 @@ def cnn_contenders(torch_compile, jax=None):
     c, cx, cy = tg_step()
     comp = tg.compile(c)
     out = {"tapegrad eager": lambda: e(ex, ey), "tapegrad compiled": lambda: comp(cx, cy)}
+
+    class Net(tg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for k, v in p0.items():
+                setattr(self, k, tg.nn.Parameter(tg.tensor(v)))
+
+        def forward(self, x):
+            h = tg.max_pool2d(tg.relu(tg.conv2d(x, self.w1, self.b1)), 2)
+            h = tg.max_pool2d(tg.relu(tg.conv2d(h, self.w2, self.b2)), 2)
+            return tg.linear(tg.reshape(h, (B, 800)), self.w3, self.b3)
+    net = Net()
+    cnet = tg.compile(net)
+    nx, ny = tg.tensor(x0), tg.tensor(y0)
+
+    def module_step():
+        loss = tg.cross_entropy(cnet(nx), ny)
+        loss.backward()
+        with tg.no_grad():
+            for t in net.parameters():
+                t -= LR * t.grad
+                t.grad = None
+        return loss
+    out["tapegrad compiled model"] = module_step
     try:
         import torch
         import torch.nn.functional as TF
@@ -371,7 +435,7 @@ def cnn_contenders(torch_compile, jax=None):
         pass
     if jax is not None:
         out["jax.jit"] = cnn_jax(jax)
-    return out, comp
+    return out, comp, cnet
 
 
 # ---------------------------------------------------------------- elementwise chain
@@ -441,17 +505,26 @@ def main(argv=None):
                "<= 2x numpy, ~0.35x pytorch)", res, unit="us")
         print("   compiled:", _brief(comp.compiled.stats()))
     if "mlp" in only:
-        cont, comp = mlp_contenders(tc, jax)
+        cont, comp, cmodel = mlp_contenders(tc, jax)
         cont = {k: v for k, v in cont.items() if v is not None}
         res = race(cont, args.rounds, 5)
-        report("MLP step 784-512-512-10, batch 128, SGD (target: compiled <= 1.0x numpy)", res)
+        report("MLP step 784-512-512-10, batch 128, SGD (target: compiled <= 1.0x numpy; "
+               "compiled model, backward and SGD outside: <= 1.0x numpy and torch.compile)",
+               res)
         print("   compiled:", _brief(comp.stats()))
+        us, n = _guard_cost(cmodel)
+        print(f"   compiled model: {_brief(cmodel.stats())}; guards on Python state "
+              f"checked per replay: {n} in {us:.2f} us")
     if "cnn" in only:
-        cont, comp = cnn_contenders(tc, jax)
+        cont, comp, cnet = cnn_contenders(tc, jax)
         res = race(cont, args.rounds, 5)
-        report("CNN step of bench_cnn_step.py (target: compiled <= 1.0x pytorch eager)", res,
+        report("CNN step of bench_cnn_step.py (target: compiled <= 1.0x pytorch eager; "
+               "compiled model <= 0.85x pytorch eager and <= 1.0x torch.compile)", res,
                ref=("pytorch eager", "tapegrad eager"))
         print("   compiled:", _brief(comp.stats()))
+        us, n = _guard_cost(cnet)
+        print(f"   compiled model: {_brief(cnet.stats())}; guards on Python state "
+              f"checked per replay: {n} in {us:.2f} us")
     if "ew" in only:
         cont, comp = ew_contenders(args.n, jax)
         res = race(cont, args.rounds, 3)

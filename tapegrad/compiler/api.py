@@ -107,6 +107,10 @@ class Compiled:
             if isinstance(prog, str):  # this program cannot be replayed: eager
                 self._eager += 1
                 return self.fn(*args, **kwargs)
+            if not _rg_ok(prog.graph.owners):
+                fails.append("requires_grad of a tensor the function reads from outside "
+                             "changed (requires_grad_)")
+                continue
             if prog.swaps != DATA_SWAPS[0] or not _refs_ok(prog.refs) \
                     or not _owners_ok(prog.graph.owners) or not _paths_ok(prog.paths):
                 fails.append("a tensor the function reads from outside (through a global, a "
@@ -191,7 +195,7 @@ class Compiled:
                     graph.ext_grad[v] = ("arg", argpos[id(leaf)])
             prog = Program(graph, fuse=self.fuse)
             prog.swaps, prog.refs = swaps, refs
-            prog.paths = _paths(self.fn, [ref() for ref, _ in graph.owners])
+            prog.paths = _paths(self.fn, [ref() for ref, *_ in graph.owners])
         except Unsupported as e:
             self._eager_reason = str(e)
             progs = self._programs.setdefault(key, [])
@@ -398,9 +402,20 @@ def _owners_ok(owners):
     """Every tensor whose buffer the program reads from outside is alive still, over
     that buffer: one that died was dropped by whoever held it, most likely because a
     name, item or attribute the function reads it through now holds another."""
-    for ref, arr in owners:
+    for ref, arr, _ in owners:
         t = ref()
         if t is None or t._data is not arr:
+            return False
+    return True
+
+
+def _rg_ok(owners):
+    """Every tensor whose buffer the program reads from outside requires grad as it
+    did at the capture (``requires_grad_`` on a parameter changes what the backward
+    computes and what the optimizer updates)."""
+    for ref, _, rg in owners:
+        t = ref()
+        if t is not None and t.requires_grad is not rg:
             return False
     return True
 

@@ -580,7 +580,7 @@ class Recorder:
             t = ref()
             if t is not None and vid in held and vid not in g.ext_grad \
                     and t._data is held[vid]:
-                g.owners.append((ref, held[vid]))
+                g.owners.append((ref, held[vid], t.requires_grad))
 
 
 _CMP = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__eq__": "==",

@@ -61,7 +61,8 @@ class Graph:
         self.shapes, self.dtypes, self.source, self.producer = [], [], [], []
         self.args = {}         # value -> (argument position, keyword or None)
         self.externals = {}    # value -> array
-        self.owners = []       # (weakref to a Tensor, the external array it held)
+        self.owners = []       # (weakref to a Tensor, the external array it held, its
+                               # requires_grad)
         self.ext_grad = {}     # value -> the leaf whose .grad buffer it is
         self.consts = {}       # value -> array
         self.alias = {}        # value -> value whose memory it shares

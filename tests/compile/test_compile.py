@@ -1,4 +1,4 @@
-"""tg.compile: capture, guards, passes, replay, memory (issue 11).
+"""tg.compile: capture, guards, passes, replay, memory.
 
 Every comparison is against the same program run eagerly, step for step."""
 import tracemalloc

@@ -1,4 +1,4 @@
-"""tg.compile's replay writes into planned memory (issue 11): nothing result-sized is
+"""tg.compile's replay writes into planned memory: nothing result-sized is
 allocated by a replay; results a caller keeps are never overwritten; a full sum or
 mean ends a fused chain inside its kernel; a fused in-place update writes its tensor.
 

@@ -1,6 +1,6 @@
 """Registry-driven: every op's float64 samples, compiled (forward and backward, the
 sample's gradient flag permitting), captured on the sample and replayed on the same
-and on perturbed values, equal eager, values and gradients (issue 11, item 6)."""
+and on perturbed values, equal eager, values and gradients."""
 import warnings
 
 import numpy as np
@@ -27,7 +27,7 @@ fractional_max_pool3d bernoulli multinomial poisson normal randint_like svd
 linalg_svdvals linalg_pinv pinverse linalg_lu_factor lu lu_unpack lu_solve
 linalg_lu_solve linalg_lu svd_lowrank pca_lowrank linalg_householder_product orgqr
 ormqr segment_reduce lobpcg""".split())
-# (issue 17's census additions above: random draws, adaptive_avg_pool2d's bin matrices,
+# (the second group above: random draws, adaptive_avg_pool2d's bin matrices,
 # and constants made in the function with new_tensor/new_zeros: class ranges, position
 # tables, the unpooling zeros, affine_grid's base grid; ctc_loss reads its lengths and
 # labels to check them and builds its label positions with new_tensor; the fractional

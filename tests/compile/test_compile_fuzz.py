@@ -1,0 +1,135 @@
+"""A guard fuzzer: between calls of a compiled training step, Hypothesis mutates what a
+user's script mutates (a global flag, a closure value, a module attribute,
+``train()``/``eval()``, a parameter's ``.data`` rebound, ``requires_grad_``, the batch
+size, the optimizer's ``lr`` and ``momentum`` in ``param_groups``) on a compiled and an
+eager twin alike; every call's loss and every parameter afterwards must match eager.
+Both ways of compiling are fuzzed: the whole step, and ``tg.compile(model)`` with the
+backward and the update outside."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+DOUBLE = False  # a global the step reads
+
+MUTATIONS = ("flag", "alpha", "train", "eval", "dropout_p", "data", "requires_grad",
+             "batch", "lr", "momentum", "none")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.bn = nn.BatchNorm1d(8)
+        self.drop = nn.Dropout(0.0)
+        self.fc2 = nn.Linear(8, 3)
+        self.shift = 0.0
+
+    def forward(self, x):
+        return self.fc2(self.drop(self.bn(self.fc1(x)).relu())) + self.shift
+
+
+def _twin():
+    tg.manual_seed(0)
+    a = Net()
+    b = Net()
+    b.load_state_dict(a.state_dict())
+    return a, b
+
+
+def _maker(model, opt, compiled_model):
+    alpha = 1.0
+    crit = nn.CrossEntropyLoss()
+    run = tg.compile(model) if compiled_model else model
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = crit(run(x), y) * alpha * (2.0 if DOUBLE else 1.0)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def set_alpha(v):
+        nonlocal alpha
+        alpha = v
+    return step, set_alpha
+
+
+def _apply(mut, value, models, opts, setters, state):
+    global DOUBLE
+    if mut == "flag":
+        DOUBLE = not DOUBLE
+    elif mut == "alpha":
+        for s in setters:
+            s(value)
+    elif mut == "train":
+        for m in models:
+            m.train()
+    elif mut == "eval":
+        for m in models:
+            m.eval()
+    elif mut == "dropout_p":
+        for m in models:
+            m.drop.p = value
+    elif mut == "data":
+        new = np.random.default_rng(int(value * 1000)).standard_normal((8, 4))
+        for m in models:
+            m.fc1.weight.data = tg.tensor(new.astype(np.float32))
+    elif mut == "requires_grad":
+        for m in models:
+            m.fc2.bias.requires_grad_(not m.fc2.bias.requires_grad)
+    elif mut == "batch":
+        state["batch"] = 4 + int(value * 8)
+    elif mut == "lr":
+        for o in opts:
+            o.param_groups[0]["lr"] = value / 10
+    elif mut == "momentum":
+        for o in opts:
+            o.param_groups[0]["momentum"] = value
+    for m in models:
+        m.shift = state.get("shift", 0.0)
+
+
+@pytest.mark.parametrize("compiled_model", [False, True], ids=["whole_step", "model"])
+@hypothesis.settings(max_examples=8, deadline=None, derandomize=True,
+                     suppress_health_check=list(hypothesis.HealthCheck))
+@hypothesis.given(muts=st.lists(st.tuples(st.sampled_from(MUTATIONS),
+                                          st.floats(0.0, 0.9, allow_nan=False)),
+                                min_size=2, max_size=5))
+def test_fuzzed_mutations_between_calls_match_eager(compiled_model, muts):
+    global DOUBLE
+    DOUBLE = False
+    mc, me = _twin()
+    opts = [tg.optim.SGD(m.parameters(), lr=0.05, momentum=0.5) for m in (mc, me)]
+    (cstep, cset), (estep, eset) = _maker(mc, opts[0], compiled_model), \
+        _maker(me, opts[1], False)
+    if not compiled_model:
+        cstep = tg.compile(cstep)
+    state = {"batch": 6}
+    rng = np.random.default_rng(0)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (dropout in training: eager, with a warning)
+            for i, (mut, value) in enumerate([("none", 0.0)] + muts):
+                _apply(mut, value, (mc, me), opts, (cset, eset), state)
+                n = state["batch"]
+                x = tg.tensor(rng.standard_normal((n, 4)).astype(np.float32))
+                y = tg.tensor(rng.integers(0, 3, n))
+                for _ in range(2):  # a capture, then a replay
+                    tg.manual_seed(i)
+                    lc = cstep(x, y).item()
+                    tg.manual_seed(i)
+                    le = estep(x, y).item()
+                    np.testing.assert_allclose(lc, le, rtol=1e-5, atol=1e-6,
+                                               err_msg=f"after {mut}")
+                for a, b in zip(mc.state_dict().values(), me.state_dict().values()):
+                    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5,
+                                               err_msg=f"after {mut}")
+    finally:
+        DOUBLE = False
