@@ -141,6 +141,20 @@ class Compiled:
                       f"{self._captures + 1}): {why}", file=sys.stderr)
         return self._capture(key, args, kwargs, why)
 
+    def runs_eagerly(self, args, kwargs, grad_mode):
+        """Whether a call with these arguments under ``grad_mode`` would run ``fn``
+        eagerly (given up, or the program its guards pick cannot be replayed)."""
+        if self._given_up:
+            return True
+        key = _key(args, kwargs)
+        if key is None:
+            return True
+        key = (grad_mode,) + key[1:]
+        for prog, _, pyg in self._programs.get(key) or ():
+            if pyg() is None:
+                return isinstance(prog, str)
+        return False
+
     def _name(self):
         return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
 

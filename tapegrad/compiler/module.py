@@ -26,7 +26,8 @@ from .api import Compiled
 
 __all__ = ["CompiledModule"]
 
-_OWN = ("_orig_mod", "_fwd", "_bwd", "_eager_calls", "_node_calls", "_warned", "_ops")
+_OWN = ("_orig_mod", "_fwd", "_bwd", "_eager_calls", "_node_calls", "_warned", "_ops",
+        "_warned_out")
 
 
 class _Call:
@@ -53,8 +54,7 @@ class CompiledModule:
         def joint(n_args, *tensors):
             args, cots = tensors[:n_args], tensors[n_args:]
             with enable_grad():
-                out = model.forward(*args)
-                outs = [out] if isinstance(out, Tensor) else list(out)
+                outs, _ = _flatten(model.forward(*args))
                 params = [p for p in model.parameters() if p.requires_grad]
                 wrt = params + [a for a in args if isinstance(a, Tensor) and a.requires_grad]
                 pairs = [(o, c) for o, c in zip(outs, cots) if o.requires_grad]
@@ -68,6 +68,7 @@ class CompiledModule:
         d["_eager_calls"] = 0
         d["_node_calls"] = 0
         d["_warned"] = False
+        d["_warned_out"] = False
         d["_ops"] = {}
 
     # ------------------------------------------------------------ behaving as the module
@@ -115,24 +116,30 @@ class CompiledModule:
         params = [p for p in m.parameters() if p.requires_grad]
         if not is_grad_enabled() or not (params or any(t.requires_grad for t in tensors)):
             return self._fwd(*args, **kwargs)
-        if kwargs or self._fwd._given_up:
+        if kwargs or self._fwd.runs_eagerly(args, kwargs, False):
+            # (a forward that cannot be replayed runs eagerly, recording as usual)
             self.__dict__["_eager_calls"] += 1
             return m(*args, **kwargs)
         rng = get_rng_state()
         with no_grad():  # (replayed, or run eagerly when it cannot be: the node's
             out = self._fwd(*args)  # adjoint recomputes it either way)
-        single = isinstance(out, Tensor)
-        outs = (out,) if single else tuple(out)
-        if not all(isinstance(o, Tensor) for o in outs):
-            # outputs that are not tensors: nothing to differentiate through a node
+        outs, spec = _flatten(out)
+        if spec is None or not outs:  # outputs other than tensors in tuples, lists, dicts
             self.__dict__["_eager_calls"] += 1
+            d = self.__dict__
+            if not d["_warned_out"]:
+                d["_warned_out"] = True
+                warnings.warn(f"tg.compile: {type(m).__name__} returns "
+                              f"{type(out).__name__} outside tensors in tuples, lists and "
+                              f"dicts: it runs eagerly (this call ran its forward twice)",
+                              RuntimeWarning, stacklevel=2)
             return m(*args)
         self.__dict__["_node_calls"] += 1
         op = self._node_op(len(tensors), len(params), len(outs))
         call = _Call(tuple(buffer(o) for o in outs), [(tuple(o.shape), buffer(o).dtype) for o in outs], rng, args,
                      [i for i, a in enumerate(args) if isinstance(a, Tensor)])
         res = bind(op, *tensors, *params, call=call)
-        return res if single else tuple(res)
+        return _unflatten(spec, iter((res,) if len(outs) == 1 else res))
 
     def _node_op(self, n_in, n_params, nout):
         """The node's OpDef (one per arity, made once): the call's own state (the
@@ -204,8 +211,7 @@ class CompiledModule:
             full[p] = t if isinstance(t, Tensor) else args[p]
         params = [p for p in self._orig_mod.parameters() if p.requires_grad]
         with enable_grad():
-            out = self._orig_mod.forward(*full)
-        outs = [out] if isinstance(out, Tensor) else list(out)
+            outs, _ = _flatten(self._orig_mod.forward(*full))
         pairs = [(o, g) for o, g in zip(outs, gs) if g is not None and o.requires_grad]
         xs = [full[p] for p in positions]
         need = [x for x in xs if x.requires_grad] + params
@@ -227,6 +233,38 @@ class CompiledModule:
         s["eager_calls"] = f["eager_calls"] + self._eager_calls
         s["recaptures"] = f["recaptures"] + b["recaptures"]
         return s
+
+
+def _flatten(out):
+    """(the tensors in ``out``, a tensor or nested tuples/lists of them; the structure,
+    or None when something else is in it)."""
+    if isinstance(out, Tensor):
+        return [out], "T"
+    if out is None:
+        return [], "N"
+    if isinstance(out, (tuple, list, dict)):
+        keys = list(out) if isinstance(out, dict) else None
+        flat, specs = [], []
+        for o in (out.values() if keys is not None else out):
+            f, s = _flatten(o)
+            if s is None:
+                return [], None
+            flat += f
+            specs.append(s)
+        return flat, (type(out), keys, specs)
+    return [], None
+
+
+def _unflatten(spec, it):
+    if spec == "T":
+        return next(it)
+    if spec == "N":
+        return None
+    tp, keys, specs = spec
+    vals = [_unflatten(s, it) for s in specs]
+    if keys is not None:
+        return tp(zip(keys, vals))
+    return tp(vals)
 
 
 def _has_hooks(m):
