@@ -119,6 +119,7 @@ class Recorder:
         self.lw = last_write[0]  # the in-place write id last accounted for
         self.expected = 0        # writes a known event announced (see _writes)
         self.numbers = []        # (guard step, ReadNumber) of the numbers Python read
+        self.factory_consts = set()  # values a factory made during the call
 
     # ------------------------------------------------------------ in-place writes
     def _writes(self):
@@ -476,6 +477,16 @@ class Recorder:
     def on_refuse(self, why):
         raise RuntimeError(why)
 
+    def on_constant(self, array):
+        """A factory made ``array`` from Python values alone (zeros, ones, full, arange,
+        linspace, eye; each Python value it came from is guarded): a constant of the
+        program, unless the program writes into it or returns it (see ``finish``)."""
+        if self.in_kernel or id(array) in self.ids:
+            return
+        vid = self.new(array, "const")
+        self.g.consts[vid] = np.array(array, copy=True)
+        self.factory_consts.add(vid)
+
     # ------------------------------------------------------------ the end
     def finish(self, result):
         """The Graph of the call that returned ``result`` (raises Unsupported)."""
@@ -512,6 +523,8 @@ class Recorder:
             if vid is not None and g.source[vid] == "ext" and id(t) not in seen:
                 seen.add(id(t))
                 g.entry_guards.append(("buffer_is", t, t._data))
+        if self.factory_consts:
+            self._check_factory_consts()
         if self.why is None:
             self._check_externals()
         if self.why is not None:
@@ -542,6 +555,19 @@ class Recorder:
             return ("lit", r)
         self.fail(f"the function returns a {type(r).__name__}")
         return ("lit", r)
+
+    def _check_factory_consts(self):
+        g = self.g
+
+        def base(v):
+            while v in g.alias:
+                v = g.alias[v]
+            return v
+        touched = {base(st.into) for st in g.steps if type(st.into) is int}
+        touched |= {base(v) for v in g.output_values()}
+        if touched & self.factory_consts:
+            self.fail("a tensor a factory made in the function (zeros, arange, ...) is "
+                      "written in place or returned: it cannot be a constant of a replay")
 
     def _check_externals(self):
         """Externals must outlive the call (parameters, state); one that dies was

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence as _Sequence
 from .. import dtypes as _dt, devices as _devices
 from ..tensor import Tensor, wrap
-from ..dispatch import bind
+from ..dispatch import bind, notify
 from ..tape import state as _state
 from .._util import shape_arg, op_error
 from ._decl import composite, register, Sample, TensorSpec, rand as _rand, decl, S
@@ -46,6 +46,14 @@ def _finish(array, requires_grad):
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _const(array, requires_grad):
+    """``_finish`` for a factory whose values follow from Python values alone (shape,
+    fill, range): an observer (tg.compile's capture) may take them as a constant."""
+    if _state._observers and not requires_grad:
+        notify("constant", array)
+    return _finish(array, requires_grad)
 
 
 def _infer_py_dtype(data):
@@ -222,7 +230,7 @@ def _factory(fill, name):
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
         xp = _devices.xp(_devices.device(device)) if device is not None else np
         _devices.check_alloc(name, shape, dt)
-        return _finish(fill(xp, shape, dt), requires_grad)
+        return (_finish if name == "empty" else _const)(fill(xp, shape, dt), requires_grad)
     f.__name__ = name
     f.__doc__ = f"A tensor of the given shape filled by {name} (``*ints`` or a tuple)."
     return f
@@ -246,7 +254,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     xp = _devices.xp(_devices.device(device)) if device is not None else np
     dtype = _np_dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
     _devices.check_alloc("full", shape, dtype)
-    return _finish(xp.full(shape, fill_value, dtype=dtype), requires_grad)
+    return _const(xp.full(shape, fill_value, dtype=dtype), requires_grad)
 
 
 def _like(name, fill):
@@ -289,7 +297,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         dtype = _dt.get_default_dtype() if any(isinstance(v, float) for v in vals) else _dt.int64
     _arange_check(start, end, step)
     xp = _devices.xp(_devices.device(device)) if device is not None else np
-    return _finish(xp.arange(start, end, step, dtype=_np_dtype(dtype)), requires_grad)
+    return _const(xp.arange(start, end, step, dtype=_np_dtype(dtype)), requires_grad)
 
 
 def _arange_check(start, end, step):
@@ -314,7 +322,7 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     steps = _count("linspace", steps, "number of steps")
     xp = _devices.xp(_devices.device(device)) if device is not None else np
     dt = _np_dtype(dtype) or _dt.get_default_dtype().np
-    return _finish(xp.linspace(start, end, steps, dtype=dt), requires_grad)
+    return _const(xp.linspace(start, end, steps, dtype=dt), requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
@@ -323,7 +331,7 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     m = None if m is None else _count("eye", m, "m")
     xp = _devices.xp(_devices.device(device)) if device is not None else np
     dt = _np_dtype(dtype) or _dt.get_default_dtype().np
-    return _finish(xp.eye(n, m, dtype=dt), requires_grad)
+    return _const(xp.eye(n, m, dtype=dt), requires_grad)
 
 
 # ---------------------------------------------------------------- random

@@ -176,3 +176,53 @@ def test_hooks_run_every_call():
     for _ in range(3):
         _close(cm(x).detach().numpy(), ref(x).detach().numpy())
     assert len(seen) == 3
+
+
+class _PosNet(nn.Module):
+    """Token and position embeddings (positions from tg.arange in the forward)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(11, 8)
+        self.pos = nn.Embedding(6, 8)
+        self.head = nn.Linear(8, 11)
+
+    def forward(self, x):
+        h = self.tok(x) + self.pos(tg.arange(x.shape[1]))
+        return self.head(tg.relu(h) * tg.ones(8))
+
+
+def test_factories_in_the_forward_are_constants_of_the_program():
+    m, ref = _pair(_PosNet)
+    cm = tg.compile(m)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            x = tg.tensor(rng.integers(0, 11, (4, 6)))
+            res = []
+            for model in (cm, ref):
+                model.zero_grad()
+                model(x).sum().backward()
+                res.append([p.grad.numpy() for p in model.parameters()])
+            for a, b in zip(*res):
+                _close(a, b)
+    assert cm.stats()["replays"] == 2 and cm.stats()["eager_calls"] == 0
+
+
+def test_a_factory_result_written_in_place_or_returned_is_not_a_constant():
+    def g(x):
+        z = tg.zeros(3)
+        z += x
+        return z * 2
+    cg = tg.compile(g)
+    h = tg.compile(lambda: tg.zeros(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(3):
+            x = tg.full((3,), float(i))
+            assert cg(x).tolist() == g(x).tolist()
+        a = h()
+        a += 1
+        assert h().tolist() == [0.0, 0.0]
+    assert "written in place or returned" in cg.stats()["eager_reason"]

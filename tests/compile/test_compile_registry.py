@@ -16,30 +16,25 @@ VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # mask and adaptive_avg_pool2d's bin matrices are arrays made in the function;
 # range/logspace are factories; matrix_exp picks its number of squarings from the
 # values. The set is exact: one that starts replaying must leave it.
-EAGER = set("""zeros ones empty full zeros_like ones_like empty_like full_like arange linspace
-eye tensor as_tensor asarray from_numpy from_dlpack rand randn randint rand_like randn_like
-randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d _standard_gamma
-range logspace matrix_exp
-rrelu dropout1d dropout3d alpha_dropout feature_alpha_dropout adaptive_avg_pool1d
-adaptive_avg_pool3d multi_margin_loss multilabel_margin_loss max_unpool1d max_unpool2d
-max_unpool3d embedding_bag affine_grid ctc_loss fractional_max_pool2d
+EAGER = set("""zeros ones empty full zeros_like ones_like empty_like full_like arange linspace eye
+tensor as_tensor asarray from_numpy from_dlpack rand randn randint rand_like randn_like
+randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d
+_standard_gamma range logspace matrix_exp rrelu dropout1d dropout3d alpha_dropout
+feature_alpha_dropout adaptive_avg_pool1d adaptive_avg_pool3d multi_margin_loss
+multilabel_margin_loss embedding_bag affine_grid ctc_loss fractional_max_pool2d
 fractional_max_pool3d bernoulli multinomial poisson normal randint_like svd
-linalg_svdvals linalg_pinv pinverse linalg_lu_factor lu lu_unpack lu_solve
-linalg_lu_solve linalg_lu svd_lowrank pca_lowrank linalg_householder_product orgqr
-ormqr segment_reduce lobpcg""".split())
-# (the second group above: random draws, adaptive_avg_pool2d's bin matrices,
-# and constants made in the function with new_tensor/new_zeros: class ranges, position
-# tables, the unpooling zeros, affine_grid's base grid; ctc_loss reads its lengths and
-# labels to check them and builds its label positions with new_tensor; the fractional
-# max pools build their window offsets with new_tensor; svd's zero factors for
-# compute_uv=False; svdvals, pinv, pinverse: the capture does not replay a
-# program that reads the singular values of linalg_svd's three outputs, "copy reads a
-# value the capture did not see produced" (they run eagerly, correctly); the LU family
-# likewise (lu_factor's int32 pivots output; lu_unpack's identity); svd_lowrank and
-# pca_lowrank draw their random directions; householder_product, orgqr and ormqr make
-# the reflectors' unit diagonal (and householder_product its identity) with eye;
-# segment_reduce reads its lengths (the check) and makes its positions with arange;
-# lobpcg, as svdvals: it reads one of linalg_eigh's two outputs)
+linalg_svdvals linalg_pinv pinverse linalg_lu_factor lu svd_lowrank pca_lowrank lobpcg""".split())
+# (the second group above: random draws, adaptive_avg_pool2d's bin matrices, and
+# constants made in the function from its arguments' values (new_tensor/new_zeros of
+# class ranges, position tables, affine_grid's base grid); ctc_loss reads its lengths
+# and labels to check them and builds its label positions with new_tensor; the
+# fractional max pools build their window offsets with new_tensor; svd's zero factors
+# for compute_uv=False; svdvals, pinv, pinverse: the capture does not replay a program
+# that reads the singular values of linalg_svd's three outputs; lu_factor and lu read
+# lu_factor's int32 pivots likewise; svd_lowrank and pca_lowrank draw their random
+# directions; lobpcg, as svdvals: it reads one of linalg_eigh's two outputs. A factory
+# of Python values alone (zeros, ones, full, arange, linspace, eye) is a constant of
+# the program.)
 
 
 def _tensors(args, scale, grad):
