@@ -23,6 +23,8 @@ arithmetic is recorded), so those steps are captured too.
 """
 import gc
 import numbers
+import os
+import sys
 import operator
 import threading
 import weakref
@@ -419,7 +421,7 @@ class Recorder:
         step = Step("guard", None, [vid], {"what": what})
         step.expected = np.array(self.plain_of(array), copy=True)
         self.g.steps.append(step)
-        if number is None or step.expected.dtype.kind not in "biuf":
+        if number is None or step.expected.dtype.kind not in "biuf" or not _from_user():
             return None
         n = ReadNumber(step.expected.item())
         self.numbers.append((step, n))
@@ -607,6 +609,23 @@ class Recorder:
             if t is not None and vid in held and vid not in g.ext_grad \
                     and t._data is held[vid]:
                 g.owners.append((ref, held[vid], t.requires_grad))
+
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_INNER = (os.path.join(_PKG, "tensor.py"), os.path.join(_PKG, "compiler") + os.sep)
+_EXAMPLES = os.path.join(_PKG, "examples") + os.sep
+
+
+def _from_user():
+    """Whether the tensor read now was asked for by the user's code (not the library's:
+    a library function reading a value gets the plain number, its value guarded)."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_INNER):
+        f = f.f_back
+    if f is None:
+        return False
+    name = f.f_code.co_filename
+    return not name.startswith(_PKG) or name.startswith(_EXAMPLES)
 
 
 _CMP = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__eq__": "==",

@@ -77,6 +77,8 @@ def _infer_py_dtype(data):
             kinds.add("f")
         elif isinstance(d, complex):
             raise TypeError("tensor: complex numbers are not supported")
+        elif hasattr(type(d), "__tg_scalar__"):  # a number read during a tg.compile capture
+            walk(d.__tg_scalar__())
         else:
             raise TypeError(f"tensor: could not infer dtype of {type(d).__name__}")
     walk(data)

@@ -2,6 +2,7 @@
 ``training`` flags the captured call read, numbers read from tensors that only feed
 comparisons, and how the guards are explained (stats()["guards"], ["recaptures"],
 TAPEGRAD_LOGS=recompiles). Every compiled call is compared with the eager call."""
+import math
 import types
 import warnings
 
@@ -289,3 +290,32 @@ def test_a_training_step_with_a_loss_branch_replays(train):
     for a, b in zip(m.parameters(), ref.parameters()):
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5)
     assert cstep.stats()["replays"] >= 4
+
+
+_USES = {
+    "tensor": lambda x, v: x * tg.tensor([v]),
+    "full": lambda x, v: x + tg.full((2,), v),
+    "np.float32": lambda x, v: x * float(np.float32(v)),
+    "math.exp": lambda x, v: x * math.exp(v),
+    "x*v": lambda x, v: x * v,
+    "v*x": lambda x, v: v * x,
+    "format": lambda x, v: x * float(f"{v:.3f}"),
+    "round": lambda x, v: x * round(v, 2),
+    "np.mean": lambda x, v: x * float(np.mean([v, v])),
+    "max": lambda x, v: x * max(v, 0.5),
+    "compared": lambda x, v: x * (2 if v > 1.0 else 3),
+}
+
+
+@pytest.mark.parametrize("use", sorted(_USES))
+def test_every_use_of_a_read_number_replays_right(use):
+    def f(x):
+        return _USES[use](x, x.sum().item())
+    cf = tg.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for s in [0.4, 0.6, 0.6, 0.9, 3.0, 0.4]:
+            x = tg.full((2,), s)
+            np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    if use == "compared":
+        assert cf.stats()["captures"] == 2
