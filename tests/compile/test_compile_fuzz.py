@@ -1,7 +1,7 @@
 """A guard fuzzer: between calls of a compiled training step, Hypothesis mutates what a
 user's script mutates (a global flag, a closure value, a module attribute,
 ``train()``/``eval()``, a parameter's ``.data`` rebound, ``requires_grad_``, the batch
-size, the optimizer's ``lr`` and ``momentum`` in ``param_groups``) on a compiled and an
+size and dtype, the optimizer's ``lr`` and ``momentum`` in ``param_groups``) on a compiled and an
 eager twin alike; every call's loss and every parameter afterwards must match eager.
 Both ways of compiling are fuzzed: the whole step, and ``tg.compile(model)`` with the
 backward and the update outside."""
@@ -19,7 +19,7 @@ st = hypothesis.strategies
 DOUBLE = False  # a global the step reads
 
 MUTATIONS = ("flag", "alpha", "train", "eval", "dropout_p", "data", "requires_grad",
-             "batch", "lr", "momentum", "none")
+             "batch", "dtype", "lr", "momentum", "shift", "none")
 
 
 class Net(nn.Module):
@@ -80,12 +80,19 @@ def _apply(mut, value, models, opts, setters, state):
     elif mut == "data":
         new = np.random.default_rng(int(value * 1000)).standard_normal((8, 4))
         for m in models:
-            m.fc1.weight.data = tg.tensor(new.astype(np.float32))
+            m.fc1.weight.data = tg.tensor(new.astype(state.get("dtype", np.float32)))
     elif mut == "requires_grad":
         for m in models:
             m.fc2.bias.requires_grad_(not m.fc2.bias.requires_grad)
     elif mut == "batch":
         state["batch"] = 4 + int(value * 8)
+    elif mut == "dtype":
+        state["dtype"] = np.float64 if state.get("dtype", np.float32) == np.float32 \
+            else np.float32
+        for m in models:
+            m.to(tg.float64 if state["dtype"] == np.float64 else tg.float32)
+    elif mut == "shift":
+        state["shift"] = value
     elif mut == "lr":
         for o in opts:
             o.param_groups[0]["lr"] = value / 10
@@ -119,7 +126,8 @@ def test_fuzzed_mutations_between_calls_match_eager(compiled_model, muts):
             for i, (mut, value) in enumerate([("none", 0.0)] + muts):
                 _apply(mut, value, (mc, me), opts, (cset, eset), state)
                 n = state["batch"]
-                x = tg.tensor(rng.standard_normal((n, 4)).astype(np.float32))
+                x = tg.tensor(rng.standard_normal((n, 4)).astype(state.get("dtype",
+                                                                           np.float32)))
                 y = tg.tensor(rng.integers(0, 3, n))
                 for _ in range(2):  # a capture, then a replay
                     tg.manual_seed(i)
