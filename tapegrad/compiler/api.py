@@ -168,6 +168,7 @@ class Compiled:
 
     def _capture(self, key, args, kwargs, why):
         rec = Recorder()
+        rec.factory_constants = True
         argpos = {}
         for pos, a in _tensor_args(args, kwargs):
             vid = rec.ids.get(id(a._data))

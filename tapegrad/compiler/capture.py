@@ -122,6 +122,7 @@ class Recorder:
         self.expected = 0        # writes a known event announced (see _writes)
         self.numbers = []        # (guard step, ReadNumber) of the numbers Python read
         self.factory_consts = set()  # values a factory made during the call
+        self.factory_constants = False  # take them as constants (tg.compile sets it)
 
     # ------------------------------------------------------------ in-place writes
     def _writes(self):
@@ -483,7 +484,7 @@ class Recorder:
         """A factory made ``array`` from Python values alone (zeros, ones, full, arange,
         linspace, eye; each Python value it came from is guarded): a constant of the
         program, unless the program writes into it or returns it (see ``finish``)."""
-        if self.in_kernel or id(array) in self.ids:
+        if not self.factory_constants or self.in_kernel or id(array) in self.ids:
             return
         vid = self.new(array, "const")
         self.g.consts[vid] = np.array(array, copy=True)
