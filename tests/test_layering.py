@@ -68,6 +68,9 @@ LAYERS = (
     ("compiler", ("tapegrad.compiler",)),
     # the ONNX export, built on the compiler's capture
     ("export", ("tapegrad.onnx",)),
+    # what every op supports, probed through the compiler and the export (the op
+    # reference of the documentation)
+    ("capabilities", ("tapegrad.testing.capabilities",)),
     ("package", ("tapegrad",)),
     # programs shipped with the package, written as a user writes them (import tapegrad
     # as tg); nothing in the library imports them. ``python -m tapegrad.ops_registry``
