@@ -433,4 +433,6 @@ class detect_anomaly:
 
 
 def set_detect_anomaly(mode):
+    """Turns anomaly detection on or off (the first NaN/Inf an op produces raises, naming
+    the op), as ``torch.autograd.set_detect_anomaly``."""
     _state.anomaly = bool(mode)

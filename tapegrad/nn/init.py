@@ -14,6 +14,8 @@ __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones
 
 
 def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for ``nonlinearity`` (``param``: leaky_relu's negative slope),
+    as ``torch.nn.init.calculate_gain``."""
     if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "sigmoid", "identity"):
         return 1.0
     if nonlinearity == "tanh":
@@ -47,16 +49,22 @@ def _fill(tensor, values):
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """Fills ``tensor`` in place with draws from U(``a``, ``b``), as
+    ``torch.nn.init.uniform_``."""
     g = generator or _generator()
     return _fill(tensor, g.uniform(a, b, size=tensor.shape))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """Fills ``tensor`` in place with draws from N(``mean``, ``std``²), as
+    ``torch.nn.init.normal_``."""
     g = generator or _generator()
     return _fill(tensor, g.normal(mean, std, size=tensor.shape))
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Fills ``tensor`` in place with N(``mean``, ``std``²) draws redrawn until inside
+    [``a``, ``b``], as ``torch.nn.init.trunc_normal_``."""
     g = generator or _generator()
     vals = g.normal(mean, std, size=tensor.shape)
     bad = (vals < a) | (vals > b)
@@ -67,24 +75,31 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 
 
 def constant_(tensor, val):
+    """Fills ``tensor`` in place with ``val``, as ``torch.nn.init.constant_``."""
     return _fill(tensor, val)
 
 
 def zeros_(tensor):
+    """Fills ``tensor`` in place with zeros, as ``torch.nn.init.zeros_``."""
     return _fill(tensor, 0)
 
 
 def ones_(tensor):
+    """Fills ``tensor`` in place with ones, as ``torch.nn.init.ones_``."""
     return _fill(tensor, 1)
 
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
+    """Glorot uniform: U(-a, a) with ``a = gain * sqrt(6 / (fan_in + fan_out))``, in place,
+    as ``torch.nn.init.xavier_uniform_``."""
     fan_in, fan_out = _fans(tensor)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(tensor, -a, a, generator)
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
+    """Glorot normal: N(0, std²) with ``std = gain * sqrt(2 / (fan_in + fan_out))``, in
+    place, as ``torch.nn.init.xavier_normal_``."""
     fan_in, fan_out = _fans(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
@@ -98,9 +113,13 @@ def _kaiming_std(tensor, a, mode, nonlinearity):
 
 
 def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He uniform: U(-b, b) with ``b = gain * sqrt(3 / fan)`` (``mode``: fan_in or fan_out),
+    in place, as ``torch.nn.init.kaiming_uniform_``."""
     bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
     return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He normal: N(0, std²) with ``std = gain / sqrt(fan)`` (``mode``: fan_in or fan_out),
+    in place, as ``torch.nn.init.kaiming_normal_``."""
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)

@@ -20,6 +20,8 @@ __all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LambdaLR", "Exponentia
 
 
 class LRScheduler:
+    """The base of the learning-rate schedulers: ``step()`` sets each parameter group's
+    ``lr`` for the next epoch, as ``torch.optim.lr_scheduler.LRScheduler``."""
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
@@ -103,6 +105,8 @@ class ExponentialLR(LRScheduler):
 
 
 class LambdaLR(LRScheduler):
+    """Each group's learning rate is its initial one times ``lr_lambda(epoch)`` (one
+    function, or one per group), as ``torch.optim.lr_scheduler.LambdaLR``."""
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         n = len(optimizer.param_groups)
         self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) \
