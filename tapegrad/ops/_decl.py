@@ -56,7 +56,7 @@ def elementwise_infer(name, promote="same", out_dtype=None):
             dt = _dt.operands_type(dims, zero, scal)
         else:
             dt = _dt.promote_with_scalars(_scalar_dtype(scal[0]), scal)
-        if promote == "float" and dt.kind != "f":
+        if promote == "float" and not _dt.is_float(dt):
             dt = _dt.default_float_np()
         if out_dtype is not None:
             dt = np.dtype(out_dtype)
@@ -76,7 +76,7 @@ def one_dtype(name, specs, names, floating=False):
         if d != first:
             raise op_error(name, f"expected {n0} and {n} to have the same dtype, but got "
                                  f"{first} != {d}", RuntimeError)
-    if first.kind == "b" or (floating and first.kind != "f"):
+    if first.kind == "b" or (floating and not _dt.is_float(first)):
         raise op_error(name, f"not implemented for {first} tensors", NotImplementedError)
     return first
 

@@ -225,9 +225,9 @@ def _torch_huber(torch, x, y, reduction="mean", delta=1.0):
     return {"mean": loss.mean, "sum": loss.sum}.get(reduction, lambda: loss)()
 
 
-for _fn, _key, _check in ((smooth_l1_loss, "beta", _check_beta),
-                          (huber_loss, "delta", _check_delta)):
-    composite(_fn, infer=_pointwise_loss_infer(_fn.__name__, _check),
+for _fn, _key, _check, _autocast in ((smooth_l1_loss, "beta", _check_beta, "fp32"),
+                                     (huber_loss, "delta", _check_delta, {"cuda": "fp32"})):
+    composite(_fn, autocast=_autocast, infer=_pointwise_loss_infer(_fn.__name__, _check),
               args=("input", "target"), samples=_loss_samples(_key),
               error_samples=(lambda k: lambda: [((rand((3, 4)), rand((5,))), {}, ValueError),
                                                 ((rand((3,)), rand((3,))), {k: -1.0},

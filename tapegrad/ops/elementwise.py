@@ -26,6 +26,7 @@ from .onnx_forms import (_bitwise as _onnx_bitwise, _common as _onnx_common,
                          _compare as _onnx_compare, _float_simple as _onnx_float_simple,
                          _int_identity as _onnx_int_identity, _logical as _onnx_logical,
                          _simple as _onnx_simple)
+from ..dtypes import is_float as _isf
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -287,7 +288,7 @@ def _pow_kernel(x, other, out=None):
             and hasattr(x, "dtype") and x.dtype.kind in "iu":
         raise ValueError("pow: integers to negative integer powers are not allowed")
     if type(other) in (int, float) and getattr(x, "dtype", None) is not None \
-            and x.dtype.kind == "f" and other in _POW_FAST:
+            and _isf(x.dtype) and other in _POW_FAST:
         if out is not None and _overlaps(out, x):
             return _into(out, _POW_FAST[other](x, None))
         return _POW_FAST[other](x, out)  # NumPy's float power is slow (~20x a multiply)
@@ -497,7 +498,7 @@ def _sigmoid(x, out=None):
     r = _fusion_op.run_unary("sigmoid(x)", x, out=out)
     if r is not None:
         return r
-    if x.dtype.kind != "f":
+    if not _isf(x.dtype):
         x = x.astype(np.float64)
     # 1 / (1 + exp(-x)), in place in the result: full relative precision in the tail
     # x << 0 too (where 0.5 + 0.5 * tanh(x / 2) rounds to 0), except below about -709,
@@ -548,7 +549,7 @@ def _threaded(k, *arrays, out=None):
     whatever the size: the loop allocates nothing."""
     a0 = arrays[0]
     if type(a0) is not np.ndarray or (out is None and a0.size < _PAR_MIN) or \
-            a0.dtype.kind != "f" or any(
+            not _isf(a0.dtype) or any(
             type(a) is not np.ndarray or a.shape != a0.shape or a.dtype != a0.dtype or
             not a.flags.c_contiguous for a in arrays + ((out,) if out is not None else ())):
         return None
@@ -642,7 +643,7 @@ LOGICAL_NOT = _u("logical_not", np.logical_not, None, saves=(), promote="none", 
 
 
 def _bitwise_not(x, out=None):
-    if x.dtype.kind == "f":
+    if _isf(x.dtype):
         raise TypeError("bitwise_not: only integer and bool tensors are supported, "
                         f"got {x.dtype}")
     return np.invert(x, out=out)
@@ -959,7 +960,7 @@ def remainder(input, other):
 def pow(input, exponent):
     """``input ** exponent``; tensor or scalar exponents."""
     if isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-        if exponent == 2 and hasattr(input, "_data") and input._data.dtype.kind == "f":
+        if exponent == 2 and hasattr(input, "_data") and _isf(input._data.dtype):
             return bind(MUL, input, input)  # (bool ** 2 is int64, as PyTorch: not bool * bool)
     return bind(POW, input, exponent)
 

@@ -18,6 +18,7 @@ from ..tensor import Tensor, buffer
 from ._decl import register, Sample, TensorSpec, rand, S
 from .. import dtypes as _dt
 from .joining import _index_array
+from ..dtypes import is_float as _isf
 
 __all__ = ["histogramdd", "bincount", "histc", "histogram"]
 
@@ -229,11 +230,11 @@ def _bincount_kernel(x, weights=None, minlength=0, alloc=None):
             np.bincount(x, weights, minlength=minlength)  # NumPy's error for these
         n = max(int(x.max()) + 1 if x.size else 0, int(minlength))
         dt = np.dtype(np.int64) if weights is None else (
-            weights.dtype if weights.dtype.kind == "f" else np.dtype(np.float64))
+            weights.dtype if _isf(weights.dtype) else np.dtype(np.float64))
         from ..devices.cpu_kernels.scatter import bincount_into
         return bincount_into(x, weights, alloc((n,), dt))
     counts = np.bincount(x, weights, minlength=minlength)
-    if weights is not None and weights.dtype.kind == "f":
+    if weights is not None and _isf(weights.dtype):
         counts = counts.astype(weights.dtype)
     out = alloc(counts.shape, counts.dtype)
     out[...] = counts
@@ -245,7 +246,7 @@ def _bincount_infer(x, weights=None, minlength=0):
         raise op_error("bincount", "bincount only supports 1-d non-negative integral inputs.",
                        RuntimeError)
     dt = np.dtype(np.int64) if weights is None else (
-        np.dtype(weights.dtype) if np.dtype(weights.dtype).kind == "f" else np.dtype(np.float64))
+        np.dtype(weights.dtype) if _isf(np.dtype(weights.dtype)) else np.dtype(np.float64))
     return TensorSpec((None,), dt)
 
 

@@ -18,6 +18,7 @@ from ..tensor import Tensor
 from .shape import reshape
 from .onnx_forms import (_diag_like as _onnx_diag_like, _expand_to as _onnx_expand_to,
                          _index_positions as _onnx_index_positions, INT_MAX, INT_MIN)
+from ..dtypes import is_float as _isf
 
 __all__ = ["scatter_reduce", "index_add_into", "getitem_raw", "getitem", "split", "chunk",
            "tensor_split", "unbind", "index_put_zero", "setitem", "gather", "scatter_add",
@@ -65,7 +66,7 @@ def _check_index(shape, index):
         raise op_error("getitem", f"too many indices for a tensor of shape {tuple(shape)}: "
                                   f"{used} given", IndexError)
     for i in items:
-        if hasattr(i, "dtype") and i.dtype.kind == "f":
+        if hasattr(i, "dtype") and _isf(i.dtype):
             raise op_error("getitem", "tensors used as indices must be long, int or bool, "
                                       f"got {i.dtype}", IndexError)
         if isinstance(i, float):
@@ -1704,7 +1705,7 @@ def _sr_kernel(x, index, src, dim, reduce, include_self=True, out=None):
             count[grid] = 0
         _devices.add_at(count, grid, xp.ones(index.shape, dtype=np.int64))
         count = xp.maximum(count, 1)  # untouched positions keep input (count 1)
-        if out.dtype.kind == "f":
+        if _isf(out.dtype):
             out = out / count.astype(out.dtype)
         else:  # integer mean: floor division, as PyTorch
             out = (out // count).astype(out.dtype)

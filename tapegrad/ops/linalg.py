@@ -22,6 +22,7 @@ from .creation import cast
 from .joining import _same_dtype, _tensors
 from .reduce import _no_bool
 from .onnx_forms import (_common as _onnx_common, _norm as _onnx_norm)
+from ..dtypes import is_float as _isf
 
 __all__ = ["matmul", "dot", "outer", "ger", "tensordot", "einsum", "trace", "det", "inverse",
            "slogdet", "addmm", "addmv", "addr", "addbmm", "baddbmm", "bmm", "mv", "inner", "vdot",
@@ -203,7 +204,7 @@ def _const(ref, make):
 
 def _float_check(name, *specs):
     for s in specs:
-        if np.dtype(s.dtype).kind != "f":
+        if not _isf(np.dtype(s.dtype)):
             raise op_error(name, f"expected a floating point tensor as input, got "
                                  f"{np.dtype(s.dtype)}", TypeError)
 
@@ -837,7 +838,7 @@ def _need_float(*arrays, square=True):
     """NumPy's linalg takes ints silently, PyTorch refuses them; and a non-square
     input must not pass for a singular one. The infer then explains."""
     for a in arrays:
-        if a.dtype.kind != "f":
+        if not _isf(a.dtype):
             raise TypeError("not a floating point array")
     if square and (arrays[0].ndim < 2 or arrays[0].shape[-1] != arrays[0].shape[-2]):
         raise ValueError("not square")

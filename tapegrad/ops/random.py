@@ -18,6 +18,7 @@ from ._decl import register, composite, Sample, TensorSpec, rand
 from .creation import generator, drawing_from, _next_draw, _place, _np_dtype, _draw_into, _draw_rate_into
 from .indexing import _raw
 from . import creation as C
+from ..dtypes import is_float as _isf
 
 __all__ = ["bernoulli", "multinomial", "normal", "poisson", "randint_like"]
 
@@ -105,7 +106,7 @@ def _mn_infer(x, num_samples, replacement=False):
     if len(x.shape) not in (1, 2):
         raise op_error(name, f"prob_dist must be 1 or 2 dim, got shape {tuple(x.shape)}",
                        RuntimeError)
-    if np.dtype(x.dtype).kind != "f":
+    if not _isf(np.dtype(x.dtype)):
         raise op_error(name, f"multinomial only supports floating-point dtypes for input, "
                              f"got {_dt.from_np(np.dtype(x.dtype))}", RuntimeError)
     if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)):
@@ -266,7 +267,7 @@ def _normal_ref(g, mean, std=1.0, size=None, dtype=None):
     m, s = np.asarray(mean), np.asarray(std)
     shape = np.broadcast_shapes(m.shape, s.shape)
     dt = np.result_type(*[a.dtype for a in (m, s) if isinstance(a, np.ndarray)
-                          and a.dtype.kind == "f"] or [np.float64])
+                          and _isf(a.dtype)] or [np.float64])
     if not isinstance(mean, np.ndarray):
         dt = s.dtype
     elif not isinstance(std, np.ndarray):

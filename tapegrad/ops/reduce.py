@@ -19,6 +19,7 @@ from . import (_vmap, shape as SH, elementwise as _elementwise, _jvp, indexing a
 from ..tensor import Tensor
 from .indexing import _scatter_back_vjp, take_along_dim
 from .onnx_forms import (_dims as _onnx_dims, _norm as _onnx_norm)
+from ..dtypes import is_float as _isf
 
 __all__ = ["gradient", "sum", "mean", "sum_to", "amax", "amin", "prod", "max", "min", "argmax",
            "argmin", "var", "std", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",
@@ -587,7 +588,7 @@ def _argext_kernel(arg, name):
             # masks only beside the outs)
             v = vo if not keepdim else np.squeeze(vo, dim)
             i = io if not keepdim else np.squeeze(io, dim)
-            nan = x.dtype.kind == "f" and bool(np.isnan(v).any())
+            nan = _isf(x.dtype) and bool(np.isnan(v).any())
             hit = np.empty(v.shape, np.bool_)
             lead = (slice(None),) * dim
             for k in range(n - 1, -1, -1):
@@ -816,7 +817,7 @@ def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
 
 # ---------------------------------------------------------------- var / std
 def _float_only(name, x):
-    if x.dtype.kind != "f":
+    if not _isf(x.dtype):
         raise op_error(name, f"expected a floating point input, got {x.dtype}", TypeError)
 
 
@@ -1518,7 +1519,7 @@ def _cumext_kernel(name):
         # later index, as PyTorch); once a NaN is met the value stays NaN and each
         # later NaN takes the index (PyTorch's rule)
         hold = x == vals
-        if x.dtype.kind == "f":
+        if _isf(x.dtype):
             hold |= xp.isnan(x)
         if out is None:
             idx = xp.maximum.accumulate(xp.where(hold, pos, -1), axis=dim)

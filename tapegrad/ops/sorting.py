@@ -14,6 +14,7 @@ from .indexing import (_raw,
                        _scatter_back_vjp, take_along_dim, _compress_into, _CHUNK)
 from ..tensor import Tensor
 from .reduce import _distinct_entries, _cum_mode_result
+from ..dtypes import is_float as _isf
 
 __all__ = ["median", "nanmedian", "kthvalue", "msort", "mode", "unique_consecutive", "bucketize",
            "searchsorted", "unique", "sort", "argsort", "topk"]
@@ -468,7 +469,7 @@ def _mode_index_kernel(x, dim):
     s = xp.take_along_axis(a, order, axis=-1)
     new = xp.ones(s.shape, dtype=bool)
     new[..., 1:] = s[..., 1:] != s[..., :-1]
-    if s.dtype.kind == "f":  # NaNs (sorted last) count as one value (PyTorch's answer
+    if _isf(s.dtype):  # NaNs (sorted last) count as one value (PyTorch's answer
         # with NaNs follows its sort's comparisons: [nan, 1, 2] -> NaN, [1, nan, 2] -> 1)
         new[..., 1:] &= ~(xp.isnan(s[..., 1:]) & xp.isnan(s[..., :-1]))
     # the running length of each run of equal values; the first longest run ends at

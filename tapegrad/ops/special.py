@@ -26,6 +26,7 @@ from ..ops_registry.rules import diagonal as _diagonal
 from ._decl import register, Sample, TensorSpec, rand, away_from, op_error, decl, S, floating
 from . import _vmap
 from .creation import generator, _next_draw, _draw_rate_into
+from ..dtypes import is_float as _isf
 
 __all__ = ["lgamma", "digamma", "polygamma", "_standard_gamma", "_standard_gamma_grad", "erfinv",
            "mvlgamma", "i0", "igamma", "igammac"]
@@ -243,7 +244,7 @@ def _erfinv_infer(x):
 
 
 def _erfinv_kernel(x, out=None):
-    if x.dtype.kind != "f":  # an integer input: the default float, as the shape rule
+    if not _isf(x.dtype):  # an integer input: the default float, as the shape rule
         x = x.astype(_dt.default_float_np())
     with np.errstate(all="ignore"):
         return _devices.special("erfinv", x, out=out)
@@ -288,8 +289,8 @@ def mvlgamma(input, p):
 decl(mvlgamma, lambda dtype=np.float64: [S(rand((3, 4), dtype, 1.6, 4.0, seed=1), 2),
                                          S(rand((5,), dtype, 0.2, 3.0, seed=2), 1),
                                          S(rand((2, 3), dtype, 2.1, 5.0, seed=3), 4)],
-     infer=lambda x, p: TensorSpec(tuple(x.shape), np.dtype(x.dtype) if np.dtype(
-         x.dtype).kind == "f" else _dt.default_float_np()),
+     infer=lambda x, p: TensorSpec(tuple(x.shape), np.dtype(x.dtype) if _isf(np.dtype(
+         x.dtype)) else _dt.default_float_np()),
      errors=lambda: [((np.array([True]), 2), {}, RuntimeError),
                      ((rand((3,)), 0), {}, RuntimeError)],
      torch=lambda torch, x, p: torch.mvlgamma(x, p))
@@ -297,7 +298,7 @@ decl(mvlgamma, lambda dtype=np.float64: [S(rand((3, 4), dtype, 1.6, 4.0, seed=1)
 
 # ---------------------------------------------------------------- i0 (and i1, its derivative)
 def _float_kernel_input(x):
-    return x if x.dtype.kind == "f" else x.astype(_dt.default_float_np())
+    return x if _isf(x.dtype) else x.astype(_dt.default_float_np())
 
 
 def _i0_kernel(x):

@@ -12,24 +12,6 @@ import tapegrad as tg
 from tapegrad.ops_registry import get
 
 
-_POLICIES = {"linear": "lower", "matmul": "lower", "mm": "lower", "bmm": "lower",
-             "addmm": "lower", "baddbmm": "lower", "conv2d": "lower", "conv1d": "lower",
-             "cross_entropy": "fp32", "mse_loss": "fp32", "l1_loss": "fp32",
-             "binary_cross_entropy_with_logits": "fp32", "cat": "promote", "stack": "promote"}
-
-
-@pytest.fixture(autouse=True)
-def _declared():
-    """(until the declarations carry them) the policies of the ops tested here"""
-    old = {n: get(n).autocast for n in _POLICIES}
-    for n, p in _POLICIES.items():
-        if get(n).autocast is None:
-            get(n).autocast = p
-    yield
-    for n, p in old.items():
-        get(n).autocast = p
-
-
 def _name(dt):
     return str(dt).split(".")[1]
 

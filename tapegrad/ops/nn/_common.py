@@ -1,6 +1,7 @@
 """Argument helpers shared by the nn op families."""
 import numpy as np
 
+from ... import dtypes as _dt
 from ..._util import op_error
 from ...tensor import Tensor, buffer
 
@@ -56,7 +57,8 @@ def need_float(name, allow_bool=False, **tensors):
         dt = getattr(t, "dtype", None)
         if t is None or dt is None:
             continue
-        kind = dt.np.kind if hasattr(dt, "np") else np.dtype(dt).kind
+        d = dt.np if hasattr(dt, "np") else np.dtype(dt)
+        kind = "f" if _dt.is_float(d) else d.kind
         if kind != "f" and not (allow_bool and kind == "b"):
             raise op_error(name, f"expected a floating point {arg}, got "
                                  f"{getattr(dt, 'name', dt)}", RuntimeError)

@@ -24,12 +24,13 @@ from ..creation import generator, _next_draw
 from ._common import whole as _whole, np_dtype as _np_dtype
 from .._decl import composite, rand, away_from
 from ..elementwise import log
+from ...dtypes import is_float as _isf
 
 
 def _softmax_infer(name):
     def infer(x, dim):
         normalize_dim(name, dim, len(x.shape))
-        if np.dtype(x.dtype).kind != "f":
+        if not _isf(np.dtype(x.dtype)):
             raise op_error(name, f"expected a floating point input, got {np.dtype(x.dtype)}",
                            TypeError)
         return TensorSpec(tuple(x.shape), x.dtype)
@@ -79,7 +80,7 @@ def _rows_into(k, x, dim, out):
     """``out=``: the row loop ``k`` over the last dim (one pass per row, no
     temporaries) where it applies (C-contiguous float NumPy arrays, the last dim,
     non-empty rows), else NumPy's result copied in; returns ``out``."""
-    if (type(x) is np.ndarray and type(out) is np.ndarray and x.dtype.kind == "f"
+    if (type(x) is np.ndarray and type(out) is np.ndarray and _isf(x.dtype)
             and x.dtype == out.dtype and x.size and dim % x.ndim == x.ndim - 1
             and x.flags.c_contiguous and out.flags.c_contiguous):
         n = x.shape[-1]
@@ -134,7 +135,7 @@ def _onnx_softmax(op_type):
     return lower
 
 
-LOG_SOFTMAX = register(name="log_softmax", vmap=_vmap.dim_attrs(), jvp=_log_softmax_jvp, kernel=_log_softmax_kernel,
+LOG_SOFTMAX = register(name="log_softmax", autocast={"cuda": "fp32_unless_dtype"}, vmap=_vmap.dim_attrs(), jvp=_log_softmax_jvp, kernel=_log_softmax_kernel,
                        infer=_softmax_infer("log_softmax"), vjp=_log_softmax_vjp, saves=("out",),
                        samples=_softmax_samples,
                        error_samples=lambda: [((_rand((3, 4)),), {"dim": 2}, IndexError)],
@@ -167,7 +168,7 @@ def _softmax_jvp(ctx, t):
     return (out * (t - m.sum(out * t, dim=ctx.attrs["dim"], keepdim=True)),)
 
 
-SOFTMAX = register(name="softmax", vmap=_vmap.dim_attrs(), jvp=_softmax_jvp, kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
+SOFTMAX = register(name="softmax", autocast={"cuda": "fp32_unless_dtype"}, vmap=_vmap.dim_attrs(), jvp=_softmax_jvp, kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
                    vjp=_softmax_vjp, saves=("out",), samples=_softmax_samples,
                    error_samples=lambda: [((_rand((3, 4)),), {"dim": -3}, IndexError)],
                    torch=lambda torch, x, dim: torch.softmax(x, dim), onnx=_onnx_softmax("Softmax"))
@@ -422,7 +423,7 @@ composite(softmin, infer=_same_infer,
           samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype),), {"dim": 1})],
           error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)],
           torch=lambda torch, x, dim=None: torch.nn.functional.softmin(x, dim))
-composite(prelu, infer=_same_infer, args=("input", "weight"),
+composite(prelu, autocast="lower", infer=_same_infer, args=("input", "weight"),
           samples=lambda dtype=np.float64: [
               Sample((away_from(rand((2, 3, 4)), (0.0,)).astype(dtype),
                       rand((3,), dtype, 0.1, 0.5, seed=3))),

@@ -11,6 +11,7 @@ from ..linalg import matmul
 from ..linalg import einsum
 from ..shape import reshape
 from .._decl import composite, rand
+from ...dtypes import is_float as _isf
 
 
 # One op, not the composite matmul(x, mT(w)): the weight gradient is then a fresh
@@ -30,7 +31,7 @@ def _add_bias(out, bias, given):
     caller's buffer a plain loop adds the bias row by row, allocating nothing)."""
     n = out.shape[-1] if out.ndim else 0
     if (given and type(bias) is np.ndarray and bias.shape == (n,) and n and out.size
-            and bias.dtype == out.dtype and out.dtype.kind == "f"):
+            and bias.dtype == out.dtype and _isf(out.dtype)):
         _ADD_ROWS(out.reshape(-1, n), bias)
     else:
         out += bias
@@ -145,7 +146,7 @@ def _onnx_linear(b, st):
         b.node("MatMul", [x, wt], [b.output(st)])
 
 
-LINEAR = register(name="linear", vmap=_vmap.linear_rule, jvp=_linear_jvp, kernel=_linear_kernel, args=("input", "weight", "bias"),
+LINEAR = register(name="linear", autocast="lower", vmap=_vmap.linear_rule, jvp=_linear_jvp, kernel=_linear_kernel, args=("input", "weight", "bias"),
                   optional=("bias",),
                   infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),
                   promote="none", samples=_linear_samples,
@@ -206,7 +207,7 @@ def _bil_infer(a, b, w, bias=None):
     return TensorSpec(tuple(a.shape[:-1]) + (w.shape[0],), a.dtype)
 
 
-composite(bilinear, infer=_bil_infer, args=("input1", "input2", "weight", "bias"),
+composite(bilinear, autocast={"cuda": "promote"}, infer=_bil_infer, args=("input1", "input2", "weight", "bias"),
           optional=("bias",),
           samples=lambda dtype=np.float64: [
               Sample((rand((4, 3), dtype), rand((4, 5), dtype, seed=1),

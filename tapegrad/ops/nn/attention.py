@@ -18,6 +18,7 @@ from .regularization import dropout
 from .activation import softmax
 from ..._util import broadcast_shapes
 from .._decl import composite, Sample, TensorSpec, rand
+from ...dtypes import is_float as _isf
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -31,7 +32,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise op_error("scaled_dot_product_attention",
                            f"expected query, key and value to have the same dtype, but got "
                            f"query {q.dtype} and {name} {np_dtype(t)}", RuntimeError)
-    if q.dtype.kind != "f":
+    if not _isf(q.dtype):
         raise op_error("scaled_dot_product_attention", f"expected floating point query, key "
                                                        f"and value, got {q.dtype}", RuntimeError)
     if len(query.shape) < 2 or query.shape[-1] != key.shape[-1] or \
@@ -78,7 +79,7 @@ def _sdpa_infer(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=N
             raise op_error(name, f"expected query, key and value to have the same dtype, but "
                                  f"got query {np.dtype(q.dtype)} and {what} {np.dtype(t.dtype)}",
                            RuntimeError)
-    if np.dtype(q.dtype).kind != "f":
+    if not _isf(np.dtype(q.dtype)):
         raise op_error(name, f"expected floating point query, key and value, got "
                              f"{np.dtype(q.dtype)}", RuntimeError)
     qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
@@ -104,7 +105,7 @@ def _sdpa_samples(dtype=np.float64):
             Sample((q, k, v, rand((3, 5), seed=5) > -1.0), {})]  # a bool mask, each row kept
 
 
-composite(scaled_dot_product_attention, infer=_sdpa_infer,
+composite(scaled_dot_product_attention, autocast="lower", infer=_sdpa_infer,
           args=("query", "key", "value", "attn_mask"), optional=("attn_mask",),
           samples=_sdpa_samples,
           error_samples=lambda: [((rand((2, 3, 4)), rand((2, 5, 3)), rand((2, 5, 2))), {},

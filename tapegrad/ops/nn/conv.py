@@ -15,6 +15,7 @@ from .._decl import composite, register, Sample, TensorSpec, one_dtype, rand as 
 from ..shape import squeeze, unsqueeze
 from ._common import is_int_pair, need_float, pair
 from .. import _jvp, _vmap
+from ...dtypes import is_float as _isf
 
 
 # ================================================================ attributes
@@ -99,7 +100,7 @@ def _check_conv(name, x, w, stride, padding, dilation, groups, b=None):
     if len(xs) != 4 or len(ws) != 4:
         raise op_error(name, f"expected a 4-D input (N, C, H, W) and a 4-D weight (O, C/groups, "
                              f"kH, kW), got input {xs} and weight {ws}", RuntimeError)
-    if np.dtype(x.dtype).kind != "f" or np.dtype(w.dtype).kind != "f":
+    if not _isf(np.dtype(x.dtype)) or not _isf(np.dtype(w.dtype)):
         raise op_error(name, f"expected floating point input and weight, got "
                              f"{np.dtype(x.dtype)} and {np.dtype(w.dtype)}", TypeError)
     for what, v, low in (("stride", stride, 1), ("dilation", dilation, 1),
@@ -346,7 +347,7 @@ def _onnx_conv2d_input_grad(b, st):
            dilations=[dh, dw], group=a["groups"], output_padding=[eh, ew])
 
 
-CONV2D = register(name="conv2d", vmap=_vmap.conv2d_rule, jvp=_conv2d_jvp, kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
+CONV2D = register(name="conv2d", autocast="lower", vmap=_vmap.conv2d_rule, jvp=_conv2d_jvp, kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
                   args=("input", "weight", "bias"), optional=("bias",),
                   infer=_public_conv_attrs(_conv2d_infer),
                   workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp,
@@ -579,7 +580,7 @@ def _conv1d_infer(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     return TensorSpec((N, O, out), dt)
 
 
-composite(conv1d, infer=_conv1d_infer, args=("input", "weight", "bias"), optional=("bias",),
+composite(conv1d, autocast="lower", infer=_conv1d_infer, args=("input", "weight", "bias"), optional=("bias",),
           samples=lambda dtype=np.float64: [
               Sample((_rand((2, 2, 7), dtype, seed=1), _rand((3, 2, 3), dtype, seed=2),
                       _rand((3,), dtype, seed=3)), {"stride": 2, "padding": 1}),
@@ -630,7 +631,7 @@ def _ct_infer(input, weight, bias=None, *, stride, padding, output_padding, grou
         raise op_error(name, f"expected a 4-D input (N, C_in, H, W) and a 4-D weight (C_in, "
                              f"C_out/groups, kH, kW), got input {xs} and weight {ws}",
                        RuntimeError)
-    if np.dtype(input.dtype).kind != "f" or np.dtype(weight.dtype).kind != "f":
+    if not _isf(np.dtype(input.dtype)) or not _isf(np.dtype(weight.dtype)):
         raise op_error(name, f"expected floating point input and weight, got "
                              f"{np.dtype(input.dtype)} and {np.dtype(weight.dtype)}", TypeError)
     if np.dtype(input.dtype) != np.dtype(weight.dtype):
@@ -751,7 +752,7 @@ def _public_ct_attrs(fn):
 
 
 CONV_TRANSPOSE2D = register(
-    name="conv_transpose2d", vmap=_vmap.conv_transpose2d_rule, kind="workspace", kernel=_public_ct_attrs(_ct_kernel),
+    name="conv_transpose2d", autocast="lower", vmap=_vmap.conv_transpose2d_rule, kind="workspace", kernel=_public_ct_attrs(_ct_kernel),
     args=("input", "weight", "bias"), optional=("bias",), infer=_public_ct_attrs(_ct_infer),
     workspace=_public_ct_attrs(_ct_workspace), vjp=_ct_vjp, jvp=_ct_jvp,
     saves=("input", "weight"), promote="same", samples=_ct_samples, error_samples=_ct_errors,

@@ -229,7 +229,7 @@ def _torch(name):
     return oracle
 
 
-composite(conv3d, infer=_conv3d_infer, args=("input", "weight", "bias"), optional=("bias",),
+composite(conv3d, autocast="lower", infer=_conv3d_infer, args=("input", "weight", "bias"), optional=("bias",),
           samples=lambda dtype=np.float64: [
               Sample((rand((1, 2, 4, 4, 3), dtype), rand((3, 2, 2, 2, 2), dtype, seed=1),
                       rand((3,), dtype, seed=2)), {"padding": 1}),
@@ -248,7 +248,7 @@ composite(conv3d, infer=_conv3d_infer, args=("input", "weight", "bias"), optiona
                RuntimeError),
               ((rand((2, 4, 4, 4)), rand((3, 2, 2, 2)), None), {}, RuntimeError)],
           torch=_torch("conv3d"))
-composite(conv_transpose3d, infer=_ct3d_infer, args=("input", "weight", "bias"),
+composite(conv_transpose3d, autocast="lower", infer=_ct3d_infer, args=("input", "weight", "bias"),
           optional=("bias",),
           samples=lambda dtype=np.float64: [
               Sample((rand((1, 2, 3, 3, 2), dtype), rand((2, 3, 2, 2, 2), dtype, seed=1),
@@ -312,7 +312,7 @@ def _ct1_infer(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, di
     return TensorSpec(tuple(x.shape[:-2]) + (w.shape[1] * groups, out), x.dtype)
 
 
-composite(conv_transpose1d, infer=_ct1_infer, args=("input", "weight", "bias"),
+composite(conv_transpose1d, autocast="lower", infer=_ct1_infer, args=("input", "weight", "bias"),
           optional=("bias",),
           samples=lambda dtype=np.float64: [
               Sample((rand((2, 3, 5), dtype), rand((3, 4, 3), dtype, seed=1), None),

@@ -137,7 +137,7 @@ def _pair_samples(dtype=np.float64):
             Sample((rand((2, 3, 4), dtype), rand((3, 4), dtype, seed=2)), {"dim": -1})]
 
 
-composite(cosine_similarity, infer=_reduced_infer("cosine_similarity"), args=("x1", "x2"),
+composite(cosine_similarity, autocast={"cuda": "fp32"}, infer=_reduced_infer("cosine_similarity"), args=("x1", "x2"),
           samples=_pair_samples,
           error_samples=lambda: [((rand((3, 4)), rand((5,))), {}, ValueError)],
           torch=lambda torch, a, b, **kw: torch.nn.functional.cosine_similarity(a, b, **kw))
@@ -157,7 +157,7 @@ def _pdist_infer(x, p=2):
     return TensorSpec((n * (n - 1) // 2,), x.dtype)
 
 
-composite(pdist, infer=_pdist_infer,
+composite(pdist, autocast={"cuda": "fp32"}, infer=_pdist_infer,
           samples=lambda dtype=np.float64: [Sample((rand((4, 3), dtype),), {}),
                                             Sample((rand((3, 2), dtype, seed=1),), {"p": 1.5})],
           error_samples=lambda: [((rand((2, 3, 4)),), {}, RuntimeError)],

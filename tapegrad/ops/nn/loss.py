@@ -34,6 +34,7 @@ from ..activations import logsigmoid
 from .affine import linear
 from .distance import pairwise_distance
 from .._decl import rand
+from ...dtypes import is_float as _isf
 
 
 def _reduce(name, loss, reduction):
@@ -281,7 +282,7 @@ def _reduced(name, shape, reduction):
 
 
 def _float_input(name, x, cls=TypeError):
-    if np.dtype(x.dtype).kind != "f":
+    if not _isf(np.dtype(x.dtype)):
         raise op_error(name, f"expected a floating point input, got {np.dtype(x.dtype)}", cls)
 
 
@@ -297,7 +298,7 @@ def _class_infer(name):
                 raise op_error(name, "input must have at least 1 dim (the classes)", RuntimeError)
         _float_input(name, x)
         cdim = 1 if len(xs) > 1 else 0
-        if name == "cross_entropy" and np.dtype(target.dtype).kind == "f":
+        if name == "cross_entropy" and _isf(np.dtype(target.dtype)):
             if tuple(target.shape) != xs:
                 raise op_error(name, f"probability target of shape {tuple(target.shape)} must "
                                      f"match input {xs}", RuntimeError)
@@ -340,7 +341,7 @@ def _torch_loss(fname):
     return f
 
 
-composite(nll_loss, infer=_class_infer("nll_loss"), args=("input", "target", "weight"),
+composite(nll_loss, autocast="fp32", infer=_class_infer("nll_loss"), args=("input", "target", "weight"),
           optional=("weight",), samples=_class_samples, error_samples=_class_errors,
           torch=_torch_loss("nll_loss"))
 
@@ -354,7 +355,7 @@ def _cross_entropy_samples(dtype=np.float64):
                {"label_smoothing": 0.1}, False)]
 
 
-composite(cross_entropy, infer=_class_infer("cross_entropy"),
+composite(cross_entropy, autocast="fp32", infer=_class_infer("cross_entropy"),
           args=("input", "target", "weight"), optional=("weight",),
           samples=_cross_entropy_samples,
           error_samples=lambda: _class_errors() + [
@@ -380,7 +381,7 @@ def _pointwise_samples(dtype=np.float64):
 
 
 for _fn in (mse_loss, l1_loss):
-    composite(_fn, infer=_pointwise_infer(_fn.__name__), args=("input", "target"),
+    composite(_fn, autocast="fp32", infer=_pointwise_infer(_fn.__name__), args=("input", "target"),
               samples=_pointwise_samples,
               error_samples=lambda: [((_rand((3, 4)), _rand((5,))), {}, ValueError),
                                      ((_rand((3,)), _rand((3,))), {"reduction": "avg"},
@@ -413,7 +414,7 @@ def _bce_samples(dtype=np.float64):
             Sample((x, t, _rand((4,), dtype, 0.5, 2.0, seed=3)), {"reduction": "sum"}, False)]
 
 
-composite(binary_cross_entropy, infer=_binary_infer("binary_cross_entropy"),
+composite(binary_cross_entropy, autocast={"cpu": "fp32"}, infer=_binary_infer("binary_cross_entropy"),
           args=("input", "target", "weight"), optional=("weight",), samples=_bce_samples,
           error_samples=lambda: [((_rand((3, 4), low=0.1, high=0.9), _rand((3,), low=0.1, high=0.9)),
                                   {}, ValueError),
@@ -431,7 +432,7 @@ def _bce_logits_samples(dtype=np.float64):
                    False)]
 
 
-composite(binary_cross_entropy_with_logits, args=("input", "target", "weight", "pos_weight"),
+composite(binary_cross_entropy_with_logits, autocast="fp32", args=("input", "target", "weight", "pos_weight"),
           infer=_binary_infer("binary_cross_entropy_with_logits"),
           optional=("weight", "pos_weight"), by_name=True, samples=_bce_logits_samples,
           error_samples=lambda: [((_rand((3, 4)), _rand((3,))), {}, ValueError),
@@ -767,13 +768,14 @@ def _torch(name):
     return oracle
 
 
-def _decl(fn, samples, errors, infer=_loss_infer, args=("input", "target"), torch=None):
+def _decl(fn, samples, errors, infer=_loss_infer, args=("input", "target"), torch=None,
+          autocast="fp32"):
     composite(fn, infer=infer, samples=samples, torch=torch or _torch(fn.__name__),
-              error_samples=errors, args=args)
+              error_samples=errors, args=args, autocast=autocast)
 
 
 def _cast(dtype, *arrays):
-    return tuple(a.astype(dtype) if a.dtype.kind == "f" else a for a in arrays)
+    return tuple(a.astype(dtype) if _isf(a.dtype) else a for a in arrays)
 
 
 def _cos_infer(x1, x2, t, reduction="mean", **kw):
@@ -800,7 +802,7 @@ _decl(gaussian_nll_loss,
           Sample(_cast(dtype, rand((3, 4)), rand((3, 4), seed=1), rand((3,), seed=2, low=0.2)),
                  {"full": True, "reduction": "sum"})],
       lambda: [((rand((3, 4)), rand((3, 4)), rand((2,), low=0.2)), {}, ValueError)],
-      infer=_gauss_infer, args=("input", "target", "var"))
+      autocast=None, infer=_gauss_infer, args=("input", "target", "var"))
 _decl(hinge_embedding_loss,
       lambda dtype=np.float64: [Sample(_cast(dtype, rand((3, 4)), _sign((3, 4), 1)), {}),
                                 Sample(_cast(dtype, rand((5,)), _sign((5,), 2)),
@@ -891,14 +893,14 @@ _decl(multi_margin_loss,
           Sample(_cast(dtype, rand((4,), seed=2), np.array(2)), {})],
       lambda: [((rand((3, 5)), _class_ints(5, (4,))), {}, RuntimeError),
                ((rand((3, 5)), _class_ints(5, (3,))), {"p": 3}, ValueError)],
-      infer=_margin_class_infer, torch=_checked(_torch_multi_margin, "multi_margin_loss"))
+      autocast={"cuda": "fp32"}, infer=_margin_class_infer, torch=_checked(_torch_multi_margin, "multi_margin_loss"))
 _decl(multilabel_margin_loss,
       lambda dtype=np.float64: [
           Sample(_cast(dtype, rand((2, 4)), np.array([[3, 0, -1, 1], [1, 2, 3, -1]])), {}),
           Sample(_cast(dtype, rand((4,), seed=1), np.array([2, -1, 0, 0])),
                  {"reduction": "none"})],
       lambda: [((rand((2, 4)), np.array([[3, 0, -1, 1]])), {}, RuntimeError)],
-      infer=_margin_class_infer, torch=_checked(_torch_multilabel_margin, "multilabel_margin_loss"))
+      autocast={"cuda": "fp32"}, infer=_margin_class_infer, torch=_checked(_torch_multilabel_margin, "multilabel_margin_loss"))
 
 
 def _class_dim_infer(x, t, *a, reduction="mean", **kw):
@@ -911,7 +913,7 @@ _decl(multilabel_soft_margin_loss,
           Sample(_cast(dtype, rand((3, 4)), rand((3, 4), seed=2, low=0, high=1)),
                  {"reduction": "none"})],
       lambda: [((rand((3, 4)), rand((3, 5))), {}, ValueError)],
-      infer=_class_dim_infer)
+      autocast=None, infer=_class_dim_infer)
 _decl(poisson_nll_loss,
       lambda dtype=np.float64: [
           Sample(_cast(dtype, rand((3, 4)), rand((3, 4), seed=1, low=0, high=3)), {}),
@@ -928,7 +930,8 @@ def _torch_soft_margin(torch, x, t, reduction="mean"):
 
 _decl(soft_margin_loss,
       lambda dtype=np.float64: [Sample(_cast(dtype, rand((3, 4)), _fsign((3, 4), 1)), {})],
-      lambda: [((rand((3, 4)), rand((2, 4))), {}, ValueError)], torch=_torch_soft_margin)
+      lambda: [((rand((3, 4)), rand((2, 4))), {}, ValueError)], torch=_torch_soft_margin,
+      autocast={"cuda": "fp32"})
 
 
 def _triplet_infer(a, p, n, *args, reduction="mean", **kw):
@@ -949,7 +952,7 @@ _decl(triplet_margin_loss, _triplet_samples(),
       infer=_triplet_infer, args=("anchor", "positive", "negative"))
 _decl(triplet_margin_with_distance_loss, _triplet_samples(),
       lambda: [((rand((4, 5)), rand((4, 5)), rand((4, 5))), {"margin": 0.0}, ValueError)],
-      infer=_triplet_infer, args=("anchor", "positive", "negative"))
+      autocast=None, infer=_triplet_infer, args=("anchor", "positive", "negative"))
 
 
 def _lce_infer(x, w, t, reduction="mean", **kw):

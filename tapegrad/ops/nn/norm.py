@@ -18,6 +18,7 @@ from ._common import need_float, np_dtype, raw
 from ..shape import squeeze, pad as _pad
 from ..creation import generator, _next_draw  # noqa: F401
 from .pool import avg_pool2d
+from ...dtypes import is_float as _isf
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -127,7 +128,7 @@ def _gn_check(input, weight, bias, num_groups):
     if len(xs) < 2:
         raise op_error("group_norm", f"expected an input of at least 2 dims (N, C, ...), got "
                                      f"{xs}", RuntimeError)
-    if np.dtype(input.dtype).kind != "f":
+    if not _isf(np.dtype(input.dtype)):
         raise op_error("group_norm", f"expected a floating point input, got "
                                      f"{np.dtype(input.dtype)}", TypeError)
     if isinstance(num_groups, bool) or not isinstance(num_groups, (int, np.integer)):
@@ -284,7 +285,7 @@ def _onnx_group_norm(b, st):
 
 
 GROUP_NORM = register(
-    name="group_norm", vmap=_vmap.group_norm_rule, kernel=_gn_kernel, infer=_gn_infer, args=("input", "weight", "bias"),
+    name="group_norm", autocast={"cuda": "fp32"}, vmap=_vmap.group_norm_rule, kernel=_gn_kernel, infer=_gn_infer, args=("input", "weight", "bias"),
     optional=("weight", "bias"), vjp=_gn_vjp, jvp=_gn_jvp, saves=("input", "weight"),
     promote="same", samples=_gn_samples, torch=_torch_gn,
     error_samples=lambda: [((rand((2, 6, 3)), None, None), dict(num_groups=4, eps=1e-5),
@@ -310,7 +311,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 def _layer_norm_infer(x, weight=None, bias=None, *, normalized_shape, eps=1e-5):
     ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else \
         tuple(int(s) for s in normalized_shape)
-    if np.dtype(x.dtype).kind != "f":
+    if not _isf(np.dtype(x.dtype)):
         raise op_error("layer_norm", f"expected a floating point input, got {np.dtype(x.dtype)}",
                        TypeError)
     if not ns or tuple(x.shape[len(x.shape) - len(ns):]) != ns:
@@ -324,7 +325,7 @@ def _layer_norm_infer(x, weight=None, bias=None, *, normalized_shape, eps=1e-5):
 
 
 # the op's inputs (input, weight, bias) by name, normalized_shape an attribute
-composite(layer_norm, infer=_layer_norm_infer, args=("input", "weight", "bias"),
+composite(layer_norm, autocast={"cuda": "fp32"}, infer=_layer_norm_infer, args=("input", "weight", "bias"),
           optional=("weight", "bias"), by_name=True,
           samples=lambda dtype=np.float64: [
               Sample((rand((2, 3, 4), dtype, seed=1), rand((4,), dtype, seed=2),
@@ -342,7 +343,7 @@ def _batch_norm_infer(x, running_mean, running_var, weight=None, bias=None, trai
     if len(x.shape) < 2:
         raise op_error("batch_norm", f"expected an input of at least 2 dims (N, C, ...), got "
                                      f"{tuple(x.shape)}", RuntimeError)
-    if np.dtype(x.dtype).kind != "f":
+    if not _isf(np.dtype(x.dtype)):
         raise op_error("batch_norm", f"expected a floating point input, got {np.dtype(x.dtype)}",
                        TypeError)
     C = x.shape[1]

@@ -24,6 +24,7 @@ from ..shape import unsqueeze
 from ._common import pair, tap_slices as _valid, whole
 from .. import _jvp, _vmap
 from ..onnx_forms import (_planes as _onnx_planes)
+from ...dtypes import is_float as _isf
 
 
 # ================================================================ attributes and geometry
@@ -73,7 +74,7 @@ def _check_pool(name, x, kernel_size, stride, padding, dilation=(1, 1), ceil_mod
     if Ho < 1 or Wo < 1:
         raise op_error(name, f"input {xs} is too small for kernel_size {kernel_size} "
                              f"(padding {padding}, dilation {dilation})", RuntimeError)
-    if np.dtype(x.dtype).kind != "f":
+    if not _isf(np.dtype(x.dtype)):
         raise op_error(name, f"expected a floating point input, got {np.dtype(x.dtype)}",
                        TypeError)
     return Ho, Wo
@@ -681,7 +682,7 @@ def _adaptive_infer(x, output_size):
     if oh < 0 or ow < 0:
         raise op_error(name, f"output_size {tuple(output_size)} must be non-negative",
                        RuntimeError)
-    if np.dtype(x.dtype).kind != "f":
+    if not _isf(np.dtype(x.dtype)):
         raise op_error(name, f"expected a floating point input, got {np.dtype(x.dtype)}",
                        TypeError)
     return TensorSpec(shape[:-2] + (oh, ow), x.dtype)

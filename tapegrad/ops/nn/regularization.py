@@ -10,6 +10,7 @@ from ..creation import generator, _next_draw
 from .._decl import composite, Sample, TensorSpec, rand
 from ._common import np_dtype, whole
 from ._common import whole as _whole, np_dtype as _np_dtype
+from ...dtypes import is_float as _isf
 
 
 def dropout(input, p=0.5, training=True):
@@ -34,7 +35,7 @@ def dropout(input, p=0.5, training=True):
 def _dropout_infer(x, p=0.5, training=True):
     if not 0.0 <= p <= 1.0:
         raise op_error("dropout", f"dropout probability has to be between 0 and 1, but got {p}")
-    if training and p > 0.0 and np.dtype(x.dtype).kind != "f":
+    if training and p > 0.0 and not _isf(np.dtype(x.dtype)):
         raise op_error("dropout", f"expected a floating point input, got {np.dtype(x.dtype)}",
                        RuntimeError)
     return TensorSpec(tuple(x.shape), x.dtype)

@@ -37,6 +37,7 @@ from .._decl import composite, rand
 from ._common import np_dtype
 from ..linalg import matmul
 from ..onnx_forms import (_positions as _onnx_positions, _static_take as _onnx_static_take)
+from ...dtypes import is_float as _isf
 
 
 # ================================================================ interpolate
@@ -120,7 +121,7 @@ def _interp_infer(input, *, size, mode, align_corners, scales):
                        if mode in need else
                        f"mode {mode!r} is not supported ({', '.join(_ALL_MODES)})",
                        NotImplementedError)
-    if np.dtype(input.dtype).kind != "f":
+    if not _isf(np.dtype(input.dtype)):
         raise op_error("interpolate", f"expected a floating point input, got "
                                       f"{np.dtype(input.dtype)}", TypeError)
     if len(size) != len(xs) - 2 or min(size, default=1) < 1:
@@ -501,7 +502,7 @@ def _fold_kernel(input, *, output_size, kernel_size, dilation, padding, stride, 
             return out
         out[...] = 0
         cols = xp.reshape(input, (N, C, kh, kw, Ho, Wo))
-        if isinstance(out, np.ndarray) and N and C and out.dtype.kind == "f" and \
+        if isinstance(out, np.ndarray) and N and C and _isf(out.dtype) and \
                 not (ph or pw) and out.flags.c_contiguous and cols.flags.c_contiguous:
             cpu_conv.col2im_add(cols, out, stride, dilation)
         else:  # the taps that land inside the output, added in tap order
@@ -511,7 +512,7 @@ def _fold_kernel(input, *, output_size, kernel_size, dilation, padding, stride, 
         return out
     dst = xp.zeros((N, C, H + 2 * ph, W + 2 * pw), input.dtype)
     cols = xp.ascontiguousarray(input).reshape(N, C, kh, kw, Ho, Wo)
-    if isinstance(dst, np.ndarray) and N and C and dst.dtype.kind == "f":
+    if isinstance(dst, np.ndarray) and N and C and _isf(dst.dtype):
         cpu_conv.col2im_add(cols, dst, stride, dilation)
     else:
         for i in range(kh):
@@ -835,7 +836,7 @@ def _torch_grid(torch, x, g, mode="bilinear", padding_mode="zeros", align_corner
     return out
 
 
-composite(grid_sample, infer=_grid_sample_infer, args=("input", "grid"), samples=_grid_samples,
+composite(grid_sample, autocast={"cuda": "promote"}, infer=_grid_sample_infer, args=("input", "grid"), samples=_grid_samples,
           error_samples=lambda: [
               ((rand((1, 2, 4, 5)), rand((1, 3, 2, 3))), {}, RuntimeError),
               ((rand((1, 2, 4, 5)), rand((2, 3, 2, 2))), {}, RuntimeError),
