@@ -1,0 +1,104 @@
+"""Low precision against PyTorch CPU: GEMM, conv, a fused elementwise chain and an
+autocast MLP training step, in float32, bfloat16 and float16.
+
+    python benchmarks/bench_low_precision.py [--rounds 15] [--gemm 1024]
+
+Contenders take turns in each round (tapegrad, then PyTorch, per case and dtype), so
+a busy neighbour slows them alike; the table gives each one's best round (the
+machine at its quietest) and median, in milliseconds, and tapegrad's half-width
+time over its own float32 time (the target: at most 1.3x for GEMM and conv).
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import tapegrad as tg  # noqa: E402
+import torch  # noqa: E402
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _cases(n):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    x = rng.standard_normal((8, 32, 56, 56)).astype(np.float32)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32) * 0.05
+    v = rng.standard_normal(1 << 21).astype(np.float32)
+    cases = {}
+    for dt in DTYPES:
+        T, P = getattr(tg, dt), getattr(torch, dt)
+        ta, tb, pa, pb = tg.tensor(a).to(T), tg.tensor(b).to(T), torch.tensor(a).to(P), torch.tensor(b).to(P)
+        tx, tw, px, pw = tg.tensor(x).to(T), tg.tensor(w).to(T), torch.tensor(x).to(P), torch.tensor(w).to(P)
+        tv, pv = tg.tensor(v).to(T), torch.tensor(v).to(P)
+        cases[f"GEMM {n}^3 {dt}"] = (lambda ta=ta, tb=tb: ta @ tb, lambda pa=pa, pb=pb: pa @ pb)
+        cases[f"conv 8x32x56x56 * 64x3x3 {dt}"] = (
+            lambda tx=tx, tw=tw: tg.nn.functional.conv2d(tx, tw, padding=1),
+            lambda px=px, pw=pw: torch.nn.functional.conv2d(px, pw, padding=1))
+        cases[f"chain gelu(x)*x+1 (2M) {dt}"] = (
+            lambda tv=tv: tg.nn.functional.gelu(tv) * tv + 1.0,
+            lambda pv=pv: torch.nn.functional.gelu(pv) * pv + 1.0)
+    return cases
+
+
+def _mlp_step(lib, amp):
+    torch.manual_seed(0)
+    L = tg if lib == "tg" else torch
+    m = L.nn.Sequential(L.nn.Linear(512, 1024), L.nn.ReLU(), L.nn.Linear(1024, 10))
+    opt = L.optim.SGD(m.parameters(), lr=0.01)
+    rng = np.random.default_rng(1)
+    x = L.tensor(rng.standard_normal((256, 512)).astype(np.float32))
+    y = L.tensor(rng.integers(0, 10, 256))
+
+    def step():
+        opt.zero_grad()
+        if amp:
+            with L.autocast("cpu", dtype=L.bfloat16):
+                loss = L.nn.functional.cross_entropy(m(x), y)
+        else:
+            loss = L.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--gemm", type=int, default=1024)
+    args = ap.parse_args()
+    cases = _cases(args.gemm)
+    for amp in (False, True):
+        name = "MLP step 256x512-1024-10 " + ("autocast bf16" if amp else "float32")
+        cases[name] = (_mlp_step("tg", amp), _mlp_step("torch", amp))
+    times = {k: ([], []) for k in cases}
+    for _ in range(args.rounds):
+        for k, (ft, fp) in cases.items():
+            grad = "MLP" in k
+            for i, f in enumerate((ft, fp)):
+                ctx = (tg.enable_grad(), torch.enable_grad()) if grad else (tg.no_grad(), torch.no_grad())
+                with ctx[0], ctx[1]:
+                    t0 = time.perf_counter()
+                    f()
+                    times[k][i].append((time.perf_counter() - t0) * 1e3)
+    print(f"{'case':44s} {'tg best':>9s} {'tg med':>9s} {'torch best':>11s} {'torch med':>10s} "
+          f"{'tg/torch':>9s} {'vs tg f32':>9s}")
+    for k, (tt, pt) in times.items():
+        tt, pt = tt[1:], pt[1:]  # the first round warms up
+        base = k.replace("bfloat16", "float32").replace("float16", "float32")
+        ratio32 = ""
+        if base != k and base in times:
+            ratio32 = f"{min(tt) / min(times[base][0][1:]):.2f}x"
+        print(f"{k:44s} {min(tt):9.2f} {statistics.median(tt):9.2f} {min(pt):11.2f} "
+              f"{statistics.median(pt):10.2f} {min(tt) / min(pt):8.2f}x {ratio32:>9s}")
+
+
+if __name__ == "__main__":
+    main()
