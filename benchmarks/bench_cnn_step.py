@@ -4,8 +4,8 @@ a hand-written NumPy im2col version, in the same run?
 Batch 32 of 1x28x28 float32: conv 3x3 1->16, ReLU, maxpool 2, conv 3x3 16->32,
 ReLU, maxpool 2, linear 800->10, cross-entropy, plain SGD (lr 0.01) written
 inline. Two threads for everyone (BENCH_THREADS=n to change), each contender in its
-own process, taking turns, best of 3 processes each (BENCH_REPEATS=n). Also prints the scratch bytes conv2d declares against the bytes its
-kernel really touches.
+own process, taking turns, best of 3 processes each (BENCH_REPEATS=n). Also prints the scratch bytes
+conv2d declares against the bytes its kernel really touches.
 
     python benchmarks/bench_cnn_step.py
 """
@@ -143,10 +143,10 @@ def _np_conv(x, w, b):
 
 
 def _np_conv_back(g, cols, w, x_shape):
-    N, O, Ho, Wo = g.shape
-    g2 = g.reshape(N, O, -1)
+    N, Cout, Ho, Wo = g.shape
+    g2 = g.reshape(N, Cout, -1)
     gw = np.einsum("nol,nkl->ok", g2, cols, optimize=True).reshape(w.shape)
-    gcols = np.matmul(w.reshape(O, -1).T, g2).reshape(N, x_shape[1], *w.shape[2:], Ho, Wo)
+    gcols = np.matmul(w.reshape(Cout, -1).T, g2).reshape(N, x_shape[1], *w.shape[2:], Ho, Wo)
     gx = np.zeros(x_shape, g.dtype)
     for i in range(w.shape[2]):
         for j in range(w.shape[3]):

@@ -115,7 +115,8 @@ def chain_tapegrad(compiled):
         x.grad = None
         return g
     f = tg.compile(step) if compiled else step
-    run = (lambda: f(x))
+    def run():
+        return f(x)
     run.compiled = f
     return run
 

@@ -10,8 +10,8 @@
    ``conv2d`` on the same data (target: within 1.1x).
 
 Contenders are timed interleaved (one call of each in turn, in a shuffled order each
-round, many rounds: a burst of load on the shared machine hits all), medians; BLAS, OpenMP, Numba and PyTorch on
-one thread (BENCH_THREADS=n to change). The load average is printed with the figures.
+round, many rounds: a burst of load on the shared machine hits all), medians; BLAS, OpenMP, Numba
+and PyTorch on one thread (BENCH_THREADS=n to change). The load average is printed with the figures.
 
     python benchmarks/bench_interop.py
 """

@@ -48,7 +48,8 @@ def _models():
 
     yield "ResNet-style (BN eval)", M.ResNetish(), lambda B: (rand(B, 3, 32, 32),), ["x"], \
         {"x": {0: "batch"}}
-    yield "DCGAN generator", M.Generator(), lambda B: (rand(B, 8, 1, 1),), ["z"], {"z": {0: "batch"}}
+    yield "DCGAN generator", M.Generator(), lambda B: (rand(B, 8, 1, 1),), ["z"], \
+        {"z": {0: "batch"}}
     yield "DCGAN discriminator", M.Discriminator(), lambda B: (rand(B, 3, 16, 16),), ["x"], \
         {"x": {0: "batch"}}
     yield "VAE", M.VAE(), lambda B: (rand(B, 1, 28, 28),), ["x"], {"x": {0: "batch"}}
@@ -95,7 +96,8 @@ def main():
             opts.log_severity_level = 3
             sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
             xs = make(args.batch)
-            feeds = {n: a.numpy() for n, a in zip(names, [a for a in xs if isinstance(a, tg.Tensor)])}
+            feeds = {n: a.numpy() for n, a in zip(names,
+                                                  [a for a in xs if isinstance(a, tg.Tensor)])}
             with tg.no_grad():
                 refs = _flat(model(*xs))
             outs = sess.run(None, feeds)

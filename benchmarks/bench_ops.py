@@ -183,7 +183,8 @@ def main(argv=None):
             continue
         samples = op.samples(np.float32) if op.samples else []
         sample = next((s for s in samples if any(isinstance(x, np.ndarray) and x.size
-                                                  for x in s.args)), samples[0] if samples else None)
+                                                  for x in s.args)),
+                      samples[0] if samples else None)
         if sample is None:
             continue
         if op.torch is None:

@@ -260,7 +260,8 @@ class Tape:
                 raise TypeError(f"Tape.gradient: sources must be Tensors, got {type(s).__name__}")
         from . import ops
         seeds = []
-        ogs = list(_flatten(output_gradients)) if output_gradients is not None else [None] * len(targets)
+        ogs = (list(_flatten(output_gradients)) if output_gradients is not None
+               else [None] * len(targets))
         roots = []
         outer = [t for t in _state.tapes if t is not self]
         traced = bool(outer)

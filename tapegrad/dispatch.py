@@ -644,7 +644,8 @@ def _compute(op, arrays, attrs):
         nbytes = op.workspace(*_specs(arrays), **attrs)
         kw = dict(attrs, workspace=_workspace(arrays, nbytes))
     elif op.kind == "dynamic":
-        xp = _devices.xp_of(next((a for a in arrays if a is not None and type(a) not in _SCALARS), 0))
+        xp = _devices.xp_of(next((a for a in arrays if a is not None and type(a) not in _SCALARS),
+                                 0))
         kw = dict(attrs, alloc=lambda shape, dtype: xp.empty(shape, dtype=dtype))
     try:
         if _state.observers:

@@ -121,8 +121,9 @@ def value_and_grad(f, argnums=0, has_aux=False):
             # differentiate it again (or a caller's recording: an input requires grad);
             # inside a dual level alone, the adjoints run on Tensors for their tangents
             # to flow (forward over reverse), unrecorded
-            create = _reverse_depth() > 1 or bool(_record_state.tapes) or (is_grad_enabled() and any(
-                isinstance(a, Tensor) and a.requires_grad for a in _flatten(list(args))[0]))
+            create = _reverse_depth() > 1 or bool(_record_state.tapes) or (
+                is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
+                                          for a in _flatten(list(args))[0]))
             tangents = bool(_record_state.dual)
             flat, back = _variables(ins, nums)
             if create or not tangents:

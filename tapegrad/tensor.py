@@ -492,7 +492,8 @@ def _format(t):
     extras = []
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")
-    if dt not in (_dt.get_default_dtype(), _dt.int64, _dt.bool) or (data.size == 0 and dt != _dt.get_default_dtype()):
+    default = _dt.get_default_dtype()
+    if dt not in (default, _dt.int64, _dt.bool) or (data.size == 0 and dt != default):
         extras.append(f"dtype={dt}")
     if t._node is not None:
         extras.append(f"grad_fn=<{_tape.backward_name(t._node.op.name)}0>")

@@ -48,7 +48,8 @@ _UFUNCS = {
 _MACRO_UFUNCS = {"square": "square", "reciprocal": "reciprocal", "exp2": "exp2",
                  "log2": "log2", "log10": "log10", "tan": "tan", "sinh": "sinh",
                  "cosh": "cosh", "logaddexp": "logaddexp"}
-_REFUSED = ("reshape", "transpose", "swapaxes", "ravel", "flatten", "squeeze", "prod", "max", "min", "cumsum", "cumprod", "argmax", "argmin", "std", "var",
+_REFUSED = ("reshape", "transpose", "swapaxes", "ravel", "flatten", "squeeze", "prod", "max", "min",
+            "cumsum", "cumprod", "argmax", "argmin", "std", "var",
             "repeat", "take", "dot", "__getitem__", "__setitem__", "__matmul__", "__rmatmul__")
 
 

@@ -54,7 +54,8 @@ def to_dot(tensor, name="tapegrad", show_attrs=True):
     stack = []
     for k, r in enumerate(roots):
         out_id = f"out{k}"
-        lines.append(f"  {out_id} [shape=note, label={_q('output ' + _fmt_shape(r.shape) + ' ' + r.dtype.name)}];")
+        label = _q("output " + _fmt_shape(r.shape) + " " + r.dtype.name)
+        lines.append(f"  {out_id} [shape=note, label={label}];")
         if r.grad_fn is not None:
             nid = ident(r.grad_fn, "op")
             lines.append(f"  {nid} -> {out_id};")

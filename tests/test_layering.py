@@ -54,7 +54,8 @@ LAYERS = (
     # custom ops, transforms, the @fuse tracer, which traces calls of ops) and the thin
     # public namespaces over ops and devices (tg.linalg, tg.cuda)
     ("autodiff", ("tapegrad.autodiff", "tapegrad.autograd", "tapegrad.legacy",
-                  "tapegrad.accelerator", "tapegrad.backends", "tapegrad.custom", "tapegrad.functional", "tapegrad.forward_ad",
+                  "tapegrad.accelerator", "tapegrad.backends", "tapegrad.custom",
+                  "tapegrad.functional", "tapegrad.forward_ad",
                   "tapegrad.vmap",
                   "tapegrad.tracing", "tapegrad.linalg", "tapegrad.cuda",
                   "tapegrad.utilities")),
@@ -209,7 +210,8 @@ def _tensor_private():
                     for t in targets:
                         if isinstance(t, ast.Name):
                             names.add(t.id)
-                            if t.id == "__slots__" and isinstance(item.value, (ast.Tuple, ast.List)):
+                            listed = isinstance(item.value, (ast.Tuple, ast.List))
+                            if t.id == "__slots__" and listed:
                                 names.update(e.value for e in item.value.elts
                                              if isinstance(e, ast.Constant))
     return {n for n in names if n.startswith("_") and not n.startswith("__")}

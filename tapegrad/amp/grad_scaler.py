@@ -69,7 +69,8 @@ class GradScaler:
         self._growth_tracker = full((), self._init_growth_tracker, dtype=int32, device=device)
 
     def _check_scale_growth_tracker(self, funcname):
-        fix = "This may indicate your script did not use scaler.scale(loss or outputs) earlier in the iteration."
+        fix = ("This may indicate your script did not use scaler.scale(loss or outputs) "
+               "earlier in the iteration.")
         if self._scale is None:
             raise AssertionError(f"Attempted {funcname} but _scale is None.  " + fix)
         if self._growth_tracker is None:

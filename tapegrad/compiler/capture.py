@@ -4,8 +4,9 @@
 runs (forward ops, the adjoint ops the walker runs, the ops of ``_fit``), every
 adjoint (``vjp``), in-place writes (``dispatch._write``), the walker's seeds,
 optimizer updates and ``zero_grad`` (``Optimizer.step`` and ``nn.module.zero_grads``
-report them through ``dispatch.notify``: the ``on_*`` methods), and Python reading a tensor's values (``item``, ``bool``,
-``float``, ``tolist``, ``numpy``: ``tensor._read``), which become guards.
+report them through ``dispatch.notify``: the ``on_*`` methods), and Python reading a
+tensor's values (``item``, ``bool``, ``float``, ``tolist``, ``numpy``: ``tensor._read``),
+which become guards.
 
 Values are identified by the array objects the kernels see (every array seen is kept
 alive while capturing, so ids stay unique). An array no step produced is an

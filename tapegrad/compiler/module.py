@@ -136,7 +136,8 @@ class CompiledModule:
             return m(*args)
         self.__dict__["_node_calls"] += 1
         op = self._node_op(len(tensors), len(params), len(outs))
-        call = _Call(tuple(buffer(o) for o in outs), [(tuple(o.shape), buffer(o).dtype) for o in outs], rng, args,
+        call = _Call(tuple(buffer(o) for o in outs),
+                     [(tuple(o.shape), buffer(o).dtype) for o in outs], rng, args,
                      [i for i, a in enumerate(args) if isinstance(a, Tensor)])
         res = bind(op, *tensors, *params, call=call)
         return _unflatten(spec, iter((res,) if len(outs) == 1 else res))

@@ -30,7 +30,8 @@ class Device:
         self.type, self.index = type, index
 
     def __repr__(self):
-        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")
+        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None
+                                               else ")")
 
     def __str__(self):
         return self.type if self.index is None else f"{self.type}:{self.index}"
@@ -166,7 +167,8 @@ def standard_gamma(generator, alpha):
     ``tg.manual_seed`` governs them on every device), in ``alpha``'s dtype and device."""
     if isinstance(alpha, (np.ndarray, np.generic)):
         a = np.asarray(alpha)
-        return np.asarray(generator.standard_gamma(a.astype(np.float64))).astype(a.dtype, copy=False)
+        drawn = np.asarray(generator.standard_gamma(a.astype(np.float64)))
+        return drawn.astype(a.dtype, copy=False)
     from . import cuda
     cp = cuda.cupy()
     host = np.asarray(generator.standard_gamma(cp.asnumpy(alpha).astype(np.float64)))

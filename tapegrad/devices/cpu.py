@@ -81,7 +81,10 @@ def compile_source(key, source, func_name, *, parallel=True, fastmath=FASTMATH, 
 def load_source(source, prefix="_tg_gen_"):
     """Import generated Python ``source`` as a module kept under the cache folder
     (named by its digest, so Numba's on-disk cache finds it again in a new process)."""
-    import hashlib, importlib.util, os, sys
+    import hashlib
+    import importlib.util
+    import os
+    import sys
     digest = hashlib.sha1(source.encode()).hexdigest()[:16]
     modname = f"{prefix}{digest}"
     mod = sys.modules.get(modname)
@@ -167,7 +170,8 @@ def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN, collect=False):
     if nt == 1 or n < 2 * min_chunk:
         r = fn(n, *args)
         return [r] if collect else r
-    import itertools, threading
+    import itertools
+    import threading
     size = max(min_chunk, -(-n // (4 * nt)))
     chunks = -(-n // size)
     cut = [isinstance(a, np.ndarray) and a.ndim >= 1 and a.shape[0] == n for a in args]
@@ -278,7 +282,8 @@ def jit_helpers():
     (``y * 2**kf``, ``kf`` integral), ``f32_ldexp_magic(y, t)`` and
     ``f32_pow2_magic(t, c)`` (``y * 2**k`` and ``2**(k + c - 127)`` for ``t = k + 1.5 *
     2**23``, the rounding trick's float, whose low bits hold ``k``),
-    ``f32_select_sign(x, a, b)`` (``a`` where ``x``'s sign bit is set, else ``b``), ``f32_exponent(x)`` (biased exponent field as a
+    ``f32_select_sign(x, a, b)`` (``a`` where ``x``'s sign bit is set, else ``b``),
+    ``f32_exponent(x)`` (biased exponent field as a
     float) and ``f32_mantissa(x)`` (significand in ``[0.5, 1)``).
     """
     ns = _helpers.get("ns")
@@ -388,7 +393,8 @@ def jit_helpers():
     ns = _types.SimpleNamespace(
         prange=nb.prange, helper=helper, version=HELPERS_VERSION,
         f32_ldexp=_f32_op(2, _ldexp), f32_ldexp_magic=_f32_op(2, _ldexp_magic),
-        f32_pow2_magic=f32_pow2_magic, f32_select_sign=f32_select_sign, f32_exponent=_f32_op(1, _exponent),
+        f32_pow2_magic=f32_pow2_magic, f32_select_sign=f32_select_sign,
+        f32_exponent=_f32_op(1, _exponent),
         f32_mantissa=_f32_op(1, _mantissa),
         f32_bits=_cast(types.float32, types.int64, i32, False),
         f32_from_bits=_cast(types.int64, types.float32, i32, True),

@@ -17,7 +17,8 @@ with mpi4py's non-blocking calls; a blocking ``all_reduce`` repeated in a loop m
 MPI's own functions called from Numba code (``devices/mpi.py``, MPICH-family libraries;
 ``TAPEGRAD_DISTRIBUTED_NATIVE=0`` keeps mpi4py's). ``mpi4py`` is imported by
 ``init_process_group`` only (``pip install tapegrad[distributed]`` installs it with
-MPICH's wheel). CUDA tensors go through NCCL (``devices/nccl.py``, on CuPy), with MPI carrying the set-up.
+MPICH's wheel). CUDA tensors go through NCCL (``devices/nccl.py``, on CuPy), with MPI carrying the
+set-up.
 
 Faults never hang silently. While a rank waits for a collective it also watches for
 notices from the others: a rank whose script raises tells every other rank before it
@@ -46,7 +47,8 @@ from .objects import (all_gather_object, broadcast_object_list, gather_object,
                       scatter_object_list)
 from .checkpoint import load_checkpoint, save_checkpoint
 
-__all__ = ["ReduceOp", "DistError", "DistBackendError", "Work", "init_process_group", "is_initialized",
+__all__ = ["ReduceOp", "DistError", "DistBackendError", "Work", "init_process_group",
+           "is_initialized",
            "is_available", "get_rank", "get_world_size", "get_backend", "barrier",
            "destroy_process_group", "all_reduce", "broadcast", "all_gather",
            "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",

@@ -7,7 +7,8 @@ import numpy as np
 
 from ..devices import mpi as _mpi_native
 from ..tensor import Tensor, buffer, mark_written
-from .process_group import ReduceOp, _ArgumentError, _OpError, _MPI_OPS, _BOOL_OPS, _BITWISE, _FAST_OPS
+from .process_group import (ReduceOp, _ArgumentError, _OpError, _MPI_OPS, _BOOL_OPS, _BITWISE,
+                            _FAST_OPS)
 from .setup import _group
 from .work import _submit
 from . import setup as _setup

@@ -167,6 +167,7 @@ class Distribution:
 
     def __repr__(self):
         names = [k for k in self.arg_constraints if k in self.__dict__]
-        args = ", ".join(f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else tuple(self.__dict__[p].shape)}"
-                         for p in names)
+        values = {p: self.__dict__[p] for p in names}
+        args = ", ".join(f"{p}: {v if v.numel() == 1 else tuple(v.shape)}"
+                         for p, v in values.items())
         return f"{self.__class__.__name__}({args})"

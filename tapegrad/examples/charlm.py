@@ -311,7 +311,8 @@ def plot(history, out):
     smooth = np.convolve(t, np.ones(k) / k, mode="valid")
     ax.plot(s, t, color="tab:blue", alpha=0.25, lw=0.8)
     ax.plot(s[k - 1:], smooth, color="tab:blue", label="training (batch, smoothed)")
-    ax.plot(history["val_step"], history["val"], "o-", color="tab:orange", label="validation (sampled batches)")
+    ax.plot(history["val_step"], history["val"], "o-", color="tab:orange",
+            label="validation (sampled batches)")
     ax.set(xlabel="step", ylabel="bits per character", title="character-level LM on "
                                                               "pydoc_data.topics")
     ax.legend()

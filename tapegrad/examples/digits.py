@@ -303,7 +303,8 @@ def main(argv=None):
     pred = predict(net, x_test, device=device).argmax(1)
     plot(history, x_test, y_test, pred, args.out)
     print(f"trained {epochs} epochs in {seconds:.1f} s"
-          + (f" on {world} processes" if world > 1 else "") + f" on {device}" + f"; plots in {args.out}/")
+          + (f" on {world} processes" if world > 1 else "") + f" on {device}"
+          + f"; plots in {args.out}/")
     acc = float(np.mean(pred == y_test))
     print(f"test accuracy: {acc:.3f}")
     return acc

@@ -48,7 +48,8 @@ class AdjointNamespace:
     """``ctx.m`` for an export: tapegrad's op functions on the framework's arrays.
 
     ``fw`` (the framework adapter) gives ``is_array(x)``, ``stand_in(x)`` (a NumPy
-    array for tapegrad to see), ``plain(v)`` (any other value as tapegrad takes it), ``constant(ndarray)`` (a foreign array of a value
+    array for tapegrad to see), ``plain(v)`` (any other value as tapegrad takes it),
+    ``constant(ndarray)`` (a foreign array of a value
     computed on the host) and ``call(op, args, attrs)`` (the exported op: foreign
     arrays out, one or a tuple)."""
 

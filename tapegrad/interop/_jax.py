@@ -440,7 +440,8 @@ M = _bridge.AdjointNamespace(_JaxFramework)
 
 class _DryRun:
     """A composite traced on the host alone, its traced inputs standing in as random
-    values drawn from ``seed`` (zeros for None, as in the traced run): each exported op it reaches on them is recorded (name,
+    values drawn from ``seed`` (zeros for None, as in the traced run): each exported op it reaches
+    on them is recorded (name,
     attributes, constant inputs) and returns random values of its result's shape (an
     op on constants alone computes them). Dry runs with different values that
     record different calls mean the composite's structure depends on its inputs'

@@ -438,7 +438,8 @@ def _call_into(op, args, attrs, out, ws):
     outs = None if out is None else (tuple(out) if many else (out,))
     if outs is not None:
         if len(outs) != op.nout or not all(isinstance(o, torch.Tensor) for o in outs):
-            raise TypeError(f"{op.name}: out= must be {'a tuple of ' + str(op.nout) if op.nout > 1 else 'a'} "
+            what = f"a tuple of {op.nout}" if op.nout > 1 else "a"
+            raise TypeError(f"{op.name}: out= must be {what} "
                             f"torch.Tensor{'s' if op.nout > 1 else ''}, got {out!r:.80}")
         if many != (op.nout > 1):
             raise TypeError(f"{op.name}: out= must be "

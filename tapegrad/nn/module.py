@@ -384,7 +384,8 @@ class Module:
         return self.to("cpu")
 
     def cuda(self, device=None):
-        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+        return self.to("cuda" if device is None
+                       else (f"cuda:{device}" if isinstance(device, int) else device))
 
     def float(self):
         return self.to(float32)

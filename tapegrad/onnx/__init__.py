@@ -5,9 +5,9 @@ captures a program (``export.py``) and lowers each op step by its op's ONNX form
 ``OpDef.onnx``: a lowering function declared with the op (``register(...,
 onnx=...)``; an elementwise op without one is lowered from its scalar expression),
 ``DECOMPOSED`` for a composite (its ops are recorded instead), or the reason the op
-cannot export (``support.py`` fills in the composites and the reasons at import). ``support()`` reports that
-form for every registry op (``support.py``). Needs the ``onnx`` extra (``pip install
-tapegrad[onnx]``).
+cannot export (``support.py`` fills in the composites and the reasons at import).
+``support()`` reports that form for every registry op (``support.py``). Needs the
+``onnx`` extra (``pip install tapegrad[onnx]``).
 
 >>> import tapegrad as tg, tapegrad.nn as nn
 >>> model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())

@@ -29,7 +29,8 @@ REASONS = {
     "dropout3d": RANDOM + " (in training mode; exports in eval mode)",
     "alpha_dropout": RANDOM + " (in training mode; exports in eval mode)",
     "feature_alpha_dropout": RANDOM + " (in training mode; exports in eval mode)",
-    "svd_lowrank": RANDOM + " (random projections)", "pca_lowrank": RANDOM + " (random projections)",
+    "svd_lowrank": RANDOM + " (random projections)",
+    "pca_lowrank": RANDOM + " (random projections)",
     "fractional_max_pool2d": RANDOM + " (random pooling regions)",
     "fractional_max_pool3d": RANDOM + " (random pooling regions)",
     # special functions

@@ -48,7 +48,8 @@ def elementwise_infer(name, promote="same", out_dtype=None):
     """Shape rule of a broadcasting elementwise op."""
     def infer(*specs, **attrs):
         shapes = [s.shape for s in specs if hasattr(s, "shape")]
-        shape = broadcast_shapes(name, *shapes) if len(shapes) > 1 else (tuple(shapes[0]) if shapes else ())
+        shape = (broadcast_shapes(name, *shapes) if len(shapes) > 1
+                 else (tuple(shapes[0]) if shapes else ()))
         dims = [np.dtype(s.dtype) for s in specs if hasattr(s, "dtype") and len(s.shape)]
         zero = [np.dtype(s.dtype) for s in specs if hasattr(s, "dtype") and not len(s.shape)]
         scal = [s for s in specs if isinstance(s, (int, float, bool))]

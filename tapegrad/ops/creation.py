@@ -591,12 +591,17 @@ def _onnx_cast(b, st):
     b.cast(b.input(st, 0), st.attrs["dtype"], [b.output(st)])
 
 
-CAST = register(name="cast", onnx=_onnx_cast, vmap=_vmap.leading, jvp=_jvp.linear, kernel=_cast_kernel, infer=_cast_infer,
+CAST = register(name="cast", onnx=_onnx_cast, vmap=_vmap.leading, jvp=_jvp.linear,
+                kernel=_cast_kernel, infer=_cast_infer,
                 vjp=_cast_vjp,
-                samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float32)}, False),
-                                                  Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.float64)}),
-                                                  Sample((_rand((3, 4), dtype),), {"dtype": np.dtype(np.int32)}, False)],
-                error_samples=lambda: [((_rand((3,)),), {"dtype": np.dtype("complex64")}, TypeError)],
+                samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),),
+                                                         {"dtype": np.dtype(np.float32)}, False),
+                                                  Sample((_rand((3, 4), dtype),),
+                                                         {"dtype": np.dtype(np.float64)}),
+                                                  Sample((_rand((3, 4), dtype),),
+                                                         {"dtype": np.dtype(np.int32)}, False)],
+                error_samples=lambda: [((_rand((3,)),), {"dtype": np.dtype("complex64")},
+                                        TypeError)],
                 torch=_cast_torch)
 
 
@@ -625,7 +630,8 @@ def _clone_kernel(x, out=None):
     return out
 
 
-CLONE = register(name="clone", onnx=_onnx_identity, vmap=_vmap.leading, jvp=_jvp.linear, kernel=_clone_kernel, infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
+CLONE = register(name="clone", onnx=_onnx_identity, vmap=_vmap.leading, jvp=_jvp.linear,
+                 kernel=_clone_kernel, infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
                  vjp=lambda ctx, g: (g,),
                  samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {})],
                  error_samples=lambda: [(("x",), {}, TypeError)],
@@ -656,13 +662,16 @@ def _to_device_kernel(x, device, out=None):
     return out
 
 
-TO_DEVICE = register(name="to_device", onnx=_onnx_identity, vmap=_vmap.leading, jvp=_jvp.linear, kernel=_to_device_kernel,
+TO_DEVICE = register(name="to_device", onnx=_onnx_identity, vmap=_vmap.leading, jvp=_jvp.linear,
+                     kernel=_to_device_kernel,
                      infer=lambda x, device: (_check_device(device),
                                               TensorSpec(tuple(x.shape), x.dtype))[1],
                      vjp=lambda ctx, g: (ctx.m.to_device(g, _devices.device_of(
-                         ctx.inputs[0]._data if hasattr(ctx.inputs[0], "_data") else ctx.inputs[0])),),
+                         ctx.inputs[0]._data if hasattr(ctx.inputs[0],
+                                                        "_data") else ctx.inputs[0])),),
                      saves=("x",),
-                     samples=lambda dtype=np.float64: [Sample((_rand((3,), dtype),), {"device": "cpu"})],
+                     samples=lambda dtype=np.float64: [Sample((_rand((3,), dtype),),
+                                                              {"device": "cpu"})],
                      error_samples=lambda: [((_rand((3,)),), {"device": "tpu"}, ValueError)],
                      torch=lambda torch, x, device: x.to(str(device)))
 
@@ -693,7 +702,8 @@ def _to_args(args, dtype, device):
     for a in args:
         if isinstance(a, Tensor):
             dtype, device = a.dtype, a.device
-        elif isinstance(a, (_devices.Device, str)) and not (isinstance(a, str) and a in _dt._BY_NAME):
+        elif isinstance(a, (_devices.Device, str)) and not (isinstance(a, str)
+                                                            and a in _dt._BY_NAME):
             device = a
         elif isinstance(a, int) and not isinstance(a, bool):
             device = a

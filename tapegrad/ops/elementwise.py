@@ -167,7 +167,8 @@ def _onnx_clamp_tensor(b, st):
 ADD = _binary("add", np.add, lambda ctx, g: (g, g), expr="x + other",
               jvp=lambda ctx, xt, ot: _tsum(xt, ot), onnx=_onnx_simple("Add"))
 SUB = _binary("sub", np.subtract, lambda ctx, g: (g, -g), expr="x - other",
-              jvp=lambda ctx, xt, ot: _tsum(xt, None if ot is None else -ot), onnx=_onnx_simple("Sub"))
+              jvp=lambda ctx, xt, ot: _tsum(xt, None if ot is None else -ot),
+              onnx=_onnx_simple("Sub"))
 _sub_infer = SUB.infer
 
 
@@ -193,7 +194,8 @@ def _mul_vjp(ctx, g):
 
 MUL = _binary("mul", np.multiply, _mul_vjp, saves=("x", "other"), expr="x * other",
               jvp=lambda ctx, xt, ot: _tsum(None if xt is None else xt * ctx.inputs[1],
-                                            None if ot is None else ot * ctx.inputs[0]), onnx=_onnx_simple("Mul"))
+                                            None if ot is None else ot * ctx.inputs[0]),
+              onnx=_onnx_simple("Mul"))
 
 
 def _div_vjp(ctx, g):
@@ -207,7 +209,8 @@ DIV = _binary("div", np.true_divide, _div_vjp, saves=("x", "other"), promote="fl
               expr="x / other", samples=binary_samples(low2=0.5, high2=2.0),
               jvp=lambda ctx, xt, ot: _tsum(None if xt is None else xt / ctx.inputs[1],
                                             None if ot is None else
-                                            -ot * ctx.inputs[0] / (ctx.inputs[1] * ctx.inputs[1])), onnx=_onnx_float_simple("Div"))
+                                            -ot * ctx.inputs[0] / (ctx.inputs[1] * ctx.inputs[1])),
+              onnx=_onnx_float_simple("Div"))
 
 
 def _overlaps(out, *inputs):
@@ -268,7 +271,8 @@ REMAINDER = _binary("remainder", _integer_division(np.remainder, "remainder", "r
                     _remainder_vjp,
                     saves=("x", "other"),
                     samples=binary_samples(low=0.1, high=3.0, low2=0.7, high2=0.9),
-                    torch=lambda torch, x, other: torch.remainder(x, other), jvp=_diagonal, onnx=_onnx_remainder)
+                    torch=lambda torch, x, other: torch.remainder(x, other), jvp=_diagonal,
+                    onnx=_onnx_remainder)
 
 
 def _fmod_vjp(ctx, g):
@@ -347,7 +351,8 @@ def _pow_vjp(ctx, g):
 
 
 POW = _binary("pow", _pow_kernel, _pow_vjp, saves=("x", "other", "out"), expr="pow(x, other)",
-              samples=binary_samples(low=0.5, high=2.0, low2=-1.5, high2=2.0), onnx=_onnx_float_simple("Pow"))
+              samples=binary_samples(low=0.5, high=2.0, low2=-1.5, high2=2.0),
+              onnx=_onnx_float_simple("Pow"))
 
 
 def _maxmin_vjp(pick_x):
@@ -365,9 +370,11 @@ def _maxmin_vjp(pick_x):
 
 
 MAXIMUM = _binary("maximum", np.maximum, _maxmin_vjp(lambda x, o: x > o), saves=("x", "other"),
-                  expr="maximum(x, other)", samples=binary_samples(avoid_diff=True), onnx=_onnx_simple("Max"))
+                  expr="maximum(x, other)", samples=binary_samples(avoid_diff=True),
+                  onnx=_onnx_simple("Max"))
 MINIMUM = _binary("minimum", np.minimum, _maxmin_vjp(lambda x, o: x < o), saves=("x", "other"),
-                  expr="minimum(x, other)", samples=binary_samples(avoid_diff=True), onnx=_onnx_simple("Min"))
+                  expr="minimum(x, other)", samples=binary_samples(avoid_diff=True),
+                  onnx=_onnx_simple("Min"))
 
 
 def _atan2_vjp(ctx, g):
@@ -380,7 +387,8 @@ def _atan2_vjp(ctx, g):
 
 
 ARCTAN2 = _binary("arctan2", np.arctan2, _atan2_vjp, saves=("x", "other"), promote="float",
-                  expr="arctan2(x, other)", samples=binary_samples(low=0.5, high=2.0), onnx=_onnx_atan2)
+                  expr="arctan2(x, other)", samples=binary_samples(low=0.5, high=2.0),
+                  onnx=_onnx_atan2)
 
 
 def _logaddexp_vjp(ctx, g):
@@ -410,7 +418,8 @@ def _u(name, kernel, vjp, saves=("x",), **kw):
     return _unary(name, kernel, vjp, saves=saves, **kw)
 
 
-NEG = _u("neg", np.negative, lambda ctx, g: (-g,), saves=(), promote="same", expr="-x", onnx=_onnx_simple("Neg"))
+NEG = _u("neg", np.negative, lambda ctx, g: (-g,), saves=(), promote="same", expr="-x",
+         onnx=_onnx_simple("Neg"))
 
 
 def _not_implemented(name, dtype):
@@ -435,13 +444,15 @@ def _sign(x, out=None):
 
 SIGN = _u("sign", _sign, lambda ctx, g: (g * 0,), saves=(), promote="same",
           samples=unary_samples(avoid=(0.0,)), jvp=_diagonal, onnx=_onnx_simple("Sign"))
-EXP = _u("exp", np.exp, lambda ctx, g: (g * ctx.out,), saves=("out",), expr="exp(x)", onnx=_onnx_float_simple("Exp"))
+EXP = _u("exp", np.exp, lambda ctx, g: (g * ctx.out,), saves=("out",), expr="exp(x)",
+         onnx=_onnx_float_simple("Exp"))
 EXP2 = _u("exp2", np.exp2, lambda ctx, g: (g * ctx.out * math.log(2.0),), saves=("out",),
           expr="exp2(x)")
 EXPM1 = _u("expm1", np.expm1, lambda ctx, g: (g * (ctx.out + 1),), saves=("out",),
            expr="expm1(x)")
 _pos = unary_samples(low=0.2, high=3.0)
-LOG = _u("log", np.log, lambda ctx, g: (g / ctx.inputs[0],), expr="log(x)", samples=_pos, onnx=_onnx_float_simple("Log"))
+LOG = _u("log", np.log, lambda ctx, g: (g / ctx.inputs[0],), expr="log(x)", samples=_pos,
+         onnx=_onnx_float_simple("Log"))
 LOG2 = _u("log2", np.log2, lambda ctx, g: (g / (ctx.inputs[0] * math.log(2.0)),),
           expr="log2(x)", samples=_pos)
 LOG10 = _u("log10", np.log10, lambda ctx, g: (g / (ctx.inputs[0] * math.log(10.0)),),
@@ -475,8 +486,10 @@ def _reciprocal(x, out=None):
 
 RECIPROCAL = _u("reciprocal", _reciprocal, lambda ctx, g: (-g * ctx.out * ctx.out,),
                 saves=("out",), expr="1 / x", samples=_pos, onnx=_onnx_float_simple("Reciprocal"))
-SIN = _u("sin", np.sin, lambda ctx, g: (g * ctx.m.cos(ctx.inputs[0]),), expr="sin(x)", onnx=_onnx_float_simple("Sin"))
-COS = _u("cos", np.cos, lambda ctx, g: (-g * ctx.m.sin(ctx.inputs[0]),), expr="cos(x)", onnx=_onnx_float_simple("Cos"))
+SIN = _u("sin", np.sin, lambda ctx, g: (g * ctx.m.cos(ctx.inputs[0]),), expr="sin(x)",
+         onnx=_onnx_float_simple("Sin"))
+COS = _u("cos", np.cos, lambda ctx, g: (-g * ctx.m.sin(ctx.inputs[0]),), expr="cos(x)",
+         onnx=_onnx_float_simple("Cos"))
 TAN = _u("tan", np.tan, lambda ctx, g: (g * (1 + ctx.out * ctx.out),), saves=("out",),
          expr="tan(x)", samples=unary_samples(low=-1.2, high=1.2), onnx=_onnx_float_simple("Tan"))
 _unit = unary_samples(low=-0.9, high=0.9)
@@ -486,8 +499,10 @@ ARCCOS = _u("arccos", np.arccos, lambda ctx, g: (-g * ctx.m.rsqrt(1 - ctx.inputs
             expr="arccos(x)", samples=_unit, onnx=_onnx_float_simple("Acos"))
 ARCTAN = _u("arctan", np.arctan, lambda ctx, g: (g / (1 + ctx.inputs[0] ** 2),),
             expr="arctan(x)", onnx=_onnx_float_simple("Atan"))
-SINH = _u("sinh", np.sinh, lambda ctx, g: (g * ctx.m.cosh(ctx.inputs[0]),), expr="sinh(x)", onnx=_onnx_float_simple("Sinh"))
-COSH = _u("cosh", np.cosh, lambda ctx, g: (g * ctx.m.sinh(ctx.inputs[0]),), expr="cosh(x)", onnx=_onnx_float_simple("Cosh"))
+SINH = _u("sinh", np.sinh, lambda ctx, g: (g * ctx.m.cosh(ctx.inputs[0]),), expr="sinh(x)",
+          onnx=_onnx_float_simple("Sinh"))
+COSH = _u("cosh", np.cosh, lambda ctx, g: (g * ctx.m.sinh(ctx.inputs[0]),), expr="cosh(x)",
+          onnx=_onnx_float_simple("Cosh"))
 TANH = _u("tanh", np.tanh, lambda ctx, g: (g * (1 - ctx.out * ctx.out),), saves=("out",),
           expr="tanh(x)", onnx=_onnx_float_simple("Tanh"))
 
@@ -579,11 +594,13 @@ def _relu_backward_kernel(g, y, out=None):
 
 
 def _relu_backward_samples(dtype=np.float64):
-    return [Sample((rand((3, 4), dtype, seed=1), away_from(rand((3, 4), dtype, seed=2), (0.0,))), {})]
+    return [Sample((rand((3, 4), dtype, seed=1), away_from(rand((3, 4), dtype, seed=2), (0.0,))),
+                   {})]
 
 
 RELU_BACKWARD = register(
-    name="relu_backward", jvp=_diagonal, kernel=_relu_backward_kernel, args=("g", "y"), saves=("y",),
+    name="relu_backward", jvp=_diagonal, kernel=_relu_backward_kernel, args=("g", "y"),
+    saves=("y",),
     infer=elementwise_infer("relu_backward"), broadcasting=True,
     vjp=lambda ctx, gg: (bind(RELU_BACKWARD, gg, ctx.inputs[1]), None),
     samples=_relu_backward_samples, error_samples=bad_broadcast(),
@@ -591,7 +608,8 @@ RELU_BACKWARD = register(
 
 # NOTE: the gradient uses out > 0, so at x == 0 it is 0 (as PyTorch), not 1/2
 RELU = _u("relu", _relu, lambda ctx, g: (bind(RELU_BACKWARD, g, ctx.out),), saves=("out",),
-          promote="same", expr="maximum(x, 0)", samples=unary_samples(avoid=(0.0,)), onnx=_onnx_simple("Relu"))
+          promote="same", expr="maximum(x, 0)", samples=unary_samples(avoid=(0.0,)),
+          onnx=_onnx_simple("Relu"))
 
 
 def _erf(x, out=None):
@@ -619,9 +637,12 @@ def _rounding(fn):
 
 
 _zero_grad = {"saves": (), "promote": "same", "samples": _kink}
-FLOOR = _u("floor", _rounding(np.floor), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal, onnx=_onnx_int_identity("Floor"))
-CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal, onnx=_onnx_int_identity("Ceil"))
-TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal, onnx=_onnx_trunc)
+FLOOR = _u("floor", _rounding(np.floor), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal,
+           onnx=_onnx_int_identity("Floor"))
+CEIL = _u("ceil", _rounding(np.ceil), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal,
+          onnx=_onnx_int_identity("Ceil"))
+TRUNC = _u("trunc", _rounding(np.trunc), lambda ctx, g: (g * 0,), **_zero_grad, jvp=_diagonal,
+           onnx=_onnx_trunc)
 
 
 def _round(x, decimals=0, out=None):
@@ -633,13 +654,15 @@ def _round(x, decimals=0, out=None):
 
 
 ROUND = _u("round", _round, lambda ctx, g: (g * 0,), saves=(), promote="same",
-           samples=unary_samples(low=-2.7, high=2.7, avoid=(-2.5, -1.5, -0.5, 0.5, 1.5, 2.5)), jvp=_diagonal, onnx=_onnx_int_identity("Round"))
+           samples=unary_samples(low=-2.7, high=2.7, avoid=(-2.5, -1.5, -0.5, 0.5, 1.5, 2.5)),
+           jvp=_diagonal, onnx=_onnx_int_identity("Round"))
 
 _cmp = {"differentiable": False, "out_dtype": np.bool_}
 ISNAN = _u("isnan", np.isnan, None, saves=(), promote="none", **_cmp, onnx=_onnx_isnan)
 ISINF = _u("isinf", np.isinf, None, saves=(), promote="none", **_cmp, onnx=_onnx_isinf)
 ISFINITE = _u("isfinite", np.isfinite, None, saves=(), promote="none", **_cmp, onnx=_onnx_isfinite)
-LOGICAL_NOT = _u("logical_not", np.logical_not, None, saves=(), promote="none", **_cmp, onnx=_onnx_logical("Not"))
+LOGICAL_NOT = _u("logical_not", np.logical_not, None, saves=(), promote="none", **_cmp,
+                 onnx=_onnx_logical("Not"))
 
 
 def _bitwise_not(x, out=None):
@@ -652,7 +675,8 @@ def _bitwise_not(x, out=None):
 BITWISE_NOT = _u("bitwise_not", _bitwise_not, None, saves=(), promote="none",
                  differentiable=False,
                  samples=lambda dtype=None: [Sample((np.array([True, False]),), {}, False),
-                                             Sample((np.arange(-3, 3),), {}, False)], onnx=_onnx_bitwise("BitwiseNot", "Not"))
+                                             Sample((np.arange(-3, 3),), {}, False)],
+                 onnx=_onnx_bitwise("BitwiseNot", "Not"))
 
 # ---------------------------------------------------------------- comparisons
 _bcmp = {"differentiable": False, "out_dtype": np.bool_}
@@ -677,8 +701,9 @@ def _bitwise(fn, name):
     return kernel
 
 
-_int_samples = lambda dtype=None: [Sample((np.array([True, False, True]), np.array([True, True, False])), {}, False),
-                                   Sample((np.arange(6).reshape(2, 3), np.arange(3)), {}, False)]
+def _int_samples(dtype=None):
+    return [Sample((np.array([True, False, True]), np.array([True, True, False])), {}, False),
+            Sample((np.arange(6).reshape(2, 3), np.arange(3)), {}, False)]
 
 
 def _int_errors():
@@ -687,11 +712,14 @@ def _int_errors():
 
 
 BITWISE_AND = _binary("bitwise_and", _bitwise(np.bitwise_and, "bitwise_and"), None,
-                      differentiable=False, samples=_int_samples, errors=_int_errors, onnx=_onnx_bitwise("BitwiseAnd", "And"))
+                      differentiable=False, samples=_int_samples, errors=_int_errors,
+                      onnx=_onnx_bitwise("BitwiseAnd", "And"))
 BITWISE_OR = _binary("bitwise_or", _bitwise(np.bitwise_or, "bitwise_or"), None,
-                     differentiable=False, samples=_int_samples, errors=_int_errors, onnx=_onnx_bitwise("BitwiseOr", "Or"))
+                     differentiable=False, samples=_int_samples, errors=_int_errors,
+                     onnx=_onnx_bitwise("BitwiseOr", "Or"))
 BITWISE_XOR = _binary("bitwise_xor", _bitwise(np.bitwise_xor, "bitwise_xor"), None,
-                      differentiable=False, samples=_int_samples, errors=_int_errors, onnx=_onnx_bitwise("BitwiseXor", "Xor"))
+                      differentiable=False, samples=_int_samples, errors=_int_errors,
+                      onnx=_onnx_bitwise("BitwiseXor", "Xor"))
 
 
 # ---------------------------------------------------------------- where
@@ -733,7 +761,8 @@ def _where_samples(dtype=np.float64):
             Sample((c[:, :1], rand((1, 4), dtype, seed=4), rand((3, 4), dtype, seed=5)), {})]
 
 
-WHERE = register(name="where", onnx=_onnx_where, kernel=_where_kernel, args=("condition", "x", "other"),
+WHERE = register(name="where", onnx=_onnx_where, kernel=_where_kernel,
+                 args=("condition", "x", "other"),
                  vjp=_where_vjp, saves=("condition",), infer=_where_infer, broadcasting=True,
                  promote="none", expr="where(condition, x, other)", samples=_where_samples,
                  error_samples=lambda: [((rand((3,)) > 0, rand((3, 4)), rand((3, 4))), {},
@@ -799,7 +828,8 @@ def _clamp_samples(dtype=np.float64):
             Sample((np.arange(-3, 4),), {"min": -1.5}, False)]  # int with float: float
 
 
-CLAMP = register(name="clamp", onnx=_onnx_clamp, jvp=_diagonal, kernel=_clamp_kernel, infer=_clamp_infer, vjp=_clamp_vjp,
+CLAMP = register(name="clamp", onnx=_onnx_clamp, jvp=_diagonal, kernel=_clamp_kernel,
+                 infer=_clamp_infer, vjp=_clamp_vjp,
                  saves=("x",), samples=_clamp_samples,
                  torch=lambda torch, x, min=None, max=None: torch.clamp(x, min, max),
                  error_samples=lambda: [((rand((3, 4)),), {}, RuntimeError),
@@ -875,7 +905,8 @@ def _clamp_t_samples(dtype=np.float64):
             Sample((x, np.full((1,), 0.7, dtype), np.full((1,), 0.2, dtype)), {})]
 
 
-CLAMP_TENSOR = register(name="clamp_tensor", onnx=_onnx_clamp_tensor, jvp=_diagonal, kernel=_clamp_t_kernel, args=("x", "min", "max"),
+CLAMP_TENSOR = register(name="clamp_tensor", onnx=_onnx_clamp_tensor, jvp=_diagonal,
+                        kernel=_clamp_t_kernel, args=("x", "min", "max"),
                         optional=("min", "max"),
                         vjp=_clamp_t_vjp, saves=("x", "min", "max"), infer=_clamp_t_infer,
                         broadcasting=True, promote="same", samples=_clamp_t_samples,

@@ -91,7 +91,8 @@ _EXTRA = {"scaled_dot_product_attention": ("value",),
 # a ``*tensors`` parameter of these names: each element must be a Tensor
 _VARARGS = ("tensors", "matrices")
 # tensor parameters that also take a Python number in one function (lerp's weight)
-_NUMBER_OK = {"lerp": ("weight",), "gaussian_nll_loss": ("var",), "select": ("index",), "select_scatter": ("index",)}
+_NUMBER_OK = {"lerp": ("weight",), "gaussian_nll_loss": ("var",), "select": ("index",),
+              "select_scatter": ("index",)}
 
 _wrapped = {}  # fn -> its checked version: tg.linear is tg.nn.functional.linear
 

@@ -313,7 +313,8 @@ HISTOGRAM = register(name="histogram", kernel=_histogram_kernel, args=("input",)
                          TensorSpec((bins,), np.dtype(x.dtype)),
                          TensorSpec((bins + 1,), np.dtype(x.dtype))),
                      samples=lambda dtype=np.float64: [S(rand((20,), dtype), bins=4),
-                                                       S(rand((3, 4), dtype), bins=3, range=(-1.0, 1.0))],
+                                                       S(rand((3, 4), dtype), bins=3,
+                                                         range=(-1.0, 1.0))],
                      torch=lambda T, x, **k: tuple(T.histogram(x, **k)),
                      error_samples=lambda: [(("not a tensor",), {}, TypeError)])
 

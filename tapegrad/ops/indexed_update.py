@@ -54,7 +54,8 @@ def _ir_samples(dtype=np.float64):
 
 
 decl(index_reduce, _ir_samples, args=("input", "dim", "index", "source"),
-     errors=lambda: [((rand((3, 4)), 1, np.array([0, 1]), rand((3, 2))), {"reduce": "sum"}, RuntimeError),
+     errors=lambda: [((rand((3, 4)), 1, np.array([0, 1]), rand((3, 2))), {"reduce": "sum"},
+                      RuntimeError),
                      ((rand((3, 4)), 1, np.array([0, 1]), rand((3, 3))), {"reduce": "mean"},
                       RuntimeError),
                      ((rand((3, 4)), 1, np.array([0, 9]), rand((3, 2))), {"reduce": "mean"},
@@ -265,8 +266,10 @@ def select_scatter(input, src, dim, index):
     return _scatter_flat(input, src, _along(tuple(input.shape), d, index % n))
 
 
-decl(select_scatter, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((3,), dtype, seed=1), 1, 0),
-                                               S(rand((2, 3, 4), dtype), rand((2, 4), dtype, seed=2), 1, -1)],
+decl(select_scatter,
+     lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((3,), dtype, seed=1), 1, 0),
+                                               S(rand((2, 3, 4), dtype),
+                                                 rand((2, 4), dtype, seed=2), 1, -1)],
      args=("input", "src"), errors=lambda: [((rand((3, 4)), rand((4,)), 1, 0), {}, RuntimeError)])
 
 
@@ -288,7 +291,8 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
 decl(slice_scatter, lambda dtype=np.float64: [
         S(rand((3, 4), dtype), rand((3, 2), dtype, seed=1), 1, 0, 2),
         S(rand((6, 2), dtype), rand((3, 2), dtype, seed=2), 0, step=2)],
-     args=("input", "src"), errors=lambda: [((rand((3, 4)), rand((3, 3)), 1, 0, 2), {}, RuntimeError)])
+     args=("input", "src"),
+     errors=lambda: [((rand((3, 4)), rand((3, 3)), 1, 0, 2), {}, RuntimeError)])
 
 
 def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
@@ -321,8 +325,10 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
 
 
 decl(diagonal_scatter, lambda dtype=np.float64: [S(rand((4, 4), dtype), rand((4,), dtype, seed=1)),
-                                                 S(rand((3, 5), dtype), rand((3,), dtype, seed=2), 1),
-                                                 S(rand((2, 3, 3), dtype), rand((2, 2), dtype, seed=3), -1, 1, 2)],
+                                                 S(rand((3, 5), dtype), rand((3,), dtype, seed=2),
+                                                   1),
+                                                 S(rand((2, 3, 3), dtype),
+                                                   rand((2, 2), dtype, seed=3), -1, 1, 2)],
      args=("input", "src"), errors=lambda: [((rand((3, 3)), rand((2,))), {}, RuntimeError)])
 
 

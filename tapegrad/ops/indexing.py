@@ -392,7 +392,8 @@ def _onnx_masked_select(b, st):
     b.node("Compress", [b.reshape(x, [-1]), b.reshape(m, [-1])], [b.output(st)], axis=0)
 
 
-GETITEM = register(name="getitem", onnx=_onnx_getitem, vmap=_vmap.getitem_rule, jvp=_jvp.linear, kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
+GETITEM = register(name="getitem", onnx=_onnx_getitem, vmap=_vmap.getitem_rule, jvp=_jvp.linear,
+                   kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
                    infer_first=False,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
                    torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -449,7 +450,8 @@ def _named(name, infer):
 
 # NumPy's indexing checks itself; the shape rule would gather a probe of the result's
 # size first (infer_first=False: it explains a failure instead)
-INDEX = register(name="index", onnx=_onnx_index, vmap=_vmap.index_rule, jvp=_jvp.linear, kind="basic", kernel=_index_kernel, infer_first=False,
+INDEX = register(name="index", onnx=_onnx_index, vmap=_vmap.index_rule, jvp=_jvp.linear,
+                 kind="basic", kernel=_index_kernel, infer_first=False,
                  infer=_named("index", _getitem_infer),
                  vjp=_getitem_vjp, samples=_index_samples, error_samples=_getitem_errors,
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -493,7 +495,8 @@ def _mask_kernel(x, index, alloc=None):
     return out
 
 
-MASKED_INDEX = register(name="masked_index", onnx=_onnx_index, jvp=_jvp.linear, kind="dynamic", kernel=_mask_kernel,
+MASKED_INDEX = register(name="masked_index", onnx=_onnx_index, jvp=_jvp.linear, kind="dynamic",
+                        kernel=_mask_kernel,
                         infer_first=False,  # as INDEX
                         infer=_named("masked_index", _getitem_infer), vjp=_getitem_vjp,
                         samples=lambda dtype=np.float64: [
@@ -537,7 +540,8 @@ def _index_add_into_kernel(g, shape, index, out=None):
 
 
 INDEX_ADD_INTO = register(
-    name="index_add_into", onnx=_onnx_index_add_into, vmap=_vmap.index_add_into_rule, jvp=_jvp.linear, kernel=_index_add_into_kernel, args=("g",),
+    name="index_add_into", onnx=_onnx_index_add_into, vmap=_vmap.index_add_into_rule,
+    jvp=_jvp.linear, kernel=_index_add_into_kernel, args=("g",),
     infer=lambda g, shape, index: _into_infer("index_add_into", g, shape, index),
     vjp=lambda ctx, gg: (ctx.m.getitem_raw(gg, ctx.attrs["index"]),),
     samples=lambda dtype=np.float64: [
@@ -730,7 +734,8 @@ composite(split, infer=_split_infer, args=("tensor",), nout=2,
 
 composite(chunk, infer=_chunk_infer, nout=2,
           samples=lambda dtype=np.float64: [Sample((rand((5, 3), dtype),), {"chunks": 3}),
-                                            Sample((rand((2, 6), dtype),), {"chunks": 4, "dim": 1})],
+                                            Sample((rand((2, 6), dtype),),
+                                                   {"chunks": 4, "dim": 1})],
           error_samples=lambda: [((rand((5, 3)),), {"chunks": 0}, RuntimeError),
                                  ((rand(()),), {"chunks": 2}, RuntimeError)],
           torch=lambda torch, x, chunks, dim=0: torch.chunk(x, chunks, dim))
@@ -812,8 +817,10 @@ def _index_put_infer(x, value, index):
     return TensorSpec(tuple(x.shape), x.dtype)
 
 
-INDEX_PUT = register(name="index_put", autocast={"cuda": "promote"}, onnx=_onnx_index_put, jvp=_jvp.linear, kernel=_index_put_kernel, args=("x", "value"),
-                     infer=_named("index_put", _index_put_infer), vjp=_index_put_vjp, promote="none",
+INDEX_PUT = register(name="index_put", autocast={"cuda": "promote"}, onnx=_onnx_index_put,
+                     jvp=_jvp.linear, kernel=_index_put_kernel, args=("x", "value"),
+                     infer=_named("index_put", _index_put_infer), vjp=_index_put_vjp,
+                     promote="none",
                      samples=lambda dtype=np.float64: [
                          Sample((rand((4, 5), dtype), rand((2, 5), dtype)),
                                 {"index": (slice(1, 3),)}),
@@ -843,9 +850,10 @@ def _index_put_zero_kernel(g, index, out=None):
     return out
 
 
-INDEX_PUT_ZERO = register(name="index_put_zero", onnx=_onnx_diag_like, jvp=_jvp.linear, kernel=_index_put_zero_kernel, args=("g",),
-                          infer=lambda g, index: _named("index_put_zero", _into_infer)("index_put_zero", g, tuple(g.shape),
-                                                             index, False),
+INDEX_PUT_ZERO = register(name="index_put_zero", onnx=_onnx_diag_like, jvp=_jvp.linear,
+                          kernel=_index_put_zero_kernel, args=("g",),
+                          infer=lambda g, index: _named("index_put_zero", _into_infer)(
+                              "index_put_zero", g, tuple(g.shape), index, False),
                           vjp=lambda ctx, gg: (ctx.m.index_put_zero(gg, ctx.attrs["index"]),),
                           samples=lambda dtype=np.float64: [
                               Sample((rand((4, 5), dtype),), {"index": (slice(1, 3),)})],
@@ -1032,7 +1040,8 @@ def _gather_kernel(x, index, dim, out=None):
 
 
 GATHER = register(
-    name="gather", onnx=_onnx_gather, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_gather_kernel, infer=_gather_infer, args=("x", "index"),
+    name="gather", onnx=_onnx_gather, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear,
+    kernel=_gather_kernel, infer=_gather_infer, args=("x", "index"),
     saves=("index",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _grid(_raw(ctx.inputs[1]),
                                                                      ctx.attrs["dim"])), None),
@@ -1131,7 +1140,9 @@ def _scatter_samples(dtype=np.float64):
 
 
 SCATTER_ADD = register(
-    name="scatter_add", autocast={"cuda": "promote"}, onnx=_onnx_scatter("add"), vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_add_kernel, infer=_scatter_infer("scatter_add"),
+    name="scatter_add", autocast={"cuda": "promote"}, onnx=_onnx_scatter("add"),
+    vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_add_kernel,
+    infer=_scatter_infer("scatter_add"),
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_add_vjp,
     samples=_scatter_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3, 4), 0), rand((3, 4), np.float32)),
@@ -1210,7 +1221,8 @@ def _scatter_unique_samples(dtype=np.float64):
 
 
 SCATTER = register(
-    name="scatter", onnx=_onnx_scatter(None), vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_scatter_kernel, infer=_scatter_infer("scatter"),
+    name="scatter", onnx=_onnx_scatter(None), vmap=_vmap.all_batched_dim(), jvp=_jvp.linear,
+    kernel=_scatter_kernel, infer=_scatter_infer("scatter"),
     args=("x", "index", "src"), saves=("index",), vjp=_scatter_vjp,
     samples=_scatter_unique_samples,
     error_samples=lambda: [((rand((3, 4)), _int_sample(3, (3,), 0), rand((3,))),
@@ -1299,7 +1311,8 @@ def _index_select_kernel(x, index, dim, out=None):
 
 
 INDEX_SELECT = register(
-    name="index_select", onnx=_onnx_index_select, vmap=_vmap.index_select_rule, jvp=_jvp.linear, kernel=_index_select_kernel, infer=_index_select_infer,
+    name="index_select", onnx=_onnx_index_select, vmap=_vmap.index_select_rule, jvp=_jvp.linear,
+    kernel=_index_select_kernel, infer=_index_select_infer,
     args=("x", "index"), saves=("index",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _select_index(
         _raw(ctx.inputs[1]), ctx.attrs["dim"])) if len(ctx.shapes[0]) else g, None),
@@ -1325,7 +1338,8 @@ def index_select(input, dim, index):
 # ---------------------------------------------------------------- take_along_dim
 def _tad_shapes(x, indices, dim):
     xs, js = tuple(x.shape), tuple(indices.shape)
-    rest = _broadcast_shapes("take_along_dim", tuple(1 if i == dim else s for i, s in enumerate(xs)),
+    rest = _broadcast_shapes("take_along_dim",
+                             tuple(1 if i == dim else s for i, s in enumerate(xs)),
                             tuple(1 if i == dim else s for i, s in enumerate(js)))
     return rest
 
@@ -1373,7 +1387,8 @@ def _tad_kernel(x, indices, dim, out=None):
 
 
 TAKE_ALONG_DIM = register(
-    name="take_along_dim", onnx=_onnx_take_along_dim, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
+    name="take_along_dim", onnx=_onnx_take_along_dim, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear,
+    kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
     saves=("indices",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _tad_index(
         tuple(ctx.shapes[0]), _raw(ctx.inputs[1]), ctx.attrs["dim"])), None),
@@ -1436,7 +1451,8 @@ def _masked_fill_vjp(ctx, g):
 
 
 MASKED_FILL = register(
-    name="masked_fill", onnx=_onnx_masked_fill, vmap=_vmap.masked_fill_rule, jvp=_jvp.linear, kernel=_masked_fill_kernel, infer=_masked_fill_infer,
+    name="masked_fill", onnx=_onnx_masked_fill, vmap=_vmap.masked_fill_rule, jvp=_jvp.linear,
+    kernel=_masked_fill_kernel, infer=_masked_fill_infer,
     args=("x", "mask", "value"), saves=("mask",), broadcasting=True, vjp=_masked_fill_vjp,
     samples=lambda dtype=np.float64: [
         Sample((rand((3, 4), dtype), rand((3, 4), seed=1) > 0, -1.5), {}),
@@ -1520,7 +1536,8 @@ def _nonzero_infer(x, **attrs):
 
 
 NONZERO = register(
-    name="nonzero", onnx=_onnx_nonzero, kind="dynamic", kernel=_nonzero_kernel, differentiable=False,
+    name="nonzero", onnx=_onnx_nonzero, kind="dynamic", kernel=_nonzero_kernel,
+    differentiable=False,
     infer=_nonzero_infer,
     samples=lambda dtype=np.float64: [
         Sample((np.where(rand((3, 4), seed=1) > 0, rand((3, 4), seed=2), 0).astype(dtype),), {}),
@@ -1553,7 +1570,8 @@ def argwhere(input):
 composite(argwhere, infer=_nonzero_infer, kind="dynamic", differentiable=False,
           dynamic_kernel=_nonzero_kernel,  # sized first, written into the caller's memory
           samples=lambda dtype=np.float64: [
-              Sample((np.where(rand((3, 4), seed=1) > 0, rand((3, 4), seed=2), 0).astype(dtype),), {}),
+              Sample((np.where(rand((3, 4), seed=1) > 0, rand((3, 4), seed=2), 0).astype(dtype),),
+                     {}),
               Sample((rand((5,), seed=3) > 0,), {})],
           error_samples=lambda: [(("a",), {}, TypeError)],
           torch=lambda torch, x: torch.argwhere(x))
@@ -1587,7 +1605,8 @@ def _masked_select_vjp(ctx, g):
 
 
 MASKED_SELECT = register(
-    name="masked_select", onnx=_onnx_masked_select, jvp=_jvp.linear, kind="dynamic", kernel=_masked_select_kernel,
+    name="masked_select", onnx=_onnx_masked_select, jvp=_jvp.linear, kind="dynamic",
+    kernel=_masked_select_kernel,
     infer=_masked_select_infer, args=("x", "mask"), saves=("mask",), broadcasting=True,
     vjp=_masked_select_vjp,
     samples=lambda dtype=np.float64: [
@@ -1849,7 +1868,8 @@ def _sr_samples(dtype=np.float64):
 
 
 SCATTER_REDUCE = register(
-    name="scatter_reduce", onnx=_onnx_scatter_reduce, kernel=_sr_kernel, infer=_sr_infer, args=("x", "index", "src"),
+    name="scatter_reduce", onnx=_onnx_scatter_reduce, kernel=_sr_kernel, infer=_sr_infer,
+    args=("x", "index", "src"),
     saves=("x", "index", "src", "out"), vjp=_sr_vjp, jvp=_sr_jvp,
     vmap=_vmap.all_batched_dim(), samples=_sr_samples,
     error_samples=lambda: [

@@ -214,7 +214,8 @@ def broadcast_tensors(*tensors):
 
 
 decl(broadcast_tensors, lambda dtype=np.float64: [S(rand((3, 1), dtype), rand((4,), dtype, seed=1)),
-                                                  S(rand((2, 3), dtype), rand((2, 3), dtype, seed=2))],
+                                                  S(rand((2, 3), dtype),
+                                                    rand((2, 3), dtype, seed=2))],
      args=("tensors",), nout=2,
      errors=lambda: [((rand((3,)), rand((4,))), {}, ValueError)])
 
@@ -246,8 +247,10 @@ def meshgrid(*tensors, indexing=None):
     return tuple(out)
 
 
-decl(meshgrid, lambda dtype=np.float64: [S(rand((3,), dtype), rand((4,), dtype, seed=1), indexing="ij"),
-                                         S(rand((2,), dtype), rand((3,), dtype, seed=2), indexing="xy")],
+decl(meshgrid,
+     lambda dtype=np.float64: [S(rand((3,), dtype), rand((4,), dtype, seed=1), indexing="ij"),
+                                         S(rand((2,), dtype), rand((3,), dtype, seed=2),
+                                           indexing="xy")],
      args=("tensors",), nout=2)
 
 
@@ -340,7 +343,8 @@ def rot90(input, k=1, dims=(0, 1)):
     return input * 1
 
 
-decl(rot90, lambda dtype=np.float64: [S(rand((3, 4), dtype)), S(rand((2, 3, 4), dtype), 3, dims=(1, 2)),
+decl(rot90,
+     lambda dtype=np.float64: [S(rand((3, 4), dtype)), S(rand((2, 3, 4), dtype), 3, dims=(1, 2)),
                                       S(rand((3, 4), dtype), -2)],
      errors=lambda: [((rand((3,)),), {}, RuntimeError)])
 

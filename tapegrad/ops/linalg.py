@@ -141,7 +141,8 @@ def _onnx_tensordot(b, st):
     lb = [next(letters) for _ in range(nb)]
     for i, j in zip(da, db):
         lb[j] = la[i]
-    out = [c for k, c in enumerate(la) if k not in da] + [c for k, c in enumerate(lb) if k not in db]
+    out = [c for k, c in enumerate(la) if k not in da] + [c for k, c in enumerate(lb)
+                                                          if k not in db]
     eq = "".join(la) + "," + "".join(lb) + "->" + "".join(out)
     ins, _ = _onnx_common(b, st, dtype=b.out_dtype(st))
     b.node("Einsum", ins, [b.output(st)], equation=eq)
@@ -170,7 +171,9 @@ def _onnx_slogdet(b, st):
     b.node("Log", [b.node("Abs", [d])], [b.output(st, 1)])
 
 
-MATMUL = register(name="matmul", autocast="lower", onnx=_onnx_matmul, vmap=_vmap.matmul_rule, jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"), infer=_matmul_infer,
+MATMUL = register(name="matmul", autocast="lower", onnx=_onnx_matmul, vmap=_vmap.matmul_rule,
+                  jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"),
+                  infer=_matmul_infer,
                   vjp=_matmul_vjp, saves=("x", "other"), promote="none",
                   samples=_matmul_samples,
                   error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError)],
@@ -566,7 +569,9 @@ def _dot_vjp(ctx, g):
     return (g * y if n[0] else None, g * x if n[1] else None)
 
 
-DOT = register(name="dot", autocast={"cuda": "promote"}, onnx=_onnx_matmul, vmap=_vmap.dot_rule, jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"), vjp=_dot_vjp,
+DOT = register(name="dot", autocast={"cuda": "promote"}, onnx=_onnx_matmul, vmap=_vmap.dot_rule,
+               jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"),
+               vjp=_dot_vjp,
                saves=("x", "y"), promote="none",
                samples=lambda dtype=np.float64: [
                    Sample((rand((4,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
@@ -602,7 +607,8 @@ def _outer_vjp(ctx, g):
     return (m.matmul(g, y) if n[0] else None, m.matmul(x, g) if n[1] else None)
 
 
-OUTER = register(name="outer", onnx=_onnx_outer, vmap=_vmap.outer_rule, jvp=_jvp.multilinear, kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
+OUTER = register(name="outer", onnx=_onnx_outer, vmap=_vmap.outer_rule, jvp=_jvp.multilinear,
+                 kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
                  vjp=_outer_vjp, saves=("x", "vec2"), promote="same",
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
@@ -649,7 +655,8 @@ def _trace_vjp(ctx, g):
     return (g * _const(g, lambda xp, dt: xp.eye(n, k, dtype=dt)),)
 
 
-TRACE = register(name="trace", autocast={"cpu": "fp32"}, onnx=_onnx_trace, vmap=_vmap.trace_rule, jvp=_jvp.linear, kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
+TRACE = register(name="trace", autocast={"cpu": "fp32"}, onnx=_onnx_trace, vmap=_vmap.trace_rule,
+                 jvp=_jvp.linear, kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3, 3), dtype, seed=1),), {}),
                      Sample((rand((2, 4), dtype, seed=2),), {}),
@@ -755,7 +762,8 @@ def _td_vjp(ctx, g):
 
 
 TENSORDOT = register(
-    name="tensordot", autocast={"cuda": "promote"}, onnx=_onnx_tensordot, jvp=_jvp.multilinear, kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
+    name="tensordot", autocast={"cuda": "promote"}, onnx=_onnx_tensordot, jvp=_jvp.multilinear,
+    kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
     saves=("a", "b"), promote="none",
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3, 4), dtype, seed=1), rand((3, 4, 2), dtype, seed=2)),
@@ -896,7 +904,8 @@ def _inv_jvp(ctx, t):
 
 
 INV = register(
-    name="linalg_inv", autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_inv_jvp, kernel=_inv_kernel, infer=_inv_infer, saves=("out",),
+    name="linalg_inv", autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_inv_jvp,
+    kernel=_inv_kernel, infer=_inv_infer, saves=("out",),
     vjp=lambda ctx, g: (-ctx.m.matmul(ctx.m.mT(ctx.out), ctx.m.matmul(g, ctx.m.mT(ctx.out))),),
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
@@ -952,7 +961,8 @@ def _det_jvp(ctx, t):
 
 
 DET = register(
-    name="linalg_det", onnx=_onnx_det, vmap=_vmap.leading, jvp=_det_jvp, kernel=_det_kernel, infer=_det_infer,
+    name="linalg_det", onnx=_onnx_det, vmap=_vmap.leading, jvp=_det_jvp, kernel=_det_kernel,
+    infer=_det_infer,
     vjp=_det_vjp, saves=("x", "out"),
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
@@ -1015,7 +1025,8 @@ def _slogdet_jvp(ctx, t):
 
 
 SLOGDET = register(
-    name="linalg_slogdet", onnx=_onnx_slogdet, vmap=_vmap.leading, jvp=_slogdet_jvp, kernel=_slogdet_kernel, infer=_slogdet_infer, vjp=_slogdet_vjp,
+    name="linalg_slogdet", onnx=_onnx_slogdet, vmap=_vmap.leading, jvp=_slogdet_jvp,
+    kernel=_slogdet_kernel, infer=_slogdet_infer, vjp=_slogdet_vjp,
     saves=("x",), nout=2,
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1),), {}), Sample((_wellcond((2, 2, 2), dtype, 2),), {}),
@@ -1096,7 +1107,8 @@ def _solve_jvp(ctx, ta, tb):
 
 
 SOLVE = register(
-    name="linalg_solve", autocast={"cpu": "fp32"}, vmap=_vmap.solve_rule, jvp=_solve_jvp, kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
+    name="linalg_solve", autocast={"cpu": "fp32"}, vmap=_vmap.solve_rule, jvp=_solve_jvp,
+    kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
     vjp=_solve_vjp, saves=("A", "out"), promote="same",
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1), rand((3, 2), dtype, seed=2)), {}),
@@ -1304,7 +1316,8 @@ def _chol_jvp(ctx, t):
 
 
 CHOLESKY = register(
-    name="linalg_cholesky", autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_chol_jvp, kernel=_chol_kernel, infer=_chol_infer, vjp=_chol_vjp,
+    name="linalg_cholesky", autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_chol_jvp,
+    kernel=_chol_kernel, infer=_chol_infer, vjp=_chol_vjp,
     saves=("out",),
     samples=lambda dtype=np.float64: [
         Sample((a,), {}) for a in _spd_samples([(3, 3), (2, 2, 2), (1, 1), (4, 4)], dtype)]
@@ -1414,7 +1427,9 @@ def _vn_samples(dtype=np.float64):
 
 
 VECTOR_NORM = register(
-    name="linalg_vector_norm", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_norm("ord"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_vn_kernel, infer=_vn_infer, vjp=_vn_vjp,
+    name="linalg_vector_norm", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_norm("ord"),
+    vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_vn_kernel,
+    infer=_vn_infer, vjp=_vn_vjp,
     saves=("x", "out"), samples=_vn_samples,
     error_samples=lambda: [((rand((2, 3)),), {"ord": 2.0, "dim": (2,), "keepdim": False},
                             IndexError),
@@ -1605,7 +1620,8 @@ def bmm(input, mat2):
 
 
 decl(bmm, lambda dtype=np.float64: [S(rand((2, 3, 4), dtype), rand((2, 4, 5), dtype, seed=1))],
-     autocast="lower", args=("input", "mat2"), errors=lambda: [((rand((2, 3, 4)), rand((3, 4, 5))), {}, RuntimeError)], fill="eye")
+     autocast="lower", args=("input", "mat2"),
+     errors=lambda: [((rand((2, 3, 4)), rand((3, 4, 5))), {}, RuntimeError)], fill="eye")
 
 
 def mv(input, vec):
@@ -1619,7 +1635,8 @@ def mv(input, vec):
 
 
 decl(mv, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((4,), dtype, seed=1))],
-     autocast={"cuda": "lower"}, args=("input", "vec"), errors=lambda: [((rand((3, 4)), rand((5,))), {}, RuntimeError)], fill="eye")
+     autocast={"cuda": "lower"}, args=("input", "vec"),
+     errors=lambda: [((rand((3, 4)), rand((5,))), {}, RuntimeError)], fill="eye")
 
 
 def inner(input, other):
@@ -1638,7 +1655,8 @@ def inner(input, other):
 
 decl(inner, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((2, 4), dtype, seed=1)),
                                       S(rand((4,), dtype), rand((4,), dtype, seed=2))],
-     args=("input", "other"), errors=lambda: [((rand((3, 4)), rand((3,))), {}, RuntimeError)], fill="eye")
+     args=("input", "other"), errors=lambda: [((rand((3, 4)), rand((3,))), {}, RuntimeError)],
+     fill="eye")
 
 
 def vdot(input, other):
@@ -1647,7 +1665,8 @@ def vdot(input, other):
 
 
 decl(vdot, lambda dtype=np.float64: [S(rand((4,), dtype), rand((4,), dtype, seed=1))],
-     autocast={"cuda": "promote"}, args=("input", "other"), errors=lambda: [((rand((4,)), rand((3,))), {}, RuntimeError)], fill="eye")
+     autocast={"cuda": "promote"}, args=("input", "other"),
+     errors=lambda: [((rand((4,)), rand((3,))), {}, RuntimeError)], fill="eye")
 
 
 def chain_matmul(*matrices):
@@ -1665,7 +1684,8 @@ def chain_matmul(*matrices):
 
 decl(chain_matmul, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((4, 2), dtype, seed=1),
                                                rand((2, 5), dtype, seed=2))],
-     autocast={"cuda": "lower"}, args=("matrices",), errors=lambda: [((rand((3,)),), {}, RuntimeError)], fill="eye")
+     autocast={"cuda": "lower"}, args=("matrices",),
+     errors=lambda: [((rand((3,)),), {}, RuntimeError)], fill="eye")
 
 
 def _square(name, x):
@@ -1726,7 +1746,8 @@ def matrix_exp(input):
     return out
 
 
-decl(matrix_exp, lambda dtype=np.float64: [S(rand((3, 3), dtype) * 0.5), S(rand((2, 2, 2), dtype, seed=1) * 2)],
+decl(matrix_exp,
+     lambda dtype=np.float64: [S(rand((3, 3), dtype) * 0.5), S(rand((2, 2, 2), dtype, seed=1) * 2)],
      errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
 
 
@@ -1743,7 +1764,8 @@ def _spd_sample(shape, dtype, seed=0):
     return (r @ np.swapaxes(r, -1, -2) + n * np.eye(n)).astype(dtype)
 
 
-decl(logdet, lambda dtype=np.float64: [S(_spd_sample((3, 3), dtype)), S(_spd_sample((2, 3, 3), dtype, 1))],
+decl(logdet,
+     lambda dtype=np.float64: [S(_spd_sample((3, 3), dtype)), S(_spd_sample((2, 3, 3), dtype, 1))],
      errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
 
 
@@ -1774,8 +1796,10 @@ def _torch_cdist(T, a, b, p=2.0):
     return (d ** p).sum(-1) ** (1.0 / p)
 
 
-decl(cdist, autocast={"cuda": "fp32"}, torch=_torch_cdist, samples=lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((5, 4), dtype, seed=1)),
-                                      S(rand((2, 3, 2), dtype), rand((2, 4, 2), dtype, seed=2), 1.0)],
+decl(cdist, autocast={"cuda": "fp32"}, torch=_torch_cdist,
+     samples=lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((5, 4), dtype, seed=1)),
+                                      S(rand((2, 3, 2), dtype), rand((2, 4, 2), dtype, seed=2),
+                                        1.0)],
      args=("x1", "x2"), errors=lambda: [((rand((3, 4)), rand((5, 3))), {}, RuntimeError)])
 
 
@@ -1860,7 +1884,8 @@ def cross(input, other, dim=None):
 
 decl(cross, lambda dtype=np.float64: [S(rand((4, 3), dtype), rand((4, 3), dtype, seed=1), 1),
                                       S(rand((3, 2), dtype), rand((3, 1), dtype, seed=2), 0)],
-     autocast={"cuda": "promote"}, args=("input", "other"), errors=lambda: [((rand((3, 4)), rand((3, 4)), 1), {}, RuntimeError)])
+     autocast={"cuda": "promote"}, args=("input", "other"),
+     errors=lambda: [((rand((3, 4)), rand((3, 4)), 1), {}, RuntimeError)])
 
 
 def renorm(input, p, dim, maxnorm):

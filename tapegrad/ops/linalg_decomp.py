@@ -191,7 +191,8 @@ def _qr_samples(dtype=np.float64):
 
 
 QR = register(
-    name="linalg_qr", autocast={"cpu": "fp32"}, kernel=_qr_kernel, infer=_qr_infer, args=("x",), nout=2,
+    name="linalg_qr", autocast={"cpu": "fp32"}, kernel=_qr_kernel, infer=_qr_infer, args=("x",),
+    nout=2,
     saves=("out",), vjp=_qr_vjp, jvp=_qr_jvp, vmap=_vmap.leading, samples=_qr_samples,
     error_samples=lambda: [((rand((3,)),), {"mode": "reduced"}, RuntimeError),
                            ((rand((3, 3)),), {"mode": "full"}, RuntimeError),
@@ -384,7 +385,8 @@ def _svd_torch(torch, x, full_matrices=True):
 
 
 SVD = register(
-    name="linalg_svd", autocast={"cpu": "fp32"}, kernel=_svd_kernel, infer=_svd_infer, args=("x",), nout=3,
+    name="linalg_svd", autocast={"cpu": "fp32"}, kernel=_svd_kernel, infer=_svd_infer, args=("x",),
+    nout=3,
     saves=("out",), vjp=_svd_vjp, jvp=_svd_jvp, vmap=_vmap.leading, samples=_svd_samples,
     error_samples=lambda: [((rand((3,)),), {"full_matrices": False}, RuntimeError),
                            ((np.ones((3, 3), np.int64),), {"full_matrices": False},
@@ -414,7 +416,8 @@ def svd(input, some=True, compute_uv=True, *, out=None):
     return _SVD_V(U, S, SH.mT(Vh))
 
 
-composite(qr, autocast={"cpu": "fp32"}, infer=lambda x, some=True: _qr_infer(x, "reduced" if some else "complete"),
+composite(qr, autocast={"cpu": "fp32"},
+          infer=lambda x, some=True: _qr_infer(x, "reduced" if some else "complete"),
           nout=2, samples=lambda dtype=np.float64: [
               Sample((rand((4, 3), dtype, seed=1),), {}),
               Sample((rand((3, 3), dtype, seed=2),), {"some": False}),
@@ -795,7 +798,8 @@ composite(lu_unpack, nout=3, args=("LU_data", "LU_pivots"), differentiable=True,
           torch=lambda torch, a, p: torch.lu_unpack(a, p))
 
 
-composite(lu_solve, autocast={"cpu": "fp32"}, infer=lambda b, lu_, piv: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
+composite(lu_solve, autocast={"cpu": "fp32"},
+          infer=lambda b, lu_, piv: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
           args=("b", "LU_data", "LU_pivots"),
           samples=_lu_args_samples(lambda lu_, piv, b: Sample((b, lu_, piv), {})),
           error_samples=lambda: [((rand((4, 2)),) + _lu_pair((3, 3), np.float64, 0), {},
@@ -1079,7 +1083,8 @@ def _geqrf_reference(x):
 
 
 GEQRF = register(
-    name="geqrf", autocast={"cpu": "fp32"}, kernel=_geqrf_kernel, infer=_geqrf_infer, args=("x",), nout=2,
+    name="geqrf", autocast={"cpu": "fp32"}, kernel=_geqrf_kernel, infer=_geqrf_infer, args=("x",),
+    nout=2,
     differentiable=False, vmap=_vmap.leading,
     samples=lambda dtype=np.float64: [Sample((rand((5, 3), dtype, seed=1),), {}),
                                       Sample((rand((3, 5), dtype, seed=2),), {}),
@@ -1352,7 +1357,8 @@ def _eigh_torch(torch, x, UPLO="L"):
 
 
 EIGH = register(
-    name="linalg_eigh", autocast={"cpu": "fp32"}, kernel=_eigh_kernel, infer=_eigh_infer, args=("A",), nout=2,
+    name="linalg_eigh", autocast={"cpu": "fp32"}, kernel=_eigh_kernel, infer=_eigh_infer,
+    args=("A",), nout=2,
     saves=("out",), vjp=_eigh_vjp, jvp=_eigh_jvp, vmap=_vmap.leading,
     # forward-only samples: the kernel reads one triangle, PyTorch's gradient (kept) is
     # the symmetric one, so finite differences in each entry differ from it; the
@@ -1528,7 +1534,9 @@ def cholesky(input, upper=False):
     return L.cholesky(input, upper=upper)
 
 
-decl(cholesky, lambda dtype=np.float64: [S(_spd_sample((3, 3), dtype)), S(_spd_sample((2, 3, 3), dtype, 1), True)],
+decl(cholesky,
+     lambda dtype=np.float64: [S(_spd_sample((3, 3), dtype)),
+                               S(_spd_sample((2, 3, 3), dtype, 1), True)],
      torch=lambda T, x, upper=False: T.linalg.cholesky(x, upper=upper),  # has forward mode
      errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
 
@@ -1583,15 +1591,19 @@ def _t_tri_solve(T, b, A, upper=True, transpose=False, unitriangular=False):
     return T.linalg.solve(t.mT if transpose else t, b), A.clone()
 
 
-decl(cholesky_inverse, torch=_t_chol_inverse, samples=lambda dtype=np.float64: [S(_chol((3, 3), dtype)),
-                                                 S(np.swapaxes(_chol((3, 3), dtype, 1), -1, -2).copy(), True)],
+decl(cholesky_inverse, torch=_t_chol_inverse,
+     samples=lambda dtype=np.float64: [
+         S(_chol((3, 3), dtype)),
+         S(np.swapaxes(_chol((3, 3), dtype, 1), -1, -2).copy(), True)],
      errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
 
 
-decl(cholesky_solve, torch=_t_chol_solve, samples=lambda dtype=np.float64: [S(rand((3, 2), dtype), _chol((3, 3), dtype)),
-                                               S(rand((3, 2), dtype, seed=2),
-                                                 np.swapaxes(_chol((3, 3), dtype, 1), -1, -2).copy(), True)],
-     args=("input", "input2"), errors=lambda: [((rand((3, 2)), rand((3, 4))), {}, RuntimeError)], fill="eye")
+decl(cholesky_solve, torch=_t_chol_solve,
+     samples=lambda dtype=np.float64: [
+         S(rand((3, 2), dtype), _chol((3, 3), dtype)),
+         S(rand((3, 2), dtype, seed=2), np.swapaxes(_chol((3, 3), dtype, 1), -1, -2).copy(), True)],
+     args=("input", "input2"), errors=lambda: [((rand((3, 2)), rand((3, 4))), {}, RuntimeError)],
+     fill="eye")
 
 
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
@@ -1610,5 +1622,6 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
 decl(triangular_solve, torch=_t_tri_solve, samples=lambda dtype=np.float64: [
         S(rand((3, 2), dtype), np.triu(_spd_sample((3, 3), dtype))),
         S(rand((3, 2), dtype, seed=1), np.tril(_spd_sample((3, 3), dtype, 1)), False, True)],
-     args=("b", "A"), nout=2, errors=lambda: [((rand((3, 2)), rand((3, 4))), {}, RuntimeError)], fill="eye")
+     args=("b", "A"), nout=2, errors=lambda: [((rand((3, 2)), rand((3, 4))), {}, RuntimeError)],
+     fill="eye")
 

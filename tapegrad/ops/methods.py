@@ -113,7 +113,8 @@ def _cpu(self):
 
 
 def _view_method(self, *shape):
-    if len(shape) == 1 and (isinstance(shape[0], _dt.DType) or not isinstance(shape[0], (int, tuple, list))):
+    if len(shape) == 1 and (isinstance(shape[0], _dt.DType)
+                            or not isinstance(shape[0], (int, tuple, list))):
         raise TypeError("view: reinterpreting dtypes is not supported; pass a shape")
     return S.view(self, *shape)
 
@@ -134,11 +135,14 @@ _direct = lane
 
 
 _TABLE = {
-    "__add__": _direct(E.ADD), "__radd__": _r(E.add), "__sub__": _direct(E.SUB), "__rsub__": _r(E.sub),
-    "__mul__": _direct(E.MUL), "__rmul__": _r(E.mul), "__truediv__": _direct(E.DIV), "__rtruediv__": _r(E.div),
+    "__add__": _direct(E.ADD), "__radd__": _r(E.add), "__sub__": _direct(E.SUB),
+    "__rsub__": _r(E.sub),
+    "__mul__": _direct(E.MUL), "__rmul__": _r(E.mul), "__truediv__": _direct(E.DIV),
+    "__rtruediv__": _r(E.div),
     "__floordiv__": E.floor_divide, "__rfloordiv__": _r(E.floor_divide),
     "__mod__": E.remainder, "__rmod__": _r(E.remainder),
-    "__pow__": E.pow, "__rpow__": _r(E.pow), "__matmul__": _direct(L.MATMUL), "__rmatmul__": _r(L.matmul),
+    "__pow__": E.pow, "__rpow__": _r(E.pow), "__matmul__": _direct(L.MATMUL),
+    "__rmatmul__": _r(L.matmul),
     "__neg__": _direct(E.NEG), "__pos__": lambda self: self, "__abs__": E.abs,
     "__eq__": E.eq, "__ne__": E.ne, "__lt__": E.lt, "__le__": E.le, "__gt__": E.gt, "__ge__": E.ge,
     "__and__": E.bitwise_and, "__rand__": _r(E.bitwise_and), "__or__": E.bitwise_or,

@@ -15,7 +15,8 @@ from .. import dtypes as _dt, devices as _devices
 from .._util import op_error, distinct_values
 from ..dispatch import bind
 from ._decl import register, composite, Sample, TensorSpec, rand
-from .creation import generator, drawing_from, _next_draw, _place, _np_dtype, _draw_into, _draw_rate_into
+from .creation import (generator, drawing_from, _next_draw, _place, _np_dtype, _draw_into,
+                       _draw_rate_into)
 from .indexing import _raw
 from . import creation as C
 from ..dtypes import is_float as _isf

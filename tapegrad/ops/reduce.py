@@ -251,7 +251,9 @@ def _onnx_cumprod(b, st):
     b.node("Concat", acc, [b.output(st)], axis=d)
 
 
-SUM = register(name="sum", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_reduce("ReduceSum"), vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"), vjp=_sum_vjp,
+SUM = register(name="sum", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_reduce("ReduceSum"),
+               vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"),
+               vjp=_sum_vjp,
                samples=_reduce_samples, error_samples=_dim_errors,
                jvp=lambda ctx, xt: (bind(SUM, xt, **ctx.attrs),),
                torch=lambda torch, x, dim=None, keepdim=False:
@@ -286,10 +288,12 @@ def _mean_vjp(ctx, g):
     shape = ctx.shapes[0]
     dims = normalize_dims("mean", ctx.attrs.get("dim"), len(shape))
     n = _count(shape, dims)
-    return (_expand_back(ctx.m, g / _builtins.max(n, 1), shape, dims, ctx.attrs.get("keepdim", False)),)
+    return (_expand_back(ctx.m, g / _builtins.max(n, 1), shape, dims,
+                         ctx.attrs.get("keepdim", False)),)
 
 
-MEAN = register(name="mean", onnx=_onnx_reduce("ReduceMean"), vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
+MEAN = register(name="mean", onnx=_onnx_reduce("ReduceMean"), vmap=_vmap.dim_attrs(),
+                jvp=_jvp.linear, kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
                 vjp=_mean_vjp, samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.mean(x, dim=dim, keepdim=keepdim) if dim is not None else torch.mean(x))
@@ -335,7 +339,8 @@ def _sum_to_infer(x, shape):
     shape = tuple(shape)
     try:
         np.broadcast_shapes(shape, tuple(x.shape))
-        ok = len(shape) <= len(x.shape) and np.broadcast_shapes(shape, tuple(x.shape)) == tuple(x.shape)
+        ok = (len(shape) <= len(x.shape)
+              and np.broadcast_shapes(shape, tuple(x.shape)) == tuple(x.shape))
     except ValueError:
         ok = False
     if not ok:
@@ -343,7 +348,8 @@ def _sum_to_infer(x, shape):
     return TensorSpec(shape, x.dtype)
 
 
-SUM_TO = register(name="sum_to", onnx=_onnx_sum_to, vmap=_vmap.shape_attr(), jvp=_jvp.linear, kernel=_sum_to_kernel, infer=_sum_to_infer,
+SUM_TO = register(name="sum_to", onnx=_onnx_sum_to, vmap=_vmap.shape_attr(), jvp=_jvp.linear,
+                  kernel=_sum_to_kernel, infer=_sum_to_infer,
                   vjp=lambda ctx, g: (ctx.m.broadcast_to(g, ctx.shapes[0]),),
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3, 4), dtype),), {"shape": (3, 1)}),
@@ -415,7 +421,8 @@ def _extreme_errors():
                             ((rand((0, 3)),), {"dim": (0,)}, IndexError)]
 
 
-AMAX = register(name="amax", onnx=_onnx_reduce_bool("ReduceMax"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amax, "amax"),
+AMAX = register(name="amax", onnx=_onnx_reduce_bool("ReduceMax"), vmap=_vmap.dim_attrs(),
+                jvp=_jvp.reduction, kernel=_extreme_kernel(np.amax, "amax"),
                 infer=_extreme_infer("amax"), vjp=_extreme_vjp("amax"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_extreme_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
@@ -428,7 +435,8 @@ def amax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     return bind(AMAX, input, dim=dim, keepdim=_keep(keepdim, keepdims))
 
 
-AMIN = register(name="amin", onnx=_onnx_reduce_bool("ReduceMin"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_extreme_kernel(np.amin, "amin"),
+AMIN = register(name="amin", onnx=_onnx_reduce_bool("ReduceMin"), vmap=_vmap.dim_attrs(),
+                jvp=_jvp.reduction, kernel=_extreme_kernel(np.amin, "amin"),
                 infer=_extreme_infer("amin"), vjp=_extreme_vjp("amin"), saves=("x", "out"),
                 samples=_reduce_samples, error_samples=_dim_errors,
                 torch=lambda torch, x, dim=None, keepdim=False:
@@ -501,7 +509,9 @@ def _prod_torch(torch, x, dim=None, keepdim=False):
     return x
 
 
-PROD = register(name="prod", autocast={"cpu": "fp32", "cuda": "fp32_unless_dtype"}, onnx=_onnx_reduce("ReduceProd"), vmap=_vmap.dim_attrs_flat(), jvp=_jvp.reduction, kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
+PROD = register(name="prod", autocast={"cpu": "fp32", "cuda": "fp32_unless_dtype"},
+                onnx=_onnx_reduce("ReduceProd"), vmap=_vmap.dim_attrs_flat(), jvp=_jvp.reduction,
+                kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
                 vjp=_prod_vjp, saves=("x",), samples=_prod_samples, error_samples=_dim_errors,
                 torch=_prod_torch)
 
@@ -646,7 +656,8 @@ def _argext_torch(name):
     return oracle
 
 
-MAX_DIM = register(name="max", onnx=_onnx_max_min("ReduceMax", "ArgMax"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmax, "max"), nout=2,
+MAX_DIM = register(name="max", onnx=_onnx_max_min("ReduceMax", "ArgMax"), vmap=_vmap.dim_attrs(),
+                   jvp=_jvp.reduction, kernel=_argext_kernel(np.argmax, "max"), nout=2,
                    infer=_argext_infer("max"), vjp=_argext_vjp, saves=("out",),
                    doc="max with a dim: (values, indices); max without one is amax",
                    samples=_dim_samples, error_samples=_argext_errors,
@@ -662,7 +673,8 @@ def max(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A
     return _max_min("max", MAX_DIM, "maximum", input, dim, keepdim, axis, keepdims)
 
 
-MIN_DIM = register(name="min", onnx=_onnx_max_min("ReduceMin", "ArgMin"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
+MIN_DIM = register(name="min", onnx=_onnx_max_min("ReduceMin", "ArgMin"), vmap=_vmap.dim_attrs(),
+                   jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
                    infer=_argext_infer("min"), vjp=_argext_vjp, saves=("out",),
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("min"))
@@ -791,7 +803,8 @@ def _arg_torch(name):
     return oracle
 
 
-ARGMAX = register(name="argmax", onnx=_onnx_arg("ArgMax"), vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmax, "argmax"),
+ARGMAX = register(name="argmax", onnx=_onnx_arg("ArgMax"), vmap=_vmap.dim_attrs_flat(),
+                  kernel=_arg_kernel(np.argmax, "argmax"),
                   infer=_arg_infer("argmax"), differentiable=False, samples=_arg_samples,
                   error_samples=lambda: [((rand((2, 3)),), {"dim": -3}, IndexError),
                                          ((rand((0,)),), {}, IndexError)],
@@ -803,7 +816,8 @@ def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     return _arg("argmax", ARGMAX, input, dim, keepdim, axis, keepdims)
 
 
-ARGMIN = register(name="argmin", onnx=_onnx_arg("ArgMin"), vmap=_vmap.dim_attrs_flat(), kernel=_arg_kernel(np.argmin, "argmin"),
+ARGMIN = register(name="argmin", onnx=_onnx_arg("ArgMin"), vmap=_vmap.dim_attrs_flat(),
+                  kernel=_arg_kernel(np.argmin, "argmin"),
                   infer=_arg_infer("argmin"), differentiable=False, samples=_arg_samples,
                   error_samples=lambda: [((rand((2, 3)),), {"dim": 2}, IndexError),
                                          ((rand((2, 0)),), {"dim": 1}, IndexError)],
@@ -865,7 +879,8 @@ def _var_errors():
             ((np.arange(6),), {}, TypeError)]
 
 
-VAR = register(name="var", onnx=_onnx_var(False), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_var_kernel, infer=_reduce_infer("var", "float"), vjp=_var_vjp,
+VAR = register(name="var", onnx=_onnx_var(False), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction,
+               kernel=_var_kernel, infer=_reduce_infer("var", "float"), vjp=_var_vjp,
                saves=("x",), samples=_var_samples, error_samples=_var_errors,
                torch=_var_torch("var"))
 
@@ -899,7 +914,8 @@ def _std_vjp(ctx, g):
     return (_var_grad(m, ctx.inputs[0], gb, dims, ctx.attrs.get("correction", 1)),)
 
 
-STD = register(name="std", onnx=_onnx_var(True), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
+STD = register(name="std", onnx=_onnx_var(True), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction,
+               kernel=_std_kernel, infer=_reduce_infer("std", "float"), vjp=_std_vjp,
                saves=("x", "out"), samples=_var_samples, error_samples=_var_errors,
                torch=_var_torch("std"))
 
@@ -944,7 +960,9 @@ def _logsumexp_samples(dtype=np.float64):
                {"dim": (1,), "keepdim": False}, False)]
 
 
-LOGSUMEXP = register(name="logsumexp", autocast={"cuda": "fp32"}, onnx=_onnx_logsumexp, vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_logsumexp_kernel, promote="float",
+LOGSUMEXP = register(name="logsumexp", autocast={"cuda": "fp32"}, onnx=_onnx_logsumexp,
+                     vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_logsumexp_kernel,
+                     promote="float",
                      infer=_reduce_infer("logsumexp", "float"), vjp=_logsumexp_vjp,
                      saves=("x", "out"), samples=_logsumexp_samples,
                      error_samples=lambda: [((rand((2, 3)),), {"dim": (0, 2)}, IndexError)],
@@ -1038,7 +1056,8 @@ def _norm_infer(x, p=2.0, dim=None, keepdim=False):
     return spec
 
 
-NORM = register(name="norm", autocast={"cuda": "fp32"}, onnx=_onnx_norm("p"), vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
+NORM = register(name="norm", autocast={"cuda": "fp32"}, onnx=_onnx_norm("p"),
+                vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
                 vjp=_norm_vjp, saves=("x", "out"), samples=_norm_samples,
                 error_samples=lambda: [((rand((2, 3)),), {"dim": (5,)}, IndexError),
                                        ((np.arange(3),), {}, TypeError),
@@ -1137,7 +1156,9 @@ def _reverse_cumsum_vjp(ctx, g):
     return (bind(CUMSUM, g, dim=ctx.attrs["dim"]),)
 
 
-CUMSUM = register(name="cumsum", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_cumsum(False), vmap=_vmap.dim_attrs_flat(), kernel=_cum_kernel(np.cumsum), infer=_cum_infer("cumsum", True),
+CUMSUM = register(name="cumsum", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_cumsum(False),
+                  vmap=_vmap.dim_attrs_flat(), kernel=_cum_kernel(np.cumsum),
+                  infer=_cum_infer("cumsum", True),
                   vjp=_cumsum_vjp, samples=_cum_samples, error_samples=_cum_errors,
                   jvp=lambda ctx, xt: (bind(CUMSUM, xt, **ctx.attrs),),
                   torch=lambda torch, x, dim: torch.cumsum(x, dim))
@@ -1149,7 +1170,8 @@ def cumsum(input, dim=None, *, dtype=None, axis=None):
 
 
 # the adjoint of cumsum: sums from the end (its own adjoint is cumsum)
-REVERSE_CUMSUM = register(name="reverse_cumsum", onnx=_onnx_cumsum(True), vmap=_vmap.dim_attrs(), jvp=_jvp.linear, kernel=_reverse_cumsum_kernel,
+REVERSE_CUMSUM = register(name="reverse_cumsum", onnx=_onnx_cumsum(True), vmap=_vmap.dim_attrs(),
+                          jvp=_jvp.linear, kernel=_reverse_cumsum_kernel,
                           infer=_cum_infer("reverse_cumsum", False), vjp=_reverse_cumsum_vjp,
                           samples=lambda dtype=np.float64: _cum_samples(dtype)[:6],
                           error_samples=_cum_errors,
@@ -1212,7 +1234,8 @@ def _cumprod_jvp(ctx, t):
     return (m.movedim(d, -1, dim),)
 
 
-CUMPROD = register(name="cumprod", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_cumprod, vmap=_vmap.dim_attrs_flat(), jvp=_cumprod_jvp, kernel=_cum_kernel(np.cumprod),
+CUMPROD = register(name="cumprod", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_cumprod,
+                   vmap=_vmap.dim_attrs_flat(), jvp=_cumprod_jvp, kernel=_cum_kernel(np.cumprod),
                    infer=_cum_infer("cumprod", True), vjp=_cumprod_vjp, saves=("x", "out"),
                    samples=_cumprod_samples, error_samples=_cum_errors,
                    torch=lambda torch, x, dim: torch.cumprod(x, dim))
@@ -1261,7 +1284,8 @@ def _bool_torch(name):
     return oracle
 
 
-ALL = register(name="all", onnx=_onnx_all_any(True), vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.all), infer=_bool_reduce_infer("all"),
+ALL = register(name="all", onnx=_onnx_all_any(True), vmap=_vmap.dim_attrs(),
+               kernel=_bool_reduce_kernel(np.all), infer=_bool_reduce_infer("all"),
                differentiable=False, samples=_bool_samples, torch=_bool_torch("all"),
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (3,)}, IndexError)])
 
@@ -1272,7 +1296,8 @@ def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A
                 keepdim=_keep(keepdim, keepdims))
 
 
-ANY = register(name="any", onnx=_onnx_all_any(False), vmap=_vmap.dim_attrs(), kernel=_bool_reduce_kernel(np.any), infer=_bool_reduce_infer("any"),
+ANY = register(name="any", onnx=_onnx_all_any(False), vmap=_vmap.dim_attrs(),
+               kernel=_bool_reduce_kernel(np.any), infer=_bool_reduce_infer("any"),
                differentiable=False, samples=_bool_samples, torch=_bool_torch("any"),
                error_samples=lambda: [((rand((2, 3)) > 0,), {"dim": (-3,)}, IndexError)])
 
@@ -1392,7 +1417,8 @@ def aminmax(input, *, dim=None, keepdim=False):
 
 
 decl(aminmax, lambda dtype=np.float64: [S(_distinct_entries((3, 4), dtype)),
-                                        S(_distinct_entries((3, 4), dtype, 1), dim=1, keepdim=True)],
+                                        S(_distinct_entries((3, 4), dtype, 1), dim=1,
+                                          keepdim=True)],
      nout=2)
 
 
@@ -1409,7 +1435,9 @@ decl(dist, lambda dtype=np.float64: [S(rand((3, 4), dtype, seed=1), rand((3, 4),
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """``sum`` with NaNs counted as zero."""
-    x = _elementwise.where(_elementwise.isnan(input), 0.0, input) if input.dtype.is_floating_point else input
+    x = input
+    if input.dtype.is_floating_point:
+        x = _elementwise.where(_elementwise.isnan(input), 0.0, input)
     return sum(x, dim, keepdim, dtype=dtype)
 
 

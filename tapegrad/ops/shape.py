@@ -214,7 +214,8 @@ def _onnx_trilu(upper):
     return lower
 
 
-RESHAPE = register(name="reshape", onnx=_onnx_reshape, vmap=_vmap.shape_attr(), kind="view", kernel=_reshape_kernel, infer=_reshape_infer,
+RESHAPE = register(name="reshape", onnx=_onnx_reshape, vmap=_vmap.shape_attr(), kind="view",
+                   kernel=_reshape_kernel, infer=_reshape_infer,
                    vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
                    jvp=lambda ctx, xt: (reshape(xt, ctx.attrs["shape"]),),
                    samples=lambda dtype=np.float64: [
@@ -255,7 +256,8 @@ def _permute_kernel(x, dims):
     return np.transpose(x, _perm_check("permute", dims, x.ndim))
 
 
-PERMUTE = register(name="permute", onnx=_onnx_permute, vmap=_vmap.permute_rule, jvp=_jvp.linear, kind="view", kernel=_permute_kernel, infer=_permute_infer,
+PERMUTE = register(name="permute", onnx=_onnx_permute, vmap=_vmap.permute_rule, jvp=_jvp.linear,
+                   kind="view", kernel=_permute_kernel, infer=_permute_infer,
                    vjp=lambda ctx, g: (ctx.m.permute(g, tuple(np.argsort(
                        _perm_check("permute", ctx.attrs["dims"], len(ctx.shapes[0]))).tolist())),),
                    samples=lambda dtype=np.float64: [
@@ -269,7 +271,10 @@ PERMUTE = register(name="permute", onnx=_onnx_permute, vmap=_vmap.permute_rule, 
 
 def permute(input, *dims):
     """A view of ``input`` with its dims reordered as ``dims``, as ``torch.permute``."""
-    dims = shape_arg("permute", dims) if dims and not isinstance(dims[0], (list, tuple)) else tuple(dims[0])
+    if dims and not isinstance(dims[0], (list, tuple)):
+        dims = shape_arg("permute", dims)
+    else:
+        dims = tuple(dims[0])
     return bind(PERMUTE, input, dims=tuple(dims))
 
 
@@ -299,7 +304,8 @@ def _broadcast_to_kernel(x, shape):
     return np.broadcast_to(x, shape)
 
 
-BROADCAST_TO = register(name="broadcast_to", onnx=_onnx_broadcast_to, vmap=_vmap.shape_attr(), jvp=_jvp.linear, kind="view",
+BROADCAST_TO = register(name="broadcast_to", onnx=_onnx_broadcast_to, vmap=_vmap.shape_attr(),
+                        jvp=_jvp.linear, kind="view",
                         kernel=_broadcast_to_kernel, infer=_broadcast_infer,
                         vjp=lambda ctx, g: (ctx.m.sum_to(g, ctx.shapes[0]),),
                         samples=lambda dtype=np.float64: [
@@ -335,9 +341,12 @@ def _squeeze_shape(shape, dim):
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
-SQUEEZE = register(name="squeeze", onnx=_onnx_squeeze, vmap=_vmap.squeeze_rule, jvp=_jvp.linear, kind="view",
-                   kernel=lambda x, dim=None: x.squeeze(axis=_squeeze_dims("squeeze", x.shape, dim)),
-                   infer=lambda x, dim=None: TensorSpec(_squeeze_shape(tuple(x.shape), dim), x.dtype),
+SQUEEZE = register(name="squeeze", onnx=_onnx_squeeze, vmap=_vmap.squeeze_rule, jvp=_jvp.linear,
+                   kind="view",
+                   kernel=lambda x, dim=None: x.squeeze(
+                       axis=_squeeze_dims("squeeze", x.shape, dim)),
+                   infer=lambda x, dim=None: TensorSpec(_squeeze_shape(tuple(x.shape), dim),
+                                                        x.dtype),
                    vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
                    samples=lambda dtype=np.float64: [
                        Sample((rand((3, 1, 4, 1), dtype),), {"dim": None}),
@@ -362,9 +371,11 @@ def _unsqueeze_shape(shape, dim):
     return tuple(shape[:d]) + (1,) + tuple(shape[d:])
 
 
-UNSQUEEZE = register(name="unsqueeze", onnx=_onnx_unsqueeze, vmap=_vmap.unsqueeze_rule, jvp=_jvp.linear, kind="view",
+UNSQUEEZE = register(name="unsqueeze", onnx=_onnx_unsqueeze, vmap=_vmap.unsqueeze_rule,
+                     jvp=_jvp.linear, kind="view",
                      kernel=lambda x, dim: x.reshape(_unsqueeze_shape(x.shape, dim)),
-                     infer=lambda x, dim: TensorSpec(_unsqueeze_shape(tuple(x.shape), dim), x.dtype),
+                     infer=lambda x, dim: TensorSpec(_unsqueeze_shape(tuple(x.shape), dim),
+                                                     x.dtype),
                      vjp=lambda ctx, g: (ctx.m.reshape(g, ctx.shapes[0]),),
                      samples=lambda dtype=np.float64: [
                          Sample((rand((3, 4), dtype),), {"dim": 1}),
@@ -474,7 +485,8 @@ def _transpose_infer(x, dim0=None, dim1=None):
 
 
 composite(transpose, infer=_transpose_infer, args=("input",),
-          samples=lambda dtype=np.float64: [Sample((rand((2, 3, 4), dtype),), {"dim0": 0, "dim1": 2}),
+          samples=lambda dtype=np.float64: [Sample((rand((2, 3, 4), dtype),),
+                                                   {"dim0": 0, "dim1": 2}),
                                             Sample((rand((3, 5), dtype),), {"dim0": -1, "dim1": 0}),
                                             Sample((rand((), dtype),), {"dim0": 0, "dim1": -1})],
           error_samples=lambda: [((rand((2, 3)),), {"dim0": 2, "dim1": 0}, IndexError)],
@@ -663,7 +675,8 @@ def _flip_kernel(x, dims, out=None):
     return np.flip(x, axis=dims).copy()  # PyTorch's flip copies
 
 
-FLIP = register(name="flip", onnx=_onnx_flip, vmap=_vmap.dim_attrs("dims"), kernel=_flip_kernel, infer=_flip_infer,
+FLIP = register(name="flip", onnx=_onnx_flip, vmap=_vmap.dim_attrs("dims"), kernel=_flip_kernel,
+                infer=_flip_infer,
                 vjp=lambda ctx, g: (ctx.m.flip(g, ctx.attrs["dims"]),),
                 jvp=lambda ctx, xt: (flip(xt, ctx.attrs["dims"]),),
                 samples=lambda dtype=np.float64: [
@@ -766,7 +779,8 @@ def _roll_into(x, shifts, dims, out):
         out[tuple(p[0] for p in combo)] = x[tuple(p[1] for p in combo)]
 
 
-ROLL = register(name="roll", onnx=_onnx_roll, vmap=_vmap.roll_rule, jvp=_jvp.linear, kernel=_roll_kernel, infer=_roll_infer,
+ROLL = register(name="roll", onnx=_onnx_roll, vmap=_vmap.roll_rule, jvp=_jvp.linear,
+                kernel=_roll_kernel, infer=_roll_infer,
                 vjp=lambda ctx, g: (bind(ROLL, g, shifts=tuple(-s for s in ctx.attrs["shifts"]),
                                          dims=ctx.attrs["dims"]),),
                 samples=lambda dtype=np.float64: [
@@ -837,7 +851,8 @@ def _repeat_vjp(ctx, g):
     return (m.reshape(g, shape),)
 
 
-REPEAT = register(name="repeat", onnx=_onnx_repeat, vmap=_vmap.repeat_rule, jvp=_jvp.linear, kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
+REPEAT = register(name="repeat", onnx=_onnx_repeat, vmap=_vmap.repeat_rule, jvp=_jvp.linear,
+                  kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3), dtype),), {"sizes": (2, 1)}),
                       Sample((rand((2, 3), dtype),), {"sizes": (2, 1, 3)}),
@@ -912,7 +927,9 @@ def _cat_vjp(ctx, g):
     return out
 
 
-CAT = register(name="cat", autocast={"cpu": "promote"}, onnx=_onnx_cat, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_cat_kernel, infer=_cat_infer, args=("tensors",),
+CAT = register(name="cat", autocast={"cpu": "promote"}, onnx=_onnx_cat,
+               vmap=_vmap.all_batched_dim(), jvp=_jvp.linear, kernel=_cat_kernel, infer=_cat_infer,
+               args=("tensors",),
                vjp=_cat_vjp, promote="same",
                samples=lambda dtype=np.float64: [
                    Sample((rand((2, 3), dtype), rand((1, 3), dtype)), {"dim": 0}),
@@ -988,7 +1005,8 @@ def _stack_kernel(*xs, dim, out=None):
     return np.stack(xs, axis=dim, out=out)
 
 
-STACK = register(name="stack", autocast={"cpu": "promote"}, onnx=_onnx_stack, vmap=_vmap.stack_rule, jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
+STACK = register(name="stack", autocast={"cpu": "promote"}, onnx=_onnx_stack, vmap=_vmap.stack_rule,
+                 jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
                  promote="same",
                  vjp=lambda ctx, g: [ctx.m.getitem_raw(g, (slice(None),) * ctx.attrs["dim"] + (k,))
                                      if need else None
@@ -1196,7 +1214,8 @@ def _pad_jvp(ctx, t):
     return (bind(PAD_OP[0], t, **attrs),)
 
 
-PAD = register(name="pad", onnx=_onnx_pad, vmap=_vmap.pad_rule, jvp=_pad_jvp, kernel=_pad_kernel, infer=_pad_infer, vjp=_pad_vjp,
+PAD = register(name="pad", onnx=_onnx_pad, vmap=_vmap.pad_rule, jvp=_pad_jvp, kernel=_pad_kernel,
+               infer=_pad_infer, vjp=_pad_vjp,
                samples=_pad_samples,
                error_samples=lambda: [
                    ((rand((2, 3)),), {"pad": (1,), "mode": "constant", "value": 0.0},
@@ -1270,7 +1289,8 @@ def _tri_samples(dtype=np.float64):
             Sample((rand((3, 3), dtype),), {"diagonal": 5})]
 
 
-TRIL = register(name="tril", onnx=_onnx_trilu(False), vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.tril, "tril"), infer=_tri_infer("tril"),
+TRIL = register(name="tril", onnx=_onnx_trilu(False), vmap=_vmap.leading, jvp=_jvp.linear,
+                kernel=_tri_kernel(np.tril, "tril"), infer=_tri_infer("tril"),
                 vjp=lambda ctx, g: (bind(TRIL, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.tril(x, diagonal))
@@ -1281,7 +1301,8 @@ def tril(input, diagonal=0):
     return bind(TRIL, input, diagonal=_int("tril", diagonal, "diagonal"))
 
 
-TRIU = register(name="triu", onnx=_onnx_trilu(True), vmap=_vmap.leading, jvp=_jvp.linear, kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
+TRIU = register(name="triu", onnx=_onnx_trilu(True), vmap=_vmap.leading, jvp=_jvp.linear,
+                kernel=_tri_kernel(np.triu, "triu"), infer=_tri_infer("triu"),
                 vjp=lambda ctx, g: (bind(TRIU, g, **ctx.attrs),), samples=_tri_samples,
                 error_samples=lambda: [((rand((3,)),), {"diagonal": 0}, RuntimeError)],
                 torch=lambda torch, x, diagonal=0: torch.triu(x, diagonal))
@@ -1329,7 +1350,8 @@ def _diagonal_kernel(x, offset=0, dim1=0, dim2=1):
     return _devices.xp_of(x).lib.stride_tricks.as_strided(start, shape, strides)
 
 
-DIAGONAL = register(name="diagonal", onnx=_onnx_diag_like, vmap=_vmap.diagonal_rule, jvp=_jvp.linear, kind="view", kernel=_diagonal_kernel,
+DIAGONAL = register(name="diagonal", onnx=_onnx_diag_like, vmap=_vmap.diagonal_rule,
+                    jvp=_jvp.linear, kind="view", kernel=_diagonal_kernel,
                     infer=lambda x, offset=0, dim1=0, dim2=1: TensorSpec(
                         _diagonal_shape("diagonal", tuple(x.shape), offset, dim1, dim2), x.dtype),
                     vjp=lambda ctx, g: (ctx.m.diagonal_into(g, ctx.shapes[0], **ctx.attrs),),
@@ -1389,7 +1411,8 @@ def _diagonal_into_rule(ctx, g):
 
 
 DIAGONAL_INTO = register(
-    name="diagonal_into", onnx=_onnx_diag_like, jvp=_jvp.linear, vmap=_diagonal_into_rule, kernel=_diagonal_into_kernel, infer=_diagonal_into_infer, args=("g",),
+    name="diagonal_into", onnx=_onnx_diag_like, jvp=_jvp.linear, vmap=_diagonal_into_rule,
+    kernel=_diagonal_into_kernel, infer=_diagonal_into_infer, args=("g",),
     vjp=lambda ctx, gg: (bind(DIAGONAL, gg, offset=ctx.attrs["offset"], dim1=ctx.attrs["dim1"],
                               dim2=ctx.attrs["dim2"]),),
     samples=lambda dtype=np.float64: [
@@ -1435,7 +1458,8 @@ def _diag_vjp(ctx, g):
     return (diagonal_into(g, shape, k, 0, 1),)
 
 
-DIAG = register(name="diag", onnx=_onnx_diag_like, jvp=_jvp.linear, kernel=_diag_kernel, infer=_diag_infer, vjp=_diag_vjp,
+DIAG = register(name="diag", onnx=_onnx_diag_like, jvp=_jvp.linear, kernel=_diag_kernel,
+                infer=_diag_infer, vjp=_diag_vjp,
                 samples=lambda dtype=np.float64: [
                     Sample((rand((3,), dtype),), {"diagonal": 0}),
                     Sample((rand((3,), dtype),), {"diagonal": -2}),
@@ -1549,7 +1573,8 @@ def _ri_vjp(ctx, g):
 
 
 REPEAT_INTERLEAVE = register(
-    name="repeat_interleave", onnx=_onnx_diag_like, vmap=_vmap.dim_attrs_flat(), jvp=_jvp.linear, kernel=_ri_kernel, infer=_ri_infer, vjp=_ri_vjp,
+    name="repeat_interleave", onnx=_onnx_diag_like, vmap=_vmap.dim_attrs_flat(), jvp=_jvp.linear,
+    kernel=_ri_kernel, infer=_ri_infer, vjp=_ri_vjp,
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3), dtype),), {"repeats": 2, "dim": 1}),
         Sample((rand((3, 2), dtype),), {"repeats": (1, 0, 3), "dim": 0}),

@@ -260,7 +260,8 @@ def _sort_jvp(ctx, t):
 
 
 SORT = register(
-    name="sort", onnx=_onnx_sort, vmap=_vmap.dim_attrs(), jvp=_sort_jvp, kernel=_sort_kernel, infer=_sort_infer, nout=2, saves=("out",),
+    name="sort", onnx=_onnx_sort, vmap=_vmap.dim_attrs(), jvp=_sort_jvp, kernel=_sort_kernel,
+    infer=_sort_infer, nout=2, saves=("out",),
     vjp=_scatter_back_vjp, samples=_sort_samples,
     error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
                             IndexError),
@@ -286,7 +287,8 @@ def _argsort_kernel(x, dim=-1, descending=False, stable=False):
 
 
 ARGSORT = register(
-    name="argsort", onnx=_onnx_argsort, vmap=_vmap.dim_attrs(), kernel=_argsort_kernel, differentiable=False,
+    name="argsort", onnx=_onnx_argsort, vmap=_vmap.dim_attrs(), kernel=_argsort_kernel,
+    differentiable=False,
     infer=lambda x, dim=-1, descending=False, stable=False: _sort_infer(x, dim, descending,
                                                                         stable, "argsort")[1],
     samples=_sort_samples,
@@ -333,7 +335,8 @@ def _topk_jvp(ctx, t):
 
 
 TOPK = register(
-    name="topk", onnx=_onnx_topk, vmap=_vmap.dim_attrs(), jvp=_topk_jvp, kernel=_topk_kernel, infer=_topk_infer, nout=2, saves=("out",),
+    name="topk", onnx=_onnx_topk, vmap=_vmap.dim_attrs(), jvp=_topk_jvp, kernel=_topk_kernel,
+    infer=_topk_infer, nout=2, saves=("out",),
     vjp=_scatter_back_vjp,
     samples=lambda dtype=np.float64: [
         Sample((_distinct((3, 5), dtype, 1),), {"k": 2, "dim": 1, "largest": True,
@@ -454,7 +457,9 @@ def msort(input):
     return sort(input, 0)[0]
 
 
-decl(msort, lambda dtype=np.float64: [S(_distinct_entries((3, 4), dtype)), S(_distinct_entries((5,), dtype))])
+decl(msort,
+     lambda dtype=np.float64: [S(_distinct_entries((3, 4), dtype)),
+                               S(_distinct_entries((5,), dtype))])
 
 
 # ---------------------------------------------------------------- mode
@@ -636,12 +641,14 @@ def _searchsorted_infer(seq, values, right=False):
     return TensorSpec(tuple(values.shape), np.dtype(np.int64))
 
 
-SEARCHSORTED = register(name="searchsorted", onnx=_onnx_searchsorted(0, 1), kernel=_searchsorted_kernel,
+SEARCHSORTED = register(name="searchsorted", onnx=_onnx_searchsorted(0, 1),
+                        kernel=_searchsorted_kernel,
                         infer=_searchsorted_infer, args=("sorted_sequence", "input"),
                         differentiable=False, promote="same",
                         samples=lambda dtype=np.float64: [
                             S(np.sort(rand((5,), dtype)), rand((3, 4), dtype, seed=1)),
-                            S(np.sort(rand((2, 5), dtype), 1), rand((2, 3), dtype, seed=2), right=True)],
+                            S(np.sort(rand((2, 5), dtype), 1), rand((2, 3), dtype, seed=2),
+                              right=True)],
                         torch=lambda T, s, v, right=False: T.searchsorted(s, v, right=right),
                         error_samples=lambda: [((rand((2, 5)), rand((3, 3))), {}, RuntimeError)])
 

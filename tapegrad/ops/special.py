@@ -251,7 +251,8 @@ def _erfinv_kernel(x, out=None):
 
 
 ERFINV = register(
-    name="erfinv", autocast={"cuda": "fp32"}, kernel=_erfinv_kernel, infer=_erfinv_infer, args=("x",), saves=("out",),
+    name="erfinv", autocast={"cuda": "fp32"}, kernel=_erfinv_kernel, infer=_erfinv_infer,
+    args=("x",), saves=("out",),
     vjp=lambda ctx, g: (g * _SQRT_PI_2 * ctx.m.exp(ctx.out * ctx.out),), jvp=_diagonal,
     vmap=_vmap.leading, promote="float",
     samples=lambda dtype=np.float64: [

@@ -104,7 +104,8 @@ _unary(arctanh, -0.9, 0.9)
 # ------------------------------------------------------------------ arithmetic
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 / tensor2``."""
-    if not (input.dtype.is_floating_point or getattr(tensor1, "dtype", _dt.float32).is_floating_point):
+    if not (input.dtype.is_floating_point or getattr(tensor1, "dtype",
+                                                     _dt.float32).is_floating_point):
         raise op_error("addcdiv", "integer division with addcdiv is no longer supported",
                        RuntimeError)
     return input + value * (tensor1 / tensor2)
@@ -181,7 +182,8 @@ decl(float_power, lambda dtype=np.float64: [
         S(rand((3, 4), dtype, 0.5, 2.0, seed=1), rand((3, 4), dtype, seed=2)),
         S(rand((2, 3), dtype, 0.5, 2.0, seed=3), 2.5)],
      args=("input", "exponent"), torch=lambda T, x, e: T.float_power(x, e),
-     infer=lambda x, e: TensorSpec(np.broadcast_shapes(tuple(x.shape), tuple(getattr(e, "shape", ()))),
+     infer=lambda x, e: TensorSpec(np.broadcast_shapes(tuple(x.shape),
+                                                       tuple(getattr(e, "shape", ()))),
                                    np.dtype(np.float64)),
      errors=lambda: [((rand((3, 4)), rand((5,))), {}, ValueError)])
 
@@ -216,7 +218,8 @@ def lerp(input, end, weight):
 
 decl(lerp, lambda dtype=np.float64: [
         S(rand((3, 4), dtype, seed=1), rand((3, 4), dtype, seed=2), 0.3),
-        S(rand((3, 4), dtype, seed=3), rand((4,), dtype, seed=4), rand((3, 1), dtype, 0, 1, seed=5))],
+        S(rand((3, 4), dtype, seed=3), rand((4,), dtype, seed=4),
+          rand((3, 1), dtype, 0, 1, seed=5))],
      args=("input", "end", "weight"), infer=elementwise_infer("lerp", "same"),
      errors=lambda: [((rand((3, 4)), rand((5,)), 0.5), {}, ValueError)])
 
@@ -340,7 +343,8 @@ def ldexp(input, other):
     return x * E.exp2(other)
 
 
-decl(ldexp, lambda dtype=np.float64: [S(rand((3, 4), dtype, seed=1), np.arange(12).reshape(3, 4) % 5),
+decl(ldexp,
+     lambda dtype=np.float64: [S(rand((3, 4), dtype, seed=1), np.arange(12).reshape(3, 4) % 5),
                                       S(rand((3, 4), dtype, seed=2), rand((4,), dtype, seed=3))],
      args=("input", "other"), infer=elementwise_infer("ldexp", "float"),
      errors=bad_broadcast())
@@ -385,11 +389,15 @@ NEXTAFTER = _plain_op("nextafter", np.nextafter, lambda dtype=np.float64: [
     S(rand((3, 1), dtype, seed=3), rand((1, 4), dtype, seed=4))])
 
 
-GCD = _plain_op("gcd", np.gcd, lambda dtype=np.float64: [S(_ints((3, 4), seed=1), _ints((3, 4), seed=2)),
-                                                         S(_ints((3, 1), seed=3), _ints((4,), seed=4))])
+GCD = _plain_op("gcd", np.gcd,
+                lambda dtype=np.float64: [S(_ints((3, 4), seed=1), _ints((3, 4), seed=2)),
+                                                         S(_ints((3, 1), seed=3),
+                                                           _ints((4,), seed=4))])
 
 
-LCM = _plain_op("lcm", np.lcm, lambda dtype=np.float64: [S(_ints((3, 4), 1, 30, seed=1), _ints((3, 4), 1, 30, seed=2))])
+LCM = _plain_op("lcm", np.lcm,
+                lambda dtype=np.float64: [S(_ints((3, 4), 1, 30, seed=1),
+                                            _ints((3, 4), 1, 30, seed=2))])
 
 
 def _lshift(x, other, out=None):
@@ -470,11 +478,14 @@ def _onnx_isin(b, st):
     b.node("Identity", [hit], [b.output(st)])
 
 
-ISIN = register(name="isin", onnx=_onnx_isin, kernel=_isin_kernel, args=("elements", "test_elements"),
+ISIN = register(name="isin", onnx=_onnx_isin, kernel=_isin_kernel,
+                args=("elements", "test_elements"),
                 differentiable=False, promote="same",
                 infer=lambda e, t, **k: TensorSpec(tuple(e.shape), np.dtype(np.bool_)),
-                samples=lambda dtype=np.float64: [S(_ints((3, 4), 0, 6, seed=1), np.array([1, 2, 5])),
-                                                  S(_ints((5,), 0, 6, seed=2), np.array([0, 3]), invert=True)],
+                samples=lambda dtype=np.float64: [S(_ints((3, 4), 0, 6, seed=1),
+                                                    np.array([1, 2, 5])),
+                                                  S(_ints((5,), 0, 6, seed=2), np.array([0, 3]),
+                                                    invert=True)],
                 torch=lambda T, e, t, **k: T.isin(e, t, **k),
                 error_samples=lambda: [(("not a tensor", np.array([1])), {}, TypeError)])
 
@@ -527,7 +538,8 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 decl(isclose, lambda dtype=np.float64: [
         S(rand((3, 4), dtype, seed=1), rand((3, 4), dtype, seed=1) + 1e-7),
-        S(np.array([1.0, np.nan, np.inf], dtype=dtype), np.array([1.1, np.nan, np.inf], dtype=dtype),
+        S(np.array([1.0, np.nan, np.inf], dtype=dtype),
+          np.array([1.1, np.nan, np.inf], dtype=dtype),
           rtol=0.2, equal_nan=True)],
      args=("input", "other"), differentiable=False,
      infer=elementwise_infer("isclose", "same", np.bool_), errors=bad_broadcast())

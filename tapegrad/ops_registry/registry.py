@@ -28,7 +28,8 @@ def get(name):
     except KeyError:
         import difflib
         near = difflib.get_close_matches(name, _OPS, n=3)
-        raise KeyError(f"no op named {name!r}" + (f"; did you mean {near}?" if near else "")) from None
+        raise KeyError(f"no op named {name!r}" + (f"; did you mean {near}?" if near
+                                                  else "")) from None
 
 
 def list_ops(kind=None):

@@ -245,8 +245,8 @@ def _close(got, want, tol):
 def compare(source, tolerance=None):
     """Run ``source`` in both libraries; the list of differences (empty: they agree).
 
-    Both raising in the same phase counts as agreement. ``tolerance`` is ``(rtol, atol)``; by default
-    float32's if any input or value is float32, else float64's.
+    Both raising in the same phase counts as agreement. ``tolerance`` is ``(rtol, atol)``; by
+    default float32's if any input or value is float32, else float64's.
     """
     want = _execute(source, "torch")
     got = _execute(source, "tapegrad")
@@ -628,9 +628,11 @@ class _Builder:
             sb = self.vars[n].shape
             if len(sb) == 1 and sb[0] == k:
                 cands.append((n, False))
-            elif len(sb) >= 2 and sb[-2] == k and (len(sa) == 1 or _broadcast(sa[:-2], sb[:-2]) is not None):
+            elif len(sb) >= 2 and sb[-2] == k and (len(sa) == 1
+                                                   or _broadcast(sa[:-2], sb[:-2]) is not None):
                 cands.append((n, False))
-            elif len(sb) >= 2 and sb[-1] == k and (len(sa) == 1 or _broadcast(sa[:-2], sb[:-2]) is not None):
+            elif len(sb) >= 2 and sb[-1] == k and (len(sa) == 1
+                                                   or _broadcast(sa[:-2], sb[:-2]) is not None):
                 cands.append((n, True))
         if not cands:
             return None
@@ -693,7 +695,8 @@ class _Builder:
             src = self.pick(self.readable())
             how = self.pick(["clone", "*", "+"])
             step = (Step(self.fresh_name(), "method", "clone", (Ref(src),)) if how == "clone"
-                    else Step(self.fresh_name(), "binop", how, (Ref(src), 1.0 if how == "*" else 0.0)))
+                    else Step(self.fresh_name(), "binop", how,
+                              (Ref(src), 1.0 if how == "*" else 0.0)))
             t = self.emit(step, how)
             if t is None:
                 return None

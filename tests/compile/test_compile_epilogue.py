@@ -25,9 +25,9 @@ def _model(dtype, bias, seed=0):
 
 
 def _torch_model(m):
-    t = torch.nn.Sequential(*[torch.nn.Linear(l.in_features, l.out_features,
-                                              bias=l.bias is not None)
-                              if isinstance(l, nn.Linear) else torch.nn.ReLU() for l in m])
+    t = torch.nn.Sequential(*[torch.nn.Linear(layer.in_features, layer.out_features,
+                                              bias=layer.bias is not None)
+                              if isinstance(layer, nn.Linear) else torch.nn.ReLU() for layer in m])
     with torch.no_grad():
         for p, q in zip(t.parameters(), m.parameters()):
             p.copy_(torch.from_numpy(q.detach().numpy().copy()))

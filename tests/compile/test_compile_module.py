@@ -113,7 +113,8 @@ def test_backward_of_the_first_output_after_a_second_forward():
         o1 = model(x1)
         o2 = model(x2)  # must not overwrite what o1's backward needs
         o1.sum().backward()
-        res.append([o1.detach().numpy(), o2.detach().numpy()] + [p.grad.numpy() for p in model.parameters()])
+        res.append([o1.detach().numpy(), o2.detach().numpy()]
+                   + [p.grad.numpy() for p in model.parameters()])
     for a, b in zip(*res):
         _close(a, b)
 

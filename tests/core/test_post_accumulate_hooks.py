@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 def _run(lib, accumulate_twice=False):
     rng = np.random.default_rng(0)
     T = lambda a: lib.tensor(a, requires_grad=True)  # noqa: E731
-    w1, w2, b = T(rng.standard_normal((3, 4))), T(rng.standard_normal((4, 2))), T(rng.standard_normal(2))
+    w1, w2 = T(rng.standard_normal((3, 4))), T(rng.standard_normal((4, 2)))
+    b = T(rng.standard_normal(2))
     x = lib.tensor(rng.standard_normal((5, 3)))
     events = []
     for name, p in (("w1", w1), ("w2", w2), ("b", b)):

@@ -42,7 +42,8 @@ def test_custom_op_with_attrs_and_none_gradient(fresh_name):
         mask = np.zeros(x.shape, dtype=bool)
         mask[idx] = True
         return tg.where(tg.tensor(mask) if isinstance(x, tg.Tensor) else mask,
-                        full + g * scale if g.shape == x.shape else full + scale * _spread(g, x, idx),
+                        full + g * scale if g.shape == x.shape
+                        else full + scale * _spread(g, x, idx),
                         full), None
 
     def _spread(g, x, idx):

@@ -32,7 +32,8 @@ def test_a_rank_that_raises_stops_the_others_naming_it():
     assert "ValueError: boom on purpose" in err
     # both other ranks stop, each with an error naming rank 2
     for r in (0, 1):
-        assert re.search(rf"rank 2 failed \(ValueError: boom on purpose\); rank {r} stops", err), err
+        assert re.search(rf"rank 2 failed \(ValueError: boom on purpose\); rank {r} stops",
+                         err), err
     assert "OK rank" not in out
     assert took < 20
 

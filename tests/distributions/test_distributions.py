@@ -187,7 +187,8 @@ def _kl_cases():
         if name == "MultivariateNormal":
             q = dict(loc=R.normal(size=(3,)), scale_tril=np.linalg.cholesky(_spd(1, 3)[0]))
         out[name] = (p, q)
-    out["Uniform-outside"] = (CASES["Uniform"][0], {k: v * 0.5 for k, v in CASES["Uniform"][0].items()})
+    out["Uniform-outside"] = (CASES["Uniform"][0],
+                              {k: v * 0.5 for k, v in CASES["Uniform"][0].items()})
     out["Categorical-zeros"] = (dict(probs=np.array([[0.5, 0.5, 0.0], [0.2, 0.0, 0.8]])),
                                 dict(probs=np.array([[0.3, 0.3, 0.4], [0.5, 0.5, 0.0]])))
     out["Bernoulli-edges"] = (dict(probs=np.array([0.0, 1.0, 0.3])),
@@ -472,7 +473,8 @@ def test_namespace_and_constraints():
     assert isinstance(D.Uniform(0.0, 1.0).support, type(D.constraints.interval(0.0, 1.0)))
     assert D.constraints.is_dependent(D.Uniform.support)
     assert D.Categorical.support.is_discrete and D.Dirichlet.support.event_dim == 1
-    assert tuple(D.constraints.simplex.check(tg.tensor([[0.5, 0.5], [0.5, 0.6]])).tolist()) == (True, False)
+    assert tuple(D.constraints.simplex.check(tg.tensor([[0.5, 0.5],
+                                                        [0.5, 0.6]])).tolist()) == (True, False)
     d = D.Normal(tg.tensor([0.0, 1.0]), tg.tensor(1.0))
     assert d.batch_shape == (2,) and d.event_shape == ()
     assert "Normal" in repr(d)

@@ -43,7 +43,10 @@ def test_derivative_matches_finite_differences(src):
     xs = np.array([0.3, 0.9, 1.4, 2.2])
     dt = np.dtype(np.float64)
     h = 1e-6
-    val = lambda n, v: evaluate([n], {x: v, g: np.ones_like(v)}, dt)[0]
+
+    def val(n, v):
+        return evaluate([n], {x: v, g: np.ones_like(v)}, dt)[0]
+
     num = (val(f, xs + h) - val(f, xs - h)) / (2 * h)
     np.testing.assert_allclose(val(d, xs), num, rtol=1e-6, atol=1e-8)
     if dd is not None:

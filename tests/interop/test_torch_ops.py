@@ -51,7 +51,8 @@ def _param(op, s, failing=NOT_EXPORTED):
 
 FORWARD = [_param(op, op.samples(F64)[0]) for op in OPS]
 # every differentiable op's gradient runs through the export, reverse and forward mode
-GRAD = [_param(op, s) for op in OPS if op.differentiable for s in [_grad_sample(op)] if s is not None]
+GRAD = [_param(op, s) for op in OPS if op.differentiable for s in [_grad_sample(op)]
+        if s is not None]
 JVP = GRAD
 
 

@@ -96,8 +96,8 @@ CT3D = [
 
 @pytest.mark.parametrize("xs,ws,bias,kw", CT3D)
 def test_conv_transpose3d_matches_torch(xs, ws, bias, kw):
-    O = ws[1] * kw.get("groups", 1)
-    arrays = [_rand(*xs), _rand(*ws, seed=1)] + ([_rand(O, seed=2)] if bias else [])
+    Cout = ws[1] * kw.get("groups", 1)
+    arrays = [_rand(*xs), _rand(*ws, seed=1)] + ([_rand(Cout, seed=2)] if bias else [])
     _check_first_order(lambda *a: TF.conv_transpose3d(*a, **kw),
                        lambda *a: F.conv_transpose3d(*a, **kw), arrays)
     _check_second_order(lambda *a: TF.conv_transpose3d(*a, **kw),
@@ -129,7 +129,8 @@ def test_conv3d_modules_match_torch_with_padding_modes():
 
 # ------------------------------------------------------------------ grid_sample
 GRID_CASES = [(mode, pm, ac, nd)
-              for nd, modes in ((2, ("bilinear", "nearest", "bicubic")), (3, ("bilinear", "nearest")))
+              for nd, modes in ((2, ("bilinear", "nearest", "bicubic")),
+                                (3, ("bilinear", "nearest")))
               for mode in modes for pm in ("zeros", "border", "reflection") for ac in (False, True)]
 
 

@@ -1,5 +1,6 @@
 """tg.nn's modules and functions against PyTorch: every module of the nn surface list
-(``tests/surface/nn_surface.py``'s smoke calls) with PyTorch's weights loaded gives the same forward, input gradients and
+(``tests/surface/nn_surface.py``'s smoke calls) with PyTorch's weights loaded gives the same
+forward, input gradients and
 parameter gradients (float64); initialisations follow PyTorch's; the in-place
 functional spellings write into their input; what the registry cannot drive (random
 gumbel_softmax, return_indices) is checked here."""

@@ -296,7 +296,8 @@ EMPTY = [
     ("amin-1d", "amin", lambda L, F: L.amin(L.zeros(0), -1)),
     ("batch_norm-train-batch0", "",
      lambda L, F: F.batch_norm(L.zeros(0, 3), L.zeros(3), L.ones(3), training=True)),
-    ("repeat_interleave-no-counts", "", lambda L, F: L.repeat_interleave(L.zeros(0, dtype=L.int64))),
+    ("repeat_interleave-no-counts", "",
+     lambda L, F: L.repeat_interleave(L.zeros(0, dtype=L.int64))),
     ("one_hot-empty", "", lambda L, F: F.one_hot(L.zeros(0, dtype=L.int64), 3)),
 ]
 
@@ -348,7 +349,8 @@ DTYPES = [
     ("tensordot-mixed", "tensordot", lambda L, F: L.tensordot(L.ones(2, 2), _i(L, [[1, 2]]).T, 1)),
     ("einsum-mixed", "einsum", lambda L, F: L.einsum("ij,jk->ik", L.ones(2, 2), _i(L, [[1], [2]]))),
     ("einsum-int-ok", "", lambda L, F: L.einsum("ij,jk->ik", _i(L, [[1, 2]]), _i(L, [[1], [2]]))),
-    ("linear-int-bias", "linear", lambda L, F: F.linear(L.ones(2, 3), L.ones(4, 3), _i(L, [1] * 4))),
+    ("linear-int-bias", "linear",
+     lambda L, F: F.linear(L.ones(2, 3), L.ones(4, 3), _i(L, [1] * 4))),
     ("conv2d-int-weight", "conv2d",
      lambda L, F: F.conv2d(L.ones(1, 1, 3, 3), L.ones(1, 1, 2, 2, dtype=L.int64))),
     ("batch_norm-int", "batch_norm",

@@ -342,9 +342,9 @@ def test_clamp_tensor_bounds(data, shapes, which):
     if which == "both":
         if lo.shape != hi.shape and np.any(np.isclose(*np.broadcast_arrays(lo, hi))):
             hi = hi + 0.05  # keep lo and hi tie-free under broadcasting too
-        _check(lambda a, l, h: tg.clamp(a, l, h), _torch_clamp, [x, lo, hi], data)
+        _check(lambda a, lw, h: tg.clamp(a, lw, h), _torch_clamp, [x, lo, hi], data)
     elif which == "min":
-        _check(lambda a, l: tg.clamp(a, min=l), lambda a, l: torch.clamp(a, min=l),
+        _check(lambda a, lw: tg.clamp(a, min=lw), lambda a, lw: torch.clamp(a, min=lw),
                [x, lo], data)
     else:
         _check(lambda a, h: tg.clip(a, max=h), lambda a, h: torch.clip(a, max=h),

@@ -54,7 +54,8 @@ def _derivatives(lib, op, args, attrs):
     seconds = []
     if live:
         h = grad(sum(gi.sum() for gi in live), leaves, allow_unused=True)
-        seconds = [np.zeros(POINTS.shape) if hi is None else hi.detach().numpy(force=True) for hi in h]
+        seconds = [np.zeros(POINTS.shape) if hi is None else hi.detach().numpy(force=True)
+                   for hi in h]
     else:
         seconds = [np.zeros(POINTS.shape) for _ in leaves]
     return firsts, seconds

@@ -381,7 +381,8 @@ VALUES_OK = {
 }
 
 # Ops whose results are random: compared by shape only.
-RANDOM = {"_standard_gamma", "rand", "randn", "randint", "rand_like", "randn_like", "randperm", "dropout", "dropout2d",
+RANDOM = {"_standard_gamma", "rand", "randn", "randint", "rand_like", "randn_like", "randperm",
+          "dropout", "dropout2d",
           "F.dropout", "F.dropout2d", "empty", "empty_like"}
 RANDOM |= sweep_nn_functional.RANDOM | {"F." + n for n in sweep_nn_functional.RANDOM}
 RANDOM |= bad_input_cases.RANDOM

@@ -19,7 +19,8 @@ Rule for the Tensor methods (``METHODS``)
     ``dir(torch.Tensor)`` of the installed PyTorch (2.13), public names (no leading
     underscore, so dunders out), in-place variants included; then the same
     ``EXCLUDE_PATTERNS`` (which also drop the removed APIs still in ``dir``: their
-    PyTorch methods only raise "removed", or, ``volatile``, answer False). ``derive_methods()`` recomputes it, and the test
+    PyTorch methods only raise "removed", or, ``volatile``, answer False). ``derive_methods()``
+    recomputes it, and the test
     checks the frozen list against it when that PyTorch version is installed.
 
 Exclusions (fnmatch patterns, one family each; applied to both lists):

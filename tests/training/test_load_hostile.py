@@ -55,7 +55,8 @@ class _CountingFile:
 
 def _child_load(path, count_reads, setup):
     vm = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
-    resource.setrlimit(resource.RLIMIT_AS, (vm + _BUDGET, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    resource.setrlimit(resource.RLIMIT_AS,
+                       (vm + _BUDGET, resource.getrlimit(resource.RLIMIT_AS)[1]))
     f = _CountingFile(path) if count_reads else path
     try:
         setup()

@@ -84,21 +84,21 @@ RNN_CASES = [
 @pytest.mark.parametrize("kw", RNN_CASES, ids=lambda kw: "-".join(f"{k}={v}" for k, v in
                                                                      kw.items()) or "default")
 def test_recurrent_layers(kind, kw):
-    T, B, I, H = 5, 3, 4, 6
-    x = _x(B, T, I) if kw.get("batch_first") else _x(T, B, I)
-    _both(lambda nn: getattr(nn, kind)(I, H, **kw), [x], lambda m, v: m(v))
+    T, B, D, H = 5, 3, 4, 6
+    x = _x(B, T, D) if kw.get("batch_first") else _x(T, B, D)
+    _both(lambda nn: getattr(nn, kind)(D, H, **kw), [x], lambda m, v: m(v))
 
 
 @pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
 def test_recurrent_initial_states_and_unbatched(kind):
-    T, B, I, H, L = 4, 2, 3, 5, 2
+    T, B, D, H, L = 4, 2, 3, 5, 2
     h0 = _x(2 * L, B, H, seed=2)
     state = (lambda a, b: (a, b)) if kind == "LSTM" else (lambda a, b: a)
     c0 = _x(2 * L, B, H, seed=3)
-    make = lambda nn: getattr(nn, kind)(I, H, num_layers=L, bidirectional=True)  # noqa: E731
-    _both(make, [_x(T, B, I), h0, c0], lambda m, v, h, c: m(v, state(h, c)))
-    _both(make, [_x(T, I), h0[:, 0], c0[:, 0]], lambda m, v, h, c: m(v, state(h, c)))
-    _both(lambda nn: getattr(nn, kind)(I, H), [_x(T, I)], lambda m, v: m(v))
+    make = lambda nn: getattr(nn, kind)(D, H, num_layers=L, bidirectional=True)  # noqa: E731
+    _both(make, [_x(T, B, D), h0, c0], lambda m, v, h, c: m(v, state(h, c)))
+    _both(make, [_x(T, D), h0[:, 0], c0[:, 0]], lambda m, v, h, c: m(v, state(h, c)))
+    _both(lambda nn: getattr(nn, kind)(D, H), [_x(T, D)], lambda m, v: m(v))
 
 
 def test_rnn_relu_and_repr():
@@ -158,13 +158,13 @@ def test_gate_arithmetic_is_one_fused_node():
 
 @pytest.mark.parametrize("kind", ["RNNCell", "LSTMCell", "GRUCell"])
 def test_cells(kind):
-    B, I, H = 3, 4, 5
+    B, D, H = 3, 4, 5
     h0, c0 = _x(B, H, seed=4), _x(B, H, seed=5)
     state = (lambda h, c: (h, c)) if kind == "LSTMCell" else (lambda h, c: h)
-    _both(lambda nn: getattr(nn, kind)(I, H), [_x(B, I), h0, c0],
+    _both(lambda nn: getattr(nn, kind)(D, H), [_x(B, D), h0, c0],
           lambda m, v, h, c: m(v, state(h, c)))
-    _both(lambda nn: getattr(nn, kind)(I, H, bias=False), [_x(B, I)], lambda m, v: m(v))
-    _both(lambda nn: getattr(nn, kind)(I, H), [_x(I)], lambda m, v: m(v))
+    _both(lambda nn: getattr(nn, kind)(D, H, bias=False), [_x(B, D)], lambda m, v: m(v))
+    _both(lambda nn: getattr(nn, kind)(D, H), [_x(D)], lambda m, v: m(v))
 
 
 # ---------------------------------------------------------------- transformer
@@ -300,13 +300,13 @@ def test_recurrent_higher_order_and_forward_mode(kind):
                          ids=["default", "2-layers-bidir", "batch-first-nobias"])
 def test_lstm_proj_size(kw):
     """proj_size: weight_hr_l{k} keys, h of proj_size features, equal to PyTorch."""
-    T, B, I, H, P = 4, 3, 5, 6, 2
-    x = _x(B, T, I) if kw.get("batch_first") else _x(T, B, I)
-    gm, _ = _both(lambda nn: nn.LSTM(I, H, proj_size=P, **kw), [x], lambda m, v: m(v))
+    T, B, Din, H, P = 4, 3, 5, 6, 2
+    x = _x(B, T, Din) if kw.get("batch_first") else _x(T, B, Din)
+    gm, _ = _both(lambda nn: nn.LSTM(Din, H, proj_size=P, **kw), [x], lambda m, v: m(v))
     assert "weight_hr_l0" in gm.state_dict() and "proj_size=2" in repr(gm)
     D, L = (2 if kw.get("bidirectional") else 1), kw.get("num_layers", 1)
     h0, c0 = _x(D * L, B, P, seed=2), _x(D * L, B, H, seed=3)
-    _both(lambda nn: nn.LSTM(I, H, proj_size=P, **kw), [x, h0, c0],
+    _both(lambda nn: nn.LSTM(Din, H, proj_size=P, **kw), [x, h0, c0],
           lambda m, v, h, c: m(v, (h, c)))
 
 

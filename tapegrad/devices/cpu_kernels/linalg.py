@@ -40,8 +40,8 @@ def solve_triangular(a, b, upper, unitriangular, out=None):
     if out is not None:
         np.copyto(out, b)
         if out.size:
-            O = out.reshape(nb, n, k)
-            _trsm(A, O, O, bool(upper), bool(unitriangular))
+            Out = out.reshape(nb, n, k)
+            _trsm(A, Out, Out, bool(upper), bool(unitriangular))
         return out
     B = np.ascontiguousarray(np.broadcast_to(b, batch + (n, k))).reshape(nb, n, k)
     out = np.empty_like(B)

@@ -1,9 +1,10 @@
 """Special functions NumPy lacks, as Numba loops on the CPU: digamma, polygamma (through
 the Hurwitz zeta function), erfinv (Newton steps from Giles' approximation), the
-regularized incomplete gamma functions (series / continued fraction) and the implicit reparameterisation gradient of a standard
+regularized incomplete gamma functions (series / continued fraction) and the implicit
+reparameterisation gradient of a standard
 Gamma sample. Each computes in float64 and writes the input's dtype; each compiles on
-first use (cached on disk by Numba). The pointwise ones are NumPy ufuncs (``ufunc(name)``): they broadcast, write
-into a caller's ``out=`` and cast in buffered chunks.
+first use (cached on disk by Numba). The pointwise ones are NumPy ufuncs (``ufunc(name)``): they
+broadcast, write into a caller's ``out=`` and cast in buffered chunks.
 
 Methods (written for this file):
 - digamma: reflection ``psi(x) = psi(1 - x) - pi / tan(pi x)`` below 0, the recurrence

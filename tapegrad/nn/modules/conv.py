@@ -257,4 +257,6 @@ class ConvTranspose3d(_ConvNd):
                                   self.groups, self.dilation)
 
 
-__getattr__ = absent(__name__, ["LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"])
+__getattr__ = absent(__name__,
+                     ["LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
+                      "LazyConvTranspose2d", "LazyConvTranspose3d"])

@@ -40,8 +40,8 @@ library's own adjoints on raw arrays runs it only to explain a failure), so kern
 assume valid arguments and check only what depends on the data: index values
 (embedding's rows, one_hot's classes), read after the shape rule accepted the shapes
 and over the index's distinct memory (``_util.value_range``: a broadcast index is not
-scanned element by element). One repeat is left, conv's workspace rules' ndim check: a workspace rule
-also runs alone, in ``ops_registry.workspace_bytes``.
+scanned element by element). One repeat is left, conv's workspace rules' ndim check: a workspace
+rule also runs alone, in ``ops_registry.workspace_bytes``.
 """
 from .activation import log_softmax, softmax
 from .affine import linear

@@ -135,11 +135,13 @@ def _onnx_softmax(op_type):
     return lower
 
 
-LOG_SOFTMAX = register(name="log_softmax", autocast={"cuda": "fp32_unless_dtype"}, vmap=_vmap.dim_attrs(), jvp=_log_softmax_jvp, kernel=_log_softmax_kernel,
+LOG_SOFTMAX = register(name="log_softmax", autocast={"cuda": "fp32_unless_dtype"},
+                       vmap=_vmap.dim_attrs(), jvp=_log_softmax_jvp, kernel=_log_softmax_kernel,
                        infer=_softmax_infer("log_softmax"), vjp=_log_softmax_vjp, saves=("out",),
                        samples=_softmax_samples,
                        error_samples=lambda: [((_rand((3, 4)),), {"dim": 2}, IndexError)],
-                       torch=lambda torch, x, dim: torch.log_softmax(x, dim), onnx=_onnx_softmax("LogSoftmax"))
+                       torch=lambda torch, x, dim: torch.log_softmax(x, dim),
+                       onnx=_onnx_softmax("LogSoftmax"))
 
 
 def _softmax_kernel(x, dim, out=None):
@@ -168,7 +170,8 @@ def _softmax_jvp(ctx, t):
     return (out * (t - m.sum(out * t, dim=ctx.attrs["dim"], keepdim=True)),)
 
 
-SOFTMAX = register(name="softmax", autocast={"cuda": "fp32_unless_dtype"}, vmap=_vmap.dim_attrs(), jvp=_softmax_jvp, kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
+SOFTMAX = register(name="softmax", autocast={"cuda": "fp32_unless_dtype"}, vmap=_vmap.dim_attrs(),
+                   jvp=_softmax_jvp, kernel=_softmax_kernel, infer=_softmax_infer("softmax"),
                    vjp=_softmax_vjp, saves=("out",), samples=_softmax_samples,
                    error_samples=lambda: [((_rand((3, 4)),), {"dim": -3}, IndexError)],
                    torch=lambda torch, x, dim: torch.softmax(x, dim), onnx=_onnx_softmax("Softmax"))

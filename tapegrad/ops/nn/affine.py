@@ -146,7 +146,8 @@ def _onnx_linear(b, st):
         b.node("MatMul", [x, wt], [b.output(st)])
 
 
-LINEAR = register(name="linear", autocast="lower", vmap=_vmap.linear_rule, jvp=_linear_jvp, kernel=_linear_kernel, args=("input", "weight", "bias"),
+LINEAR = register(name="linear", autocast="lower", vmap=_vmap.linear_rule, jvp=_linear_jvp,
+                  kernel=_linear_kernel, args=("input", "weight", "bias"),
                   optional=("bias",),
                   infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),
                   promote="none", samples=_linear_samples,
@@ -154,7 +155,8 @@ LINEAR = register(name="linear", autocast="lower", vmap=_vmap.linear_rule, jvp=_
                       ((_rand((3, 4)), _rand((5, 3)), None), {}, RuntimeError),
                       ((_rand((3, 4)), _rand((5, 4)), _rand((4,))), {}, RuntimeError),
                       ((_rand((3, 4)), _rand((2, 5, 4)), None), {}, RuntimeError)],
-                  torch=lambda torch, x, w, b=None: torch.nn.functional.linear(x, w, b), onnx=_onnx_linear)
+                  torch=lambda torch, x, w, b=None: torch.nn.functional.linear(x, w, b),
+                  onnx=_onnx_linear)
 
 
 def linear(input, weight, bias=None):
@@ -207,7 +209,8 @@ def _bil_infer(a, b, w, bias=None):
     return TensorSpec(tuple(a.shape[:-1]) + (w.shape[0],), a.dtype)
 
 
-composite(bilinear, autocast={"cuda": "promote"}, infer=_bil_infer, args=("input1", "input2", "weight", "bias"),
+composite(bilinear, autocast={"cuda": "promote"}, infer=_bil_infer,
+          args=("input1", "input2", "weight", "bias"),
           optional=("bias",),
           samples=lambda dtype=np.float64: [
               Sample((rand((4, 3), dtype), rand((4, 5), dtype, seed=1),

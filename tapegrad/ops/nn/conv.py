@@ -145,11 +145,11 @@ def _conv_ws(x_shape, w_shape, itemsize, stride, padding, dilation, g_copy=False
     """Scratch layout: [padded input | im2col columns | (weight grad) per-sample
     weight gradients, summed into the output]."""
     N, C, _, _ = x_shape
-    O, Cg, kh, kw = w_shape
+    Cout, Cg, kh, kw = w_shape
     Ho, Wo, Hp, Wp = _geom(x_shape, w_shape, stride, padding, dilation)
     pad = _align(N * C * Hp * Wp * itemsize) if _is_padded(padding) else 0
     cols = _align(N * C * kh * kw * Ho * Wo * itemsize)
-    per_sample = _align(N * O * Cg * kh * kw * itemsize) if g_copy else 0
+    per_sample = _align(N * Cout * Cg * kh * kw * itemsize) if g_copy else 0
     return pad, cols, per_sample
 
 
@@ -215,10 +215,10 @@ def _col2im_add(cols, dst, Ho, Wo, stride, dilation):
 def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, groups,
                    workspace, out=None):
     N, C, H, W = input.shape
-    O, Cg, kh, kw = weight.shape
+    Cout, Cg, kh, kw = weight.shape
     Ho, Wo, _, _ = _geom(input.shape, weight.shape, stride, padding, dilation)
     if out is None:
-        out = xp_of(input).empty((N, O, Ho, Wo), dtype=input.dtype)
+        out = xp_of(input).empty((N, Cout, Ho, Wo), dtype=input.dtype)
     if N == 0:  # an empty batch: an empty result, as PyTorch
         return out
     K, L = Cg * kh * kw, Ho * Wo
@@ -227,10 +227,10 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
     else:
         cols = _im2col(input, weight.shape, workspace, stride, padding, dilation)
         cols = cols.reshape(N, groups, K, L)
-    _bmm(weight.reshape(groups, O // groups, K), cols,
-         out=out.reshape(N, groups, O // groups, L))
+    _bmm(weight.reshape(groups, Cout // groups, K), cols,
+         out=out.reshape(N, groups, Cout // groups, L))
     if bias is not None:
-        out += bias.reshape(1, O, 1, 1)
+        out += bias.reshape(1, Cout, 1, 1)
     return out
 
 
@@ -347,7 +347,8 @@ def _onnx_conv2d_input_grad(b, st):
            dilations=[dh, dw], group=a["groups"], output_padding=[eh, ew])
 
 
-CONV2D = register(name="conv2d", autocast="lower", vmap=_vmap.conv2d_rule, jvp=_conv2d_jvp, kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
+CONV2D = register(name="conv2d", autocast="lower", vmap=_vmap.conv2d_rule, jvp=_conv2d_jvp,
+                  kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
                   args=("input", "weight", "bias"), optional=("bias",),
                   infer=_public_conv_attrs(_conv2d_infer),
                   workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp,
@@ -359,20 +360,20 @@ CONV2D = register(name="conv2d", autocast="lower", vmap=_vmap.conv2d_rule, jvp=_
 def _conv2d_input_grad_kernel(g, weight, *, input_shape, stride, padding, dilation, groups,
                               workspace, out=None):
     N, C, H, W = input_shape
-    O, Cg, kh, kw = weight.shape
+    Cout, Cg, kh, kw = weight.shape
     Ho, Wo, Hp, Wp = _geom(input_shape, weight.shape, stride, padding, dilation)
     if out is None:
         out = xp_of(g).empty(input_shape, dtype=g.dtype)
     if N == 0:
         return out
     K, L = Cg * kh * kw, Ho * Wo
-    wT = weight.reshape(groups, O // groups, K).transpose(0, 2, 1)
+    wT = weight.reshape(groups, Cout // groups, K).transpose(0, 2, 1)
     if _is_pointwise((kh, kw), stride, padding):
-        _bmm(wT, g.reshape(N, groups, O // groups, L), out=out.reshape(N, groups, K, L))
+        _bmm(wT, g.reshape(N, groups, Cout // groups, L), out=out.reshape(N, groups, K, L))
         return out
     npad, _, _ = _conv_ws(input_shape, weight.shape, g.dtype.itemsize, stride, padding, dilation)
     cols = _ws_view(workspace, npad, (N, groups, K, L), g.dtype)
-    _bmm(wT, g.reshape(N, groups, O // groups, L), out=cols)
+    _bmm(wT, g.reshape(N, groups, Cout // groups, L), out=cols)
     dst = _ws_view(workspace, 0, (N, C, Hp, Wp), g.dtype) if npad else out
     dst[...] = 0
     _col2im_add(cols.reshape(N, C, kh, kw, Ho, Wo), dst, Ho, Wo, stride, dilation)
@@ -434,18 +435,20 @@ def _torch_weight_grad(torch, x, g, *, weight_shape, **attrs):
 
 
 CONV2D_INPUT_GRAD = register(
-    name="conv2d_input_grad", vmap=_vmap.conv2d_input_grad_rule, jvp=_jvp.multilinear, kind="workspace", kernel=_conv2d_input_grad_kernel,
+    name="conv2d_input_grad", vmap=_vmap.conv2d_input_grad_rule, jvp=_jvp.multilinear,
+    kind="workspace", kernel=_conv2d_input_grad_kernel,
     args=("g", "weight"), infer=_conv2d_input_grad_infer, workspace=_conv2d_input_grad_ws,
     vjp=_conv2d_input_grad_vjp, saves=("g", "weight"), promote="same",
     samples=_grad_samples("input"), torch=_torch_input_grad,
     error_samples=lambda: [((_rand((1, 2, 3, 3)), _rand((2, 1, 3, 3))),
-                            dict(_conv_attrs(), input_shape=(1, 1, 4, 4)), RuntimeError)], onnx=_onnx_conv2d_input_grad)
+                            dict(_conv_attrs(), input_shape=(1, 1, 4, 4)), RuntimeError)],
+                            onnx=_onnx_conv2d_input_grad)
 
 
 def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilation, groups,
                                workspace, out=None):
     N, C, H, W = input.shape
-    O, Cg, kh, kw = weight_shape
+    Cout, Cg, kh, kw = weight_shape
     Ho, Wo, _, _ = _geom(input.shape, weight_shape, stride, padding, dilation)
     xp = xp_of(g)
     if out is None:
@@ -453,7 +456,7 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     if N == 0:  # a sum over an empty batch
         out[...] = 0
         return out
-    K, L, Og = Cg * kh * kw, Ho * Wo, O // groups
+    K, L, Og = Cg * kh * kw, Ho * Wo, Cout // groups
     npad, ncols, _ = _conv_ws(input.shape, weight_shape, g.dtype.itemsize, stride, padding,
                               dilation, g_copy=True)
     cols = _im2col(input, weight_shape, workspace, stride, padding, dilation)
@@ -492,7 +495,8 @@ def _conv2d_weight_grad_ws(input, g, *, weight_shape, stride, padding, dilation,
 
 
 CONV2D_WEIGHT_GRAD = register(
-    name="conv2d_weight_grad", jvp=_jvp.multilinear, kind="workspace", kernel=_conv2d_weight_grad_kernel,
+    name="conv2d_weight_grad", jvp=_jvp.multilinear, kind="workspace",
+    kernel=_conv2d_weight_grad_kernel,
     args=("input", "g"), infer=_conv2d_weight_grad_infer, workspace=_conv2d_weight_grad_ws,
     vjp=_conv2d_weight_grad_vjp, saves=("input", "g"), promote="same",
     samples=_grad_samples("weight"), torch=_torch_weight_grad,
@@ -563,13 +567,13 @@ def _conv1d_infer(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     s = _single(name, stride, "stride", 1)[1]
     d = _single(name, dilation, "dilation", 1)[1]
     N, C, L = x.shape
-    O, Cg, k = w.shape
-    if C != Cg * groups or O % groups:
+    Cout, Cg, k = w.shape
+    if C != Cg * groups or Cout % groups:
         raise op_error(name, f"input of {C} channels, weight {tuple(w.shape)} and groups={groups} "
                              f"do not match", RuntimeError)
     if isinstance(padding, str):
         if padding == "same":
-            return TensorSpec((N, O, L), dt)
+            return TensorSpec((N, Cout, L), dt)
         p = 0
     else:
         p = _single(name, padding, "padding", 0)[1]
@@ -577,10 +581,11 @@ def _conv1d_infer(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     if out < 1:
         raise op_error(name, f"input length {L} (padded {L + 2 * p}) is smaller than the "
                              f"kernel's extent {d * (k - 1) + 1}", RuntimeError)
-    return TensorSpec((N, O, out), dt)
+    return TensorSpec((N, Cout, out), dt)
 
 
-composite(conv1d, autocast="lower", infer=_conv1d_infer, args=("input", "weight", "bias"), optional=("bias",),
+composite(conv1d, autocast="lower", infer=_conv1d_infer, args=("input", "weight", "bias"),
+          optional=("bias",),
           samples=lambda dtype=np.float64: [
               Sample((_rand((2, 2, 7), dtype, seed=1), _rand((3, 2, 3), dtype, seed=2),
                       _rand((3,), dtype, seed=3)), {"stride": 2, "padding": 1}),
@@ -752,7 +757,8 @@ def _public_ct_attrs(fn):
 
 
 CONV_TRANSPOSE2D = register(
-    name="conv_transpose2d", autocast="lower", vmap=_vmap.conv_transpose2d_rule, kind="workspace", kernel=_public_ct_attrs(_ct_kernel),
+    name="conv_transpose2d", autocast="lower", vmap=_vmap.conv_transpose2d_rule, kind="workspace",
+    kernel=_public_ct_attrs(_ct_kernel),
     args=("input", "weight", "bias"), optional=("bias",), infer=_public_ct_attrs(_ct_infer),
     workspace=_public_ct_attrs(_ct_workspace), vjp=_ct_vjp, jvp=_ct_jvp,
     saves=("input", "weight"), promote="same", samples=_ct_samples, error_samples=_ct_errors,

@@ -53,16 +53,16 @@ def _conv3d_geom(x_shape, w_shape, b_shape, stride, padding, dilation, groups):
                              f"{tuple(x_shape)} and weight {tuple(w_shape)}", RuntimeError)
     xs = tuple(x_shape) if len(x_shape) == 5 else (1,) + tuple(x_shape)
     N, C = xs[:2]
-    O, Cg = w_shape[:2]
+    Cout, Cg = w_shape[:2]
     k = tuple(w_shape[2:])
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
         raise op_error(name, f"groups must be a positive int, got {groups!r}", RuntimeError)
-    if C != Cg * groups or O % groups:
+    if C != Cg * groups or Cout % groups:
         raise op_error(name, f"expected input {tuple(x_shape)} to have {Cg * groups} channels "
                              f"(weight {tuple(w_shape)}, groups={groups}), but got {C} "
                              f"channels", RuntimeError)
-    if b_shape is not None and tuple(b_shape) != (O,):
-        raise op_error(name, f"bias of shape {tuple(b_shape)} does not match the {O} output "
+    if b_shape is not None and tuple(b_shape) != (Cout,):
+        raise op_error(name, f"bias of shape {tuple(b_shape)} does not match the {Cout} output "
                              f"channels", RuntimeError)
     s = _triple(name, stride, "stride", 1)
     d = _triple(name, dilation, "dilation", 1)
@@ -88,7 +88,7 @@ def _conv3d_geom(x_shape, w_shape, b_shape, stride, padding, dilation, groups):
         raise op_error(name, f"Kernel size can't be greater than actual input size (input "
                              f"{tuple(x_shape)} padded by {p}, kernel {k} with dilation {d})",
                        RuntimeError)
-    shape = (N, O) + out
+    shape = (N, Cout) + out
     return s, p, d, shape if len(x_shape) == 5 else shape[1:]
 
 
@@ -106,7 +106,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if p[0] != (0, 0):
         x = _pad(x, (0, 0, 0, 0) + p[0])
     N, C, Dp = x.shape[:3]
-    O = weight.shape[0]
+    Cout = weight.shape[0]
     kD, kH, kW = weight.shape[2:]
     Do = (Dp - d[0] * (kD - 1) - 1) // s[0] + 1
     span = s[0] * (Do - 1) + 1
@@ -114,14 +114,14 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     # (N, C, kD, Do, H, W) -> (N, Do, C, kD, H, W): channel c * kD + a
     xs = permute(stack(taps, 2), (0, 3, 1, 2, 4, 5))
     xs = reshape(xs, (N * Do, C * kD) + tuple(x.shape[3:]))
-    w2 = reshape(weight, (O, weight.shape[1] * kD, kH, kW))
+    w2 = reshape(weight, (Cout, weight.shape[1] * kD, kH, kW))
     if p[1][0] == p[1][1] and p[2][0] == p[2][1]:
         y = conv2d(xs, w2, None, s[1:], (p[1][0], p[2][0]), d[1:], groups)
     else:  # 'same' with an even kernel: the odd element at the end
         y = conv2d(_pad(xs, p[2] + p[1]), w2, None, s[1:], 0, d[1:], groups)
     y = permute(reshape(y, (N, Do) + tuple(y.shape[1:])), (0, 2, 1, 3, 4))
     if bias is not None:
-        y = y + reshape(bias, (1, O, 1, 1, 1))
+        y = y + reshape(bias, (1, Cout, 1, 1, 1))
     return y[0] if one else y
 
 
@@ -147,9 +147,9 @@ def _ct3d_geom(x_shape, w_shape, b_shape, stride, padding, output_padding, group
         raise op_error(name, f"weight {tuple(w_shape)} does not fit an input {tuple(x_shape)} "
                              f"of {Cin} channels (groups={groups}): the weight's first size "
                              f"must equal the input's channels", RuntimeError)
-    O = w_shape[1] * groups
-    if b_shape is not None and tuple(b_shape) != (O,):
-        raise op_error(name, f"bias of shape {tuple(b_shape)} does not match the {O} output "
+    Cout = w_shape[1] * groups
+    if b_shape is not None and tuple(b_shape) != (Cout,):
+        raise op_error(name, f"bias of shape {tuple(b_shape)} does not match the {Cout} output "
                              f"channels", RuntimeError)
     s = _triple(name, stride, "stride", 1)
     p = _triple(name, padding, "padding", 0)
@@ -163,7 +163,7 @@ def _ct3d_geom(x_shape, w_shape, b_shape, stride, padding, output_padding, group
     if min(out) <= 0:
         raise op_error(name, f"the output size {out} of input {tuple(x_shape)} is not "
                              f"positive", RuntimeError)
-    shape = (N, O) + out
+    shape = (N, Cout) + out
     return s, p, op_, d, shape if len(x_shape) == 5 else shape[1:]
 
 
@@ -198,12 +198,12 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     x = unsqueeze(input, 0) if one else input
     N, Cin, D, H, W = x.shape
     Og, kD, kH, kW = weight.shape[1:]
-    O = Og * groups
+    Cout = Og * groups
     xs = reshape(permute(x, (0, 2, 1, 3, 4)), (N * D, Cin, H, W))
     w2 = reshape(weight, (Cin, Og * kD, kH, kW))
     y = conv_transpose2d(xs, w2, None, s[1:], p[1:], op_[1:], groups, d[1:])
     Ho, Wo = y.shape[2:]
-    y = reshape(y, (N, D, O, kD, Ho, Wo))
+    y = reshape(y, (N, D, Cout, kD, Ho, Wo))
     full = (D - 1) * s[0] + d[0] * (kD - 1) + op_[0] + 1
     out = None
     for a in range(kD):
@@ -211,7 +211,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
         out = t if out is None else out + t
     out = permute(out[:, p[0]:full - p[0]], (0, 2, 1, 3, 4))
     if bias is not None:
-        out = out + reshape(bias, (1, O, 1, 1, 1))
+        out = out + reshape(bias, (1, Cout, 1, 1, 1))
     return out[0] if one else out
 
 
@@ -229,7 +229,8 @@ def _torch(name):
     return oracle
 
 
-composite(conv3d, autocast="lower", infer=_conv3d_infer, args=("input", "weight", "bias"), optional=("bias",),
+composite(conv3d, autocast="lower", infer=_conv3d_infer, args=("input", "weight", "bias"),
+          optional=("bias",),
           samples=lambda dtype=np.float64: [
               Sample((rand((1, 2, 4, 4, 3), dtype), rand((3, 2, 2, 2, 2), dtype, seed=1),
                       rand((3,), dtype, seed=2)), {"padding": 1}),

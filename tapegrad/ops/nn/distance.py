@@ -137,7 +137,8 @@ def _pair_samples(dtype=np.float64):
             Sample((rand((2, 3, 4), dtype), rand((3, 4), dtype, seed=2)), {"dim": -1})]
 
 
-composite(cosine_similarity, autocast={"cuda": "fp32"}, infer=_reduced_infer("cosine_similarity"), args=("x1", "x2"),
+composite(cosine_similarity, autocast={"cuda": "fp32"}, infer=_reduced_infer("cosine_similarity"),
+          args=("x1", "x2"),
           samples=_pair_samples,
           error_samples=lambda: [((rand((3, 4)), rand((5,))), {}, ValueError)],
           torch=lambda torch, a, b, **kw: torch.nn.functional.cosine_similarity(a, b, **kw))
@@ -203,8 +204,10 @@ def _unshuffle_infer(x, downscale_factor):
 
 
 composite(pixel_shuffle, infer=_shuffle_infer,
-          samples=lambda dtype=np.float64: [Sample((rand((1, 8, 2, 3), dtype),), {"upscale_factor": 2}),
-                                            Sample((rand((9, 1, 2), dtype),), {"upscale_factor": 3})],
+          samples=lambda dtype=np.float64: [Sample((rand((1, 8, 2, 3), dtype),),
+                                                   {"upscale_factor": 2}),
+                                            Sample((rand((9, 1, 2), dtype),),
+                                                   {"upscale_factor": 3})],
           error_samples=lambda: [((rand((1, 6, 2, 2)),), {"upscale_factor": 2}, RuntimeError)],
           torch=lambda torch, x, upscale_factor: torch.nn.functional.pixel_shuffle(
               x, upscale_factor))

@@ -341,7 +341,8 @@ def _torch_loss(fname):
     return f
 
 
-composite(nll_loss, autocast="fp32", infer=_class_infer("nll_loss"), args=("input", "target", "weight"),
+composite(nll_loss, autocast="fp32", infer=_class_infer("nll_loss"),
+          args=("input", "target", "weight"),
           optional=("weight",), samples=_class_samples, error_samples=_class_errors,
           torch=_torch_loss("nll_loss"))
 
@@ -414,9 +415,11 @@ def _bce_samples(dtype=np.float64):
             Sample((x, t, _rand((4,), dtype, 0.5, 2.0, seed=3)), {"reduction": "sum"}, False)]
 
 
-composite(binary_cross_entropy, autocast={"cpu": "fp32"}, infer=_binary_infer("binary_cross_entropy"),
+composite(binary_cross_entropy, autocast={"cpu": "fp32"},
+          infer=_binary_infer("binary_cross_entropy"),
           args=("input", "target", "weight"), optional=("weight",), samples=_bce_samples,
-          error_samples=lambda: [((_rand((3, 4), low=0.1, high=0.9), _rand((3,), low=0.1, high=0.9)),
+          error_samples=lambda: [((_rand((3, 4), low=0.1, high=0.9),
+                                   _rand((3,), low=0.1, high=0.9)),
                                   {}, ValueError),
                                  ((_rand((3,), low=1.5, high=2.0), _rand((3,), low=0.1, high=0.9)),
                                   {}, RuntimeError)],
@@ -432,7 +435,8 @@ def _bce_logits_samples(dtype=np.float64):
                    False)]
 
 
-composite(binary_cross_entropy_with_logits, autocast="fp32", args=("input", "target", "weight", "pos_weight"),
+composite(binary_cross_entropy_with_logits, autocast="fp32",
+          args=("input", "target", "weight", "pos_weight"),
           infer=_binary_infer("binary_cross_entropy_with_logits"),
           optional=("weight", "pos_weight"), by_name=True, samples=_bce_logits_samples,
           error_samples=lambda: [((_rand((3, 4)), _rand((3,))), {}, ValueError),
@@ -893,14 +897,16 @@ _decl(multi_margin_loss,
           Sample(_cast(dtype, rand((4,), seed=2), np.array(2)), {})],
       lambda: [((rand((3, 5)), _class_ints(5, (4,))), {}, RuntimeError),
                ((rand((3, 5)), _class_ints(5, (3,))), {"p": 3}, ValueError)],
-      autocast={"cuda": "fp32"}, infer=_margin_class_infer, torch=_checked(_torch_multi_margin, "multi_margin_loss"))
+      autocast={"cuda": "fp32"}, infer=_margin_class_infer,
+      torch=_checked(_torch_multi_margin, "multi_margin_loss"))
 _decl(multilabel_margin_loss,
       lambda dtype=np.float64: [
           Sample(_cast(dtype, rand((2, 4)), np.array([[3, 0, -1, 1], [1, 2, 3, -1]])), {}),
           Sample(_cast(dtype, rand((4,), seed=1), np.array([2, -1, 0, 0])),
                  {"reduction": "none"})],
       lambda: [((rand((2, 4)), np.array([[3, 0, -1, 1]])), {}, RuntimeError)],
-      autocast={"cuda": "fp32"}, infer=_margin_class_infer, torch=_checked(_torch_multilabel_margin, "multilabel_margin_loss"))
+      autocast={"cuda": "fp32"}, infer=_margin_class_infer,
+      torch=_checked(_torch_multilabel_margin, "multilabel_margin_loss"))
 
 
 def _class_dim_infer(x, t, *a, reduction="mean", **kw):

@@ -285,7 +285,8 @@ def _onnx_group_norm(b, st):
 
 
 GROUP_NORM = register(
-    name="group_norm", autocast={"cuda": "fp32"}, vmap=_vmap.group_norm_rule, kernel=_gn_kernel, infer=_gn_infer, args=("input", "weight", "bias"),
+    name="group_norm", autocast={"cuda": "fp32"}, vmap=_vmap.group_norm_rule, kernel=_gn_kernel,
+    infer=_gn_infer, args=("input", "weight", "bias"),
     optional=("weight", "bias"), vjp=_gn_vjp, jvp=_gn_jvp, saves=("input", "weight"),
     promote="same", samples=_gn_samples, torch=_torch_gn,
     error_samples=lambda: [((rand((2, 6, 3)), None, None), dict(num_groups=4, eps=1e-5),
@@ -325,7 +326,8 @@ def _layer_norm_infer(x, weight=None, bias=None, *, normalized_shape, eps=1e-5):
 
 
 # the op's inputs (input, weight, bias) by name, normalized_shape an attribute
-composite(layer_norm, autocast={"cuda": "fp32"}, infer=_layer_norm_infer, args=("input", "weight", "bias"),
+composite(layer_norm, autocast={"cuda": "fp32"}, infer=_layer_norm_infer,
+          args=("input", "weight", "bias"),
           optional=("weight", "bias"), by_name=True,
           samples=lambda dtype=np.float64: [
               Sample((rand((2, 3, 4), dtype, seed=1), rand((4,), dtype, seed=2),

@@ -241,7 +241,8 @@ def _onnx_max_pool2d_input_grad(b, st):
     b.node("Reshape", [y, b.ints([N, C, H, W])], [b.output(st)])
 
 
-MAX_POOL2D = register(name="max_pool2d", vmap=_vmap.nchw_rule, jvp=_max_pool2d_jvp, kernel=_max_pool2d_kernel, args=("input",), nout=2,
+MAX_POOL2D = register(name="max_pool2d", vmap=_vmap.nchw_rule, jvp=_max_pool2d_jvp,
+                      kernel=_max_pool2d_kernel, args=("input",), nout=2,
                       infer=_max_pool2d_infer, vjp=_max_pool2d_vjp, saves=("out",),
                       samples=_max_pool_samples, torch=_torch_max_pool,
                       error_samples=lambda: [
@@ -251,7 +252,8 @@ MAX_POOL2D = register(name="max_pool2d", vmap=_vmap.nchw_rule, jvp=_max_pool2d_j
                           ((_rand((1, 2, 4, 4)),), _pattrs(2, 1, 0, 0), RuntimeError),
                           ((_rand((1, 2, 4, 4)),), _pattrs(2, 1, 2), RuntimeError),
                           ((_rand((1, 2, 4, 4)),), _pattrs(2, 1, -1), RuntimeError),
-                          ((_rand((1, 0, 4, 4)),), _pattrs(2), RuntimeError)], onnx=_onnx_max_pool2d)
+                          ((_rand((1, 0, 4, 4)),), _pattrs(2), RuntimeError)],
+                      onnx=_onnx_max_pool2d)
 
 
 def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap, out=None):
@@ -316,12 +318,14 @@ def _max_pool2d_input_grad_reference(g, indices, *, input_shape, overlap):
 
 
 MAX_POOL2D_INPUT_GRAD = register(
-    name="max_pool2d_input_grad", vmap=_vmap.fold_rule((0, 1), "input_shape"), jvp=_jvp.linear, kernel=_max_pool2d_input_grad_kernel, args=("g", "indices"),
+    name="max_pool2d_input_grad", vmap=_vmap.fold_rule((0, 1), "input_shape"), jvp=_jvp.linear,
+    kernel=_max_pool2d_input_grad_kernel, args=("g", "indices"),
     infer=_max_pool2d_input_grad_infer,
     vjp=lambda ctx, gg: (bind(MAX_POOL2D_GATHER, gg, ctx.inputs[1]), None), saves=("indices",),
     samples=_pool_grad_samples, reference=_max_pool2d_input_grad_reference,
     error_samples=lambda: [((_rand((1, 1, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)),
-                            dict(input_shape=(1, 1, 4, 4), overlap=False), RuntimeError)], onnx=_onnx_max_pool2d_input_grad)
+                            dict(input_shape=(1, 1, 4, 4), overlap=False), RuntimeError)],
+                            onnx=_onnx_max_pool2d_input_grad)
 
 
 def _max_pool2d_gather_kernel(x, indices, out=None):
@@ -374,7 +378,8 @@ def _max_pool2d_gather_reference(x, indices):
 
 
 MAX_POOL2D_GATHER = register(
-    name="max_pool2d_gather", vmap=_vmap.fold_rule((0, 1)), jvp=_jvp.linear, kernel=_max_pool2d_gather_kernel, args=("input", "indices"),
+    name="max_pool2d_gather", vmap=_vmap.fold_rule((0, 1)), jvp=_jvp.linear,
+    kernel=_max_pool2d_gather_kernel, args=("input", "indices"),
     infer=_max_pool2d_gather_infer, vjp=_max_pool2d_gather_vjp, saves=("indices",),
     samples=_gather_samples, reference=_max_pool2d_gather_reference,
     error_samples=lambda: [((_rand((1, 2, 2, 2)), np.zeros((1, 1, 2, 3), np.int64)), {},
@@ -506,7 +511,8 @@ def _avg_samples(dtype=np.float64):
 
 
 AVG_POOL2D = register(
-    name="avg_pool2d", vmap=_vmap.nchw_rule, jvp=_jvp.linear, kernel=_avg_pool2d_kernel, args=("input",), infer=_avg_pool2d_infer,
+    name="avg_pool2d", vmap=_vmap.nchw_rule, jvp=_jvp.linear, kernel=_avg_pool2d_kernel,
+    args=("input",), infer=_avg_pool2d_infer,
     vjp=lambda ctx, g: (bind(AVG_POOL2D_INPUT_GRAD, g, input_shape=ctx.shapes[0], **ctx.attrs),),
     samples=_avg_samples,
     torch=lambda torch, x, **a: torch.nn.functional.avg_pool2d(x, **a),
@@ -514,7 +520,8 @@ AVG_POOL2D = register(
                            ((_rand((1, 1, 4, 4)),), _avg_attrs(2, dov=0), RuntimeError),
                            ((_rand((1, 1, 4, 4)),), _avg_attrs(2, dov=1.5), TypeError),
                            ((_rand((1, 1, 4, 4)),), _avg_attrs(2, 1, 2), RuntimeError),
-                           ((_rand((1, 1, 4, 4)),), _avg_attrs(0), RuntimeError)], onnx=_onnx_avg_pool2d)
+                           ((_rand((1, 1, 4, 4)),), _avg_attrs(0), RuntimeError)],
+                      onnx=_onnx_avg_pool2d)
 
 
 def _avg_pool2d_input_grad_kernel(g, *, input_shape, out=None, **attrs):
@@ -583,7 +590,8 @@ def _avg_grad_vjp(ctx, gg):
 
 
 AVG_POOL2D_INPUT_GRAD = register(
-    name="avg_pool2d_input_grad", vmap=_vmap.fold_rule((0,), "input_shape"), jvp=_jvp.linear, kernel=_avg_pool2d_input_grad_kernel, args=("g",),
+    name="avg_pool2d_input_grad", vmap=_vmap.fold_rule((0,), "input_shape"), jvp=_jvp.linear,
+    kernel=_avg_pool2d_input_grad_kernel, args=("g",),
     infer=_avg_pool2d_input_grad_infer, vjp=_avg_grad_vjp, samples=_avg_grad_samples,
     torch=_torch_avg_grad,
     error_samples=lambda: [((_rand((1, 1, 3, 3)),), dict(_avg_attrs(2), input_shape=(1, 1, 4, 4)),

@@ -938,7 +938,8 @@ LSTM_LAYER = register(
     jvp=_lstm_layer_jvp, vmap=_vmap_rule, saves=("h0", "c0", "weight_hh", "out"),
     samples=_samples(4, c=True), error_samples=lambda: _errors(4, c=True),
     torch=_torch("lstm"),
-    doc="One LSTM layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).", onnx=_onnx_lstm_layer)
+    doc="One LSTM layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).",
+    onnx=_onnx_lstm_layer)
 
 GRU_LAYER = register(
     name="gru_layer", kernel=_gru_layer_kernel, infer=_gru_layer_infer,
@@ -946,7 +947,8 @@ GRU_LAYER = register(
     vjp=_gru_layer_vjp, jvp=_gru_layer_jvp, vmap=_vmap_rule,
     saves=("h0", "weight_hh", "bias_hh", "out"), samples=_samples(3, b=True),
     error_samples=lambda: _errors(3, b=True), torch=_torch("gru"),
-    doc="One GRU layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).", onnx=_onnx_gru_layer)
+    doc="One GRU layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).",
+    onnx=_onnx_gru_layer)
 
 RNN_LAYER = register(
     name="rnn_layer", kernel=_rnn_layer_kernel, infer=_rnn_layer_infer,
@@ -957,7 +959,8 @@ RNN_LAYER = register(
         ((_rand((3, 2, 2)), _rand((2, 2)), _rand((2, 2))), {"nonlinearity": "gelu"},
          ValueError)],
     torch=_torch("rnn"),
-    doc="One Elman RNN layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).", onnx=_onnx_rnn_layer)
+    doc="One Elman RNN layer's recurrence over a sequence (see tapegrad/ops/nn/rnn.py).",
+    onnx=_onnx_rnn_layer)
 
 
 def lstm_layer(input_gates, h0, c0, weight_hh, reverse=False):

@@ -102,7 +102,8 @@ def _onnx_one_hot(b, st):
     b.cast(eq, b.out_dtype(st), [b.output(st)])
 
 
-EMBEDDING = register(name="embedding", vmap=_vmap.embedding_rule, jvp=_jvp.linear, kernel=_embedding_kernel, args=("input", "weight"),
+EMBEDDING = register(name="embedding", vmap=_vmap.embedding_rule, jvp=_jvp.linear,
+                     kernel=_embedding_kernel, args=("input", "weight"),
                      infer=_embedding_infer, vjp=_embedding_vjp, saves=("input",),
                      samples=_embedding_samples, torch=_torch_embedding,
                      error_samples=lambda: [((np.array([0.5]), _rand((3, 2))),
@@ -146,7 +147,8 @@ def _embedding_backward_reference(g, input, *, num_weights, padding_idx):
 
 
 EMBEDDING_BACKWARD = register(
-    name="embedding_backward", jvp=_jvp.linear, kernel=_embedding_backward_kernel, args=("g", "input"),
+    name="embedding_backward", jvp=_jvp.linear, kernel=_embedding_backward_kernel,
+    args=("g", "input"),
     infer=_embedding_backward_infer, saves=("input",),
     reference=_embedding_backward_reference,
     # the scatter-add's adjoint gathers, with the padding rows' reads masked to zero
@@ -158,7 +160,8 @@ EMBEDDING_BACKWARD = register(
         Sample((_rand((3, 2), dtype, seed=3), np.array([1, 2, 1])),
                dict(num_weights=4, padding_idx=1))],
     error_samples=lambda: [((_rand((2, 3)), np.array([0, 1, 2])),
-                            dict(num_weights=4, padding_idx=None), RuntimeError)], onnx=_onnx_embedding_backward)
+                            dict(num_weights=4, padding_idx=None), RuntimeError)],
+                            onnx=_onnx_embedding_backward)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
@@ -219,7 +222,8 @@ def _one_hot_infer(input, *, num_classes):
     return TensorSpec(tuple(input.shape) + (num_classes,), np.dtype(np.int64))
 
 
-ONE_HOT = register(name="one_hot", vmap=_vmap.leading, kernel=_one_hot_kernel, infer=_one_hot_infer, args=("input",),
+ONE_HOT = register(name="one_hot", vmap=_vmap.leading, kernel=_one_hot_kernel, infer=_one_hot_infer,
+                   args=("input",),
                    differentiable=False,
                    samples=lambda dtype=np.float64: [
                        Sample((np.array([0, 2, 1]),), dict(num_classes=3), grad=False),

@@ -324,7 +324,8 @@ def _onnx_interpolate(b, st):
 
 
 INTERPOLATE = register(
-    name="interpolate", vmap=_vmap.nchw_rule, kernel=_interp_kernel, infer=_interp_infer, args=("input",),
+    name="interpolate", vmap=_vmap.nchw_rule, kernel=_interp_kernel, infer=_interp_infer,
+    args=("input",),
     vjp=_interp_vjp, jvp=_interp_jvp, saves=(), samples=_interp_samples, torch=_torch_interp,
     error_samples=lambda: [((_rand((2, 3)),), _interp_attrs((4,)), NotImplementedError),
                            ((_rand((1, 2, 3)),), _interp_attrs((4,), "bilinear", False),
@@ -553,16 +554,19 @@ def _fold_samples(dtype=np.float64):
 
 
 UNFOLD = register(
-    name="unfold", vmap=_vmap.nchw_rule, kernel=_unfold_kernel, infer=_unfold_infer, args=("input",),
+    name="unfold", vmap=_vmap.nchw_rule, kernel=_unfold_kernel, infer=_unfold_infer,
+    args=("input",),
     vjp=_unfold_vjp, jvp=lambda ctx, xt: (None if xt is None else
                                           bind(UNFOLD, xt, **ctx.attrs),),
     samples=_unfold_samples,
     torch=lambda torch, x, **a: torch.nn.functional.unfold(x, **a),
     error_samples=lambda: [((_rand((2, 3, 3)),), _patch_attrs(2), RuntimeError),
                            ((_rand((1, 1, 2, 2)),), _patch_attrs(3), RuntimeError),
-                           ((_rand((1, 1, 4, 4)),), _patch_attrs(2, stride=0), RuntimeError)], onnx=_onnx_unfold)
+                           ((_rand((1, 1, 4, 4)),), _patch_attrs(2, stride=0), RuntimeError)],
+                  onnx=_onnx_unfold)
 FOLD = register(
-    name="fold", vmap=_vmap.nchw_rule, kernel=_fold_kernel, infer=_fold_infer, args=("input",), vjp=_fold_vjp,
+    name="fold", vmap=_vmap.nchw_rule, kernel=_fold_kernel, infer=_fold_infer, args=("input",),
+    vjp=_fold_vjp,
     jvp=lambda ctx, xt: (None if xt is None else bind(FOLD, xt, **ctx.attrs),),
     samples=_fold_samples,
     torch=lambda torch, x, **a: torch.nn.functional.fold(x, **a),
@@ -752,7 +756,8 @@ def _grid_samples(dtype=np.float64):
     cases = [((1, 2, 4, 5), "bilinear", "zeros", False), ((2, 1, 3, 4), "bilinear", "border", True),
              ((1, 2, 4, 3), "bilinear", "reflection", False),
              ((1, 1, 3, 5), "bilinear", "reflection", True),
-             ((1, 2, 4, 5), "nearest", "zeros", False), ((1, 1, 3, 4), "nearest", "reflection", True),
+             ((1, 2, 4, 5), "nearest", "zeros", False),
+             ((1, 1, 3, 4), "nearest", "reflection", True),
              ((1, 2, 4, 5), "bicubic", "zeros", False), ((1, 1, 4, 4), "bicubic", "border", True),
              ((1, 1, 3, 5), "bicubic", "reflection", False),
              ((1, 2, 3, 4, 3), "bilinear", "zeros", True),
@@ -836,7 +841,8 @@ def _torch_grid(torch, x, g, mode="bilinear", padding_mode="zeros", align_corner
     return out
 
 
-composite(grid_sample, autocast={"cuda": "promote"}, infer=_grid_sample_infer, args=("input", "grid"), samples=_grid_samples,
+composite(grid_sample, autocast={"cuda": "promote"}, infer=_grid_sample_infer,
+          args=("input", "grid"), samples=_grid_samples,
           error_samples=lambda: [
               ((rand((1, 2, 4, 5)), rand((1, 3, 2, 3))), {}, RuntimeError),
               ((rand((1, 2, 4, 5)), rand((2, 3, 2, 2))), {}, RuntimeError),
