@@ -1,4 +1,4 @@
-"""What does sharing ops across frameworks cost? Issue 12's speed targets, in one run:
+"""What does sharing ops across frameworks cost? The speed targets, in one run:
 
 1. a ``from_torch`` op inside a tapegrad training step (an MLP 784-256-10 whose
    activation is ``from_torch(torch.tanh)``), against the same step with ``tg.tanh``

@@ -1,5 +1,5 @@
 """Every registry op against PyTorch on medium inputs, forward and forward+backward, in
-one run (issue 17, Speed).
+one run.
 
 Inputs: each op's first float32 sample, its arrays scaled up (every dim above 1 times
 the same factor) until the largest has about ``--elements`` elements (1M by default;

@@ -1,7 +1,7 @@
 """Every basic/workspace kernel that takes ``out=``: the kernel writing into a given
 ``out`` (what ``tg.compile``'s arena and the torch export call) against the same kernel
-allocating its result, in one run (issue 12, item 5: writing into the caller's memory
-should cost no more than allocating).
+allocating its result, in one run (writing into the caller's memory should cost no
+more than allocating).
 
 Inputs: each op's first float64 sample that scales, its arrays tiled until the output
 has about ``--elements`` elements (the samples tests/interop/test_out_kernels.py scales,

@@ -1,7 +1,7 @@
 """How long does one training step of a sequence model take, against PyTorch eager,
 in the same run?
 
-- LSTM: 2 layers, input and hidden 256, sequence 64, batch 32 (issue 13's target:
+- LSTM: 2 layers, input and hidden 256, sequence 64, batch 32 (target:
   at most 1.5x PyTorch); GRU and RNN (tanh) the same sizes;
 - Transformer encoder: 2 ``TransformerEncoderLayer``s, d_model 128, 4 heads,
   feed-forward 512, dropout 0.1, causal mask, sequence 128, batch 16 (target: at most

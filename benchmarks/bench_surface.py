@@ -1,4 +1,4 @@
-"""Issue 17's surface against PyTorch, float32 on the CPU, one thread each:
+"""The PyTorch-compatible surface against PyTorch, float32 on the CPU, one thread each:
 
 - ``optim.Adadelta.step()`` on 1M parameters (PyTorch ``foreach=False`` and its default);
 - a custom ``autograd.Function`` (x -> x*x*x, backward written with ops) forward plus

@@ -1,5 +1,5 @@
-"""The charlm demo's model and budget in PyTorch, for the comparison issue 13 asks
-for: the same architecture (``TransformerLM`` or ``LSTMLM``), hyperparameters,
+"""The charlm demo's model and budget in PyTorch, for comparing the two:
+the same architecture (``TransformerLM`` or ``LSTMLM``), hyperparameters,
 AdamW groups, OneCycleLR, clipping and the same training batches (the demo's data
 and random windows), then the whole-validation bits per character, and the time.
 

@@ -39,7 +39,7 @@ def test_add_alpha_out_of_place():
 
 
 def test_view_written_in_place_then_base_read():
-    # the fixed part of issue 10 item 1, as the fuzzer writes it
+    # a view written in place, then its base read, as the fuzzer writes it
     _agrees("v1 = x0 * 1.0\nv2 = v1.transpose(0, 1)[1:]\nv2.mul_(x1)\n"
             "v3 = v1.view(4)\nv3[1:3] = x1\noutputs = [v1, v3]")
 

@@ -3,7 +3,7 @@ result into the caller's ``out`` (the kernel returns that very array, equal to t
 result it computes without one) and allocates no array of the output's size besides
 (NumPy's allocations traced by ``tracemalloc``, on each sample scaled up until its
 output is large enough to tell). The kernels still without ``out=`` are listed: the
-list may only shrink (issue 12, item 5).
+list may only shrink.
 
 Note: tracemalloc sees NumPy's allocations, not Numba's (its runtime allocates with
 its own allocator), so a Numba kernel's temporaries are not counted here."""
@@ -36,7 +36,7 @@ WITHOUT_OUT = {
     "histogram", "i0", "interpolate", "isin", "linalg_cholesky", "linalg_lu_factor",
     "linalg_qr", "linalg_svd", "linalg_vector_norm", "logsumexp", "multinomial", "norm",
     "searchsorted", "sort", "special_i1", "std", "topk", "var",
-    # issue 17's last census ops, several outputs each, LAPACK's or NumPy's own arrays
+    # several outputs each, LAPACK's or NumPy's own arrays
     # (as linalg_qr/linalg_svd)
     "geqrf", "histogramdd", "linalg_eigh",
 }

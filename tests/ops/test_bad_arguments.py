@@ -1,4 +1,4 @@
-"""Per-op argument checks (issue 16), each case compared with PyTorch.
+"""Per-op argument checks, each case compared with PyTorch.
 
 - A huge broadcast index (2**40 rows of stride 0, a few bytes of memory) must be
   refused or answered at once: shapes are checked first (the shape rule), index
@@ -302,7 +302,7 @@ EMPTY = [
 ]
 
 
-# ================================================================ dtype rules (issue 16)
+# ================================================================ dtype rules
 # Where PyTorch has no kernel for a dtype, or refuses to mix dtypes, tapegrad raises
 # too (the same class, naming the op); the valid integer uses PyTorch accepts keep
 # computing (the "-ok" cases). The rules live where each op states its checks:

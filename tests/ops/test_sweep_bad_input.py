@@ -1,5 +1,4 @@
-"""The sweep of issue 16's "Done means": every public op against a shared catalogue of
-bad inputs, each case compared with PyTorch.
+"""Every public op against a shared catalogue of bad inputs, each case compared with PyTorch.
 
 Every public op function (`tapegrad.ops.__all__`, plus the names of
 `tg.nn.functional` that are not the same function) gets one valid call (the `VALID`

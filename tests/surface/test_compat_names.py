@@ -1,4 +1,4 @@
-"""PyTorch's everyday names that programs stop on (issue 17), each against PyTorch."""
+"""PyTorch's everyday names that programs stop on, each against PyTorch."""
 import warnings
 from collections import deque
 

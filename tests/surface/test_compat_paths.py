@@ -1,5 +1,5 @@
 """PyTorch programs' import paths, DataLoader workers, legacy ``Tensor`` constructors,
-``Size`` and dtype reprs (issue 17, item 5), each against PyTorch's behaviour."""
+``Size`` and dtype reprs, each against PyTorch's behaviour."""
 import importlib
 import pickle
 import threading

@@ -1,5 +1,5 @@
 """The generic in-place methods (``ops/methods.py``: ``x.foo_()`` from ``foo``) and
-the census's other new methods, against PyTorch: values, gradients through an
+the other in-place methods, against PyTorch: values, gradients through an
 in-place op on a non-leaf and on a view, the version counter, the leaf refusal, the
 dtype rule, forward mode; the shape-changing and random in-place methods."""
 import numpy as np
