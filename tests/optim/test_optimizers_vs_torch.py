@@ -1,4 +1,4 @@
-"""optim.Adamax / NAdam / RAdam / ASGD / Rprop / LBFGS against PyTorch step for step:
+"""optim.Adadelta / Adamax / NAdam / RAdam / ASGD / Rprop / LBFGS against PyTorch step for step:
 identical initial values and gradients, parameters equal after many steps (float64:
 1e-12; float32: a few ulps), on the fused (Numba) kernels and on the NumPy path."""
 import numpy as np
@@ -311,3 +311,59 @@ def test_lbfgs_float32_follows_torch():
     o2.step(closure(o2, b))
     assert a.dtype == tg.float32
     np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- Adadelta
+@pytest.mark.parametrize("kw", [dict(), dict(lr=0.5, rho=0.8, weight_decay=0.1),
+                                dict(eps=1e-4, maximize=True), dict(rho=0.0, lr=0.1)],
+                         ids=["defaults", "wd", "maximize", "rho0"])
+def test_adadelta_matches_torch_after_10_steps(kw, update_path):
+    rng = np.random.default_rng(0)
+    inits = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(10)]
+    a = [tg.nn.Parameter(tg.tensor(x.copy())) for x in inits]
+    b = [torch.nn.Parameter(torch.tensor(x.copy())) for x in inits]
+    o1 = tg.optim.Adadelta(a, **kw)
+    o2 = torch.optim.Adadelta(b, foreach=False, **kw)
+    for step in grads:
+        for p, q, g in zip(a, b, step):
+            p.grad = tg.tensor(g.copy())
+            q.grad = torch.tensor(g.copy())
+        o1.step()
+        o2.step()
+    for p, q in zip(a, b):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=2e-6, atol=2e-6)
+    st = o1.state_dict()["state"][0]
+    assert st["step"] == 10
+    np.testing.assert_allclose(np.asarray(st["square_avg"].numpy()),
+                               o2.state_dict()["state"][0]["square_avg"].numpy(), rtol=2e-6)
+
+
+def test_adadelta_fused_equals_numpy_float64():
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(5)
+    init = rng.standard_normal(5000)
+    grads = [rng.standard_normal(5000) for _ in range(3)]
+    out = []
+    for use in (True, False):
+        fused_update.config.use_numba = use
+        try:
+            p = tg.nn.Parameter(tg.tensor(init.copy()))
+            opt = tg.optim.Adadelta([p], lr=0.7, weight_decay=0.1)
+            for g in grads:
+                p.grad = tg.tensor(g)
+                opt.step()
+        finally:
+            fused_update.config.use_numba = True
+        out.append(p.detach().numpy())
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-13, atol=1e-15)
+
+
+def test_adadelta_arguments_checked():
+    p = tg.nn.Parameter(tg.zeros(2))
+    for kw, msg in [(dict(lr=-1), "Invalid learning rate"), (dict(rho=1.5), "Invalid rho"),
+                    (dict(eps=-1), "Invalid epsilon"), (dict(weight_decay=-1), "weight_decay")]:
+        with pytest.raises(ValueError, match=msg):
+            tg.optim.Adadelta([p], **kw)
+        with pytest.raises(ValueError, match=msg):
+            torch.optim.Adadelta([torch.nn.Parameter(torch.zeros(2))], **kw)
