@@ -1,0 +1,185 @@
+"""Gradient checks against finite differences.
+
+``gradcheck`` compares the reverse-mode Jacobian of a function with central
+differences; ``gradgradcheck`` does the same one order up, for the map from
+(inputs, cotangents) to the first-order gradient, and fails when that gradient
+is not connected to its inputs (an adjoint computed on detached arrays) while
+finite differences say it depends on them.
+"""
+import numpy as np
+
+from ..tensor import Tensor, buffer
+from ..autodiff import grad, no_grad, enable_grad
+from ..ops.creation import tensor
+
+__all__ = ["gradcheck", "gradgradcheck"]
+
+
+def _tensors(inputs):
+    if isinstance(inputs, Tensor):
+        return (inputs,)
+    return tuple(inputs)
+
+
+def _flat_out(out):
+    if isinstance(out, Tensor):
+        return [out]
+    return [o for o in out if isinstance(o, Tensor)]
+
+
+def _host(t):
+    """A NumPy array with ``t``'s values (a copy when ``t`` lives on a GPU)."""
+    return t.detach().cpu().numpy()
+
+
+def _wants_grad(t):
+    return isinstance(t, Tensor) and t.requires_grad
+
+
+def _numerical_jacobian(fn, inputs, eps):
+    """Central differences: per input that requires grad, a (total output elements,
+    input elements) float64 matrix; ``None`` for the other inputs."""
+    jac = []
+    for t in inputs:
+        if not _wants_grad(t):
+            jac.append(None)
+            continue
+        data = buffer(t)  # perturbed in place, whatever its strides
+        cols = []
+        for idx in np.ndindex(*data.shape):
+            orig = data[idx].item()
+            data[idx] = orig + eps
+            with no_grad():
+                plus = [_host(o).astype(np.float64) for o in _flat_out(fn(*inputs))]
+            data[idx] = orig - eps
+            with no_grad():
+                minus = [_host(o).astype(np.float64) for o in _flat_out(fn(*inputs))]
+            data[idx] = orig
+            cols.append(np.concatenate([((p - m) / (2 * eps)).reshape(-1)
+                                        for p, m in zip(plus, minus)] or [np.zeros(0)]))
+        jac.append(np.stack(cols, axis=1) if cols else None)
+    return jac
+
+
+def _analytical_jacobian(outs, t):
+    """Reverse mode, one output element at a time: a (total output elements, t's
+    elements) matrix; rows of outputs that do not require grad stay zero."""
+    total = sum(o.numel() for o in outs)
+    jac = np.zeros((total, t.numel()))
+    row = 0
+    for o in outs:
+        if o.requires_grad:
+            for k in range(o.numel()):
+                seed = np.zeros(tuple(o.shape), dtype=buffer(o).dtype)
+                seed.reshape(-1)[k] = 1
+                g, = grad([o], [t], grad_outputs=[tensor(seed, device=o.device)],
+                          retain_graph=True, allow_unused=True)
+                if g is not None:
+                    jac[row + k] = _host(g).reshape(-1)
+        row += o.numel()
+    return jac
+
+
+def _first_mismatch(fn, inputs, eps, atol, rtol):
+    """None when every Jacobian block matches, else ``(kind, input index, output
+    index, output element, input element, analytical, numerical)`` of the worst
+    entry; ``kind`` is "detached" when the output does not require grad."""
+    num = _numerical_jacobian(fn, inputs, eps)
+    outs = _flat_out(fn(*inputs))
+    starts = np.cumsum([0] + [o.numel() for o in outs])
+    for i, t in enumerate(inputs):
+        if num[i] is None:
+            continue
+        ana = _analytical_jacobian(outs, t)
+        if np.allclose(ana, num[i], atol=atol, rtol=rtol, equal_nan=True):
+            continue
+        with np.errstate(invalid="ignore"):
+            err = np.nan_to_num(np.abs(ana - num[i]), nan=np.inf)
+        r, c = np.unravel_index(np.argmax(err), err.shape)
+        j = int(np.searchsorted(starts, r, side="right") - 1)
+        kind = "mismatch" if outs[j].requires_grad else "detached"
+        return kind, i, j, int(r - starts[j]), int(c), ana[r, c], num[i][r, c]
+    return None
+
+
+def _fail(msg, raise_exception):
+    if raise_exception:
+        raise AssertionError(msg)
+    return False
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+              nondet_tol=0.0, check_undefined_grad=True):
+    """Compare reverse-mode gradients of ``fn`` with central differences (use float64).
+
+    Checks every output element against every input that requires grad; an output
+    that does not require grad must have a zero numerical gradient. Returns True, or
+    raises ``AssertionError`` naming the input and the worst entry (returns False
+    with ``raise_exception=False``), as ``torch.autograd.gradcheck``.
+    """
+    inputs = _tensors(inputs)
+    bad = _first_mismatch(fn, inputs, eps, atol, rtol)
+    if bad is None:
+        return True
+    kind, i, j, r, c, ana, num = bad
+    shape = tuple(inputs[i].shape)
+    if kind == "detached":
+        return _fail(f"gradcheck: output {j} does not require grad, but its numerical "
+                     f"gradient for input {i} (shape {shape}) is not zero: output element "
+                     f"{r}, input element {c}: {num:.8g}", raise_exception)
+    return _fail(f"gradcheck: Jacobian mismatch for input {i} (shape {shape}): output {j} "
+                 f"element {r}, input element {c}: analytic {ana:.8g} vs numerical {num:.8g}",
+                 raise_exception)
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  raise_exception=True):
+    """Second order: the analytical derivatives of the first-order gradient
+    ``(inputs, v) -> v^T d fn / d inputs`` against its central differences (float64).
+
+    ``grad_outputs`` (the cotangents ``v``) are drawn at random unless given. A
+    first-order gradient that is not connected to the inputs and cotangents (the
+    adjoint ran on detached arrays, so there is no second-order path) fails unless
+    finite differences show it does not depend on them. Returns True, or raises
+    ``AssertionError`` (returns False with ``raise_exception=False``), as
+    ``torch.autograd.gradgradcheck``.
+    """
+    inputs = _tensors(inputs)
+    diff_idx = [i for i, t in enumerate(inputs) if _wants_grad(t)]
+    outs = [o for o in _flat_out(fn(*inputs)) if o.requires_grad]
+    if grad_outputs is None:
+        rng = np.random.default_rng(1234)
+        grad_outputs = [tensor(rng.standard_normal(tuple(o.shape)).astype(buffer(o).dtype),
+                               device=o.device, requires_grad=True) for o in outs]
+    grad_outputs = _tensors(grad_outputs)
+    if len(grad_outputs) != len(outs):
+        raise ValueError(f"gradgradcheck: {len(grad_outputs)} grad_outputs for {len(outs)} "
+                         f"outputs that require grad")
+    n = len(inputs)
+
+    def first_order(*args):
+        ins, vs = args[:n], args[n:]
+        with enable_grad():  # the numerical pass runs this under no_grad
+            os_ = [o for o in _flat_out(fn(*ins)) if o.requires_grad]
+            gs = grad(os_, [ins[i] for i in diff_idx], grad_outputs=list(vs),
+                      create_graph=True, allow_unused=True) if os_ else [None] * len(diff_idx)
+        # an unused input's gradient is zero; finite differences check that it stays so
+        return tuple(g if g is not None else tensor(np.zeros(tuple(ins[i].shape),
+                                                             dtype=buffer(ins[i]).dtype),
+                                                    device=ins[i].device)
+                     for i, g in zip(diff_idx, gs))
+
+    args = tuple(inputs) + tuple(grad_outputs)
+    bad = _first_mismatch(first_order, args, eps, atol, rtol)
+    if bad is None:
+        return True
+    kind, i, j, r, c, ana, num = bad
+    wrt = f"input {i}" if i < n else f"grad_output {i - n}"
+    if kind == "detached":
+        return _fail(f"gradgradcheck: the first-order gradient of input {diff_idx[j]} is not "
+                     f"connected to the inputs (no second-order path: was the adjoint "
+                     f"computed on detached arrays?), yet it depends on {wrt}: element {r} "
+                     f"moves by {num:.8g} per unit of element {c}", raise_exception)
+    return _fail(f"gradgradcheck: second-order mismatch: the first-order gradient of input "
+                 f"{diff_idx[j]}, element {r}, against {wrt} element {c}: analytic "
+                 f"{ana:.8g} vs numerical {num:.8g}", raise_exception)
