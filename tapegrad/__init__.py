@@ -7,6 +7,10 @@
 >>> x.grad
 tensor([2., 4., 6.])
 """
+# Import order matters here: later imports win (the ops' names, then the ones shadowing
+# builtins, then the utilities), and the steps between imports install the methods and
+# wrap the public functions.
+# isort: skip_file
 from .dtypes import (DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8,
                      bool, get_default_dtype, set_default_dtype)
 from .dtypes import float16 as half, float32 as float, float64 as double  # noqa: A001

@@ -12,6 +12,9 @@ Sequential(
   (2): Linear(in_features=8, out_features=2, bias=True)
 )
 """
+# Import order matters here: Parameter and Module before the modules that use them; the
+# star imports in torch.nn's order, later ones winning.
+# isort: skip_file
 from .parameter import Parameter, Buffer
 from .module import Module
 from . import modules

@@ -1,5 +1,8 @@
 """All ops, one module per family. This package is also the namespace ``m`` that
 vjps compute with (``ctx.m.exp(x)``), on raw arrays or on Tensors alike."""
+# Import order matters here: the families register their ops in this order, which is the
+# registry's order.
+# isort: skip_file
 from . import elementwise, ufuncs, special, reduce, sorting, histograms
 from . import shape, joining, indexing, indexed_update
 from . import linalg, linalg_decomp, creation, random, nn, activations, compat

@@ -43,6 +43,9 @@ and over the index's distinct memory (``_util.value_range``: a broadcast index i
 scanned element by element). One repeat is left, conv's workspace rules' ndim check: a workspace
 rule also runs alone, in ``ops_registry.workspace_bytes``.
 """
+# Import order matters here: the families register their ops in this order, which is the
+# registry's order.
+# isort: skip_file
 from .activation import log_softmax, softmax
 from .affine import linear
 from .conv import conv1d, conv2d, conv_transpose2d
