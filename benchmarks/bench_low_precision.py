@@ -35,8 +35,10 @@ def _cases(n):
     cases = {}
     for dt in DTYPES:
         T, P = getattr(tg, dt), getattr(torch, dt)
-        ta, tb, pa, pb = tg.tensor(a).to(T), tg.tensor(b).to(T), torch.tensor(a).to(P), torch.tensor(b).to(P)
-        tx, tw, px, pw = tg.tensor(x).to(T), tg.tensor(w).to(T), torch.tensor(x).to(P), torch.tensor(w).to(P)
+        ta, tb = tg.tensor(a).to(T), tg.tensor(b).to(T)
+        pa, pb = torch.tensor(a).to(P), torch.tensor(b).to(P)
+        tx, tw = tg.tensor(x).to(T), tg.tensor(w).to(T)
+        px, pw = torch.tensor(x).to(P), torch.tensor(w).to(P)
         tv, pv = tg.tensor(v).to(T), torch.tensor(v).to(P)
         cases[f"GEMM {n}^3 {dt}"] = (lambda ta=ta, tb=tb: ta @ tb, lambda pa=pa, pb=pb: pa @ pb)
         cases[f"conv 8x32x56x56 * 64x3x3 {dt}"] = (
@@ -83,7 +85,8 @@ def main():
         for k, (ft, fp) in cases.items():
             grad = "MLP" in k
             for i, f in enumerate((ft, fp)):
-                ctx = (tg.enable_grad(), torch.enable_grad()) if grad else (tg.no_grad(), torch.no_grad())
+                ctx = ((tg.enable_grad(), torch.enable_grad()) if grad
+                       else (tg.no_grad(), torch.no_grad()))
                 with ctx[0], ctx[1]:
                     t0 = time.perf_counter()
                     f()
