@@ -498,8 +498,8 @@ def _unwrap(op, args):
             arrays.append(a.__tg_scalar__())
             continue
         else:
-            fn = _foreign_fn(a, _foreign)
-            if fn is not None:
+            fn = _foreign_fn(a, _foreign) or getattr(tp, "_layout_bind", None)
+            if fn is not None:  # (a sparse tensor: its layout's own dispatch)
                 raise _Foreign(fn)
             raise TypeError(f"{op.name}: argument '{_arg_name(op, len(arrays))}' must be a "
                             f"Tensor or a number, not {tp.__name__}")

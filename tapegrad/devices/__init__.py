@@ -303,6 +303,23 @@ def add_at(out, index, values):
         importlib.import_module("cupyx").scatter_add(out, index, values)
 
 
+def coo_mm(rows, cols, vals, b, out):
+    """``out += A @ b`` for the sparse COO matrix ``A`` (``rows``, ``cols``, ``vals``)
+    and a dense 2-D ``b``, on any device, without making ``A`` dense: a compiled loop
+    over the stored elements on CPU, ``cupyx.scipy.sparse`` on CUDA, else
+    ``np.add.at`` of the products row by row."""
+    if isinstance(out, np.ndarray):
+        from .cpu_kernels import sparse
+        if sparse.coo_mm(rows, cols, vals, b, out):
+            return
+        np.add.at(out, rows, vals[:, None] * b[cols])
+        return
+    import importlib
+    cusparse = importlib.import_module("cupyx.scipy.sparse")
+    a = cusparse.coo_matrix((vals, (rows, cols)), shape=(out.shape[0], b.shape[0]))
+    out += a @ b
+
+
 def reduce_at(out, index, values, how):
     """``out[index] = how(out[index], values)`` with repeated indices reducing in turn
     (``how``: "add", "multiply", "maximum", "minimum"), on any device."""

@@ -6,6 +6,7 @@ vjps compute with (``ctx.m.exp(x)``), on raw arrays or on Tensors alike."""
 from . import elementwise, ufuncs, special, reduce, sorting, histograms
 from . import shape, joining, indexing, indexed_update
 from . import linalg, linalg_decomp, creation, random, nn, activations, compat
+from . import sparse  # noqa: F401  (tg.sparse: sparse COO tensors, their own namespace)
 
 _FAMILIES = (elementwise, ufuncs, special, reduce, sorting, histograms, shape, joining, indexing,
              indexed_update, linalg, linalg_decomp, creation, random, nn, activations, compat)

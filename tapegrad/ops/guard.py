@@ -119,6 +119,8 @@ def _check_one(name, pname, v, numbers, others):
     if numbers and (tp in _NUMBERS or isinstance(v, np.generic) and v.dtype.kind in "biuf") \
             and any(a is not v and _is_array(a) for a in others):
         return
+    if hasattr(tp, "_layout_bind"):  # a sparse tensor: the op accepts or refuses its layout
+        return
     raise TypeError(f"{name}: argument '{pname}' must be a Tensor, not {_what(v)}")
 
 

@@ -18,7 +18,7 @@ from ..grad_mode import is_grad_enabled
 from ..tensor import Tensor, mark_written
 from ..dispatch import apply_inplace, lane
 from . import (elementwise as E, reduce as R, shape as S, indexing as I, linalg as L, creation as C,
-               nn as N)
+               nn as N, sparse as SP)
 from ..ops_registry.opdef import OpDef
 from .._util import op_error, normalize_dim
 
@@ -213,7 +213,7 @@ def install(extra=(), methods=None):
     more = table(_ns)
     more = {n: fn for n, fn in more.items() if n not in vars(Tensor) or n in REPLACE}
     tables = (list(more.items()) + list(_TABLE.items()) + list(compat_table.items())
-              + list(special.TABLE.items()))
+              + list(special.TABLE.items()) + list(SP.TABLE.items()))
     for name, fn in tables + list((methods or {}).items()):
         if fn is not None:
             setattr(Tensor, name, fn)
@@ -434,16 +434,7 @@ def _fill_diagonal_(self, fill_value, wrap=False):
 
 
 # ------------------------------------------------------------------ metadata
-class _Layout:
-    """``torch.strided``: tapegrad's tensors are dense and strided."""
-
-    def __repr__(self):
-        return "torch.strided"
-
-    __str__ = __repr__
-
-
-STRIDED = _Layout()
+STRIDED = SP.strided  # (a sparse COO tensor's layout is SP.sparse_coo)
 
 
 def _stride(self, dim=None):

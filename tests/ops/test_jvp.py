@@ -64,11 +64,13 @@ def _torch_forward_trusted(op, attrs):
     wrong or absent (checked against central differences instead, which every sample
     also is): scatter_reduce's "prod" tangent in PyTorch 2.13 differs from central
     differences of PyTorch's own forward (ours agrees with them), and index_reduce has
-    no forward-mode formula in PyTorch (NotImplementedError), nor do ormqr and
-    segment_reduce."""
+    no forward-mode formula in PyTorch (NotImplementedError), nor do ormqr,
+    segment_reduce and sparse COO tensors (sparse_mm, sparse_coo_to_dense: "Cannot
+    access data pointer of Tensor that doesn't have storage")."""
     if op.name == "scatter_reduce" and attrs.get("reduce") == "prod":
         return False
-    return op.name not in ("index_reduce", "ormqr", "segment_reduce")
+    return op.name not in ("index_reduce", "ormqr", "segment_reduce", "sparse_mm",
+                           "sparse_coo_to_dense")
 
 
 def _torch_differentiates(op, args, attrs):
