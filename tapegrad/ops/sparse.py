@@ -138,7 +138,8 @@ def _sparse_mm_samples(dtype=np.float64):
 
 
 def _torch_sparse_mm(torch, indices, values, mat2, *, size):
-    return torch.sparse.mm(torch.sparse_coo_tensor(indices, values, size, check_invariants=True), mat2)
+    a = torch.sparse_coo_tensor(indices, values, size, check_invariants=True)
+    return torch.sparse.mm(a, mat2)
 
 
 SPARSE_MM = register(
