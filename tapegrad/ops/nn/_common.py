@@ -4,6 +4,7 @@ import numpy as np
 from ... import dtypes as _dt
 from ..._util import op_error
 from ...tensor import Tensor, buffer
+from .._decl import TensorSpec
 
 
 def pair(name, v, what):
@@ -74,3 +75,22 @@ def tap_slices(k, s, p, L, Lo):
         return None
     start = lo * s + k - p
     return slice(lo, hi), slice(start, start + (hi - lo - 1) * s + 1, s)
+
+
+def same_infer(x, *a, **k):
+    """Shape rule of an op whose result has its first input's shape and dtype."""
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def need_floating(name, arg, x):
+    """PyTorch's refusal of an integer or bool tensor (its noise and scaling are
+    floating point)."""
+    if hasattr(x, "is_floating_point") and not x.is_floating_point():
+        raise op_error(name, f"expected a floating point {arg}, got {x.dtype}", RuntimeError)
+
+
+def torch_functional(name):
+    """The PyTorch oracle ``torch.nn.functional.<name>`` called with the op's arguments."""
+    def oracle(torch, *a, **kw):
+        return getattr(torch.nn.functional, name)(*a, **kw)
+    return oracle

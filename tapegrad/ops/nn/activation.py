@@ -25,6 +25,7 @@ from ._common import whole as _whole, np_dtype as _np_dtype
 from .._decl import composite, rand, away_from
 from ..elementwise import log
 from ...dtypes import is_float as _isf
+from ._common import same_infer as _same_infer, need_floating as _need_floating
 
 
 def _softmax_infer(name):
@@ -351,10 +352,6 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
 
 
 # ------------------------------------------------------------------ the registry
-def _same_infer(x, *a, **k):
-    return TensorSpec(tuple(x.shape), x.dtype)
-
-
 def _int_error():
     return [((np.arange(6).reshape(2, 3),), {}, NotImplementedError)]
 
@@ -449,13 +446,6 @@ composite(rrelu, infer=_same_infer,
               Sample((away_from(rand((3, 4)), (0.0,)).astype(dtype),), {}),
               Sample((rand((3, 4), dtype, seed=1),), {"training": True}, False)],
           error_samples=_int_error, reference=_next_draw(_rrelu_draw))
-
-
-def _need_floating(name, arg, x):
-    """PyTorch's refusal of an integer or bool tensor (its noise and scaling are
-    floating point)."""
-    if hasattr(x, "is_floating_point") and not x.is_floating_point():
-        raise op_error(name, f"expected a floating point {arg}, got {x.dtype}", RuntimeError)
 
 
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):

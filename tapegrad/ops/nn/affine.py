@@ -12,6 +12,7 @@ from ..linalg import einsum
 from ..shape import reshape
 from .._decl import composite, rand
 from ...dtypes import is_float as _isf
+from ._common import torch_functional as _torch
 
 
 # One op, not the composite matmul(x, mT(w)): the weight gradient is then a fresh
@@ -199,12 +200,6 @@ def bilinear(input1, input2, weight, bias=None):
 
 
 # ------------------------------------------------------------------ the registry
-def _torch(name):
-    def oracle(torch, *a, **kw):
-        return getattr(torch.nn.functional, name)(*a, **kw)
-    return oracle
-
-
 def _bil_infer(a, b, w, bias=None):
     return TensorSpec(tuple(a.shape[:-1]) + (w.shape[0],), a.dtype)
 

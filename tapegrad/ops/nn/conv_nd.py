@@ -22,6 +22,7 @@ from .conv import conv2d, conv_transpose2d
 from ._common import np_dtype
 from ..shape import squeeze
 from .conv import conv1d
+from ._common import torch_functional as _torch
 
 
 # ------------------------------------------------------------------ geometry
@@ -223,12 +224,6 @@ def _ct3d_infer(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, d
 
 
 # ------------------------------------------------------------------ the registry
-def _torch(name):
-    def oracle(torch, *a, **kw):
-        return getattr(torch.nn.functional, name)(*a, **kw)
-    return oracle
-
-
 composite(conv3d, autocast="lower", infer=_conv3d_infer, args=("input", "weight", "bias"),
           optional=("bias",),
           samples=lambda dtype=np.float64: [

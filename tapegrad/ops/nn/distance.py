@@ -11,6 +11,7 @@ from ..elementwise import clamp_min
 from ..reduce import sum as _sum, norm
 from ..shape import reshape, permute, broadcast_to
 from .._decl import composite, Sample, TensorSpec, rand
+from ._common import same_infer as _same_infer
 
 __all__ = ["cosine_similarity", "pairwise_distance", "pdist", "normalize", "pixel_shuffle",
            "pixel_unshuffle", "channel_shuffle"]
@@ -172,10 +173,6 @@ def _torch_pdist(torch, x, p=2):
     y = torch.linalg.vector_norm(x[i] - x[j], p, dim=1)
     assert torch.allclose(y.detach(), torch.nn.functional.pdist(x.detach(), p))
     return y
-
-
-def _same_infer(x, *a, **k):
-    return TensorSpec(tuple(x.shape), x.dtype)
 
 
 composite(normalize, infer=_same_infer,

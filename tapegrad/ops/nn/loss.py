@@ -35,6 +35,7 @@ from .affine import linear
 from .distance import pairwise_distance
 from .._decl import rand
 from ...dtypes import is_float as _isf
+from ._common import torch_functional as _torch
 
 
 def _reduce(name, loss, reduction):
@@ -764,12 +765,6 @@ def _sign(shape, seed):
 def _fsign(shape, seed):
     """Float targets -1 / 1 (for losses smooth in the target)."""
     return _sign(shape, seed).astype(np.float64)
-
-
-def _torch(name):
-    def oracle(torch, *a, **kw):
-        return getattr(torch.nn.functional, name)(*a, **kw)
-    return oracle
 
 
 def _decl(fn, samples, errors, infer=_loss_infer, args=("input", "target"), torch=None,

@@ -19,6 +19,8 @@ from ..shape import squeeze, pad as _pad
 from ..creation import generator, _next_draw  # noqa: F401
 from .pool import avg_pool2d
 from ...dtypes import is_float as _isf
+from ._common import (same_infer as _same_infer, need_floating as _need_floating,
+                      torch_functional as _torch)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -474,24 +476,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return out * weight if weight is not None else out
 
 
-def _need_floating(name, arg, x):
-    """PyTorch's refusal of an integer or bool tensor (its noise and scaling are
-    floating point)."""
-    if hasattr(x, "is_floating_point") and not x.is_floating_point():
-        raise op_error(name, f"expected a floating point {arg}, got {x.dtype}", RuntimeError)
-
-
 # ------------------------------------------------------------------ the registry
-def _same_infer(x, *a, **k):
-    return TensorSpec(tuple(x.shape), x.dtype)
-
-
-def _torch(name):
-    def oracle(torch, *a, **kw):
-        return getattr(torch.nn.functional, name)(*a, **kw)
-    return oracle
-
-
 composite(instance_norm, infer=_same_infer, args=("input", "running_mean", "running_var",
                                                   "weight", "bias"),
           by_name=True, optional=("running_mean", "running_var", "weight", "bias"),

@@ -20,6 +20,7 @@ from ..shape import reshape, permute, unsqueeze, squeeze, stack, flatten, pad as
 from ..indexing import scatter
 from .pool import avg_pool2d, max_pool2d, adaptive_avg_pool2d, _bins
 from .._decl import composite, Sample, TensorSpec, rand
+from ._common import torch_functional as _torch
 
 __all__ = ["avg_pool1d", "max_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "lp_pool1d", "lp_pool2d", "avg_pool3d", "max_pool3d",
@@ -353,12 +354,6 @@ def _distinct(shape, dtype, seed=0):
     n = int(np.prod(shape))
     v = np.random.default_rng(seed).permutation(n).astype(np.float64) / n - 0.5
     return v.reshape(shape).astype(dtype)
-
-
-def _torch(name):
-    def oracle(torch, *a, **kw):
-        return getattr(torch.nn.functional, name)(*a, **kw)
-    return oracle
 
 
 def _decl(fn, samples, errors, args=("input",)):

@@ -11,6 +11,7 @@ from .._decl import composite, Sample, TensorSpec, rand
 from ._common import np_dtype, whole
 from ._common import whole as _whole, np_dtype as _np_dtype
 from ...dtypes import is_float as _isf
+from ._common import same_infer as _same_infer, need_floating as _need_floating
 
 
 def dropout(input, p=0.5, training=True):
@@ -90,13 +91,6 @@ def _keep_mask(name, input, shape, p):
     return xp.asarray((generator().random(shape) >= p).astype(dt))
 
 
-def _need_floating(name, arg, x):
-    """PyTorch's refusal of an integer or bool tensor (its noise and scaling are
-    floating point)."""
-    if hasattr(x, "is_floating_point") and not x.is_floating_point():
-        raise op_error(name, f"expected a floating point {arg}, got {x.dtype}", RuntimeError)
-
-
 def _channel_dropout(name, input, p, training, inplace, batched_ndim):
     _check_p(name, p)
     if not training or p == 0.0:
@@ -157,10 +151,6 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
 
 
 # ------------------------------------------------------------------ the registry
-def _same_infer(x, *a, **k):
-    return TensorSpec(tuple(x.shape), x.dtype)
-
-
 def _channel_draw(batched_ndim):
     def draw(g, x, p=0.5, training=True, inplace=False):
         if not training or p == 0.0:
