@@ -350,9 +350,15 @@ class SparseTensor(Tensor):
 
     def to(self, *args, **kwargs):
         d = self._data
-        return SparseTensor(d.indices.to(*[a for a in args if not isinstance(a, _dt.dtype)],
-                                         **{k: v for k, v in kwargs.items() if k != "dtype"}),
-                            d.values.to(*args, **kwargs), d.shape, d.coalesced)
+        values = d.values.to(*args, **kwargs)
+        indices = d.indices if values.device == d.indices.device else \
+            d.indices.to(device=values.device)
+        return SparseTensor(indices, values, d.shape, d.coalesced)
+
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        if keepdim:
+            raise _layout_error("sum(keepdim=True)")
+        return _sparse_sum(self, dim, dtype)
 
     def __matmul__(self, other):
         return mm(self, other)
@@ -512,7 +518,7 @@ def addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0):
     return p + (input if beta == 1 else input * beta)
 
 
-def sum(input, dim=None, dtype=None):
+def _sparse_sum(input, dim=None, dtype=None):
     """The sum of a sparse tensor's elements, as ``torch.sparse.sum``: over every dim
     (a 0-d dense tensor), or over ``dim``: dense when every sparse dim is summed, else a
     coalesced sparse tensor."""
@@ -540,6 +546,9 @@ def sum(input, dim=None, dtype=None):
         s for k, s in enumerate(d.shape) if k >= sd and k not in norm)
     idx = d.indices[_C.tensor(np.array(keep, np.int64), device=values.device)]
     return SparseTensor(idx, values, shape, False).coalesce()
+
+
+sum = _sparse_sum  # tg.sparse.sum (the name shadows the builtin in this module's namespace)
 
 
 def is_sparse(t):
