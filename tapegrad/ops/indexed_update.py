@@ -10,6 +10,7 @@ reduces with ``scatter_reduce``. Ties of max/min share the gradient evenly; PyTo
 kernel divides a tie's gradient only where it is positive (``grad > 0``), a quirk not
 copied."""
 import numpy as np
+from .. import dtypes as _dt
 from .._util import normalize_dim, op_error
 from ._decl import Sample, TensorSpec, rand, decl, S, composite
 from . import (shape as SH, indexing as I, elementwise as E, reduce as R, creation as C)
@@ -94,7 +95,7 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     if lengths is None and offsets is None:
         _seg_fail("Either lengths or offsets must be defined.")
     dt = _np_dt(data)
-    if dt.kind != "f":
+    if not _dt.is_float(dt):
         _seg_fail(f"expected a floating point data, got {dt.name}")
     nd = len(data.shape)
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or \

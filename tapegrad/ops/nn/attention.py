@@ -163,7 +163,7 @@ def _canonical_mask(mask, name, dtype, other=None, other_name=""):
     if mask is None:
         return None
     dt = np_dtype(mask)
-    if dt != np.bool_ and dt.kind != "f":
+    if dt != np.bool_ and not _isf(dt):
         _mha_fail(f"only bool and floating types of {name} are supported")
     if other is not None and np_dtype(other) != dt:
         warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use "

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..._util import op_error
 from ...dtypes import int64
+from ... import dtypes as _dt
 from ..reduce import argmax
 from ..shape import reshape, unsqueeze, squeeze, expand, cat
 from ..indexing import gather
@@ -77,7 +78,7 @@ def _starts(u, n, m, k):
 def _pool(name, nd, input, kernel_size, output_size, output_ratio, return_indices, samples,
           order):
     k, out = _geometry(name, nd, tuple(input.shape), kernel_size, output_size, output_ratio)
-    if np_dtype(input).kind != "f":
+    if not _dt.is_float(np_dtype(input)):
         raise op_error(name, f"expected a floating point input, got {input.dtype}",
                        RuntimeError)
     one = input.ndim == nd + 1

@@ -623,7 +623,7 @@ def _grid_check(x, g, mode, padding_mode):
     if mode == "bicubic" and nd == 3:
         raise op_error(name, "bicubic interpolation only supports 4D input", RuntimeError)
     xd, gd = np_dtype(x), np_dtype(g)
-    if xd.kind != "f" or gd.kind != "f" or xd != gd:
+    if not _isf(xd) or not _isf(gd) or xd != gd:
         raise op_error(name, f"expected input and grid to be floating point of the same "
                              f"dtype, but got {xd} and {gd}", RuntimeError)
     return (xs[0], xs[1]) + gs[1:-1], xd
