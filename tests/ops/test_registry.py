@@ -38,6 +38,11 @@ F64, F32 = np.dtype(np.float64), np.dtype(np.float32)
 # sample draws (the approximate float32 erf of gelu, conv2d's GEMM order)
 TOL = {F64: {"rtol": 1e-7, "atol": 1e-10}, F32: {"rtol": 2e-5, "atol": 2e-6}}
 GRAD_TOL32 = {"rtol": 3e-5, "atol": 3e-6}
+# randomized algorithms (a Gaussian sketch, then power iterations with a QR each): in
+# float32 our sketch and PyTorch's differ, and their rounding reaches the gradient at
+# ~1e-4 relative (a wrong adjoint is off by O(1))
+SKETCHED = {"svd_lowrank", "pca_lowrank"}
+SKETCHED_GRAD_TOL32 = {"rtol": 3e-4, "atol": 3e-5}
 GRADGRAD_MAX_ELEMENTS = 64
 
 OPS = tg.ops_registry.list_ops()
@@ -49,8 +54,12 @@ VALUES_UNSPECIFIED = {"empty", "empty_like"}
 @pytest.fixture(autouse=True)
 def _seeded():
     """Each test starts from one generator state, whatever ran before it (a random op's
-    float32 result, pca_lowrank's sketch say, then does not depend on the test order)."""
+    float32 result, pca_lowrank's sketch say, then does not depend on the test order).
+    PyTorch's generator too: an oracle that draws (torch.svd_lowrank's sketch) must not
+    depend on which tests ran before it in this process."""
     tg.manual_seed(0)
+    if torch is not None:
+        torch.manual_seed(0)
 
 
 def _is_array(a):
@@ -336,7 +345,8 @@ def test_float32_gradient_matches_torch(op, sample, dtype):
         what = "its float64 gradient"
     for k, (g, e) in enumerate(zip(got, expected)):
         assert g.dtype == F32, f"{op.name}: float32 input {k} got a {g.dtype} gradient"
-        _close(g, e, f"{op.name} gradient {k} (float32) vs {what}", GRAD_TOL32)
+        _close(g, e, f"{op.name} gradient {k} (float32) vs {what}",
+               SKETCHED_GRAD_TOL32 if op.name in SKETCHED else GRAD_TOL32)
 
 
 @pytest.mark.parametrize("op,sample,dtype", SAMPLE_PARAMS)
