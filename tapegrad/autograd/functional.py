@@ -35,7 +35,7 @@ def _as_tuple(x, what, fn):
         if not isinstance(el, Tensor):
             where = f"the value at index {i}" if is_tuple else f"the given {what}"
             raise TypeError(f"The {what} given to {fn} must be either a Tensor or a tuple of "
-                            f"Tensors but {where} has type {type(el)}.")
+            f"Tensors but {where} has type {type(el)}.")
     return is_tuple, xs
 
 
@@ -125,6 +125,18 @@ def _zeros_for_none(grads, refs, strict, create_graph, independent):
     return tuple(res)
 
 
+def _pulled_back(outs, out_tuple, targets, wrt, v, refs, pack, create_graph, strict,
+                 independent):
+    """``(outs, v^T d targets / d wrt)``, both unpacked as the caller's input and output
+    structures; a missing gradient is zeros shaped as ``refs`` (an error in strict mode,
+    worded by ``independent(i)``)."""
+    with set_grad_enabled(True if create_graph else is_grad_enabled()):
+        gs = _grads(targets, wrt, v, create_graph=create_graph)
+        res = _zeros_for_none(gs, refs, strict, create_graph, independent)
+    return (_unpack(_finish(outs, create_graph), out_tuple),
+            _unpack(_finish(res, create_graph), pack))
+
+
 def _prepare(func, inputs, v, create_graph, strict, fn, v_matches_inputs):
     """Shared by vjp/jvp/vhp/hvp: the variables, ``func``'s outputs, and ``v``."""
     with enable_grad():
@@ -154,13 +166,10 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     elif len(outs) != 1 or outs[0].numel() != 1:
         raise RuntimeError("The vector v can only be None if the user-provided function "
                            "returns a single Tensor with a single element.")
-    with set_grad_enabled(True if create_graph else is_grad_enabled()):
-        gs = _grads(outs, xs, v, create_graph=create_graph)
-        res = _zeros_for_none(gs, xs, strict, create_graph, lambda i: (
+    return _pulled_back(outs, out_tuple, outs, xs, v, xs, in_tuple, create_graph, strict,
+                        lambda i: (
             f"The output of the user-provided function is independent of input {i}. This "
             f"is not allowed in strict mode."))
-    return (_unpack(_finish(outs, create_graph), out_tuple),
-            _unpack(_finish(res, create_graph), in_tuple))
 
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
@@ -182,14 +191,11 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
                     raise RuntimeError(f"The gradient with respect to input {i} is independent "
                                        f"of the inputs of the user-provided function. This is "
                                        f"not allowed in strict mode.")
-    with set_grad_enabled(True if create_graph else is_grad_enabled()):
-        gs = _grads(g_in, us, v, create_graph=create_graph)
-        res = _zeros_for_none(gs, outs, strict, create_graph, lambda i: (
+    return _pulled_back(outs, out_tuple, g_in, us, v, outs, out_tuple, create_graph, strict,
+                        lambda i: (
             f"The gradient with respect to the input is independent of entry {i} in the "
             f"grad_outputs when using the double backward trick to compute forward mode "
             f"gradients. This is not allowed in strict mode."))
-    return (_unpack(_finish(outs, create_graph), out_tuple),
-            _unpack(_finish(res, create_graph), out_tuple))
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
@@ -382,13 +388,10 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), v^T H)`` for scalar ``func``; ``v`` shaped as ``inputs``."""
     in_tuple, xs, v, out_tuple, outs, jac = _second_order(func, inputs, v, create_graph,
                                                           strict, "vhp")
-    with set_grad_enabled(True if create_graph else is_grad_enabled()):
-        gs = _grads(jac, xs, v, create_graph=create_graph)
-        res = _zeros_for_none(gs, xs, strict, create_graph, lambda i: (
+    return _pulled_back(outs, out_tuple, jac, xs, v, xs, in_tuple, create_graph, strict,
+                        lambda i: (
             f"The jacobian of the user-provided function is independent of input {i}. This "
             f"is not allowed in strict mode."))
-    return (_unpack(_finish(outs, create_graph), out_tuple),
-            _unpack(_finish(res, create_graph), in_tuple))
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
@@ -408,11 +411,8 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
                         f"is independent of the input. This is not allowed in strict mode. "
                         f"You should ensure that your function is thrice differentiable and "
                         f"that the hessian depends on the inputs.")
-    with set_grad_enabled(True if create_graph else is_grad_enabled()):
-        gs = _grads(back, us, v, create_graph=create_graph)
-        res = _zeros_for_none(gs, xs, strict, create_graph, lambda i: (
+    return _pulled_back(outs, out_tuple, back, us, v, xs, in_tuple, create_graph, strict,
+                        lambda i: (
             f"The hessian of the user-provided function is independent of entry {i} in the "
             f"grad_jacobian. This is not allowed in strict mode as it prevents from using the "
             f"double backward trick to replace forward mode AD."))
-    return (_unpack(_finish(outs, create_graph), out_tuple),
-            _unpack(_finish(res, create_graph), in_tuple))
