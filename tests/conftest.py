@@ -14,6 +14,19 @@ if ROOT not in sys.path:
 import tapegrad as tg  # noqa: E402
 from tapegrad import tape as _tape  # noqa: E402
 
+try:
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # the test extra is not installed: the hypothesis tests skip
+    _hypothesis_settings = None
+if _hypothesis_settings is not None:
+    # Examples per property for the tests that leave the count to the profile: a quick
+    # sweep in the main run, ten times as many in the exhaustive tier (.ci/run:
+    # `-m "slow or hypothesis" --hypothesis-profile=thorough`). No deadline: a loaded
+    # machine, or xdist workers sharing cores, is not a failure.
+    _hypothesis_settings.register_profile("tapegrad", max_examples=50, deadline=None)
+    _hypothesis_settings.register_profile("thorough", max_examples=500, deadline=None)
+    _hypothesis_settings.load_profile("tapegrad")
+
 
 @pytest.fixture(autouse=True)
 def _clean_global_state():

@@ -13,10 +13,11 @@ from hypothesis import given, settings, HealthCheck  # noqa: E402
 
 from tapegrad.testing import fuzz  # noqa: E402
 
-CI_PROGRAMS = 200
+# the number of programs is the hypothesis profile's (tests/conftest.py): 50 in the
+# main run, 500 in the exhaustive tier
 
 
-@settings(max_examples=CI_PROGRAMS, deadline=None, derandomize=True, database=None,
+@settings(deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(fuzz.programs())
 def test_tapegrad_agrees_with_torch(program):

@@ -188,11 +188,12 @@ def _fn(op, sample):
 FULL_JACOBIAN_MAX_ELEMENTS = 64
 
 
-def _checks(fn, inputs):
+def _checks(fn, inputs, whole=False):
     outs = fn(*inputs)
     outs = outs if isinstance(outs, tuple) else (outs,)
     size = sum(t.numel() for t in inputs) + sum(o.numel() for o in outs)
-    kw = dict(eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=size > FULL_JACOBIAN_MAX_ELEMENTS)
+    fast = not whole and size > FULL_JACOBIAN_MAX_ELEMENTS
+    kw = dict(eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=fast)
     assert torch.autograd.gradcheck(fn, inputs, **kw)
     assert torch.autograd.gradgradcheck(fn, inputs, **kw)
 
@@ -200,6 +201,13 @@ def _checks(fn, inputs):
 @pytest.mark.parametrize("op,sample", GRAD)
 def test_gradcheck_and_gradgradcheck(op, sample):
     _checks(*_fn(op, sample))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op,sample", GRAD)
+def test_gradcheck_and_gradgradcheck_whole_jacobian(op, sample):
+    """The exhaustive tier: the whole Jacobians, whatever the sample's size."""
+    _checks(*_fn(op, sample), whole=True)
 
 
 VIEWS = [pytest.param(op, s, id=f"{op.name}-sample{k}") for op in OPS if op.kind == "view"

@@ -37,7 +37,7 @@ def _input(shape, seed, specials):
     return x
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(deadline=None, suppress_health_check=list(HealthCheck))  # examples: the profile's
 @given(g=geometry(), seed=st.integers(0, 2**16), specials=st.booleans(),
        dtype=st.sampled_from([np.float32, np.float64]))
 def test_max_pool2d_matches_torch(g, seed, specials, dtype):
@@ -57,7 +57,7 @@ def test_max_pool2d_matches_torch(g, seed, specials, dtype):
     assert (i.numpy()[~live] >= -1).all()
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(deadline=None, suppress_health_check=list(HealthCheck))
 @given(g=geometry(), seed=st.integers(0, 2**16), count_include_pad=st.booleans())
 def test_avg_pool2d_matches_torch(g, seed, count_include_pad):
     x = _input(g.pop("shape"), seed, False)

@@ -88,7 +88,7 @@ def _indexings(draw):
     return shape, tuple(index), dtype, rng
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)  # examples: the profile's (tests/conftest.py)
 @given(_indexings())
 def test_add_at_and_flat_positions_match_numpy(case):
     shape, index, dtype, rng = case
