@@ -7,6 +7,11 @@ import pytest
 
 from ._launch import run, run_ok
 
+# the mpiexec jobs run one at a time, on one xdist worker (--dist loadgroup): two jobs
+# of two or three ranks each at once on a small machine would stretch the fault tests'
+# time limits
+pytestmark = pytest.mark.xdist_group("mpiexec")
+
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_collectives_values(n):

@@ -9,6 +9,11 @@ import pytest
 from ._launch import run_ok
 from .test_distributed import _failed
 
+# the mpiexec jobs run one at a time, on one xdist worker (--dist loadgroup): two jobs
+# of two or three ranks each at once on a small machine would stretch the fault tests'
+# time limits
+pytestmark = pytest.mark.xdist_group("mpiexec")
+
 
 def test_compiled_path_is_taken_and_gives_the_reductions():
     n = 2

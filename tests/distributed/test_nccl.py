@@ -8,6 +8,11 @@ from tapegrad.devices import nccl
 
 from ._launch import run_ok
 
+# the mpiexec jobs run one at a time, on one xdist worker (--dist loadgroup): two jobs
+# of two or three ranks each at once on a small machine would stretch the fault tests'
+# time limits
+pytestmark = pytest.mark.xdist_group("mpiexec")
+
 if not tg.cuda.is_available() or not nccl.available():
     pytest.skip("CUDA with NCCL (CuPy) is not available", allow_module_level=True)
 

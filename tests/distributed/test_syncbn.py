@@ -10,6 +10,11 @@ import tapegrad.nn as nn
 
 from ._launch import run_ok
 
+# the mpiexec jobs run one at a time, on one xdist worker (--dist loadgroup): two jobs
+# of two or three ranks each at once on a small machine would stretch the fault tests'
+# time limits
+pytestmark = pytest.mark.xdist_group("mpiexec")
+
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_syncbn_matches_batchnorm_on_the_concatenated_batch(n):
