@@ -46,7 +46,6 @@ import numpy as np  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 
-
 CLOCK = time.perf_counter  # --clock cpu: time.process_time (this process's CPU seconds,
 #                           all its threads: robust to neighbours taking the cores)
 
@@ -196,8 +195,8 @@ def _jax_xent(jnp, z, y):
 
 
 def mlp_jax(jax, params, x, y):
-    import jax.numpy as jnp
     import bench_mlp_step as M
+    import jax.numpy as jnp
     ps = [jnp.asarray(a) for a in params]
     xj, yj = jnp.asarray(x), jnp.asarray(y)
 
@@ -222,8 +221,8 @@ def mlp_jax(jax, params, x, y):
 
 
 def cnn_jax(jax):
-    import jax.numpy as jnp
     import bench_cnn_step as C
+    import jax.numpy as jnp
     x0, y0, p0 = C._init()
     B, LR = C.B, C.LR
     xj, yj = jnp.asarray(x0), jnp.asarray(y0)

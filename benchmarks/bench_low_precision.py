@@ -19,8 +19,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import tapegrad as tg  # noqa: E402
 import torch  # noqa: E402
+
+import tapegrad as tg  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")
 

@@ -28,6 +28,7 @@ import tapegrad.nn as nn  # noqa: E402
 
 def _models():
     import test_onnx_models as M
+
     from tapegrad.examples.charlm import make_model
     rand, tokens = M._rand, M._tokens
     T = 16

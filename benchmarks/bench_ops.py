@@ -163,6 +163,7 @@ def main(argv=None):
 
     import threadpoolctl
     import torch
+
     import tapegrad as tg
     from tapegrad.dispatch import bind
     threadpoolctl.threadpool_limits(1)

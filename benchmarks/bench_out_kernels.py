@@ -60,6 +60,7 @@ def main():
     import threadpoolctl
     threadpoolctl.threadpool_limits(1)
     import test_out_kernels as t
+
     import tapegrad as tg
     print(f"{'op':24s} {'output':>18s} {'fresh ms':>9s} {'out= ms':>9s} {'ratio':>6s}")
     for op in t.ONE_OUT:

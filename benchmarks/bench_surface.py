@@ -47,6 +47,7 @@ def _cube(lib):
 def main():
     import threadpoolctl
     import torch
+
     import tapegrad as tg
     torch.set_num_threads(1)
     threadpoolctl.threadpool_limits(1)

@@ -66,6 +66,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     import torch
+
     from tapegrad.examples import charlm
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

@@ -3,12 +3,12 @@
 import functools
 
 from . import walker as _walker
-from .tape import state as _state
-from .tensor import Tensor, wrap
 from .devices import xp_of as _xp_of
-from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .ops.creation import get_rng_state, set_rng_state, zeros_like
 from .ops.shape import stack as _stack
+from .tape import state as _state
+from .tensor import Tensor, wrap
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "Tape", "checkpoint", "detect_anomaly"]

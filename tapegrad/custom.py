@@ -15,9 +15,9 @@ import inspect
 
 import numpy as np
 
-from .ops_registry import OpDef, TensorSpec, register, get, unregister
-from .ops_registry.opdef import validate
 from .dispatch import bind
+from .ops_registry import OpDef, TensorSpec, get, register, unregister
+from .ops_registry.opdef import validate
 
 __all__ = ["custom_op"]
 

@@ -30,15 +30,24 @@ import weakref
 
 import numpy as np
 
-from . import dtypes as _dt
-from . import devices as _devices
-from . import tape as _tape
+from . import devices as _devices, dtypes as _dt, tape as _tape
 from ._util import fmt_spec
 from .ops_registry.opdef import OpDef, TensorSpec, validate
-from .tape import Node as _Node, make_node as _make_node, next_seq as _next_seq, state as _state
-from .tape import FAST_RECORD as _FAST_RECORD, RAW as _RAW
-from .tensor import Tensor, wrap, mark_written as _mark_written, subclasses as _TT
-from .tensor import last_write as _last_write
+from .tape import (
+    FAST_RECORD as _FAST_RECORD,
+    RAW as _RAW,
+    Node as _Node,
+    make_node as _make_node,
+    next_seq as _next_seq,
+    state as _state,
+)
+from .tensor import (
+    Tensor,
+    last_write as _last_write,
+    mark_written as _mark_written,
+    subclasses as _TT,
+    wrap,
+)
 
 __all__ = ["bind", "lane", "apply_inplace", "observe", "raw_arrays", "register_foreign",
            "foreign_constant", "autocast_call"]

@@ -13,9 +13,9 @@ import contextlib
 import itertools
 from collections import namedtuple
 
+from .ops.shape import reshape
 from .tape import state as _state
 from .tensor import Tensor
-from .ops.shape import reshape
 
 __all__ = ["dual_level", "enter_dual_level", "exit_dual_level", "make_dual",
            "unpack_dual", "UnpackedDualTensor"]

@@ -12,13 +12,13 @@ import contextlib
 import threading
 
 from . import forward_ad as _fwad
-from .autodiff import grad as _grad, _grad_walk
+from .autodiff import _grad_walk, grad as _grad
 from .dtypes import get_default_dtype
 from .grad_mode import enable_grad, is_grad_enabled
 from .ops import eye, movedim, reshape, tensor, zeros, zeros_like
 from .tape import state as _record_state
 from .tensor import Tensor, buffer
-from .vmap import vmap, batched_leaf as _batched_leaf, flatten as _flatten
+from .vmap import batched_leaf as _batched_leaf, flatten as _flatten, vmap
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "jacobian", "hessian",
            "hvp", "vhp", "vmap", "functional_call"]

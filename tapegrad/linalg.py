@@ -6,11 +6,32 @@
 tensor([[2.0000, 0.0000],
         [0.5000, 1.6583]], dtype=tapegrad.float64)
 """
-from .ops.linalg import (inv, solve, det, slogdet, cholesky, norm, vector_norm,  # noqa: F401
-                         matrix_norm, matmul, LinAlgError, SlogdetResult, solve_triangular)
-from .ops.linalg_decomp import (linalg_qr as qr, linalg_svd as svd, svdvals,  # noqa: F401
-                                pinv, lu_factor, linalg_lu as lu, linalg_lu_solve as lu_solve)
-from .ops.linalg_decomp import householder_product, eigh, eigvalsh  # noqa: F401
+from .ops.linalg import (  # noqa: F401
+                         LinAlgError,
+                         SlogdetResult,
+                         cholesky,
+                         det,
+                         inv,
+                         matmul,
+                         matrix_norm,
+                         norm,
+                         slogdet,
+                         solve,
+                         solve_triangular,
+                         vector_norm,
+)
+from .ops.linalg_decomp import (  # noqa: F401  # noqa: F401
+                         eigh,
+                         eigvalsh,
+                         householder_product,
+                         linalg_lu as lu,
+                         linalg_lu_solve as lu_solve,
+                         linalg_qr as qr,
+                         linalg_svd as svd,
+                         lu_factor,
+                         pinv,
+                         svdvals,
+)
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "norm", "vector_norm", "matrix_norm",
            "matmul", "LinAlgError", "solve_triangular", "qr", "svd", "svdvals", "pinv",

@@ -10,8 +10,7 @@ import itertools
 import threading
 import weakref
 
-from . import devices as _devices
-from . import dtypes as _dt
+from . import devices as _devices, dtypes as _dt
 
 __all__ = ["Node", "make_node", "is_grad_enabled", "state", "check_finite", "backward_name"]
 

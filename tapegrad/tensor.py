@@ -5,14 +5,11 @@ import copy
 import itertools
 import re
 import sys
-
 import weakref
 
 import numpy as np
 
-from . import dtypes as _dt
-from . import devices as _devices
-from . import tape as _tape
+from . import devices as _devices, dtypes as _dt, tape as _tape
 from ._util import Size
 
 _new_tuple = tuple.__new__

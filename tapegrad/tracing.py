@@ -23,11 +23,11 @@ import warnings
 import numpy as np
 
 from .devices import cpu
-from .tensor import Tensor
 from .dispatch import bind, observe, raw_arrays
 from .fusion import expr as E
 from .fusion.op import ExprOp, ReduceExprOp, proxy_hook
 from .ops import reduce as _reduce
+from .tensor import Tensor
 
 _ids = itertools.count()
 

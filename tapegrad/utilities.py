@@ -9,11 +9,10 @@ import threading
 import numpy as np
 
 from . import dtypes as _dt
-from .grad_mode import set_grad_enabled, is_grad_enabled
-from .tape import state as _record_state
-from .tensor import PRINT_OPTIONS as _PRINT_OPTIONS
-from .tensor import Tensor
 from ._util import op_error
+from .grad_mode import is_grad_enabled, set_grad_enabled
+from .tape import state as _record_state
+from .tensor import PRINT_OPTIONS as _PRINT_OPTIONS, Tensor
 
 __all__ = ["is_floating_point", "is_nonzero", "allclose", "equal", "broadcast_shapes",
            "result_type", "can_cast", "promote_types", "typename", "get_num_threads",

@@ -25,11 +25,11 @@ import itertools
 import warnings
 
 from . import ops as _ops
-from .ops import _vmap as _rules
+from .devices import xp_of as _xp_of
 from .dispatch import bind
+from .ops import _vmap as _rules
 from .tape import state as _state
 from .tensor import Tensor
-from .devices import xp_of as _xp_of
 
 __all__ = ["vmap", "BatchedTensor", "VmapCtx", "batching_rule_of", "batched_leaf", "flatten"]
 

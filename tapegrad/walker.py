@@ -14,12 +14,12 @@ a topological order, and knows no op by name. One step per concern:
 ``traced``: the adjoints run on Tensors with recording on (``create_graph``, an outer
 Tape), so the gradient is itself recorded; otherwise on raw arrays, fast.
 """
-from heapq import heappush, heappop
+from heapq import heappop, heappush
 
 import numpy as np
 
-from .tape import state, check_finite
-from .tensor import POST_HOOKED, Tensor, as_output, wrap, mark_written, last_write
+from .tape import check_finite, state
+from .tensor import POST_HOOKED, Tensor, as_output, last_write, mark_written, wrap
 
 __all__ = ["backward_pass", "Ctx"]
 

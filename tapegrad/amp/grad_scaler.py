@@ -13,11 +13,11 @@ from collections import abc
 
 import numpy as np
 
-from ..tensor import Tensor, buffer, mark_written
-from ..ops import full, tensor as _tensor
-from ..grad_mode import no_grad
-from ..dtypes import BF16, float16, float32, int32
 from ..devices import xp_of
+from ..dtypes import BF16, float16, float32, int32
+from ..grad_mode import no_grad
+from ..ops import full, tensor as _tensor
+from ..tensor import Tensor, buffer, mark_written
 
 __all__ = ["GradScaler", "OptState"]
 

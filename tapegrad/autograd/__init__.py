@@ -25,16 +25,24 @@ recording off; under ``create_graph=True`` (or an outer ``Tape``) it records, so
 import functools
 import sys as _sys
 
-from ..autodiff import backward, grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled
-from ..autodiff import detect_anomaly, set_detect_anomaly
 from .. import forward_ad
-from . import functional  # noqa: F401  (torch.autograd.functional: values at a point)
+from ..autodiff import (
+    backward,
+    detect_anomaly,
+    enable_grad,
+    grad,
+    is_grad_enabled,
+    no_grad,
+    set_detect_anomaly,
+    set_grad_enabled,
+)
 from ..dispatch import bind
-from ..tape import state as _state
+from ..ops import zeros
 from ..ops_registry import OpDef, TensorSpec
 from ..ops_registry.opdef import validate
-from ..ops import zeros
+from ..tape import state as _state
 from ..tensor import Tensor, buffer, wrap
+from . import functional  # noqa: F401  (torch.autograd.functional: values at a point)
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "grad", "backward",
            "forward_ad", "functional", "no_grad", "enable_grad", "set_grad_enabled",

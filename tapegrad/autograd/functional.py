@@ -17,11 +17,11 @@ reverse-mode gradients of what it recorded:
 - ``jvp`` and ``hvp`` use the double-backward trick, as PyTorch's: the gradient with
   respect to a stand-in cotangent, differentiated again.
 """
+from .. import forward_ad as _fwad
 from ..autodiff import grad as _grad
 from ..grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from ..ops import eye, stack, zeros, zeros_like
 from ..tensor import Tensor
-from .. import forward_ad as _fwad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 

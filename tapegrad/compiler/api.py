@@ -17,7 +17,7 @@ from ..ops.creation import get_rng_state
 from ..tensor import DATA_SWAPS, Tensor, wrap
 from . import capture as _capture
 from .capture import Recorder, Unsupported, capturing
-from .program import Program, GuardFailed
+from .program import GuardFailed, Program
 from .pyguards import Watch, checker
 
 __all__ = ["compile", "Compiled"]

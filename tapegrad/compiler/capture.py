@@ -24,9 +24,9 @@ arithmetic is recorded), so those steps are captured too.
 """
 import gc
 import numbers
+import operator
 import os
 import sys
-import operator
 import threading
 import weakref
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import tape as _tape
 from ..tensor import Tensor, last_write
-from .graph import Step, Graph
+from .graph import Graph, Step
 
 _NONE = {}
 

@@ -35,13 +35,12 @@ import sys
 import numpy as np
 
 from ..devices import cpu as _cpu
-from ..fusion import expr as E
-from ..fusion import codegen_numba
+from ..fusion import codegen_numba, expr as E
 from ..fusion.op import config as _fusion_config
-from ..tensor import wrap, mark_written
-from .graph import Step
+from ..tensor import mark_written, wrap
 from .capture import Unsupported
 from .epilogue import fuse_epilogues
+from .graph import Step
 from .hoist import hoist_invariants
 
 __all__ = ["Program", "GuardFailed"]
@@ -954,9 +953,9 @@ def _setter(copy):
 
 def _opaque_vjp(g, st, name):
     """An adjoint replayed whole: its context rebuilt from the replay's values."""
-    from ..walker import Ctx
     from ..dispatch import raw_arrays
     from ..grad_mode import no_grad
+    from ..walker import Ctx
     ins, out, shapes, dtypes, needs, m = st.ctx
     op, attrs = st.op, st.attrs
 

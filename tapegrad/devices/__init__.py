@@ -122,8 +122,9 @@ def special(name, array, n=None, out=None):
             return (kernels.digamma(array, array.dtype, out=out) if name == "digamma"
                     else kernels.polygamma(n, array, array.dtype, out=out))
         return cpu.special(name)(array) if out is None else cpu.special(name)(array, out=out)
-    from . import cuda
     import importlib
+
+    from . import cuda
     sp = importlib.import_module("cupyx.scipy.special")
     cuda.check_available()
     if name == "polygamma":  # (a Python function over ufuncs: computed, then copied)

@@ -4,6 +4,7 @@ Numba is imported lazily (its import costs ~0.3 s); compiled functions are cache
 per key (op name, dtype signature) in-process and on disk through ``cache=True``.
 """
 import functools
+
 import numpy as np
 
 xp = np
@@ -291,9 +292,9 @@ def jit_helpers():
         return ns
     import types as _types
     nb = numba()
+    from llvmlite import ir
     from numba.core import types
     from numba.extending import intrinsic
-    from llvmlite import ir
 
     def _cast(src, dst, ir_int, bits_to_float):
         @intrinsic

@@ -9,8 +9,8 @@ import ctypes
 
 import numpy as np
 
-from . import cuda
 from ..dtypes import BF16
+from . import cuda
 
 _KDL_UINT, _KDL_BFLOAT = 1, 4
 # the DLDataType code's byte offset in the capsule's struct: DLManagedTensor starts

@@ -32,20 +32,46 @@ data moves, so ranks that call different collectives or pass different shapes ge
 error the group is unusable; the uncaught error ends the process (without MPI's
 finalize, which would wait for the others).
 """
-from .process_group import DistBackendError, DistError, ReduceOp, is_available
-from .setup import (Backend, GroupMember, ProcessGroup, destroy_process_group, get_backend,
-                    get_global_rank, get_group_rank, get_process_group_ranks, get_rank,
-                    get_world_size, group, init_process_group, is_gloo_available,
-                    is_initialized, is_mpi_available, is_nccl_available,
-                    is_torchelastic_launched, new_group)
-from .work import Work
-from .collectives import (all_gather, all_gather_into_tensor, all_reduce, all_to_all,
-                          all_to_all_single, barrier, broadcast, gather, monitored_barrier,
-                          reduce, reduce_scatter, reduce_scatter_tensor, scatter)
-from .p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
-from .objects import (all_gather_object, broadcast_object_list, gather_object,
-                      scatter_object_list)
 from .checkpoint import load_checkpoint, save_checkpoint
+from .collectives import (
+    all_gather,
+    all_gather_into_tensor,
+    all_reduce,
+    all_to_all,
+    all_to_all_single,
+    barrier,
+    broadcast,
+    gather,
+    monitored_barrier,
+    reduce,
+    reduce_scatter,
+    reduce_scatter_tensor,
+    scatter,
+)
+from .objects import all_gather_object, broadcast_object_list, gather_object, scatter_object_list
+from .p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
+from .process_group import DistBackendError, DistError, ReduceOp, is_available
+from .setup import (
+    Backend,
+    GroupMember,
+    ProcessGroup,
+    destroy_process_group,
+    get_backend,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
+    get_rank,
+    get_world_size,
+    group,
+    init_process_group,
+    is_gloo_available,
+    is_initialized,
+    is_mpi_available,
+    is_nccl_available,
+    is_torchelastic_launched,
+    new_group,
+)
+from .work import Work
 
 __all__ = ["ReduceOp", "DistError", "DistBackendError", "Work", "init_process_group",
            "is_initialized",

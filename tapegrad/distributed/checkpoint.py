@@ -2,10 +2,10 @@
 and broadcast the bytes."""
 import io
 
-
-from .setup import _group
 from .collectives import barrier
 from .objects import _broadcast_bytes
+from .setup import _group
+
 
 def save_checkpoint(obj, path, src=0):
     """``tg.save(obj, path)`` on rank ``src`` only, then a barrier, so that no rank

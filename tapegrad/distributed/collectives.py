@@ -7,12 +7,18 @@ import numpy as np
 
 from ..devices import mpi as _mpi_native
 from ..tensor import Tensor, buffer, mark_written
-from .process_group import (ReduceOp, _ArgumentError, _OpError, _MPI_OPS, _BOOL_OPS, _BITWISE,
-                            _FAST_OPS)
+from . import setup as _setup
+from .process_group import (
+    _BITWISE,
+    _BOOL_OPS,
+    _FAST_OPS,
+    _MPI_OPS,
+    ReduceOp,
+    _ArgumentError,
+    _OpError,
+)
 from .setup import _group
 from .work import _submit
-from . import setup as _setup
-
 
 
 def _op(what, op):

@@ -4,9 +4,10 @@ processes), and a byte string broadcast from one rank."""
 import numpy as np
 
 from ..tensor import Tensor, buffer
+from .collectives import _rank_arg, all_gather_into_tensor, broadcast
 from .process_group import _ArgumentError
 from .setup import _group
-from .collectives import _rank_arg, all_gather_into_tensor, broadcast
+
 
 # ---- Python objects (pickled; as PyTorch, only between trusted processes)
 def _pickled(obj):

@@ -5,9 +5,10 @@ import time
 import numpy as np
 
 from ..tensor import buffer
+from .collectives import _rank_arg, _Staged, _tensor
 from .process_group import DistBackendError, _ArgumentError, _sched_yield
 from .setup import _group
-from .collectives import _Staged, _rank_arg, _tensor
+
 
 # ---- point to point: not collective calls (no call check, not counted in the
 # collective sequence that a leaving rank reports)

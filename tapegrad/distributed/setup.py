@@ -4,9 +4,8 @@ import atexit
 import datetime
 import sys
 
-
 from ..devices import nccl as _nccl
-from .process_group import _ArgumentError, _DEFAULT_TIMEOUT, _Group, _mpi, is_available
+from .process_group import _DEFAULT_TIMEOUT, _ArgumentError, _Group, _mpi, is_available
 
 _WORLD = None                    # the default group, once initialised
 _prev_excepthook = None

@@ -3,7 +3,6 @@ runs a collective's steps in call order."""
 import datetime
 
 
-
 class Work:
     """A collective in flight (``async_op=True``): ``wait()`` blocks until it is done
     (and the result is in the tensors), ``is_completed()`` asks without blocking.

@@ -6,12 +6,12 @@
 reparameterised samples differentiate (at every order, except through Gamma, Beta and
 Dirichlet samples: once, as PyTorch)."""
 from . import constraints
-from .distribution import Distribution
-from .normal import Normal, Uniform
 from .categorical import Bernoulli, Categorical, OneHotCategorical
+from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
-from .multivariate_normal import MultivariateNormal
 from .kl import kl_divergence, register_kl
+from .multivariate_normal import MultivariateNormal
+from .normal import Normal, Uniform
 
 __all__ = ["Bernoulli", "Beta", "Categorical", "Dirichlet", "Distribution", "Gamma",
            "MultivariateNormal", "Normal", "OneHotCategorical", "Uniform", "constraints",

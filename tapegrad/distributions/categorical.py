@@ -2,15 +2,20 @@
 of ``probs`` and ``logits`` and derives the other lazily."""
 from numbers import Number
 
-from .. import ops as O
-from .. import dtypes as _dt
+from .. import dtypes as _dt, ops as O
 from ..grad_mode import no_grad
-from ..tensor import Tensor
 from ..nn import functional as _F
+from ..tensor import Tensor
 from . import constraints
 from .distribution import Distribution
-from .utils import (broadcast_all, finfo, lazy_property, logits_to_probs, probs_to_logits,
-                    broadcast_shape)
+from .utils import (
+    broadcast_all,
+    broadcast_shape,
+    finfo,
+    lazy_property,
+    logits_to_probs,
+    probs_to_logits,
+)
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical"]
 

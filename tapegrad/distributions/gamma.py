@@ -9,10 +9,9 @@ another unbiased pathwise gradient: the two agree in expectation, not per sample
 second derivative through these samples raises RuntimeError, as in PyTorch."""
 from numbers import Number
 
-from .. import ops as O
-from .. import dtypes as _dt
+from .. import dtypes as _dt, ops as O
 from ..nn import functional as _F
-from ..ops.special import lgamma, digamma, standard_gamma
+from ..ops.special import digamma, lgamma, standard_gamma
 from . import constraints
 from .distribution import Distribution
 from .utils import broadcast_all, finfo, xlogy

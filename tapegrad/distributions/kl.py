@@ -4,7 +4,7 @@ a pair nothing covers raises NotImplementedError."""
 import warnings
 
 from .. import ops as O
-from ..ops.special import lgamma, digamma
+from ..ops.special import digamma, lgamma
 from .categorical import Bernoulli, Categorical, OneHotCategorical
 from .gamma import Beta, Dirichlet, Gamma
 from .multivariate_normal import MultivariateNormal, _batch_mahalanobis, _tri_solve

@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from .. import ops as O
-from .. import linalg as _linalg
+from .. import linalg as _linalg, ops as O
 from . import constraints
 from .distribution import Distribution
 from .utils import broadcast_shape, lazy_property

@@ -4,8 +4,7 @@ from numbers import Number
 
 import numpy as np
 
-from .. import ops as O
-from .. import dtypes as _dt
+from .. import dtypes as _dt, ops as O
 from ..tensor import Tensor
 
 __all__ = ["broadcast_all", "broadcast_shape", "clamp_probs", "lazy_property",

@@ -7,5 +7,6 @@ calls of ops, sits above ``ops``, in ``tapegrad/tracing.py``).
 approximations; ``op`` makes registry OpDefs of it all.
 """
 from .api import elementwise
-from .op import config, stats, ExprOp
+from .op import ExprOp, config, stats
+
 __all__ = ["elementwise", "config", "stats", "ExprOp"]

@@ -1,6 +1,6 @@
 """``elementwise``: declare a differentiable op from a scalar expression."""
-from ..ops_registry import get as _get_op
 from ..dispatch import bind
+from ..ops_registry import get as _get_op
 from . import expr as E
 from .op import ExprOp
 

@@ -13,15 +13,13 @@ import warnings
 
 import numpy as np
 
-from .. import devices as _devices
-from .. import dtypes as _dt
+from .. import devices as _devices, dtypes as _dt
 from .._util import broadcast_shapes
 from ..devices import cpu as _cpu, cuda as _cuda
-from ..ops_registry import TensorSpec, Sample, register, get as _get_op
-from ..ops_registry.rules import diagonal
 from ..dispatch import bind
-from . import expr as E
-from . import codegen_numba, codegen_cuda
+from ..ops_registry import Sample, TensorSpec, get as _get_op, register
+from ..ops_registry.rules import diagonal
+from . import codegen_cuda, codegen_numba, expr as E
 
 
 class config:

@@ -15,11 +15,11 @@ for a foreign array: the exported op computes instead.
 """
 import numpy as np
 
+from .. import ops as _ops
 from ..dispatch import observe, raw_arrays
 from ..grad_mode import no_grad
-from ..tensor import Tensor
 from ..ops_registry import TensorSpec
-from .. import ops as _ops
+from ..tensor import Tensor
 
 __all__ = ["AdjointCtx", "AdjointNamespace", "canonical_attr"]
 

@@ -12,7 +12,7 @@ import inspect
 import numpy as np
 
 from ..dispatch import bind
-from ..ops_registry import OpDef, TensorSpec, register, get, unregister
+from ..ops_registry import OpDef, TensorSpec, get, register, unregister
 from ..ops_registry.opdef import validate
 
 __all__ = ["foreign_op"]

@@ -15,10 +15,10 @@ import types
 
 import numpy as np
 
+from .. import ops as _ops
 from ..dispatch import register_foreign
 from ..ops_registry import TensorSpec, list_ops
 from . import _bridge
-from .. import ops as _ops
 
 __all__ = ["jax_ops", "jax_module", "call", "from_jax"]
 

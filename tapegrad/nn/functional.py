@@ -9,40 +9,103 @@ PyTorch.
 >>> F.relu(tg.tensor([-1.0, 2.0]))
 tensor([0., 2.])
 """
-from ..grad_mode import is_grad_enabled
-from ..ops import (linear, conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d,
-                   softmax, log_softmax, cross_entropy, nll_loss, mse_loss, l1_loss,
-                   binary_cross_entropy, binary_cross_entropy_with_logits, layer_norm,
-                   batch_norm, embedding, scaled_dot_product_attention, one_hot, pad,
-                   gelu, softplus, tanh, sigmoid, logsigmoid, conv_transpose2d, group_norm,
-                   interpolate, unfold, fold)
 from .. import ops as _ops
-from ..ops.compat import smooth_l1_loss, huber_loss, dropout2d
+from ..grad_mode import is_grad_enabled
+from ..ops import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    batch_norm,
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    conv1d,
+    conv2d,
+    conv_transpose2d,
+    cross_entropy,
+    embedding,
+    fold,
+    gelu,
+    group_norm,
+    interpolate,
+    l1_loss,
+    layer_norm,
+    linear,
+    log_softmax,
+    logsigmoid,
+    max_pool2d,
+    mse_loss,
+    nll_loss,
+    one_hot,
+    pad,
+    scaled_dot_product_attention,
+    sigmoid,
+    softmax,
+    softplus,
+    tanh,
+    unfold,
+)
+from ..ops.compat import dropout2d, huber_loss, smooth_l1_loss
 from ..ops.guard import checked
 from ..ops.nn import activation as _act
-from ..ops.nn.activation import (hardshrink, softshrink, softsign, tanhshrink, glu, softmin,
-                                 prelu, gumbel_softmax)
-from ..ops.nn.distance import (cosine_similarity, pairwise_distance, pdist, normalize,
-                               pixel_shuffle, pixel_unshuffle, channel_shuffle)
-from ..ops.nn.loss import (cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
-                           kl_div, margin_ranking_loss, multi_margin_loss,
-                           multilabel_margin_loss, multilabel_soft_margin_loss,
-                           poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
-                           triplet_margin_with_distance_loss, linear_cross_entropy)
-from ..ops.nn.pool_nd import (avg_pool1d, max_pool1d, adaptive_avg_pool1d,
-                              adaptive_max_pool1d, adaptive_max_pool2d, lp_pool1d, lp_pool2d,
-                              avg_pool3d, max_pool3d, adaptive_avg_pool3d, adaptive_max_pool3d,
-                              lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d)
-from ..ops.nn.norm import instance_norm, local_response_norm, rms_norm
-from ..ops.nn.regularization import dropout1d, dropout3d, alpha_dropout, feature_alpha_dropout
+from ..ops.nn.activation import (
+    glu,
+    gumbel_softmax,
+    hardshrink,
+    prelu,
+    softmin,
+    softshrink,
+    softsign,
+    tanhshrink,
+)
 from ..ops.nn.affine import bilinear
-from ..ops.nn.conv_nd import conv3d, conv_transpose3d, conv_transpose1d, conv_tbc
-from ..ops.nn.spatial import (upsample, upsample_nearest, upsample_bilinear, affine_grid,
-                              grid_sample)
-from ..ops.nn.sparse import embedding_bag
-from ..ops.nn.loss_ctc import ctc_loss
-from ..ops.nn.pool_fractional import fractional_max_pool2d, fractional_max_pool3d
 from ..ops.nn.attention import multi_head_attention_forward
+from ..ops.nn.conv_nd import conv3d, conv_tbc, conv_transpose1d, conv_transpose3d
+from ..ops.nn.distance import (
+    channel_shuffle,
+    cosine_similarity,
+    normalize,
+    pairwise_distance,
+    pdist,
+    pixel_shuffle,
+    pixel_unshuffle,
+)
+from ..ops.nn.loss import (
+    cosine_embedding_loss,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    kl_div,
+    linear_cross_entropy,
+    margin_ranking_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    poisson_nll_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
+    triplet_margin_with_distance_loss,
+)
+from ..ops.nn.loss_ctc import ctc_loss
+from ..ops.nn.norm import instance_norm, local_response_norm, rms_norm
+from ..ops.nn.pool_fractional import fractional_max_pool2d, fractional_max_pool3d
+from ..ops.nn.pool_nd import (
+    adaptive_avg_pool1d,
+    adaptive_avg_pool3d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    adaptive_max_pool3d,
+    avg_pool1d,
+    avg_pool3d,
+    lp_pool1d,
+    lp_pool2d,
+    lp_pool3d,
+    max_pool1d,
+    max_pool3d,
+    max_unpool1d,
+    max_unpool2d,
+    max_unpool3d,
+)
+from ..ops.nn.regularization import alpha_dropout, dropout1d, dropout3d, feature_alpha_dropout
+from ..ops.nn.sparse import embedding_bag
+from ..ops.nn.spatial import affine_grid, grid_sample, upsample, upsample_bilinear, upsample_nearest
 
 __all__ = [
     # layers and losses

@@ -13,10 +13,10 @@ inputs' node with every ``grad_input``: the hooks run there, as
 The identity ops are OpDefs that are not registered (they carry per-call state): they
 belong to no public function and need no samples.
 """
+from ..dispatch import bind
 from ..ops import zeros
 from ..ops_registry import OpDef, TensorSpec
 from ..ops_registry.opdef import validate
-from ..dispatch import bind
 from ..tensor import Tensor, buffer, wrap
 
 __all__ = ["BackwardHook"]

@@ -3,8 +3,8 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ..dispatch import notify, observing
 from ..devices import device as _device
+from ..dispatch import notify, observing
 from ..dtypes import DType, bfloat16, float16, float32, float64
 from ..grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import tensor as _tensor

@@ -6,8 +6,8 @@ an elementwise op that declares none, its scalar expression), ``DECOMPOSED`` for
 composite (it exports as the ops it is made of: the capture records them), or the
 reason it cannot export (``REASONS``).
 """
-from ..ops_registry import DECOMPOSED, list_ops
 from ..ops.onnx_forms import lower_expression
+from ..ops_registry import DECOMPOSED, list_ops
 
 __all__ = ["support", "attach", "REASONS", "RANDOM", "NO_ONNX"]
 

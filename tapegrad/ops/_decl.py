@@ -9,10 +9,11 @@ matrices with ``fill="eye"``), which validates the call as the function does, ra
 its error. ``S`` builds a ``Sample``; ``floating`` is PyTorch's promotion of an integer
 or bool input to the default float dtype."""
 import numpy as np
-from ..ops_registry import TensorSpec, Sample, register
-from .._util import broadcast_shapes, op_error
+
 from .. import dtypes as _dt
+from .._util import broadcast_shapes, op_error
 from ..grad_mode import no_grad
+from ..ops_registry import Sample, TensorSpec, register
 from ..tensor import Tensor, wrap
 
 __all__ = ["rand", "away_from", "elementwise_infer", "one_dtype", "unary_samples", "binary_samples",
@@ -146,8 +147,8 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
     ``tg.*`` / ``tg.nn.functional`` (``guard.checked``) and on ``bind``. Returns ``fn``
     (the public function stays as it is)."""
     from ..grad_mode import no_grad
-    from ..tensor import Tensor, wrap, buffer
-    from .guard import _named, _CLEAN
+    from ..tensor import Tensor, buffer, wrap
+    from .guard import _CLEAN, _named
 
     name = name or fn.__name__
     if sequence:
@@ -211,6 +212,7 @@ def alias(fn, name, of, *, torch_name=None, infer=None, samples=None, error_samp
     that name (``torch.subtract``, or ``torch_name``) as its oracle, so the test checks
     the alias against PyTorch's alias."""
     import inspect
+
     from ..ops_registry import get
     op = get(of)
     if args is None:

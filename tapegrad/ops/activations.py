@@ -15,7 +15,7 @@ import numpy as np
 from .._util import op_error, require_floating as _floating
 from ..fusion import elementwise as _elementwise
 from ..ops_registry import Sample
-from ._decl import rand, away_from
+from ._decl import away_from, rand
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)

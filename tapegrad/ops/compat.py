@@ -7,17 +7,18 @@ reached through ``tg.nn.functional``).
 Layering: compat sits on top of the op families (it imports them; none imports it at
 import time)."""
 import numpy as np
-from .. import dtypes as _dt, devices as _devices
-from .._util import op_error, require_floating, dtype_kind
+
+from .. import devices as _devices, dtypes as _dt
+from .._util import dtype_kind, op_error, require_floating
 from ..devices import xp_of
-from ..tensor import Tensor
 from ..grad_mode import is_grad_enabled
-from ._decl import composite, Sample, TensorSpec, rand
+from ..tensor import Tensor
 from . import creation as C, elementwise as E
+from ._decl import Sample, TensorSpec, composite, rand
+from .joining import narrow, t
+from .linalg import mm
 from .nn import loss as _loss
 from .nn._common import np_dtype as _np_dtype, whole as _whole
-from .joining import t, narrow
-from .linalg import mm
 
 __all__ = []
 

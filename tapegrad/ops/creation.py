@@ -5,17 +5,19 @@ import builtins as _builtins
 import contextlib
 import copy
 import json
-import threading
-import numpy as np
 import math
+import threading
 from collections.abc import Sequence as _Sequence
-from .. import dtypes as _dt, devices as _devices
-from ..tensor import Tensor, wrap
+
+import numpy as np
+
+from .. import devices as _devices, dtypes as _dt
+from .._util import op_error, shape_arg
 from ..dispatch import bind, notify
 from ..tape import state as _state
-from .._util import shape_arg, op_error
-from ._decl import composite, register, Sample, TensorSpec, rand as _rand, decl, S
+from ..tensor import Tensor, wrap
 from . import _jvp, _vmap
+from ._decl import S, Sample, TensorSpec, composite, decl, rand as _rand, register
 from .onnx_forms import _identity as _onnx_identity
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty",

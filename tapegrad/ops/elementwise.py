@@ -11,22 +11,37 @@ import math
 
 import numpy as np
 
-from ..dispatch import bind
-from ..fusion import op as _fusion_op
-from .. import devices as _devices
-from ..devices import cpu as _cpu
-from .. import dtypes as _dt
+from .. import devices as _devices, dtypes as _dt
 from .._util import broadcast_shapes as _broadcast_shapes
-from . import indexing as _indexing
-from ._decl import (register, Sample, elementwise_infer, unary_samples, binary_samples,
-                    bad_broadcast, rand, away_from, op_error, TensorSpec)
-from ._decl import alias as _alias, composite as _composite
-from ..ops_registry.rules import diagonal as _diagonal
-from .onnx_forms import (_bitwise as _onnx_bitwise, _common as _onnx_common,
-                         _compare as _onnx_compare, _float_simple as _onnx_float_simple,
-                         _int_identity as _onnx_int_identity, _logical as _onnx_logical,
-                         _simple as _onnx_simple)
+from ..devices import cpu as _cpu
+from ..dispatch import bind
 from ..dtypes import is_float as _isf
+from ..fusion import op as _fusion_op
+from ..ops_registry.rules import diagonal as _diagonal
+from . import indexing as _indexing
+from ._decl import (
+    Sample,
+    TensorSpec,
+    alias as _alias,
+    away_from,
+    bad_broadcast,
+    binary_samples,
+    composite as _composite,
+    elementwise_infer,
+    op_error,
+    rand,
+    register,
+    unary_samples,
+)
+from .onnx_forms import (
+    _bitwise as _onnx_bitwise,
+    _common as _onnx_common,
+    _compare as _onnx_compare,
+    _float_simple as _onnx_float_simple,
+    _int_identity as _onnx_int_identity,
+    _logical as _onnx_logical,
+    _simple as _onnx_simple,
+)
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)

@@ -29,9 +29,9 @@ import inspect
 
 import numpy as np
 
-from ..tensor import subclasses as _TT
-from ..tape import state as _state
 from ..dispatch import autocast_call as _autocast_call
+from ..tape import state as _state
+from ..tensor import subclasses as _TT
 
 __all__ = ["checked", "TENSOR_PARAMS"]
 

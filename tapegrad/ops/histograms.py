@@ -10,15 +10,17 @@ total and the bin volumes). It is one registry op (a NumPy kernel) whose outputs
 the histogram and the edges, flat: ``(hist, *bin_edges)``, ``1 + D`` of them (under
 vmap a loop over the examples, stacking each); the public function gives PyTorch's
 ``(hist, bin_edges)`` pair."""
-import numpy as np
 from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes as _dt
 from .._util import op_error
 from ..dispatch import bind
-from ..tensor import Tensor, buffer
-from ._decl import register, Sample, TensorSpec, rand, S
-from .. import dtypes as _dt
-from .joining import _index_array
 from ..dtypes import is_float as _isf
+from ..tensor import Tensor, buffer
+from ._decl import S, Sample, TensorSpec, rand, register
+from .joining import _index_array
 
 __all__ = ["histogramdd", "bincount", "histc", "histogram"]
 
@@ -151,7 +153,7 @@ def _histdd_arrays(x, weight, bins, range, density):  # noqa: A002
 
 def _histdd_kernel(x, weight=None, *, bins, range=None, density=False):  # noqa: A002
     """The registry's kernel: ``(hist, *bin_edges)`` in ``x``'s array module."""
-    from ..devices import xp_of, check_alloc
+    from ..devices import check_alloc, xp_of
     xp = xp_of(x)
     check_alloc("histogramdd", x.shape, x.dtype)   # its points are copied (a huge view)
     hist, edges = _histdd_arrays(_host(x), None if weight is None else _host(weight), bins,

@@ -10,14 +10,14 @@ reduces with ``scatter_reduce``. Ties of max/min share the gradient evenly; PyTo
 kernel divides a tie's gradient only where it is positive (``grad > 0``), a quirk not
 copied."""
 import numpy as np
+
 from .. import dtypes as _dt
 from .._util import normalize_dim, op_error
-from ._decl import Sample, TensorSpec, rand, decl, S, composite
-from . import (shape as SH, indexing as I, elementwise as E, reduce as R, creation as C)
-from .indexing import (_raw,
-                       _check_reduce, scatter_reduce)
 from ..tensor import Tensor, buffer, wrap as _wrap
-from .histograms import _np_dt, _host
+from . import creation as C, elementwise as E, indexing as I, reduce as R, shape as SH
+from ._decl import S, Sample, TensorSpec, composite, decl, rand
+from .histograms import _host, _np_dt
+from .indexing import _check_reduce, _raw, scatter_reduce
 from .joining import _index_array
 
 __all__ = ["index_reduce", "segment_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
@@ -84,8 +84,7 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     every segment's reduction. Built from ops (``scatter_reduce`` with PyTorch's
     gradients: ties of max/min share it evenly), so it differentiates at every order,
     in forward mode and under vmap."""
-    from . import shape as SH, elementwise as E, creation as C, reduce as R
-    from . import indexing as IX
+    from . import creation as C, elementwise as E, indexing as IX, reduce as R, shape as SH
     if reduce not in _SEG_REDUCE:
         _seg_fail(f"reduce argument must be either sum, prod, mean, amax or amin, got "
                   f"{reduce}")

@@ -7,18 +7,29 @@ masks and nonzero.
 Layering: indexing sits above shape (it imports ``reshape`` from ``shape``, which
 imports nothing from here)."""
 import numpy as np
+
 from .. import devices as _devices
+from .._util import (
+    broadcast_shapes as _broadcast_shapes,
+    distinct_values,
+    normalize_dim,
+    op_error,
+    value_range,
+)
 from ..devices.cpu_kernels import scatter as _cpu_scatter
-from .._util import (normalize_dim, op_error, broadcast_shapes as _broadcast_shapes,
-                     distinct_values, value_range)
-from ..dispatch import bind, apply_inplace
-from ._decl import register, Sample, TensorSpec, rand, composite
-from . import _vmap, _jvp
-from ..tensor import Tensor
-from .shape import reshape
-from .onnx_forms import (_diag_like as _onnx_diag_like, _expand_to as _onnx_expand_to,
-                         _index_positions as _onnx_index_positions, INT_MAX, INT_MIN)
+from ..dispatch import apply_inplace, bind
 from ..dtypes import is_float as _isf
+from ..tensor import Tensor
+from . import _jvp, _vmap
+from ._decl import Sample, TensorSpec, composite, rand, register
+from .onnx_forms import (
+    INT_MAX,
+    INT_MIN,
+    _diag_like as _onnx_diag_like,
+    _expand_to as _onnx_expand_to,
+    _index_positions as _onnx_index_positions,
+)
+from .shape import reshape
 
 __all__ = ["scatter_reduce", "index_add_into", "getitem_raw", "getitem", "split", "chunk",
            "tensor_split", "unbind", "index_put_zero", "setitem", "gather", "scatter_add",

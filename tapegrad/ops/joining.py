@@ -5,12 +5,14 @@
 ``unravel_index``, ``select``, ``narrow``/``narrow_copy``, ``t``, ``diagflat``,
 ``vander``."""
 import itertools
+
 import numpy as np
+
 from .. import dtypes as _dt
-from ..tensor import Tensor
 from .._util import normalize_dim, op_error
-from ._decl import rand, TensorSpec, Sample, decl, S, composite
-from . import elementwise as E, indexing as I, shape as SH, creation as C
+from ..tensor import Tensor
+from . import creation as C, elementwise as E, indexing as I, shape as SH
+from ._decl import S, Sample, TensorSpec, composite, decl, rand
 
 __all__ = ["dsplit", "hsplit", "vsplit", "column_stack", "dstack", "row_stack", "narrow_copy",
            "select", "take", "atleast_1d", "atleast_2d", "atleast_3d", "block_diag",

@@ -5,24 +5,43 @@ solve, cholesky, the norms (``tg.linalg``); and composites of them: ``mm``, ``bm
 
 Layering: linalg sits above elementwise, reduce, shape and creation (the composites,
 matrix_norm, solve, use them); the nn ops import it."""
+import builtins
 import collections
 import math
 import string
+
 import numpy as np
-import builtins
-from ..tensor import Tensor
-from ..dispatch import bind, foreign_constant
+
 from .. import devices as _devices, dtypes, dtypes as _dt
-from .._util import op_error, normalize_dim, normalize_dims
-from ._decl import (alias, register, Sample, TensorSpec, rand, away_from, one_dtype, decl, S,
-                    composite)
-from . import (elementwise as _E, reduce as _R, shape as _S, _jvp, _vmap, creation as C, indexing as
-               I)
+from .._util import normalize_dim, normalize_dims, op_error
+from ..dispatch import bind, foreign_constant
+from ..dtypes import is_float as _isf
+from ..tensor import Tensor
+from . import (
+    _jvp,
+    _vmap,
+    creation as C,
+    elementwise as _E,
+    indexing as I,
+    reduce as _R,
+    shape as _S,
+)
+from ._decl import (
+    S,
+    Sample,
+    TensorSpec,
+    alias,
+    away_from,
+    composite,
+    decl,
+    one_dtype,
+    rand,
+    register,
+)
 from .creation import cast
 from .joining import _same_dtype, _tensors
+from .onnx_forms import _common as _onnx_common, _norm as _onnx_norm
 from .reduce import _no_bool
-from .onnx_forms import (_common as _onnx_common, _norm as _onnx_norm)
-from ..dtypes import is_float as _isf
 
 __all__ = ["matmul", "dot", "outer", "ger", "tensordot", "einsum", "trace", "det", "inverse",
            "slogdet", "addmm", "addmv", "addr", "addbmm", "baddbmm", "bmm", "mv", "inner", "vdot",

@@ -38,15 +38,24 @@
 - ``linalg_eigh``: a registry op with PyTorch's symmetric gradient and tangent
   (``tg.linalg.eigh``/``eigvalsh``), and ``lobpcg`` over it (the exact eigenpairs
   lobpcg converges to, after a Cholesky reduction for ``B``)."""
-import numpy as np
 from collections import namedtuple
+
+import numpy as np
+
 from .. import devices as _devices
 from .._util import op_error
 from ..dispatch import bind
-from ._decl import register, composite, Sample, TensorSpec, rand, decl, S
-from . import (_vmap, shape as SH, elementwise as E, reduce as R, creation as C, linalg as L,
-               indexing as I)
-from .linalg import solve_triangular, LinAlgError, _same, _spd_sample, _square
+from . import (
+    _vmap,
+    creation as C,
+    elementwise as E,
+    indexing as I,
+    linalg as L,
+    reduce as R,
+    shape as SH,
+)
+from ._decl import S, Sample, TensorSpec, composite, decl, rand, register
+from .linalg import LinAlgError, _same, _spd_sample, _square, solve_triangular
 
 __all__ = ["qr", "svd", "pinverse", "lu", "lu_unpack", "lu_solve", "svd_lowrank", "pca_lowrank",
            "geqrf", "orgqr", "ormqr", "lobpcg", "cholesky", "cholesky_inverse", "cholesky_solve",

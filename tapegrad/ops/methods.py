@@ -13,14 +13,24 @@
   (``uniform_``, ``normal_``...), Python-callable maps (``apply_``, ``map_``), and
   metadata (``stride``, ``is_contiguous``, ``itemsize``, ``layout``...)."""
 import numpy as np
+
 from .. import dtypes as _dt
-from ..grad_mode import is_grad_enabled
-from ..tensor import Tensor, mark_written
+from .._util import normalize_dim, op_error
 from ..dispatch import apply_inplace, lane
-from . import (elementwise as E, reduce as R, shape as S, indexing as I, linalg as L, creation as C,
-               nn as N, sparse as SP)
+from ..grad_mode import is_grad_enabled
 from ..ops_registry.opdef import OpDef
-from .._util import op_error, normalize_dim
+from ..tensor import Tensor, mark_written
+from . import (
+    creation as C,
+    elementwise as E,
+    indexing as I,
+    linalg as L,
+    nn as N,
+    reduce as R,
+    shape as S,
+    sparse as SP,
+)
+
 
 def _r(fn):
     """Reflected binary operator: ``other OP self``."""
@@ -199,8 +209,7 @@ def install(extra=(), methods=None):
     Each family module may also list more method names in a ``METHODS`` string;
     ``methods`` adds methods from layers above the ops (``backward``, from autodiff).
     """
-    from . import activations, special
-    from . import sorting
+    from . import activations, sorting, special
     fams = [(m, getattr(m, "METHODS", ""))
             for m in (E, R, S, I, sorting, L, C, N, activations, special)]
     for mod, names in _SAME_NAME + fams + list(extra):
@@ -208,8 +217,8 @@ def install(extra=(), methods=None):
             fn = getattr(mod, name, None)
             if fn is not None:
                 setattr(Tensor, name, fn)
-    from .compat import TABLE as compat_table  # t, narrow, new_*, type, flags...
     from .. import ops as _ns
+    from .compat import TABLE as compat_table  # t, narrow, new_*, type, flags...
     more = table(_ns)
     more = {n: fn for n, fn in more.items() if n not in vars(Tensor) or n in REPLACE}
     tables = (list(more.items()) + list(_TABLE.items()) + list(compat_table.items())

@@ -11,15 +11,23 @@ not PyTorch's (the distributions are the same). The factories ``rand``, ``randn`
   by PyTorch's method (the ``num_samples`` largest ``p / E``, ``E`` exponential), so
   zero-probability categories come last, as in PyTorch."""
 import numpy as np
-from .. import dtypes as _dt, devices as _devices
-from .._util import op_error, distinct_values
+
+from .. import devices as _devices, dtypes as _dt
+from .._util import distinct_values, op_error
 from ..dispatch import bind
-from ._decl import register, composite, Sample, TensorSpec, rand
-from .creation import (generator, drawing_from, _next_draw, _place, _np_dtype, _draw_into,
-                       _draw_rate_into)
-from .indexing import _raw
-from . import creation as C
 from ..dtypes import is_float as _isf
+from . import creation as C
+from ._decl import Sample, TensorSpec, composite, rand, register
+from .creation import (
+    _draw_into,
+    _draw_rate_into,
+    _next_draw,
+    _np_dtype,
+    _place,
+    drawing_from,
+    generator,
+)
+from .indexing import _raw
 
 __all__ = ["bernoulli", "multinomial", "normal", "poisson", "randint_like"]
 

@@ -7,19 +7,21 @@ from, as ``sort``'s); and composites of them: ``aminmax``, ``dist``,
 differences along each dim, a composite of slicing: differentiable).
 
 Layering: reduce sits above elementwise (``max(x, other)`` is ``maximum``)."""
-import math
-import numpy as np
 import builtins as _builtins
+import math
 from collections import namedtuple
+
+import numpy as np
+
 from .. import devices as _devices, dtypes as _dt
-from .._util import normalize_dim, op_error, normalize_dims
+from .._util import normalize_dim, normalize_dims, op_error
 from ..dispatch import bind
-from ._decl import register, Sample, TensorSpec, rand, decl, S, floating
-from . import (_vmap, shape as SH, elementwise as _elementwise, _jvp, indexing as I)
-from ..tensor import Tensor
-from .indexing import _scatter_back_vjp, take_along_dim
-from .onnx_forms import (_dims as _onnx_dims, _norm as _onnx_norm)
 from ..dtypes import is_float as _isf
+from ..tensor import Tensor
+from . import _jvp, _vmap, elementwise as _elementwise, indexing as I, shape as SH
+from ._decl import S, Sample, TensorSpec, decl, floating, rand, register
+from .indexing import _scatter_back_vjp, take_along_dim
+from .onnx_forms import _dims as _onnx_dims, _norm as _onnx_norm
 
 __all__ = ["gradient", "sum", "mean", "sum_to", "amax", "amin", "prod", "max", "min", "argmax",
            "argmin", "var", "std", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",

@@ -4,16 +4,23 @@ Layering: shape sits below indexing (``indexing`` imports ``reshape`` from here;
 module imports nothing from ``indexing``, and slicing ops such as split live there).
 """
 import itertools
+
 import numpy as np
-from ..dispatch import bind
+
 from .. import devices as _devices, dtypes as _dt
 from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, shape_arg
-from ._decl import alias, composite, register, Sample, TensorSpec, rand, decl, S
-from .creation import arange
+from ..dispatch import bind
 from . import _jvp, _vmap
-from .onnx_forms import (_diag_like as _onnx_diag_like, _dims as _onnx_dims,
-                         _expand_to as _onnx_expand_to, _static_take as _onnx_static_take,
-                         INT_MAX, INT_MIN)
+from ._decl import S, Sample, TensorSpec, alias, composite, decl, rand, register
+from .creation import arange
+from .onnx_forms import (
+    INT_MAX,
+    INT_MIN,
+    _diag_like as _onnx_diag_like,
+    _dims as _onnx_dims,
+    _expand_to as _onnx_expand_to,
+    _static_take as _onnx_static_take,
+)
 
 __all__ = ["reshape", "view", "flatten", "permute", "transpose", "swapaxes", "swapdims", "movedim",
            "moveaxis", "broadcast_to", "expand", "squeeze", "unsqueeze", "mT", "unflatten", "flip",

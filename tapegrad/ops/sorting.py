@@ -3,18 +3,19 @@
 ``median``/``nanmedian``, ``kthvalue``, ``mode`` (composites: the index found on the raw
 values, the value gathered, so the value's gradient goes to that index), and the
 searches ``searchsorted``/``bucketize`` (no gradient)."""
-import numpy as np
 from collections import namedtuple, namedtuple as _namedtuple
-from .._util import (normalize_dim, op_error)
-from ._decl import rand, Sample, decl, S, register, TensorSpec
-from . import (elementwise as E, reduce as R, indexing as I, shape as SH, _vmap, creation as C)
+
+import numpy as np
+
 from .. import devices as _devices, dtypes as _dt
+from .._util import normalize_dim, op_error
 from ..dispatch import bind
-from .indexing import (_raw,
-                       _scatter_back_vjp, take_along_dim, _compress_into, _CHUNK)
-from ..tensor import Tensor
-from .reduce import _distinct_entries, _cum_mode_result
 from ..dtypes import is_float as _isf
+from ..tensor import Tensor
+from . import _vmap, creation as C, elementwise as E, indexing as I, reduce as R, shape as SH
+from ._decl import S, Sample, TensorSpec, decl, rand, register
+from .indexing import _CHUNK, _compress_into, _raw, _scatter_back_vjp, take_along_dim
+from .reduce import _cum_mode_result, _distinct_entries
 
 __all__ = ["median", "nanmedian", "kthvalue", "msort", "mode", "unique_consecutive", "bucketize",
            "searchsorted", "unique", "sort", "argsort", "topk"]

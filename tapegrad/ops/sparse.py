@@ -21,13 +21,12 @@ import re
 
 import numpy as np
 
-from .. import dtypes as _dt
-from .. import devices as _devices
+from .. import devices as _devices, dtypes as _dt
+from .._util import op_error
 from ..dispatch import bind
 from ..tensor import Tensor, subclasses as _tensor_types
-from .._util import op_error
-from ._decl import register, Sample, TensorSpec, rand
 from . import _jvp, creation as _C, indexed_update as _IU, reduce as _R
+from ._decl import Sample, TensorSpec, rand, register
 
 __all__ = []  # the public names are reached as tg.sparse.* and tg.sparse_coo_tensor
 

@@ -18,15 +18,17 @@ fixed quantile, computed to float64 rounding (``devices/cpu_kernels/special.py``
 PyTorch uses a rational approximation, within about 1e-3 of it). As PyTorch,
 ``_standard_gamma_grad`` itself has no derivative: a second derivative through a
 Gamma sample raises RuntimeError."""
-import numpy as np
 import math
-from ..dispatch import bind
+
+import numpy as np
+
 from .. import devices as _devices, dtypes as _dt
-from ..ops_registry.rules import diagonal as _diagonal
-from ._decl import register, Sample, TensorSpec, rand, away_from, op_error, decl, S, floating
-from . import _vmap
-from .creation import generator, _next_draw, _draw_rate_into
+from ..dispatch import bind
 from ..dtypes import is_float as _isf
+from ..ops_registry.rules import diagonal as _diagonal
+from . import _vmap
+from ._decl import S, Sample, TensorSpec, away_from, decl, floating, op_error, rand, register
+from .creation import _draw_rate_into, _next_draw, generator
 
 __all__ = ["lgamma", "digamma", "polygamma", "_standard_gamma", "_standard_gamma_grad", "erfinv",
            "mvlgamma", "i0", "igamma", "igammac"]

@@ -4,14 +4,27 @@ batches and forward-differentiates through the ops it is made of; and comparison
 integer functions with no gradient (``signbit``, ``gcd``, ``isin``, ``frexp``...)
 declared as plain NumPy kernels."""
 import math
-import numpy as np
 from collections import namedtuple
-from .. import dtypes as _dt, devices as _devices
-from ..tensor import Tensor
+
+import numpy as np
+
+from .. import devices as _devices, dtypes as _dt
 from ..dispatch import bind
-from ._decl import (register, Sample, TensorSpec, rand, away_from, elementwise_infer,
-                    bad_broadcast, op_error, decl, S, floating)
-from . import elementwise as E, creation as C, _vmap
+from ..tensor import Tensor
+from . import _vmap, creation as C, elementwise as E
+from ._decl import (
+    S,
+    Sample,
+    TensorSpec,
+    away_from,
+    bad_broadcast,
+    decl,
+    elementwise_infer,
+    floating,
+    op_error,
+    rand,
+    register,
+)
 
 __all__ = ["acosh", "arccosh", "asinh", "arcsinh", "atanh", "arctanh", "addcdiv", "addcmul",
            "copysign", "deg2rad", "rad2deg", "erfc", "float_power", "frac", "hypot", "lerp",

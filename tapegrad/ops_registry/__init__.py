@@ -1,7 +1,7 @@
 """The operator registry: every op declared once, usable on raw arrays."""
-from .opdef import OpDef, TensorSpec, Sample, KINDS, DECOMPOSED
-from .registry import register, get, list_ops, unregister
 from .compute import compute, infer, workspace_bytes
+from .opdef import DECOMPOSED, KINDS, OpDef, Sample, TensorSpec
+from .registry import get, list_ops, register, unregister
 
 __all__ = ["OpDef", "TensorSpec", "Sample", "KINDS", "DECOMPOSED", "register", "get", "list_ops",
            "unregister", "compute", "infer", "workspace_bytes"]

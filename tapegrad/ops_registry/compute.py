@@ -1,8 +1,8 @@
 """Run registry ops on raw arrays from any DLPack producer, no Tensor involved."""
 import numpy as np
 
-from .opdef import TensorSpec
 from .. import devices
+from .opdef import TensorSpec
 
 
 def _as_raw(a):
@@ -13,7 +13,7 @@ def _as_raw(a):
     if hasattr(a, "_data") and hasattr(a, "requires_grad"):  # a tapegrad Tensor
         return a._data
     if hasattr(a, "__dlpack__"):
-        from .. devices import dlpack
+        from ..devices import dlpack
         return dlpack.import_array(a)
     return np.asarray(a)
 

@@ -8,17 +8,17 @@
 >>> [round(v, 4) for v in w.tolist()]
 [0.8, -1.6]
 """
-from .optimizer import Optimizer
-from .sgd import SGD
-from .adam import Adam, AdamW
-from .rmsprop import RMSprop, Adagrad
+from . import lr_scheduler  # noqa: F401
 from .adadelta import Adadelta
+from .adam import Adam, AdamW
 from .adamax import Adamax
-from .nadam import NAdam
-from .radam import RAdam
 from .asgd import ASGD, Rprop
 from .lbfgs import LBFGS
-from . import lr_scheduler  # noqa: F401
+from .nadam import NAdam
+from .optimizer import Optimizer
+from .radam import RAdam
+from .rmsprop import Adagrad, RMSprop
+from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
            "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "lr_scheduler"]

@@ -1,9 +1,8 @@
 """Adadelta, PyTorch's single-tensor update step for step."""
 import functools
 
-
-from ..fusion.update import Update
 from ..devices import xp_of
+from ..fusion.update import Update
 from ..tensor import buffer
 from .optimizer import Optimizer
 

@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 
-from ..fusion.update import Update
 from ..devices import xp_of
+from ..fusion.update import Update
 from ..tensor import buffer
 from ._fused import check_adam_args
 from .optimizer import Optimizer

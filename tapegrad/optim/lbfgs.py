@@ -5,8 +5,8 @@ history, directions and scalars are arrays of the parameters' dtype (NumPy or Cu
 so a float32 model computes in float32 as PyTorch does. ``step(closure)`` calls the
 closure (with gradients enabled) as often as the algorithm needs.
 """
-from ..dispatch import notify
 from ..devices import xp_of
+from ..dispatch import notify
 from ..grad_mode import enable_grad
 from ..tensor import Tensor, buffer, mark_written
 from .optimizer import Optimizer

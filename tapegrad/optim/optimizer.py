@@ -6,9 +6,8 @@ bumps the parameter's version counter so a stale saved value is caught.
 """
 import copy
 
-
-from ..dispatch import notify, observing
 from ..devices import xp_of
+from ..dispatch import notify, observing
 from ..grad_mode import enable_grad
 from ..nn.module import zero_grads
 from ..tensor import Tensor, buffer, mark_written

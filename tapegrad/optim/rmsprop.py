@@ -3,8 +3,8 @@ import functools
 
 import numpy as np
 
-from ..fusion.update import Update
 from ..devices import xp_of
+from ..fusion.update import Update
 from ..tensor import buffer
 from .optimizer import Optimizer
 

@@ -1,9 +1,8 @@
 """Stochastic gradient descent, PyTorch's update step for step."""
 import functools
 
-
-from ..fusion.update import Update
 from ..devices import xp_of
+from ..fusion.update import Update
 from ..tensor import buffer
 from .optimizer import Optimizer, required
 

@@ -44,14 +44,14 @@ import warnings
 
 import numpy as np
 
-from ..ops_registry import list_ops
-from ..ops_registry.rules import diagonal
-from ..vmap import batching_rule_of
-from ..onnx import support as onnx_support
 from ..compiler import compile as tg_compile
 from ..dispatch import bind
-from ..tensor import Tensor
+from ..onnx import support as onnx_support
 from ..ops import tensor
+from ..ops_registry import list_ops
+from ..ops_registry.rules import diagonal
+from ..tensor import Tensor
+from ..vmap import batching_rule_of
 
 __all__ = ["COLUMNS", "rows", "compile_replays", "markdown_table", "text_table",
            "summary", "markdown_summary"]

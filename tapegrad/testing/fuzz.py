@@ -33,8 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import ops as _ops
-from .. import dtypes as _dtypes
+from .. import dtypes as _dtypes, ops as _ops
 from ..autodiff import grad as _tg_grad
 from ..tensor import Tensor
 
@@ -813,8 +812,7 @@ def fuzz(n, seed=0, exclude=None, min_steps=10, max_steps=30, report=None):
     """Generate and check ``n`` programs (hypothesis, seeded by ``seed``); returns
     ``(programs run, list of Mismatch)``. ``report(i, mismatch)`` is called on each
     mismatch as it is found."""
-    from hypothesis import given, settings, HealthCheck, Phase
-    from hypothesis import seed as hseed
+    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
     found, ran = [], [0]
 
     @hseed(seed)

@@ -8,9 +8,9 @@ finite differences say it depends on them.
 """
 import numpy as np
 
-from ..tensor import Tensor, buffer
-from ..autodiff import grad, no_grad, enable_grad
+from ..autodiff import enable_grad, grad, no_grad
 from ..ops.creation import tensor
+from ..tensor import Tensor, buffer
 
 __all__ = ["gradcheck", "gradgradcheck"]
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..functional import jvp as _tg_jvp
 from ..autodiff import grad as _tg_grad
+from ..functional import jvp as _tg_jvp
 from ..ops.creation import tensor as _tensor
 from ..ops_registry import get as _get
 

@@ -7,7 +7,7 @@ import pytest
 import tapegrad as tg
 import tapegrad.forward_ad as fwAD
 from tapegrad import functional as F
-from tapegrad.tape import state, GENERAL
+from tapegrad.tape import GENERAL, state
 
 torch = pytest.importorskip("torch")
 tfwAD = torch.autograd.forward_ad

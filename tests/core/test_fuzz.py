@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, settings, HealthCheck  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from tapegrad.testing import fuzz  # noqa: E402
 

@@ -1,19 +1,19 @@
 """Fused ops equal the unfused composition (float64, 1e-12) and PyTorch, gradients
 of every order included; @fuse records one tape entry or warns and runs unfused."""
+import os
 import subprocess
 import sys
-import os
 import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st, HealthCheck
+from conftest import gradgradcheck
+from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tapegrad as tg
 from tapegrad import fusion
 from tapegrad.testing import gradcheck
-from conftest import gradgradcheck
 
 torch = pytest.importorskip("torch")
 

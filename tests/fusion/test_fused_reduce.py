@@ -6,13 +6,13 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st, HealthCheck
+from conftest import gradgradcheck
+from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tapegrad as tg
 from tapegrad import fusion
 from tapegrad.testing import gradcheck
-from conftest import gradgradcheck
 
 torch = pytest.importorskip("torch")
 

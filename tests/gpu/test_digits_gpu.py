@@ -5,10 +5,9 @@ may lack scikit-learn)."""
 import os
 
 import pytest
+from gpu_env import DEVICE, HAVE_GPU, require
 
 from tapegrad.examples import digits
-
-from gpu_env import DEVICE, HAVE_GPU, require
 
 require()
 

@@ -9,11 +9,10 @@ import warnings
 
 import numpy as np
 import pytest
+from gpu_env import DEVICE, close, host, on_device, require
 
 import tapegrad as tg
 from tapegrad import fusion
-
-from gpu_env import DEVICE, close, host, on_device, require
 
 require()
 

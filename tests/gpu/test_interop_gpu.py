@@ -4,12 +4,11 @@ respected by the consumer, gradients through an exchange; and the clear error wh
 an op mixes devices (it names the op and both devices)."""
 import numpy as np
 import pytest
+from gpu_env import DEVICE, HAVE_GPU, host, on_device, require
 
 import tapegrad as tg
 from tapegrad.devices import check_same, device as tg_device
 from tapegrad.tensor import buffer
-
-from gpu_env import DEVICE, HAVE_GPU, host, on_device, require
 
 require()
 torch = pytest.importorskip("torch")

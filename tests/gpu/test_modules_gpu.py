@@ -6,11 +6,10 @@ import copy
 
 import numpy as np
 import pytest
+from gpu_env import DEVICE, close, on_device, require
 
 import tapegrad as tg
 import tapegrad.nn as nn
-
-from gpu_env import DEVICE, close, on_device, require
 
 require()
 

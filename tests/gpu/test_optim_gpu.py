@@ -6,11 +6,10 @@ array-module path each optimizer keeps for when no kernel runs is checked too, w
 the kernels switched off (it must compute with CuPy on CuPy arrays, not NumPy)."""
 import numpy as np
 import pytest
+from gpu_env import DEVICE, close, on_device, require
 
 import tapegrad as tg
 from tapegrad.fusion import update as fupdate
-
-from gpu_env import DEVICE, close, on_device, require
 
 require()
 

@@ -16,12 +16,20 @@ backend (``gpu_env``), where it checks the test logic itself.
 """
 import numpy as np
 import pytest
+from gpu_env import (
+    DEVICE,
+    HAVE_GPU,
+    ON_CPU,
+    close,
+    host,
+    on_device,
+    raw_to_device,
+    require,
+    to_device,
+)
 
 import tapegrad as tg
 from tapegrad.dispatch import bind
-
-from gpu_env import DEVICE, HAVE_GPU, ON_CPU, close, host, on_device, raw_to_device, \
-    require, to_device
 
 require()
 

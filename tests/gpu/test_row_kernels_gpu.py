@@ -3,11 +3,10 @@ layer_norm without grad: ``devices/cuda_kernels.py`` on the GPU) against the CPU
 sizes where the block strides over long rows, with NaN and infinite entries."""
 import numpy as np
 import pytest
+from gpu_env import DEVICE, close, on_device, require
 
 import tapegrad as tg
 import tapegrad.nn.functional as F
-
-from gpu_env import DEVICE, close, on_device, require
 
 require()
 

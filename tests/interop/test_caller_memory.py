@@ -128,8 +128,7 @@ def test_torch_export_writes_into_memory_pytorch_allocated(monkeypatch):
     tapegrad's own), the kernel writes there, and NumPy allocates nothing of their
     size."""
     torch = pytest.importorskip("torch")
-    from tapegrad.interop import torch_ops
-    from tapegrad.interop import _torch as export
+    from tapegrad.interop import _torch as export, torch_ops
     ns = torch_ops()
     made = []
     real_empty = torch.empty
@@ -344,8 +343,7 @@ def test_unique_into_the_callers_memory_matches_torch(dim):
     values, inverse and counts are written into the caller's memory) against
     torch.unique, on data with many repeats, NaN-free, and rows along a dim."""
     torch = pytest.importorskip("torch")
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
+    from hypothesis import given, settings, strategies as st
     from hypothesis.extra.numpy import arrays
 
     op = tg.ops_registry.get("unique")

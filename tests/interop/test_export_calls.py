@@ -91,6 +91,7 @@ def test_forward_mode_without_a_rule_says_so(ns):
 def test_jax_conv2d_bias_by_keyword_and_omitted():
     jax = pytest.importorskip("jax")
     from jax.test_util import check_grads
+
     from tapegrad.interop import jax_ops
     old = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", True)

@@ -6,7 +6,7 @@ function and on the registry op, and relu with its gradient on the threaded and 
 NumPy paths."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st, HealthCheck
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tapegrad as tg
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tapegrad as tg
-from tapegrad.ops.linalg_decomp import _sym, _spd
+from tapegrad.ops.linalg_decomp import _spd, _sym
 from tapegrad.testing import gradcheck, gradgradcheck
 
 

@@ -13,7 +13,7 @@ import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
 torch = pytest.importorskip("torch")
-from hypothesis import given, settings, strategies as st, HealthCheck  # noqa: E402
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
 import tapegrad as tg  # noqa: E402

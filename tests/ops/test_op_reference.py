@@ -109,7 +109,7 @@ def test_ops_without_forward_mode_refuse_it():
     for name in [n for n, r in TABLE.items() if r["jvp"] == "none"]:
         assert _refuses_forward_mode(tg.ops_registry.get(name)), name
     # an op declared without a jvp (not elementwise): the row says so, and it refuses
-    from tapegrad.ops_registry import register, unregister, TensorSpec, Sample
+    from tapegrad.ops_registry import Sample, TensorSpec, register, unregister
     op = register(name="docs_test_no_jvp", kernel=lambda x: x[::-1].copy(),
                   infer=lambda x: TensorSpec(x.shape, x.dtype),
                   vjp=lambda ctx, g: (g.flip(0),),

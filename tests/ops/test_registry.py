@@ -23,8 +23,8 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import fusion
-from tapegrad.ops_registry import TensorSpec
 from tapegrad.dispatch import bind
+from tapegrad.ops_registry import TensorSpec
 from tapegrad.tensor import buffer, mark_written
 from tapegrad.testing import gradcheck, gradgradcheck
 

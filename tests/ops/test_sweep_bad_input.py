@@ -271,6 +271,7 @@ VALID.update({
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 import bad_input_cases  # noqa: E402
 import sweep_nn_functional  # noqa: E402
+
 bad_input_cases.extend(VALID, A, U, I, B, Raw, DT)
 bad_input_cases.extend_special(VALID, A, U, I)
 sweep_nn_functional.extend(VALID, A, U, I, B, Raw, DT)

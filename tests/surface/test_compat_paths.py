@@ -11,8 +11,14 @@ import torch
 import torch.utils.data as tdata
 
 import tapegrad as tg
-from tapegrad.utils.data import (DataLoader, Dataset, IterableDataset, TensorDataset,
-                                 get_worker_info, random_split)
+from tapegrad.utils.data import (
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    TensorDataset,
+    get_worker_info,
+    random_split,
+)
 
 
 # ---------------------------------------------------------------- import paths

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tapegrad as tg  # noqa: E402
 import nn_surface as C  # noqa: E402
+
+import tapegrad as tg  # noqa: E402
 
 F_TARGET, M_TARGET = 0.75, 0.70
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tapegrad as tg
-from tapegrad.nn.utils import parametrize, parametrizations as P
+from tapegrad.nn.utils import parametrizations as P, parametrize
 
 RNG = np.random.default_rng(0)
 

@@ -13,9 +13,30 @@ test against (``loss._Loss``, ``batchnorm._BatchNorm``). ``Module`` itself is
 True
 """
 from ..module import Module
-from . import (activation, adaptive, batchnorm, channelshuffle, container, conv, distance, dropout,
-               flatten, fold, instancenorm, linear, loss, module, normalization, padding,
-               pixelshuffle, pooling, rnn, sparse, transformer, upsampling)
+from . import (
+    activation,
+    adaptive,
+    batchnorm,
+    channelshuffle,
+    container,
+    conv,
+    distance,
+    dropout,
+    flatten,
+    fold,
+    instancenorm,
+    linear,
+    loss,
+    module,
+    normalization,
+    padding,
+    pixelshuffle,
+    pooling,
+    rnn,
+    sparse,
+    transformer,
+    upsampling,
+)
 
 __all__ = ["Module"] + ["activation", "adaptive", "batchnorm", "channelshuffle", "container",
            "conv", "distance", "dropout", "flatten", "fold", "instancenorm", "linear",

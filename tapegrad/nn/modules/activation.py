@@ -5,16 +5,25 @@ import math
 
 import numpy as np
 
+from ... import dtypes as _dt
 from ...grad_mode import no_grad
-from ...ops import empty, zeros, reshape
-from .. import functional as F
-from .. import init
+from ...ops import (
+    empty,
+    masked_fill,
+    matmul,
+    mean,
+    permute,
+    reshape,
+    squeeze,
+    tensor,
+    transpose,
+    unsqueeze,
+    zeros,
+)
+from ...tensor import Tensor
+from .. import functional as F, init
 from ..module import Module
 from ..parameter import Parameter
-from ... import dtypes as _dt
-from ...ops import (masked_fill, matmul, mean, permute, squeeze, tensor,
-                   transpose, unsqueeze)
-from ...tensor import Tensor
 from .linear import Linear
 
 __all__ = ["Threshold", "ReLU", "RReLU", "Hardtanh", "ReLU6", "Sigmoid", "Hardsigmoid", "Tanh",

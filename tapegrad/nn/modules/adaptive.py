@@ -3,12 +3,12 @@ from collections import namedtuple
 
 import numpy as np
 
-from ...ops.shape import cat
-from ...ops.indexing import index_select
 from ...ops.indexed_update import index_add
+from ...ops.indexing import index_select
+from ...ops.shape import cat
 from .. import functional as F
 from ..module import Module
-from .container import Sequential, ModuleList
+from .container import ModuleList, Sequential
 from .linear import Linear
 
 __all__ = ["AdaptiveLogSoftmaxWithLoss"]

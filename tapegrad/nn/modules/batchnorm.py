@@ -29,16 +29,15 @@ rank: plain ``BatchNorm``.
 """
 import math
 
-from ...dtypes import int64
+from ... import distributed as dist
+from ...autograd import Function
+from ...dtypes import float32, float64, int64
 from ...grad_mode import no_grad
 from ...ops import ones, zeros
+from ...ops.shape import cat
 from .. import functional as F
 from ..module import Module
 from ..parameter import Parameter
-from ...ops.shape import cat
-from ...dtypes import float32, float64
-from ...autograd import Function
-from ... import distributed as dist
 from ._absent import absent
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"]

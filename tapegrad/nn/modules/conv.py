@@ -5,8 +5,7 @@ key), each calling its ``tg.nn.functional`` convolution."""
 import math
 
 from ...ops import empty
-from .. import functional as F
-from .. import init
+from .. import functional as F, init
 from ..module import Module
 from ..parameter import Parameter
 from ._absent import absent

@@ -1,8 +1,8 @@
 """Instance normalisation (``torch.nn.modules.instancenorm``): InstanceNorm1d/2d/3d
 over ``_BatchNorm``'s parameters and buffers."""
 from .. import functional as F
-from .batchnorm import _BatchNorm
 from ._absent import absent
+from .batchnorm import _BatchNorm
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 

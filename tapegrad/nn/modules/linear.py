@@ -3,8 +3,7 @@ initialisations."""
 import math
 
 from ...ops import empty
-from .. import functional as F
-from .. import init
+from .. import functional as F, init
 from ..module import Module
 from ..parameter import Parameter
 from ._absent import absent

@@ -2,12 +2,10 @@
 (``torch.nn.modules.normalization``)."""
 import numpy as np
 
-from ...ops import ones, zeros
-from .. import functional as F
-from .. import init
+from ...ops import einsum, ones, zeros
+from .. import functional as F, init
 from ..module import Module
 from ..parameter import Parameter
-from ...ops import einsum
 
 __all__ = ["LocalResponseNorm", "CrossMapLRN2d", "LayerNorm", "GroupNorm", "RMSNorm"]
 

@@ -17,14 +17,13 @@ import math
 
 from ...devices import xp_of
 from ...dispatch import bind
-from ...ops import cat, flip, matmul, sigmoid, stack, tanh, unsqueeze, squeeze, zeros, empty
+from ...ops import cat, empty, flip, matmul, sigmoid, squeeze, stack, tanh, unsqueeze, zeros
 from ...ops.nn.rnn import gru_layer, lstm_layer, rnn_layer
 from ...ops_registry import OpDef, TensorSpec
 from ...ops_registry.opdef import validate
 from ...tensor import Tensor
 from ...tracing import fuse
-from .. import functional as F
-from .. import init
+from .. import functional as F, init
 from ..module import Module
 from ..parameter import Parameter
 

@@ -1,8 +1,7 @@
 """Embedding and EmbeddingBag (``torch.nn.modules.sparse``)."""
 from ...grad_mode import no_grad
 from ...ops import empty
-from .. import functional as F
-from .. import init
+from .. import functional as F, init
 from ..module import Module
 from ..parameter import Parameter
 from .linear import _empty

@@ -8,8 +8,7 @@ import numpy as np
 
 from ...dtypes import get_default_dtype
 from ...ops import tensor
-from .. import functional as F
-from .. import init
+from .. import functional as F, init
 from ..module import Module
 from .activation import MultiheadAttention
 from .container import ModuleList

@@ -11,21 +11,21 @@ the PyTorch export runs it on torch.Tensors too. A function of PyTorch's with an
 """
 import numpy as np
 
-from ...devices import cuda as _cuda, cuda_kernels as _cuda_kernels
-from ...dispatch import bind
 from ..._util import normalize_dim, op_error
-from ...devices import cpu as _cpu
-from .. import _vmap
-from .._decl import register, Sample, TensorSpec, rand as _rand
-from ...devices import xp_of
-from ..elementwise import abs as _abs, clamp, expm1, sigmoid, tanh, where, mul
-from ..shape import reshape
-from ..creation import generator, _next_draw
-from ._common import whole as _whole, np_dtype as _np_dtype
-from .._decl import composite, rand, away_from
-from ..elementwise import log
+from ...devices import cpu as _cpu, cuda as _cuda, cuda_kernels as _cuda_kernels, xp_of
+from ...dispatch import bind
 from ...dtypes import is_float as _isf
-from ._common import same_infer as _same_infer, need_floating as _need_floating
+from .. import _vmap
+from .._decl import Sample, TensorSpec, away_from, composite, rand, rand as _rand, register
+from ..creation import _next_draw, generator
+from ..elementwise import abs as _abs, clamp, expm1, log, mul, sigmoid, tanh, where
+from ..shape import reshape
+from ._common import (
+    need_floating as _need_floating,
+    np_dtype as _np_dtype,
+    same_infer as _same_infer,
+    whole as _whole,
+)
 
 
 def _softmax_infer(name):

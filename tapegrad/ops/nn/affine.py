@@ -2,16 +2,14 @@
 bilinear (an einsum composite)."""
 import numpy as np
 
-from ...dispatch import bind
-from ...devices import cpu as _cpu
 from ..._util import op_error
-from .. import _vmap
-from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
-from ..linalg import matmul
-from ..linalg import einsum
-from ..shape import reshape
-from .._decl import composite, rand
+from ...devices import cpu as _cpu
+from ...dispatch import bind
 from ...dtypes import is_float as _isf
+from .. import _vmap
+from .._decl import Sample, TensorSpec, composite, one_dtype, rand, rand as _rand, register
+from ..linalg import einsum, matmul
+from ..shape import reshape
 from ._common import torch_functional as _torch
 
 

@@ -5,20 +5,19 @@ import warnings
 
 import numpy as np
 
-from ...devices import xp_of
-from ..._util import op_error
 from ... import dtypes as _dt
-from ..elementwise import where
-from ..reduce import all as all_
-from ..ufuncs import isneginf
-from ..linalg import matmul
-from ..shape import mT
-from ._common import np_dtype, whole
-from .regularization import dropout
-from .activation import softmax
-from ..._util import broadcast_shapes
-from .._decl import composite, Sample, TensorSpec, rand
+from ..._util import broadcast_shapes, op_error
+from ...devices import xp_of
 from ...dtypes import is_float as _isf
+from .._decl import Sample, TensorSpec, composite, rand
+from ..elementwise import where
+from ..linalg import matmul
+from ..reduce import all as all_
+from ..shape import mT
+from ..ufuncs import isneginf
+from ._common import np_dtype, whole
+from .activation import softmax
+from .regularization import dropout
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -188,7 +187,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     Returns ``(attn_output, attn_weights)``, the weights averaged over heads when
     ``average_attn_weights``, ``None`` unless ``need_weights``. Built from ops, so it
     differentiates at every order, in forward mode and under vmap."""
-    from .. import shape as SH, reduce as R, linalg as L2
+    from .. import linalg as L2, reduce as R, shape as SH
     from .affine import linear
     from .regularization import dropout
 

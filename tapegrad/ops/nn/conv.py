@@ -7,15 +7,15 @@ adjoint is again one of the three.
 """
 import numpy as np
 
+from ..._util import op_error
 from ...devices import xp_of
 from ...devices.cpu_kernels import conv as cpu_conv
 from ...dispatch import bind
-from ..._util import op_error
-from .._decl import composite, register, Sample, TensorSpec, one_dtype, rand as _rand
+from ...dtypes import is_float as _isf
+from .. import _jvp, _vmap
+from .._decl import Sample, TensorSpec, composite, one_dtype, rand as _rand, register
 from ..shape import squeeze, unsqueeze
 from ._common import is_int_pair, need_float, pair
-from .. import _jvp, _vmap
-from ...dtypes import is_float as _isf
 
 
 # ================================================================ attributes

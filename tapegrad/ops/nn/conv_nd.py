@@ -16,13 +16,10 @@ time-batch-channel layout.
 import numpy as np
 
 from ..._util import op_error
-from ..shape import reshape, stack, pad as _pad, unsqueeze, permute
-from .._decl import composite, Sample, TensorSpec, rand, one_dtype
-from .conv import conv2d, conv_transpose2d
-from ._common import np_dtype
-from ..shape import squeeze
-from .conv import conv1d
-from ._common import torch_functional as _torch
+from .._decl import Sample, TensorSpec, composite, one_dtype, rand
+from ..shape import pad as _pad, permute, reshape, squeeze, stack, unsqueeze
+from ._common import np_dtype, torch_functional as _torch
+from .conv import conv1d, conv2d, conv_transpose2d
 
 
 # ------------------------------------------------------------------ geometry

@@ -6,11 +6,11 @@ libraries share, so the PyTorch export runs them on torch.Tensors too.
 """
 import numpy as np
 
-from ..._util import op_error, normalize_dim, broadcast_shapes
+from ..._util import broadcast_shapes, normalize_dim, op_error
+from .._decl import Sample, TensorSpec, composite, rand
 from ..elementwise import clamp_min
-from ..reduce import sum as _sum, norm
-from ..shape import reshape, permute, broadcast_to
-from .._decl import composite, Sample, TensorSpec, rand
+from ..reduce import norm, sum as _sum
+from ..shape import broadcast_to, permute, reshape
 from ._common import same_infer as _same_infer
 
 __all__ = ["cosine_similarity", "pairwise_distance", "pdist", "normalize", "pixel_shuffle",

@@ -15,27 +15,36 @@ import math
 
 import numpy as np
 
-from ...devices import xp_of
 from ..._util import broadcast_shapes, dtype_kind, op_error, require_floating
-from ..elementwise import abs as _abs, exp, ge, log, log1p, maximum, sub, where, ne
-from ..reduce import mean, sum as _sum
-from ..shape import unsqueeze, movedim
-from .sparse import one_hot
-from ..creation import from_dlpack
+from ...devices import xp_of
+from ...dtypes import get_default_dtype as tg_float, is_float as _isf
 from ...tape import state as _state
 from ...tensor import Tensor, wrap
-from ...dtypes import get_default_dtype as tg_float
-from ._common import np_dtype, raw, whole
-from .activation import log_softmax
-from .._decl import composite, Sample, TensorSpec, rand as _rand
-from ..elementwise import clamp_min, sqrt, minimum
-from ..indexing import gather
+from .._decl import Sample, TensorSpec, composite, rand, rand as _rand
 from ..activations import logsigmoid
+from ..creation import from_dlpack
+from ..elementwise import (
+    abs as _abs,
+    clamp_min,
+    exp,
+    ge,
+    log,
+    log1p,
+    maximum,
+    minimum,
+    ne,
+    sqrt,
+    sub,
+    where,
+)
+from ..indexing import gather
+from ..reduce import mean, sum as _sum
+from ..shape import movedim, unsqueeze
+from ._common import np_dtype, raw, torch_functional as _torch, whole
+from .activation import log_softmax
 from .affine import linear
 from .distance import pairwise_distance
-from .._decl import rand
-from ...dtypes import is_float as _isf
-from ._common import torch_functional as _torch
+from .sparse import one_hot
 
 
 def _reduce(name, loss, reduction):

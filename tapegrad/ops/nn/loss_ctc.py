@@ -11,12 +11,12 @@ log_softmax both give the same (tests/nn/test_conv_nd_grid_sample_ctc.py checks 
 import numpy as np
 
 from ..._util import op_error
-from ..elementwise import where, clamp
-from ..reduce import logsumexp, sum as _sum, mean, cumsum
-from ..shape import stack, reshape, cat, unsqueeze, squeeze, expand
+from .._decl import Sample, TensorSpec, composite, rand
+from ..elementwise import clamp, where
 from ..indexing import gather
+from ..reduce import cumsum, logsumexp, mean, sum as _sum
+from ..shape import cat, expand, reshape, squeeze, stack, unsqueeze
 from ._common import np_dtype, whole
-from .._decl import composite, Sample, TensorSpec, rand
 
 __all__ = ["ctc_loss"]
 

@@ -4,23 +4,27 @@ instance_norm, local_response_norm and rms_norm (composites, PyTorch's formulas)
 import numpy as np
 
 from ... import tape as _tape
+from ..._util import op_error, require_floating
 from ...devices import cuda as _cuda, cuda_kernels as _cuda_kernels, xp_of
 from ...dispatch import bind
+from ...dtypes import is_float as _isf
 from ...grad_mode import no_grad
-from ..._util import op_error, require_floating
+from ...tensor import Tensor, buffer, wrap
 from .. import _vmap
-from .._decl import composite, register, Sample, TensorSpec, rand
+from .._decl import Sample, TensorSpec, composite, rand, register
+from ..creation import _next_draw, generator  # noqa: F401
 from ..elementwise import rsqrt
 from ..reduce import mean
-from ..shape import reshape
-from ...tensor import Tensor, buffer, wrap
-from ._common import need_float, np_dtype, raw
-from ..shape import squeeze, pad as _pad
-from ..creation import generator, _next_draw  # noqa: F401
+from ..shape import pad as _pad, reshape, squeeze
+from ._common import (
+    need_float,
+    need_floating as _need_floating,
+    np_dtype,
+    raw,
+    same_infer as _same_infer,
+    torch_functional as _torch,
+)
 from .pool import avg_pool2d
-from ...dtypes import is_float as _isf
-from ._common import (same_infer as _same_infer, need_floating as _need_floating,
-                      torch_functional as _torch)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

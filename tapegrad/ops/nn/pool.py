@@ -10,21 +10,19 @@ code here serves the other devices.
 """
 import numpy as np
 
-from ...devices import xp_of
-from ...devices.cpu_kernels import pool as cpu_pool
-from ...devices.cpu_kernels import scatter as cpu_scatter
-from ...dispatch import bind
-from ...tensor import wrap
 from ..._util import op_error, require_floating
-from .._decl import composite, register, Sample, TensorSpec, rand as _rand
-from ..linalg import matmul
-from ..reduce import mean
-from ..shape import cat
-from ..shape import unsqueeze
-from ._common import pair, tap_slices as _valid, whole
-from .. import _jvp, _vmap
-from ..onnx_forms import (_planes as _onnx_planes)
+from ...devices import xp_of
+from ...devices.cpu_kernels import pool as cpu_pool, scatter as cpu_scatter
+from ...dispatch import bind
 from ...dtypes import is_float as _isf
+from ...tensor import wrap
+from .. import _jvp, _vmap
+from .._decl import Sample, TensorSpec, composite, rand as _rand, register
+from ..linalg import matmul
+from ..onnx_forms import _planes as _onnx_planes
+from ..reduce import mean
+from ..shape import cat, unsqueeze
+from ._common import pair, tap_slices as _valid, whole
 
 
 # ================================================================ attributes and geometry

@@ -13,15 +13,15 @@ the samples are (width, height), for 3-d (depth, height, width), as PyTorch's ke
 """
 import numpy as np
 
+from ... import dtypes as _dt
 from ..._util import op_error
 from ...dtypes import int64
-from ... import dtypes as _dt
-from ..reduce import argmax
-from ..shape import reshape, unsqueeze, squeeze, expand, cat
-from ..indexing import gather
+from .._decl import Sample, TensorSpec, composite, rand
 from ..creation import rand as _rand_op
+from ..indexing import gather
+from ..reduce import argmax
+from ..shape import cat, expand, reshape, squeeze, unsqueeze
 from ._common import np_dtype
-from .._decl import composite, Sample, TensorSpec, rand
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool3d"]
 

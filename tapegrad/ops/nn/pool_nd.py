@@ -14,13 +14,13 @@ pooling and max-unpooling, all composites of the 2-d pooling ops:
 import numpy as np
 
 from ..._util import op_error
+from .._decl import Sample, TensorSpec, composite, rand
 from ..elementwise import abs as _abs, relu, sign, where
-from ..reduce import amax, argmax
-from ..shape import reshape, permute, unsqueeze, squeeze, stack, flatten, pad as _pad
 from ..indexing import scatter
-from .pool import avg_pool2d, max_pool2d, adaptive_avg_pool2d, _bins
-from .._decl import composite, Sample, TensorSpec, rand
+from ..reduce import amax, argmax
+from ..shape import flatten, pad as _pad, permute, reshape, squeeze, stack, unsqueeze
 from ._common import torch_functional as _torch
+from .pool import _bins, adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = ["avg_pool1d", "max_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "lp_pool1d", "lp_pool2d", "avg_pool3d", "max_pool3d",
@@ -337,8 +337,8 @@ def _infer_from(fn):
     """A shape rule that runs the function on zeros of the specs (small inputs only:
     the samples' and the error samples')."""
     def infer(*specs, **attrs):
-        from ...tensor import wrap
         from ...grad_mode import no_grad
+        from ...tensor import wrap
         args = [wrap(np.zeros(s.shape, np.dtype(s.dtype))) if hasattr(s, "shape") else s
                 for s in specs]
         with no_grad():

@@ -3,15 +3,20 @@ feature_alpha_dropout, drawing their masks from tapegrad's seeded generator (eac
 checked against its next draw)."""
 import numpy as np
 
-from ...devices import xp_of
 from ... import devices as _devices
 from ..._util import op_error, require_floating
-from ..creation import generator, _next_draw
-from .._decl import composite, Sample, TensorSpec, rand
-from ._common import np_dtype, whole
-from ._common import whole as _whole, np_dtype as _np_dtype
+from ...devices import xp_of
 from ...dtypes import is_float as _isf
-from ._common import same_infer as _same_infer, need_floating as _need_floating
+from .._decl import Sample, TensorSpec, composite, rand
+from ..creation import _next_draw, generator
+from ._common import (
+    need_floating as _need_floating,
+    np_dtype,
+    np_dtype as _np_dtype,
+    same_infer as _same_infer,
+    whole,
+    whole as _whole,
+)
 
 
 def dropout(input, p=0.5, training=True):

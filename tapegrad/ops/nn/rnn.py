@@ -43,13 +43,12 @@ matmul per step.
 """
 import numpy as np
 
-from ...devices import xp_of
-from ...dispatch import bind
-from ...devices import cpu as _cpu
-from ...fusion import approx as _approx
 from ..._util import op_error
+from ...devices import cpu as _cpu, xp_of
+from ...dispatch import bind
+from ...fusion import approx as _approx
 from .. import _vmap
-from .._decl import register, Sample, TensorSpec, one_dtype, rand as _rand
+from .._decl import Sample, TensorSpec, one_dtype, rand as _rand, register
 
 __all__ = ["lstm_layer", "gru_layer", "rnn_layer"]
 

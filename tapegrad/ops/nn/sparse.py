@@ -3,17 +3,15 @@ scatter-add gradient op), one_hot, and embedding_bag (a composite: embedding, th
 sum, mean or max per bag)."""
 import numpy as np
 
+from ..._util import op_error, value_range
 from ...devices import add_at, xp_of
 from ...dispatch import bind
-from ..._util import op_error, value_range
-from .._decl import register, Sample, TensorSpec, rand as _rand
-from ._common import raw
 from .. import _jvp, _vmap
-from ..reduce import sum as _sum, amax
-from ..shape import unsqueeze, cat
+from .._decl import Sample, TensorSpec, composite, rand, rand as _rand, register
 from ..elementwise import where
-from ._common import whole
-from .._decl import composite, rand
+from ..reduce import amax, sum as _sum
+from ..shape import cat, unsqueeze
+from ._common import raw, whole
 
 
 def _embedding_kernel(input, weight, *, padding_idx, mask_padding, out=None):

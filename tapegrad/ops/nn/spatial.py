@@ -22,23 +22,20 @@ import warnings
 
 import numpy as np
 
+from ..._util import op_error
 from ...devices import xp_of
 from ...devices.cpu_kernels import conv as cpu_conv
 from ...dispatch import bind
-from ..._util import op_error
+from ...dtypes import is_float as _isf
 from ...tensor import Tensor, buffer
 from .. import _vmap
-from .._decl import register, Sample, TensorSpec, rand as _rand
-from ._common import need_float, pair, tap_slices as _valid
-from ..elementwise import floor, clamp, where, abs as _abs
-from ..shape import reshape, unsqueeze, expand
+from .._decl import Sample, TensorSpec, composite, rand, rand as _rand, register
+from ..elementwise import abs as _abs, clamp, floor, where
 from ..indexing import gather
-from .._decl import composite, rand
-from ._common import np_dtype
 from ..linalg import matmul
-from ..onnx_forms import (_positions as _onnx_positions, _static_take as _onnx_static_take)
-from ...dtypes import is_float as _isf
-
+from ..onnx_forms import _positions as _onnx_positions, _static_take as _onnx_static_take
+from ..shape import expand, reshape, unsqueeze
+from ._common import need_float, np_dtype, pair, tap_slices as _valid
 
 # ================================================================ interpolate
 _ANY = ("nearest", "nearest-exact", "area")

@@ -8,8 +8,8 @@ import time
 import numpy as np
 
 import tapegrad as tg
-import tapegrad.distributed as dist
 import tapegrad.devices.mpi as native
+import tapegrad.distributed as dist
 from tapegrad.tensor import buffer
 
 mode = sys.argv[1]

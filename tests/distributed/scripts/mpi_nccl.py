@@ -1,6 +1,6 @@
 """The collectives and DDP on CUDA tensors (NCCL through CuPy), one GPU per rank."""
-import numpy as np
 import cupy
+import numpy as np
 
 import tapegrad as tg
 import tapegrad.distributed as dist
