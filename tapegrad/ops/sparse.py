@@ -57,9 +57,13 @@ def _dense_to_dense(self):
 
 
 # ------------------------------------------------------------------ registry ops
-def _sparse_mm_kernel(indices, values, mat2, *, size):
-    xp = _devices.xp_of(mat2)
-    out = xp.zeros((size[0], mat2.shape[1]), dtype=np.result_type(values.dtype, mat2.dtype))
+def _sparse_mm_kernel(indices, values, mat2, *, size, out=None):
+    if out is None:
+        xp = _devices.xp_of(mat2)
+        out = xp.zeros((size[0], mat2.shape[1]),
+                       dtype=np.result_type(values.dtype, mat2.dtype))
+    else:
+        out[...] = 0
     if indices.shape[1]:
         rows = indices[0].astype(np.int64, copy=False)
         cols = indices[1].astype(np.int64, copy=False)
@@ -152,9 +156,11 @@ SPARSE_MM = register(
         ((np.array([[0], [1]]), rand((1,)), rand((3,))), dict(size=(2, 3)), RuntimeError)])
 
 
-def _to_dense_kernel(indices, values, *, size):
-    xp = _devices.xp_of(values)
-    out = xp.zeros(tuple(size), dtype=values.dtype)
+def _to_dense_kernel(indices, values, *, size, out=None):
+    if out is None:
+        out = _devices.xp_of(values).zeros(tuple(size), dtype=values.dtype)
+    else:
+        out[...] = 0
     if indices.shape[1]:
         _devices.add_at(out, tuple(indices.astype(np.int64, copy=False)), values)
     return out

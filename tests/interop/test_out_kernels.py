@@ -208,7 +208,16 @@ BIG_INPUTS = {
     "fold": lambda: ((np.random.default_rng(1).random((4, 2 * 9, 62 * 62)),), {
         "output_size": (64, 64), "kernel_size": (3, 3), "dilation": (1, 1),
         "padding": (0, 0), "stride": (1, 1)}),
+    # a shape attr: a 1024x512 sparse matrix of 4096 stored elements
+    "sparse_mm": lambda: _coo_big() + ({"size": (1024, 512)},),
+    "sparse_coo_to_dense": lambda: (_coo_big()[0][:2], {"size": (1024, 512)}),
 }
+
+
+def _coo_big():
+    rng = np.random.default_rng(3)
+    indices = np.stack([rng.integers(0, 1024, 4096), rng.integers(0, 512, 4096)])
+    return ((indices, rng.random(4096), rng.random((512, 256))),)
 
 
 def _made_big(op):
