@@ -334,15 +334,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             return _gradient_for_forward(scalar_func, xs)
         jac = jacobian(scalar_func, xs, create_graph=True)
         if strict:
-            for i, g in enumerate(jac):
-                if not g.requires_grad:
-                    raise RuntimeError(
-                        f"While computing the hessian, found that the jacobian of the "
-                        f"user-provided function with respect to input {i} is independent of "
-                        f"the input. This is not allowed in strict mode. You should ensure "
-                        f"that your function is twice differentiable and that the jacobian "
-                        f"depends on the inputs (this would be violated by a linear function "
-                        f"for example).")
+            _jacobian_depends_on_inputs(jac)
         return jac
 
     res = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict,
@@ -361,6 +353,23 @@ def _gradient_for_forward(func, xs):
     return tuple(gs)
 
 
+def _jacobian_depends_on_inputs(jac):
+    """Strict mode's check on a Jacobian taken with create_graph: each entry exists and
+    depends on the inputs (PyTorch's messages)."""
+    for i, g in enumerate(jac):
+        if g is None:
+            raise RuntimeError(f"The output of the user-provided function is independent of "
+                               f"input {i}. This is not allowed in strict mode.")
+        if not g.requires_grad:
+            raise RuntimeError(
+                f"While computing the hessian, found that the jacobian of the "
+                f"user-provided function with respect to input {i} is independent of "
+                f"the input. This is not allowed in strict mode. You should ensure "
+                f"that your function is twice differentiable and that the jacobian "
+                f"depends on the inputs (this would be violated by a linear function "
+                f"for example).")
+
+
 def _second_order(func, inputs, v, create_graph, strict, fn):
     in_tuple, xs, v, out_tuple, outs = _prepare(func, inputs, v, create_graph, strict, fn,
                                                 True)
@@ -368,19 +377,7 @@ def _second_order(func, inputs, v, create_graph, strict, fn):
     with enable_grad():
         jac = _grads(outs, xs, create_graph=True)
         if strict:
-            for i, g in enumerate(jac):
-                if g is None:
-                    raise RuntimeError(f"The output of the user-provided function is "
-                                       f"independent of input {i}. This is not allowed in "
-                                       f"strict mode.")
-                if not g.requires_grad:
-                    raise RuntimeError(
-                        f"While computing the hessian, found that the jacobian of the "
-                        f"user-provided function with respect to input {i} is independent of "
-                        f"the input. This is not allowed in strict mode. You should ensure "
-                        f"that your function is twice differentiable and that the jacobian "
-                        f"depends on the inputs (this would be violated by a linear function "
-                        f"for example).")
+            _jacobian_depends_on_inputs(jac)
     return in_tuple, xs, v, out_tuple, outs, jac
 
 
