@@ -205,6 +205,21 @@ def test_vhp_strict_linear_function():
     np.testing.assert_allclose(res.numpy(), 0)
 
 
+@pytest.mark.parametrize("fn", ["hessian", "vhp", "hvp"])
+def test_strict_linear_function_message_as_torch(fn):
+    """A linear function's Jacobian does not depend on the input: strict mode refuses it
+    with PyTorch's message, for hessian (the outer Jacobian of the gradient) as for the
+    double-backward products."""
+    x, xt = pair(arr(3))
+    args = (x,) if fn == "hessian" else (x, x)
+    targs = (xt,) if fn == "hessian" else (xt, xt.detach())
+    with pytest.raises(RuntimeError) as theirs:
+        getattr(torch_AF, fn)(lambda a: (a * 2).sum(), *targs, strict=True)
+    with pytest.raises(RuntimeError) as ours:
+        getattr(AF, fn)(lambda a: (a * 2).sum(), *args, strict=True)
+    assert str(ours.value) == str(theirs.value)
+
+
 # ------------------------------------------------------------------ tg.func: pytrees
 def test_func_is_the_transform_namespace():
     import tapegrad.func as func_mod
