@@ -93,7 +93,7 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         if self._given_up or capturing() is not None:
             self._eager += 1
-            return self.fn(*args, **kwargs)
+            return self._eager_call(args, kwargs)
         key = _key(args, kwargs)
         if key is None:
             return self._give_up("an argument is neither a tensor nor hashable", args, kwargs)
@@ -106,7 +106,7 @@ class Compiled:
                 continue
             if isinstance(prog, str):  # this program cannot be replayed: eager
                 self._eager += 1
-                return self.fn(*args, **kwargs)
+                return self._eager_call(args, kwargs)
             if not _rg_ok(prog.graph.owners):
                 fails.append("requires_grad of a tensor the function reads from outside "
                              "changed (requires_grad_)")
@@ -129,7 +129,7 @@ class Compiled:
             self._replays += 1
             self._last = prog
             self._last_guards = prog.guard_list
-            return _rebuild(prog.graph.output, res)
+            return self._result(prog, res)
         why = fails[0] if fails else \
             "a new signature: " + _describe_key(self.fn, key, args, kwargs)
         if self._captures >= self.max_captures:
@@ -155,6 +155,16 @@ class Compiled:
                 return isinstance(prog, str)
         return False
 
+    # (what a subclass changes: ``module._Joint`` partitions the program it captures)
+    def _eager_call(self, args, kwargs):
+        return self.fn(*args, **kwargs)
+
+    def _program(self, graph):
+        return Program(graph, fuse=self.fuse)
+
+    def _result(self, prog, res):
+        return _rebuild(prog.graph.output, res)
+
     def _name(self):
         return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
 
@@ -164,7 +174,7 @@ class Compiled:
         warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
                       f"eagerly from now on: {why}", RuntimeWarning, stacklevel=3)
         self._eager += 1
-        return self.fn(*args, **kwargs)
+        return self._eager_call(args, kwargs)
 
     def _capture(self, key, args, kwargs, why):
         rec = Recorder()
@@ -208,7 +218,7 @@ class Compiled:
             for v, leaf in graph.ext_grad.items():
                 if id(leaf) in argpos:
                     graph.ext_grad[v] = ("arg", argpos[id(leaf)])
-            prog = Program(graph, fuse=self.fuse)
+            prog = self._program(graph)
             prog.swaps, prog.refs = swaps, refs
             prog.paths = _paths(self.fn, [ref() for ref, *_ in graph.owners])
         except Unsupported as e:

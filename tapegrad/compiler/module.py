@@ -2,42 +2,135 @@
 
 ``CompiledModule`` behaves as the module it wraps (attributes, ``parameters``,
 ``state_dict``, ``train``/``eval``, hooks are the module's). A call under grad mode
-whose inputs or parameters require grad replays the forward program (captured under
-``no_grad``) and records ONE node on the tape, over the tensor arguments and the
-parameters. Its adjoint replays a second program, the forward recomputed and
-differentiated by ``tg.autograd.grad`` with the output gradients as arguments (the
-saved values are the node's inputs, so a second forward before the first backward
-overwrites nothing the first needs). The random generator's state at the forward and
-the module's buffers are put back around that recomputation, so a dropout mask is the
-same and running statistics are updated once. A backward with ``create_graph=True``
-recomputes eagerly, recording, so higher derivatives are right. A module with hooks
-anywhere in its tree runs eagerly (the hooks are Python the program would not run).
+whose inputs or parameters require grad runs ``_Joint``: on its first call for a
+guard it captures the forward and then the backward of its outputs (the *joint*
+graph, cotangents as arguments) and splits it (``partition``) into a forward program
+that also returns the values the backward reads (the saved values) and a backward
+program that takes them, as AOTAutograd does. A replay runs the forward program and
+records ONE node on the tape, over the tensor arguments and the parameters; the node
+keeps the saved values (in the forward program's rings: a second forward before the
+first backward writes into other buffers) and its adjoint replays the backward
+program on them and the output gradients, without recomputing the forward. A
+backward without ``retain_graph`` lets the saved values go, as does the output dying.
+
+The capture ran the forward once eagerly: the module's buffers (running statistics)
+and the random generator are put back after it, so the replay that follows updates
+them once. A forward the capture cannot replay (it draws random numbers, say) runs
+eagerly, recording as usual. A backward with ``create_graph=True`` recomputes the
+forward eagerly, recording, so higher derivatives are right (with a warning). A module
+with hooks anywhere in its tree runs eagerly (the hooks are Python the program would
+not run); so does a call inside another capture (that capture records its ops). A
+call under ``no_grad`` or with nothing requiring grad replays the forward alone.
 """
 import warnings
 
 import numpy as np
 
 from ..dispatch import bind
-from ..grad_mode import enable_grad, is_grad_enabled, no_grad
+from ..grad_mode import enable_grad, is_grad_enabled
 from ..ops.creation import get_rng_state, set_rng_state
 from ..ops_registry.opdef import OpDef, validate
 from ..tensor import Tensor, buffer, mark_written, wrap
 from .api import Compiled
+from .capture import capturing
+from .partition import partition
 
 __all__ = ["CompiledModule"]
 
-_OWN = ("_orig_mod", "_fwd", "_bwd", "_eager_calls", "_node_calls", "_warned", "_ops",
-        "_warned_out")
+_OWN = ("_orig_mod", "_fwd", "_joint", "_eager_calls", "_node_calls", "_bwd_replays",
+        "_last_joint", "_warned", "_ops")
+
+_EAGER = object()     # the joint says: run this call eagerly
+_CAPTURED = object()  # the joint captured (and put the state back): call it again
+
+
+class _Replayed:
+    """The joint's forward replayed: its program and its results (the outputs, then
+    the saved values)."""
+    __slots__ = ("prog", "arrays")
+
+    def __init__(self, prog, arrays):
+        self.prog, self.arrays = prog, arrays
 
 
 class _Call:
-    """One call's state, handed to the node (the forward's results until the kernel
-    takes them; the output shapes, the random state and the arguments for the adjoint)."""
-    __slots__ = ("computed", "outs", "rng", "args", "positions")
+    """One call's state, handed to the node: the forward's outputs until the kernel
+    takes them; the program (its backward); the random state and the arguments for a
+    ``create_graph`` backward, which recomputes."""
+    __slots__ = ("computed", "prog", "rng", "args", "positions")
 
-    def __init__(self, computed, outs, rng, args, positions):
-        self.computed, self.outs, self.rng = computed, outs, rng
+    def __init__(self, computed, prog, rng, args, positions):
+        self.computed, self.prog, self.rng = computed, prog, rng
         self.args, self.positions = args, positions
+
+
+class _Joint(Compiled):
+    """The module's forward and backward captured as one program, partitioned
+    (``partition``); a replay returns a ``_Replayed``, never runs ``fn`` eagerly (the
+    caller runs the module instead when it returns ``_EAGER``)."""
+
+    def __init__(self, model, fuse, max_captures):
+        self.module = model
+        info = []  # (the capture's step count where the backward began, the output
+        #             structure, the cotangents' values, the outputs they are of)
+
+        def joint(*args):
+            return _joint(model, info, args)
+        joint.__qualname__ = f"{type(model).__name__}.forward"
+        self._info = info
+        super().__init__(joint, fuse=fuse, max_captures=max_captures)
+
+    def _eager_call(self, args, kwargs):
+        return _EAGER
+
+    def _program(self, graph):
+        mark, spec, cots, which = self._info
+        prog = partition(graph, mark, cots, fuse=self.fuse)
+        prog.spec, prog.cot_values, prog.cot_outputs = spec, cots, which
+        return prog
+
+    def _result(self, prog, res):
+        return _Replayed(prog, res)
+
+    def _capture(self, key, args, kwargs, why):
+        rng = get_rng_state()
+        kept = [(b, buffer(b).copy()) for b in self.module.buffers()]
+        try:
+            super()._capture(key, args, kwargs, why)
+        finally:  # (the replay that follows makes the forward's state changes)
+            set_rng_state(rng)
+            for b, v in kept:
+                buffer(b)[...] = v
+                mark_written(b)
+        return _CAPTURED
+
+
+def _joint(model, info, args):
+    """The function ``_Joint`` captures: the forward, then the gradients of the
+    parameters and arguments that require grad for cotangents that are arguments of
+    the program (placeholders of ones here)."""
+    from ..autodiff import grad
+    rec = capturing()
+    with enable_grad():
+        out = model.forward(*args)
+    outs, spec = _flatten(out)
+    info[:] = [len(rec.g.steps), spec, [], []]
+    if spec is None or not outs:
+        rec.fail(f"{type(model).__name__} returns {type(out).__name__} outside tensors "
+                 f"in tuples, lists and dicts")
+        return None
+    ys, cots = [], []
+    for k, o in enumerate(outs):
+        if o.requires_grad:
+            c = np.ones(o.shape, buffer(o).dtype)
+            info[2].append(rec.new(c, "arg"))
+            info[3].append(k)
+            ys.append(o)
+            cots.append(wrap(c))
+    params = [p for p in model.parameters() if p.requires_grad]
+    wrt = params + [a for a in args if isinstance(a, Tensor) and a.requires_grad]
+    grads = grad(ys, wrt, cots, allow_unused=True) if ys and wrt else [None] * len(wrt)
+    return tuple(wrap(buffer(o)) for o in outs), tuple(grads)
 
 
 class CompiledModule:
@@ -50,25 +143,14 @@ class CompiledModule:
 
         def forward(*args, **kwargs):
             return model.forward(*args, **kwargs)
-
-        def joint(n_args, *tensors):
-            args, cots = tensors[:n_args], tensors[n_args:]
-            with enable_grad():
-                outs, _ = _flatten(model.forward(*args))
-                params = [p for p in model.parameters() if p.requires_grad]
-                wrt = params + [a for a in args if isinstance(a, Tensor) and a.requires_grad]
-                pairs = [(o, c) for o, c in zip(outs, cots) if o.requires_grad]
-                from ..autodiff import grad
-                return grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                            allow_unused=True)
         forward.__qualname__ = f"{type(module).__name__}.forward"
-        joint.__qualname__ = f"{type(module).__name__}.forward+backward"
         d["_fwd"] = Compiled(forward, fuse=fuse, max_captures=max_captures)
-        d["_bwd"] = Compiled(joint, fuse=fuse, max_captures=max_captures)
+        d["_joint"] = _Joint(module, fuse, max_captures)
         d["_eager_calls"] = 0
         d["_node_calls"] = 0
+        d["_bwd_replays"] = 0
+        d["_last_joint"] = False
         d["_warned"] = False
-        d["_warned_out"] = False
         d["_ops"] = {}
 
     # ------------------------------------------------------------ behaving as the module
@@ -109,42 +191,44 @@ class CompiledModule:
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
         m = self._orig_mod
-        if _has_hooks(m):
-            self.__dict__["_eager_calls"] += 1
+        d = self.__dict__
+        if _has_hooks(m) or capturing() is not None:
+            d["_eager_calls"] += 1
             return m(*args, **kwargs)
         tensors = [a for a in args if isinstance(a, Tensor)]
         params = [p for p in m.parameters() if p.requires_grad]
         if not is_grad_enabled() or not (params or any(t.requires_grad for t in tensors)):
+            d["_last_joint"] = False
             return self._fwd(*args, **kwargs)
-        if kwargs or self._fwd.runs_eagerly(args, kwargs, False):
+        joint = self._joint
+        if kwargs or joint.runs_eagerly(args, kwargs, True):
             # (a forward that cannot be replayed runs eagerly, recording as usual)
-            self.__dict__["_eager_calls"] += 1
+            d["_eager_calls"] += 1
             return m(*args, **kwargs)
         rng = get_rng_state()
-        with no_grad():  # (replayed, or run eagerly when it cannot be: the node's
-            out = self._fwd(*args)  # adjoint recomputes it either way)
-        outs, spec = _flatten(out)
-        if spec is None or not outs:  # outputs other than tensors in tuples, lists, dicts
-            self.__dict__["_eager_calls"] += 1
-            d = self.__dict__
-            if not d["_warned_out"]:
-                d["_warned_out"] = True
-                warnings.warn(f"tg.compile: {type(m).__name__} returns "
-                              f"{type(out).__name__} outside tensors in tuples, lists and "
-                              f"dicts: it runs eagerly (this call ran its forward twice)",
-                              RuntimeWarning, stacklevel=2)
+        r = joint(*args)
+        if r is _CAPTURED:  # (the capture put the state back: now the replay)
+            r = joint(*args)
+        if type(r) is not _Replayed:
+            d["_eager_calls"] += 1
             return m(*args)
-        self.__dict__["_node_calls"] += 1
-        op = self._node_op(len(tensors), len(params), len(outs))
-        call = _Call(tuple(buffer(o) for o in outs),
-                     [(tuple(o.shape), buffer(o).dtype) for o in outs], rng, args,
+        d["_node_calls"] += 1
+        d["_last_joint"] = True
+        prog, arrays = r.prog, r.arrays
+        nout = prog.n_out
+        op = self._node_op(len(tensors), len(params), nout)
+        call = _Call(arrays[:nout] if nout > 1 else arrays[0], prog, rng, args,
                      [i for i, a in enumerate(args) if isinstance(a, Tensor)])
         res = bind(op, *tensors, *params, call=call)
-        return _unflatten(spec, iter((res,) if len(outs) == 1 else res))
+        node = (res if nout == 1 else res[0])._node
+        if node is not None:  # the saved values, let go with the node's (see Node.inputs)
+            node.inputs = arrays[nout:]
+        return _unflatten(prog.spec, iter((res,) if nout == 1 else res))
 
     def _node_op(self, n_in, n_params, nout):
         """The node's OpDef (one per arity, made once): the call's own state (the
-        forward's results, the arguments, the random state) comes as the ``call`` attr."""
+        forward's results, the program, the random state) comes as the ``call`` attr;
+        the saved values are the node's ``inputs``."""
         key = (n_in, n_params, nout)
         op = self._ops.get(key)
         if op is not None:
@@ -154,70 +238,69 @@ class CompiledModule:
         def run(*arrays, call):
             out = call.computed
             call.computed = None
-            return out[0] if nout == 1 else out
+            return out
 
         def vjp(ctx, g):
             call = ctx.attrs["call"]
             gs = [g] if nout == 1 else list(g)
-            traced = any(isinstance(x, Tensor) for x in gs if x is not None)
-            now = get_rng_state()
-            kept = [(b, buffer(b).copy()) for b in me._orig_mod.buffers()]
-            set_rng_state(call.rng)
-            try:
-                if traced:
-                    return me._eager_vjp(call.args, call.positions, ctx, gs)
-                return me._replayed_vjp(call.args, call.positions, ctx, gs, call.outs)
-            finally:
-                set_rng_state(now)
-                for b, v in kept:  # the recomputation's buffer writes, undone
-                    buffer(b)[...] = v
-                    mark_written(b)
+            if any(isinstance(x, Tensor) for x in gs if x is not None):
+                return me._eager_vjp(call, gs)
+            return me._replayed_vjp(call, ctx.inputs, gs, n_in)
 
         names = tuple(f"arg{i}" for i in range(n_in + n_params))
         op = OpDef(name=f"compiled[{type(self._orig_mod).__name__}]", kernel=run,
-                   infer=lambda *s, **k: None, args=names, vjp=vjp, saves=names, nout=nout,
+                   infer=lambda *s, **k: None, args=names, vjp=vjp, nout=nout,
                    samples=lambda dtype=None: [])
         validate(op)
         self._ops[key] = op
         return op
 
-    def _replayed_vjp(self, args, positions, ctx, gs, outs):
-        n_in = len(positions)
-        full = list(args)
-        for p, a in zip(positions, ctx.inputs[:n_in]):
-            t = wrap(a)
-            t.requires_grad = args[p].requires_grad
-            full[p] = t
-        cots = [wrap(g) if g is not None else wrap(np.zeros(shape, dtype))
-                for g, (shape, dtype) in zip(gs, outs)]
-        grads = self._bwd(len(full), *full, *cots)
-        params = [p for p in self._orig_mod.parameters() if p.requires_grad]
-        gx = iter(grads[len(params):])
-        res = []
-        for p in positions:
-            v = next(gx) if full[p].requires_grad else None
-            res.append(None if v is None else buffer(v))
-        return res + [None if v is None else buffer(v) for v in grads[:len(params)]]
+    def _replayed_vjp(self, call, saved, gs, n_in):
+        """The backward program on the saved values and the output gradients."""
+        prog = call.prog
+        outs = prog.backward.graph  # (the cotangents' specs: the joint's arguments)
+        cots = []
+        for v, k in zip(prog.cot_values, prog.cot_outputs):
+            g = gs[k]
+            shape, dtype = outs.shapes[v], outs.dtypes[v]
+            if g is None:
+                g = np.zeros(shape, dtype)
+            elif g.dtype != dtype or g.shape != shape:
+                g = np.broadcast_to(np.asarray(g, dtype), shape)
+            cots.append(g)
+        res = prog.backward.fn(tuple(saved) + tuple(cots), (), {})
+        self.__dict__["_bwd_replays"] += 1
+        grads = [None if s is None else res[s] for s in prog.grad_slots]
+        n_params = len(grads) - sum(1 for p in call.positions if call.args[p].requires_grad)
+        gx = iter(grads[n_params:])
+        out = [next(gx) if call.args[p].requires_grad else None for p in call.positions]
+        return out + grads[:n_params]
 
-    def _eager_vjp(self, args, positions, ctx, gs):
+    def _eager_vjp(self, call, gs):
         if not self._warned:
             self.__dict__["_warned"] = True
             warnings.warn("tg.compile: a backward with create_graph=True through a compiled "
                           "module recomputes its forward eagerly", RuntimeWarning,
                           stacklevel=2)
         from ..autodiff import grad
-        n_in = len(positions)
-        full = list(args)
-        for p, t in zip(positions, ctx.inputs[:n_in]):
-            full[p] = t if isinstance(t, Tensor) else args[p]
-        params = [p for p in self._orig_mod.parameters() if p.requires_grad]
-        with enable_grad():
-            outs, _ = _flatten(self._orig_mod.forward(*full))
+        m = self._orig_mod
+        now = get_rng_state()
+        kept = [(b, buffer(b).copy()) for b in m.buffers()]
+        set_rng_state(call.rng)
+        try:
+            with enable_grad():
+                outs, _ = _flatten(m.forward(*call.args))
+        finally:
+            set_rng_state(now)
+            for b, v in kept:  # the recomputation's buffer writes, undone
+                buffer(b)[...] = v
+                mark_written(b)
+        params = [p for p in m.parameters() if p.requires_grad]
         pairs = [(o, g) for o, g in zip(outs, gs) if g is not None and o.requires_grad]
-        xs = [full[p] for p in positions]
+        xs = [call.args[p] for p in call.positions]
         need = [x for x in xs if x.requires_grad] + params
         if not pairs or not need:
-            return [None] * (n_in + len(params))
+            return [None] * (len(xs) + len(params))
         grads = iter(grad([o for o, _ in pairs], need, [g for _, g in pairs],
                           allow_unused=True, create_graph=True))
         res = [next(grads) if x.requires_grad else None for x in xs]
@@ -225,14 +308,23 @@ class CompiledModule:
 
     # ------------------------------------------------------------ reporting
     def stats(self):
-        f, b = self._fwd.stats(), self._bwd.stats()
-        s = dict(f)
-        s["captures"] = f["captures"] + b["captures"]
-        s["replays"] = f["replays"]
-        s["backward_replays"] = b["replays"]
-        s["backward_captures"] = b["captures"]
+        """``Compiled.stats`` of the program last used (the joint's forward under grad
+        mode), with ``captures``, ``replays``, ``eager_calls`` and ``recaptures`` over
+        both paths; ``backward_replays``, and ``backward_kernels`` /
+        ``backward_peak_bytes`` of the joint's backward program."""
+        f, j = self._fwd.stats(), self._joint.stats()
+        last = j if self._last_joint else f
+        s = dict(last)
+        s["captures"] = f["captures"] + j["captures"]
+        s["replays"] = f["replays"] + j["replays"]
+        s["backward_replays"] = self._bwd_replays
+        p = self._joint._last
+        s["backward_kernels"] = p.backward.kernels if p is not None else 0
+        s["backward_peak_bytes"] = p.backward.peak_bytes if p is not None else 0
+        s["saved_values"] = p.n_saved if p is not None else 0
         s["eager_calls"] = f["eager_calls"] + self._eager_calls
-        s["recaptures"] = f["recaptures"] + b["recaptures"]
+        s["eager_reason"] = j["eager_reason"] or f["eager_reason"]
+        s["recaptures"] = f["recaptures"] + j["recaptures"]
         return s
 
 

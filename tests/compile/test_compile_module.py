@@ -208,7 +208,8 @@ def test_factories_in_the_forward_are_constants_of_the_program():
                 res.append([p.grad.numpy() for p in model.parameters()])
             for a, b in zip(*res):
                 _close(a, b)
-    assert cm.stats()["replays"] == 2 and cm.stats()["eager_calls"] == 0
+    # (the first call captures, then replays what it captured)
+    assert cm.stats()["replays"] == 3 and cm.stats()["eager_calls"] == 0
 
 
 def test_a_factory_result_written_in_place_or_returned_is_not_a_constant():
