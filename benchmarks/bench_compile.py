@@ -309,7 +309,7 @@ def _tg_compiled_mlp(params, x, y):
 
 def _guard_cost(cmodel):
     """Microseconds of one replay's check of the guards on Python state, and how many."""
-    entries = [e for progs in cmodel._fwd._programs.values() for e in progs
+    entries = [e for progs in cmodel._joint._programs.values() for e in progs
                if not isinstance(e[0], str)]
     if not entries:
         return float("nan"), 0
