@@ -403,7 +403,18 @@ def _onnx_masked_select(b, st):
     b.node("Compress", [b.reshape(x, [-1]), b.reshape(m, [-1])], [b.output(st)], axis=0)
 
 
-GETITEM = register(name="getitem", onnx=_onnx_getitem, vmap=_vmap.getitem_rule, jvp=_jvp.linear,
+def _getitem_vmap(ctx, x):
+    """Basic indexing (ints, slices, None, Ellipsis) with the batch kept in front;
+    tensor or array indices run as a _vmap.loop."""
+    index = ctx.attrs["index"]
+    idx = index if isinstance(index, tuple) else (index,)
+    if not all(i is None or i is Ellipsis or isinstance(i, (int, slice)) for i in idx) \
+            or isinstance(index, bool):
+        return _vmap.loop(ctx, x)
+    return bind(ctx.op, x, index=(slice(None),) + idx)
+
+
+GETITEM = register(name="getitem", onnx=_onnx_getitem, vmap=_getitem_vmap, jvp=_jvp.linear,
                    kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
                    infer_first=False,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
@@ -459,9 +470,35 @@ def _named(name, infer):
     return wrapped
 
 
+def _batchable_index(index):
+    """Whether an index keeps its result dims in place behind a leading full slice:
+    basic items and integer arrays that stand together (no masks)."""
+    idx = index if isinstance(index, tuple) else (index,)
+    adv = [k for k, i in enumerate(idx) if hasattr(i, "dtype")]
+    if any(idx[k].dtype.kind not in "iu" for k in adv):
+        return None
+    if adv and adv[-1] - adv[0] + 1 != len(adv):
+        return None
+    if not all(k in adv or i is None or i is Ellipsis or isinstance(i, (int, slice))
+               for k, i in enumerate(idx)):
+        return None
+    return (slice(None),) + idx
+
+
+def _index_vmap(ctx, x):
+    """Advanced indexing with (unbatched) integer arrays, kept together in the index:
+    the batch stays in front behind a leading full slice; other indices (masks,
+    advanced indices split by a slice or None, whose dims NumPy moves to the front)
+    run as a _vmap.loop."""
+    idx = _batchable_index(ctx.attrs["index"])
+    if idx is None:
+        return _vmap.loop(ctx, x)
+    return bind(ctx.op, x, index=idx)
+
+
 # NumPy's indexing checks itself; the shape rule would gather a probe of the result's
 # size first (infer_first=False: it explains a failure instead)
-INDEX = register(name="index", onnx=_onnx_index, vmap=_vmap.index_rule, jvp=_jvp.linear,
+INDEX = register(name="index", onnx=_onnx_index, vmap=_index_vmap, jvp=_jvp.linear,
                  kind="basic", kernel=_index_kernel, infer_first=False,
                  infer=_named("index", _getitem_infer),
                  vjp=_getitem_vjp, samples=_index_samples, error_samples=_getitem_errors,
@@ -550,8 +587,17 @@ def _index_add_into_kernel(g, shape, index, out=None):
     return out
 
 
+def _index_add_into_vmap(ctx, g):
+    """The adjoint of indexing (scatter-add into zeros of ``shape``), batched as the
+    index is."""
+    idx = _batchable_index(ctx.attrs["index"])
+    if idx is None or not ctx.batched[0]:
+        return _vmap.loop(ctx, g)
+    return bind(ctx.op, g, index=idx, shape=(ctx.size,) + tuple(ctx.attrs["shape"]))
+
+
 INDEX_ADD_INTO = register(
-    name="index_add_into", onnx=_onnx_index_add_into, vmap=_vmap.index_add_into_rule,
+    name="index_add_into", onnx=_onnx_index_add_into, vmap=_index_add_into_vmap,
     jvp=_jvp.linear, kernel=_index_add_into_kernel, args=("g",),
     infer=lambda g, shape, index: _into_infer("index_add_into", g, shape, index),
     vjp=lambda ctx, gg: (ctx.m.getitem_raw(gg, ctx.attrs["index"]),),
@@ -1321,8 +1367,25 @@ def _index_select_kernel(x, index, dim, out=None):
     return out if out.flags.c_contiguous else _devices.xp_of(out).ascontiguousarray(out)
 
 
+def _index_select_vmap(ctx, x, index):
+    if not ctx.batched[1]:
+        return bind(ctx.op, x, index, dim=ctx.dim(ctx.attrs["dim"], 0))
+    m = ctx.m
+    x = _vmap.batched_all(ctx, [x, index])[0]
+    n = ctx.ndim(0)
+    d = ctx.dim(ctx.attrs["dim"], 0) if n else 1
+    if n == 0:
+        x = m.unsqueeze(x, -1)
+    k = tuple(index.shape)[1:]
+    shape = tuple(x.shape)
+    idx = m.reshape(index, (ctx.size,) + (1,) * (d - 1) + (-1,) + (1,) * (len(shape) - d - 1))
+    idx = m.broadcast_to(idx, shape[:d] + (int(np.prod(k)) if k else 1,) + shape[d + 1:])
+    out = m.gather(x, d, idx)
+    return m.reshape(out, (ctx.size,)) if n == 0 else out
+
+
 INDEX_SELECT = register(
-    name="index_select", onnx=_onnx_index_select, vmap=_vmap.index_select_rule, jvp=_jvp.linear,
+    name="index_select", onnx=_onnx_index_select, vmap=_index_select_vmap, jvp=_jvp.linear,
     kernel=_index_select_kernel, infer=_index_select_infer,
     args=("x", "index"), saves=("index",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _select_index(
@@ -1461,8 +1524,31 @@ def _masked_fill_vjp(ctx, g):
     return gx, None, gv
 
 
+class _SubsetCtx:
+    """A rule context restricted to some inputs (for the helpers above)."""
+    def __init__(self, ctx, idx):
+        self.batched = tuple(ctx.batched[i] for i in idx)
+        self.shapes = tuple(ctx.shapes[i] for i in idx)
+        self.m, self.size = ctx.m, ctx.size
+
+    def ndim(self, i):
+        return len(self.shapes[i])
+
+
+def _masked_fill_vmap(ctx, x, mask, value):
+    """A batched fill value (one per example) is ``where``; else broadcasting."""
+    m = ctx.m
+    if not isinstance(value, Tensor) or not ctx.batched[2]:
+        rank = max(ctx.ndim(0), ctx.ndim(1))
+        x, mask = _vmap.pad_rank(_SubsetCtx(ctx, (0, 1)), [x, mask], rank)
+        return bind(ctx.op, x, mask, value)
+    rank = max(ctx.ndim(0), ctx.ndim(1))
+    x, mask, value = _vmap.pad_rank(ctx, [x, mask, value], rank)
+    return m.where(mask, value.to(x.dtype), x)
+
+
 MASKED_FILL = register(
-    name="masked_fill", onnx=_onnx_masked_fill, vmap=_vmap.masked_fill_rule, jvp=_jvp.linear,
+    name="masked_fill", onnx=_onnx_masked_fill, vmap=_masked_fill_vmap, jvp=_jvp.linear,
     kernel=_masked_fill_kernel, infer=_masked_fill_infer,
     args=("x", "mask", "value"), saves=("mask",), broadcasting=True, vjp=_masked_fill_vjp,
     samples=lambda dtype=np.float64: [

@@ -190,7 +190,24 @@ def _onnx_slogdet(b, st):
     b.node("Log", [b.node("Abs", [d])], [b.output(st, 1)])
 
 
-MATMUL = register(name="matmul", autocast="lower", onnx=_onnx_matmul, vmap=_vmap.matmul_rule,
+def _matmul_vmap(ctx, x, y):
+    if ctx.ndim(0) == 0 or ctx.ndim(1) == 0:
+        return _vmap.loop(ctx, x, y)
+    m = ctx.m
+    if not ctx.batched[0] and ctx.ndim(0) == 2 and ctx.batched[1]:
+        # one matrix times a batch: one GEMM, the batch folded into the other side
+        if ctx.ndim(1) == 1:                                  # (B, K) @ x.T -> (B, M)
+            return bind(ctx.op, y, m.mT(x))
+        if ctx.ndim(1) == 2:                                  # x @ (K, B*N) -> (B, M, N)
+            s = tuple(y.shape)
+            wide = m.reshape(m.movedim(y, 0, 1), (s[1], s[0] * s[2]))
+            out = bind(ctx.op, x, wide)
+            return m.movedim(m.reshape(out, (tuple(x.shape)[0], s[0], s[2])), 1, 0)
+    return _vmap.matmul_values(ctx.m, ctx.op, x, y, ctx.batched[0], ctx.batched[1],
+                               ctx.ndim(0), ctx.ndim(1))
+
+
+MATMUL = register(name="matmul", autocast="lower", onnx=_onnx_matmul, vmap=_matmul_vmap,
                   jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"),
                   infer=_matmul_infer,
                   vjp=_matmul_vjp, saves=("x", "other"), promote="none",
@@ -519,6 +536,18 @@ def _einsum_errors_for(n):
 _EINSUM_OPS = {}
 
 
+def _einsum_vmap(ctx, *values):
+    eq = ctx.attrs["equation"]
+    if "..." in eq or "->" not in eq:
+        return _vmap.loop(ctx, *values)
+    ins, out = eq.split("->")
+    terms = ins.split(",")
+    used = set(eq)
+    z = next(c for c in "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba" if c not in used)
+    terms = [z + t if b else t for t, b in zip(terms, ctx.batched)]
+    return bind(ctx.op, *values, equation=",".join(terms) + "->" + z + out)
+
+
 def _einsum_op(n):
     """The einsum op for n operands ("einsum" for two, "einsum<n>" otherwise), made on
     first use: the registry keeps a fixed list of tensor args per op."""
@@ -526,7 +555,7 @@ def _einsum_op(n):
     if op is None:
         args = tuple(f"operand{i}" for i in range(n))
         op = _EINSUM_OPS[n] = register(
-            name=_einsum_name(n), jvp=_jvp.multilinear, vmap=_vmap.einsum_rule,
+            name=_einsum_name(n), jvp=_jvp.multilinear, vmap=_einsum_vmap,
             kernel=(_einsum1_kernel if n == 1 else _einsum2_kernel if n == 2
                     else _einsum_kernel),
             infer=_einsum_infer, args=args, vjp=_einsum_vjp, saves=args, promote="none",
@@ -588,7 +617,12 @@ def _dot_vjp(ctx, g):
     return (g * y if n[0] else None, g * x if n[1] else None)
 
 
-DOT = register(name="dot", autocast={"cuda": "promote"}, onnx=_onnx_matmul, vmap=_vmap.dot_rule,
+def _dot_vmap(ctx, x, y):
+    m = ctx.m
+    return m.sum(m.mul(x, y), dim=-1)
+
+
+DOT = register(name="dot", autocast={"cuda": "promote"}, onnx=_onnx_matmul, vmap=_dot_vmap,
                jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"),
                vjp=_dot_vjp,
                saves=("x", "y"), promote="none",
@@ -626,7 +660,12 @@ def _outer_vjp(ctx, g):
     return (m.matmul(g, y) if n[0] else None, m.matmul(x, g) if n[1] else None)
 
 
-OUTER = register(name="outer", onnx=_onnx_outer, vmap=_vmap.outer_rule, jvp=_jvp.multilinear,
+def _outer_vmap(ctx, x, y):
+    m = ctx.m
+    return m.mul(m.unsqueeze(x, -1), m.unsqueeze(y, -2))
+
+
+OUTER = register(name="outer", onnx=_onnx_outer, vmap=_outer_vmap, jvp=_jvp.multilinear,
                  kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
                  vjp=_outer_vjp, saves=("x", "vec2"), promote="same",
                  samples=lambda dtype=np.float64: [
@@ -674,7 +713,11 @@ def _trace_vjp(ctx, g):
     return (g * _const(g, lambda xp, dt: xp.eye(n, k, dtype=dt)),)
 
 
-TRACE = register(name="trace", autocast={"cpu": "fp32"}, onnx=_onnx_trace, vmap=_vmap.trace_rule,
+def _trace_vmap(ctx, x):
+    return ctx.m.sum(ctx.m.diagonal(x, 0, -2, -1), dim=-1)
+
+
+TRACE = register(name="trace", autocast={"cpu": "fp32"}, onnx=_onnx_trace, vmap=_trace_vmap,
                  jvp=_jvp.linear, kernel=_trace_kernel, infer=_trace_infer, vjp=_trace_vjp,
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3, 3), dtype, seed=1),), {}),
@@ -1125,8 +1168,15 @@ def _solve_jvp(ctx, ta, tb):
     return (bind(ctx.op, a, rhs),)
 
 
+def _solve_vmap(ctx, a, b):
+    # both are stacks of matrices: line their batch dims up
+    rank = max(ctx.ndim(0), ctx.ndim(1))
+    a, b = _vmap.pad_rank(ctx, [a, b], rank)
+    return bind(ctx.op, a, b, **ctx.attrs)
+
+
 SOLVE = register(
-    name="linalg_solve", autocast={"cpu": "fp32"}, vmap=_vmap.solve_rule, jvp=_solve_jvp,
+    name="linalg_solve", autocast={"cpu": "fp32"}, vmap=_solve_vmap, jvp=_solve_jvp,
     kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
     vjp=_solve_vjp, saves=("A", "out"), promote="same",
     samples=lambda dtype=np.float64: [
@@ -1260,7 +1310,7 @@ def _tri_samples(dtype=np.float64):
 
 
 TRI_SOLVE = register(
-    name="linalg_solve_triangular", vmap=_vmap.solve_rule, jvp=_tri_jvp, kernel=_tri_kernel,
+    name="linalg_solve_triangular", vmap=_solve_vmap, jvp=_tri_jvp, kernel=_tri_kernel,
     infer=_tri_infer, args=("A", "B"), vjp=_tri_vjp, saves=("A", "out"), promote="same",
     samples=_tri_samples,
     error_samples=lambda: [((_wellcond((3, 3), np.float64), rand((4, 2))), {"upper": False},

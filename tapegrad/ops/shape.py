@@ -263,7 +263,13 @@ def _permute_kernel(x, dims):
     return np.transpose(x, _perm_check("permute", dims, x.ndim))
 
 
-PERMUTE = register(name="permute", onnx=_onnx_permute, vmap=_vmap.permute_rule, jvp=_jvp.linear,
+def _permute_vmap(ctx, x):
+    n = ctx.ndim(0)
+    dims = tuple(ctx.attrs["dims"])
+    return bind(ctx.op, x, dims=(0,) + tuple((d % max(n, 1)) + 1 for d in dims))
+
+
+PERMUTE = register(name="permute", onnx=_onnx_permute, vmap=_permute_vmap, jvp=_jvp.linear,
                    kind="view", kernel=_permute_kernel, infer=_permute_infer,
                    vjp=lambda ctx, g: (ctx.m.permute(g, tuple(np.argsort(
                        _perm_check("permute", ctx.attrs["dims"], len(ctx.shapes[0]))).tolist())),),
@@ -348,7 +354,15 @@ def _squeeze_shape(shape, dim):
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
-SQUEEZE = register(name="squeeze", onnx=_onnx_squeeze, vmap=_vmap.squeeze_rule, jvp=_jvp.linear,
+def _squeeze_vmap(ctx, x):
+    d = ctx.attrs.get("dim")
+    if d is None:  # every size-1 dim of an example, never the batch
+        d = tuple(i + 1 for i, s in enumerate(tuple(x.shape)[1:]) if s == 1)
+        return bind(ctx.op, x, dim=d) if d else x
+    return bind(ctx.op, x, dim=ctx.dims(d, 0))
+
+
+SQUEEZE = register(name="squeeze", onnx=_onnx_squeeze, vmap=_squeeze_vmap, jvp=_jvp.linear,
                    kind="view",
                    kernel=lambda x, dim=None: x.squeeze(
                        axis=_squeeze_dims("squeeze", x.shape, dim)),
@@ -378,7 +392,13 @@ def _unsqueeze_shape(shape, dim):
     return tuple(shape[:d]) + (1,) + tuple(shape[d:])
 
 
-UNSQUEEZE = register(name="unsqueeze", onnx=_onnx_unsqueeze, vmap=_vmap.unsqueeze_rule,
+def _unsqueeze_vmap(ctx, x):
+    n = ctx.ndim(0) + 1
+    d = ctx.attrs["dim"]
+    return bind(ctx.op, x, dim=(d % n) + 1 if -n <= d < n else d)
+
+
+UNSQUEEZE = register(name="unsqueeze", onnx=_onnx_unsqueeze, vmap=_unsqueeze_vmap,
                      jvp=_jvp.linear, kind="view",
                      kernel=lambda x, dim: x.reshape(_unsqueeze_shape(x.shape, dim)),
                      infer=lambda x, dim: TensorSpec(_unsqueeze_shape(tuple(x.shape), dim),
@@ -786,7 +806,17 @@ def _roll_into(x, shifts, dims, out):
         out[tuple(p[0] for p in combo)] = x[tuple(p[1] for p in combo)]
 
 
-ROLL = register(name="roll", onnx=_onnx_roll, vmap=_vmap.roll_rule, jvp=_jvp.linear,
+def _roll_vmap(ctx, x):
+    dims = ctx.attrs.get("dims")
+    if dims is None or dims == ():  # rolls the flattened example
+        m = ctx.m
+        flat = m.reshape(x, (ctx.size, -1))
+        out = bind(ctx.op, flat, shifts=ctx.attrs["shifts"], dims=(1,))
+        return m.reshape(out, tuple(x.shape))
+    return bind(ctx.op, x, shifts=ctx.attrs["shifts"], dims=ctx.dims(dims, 0))
+
+
+ROLL = register(name="roll", onnx=_onnx_roll, vmap=_roll_vmap, jvp=_jvp.linear,
                 kernel=_roll_kernel, infer=_roll_infer,
                 vjp=lambda ctx, g: (bind(ROLL, g, shifts=tuple(-s for s in ctx.attrs["shifts"]),
                                          dims=ctx.attrs["dims"]),),
@@ -858,7 +888,16 @@ def _repeat_vjp(ctx, g):
     return (m.reshape(g, shape),)
 
 
-REPEAT = register(name="repeat", onnx=_onnx_repeat, vmap=_vmap.repeat_rule, jvp=_jvp.linear,
+def _repeat_vmap(ctx, x):
+    sizes = tuple(ctx.attrs["sizes"])
+    n = ctx.ndim(0)
+    if len(sizes) > n:
+        s = tuple(x.shape)
+        x = ctx.m.reshape(x, s[:1] + (1,) * (len(sizes) - n) + s[1:])
+    return bind(ctx.op, x, sizes=(1,) + sizes)
+
+
+REPEAT = register(name="repeat", onnx=_onnx_repeat, vmap=_repeat_vmap, jvp=_jvp.linear,
                   kernel=_repeat_kernel, infer=_repeat_infer, vjp=_repeat_vjp,
                   samples=lambda dtype=np.float64: [
                       Sample((rand((2, 3), dtype),), {"sizes": (2, 1)}),
@@ -1012,7 +1051,14 @@ def _stack_kernel(*xs, dim, out=None):
     return np.stack(xs, axis=dim, out=out)
 
 
-STACK = register(name="stack", autocast={"cpu": "promote"}, onnx=_onnx_stack, vmap=_vmap.stack_rule,
+def _stack_vmap(ctx, *values):
+    values = _vmap.batched_all(ctx, values)
+    n = ctx.ndim(0) + 1
+    d = ctx.attrs["dim"]
+    return bind(ctx.op, *values, dim=(d % n) + 1 if -n <= d < n else d)
+
+
+STACK = register(name="stack", autocast={"cpu": "promote"}, onnx=_onnx_stack, vmap=_stack_vmap,
                  jvp=_jvp.linear, kernel=_stack_kernel, infer=_stack_infer, args=("tensors",),
                  promote="same",
                  vjp=lambda ctx, g: [ctx.m.getitem_raw(g, (slice(None),) * ctx.attrs["dim"] + (k,))
@@ -1221,7 +1267,19 @@ def _pad_jvp(ctx, t):
     return (bind(PAD_OP[0], t, **attrs),)
 
 
-PAD = register(name="pad", onnx=_onnx_pad, vmap=_vmap.pad_rule, jvp=_pad_jvp, kernel=_pad_kernel,
+def _pad_vmap(ctx, x):
+    """Pads of the last dims map over the batch; a mode whose kernel limits the rank
+    (reflect on 2-D/3-D inputs) folds the batch into the first dim."""
+    if ctx.attrs.get("mode", "constant") == "constant" or ctx.ndim(0) < 1:
+        return bind(ctx.op, x, **ctx.attrs)
+    m = ctx.m
+    s = tuple(x.shape)
+    folded = m.reshape(x, (s[0] * s[1],) + s[2:]) if ctx.ndim(0) >= 2 else x
+    out = bind(ctx.op, folded, **ctx.attrs)
+    return m.reshape(out, s[:2] + tuple(out.shape[1:])) if ctx.ndim(0) >= 2 else out
+
+
+PAD = register(name="pad", onnx=_onnx_pad, vmap=_pad_vmap, jvp=_pad_jvp, kernel=_pad_kernel,
                infer=_pad_infer, vjp=_pad_vjp,
                samples=_pad_samples,
                error_samples=lambda: [
@@ -1357,7 +1415,14 @@ def _diagonal_kernel(x, offset=0, dim1=0, dim2=1):
     return _devices.xp_of(x).lib.stride_tricks.as_strided(start, shape, strides)
 
 
-DIAGONAL = register(name="diagonal", onnx=_onnx_diag_like, vmap=_vmap.diagonal_rule,
+def _diagonal_vmap(ctx, x):
+    a = dict(ctx.attrs)
+    a["dim1"] = ctx.dim(a["dim1"], 0)
+    a["dim2"] = ctx.dim(a["dim2"], 0)
+    return bind(ctx.op, x, **a)
+
+
+DIAGONAL = register(name="diagonal", onnx=_onnx_diag_like, vmap=_diagonal_vmap,
                     jvp=_jvp.linear, kind="view", kernel=_diagonal_kernel,
                     infer=lambda x, offset=0, dim1=0, dim2=1: TensorSpec(
                         _diagonal_shape("diagonal", tuple(x.shape), offset, dim1, dim2), x.dtype),

@@ -8,7 +8,7 @@ from ...dispatch import bind
 from ...dtypes import is_float as _isf
 from .. import _vmap
 from .._decl import Sample, TensorSpec, composite, one_dtype, rand, rand as _rand, register
-from ..linalg import einsum, matmul
+from ..linalg import MATMUL, einsum, matmul
 from ..shape import reshape
 from ._common import torch_functional as _torch
 
@@ -145,7 +145,32 @@ def _onnx_linear(b, st):
         b.node("MatMul", [x, wt], [b.output(st)])
 
 
-LINEAR = register(name="linear", autocast="lower", vmap=_vmap.linear_rule, jvp=_linear_jvp,
+def _linear_vmap(ctx, x, w, b):
+    """Unbatched weights: linear maps over the input's leading dims already; batched
+    ones: a batched matmul with the weight transposed, plus the bias."""
+    m = ctx.m
+    wb = ctx.batched[1]
+    bb = b is not None and ctx.batched[2]
+    if not wb and not bb:
+        return bind(ctx.op, x, w, b)
+    if ctx.ndim(0) == 0:
+        return _vmap.loop(ctx, x, w, b)
+    if not wb:
+        out = bind(ctx.op, x, w, None)
+    else:
+        nw = ctx.ndim(1)
+        wt = m.mT(w) if nw == 2 else w
+        out = _vmap.matmul_values(m, MATMUL, x, wt, ctx.batched[0], wb, ctx.ndim(0), nw)
+    if b is not None:
+        if bb:
+            s = tuple(b.shape)
+            rank = len(tuple(out.shape)) - (1 if ctx.batched[0] or wb else 0)
+            b = m.reshape(b, s[:1] + (1,) * (rank - len(s[1:])) + s[1:])
+        out = out + b
+    return out
+
+
+LINEAR = register(name="linear", autocast="lower", vmap=_linear_vmap, jvp=_linear_jvp,
                   kernel=_linear_kernel, args=("input", "weight", "bias"),
                   optional=("bias",),
                   infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),

@@ -347,7 +347,40 @@ def _onnx_conv2d_input_grad(b, st):
            dilations=[dh, dw], group=a["groups"], output_padding=[eh, ew])
 
 
-CONV2D = register(name="conv2d", autocast="lower", vmap=_vmap.conv2d_rule, jvp=_conv2d_jvp,
+def _grouped(ctx, x, w, b):
+    """Batched weights of a convolution-like op as groups: x (B, N, C, ...) ->
+    (N, B*C, ...), w (B, A, ...) -> (B*A, ...), bias (B*O,), groups times B."""
+    m = ctx.m
+    B = ctx.size
+    sx, sw = tuple(x.shape), tuple(w.shape)
+    xg = m.reshape(m.movedim(x, 0, 1), (sx[1], B * sx[2]) + sx[3:])
+    wg = m.reshape(w, (B * sw[1],) + sw[2:])
+    bg = None
+    if b is not None:
+        bb = b if ctx.batched[2] else m.broadcast_to(m.unsqueeze(b, 0), (B,) + tuple(b.shape))
+        bg = m.reshape(bb, (-1,))
+    attrs = dict(ctx.attrs)
+    attrs["groups"] = attrs.get("groups", 1) * B
+    return xg, wg, bg, attrs
+
+
+def _ungroup(ctx, out):
+    m = ctx.m
+    so = tuple(out.shape)
+    return m.movedim(m.reshape(out, (so[0], ctx.size, so[1] // ctx.size) + so[2:]), 1, 0)
+
+
+def _conv2d_vmap(ctx, x, w, b):
+    """Unbatched weights: the batch folds into N. Batched weights (or bias): a grouped
+    convolution, the batch folded into the channels (groups times the batch)."""
+    if not ctx.batched[1] and not (b is not None and ctx.batched[2]):
+        return _vmap.nchw_rule(ctx, x, w, b)
+    x, w = _vmap.batched_all(ctx, [x, w, b])[:2]     # (B, N, C, H, W), (B, O, Cg, kh, kw)
+    xg, wg, bg, attrs = _grouped(ctx, x, w, b)
+    return _ungroup(ctx, bind(ctx.op, xg, wg, bg, **attrs))     # from (N, B*O, H', W')
+
+
+CONV2D = register(name="conv2d", autocast="lower", vmap=_conv2d_vmap, jvp=_conv2d_jvp,
                   kind="workspace", kernel=_public_conv_attrs(_conv2d_kernel),
                   args=("input", "weight", "bias"), optional=("bias",),
                   infer=_public_conv_attrs(_conv2d_infer),
@@ -434,8 +467,18 @@ def _torch_weight_grad(torch, x, g, *, weight_shape, **attrs):
     return torch.autograd.grad(_torch_conv(torch, x, w, None, **attrs), w, g)[0]
 
 
+def _conv2d_input_grad_vmap(ctx, g, w):
+    if not ctx.batched[1]:
+        return _vmap.fold_rule((0,), "input_shape")(ctx, g, w)
+    g, w = _vmap.batched_all(ctx, [g, w])
+    gg, wg, _, attrs = _grouped(ctx, g, w, None)
+    n, c = tuple(attrs["input_shape"])[:2]
+    attrs["input_shape"] = (n, c * ctx.size) + tuple(attrs["input_shape"])[2:]
+    return _ungroup(ctx, bind(ctx.op, gg, wg, **attrs))
+
+
 CONV2D_INPUT_GRAD = register(
-    name="conv2d_input_grad", vmap=_vmap.conv2d_input_grad_rule, jvp=_jvp.multilinear,
+    name="conv2d_input_grad", vmap=_conv2d_input_grad_vmap, jvp=_jvp.multilinear,
     kind="workspace", kernel=_conv2d_input_grad_kernel,
     args=("g", "weight"), infer=_conv2d_input_grad_infer, workspace=_conv2d_input_grad_ws,
     vjp=_conv2d_input_grad_vjp, saves=("g", "weight"), promote="same",
@@ -756,8 +799,16 @@ def _public_ct_attrs(fn):
     return wrapped
 
 
+def _conv_transpose2d_vmap(ctx, x, w, b):
+    if not ctx.batched[1] and not (b is not None and ctx.batched[2]):
+        return _vmap.nchw_rule(ctx, x, w, b)
+    x, w = _vmap.batched_all(ctx, [x, w, b])[:2]
+    xg, wg, bg, attrs = _grouped(ctx, x, w, b)
+    return _ungroup(ctx, bind(ctx.op, xg, wg, bg, **attrs))
+
+
 CONV_TRANSPOSE2D = register(
-    name="conv_transpose2d", autocast="lower", vmap=_vmap.conv_transpose2d_rule, kind="workspace",
+    name="conv_transpose2d", autocast="lower", vmap=_conv_transpose2d_vmap, kind="workspace",
     kernel=_public_ct_attrs(_ct_kernel),
     args=("input", "weight", "bias"), optional=("bias",), infer=_public_ct_attrs(_ct_infer),
     workspace=_public_ct_attrs(_ct_workspace), vjp=_ct_vjp, jvp=_ct_jvp,

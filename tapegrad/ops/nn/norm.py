@@ -290,8 +290,41 @@ def _onnx_group_norm(b, st):
     b.node("Identity", [y], [b.output(st)])
 
 
+class _FlagsCtx:
+    """The context with other batched flags (x batched, parameters passed as None)."""
+    def __init__(self, ctx, batched):
+        self.op, self.attrs, self.m, self.size, self.shapes = (ctx.op, ctx.attrs, ctx.m,
+                                                               ctx.size, ctx.shapes)
+        self.batched = batched
+
+    def ndim(self, i):
+        return len(self.shapes[i])
+
+
+def _group_norm_vmap(ctx, x, w, b):
+    """The normalisation folds the batch into N; batched affine parameters apply after
+    it, per example."""
+    if not ctx.batched[1] and not (b is not None and ctx.batched[2]):
+        return _vmap.nchw_rule(ctx, x, w, b)
+    m = ctx.m
+    y = _vmap.nchw_rule(_FlagsCtx(ctx, (True, False, False)), x, None, None) if ctx.batched[0] \
+        else bind(ctx.op, x, None, None, **ctx.attrs)
+    rank = ctx.ndim(0)  # (N, C, ...): the parameters line up with C
+    def shaped(p, batched):
+        if p is None:
+            return None
+        c = tuple(p.shape)[-1]
+        shape = (1, c) + (1,) * (rank - 2)
+        return m.reshape(p, ((ctx.size,) if batched else ()) + shape)
+    if w is not None:
+        y = y * shaped(w, ctx.batched[1])
+    if b is not None:
+        y = y + shaped(b, ctx.batched[2])
+    return y
+
+
 GROUP_NORM = register(
-    name="group_norm", autocast={"cuda": "fp32"}, vmap=_vmap.group_norm_rule, kernel=_gn_kernel,
+    name="group_norm", autocast={"cuda": "fp32"}, vmap=_group_norm_vmap, kernel=_gn_kernel,
     infer=_gn_infer, args=("input", "weight", "bias"),
     optional=("weight", "bias"), vjp=_gn_vjp, jvp=_gn_jvp, saves=("input", "weight"),
     promote="same", samples=_gn_samples, torch=_torch_gn,

@@ -791,7 +791,7 @@ def _vmap_rule(ctx, *values):
     kind = _rnn_kind(ctx.attrs.get("nonlinearity", "tanh")) if name == "rnn_layer" \
         else name[:-6]
     nseq = 3 if kind == "lstm" else 2                  # input_gates, h0 (, c0)
-    vals = _vmap._batched_all(ctx, values)
+    vals = _vmap.batched_all(ctx, values)
     T, B, G = tuple(vals[0].shape)[1:]
     if not any(ctx.batched[nseq:]):
         folded = [m.reshape(m.movedim(vals[0], 0, 1), (T, V * B, G))]

@@ -100,7 +100,26 @@ def _onnx_one_hot(b, st):
     b.cast(eq, b.out_dtype(st), [b.output(st)])
 
 
-EMBEDDING = register(name="embedding", vmap=_vmap.embedding_rule, jvp=_jvp.linear,
+def _embedding_vmap(ctx, indices, weight):
+    """Unbatched weights map over any index shape; batched ones gather per example."""
+    if not ctx.batched[1]:
+        return bind(ctx.op, indices, weight, **ctx.attrs)
+    m = ctx.m
+    B = ctx.size
+    idx = indices if ctx.batched[0] else m.broadcast_to(m.unsqueeze(indices, 0),
+                                                        (B,) + tuple(indices.shape))
+    ishape = tuple(idx.shape)[1:]
+    D = tuple(weight.shape)[-1]
+    flat = m.reshape(idx, (B, -1, 1))
+    flat = m.broadcast_to(flat, (B, tuple(flat.shape)[1], D))
+    out = m.reshape(m.take_along_dim(weight, flat, dim=1), (B,) + ishape + (D,))
+    pad = ctx.attrs.get("padding_idx")
+    if ctx.attrs.get("mask_padding") and pad is not None:
+        out = m.where(m.unsqueeze(m.eq(idx, pad), -1), 0.0, out)
+    return out
+
+
+EMBEDDING = register(name="embedding", vmap=_embedding_vmap, jvp=_jvp.linear,
                      kernel=_embedding_kernel, args=("input", "weight"),
                      infer=_embedding_infer, vjp=_embedding_vjp, saves=("input",),
                      samples=_embedding_samples, torch=_torch_embedding,
