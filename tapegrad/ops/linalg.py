@@ -1763,6 +1763,11 @@ def _square(name, x):
                              f"{tuple(x.shape)}", RuntimeError)
 
 
+def _wc(shape, dtype, seed=0):
+    n = shape[-1]
+    return (rand(shape, np.float64, -1.0, 1.0, seed=seed) + n * np.eye(n)).astype(dtype) / n
+
+
 def matrix_power(input, n):
     """``input`` to the integer power ``n`` (by squaring; ``n < 0``: of the inverse)."""
     _square("matrix_power", input)
@@ -1779,11 +1784,6 @@ def matrix_power(input, n):
         if n:
             base = matmul(base, base)
     return result * 1 if result is input else result
-
-
-def _wc(shape, dtype, seed=0):
-    n = shape[-1]
-    return (rand(shape, np.float64, -1.0, 1.0, seed=seed) + n * np.eye(n)).astype(dtype) / n
 
 
 decl(matrix_power, lambda dtype=np.float64: [S(_wc((3, 3), dtype), 3), S(_wc((2, 3, 3), dtype), -2),
@@ -1820,6 +1820,12 @@ decl(matrix_exp,
      errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
 
 
+def _spd_sample(shape, dtype, seed=0):
+    r = rand(shape, np.float64, -1.0, 1.0, seed=seed)
+    n = shape[-1]
+    return (r @ np.swapaxes(r, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
 def logdet(input):
     """``log(det(input))`` (NaN for a negative determinant, -inf for a singular one)."""
     sign, logabs = slogdet(input)
@@ -1827,15 +1833,15 @@ def logdet(input):
     return _E.where(_E.isnan(logabs) | _E.isnan(sign), math.nan, out)
 
 
-def _spd_sample(shape, dtype, seed=0):
-    r = rand(shape, np.float64, -1.0, 1.0, seed=seed)
-    n = shape[-1]
-    return (r @ np.swapaxes(r, -1, -2) + n * np.eye(n)).astype(dtype)
-
-
 decl(logdet,
      lambda dtype=np.float64: [S(_spd_sample((3, 3), dtype)), S(_spd_sample((2, 3, 3), dtype, 1))],
      errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
+
+
+def _torch_cdist(T, a, b, p=2.0):
+    """PyTorch's values by formula (torch.cdist has no forward-mode derivative)."""
+    d = (a.unsqueeze(-2) - b.unsqueeze(-3)).abs()
+    return (d ** p).sum(-1) ** (1.0 / p)
 
 
 def cdist(x1, x2, p=2.0, compute_mode=None):
@@ -1857,12 +1863,6 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     if p == 1:
         return _R.sum(_E.abs(d), -1)
     return _R.norm(d, p, -1)
-
-
-def _torch_cdist(T, a, b, p=2.0):
-    """PyTorch's values by formula (torch.cdist has no forward-mode derivative)."""
-    d = (a.unsqueeze(-2) - b.unsqueeze(-3)).abs()
-    return (d ** p).sum(-1) ** (1.0 / p)
 
 
 decl(cdist, autocast={"cuda": "fp32"}, torch=_torch_cdist,
@@ -1976,10 +1976,25 @@ decl(renorm, lambda dtype=np.float64: [S(rand((3, 4), dtype), 2, 0, 1.0),
 
 
 # ------------------------------------------------------------------ mm
+def _mm_infer(a, b):
+    _mm_check(a, b)
+    dt = np.result_type(getattr(a.dtype, "np", a.dtype), getattr(b.dtype, "np", b.dtype))
+    return TensorSpec((a.shape[0], b.shape[1]), dt)
+
+
 def mm(input, mat2):
     """Matrix product of two 2-D tensors (no broadcasting: see ``matmul``)."""
     _mm_check(input, mat2)
     return matmul(input, mat2)
+
+
+composite(mm, autocast="lower", infer=_mm_infer, args=("input", "mat2"),
+          samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype), rand((4, 5), dtype))),
+                                            Sample((rand((1, 2), dtype), rand((2, 1), dtype)))],
+          error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError),
+                                 ((rand((3, 4, 2)), rand((2, 2))), {}, RuntimeError),
+                                 ((rand((4,)), rand((4, 2))), {}, RuntimeError)],
+          torch=lambda torch, a, b: torch.mm(a, b))
 
 
 def _mm_check(a, b):
@@ -1992,22 +2007,6 @@ def _mm_check(a, b):
         raise op_error("mm", f"mat1 and mat2 shapes cannot be multiplied "
                              f"({a.shape[0]}x{a.shape[1]} and {b.shape[0]}x{b.shape[1]})",
                        RuntimeError)
-
-
-def _mm_infer(a, b):
-    _mm_check(a, b)
-    dt = np.result_type(getattr(a.dtype, "np", a.dtype), getattr(b.dtype, "np", b.dtype))
-    return TensorSpec((a.shape[0], b.shape[1]), dt)
-
-
-composite(mm, autocast="lower", infer=_mm_infer, args=("input", "mat2"),
-          samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype), rand((4, 5), dtype))),
-                                            Sample((rand((1, 2), dtype), rand((2, 1), dtype)))],
-          error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError),
-                                 ((rand((3, 4, 2)), rand((2, 2))), {}, RuntimeError),
-                                 ((rand((4,)), rand((4, 2))), {}, RuntimeError)],
-          torch=lambda torch, a, b: torch.mm(a, b))
-
 
 
 del _n, _f, _shapes, _args

@@ -223,6 +223,16 @@ def qr(input, some=True, *, out=None):
     return linalg_qr(input, "reduced" if some else "complete", out=out)
 
 
+composite(qr, autocast={"cpu": "fp32"},
+          infer=lambda x, some=True: _qr_infer(x, "reduced" if some else "complete"),
+          nout=2, samples=lambda dtype=np.float64: [
+              Sample((rand((4, 3), dtype, seed=1),), {}),
+              Sample((rand((3, 3), dtype, seed=2),), {"some": False}),
+              Sample((rand((2, 3, 4), dtype, seed=3),), {})],
+          error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
+          torch=lambda torch, x, some=True: torch.qr(x, some))
+
+
 # ---------------------------------------------------------------- SVD
 def _svd_infer(x, full_matrices=True):
     dt = _float_matrix("linalg_svd", x)
@@ -415,26 +425,6 @@ def linalg_svd(A, full_matrices=True, *, driver=None, out=None):
     return _SVD(*bind(SVD, A, full_matrices=bool(full_matrices)))
 
 
-def svd(input, some=True, compute_uv=True, *, out=None):
-    """``torch.svd``: ``(U, S, V)`` (V, not its transpose); ``some=False``: the full
-    factors; ``compute_uv=False``: U and V are zeros (and S has no gradient through
-    them), as PyTorch."""
-    U, S, Vh = linalg_svd(input, full_matrices=not some, out=out)
-    if not compute_uv:
-        return _SVD_V(C.zeros_like(U.detach()), S, C.zeros_like(SH.mT(Vh).detach()))
-    return _SVD_V(U, S, SH.mT(Vh))
-
-
-composite(qr, autocast={"cpu": "fp32"},
-          infer=lambda x, some=True: _qr_infer(x, "reduced" if some else "complete"),
-          nout=2, samples=lambda dtype=np.float64: [
-              Sample((rand((4, 3), dtype, seed=1),), {}),
-              Sample((rand((3, 3), dtype, seed=2),), {"some": False}),
-              Sample((rand((2, 3, 4), dtype, seed=3),), {})],
-          error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
-          torch=lambda torch, x, some=True: torch.qr(x, some))
-
-
 def _svd_v_torch(torch, x, some=True, compute_uv=True):
     u, s, vh = _svd_torch(torch, x, not some)
     if not compute_uv:
@@ -445,6 +435,16 @@ def _svd_v_torch(torch, x, some=True, compute_uv=True):
 def _svd_v_infer(x, some=True, compute_uv=True):
     u, s, vh = _svd_infer(x, not some)
     return u, s, TensorSpec(tuple(vh.shape[:-2]) + (vh.shape[-1], vh.shape[-2]), vh.dtype)
+
+
+def svd(input, some=True, compute_uv=True, *, out=None):
+    """``torch.svd``: ``(U, S, V)`` (V, not its transpose); ``some=False``: the full
+    factors; ``compute_uv=False``: U and V are zeros (and S has no gradient through
+    them), as PyTorch."""
+    U, S, Vh = linalg_svd(input, full_matrices=not some, out=out)
+    if not compute_uv:
+        return _SVD_V(C.zeros_like(U.detach()), S, C.zeros_like(SH.mT(Vh).detach()))
+    return _SVD_V(U, S, SH.mT(Vh))
 
 
 composite(svd, autocast={"cpu": "fp32"}, infer=_svd_v_infer, nout=3,
@@ -688,6 +688,12 @@ def lu_factor(A, *, pivot=True, out=None):
     return _LUF(*bind(LU_FACTOR, A))
 
 
+def _wc(shape, dtype, seed):
+    a = rand(shape, dtype, seed=seed)
+    n = shape[-1]
+    return (a + 2 * np.eye(n, dtype=dtype)).astype(dtype) if shape[-1] == shape[-2] else a
+
+
 def lu(A, pivot=True, get_infos=False, out=None):
     """``torch.lu``: ``(LU, pivots)`` (and ``infos``, zeros where the factorization
     completed, with ``get_infos``)."""
@@ -697,6 +703,18 @@ def lu(A, pivot=True, get_infos=False, out=None):
         info = np.where(d.any(-1), np.argmax(d, -1) + 1, 0).astype(np.int32)
         return LU, piv, C.tensor(info)
     return LU, piv
+
+
+composite(lu, infer=lambda x, **k: _lu_infer(x), nout=2, args=("A",),
+          samples=lambda dtype=np.float64: [Sample((_wc((3, 3), dtype, 1),), {}),
+                                            Sample((_wc((2, 4, 4), dtype, 2),), {})],
+          error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
+          torch=lambda torch, x, **k: torch.linalg.lu_factor(x))
+
+
+def _lu_pair(shape, dtype, seed):
+    lu_, piv = _lu_kernel(_wc(shape, dtype, seed))
+    return lu_, piv
 
 
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
@@ -725,6 +743,20 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     return _PLU(P, Lm, U)
 
 
+composite(lu_unpack, nout=3, args=("LU_data", "LU_pivots"), differentiable=True,
+          infer=lambda lu_, piv, **k: (
+              TensorSpec(tuple(lu_.shape[:-2]) + (lu_.shape[-2],) * 2, np.dtype(lu_.dtype)),
+              TensorSpec(tuple(lu_.shape[:-1]) + (min(lu_.shape[-2:]),), np.dtype(lu_.dtype)),
+              TensorSpec(tuple(lu_.shape[:-2]) + (min(lu_.shape[-2:]), lu_.shape[-1]),
+                         np.dtype(lu_.dtype))),
+          # (forward-only: P takes no gradient, so the registry's all-outputs checks do
+          # not apply; L's and U's gradients: tests/ops/test_qr_svd.py)
+          samples=lambda dtype=np.float64: [Sample(_lu_pair((3, 3), dtype, 1), {}, False),
+                                            Sample(_lu_pair((2, 4, 4), dtype, 2), {}, False)],
+          error_samples=lambda: [(("not a tensor", np.ones(3, np.int32)), {}, TypeError)],
+          torch=lambda torch, a, p: torch.lu_unpack(a, p))
+
+
 def _lu_solve(LU, pivots, B, adjoint=False):
     P, Lm, U = lu_unpack(LU, pivots)
     if adjoint:  # A^T X = B: X = P L^-T U^-T B
@@ -733,6 +765,16 @@ def _lu_solve(LU, pivots, B, adjoint=False):
         return L.matmul(P, Y)
     Y = solve_triangular(Lm, L.matmul(SH.mT(P), B), upper=False, unitriangular=True)
     return solve_triangular(U, Y, upper=True)
+
+
+def _lu_args_samples(fn):
+    def samples(dtype=np.float64):
+        out = []
+        for k, (sa, sb) in enumerate((((3, 3), (3, 2)), ((2, 4, 4), (2, 4, 1)))):
+            lu_, piv = _lu_pair(sa, dtype, k)
+            out.append(fn(lu_, piv, rand(sb, dtype, seed=k + 5)))
+        return out
+    return samples
 
 
 def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
@@ -753,69 +795,6 @@ def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
     return _lu_solve(LU, pivots, B, adjoint=adjoint)
 
 
-def lu_solve(b, LU_data, LU_pivots, *, out=None):
-    """``torch.lu_solve``: the solution of ``A x = b`` from ``torch.lu(A)``."""
-    return linalg_lu_solve(LU_data, LU_pivots, b, out=out)
-
-
-def linalg_lu(A, *, pivot=True, out=None):
-    """``(P, L, U)`` with ``A = P L U`` (``torch.linalg.lu``)."""
-    if out is not None:
-        raise op_error("linalg_lu", "out= is not supported", TypeError)
-    return lu_unpack(*lu_factor(A, pivot=pivot))
-
-
-def _wc(shape, dtype, seed):
-    a = rand(shape, dtype, seed=seed)
-    n = shape[-1]
-    return (a + 2 * np.eye(n, dtype=dtype)).astype(dtype) if shape[-1] == shape[-2] else a
-
-
-def _lu_pair(shape, dtype, seed):
-    lu_, piv = _lu_kernel(_wc(shape, dtype, seed))
-    return lu_, piv
-
-
-def _lu_args_samples(fn):
-    def samples(dtype=np.float64):
-        out = []
-        for k, (sa, sb) in enumerate((((3, 3), (3, 2)), ((2, 4, 4), (2, 4, 1)))):
-            lu_, piv = _lu_pair(sa, dtype, k)
-            out.append(fn(lu_, piv, rand(sb, dtype, seed=k + 5)))
-        return out
-    return samples
-
-
-composite(lu, infer=lambda x, **k: _lu_infer(x), nout=2, args=("A",),
-          samples=lambda dtype=np.float64: [Sample((_wc((3, 3), dtype, 1),), {}),
-                                            Sample((_wc((2, 4, 4), dtype, 2),), {})],
-          error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
-          torch=lambda torch, x, **k: torch.linalg.lu_factor(x))
-
-
-composite(lu_unpack, nout=3, args=("LU_data", "LU_pivots"), differentiable=True,
-          infer=lambda lu_, piv, **k: (
-              TensorSpec(tuple(lu_.shape[:-2]) + (lu_.shape[-2],) * 2, np.dtype(lu_.dtype)),
-              TensorSpec(tuple(lu_.shape[:-1]) + (min(lu_.shape[-2:]),), np.dtype(lu_.dtype)),
-              TensorSpec(tuple(lu_.shape[:-2]) + (min(lu_.shape[-2:]), lu_.shape[-1]),
-                         np.dtype(lu_.dtype))),
-          # (forward-only: P takes no gradient, so the registry's all-outputs checks do
-          # not apply; L's and U's gradients: tests/ops/test_qr_svd.py)
-          samples=lambda dtype=np.float64: [Sample(_lu_pair((3, 3), dtype, 1), {}, False),
-                                            Sample(_lu_pair((2, 4, 4), dtype, 2), {}, False)],
-          error_samples=lambda: [(("not a tensor", np.ones(3, np.int32)), {}, TypeError)],
-          torch=lambda torch, a, p: torch.lu_unpack(a, p))
-
-
-composite(lu_solve, autocast={"cpu": "fp32"},
-          infer=lambda b, lu_, piv: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
-          args=("b", "LU_data", "LU_pivots"),
-          samples=_lu_args_samples(lambda lu_, piv, b: Sample((b, lu_, piv), {})),
-          error_samples=lambda: [((rand((4, 2)),) + _lu_pair((3, 3), np.float64, 0), {},
-                                  RuntimeError)],
-          torch=lambda torch, b, lu_, piv: torch.lu_solve(b, lu_, piv))
-
-
 composite(linalg_lu_solve, name="linalg_lu_solve", args=("LU", "pivots", "B"),
           infer=lambda lu_, piv, b, **k: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
           samples=lambda dtype=np.float64: (
@@ -827,6 +806,27 @@ composite(linalg_lu_solve, name="linalg_lu_solve", args=("LU", "pivots", "B"),
           error_samples=lambda: [(_lu_pair((3, 3), np.float64, 0) + (rand((4, 2)),), {},
                                   RuntimeError)],
           torch=lambda torch, lu_, piv, b, **k: torch.linalg.lu_solve(lu_, piv, b, **k))
+
+
+def lu_solve(b, LU_data, LU_pivots, *, out=None):
+    """``torch.lu_solve``: the solution of ``A x = b`` from ``torch.lu(A)``."""
+    return linalg_lu_solve(LU_data, LU_pivots, b, out=out)
+
+
+composite(lu_solve, autocast={"cpu": "fp32"},
+          infer=lambda b, lu_, piv: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
+          args=("b", "LU_data", "LU_pivots"),
+          samples=_lu_args_samples(lambda lu_, piv, b: Sample((b, lu_, piv), {})),
+          error_samples=lambda: [((rand((4, 2)),) + _lu_pair((3, 3), np.float64, 0), {},
+                                  RuntimeError)],
+          torch=lambda torch, b, lu_, piv: torch.lu_solve(b, lu_, piv))
+
+
+def linalg_lu(A, *, pivot=True, out=None):
+    """``(P, L, U)`` with ``A = P L U`` (``torch.linalg.lu``)."""
+    if out is not None:
+        raise op_error("linalg_lu", "out= is not supported", TypeError)
+    return lu_unpack(*lu_factor(A, pivot=pivot))
 
 
 composite(linalg_lu, name="linalg_lu", nout=3, args=("A",),
@@ -929,6 +929,33 @@ def _svd_lowrank(A, q, niter, M):
     return _SVDL(U, S, V)
 
 
+def _lowrank_infer(name):
+    def infer(A, M=None, q=6, niter=2, center=True):
+        _float_matrix_arg(name, A)
+        *b, m, n = A.shape
+        if q is None:
+            q = min(6, m, n) if name == "pca_lowrank" else 6
+        dt = _np_dt(A)
+        k = min(q, m, n)  # the reduced QR of an (m, q) sketch keeps min(m, q) columns
+        b = tuple(b)
+        return (TensorSpec(b + (m, k), dt), TensorSpec(b + (k,), dt),
+                TensorSpec(b + (n, k), dt))
+    return infer
+
+
+def _svdl_torch(torch, A, M=None, q=6, niter=2):
+    return _torch_signs(torch, *torch.svd_lowrank(A, q=q, niter=niter, M=M))
+
+
+def _svdl_samples(dtype=np.float64):
+    # determined decompositions: rank q, well-separated singular values
+    return [Sample((_low_rank((8, 6), [3.0, 2.0, 1.0], dtype, 1),), {"q": 3}),
+            Sample((_low_rank((5, 9), [2.0, 1.0], dtype, 2),), {"q": 2, "niter": 3}),
+            Sample((_low_rank((2, 6, 4), [2.5, 1.0], dtype, 3),), {"q": 2}),
+            Sample((_low_rank((7, 5), [3.0, 1.5], dtype, 4) + np.full((1, 5), 0.3, dtype),
+                    np.full((1, 5), 0.3, dtype)), {"q": 2})]
+
+
 def svd_lowrank(A, q=6, niter=2, M=None):
     """``(U, S, V)`` with ``A - M ~ U diag(S) V^T`` from ``q`` random directions and
     ``niter`` subspace iterations, as ``torch.svd_lowrank`` (randomized: seed with
@@ -949,6 +976,26 @@ def svd_lowrank(A, q=6, niter=2, M=None):
     return _svd_lowrank(A, q, niter, M)
 
 
+composite(svd_lowrank, infer=_lowrank_infer("svd_lowrank"), args=("A", "M"), optional=("M",),
+          by_name=True,
+          samples=_svdl_samples, nout=3,
+          error_samples=lambda: [((rand((3,)),), {}, RuntimeError),
+                                 ((np.ones((3, 3), np.int64),), {}, RuntimeError),
+                                 ((rand((4, 3)),), {"q": 2, "niter": -1}, ValueError),
+                                 ((rand((4, 3)), rand((2, 3))), {"q": 2}, RuntimeError)],
+          torch=_svdl_torch)
+
+
+def _pca_torch(torch, A, q=None, center=True, niter=2):
+    return _torch_signs(torch, *torch.pca_lowrank(A, q=q, center=center, niter=niter))
+
+
+def _pca_samples(dtype=np.float64):
+    return [Sample((_low_rank((9, 5), [3.0, 2.0, 1.0], dtype, 5, center=True),), {"q": 3}),
+            Sample((_low_rank((6, 4), [2.0, 1.0], dtype, 6),), {"q": 2, "center": False}),
+            Sample((_low_rank((2, 7, 5), [2.0, 1.0], dtype, 7, center=True),), {"q": 2})]
+
+
 def pca_lowrank(A, q=None, center=True, niter=2):
     """Principal components of the rows of ``A``: ``svd_lowrank`` of ``A`` less its
     column means (``center=True``), ``q`` defaulting to ``min(6, m, n)``, as
@@ -967,18 +1014,12 @@ def pca_lowrank(A, q=None, center=True, niter=2):
     return _svd_lowrank(A - R.mean(A, dim=-2, keepdim=True), q, niter, None)
 
 
-def _lowrank_infer(name):
-    def infer(A, M=None, q=6, niter=2, center=True):
-        _float_matrix_arg(name, A)
-        *b, m, n = A.shape
-        if q is None:
-            q = min(6, m, n) if name == "pca_lowrank" else 6
-        dt = _np_dt(A)
-        k = min(q, m, n)  # the reduced QR of an (m, q) sketch keeps min(m, q) columns
-        b = tuple(b)
-        return (TensorSpec(b + (m, k), dt), TensorSpec(b + (k,), dt),
-                TensorSpec(b + (n, k), dt))
-    return infer
+composite(pca_lowrank, infer=_lowrank_infer("pca_lowrank"), args=("A",), nout=3,
+          samples=_pca_samples,
+          error_samples=lambda: [((rand((4, 3)),), {"q": 4}, ValueError),
+                                 ((rand((4, 3)),), {"q": 2, "niter": -1}, ValueError),
+                                 ((rand((3,)),), {}, RuntimeError)],
+          torch=_pca_torch)
 
 
 def _low_rank(shape, svals, dtype, seed, center=None):
@@ -1003,47 +1044,6 @@ def _torch_signs(torch, U, S, V):
     sg = torch.gather(U.detach(), -2, idx).sign()
     sg = torch.where(sg == 0, torch.ones_like(sg), sg)
     return U * sg, S, V * sg
-
-
-def _svdl_torch(torch, A, M=None, q=6, niter=2):
-    return _torch_signs(torch, *torch.svd_lowrank(A, q=q, niter=niter, M=M))
-
-
-def _pca_torch(torch, A, q=None, center=True, niter=2):
-    return _torch_signs(torch, *torch.pca_lowrank(A, q=q, center=center, niter=niter))
-
-
-def _svdl_samples(dtype=np.float64):
-    # determined decompositions: rank q, well-separated singular values
-    return [Sample((_low_rank((8, 6), [3.0, 2.0, 1.0], dtype, 1),), {"q": 3}),
-            Sample((_low_rank((5, 9), [2.0, 1.0], dtype, 2),), {"q": 2, "niter": 3}),
-            Sample((_low_rank((2, 6, 4), [2.5, 1.0], dtype, 3),), {"q": 2}),
-            Sample((_low_rank((7, 5), [3.0, 1.5], dtype, 4) + np.full((1, 5), 0.3, dtype),
-                    np.full((1, 5), 0.3, dtype)), {"q": 2})]
-
-
-def _pca_samples(dtype=np.float64):
-    return [Sample((_low_rank((9, 5), [3.0, 2.0, 1.0], dtype, 5, center=True),), {"q": 3}),
-            Sample((_low_rank((6, 4), [2.0, 1.0], dtype, 6),), {"q": 2, "center": False}),
-            Sample((_low_rank((2, 7, 5), [2.0, 1.0], dtype, 7, center=True),), {"q": 2})]
-
-
-composite(svd_lowrank, infer=_lowrank_infer("svd_lowrank"), args=("A", "M"), optional=("M",),
-          by_name=True,
-          samples=_svdl_samples, nout=3,
-          error_samples=lambda: [((rand((3,)),), {}, RuntimeError),
-                                 ((np.ones((3, 3), np.int64),), {}, RuntimeError),
-                                 ((rand((4, 3)),), {"q": 2, "niter": -1}, ValueError),
-                                 ((rand((4, 3)), rand((2, 3))), {"q": 2}, RuntimeError)],
-          torch=_svdl_torch)
-
-
-composite(pca_lowrank, infer=_lowrank_infer("pca_lowrank"), args=("A",), nout=3,
-          samples=_pca_samples,
-          error_samples=lambda: [((rand((4, 3)),), {"q": 4}, ValueError),
-                                 ((rand((4, 3)),), {"q": 2, "niter": -1}, ValueError),
-                                 ((rand((3,)),), {}, RuntimeError)],
-          torch=_pca_torch)
 
 
 # ---------------------------------------------------------------- Householder QR
@@ -1164,6 +1164,14 @@ def _hh_check(name, A, tau, want_tau=None):
                        RuntimeError)
 
 
+def _hp_samples(dtype=np.float64):
+    out = []
+    for k, (shape, t) in enumerate((((5, 3), 3), ((4, 4), 4), ((2, 5, 3), 2), ((3, 2), 0))):
+        a, tau = _qr_pair(shape, dtype, k)
+        out.append(Sample((a, tau[..., :t]), {}))
+    return out
+
+
 def householder_product(A, tau, *, out=None):
     """The first ``n`` columns of ``H_1 ... H_k`` (``H_i = I - tau_i v_i v_i^T``, ``v_i``
     column ``i`` of ``A`` below the diagonal with a unit ``i``-th entry), as
@@ -1187,9 +1195,41 @@ def householder_product(A, tau, *, out=None):
     return _apply_q(*_reflectors(name, A, tau), X, True, False)
 
 
+composite(householder_product, name="linalg_householder_product", args=("A", "tau"),
+          infer=lambda A, tau: TensorSpec(tuple(A.shape), _np_dt(A)),
+          samples=_hp_samples,
+          error_samples=lambda: [((rand((3, 4)), rand((2,))), {}, RuntimeError),
+                                 ((rand((4, 3)), rand((4,))), {}, RuntimeError),
+                                 ((rand((4, 3)), rand((2, 2))), {}, RuntimeError),
+                                 ((rand((4, 3)), rand((2,)).astype(np.float32)), {},
+                                  RuntimeError)],
+          torch=lambda torch, A, tau: torch.linalg.householder_product(A, tau))
+
+
 def orgqr(input, tau):
     """``torch.orgqr``: ``linalg.householder_product``."""
     return householder_product(input, tau)
+
+
+composite(orgqr, autocast={"cpu": "fp32"}, args=("input", "tau"),
+          infer=lambda A, tau: TensorSpec(tuple(A.shape), _np_dt(A)),
+          samples=lambda dtype=np.float64: _hp_samples(dtype)[:2],
+          error_samples=lambda: [((rand((3, 4)), rand((2,))), {}, RuntimeError)],
+          torch=lambda torch, A, tau: torch.orgqr(A, tau))
+
+
+def _ormqr_samples(dtype=np.float64):
+    out = []
+    a, tau = _qr_pair((5, 3), dtype, 1)
+    c = rand((5, 2), dtype, seed=2)
+    for left, tr in ((True, False), (True, True)):
+        out.append(Sample((a, tau, c), {"left": left, "transpose": tr}))
+    c2 = rand((2, 5), dtype, seed=3)
+    for left, tr in ((False, False), (False, True)):
+        out.append(Sample((a, tau, c2), {"left": left, "transpose": tr}))
+    ab, taub = _qr_pair((2, 4, 4), dtype, 4)
+    out.append(Sample((ab, taub, rand((2, 4, 3), dtype, seed=5)), {}))
+    return out
 
 
 def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
@@ -1222,52 +1262,6 @@ def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
     return _apply_q(*_reflectors(name, input, tau), other, bool(left), bool(transpose))
 
 
-def _qr_pair(shape, dtype, seed):
-    """``geqrf``'s output for a random matrix (the Householder form of its QR)."""
-    a, tau = _geqrf_reference(rand(shape, np.float64, seed=seed))
-    return a.astype(dtype), tau.astype(dtype)
-
-
-def _hp_samples(dtype=np.float64):
-    out = []
-    for k, (shape, t) in enumerate((((5, 3), 3), ((4, 4), 4), ((2, 5, 3), 2), ((3, 2), 0))):
-        a, tau = _qr_pair(shape, dtype, k)
-        out.append(Sample((a, tau[..., :t]), {}))
-    return out
-
-
-def _ormqr_samples(dtype=np.float64):
-    out = []
-    a, tau = _qr_pair((5, 3), dtype, 1)
-    c = rand((5, 2), dtype, seed=2)
-    for left, tr in ((True, False), (True, True)):
-        out.append(Sample((a, tau, c), {"left": left, "transpose": tr}))
-    c2 = rand((2, 5), dtype, seed=3)
-    for left, tr in ((False, False), (False, True)):
-        out.append(Sample((a, tau, c2), {"left": left, "transpose": tr}))
-    ab, taub = _qr_pair((2, 4, 4), dtype, 4)
-    out.append(Sample((ab, taub, rand((2, 4, 3), dtype, seed=5)), {}))
-    return out
-
-
-composite(householder_product, name="linalg_householder_product", args=("A", "tau"),
-          infer=lambda A, tau: TensorSpec(tuple(A.shape), _np_dt(A)),
-          samples=_hp_samples,
-          error_samples=lambda: [((rand((3, 4)), rand((2,))), {}, RuntimeError),
-                                 ((rand((4, 3)), rand((4,))), {}, RuntimeError),
-                                 ((rand((4, 3)), rand((2, 2))), {}, RuntimeError),
-                                 ((rand((4, 3)), rand((2,)).astype(np.float32)), {},
-                                  RuntimeError)],
-          torch=lambda torch, A, tau: torch.linalg.householder_product(A, tau))
-
-
-composite(orgqr, autocast={"cpu": "fp32"}, args=("input", "tau"),
-          infer=lambda A, tau: TensorSpec(tuple(A.shape), _np_dt(A)),
-          samples=lambda dtype=np.float64: _hp_samples(dtype)[:2],
-          error_samples=lambda: [((rand((3, 4)), rand((2,))), {}, RuntimeError)],
-          torch=lambda torch, A, tau: torch.orgqr(A, tau))
-
-
 composite(ormqr, autocast={"cpu": "fp32"}, args=("input", "tau", "other"),
           infer=lambda A, tau, other, left=True, transpose=False: TensorSpec(
               tuple(other.shape), _np_dt(other)),
@@ -1279,6 +1273,12 @@ composite(ormqr, autocast={"cpu": "fp32"}, args=("input", "tau", "other"),
                                  ((rand((4, 3)), rand((2,)), rand((2, 4))), {"left": False},
                                   RuntimeError)],
           torch=lambda torch, A, tau, other, **k: torch.ormqr(A, tau, other, **k))
+
+
+def _qr_pair(shape, dtype, seed):
+    """``geqrf``'s output for a random matrix (the Householder form of its QR)."""
+    a, tau = _geqrf_reference(rand(shape, np.float64, seed=seed))
+    return a.astype(dtype), tau.astype(dtype)
 
 
 # ---------------------------------------------------------------- eigh, lobpcg
@@ -1398,6 +1398,53 @@ def eigvalsh(A, UPLO="L", *, out=None):
     return eigh(A, UPLO, out=out)[0]
 
 
+composite(eigvalsh, autocast={"cpu": "fp32"}, name="linalg_eigvalsh", args=("A",),
+          infer=lambda x, UPLO="L": _eigh_infer(x, UPLO)[0],
+          samples=lambda dtype=np.float64: [Sample((_sym((4, 4), dtype, 1),), {}, False),
+                                            Sample((_sym((2, 3, 3), dtype, 2),), {"UPLO": "U"},
+                                                   False)],
+          error_samples=lambda: [((rand((3, 4)),), {}, RuntimeError)],
+          torch=lambda torch, x, UPLO="L": torch.linalg.eigvalsh(x, UPLO=UPLO))
+
+
+def _lobpcg_infer(A, B=None, k=None, largest=None, **kw):
+    _float_matrix_arg("lobpcg", A)
+    k = 1 if k is None else k
+    dt = _np_dt(A)
+    return (TensorSpec(tuple(A.shape[:-2]) + (k,), dt),
+            TensorSpec(tuple(A.shape[:-1]) + (k,), dt))
+
+
+def _lobpcg_torch(torch, A, B=None, k=None, largest=None, **kw):
+    """The eigenpairs torch.lobpcg converges to, exactly (torch.linalg.eigh after
+    PyTorch's symmetrization and Cholesky reduction): its iteration stops at a residual
+    of sqrt(eps), too loose for the registry's tolerances (tests/ops/test_eigh_lobpcg.py
+    compares with torch.lobpcg itself)."""
+    k = 1 if k is None else k
+    As = (A + A.mT) / 2
+    if B is None:
+        w, V = torch.linalg.eigh(As)
+    else:
+        Lc = torch.linalg.cholesky((B + B.mT) / 2)
+        Y = torch.linalg.solve_triangular(Lc, As, upper=False)
+        Cm = torch.linalg.solve_triangular(Lc, Y.mT, upper=False).mT
+        w, W = torch.linalg.eigh((Cm + Cm.mT) / 2)
+        V = torch.linalg.solve_triangular(Lc.mT, W, upper=True)
+    if largest is None or largest:
+        w, V = w.flip(-1), V.flip(-1)
+    w, V = w[..., :k], V[..., :k]
+    idx = V.detach().abs().argmax(-2, keepdim=True)
+    sg = torch.gather(V.detach(), -2, idx).sign()
+    return w, V * torch.where(sg == 0, torch.ones_like(sg), sg)
+
+
+def _spd(shape, dtype, seed):
+    r = np.random.default_rng(seed)
+    n = shape[-1]
+    a = r.standard_normal(shape)
+    return (a @ np.swapaxes(a, -1, -2) / n + np.eye(n)).astype(dtype)
+
+
 def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, largest=None,
            method=None, tracker=None, ortho_iparams=None, ortho_fparams=None,
            ortho_bparams=None):
@@ -1449,52 +1496,6 @@ def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, lar
     return w, V
 
 
-def _vec_signs_ops(V):
-    if V.shape[-1] == 0 or V.shape[-2] == 0:
-        return V
-    idx = R.argmax(E.abs(V.detach()), dim=-2, keepdim=True)
-    sg = E.sign(I.gather(V.detach(), -2, idx))
-    return V * E.where(sg == 0, 1.0, sg)
-
-
-def _lobpcg_infer(A, B=None, k=None, largest=None, **kw):
-    _float_matrix_arg("lobpcg", A)
-    k = 1 if k is None else k
-    dt = _np_dt(A)
-    return (TensorSpec(tuple(A.shape[:-2]) + (k,), dt),
-            TensorSpec(tuple(A.shape[:-1]) + (k,), dt))
-
-
-def _lobpcg_torch(torch, A, B=None, k=None, largest=None, **kw):
-    """The eigenpairs torch.lobpcg converges to, exactly (torch.linalg.eigh after
-    PyTorch's symmetrization and Cholesky reduction): its iteration stops at a residual
-    of sqrt(eps), too loose for the registry's tolerances (tests/ops/test_eigh_lobpcg.py
-    compares with torch.lobpcg itself)."""
-    k = 1 if k is None else k
-    As = (A + A.mT) / 2
-    if B is None:
-        w, V = torch.linalg.eigh(As)
-    else:
-        Lc = torch.linalg.cholesky((B + B.mT) / 2)
-        Y = torch.linalg.solve_triangular(Lc, As, upper=False)
-        Cm = torch.linalg.solve_triangular(Lc, Y.mT, upper=False).mT
-        w, W = torch.linalg.eigh((Cm + Cm.mT) / 2)
-        V = torch.linalg.solve_triangular(Lc.mT, W, upper=True)
-    if largest is None or largest:
-        w, V = w.flip(-1), V.flip(-1)
-    w, V = w[..., :k], V[..., :k]
-    idx = V.detach().abs().argmax(-2, keepdim=True)
-    sg = torch.gather(V.detach(), -2, idx).sign()
-    return w, V * torch.where(sg == 0, torch.ones_like(sg), sg)
-
-
-def _spd(shape, dtype, seed):
-    r = np.random.default_rng(seed)
-    n = shape[-1]
-    a = r.standard_normal(shape)
-    return (a @ np.swapaxes(a, -1, -2) / n + np.eye(n)).astype(dtype)
-
-
 composite(lobpcg, args=("A", "B"), optional=("B",), by_name=True, infer=_lobpcg_infer,
           nout=2,
           samples=lambda dtype=np.float64: [
@@ -1508,13 +1509,12 @@ composite(lobpcg, args=("A", "B"), optional=("B",), by_name=True, infer=_lobpcg_
           torch=_lobpcg_torch)
 
 
-composite(eigvalsh, autocast={"cpu": "fp32"}, name="linalg_eigvalsh", args=("A",),
-          infer=lambda x, UPLO="L": _eigh_infer(x, UPLO)[0],
-          samples=lambda dtype=np.float64: [Sample((_sym((4, 4), dtype, 1),), {}, False),
-                                            Sample((_sym((2, 3, 3), dtype, 2),), {"UPLO": "U"},
-                                                   False)],
-          error_samples=lambda: [((rand((3, 4)),), {}, RuntimeError)],
-          torch=lambda torch, x, UPLO="L": torch.linalg.eigvalsh(x, UPLO=UPLO))
+def _vec_signs_ops(V):
+    if V.shape[-1] == 0 or V.shape[-2] == 0:
+        return V
+    idx = R.argmax(E.abs(V.detach()), dim=-2, keepdim=True)
+    sg = E.sign(I.gather(V.detach(), -2, idx))
+    return V * E.where(sg == 0, 1.0, sg)
 
 
 _solution = namedtuple("triangular_solve", ("solution", "cloned_coefficient"))
@@ -1554,12 +1554,33 @@ def _tri(L_, upper):
     return SH.triu(L_) if upper else SH.tril(L_)
 
 
+def _chol(shape, dtype, seed=0):
+    return np.linalg.cholesky(_spd_sample(shape, np.float64, seed)).astype(dtype)
+
+
+def _t_chol_inverse(T, f, upper=False):
+    t = _t_tri(T, f, upper)
+    return T.linalg.inv(t.mT @ t if upper else t @ t.mT)
+
+
 def cholesky_inverse(input, upper=False):
     """The inverse of ``A`` from its Cholesky factor (``A = L L^T``, or ``U^T U``)."""
     _square("cholesky_inverse", input)
     f = _tri(input, upper)
     a = L.matmul(SH.mT(f), f) if upper else L.matmul(f, SH.mT(f))
     return L.inv(a)
+
+
+decl(cholesky_inverse, torch=_t_chol_inverse,
+     samples=lambda dtype=np.float64: [
+         S(_chol((3, 3), dtype)),
+         S(np.swapaxes(_chol((3, 3), dtype, 1), -1, -2).copy(), True)],
+     errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
+
+
+def _t_chol_solve(T, b, f, upper=False):
+    t = _t_tri(T, f, upper)
+    return T.linalg.solve(t.mT @ t if upper else t @ t.mT, b)
 
 
 def cholesky_solve(input, input2, upper=False):
@@ -1571,8 +1592,12 @@ def cholesky_solve(input, input2, upper=False):
     return L.solve(a, input)
 
 
-def _chol(shape, dtype, seed=0):
-    return np.linalg.cholesky(_spd_sample(shape, np.float64, seed)).astype(dtype)
+decl(cholesky_solve, torch=_t_chol_solve,
+     samples=lambda dtype=np.float64: [
+         S(rand((3, 2), dtype), _chol((3, 3), dtype)),
+         S(rand((3, 2), dtype, seed=2), np.swapaxes(_chol((3, 3), dtype, 1), -1, -2).copy(), True)],
+     args=("input", "input2"), errors=lambda: [((rand((3, 2)), rand((3, 4))), {}, RuntimeError)],
+     fill="eye")
 
 
 # PyTorch's values by its formula: its derivatives of cholesky_inverse, cholesky_solve and
@@ -1582,37 +1607,12 @@ def _t_tri(T, f, upper):
     return f.triu() if upper else f.tril()
 
 
-def _t_chol_inverse(T, f, upper=False):
-    t = _t_tri(T, f, upper)
-    return T.linalg.inv(t.mT @ t if upper else t @ t.mT)
-
-
-def _t_chol_solve(T, b, f, upper=False):
-    t = _t_tri(T, f, upper)
-    return T.linalg.solve(t.mT @ t if upper else t @ t.mT, b)
-
-
 def _t_tri_solve(T, b, A, upper=True, transpose=False, unitriangular=False):
     t = _t_tri(T, A, upper)
     if unitriangular:
         eye = T.eye(A.shape[-1], dtype=A.dtype)
         t = t * (1 - eye) + eye
     return T.linalg.solve(t.mT if transpose else t, b), A.clone()
-
-
-decl(cholesky_inverse, torch=_t_chol_inverse,
-     samples=lambda dtype=np.float64: [
-         S(_chol((3, 3), dtype)),
-         S(np.swapaxes(_chol((3, 3), dtype, 1), -1, -2).copy(), True)],
-     errors=lambda: [((rand((3, 4)),), {}, RuntimeError)], fill="eye")
-
-
-decl(cholesky_solve, torch=_t_chol_solve,
-     samples=lambda dtype=np.float64: [
-         S(rand((3, 2), dtype), _chol((3, 3), dtype)),
-         S(rand((3, 2), dtype, seed=2), np.swapaxes(_chol((3, 3), dtype, 1), -1, -2).copy(), True)],
-     args=("input", "input2"), errors=lambda: [((rand((3, 2)), rand((3, 4))), {}, RuntimeError)],
-     fill="eye")
 
 
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
