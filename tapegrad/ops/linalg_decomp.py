@@ -389,7 +389,7 @@ def _distinct_svals(shape, dtype, seed):
 def _svd_samples(dtype=np.float64):
     # forward-only: the sign of each singular pair is LAPACK's choice, so a function
     # of U or Vh alone has no one gradient; the gradients are checked against
-    # PyTorch's on gauge-invariant functions in tests/ops/test_qr_svd.py, and the
+    # PyTorch's on gauge-invariant functions in tests/ops/test_linalg_decomp.py, and the
     # singular values' here (svdvals)
     return [Sample((_distinct_svals((4, 3), dtype, 1),), {"full_matrices": False}, False),
             Sample((_distinct_svals((3, 5), dtype, 2),), {"full_matrices": False}, False),
@@ -504,7 +504,7 @@ composite(pinv, infer=lambda x, **k: TensorSpec(tuple(x.shape[:-2]) + (x.shape[-
               Sample((_distinct_svals((2, 3, 5), dtype, 2),), {}),
               Sample((_distinct_svals((3, 3), dtype, 3),), {"rtol": 0.2})],
           # (a cut-off that drops singular values: PyTorch's gradient there is its
-          # full-rank formula, not the derivative; ours is, tests/ops/test_qr_svd.py)
+          # full-rank formula, not the derivative; ours is, tests/ops/test_linalg_decomp.py)
           error_samples=lambda: [((rand((3,)),), {}, RuntimeError)],
           torch=lambda torch, x, **k: torch.linalg.pinv(x, **k))
 
@@ -750,7 +750,7 @@ composite(lu_unpack, nout=3, args=("LU_data", "LU_pivots"), differentiable=True,
               TensorSpec(tuple(lu_.shape[:-2]) + (min(lu_.shape[-2:]), lu_.shape[-1]),
                          np.dtype(lu_.dtype))),
           # (forward-only: P takes no gradient, so the registry's all-outputs checks do
-          # not apply; L's and U's gradients: tests/ops/test_qr_svd.py)
+          # not apply; L's and U's gradients: tests/ops/test_linalg_decomp.py)
           samples=lambda dtype=np.float64: [Sample(_lu_pair((3, 3), dtype, 1), {}, False),
                                             Sample(_lu_pair((2, 4, 4), dtype, 2), {}, False)],
           error_samples=lambda: [(("not a tensor", np.ones(3, np.int32)), {}, TypeError)],
@@ -1371,7 +1371,7 @@ EIGH = register(
     saves=("out",), vjp=_eigh_vjp, jvp=_eigh_jvp, vmap=_vmap.leading,
     # forward-only samples: the kernel reads one triangle, PyTorch's gradient (kept) is
     # the symmetric one, so finite differences in each entry differ from it; the
-    # gradients are checked on symmetric inputs in tests/ops/test_eigh_lobpcg.py, and
+    # gradients are checked on symmetric inputs in tests/ops/test_linalg_decomp.py, and
     # through lobpcg (which symmetrizes) here
     samples=lambda dtype=np.float64: [Sample((_sym((4, 4), dtype, 1),), {}, False),
                                       Sample((_sym((2, 3, 3), dtype, 2),), {"UPLO": "U"},
@@ -1418,7 +1418,7 @@ def _lobpcg_infer(A, B=None, k=None, largest=None, **kw):
 def _lobpcg_torch(torch, A, B=None, k=None, largest=None, **kw):
     """The eigenpairs torch.lobpcg converges to, exactly (torch.linalg.eigh after
     PyTorch's symmetrization and Cholesky reduction): its iteration stops at a residual
-    of sqrt(eps), too loose for the registry's tolerances (tests/ops/test_eigh_lobpcg.py
+    of sqrt(eps), too loose for the registry's tolerances (tests/ops/test_linalg_decomp.py
     compares with torch.lobpcg itself)."""
     k = 1 if k is None else k
     As = (A + A.mT) / 2

@@ -544,7 +544,7 @@ def _mode_samples(dtype=np.float64):
                   [3.0, 1.5, 2.5, 0.5, 1.0, 2.0]], dtype)
     # the mode repeats: moving one of its copies changes the answer, so finite
     # differences cannot follow (forward-only here; the gradient is tested against
-    # PyTorch's in tests/ops/test_scatter_reduce_cummax.py)
+    # PyTorch's in tests/ops/test_sorting.py)
     return [Sample((a,), {"dim": 1}, False),
             Sample((a.T.copy(),), {"dim": 0, "keepdim": True}, False),
             Sample((np.array([3, 1, 3, 1, 2]),), {}, False)]

@@ -84,19 +84,19 @@ NO_GRAD_SAMPLE = {
     "normal": "random draws (each call draws anew); its gradient (mean + std * eps) is "
               "checked in tests/ops/test_random.py",
     "mode": "the mode repeats by definition: a perturbation changes which value it is; "
-            "its gradient is checked against PyTorch's in tests/ops",
+            "its gradient is checked against PyTorch's in tests/ops/test_sorting.py",
     "linalg_svd": "the singular vectors' signs are arbitrary: only gauge-invariant "
-                  "functions have a gradient (tests/ops/test_qr_svd.py, against PyTorch)",
+                  "functions have a gradient (tests/ops/test_linalg_decomp.py, against PyTorch)",
     "svd": "as linalg_svd",
     "igamma": "no derivative in its first input (as PyTorch); the other's is checked "
               "against PyTorch's in tests/ops/test_special.py",
     "igammac": "as igamma",
     "lu_unpack": "its P output takes no gradient; L's and U's are checked against "
-                 "PyTorch's in tests/ops/test_qr_svd.py",
+                 "PyTorch's in tests/ops/test_linalg_decomp.py",
     "linalg_lu": "as lu_unpack",
     "linalg_eigh": "it reads one triangle while its gradient (PyTorch's) is the symmetric "
                    "one: checked through a symmetric parametrization and against PyTorch's "
-                   "in tests/ops/test_eigh_lobpcg.py (and through lobpcg's samples)",
+                   "in tests/ops/test_linalg_decomp.py (and through lobpcg's samples)",
     "linalg_eigvalsh": "as linalg_eigh",
 }
 

@@ -1,6 +1,9 @@
 """``segment_reduce`` against PyTorch's: every reduction, ``initial``, empty segments,
 offsets (which win over lengths), a batch of segmentations along ``axis``; gradients
-against PyTorch's (ties of max share the gradient) and finite differences; errors."""
+against PyTorch's (ties of max share the gradient) and finite differences; errors.
+
+``index_reduce`` and the in-place ``index_reduce_`` / ``scatter_reduce_`` methods against
+PyTorch's."""
 import numpy as np
 import pytest
 import torch
@@ -86,3 +89,21 @@ def test_errors_are_pytorchs(kw, words):
         with pytest.raises(RuntimeError, match=words):
             lib.segment_reduce(T(np.arange(6.0)), reduce,
                                **{k: T(v) for k, v in kw.items()})
+
+
+def test_inplace_methods_and_index_reduce():
+    x = np.random.default_rng(1).uniform(0.5, 2.0, (4, 3))
+    src = np.random.default_rng(2).uniform(0.5, 2.0, (3, 3))
+    for L in (tg, torch):
+        a = L.tensor(x)
+        a.scatter_reduce_(0, L.tensor([[0, 1, 0], [3, 3, 3], [0, 0, 0]]), L.tensor(src), "mean",
+                          include_self=False)
+        b = L.tensor(x)
+        b.index_reduce_(0, L.tensor([0, 3, 0]), L.tensor(src), "amax")
+        if L is tg:
+            ours = (a.numpy(), b.numpy())
+        else:
+            np.testing.assert_allclose(ours[0], a.numpy())
+            np.testing.assert_allclose(ours[1], b.numpy())
+    with pytest.raises(RuntimeError, match="index_reduce"):
+        tg.index_reduce(tg.tensor(x), 0, tg.tensor([0, 1, 0]), tg.tensor(src), "sum")

@@ -285,7 +285,7 @@ SKIP = {
     "set_rng_state": "RNG state: the two libraries' state formats differ",
     "svd": "the singular vectors' signs are each library's LAPACK's (tapegrad fixes them); "
            "its bad inputs are linalg_svd's, swept through qr/pinverse's shapes, and "
-           "tests/ops/test_qr_svd.py",
+           "tests/ops/test_linalg_decomp.py",
 }
 
 # Counterparts that are not torch.X / torch.nn.functional.X / torch.Tensor.X by name.
