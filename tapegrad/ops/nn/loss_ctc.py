@@ -6,7 +6,7 @@ the recursion's own.
 PyTorch's hand-written backward returns ``exp(log_probs) - posterior``, which equals
 the true gradient only after a log_softmax (it is the gradient with respect to the
 logits); tapegrad's is the true gradient with respect to ``log_probs``; composed with
-log_softmax both give the same (tests/nn/test_conv_nd_grid_sample_ctc.py checks it).
+log_softmax both give the same (tests/ops/nn/test_conv_nd_grid_sample_ctc.py checks it).
 """
 import numpy as np
 

@@ -770,7 +770,7 @@ def _grid_samples(dtype=np.float64):
 
 def _torch_grid(torch, x, g, mode="bilinear", padding_mode="zeros", align_corners=None):
     """grid_sample as a formula of PyTorch's ops (its grid_sampler has no forward mode),
-    checked against torch.nn.functional.grid_sample's values (tests/nn/
+    checked against torch.nn.functional.grid_sample's values (tests/ops/nn/
     test_conv_nd_grid_sample_ctc.py compares the gradients with PyTorch's own, every mode)."""
     ref = torch.nn.functional.grid_sample(x.detach(), g.detach(), mode, padding_mode,
                                           align_corners)
