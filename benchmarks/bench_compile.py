@@ -11,12 +11,14 @@ taking turns (round-robin rounds, median per contender). The targets:
   compiled model", as ``torch.compile`` is used): the MLP step <= 1.0x hand-written
   NumPy, the CNN step <= 0.85x PyTorch eager, both <= 1.0x ``torch.compile``'s step;
   the guards on Python state checked per replay, in microseconds;
+- the charlm Transformer and LSTM training steps (``tapegrad.examples.charlm``, AdamW
+  and clipping outside) with ``model = tg.compile(model)``: <= 0.8x eager tapegrad;
 - the elementwise chain of ``bench_fusion.py`` written as plain ops (no ``@tg.fuse``):
   compiled within 1.5x of the hand-fused (``@tg.fuse``) time;
 - the capture cost (first call), and what a replay allocates (tracemalloc).
 
     python benchmarks/bench_compile.py [--rounds 7] [--no-torch-compile] [--no-jax]
-                                       [--only chain,mlp,cnn,ew,capture]
+                                       [--only chain,mlp,cnn,charlm,ew,capture]
 
 One BLAS/OpenMP/Numba/XLA thread for every contender by default (BENCH_THREADS=n).
 ``torch.compile`` (inductor, which needs a C compiler) and ``jax.jit`` compile once
@@ -438,6 +440,36 @@ def cnn_contenders(torch_compile, jax=None):
     return out, comp, cnet
 
 
+# ---------------------------------------------------------------- charlm training steps
+def charlm_contenders(kind):
+    """The training step of ``tapegrad.examples.charlm`` (its default model sizes, AdamW
+    and gradient clipping outside the model), eager against ``model = tg.compile(model)``,
+    each on its own copy of the model, the same batch."""
+    from tapegrad.examples import charlm as CL
+    data = CL.CharData(CL.load_text())
+    d = CL.DEFAULTS[kind]
+    xb, yb = data.batch(np.random.default_rng(0), d["batch_size"], d["seq_len"])
+    out = {}
+    cmodel = None
+    for name in ("tapegrad eager", "tapegrad compiled model"):
+        tg.manual_seed(0)
+        model = CL.make_model(kind, data.vocab, d["seq_len"], 0.0)
+        run = model
+        if name != "tapegrad eager":
+            run = cmodel = tg.compile(model)
+        opt = tg.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def step(run=run, model=model, opt=opt):
+            loss = CL.loss_of(run, xb, yb)
+            opt.zero_grad()
+            loss.backward()
+            tg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss
+        out[name] = step
+    return out, cmodel
+
+
 # ---------------------------------------------------------------- elementwise chain
 K = math.sqrt(2.0 / math.pi)
 
@@ -478,7 +510,7 @@ def main(argv=None):
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall: perf_counter; cpu: process_time (a loaded machine)")
-    ap.add_argument("--only", default="chain,mlp,cnn,ew,capture")
+    ap.add_argument("--only", default="chain,mlp,cnn,charlm,ew,capture")
     ap.add_argument("--n", type=int, default=1_000_000, help="elements of the ew chain")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
@@ -525,6 +557,20 @@ def main(argv=None):
         us, n = _guard_cost(cnet)
         print(f"   compiled model: {_brief(cnet.stats())}; guards on Python state "
               f"checked per replay: {n} in {us:.2f} us")
+    if "charlm" in only:
+        for kind in ("transformer", "lstm"):
+            cont, cmodel = charlm_contenders(kind)
+            t0 = time.perf_counter()
+            cont["tapegrad compiled model"]()
+            first = time.perf_counter() - t0
+            res = race(cont, max(3, args.rounds // 2), 1)
+            report(f"charlm {kind} training step (AdamW and clipping outside; target: "
+                   f"compiled model <= 0.8x eager)", res, ref=("tapegrad eager",))
+            s = cmodel.stats()
+            print(f"   compiled model: first call {first:.2f} s (capture, partition, "
+                  f"codegen); forward kernels {s['kernels']}, backward kernels "
+                  f"{s['backward_kernels']}, saved values {s['saved_values']}, "
+                  f"eager_calls={s['eager_calls']}, eager_reason={s['eager_reason']}")
     if "ew" in only:
         cont, comp = ew_contenders(args.n, jax)
         res = race(cont, args.rounds, 3)
