@@ -578,10 +578,8 @@ class Plan:
                         continue
                     if o not in escapes:
                         bufs.append((("v", o), g.nbytes(o), k, last[o]))
-                    elif not any(g.root(v) == o for v in g.alias):
+                    else:  # (a view of it that escapes holds the buffer: its count)
                         self.rings[o] = Ring(g.shapes[o], g.dtypes[o])
-                    else:
-                        self.allocating.append((st.name, "a view of it escapes"))
             elif st.kind in ("op", "ufunc", "vjp", "astype", "copy") and any(
                     o is not None and o not in g.alias for o in st.outs):
                 why = ("its kernel has no out=" if st.kind == "op" and not st.op.takes_out
@@ -618,8 +616,9 @@ def _writes_out(st, g):
 class Ring:
     """Buffers for a value that escapes the program (an output, a ``.grad``): a replay
     writes into one nobody else holds (its reference count says so), so a result the
-    caller kept from an earlier replay is never overwritten; in a steady loop two
-    buffers alternate and nothing is allocated."""
+    caller kept from an earlier replay is never overwritten (nor one a view the caller
+    kept was made of: a NumPy view holds its base); in a steady loop two buffers
+    alternate and nothing is allocated."""
     __slots__ = ("shape", "dtype", "bufs")
     KEEP = 4
 

@@ -211,3 +211,31 @@ def test_dropout_runs_eagerly_with_the_eager_masks():
                 res.append([out.detach().numpy()] + _grads(model, []))
             for a, b in zip(*res):
                 _close(a, b)
+
+
+def test_a_saved_view_keeps_its_buffer_from_the_next_forward():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(6, 8)
+            self.b = nn.Linear(4, 3)
+
+        def forward(self, x):
+            h = tg.tanh(self.a(x))  # saved through a view: its reshape
+            return self.b(h.reshape(-1, 4))
+
+    m, ref = _pair(Net)
+    cm = tg.compile(m)
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((5, 6)).astype(np.float32) for _ in range(3)]
+    cm(tg.tensor(xs[0]))
+    res = []
+    for model in (cm, ref):
+        model.zero_grad()
+        outs = [model(tg.tensor(x)) for x in xs]
+        for o in reversed(outs):
+            (o * o).sum().backward()
+        res.append([o.detach().numpy() for o in outs] + _grads(model, []))
+    for a, b in zip(*res):
+        _close(a, b, rtol=1e-4, atol=1e-5)
+    assert cm.stats()["allocating"] == []
