@@ -316,7 +316,34 @@ def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
 
 
 def _module_tensors(m):
-    return tuple(t for _, t in m.named_parameters()) + tuple(t for _, t in m.named_buffers())
+    """``m``'s parameters then its buffers, as ``named_parameters()`` and
+    ``named_buffers()`` list them (a tree of ``nn.Module``s walked directly: this runs
+    on every replay)."""
+    d = getattr(m, "__dict__", None)
+    if not (type(d) is dict and "_modules" in d and "_parameters" in d and "_buffers" in d):
+        return tuple(t for _, t in m.named_parameters()) + \
+            tuple(t for _, t in m.named_buffers())
+    params, bufs, seen, stack = [], [], set(), [m]
+    while stack:
+        sub = stack.pop()
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        d = sub.__dict__
+        params += d["_parameters"].values()
+        bufs += d["_buffers"].values()
+        stack.extend(c for c in reversed(d["_modules"].values()) if c is not None)
+    return _unique(params) + _unique(bufs)
+
+
+def _unique(ts):
+    seen = set()
+    out = []
+    for t in ts:
+        if t is not None and id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    return tuple(out)
 
 
 def _refs_ok(refs):

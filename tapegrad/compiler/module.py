@@ -55,12 +55,13 @@ class _Replayed:
 
 class _Call:
     """One call's state, handed to the node: the forward's outputs until the kernel
-    takes them; the program (its backward); the random state and the arguments for a
-    ``create_graph`` backward, which recomputes."""
-    __slots__ = ("computed", "prog", "rng", "args", "positions")
+    takes them; the program (its backward); the arguments for a ``create_graph``
+    backward, which recomputes (a replayed forward drew no random numbers: the capture
+    refuses one that does)."""
+    __slots__ = ("computed", "prog", "args", "positions")
 
-    def __init__(self, computed, prog, rng, args, positions):
-        self.computed, self.prog, self.rng = computed, prog, rng
+    def __init__(self, computed, prog, args, positions):
+        self.computed, self.prog = computed, prog
         self.args, self.positions = args, positions
 
 
@@ -192,32 +193,29 @@ class CompiledModule:
     def __call__(self, *args, **kwargs):
         m = self._orig_mod
         d = self.__dict__
-        if _has_hooks(m) or capturing() is not None:
+        params = _trainable(m)
+        if params is None or capturing() is not None:  # (hooks in the tree)
             d["_eager_calls"] += 1
             return m(*args, **kwargs)
         tensors = [a for a in args if isinstance(a, Tensor)]
-        params = [p for p in m.parameters() if p.requires_grad]
         if not is_grad_enabled() or not (params or any(t.requires_grad for t in tensors)):
             d["_last_joint"] = False
             return self._fwd(*args, **kwargs)
-        joint = self._joint
-        if kwargs or joint.runs_eagerly(args, kwargs, True):
-            # (a forward that cannot be replayed runs eagerly, recording as usual)
-            d["_eager_calls"] += 1
+        r = _EAGER
+        if not kwargs:
+            joint = self._joint
+            r = joint(*args)  # (_EAGER, never running the forward, when it cannot replay)
+            if r is _CAPTURED:  # (the capture put the state back: now the replay)
+                r = joint(*args)
+        if type(r) is not _Replayed:  # a forward that cannot be replayed runs eagerly,
+            d["_eager_calls"] += 1    # recording as usual
             return m(*args, **kwargs)
-        rng = get_rng_state()
-        r = joint(*args)
-        if r is _CAPTURED:  # (the capture put the state back: now the replay)
-            r = joint(*args)
-        if type(r) is not _Replayed:
-            d["_eager_calls"] += 1
-            return m(*args)
         d["_node_calls"] += 1
         d["_last_joint"] = True
         prog, arrays = r.prog, r.arrays
         nout = prog.n_out
         op = self._node_op(len(tensors), len(params), nout)
-        call = _Call(arrays[:nout] if nout > 1 else arrays[0], prog, rng, args,
+        call = _Call(arrays[:nout] if nout > 1 else arrays[0], prog, args,
                      [i for i, a in enumerate(args) if isinstance(a, Tensor)])
         res = bind(op, *tensors, *params, call=call)
         node = (res if nout == 1 else res[0])._node
@@ -284,14 +282,11 @@ class CompiledModule:
                           stacklevel=2)
         from ..autodiff import grad
         m = self._orig_mod
-        now = get_rng_state()
         kept = [(b, buffer(b).copy()) for b in m.buffers()]
-        set_rng_state(call.rng)
         try:
             with enable_grad():
                 outs, _ = _flatten(m.forward(*call.args))
         finally:
-            set_rng_state(now)
             for b, v in kept:  # the recomputation's buffer writes, undone
                 buffer(b)[...] = v
                 mark_written(b)
@@ -360,10 +355,22 @@ def _unflatten(spec, it):
     return tp(vals)
 
 
-def _has_hooks(m):
-    for sub in m.modules():
+def _trainable(m):
+    """The parameters of module ``m`` that require grad, in ``parameters()`` order, or
+    None when a module in its tree has hooks (one walk of the tree, per call)."""
+    out, seen, stack = [], set(), [m]
+    while stack:
+        sub = stack.pop()
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
         if sub._forward_hooks or sub._forward_pre_hooks or sub._backward_hooks \
                 or sub._backward_pre_hooks:
-            return True
-    return False
+            return None
+        for p in sub._parameters.values():
+            if p is not None and p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                out.append(p)
+        stack.extend(c for c in reversed(sub._modules.values()) if c is not None)
+    return out
 
