@@ -214,7 +214,10 @@ class CompiledModule:
         d["_last_joint"] = True
         prog, arrays = r.prog, r.arrays
         nout = prog.n_out
-        op = self._node_op(len(tensors), len(params), nout)
+        saves = prog.__dict__.get("node_saves")
+        if saves is None or len(saves[0]) != len(tensors) + len(params):
+            saves = prog.node_saves = _node_saves(prog, args, params)
+        op = self._node_op(len(tensors), len(params), nout, saves)
         call = _Call(arrays[:nout] if nout > 1 else arrays[0], prog, args,
                      [i for i, a in enumerate(args) if isinstance(a, Tensor)])
         res = bind(op, *tensors, *params, call=call)
@@ -223,11 +226,12 @@ class CompiledModule:
             node.inputs = arrays[nout:]
         return _unflatten(prog.spec, iter((res,) if nout == 1 else res))
 
-    def _node_op(self, n_in, n_params, nout):
-        """The node's OpDef (one per arity, made once): the call's own state (the
-        forward's results, the program, the random state) comes as the ``call`` attr;
-        the saved values are the node's ``inputs``."""
-        key = (n_in, n_params, nout)
+    def _node_op(self, n_in, n_params, nout, saves):
+        """The node's OpDef (one per arity and ``saves``, made once): the call's own
+        state (the forward's results, the program) comes as the ``call`` attr; the
+        saved values are the node's ``inputs``; ``saves`` names the inputs (and the
+        output) the backward reads, whose versions the node checks."""
+        key = (n_in, n_params, nout, saves[1])
         op = self._ops.get(key)
         if op is not None:
             return op
@@ -248,6 +252,7 @@ class CompiledModule:
         names = tuple(f"arg{i}" for i in range(n_in + n_params))
         op = OpDef(name=f"compiled[{type(self._orig_mod).__name__}]", kernel=run,
                    infer=lambda *s, **k: None, args=names, vjp=vjp, nout=nout,
+                   saves=tuple(n for n, s in zip(names, saves[0]) if s) + saves[1],
                    samples=lambda dtype=None: [])
         validate(op)
         self._ops[key] = op
@@ -353,6 +358,17 @@ def _unflatten(spec, it):
     if keys is not None:
         return tp(zip(keys, vals))
     return tp(vals)
+
+
+def _node_saves(prog, args, params):
+    """(for each input of the node, the tensor arguments then the parameters: whether
+    the backward reads its buffer; ``("out",)`` if it reads an output, else ``()``)."""
+    ext = prog.saved_ext
+    flags = [i in prog.saved_args for i, a in enumerate(args) if isinstance(a, Tensor)]
+    for p in params:
+        d = p._data
+        flags.append(any(e is d or e.base is d for e in ext))
+    return tuple(flags), (("out",) if prog.saves_out else ())
 
 
 def _trainable(m):

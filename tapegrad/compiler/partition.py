@@ -38,9 +38,11 @@ def partition(g, mark, cots, fuse=True):
     out_vals = [v for _, v in outs_o[1]]
     made_f = {o for st in fwd for o in st.outs if o is not None}
     cot_set = set(cots)
-    made_b, saved, seen = set(), [], set()
+    made_b, saved, seen, ext_read = set(), [], set(), []
 
     def need(v, what):
+        if g.source[v] == "ext" and v not in ext_read:
+            ext_read.append(v)
         if v in made_b or v in cot_set or g.source[v] in ("ext", "const"):
             return
         if v in made_f or g.source[v] == "arg":
@@ -95,6 +97,12 @@ def partition(g, mark, cots, fuse=True):
     prog = Program(gf, fuse=fuse)
     prog.backward = Program(gb, fuse=fuse)
     prog.n_out, prog.n_saved, prog.grad_slots = len(out_vals), len(saved), slots
+    # what the backward reads of the node's inputs and outputs (the node stamps their
+    # versions: one written in place before the backward raises, as eager's would)
+    prog.saved_args = {g.args[v][0] for v in saved if g.source[v] == "arg"}
+    prog.saved_ext = [g.externals[v] for v in ext_read]
+    roots = {g.root(v) for v in saved}
+    prog.saves_out = any(g.root(v) in roots for v in out_vals)
     return prog
 
 

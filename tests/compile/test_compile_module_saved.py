@@ -239,3 +239,36 @@ def test_a_saved_view_keeps_its_buffer_from_the_next_forward():
     for a, b in zip(*res):
         _close(a, b, rtol=1e-4, atol=1e-5)
     assert cm.stats()["allocating"] == []
+
+
+@pytest.mark.parametrize("what", ["output", "input", "weight"])
+def test_a_saved_value_written_in_place_before_the_backward_raises_as_eager(what):
+    m, ref = _pair(lambda: nn.Sequential(nn.Linear(6, 4), nn.Tanh()))
+    cm = tg.compile(m)
+    cm(tg.randn(3, 6, requires_grad=True))
+    for model in (cm, ref):
+        x = tg.randn(3, 6, requires_grad=True)
+        xin = x * 1  # (a non-leaf: written in place below)
+        out = model(xin)
+        with tg.no_grad():
+            target = {"output": out, "input": xin, "weight": model[0].weight}[what]
+            target.mul_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+
+
+def test_a_bias_written_in_place_before_the_backward_is_not_read_by_it():
+    m, ref = _pair(lambda: nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2)))
+    cm = tg.compile(m)
+    x = tg.randn(3, 6)
+    cm(x)
+    res = []
+    for model in (cm, ref):
+        model.zero_grad()
+        out = model(x)
+        with tg.no_grad():
+            model[2].bias.add_(1.0)  # (neither backward reads the last bias)
+        out.sum().backward()
+        res.append(_grads(model, []))
+    for a, b in zip(*res):
+        _close(a, b)
