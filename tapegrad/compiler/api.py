@@ -11,6 +11,7 @@ import weakref
 
 import numpy as np
 
+from .. import tape as _tape
 from ..dispatch import observe
 from ..grad_mode import is_grad_enabled
 from ..ops.creation import get_rng_state
@@ -32,7 +33,7 @@ def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
 
     The guard of a call: the tensor arguments' shapes, dtypes, devices and
     ``requires_grad``, the other arguments' values (their identity when unhashable),
-    and grad mode; then, checked on replay, the ``.grad`` of the leaves the program
+    grad mode and autocast (its devices and dtypes); then, checked on replay, the ``.grad`` of the leaves the program
     reached (``None`` or the buffer it accumulated into, unless the program cleared
     it) and every value Python read inside ``fn`` (``bool(t)``, ``t.item()``,
     ``float(t)``, ``t.tolist()``, ``t.numpy()``): a different value captures again.
@@ -516,6 +517,9 @@ def _key(args, kwargs):
             except TypeError:
                 key.append(("id", id(a)))
     key.append(tuple(sorted(kwargs)))
+    ac = _tape.state.autocast  # (autocast on: ops compute in its dtypes)
+    if ac:
+        key.append(("autocast",) + tuple(sorted((str(k), str(v)) for k, v in ac.items())))
     try:
         return tuple(key)
     except TypeError:
@@ -526,6 +530,8 @@ def _describe_key(fn, key, args, kwargs, full=False):
     """The argument guards of a call, in words (``"x: float32[128, 784]"``)."""
     names = _arg_names(fn, args, kwargs)
     out = [] if not full else [f"grad mode == {key[0]}"]
+    if key[-1][:1] == ("autocast",):
+        out.append("autocast == {" + ", ".join(f"{d!r}: {t}" for d, t in key[-1][1:]) + "}")
     for name, k in zip(names, key[1:]):
         if k[0] == "T":
             rg = ", requires_grad" if k[4] else ""

@@ -272,3 +272,28 @@ def test_a_bias_written_in_place_before_the_backward_is_not_read_by_it():
         res.append(_grads(model, []))
     for a, b in zip(*res):
         _close(a, b)
+
+
+def test_autocast_is_part_of_the_guard():
+    m, ref = _pair(_mlp)
+    cm = tg.compile(m)
+    rng = np.random.default_rng(2)
+    for on in (False, True, True, False, True):
+        xv = rng.standard_normal((4, 6)).astype(np.float32)
+        res = []
+        for model in (cm, ref):
+            model.zero_grad()
+            x = tg.tensor(xv, requires_grad=True)
+            with tg.autocast("cpu", dtype=tg.bfloat16, enabled=on):
+                out = model(x)
+            out.float().sum().backward()
+            res.append([out.dtype, out.float().detach().numpy(), x.grad.numpy()]
+                       + _grads(model, []))
+        assert res[0][0] == res[1][0] == (tg.bfloat16 if on else tg.float32)
+        for a, b in zip(res[0][1:], res[1][1:]):
+            _close(a, b, rtol=2e-2, atol=2e-2)
+    s = cm.stats()
+    assert s["captures"] == 2 and s["eager_calls"] == 0
+    assert "autocast == {'cpu': bfloat16}" in s["recaptures"][0]
+    with tg.no_grad(), tg.autocast("cpu", dtype=tg.bfloat16):
+        assert cm(tg.randn(4, 6)).dtype == tg.bfloat16
