@@ -231,7 +231,7 @@ class CompiledModule:
         state (the forward's results, the program) comes as the ``call`` attr; the
         saved values are the node's ``inputs``; ``saves`` names the inputs (and the
         output) the backward reads, whose versions the node checks."""
-        key = (n_in, n_params, nout, saves[1])
+        key = (n_in, n_params, nout, saves)
         op = self._ops.get(key)
         if op is not None:
             return op
