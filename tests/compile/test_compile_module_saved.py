@@ -297,3 +297,30 @@ def test_autocast_is_part_of_the_guard():
     assert "autocast == {'cpu': bfloat16}" in s["recaptures"][0]
     with tg.no_grad(), tg.autocast("cpu", dtype=tg.bfloat16):
         assert cm(tg.randn(4, 6)).dtype == tg.bfloat16
+
+
+def test_each_program_checks_the_inputs_its_own_backward_reads():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+            self.from_input = False
+
+        def forward(self, x):
+            return self.lin(x if self.from_input else tg.ones(4, 3) + 0 * x)
+
+    m = Net()
+    cm = tg.compile(m)
+    x = tg.randn(4, 3, requires_grad=True)
+    for flag in (False, True):
+        m.from_input = flag
+        cm(x * 1)
+        xin = x * 1
+        out = cm(xin)
+        with tg.no_grad():
+            xin.mul_(2.0)
+        if flag:  # its backward reads x (the weight's gradient): written in place
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                out.sum().backward()
+        else:
+            out.sum().backward()
