@@ -71,7 +71,8 @@ def bind(op, *args, **attrs):
     check broadcasting themselves), runs the kernel with a workspace or allocator
     for those kinds, and wraps the outputs. When grad mode is on and an input
     requires grad (or is watched by an active ``Tape``) it records one ``Node`` that
-    saves exactly ``op.saves``, stamped with their versions. With no Tensor among
+    saves what ``op.saves`` says the gradients of those inputs read, stamped with
+    their versions. With no Tensor among
     the arguments the kernel's raw result is returned: that is how adjoints run on
     plain arrays when nothing records. A failure raises the op's own error.
     """
@@ -131,7 +132,16 @@ def _make_lane(op):
     elementwise = op.elementwise
     check = not elementwise
     view = op.kind == "view"
-    save_x, save_y, save_out = 0 in op.save_idx, 1 in op.save_idx, op.save_out
+    # what the node keeps, by which inputs require grad: [rx + 2 * ry] ->
+    # (save x, save y, save out); a one-input op that records needs its own gradient
+    keep = []
+    for ry_ in (False, True):
+        for rx_ in (False, True):
+            idx, o = op.saved_for((rx_ or len(op.args) == 1, ry_))
+            keep.append((0 in idx, 1 in idx, o))
+    save_x1, _, save_out1 = keep[1]
+    # a per-input declaration's vjp unpacks its inputs even when none is kept
+    none1, none2 = ((None,), (None, None)) if op.save_for is not None else (None, None)
     recorded = op.differentiable
 
     def run(x, y=_NO, attrs=_NO_ATTRS):  # x: a Tensor (the method's self, or bind checked)
@@ -192,20 +202,24 @@ def _make_lane(op):
             node.dtypes = (dt,)
             node.needs_input_grad = (rx,)
             node.same = elementwise
-            if save_x:
+            save_out = save_out1
+            if save_x1:
                 node.saved = (x,)
                 node.versions = (x._version[0],)
                 node.inputs = (xd,)
             else:
-                node.saved = node.versions = node.inputs = None
+                node.saved = node.versions = None
+                node.inputs = none1
         else:
             if ry:
                 yn = y._node
                 node.edges = (ex, y if yn is None else (yn, y._idx))
                 node.needs_input_grad = (rx, True)
+                save_x, save_y, save_out = keep[3 if rx else 2]
             else:
                 node.edges = (ex, None)
                 node.needs_input_grad = (rx, False)
+                save_x, save_y, save_out = keep[1]
             if yd is y:  # a weak scalar
                 node.shapes = (xs, None)
                 node.dtypes = (dt, None)
@@ -221,7 +235,8 @@ def _make_lane(op):
                                  y._version[0] if save_y and yd is not y else None)
                 node.inputs = (xd if save_x else None, yd if save_y else None)
             else:
-                node.saved = node.versions = node.inputs = None
+                node.saved = node.versions = None
+                node.inputs = none2
         node.seq = _next_seq()
         if save_out:
             node.out = out
@@ -832,7 +847,7 @@ def _forward(op, attrs, args, outs):
                     o._fw = {}
                 o._fw[level] = r
     node = outs[0]._node
-    if node is not None and op.save_out and any(o._fw for o in outs):
+    if node is not None and node.out is not None and any(o._fw for o in outs):
         node.out_fw = tuple(o._fw for o in outs)
 
 
@@ -882,7 +897,8 @@ def _record(op, attrs, args, outs, rg, tapes):
 
 def _node_general(op, attrs, args, outs, rg, tapes):
     """A Node for any call: an edge for each Tensor input that requires grad or that
-    an active Tape watches, ``op.saves`` saved with their versions."""
+    an active Tape watches; what ``op.saves`` says their gradients read saved with
+    its versions."""
     edges = []
     needs = []
     shapes = []
@@ -906,17 +922,21 @@ def _node_general(op, attrs, args, outs, rg, tapes):
         edges.append(None)
         needs.append(False)
     saved = versions = inputs = None
-    if op.save_idx:
+    save_idx, save_out = op.save_idx, op.save_out
+    if op.save_for is not None:
+        save_idx, save_out = op.saved_for(needs)
+        inputs = (None,) * len(args)  # (its vjp unpacks them even when none is kept)
+    if save_idx:
         saved = [None] * len(args)
         versions = [None] * len(args)
         inputs = [None] * len(args)
-        for i in op.save_idx:
+        for i in save_idx:
             a = saved[i] = inputs[i] = args[i]
             if type(a) in _TT:
                 versions[i] = a._version[0]
                 inputs[i] = a._data
     out = out_version = None
-    if op.save_out:
+    if save_out:
         v = outs[0]._version
         out = _saved_out(outs[0]) if op.nout == 1 else tuple(_saved_out(o) for o in outs)
         out_version = (v, v[0])
@@ -1051,7 +1071,7 @@ def apply_inplace(op, t, *args, **attrs):
     if record and base is not None and t._view_ops:
         return _inplace_on_view(op, t, base, args, attrs)
     if record:
-        old_data = t._data.copy() if 0 in op.save_idx else t._data
+        old_data = t._data.copy() if _keeps_first(op, t, args) else t._data
         old = wrap(old_data, t._node, t._idx) if t._node is not None else Tensor(old_data)
         old.requires_grad = t.requires_grad
         if t._fw:
@@ -1074,6 +1094,15 @@ def apply_inplace(op, t, *args, **attrs):
         if t._views:
             _rederive_views(t, None)
     return t
+
+
+def _keeps_first(op, t, args):
+    """Whether ``op(t, *args)``, recorded, keeps ``t`` (which an in-place op then
+    hands it as a copy of its old value)."""
+    if op.save_for is None:
+        return 0 in op.save_idx
+    needs = (t.requires_grad,) + tuple(type(a) in _TT and a.requires_grad for a in args)
+    return 0 in op.saved_for(needs)[0]
 
 
 def _inplace_tangents(t, res):
@@ -1141,7 +1170,7 @@ def _inplace_on_view(op, t, base, args, attrs):
     result" (``_COPY_SLICES``), and the view is derived afresh from the new base."""
     vops = t._view_ops
     cur = _view_of(base, vops)
-    old_data = cur._data.copy() if 0 in op.save_idx else cur._data
+    old_data = cur._data.copy() if _keeps_first(op, cur, args) else cur._data
     old = wrap(old_data, cur._node, cur._idx) if cur._node is not None else Tensor(old_data)
     if cur._fw:
         old._fw = dict(cur._fw)

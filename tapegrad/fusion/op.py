@@ -19,6 +19,7 @@ from ..devices import cpu as _cpu, cuda as _cuda
 from ..dispatch import bind
 from ..ops_registry import Sample, TensorSpec, get as _get_op, register
 from ..ops_registry.rules import diagonal
+from ..tensor import Tensor, wrap
 from . import codegen_cuda, codegen_numba, expr as E
 
 
@@ -54,9 +55,10 @@ class ExprOp:
         self.name, self.inputs, self.build, self.nout = name, tuple(inputs), build, nout
         self.attr_names = tuple(attr_names)
         self._graphs, self._kernels, self._grads = {}, {}, {}
+        self.saves = self._derived_saves()
         self.op = register(
             name=name, kernel=self.kernel, infer=self.infer, args=self.inputs,
-            vjp=self.vjp, saves=self.inputs, expr=expr, broadcasting=True, promote="float",
+            vjp=self.vjp, saves=self.saves, expr=expr, broadcasting=True, promote="float",
             jvp=diagonal, nout=nout, samples=samples or _default_samples(len(self.inputs)),
             error_samples=error_samples or _default_errors(len(self.inputs)),
             torch=torch, reference=self.reference, doc=doc)
@@ -70,6 +72,21 @@ class ExprOp:
             ins, outs = self.build(dict(attrs))
             g = self._graphs[key] = (list(ins), list(outs))
         return g
+
+    def _derived_saves(self):
+        """The op's ``saves``: per input, the inputs its derived gradient reads (with
+        a cotangent for every output), read off the adjoint expressions; all inputs
+        for every gradient where attributes are constants of the expression (their
+        values may change which inputs a partial reads)."""
+        if self.attr_names:
+            return self.inputs
+        ins, outs = self.graph({})
+        cot = [E.var(f"__g{len(ins) + k}") for k in range(len(outs))]
+        per = {}
+        for name, a in zip(self.inputs, E.grad(outs, ins, cot)):
+            read = set() if a is None else {n.id for n in E.topo([a]) if n.op == "var"}
+            per[name] = tuple(nm for nm, v in zip(self.inputs, ins) if v.id in read)
+        return per
 
     # ------------------------------------------------------------ shapes
     def infer(self, *specs, **attrs):
@@ -284,7 +301,7 @@ class ReduceExprOp:
         self.inputs = inner.inputs
         self.op = register(
             name=name, kernel=self.kernel, infer=self.infer, args=self.inputs,
-            vjp=self.vjp, jvp=self.jvp, saves=self.inputs, broadcasting=True,
+            vjp=self.vjp, jvp=self.jvp, saves=inner.saves, broadcasting=True,
             promote="float", expr=f"{how}({inner.op.expr})" if inner.op.expr else None,
             samples=inner.op.samples, error_samples=inner.op.error_samples,
             reference=self.reference, doc=doc or f"{how} of {inner.name} over all elements")
@@ -418,13 +435,29 @@ def run_unary(expr, x, out=None):
 
 def _run_grad_op(gop, ctx, cotangents, imask):
     """One gradient per input (None where ``imask`` is False) from the derived
-    adjoint ``gop`` run on the saved inputs and the cotangents."""
-    res = bind(gop.op, *ctx.inputs, *cotangents, **ctx.attrs)
+    adjoint ``gop`` run on the saved inputs and the cotangents. An input not saved
+    (no gradient wanted here reads it) is handed as zeros of its shape, one value
+    broadcast, which the adjoint's expressions do not read."""
+    ins = ctx.inputs
+    if any(a is None for a in ins):
+        ins = [_unread(ctx, i, cotangents[0]) if a is None else a for i, a in enumerate(ins)]
+    res = bind(gop.op, *ins, *cotangents, **ctx.attrs)
     res = (res,) if gop.nout == 1 else res
     out, it = [], iter(res)
     for need in imask:
         out.append(next(it) if need else None)
     return out
+
+
+def _unread(ctx, i, like):
+    """A stand-in for input ``i``, not saved: zeros of its shape and dtype (one value,
+    broadcast), a Tensor where the cotangent ``like`` is one (a recording adjoint)."""
+    shape, dtype = ctx.shapes[i], ctx.dtypes[i]
+    if shape is None:  # a Python number
+        return 0.0
+    data = like._data if isinstance(like, Tensor) else like
+    z = _devices.xp_of(data).broadcast_to(_devices.xp_of(data).zeros((), dtype), shape)
+    return wrap(z) if isinstance(like, Tensor) else z
 
 
 def _flatten(arrays, cdt, shape):

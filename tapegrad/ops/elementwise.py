@@ -207,7 +207,8 @@ def _mul_vjp(ctx, g):
     return (g * other if n[0] else None, g * x if n[1] else None)
 
 
-MUL = _binary("mul", np.multiply, _mul_vjp, saves=("x", "other"), expr="x * other",
+MUL = _binary("mul", np.multiply, _mul_vjp, saves={"x": ("other",), "other": ("x",)},
+              expr="x * other",
               jvp=lambda ctx, xt, ot: _tsum(None if xt is None else xt * ctx.inputs[1],
                                             None if ot is None else ot * ctx.inputs[0]),
               onnx=_onnx_simple("Mul"))
@@ -220,7 +221,8 @@ def _div_vjp(ctx, g):
             -gx * x / other if ctx.needs_input_grad[1] else None)
 
 
-DIV = _binary("div", np.true_divide, _div_vjp, saves=("x", "other"), promote="float",
+DIV = _binary("div", np.true_divide, _div_vjp,
+              saves={"x": ("other",), "other": ("x", "other")}, promote="float",
               expr="x / other", samples=binary_samples(low2=0.5, high2=2.0),
               jvp=lambda ctx, xt, ot: _tsum(None if xt is None else xt / ctx.inputs[1],
                                             None if ot is None else
@@ -284,7 +286,7 @@ def _m_floor(ctx, v):
 
 REMAINDER = _binary("remainder", _integer_division(np.remainder, "remainder", "remainder"),
                     _remainder_vjp,
-                    saves=("x", "other"),
+                    saves={"other": ("x", "other")},
                     samples=binary_samples(low=0.1, high=3.0, low2=0.7, high2=0.9),
                     torch=lambda torch, x, other: torch.remainder(x, other), jvp=_diagonal,
                     onnx=_onnx_remainder)
@@ -297,7 +299,7 @@ def _fmod_vjp(ctx, g):
 
 
 FMOD = _binary("fmod", _integer_division(np.fmod, "fmod", "fmod"), _fmod_vjp,
-               saves=("x", "other"),
+               saves={"other": ("x", "other")},
                samples=binary_samples(low=-3.0, high=3.0, low2=0.7, high2=0.9),
                torch=lambda torch, x, other: torch.fmod(x, other), jvp=_diagonal, onnx=_onnx_fmod)
 
@@ -365,7 +367,8 @@ def _pow_vjp(ctx, g):
     return gx, go
 
 
-POW = _binary("pow", _pow_kernel, _pow_vjp, saves=("x", "other", "out"), expr="pow(x, other)",
+POW = _binary("pow", _pow_kernel, _pow_vjp,
+              saves={"x": ("x", "other"), "other": ("x", "other", "out")}, expr="pow(x, other)",
               samples=binary_samples(low=0.5, high=2.0, low2=-1.5, high2=2.0),
               onnx=_onnx_float_simple("Pow"))
 
@@ -615,7 +618,7 @@ def _relu_backward_samples(dtype=np.float64):
 
 RELU_BACKWARD = register(
     name="relu_backward", jvp=_diagonal, kernel=_relu_backward_kernel, args=("g", "y"),
-    saves=("y",),
+    saves={"g": ("y",)},
     infer=elementwise_infer("relu_backward"), broadcasting=True,
     vjp=lambda ctx, gg: (bind(RELU_BACKWARD, gg, ctx.inputs[1]), None),
     samples=_relu_backward_samples, error_samples=bad_broadcast(),

@@ -96,12 +96,15 @@ def _matmul_kernel(x, other, out=None):
 
 
 def _matmul_vjp(ctx, g):
+    # each input's gradient reads only the other input (the one not saved is None)
     x, y = ctx.inputs
     xs, ys = ctx.shapes
     m = ctx.m
     n = ctx.needs_input_grad
-    x2 = x if len(xs) > 1 else m.reshape(x, (1, xs[0]))
-    y2 = y if len(ys) > 1 else m.reshape(y, (ys[0], 1))
+    if len(xs) == 2 and len(ys) == 1:  # matrix @ vector: a gemv each way
+        return (m.outer(g, y) if n[0] else None, m.matmul(m.mT(x), g) if n[1] else None)
+    if len(xs) == 1 and len(ys) == 2:  # vector @ matrix
+        return (m.matmul(y, g) if n[0] else None, m.outer(x, g) if n[1] else None)
     gshape = tuple(g.shape)
     if len(xs) == 1:
         gshape = gshape[:len(gshape) - (0 if len(ys) == 1 else 1)] + (1,) + \
@@ -111,13 +114,15 @@ def _matmul_vjp(ctx, g):
     g2 = m.reshape(g, gshape) if gshape != tuple(g.shape) else g
     gx = gy = None
     if n[0]:
+        y2 = y if len(ys) > 1 else m.reshape(y, (ys[0], 1))
         gx = m.matmul(g2, m.mT(y2))
-        gx = m.sum_to(gx, tuple(x2.shape))
+        gx = m.sum_to(gx, xs if len(xs) > 1 else (1, xs[0]))
         if len(xs) == 1:
             gx = m.reshape(gx, xs)
     if n[1]:
+        x2 = x if len(xs) > 1 else m.reshape(x, (1, xs[0]))
         gy = m.matmul(m.mT(x2), g2)
-        gy = m.sum_to(gy, tuple(y2.shape))
+        gy = m.sum_to(gy, ys if len(ys) > 1 else (ys[0], 1))
         if len(ys) == 1:
             gy = m.reshape(gy, ys)
     return gx, gy
@@ -210,7 +215,7 @@ def _matmul_vmap(ctx, x, y):
 MATMUL = register(name="matmul", autocast="lower", onnx=_onnx_matmul, vmap=_matmul_vmap,
                   jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"),
                   infer=_matmul_infer,
-                  vjp=_matmul_vjp, saves=("x", "other"), promote="none",
+                  vjp=_matmul_vjp, saves={"x": ("other",), "other": ("x",)}, promote="none",
                   samples=_matmul_samples,
                   error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError)],
                   torch=lambda torch, x, other: torch.matmul(x, other))
@@ -558,7 +563,9 @@ def _einsum_op(n):
             name=_einsum_name(n), jvp=_jvp.multilinear, vmap=_einsum_vmap,
             kernel=(_einsum1_kernel if n == 1 else _einsum2_kernel if n == 2
                     else _einsum_kernel),
-            infer=_einsum_infer, args=args, vjp=_einsum_vjp, saves=args, promote="none",
+            infer=_einsum_infer, args=args, vjp=_einsum_vjp, promote="none",
+            # an operand's gradient is an einsum of the cotangent and the others
+            saves={a: tuple(b for b in args if b != a) for a in args},
             samples=_einsum_samples_for(n), error_samples=_einsum_errors_for(n),
             torch=lambda torch, *ts, equation: torch.einsum(equation, *ts),
             doc=f"einsum over {n} operand(s)", onnx=_onnx_einsum)
@@ -625,7 +632,7 @@ def _dot_vmap(ctx, x, y):
 DOT = register(name="dot", autocast={"cuda": "promote"}, onnx=_onnx_matmul, vmap=_dot_vmap,
                jvp=_jvp.multilinear, kernel=_dot_kernel, infer=_dot_infer, args=("x", "y"),
                vjp=_dot_vjp,
-               saves=("x", "y"), promote="none",
+               saves={"x": ("y",), "y": ("x",)}, promote="none",
                samples=lambda dtype=np.float64: [
                    Sample((rand((4,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
                    Sample((rand((1,), dtype, seed=3), rand((1,), dtype, seed=4)), {}),
@@ -667,7 +674,7 @@ def _outer_vmap(ctx, x, y):
 
 OUTER = register(name="outer", onnx=_onnx_outer, vmap=_outer_vmap, jvp=_jvp.multilinear,
                  kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
-                 vjp=_outer_vjp, saves=("x", "vec2"), promote="same",
+                 vjp=_outer_vjp, saves={"x": ("vec2",), "vec2": ("x",)}, promote="same",
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
                      Sample((rand((1,), dtype, seed=3), rand((2,), dtype, seed=4)), {}),
@@ -826,7 +833,7 @@ def _td_vjp(ctx, g):
 TENSORDOT = register(
     name="tensordot", autocast={"cuda": "promote"}, onnx=_onnx_tensordot, jvp=_jvp.multilinear,
     kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
-    saves=("a", "b"), promote="none",
+    saves={"a": ("b",), "b": ("a",)}, promote="none",
     samples=lambda dtype=np.float64: [
         Sample((rand((2, 3, 4), dtype, seed=1), rand((3, 4, 2), dtype, seed=2)),
                {"dims": ((1, 2), (0, 1))}),
@@ -1178,7 +1185,7 @@ def _solve_vmap(ctx, a, b):
 SOLVE = register(
     name="linalg_solve", autocast={"cpu": "fp32"}, vmap=_solve_vmap, jvp=_solve_jvp,
     kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
-    vjp=_solve_vjp, saves=("A", "out"), promote="same",
+    vjp=_solve_vjp, saves={"A": ("A", "out"), "B": ("A",)}, promote="same",
     samples=lambda dtype=np.float64: [
         Sample((_wellcond((3, 3), dtype, 1), rand((3, 2), dtype, seed=2)), {}),
         Sample((_wellcond((2, 3, 3), dtype, 3), rand((3, 1), dtype, seed=4)), {}),
@@ -1311,7 +1318,8 @@ def _tri_samples(dtype=np.float64):
 
 TRI_SOLVE = register(
     name="linalg_solve_triangular", vmap=_solve_vmap, jvp=_tri_jvp, kernel=_tri_kernel,
-    infer=_tri_infer, args=("A", "B"), vjp=_tri_vjp, saves=("A", "out"), promote="same",
+    infer=_tri_infer, args=("A", "B"), vjp=_tri_vjp, saves={"A": ("A", "out"), "B": ("A",)},
+    promote="same",
     samples=_tri_samples,
     error_samples=lambda: [((_wellcond((3, 3), np.float64), rand((4, 2))), {"upper": False},
                             RuntimeError),

@@ -147,7 +147,8 @@ def _torch_sparse_mm(torch, indices, values, mat2, *, size):
 
 SPARSE_MM = register(
     name="sparse_mm", kernel=_sparse_mm_kernel, infer=_sparse_mm_infer,
-    args=("indices", "values", "mat2"), vjp=_sparse_mm_vjp, saves=("indices", "values", "mat2"),
+    args=("indices", "values", "mat2"), vjp=_sparse_mm_vjp,
+    saves={"values": ("indices", "mat2"), "mat2": ("indices", "values")},
     jvp=_jvp.multilinear, promote="none", samples=_sparse_mm_samples, torch=_torch_sparse_mm,
     onnx=_NO_ONNX,
     error_samples=lambda: [

@@ -40,7 +40,13 @@ An ``OpDef`` holds everything about one operator:
     is wanted, so a vjp written with ``m.*`` and operators differentiates again.
     For several outputs ``g`` is a tuple with ``None`` for outputs without gradient.
 ``saves``
-    which of ``args`` and ``"out"`` the vjp reads; exactly those are kept.
+    which of ``args`` and ``"out"`` the vjp reads, so that exactly those are kept: a
+    tuple (what every input's gradient reads), or a dict per input, ``{input: tuple}``
+    (``mul``: ``{"x": ("other",), "other": ("x",)}``; an input not named reads
+    nothing), of which a call keeps only what the gradients of its inputs that
+    require grad read (``x * 2`` then saves nothing). The vjp is handed ``None`` for
+    a value not kept, and computes only the gradients ``ctx.needs_input_grad`` asks
+    for. ``saved_for(needs)`` gives the positions kept for one call.
 ``jvp(ctx, *tangents)``
     optional forward-mode rule (tangents ``None`` for constant inputs).
 ``vmap(ctx, *values)``
@@ -121,7 +127,7 @@ class OpDef:
     args: tuple = ("x",)
     kind: str = "basic"
     vjp: Optional[Callable] = None
-    saves: tuple = ()
+    saves: Any = ()
     jvp: Optional[Callable] = None
     vmap: Optional[Callable] = None
     composite: Optional[Callable] = None
@@ -138,9 +144,13 @@ class OpDef:
     reference: Optional[Callable] = None
     doc: str = ""
     onnx: Any = None
-    # filled by register(): positions of saved inputs, whether "out" is saved
+    # filled by register(): positions of saved inputs, whether "out" is saved (for a
+    # per-input ``saves``, of all inputs together), and per input position the
+    # (positions, out) its gradient reads (None: ``saves`` is one tuple for all)
     save_idx: tuple = field(default=(), repr=False)
     save_out: bool = field(default=False, repr=False)
+    save_for: Optional[tuple] = field(default=None, repr=False)
+    _saved_by_needs: dict = field(default_factory=dict, repr=False)
     optional: tuple = ()
     infer_first: bool = True
     fast: bool = field(default=False, repr=False)
@@ -156,6 +166,22 @@ class OpDef:
     def compute(self, *arrays, out=None, workspace=None, **attrs):
         from .compute import compute
         return compute(self, *arrays, out=out, workspace=workspace, **attrs)
+
+    def saved_for(self, needs):
+        """``(positions, out)``: the inputs (and whether the output) one call keeps
+        when ``needs`` (one flag per input) says which inputs want a gradient."""
+        if self.save_for is None:
+            return self.save_idx, self.save_out
+        key = tuple(bool(n) for n in needs)
+        hit = self._saved_by_needs.get(key)
+        if hit is None:
+            idx, out = set(), False
+            for i, (pos, o) in enumerate(self.save_for):
+                if i < len(key) and key[i]:
+                    idx.update(pos)
+                    out = out or o
+            hit = self._saved_by_needs[key] = (tuple(sorted(idx)), out)
+        return hit
 
     def workspace_bytes(self, *specs, **attrs):
         from .compute import workspace_bytes
@@ -176,7 +202,16 @@ def validate(op):
         if a not in op.args:
             raise ValueError(f"register {op.name}: optional input {a!r} is not one of its "
                              f"inputs ({', '.join(op.args)})")
-    for s in op.saves:
+    per_input = op.saves if isinstance(op.saves, dict) else None
+    if per_input is not None:
+        for a in per_input:
+            if a not in op.args:
+                raise ValueError(f"register {op.name}: saves names {a!r}, which is not one "
+                                 f"of its inputs ({', '.join(op.args)})")
+        names = tuple(dict.fromkeys(s for v in per_input.values() for s in v))
+    else:
+        names = tuple(op.saves)
+    for s in names:
         if s != "out" and s not in op.args:
             raise ValueError(f"register {op.name}: saves {s!r} is neither an input "
                              f"({', '.join(op.args)}) nor 'out'")
@@ -188,8 +223,12 @@ def validate(op):
         if dev not in AUTOCAST_DEVICES or (pol is not None and pol not in AUTOCAST):
             raise ValueError(f"register {op.name}: autocast must be one of {AUTOCAST} (or a "
                              f"dict of them by device, {AUTOCAST_DEVICES}), got {op.autocast!r}")
-    op.save_idx = tuple(i for i, a in enumerate(op.args) if a in op.saves)
-    op.save_out = "out" in op.saves
+    op.save_idx = tuple(i for i, a in enumerate(op.args) if a in names)
+    op.save_out = "out" in names
+    op.save_for = None if per_input is None else tuple(
+        (tuple(i for i, b in enumerate(op.args) if b in per_input.get(a, ())),
+         "out" in per_input.get(a, ())) for a in op.args)
+    op._saved_by_needs = {}
     import inspect
     try:
         op.takes_out = "out" in inspect.signature(op.kernel).parameters

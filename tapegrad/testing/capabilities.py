@@ -14,6 +14,13 @@ One row per op (``rows()``), with these columns:
     small enough for the second order), ``0`` differentiable but no sample with a
     gradient. Adjoints are written with ops and record like any call, so orders above
     the second take the path the second does (not checked here).
+``saves``
+    what a recorded call keeps for its adjoint (``OpDef.saves``): ``per input`` (only
+    what the gradients of the inputs that require grad read: declared, or derived
+    from an elementwise op's expression), ``all`` (the default: what every input's
+    gradient reads, kept whichever inputs require grad), ``one input`` (the same, for
+    an op with one input), ``nothing``, ``-`` (not differentiable, or a composite:
+    its ops keep their own).
 ``jvp``
     forward mode: ``rule`` (declared), ``derived`` (an elementwise op's, from its vjp),
     ``composite`` (its ops' rules), ``none`` (forward mode raises), ``-`` (not
@@ -56,7 +63,7 @@ from ..vmap import batching_rule_of
 __all__ = ["COLUMNS", "rows", "compile_replays", "markdown_table", "text_table",
            "summary", "markdown_summary"]
 
-COLUMNS = ("op", "kind", "dtypes", "grad", "jvp", "vmap", "out", "compile", "onnx",
+COLUMNS = ("op", "kind", "dtypes", "grad", "saves", "jvp", "vmap", "out", "compile", "onnx",
            "export", "declared")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,6 +94,16 @@ def _grad_orders(op, f64):
         return "0"
     small = any(sum(a.size for a in _arrays(s.args)) <= GRADGRAD_MAX_ELEMENTS for s in grads)
     return "2" if small else "1"
+
+
+def _saves(op):
+    if not op.differentiable or op.composite is not None:
+        return "-"
+    if op.save_for is not None:
+        return "per input"
+    if not op.save_idx and not op.save_out:
+        return "nothing"
+    return "one input" if len(op.args) == 1 else "all"
 
 
 def _jvp(op):
@@ -177,7 +194,7 @@ def rows(ops=None, probe_compile=True):
                 comp = "?"
         out.append({
             "op": op.name, "kind": op.kind, "dtypes": _dtypes(op, f64),
-            "grad": _grad_orders(op, f64), "jvp": _jvp(op), "vmap": _vmap(op),
+            "grad": _grad_orders(op, f64), "saves": _saves(op), "jvp": _jvp(op), "vmap": _vmap(op),
             "out": "yes" if op.takes_out else "no", "compile": comp,
             "onnx": onnx[op.name] if onnx[op.name] in ("lowered", "decomposed") else "no",
             "export": "torch" if op.kind == "dynamic" else "torch, jax",
@@ -217,7 +234,7 @@ def summary(table):
     """{column: {value: number of ops}} for the columns with few values (the
     capability matrix)."""
     out = {}
-    for c in ("kind", "grad", "jvp", "vmap", "out", "compile", "onnx", "export"):
+    for c in ("kind", "grad", "saves", "jvp", "vmap", "out", "compile", "onnx", "export"):
         counts = {}
         for r in table:
             counts[r[c]] = counts.get(r[c], 0) + 1

@@ -67,7 +67,7 @@ def _linear_vjp(ctx, g):
     rows = 1
     for d in xs[:-1]:
         rows *= d
-    if type(g) is np.ndarray and type(w) is np.ndarray:
+    if type(g) is np.ndarray and (type(w) is np.ndarray or type(x) is np.ndarray):
         # plain NumPy arrays (nothing records): the same formulas without a bind per
         # transpose and reduction, ~10-20 us each, on every step of every layer
         g2 = g.reshape(rows, n_out)
@@ -173,7 +173,8 @@ def _linear_vmap(ctx, x, w, b):
 LINEAR = register(name="linear", autocast="lower", vmap=_linear_vmap, jvp=_linear_jvp,
                   kernel=_linear_kernel, args=("input", "weight", "bias"),
                   optional=("bias",),
-                  infer=_linear_infer, vjp=_linear_vjp, saves=("input", "weight"),
+                  infer=_linear_infer, vjp=_linear_vjp,
+                  saves={"input": ("weight",), "weight": ("input",)},
                   promote="none", samples=_linear_samples,
                   error_samples=lambda: [
                       ((_rand((3, 4)), _rand((5, 3)), None), {}, RuntimeError),

@@ -385,7 +385,8 @@ CONV2D = register(name="conv2d", autocast="lower", vmap=_conv2d_vmap, jvp=_conv2
                   args=("input", "weight", "bias"), optional=("bias",),
                   infer=_public_conv_attrs(_conv2d_infer),
                   workspace=_public_conv_attrs(_conv2d_workspace), vjp=_conv2d_vjp,
-                  saves=("input", "weight"), promote="none", samples=_conv_samples,
+                  saves={"input": ("weight",), "weight": ("input",)}, promote="none",
+                  samples=_conv_samples,
                   error_samples=_conv_errors, torch=_torch_conv, onnx=_onnx_conv2d)
 
 
@@ -481,7 +482,7 @@ CONV2D_INPUT_GRAD = register(
     name="conv2d_input_grad", vmap=_conv2d_input_grad_vmap, jvp=_jvp.multilinear,
     kind="workspace", kernel=_conv2d_input_grad_kernel,
     args=("g", "weight"), infer=_conv2d_input_grad_infer, workspace=_conv2d_input_grad_ws,
-    vjp=_conv2d_input_grad_vjp, saves=("g", "weight"), promote="same",
+    vjp=_conv2d_input_grad_vjp, saves={"g": ("weight",), "weight": ("g",)}, promote="same",
     samples=_grad_samples("input"), torch=_torch_input_grad,
     error_samples=lambda: [((_rand((1, 2, 3, 3)), _rand((2, 1, 3, 3))),
                             dict(_conv_attrs(), input_shape=(1, 1, 4, 4)), RuntimeError)],
@@ -541,7 +542,7 @@ CONV2D_WEIGHT_GRAD = register(
     name="conv2d_weight_grad", jvp=_jvp.multilinear, kind="workspace",
     kernel=_conv2d_weight_grad_kernel,
     args=("input", "g"), infer=_conv2d_weight_grad_infer, workspace=_conv2d_weight_grad_ws,
-    vjp=_conv2d_weight_grad_vjp, saves=("input", "g"), promote="same",
+    vjp=_conv2d_weight_grad_vjp, saves={"input": ("g",), "g": ("input",)}, promote="same",
     samples=_grad_samples("weight"), torch=_torch_weight_grad,
     error_samples=lambda: [((_rand((1, 2, 4, 4)), _rand((1, 3, 2, 2))),
                             dict(_conv_attrs(), weight_shape=(2, 2, 3, 3)), RuntimeError)])
@@ -812,7 +813,8 @@ CONV_TRANSPOSE2D = register(
     kernel=_public_ct_attrs(_ct_kernel),
     args=("input", "weight", "bias"), optional=("bias",), infer=_public_ct_attrs(_ct_infer),
     workspace=_public_ct_attrs(_ct_workspace), vjp=_ct_vjp, jvp=_ct_jvp,
-    saves=("input", "weight"), promote="same", samples=_ct_samples, error_samples=_ct_errors,
+    saves={"input": ("weight",), "weight": ("input",)}, promote="same", samples=_ct_samples,
+    error_samples=_ct_errors,
     torch=_torch_ct, onnx=_onnx_conv_transpose2d)
 
 
