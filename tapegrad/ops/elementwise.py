@@ -620,7 +620,8 @@ RELU_BACKWARD = register(
     name="relu_backward", jvp=_diagonal, kernel=_relu_backward_kernel, args=("g", "y"),
     saves={"g": ("y",)},
     infer=elementwise_infer("relu_backward"), broadcasting=True,
-    vjp=lambda ctx, gg: (bind(RELU_BACKWARD, gg, ctx.inputs[1]), None),
+    vjp=lambda ctx, gg: (bind(RELU_BACKWARD, gg, ctx.inputs[1])
+                         if ctx.needs_input_grad[0] else None, None),
     samples=_relu_backward_samples, error_samples=bad_broadcast(),
     torch=lambda torch, g, y: torch.ops.aten.threshold_backward(g, y, 0), onnx=_onnx_relu_backward)
 
