@@ -710,7 +710,15 @@ def _infer(op, arrays, attrs):
     bounded memo; calls with unhashable attrs are checked every time)."""
     if not op.infer_first:
         return
-    key = [op, _frozen(attrs) if attrs else ()]
+    if attrs:
+        key = tuple(attrs.items())  # hashable as they are (most calls), else spelled out
+        try:
+            hash(key)
+        except TypeError:
+            key = _frozen(attrs)
+        key = [op, key]
+    else:
+        key = [op, ()]
     for a in arrays:
         key.append(a if a is None or type(a) in _SCALARS else a.shape)
         key.append(type(a) if a is None or type(a) in _SCALARS else a.dtype)  # True != 1

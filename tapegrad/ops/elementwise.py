@@ -521,7 +521,34 @@ SINH = _u("sinh", np.sinh, lambda ctx, g: (g * ctx.m.cosh(ctx.inputs[0]),), expr
           onnx=_onnx_float_simple("Sinh"))
 COSH = _u("cosh", np.cosh, lambda ctx, g: (g * ctx.m.sinh(ctx.inputs[0]),), expr="cosh(x)",
           onnx=_onnx_float_simple("Cosh"))
-TANH = _u("tanh", np.tanh, lambda ctx, g: (g * (1 - ctx.out * ctx.out),), saves=("out",),
+def _tanh_backward_kernel(g, y, out=None):
+    r = 1 - y * y
+    return np.multiply(g, r) if out is None else np.multiply(g, r, out=out)
+
+
+def _tanh_backward_vjp(ctx, gg):
+    g, y = ctx.inputs
+    n = ctx.needs_input_grad
+    return (bind(TANH_BACKWARD, gg, y) if n[0] else None,
+            gg * g * y * -2.0 if n[1] else None)
+
+
+def _act_backward_samples(dtype=np.float64):
+    return [Sample((rand((3, 4), dtype, seed=1), rand((3, 4), dtype, -0.9, 0.9, seed=2)), {}),
+            Sample((rand((3, 4), dtype, seed=3), rand((4,), dtype, 0.1, 0.9, seed=4)), {}),
+            Sample((rand((), dtype, seed=5), rand((), dtype, 0.1, 0.9, seed=6)), {})]
+
+
+# tanh's gradient as one op, PyTorch's tanh_backward (g * (1 - y^2), y = tanh(x)): a
+# double backward records one node for it, not three
+TANH_BACKWARD = register(
+    name="tanh_backward", jvp=_diagonal, kernel=_tanh_backward_kernel, args=("g", "y"),
+    saves={"g": ("y",), "y": ("g", "y")}, expr="g * (1 - y * y)", promote="same",
+    infer=elementwise_infer("tanh_backward", "same"), broadcasting=True,
+    vjp=_tanh_backward_vjp, samples=_act_backward_samples, error_samples=bad_broadcast(),
+    torch=lambda torch, g, y: torch.ops.aten.tanh_backward(g, y))
+
+TANH = _u("tanh", np.tanh, lambda ctx, g: (bind(TANH_BACKWARD, g, ctx.out),), saves=("out",),
           expr="tanh(x)", onnx=_onnx_float_simple("Tanh"))
 
 
@@ -553,7 +580,27 @@ def _sigmoid(x, out=None):
     return out
 
 
-SIGMOID = _u("sigmoid", _sigmoid, lambda ctx, g: (g * ctx.out * (1 - ctx.out),),
+def _sigmoid_backward_kernel(g, y, out=None):
+    r = (1 - y) * y
+    return np.multiply(g, r) if out is None else np.multiply(g, r, out=out)
+
+
+def _sigmoid_backward_vjp(ctx, gg):
+    g, y = ctx.inputs
+    n = ctx.needs_input_grad
+    return (bind(SIGMOID_BACKWARD, gg, y) if n[0] else None,
+            gg * g * (1.0 - 2.0 * y) if n[1] else None)
+
+
+# sigmoid's gradient as one op, PyTorch's sigmoid_backward (g * y * (1 - y))
+SIGMOID_BACKWARD = register(
+    name="sigmoid_backward", jvp=_diagonal, kernel=_sigmoid_backward_kernel, args=("g", "y"),
+    saves={"g": ("y",), "y": ("g", "y")}, expr="g * y * (1 - y)", promote="same",
+    infer=elementwise_infer("sigmoid_backward", "same"), broadcasting=True,
+    vjp=_sigmoid_backward_vjp, samples=_act_backward_samples, error_samples=bad_broadcast(),
+    torch=lambda torch, g, y: torch.ops.aten.sigmoid_backward(g, y))
+
+SIGMOID = _u("sigmoid", _sigmoid, lambda ctx, g: (bind(SIGMOID_BACKWARD, g, ctx.out),),
              saves=("out",), expr="sigmoid(x)", onnx=_onnx_float_simple("Sigmoid"))
 
 

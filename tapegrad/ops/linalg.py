@@ -101,8 +101,8 @@ def _matmul_vjp(ctx, g):
     xs, ys = ctx.shapes
     m = ctx.m
     n = ctx.needs_input_grad
-    if len(xs) == 2 and len(ys) == 1:  # matrix @ vector: a gemv each way
-        return (m.outer(g, y) if n[0] else None, m.matmul(m.mT(x), g) if n[1] else None)
+    if len(xs) == 2 and len(ys) == 1:  # matrix @ vector: g @ x is a gemv, no transpose
+        return (m.outer(g, y) if n[0] else None, m.matmul(g, x) if n[1] else None)
     if len(xs) == 1 and len(ys) == 2:  # vector @ matrix
         return (m.matmul(y, g) if n[0] else None, m.outer(x, g) if n[1] else None)
     gshape = tuple(g.shape)
