@@ -1,7 +1,6 @@
 """The digits demo runs end to end (MLP, 1 epoch): checkpoint reload, plots, and the
 final ``test accuracy: 0.XXX`` line."""
 import re
-import time
 
 import pytest
 
@@ -12,9 +11,7 @@ pytest.importorskip("tqdm")
 
 def test_digits_mlp_one_epoch(tmp_path, capsys):
     from tapegrad.examples import digits
-    start = time.perf_counter()
     acc = digits.main(["--model", "mlp", "--epochs", "1", "--out", str(tmp_path)])
-    elapsed = time.perf_counter() - start
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"test accuracy: 0\.\d{3}|test accuracy: 1\.000", out[-1])
     assert abs(float(out[-1].split(": ")[1]) - acc) < 1e-3
@@ -22,4 +19,3 @@ def test_digits_mlp_one_epoch(tmp_path, capsys):
     assert any("identical predictions" in line for line in out)
     for name in ("curves.png", "misclassified.png", "digits_mlp.tg"):
         assert (tmp_path / name).stat().st_size > 0
-    assert elapsed < 20
