@@ -130,7 +130,12 @@ def _joint(model, info, args):
             cots.append(wrap(c))
     params = [p for p in model.parameters() if p.requires_grad]
     wrt = params + [a for a in args if isinstance(a, Tensor) and a.requires_grad]
-    grads = grad(ys, wrt, cots, allow_unused=True) if ys and wrt else [None] * len(wrt)
+    grads = [None] * len(wrt)
+    if ys and wrt:
+        try:
+            grads = grad(ys, wrt, cots, allow_unused=True)
+        except Exception as e:  # (eagerly, it raises at the user's backward, not here)
+            rec.fail(f"its backward raised {type(e).__name__}: {e}")
     return tuple(wrap(buffer(o)) for o in outs), tuple(grads)
 
 

@@ -324,3 +324,31 @@ def test_each_program_checks_the_inputs_its_own_backward_reads():
                 out.sum().backward()
         else:
             out.sum().backward()
+
+
+def test_a_backward_that_raises_raises_at_the_backward_as_eager():
+    class NoGrad(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            raise RuntimeError("no backward here")
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return NoGrad.apply(self.lin(x))
+
+    cm = tg.compile(Net())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            out = cm(tg.randn(2, 3))  # the forward works, as eager's does
+            with pytest.raises(RuntimeError, match="no backward here"):
+                out.sum().backward()
+    assert "no backward here" in cm.stats()["eager_reason"]
