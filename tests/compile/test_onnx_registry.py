@@ -1,6 +1,7 @@
 """Every registry op's samples that ``tg.onnx.support()`` lists as exportable export,
 and onnxruntime reproduces the eager outputs (float32 and float64); every op declares
-its ONNX form; coverage of the ops that are not random draws is at least 85%."""
+its ONNX form; coverage of the ops that are not random draws is at least 85%. The main suite exports
+each op's first float32 sample; the exhaustive tier (``-m slow``) the others."""
 import warnings
 
 import numpy as np
@@ -30,16 +31,21 @@ def _samples(op, dtype):
 
 
 def _params():
+    """Each exportable op's samples in float32 and float64: its first float32 sample
+    runs in the main suite, the others in the exhaustive tier (marked slow)."""
     out = []
     for op in OPS:
         if SUPPORT[op.name] not in ("lowered", "decomposed"):
             continue
+        first = True
         for dt in ((F32,) if op.name in NO_FLOAT64_RUNTIME else (F32, F64)):
             for k, s in enumerate(_samples(op, dt)):
                 if any(isinstance(a, np.ndarray) and a.dtype.kind == "c" for a in s.args):
                     continue
                 tag = "f32" if dt == F32 else "f64"
-                out.append(pytest.param(op, s, dt, id=f"{op.name}-{tag}-{k}"))
+                out.append(pytest.param(op, s, dt, id=f"{op.name}-{tag}-{k}",
+                                        marks=() if first else pytest.mark.slow))
+                first = False
     return out
 
 

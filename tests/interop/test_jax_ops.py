@@ -27,6 +27,14 @@ REPRESENTATIVE = ["add", "mul", "div", "pow", "maximum", "exp", "tanh", "sigmoid
                   # LU pivots' permutation), and composites (made of exported ops: their
                   # gradients and jvps are those ops')
                   "scatter_reduce", "index_reduce", "linalg_lu_factor", "lu", "mse_loss"]
+# the second-order checks of one op per family run in the main suite, the rest of the
+# set's in the exhaustive tier (marked slow)
+MAIN_SECOND_ORDER = {"add", "exp", "sum", "permute", "getitem", "matmul", "conv2d",
+                     "softmax", "lu", "mse_loss"}
+
+
+def _tiered(names, main):
+    return [pytest.param(n, marks=() if n in main else pytest.mark.slow) for n in names]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -77,7 +85,7 @@ def test_representative_set_covers_every_family():
     assert len(REPRESENTATIVE) >= 30 and len(mods) >= 4
 
 
-@pytest.mark.parametrize("name", REPRESENTATIVE)
+@pytest.mark.parametrize("name", _tiered(REPRESENTATIVE, MAIN_SECOND_ORDER))
 def test_check_grads_order_2_under_jit(ns, name):
     op = tg.ops_registry.get(name)
     s = _sample(op)
@@ -153,11 +161,12 @@ def test_forward_mode_jvp_under_jit(ns, name):
 
 
 # forward-over-forward, forward-over-reverse: slow (JAX's numerical checks call back to
-# the host many times); one op of each kind of rule keeps CI time reasonable
+# the host many times); one op of each kind of rule keeps CI time reasonable (exp and
+# sum in the main suite, mul and softmax in the exhaustive tier)
 FWD_CHECKED = ["mul", "exp", "sum", "softmax"]
 
 
-@pytest.mark.parametrize("name", FWD_CHECKED)
+@pytest.mark.parametrize("name", _tiered(FWD_CHECKED, {"exp", "sum"}))
 def test_check_grads_fwd_and_rev_order_2(ns, name):
     op = tg.ops_registry.get(name)
     fn, primals = _fn(ns, op, _sample(op))

@@ -87,10 +87,13 @@ def _scaled(op, sample, k):
 
 
 def _cases():
+    """Each op's samples: the first runs in the main suite, the others in the exhaustive
+    tier (marked slow)."""
     cases = []
     for op in ONE_OUT:
         for j, s in enumerate(op.samples(F64)):
-            cases.append(pytest.param(op, s, id=f"{op.name}-sample{j}"))
+            cases.append(pytest.param(op, s, id=f"{op.name}-sample{j}",
+                                      marks=() if j == 0 else pytest.mark.slow))
     return cases
 
 

@@ -7,6 +7,8 @@ differences of the op's kernel and with ``torch.func.jvp`` of its PyTorch oracle
 forward over reverse (the tangent of the op's vjp, which runs the rules of the
 vjp's own ops) is compared with central differences of the vjp and with PyTorch's
 ``jvp`` of ``vjp``. A differentiable op without a rule fails ``test_every_op_has_a_rule``.
+The main suite checks each op's first gradient sample; the exhaustive tier (``-m slow``)
+the others.
 """
 import numpy as np
 import pytest
@@ -30,19 +32,23 @@ def _float_pos(args):
     return [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
 
 
-def _samples():
+def _samples(where=lambda s: True):
+    """Each op's gradient samples (``where`` them): the first runs in the main suite,
+    the others in the exhaustive tier (marked slow)."""
     out = []
     for op in OPS:
+        first = True
         for k, s in enumerate(op.samples(F64) if op.samples else ()):
-            if s.grad and _float_pos(s.args):
-                out.append(pytest.param(op, s, id=f"{op.name}-sample{k}"))
+            if s.grad and _float_pos(s.args) and where(s):
+                out.append(pytest.param(op, s, id=f"{op.name}-sample{k}",
+                                        marks=() if first else pytest.mark.slow))
+                first = False
     return out
 
 
 SAMPLES = _samples()
-SMALL = [p for p in SAMPLES
-         if sum(a.size for a in p.values[1].args if isinstance(a, np.ndarray))
-         <= SECOND_MAX_ELEMENTS]
+SMALL = _samples(lambda s: sum(a.size for a in s.args if isinstance(a, np.ndarray))
+                 <= SECOND_MAX_ELEMENTS)
 
 
 def _tangents(op, args, seed):

@@ -14,7 +14,8 @@ from one generator state; ``empty``'s values are unspecified (shape and dtype on
 
 Each test is parametrized, at collection, over exactly the (op, sample) pairs it
 applies to (differentiable ops, samples with floating inputs, ...): nothing is
-skipped for good.
+skipped for good. The main suite runs each op's first such sample; the others run in
+the exhaustive tier (``-m slow``).
 """
 import contextlib
 
@@ -81,13 +82,18 @@ SAMPLES[F32] = {op.name: _draw(op, F32) for op in FLOAT_OPS}
 
 
 def _params(dtypes=(F64,), where=lambda op, s: True):
+    """Each op's samples the test applies to: the first one runs in the main suite,
+    the others in the exhaustive tier (marked slow)."""
     out = []
     for dt in dtypes:
         for op in OPS:
+            first = True
             for k, s in enumerate(SAMPLES[dt].get(op.name, ())):
                 if where(op, s):
                     tag = "" if dt == F64 else "-float32"
-                    out.append(pytest.param(op, s, dt, id=f"{op.name}{tag}-sample{k}"))
+                    out.append(pytest.param(op, s, dt, id=f"{op.name}{tag}-sample{k}",
+                                            marks=() if first else pytest.mark.slow))
+                    first = False
     return out
 
 

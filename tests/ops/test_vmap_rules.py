@@ -9,7 +9,8 @@ every input batched, with only the first one batched, and with only the last one
 and with the batch at a dim other than 0. Random ops run with ``randomness="same"``,
 each example of the loop and the vmapped call from one state of the generator (the
 same draw for every example, as "same" means); ``empty``'s values are unspecified
-(compared by shape only).
+(compared by shape only). The main suite checks each op's first sample; the
+exhaustive tier (``-m slow``) the others.
 """
 import warnings
 
@@ -60,16 +61,22 @@ def _patterns(args):
 
 
 def _params():
+    """Each op's samples, each with its batched-argument patterns: the patterns of the
+    op's first sample run in the main suite, the others in the exhaustive tier (marked
+    slow)."""
     out = []
     for op in OPS:
         if batching_rule_of(op) is None or op.kind == "dynamic":
             continue
+        first = None
         for k, s in enumerate(op.samples(F64) if op.samples else ()):
             if not any(_is_tensor_arg(a) and a.ndim >= 0 for a in s.args):
                 continue
+            first = k if first is None else first
             for pat in _patterns(s.args):
                 tag = "all" if len(pat) > 1 or len(_patterns(s.args)) == 1 else f"arg{pat[0]}"
-                out.append(pytest.param(op, s, pat, id=f"{op.name}-sample{k}-{tag}"))
+                out.append(pytest.param(op, s, pat, id=f"{op.name}-sample{k}-{tag}",
+                                        marks=() if k == first else pytest.mark.slow))
     return out
 
 
