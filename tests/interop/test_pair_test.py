@@ -1,5 +1,6 @@
 """``tg.testing.pair_test``: every op with a PyTorch oracle, paired with it on its
-first sample (forward, vjp, jvp, vjp of vjp); a wrong reference is reported, per
+first sample (forward, vjp, jvp, vjp of vjp; every fourth op in the main suite, all
+in the exhaustive tier); a wrong reference is reported, per
 sample and check; a custom op paired with its PyTorch version, and with JAX's."""
 import numpy as np
 import pytest
@@ -41,7 +42,11 @@ def _differentiable_oracle(op, s):
     return any(isinstance(o, torch.Tensor) and o.requires_grad for o in outs)
 
 
-@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in OPS])
+# every fourth op runs in the main suite (test_registry and test_jvp compare every op
+# with PyTorch there already), the others in the exhaustive tier (marked slow)
+@pytest.mark.parametrize("op", [pytest.param(op, id=op.name,
+                                             marks=() if k % 4 == 0 else pytest.mark.slow)
+                                for k, op in enumerate(OPS)])
 def test_every_op_pairs_with_pytorch(op):
     s = op.samples(np.float64)[:1]
     checks = [c for c in ("forward", "vjp", "jvp", "vjp_of_vjp")
