@@ -3,8 +3,9 @@ on torch.Tensors, agrees with PyTorch's own op (its ``torch`` oracle) or, withou
 with tapegrad's; every differentiable op passes ``torch.autograd.gradcheck`` and
 ``gradgradcheck`` in float64 on its samples (one sample per op, its smallest with a
 gradient; the whole Jacobian on small samples, a random projection of it on larger
-ones), so PyTorch differentiates the registry's
-adjoints again. Nothing is skipped: an op the export cannot handle fails here.
+ones; every third op in the main suite, all in the exhaustive tier), so PyTorch
+differentiates the registry's adjoints again. Nothing is skipped: an op the export
+cannot handle fails here.
 """
 import numpy as np
 import pytest
@@ -55,6 +56,12 @@ FORWARD = [_param(op, op.samples(F64)[0]) for op in OPS]
 GRAD = [_param(op, s) for op in OPS if op.differentiable for s in [_grad_sample(op)]
         if s is not None]
 JVP = GRAD
+# PyTorch's gradcheck and gradgradcheck of every third op run in the main suite (about
+# 0.1 s each; test_registry checks every op's gradients of both orders there), all of
+# them in the exhaustive tier (marked slow)
+GRAD_TIERED = [pytest.param(*p.values, id=p.id,
+                            marks=list(p.marks) + ([] if k % 3 == 0 else [pytest.mark.slow]))
+               for k, p in enumerate(GRAD)]
 
 
 def _t(a, grad=False):
@@ -198,7 +205,7 @@ def _checks(fn, inputs, whole=False):
     assert torch.autograd.gradgradcheck(fn, inputs, **kw)
 
 
-@pytest.mark.parametrize("op,sample", GRAD)
+@pytest.mark.parametrize("op,sample", GRAD_TIERED)
 def test_gradcheck_and_gradgradcheck(op, sample):
     _checks(*_fn(op, sample))
 
