@@ -11,14 +11,17 @@ from ._launch import run, run_ok
 # of two or three ranks each at once on a small machine would stretch the fault tests'
 # time limits
 pytestmark = pytest.mark.xdist_group("mpiexec")
+# three ranks on a small machine cost about twice two: the main suite runs the two-rank
+# jobs, the exhaustive tier (marked slow) the three-rank ones too
+RANKS = [2, pytest.param(3, marks=pytest.mark.slow)]
 
 
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("n", RANKS)
 def test_collectives_values(n):
     run_ok("mpi_collectives.py", n, n)
 
 
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("n", RANKS)
 def test_ddp_matches_one_process_on_the_whole_batch(n):
     run_ok("mpi_ddp.py", n)
 
@@ -74,7 +77,7 @@ def test_mismatched_shapes_every_rank_raises_its_own_error():
 
 
 @pytest.mark.parametrize("mode", ["changed", "changed_late"])
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("n", RANKS)
 def test_a_call_changed_on_one_rank_is_caught(mode, n):
     # a repeated call is compared across ranks once; a rank that changes it tells the
     # others, and whoever made the old call without comparing joins the comparison

@@ -16,7 +16,8 @@ from ._launch import run_ok
 pytestmark = pytest.mark.xdist_group("mpiexec")
 
 
-@pytest.mark.parametrize("n", [2, 3])
+# three ranks in the exhaustive tier only (marked slow): about twice two's time here
+@pytest.mark.parametrize("n", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_syncbn_matches_batchnorm_on_the_concatenated_batch(n):
     # outputs, running stats, input/weight/bias gradients (float64 and float32, 1-3 d,
     # a rank with no examples), second order, finite differences, eval, DDP steps
