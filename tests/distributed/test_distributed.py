@@ -14,6 +14,7 @@ pytestmark = pytest.mark.xdist_group("mpiexec")
 # three ranks on a small machine cost about twice two: the main suite runs the two-rank
 # jobs, the exhaustive tier (marked slow) the three-rank ones too
 RANKS = [2, pytest.param(3, marks=pytest.mark.slow)]
+SLOW = pytest.mark.slow  # a further variant of a fault the main suite checks once
 
 
 @pytest.mark.parametrize("n", RANKS)
@@ -54,9 +55,9 @@ def test_a_late_failure_is_reported_at_exit():
 
 @pytest.mark.parametrize("mode, words", [
     ("shape", r"rank 0: all_reduce\(shape=\(3,\).*rank 1: all_reduce\(shape=\(4,\)"),
-    ("dtype", r"rank 0: broadcast\(shape=\(3,\), dtype=tapegrad.float32.*"
-              r"rank 1: broadcast\(shape=\(3,\), dtype=tapegrad.float64"),
-    ("order", r"rank 0: all_reduce\(.*rank 1: broadcast\("),
+    pytest.param("dtype", r"rank 0: broadcast\(shape=\(3,\), dtype=tapegrad.float32.*"
+                 r"rank 1: broadcast\(shape=\(3,\), dtype=tapegrad.float64", marks=SLOW),
+    pytest.param("order", r"rank 0: all_reduce\(.*rank 1: broadcast\(", marks=SLOW),
     ("model", r"DistributedDataParallel: the ranks hold different models"),
 ])
 def test_mismatched_calls_give_a_clear_error_on_every_rank(mode, words):
@@ -76,7 +77,7 @@ def test_mismatched_shapes_every_rank_raises_its_own_error():
                           r".*rank 2: all_gather\(shape=\(4,\)", err)) >= 3, err
 
 
-@pytest.mark.parametrize("mode", ["changed", "changed_late"])
+@pytest.mark.parametrize("mode", ["changed", pytest.param("changed_late", marks=SLOW)])
 @pytest.mark.parametrize("n", RANKS)
 def test_a_call_changed_on_one_rank_is_caught(mode, n):
     # a repeated call is compared across ranks once; a rank that changes it tells the
@@ -103,7 +104,7 @@ def test_a_hung_rank_times_out():
     assert re.search(r"all_reduce: timed out after 0.5 s on rank 0", err), err
 
 
-@pytest.mark.parametrize("mode", ["wait_timeout", "monitored_barrier"])
+@pytest.mark.parametrize("mode", ["wait_timeout", pytest.param("monitored_barrier", marks=SLOW)])
 def test_a_wait_with_a_timeout_stops_at_it(mode):
     # (the group's timeout is 20 s: Work.wait(timeout=) once waited in the call check,
     # ignoring its own, until the late rank came)
@@ -116,7 +117,8 @@ def test_a_wait_with_a_timeout_stops_at_it(mode):
 
 @pytest.mark.parametrize("mode, words", [
     ("recv_exit", r"recv: rank 1 exited without the matching send \(rank 0 waited for it\)"),
-    ("recv_raise", r"recv: rank 1 failed \(ValueError: the sender failed\); rank 0 stops"),
+    pytest.param("recv_raise", r"recv: rank 1 failed \(ValueError: the sender failed\); "
+                 r"rank 0 stops", marks=SLOW),
 ])
 def test_a_recv_from_a_rank_that_left_or_failed_names_it(mode, words):
     out, err, took = _failed(mode)
@@ -124,6 +126,7 @@ def test_a_recv_from_a_rank_that_left_or_failed_names_it(mode, words):
     assert took < 15
 
 
+@pytest.mark.slow  # the demo end to end (DDP's values: test_ddp_matches_one_process...)
 def test_digits_demo_distributed(tmp_path):
     pytest.importorskip("sklearn")
     pytest.importorskip("tqdm")

@@ -23,7 +23,7 @@ def test_compiled_path_is_taken_and_gives_the_reductions():
         assert m and int(m.group(1)) > 0.8 * int(m.group(2)), out
 
 
-@pytest.mark.parametrize("mode", ["off", "missing"])
+@pytest.mark.parametrize("mode", ["off", pytest.param("missing", marks=pytest.mark.slow)])
 def test_mpi4py_path_when_the_compiled_one_is_off_or_unavailable(mode, monkeypatch):
     # off: TAPEGRAD_DISTRIBUTED_NATIVE=0; missing: the MPI library is not found
     if mode == "off":
