@@ -126,7 +126,9 @@ def test_a_recv_from_a_rank_that_left_or_failed_names_it(mode, words):
     assert took < 15
 
 
-@pytest.mark.slow  # the demo end to end (DDP's values: test_ddp_matches_one_process...)
+# the demo end to end, in the exhaustive tier (the main suite checks DDP's values with
+# test_ddp_matches_one_process_on_the_whole_batch)
+@pytest.mark.slow
 def test_digits_demo_distributed(tmp_path):
     pytest.importorskip("sklearn")
     pytest.importorskip("tqdm")
