@@ -215,8 +215,9 @@ def _gn_vjp(ctx, g):
     N, C = shape[:2]
     bshape = (1, C) + (1,) * (len(shape) - 2)
     dims = (0,) + tuple(range(2, len(shape)))
-    xhat, rstd = _gn_stats(m, x, G, eps)
     gx = gw = gb = None
+    if n[0] or (len(n) > 1 and n[1]):  # (the bias's gradient reads no saved value)
+        xhat, rstd = _gn_stats(m, x, G, eps)
     if n[0]:
         gh = g if w is None else g * m.reshape(w, bshape)
         gh = m.reshape(gh, (N, G, -1))
@@ -326,7 +327,8 @@ def _group_norm_vmap(ctx, x, w, b):
 GROUP_NORM = register(
     name="group_norm", autocast={"cuda": "fp32"}, vmap=_group_norm_vmap, kernel=_gn_kernel,
     infer=_gn_infer, args=("input", "weight", "bias"),
-    optional=("weight", "bias"), vjp=_gn_vjp, jvp=_gn_jvp, saves=("input", "weight"),
+    optional=("weight", "bias"), vjp=_gn_vjp, jvp=_gn_jvp,
+    saves={"input": ("input", "weight"), "weight": ("input",)},
     promote="same", samples=_gn_samples, torch=_torch_gn,
     error_samples=lambda: [((rand((2, 6, 3)), None, None), dict(num_groups=4, eps=1e-5),
                             RuntimeError),
