@@ -58,11 +58,11 @@ class _Call:
     takes them; the program (its backward); the arguments for a ``create_graph``
     backward, which recomputes (a replayed forward drew no random numbers: the capture
     refuses one that does)."""
-    __slots__ = ("computed", "prog", "args", "positions")
+    __slots__ = ("computed", "prog", "args", "kwargs", "tensors")
 
-    def __init__(self, computed, prog, args, positions):
+    def __init__(self, computed, prog, args, kwargs, tensors):
         self.computed, self.prog = computed, prog
-        self.args, self.positions = args, positions
+        self.args, self.kwargs, self.tensors = args, kwargs, tensors
 
 
 class _Joint(Compiled):
@@ -75,8 +75,8 @@ class _Joint(Compiled):
         info = []  # (the capture's step count where the backward began, the output
         #             structure, the cotangents' values, the outputs they are of)
 
-        def joint(*args):
-            return _joint(model, info, args)
+        def joint(*args, **kwargs):
+            return _joint(model, info, args, kwargs)
         joint.__qualname__ = f"{type(model).__name__}.forward"
         self._info = info
         super().__init__(joint, fuse=fuse, max_captures=max_captures)
@@ -106,14 +106,14 @@ class _Joint(Compiled):
         return _CAPTURED
 
 
-def _joint(model, info, args):
+def _joint(model, info, args, kwargs):
     """The function ``_Joint`` captures: the forward, then the gradients of the
     parameters and arguments that require grad for cotangents that are arguments of
     the program (placeholders of ones here)."""
     from ..autodiff import grad
     rec = capturing()
     with enable_grad():
-        out = model.forward(*args)
+        out = model.forward(*args, **kwargs)
     outs, spec = _flatten(out)
     info[:] = [len(rec.g.steps), spec, [], []]
     if spec is None or not outs:
@@ -129,7 +129,7 @@ def _joint(model, info, args):
             ys.append(o)
             cots.append(wrap(c))
     params = [p for p in model.parameters() if p.requires_grad]
-    wrt = params + [a for a in args if isinstance(a, Tensor) and a.requires_grad]
+    wrt = params + [a for a in _tensors(args, kwargs) if a.requires_grad]
     grads = [None] * len(wrt)
     if ys and wrt:
         try:
@@ -202,16 +202,14 @@ class CompiledModule:
         if params is None or capturing() is not None:  # (hooks in the tree)
             d["_eager_calls"] += 1
             return m(*args, **kwargs)
-        tensors = [a for a in args if isinstance(a, Tensor)]
+        tensors = _tensors(args, kwargs)
         if not is_grad_enabled() or not (params or any(t.requires_grad for t in tensors)):
             d["_last_joint"] = False
             return self._fwd(*args, **kwargs)
-        r = _EAGER
-        if not kwargs:
-            joint = self._joint
-            r = joint(*args)  # (_EAGER, never running the forward, when it cannot replay)
-            if r is _CAPTURED:  # (the capture put the state back: now the replay)
-                r = joint(*args)
+        joint = self._joint
+        r = joint(*args, **kwargs)  # (_EAGER, never running the forward, if it cannot replay)
+        if r is _CAPTURED:  # (the capture put the state back: now the replay)
+            r = joint(*args, **kwargs)
         if type(r) is not _Replayed:  # a forward that cannot be replayed runs eagerly,
             d["_eager_calls"] += 1    # recording as usual
             return m(*args, **kwargs)
@@ -221,10 +219,9 @@ class CompiledModule:
         nout = prog.n_out
         saves = prog.__dict__.get("node_saves")
         if saves is None or len(saves[0]) != len(tensors) + len(params):
-            saves = prog.node_saves = _node_saves(prog, args, params)
+            saves = prog.node_saves = _node_saves(prog, args, kwargs, params)
         op = self._node_op(len(tensors), len(params), nout, saves)
-        call = _Call(arrays[:nout] if nout > 1 else arrays[0], prog, args,
-                     [i for i, a in enumerate(args) if isinstance(a, Tensor)])
+        call = _Call(arrays[:nout] if nout > 1 else arrays[0], prog, args, kwargs, tensors)
         res = bind(op, *tensors, *params, call=call)
         node = (res if nout == 1 else res[0])._node
         if node is not None:  # the saved values, let go with the node's (see Node.inputs)
@@ -279,9 +276,9 @@ class CompiledModule:
         res = prog.backward.fn(tuple(saved) + tuple(cots), (), {})
         self.__dict__["_bwd_replays"] += 1
         grads = [None if s is None else res[s] for s in prog.grad_slots]
-        n_params = len(grads) - sum(1 for p in call.positions if call.args[p].requires_grad)
+        n_params = len(grads) - sum(1 for t in call.tensors if t.requires_grad)
         gx = iter(grads[n_params:])
-        out = [next(gx) if call.args[p].requires_grad else None for p in call.positions]
+        out = [next(gx) if t.requires_grad else None for t in call.tensors]
         return out + grads[:n_params]
 
     def _eager_vjp(self, call, gs):
@@ -295,14 +292,14 @@ class CompiledModule:
         kept = [(b, buffer(b).copy()) for b in m.buffers()]
         try:
             with enable_grad():
-                outs, _ = _flatten(m.forward(*call.args))
+                outs, _ = _flatten(m.forward(*call.args, **call.kwargs))
         finally:
             for b, v in kept:  # the recomputation's buffer writes, undone
                 buffer(b)[...] = v
                 mark_written(b)
         params = [p for p in m.parameters() if p.requires_grad]
         pairs = [(o, g) for o, g in zip(outs, gs) if g is not None and o.requires_grad]
-        xs = [call.args[p] for p in call.positions]
+        xs = call.tensors
         need = [x for x in xs if x.requires_grad] + params
         if not pairs or not need:
             return [None] * (len(xs) + len(params))
@@ -365,11 +362,21 @@ def _unflatten(spec, it):
     return tp(vals)
 
 
-def _node_saves(prog, args, params):
+def _tensors(args, kwargs):
+    """The tensor arguments, positional then keyword (sorted by name): the node's
+    inputs before the parameters, in the order of the joint's gradients."""
+    out = [a for a in args if isinstance(a, Tensor)]
+    if kwargs:
+        out += [kwargs[k] for k in sorted(kwargs) if isinstance(kwargs[k], Tensor)]
+    return out
+
+
+def _node_saves(prog, args, kwargs, params):
     """(for each input of the node, the tensor arguments then the parameters: whether
     the backward reads its buffer; ``("out",)`` if it reads an output, else ``()``)."""
     ext = prog.saved_ext
     flags = [i in prog.saved_args for i, a in enumerate(args) if isinstance(a, Tensor)]
+    flags += [k in prog.saved_args for k in sorted(kwargs) if isinstance(kwargs[k], Tensor)]
     for p in params:
         d = p._data
         flags.append(any(e is d or e.base is d for e in ext))

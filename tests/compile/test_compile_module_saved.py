@@ -352,3 +352,37 @@ def test_a_backward_that_raises_raises_at_the_backward_as_eager():
             with pytest.raises(RuntimeError, match="no backward here"):
                 out.sum().backward()
     assert "no backward here" in cm.stats()["eager_reason"]
+
+
+def test_keyword_arguments_replay_and_get_their_gradients():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x, scale=None, shift=0.0):
+            h = tg.tanh(self.lin(x))
+            if scale is not None:
+                h = h * scale
+            return h + shift
+
+    m, ref = _pair(Net)
+    cm = tg.compile(m)
+    rng = np.random.default_rng(7)
+    for kw in ({}, {"scale": True}, {"scale": True, "shift": 1.5}, {"scale": True}):
+        xv = rng.standard_normal((3, 4)).astype(np.float32)
+        sv = rng.standard_normal((3, 4)).astype(np.float32)
+        res = []
+        for model in (cm, ref):
+            model.zero_grad()
+            x = tg.tensor(xv, requires_grad=True)
+            s = tg.tensor(sv, requires_grad=True)
+            kws = {k: (s if k == "scale" else v) for k, v in kw.items()}
+            out = model(x, **kws)
+            (out ** 2).sum().backward()
+            res.append([out.detach().numpy(), x.grad.numpy()] + _grads(model, [])
+                       + ([s.grad.numpy()] if "scale" in kw else []))
+        for a, b in zip(*res):
+            _close(a, b)
+    s = cm.stats()
+    assert s["eager_calls"] == 0 and s["captures"] == 3 and s["backward_replays"] == 4
