@@ -481,14 +481,25 @@ def _reaching(roots, keys, tape_id):
         if node in memo:
             stack.pop()
             continue
+        edges = node.edges
         on_tape = tape_id is None or (node.tapes and tape_id in node.tapes)
-        pending = [e[0] for e in node.edges if on_tape and type(e) is tuple and e[0] not in memo]
-        if pending:
-            stack.extend(pending)
-            continue
+        if on_tape:
+            pending = [e[0] for e in edges if type(e) is tuple and e[0] not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
         stack.pop()
-        memo[node] = on_tape and any(
-            e is not None and (memo.get(e[0]) or (id(e[0]), e[1]) in keys
-                               if type(e) is tuple else id(e) in keys)
-            for e in node.edges)
+        hit = False
+        if on_tape:
+            for e in edges:  # (a loop, not any() over a generator: this runs per node)
+                if e is None:
+                    continue
+                if type(e) is tuple:
+                    if memo[e[0]] or (id(e[0]), e[1]) in keys:
+                        hit = True
+                        break
+                elif id(e) in keys:
+                    hit = True
+                    break
+        memo[node] = hit
     return memo
