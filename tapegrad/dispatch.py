@@ -128,7 +128,8 @@ def lane(op):
 
 def _make_lane(op):
     float_only = op.promote == "float"
-    widen = op.kind != "view"  # half-width inputs take the general path (_widened)
+    # half-width inputs take the general path (_widened), but for a kernel that takes them
+    widen = op.kind != "view" and not op.halfwidth
     elementwise = op.elementwise
     check = not elementwise
     view = op.kind == "view"
@@ -284,7 +285,7 @@ def _general(op, args, attrs):
                         f"({', '.join(type(a).__name__ for a in arrays if a is not None)}); "
                         f"wrap them with tg.tensor() or tg.from_numpy(), or call "
                         f"tapegrad.ops_registry.get({op.name!r}).compute(...) on raw arrays")
-    if op.kind != "view" and _low_in(arrays):
+    if op.kind != "view" and not op.halfwidth and _low_in(arrays):
         out = _widened(op, args, arrays, attrs)
     elif _state._observers:  # (tg.compile's capture asks which tensors held the arrays)
         out = _observed_compute(op, args, arrays, attrs)

@@ -267,7 +267,7 @@ _helpers = {}
 _MAGIC_BITS = 0x4B400000  # bits of 1.5 * 2**23: t = x + that rounds x to an integer k
 # bump when an intrinsic below changes: generated kernels embed it in their source, so
 # Numba's disk cache (keyed by the source file) does not serve stale machine code
-HELPERS_VERSION = 4
+HELPERS_VERSION = 5
 
 
 def jit_helpers():
@@ -285,7 +285,12 @@ def jit_helpers():
     2**23``, the rounding trick's float, whose low bits hold ``k``),
     ``f32_select_sign(x, a, b)`` (``a`` where ``x``'s sign bit is set, else ``b``),
     ``f32_exponent(x)`` (biased exponent field as a
-    float) and ``f32_mantissa(x)`` (significand in ``[0.5, 1)``).
+    float) and ``f32_mantissa(x)`` (significand in ``[0.5, 1)``); and the half-width
+    loads and stores of fused kernels, on the 16 bits of a bfloat16 or float16 element
+    held as uint16 (``bf16_load``/``f16_load``: uint16 -> float32, exact;
+    ``bf16_store``/``f16_store``: float32 -> uint16, rounded to nearest-even, infinities
+    kept, NaN stays a (quiet) NaN with its sign), all on 32-bit integer lanes with
+    selects, no branch, so a kernel's loop still vectorises.
     """
     ns = _helpers.get("ns")
     if ns is not None:
@@ -391,7 +396,70 @@ def jit_helpers():
         m = b.or_(b.and_(bits, ir.Constant(i32, 0x7FFFFF)), ir.Constant(i32, 0x3F000000))
         return b.bitcast(m, f32)
 
+    i16 = ir.IntType(16)
+
+    def _c(v):
+        return ir.Constant(i32, v)
+
+    def _u16_to_f32(body):
+        @intrinsic
+        def load(typingctx, h):
+            def codegen(context, builder, sig, args):
+                return body(builder, builder.zext(args[0], i32))
+            return types.float32(types.uint16), codegen
+        return load
+
+    def _f32_to_u16(body):
+        @intrinsic
+        def store(typingctx, x):
+            def codegen(context, builder, sig, args):
+                return builder.trunc(body(builder, builder.bitcast(args[0], i32)), i16)
+            return types.uint16(types.float32), codegen
+        return store
+
+    def _bf16_load(b, h):  # the bfloat16 bits are the float32's top half
+        return b.bitcast(b.shl(h, _c(16)), f32)
+
+    def _bf16_store(b, u):
+        # nearest-even: add 0x7fff plus the lowest kept bit, keep the top half; a NaN
+        # keeps its top half with the quiet bit set (rounding could make it an inf)
+        odd = b.and_(b.lshr(u, _c(16)), _c(1))
+        r = b.lshr(b.add(b.add(u, _c(0x7FFF)), odd), _c(16))
+        nan = b.icmp_unsigned(">", b.and_(u, _c(0x7FFFFFFF)), _c(0x7F800000))
+        return b.select(nan, b.or_(b.lshr(u, _c(16)), _c(0x40)), r)
+
+    def _f16_load(b, h):
+        # exponent and mantissa moved into float32's fields and rebiased; infinities
+        # and NaNs get the all-ones exponent; subnormals (and zero) are the mantissa
+        # times 2**-24, exact; then the sign
+        o = b.shl(b.and_(h, _c(0x7FFF)), _c(13))
+        e = b.and_(o, _c(0x7C00 << 13))
+        normal = b.add(o, _c((127 - 15) << 23))
+        special = b.add(o, _c((255 - 31) << 23))
+        sub = b.fmul(b.sitofp(b.and_(h, _c(0x3FF)), f32), ir.Constant(f32, 2.0 ** -24))
+        bits = b.select(b.icmp_unsigned("==", e, _c(0x7C00 << 13)), special, normal)
+        bits = b.select(b.icmp_unsigned("==", e, _c(0)), b.bitcast(sub, i32), bits)
+        return b.bitcast(b.or_(bits, b.shl(b.and_(h, _c(0x8000)), _c(16))), f32)
+
+    def _f16_store(b, u):
+        # F. Giesen's float_to_half_fast3_rtne: normal results round by integer
+        # arithmetic; results below 2**-14 by one float add of 0.5, whose rounding
+        # puts the subnormal's mantissa (nearest-even) in the low bits
+        sign = b.and_(u, _c(0x80000000))
+        a = b.xor(u, sign)
+        big = b.select(b.icmp_unsigned(">", a, _c(0x7F800000)), _c(0x7E00), _c(0x7C00))
+        magic = 126 << 23  # 0.5
+        sub = b.sub(b.bitcast(b.fadd(b.bitcast(a, f32), ir.Constant(f32, 0.5)), i32),
+                    _c(magic))
+        odd = b.and_(b.lshr(a, _c(13)), _c(1))
+        norm = b.lshr(b.add(b.add(a, _c(((15 - 127) << 23) + 0xFFF)), odd), _c(13))
+        o = b.select(b.icmp_unsigned("<", a, _c(113 << 23)), sub, norm)
+        o = b.select(b.icmp_unsigned(">=", a, _c((127 + 16) << 23)), big, o)
+        return b.or_(o, b.lshr(sign, _c(16)))
+
     ns = _types.SimpleNamespace(
+        bf16_load=_u16_to_f32(_bf16_load), bf16_store=_f32_to_u16(_bf16_store),
+        f16_load=_u16_to_f32(_f16_load), f16_store=_f32_to_u16(_f16_store),
         prange=nb.prange, helper=helper, version=HELPERS_VERSION,
         f32_ldexp=_f32_op(2, _ldexp), f32_ldexp_magic=_f32_op(2, _ldexp_magic),
         f32_pow2_magic=f32_pow2_magic, f32_select_sign=f32_select_sign,

@@ -7,6 +7,14 @@ every output at ``[i]``. Constants are module globals of the kernel's dtype (Num
 freezes them), so a float32 kernel never widens to float64. float32 kernels call the
 vectorisable approximations of ``approx.py`` (one shared helper module, force-inlined
 by LLVM, so the loop vectorises); float64 kernels use libm through ``np.*``.
+
+Half width (``store="bfloat16"`` or ``"float16"``): the kernel computes in float32 but
+reads and writes the 16-bit elements themselves, as uint16 (input pattern ``h``; every
+output): each read widens exactly (a bfloat16 is the top half of a float32: a shift),
+each write rounds once to nearest-even (``devices.cpu.jit_helpers``' ``bf16_store`` /
+``f16_store``, branch-free integer code, so the loop still vectorises). A chain moves
+half the bytes of its float32 run and rounds as PyTorch's CPU kernels do: once, at
+the end.
 """
 import numpy as np
 
@@ -23,10 +31,16 @@ _NP = {"exp": "np.exp", "log": "np.log", "log1p": "np.log1p", "expm1": "np.expm1
 _BLOCK = 1024  # elements per float32 partial sum of a reduction kernel
 
 
-def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=False):
+_STORES = {"bfloat16": ("bf16_load", "bf16_store"), "float16": ("f16_load", "f16_store")}
+
+
+def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=False, store=None):
     """Source of ``kernel`` for IR ``outputs`` over input nodes ``inputs``.
 
-    ``pattern[k]`` is ``"f"`` (full, read at i) or ``"s"`` (size one, read at 0).
+    ``pattern[k]`` is ``"f"`` (full, read at i) or ``"s"`` (size one, read at 0), both
+    of the kernel's ``dtype``, or ``"h"`` (full, the uint16 bits of a ``store`` element).
+    ``store`` (``"bfloat16"``/``"float16"``, with ``dtype`` float32): the outputs are
+    uint16 arrays holding that dtype's bits, rounded once from the float32 result.
     With ``reduce`` the kernel returns the sum of its first output over ``[0, n)``:
     ``kernel(n, a0, a1, ..., o1, o2, ...) -> float``, summed in the kernel's dtype
     over blocks of ``_BLOCK`` elements (reassociated into vector lanes, so it vectorises)
@@ -37,13 +51,22 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         raise ValueError("a reduction kernel needs an output to sum")
     dtype = np.dtype(dtype)
     f32 = dtype == np.float32
+    if store is not None and (store not in _STORES or not f32):
+        raise ValueError(f"a half-width kernel computes in float32 and stores one of "
+                         f"{sorted(_STORES)}, not {dtype} as {store}")
+    load, write = _STORES[store] if store is not None else (None, None)
+    if "h" in pattern and load is None:
+        raise ValueError("a half-width input (pattern 'h') needs store=")
     tname = "np.float32" if f32 else "np.float64"
     order = topo(outputs)
     names, consts, body, hoisted = {}, {}, [], []
     for k, (node, p) in enumerate(zip(inputs, pattern)):
         names[node] = f"v{k}"
         # size-one inputs are read once, before the loop
-        (body if p == "f" else hoisted).append(f"v{k} = a{k}[{'i' if p == 'f' else '0'}]")
+        if p == "h":
+            body.append(f"v{k} = _load(a{k}[i])")
+        else:
+            (body if p == "f" else hoisted).append(f"v{k} = a{k}[{'i' if p == 'f' else '0'}]")
     use_approx = f32 and approximate
     used_ops = set()
     for n in order:
@@ -63,8 +86,15 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         names[n] = t
     for j, o in enumerate(outputs):
         val = names[o] if not o.is_bool else f"(_one if {names[o]} else _zero)"
-        body.append(f"s += {val}" if reduce and j == 0 else f"o{j}[i] = {val}")
+        if reduce and j == 0:
+            body.append(f"s += {val}")
+        else:
+            body.append(f"o{j}[i] = _store({val})" if write else f"o{j}[i] = {val}")
     lines = ["import math as _math", "import numpy as np"]
+    if load is not None:
+        from ..devices.cpu import HELPERS_VERSION
+        lines += [f"from tapegrad.devices.cpu import jit_helpers as _jit  # v{HELPERS_VERSION}",
+                  f"_load, _store = _jit().{load}, _jit().{write}"]
     need = approx.needed(sorted(used_ops)) if use_approx else []
     if need:
         lines += [f"from tapegrad.fusion.approx import helpers as _approx  # {approx.tag()}",

@@ -36,6 +36,10 @@ class config:
     approximate = True
 
 
+_F32 = np.dtype(np.float32)
+# dtypes with compiled CPU kernels (bfloat16 and float16: half-width loads and stores)
+_NUMBA_DTYPES = (_dt.BF16, _dt.F16, _F32, np.dtype(np.float64))
+
 # compile statistics, for benchmarks and the "second call compiles nothing" test
 stats = {"compiles": 0, "cache_loads": 0, "compile_seconds": 0.0,
          "last_compile_seconds": 0.0, "numba_failures": 0}
@@ -61,7 +65,7 @@ class ExprOp:
             vjp=self.vjp, saves=self.saves, expr=expr, broadcasting=True, promote="float",
             jvp=diagonal, nout=nout, samples=samples or _default_samples(len(self.inputs)),
             error_samples=error_samples or _default_errors(len(self.inputs)),
-            torch=torch, reference=self.reference, doc=doc)
+            torch=torch, reference=self.reference, halfwidth=True, doc=doc)
         self.op.fusion = self
 
     # ------------------------------------------------------------ IR
@@ -117,7 +121,7 @@ class ExprOp:
             n = math.prod(shape)
             outs = None
             if (config.use_numba and not _numba_broken and n >= config.min_numel and n > 0
-                    and dtype in (np.float16, np.float32, np.float64)):
+                    and dtype in _NUMBA_DTYPES):
                 outs = self._run_numba(arrays, attrs, dtype, shape, n, into=out)
             if outs is None:
                 outs = self._evaluate(arrays, attrs, dtype, shape)
@@ -138,37 +142,44 @@ class ExprOp:
         return outs[0] if self.nout == 1 else tuple(outs)
 
     def _evaluate(self, arrays, attrs, dtype, shape):
+        """The IR evaluated op by op with NumPy (or CuPy); bfloat16 and float16 in
+        float32, each output rounded once, as the compiled kernels do."""
         ins, outs = self.graph(attrs)
         xp = np
         for a in arrays:
             if hasattr(a, "shape") and _cuda.is_cupy(a):
                 xp = _cuda.cupy()
-        vals = {n: _cast(xp, a, dtype) for n, a in zip(ins, arrays)}
-        res = evaluate(outs, vals, dtype, xp)
-        return [_materialise(xp, r, shape, dtype, any(r is v for v in vals.values()))
-                for r in res]
+        cdt = _F32 if dtype in _dt.LOW else dtype
+        vals = {n: _cast(xp, a, cdt) for n, a in zip(ins, arrays)}
+        res = evaluate(outs, vals, cdt, xp)
+        res = [_materialise(xp, r, shape, cdt, any(r is v for v in vals.values()))
+               for r in res]
+        return res if cdt == dtype else [r.astype(dtype) for r in res]
 
     def _run_numba(self, arrays, attrs, dtype, shape, n, reduce=False, into=None):
         """Run the compiled kernel; ``reduce``: return the float64 sum of the one
         output instead of writing it; ``into``: the caller's out= (used where it fits
-        the loop). None when Numba is unusable."""
-        cdt = np.dtype(np.float32) if dtype == np.float16 else dtype
-        flat, pattern = _flatten(arrays, cdt, shape)
+        the loop). None when Numba is unusable. bfloat16 and float16 run a half-width
+        kernel (``codegen_numba``): it reads and writes their 16-bit elements and
+        computes in float32."""
+        half = dtype in _dt.LOW
+        cdt = _F32 if half else dtype
+        flat, pattern = _flatten(arrays, cdt, shape, dtype if half else None)
         given = [None] * self.nout if into is None else \
             [into] if self.nout == 1 else list(into)
         outs = [] if reduce else [
-            o if type(o) is np.ndarray and o.dtype == cdt and o.shape == tuple(shape)
-            and o.flags.c_contiguous and o.flags.writeable else np.empty(shape, cdt)
+            o if type(o) is np.ndarray and o.dtype == dtype and o.shape == tuple(shape)
+            and o.flags.c_contiguous and o.flags.writeable else np.empty(shape, dtype)
             for o in given]
+        bufs = [o.reshape(-1).view(np.uint16) if half else o.reshape(-1) for o in outs]
         try:
-            fn = self._compiled(attrs, cdt, pattern, reduce)
+            fn = self._compiled(attrs, cdt, pattern, reduce, dtype.name if half else None)
             first = not fn.signatures
             t0 = time.perf_counter()
             if first:  # compiles (or loads from the disk cache) on this thread
-                parts = [fn(n, *flat, *[o.reshape(-1) for o in outs])]
+                parts = [fn(n, *flat, *bufs)]
             else:
-                parts = _cpu.run_chunked(fn, n, *flat, *[o.reshape(-1) for o in outs],
-                                         collect=True)
+                parts = _cpu.run_chunked(fn, n, *flat, *bufs, collect=True)
         except Exception as e:  # numba missing or broken: the reference still works
             _numba_broken.append(e)
             stats["numba_failures"] += 1
@@ -186,17 +197,16 @@ class ExprOp:
                 stats["last_compile_seconds"] = dt
         if reduce:
             return math.fsum(parts)
-        if cdt != dtype:
-            outs = [o.astype(dtype) for o in outs]
         return outs
 
-    def _compiled(self, attrs, dtype, pattern, reduce=False):
-        key = (tuple(sorted(attrs.items())), dtype.str, pattern, config.approximate, reduce)
+    def _compiled(self, attrs, dtype, pattern, reduce=False, store=None):
+        key = (tuple(sorted(attrs.items())), dtype.str, pattern, config.approximate, reduce,
+               store)
         fn = self._kernels.get(key)
         if fn is None:
             ins, outs = self.graph(attrs)
             src = codegen_numba.kernel_source(ins, outs, dtype, pattern, config.approximate,
-                                              reduce=reduce)
+                                              reduce=reduce, store=store)
             # a serial nogil kernel: run_chunked spreads it over the threads (a
             # busy machine does not stall it, unlike prange) and it compiles ~3x
             # faster than parallel=True
@@ -207,7 +217,7 @@ class ExprOp:
 
     def _run_cuda(self, arrays, attrs, dtype, shape):
         cp = _cuda.cupy()
-        cdt = np.dtype(np.float32) if dtype == np.float16 else dtype
+        cdt = _F32 if dtype in _dt.LOW else dtype
         ins, outs = self.graph(attrs)
         key = ("cuda", tuple(sorted(attrs.items())), cdt.str)
         spec = self._kernels.get(key)
@@ -223,7 +233,7 @@ class ExprOp:
         """The float64 sum of the one output over ``shape`` as a 0-d CuPy array, in
         one pass that stores no elementwise result (``codegen_cuda.reduce_source``)."""
         cp = _cuda.cupy()
-        cdt = np.dtype(np.float32) if dtype == np.float16 else dtype
+        cdt = _F32 if dtype in _dt.LOW else dtype
         n = math.prod(shape)
         if n == 0:
             return cp.zeros((), np.float64)
@@ -304,7 +314,8 @@ class ReduceExprOp:
             vjp=self.vjp, jvp=self.jvp, saves=inner.saves, broadcasting=True,
             promote="float", expr=f"{how}({inner.op.expr})" if inner.op.expr else None,
             samples=inner.op.samples, error_samples=inner.op.error_samples,
-            reference=self.reference, doc=doc or f"{how} of {inner.name} over all elements")
+            reference=self.reference, halfwidth=True,
+            doc=doc or f"{how} of {inner.name} over all elements")
         self.op.fusion = self
 
     def infer(self, *specs, **attrs):
@@ -333,7 +344,7 @@ class ReduceExprOp:
             return total.astype(dtype)
         total = None
         if (config.use_numba and not _numba_broken and n >= config.min_numel
-                and dtype in (np.float16, np.float32, np.float64)):
+                and dtype in _NUMBA_DTYPES):
             total = self.inner._run_numba(arrays, attrs, dtype, shape, n, reduce=True)
         if total is None:
             return self.reference(*arrays, **attrs)
@@ -460,11 +471,20 @@ def _unread(ctx, i, like):
     return wrap(z) if isinstance(like, Tensor) else z
 
 
-def _flatten(arrays, cdt, shape):
+def _flatten(arrays, cdt, shape, half=None):
     """Kernel arguments: each input as a flat contiguous ``cdt`` array of the
-    broadcast ``shape`` (pattern ``f``), or its one value (pattern ``s``)."""
+    broadcast ``shape`` (pattern ``f``), or its one value (pattern ``s``); with
+    ``half`` (bfloat16 or float16), a full input of that dtype as the uint16 view of
+    its elements (pattern ``h``), unconverted."""
     flat, pattern = [], []
     for a in arrays:
+        if half is not None and isinstance(a, np.ndarray) and a.dtype == half and \
+                a.size != 1 and any(a.strides):
+            if a.shape != shape:
+                a = np.broadcast_to(a, shape)
+            flat.append(np.ascontiguousarray(a).reshape(-1).view(np.uint16))
+            pattern.append("h")
+            continue
         a = np.asarray(a, dtype=cdt) if not isinstance(a, np.ndarray) or a.dtype != cdt \
             else a
         if a.size == 1 or not any(a.strides):  # one value, maybe a broadcast view
@@ -501,7 +521,7 @@ def _result_dtype(items):
     dt = _dt.result_type(*dts) if dts else _dt.default_float_np()
     if scal and dts:
         dt = _dt.promote_with_scalars(dt, scal)
-    if dt.kind != "f":
+    if not _dt.is_float(dt):
         dt = _dt.default_float_np()
     return np.dtype(dt)
 

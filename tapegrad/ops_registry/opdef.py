@@ -72,6 +72,11 @@ An ``OpDef`` holds everything about one operator:
     unless the call names a ``dtype=``: CUDA's softmax, sum...), ``"promote"`` (cast
     to the widest floating input: cat, stack...), or None (run as given). One string
     for both devices, or a dict ``{"cpu": ..., "cuda": ...}``; dispatch applies it.
+``halfwidth``
+    True when the kernel takes bfloat16 and float16 arrays itself, computing in
+    float32 and rounding each output once (the fused expression kernels, which read
+    and write the 16-bit elements directly); otherwise dispatch runs the kernel on
+    float32 copies of such inputs and rounds its outputs.
 ``differentiable``
     False for comparisons, argmax and friends: nothing is recorded.
 ``samples(dtype)``
@@ -153,6 +158,7 @@ class OpDef:
     _saved_by_needs: dict = field(default_factory=dict, repr=False)
     optional: tuple = ()
     infer_first: bool = True
+    halfwidth: bool = False
     fast: bool = field(default=False, repr=False)
     elementwise: bool = field(default=False, repr=False)
     takes_out: bool = field(default=False, repr=False)
