@@ -1,0 +1,215 @@
+"""Half-width fused kernels: bfloat16 and float16 elements are read and written as
+their 16 bits, computed in float32 and rounded once (nearest-even), so a fused
+chain in those dtypes equals its float32 run rounded once, and PyTorch's result
+computed the same way."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import fusion
+from tapegrad.devices import cpu
+from tapegrad.fusion import codegen_numba, expr as E
+
+torch = pytest.importorskip("torch")
+
+HALF = {"bfloat16": (tg.bfloat16, np.dtype(ml_dtypes.bfloat16), torch.bfloat16),
+        "float16": (tg.float16, np.dtype(np.float16), torch.float16)}
+
+CHAIN = tg.elementwise("test_half_chain", "x * sigmoid(y) + tanh(x - y) * x + z * x * x",
+                       inputs=["x", "y", "z"])
+
+
+def chain_torch(x, y, z):
+    return x * torch.sigmoid(y) + torch.tanh(x - y) * x + z * x * x
+
+
+def _bits(a):
+    return np.ascontiguousarray(np.asarray(a)).view(np.uint16)
+
+
+def _same(a, b):
+    """Bitwise equal half-width arrays, any NaN equal to any NaN."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    nan = np.isnan(af) & np.isnan(bf)
+    bad = (_bits(a) != _bits(b)) & ~nan
+    assert not bad.any(), f"{bad.sum()} differ, e.g. {af[bad][:4]} vs {bf[bad][:4]}"
+
+
+def _store_kernel(dtype):
+    """A float32 -> half-width identity kernel from the code generator."""
+    v = E.var("x")
+    src = codegen_numba.kernel_source([v], [v], np.float32, "f", store=dtype)
+    return cpu.compile_source(("test-store", src), src, "kernel", parallel=False)
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_store_rounds_nearest_even_as_ml_dtypes(name):
+    """Every upper half of a float32 with the low bits at and around the rounding
+    ties of both dtypes (and random floats): the kernel's store gives NumPy's /
+    ml_dtypes' conversion bit for bit; NaN stays NaN, overflow gives inf,
+    float16 subnormals round right."""
+    np_dt = HALF[name][1]
+    hi = np.arange(1 << 16, dtype=np.uint32) << 16
+    lows = np.array([0, 1, 0x0FFF, 0x1000, 0x1001, 0x2000, 0x3000, 0x7FFF, 0x8000, 0x8001,
+                     0xFFFF], np.uint32)
+    rand = np.random.default_rng(0).integers(0, 1 << 32, 200_000, dtype=np.uint64)
+    f = np.concatenate([(hi[:, None] | lows).ravel(), rand.astype(np.uint32)]).view(np.float32)
+    out = np.empty(f.size, np.uint16)
+    _store_kernel(name)(f.size, f, out)
+    with np.errstate(all="ignore"):
+        _same(out.view(np_dt), f.astype(np_dt))
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_load_is_exact_for_every_bit_pattern(name):
+    h = cpu.jit_helpers()
+    load = h.bf16_load if name == "bfloat16" else h.f16_load
+
+    def widen(a, o):
+        for i in range(a.size):
+            o[i] = load(a[i])
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    out = np.empty(bits.size, np.float32)
+    cpu.numba().njit(widen)(bits, out)
+    ref = bits.view(HALF[name][1]).astype(np.float32)
+    nan = np.isnan(ref)
+    assert np.array_equal(np.isnan(out), nan)
+    assert np.array_equal(out[~nan].view(np.uint32), ref[~nan].view(np.uint32))
+
+
+def _inputs(np_dt, rng, n=(64, 16)):
+    x = rng.uniform(-3, 3, n).astype(np.float32).astype(np_dt)
+    y = rng.uniform(-3, 3, n[-1:]).astype(np.float32).astype(np_dt)  # broadcast
+    z = np.array(0.5, np_dt)  # size one
+    return x, y, z
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_fused_half_equals_float32_rounded_once(name, compiled):
+    """The half-width kernel equals the float32 kernel on the widened inputs, rounded
+    once, bit for bit; so do the gradients (the derived adjoint, also half width):
+    per element, and for the broadcast inputs the per-element gradients rounded, then
+    summed in float32 and rounded, as the reduction to their shape does."""
+    T, np_dt, _ = HALF[name]
+    x, y, z = _inputs(np_dt, np.random.default_rng(1))
+    ts = [tg.tensor(a, requires_grad=True) for a in (x, y, z)]
+    full = [np.broadcast_to(a, x.shape).astype(np.float32) for a in (x, y, z)]
+    ws = [tg.tensor(a, requires_grad=True) for a in full]
+    out, wide = CHAIN(*ts), CHAIN(*ws)
+    assert out.dtype == T
+    _same(out.detach().numpy(), wide.detach().numpy().astype(np_dt))
+    g = np.random.default_rng(2).uniform(-1, 1, out.shape).astype(np.float32).astype(np_dt)
+    gs = tg.grad(out, ts, grad_outputs=tg.tensor(g))
+    ws_g = [w.numpy().astype(np_dt) for w in
+            tg.grad(wide, ws, grad_outputs=tg.tensor(g.astype(np.float32)))]
+    _same(gs[0].numpy(), ws_g[0])
+    for a, b, shape in zip(gs[1:], ws_g[1:], (y.shape, z.shape)):
+        assert a.dtype == T and a.shape == shape
+        terms = b.astype(np.float32).reshape(-1, *shape) if shape else b.reshape(-1)
+        want = terms.astype(np.float64).sum(0)
+        np.testing.assert_allclose(a.numpy().astype(np.float64), want,
+                                   rtol=2 ** -7, atol=1e-6 * np.abs(terms).sum())
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_fused_half_matches_torch(name, compiled):
+    """Values and gradients against PyTorch in the same dtype (its CPU kernels
+    compute each op in float32 and round; the fused chain rounds once, at the end)."""
+    T, np_dt, P = HALF[name]
+    x, y, z = _inputs(np_dt, np.random.default_rng(3))
+    ts = [tg.tensor(a, requires_grad=True) for a in (x, y, z)]
+    ps = [torch.tensor(a.astype(np.float32)).to(P).requires_grad_() for a in (x, y, z)]
+    out, ref = CHAIN(*ts), chain_torch(*ps)
+    tol = {"bfloat16": 2e-2, "float16": 2e-3}[name]
+    np.testing.assert_allclose(out.detach().numpy().astype(np.float32),
+                               ref.detach().float().numpy(), rtol=tol, atol=tol)
+    tg.sum(out).backward()
+    ref.float().sum().backward()
+    for t, p in zip(ts, ps):
+        assert t.grad.dtype == T
+        np.testing.assert_allclose(t.grad.numpy().astype(np.float32), p.grad.float().numpy(),
+                                   rtol=4 * tol, atol=4 * tol)
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_fuse_in_half_width_keeps_inf_nan_and_subnormals(name, compiled):
+    T, np_dt, P = HALF[name]
+
+    @tg.fuse
+    def f(x):
+        return x * x * 0.5
+
+    vals = np.array([np.nan, np.inf, -np.inf, 0.0, 1e-3, -2e-4, 3e-5, 1.5, 300.0, -300.0,
+                     3e19, 2e38], np.float32)
+    with np.errstate(all="ignore"):
+        x = vals.astype(np_dt)
+    out = f(tg.tensor(x)).numpy()
+    p = torch.tensor(x.astype(np.float32))  # PyTorch computing in float32, rounding once
+    ref = (p * p * 0.5).to(P).float().numpy()
+    with np.errstate(all="ignore"):
+        x32 = x.astype(np.float32)
+        want = (x32 * x32 * np.float32(0.5)).astype(np_dt)
+    _same(out, want)
+    got = out.astype(np.float32)
+    np.testing.assert_array_equal(got, ref)  # (NaNs equal, +-inf kept)
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_fused_sum_in_half_width(name, compiled):
+    """A fused chain ending in sum() reads the half-width elements and sums the
+    float32 values in float64, then rounds once."""
+    T, np_dt, _ = HALF[name]
+
+    @tg.fuse
+    def f(x):
+        return tg.sum(tg.tanh(x) * x)
+
+    x = np.random.default_rng(4).uniform(-2, 2, 3000).astype(np.float32).astype(np_dt)
+    out = f(tg.tensor(x))
+    assert out.dtype == T
+    x32 = x.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(float(out.numpy().astype(np.float32)),
+                               np.sum(np.tanh(x32) * x32), rtol=1e-2 if name == "bfloat16"
+                               else 1e-3)
+
+
+def test_half_width_kernel_writes_into_out(compiled):
+    """The kernel writes a caller's C-contiguous half-width out= in place."""
+    np_dt = HALF["bfloat16"][1]
+    x, y, z = _inputs(np_dt, np.random.default_rng(5))
+    buf = np.empty(x.shape, np_dt)
+    res = CHAIN.op.fusion.kernel(x, y, z, out=buf)
+    assert res is buf
+    _same(buf, CHAIN.op.fusion.kernel(x.astype(np.float32), y.astype(np.float32),
+                                      z.astype(np.float32)).astype(np_dt))
+
+
+def test_half_width_runs_in_chunks_on_threads(monkeypatch):
+    """Over ``2 * CHUNK_MIN`` elements, chunked over threads: equal to the float32
+    kernel rounded once."""
+    monkeypatch.setattr(cpu, "_pool", [3])
+    np_dt = HALF["float16"][1]
+    n = 2 * cpu.CHUNK_MIN + 123
+    x = np.random.default_rng(6).uniform(-3, 3, n).astype(np_dt)
+    y = np.full(n, 0.25, np_dt)
+    z = np.array(-1.0, np_dt)
+    CHAIN(tg.tensor(x), tg.tensor(y), tg.tensor(z))  # the first call compiles
+    out = CHAIN(tg.tensor(x), tg.tensor(y), tg.tensor(z))
+    assert len(cpu._pool) == 2  # the pool was used
+    wide = CHAIN(*(tg.tensor(a.astype(np.float32)) for a in (x, y, z)))
+    _same(out.numpy(), wide.numpy().astype(np_dt))
+
+
+def test_numpy_fallback_computes_in_float32_and_rounds_once():
+    """Below ``min_numel`` (and without Numba) the IR runs with NumPy in float32 on
+    the widened inputs and rounds once: the same values as the compiled kernel."""
+    np_dt = HALF["bfloat16"][1]
+    x, y, z = _inputs(np_dt, np.random.default_rng(7), (4, 5))
+    out = CHAIN(tg.tensor(x), tg.tensor(y), tg.tensor(z))
+    assert fusion.config.min_numel > x.size
+    wide = CHAIN.op.fusion.reference(x.astype(np.float32), y.astype(np.float32),
+                                     z.astype(np.float32))
+    _same(out.numpy(), wide.astype(np_dt))
