@@ -267,7 +267,33 @@ _helpers = {}
 _MAGIC_BITS = 0x4B400000  # bits of 1.5 * 2**23: t = x + that rounds x to an integer k
 # bump when an intrinsic below changes: generated kernels embed it in their source, so
 # Numba's disk cache (keyed by the source file) does not serve stale machine code
-HELPERS_VERSION = 5
+HELPERS_VERSION = 6
+
+
+def native_half():
+    """Whether the code Numba generates converts float16 in hardware (x86 with F16C,
+    64-bit ARM): LLVM's ``half`` then lowers to one instruction, else to a library
+    call that a JIT may not resolve, so the integer conversions are used instead.
+    Generated kernels name the answer in their source, so Numba's disk cache keeps
+    the two apart."""
+    if _helpers.get("native_half") is None:
+        _helpers["native_half"] = _native_half()
+    return _helpers["native_half"]
+
+
+def _native_half():
+    import platform
+
+    from numba.core import config
+    machine = platform.machine().lower()
+    if machine in ("aarch64", "arm64"):
+        return True
+    if machine not in ("x86_64", "amd64"):
+        return False
+    if config.CPU_NAME and config.CPU_NAME != "host":  # a portable target was asked for
+        return "+f16c" in (config.CPU_FEATURES or "")
+    import llvmlite.binding as llvm
+    return bool(llvm.get_host_cpu_features().get("f16c"))
 
 
 def jit_helpers():
@@ -290,7 +316,8 @@ def jit_helpers():
     held as uint16 (``bf16_load``/``f16_load``: uint16 -> float32, exact;
     ``bf16_store``/``f16_store``: float32 -> uint16, rounded to nearest-even, infinities
     kept, NaN stays a (quiet) NaN with its sign), all on 32-bit integer lanes with
-    selects, no branch, so a kernel's loop still vectorises.
+    selects, no branch, so a kernel's loop still vectorises (float16 through LLVM's
+    ``half`` where the CPU converts it in hardware, ``native_half``).
     """
     ns = _helpers.get("ns")
     if ns is not None:
@@ -423,10 +450,10 @@ def jit_helpers():
     def _bf16_store(b, u):
         # nearest-even: add 0x7fff plus the lowest kept bit, keep the top half; a NaN
         # keeps its top half with the quiet bit set (rounding could make it an inf)
-        odd = b.and_(b.lshr(u, _c(16)), _c(1))
-        r = b.lshr(b.add(b.add(u, _c(0x7FFF)), odd), _c(16))
-        nan = b.icmp_unsigned(">", b.and_(u, _c(0x7FFFFFFF)), _c(0x7F800000))
-        return b.select(nan, b.or_(b.lshr(u, _c(16)), _c(0x40)), r)
+        top = b.lshr(u, _c(16))
+        r = b.lshr(b.add(b.add(u, _c(0x7FFF)), b.and_(top, _c(1))), _c(16))
+        x = b.bitcast(u, f32)
+        return b.select(b.fcmp_unordered("uno", x, x), b.or_(top, _c(0x40)), r)
 
     def _f16_load(b, h):
         # exponent and mantissa moved into float32's fields and rebiased; infinities
@@ -456,6 +483,13 @@ def jit_helpers():
         o = b.select(b.icmp_unsigned("<", a, _c(113 << 23)), sub, norm)
         o = b.select(b.icmp_unsigned(">=", a, _c((127 + 16) << 23)), big, o)
         return b.or_(o, b.lshr(sign, _c(16)))
+
+    if native_half():  # one instruction each way (x86 F16C's vcvtph2ps / vcvtps2ph)
+        def _f16_load(b, h):  # noqa: F811
+            return b.fpext(b.bitcast(b.trunc(h, i16), ir.HalfType()), f32)
+
+        def _f16_store(b, u):  # noqa: F811
+            return b.zext(b.bitcast(b.fptrunc(b.bitcast(u, f32), ir.HalfType()), i16), i32)
 
     ns = _types.SimpleNamespace(
         bf16_load=_u16_to_f32(_bf16_load), bf16_store=_f32_to_u16(_bf16_store),

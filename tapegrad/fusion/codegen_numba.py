@@ -92,8 +92,9 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
             body.append(f"o{j}[i] = _store({val})" if write else f"o{j}[i] = {val}")
     lines = ["import math as _math", "import numpy as np"]
     if load is not None:
-        from ..devices.cpu import HELPERS_VERSION
-        lines += [f"from tapegrad.devices.cpu import jit_helpers as _jit  # v{HELPERS_VERSION}",
+        from ..devices.cpu import HELPERS_VERSION, native_half
+        tag = f"v{HELPERS_VERSION}{' native half' if native_half() else ''}"
+        lines += [f"from tapegrad.devices.cpu import jit_helpers as _jit  # {tag}",
                   f"_load, _store = _jit().{load}, _jit().{write}"]
     need = approx.needed(sorted(used_ops)) if use_approx else []
     if need:

@@ -485,15 +485,15 @@ def _flatten(arrays, cdt, shape, half=None):
             flat.append(np.ascontiguousarray(a).reshape(-1).view(np.uint16))
             pattern.append("h")
             continue
-        a = np.asarray(a, dtype=cdt) if not isinstance(a, np.ndarray) or a.dtype != cdt \
-            else a
+        if not isinstance(a, np.ndarray):
+            a = np.asarray(a, dtype=cdt)
         if a.size == 1 or not any(a.strides):  # one value, maybe a broadcast view
-            flat.append(np.ascontiguousarray(a[(0,) * a.ndim]).reshape(1))
+            flat.append(np.asarray(a[(0,) * a.ndim], dtype=cdt).reshape(1))
             pattern.append("s")
         else:
             if a.shape != shape:
                 a = np.broadcast_to(a, shape)
-            flat.append(np.ascontiguousarray(a).reshape(-1))
+            flat.append(np.ascontiguousarray(a, dtype=cdt).reshape(-1))
             pattern.append("f")
     return flat, "".join(pattern)
 
