@@ -317,7 +317,8 @@ def jit_helpers():
     ``bf16_store``/``f16_store``: float32 -> uint16, rounded to nearest-even, infinities
     kept, NaN stays a (quiet) NaN with its sign), all on 32-bit integer lanes with
     selects, no branch, so a kernel's loop still vectorises (float16 through LLVM's
-    ``half`` where the CPU converts it in hardware, ``native_half``).
+    ``half`` where the CPU converts it in hardware, ``native_half``; the integer
+    versions stay reachable as ``f16_load_int``/``f16_store_int``).
     """
     ns = _helpers.get("ns")
     if ns is not None:
@@ -484,16 +485,17 @@ def jit_helpers():
         o = b.select(b.icmp_unsigned(">=", a, _c((127 + 16) << 23)), big, o)
         return b.or_(o, b.lshr(sign, _c(16)))
 
-    if native_half():  # one instruction each way (x86 F16C's vcvtph2ps / vcvtps2ph)
-        def _f16_load(b, h):  # noqa: F811
-            return b.fpext(b.bitcast(b.trunc(h, i16), ir.HalfType()), f32)
+    def _f16_load_hw(b, h):  # one instruction each way (x86 F16C's vcvtph2ps / vcvtps2ph)
+        return b.fpext(b.bitcast(b.trunc(h, i16), ir.HalfType()), f32)
 
-        def _f16_store(b, u):  # noqa: F811
-            return b.zext(b.bitcast(b.fptrunc(b.bitcast(u, f32), ir.HalfType()), i16), i32)
+    def _f16_store_hw(b, u):
+        return b.zext(b.bitcast(b.fptrunc(b.bitcast(u, f32), ir.HalfType()), i16), i32)
 
+    f16_int = (_u16_to_f32(_f16_load), _f32_to_u16(_f16_store))
+    f16 = (_u16_to_f32(_f16_load_hw), _f32_to_u16(_f16_store_hw)) if native_half() else f16_int
     ns = _types.SimpleNamespace(
         bf16_load=_u16_to_f32(_bf16_load), bf16_store=_f32_to_u16(_bf16_store),
-        f16_load=_u16_to_f32(_f16_load), f16_store=_f32_to_u16(_f16_store),
+        f16_load=f16[0], f16_store=f16[1], f16_load_int=f16_int[0], f16_store_int=f16_int[1],
         prange=nb.prange, helper=helper, version=HELPERS_VERSION,
         f32_ldexp=_f32_op(2, _ldexp), f32_ldexp_magic=_f32_op(2, _ldexp_magic),
         f32_pow2_magic=f32_pow2_magic, f32_select_sign=f32_select_sign,

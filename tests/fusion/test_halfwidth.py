@@ -38,6 +38,16 @@ def _same(a, b):
     assert not bad.any(), f"{bad.sum()} differ, e.g. {af[bad][:4]} vs {bf[bad][:4]}"
 
 
+def _tie_patterns():
+    """Every upper half of a float32 with low bits at and around the rounding ties
+    of bfloat16 and float16, and random floats."""
+    hi = np.arange(1 << 16, dtype=np.uint32) << 16
+    lows = np.array([0, 1, 0x0FFF, 0x1000, 0x1001, 0x2000, 0x3000, 0x7FFF, 0x8000, 0x8001,
+                     0xFFFF], np.uint32)
+    rand = np.random.default_rng(0).integers(0, 1 << 32, 200_000, dtype=np.uint64)
+    return np.concatenate([(hi[:, None] | lows).ravel(), rand.astype(np.uint32)]).view(np.float32)
+
+
 def _store_kernel(dtype):
     """A float32 -> half-width identity kernel from the code generator."""
     v = E.var("x")
@@ -52,28 +62,38 @@ def test_store_rounds_nearest_even_as_ml_dtypes(name):
     ml_dtypes' conversion bit for bit; NaN stays NaN, overflow gives inf,
     float16 subnormals round right."""
     np_dt = HALF[name][1]
-    hi = np.arange(1 << 16, dtype=np.uint32) << 16
-    lows = np.array([0, 1, 0x0FFF, 0x1000, 0x1001, 0x2000, 0x3000, 0x7FFF, 0x8000, 0x8001,
-                     0xFFFF], np.uint32)
-    rand = np.random.default_rng(0).integers(0, 1 << 32, 200_000, dtype=np.uint64)
-    f = np.concatenate([(hi[:, None] | lows).ravel(), rand.astype(np.uint32)]).view(np.float32)
+    f = _tie_patterns()
     out = np.empty(f.size, np.uint16)
     _store_kernel(name)(f.size, f, out)
     with np.errstate(all="ignore"):
         _same(out.view(np_dt), f.astype(np_dt))
 
 
-@pytest.mark.parametrize("name", sorted(HALF))
+def _loop(conv):
+    def run(a, o):
+        for i in range(a.size):
+            o[i] = conv(a[i])
+    return cpu.numba().njit(run)
+
+
+def test_float16_integer_store_rounds_as_numpy():
+    """The integer float32 -> float16 conversion (used where the CPU has none), on
+    the same float32 patterns."""
+    f = _tie_patterns()
+    out = np.empty(f.size, np.uint16)
+    _loop(cpu.jit_helpers().f16_store_int)(f, out)
+    with np.errstate(all="ignore"):
+        _same(out.view(np.float16), f.astype(np.float16))
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16", "float16-int"])
 def test_load_is_exact_for_every_bit_pattern(name):
     h = cpu.jit_helpers()
-    load = h.bf16_load if name == "bfloat16" else h.f16_load
-
-    def widen(a, o):
-        for i in range(a.size):
-            o[i] = load(a[i])
+    load = {"bfloat16": h.bf16_load, "float16": h.f16_load, "float16-int": h.f16_load_int}[name]
+    name = name.split("-")[0]
     bits = np.arange(1 << 16, dtype=np.uint16)
     out = np.empty(bits.size, np.float32)
-    cpu.numba().njit(widen)(bits, out)
+    _loop(load)(bits, out)
     ref = bits.view(HALF[name][1]).astype(np.float32)
     nan = np.isnan(ref)
     assert np.array_equal(np.isnan(out), nan)
