@@ -605,6 +605,11 @@ def _observed_compute(op, args, arrays, attrs):
         _state.observed_args = ()
 
 
+# fusion's half-width run of an elementwise op's expression: fn(op, arrays) -> the
+# result, or None where it does not apply (set by tapegrad.fusion, a layer above)
+halfwidth_elementwise = [None]
+
+
 def _widened(op, args, arrays, attrs):
     """A call with bfloat16 or float16 operands: the kernel runs on float32 copies of
     them and each float32 output is rounded once to the operands' half-width dtype
@@ -612,7 +617,10 @@ def _widened(op, args, arrays, attrs):
     kernel serves them and reductions accumulate in float32. An output the op was
     asked for in a dtype (``dtype=``) keeps it. Operands of two different float
     dtypes reach here only for ops that refuse mixed dtypes (``promote="none"``):
-    their shape rule sees the original ones and speaks."""
+    their shape rule sees the original ones and speaks. An elementwise op whose
+    expression fusion can run on the half-width elements directly, with the same
+    float32 arithmetic and one rounding (``halfwidth_elementwise``), runs so: no
+    float32 copies."""
     low = None
     for a in arrays:
         if a is not None and type(a) not in _SCALARS and _isf(a.dtype):
@@ -620,6 +628,11 @@ def _widened(op, args, arrays, attrs):
                 low = a.dtype
             elif a.dtype != low:
                 return _compute(op, arrays, attrs)
+    if op.elementwise and not attrs and not _state._observers:
+        run = halfwidth_elementwise[0]
+        out = run(op, arrays) if run is not None else None
+        if out is not None:
+            return out
     if _state._observers:  # tg.compile's capture: the casts are steps of the program
         cast = _cast_op()
         wide = [_observed_compute(cast, (a,), (a,), {"dtype": _F32})

@@ -16,7 +16,7 @@ import numpy as np
 from .. import devices as _devices, dtypes as _dt
 from .._util import broadcast_shapes
 from ..devices import cpu as _cpu, cuda as _cuda
-from ..dispatch import bind
+from ..dispatch import bind, halfwidth_elementwise as _halfwidth_hook
 from ..ops_registry import Sample, TensorSpec, get as _get_op, register
 from ..ops_registry.rules import diagonal
 from ..tensor import Tensor, wrap
@@ -442,6 +442,91 @@ def run_unary(expr, x, out=None):
                       RuntimeWarning, stacklevel=2)
         return None
     return out
+
+
+# IR ops that float32 computes exactly rounded (IEEE), so a kernel of them alone gives
+# the registry kernel's float32 values bit for bit
+_EXACT_OPS = frozenset({"add", "sub", "mul", "div", "neg", "abs", "maximum", "minimum", "sqrt",
+                        "where", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not"})
+_HALF_EXPR = {}  # OpDef -> (input nodes, [output node]), or None: not runnable so
+
+
+def run_halfwidth(op, arrays):
+    """A registry elementwise op on bfloat16 or float16 NumPy arrays (and Python
+    numbers) as one half-width kernel built from its expression: the elements are
+    widened as they are read, computed in float32 and rounded once as they are
+    written, the arrays are never copied to float32. Only for an expression of
+    operations float32 rounds exactly (``add``, ``mul``, ``div``, ``maximum``,
+    ``sqrt`` ...), compiled without fast-math, so the values equal those of the op's
+    own kernel run on float32 copies and rounded; None elsewhere (another op, array
+    type or dtype mix, fewer than ``config.min_numel`` elements, Numba off or
+    unusable), and dispatch widens as before. Installed as
+    ``dispatch.halfwidth_elementwise``."""
+    entry = _HALF_EXPR.get(op, False)
+    if entry is False:
+        entry = _HALF_EXPR[op] = _exact_graph(op)
+    if entry is None or not config.use_numba or _numba_broken:
+        return None
+    dtype = None
+    shapes = []
+    for a in arrays:
+        if type(a) is np.ndarray:
+            if dtype is None:
+                dtype = a.dtype
+            elif a.dtype != dtype:
+                return None
+            shapes.append(a.shape)
+        elif type(a) not in (float, int):
+            return None
+    if dtype not in _dt.LOW or len(arrays) != len(entry[0]):
+        return None
+    shape = broadcast_shapes(op.name, *shapes)
+    n = math.prod(shape)
+    if n < max(config.min_numel, 1):
+        return None
+    flat, pattern = _flatten(arrays, _F32, shape, dtype)
+    out = np.empty(shape, dtype)
+    key = (op.name, pattern, dtype.name)
+    try:
+        fn = _HALF_KERNELS.get(key)
+        if fn is None:
+            src = codegen_numba.kernel_source(entry[0], entry[1], _F32, pattern, False,
+                                              store=dtype.name)
+            fn = _HALF_KERNELS[key] = _cpu.compile_source(
+                ("halfwidth", src), src, "kernel", parallel=False, fastmath=frozenset(),
+                error_model="numpy")
+        if not fn.signatures:  # compiles (or loads from the disk cache) on this thread
+            fn(n, *flat, out.reshape(-1).view(np.uint16))
+        else:
+            _cpu.run_chunked(fn, n, *flat, out.reshape(-1).view(np.uint16))
+    except Exception as e:  # numba missing or broken: dispatch widens instead
+        _numba_broken.append(e)
+        stats["numba_failures"] += 1
+        warnings.warn(f"tapegrad.fusion: compiling {op.name} with Numba failed "
+                      f"({type(e).__name__}: {e}); using NumPy from now on",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    return out
+
+
+_HALF_KERNELS = {}
+_halfwidth_hook[0] = run_halfwidth
+
+
+def _exact_graph(op):
+    if not op.expr or op.nout != 1 or getattr(op, "fusion", None) is not None:
+        return None
+    try:
+        if not set(E.free_names(op.expr)) <= set(op.args):
+            return None
+        ins = [E.var(a) for a in op.args]
+        out = E.parse(op.expr, dict(zip(op.args, ins)))
+    except (ValueError, KeyError, TypeError, SyntaxError):
+        return None
+    if out.is_bool or any(n.op not in _EXACT_OPS and n.op not in ("var", "const")
+                          for n in E.topo([out])):
+        return None
+    return ins, [out]
 
 
 def _run_grad_op(gop, ctx, cotangents, imask):

@@ -233,3 +233,47 @@ def test_numpy_fallback_computes_in_float32_and_rounds_once():
     wide = CHAIN.op.fusion.reference(x.astype(np.float32), y.astype(np.float32),
                                      z.astype(np.float32))
     _same(out.numpy(), wide.astype(np_dt))
+
+
+_EXACT = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+          "div": lambda x, y: x / y, "maximum": tg.maximum, "minimum": tg.minimum,
+          "neg": lambda x, y: -x, "abs": lambda x, y: abs(x), "sqrt": lambda x, y: tg.sqrt(x),
+          "square": lambda x, y: tg.square(x), "reciprocal": lambda x, y: tg.reciprocal(x),
+          "relu": lambda x, y: tg.relu(x), "scalar": lambda x, y: 0.1 - x * 3,
+          "broadcast": lambda x, y: x.reshape(50, 60) / y[:60]}
+
+
+@pytest.mark.parametrize("case", sorted(_EXACT))
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_single_ops_run_half_width_with_the_widened_values(name, case, monkeypatch):
+    """A registry op of exactly rounded float32 arithmetic on half-width tensors runs
+    as a half-width kernel from its expression: values (inf, NaN, zeros and
+    overflow included) and gradients bit for bit those of the float32 kernel on
+    widened copies, rounded once (the path it replaces)."""
+    from tapegrad import dispatch
+    from tapegrad.fusion import op as fop
+    T, np_dt, _ = HALF[name]
+    r = np.random.default_rng(8)
+    x32 = r.standard_normal(3000).astype(np.float32) * 300
+    y32 = r.standard_normal(3000).astype(np.float32)
+    x32[:5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+    y32[:5] = [1.0, -np.inf, 0.0, 0.0, 2.0]
+    with np.errstate(all="ignore"):
+        x, y = x32.astype(np_dt), y32.astype(np_dt)
+
+    def run():
+        a, b = tg.tensor(x, requires_grad=True), tg.tensor(y, requires_grad=True)
+        out = _EXACT[case](a, b)
+        g = tg.tensor(np.linspace(-2, 2, out.numel()).astype(np_dt).reshape(out.shape))
+        grads = tg.grad(out, [a, b], grad_outputs=g, allow_unused=True)
+        return [out.detach().numpy()] + [q.numpy() for q in grads if q is not None]
+
+    fop._HALF_KERNELS.clear()
+    with np.errstate(all="ignore"):
+        got = run()
+        assert fop._HALF_KERNELS, "no half-width kernel ran"
+        monkeypatch.setattr(dispatch, "halfwidth_elementwise", [None])
+        want = run()
+    assert got[0].dtype == np_dt
+    for a, b in zip(got, want):
+        _same(a, b)
