@@ -35,6 +35,7 @@ from ._util import fmt_spec
 from .ops_registry.opdef import OpDef, TensorSpec, validate
 from .tape import (
     FAST_RECORD as _FAST_RECORD,
+    INFERENCE as _INFERENCE,
     RAW as _RAW,
     Node as _Node,
     make_node as _make_node,
@@ -144,13 +145,17 @@ def _make_lane(op):
     # a per-input declaration's vjp unpacks its inputs even when none is kept
     none1, none2 = ((None,), (None, None)) if op.save_for is not None else (None, None)
     recorded = op.differentiable
+    # an op that tg.autocast casts for on the CPU goes to the general path while a
+    # region is open; any other op runs here whether one is open or not
+    policy = op.autocast.get("cpu") if type(op.autocast) is dict else op.autocast
+    casts = policy is not None
 
     def run(x, y=_NO, attrs=_NO_ATTRS):  # x: a Tensor (the method's self, or bind checked)
         mode = _state.mode
         xd = x._data
         dt = xd.dtype
         if not mode or type(xd) is not _NDARRAY or (float_only and dt.kind != "f") or (
-                widen and (dt is _F16 or dt is _BF16)):
+                widen and (dt is _F16 or dt is _BF16)) or (casts and _state._autocast):
             return _general(op, (x,) if y is _NO else (x, y), attrs)
         if y is _NO:
             yd = ry = None
@@ -188,6 +193,8 @@ def _make_lane(op):
                 not elementwise and not _isf(out.dtype)):
             res._node = None
             res.requires_grad = False
+            if mode == _INFERENCE:  # (inside inference_mode)
+                res._inference = True
             return res
         # the Node: tape.make_node with _node_general's rules, unrolled for one or two
         # inputs (tests/core/test_dispatch.py compares the two)

@@ -24,6 +24,9 @@ GENERAL = 0        # a Tape, anomaly mode, an observer or a dual level is active
 FAST_NO_GRAD = 1   # neither, and grad mode is off: fast path, nothing is recorded
 FAST_RECORD = 2    # neither, and grad mode is on: fast path, record when an input needs
 RAW = 3            # FAST_NO_GRAD where calls on raw arrays are expected (state.raw)
+INFERENCE = 4      # FAST_NO_GRAD inside inference_mode: the lane marks its outputs
+# (tg.autocast leaves the mode alone: the lane sends an op with an autocast policy to
+# the general path while a region is open, and runs every other op itself)
 
 
 class _TapeStack(list):
@@ -115,13 +118,14 @@ class _State(threading.local):
 
     def _refresh(self):
         self.mode = (GENERAL if self._tapes or self._anomaly or self._observers or self._dual
-                     or self._vmap or self._autocast or self._inference else
-                     FAST_RECORD if self._grad else RAW if self.raw else FAST_NO_GRAD)
+                     or self._vmap or (self._inference and self._grad) else
+                     FAST_RECORD if self._grad else INFERENCE if self._inference else
+                     RAW if self.raw else FAST_NO_GRAD)
 
     @property
     def autocast(self):
         """{device type: NumPy dtype} of tg.autocast in this thread, or None; while
-        set, ops take the general path, where their ``autocast`` field applies."""
+        set, ops with an ``autocast`` policy take the general path, where it applies."""
         return self._autocast
 
     @autocast.setter
