@@ -6,7 +6,9 @@ autocast MLP training step, in float32, bfloat16 and float16.
 Contenders take turns in each round (tapegrad, then PyTorch, per case and dtype), so
 a busy neighbour slows them alike; the table gives each one's best round (the
 machine at its quietest) and median, in milliseconds, and tapegrad's half-width
-time over its own float32 time (the target: at most 1.3x for GEMM and conv).
+time over its own float32 time (the target: at most 1.3x for GEMM and conv). The
+chain rows: tapegrad's @tg.fuse (one kernel) and eager ops against PyTorch's eager
+ops.
 """
 import argparse
 import os
@@ -32,7 +34,11 @@ def _cases(n):
     b = rng.standard_normal((n, n)).astype(np.float32)
     x = rng.standard_normal((8, 32, 56, 56)).astype(np.float32)
     w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32) * 0.05
-    v = rng.standard_normal(1 << 21).astype(np.float32)
+    v4, v1 = (rng.standard_normal(size).astype(np.float32) for size in (1 << 22, 1 << 20))
+
+    @tg.fuse
+    def chain(x):  # one half-width kernel in bfloat16/float16 (fusion/codegen_numba.py)
+        return tg.nn.functional.gelu(x) * x + 1.0
     cases = {}
     for dt in DTYPES:
         T, P = getattr(tg, dt), getattr(torch, dt)
@@ -40,12 +46,16 @@ def _cases(n):
         pa, pb = torch.tensor(a).to(P), torch.tensor(b).to(P)
         tx, tw = tg.tensor(x).to(T), tg.tensor(w).to(T)
         px, pw = torch.tensor(x).to(P), torch.tensor(w).to(P)
-        tv, pv = tg.tensor(v).to(T), torch.tensor(v).to(P)
         cases[f"GEMM {n}^3 {dt}"] = (lambda ta=ta, tb=tb: ta @ tb, lambda pa=pa, pb=pb: pa @ pb)
         cases[f"conv 8x32x56x56 * 64x3x3 {dt}"] = (
             lambda tx=tx, tw=tw: tg.nn.functional.conv2d(tx, tw, padding=1),
             lambda px=px, pw=pw: torch.nn.functional.conv2d(px, pw, padding=1))
-        cases[f"chain gelu(x)*x+1 (2M) {dt}"] = (
+        for v, size in ((v4, "4M"), (v1, "1M")):
+            tv, pv = tg.tensor(v).to(T), torch.tensor(v).to(P)
+            cases[f"chain gelu(x)*x+1 fused ({size}) {dt}"] = (
+                lambda tv=tv: chain(tv), lambda pv=pv: torch.nn.functional.gelu(pv) * pv + 1.0)
+        tv, pv = tg.tensor(v4).to(T), torch.tensor(v4).to(P)
+        cases[f"chain gelu(x)*x+1 eager (4M) {dt}"] = (
             lambda tv=tv: tg.nn.functional.gelu(tv) * tv + 1.0,
             lambda pv=pv: torch.nn.functional.gelu(pv) * pv + 1.0)
     return cases
