@@ -243,7 +243,12 @@ _EXACT = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x,
           "broadcast": lambda x, y: x.reshape(50, 60) / y[:60]}
 
 
-@pytest.mark.parametrize("case", sorted(_EXACT))
+# the main tier runs a few (each case compiles its kernels); the slow tier all of them
+_QUICK = ("div", "scalar", "broadcast")
+
+
+@pytest.mark.parametrize("case", [c if c in _QUICK else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in sorted(_EXACT)])
 @pytest.mark.parametrize("name", sorted(HALF))
 def test_single_ops_run_half_width_with_the_widened_values(name, case, monkeypatch):
     """A registry op of exactly rounded float32 arithmetic on half-width tensors runs
