@@ -522,8 +522,12 @@ SINH = _u("sinh", np.sinh, lambda ctx, g: (g * ctx.m.cosh(ctx.inputs[0]),), expr
 COSH = _u("cosh", np.cosh, lambda ctx, g: (g * ctx.m.sinh(ctx.inputs[0]),), expr="cosh(x)",
           onnx=_onnx_float_simple("Cosh"))
 def _tanh_backward_kernel(g, y, out=None):
-    r = 1 - y * y
-    return np.multiply(g, r) if out is None else np.multiply(g, r, out=out)
+    if out is None or _overlaps(out, g, y):
+        r = g * (1 - y * y)
+        return r if out is None else _into(out, r)
+    np.multiply(y, y, out=out)  # in the caller's memory, no temporary
+    np.subtract(1, out, out=out)
+    return np.multiply(g, out, out=out)
 
 
 def _tanh_backward_vjp(ctx, gg):
@@ -581,8 +585,12 @@ def _sigmoid(x, out=None):
 
 
 def _sigmoid_backward_kernel(g, y, out=None):
-    r = (1 - y) * y
-    return np.multiply(g, r) if out is None else np.multiply(g, r, out=out)
+    if out is None or _overlaps(out, g, y):
+        r = g * (1 - y) * y
+        return r if out is None else _into(out, r)
+    np.subtract(1, y, out=out)  # in the caller's memory, no temporary
+    np.multiply(out, y, out=out)
+    return np.multiply(g, out, out=out)
 
 
 def _sigmoid_backward_vjp(ctx, gg):
