@@ -11,6 +11,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+# Bytecode caches on, for this process (pytest's rewritten test modules, tapegrad's
+# modules) and for the processes the tests start (xdist workers, the mpiexec ranks,
+# the demos), even where PYTHONDONTWRITEBYTECODE is set: each of those processes
+# imports tapegrad, and compiling its sources costs about 0.5 s of CPU every time.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import tapegrad as tg  # noqa: E402
 from tapegrad import tape as _tape  # noqa: E402
 
