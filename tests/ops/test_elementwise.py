@@ -1,6 +1,9 @@
 """pow with the scalar exponents computed by multiplications and roots (1, 2, 3, -1, -2,
 0.5, -0.5), on every rank including 0-d (a NumPy scalar mid-kernel), forward and the
-gradient (whose exponent - 1 lands on another of them), against PyTorch."""
+gradient (whose exponent - 1 lands on another of them), against PyTorch.
+
+relu and its gradient on the threaded (large) and the NumPy (small) paths, against
+PyTorch."""
 import numpy as np
 import pytest
 import torch
@@ -31,3 +34,21 @@ def test_pow_of_a_0d_sum_to_a_half():  # found by tests/core/test_fuzz.py
     x = tg.tensor(np.array([2.0, 3.0]), requires_grad=True)
     (tg.sum(x) ** 0.5).backward()
     np.testing.assert_allclose(x.grad.numpy(), [0.5 / np.sqrt(5.0)] * 2, rtol=1e-14)
+
+
+@pytest.mark.parametrize("shape", [(7,), (300, 300), (2, 70000)])
+def test_relu_and_its_gradient_large_and_small_equal_torch(shape):
+    """Above 65536 elements relu and its gradient run as threaded loops: same
+    values (NaN passes) and gradients as PyTorch."""
+    r = np.random.default_rng(1)
+    for dtype in (np.float32, np.float64):
+        x0 = r.standard_normal(shape).astype(dtype)
+        x0.flat[3] = np.nan
+        g0 = r.standard_normal(shape).astype(dtype)
+        x = tg.tensor(x0, requires_grad=True)
+        tx = torch.tensor(x0, requires_grad=True)
+        y, ty = tg.relu(x), torch.relu(tx)
+        np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+        y.backward(tg.tensor(g0))
+        ty.backward(torch.tensor(g0))
+        np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())

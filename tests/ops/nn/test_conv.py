@@ -1,0 +1,42 @@
+"""conv2d's attribute spellings (ints, pairs, 'valid', 'same') on the public function and
+on the registry op, against PyTorch."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+
+CONV_SPELLINGS = [dict(), dict(stride=2, padding=1), dict(stride=(1, 2), padding=(2, 0)),
+                  dict(padding="valid"), dict(padding="same"), dict(padding="same", dilation=2),
+                  dict(padding="same", dilation=(1, 3)), dict(padding=[1], dilation=[2, 1])]
+
+
+@pytest.mark.parametrize("attrs", CONV_SPELLINGS, ids=str)
+def test_conv2d_attribute_spellings_equal_torch(attrs):
+    """Every public spelling of conv2d's attributes, through the public function and
+    through the registry op (which takes the same keywords), against PyTorch; 'same'
+    with an even kernel pads the extra row and column at the end, as PyTorch."""
+    r = np.random.default_rng(3)
+    x, w = r.standard_normal((2, 2, 7, 8)), r.standard_normal((3, 2, 2, 3))
+    ref = F.conv2d(torch.tensor(x), torch.tensor(w), **attrs).numpy()
+    out = tg.conv2d(tg.tensor(x), tg.tensor(w), **attrs)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-10, atol=1e-12)
+    op = tg.ops_registry.get("conv2d")
+    np.testing.assert_allclose(op.compute(x, w, None, **attrs), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_conv2d_registry_op_takes_canonical_attrs_and_public_refuses_them():
+    """((top, bottom), (left, right)) padding is the op's canonical attribute: the
+    registry op takes it (asymmetric padding), the public function refuses it, as
+    PyTorch's does."""
+    r = np.random.default_rng(4)
+    x, w = r.standard_normal((1, 1, 4, 5)), r.standard_normal((1, 1, 2, 2))
+    attrs = dict(stride=(1, 1), padding=((0, 1), (1, 0)), dilation=(1, 1), groups=1)
+    got = tg.ops_registry.get("conv2d").compute(x, w, None, **attrs)
+    ref = F.conv2d(F.pad(torch.tensor(x), (1, 0, 0, 1)), torch.tensor(w)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+    with pytest.raises(TypeError, match="conv2d: padding must be an int or a pair"):
+        tg.conv2d(tg.tensor(x), tg.tensor(w), padding=((0, 1), (1, 0)))
