@@ -1525,7 +1525,7 @@ def _masked_fill_vjp(ctx, g):
 
 
 class _SubsetCtx:
-    """A rule context restricted to some inputs (for the helpers above)."""
+    """A rule context restricted to some of the inputs (``idx``), for ``_vmap.pad_rank``."""
     def __init__(self, ctx, idx):
         self.batched = tuple(ctx.batched[i] for i in idx)
         self.shapes = tuple(ctx.shapes[i] for i in idx)
