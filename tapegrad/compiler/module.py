@@ -1,7 +1,9 @@
 """``tg.compile(module)``: the module, its ``forward`` compiled, the backward outside.
 
-``CompiledModule`` behaves as the module it wraps (attributes, ``parameters``,
-``state_dict``, ``train``/``eval``, hooks are the module's). A call under grad mode
+``CompiledModule`` is an ``nn.Module`` (as PyTorch's ``OptimizedModule``, the wrapped
+module in ``_orig_mod``) that behaves as the module it wraps: every attribute that is
+not the wrapper's own (``parameters``, ``state_dict``, ``train``/``eval``, hooks, ``to``)
+is the module's. A call under grad mode
 whose inputs or parameters require grad runs ``_Joint``: on its first call for a
 guard it captures the forward and then the backward of its outputs (the *joint*
 graph, cotangents as arguments) and splits it (``partition``) into a forward program
@@ -28,6 +30,7 @@ import numpy as np
 
 from ..dispatch import bind
 from ..grad_mode import enable_grad, is_grad_enabled
+from ..nn.module import Module
 from ..ops.creation import get_rng_state, set_rng_state
 from ..ops_registry.opdef import OpDef, validate
 from ..tensor import Tensor, buffer, mark_written, wrap
@@ -139,7 +142,7 @@ def _joint(model, info, args, kwargs):
     return tuple(wrap(buffer(o)) for o in outs), tuple(grads)
 
 
-class CompiledModule:
+class CompiledModule(Module):
     """What ``tg.compile(module)`` returns (see the module docstring)."""
 
     def __init__(self, module, fuse=True, max_captures=8):
@@ -160,6 +163,16 @@ class CompiledModule:
         d["_ops"] = {}
 
     # ------------------------------------------------------------ behaving as the module
+    def __getattribute__(self, name):
+        # the wrapper's own names and state here; Module's methods and everything
+        # else are the wrapped module's (its parameters, hooks, training flag)
+        if name in _LOCAL or name[:2] == "__" == name[-2:]:
+            return object.__getattribute__(self, name)
+        d = object.__getattribute__(self, "__dict__")
+        if name in d:
+            return d[name]
+        return getattr(d["_orig_mod"], name)
+
     def __getattr__(self, name):
         return getattr(self.__dict__["_orig_mod"], name)
 
@@ -328,6 +341,9 @@ class CompiledModule:
         s["eager_reason"] = j["eager_reason"] or f["eager_reason"]
         s["recaptures"] = f["recaptures"] + j["recaptures"]
         return s
+
+
+_LOCAL = frozenset(vars(CompiledModule)) | frozenset(_OWN)
 
 
 def _flatten(out):

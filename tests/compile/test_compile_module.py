@@ -228,3 +228,29 @@ def test_a_factory_result_written_in_place_or_returned_is_not_a_constant():
         a += 1
         assert h().tolist() == [0.0, 0.0]
     assert "written in place or returned" in cg.stats()["eager_reason"]
+
+
+def test_compiled_module_is_a_module_wrapping_the_original():
+    # as PyTorch's OptimizedModule: an nn.Module, the wrapped module in _orig_mod, the
+    # module's own parameters, state, mode and hooks
+    m = tg.nn.Sequential(tg.nn.Linear(4, 3), tg.nn.ReLU())
+    c = tg.compile(m)
+    assert isinstance(c, tg.nn.Module) and c._orig_mod is m
+    assert [id(p) for p in c.parameters()] == [id(p) for p in m.parameters()]
+    assert list(c.state_dict()) == list(m.state_dict()) == ["0.weight", "0.bias"]
+    c.eval()
+    assert not m.training and not c.training
+    c.train()
+    assert m.training
+    seen = []
+    h = c.register_forward_hook(lambda mod, args, out: seen.append(mod))
+    x = tg.randn(2, 4, requires_grad=True)
+    c(x)
+    assert seen == [m]
+    h.remove()
+    # a child of another module: registered, its parameters reach the parent's
+    parent = tg.nn.Sequential(c)
+    assert parent[0] is c
+    assert [id(p) for p in parent.parameters()] == [id(p) for p in m.parameters()]
+    out = parent(x)
+    np.testing.assert_allclose(out.detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
