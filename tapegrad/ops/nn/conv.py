@@ -182,11 +182,19 @@ def _im2col(x, w_shape, workspace, stride, padding, dilation):
     kh, kw = w_shape[2:]
     Ho, Wo, Hp, Wp = _geom(x.shape, w_shape, stride, padding, dilation)
     npad, _, _ = _conv_ws(x.shape, w_shape, x.dtype.itemsize, stride, padding, dilation)
+    if _numba_cpu(x):  # one pass, the padding taken in the loop
+        cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), x.dtype)
+        return cpu_conv.im2col(x, cols, stride, padding, dilation)
     buf = _ws_view(workspace, 0, (N, C, Hp, Wp), x.dtype) if npad else None
     win = _windows(_pad_into(x, padding, buf), kh, kw, Ho, Wo, stride, dilation)
     cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), x.dtype)
     cols[...] = win
     return cols
+
+
+def _numba_cpu(a):
+    """A NumPy array of a dtype the CPU's Numba loops take."""
+    return isinstance(a, np.ndarray) and a.dtype in (np.float32, np.float64)
 
 
 def _bmm(a, b, out):
@@ -408,6 +416,9 @@ def _conv2d_input_grad_kernel(g, weight, *, input_shape, stride, padding, dilati
     npad, _, _ = _conv_ws(input_shape, weight.shape, g.dtype.itemsize, stride, padding, dilation)
     cols = _ws_view(workspace, npad, (N, groups, K, L), g.dtype)
     _bmm(wT, g.reshape(N, groups, Cout // groups, L), out=cols)
+    if _numba_cpu(out):  # straight into out, the taps in the padding dropped
+        cpu_conv.col2im(cols.reshape(N, C, kh, kw, Ho, Wo), out, stride, padding, dilation)
+        return out
     dst = _ws_view(workspace, 0, (N, C, Hp, Wp), g.dtype) if npad else out
     dst[...] = 0
     _col2im_add(cols.reshape(N, C, kh, kw, Ho, Wo), dst, Ho, Wo, stride, dilation)
