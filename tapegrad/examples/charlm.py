@@ -2,7 +2,7 @@
 Python (``pydoc_data.topics``, ~465K characters of English; nothing is downloaded).
 
     python -m tapegrad.examples.charlm [--model transformer|lstm] [--steps N] [--out DIR]
-                                       [--compile]
+                                       [--compile] [--amp bf16|fp16]
 
 A causal Transformer (default: 2 pre-norm layers, d_model 128, 4 heads, context
 64) or an LSTM (``--model lstm``: 1 layer, hidden 256) learns to predict the next
@@ -23,6 +23,12 @@ prompt with onnxruntime: the text must be the one the model sampled.
 With ``--compile`` the model trains as ``tg.compile(model)`` (the backward, clipping
 and AdamW outside) and the demo prints the mean step time against eager steps of a
 copy.
+
+With ``--amp bf16`` (or ``fp16``) the forward and the loss run under ``tg.autocast``
+in that dtype while the weights, their gradients and AdamW's state stay float32 (the
+master weights); ``fp16`` also scales the loss with ``tg.amp.GradScaler``. A float32
+run of the same model on the same batches comes first, and the demo prints both runs'
+validation bits per character and time per step.
 """
 import argparse
 import math
@@ -140,19 +146,25 @@ def logits_of(model, x):
     return out[0] if isinstance(out, tuple) else out
 
 
-def loss_of(model, xb, yb):
-    logits = logits_of(model, tg.tensor(xb))
-    V = logits.shape[-1]
-    return F.cross_entropy(logits.reshape(-1, V), tg.tensor(yb.reshape(-1)))
+AMP = {"bf16": tg.bfloat16, "fp16": tg.float16}
+
+
+def loss_of(model, xb, yb, amp=None):
+    """Cross-entropy of the next characters; ``amp``: the forward and the loss under
+    ``tg.autocast`` in that dtype."""
+    with tg.autocast("cpu", dtype=AMP.get(amp), enabled=amp is not None):
+        logits = logits_of(model, tg.tensor(xb))
+        V = logits.shape[-1]
+        return F.cross_entropy(logits.reshape(-1, V), tg.tensor(yb.reshape(-1)))
 
 
 @tg.no_grad()
-def evaluate(model, data, batch_size, seq_len, limit=None):
+def evaluate(model, data, batch_size, seq_len, limit=None, amp=None):
     """Mean cross-entropy (nats per character) over validation windows."""
     model.eval()
     total, count = 0.0, 0
     for xb, yb in data.val_batches(batch_size, seq_len, limit):
-        total += loss_of(model, xb, yb).item() * yb.size
+        total += loss_of(model, xb, yb, amp).item() * yb.size
         count += yb.size
     model.train()
     return total / count
@@ -172,6 +184,8 @@ def train(model, data, args, progress=True):
                                              pct_start=0.15)
     history = {"step": [], "train": [], "val_step": [], "val": []}
     running = None
+    amp = getattr(args, "amp", None)
+    scaler = tg.amp.GradScaler("cpu") if amp == "fp16" else None
     run_model = tg.compile(model) if getattr(args, "compile", False) else model
     history["run_model"] = run_model
     history["step_seconds"] = []
@@ -179,11 +193,18 @@ def train(model, data, args, progress=True):
     for step in bar:
         xb, yb = data.batch(rng, args.batch_size, args.seq_len)
         t0 = time.perf_counter()
-        loss = loss_of(run_model, xb, yb)
+        loss = loss_of(run_model, xb, yb, amp)
         opt.zero_grad()
-        loss.backward()
-        tg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        if scaler is None:
+            loss.backward()
+            tg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        else:  # clipping sees the true gradients: unscaled first
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            tg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
         history["step_seconds"].append(time.perf_counter() - t0)
         sched.step()
         v = loss.item()
@@ -192,7 +213,8 @@ def train(model, data, args, progress=True):
         history["train"].append(v / LN2)
         bar.set_postfix(loss=f"{running:.3f}", bpc=f"{running / LN2:.3f}", refresh=False)
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
-            val = evaluate(model, data, args.batch_size, args.seq_len, limit=args.eval_batches)
+            val = evaluate(model, data, args.batch_size, args.seq_len, limit=args.eval_batches,
+                           amp=amp)
             history["val_step"].append(step + 1)
             history["val"].append(val / LN2)
             bar.write(f"step {step + 1:5d}  train loss {running:.3f}  val loss {val:.3f}  "
@@ -352,7 +374,12 @@ def main(argv=None):
                         "onnxruntime")
     p.add_argument("--compile", action="store_true",
                    help="train with model = tg.compile(model) and print its speed-up")
+    p.add_argument("--amp", choices=tuple(AMP), default=None,
+                   help="train under tg.autocast in bfloat16 or float16 (with a GradScaler), "
+                        "float32 master weights, after a float32 run to compare with")
     args = p.parse_args(argv)
+    if args.amp and args.compile:
+        raise SystemExit("--amp trains eagerly here: drop --compile")
     with _blas_threads(args.blas_threads):
         return run(args)
 
@@ -403,6 +430,15 @@ def run(args):
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{args.model}: {n_params / 1e3:.0f}K parameters; text: {len(data.train)} training "
           f"and {len(data.val)} validation characters, {data.vocab} distinct")
+    if args.amp:  # the float32 run to compare with: the same initial weights and batches
+        ref = make_model(args.model, data.vocab, args.seq_len, args.dropout)
+        ref.load_state_dict(model.state_dict())
+        tg.manual_seed(args.seed + 1)
+        _, ref_history = train(ref, data, argparse.Namespace(**{**vars(args), "amp": None}),
+                               progress=not args.no_progress)
+        ref_val = evaluate(ref, data, args.batch_size, args.seq_len, limit=args.val_batches)
+        print(f"float32 run: validation loss {ref_val:.3f}")
+        tg.manual_seed(args.seed + 1)
     start = time.perf_counter()
     opt, history = train(model, data, args, progress=not args.no_progress)
     train_s = time.perf_counter() - start
@@ -412,9 +448,17 @@ def run(args):
     model = check_checkpoint(model, opt, args, data, path)
     print(f"checkpoint {path}: reloaded, identical predictions")
     plot(history, args.out)
-    val = evaluate(model, data, args.batch_size, args.seq_len, limit=args.val_batches)
-    print(f"trained {args.steps} steps in {train_s:.0f} s; validation loss {val:.3f}, "
-          f"perplexity {math.exp(val):.2f}")
+    val = evaluate(model, data, args.batch_size, args.seq_len, limit=args.val_batches,
+                   amp=args.amp)
+    print(f"trained {args.steps} steps in {train_s:.0f} s"
+          + (f" under tg.autocast({AMP[args.amp]})" if args.amp else "")
+          + f"; validation loss {val:.3f}, perplexity {math.exp(val):.2f}")
+    if args.amp:  # the median step: the first steps' kernel compilations left out
+        ms, ref_ms = (float(np.median(h["step_seconds"])) * 1e3 for h in (history, ref_history))
+        print(f"float32: val bits-per-char {ref_val / LN2:.3f}, {ref_ms:.1f} ms per step; "
+              f"--amp {args.amp}: val bits-per-char {val / LN2:.3f} "
+              f"({(val - ref_val) / LN2:+.3f}), {ms:.1f} ms per step "
+              f"({ref_ms / ms:.2f}x the float32 speed)")
     print("--- sampled text (temperature 0.8) ---")
     text = sample(model, data, "The ", args.sample_chars, seed=args.seed,
                   context=args.seq_len)

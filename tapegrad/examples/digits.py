@@ -1,7 +1,7 @@
 """Train a small CNN (or MLP) on scikit-learn's bundled 8x8 handwritten digits.
 
     python -m tapegrad.examples.digits [--model cnn|mlp] [--epochs N] [--out DIR]
-        [--device cpu|cuda] [--data digits.npz]
+        [--device cpu|cuda] [--data digits.npz] [--amp bf16|fp16]
     mpiexec -n 2 python -m tapegrad.examples.digits --distributed
 
 With ``--distributed`` (under ``mpiexec -n N``) each process trains on its share of
@@ -17,6 +17,12 @@ epoch) and ``misclassified.png`` into ``--out``, and ends by printing
 ``benchmarks/data/digits.npz``, where scikit-learn is not installed). ``--device cuda``
 trains on the GPU (CuPy); the progress bar (tqdm) and the plots (matplotlib) are
 skipped, with a note, where those packages are missing.
+
+With ``--amp bf16`` (or ``fp16``) the forward and the loss run under ``tg.autocast``
+in that dtype while the weights, their gradients and Adam's state stay float32 (the
+master weights); ``fp16`` also scales the loss with ``tg.amp.GradScaler``. A float32
+run of the same model on the same batches comes first, and the demo prints both runs'
+accuracy and time per step.
 """
 import argparse
 import os
@@ -62,21 +68,38 @@ def make_model(kind):
     raise SystemExit(f"unknown model {kind!r}: choose cnn or mlp")
 
 
+AMP = {"bf16": tg.bfloat16, "fp16": tg.float16}
+
+
+def _autocast(device, amp):
+    """``tg.autocast`` for ``device`` in ``amp``'s dtype (``None``: autocast off)."""
+    return tg.autocast(tg.device(device).type, dtype=AMP.get(amp), enabled=amp is not None)
+
+
 @tg.no_grad()
-def predict(model, x, batch_size=512, device="cpu"):
+def predict(model, x, batch_size=512, device="cpu", amp=None):
     model.eval()
-    out = [model(tg.tensor(x[i:i + batch_size], device=device)).cpu().numpy()
-           for i in range(0, len(x), batch_size)]
+    with _autocast(device, amp):
+        out = [model(tg.tensor(x[i:i + batch_size], device=device)).float().cpu().numpy()
+               for i in range(0, len(x), batch_size)]
     return np.concatenate(out)
 
 
-def make_step(model, opt):
-    """One training step: forward, cross-entropy, backward, Adam update."""
+def make_step(model, opt, amp=None, scaler=None, device="cpu"):
+    """One training step: forward, cross-entropy, backward, Adam update. ``amp``: the
+    forward and the loss under ``tg.autocast`` in that dtype; ``scaler``: a
+    ``tg.amp.GradScaler`` scaling the loss (float16)."""
     def step(xb, yb):
-        loss = F.cross_entropy(model(xb), yb)
+        with _autocast(device, amp):
+            loss = F.cross_entropy(model(xb), yb)
         opt.zero_grad()
-        loss.backward()
-        opt.step()
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         return loss
     return step
 
@@ -95,7 +118,7 @@ def _progress(total, disable):
 
 
 def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
-          compiled=False, device="cpu"):
+          compiled=False, device="cpu", amp=None):
     """Adam with a cosine schedule; returns per-epoch (train loss, test accuracy).
 
     ``distributed``: ``model`` is a DistributedDataParallel; each rank takes
@@ -103,7 +126,8 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
     through a DistributedSampler.
     ``compiled``: the model runs as ``tg.compile(model)``, the backward and the update
     outside it (its forward and backward programs captured once per batch shape,
-    replayed after). ``device``: where the batches go (the model is there)."""
+    replayed after). ``device``: where the batches go (the model is there). ``amp``:
+    ``"bf16"`` or ``"fp16"`` (with a GradScaler), as ``make_step``."""
     x_train, y_train, x_test, y_test = data
     dataset = tg.data.TensorDataset(x_train, y_train)
     sampler = None
@@ -119,8 +143,9 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
         loader = tg.data.DataLoader(dataset, batch_size=batch_size, shuffle=True)
     opt = tg.optim.Adam(model.parameters(), lr=lr)
     sched = tg.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
-    history = {"loss": [], "accuracy": [], "step_seconds": 0.0, "steps": 0}
-    step = make_step(model, opt)
+    history = {"loss": [], "accuracy": [], "step_seconds": 0.0, "steps": 0, "step_times": []}
+    scaler = tg.amp.GradScaler(tg.device(device).type) if amp == "fp16" else None
+    step = make_step(model, opt, amp, scaler, device)
     if compiled:
         cmodel = tg.compile(model)
         step = make_step(cmodel, opt)
@@ -137,6 +162,7 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
             t0 = time.perf_counter()
             loss = step(xb, yb)
             dt = time.perf_counter() - t0
+            history["step_times"].append(dt)
             if compiled and history["compiled"].stats()["replays"] == history.get("replays", 0):
                 history["capture_seconds"] = history.get("capture_seconds", 0.0) + dt
             else:  # (eager steps, or the compiled step's replays)
@@ -149,7 +175,7 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
             bar.set_postfix(loss=f"{total / count:.4f}", refresh=False)
             bar.update()
         sched.step()
-        acc = float(np.mean(predict(model, x_test, device=device).argmax(1) == y_test))
+        acc = float(np.mean(predict(model, x_test, device=device, amp=amp).argmax(1) == y_test))
         history["loss"].append(total / count)
         history["accuracy"].append(acc)
         bar.set_postfix(loss=f"{total / count:.4f}", test_acc=f"{acc:.3f}")
@@ -257,6 +283,9 @@ def main(argv=None):
     p.add_argument("--device", default="cpu", help="cpu or cuda (the GPU, through CuPy)")
     p.add_argument("--data", default=None,
                    help="an .npz with the digits (data, target) instead of scikit-learn's")
+    p.add_argument("--amp", choices=tuple(AMP), default=None,
+                   help="train under tg.autocast in bfloat16 or float16 (with a GradScaler), "
+                        "float32 master weights, after a float32 run to compare with")
     args = p.parse_args(argv)
     epochs = args.epochs or (15 if args.model == "cnn" else 30)
     lr = args.lr or (3e-3 if args.model == "cnn" else 3e-3)
@@ -277,22 +306,33 @@ def main(argv=None):
         if args.distributed or args.compile:
             raise SystemExit("--device cuda trains in one eager process here: drop "
                              "--distributed and --compile")
+    if args.amp and (args.distributed or args.compile):
+        raise SystemExit("--amp trains in one eager process here: drop --distributed and "
+                         "--compile")
     tg.manual_seed(args.seed)
     data = load_data(args.seed, path=args.data)
     net = make_model(args.model).to(device)
     if lead:
         print(net if world == 1 else f"{net}\non {world} processes (DistributedDataParallel)")
     model = tg.nn.parallel.DistributedDataParallel(net) if args.distributed else net
-    start = time.perf_counter()
+    x_test, y_test = data[2], data[3]
     with _blas_threads(args.blas_threads):
+        if args.amp:  # the float32 run to compare with: the same initial weights and batches
+            ref = make_model(args.model).to(device)
+            ref.load_state_dict(net.state_dict())
+            tg.manual_seed(args.seed + 1)
+            _, ref_history = train(ref, data, epochs, args.batch_size, lr,
+                                   progress=not args.no_progress, device=device)
+            ref_acc = float(np.mean(predict(ref, x_test, device=device).argmax(1) == y_test))
+            tg.manual_seed(args.seed + 1)
+        start = time.perf_counter()
         opt, history = train(model, data, epochs, args.batch_size, lr,
                              progress=lead and not args.no_progress,
                              distributed=args.distributed, compiled=args.compile,
-                             device=device)
+                             device=device, amp=args.amp)
         seconds = time.perf_counter() - start
         if args.compile and lead:
             _report_speedup(args.model, data, args.batch_size, history)
-    x_test, y_test = data[2], data[3]
     if args.distributed:
         tg.distributed.barrier()
     if not lead:
@@ -300,12 +340,19 @@ def main(argv=None):
     ckpt = os.path.join(args.out, f"digits_{args.model}.tg")
     check_checkpoint(net, opt, args.model, ckpt, x_test, device)
     print(f"checkpoint {ckpt}: reloaded model gives identical predictions")
-    pred = predict(net, x_test, device=device).argmax(1)
+    pred = predict(net, x_test, device=device, amp=args.amp).argmax(1)
     plot(history, x_test, y_test, pred, args.out)
     print(f"trained {epochs} epochs in {seconds:.1f} s"
           + (f" on {world} processes" if world > 1 else "") + f" on {device}"
+          + (f" under tg.autocast({AMP[args.amp]})" if args.amp else "")
           + f"; plots in {args.out}/")
     acc = float(np.mean(pred == y_test))
+    if args.amp:
+        # the median step: the first steps' kernel compilations left out
+        ms, ref_ms = (float(np.median(h["step_times"])) * 1e3 for h in (history, ref_history))
+        print(f"float32: test accuracy {ref_acc:.3f}, {ref_ms:.2f} ms per step; "
+              f"--amp {args.amp}: test accuracy {acc:.3f} ({(acc - ref_acc) * 100:+.1f} points), "
+              f"{ms:.2f} ms per step ({ref_ms / ms:.2f}x the float32 speed)")
     print(f"test accuracy: {acc:.3f}")
     return acc
 

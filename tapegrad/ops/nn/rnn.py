@@ -932,7 +932,7 @@ def _onnx_rnn_layer(b, st):
 
 
 LSTM_LAYER = register(
-    name="lstm_layer", kernel=_lstm_layer_kernel, infer=_lstm_layer_infer,
+    name="lstm_layer", autocast="lower", kernel=_lstm_layer_kernel, infer=_lstm_layer_infer,
     args=("input_gates", "h0", "c0", "weight_hh"), nout=3, vjp=_lstm_layer_vjp,
     jvp=_lstm_layer_jvp, vmap=_vmap_rule, saves=("h0", "c0", "weight_hh", "out"),
     samples=_samples(4, c=True), error_samples=lambda: _errors(4, c=True),
@@ -941,7 +941,8 @@ LSTM_LAYER = register(
     onnx=_onnx_lstm_layer)
 
 GRU_LAYER = register(
-    name="gru_layer", kernel=_gru_layer_kernel, infer=_gru_layer_infer,
+    name="gru_layer", autocast={"cpu": "promote", "cuda": "lower"}, kernel=_gru_layer_kernel,
+    infer=_gru_layer_infer,
     args=("input_gates", "h0", "weight_hh", "bias_hh"), optional=("bias_hh",), nout=2,
     vjp=_gru_layer_vjp, jvp=_gru_layer_jvp, vmap=_vmap_rule,
     saves=("h0", "weight_hh", "bias_hh", "out"), samples=_samples(3, b=True),
@@ -950,7 +951,7 @@ GRU_LAYER = register(
     onnx=_onnx_gru_layer)
 
 RNN_LAYER = register(
-    name="rnn_layer", kernel=_rnn_layer_kernel, infer=_rnn_layer_infer,
+    name="rnn_layer", autocast="lower", kernel=_rnn_layer_kernel, infer=_rnn_layer_infer,
     args=("input_gates", "h0", "weight_hh"), vjp=_rnn_layer_vjp, jvp=_rnn_layer_jvp,
     vmap=_vmap_rule, saves=("h0", "weight_hh", "out"),
     samples=_samples(1, attrs=({}, {"nonlinearity": "relu"})),
