@@ -5,6 +5,8 @@ a topological order, and knows no op by name. One step per concern:
 
 - ``_Queue``: the nodes waiting for their gradient, and the chain shortcut;
 - ``_context``: what a node's vjp sees (saved values after their version check);
+- ``_widened_vjp``: a node with bfloat16/float16 values runs its vjp in float32 and
+  rounds each gradient once;
 - ``_fit``: a gradient brought to its input's shape and dtype, the one place where
   broadcasting is undone (ops declared ``broadcasting=True``: ``m.sum_to``);
 - ``_to_leaf`` / ``_finish``: leaf gradients summed, hooked, accumulated;
@@ -18,11 +20,14 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from .dtypes import LOW
 from .tape import check_finite, state
 from .tensor import POST_HOOKED, Tensor, as_output, last_write, mark_written, wrap
 
 __all__ = ["backward_pass", "Ctx"]
 
+_LOW = frozenset(LOW)
+_F32 = np.dtype(np.float32)
 _FREED_MSG = ("Trying to backward through the graph a second time (or to use saved values "
               "after they were freed). Saved values of a recording are freed after "
               "backward()/grad(); pass retain_graph=True to the first call if you need to "
@@ -99,7 +104,11 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
         op = node.op
         if op.nout != 1:
             g = tuple(g)
-        in_grads = op.vjp(ctx, g) if not observers else _observed_vjp(observers, node, ctx, g)
+        if traced or _LOW.isdisjoint(node.dtypes):
+            in_grads = op.vjp(ctx, g) if not observers else _observed_vjp(observers, node, ctx,
+                                                                          g)
+        else:
+            in_grads = _widened_vjp(node, ctx, g, observers)
         if not retain_graph:
             # release: the saved values go; write -1 (never a write id) marks it, and
             # sends a later walk through this node to _context, which raises
@@ -250,6 +259,26 @@ def _context(node, traced, needs):
             for o, fw in zip(ctx.out if type(ctx.out) is tuple else (ctx.out,), node.out_fw):
                 o._fw = fw
     return ctx
+
+
+def _widened_vjp(node, ctx, g, observers):
+    """A raw-path vjp of a node with half-width (bfloat16, float16) inputs: it runs on
+    float32 copies of its saved values and cotangent, as the forward kernel did
+    (dispatch widens those operands and rounds the result once), and each float32
+    gradient is rounded once to its input's dtype. A vjp of several steps then rounds
+    once, not after each step, as PyTorch's half-width backward kernels do."""
+    def wide(a):
+        return a.astype(_F32) if a is not None and getattr(a, "dtype", None) in _LOW else a
+    w = Ctx()
+    w.m, w.attrs, w.shapes, w.dtypes = ctx.m, ctx.attrs, ctx.shapes, ctx.dtypes
+    w.needs_input_grad, w.node = ctx.needs_input_grad, node
+    w.inputs = None if ctx.inputs is None else [wide(a) for a in ctx.inputs]
+    out = ctx.out
+    w.out = tuple(wide(o) for o in out) if type(out) is tuple else wide(out)
+    g = tuple(wide(x) for x in g) if type(g) is tuple else wide(g)
+    in_grads = node.op.vjp(w, g) if not observers else _observed_vjp(observers, node, w, g)
+    return [gi.astype(dt) if gi is not None and dt in _LOW and getattr(gi, "dtype", dt) == _F32
+            else gi for gi, dt in zip(in_grads, node.dtypes)]
 
 
 def _as_tensors(saved):

@@ -2,7 +2,17 @@
 PyTorch CPU in the same dtype: the output dtypes agree and the values agree within
 that dtype's tolerance. ``DIFFERS`` lists the ops known to differ, with the reason;
 the list may only shrink (a listed op that now agrees fails the test until it is
-taken off)."""
+taken off).
+
+Gradients likewise: every differentiable op's first-order gradients in bfloat16 and
+float16 (a random cotangent in the output's dtype), against PyTorch's autograd in
+the same dtype, within torch.testing's default tolerance for that dtype; where the
+two differ by more, ours must be no further from the exact gradient (PyTorch's, of
+the same half-width inputs, in float64) than PyTorch's own is, give or take that
+tolerance: we compute in float32 and round once, PyTorch's half-width kernels round
+more often, and being more accurate is no fault. ``GRAD_DIFFERS`` lists the (op,
+dtype) pairs known to differ, with the reason, and only shrinks. A representative
+subset runs in the main suite; the whole sweep is marked slow."""
 import warnings
 
 import numpy as np
@@ -76,3 +86,128 @@ def test_low_precision_matches_pytorch(op, name):
         assert found, f"{op.name} now agrees with PyTorch in {name}: take it off DIFFERS"
     else:
         assert not found, (op.name, name, found)
+
+
+# torch.testing's default (rtol, atol) per dtype
+GRAD_TOL = {"bfloat16": (1.6e-2, 1e-5), "float16": (1e-3, 1e-5)}
+GRAD_DIFFERS = {}
+# the main suite's share of the gradient sweep: one op or two of each family
+GRAD_QUICK = {"add", "mul", "div", "exp", "tanh", "gelu", "sum", "mean", "cumsum", "matmul",
+              "linear", "conv2d", "softmax", "log_softmax", "layer_norm", "cross_entropy",
+              "mse_loss", "max_pool2d", "embedding", "scaled_dot_product_attention",
+              "where", "index_select"}
+
+
+def _grad_ops():
+    return [op for op in _ops() if op.differentiable]
+
+
+def _split(res):
+    return list(res) if isinstance(res, (tuple, list)) else [res]
+
+
+def _torch_grads(op, args, fl, attrs, dtype, vs):
+    """PyTorch's gradients of the floating inputs (positions ``fl``) in ``dtype`` for
+    cotangents ``vs`` (float32 arrays), or None when PyTorch has no kernel or the
+    oracle does not differentiate."""
+    targs = [torch.from_numpy(a.astype(np.float64)).to(dtype).requires_grad_(True) if i in fl
+             else (torch.from_numpy(a) if isinstance(a, np.ndarray) else a)
+             for i, a in enumerate(args)]
+    try:
+        torch.manual_seed(0)
+        outs = [o for o in _split(op.torch(torch, *targs, **attrs))
+                if isinstance(o, torch.Tensor) and o.requires_grad]
+        if len(outs) != len(vs):
+            return None
+        gs = torch.autograd.grad(outs, [targs[i] for i in fl],
+                                 grad_outputs=[torch.from_numpy(v).to(o.dtype)
+                                               for v, o in zip(vs, outs)],
+                                 allow_unused=True)
+    except (RuntimeError, TypeError, ValueError, NotImplementedError, AssertionError):
+        return None
+    return [None if g is None else g.detach().double().numpy() for g in gs]
+
+
+def _grad_mismatches(op, name):
+    """What differs from PyTorch in ``op``'s gradients in dtype ``name``."""
+    T, P = getattr(tg, name), getattr(torch, name)
+    rtol, atol = GRAD_TOL[name]
+    found = []
+    samples = [s for s in op.samples(np.float32)
+               if s.grad and any(isinstance(a, np.ndarray) and a.dtype.kind == "f"
+                                 for a in s.args)]
+    for s in samples[:2]:
+        # the sample's values rounded to the half-width dtype: both sides start there
+        args = [a.astype(T.np).astype(np.float32) if isinstance(a, np.ndarray)
+                and a.dtype.kind == "f" else a for a in s.args]
+        fl = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+        ts = [tg.tensor(a).to(T).requires_grad_(True) if i in fl else
+              (tg.tensor(a) if isinstance(a, np.ndarray) else a) for i, a in enumerate(args)]
+        tg.manual_seed(0)
+        outs = [o for o in _split(bind(op, *ts, **s.attrs)) if o.requires_grad]
+        if not outs:
+            continue
+        rng = np.random.default_rng(0)
+        vs = [rng.standard_normal(tuple(o.shape)).astype(o.dtype.np).astype(np.float32)
+              for o in outs]
+        want = _torch_grads(op, args, fl, s.attrs, P, vs)
+        if want is None:
+            continue  # PyTorch has no kernel (or no gradient) for this dtype
+        exact = _torch_grads(op, args, fl, s.attrs, torch.float64, vs)
+        tg.manual_seed(0)
+        outs = [o for o in _split(bind(op, *ts, **s.attrs)) if o.requires_grad]
+        got = tg.grad(outs, [ts[i] for i in fl], grad_outputs=[tg.tensor(v).to(o.dtype)
+                                                               for v, o in zip(vs, outs)],
+                      allow_unused=True)
+        for k, (g, w) in enumerate(zip(got, want)):
+            if g is None or w is None:
+                if (g is None) != (w is None) and not np.all(
+                        (w if g is None else g.float().numpy()) == 0):
+                    found.append(f"input {k}: gradient None on one side")
+                continue
+            if g.dtype != T:
+                found.append(f"input {k}: a {g.dtype} gradient")
+                continue
+            gv = g.float().numpy().astype(np.float64)
+            if gv.shape != w.shape:
+                found.append(f"input {k}: shape {gv.shape} vs {w.shape}")
+                continue
+            err = np.abs(gv - w)
+            ok = err <= atol + rtol * np.abs(w)
+            if exact is not None and exact[k] is not None and not ok.all():
+                r = exact[k]
+                ok |= np.abs(gv - r) <= np.abs(w - r) + atol + rtol * np.abs(r)
+            ok |= np.isnan(gv) & np.isnan(w)
+            if not ok.all():
+                found.append(f"input {k}: {int((~ok).sum())} of {ok.size} values, "
+                             f"worst {float(np.nanmax(np.where(ok, 0, err))):.3g}")
+    return found
+
+
+def _check_grads(op, name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = _grad_mismatches(op, name)
+    if (op.name, name) in GRAD_DIFFERS:
+        assert found, (f"{op.name}'s {name} gradients now agree with PyTorch: take "
+                       f"({op.name!r}, {name!r}) off GRAD_DIFFERS")
+    else:
+        assert not found, (op.name, name, found)
+
+
+_GRAD_OPS = _grad_ops()
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+@pytest.mark.parametrize("op", [o for o in _GRAD_OPS if o.name in GRAD_QUICK],
+                         ids=lambda o: o.name)
+def test_low_precision_gradients_match_pytorch(op, name):
+    _check_grads(op, name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+@pytest.mark.parametrize("op", [o for o in _GRAD_OPS if o.name not in GRAD_QUICK],
+                         ids=lambda o: o.name)
+def test_low_precision_gradients_match_pytorch_all(op, name):
+    _check_grads(op, name)
