@@ -270,7 +270,8 @@ def _widened_vjp(node, ctx, g, observers):
     def wide(a):
         return a.astype(_F32) if a is not None and getattr(a, "dtype", None) in _LOW else a
     w = Ctx()
-    w.m, w.attrs, w.shapes, w.dtypes = ctx.m, ctx.attrs, ctx.shapes, ctx.dtypes
+    w.m, w.attrs, w.shapes = ctx.m, ctx.attrs, ctx.shapes
+    w.dtypes = tuple(_F32 if d in _LOW else d for d in ctx.dtypes)  # what the vjp makes
     w.needs_input_grad, w.node = ctx.needs_input_grad, node
     w.inputs = None if ctx.inputs is None else [wide(a) for a in ctx.inputs]
     out = ctx.out

@@ -59,6 +59,7 @@ _SOFTPLUS = _elementwise(
     error_samples=_errors,
     torch=lambda torch, x, beta, threshold: torch.nn.functional.softplus(
         x, beta=beta, threshold=threshold))
+_SOFTPLUS.op.autocast = {"cuda": "fp32"}  # on PyTorch's CUDA autocast list
 _LOGSIGMOID = _elementwise("logsigmoid", "-softplus(-x)",
                            samples=_samples(avoid=(0.0,)), error_samples=_errors,
                            torch=lambda torch, x: torch.nn.functional.logsigmoid(x))

@@ -56,23 +56,29 @@ def _same_torch(name):
 
 def _binary(name, kernel, vjp, saves=(), promote="same", expr=None, torch=None,
             samples=None, differentiable=True, out_dtype=None, jvp=None, errors=None,
-            onnx=None):
+            onnx=None, autocast=None):
     torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x", "other"), vjp=vjp, saves=saves,
                     infer=elementwise_infer(name, promote, out_dtype), broadcasting=True,
                     promote=promote, expr=expr, torch=torch, jvp=jvp,
-                    differentiable=differentiable, onnx=onnx,
+                    differentiable=differentiable, onnx=onnx, autocast=autocast,
                     samples=samples or binary_samples(), error_samples=errors or bad_broadcast())
 
 
 def _unary(name, kernel, vjp, saves=("x",), promote="float", expr=None, torch=None,
-           samples=None, differentiable=True, out_dtype=None, jvp=None, onnx=None):
+           samples=None, differentiable=True, out_dtype=None, jvp=None, onnx=None,
+           autocast=None):
     torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x",), vjp=vjp, saves=saves,
                     infer=elementwise_infer(name, promote, out_dtype), promote=promote,
                     expr=expr, torch=torch, jvp=jvp, differentiable=differentiable,
-                    onnx=onnx, samples=samples or unary_samples(),
+                    onnx=onnx, autocast=autocast, samples=samples or unary_samples(),
                     error_samples=lambda: [(("not a tensor",), {}, TypeError)])
+
+
+# PyTorch's CUDA autocast lists: these run in float32 there (on CPU, as given)
+_CUDA_FP32 = {"cuda": "fp32"}
+_CUDA_PROMOTE = {"cuda": "promote"}
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -370,7 +376,7 @@ def _pow_vjp(ctx, g):
 POW = _binary("pow", _pow_kernel, _pow_vjp,
               saves={"x": ("x", "other"), "other": ("x", "other", "out")}, expr="pow(x, other)",
               samples=binary_samples(low=0.5, high=2.0, low2=-1.5, high2=2.0),
-              onnx=_onnx_float_simple("Pow"))
+              onnx=_onnx_float_simple("Pow"), autocast=_CUDA_FP32)
 
 
 def _maxmin_vjp(pick_x):
@@ -406,7 +412,7 @@ def _atan2_vjp(ctx, g):
 
 ARCTAN2 = _binary("arctan2", np.arctan2, _atan2_vjp, saves=("x", "other"), promote="float",
                   expr="arctan2(x, other)", samples=binary_samples(low=0.5, high=2.0),
-                  onnx=_onnx_atan2)
+                  onnx=_onnx_atan2, autocast=_CUDA_PROMOTE)
 
 
 def _logaddexp_vjp(ctx, g):
@@ -463,20 +469,20 @@ def _sign(x, out=None):
 SIGN = _u("sign", _sign, lambda ctx, g: (g * 0,), saves=(), promote="same",
           samples=unary_samples(avoid=(0.0,)), jvp=_diagonal, onnx=_onnx_simple("Sign"))
 EXP = _u("exp", np.exp, lambda ctx, g: (g * ctx.out,), saves=("out",), expr="exp(x)",
-         onnx=_onnx_float_simple("Exp"))
+         onnx=_onnx_float_simple("Exp"), autocast=_CUDA_FP32)
 EXP2 = _u("exp2", np.exp2, lambda ctx, g: (g * ctx.out * math.log(2.0),), saves=("out",),
           expr="exp2(x)")
 EXPM1 = _u("expm1", np.expm1, lambda ctx, g: (g * (ctx.out + 1),), saves=("out",),
-           expr="expm1(x)")
+           expr="expm1(x)", autocast=_CUDA_FP32)
 _pos = unary_samples(low=0.2, high=3.0)
 LOG = _u("log", np.log, lambda ctx, g: (g / ctx.inputs[0],), expr="log(x)", samples=_pos,
-         onnx=_onnx_float_simple("Log"))
+         onnx=_onnx_float_simple("Log"), autocast=_CUDA_FP32)
 LOG2 = _u("log2", np.log2, lambda ctx, g: (g / (ctx.inputs[0] * math.log(2.0)),),
-          expr="log2(x)", samples=_pos)
+          expr="log2(x)", samples=_pos, autocast=_CUDA_FP32)
 LOG10 = _u("log10", np.log10, lambda ctx, g: (g / (ctx.inputs[0] * math.log(10.0)),),
-           expr="log10(x)", samples=_pos)
+           expr="log10(x)", samples=_pos, autocast=_CUDA_FP32)
 LOG1P = _u("log1p", np.log1p, lambda ctx, g: (g / (ctx.inputs[0] + 1),), expr="log1p(x)",
-           samples=unary_samples(low=-0.8, high=3.0))
+           samples=unary_samples(low=-0.8, high=3.0), autocast=_CUDA_FP32)
 SQRT = _u("sqrt", np.sqrt, lambda ctx, g: (g / (2 * ctx.out),), saves=("out",), expr="sqrt(x)",
           samples=_pos, onnx=_onnx_float_simple("Sqrt"))
 
@@ -487,7 +493,7 @@ def _rsqrt(x, out=None):
 
 
 RSQRT = _u("rsqrt", _rsqrt, lambda ctx, g: (-0.5 * g * ctx.out * ctx.out * ctx.out,),
-           saves=("out",), expr="rsqrt(x)", samples=_pos)
+           saves=("out",), expr="rsqrt(x)", samples=_pos, autocast=_CUDA_FP32)
 def _square(x, out=None):
     if x.dtype == np.bool_:  # PyTorch: an int64 result
         return np.multiply(x, x, out=out, dtype=np.int64)
@@ -503,24 +509,28 @@ def _reciprocal(x, out=None):
 
 
 RECIPROCAL = _u("reciprocal", _reciprocal, lambda ctx, g: (-g * ctx.out * ctx.out,),
-                saves=("out",), expr="1 / x", samples=_pos, onnx=_onnx_float_simple("Reciprocal"))
+                saves=("out",), expr="1 / x", samples=_pos, onnx=_onnx_float_simple("Reciprocal"),
+                autocast=_CUDA_FP32)
 SIN = _u("sin", np.sin, lambda ctx, g: (g * ctx.m.cos(ctx.inputs[0]),), expr="sin(x)",
          onnx=_onnx_float_simple("Sin"))
 COS = _u("cos", np.cos, lambda ctx, g: (-g * ctx.m.sin(ctx.inputs[0]),), expr="cos(x)",
          onnx=_onnx_float_simple("Cos"))
 TAN = _u("tan", np.tan, lambda ctx, g: (g * (1 + ctx.out * ctx.out),), saves=("out",),
-         expr="tan(x)", samples=unary_samples(low=-1.2, high=1.2), onnx=_onnx_float_simple("Tan"))
+         expr="tan(x)", samples=unary_samples(low=-1.2, high=1.2), onnx=_onnx_float_simple("Tan"),
+         autocast=_CUDA_FP32)
 _unit = unary_samples(low=-0.9, high=0.9)
 ARCSIN = _u("arcsin", np.arcsin, lambda ctx, g: (g * ctx.m.rsqrt(1 - ctx.inputs[0] ** 2),),
-            expr="arcsin(x)", samples=_unit, onnx=_onnx_float_simple("Asin"))
+            expr="arcsin(x)", samples=_unit, onnx=_onnx_float_simple("Asin"), autocast=_CUDA_FP32)
 ARCCOS = _u("arccos", np.arccos, lambda ctx, g: (-g * ctx.m.rsqrt(1 - ctx.inputs[0] ** 2),),
-            expr="arccos(x)", samples=_unit, onnx=_onnx_float_simple("Acos"))
+            expr="arccos(x)", samples=_unit, onnx=_onnx_float_simple("Acos"), autocast=_CUDA_FP32)
 ARCTAN = _u("arctan", np.arctan, lambda ctx, g: (g / (1 + ctx.inputs[0] ** 2),),
             expr="arctan(x)", onnx=_onnx_float_simple("Atan"))
 SINH = _u("sinh", np.sinh, lambda ctx, g: (g * ctx.m.cosh(ctx.inputs[0]),), expr="sinh(x)",
-          onnx=_onnx_float_simple("Sinh"))
+          onnx=_onnx_float_simple("Sinh"), autocast=_CUDA_FP32)
 COSH = _u("cosh", np.cosh, lambda ctx, g: (g * ctx.m.sinh(ctx.inputs[0]),), expr="cosh(x)",
-          onnx=_onnx_float_simple("Cosh"))
+          onnx=_onnx_float_simple("Cosh"), autocast=_CUDA_FP32)
+
+
 def _tanh_backward_kernel(g, y, out=None):
     if out is None or _overlaps(out, g, y):
         r = g * (1 - y * y)

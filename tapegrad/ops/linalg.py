@@ -561,6 +561,8 @@ def _einsum_op(n):
         args = tuple(f"operand{i}" for i in range(n))
         op = _EINSUM_OPS[n] = register(
             name=_einsum_name(n), jvp=_jvp.multilinear, vmap=_einsum_vmap,
+            # CUDA autocast lists einsum; on CPU two or more operands contract by bmm
+            autocast="lower" if n > 1 else {"cuda": "lower"},
             kernel=(_einsum1_kernel if n == 1 else _einsum2_kernel if n == 2
                     else _einsum_kernel),
             infer=_einsum_infer, args=args, vjp=_einsum_vjp, promote="none",
@@ -1980,7 +1982,8 @@ def renorm(input, p, dim, maxnorm):
 
 
 decl(renorm, lambda dtype=np.float64: [S(rand((3, 4), dtype), 2, 0, 1.0),
-                                       S(rand((3, 4), dtype, seed=1), 1, 1, 1.5)])
+                                       S(rand((3, 4), dtype, seed=1), 1, 1, 1.5)],
+     autocast={"cuda": "fp32"})
 
 
 # ------------------------------------------------------------------ mm

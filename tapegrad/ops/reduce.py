@@ -1431,7 +1431,7 @@ def dist(input, other, p=2):
 
 decl(dist, lambda dtype=np.float64: [S(rand((3, 4), dtype, seed=1), rand((3, 4), dtype, seed=2)),
                                      S(rand((3, 4), dtype, seed=3), rand((4,), dtype, seed=4), 1)],
-     args=("input", "other"),
+     args=("input", "other"), autocast={"cuda": "fp32"},
      errors=lambda: [((rand((3, 4)), rand((5,))), {}, ValueError)])
 
 

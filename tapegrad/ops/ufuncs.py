@@ -140,7 +140,7 @@ def _addc_samples(low3):
 
 for _f in (addcdiv, addcmul):
     decl(_f, _addc_samples(0.5 if _f is addcdiv else -2.0),
-         args=("input", "tensor1", "tensor2"),
+         args=("input", "tensor1", "tensor2"), autocast={"cuda": "promote"},
          infer=elementwise_infer(_f.__name__, "same"),
          errors=lambda: [((rand((3, 4)), rand((5,)), rand((3, 4))), {}, ValueError)])
 

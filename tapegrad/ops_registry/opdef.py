@@ -168,6 +168,12 @@ class OpDef:
     def __repr__(self):
         return f"OpDef({self.name!r}, kind={self.kind!r})"
 
+    def autocast_policy(self, device_type):
+        """What ``tg.autocast`` does to this op's floating inputs on ``device_type``
+        (``"cpu"``, ``"cuda"``): one of ``AUTOCAST``, or None (they run as given)."""
+        p = self.autocast
+        return p.get(device_type) if type(p) is dict else p
+
     # the compute API lives in compute.py; bound here for op.infer(...) style use
     def compute(self, *arrays, out=None, workspace=None, **attrs):
         from .compute import compute

@@ -233,6 +233,13 @@ def test_recurrent_modules_give_torch_autocast_dtypes(name):
     assert all(p.grad is not None and p.grad.dtype == tg.float32 for p in m.parameters())
 
 
+def _sums(equation):
+    """Whether an explicit einsum equation sums a subscript (PyTorch's CPU einsum then
+    contracts with bmm, on the CPU autocast list; else it multiplies)."""
+    ins, out = equation.split("->")
+    return bool(set(ins.replace(",", "")) - set(out))
+
+
 @pytest.mark.parametrize("op", _DECLARED, ids=[o.name for o in _DECLARED])
 def test_declared_cpu_policies_give_torch_autocast_dtypes(op):
     """Every op whose declaration carries a CPU policy, on its registry samples: the
@@ -243,6 +250,8 @@ def test_declared_cpu_policies_give_torch_autocast_dtypes(op):
     bf16 = tg.bfloat16.np
     checked = 0
     for s in list(op.samples(np.float32))[:3]:
+        if op.name.startswith("einsum") and not _sums(s.attrs["equation"]):
+            continue  # PyTorch's CPU einsum multiplies (float32) when nothing is summed
         args = list(s.args)
         fl = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
         if not fl:
@@ -263,3 +272,65 @@ def test_declared_cpu_policies_give_torch_autocast_dtypes(op):
                 assert _name(g.dtype) == _name(w.dtype), (op.name, g.dtype, w.dtype)
                 checked += 1
     assert checked
+
+
+# ---------------------------------------------------------------- CUDA's op lists
+# PyTorch's CUDA autocast registers its kernels from the op lists in ATen's
+# autocast_mode.h (shipped with torch under include/): read from there, each list's
+# policy in the OpDef.autocast terms
+_LISTS = (("AT_FORALL_LOWER_PRECISION_FP", "lower"), ("AT_FORALL_FP32", "fp32"),
+          ("AT_FORALL_FP32_SET_OPT_DTYPE", "fp32_unless_dtype"),
+          ("AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE", "fp32"),  # norm: float32 appended
+          ("AT_FORALL_PROMOTE", "promote"))
+# ATen's name -> the registry op that is PyTorch's function of that name
+_ATEN_NAMES = {"acos": "arccos", "asin": "arcsin", "atan2": "arctan2",
+               "native_layer_norm": "layer_norm", "nll_loss2d": "nll_loss",
+               "frobenius_norm": "norm", "nuclear_norm": "norm", "grid_sampler": "grid_sample"}
+# CUDA policies from outside those lists: cuDNN's RNNs (autocast_rnn.cpp) and the
+# functions PyTorch builds from listed ops (its Python or CompositeImplicit code)
+_CUDA_ALSO = {
+    "lstm_layer": "lower", "gru_layer": "lower", "rnn_layer": "lower",
+    "cross_entropy": "fp32",                  # log_softmax then nll_loss: both float32
+    "einsum1": "lower", "einsum3": "lower",   # ATen's einsum, over one or three operands
+}
+
+
+def _cuda_lists():
+    import os
+    import re
+    path = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "autocast_mode.h")
+    with open(path) as f:
+        text = f.read()
+    want = {}
+    for macro, policy in _LISTS:
+        body = re.search(rf"#define {macro}\(_\)(.*?)\n\s*\n", text, re.S)
+        assert body, f"{macro} not found in {path}"
+        names = re.findall(r"_\(\s*(?:ADD_NS\()?(\w+)", body.group(1))
+        assert names, macro
+        for n in names:
+            n = _ATEN_NAMES.get(n, "interpolate" if "upsample" in n else n)
+            want.setdefault(n, set()).add(policy)
+    return want
+
+
+def test_cuda_policies_are_pytorchs_cuda_lists():
+    """Every registry op on PyTorch's CUDA autocast lists declares that list's policy
+    for "cuda" (asked of the op on a CPU-only machine: the lookup is keyed by device),
+    and every op declaring a CUDA policy is on a list (or in _CUDA_ALSO, with its
+    reason)."""
+    from tapegrad.ops_registry import list_ops
+    want = _cuda_lists()
+    assert {"exp", "softmax", "layer_norm", "matmul", "sum"} <= set(want)
+    ops = {(get(n) if isinstance(n, str) else n).name: (get(n) if isinstance(n, str) else n)
+           for n in list_ops()}
+    wrong = []
+    for name, policies in sorted(want.items()):
+        assert len(policies) == 1, (name, policies)
+        if name in ops and ops[name].autocast_policy("cuda") != next(iter(policies)):
+            wrong.append((name, ops[name].autocast_policy("cuda"), next(iter(policies))))
+    for name, op in sorted(ops.items()):
+        pol = op.autocast_policy("cuda")
+        if pol is not None and name not in want:
+            if _CUDA_ALSO.get(name) != pol:
+                wrong.append((name, pol, _CUDA_ALSO.get(name)))
+    assert not wrong, wrong

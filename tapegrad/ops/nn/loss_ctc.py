@@ -247,7 +247,7 @@ def _ctc_samples(dtype=np.float64):
         Sample((_logp((5, 3), 5).astype(dtype), a([2, 1]), a(5), a(2)), {"reduction": "none"})]
 
 
-composite(ctc_loss, autocast={"cuda": "fp32"}, infer=_ctc_infer,
+composite(ctc_loss, infer=_ctc_infer,
           args=("log_probs", "targets", "input_lengths", "target_lengths"),
           samples=_ctc_samples,
           error_samples=lambda: [

@@ -535,7 +535,8 @@ composite(local_response_norm, infer=_same_infer,
                                                  "k": 2.0})],
           error_samples=lambda: [((rand((2, 4)),), {"size": 3}, ValueError)],
           torch=_torch("local_response_norm"))
-composite(rms_norm, infer=_same_infer, args=("input", "weight"), optional=("weight",),
+composite(rms_norm, autocast={"cuda": "fp32"}, infer=_same_infer, args=("input", "weight"),
+          optional=("weight",),
           by_name=True,
           samples=lambda dtype=np.float64: [
               Sample((rand((2, 3, 4), dtype), None), {"normalized_shape": (4,)}),

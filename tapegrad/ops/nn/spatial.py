@@ -321,7 +321,8 @@ def _onnx_interpolate(b, st):
 
 
 INTERPOLATE = register(
-    name="interpolate", vmap=_vmap.nchw_rule, kernel=_interp_kernel, infer=_interp_infer,
+    name="interpolate", autocast={"cuda": "fp32"}, vmap=_vmap.nchw_rule, kernel=_interp_kernel,
+    infer=_interp_infer,
     args=("input",),
     vjp=_interp_vjp, jvp=_interp_jvp, saves=(), samples=_interp_samples, torch=_torch_interp,
     error_samples=lambda: [((_rand((2, 3)),), _interp_attrs((4,)), NotImplementedError),
