@@ -104,7 +104,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
         op = node.op
         if op.nout != 1:
             g = tuple(g)
-        if traced or _LOW.isdisjoint(node.dtypes):
+        if traced or _LOW.isdisjoint(node.dtypes) or getattr(op, "halfwidth", False):
             in_grads = op.vjp(ctx, g) if not observers else _observed_vjp(observers, node, ctx,
                                                                           g)
         else:

@@ -128,7 +128,8 @@ def bad_broadcast(*extra):
 
 def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, reference=None,
               error_samples=None, nout=1, differentiable=True, sequence=False, by_name=False,
-              optional=(), kind="basic", doc="", dynamic_kernel=None, autocast=None):
+              optional=(), kind="basic", doc="", dynamic_kernel=None, autocast=None,
+              widen=False):
     """Declare the public function ``fn``, built from other ops, in the registry
     (``OpDef.composite``): ``bind``/``compute`` on it call ``fn``, whose constituent
     ops record, differentiate, batch and forward-differentiate; ``infer`` is its
@@ -144,8 +145,9 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
     **attrs)``, when given, is what a caller's allocator runs (sizes first, then written
     into its memory) instead of ``fn`` followed by a copy. ``autocast``: the op's
     ``OpDef.autocast`` policy, applied where its public function is called from
-    ``tg.*`` / ``tg.nn.functional`` (``guard.checked``) and on ``bind``. Returns ``fn``
-    (the public function stays as it is)."""
+    ``tg.*`` / ``tg.nn.functional`` (``guard.checked``) and on ``bind``. ``widen``: the
+    op's ``OpDef.widen`` (half-width inputs computed in float32, see ``widened_call``),
+    applied at the same places. Returns ``fn`` (the public function stays as it is)."""
     from ..grad_mode import no_grad
     from ..tensor import Tensor, buffer, wrap
     from .guard import _CLEAN, _named
@@ -162,7 +164,7 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
 
     def public(*a, **k):  # its errors name it (an alias's: "subtract: sub: ...")
         try:
-            return call(*a, **k)
+            return widened_call(call, a, k) if widen else call(*a, **k)
         except _CLEAN as e:
             raise _named(name, e) from None
     public.__name__ = name
@@ -184,11 +186,45 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
                                samples=samples, torch=torch, reference=reference,
                                error_samples=error_samples, nout=nout,
                                differentiable=differentiable, doc=doc or (fn.__doc__ or ""),
-                               autocast=autocast)
+                               autocast=autocast, widen=widen)
     return fn
 
 
 _COMPOSITES = {}  # a composite's public function -> its OpDef
+
+
+def widened_call(fn, args, kwargs):
+    """``fn(*args, **kwargs)`` for a composite declared ``widen``: when its floating
+    Tensor arguments (in lists too) are all bfloat16, or all float16, it runs on
+    float32 copies of them and each float32 output is rounded once back to that
+    dtype. The casts are ``cast`` op calls, so they record: the gradient flows back
+    through the float32 body and is rounded once at the cast. Mixed dtypes, or a
+    call that names a ``dtype=``, run as given."""
+    low = None
+    for a in (*args, *kwargs.values()):
+        for t in (a if type(a) is list or type(a) is tuple else (a,)):
+            if isinstance(t, Tensor) and _dt.is_float(t._data.dtype):
+                if low is None:
+                    low = t._data.dtype
+                elif t._data.dtype != low:
+                    return fn(*args, **kwargs)
+    if low not in _dt.LOW or kwargs.get("dtype") is not None:
+        return fn(*args, **kwargs)
+    half = _dt.from_np(low)
+
+    def up(a):
+        if isinstance(a, Tensor):
+            return a.float() if a._data.dtype == low else a
+        return type(a)(up(e) for e in a) if type(a) is list or type(a) is tuple else a
+
+    def down(o):
+        if isinstance(o, Tensor):
+            return o.to(half) if o._data.dtype == _dt.float32.np else o
+        if isinstance(o, tuple):
+            vals = [down(e) for e in o]
+            return type(o)(*vals) if hasattr(o, "_fields") else type(o)(vals)
+        return o
+    return down(fn(*[up(a) for a in args], **{k: up(v) for k, v in kwargs.items()}))
 
 
 def composite_op(fn):
@@ -262,7 +298,7 @@ def eval_infer(fn, fill=0.0):
 
 def decl(fn, samples, *, name=None, args=("input",), infer=None, torch=None, errors=None,
          nout=1, differentiable=True, sequence=False, optional=(), fill=0.0, reference=None,
-         autocast=None):
+         autocast=None, widen=False):
     """Declare the public function ``fn`` (a composite) in the registry."""
     name = name or fn.__name__
     if torch is None and reference is None:
@@ -277,7 +313,7 @@ def decl(fn, samples, *, name=None, args=("input",), infer=None, torch=None, err
     composite(fn, name=name, args=args, infer=infer,
               samples=samples, torch=torch, reference=reference, error_samples=errors,
               nout=nout, differentiable=differentiable, sequence=sequence,
-              optional=optional, autocast=autocast)
+              optional=optional, autocast=autocast, widen=widen)
     return fn
 
 

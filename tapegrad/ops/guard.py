@@ -202,8 +202,12 @@ def checked(fn):
 
     first = plan[0]
     simple = len(plan) == 1 and first[0] == 0 and not first[2] and not first[4]
-    from ._decl import composite_op
+    from ._decl import composite_op, widened_call
     op = composite_op(fn)  # a composite's autocast policy applies at its public entry
+    run = fn
+    if op is not None and op.widen:  # (and its half-width inputs computed in float32)
+        def run(*a, **k):
+            return widened_call(fn, a, k)
 
     @functools.wraps(fn)
     def f(*args, **kwargs):
@@ -213,8 +217,8 @@ def checked(fn):
             check(args, kwargs)
         try:
             if op is not None and _state.autocast is not None:
-                return _autocast_call(op, fn, args, kwargs)
-            return fn(*args, **kwargs)
+                return _autocast_call(op, run, args, kwargs)
+            return run(*args, **kwargs)
         except _CLEAN as e:
             raise _named(name, e) from None
         except MemoryError as e:  # a composite's own array too large (as dispatch's ops)

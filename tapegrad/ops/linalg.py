@@ -1875,7 +1875,7 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     return _R.norm(d, p, -1)
 
 
-decl(cdist, autocast={"cuda": "fp32"}, torch=_torch_cdist,
+decl(cdist, widen=True, autocast={"cuda": "fp32"}, torch=_torch_cdist,
      samples=lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((5, 4), dtype, seed=1)),
                                       S(rand((2, 3, 2), dtype), rand((2, 4, 2), dtype, seed=2),
                                         1.0)],
@@ -1983,7 +1983,7 @@ def renorm(input, p, dim, maxnorm):
 
 decl(renorm, lambda dtype=np.float64: [S(rand((3, 4), dtype), 2, 0, 1.0),
                                        S(rand((3, 4), dtype, seed=1), 1, 1, 1.5)],
-     autocast={"cuda": "fp32"})
+     autocast={"cuda": "fp32"}, widen=True)
 
 
 # ------------------------------------------------------------------ mm

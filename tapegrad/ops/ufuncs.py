@@ -34,7 +34,7 @@ __all__ = ["acosh", "arccosh", "asinh", "arcsinh", "atanh", "arctanh", "addcdiv"
            "fmin", "frexp"]
 
 
-def _unary(fn, low=-2.0, high=2.0, avoid=(), name=None, torch=None):
+def _unary(fn, low=-2.0, high=2.0, avoid=(), name=None, torch=None, widen=False):
     def samples(dtype=np.float64):
         out = []
         for k, s in enumerate(((3, 4), (), (2, 0, 3))):
@@ -44,11 +44,11 @@ def _unary(fn, low=-2.0, high=2.0, avoid=(), name=None, torch=None):
             out.append(S(a))
         return out
     return decl(fn, samples, name=name, infer=elementwise_infer(name or fn.__name__, "float"),
-                torch=torch)
+                torch=torch, widen=widen)
 
 
 def _binary(fn, low=-2.0, high=2.0, low2=None, high2=None, name=None, promote="float",
-            torch=None, args=("input", "other"), differentiable=True):
+            torch=None, args=("input", "other"), differentiable=True, widen=False):
     low2 = low if low2 is None else low2
     high2 = high if high2 is None else high2
 
@@ -58,7 +58,7 @@ def _binary(fn, low=-2.0, high=2.0, low2=None, high2=None, name=None, promote="f
                 for k, (a, b) in enumerate(pairs)]
     return decl(fn, samples, name=name, args=args, torch=torch,
                 infer=elementwise_infer(name or fn.__name__, promote),
-                errors=bad_broadcast(), differentiable=differentiable)
+                errors=bad_broadcast(), differentiable=differentiable, widen=widen)
 
 
 # ------------------------------------------------------------------ inverse hyperbolics
@@ -154,7 +154,7 @@ def copysign(input, other):
     return E.where(other < 0, -a, a)
 
 
-_binary(copysign, low2=-2.0, high2=2.0, low=0.3)
+_binary(copysign, low2=-2.0, high2=2.0, low=0.3, widen=True)
 
 
 def deg2rad(input):
@@ -233,7 +233,7 @@ decl(lerp, lambda dtype=np.float64: [
         S(rand((3, 4), dtype, seed=1), rand((3, 4), dtype, seed=2), 0.3),
         S(rand((3, 4), dtype, seed=3), rand((4,), dtype, seed=4),
           rand((3, 1), dtype, 0, 1, seed=5))],
-     args=("input", "end", "weight"), infer=elementwise_infer("lerp", "same"),
+     args=("input", "end", "weight"), infer=elementwise_infer("lerp", "same"), widen=True,
      errors=lambda: [((rand((3, 4)), rand((5,)), 0.5), {}, ValueError)])
 
 
@@ -329,7 +329,7 @@ def sinc(input):
     return E.where(zero, 1.0, E.sin(safe) / safe)
 
 
-_unary(sinc, avoid=(0.0,))
+_unary(sinc, avoid=(0.0,), widen=True)
 
 
 def heaviside(input, values):

@@ -58,6 +58,11 @@ An ``OpDef`` holds everything about one operator:
     function itself. Calling the op (``bind``) calls it, so its constituent ops record,
     differentiate, batch and forward-differentiate (it needs no vjp, jvp or vmap of
     its own); ``kernel`` runs it on raw arrays, ``infer`` is its shape rule.
+``widen``
+    a composite that PyTorch computes in one kernel (``layer_norm``, attention): with
+    bfloat16 or float16 inputs (all of one dtype) its body runs on float32 copies of
+    them and each float32 output is rounded once, forward and backward, as a
+    primitive's kernel and vjp are.
 ``expr``
     optional scalar expression (elementwise ops), e.g. ``"x * sigmoid(x)"``.
 ``broadcasting``
@@ -141,6 +146,7 @@ class OpDef:
     broadcasting: bool = False
     promote: str = "none"
     autocast: Any = None
+    widen: bool = False
     differentiable: bool = True
     nout: int = 1
     samples: Optional[Callable] = None

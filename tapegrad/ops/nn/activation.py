@@ -360,7 +360,8 @@ def _bool_error():
     return [((np.array([[True, False, True]]),), {}, NotImplementedError)]
 
 
-def _unary(fn, avoid=(0.0,), scale=2.0, attrs=({},), errors=_int_error, torch_fn=None):
+def _unary(fn, avoid=(0.0,), scale=2.0, attrs=({},), errors=_int_error, torch_fn=None,
+           widen=False):
     name = fn.__name__
 
     def samples(dtype=np.float64):
@@ -373,12 +374,12 @@ def _unary(fn, avoid=(0.0,), scale=2.0, attrs=({},), errors=_int_error, torch_fn
     def oracle(torch, x, **kw):
         return getattr(torch.nn.functional, name)(x, **kw)
     composite(fn, infer=_same_infer, samples=samples, torch=torch_fn or oracle,
-              error_samples=errors)
+              error_samples=errors, widen=widen)
 
 
-_unary(celu, attrs=({}, {"alpha": 0.7}),
+_unary(celu, attrs=({}, {"alpha": 0.7}), widen=True,
        errors=lambda: [((rand((2, 3)),), {"alpha": 0.0}, RuntimeError)] + _int_error())
-_unary(selu)
+_unary(selu, widen=True)
 _unary(hardshrink, avoid=(-0.5, 0.5), attrs=({}, {"lambd": 0.3}))
 
 

@@ -104,7 +104,7 @@ def _sdpa_samples(dtype=np.float64):
             Sample((q, k, v, rand((3, 5), seed=5) > -1.0), {})]  # a bool mask, each row kept
 
 
-composite(scaled_dot_product_attention, autocast="lower", infer=_sdpa_infer,
+composite(scaled_dot_product_attention, widen=True, autocast="lower", infer=_sdpa_infer,
           args=("query", "key", "value", "attn_mask"), optional=("attn_mask",),
           samples=_sdpa_samples,
           error_samples=lambda: [((rand((2, 3, 4)), rand((2, 5, 3)), rand((2, 5, 2))), {},
@@ -443,7 +443,7 @@ def _mha_errors():
             ((q3, q3, q3, w, b, None, None, ow, ob), dict(base, is_causal=True), RuntimeError)]
 
 
-composite(multi_head_attention_forward, infer=_mha_infer, args=_MHA_ARGS, by_name=True,
+composite(multi_head_attention_forward, widen=True, infer=_mha_infer, args=_MHA_ARGS, by_name=True,
           optional=_MHA_ARGS[4:7] + _MHA_ARGS[8:], nout=2, samples=_mha_samples,
           error_samples=_mha_errors,
           torch=lambda torch, *a, **k: _mha_call(

@@ -221,7 +221,8 @@ def _ct3d_infer(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, d
 
 
 # ------------------------------------------------------------------ the registry
-composite(conv3d, autocast="lower", infer=_conv3d_infer, args=("input", "weight", "bias"),
+composite(conv3d, widen=True, autocast="lower", infer=_conv3d_infer,
+          args=("input", "weight", "bias"),
           optional=("bias",),
           samples=lambda dtype=np.float64: [
               Sample((rand((1, 2, 4, 4, 3), dtype), rand((3, 2, 2, 2, 2), dtype, seed=1),

@@ -425,7 +425,7 @@ def _bce_samples(dtype=np.float64):
             Sample((x, t, _rand((4,), dtype, 0.5, 2.0, seed=3)), {"reduction": "sum"}, False)]
 
 
-composite(binary_cross_entropy, autocast={"cpu": "fp32"},
+composite(binary_cross_entropy, widen=True, autocast={"cpu": "fp32"},
           infer=_binary_infer("binary_cross_entropy"),
           args=("input", "target", "weight"), optional=("weight",), samples=_bce_samples,
           error_samples=lambda: [((_rand((3, 4), low=0.1, high=0.9),
@@ -778,8 +778,10 @@ def _fsign(shape, seed):
 
 def _decl(fn, samples, errors, infer=_loss_infer, args=("input", "target"), torch=None,
           autocast="fp32"):
+    # (a loss reduces: in half width it computes in float32 and rounds once, as
+    # PyTorch's loss kernels accumulate in float32)
     composite(fn, infer=infer, samples=samples, torch=torch or _torch(fn.__name__),
-              error_samples=errors, args=args, autocast=autocast)
+              error_samples=errors, args=args, autocast=autocast, widen=True)
 
 
 def _cast(dtype, *arrays):

@@ -367,7 +367,7 @@ def _layer_norm_infer(x, weight=None, bias=None, *, normalized_shape, eps=1e-5):
 
 
 # the op's inputs (input, weight, bias) by name, normalized_shape an attribute
-composite(layer_norm, autocast={"cuda": "fp32"}, infer=_layer_norm_infer,
+composite(layer_norm, widen=True, autocast={"cuda": "fp32"}, infer=_layer_norm_infer,
           args=("input", "weight", "bias"),
           optional=("weight", "bias"), by_name=True,
           samples=lambda dtype=np.float64: [
@@ -413,7 +413,7 @@ def _batch_norm_samples(dtype=np.float64):
             Sample((rand((4, C, 2), dtype, seed=7), None, None), {"training": True})]
 
 
-composite(batch_norm, infer=_batch_norm_infer,
+composite(batch_norm, widen=True, infer=_batch_norm_infer,
           args=("input", "running_mean", "running_var", "weight", "bias"),
           optional=("running_mean", "running_var", "weight", "bias"), by_name=True,
           samples=_batch_norm_samples,
@@ -516,8 +516,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 
 
 # ------------------------------------------------------------------ the registry
-composite(instance_norm, infer=_same_infer, args=("input", "running_mean", "running_var",
-                                                  "weight", "bias"),
+composite(instance_norm, widen=True, infer=_same_infer,
+          args=("input", "running_mean", "running_var", "weight", "bias"),
           by_name=True, optional=("running_mean", "running_var", "weight", "bias"),
           samples=lambda dtype=np.float64: [
               Sample((rand((2, 3, 5), dtype), None, None, None, None), {}),
@@ -535,7 +535,8 @@ composite(local_response_norm, infer=_same_infer,
                                                  "k": 2.0})],
           error_samples=lambda: [((rand((2, 4)),), {"size": 3}, ValueError)],
           torch=_torch("local_response_norm"))
-composite(rms_norm, autocast={"cuda": "fp32"}, infer=_same_infer, args=("input", "weight"),
+composite(rms_norm, widen=True, autocast={"cuda": "fp32"}, infer=_same_infer,
+          args=("input", "weight"),
           optional=("weight",),
           by_name=True,
           samples=lambda dtype=np.float64: [
