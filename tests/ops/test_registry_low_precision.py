@@ -93,7 +93,7 @@ def test_low_precision_matches_pytorch(op, name):
 # torch.testing's default (rtol, atol) per dtype
 GRAD_TOL = {"bfloat16": (1.6e-2, 1e-5), "float16": (1e-3, 1e-5)}
 ULP = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}  # relative rounding step
-# (op, dtype) -> why its gradients differ; none do now
+# (op, dtype) -> why its gradients differ from PyTorch's (empty: none differ)
 GRAD_DIFFERS = {}
 # the main suite's share of the gradient sweep: one op or two of each family
 GRAD_QUICK = {"add", "mul", "div", "exp", "tanh", "gelu", "sum", "mean", "cumsum", "matmul",
