@@ -1929,7 +1929,8 @@ def corrcoef(input):
     return _E.clamp(out, -1.0, 1.0)
 
 
-decl(corrcoef, lambda dtype=np.float64: [S(rand((3, 5), dtype)), S(rand((2, 6), dtype, seed=1))])
+decl(corrcoef, lambda dtype=np.float64: [S(rand((3, 5), dtype)), S(rand((2, 6), dtype, seed=1))],
+     widen=True)
 
 
 def cross(input, other, dim=None):
