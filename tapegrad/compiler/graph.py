@@ -96,6 +96,20 @@ class Graph:
         walk(self.output)
         return out
 
+    def rename_outputs(self, rename):
+        """The outputs with each value ``v`` in ``rename`` read as ``rename[v]``."""
+        def walk(o):
+            tag, v = o
+            if tag == "tensor":
+                return tag, rename.get(v, v)
+            if tag in (tuple, list):
+                return tag, [walk(x) for x in v]
+            if tag is dict:
+                return tag, [(k, walk(x)) for k, x in v]
+            return o
+        if rename and self.output is not None:
+            self.output = walk(self.output)
+
     def check(self):
         """Every value a step reads is produced before it (or comes from outside)."""
         from .capture import Unsupported

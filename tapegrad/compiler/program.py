@@ -42,6 +42,7 @@ from .capture import Unsupported
 from .epilogue import fuse_epilogues
 from .graph import Step
 from .hoist import hoist_invariants
+from .remat import choose as choose_recomputed
 
 __all__ = ["Program", "GuardFailed"]
 
@@ -130,7 +131,6 @@ def elide_copies(g, steps):
     aliased = {g.root(v) for v in g.alias}
     rename = {}
     out = []
-    outputs = set(g.output_values())
     for st in steps:
         if rename:
             st.ins = [rename.get(i, i) if type(i) is int else i for i in st.ins]
@@ -139,11 +139,11 @@ def elide_copies(g, steps):
         if st.kind == "copy" and type(st.ins[0]) is int:
             v = st.ins[0]
             if (g.source[v] == "node" and v not in g.alias and v not in aliased
-                    and readers.get(v) == 1 and st.outs[0] not in outputs
-                    and st.outs[0] not in aliased):
+                    and readers.get(v) == 1 and st.outs[0] not in aliased):
                 rename[st.outs[0]] = v
                 continue
         out.append(st)
+    g.rename_outputs(rename)
     return out
 
 
@@ -300,15 +300,27 @@ def fuse_elementwise(g, steps):
     for gid, r in reduce_of.items():
         if gid in real:
             member_gid[r] = gid
+    home = {v: find(gid) for v, gid in group_of.items()}
+    sources = {gid: sorted(gr["members"]) for gid, gr in groups.items() if gr["members"]}
+    recompute = choose_recomputed(g, steps, sources, member_gid, home,
+                                  {gid: gr["key"] for gid, gr in groups.items()}, escapes,
+                                  _reads_all)
+    made = {steps[m].outs[0]: m for ms in sources.values() for m in ms}
     for i, st in enumerate(steps):
+        mg = member_gid.get(i)
         for v in _reads_all(st):
-            if v in group_of and member_gid.get(i) != find(group_of[v]):
+            if v in home and mg != home[v] and made[v] not in recompute.get(mg, ()):
                 outside[v] = True
     fused_at = {}
     for gid, ms in real.items():
         red = steps[reduce_of[gid]] if gid in reduce_of else None
-        fs = _make_fused(g, [steps[m] for m in ms], escapes, outside, groups[gid]["key"],
-                         red)
+        again = sorted(recompute.get(gid, ()))
+        members = [steps[m] for m in sorted(ms + again)]
+        again = [steps[m] for m in again]
+        if red is None and not any(st.outs[0] in escapes or st.outs[0] in outside
+                                   for st in members if st not in again):
+            continue  # every value it made is recomputed where it is read: it goes
+        fs = _make_fused(g, members, escapes, outside, groups[gid]["key"], red, again)
         if fs is not None:
             fused_at[ms[-1]] = fs
         else:
@@ -320,10 +332,14 @@ def fuse_elementwise(g, steps):
             out.append(fused_at[i])
         elif i not in member_gid:
             out.append(st)
+    if recompute:  # a single step whose value every reader recomputes is dead now
+        out = dce(g, out)
     return out, len(fused_at)
 
 
-def _make_fused(g, members, escapes, outside, key, red=None):
+def _make_fused(g, members, escapes, outside, key, red=None, again=()):
+    """One kernel of ``members``; ``again``: those of them recomputed here (another
+    kernel stores their values where they are needed)."""
     shape, dtype = key
     produced = {st.outs[0] for st in members}
     ins = []
@@ -331,7 +347,8 @@ def _make_fused(g, members, escapes, outside, key, red=None):
         for v in st.reads():
             if v not in produced and v not in ins:
                 ins.append(v)
-    outs = [st.outs[0] for st in members if st.outs[0] in escapes or st.outs[0] in outside]
+    outs = [st.outs[0] for st in members if (st.outs[0] in escapes or st.outs[0] in outside)
+            and st not in again]
     if not outs and red is None:
         return None
     in_nodes = [E.var(f"__in{k}") for k in range(len(ins))]
