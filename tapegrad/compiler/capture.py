@@ -77,7 +77,10 @@ class _Traced(np.ndarray):
 
     def __setitem__(self, key, value):
         rec = capturing()
-        if rec is not None and not rec.in_kernel:
+        if rec is not None and not rec.in_kernel and not (
+                key is Ellipsis and sys._getframe(1).f_code is _write_code()):
+            # (an in-place op's result written into a gradient, ``p.grad.mul_(c)``:
+            # dispatch._write tells the observers next, and ``write`` records it)
             rec.opaque_event("an indexed assignment")
         _plain_view(self)[key] = _plain_view(value)
 
@@ -86,6 +89,11 @@ class _Traced(np.ndarray):
         if rec is not None and not rec.in_kernel:
             rec.opaque_event(f"np.{func.__name__}")
         return super().__array_function__(func, types, args, kwargs)
+
+
+def _write_code():
+    from ..dispatch import _write
+    return _write.__code__
 
 
 def _plain_view(a):
