@@ -1,6 +1,8 @@
 """``tg.compile`` and ``Compiled``: the guards that pick a captured program for a
 call, capturing (``capture.Recorder``) when none fits, and replaying
 (``program.Program``) when one does."""
+import builtins
+import collections
 import functools
 import inspect
 import os
@@ -309,7 +311,76 @@ def _references(fn, depth=3):
             if name in g:
                 note(g, name, g[name], d)
     visit(fn, depth)
-    return tuple(out)
+    return _Refs(out)
+
+
+class _Refs(tuple):
+    """``_references``' entries, with ``ok()``: one generated function that tests each
+    binding (a lookup and an identity test) and, for each module, the dicts that hold
+    its parameters, buffers and submodules, their sizes and entries, down the tree: the
+    check reads what can change (the bindings), not the tensor lists made from them."""
+
+    def __new__(cls, entries):
+        self = super().__new__(cls, entries)
+        self.ok = _refs_checker(self)
+        return self
+
+
+_STORES = ("_parameters", "_buffers", "_modules")
+_DICTS = (dict, collections.OrderedDict)
+
+
+def _refs_checker(refs):
+    glb = {}
+    lines = ["def ok():", "    try:", "        pass"]
+    seen = set()
+
+    def const(obj):
+        name = f"O{len(glb)}"
+        glb[name] = obj
+        return name
+
+    def module(m):
+        if id(m) in seen:
+            return
+        seen.add(id(m))
+        d = getattr(m, "__dict__", None)
+        if type(d) is not dict or not all(type(d.get(k)) in _DICTS for k in _STORES):
+            lines.append(f"        if not _same_tensors({const(m)}, {const(_module_tensors(m))}):"
+                         f" return False")
+            return
+        dn = const(d)
+        for k in _STORES:
+            store = d[k]
+            sn = const(store)
+            lines.append(f"        if {dn}[{k!r}] is not {sn} or len({sn}) != {len(store)}:"
+                         f" return False")
+            for name, v in store.items():
+                lines.append(f"        if {sn}[{const(name)}] is not {const(v)}: return False")
+            if k == "_modules":
+                for v in store.values():
+                    if v is not None:
+                        module(v)
+
+    for holder, key, obj, tensors in refs:
+        if holder is not None:
+            h, o = const(holder), const(obj)
+            if key == "cell_contents":
+                lines.append(f"        if {h}.cell_contents is not {o}: return False")
+            else:
+                lines.append(f"        if {h}.get({const(key)}) is not {o}: return False")
+        if tensors is not None:
+            module(obj)
+    lines += ["    except (KeyError, ValueError, AttributeError):", "        return False",
+              "    return True"]
+    glb["_same_tensors"] = _same_tensors
+    exec(builtins.compile("\n".join(lines) + "\n", "<tg.compile references>", "exec"), glb)
+    return glb["ok"]
+
+
+def _same_tensors(m, tensors):
+    cur = _module_tensors(m)
+    return len(cur) == len(tensors) and all(a is b for a, b in zip(cur, tensors))
 
 
 def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
@@ -349,16 +420,7 @@ def _unique(ts):
 
 
 def _refs_ok(refs):
-    for holder, key, obj, tensors in refs:
-        if holder is not None:
-            now = getattr(holder, key, None) if key == "cell_contents" else holder.get(key)
-            if now is not obj:
-                return False
-        if tensors is not None:
-            cur = _module_tensors(obj)
-            if len(cur) != len(tensors) or any(a is not b for a, b in zip(cur, tensors)):
-                return False
-    return True
+    return refs.ok()
 
 
 _SCAN_ITEMS = 256  # a container longer than this is not searched (a dataset, a cache)
