@@ -42,7 +42,7 @@ from .capture import Unsupported
 from .epilogue import fuse_epilogues
 from .graph import Step
 from .hoist import hoist_invariants
-from .remat import choose as choose_recomputed
+from .remat import choose as choose_recomputed, siblings
 
 __all__ = ["Program", "GuardFailed"]
 
@@ -236,12 +236,26 @@ def _full_reduction(st, g):
     return v
 
 
+class _Retry(Exception):
+    """A kernel that recomputes values or joins another failed to build: fuse again
+    without either (each value stored, each group its own kernel)."""
+
+
 def fuse_elementwise(g, steps):
     """Steps with fused groups in place of their members; the number of groups.
 
     A full ``sum``/``mean`` of a group's value, while the group is open, joins it:
     the kernel accumulates the sum as it goes (``reduce``) and the value itself is
-    stored only if something else reads it."""
+    stored only if something else reads it. A kernel recomputes values of another
+    group where that moves fewer bytes (``remat.choose``), and kernels over the same
+    elements that do not depend on each other run as one pass (``remat.siblings``)."""
+    try:
+        return _fuse(g, steps, True)
+    except _Retry:
+        return _fuse(g, steps, False)
+
+
+def _fuse(g, steps, remat):
     groups = {}     # gid -> {"members": [...], "key": (shape, dtype), "open": bool}
     group_of = {}   # value -> gid
     parent = {}
@@ -304,28 +318,53 @@ def fuse_elementwise(g, steps):
     sources = {gid: sorted(gr["members"]) for gid, gr in groups.items() if gr["members"]}
     recompute = choose_recomputed(g, steps, sources, member_gid, home,
                                   {gid: gr["key"] for gid, gr in groups.items()}, escapes,
-                                  _reads_all)
+                                  _reads_all) if remat else {}
     made = {steps[m].outs[0]: m for ms in sources.values() for m in ms}
     for i, st in enumerate(steps):
         mg = member_gid.get(i)
         for v in _reads_all(st):
             if v in home and mg != home[v] and made[v] not in recompute.get(mg, ()):
                 outside[v] = True
-    fused_at = {}
+    kernels, ins, outs_of = {}, {}, {}
     for gid, ms in real.items():
-        red = steps[reduce_of[gid]] if gid in reduce_of else None
-        again = sorted(recompute.get(gid, ()))
-        members = [steps[m] for m in sorted(ms + again)]
-        again = [steps[m] for m in again]
-        if red is None and not any(st.outs[0] in escapes or st.outs[0] in outside
-                                   for st in members if st not in again):
+        steps_in = set(ms) | recompute.get(gid, set())
+        outs = {steps[m].outs[0] for m in ms if steps[m].outs[0] in escapes or
+                steps[m].outs[0] in outside}
+        if gid not in reduce_of and not outs:
             continue  # every value it made is recomputed where it is read: it goes
+        made_in = {steps[m].outs[0] for m in steps_in}
+        ins[gid] = {v for m in steps_in for v in steps[m].reads()} - made_in
+        kernels[gid] = (ms[-1], gid in reduce_of)
+        for v in outs | ({steps[reduce_of[gid]].outs[0]} if gid in reduce_of else set()):
+            outs_of[v] = gid
+    at = {o: i for i, st in enumerate(steps) for o in st.outs if o is not None}
+
+    def avail(v, joined):
+        gid = outs_of.get(v)
+        if gid is not None:
+            return kernels[joined.get(gid, gid)][0]
+        return at.get(v)
+    joined = siblings(steps, kernels, {gid: groups[gid]["key"] for gid in kernels}, ins,
+                      avail) if remat else {}
+    fused_at = {}
+    for gid in kernels:
+        if gid in joined:
+            continue
+        part = [gid] + [b for b, a in joined.items() if a == gid]
+        own = sorted(m for p in part for m in real[p])
+        again = sorted({m for p in part for m in recompute.get(p, ())} - set(own))
+        members = [steps[m] for m in sorted(own + again)]
+        again = [steps[m] for m in again]
+        reds = [reduce_of[p] for p in part if p in reduce_of]
+        red = steps[reds[0]] if reds else None
         fs = _make_fused(g, members, escapes, outside, groups[gid]["key"], red, again)
-        if fs is not None:
-            fused_at[ms[-1]] = fs
-        else:
-            for m in ms + ([reduce_of[gid]] if red is not None else []):
+        if fs is None:
+            if again or len(part) > 1:
+                raise _Retry
+            for m in own + reds:
                 member_gid.pop(m, None)
+        else:
+            fused_at[real[gid][-1]] = fs
     out = []
     for i, st in enumerate(steps):
         if i in fused_at:

@@ -131,3 +131,35 @@ def choose(g, steps, groups, member_of, home, full, escapes, reads_all):
         if best is None:
             return {gid: s for gid, s in extra.items() if s}
         extra[best[1]] |= best[2]
+
+
+def siblings(steps, kernels, keys, ins, avail):
+    """Kernels over the same elements that do not read each other's results, with no
+    state change between them, run as one pass (both read ``x``: one read): ``{gid:
+    the gid of the kernel it joins}``, a later kernel joining an earlier one (it then
+    runs there, so everything it reads must be ready by then).
+
+    ``kernels``: gid -> (position, whether it ends in a reduction: one per pass);
+    ``keys``: gid -> (shape, dtype); ``ins``: gid -> the values it reads; ``avail(v,
+    joined)``: the position at which ``v`` is ready (None: from outside the program),
+    given the joins made so far."""
+    joined = {}
+    clusters = []   # [position, key, has a reduction, gid]
+    for gid in sorted(kernels, key=lambda k: kernels[k][0]):
+        pos, red = kernels[gid]
+        target = None
+        for c in reversed(clusters):
+            if any(steps[k].mutates() for k in range(c[0] + 1, pos)):
+                break
+            if c[1] != keys[gid] or (red and c[2]):
+                continue
+            ready = [avail(v, joined) for v in ins[gid]]
+            if all(r is None or r < c[0] for r in ready):
+                target = c
+                break
+        if target is None:
+            clusters.append([pos, keys[gid], red, gid])
+        else:
+            target[2] = target[2] or red
+            joined[gid] = target[3]
+    return joined
