@@ -15,10 +15,15 @@ taking turns (round-robin rounds, median per contender). The targets:
   and clipping outside) with ``model = tg.compile(model)``: <= 0.8x eager tapegrad;
 - the elementwise chain of ``bench_fusion.py`` written as plain ops (no ``@tg.fuse``):
   compiled within 1.5x of the hand-fused (``@tg.fuse``) time;
+- that chain's whole step (loss and gradient) in one ``tg.compile`` at 4M float32,
+  the backward recomputing the forward's values (rematerialization): <= 1.2x
+  ``@tg.fuse`` and <= 0.6x ``torch.compile``;
+- the per-call overhead of a replay (guards, wrapping), in microseconds;
 - the capture cost (first call), and what a replay allocates (tracemalloc).
 
     python benchmarks/bench_compile.py [--rounds 7] [--no-torch-compile] [--no-jax]
-                                       [--only chain,mlp,cnn,charlm,ew,capture]
+                                       [--only chain,mlp,cnn,charlm,ew,remat,overhead,
+                                               capture]
 
 One BLAS/OpenMP/Numba/XLA thread for every contender by default (BENCH_THREADS=n).
 ``torch.compile`` (inductor, which needs a C compiler) and ``jax.jit`` compile once
@@ -503,6 +508,107 @@ def ew_contenders(n, jax=None):
     return out, comp
 
 
+# ---------------------------------------------------------------- rematerialization
+def remat_contenders(n, torch_compile):
+    """The chain of ``bench_fusion.py`` as plain ops, the whole step (the loss and its
+    gradient) in one ``tg.compile``: the backward kernel recomputes the forward's
+    elementwise values from ``x`` (``compiler/remat.py``) instead of storing them; the
+    same program with every value stored (rematerialization off) beside it."""
+    from tapegrad.compiler import remat
+    x0 = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+
+    @tg.fuse
+    def fused_chain(x):
+        return tg.sum(tg.gelu(x, approximate="tanh") * tg.sigmoid(x) + x * x)
+
+    def plain(x):
+        g = 0.5 * x * (1 + tg.tanh(K * (x + 0.044715 * x * x * x)))
+        loss = tg.sum(g * tg.sigmoid(x) + x * x)
+        loss.backward()
+        gx = x.grad
+        x.grad = None
+        return loss, gx
+
+    def hand():
+        x = tg.from_numpy(x0).requires_grad_()
+        loss = fused_chain(x)
+        loss.backward()
+        return loss, x.grad
+
+    def compiled(enabled):
+        x = tg.from_numpy(x0.copy()).requires_grad_()
+        comp = tg.compile(plain)
+        remat.ENABLED = enabled
+        try:
+            comp(x)  # the capture builds the program
+        finally:
+            remat.ENABLED = True
+        return (lambda: comp(x)), comp
+
+    run, comp = compiled(True)
+    run_stored, stored = compiled(False)
+    out = {"@tg.fuse (hand-fused)": hand, "plain ops compiled (recomputed)": run,
+           "plain ops compiled (all stored)": run_stored}
+    try:
+        import torch
+    except ImportError:
+        return out, comp, stored
+    torch.set_num_threads(int(THREADS))
+
+    def loss_t(x):
+        g = 0.5 * x * (1 + torch.tanh(K * (x + 0.044715 * x * x * x)))
+        return (g * torch.sigmoid(x) + x * x).sum()
+
+    def torch_step(f):
+        def step():
+            x = torch.from_numpy(x0).requires_grad_()
+            loss = f(x)
+            loss.backward()
+            return loss, x.grad
+        return step
+    out["pytorch eager"] = torch_step(loss_t)
+    if torch_compile:
+        cs = _compile_first(torch_step(torch.compile(loss_t)), "elementwise chain")
+        if cs is not None:
+            out["torch.compile"] = cs
+    return out, comp, stored
+
+
+def call_overhead(comp, *args):
+    """Microseconds a compiled call spends outside its program's replay function: the
+    guards (signature, Python state, references, owners, paths, entry) and wrapping
+    the results (the call's time minus the replay function's, called directly)."""
+    from tapegrad.compiler.api import _arrays
+    comp(*args)
+    prog = comp._last
+    arrays = _arrays(args, {})
+    rounds = []
+    for _ in range(7):
+        t_call = _time(lambda: comp(*args), 200)
+        t_run = _time(lambda: prog.run(arrays, args, {}), 200)
+        rounds.append(t_call - t_run)
+    return statistics.median(rounds) * 1e6
+
+
+def guard_checks(comp, *args):
+    """Microseconds of the latest program's guard checks, timed alone: Python state,
+    requires_grad, references (bindings and modules' parameters), owners, paths,
+    entry (``.grad`` and buffers)."""
+    from tapegrad.compiler import api
+    comp(*args)
+    for progs in comp._programs.values():
+        for prog, leaves, pyg in progs:
+            if prog is comp._last:
+                owners = prog.graph.owners
+
+                def check():
+                    return (pyg(), api._rg_ok(owners), api._refs_ok(prog.refs),
+                            api._owners_ok(owners), api._paths_ok(prog.paths),
+                            prog.entry_ok(lambda t: api._leaf(t, leaves, args, {})))
+                return statistics.median(_time(check, 2000) for _ in range(5)) * 1e6
+    return float("nan")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
@@ -510,8 +616,10 @@ def main(argv=None):
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall: perf_counter; cpu: process_time (a loaded machine)")
-    ap.add_argument("--only", default="chain,mlp,cnn,charlm,ew,capture")
+    ap.add_argument("--only", default="chain,mlp,cnn,charlm,ew,remat,overhead,capture")
     ap.add_argument("--n", type=int, default=1_000_000, help="elements of the ew chain")
+    ap.add_argument("--remat-n", type=int, default=4_000_000,
+                    help="elements of the chain's whole step (remat)")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
     tc = not args.no_torch_compile
@@ -577,6 +685,32 @@ def main(argv=None):
         report(f"elementwise chain of bench_fusion.py, {args.n} float32 (target: compiled "
                f"<= 1.5x hand-fused)", res, ref=("@tg.fuse (hand-fused)",))
         print("   compiled:", _brief(comp.stats()))
+    if "remat" in only:
+        n = args.remat_n
+        cont, comp, stored = remat_contenders(n, tc)
+        res = race(cont, args.rounds, 3)
+        report(f"the chain's whole step (loss and gradient), plain ops, {n} float32 "
+               f"(target: compiled <= 1.2x @tg.fuse and <= 0.6x torch.compile)", res,
+               ref=("@tg.fuse (hand-fused)", "torch.compile"))
+        for what, c in (("recomputed", comp), ("all stored", stored)):
+            s = c.stats()
+            print(f"   compiled ({what}): arena {s['arena_bytes']} bytes, peak_bytes "
+                  f"{s['peak_bytes']}, kernels {s['kernels']}")
+    if "overhead" in only:
+        print("\n== per call: guard checks and replay overhead (a call's time minus its "
+              "replay function's)")
+        x = tg.tensor(np.linspace(0.1, 0.9, 8).astype(np.float32))
+        small = tg.compile(lambda x: (x * 2.0 + 1.0).sum())
+        print(f"   one fused kernel on (8,): {call_overhead(small, x):.1f} us per call, "
+              f"of which guard checks {guard_checks(small, x):.1f} us")
+        x.requires_grad_()
+        chain = chain_tapegrad(True).compiled
+        print(f"   200-op chain step: {call_overhead(chain, x):.1f} us per call, of which "
+              f"guard checks {guard_checks(chain, x):.1f} us")
+        import bench_mlp_step as M
+        params, xm, ym = M._init()
+        mlp = tg.compile(M.make_tapegrad_step(params, xm, ym))
+        print(f"   MLP step (a module and SGD inside): guard checks {guard_checks(mlp):.1f} us")
     if "capture" in only:
         import bench_mlp_step as M
         params, x, y = M._init()
