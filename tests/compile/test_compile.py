@@ -135,7 +135,9 @@ def test_fusion_collapses_an_elementwise_chain():
     np.testing.assert_allclose(res["fused"][0], res["plain"][0], rtol=1e-12)
     np.testing.assert_allclose(res["fused"][1], res["plain"][1], rtol=1e-12)
     sf, sp = fused.stats(), plain.stats()
-    assert sf["fused_groups"] >= 2   # the forward chain and its adjoint
+    # the forward chain with its sum and its adjoint (which recomputes the forward's
+    # values) in one pass over the elements
+    assert sf["fused_groups"] >= 1
     assert sf["kernels"] < sp["kernels"]
 
 
