@@ -10,7 +10,10 @@ Passes, in order:
   Numba kernel made by ``fusion.codegen_numba`` (the generator ``@tg.fuse`` uses);
   values used only inside a group are never stored. A group runs where its last
   member ran; a step that mutates state, or a use of a group's value outside it,
-  closes the group.
+  closes the group. A kernel recomputes values of another group when that moves
+  fewer bytes than storing and reading them (``remat.choose``), and kernels over the
+  same elements that do not depend on each other run as one pass
+  (``remat.siblings``).
 - ``order_effects``: value guards move to right after their value is computed, so
   they are checked before the program changes any state (a failed guard then
   re-captures with nothing done); in a program with checks, clearing a ``.grad``
