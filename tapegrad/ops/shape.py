@@ -282,8 +282,14 @@ PERMUTE = register(name="permute", onnx=_onnx_permute, vmap=_permute_vmap, jvp=_
                    torch=lambda torch, x, dims: x.permute(*dims))
 
 
-def permute(input, *dims):
-    """A view of ``input`` with its dims reordered as ``dims``, as ``torch.permute``."""
+def permute(input, *dims, **kwargs):
+    """A view of ``input`` with its dims reordered as ``dims``, as ``torch.permute``
+    (``permute(x, (1, 0))``, ``permute(x, dims=(1, 0))``, ``x.permute(1, 0)``)."""
+    if kwargs:
+        if dims or set(kwargs) != {"dims"}:
+            raise TypeError(f"permute() got an unexpected keyword argument "
+                            f"{next(k for k in kwargs if k != 'dims' or dims)!r}")
+        dims = (kwargs["dims"],)
     if dims and not isinstance(dims[0], (list, tuple)):
         dims = shape_arg("permute", dims)
     else:
