@@ -95,13 +95,19 @@ def _bridged(fw, name, target):
 
 
 def run_composite(fw, op, args, kwargs):
-    """A composite (a public function made of registry ops) on the framework's arrays:
-    the function itself runs on tapegrad Tensors standing in for them (zero-copy
-    views, so it may read dtypes, flags and values as on any Tensor) while every
-    registry kernel it reaches is replaced by the exported op on the arrays behind
-    its inputs. The result is a graph of exported ops, which the framework
-    differentiates. A factory's result (no input behind it) becomes a constant
-    array of the framework (``fw.constant``)."""
+    """A composite (a public function made of registry ops) on the framework's arrays
+    (``run_function`` of ``op.composite``)."""
+    return run_function(fw, op.composite, args, kwargs)
+
+
+def run_function(fw, fn, args, kwargs):
+    """A tapegrad function (a composite, or an op's public function with PyTorch's
+    signature) on the framework's arrays: the function itself runs on tapegrad
+    Tensors standing in for them (zero-copy views, so it may read dtypes, flags and
+    values as on any Tensor) while every registry kernel it reaches is replaced by
+    the exported op on the arrays behind its inputs. The result is a graph of
+    exported ops, which the framework differentiates. A factory's result (no input
+    behind it) becomes a constant array of the framework (``fw.constant``)."""
     known = {}  # id(stand-in array) -> (stand-in array, foreign array)
 
     def down(v):
@@ -117,7 +123,7 @@ def run_composite(fw, op, args, kwargs):
     a2 = [down(a) for a in args]
     k2 = {k: down(v) for k, v in kwargs.items()}
     with no_grad(), observe(observer):
-        r = op.composite(*a2, **k2)
+        r = fn(*a2, **k2)
     return _up_tensors(r, known, fw)
 
 

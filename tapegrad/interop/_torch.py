@@ -450,15 +450,7 @@ def _call_into(op, args, attrs, out, ws):
             raise TypeError(f"{op.name}: workspace= is for workspace ops; this is a "
                             f"composite of other ops")
         r = _bridge.run_composite(_TorchFramework, op, args, attrs)
-        rs = r if isinstance(r, tuple) else (r,)
-        specs = [TensorSpec(tuple(x.shape), numpy_dtype(x.dtype)) for x in rs]
-        if outs is None:
-            return r
-        _no_grad_out(op, list(args) + list(outs))
-        _fit_out(op, outs, specs)
-        for o, x in zip(outs, rs):
-            _copy_into(op, o, x)
-        return out
+        return r if outs is None else _result_into(op, r, args, out)
     args = _check_args(op, args)
     attrs = {k: _bridge.canonical_attr(v, _attr) for k, v in attrs.items()}
     args = _promote(op, args)
@@ -469,6 +461,27 @@ def _call_into(op, args, attrs, out, ws):
     for o, r in zip(outs, res if op.nout > 1 else (res,)):
         if r is not o:
             _copy_into(op, o, r)
+    return out
+
+
+def _result_into(op, r, args, out):
+    """``r`` (a call's result, computed) written into the caller's ``out`` (a tensor,
+    or a tuple of them as many as ``r`` has), as PyTorch's ``out=``: resized with
+    PyTorch's warning, cast where the result casts, refused under autograd."""
+    torch = _torch
+    rs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+    many = isinstance(out, (tuple, list))
+    outs = tuple(out) if many else (out,)
+    if len(outs) != len(rs) or many != isinstance(r, (tuple, list)) or \
+            not all(isinstance(o, torch.Tensor) for o in outs):
+        what = f"a tuple of {len(rs)} torch.Tensors" if isinstance(r, (tuple, list)) else \
+            "a torch.Tensor"
+        raise TypeError(f"{op.name}: out= must be {what}, got {out!r:.80}")
+    specs = [TensorSpec(tuple(x.shape), numpy_dtype(x.dtype)) for x in rs]
+    _no_grad_out(op, list(args) + list(outs))
+    _fit_out(op, outs, specs)
+    for o, x in zip(outs, rs):
+        _copy_into(op, o, x)
     return out
 
 
@@ -806,7 +819,109 @@ class _TorchFramework:
 M = _bridge.AdjointNamespace(_TorchFramework)
 
 
+# PyTorch's namespaces an op's name is looked up in (its functional first), with the
+# prefix the registry gives that namespace's ops and tapegrad's module of the same
+# functions
+_NAMESPACES = (("", "torch.nn.functional", "tapegrad.nn.functional"),
+               ("", "torch", "tapegrad"),
+               ("linalg_", "torch.linalg", "tapegrad.linalg"))
+
+
+def torch_counterpart(name):
+    """``(PyTorch's qualified name, its function, tapegrad's)`` of ``name`` (PyTorch's
+    ``torch.nn.functional.X``, else ``torch.X``, else ``torch.linalg.X`` for a
+    ``linalg_X``); None where PyTorch or tapegrad has no public function of it."""
+    import importlib
+    torch_module()
+    for prefix, tmod, gmod in _NAMESPACES:
+        if not name.startswith(prefix):
+            continue
+        short = name[len(prefix):]
+        t = getattr(importlib.import_module(tmod), short, None)
+        if callable(t):
+            g = getattr(importlib.import_module(gmod), short, None)
+            return (f"{tmod}.{short}", t, g) if callable(g) else None
+    return None
+
+
+def _dlpack_in(op, args):
+    """``args`` with each DLPack producer other than a torch.Tensor or a NumPy array
+    (which PyTorch's factories take) as a torch view of its memory (host memory only:
+    else the op's device error)."""
+    out = []
+    for i, a in enumerate(args):
+        if not isinstance(a, (_torch.Tensor, np.ndarray)) and hasattr(a, "__dlpack__"):
+            _bridge.check_host_device(op, op.args[i] if i < len(op.args) else f"#{i}", a)
+            a = from_numpy(_dlpack.import_array(a))
+        out.append(a)
+    return tuple(out)
+
+
+def _direct(op, public):
+    """Whether a call of ``public`` with only the op's tensor inputs, positionally, is
+    the registry op's call with its default attributes (one output, no attribute
+    without a default): such a call takes the op's own export, skipping the public
+    function's stand-ins."""
+    import inspect
+    if op.nout != 1 or op.composite is not None:
+        return False
+    try:
+        params = list(inspect.signature(public).parameters.values())
+        rule = list(inspect.signature(op.infer).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    n = len(op.args)
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if len(params) < n or any(p.kind not in positional for p in params[:n]):
+        return False
+    if any(p.default is inspect.Parameter.empty and p.kind in positional + (
+            inspect.Parameter.KEYWORD_ONLY,) for p in params[n:]):
+        return False
+    return not any(p.default is inspect.Parameter.empty and p.kind in positional + (
+        inspect.Parameter.KEYWORD_ONLY,) for p in rule[n:])
+
+
 def _export(op):
+    """The op's exported function: called as PyTorch's function of its name is
+    (``torch.nn.functional.X``, ``torch.X``, ``torch.linalg.X``: tapegrad's public
+    function of that signature, run on stand-ins for the torch tensors, each
+    registry kernel it reaches the op's export); an op no PyTorch function names
+    takes the registry's own call (``f.raw``: inputs, then keyword attributes, its
+    outputs as a tuple)."""
+    raw = _raw_export(op)
+    pair = torch_counterpart(op.name)
+    if pair is None:
+        f = raw
+    else:
+        public = pair[2]
+        direct = _direct(op, public)
+        nargs = len(op.args)
+        Tensor = _torch.Tensor
+        fw = _TorchFramework
+
+        def f(*args, **kw):
+            if "workspace" in kw or direct and len(args) == nargs and all(
+                    isinstance(a, Tensor) for a in args) and all(k == "out" for k in kw):
+                return raw(*args, **kw)  # (workspace=: the registry call's, a workspace op's)
+            if any(not isinstance(a, (Tensor, np.ndarray)) and hasattr(a, "__dlpack__")
+                   for a in args):
+                args = _dlpack_in(op, args)  # another framework's arrays: torch views
+                if direct and len(args) == nargs and not kw:
+                    return raw(*args)
+            out = kw.pop("out", None) if "out" in kw else None
+            r = _bridge.run_function(fw, public, args, kw)
+            return r if out is None else _result_into(op, r, args, out)
+        f.__name__ = f.__qualname__ = op.name
+        f.__doc__ = (f"tapegrad's {op.name!r} on torch.Tensors, called as "
+                     f"{pair[0]} is.\n\n{op.doc}")
+        f.op = op
+    f.raw = raw
+    return f
+
+
+def _raw_export(op):
+    """The op's export in the registry's calling convention (tensor inputs, then
+    keyword attributes; several outputs as a tuple)."""
     if op.composite is not None:
         def f(*args, **attrs):  # made of other ops: each runs as the exported op
             if "out" in attrs or "workspace" in attrs:

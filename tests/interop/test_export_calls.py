@@ -72,7 +72,7 @@ def test_an_input_given_twice_is_refused(ns):
     a = torch.ones(3)
     with pytest.raises(TypeError, match="mul.*multiple values for argument 'other'"):
         ns.mul(a, a, other=a)
-    with pytest.raises(TypeError, match="conv2d.*missing required argument 'weight'"):
+    with pytest.raises(TypeError, match="conv2d.*missing.*required.*argument.*'weight'"):
         ns.conv2d(torch.ones(1, 1, 3, 3), bias=torch.ones(1))
 
 

@@ -149,7 +149,7 @@ def test_forward_matches_torch(op, sample):
     random op draws tapegrad's numbers) and, for a deterministic op with a PyTorch
     oracle, with PyTorch's op."""
     state = tg.get_rng_state()
-    got = _outs(getattr(NS, op.name)(*[_t(a) for a in sample.args], **sample.attrs))
+    got = _outs(getattr(NS, op.name).raw(*[_t(a) for a in sample.args], **sample.attrs))
     tg.set_rng_state(state)
     own = _bind(op, sample)
     random = not _same(own, _bind(op, sample))  # a second draw differs
@@ -174,7 +174,7 @@ def test_forward_matches_torch(op, sample):
 def _fn(op, sample):
     args = [_t(a, grad=True) for a in sample.args]
     pos = [i for i, a in enumerate(sample.args) if _is_array(a) and a.dtype.kind == "f"]
-    fn_ = getattr(NS, op.name)
+    fn_ = getattr(NS, op.name).raw
 
     def fn(*ts):
         full = list(args)
@@ -227,7 +227,7 @@ def test_view_ops_are_torch_views_of_their_input(op, sample):
     unless NumPy had to copy (a reshape no strides give) or its view has negative
     strides (``x[::-2]``), which PyTorch cannot express: then it is a copy."""
     x = _t(sample.args[0])
-    y = getattr(NS, op.name)(x, *[_t(a) for a in sample.args[1:]], **sample.attrs)
+    y = getattr(NS, op.name).raw(x, *[_t(a) for a in sample.args[1:]], **sample.attrs)
     base = x.numpy()
     got = y.numpy()
     expected = op.compute(base, *sample.args[1:], **sample.attrs)
@@ -261,7 +261,7 @@ def test_zero_copy_inputs_and_outputs():
 
 def test_bad_input_gives_the_ops_error_from_pytorch():
     x = torch.ones(3, dtype=torch.float64, requires_grad=True)
-    with pytest.raises(TypeError, match="add: argument 'other' must be a torch.Tensor"):
+    with pytest.raises(TypeError, match="add: argument 'other' must be a (torch\\.)?Tensor"):
         NS.add(x, object())
     with pytest.raises(RuntimeError, match="exp: input 'x' is on meta.*CPU"):
         NS.exp(torch.ones(3, device="meta"))
@@ -444,7 +444,7 @@ def test_scatter_reduce_gradients_match_pytorchs_through_the_export():
             g = torch.from_numpy(r.standard_normal((2, 4)))
             v = torch.from_numpy(r.standard_normal((2, 4)))
             res = []
-            for f in (lambda a, s: NS.scatter_reduce(a, idx, s, dim=1, reduce=reduce,
+            for f in (lambda a, s: NS.scatter_reduce(a, 1, idx, s, reduce,
                                                      include_self=inc),
                       lambda a, s: torch.scatter_reduce(a, 1, idx, s, reduce,
                                                         include_self=inc)):
