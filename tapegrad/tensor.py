@@ -152,6 +152,17 @@ class Tensor:
     def element_size(self):
         return self._data.dtype.itemsize
 
+    def share_memory_(self):
+        """Move the values into shared memory (``tapegrad.multiprocessing``), in place;
+        processes this tensor is sent to, or forked after, see one copy of them."""
+        from .multiprocessing import _shared
+        return _shared.share_memory_(self)
+
+    def is_shared(self):
+        """Whether the values live in shared memory (``share_memory_``)."""
+        from .multiprocessing import _shared
+        return _shared.is_shared(self)
+
     def is_floating_point(self):
         return _dt.is_float(self._data.dtype)
 

@@ -315,6 +315,16 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
+    def share_memory(self):
+        """Move every parameter (and its gradient) and buffer into shared memory, as
+        PyTorch's (``Tensor.share_memory_``): processes it is sent to, or forked
+        after, update one copy (Hogwild training)."""
+        for t in list(self.parameters()) + list(self.buffers()):
+            t.share_memory_()
+            if t.grad is not None:
+                t.grad.share_memory_()
+        return self
+
     def apply(self, fn):
         for m in self.children():
             m.apply(fn)
