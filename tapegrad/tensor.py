@@ -10,6 +10,7 @@ import weakref
 import numpy as np
 
 from . import devices as _devices, dtypes as _dt, tape as _tape
+from .devices import shared_memory as _shared_memory
 from ._util import Size
 
 _new_tuple = tuple.__new__
@@ -155,13 +156,12 @@ class Tensor:
     def share_memory_(self):
         """Move the values into shared memory (``tapegrad.multiprocessing``), in place;
         processes this tensor is sent to, or forked after, see one copy of them."""
-        from .multiprocessing import _shared
-        return _shared.share_memory_(self)
+        self._data = _shared_memory.share(self._data)
+        return self
 
     def is_shared(self):
         """Whether the values live in shared memory (``share_memory_``)."""
-        from .multiprocessing import _shared
-        return _shared.is_shared(self)
+        return _shared_memory.is_shared(self._data)
 
     def is_floating_point(self):
         return _dt.is_float(self._data.dtype)

@@ -62,7 +62,8 @@ LAYERS = (
     ("library", ("tapegrad.nn", "tapegrad.optim", "tapegrad.data", "tapegrad.serialization",
                  "tapegrad.distributions", "tapegrad.utils", "tapegrad.amp",
                  "tapegrad.distributed",
-                 "tapegrad.testing", "tapegrad.viz", "tapegrad.profiler", "tapegrad.interop")),
+                 "tapegrad.testing", "tapegrad.viz", "tapegrad.profiler", "tapegrad.interop",
+                 "tapegrad.multiprocessing")),
     # tg.compile (capture and replay of whole programs) observes the core as the tracer
     # does, and hears the library's events (optimizer updates, zero_grad) through
     # dispatch.notify: nothing below imports it

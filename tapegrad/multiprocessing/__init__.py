@@ -15,7 +15,7 @@ start_method="spawn")``.
 import multiprocessing
 from multiprocessing import *  # noqa: F401,F403 - the module is multiprocessing's surface
 
-from . import _shared  # noqa: F401 - tensors travel between processes by their segment
+from . import _reduce  # noqa: F401 - tensors travel between processes by their segment
 from ._spawn import ProcessContext, ProcessExitedException, ProcessRaisedException, spawn
 
 __all__ = list(multiprocessing.__all__) + ["spawn", "ProcessContext", "ProcessRaisedException",
