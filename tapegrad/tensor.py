@@ -10,8 +10,8 @@ import weakref
 import numpy as np
 
 from . import devices as _devices, dtypes as _dt, tape as _tape
-from .devices import shared_memory as _shared_memory
 from ._util import Size
+from .devices import shared_memory as _shared_memory
 
 _new_tuple = tuple.__new__
 _sizes = {}   # shape tuple -> its Size (immutable, so shared): half the cost of a new one
