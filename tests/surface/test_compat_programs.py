@@ -14,6 +14,7 @@ import runpy
 import sys
 
 import numpy as np
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
@@ -28,6 +29,7 @@ STAND_INS = {
     "torch.autograd": "tapegrad.autograd",
     "torch.utils": "tapegrad.utils",
     "torch.utils.data": "tapegrad.utils.data",
+    "torch.multiprocessing": "tapegrad.multiprocessing",
 }
 
 
@@ -153,8 +155,39 @@ def test_reinforce_categorical_policy():
     assert abs(ours["running_reward"] - theirs["running_reward"]) < 0.15, (ours, theirs)
 
 
+def _labelled_digits():
+    from tapegrad.examples.digits import load_data
+    return load_data(seed=0)
+
+
+def test_regression_example():
+    """PyTorch's examples/regression: SGD on ``param.data`` until the smooth L1 loss
+    is under 1e-3; each run recovers its own random polynomial."""
+    ours, theirs = _both("regression")
+    for m in (ours, theirs):
+        assert m["loss"] < 1e-3, (ours, theirs)
+        assert m["weight_error"] < 0.3 and m["bias_error"] < 0.3, (ours, theirs)
+    assert ours["batches"] < 5 * theirs["batches"] + 50, (ours, theirs)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the example's processes are forked")
+def test_mnist_hogwild_example():
+    """PyTorch's examples/mnist_hogwild: two processes train the shared model with
+    SGD at once; the parent's model has moved and tests as well as PyTorch's."""
+    ours, theirs = _both("mnist_hogwild", DATA=_labelled_digits())
+    for m in (ours, theirs):
+        assert m["exitcodes"] == [0, 0], (ours, theirs)
+        assert m["moved"] > 10 and m["accuracy"] > 0.85, (ours, theirs)
+    assert abs(ours["accuracy"] - theirs["accuracy"]) < 0.06, (ours, theirs)
+    assert abs(ours["test_loss"] - theirs["test_loss"]) < 0.5 * theirs["test_loss"], (ours, theirs)
+
+
+# programs whose data the test gives (``DATA``), and how
+DATA_OF = {"vae_digits": _digits, "mnist_hogwild": _labelled_digits}
+
+
 if __name__ == "__main__":
     for prog in sys.argv[1:]:
-        kw = {"DATA": _digits()} if prog == "vae_digits" else {}
+        kw = {"DATA": DATA_OF[prog]()} if prog in DATA_OF else {}
         for lib in ("torch", "tapegrad"):
             print(lib, run_program(prog, lib, **kw))
