@@ -49,6 +49,8 @@ NO_COUNTERPART = {
     "index_add_into": _INTERNAL.format("index_add's in-place form"),
     "diagonal_into": _INTERNAL.format("diagonal's adjoint"),
     "relu_backward": _INTERNAL.format("relu's adjoint"),
+    "tanh_backward": _INTERNAL.format("tanh's adjoint"),
+    "sigmoid_backward": _INTERNAL.format("sigmoid's adjoint"),
     "clamp_tensor": _INTERNAL.format("clamp with tensor bounds"),
     "sum_to": _INTERNAL.format("a broadcast's adjoint"),
     "index_onehot": _INTERNAL.format("cross_entropy's"),
