@@ -3,7 +3,7 @@ on torch.Tensors, agrees with PyTorch's own op (its ``torch`` oracle) or, withou
 with tapegrad's; every differentiable op passes ``torch.autograd.gradcheck`` and
 ``gradgradcheck`` in float64 on its samples (one sample per op, its smallest with a
 gradient; the whole Jacobian on small samples, a random projection of it on larger
-ones; every third op in the main suite, all in the exhaustive tier), so PyTorch
+ones; every sixth op in the main suite, all in the exhaustive tier), so PyTorch
 differentiates the registry's adjoints again. Nothing is skipped: an op the export
 cannot handle fails here.
 """
@@ -56,11 +56,11 @@ FORWARD = [_param(op, op.samples(F64)[0]) for op in OPS]
 GRAD = [_param(op, s) for op in OPS if op.differentiable for s in [_grad_sample(op)]
         if s is not None]
 JVP = GRAD
-# PyTorch's gradcheck and gradgradcheck of every third op run in the main suite (about
+# PyTorch's gradcheck and gradgradcheck of every sixth op run in the main suite (about
 # 0.1 s each; test_registry checks every op's gradients of both orders there), all of
 # them in the exhaustive tier (marked slow)
 GRAD_TIERED = [pytest.param(*p.values, id=p.id,
-                            marks=list(p.marks) + ([] if k % 3 == 0 else [pytest.mark.slow]))
+                            marks=list(p.marks) + ([] if k % 6 == 0 else [pytest.mark.slow]))
                for k, p in enumerate(GRAD)]
 
 
