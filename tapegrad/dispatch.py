@@ -30,7 +30,7 @@ import weakref
 
 import numpy as np
 
-from . import devices as _devices, dtypes as _dt, tape as _tape
+from . import devices as _devices, dtypes as _dt, tape as _tape, walker as _walker
 from ._util import fmt_spec
 from .ops_registry.opdef import OpDef, TensorSpec, validate
 from .tape import (
@@ -668,6 +668,13 @@ def _cast_op():
         from .ops_registry import get
         _AUTOCAST_OPS["cast"] = get("cast")
     return _AUTOCAST_OPS["cast"]
+
+
+def _observed_cast(a, dtype):
+    return _observed_compute(_cast_op(), (a,), (a,), {"dtype": dtype})
+
+
+_walker.observed_cast[0] = _observed_cast
 
 
 def _cast(a, dtype):

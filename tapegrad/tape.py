@@ -222,8 +222,9 @@ class Node:
                  "out",          # the saved output array (a tuple of them for several outputs)
                  "out_version",  # (holder, version) of the saved output
                  "inputs",       # the saved inputs as raw arrays (None where not saved)
-                 "write",        # tensor.last_write when recorded; -1 once released by a
-                                 # backward without retain_graph (its saved values freed)
+                 "write",        # tensor.last_write when recorded; once walked by a
+                                 # backward without retain_graph, -1 (its saved values
+                                 # freed) or -2 (it saved nothing: walkable again)
                  "hooks",        # {output index: [hook, ...]} of non-leaf tensors, or None
                  "retain",       # {output index: weakref to tensor} for retain_grad, or None
                  "same",         # an elementwise op whose tensor inputs all have the output's

@@ -110,10 +110,13 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
         else:
             in_grads = _widened_vjp(node, ctx, g, observers)
         if not retain_graph:
-            # release: the saved values go; write -1 (never a write id) marks it, and
-            # sends a later walk through this node to _context, which raises
-            node.write = -1
-            node.saved = node.out = node.inputs = None
+            if node.out is not None or _holds_values(node.inputs):
+                # release: the saved values go; write -1 (never a write id) marks it,
+                # and sends a later walk through this node to _context, which raises
+                node.write = -1
+                node.saved = node.out = node.inputs = None
+            else:  # nothing saved, nothing to free: a later walk through it works (as
+                node.write = -2  # through PyTorch's nodes without saved tensors)
         edges = node.edges
         if len(in_grads) != len(edges):
             raise RuntimeError(f"{op.name}: vjp returned {len(in_grads)} gradients "
@@ -261,14 +264,31 @@ def _context(node, traced, needs):
     return ctx
 
 
+def _holds_values(saved):
+    """Whether a node's saved inputs hold a value (an array or a number kept for its
+    adjoint), not only None."""
+    if saved is not None:
+        for a in saved:
+            if a is not None:
+                return True
+    return False
+
+
+# the cast a capture records as a step, fn(array, dtype) -> array (set by dispatch, a
+# layer above): a half-width vjp observed by tg.compile widens and rounds through it
+observed_cast = [None]
+
+
 def _widened_vjp(node, ctx, g, observers):
     """A raw-path vjp of a node with half-width (bfloat16, float16) inputs: it runs on
     float32 copies of its saved values and cotangent, as the forward kernel did
     (dispatch widens those operands and rounds the result once), and each float32
     gradient is rounded once to its input's dtype. A vjp of several steps then rounds
     once, not after each step, as PyTorch's half-width backward kernels do."""
+    cast = observed_cast[0] if observers else _astype
+
     def wide(a):
-        return a.astype(_F32) if a is not None and getattr(a, "dtype", None) in _LOW else a
+        return cast(a, _F32) if a is not None and getattr(a, "dtype", None) in _LOW else a
     w = Ctx()
     w.m, w.attrs, w.shapes = ctx.m, ctx.attrs, ctx.shapes
     w.dtypes = tuple(_F32 if d in _LOW else d for d in ctx.dtypes)  # what the vjp makes
@@ -278,8 +298,12 @@ def _widened_vjp(node, ctx, g, observers):
     w.out = tuple(wide(o) for o in out) if type(out) is tuple else wide(out)
     g = tuple(wide(x) for x in g) if type(g) is tuple else wide(g)
     in_grads = node.op.vjp(w, g) if not observers else _observed_vjp(observers, node, w, g)
-    return [gi.astype(dt) if gi is not None and dt in _LOW and getattr(gi, "dtype", dt) == _F32
+    return [cast(gi, dt) if gi is not None and dt in _LOW and getattr(gi, "dtype", dt) == _F32
             else gi for gi, dt in zip(in_grads, node.dtypes)]
+
+
+def _astype(a, dtype):
+    return a.astype(dtype)
 
 
 def _as_tensors(saved):

@@ -552,7 +552,7 @@ class Recorder:
                 self.fail("the function returns a tensor computed outside the ops")
                 return ("lit", r)
             node = r._node
-            if node is not None and node.write != -1 and r.requires_grad:
+            if node is not None and node.write >= 0 and r.requires_grad:
                 self.fail("the function returns a tensor whose graph is still to be "
                           "differentiated (call backward() inside the compiled function, "
                           "or run it under no_grad)")

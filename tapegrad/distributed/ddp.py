@@ -347,7 +347,7 @@ class _Pass:
             self.used_work.wait()
         waited = time.perf_counter() - t0
         self.finalized = True
-        if self.root is None or self.root.write == -1:
+        if self.root is None or self.root.write < 0:
             # the graph is released (no retain_graph): no second backward can come, so a
             # later backward that is not DDP's (the module called directly) leaves the
             # gradients alone

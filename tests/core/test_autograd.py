@@ -81,6 +81,39 @@ def test_grad_twice_without_retain_graph_raises():
         tg.grad(y, x)
 
 
+_SECOND_WALKS = {
+    "mul_number": lambda lib, x: (x * 2).sum(),
+    "exp": lambda lib, x: x.exp().sum(),
+    "add_number": lambda lib, x: (x + 1).sum(),
+    "cast": lambda lib, x: x.double().sum(),
+    "neg": lambda lib, x: (-x).sum(),
+    "reshape": lambda lib, x: x.reshape(3, 1).sum(),
+    "sin_times_x": lambda lib, x: (lib.sin(x) * x).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SECOND_WALKS))
+def test_a_second_backward_raises_exactly_where_pytorchs_does(name):
+    # a node that saved nothing has nothing to free: PyTorch lets a second backward
+    # through it; one that saved a value (a tensor or a number) raises
+    f = _SECOND_WALKS[name]
+    outcome = {}
+    for lib in (tg, torch):
+        x = lib.tensor([0.5, 1.0, 2.0], requires_grad=True)
+        y = f(lib, x)
+        y.backward()
+        try:
+            y.backward()
+            outcome[lib] = np.asarray(x.grad.tolist())
+        except RuntimeError as e:
+            assert lib is torch or "retain_graph" in str(e)
+            outcome[lib] = "raises"
+    if isinstance(outcome[torch], str):
+        assert outcome[tg] == "raises"
+    else:
+        np.testing.assert_allclose(outcome[tg], outcome[torch])
+
+
 def test_backward_of_non_scalar_needs_gradient():
     x = tg.tensor([1.0, 2.0], requires_grad=True)
     y = x * 3

@@ -34,6 +34,12 @@ DIFFERS = {
                   "beyond the dtype's tolerance on the samples",
 }
 
+# ops whose outputs are counts of elements per bin: PyTorch computes an element's bin in
+# the input's dtype, rounding after each step, so an element within one rounding step of
+# a bin edge may count in the neighbouring bin (ours bins the exact value); compared
+# as: the same total, and cumulative counts within two elements of each other
+COUNTS_AT_EDGES = {"histc"}
+
 
 def _ops():
     out = []
@@ -72,8 +78,11 @@ def _mismatches(op, name):
                 found.append(f"dtype {g.dtype} vs {w.dtype}")
             elif w.is_floating_point():
                 gv, wv = g.detach().float().numpy(), w.detach().float().numpy()
-                if gv.shape != wv.shape or not np.allclose(gv, wv, rtol=tol, atol=tol,
-                                                           equal_nan=True):
+                if op.name in COUNTS_AT_EDGES and gv.shape == wv.shape:
+                    if gv.sum() != wv.sum() or np.abs(np.cumsum(gv) - np.cumsum(wv)).max() > 2:
+                        found.append("counts")
+                elif gv.shape != wv.shape or not np.allclose(gv, wv, rtol=tol, atol=tol,
+                                                             equal_nan=True):
                     found.append("values")
     return found
 
