@@ -20,6 +20,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import tapegrad as tg  # noqa: E402
 from tapegrad import tape as _tape  # noqa: E402
+from tapegrad.ops import _decl as _sample_decl  # noqa: E402
 
 try:
     from hypothesis import settings as _hypothesis_settings
@@ -42,6 +43,9 @@ def _clean_global_state():
     tg.manual_seed(0)
     if "torch" in sys.modules:
         sys.modules["torch"].manual_seed(0)
+    # the registry samples' generator too: a sample drawn inside a test gets the same
+    # values on every run, whichever samples its worker drew before
+    _sample_decl._rng = np.random.default_rng(0)
     dtype = tg.get_default_dtype()
     yield
     st = _tape.state
