@@ -238,7 +238,10 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
     _bmm(weight.reshape(groups, Cout // groups, K), cols,
          out=out.reshape(N, groups, Cout // groups, L))
     if bias is not None:
-        out += bias.reshape(1, Cout, 1, 1)
+        if _numba_cpu(out) and out.flags.c_contiguous and out.dtype == bias.dtype:
+            cpu_conv.bias_add(out, bias)
+        else:
+            out += bias.reshape(1, Cout, 1, 1)
     return out
 
 
@@ -515,12 +518,13 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     npad, ncols, _ = _conv_ws(input.shape, weight_shape, g.dtype.itemsize, stride, padding,
                               dilation, g_copy=True)
     cols = _im2col(input, weight_shape, workspace, stride, padding, dilation)
-    # per sample and group dW_n[o, k] = sum_l g[n, o, l] cols[n, k, l] (a GEMM with a
-    # transposed operand: no copy of g or cols), then the sum over n
-    per = _ws_view(workspace, npad + ncols, (N, groups, Og, K), g.dtype)
-    _bmm(g.reshape(N, groups, Og, L), cols.reshape(N, groups, K, L).transpose(0, 1, 3, 2),
+    # per sample and group dW_n[k, o] = sum_l cols[n, k, l] g[n, o, l] (a GEMM with a
+    # transposed operand: no copy of g or cols; OpenBLAS runs this orientation ~1.4x
+    # faster than g @ cols^T on the small-CNN shapes), then the sum over n
+    per = _ws_view(workspace, npad + ncols, (N, groups, K, Og), g.dtype)
+    _bmm(cols.reshape(N, groups, K, L), g.reshape(N, groups, Og, L).transpose(0, 1, 3, 2),
          out=per)
-    xp.sum(per, axis=0, out=out.reshape(groups, Og, K))
+    xp.sum(per.transpose(0, 1, 3, 2), axis=0, out=out.reshape(groups, Og, K))
     return out
 
 
