@@ -1,5 +1,7 @@
-"""max_pool2d on the CPU: a generated, unrolled kernel for the common 2x2 and 3x3
-windows, a Numba loop for the other window sizes, and the gradient's scatter.
+"""max_pool2d on the CPU: a dedicated kernel for 2x2 windows of stride 2 (the
+small-CNN pooling; ~2.5x the generated kernel's speed), a generated, unrolled kernel
+for the other 2x2 and 3x3 windows, a Numba loop for the other window sizes, and the
+gradient's scatter.
 
 Both forward kernels stay: on the small-CNN geometries the generated kernels are
 2-3.5x faster than the loop (e.g. (32, 16, 26, 26) with 2x2 windows: 0.20 ms
@@ -117,6 +119,50 @@ def _max_pool2d_loop(x, out, idx, kh, kw, sh, sw, ph, pw, dh, dw):
                 idx[p, ho, wo] = arg
 
 
+@njit(error_model="numpy")
+def _max_pool2x2(x, out, idx):
+    """2x2 windows, stride 2, no padding or dilation, none hanging over: the max of
+    each pair of rows first (contiguous, so it vectorises, with its row in ``rows``),
+    then of each pair of columns. A NaN found on the way sends the plane through the
+    NaN-safe taps (the last NaN of the window wins, as the generated kernels)."""
+    P, H, W = x.shape
+    Ho, Wo = out.shape[1], out.shape[2]
+    best = np.empty(2 * Wo, x.dtype)
+    rows = np.empty(2 * Wo, np.int64)
+    for p in range(P):
+        nan = False
+        for ho in range(Ho):
+            r0 = 2 * ho
+            for w in range(2 * Wo):
+                a = x[p, r0, w]
+                b = x[p, r0 + 1, w]
+                nan |= (a != a) | (b != b)
+                low = b > a
+                best[w] = b if low else a
+                rows[w] = (r0 + 1) * W + w if low else r0 * W + w
+            for wo in range(Wo):
+                a = best[2 * wo]
+                b = best[2 * wo + 1]
+                right = b > a
+                out[p, ho, wo] = b if right else a
+                idx[p, ho, wo] = rows[2 * wo + 1] if right else rows[2 * wo]
+        if nan:
+            for ho in range(Ho):
+                for wo in range(Wo):
+                    h0 = 2 * ho
+                    w0 = 2 * wo
+                    v = x[p, h0, w0]
+                    arg = h0 * W + w0
+                    for di in range(2):
+                        for dj in range(2):
+                            u = x[p, h0 + di, w0 + dj]
+                            if u > v or u != u:
+                                v = u
+                                arg = (h0 + di) * W + w0 + dj
+                    out[p, ho, wo] = v
+                    idx[p, ho, wo] = arg
+
+
 @functools.lru_cache(maxsize=None)
 def _generated(kh, kw, checked):
     src = _max_pool2d_source(kh, kw, checked)
@@ -132,6 +178,8 @@ def _window_hangs_over(H, W, Ho, Wo, kh, kw, sh, sw, dh, dw):
 def _plane_kernel(geometry, H, W, Ho, Wo):
     """``k(x, out, idx)`` on (planes, H, W) blocks for one pooling geometry."""
     kh, kw, sh, sw, ph, pw, dh, dw = geometry
+    if geometry == (2, 2, 2, 2, 0, 0, 1, 1) and 2 * Ho <= H and 2 * Wo <= W:
+        return _max_pool2x2
     if (kh, kw) not in UNROLLED:
         return lambda x, o, i: _max_pool2d_loop(x, o, i, *geometry)
     checked = ph > 0 or pw > 0 or _window_hangs_over(H, W, Ho, Wo, kh, kw, sh, sw, dh, dw)
