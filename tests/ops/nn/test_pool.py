@@ -81,3 +81,14 @@ def test_unrolled_and_loop_kernels_agree_with_torch():
         v, i = tg.nn.functional.max_pool2d(tg.tensor(x), return_indices=True, **g)
         np.testing.assert_array_equal(v.numpy(), tv.numpy())
         np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
+
+def test_max_pool2d_ties_take_the_first_in_row_major_order():
+    """A 2x2 window whose maximum sits at (0, 1) and (1, 0): index 1, as PyTorch (the
+    2x2 stride-2 kernel compares row pairs before column pairs)."""
+    x = np.array([[1., 5.], [5., 0.]])[None, None].repeat(2, 1).astype(np.float32)
+    x[0, 1] = [[5., 0.], [0., 5.]]  # (0, 0) and (1, 1): index 0
+    v, i = tg.nn.functional.max_pool2d(tg.tensor(x), 2, return_indices=True)
+    tv, ti = F.max_pool2d(torch.tensor(x), 2, return_indices=True)
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    np.testing.assert_array_equal(v.numpy(), tv.numpy())
