@@ -199,6 +199,11 @@ class RNNBase(Module):
     def all_weights(self):
         return [[getattr(self, n) for n in names] for names in self._names]
 
+    def flatten_parameters(self):
+        """As ``torch.nn.RNNBase.flatten_parameters``: PyTorch packs the weights into one
+        buffer for cuDNN; each weight here is its own array, used as it is: nothing to
+        do (PyTorch's CPU modules do nothing either)."""
+
     def _weights(self, layer, d):
         names = self._names[layer * (2 if self.bidirectional else 1) + d]
         ws = [getattr(self, n) for n in names]
