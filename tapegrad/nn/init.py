@@ -10,7 +10,7 @@ from ..tensor import buffer, mark_written
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
-           "trunc_normal_"]
+           "trunc_normal_", "orthogonal_"]
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -123,3 +123,25 @@ def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", gen
     """He normal: N(0, std²) with ``std = gain / sqrt(fan)`` (``mode``: fan_in or fan_out),
     in place, as ``torch.nn.init.kaiming_normal_``."""
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """Fills ``tensor`` in place with a (semi-)orthogonal matrix times ``gain``: the Q of
+    the QR decomposition of a standard normal draw, its columns' signs those of R's
+    diagonal, so Q is uniform (Haar); dimensions after the first are flattened, as
+    ``torch.nn.init.orthogonal_``."""
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor  # no-op
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    g = generator or _generator()
+    flattened = g.normal(0.0, 1.0, size=(rows, cols))
+    if rows < cols:
+        flattened = flattened.T
+    q, r = np.linalg.qr(flattened)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, gain * q.reshape(tensor.shape))
