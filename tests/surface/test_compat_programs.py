@@ -25,7 +25,9 @@ STAND_INS = {
     "torch": "tapegrad",
     "torch.nn": "tapegrad.nn",
     "torch.nn.functional": "tapegrad.nn.functional",
+    "torch.nn.init": "tapegrad.nn.init",
     "torch.optim": "tapegrad.optim",
+    "torch.optim.lr_scheduler": "tapegrad.optim.lr_scheduler",
     "torch.distributions": "tapegrad.distributions",
     "torch.autograd": "tapegrad.autograd",
     "torch.utils": "tapegrad.utils",
@@ -288,14 +290,62 @@ def test_word_language_model_trained(tmp_path, model, lr):
     _check_language_model(ours, theirs, 1.8, 0.1)
 
 
+def test_mnist_rnn_example():
+    """PyTorch's examples/mnist_rnn (LSTM over the rows, BatchNorm1d, Dropout2d,
+    Adadelta and StepLR) on the 8x8 digits, four epochs: Adadelta at the example's
+    lr=0.1 climbs slowly; both well above chance (0.1) and within 0.1 of each other."""
+    ours, theirs = _both("mnist_rnn", DATA=_labelled_digits())
+    assert ours["lr"] == pytest.approx(theirs["lr"]) == pytest.approx(0.1 * 0.7 ** 4)
+    for m in (ours, theirs):
+        assert m["accuracy"] > 0.3 and m["test_loss"] < 2.1, (ours, theirs)
+    assert abs(ours["accuracy"] - theirs["accuracy"]) < 0.1, (ours, theirs)
+    assert abs(ours["test_loss"] - theirs["test_loss"]) < 0.1 * theirs["test_loss"], \
+        (ours, theirs)
+
+
+def _super_resolution(tmp_path, epochs):
+    import types
+    opt = types.SimpleNamespace(upscale_factor=2, batchSize=64, testBatchSize=10,
+                                nEpochs=epochs, lr=0.01, device="cpu", seed=123)
+    return _both("super_resolution", DATA=_labelled_digits(), OUT=str(tmp_path), opt=opt)
+
+
+def _check_super_resolution(ours, theirs, gain, spread):
+    # the test PSNR against nearest-neighbour upscaling's (the same for both); the
+    # checkpoint loaded back upscales a 4x4 test image to 8x8
+    assert ours["nearest_psnr"] == pytest.approx(theirs["nearest_psnr"])
+    for m in (ours, theirs):
+        assert m["out_shape"] == (1, 1, 8, 8), (ours, theirs)
+        assert m["psnr"] > m["nearest_psnr"] + gain, (ours, theirs)
+        assert m["resolved_mse"] < 0.03, (ours, theirs)
+    assert abs(ours["psnr"] - theirs["psnr"]) < spread, (ours, theirs)
+
+
+def test_super_resolution_example(tmp_path):
+    """PyTorch's examples/super_resolution (sub-pixel convolution: Conv2d layers, then
+    PixelShuffle; orthogonal_ initialisation; whole-model checkpoints) upscaling the
+    digits from 4x4 to 8x8, four epochs."""
+    ours, theirs = _super_resolution(tmp_path, 4)
+    _check_super_resolution(ours, theirs, 0.5, 1.0)
+
+
+@pytest.mark.slow
+def test_super_resolution_example_trained(tmp_path):
+    ours, theirs = _super_resolution(tmp_path, 12)
+    _check_super_resolution(ours, theirs, 2.0, 1.0)
+
+
 # programs whose data the test gives (``DATA``), and how
 DATA_OF = {"vae_digits": _digits, "mnist_hogwild": _labelled_digits,
            "mnist_forward_forward": _labelled_digits,
-           "word_language_model": lambda: _corpus(tempfile.mkdtemp())}
+           "word_language_model": lambda: _corpus(tempfile.mkdtemp()),
+           "mnist_rnn": _labelled_digits, "super_resolution": _labelled_digits}
 
 
 if __name__ == "__main__":
     for prog in sys.argv[1:]:
         kw = {"DATA": DATA_OF[prog]()} if prog in DATA_OF else {}
+        if prog == "super_resolution":
+            kw["OUT"] = tempfile.mkdtemp()
         for lib in ("torch", "tapegrad"):
             print(lib, run_program(prog, lib, **kw))
