@@ -159,6 +159,22 @@ def bias_add(out, b):
 
 
 @njit
+def _transpose_loop(src, dst):
+    B, R, C = src.shape
+    for b in range(B):
+        for r in range(R):
+            for c in range(C):
+                dst[b, c, r] = src[b, r, c]
+
+
+def transpose_last2(src, dst):
+    """``dst[b] = src[b].T`` for C-contiguous (B, R, C) ``src`` and (B, C, R) ``dst``."""
+    run_rows(lambda n, s, d: _transpose_loop(s, d), src.shape[0], src, dst,
+             per_row=src[0].size)
+    return dst
+
+
+@njit
 def _col2im_add_loop(cols, dst, sh, sw, dh, dw):
     N, C, kh, kw, Ho, Wo = cols.shape
     for n in range(N):

@@ -141,15 +141,28 @@ def _is_pointwise(kernel_size, stride, padding):
     return tuple(kernel_size) == (1, 1) and tuple(stride) == (1, 1) and not _is_padded(padding)
 
 
+def _g_transposed(w_shape):
+    """Whether the weight gradient copies g transposed, (N, L, O), to run its GEMMs
+    untransposed: the copy costs 1/K of the GEMM's work, and OpenBLAS runs
+    cols @ g^T ~1.4x slower than cols @ gT on the CNN shapes with K = C*kh*kw >= 32
+    (below that the copy costs more than it saves)."""
+    return w_shape[1] * w_shape[2] * w_shape[3] >= 32
+
+
 def _conv_ws(x_shape, w_shape, itemsize, stride, padding, dilation, g_copy=False):
     """Scratch layout: [padded input | im2col columns | (weight grad) per-sample
-    weight gradients, summed into the output]."""
+    weight gradients, summed into the output, and g transposed where
+    ``_g_transposed``]."""
     N, C, _, _ = x_shape
     Cout, Cg, kh, kw = w_shape
     Ho, Wo, Hp, Wp = _geom(x_shape, w_shape, stride, padding, dilation)
     pad = _align(N * C * Hp * Wp * itemsize) if _is_padded(padding) else 0
     cols = _align(N * C * kh * kw * Ho * Wo * itemsize)
-    per_sample = _align(N * Cout * Cg * kh * kw * itemsize) if g_copy else 0
+    per_sample = 0
+    if g_copy:
+        per_sample = _align(N * Cout * Cg * kh * kw * itemsize)
+        if _g_transposed(w_shape):
+            per_sample += _align(N * Cout * Ho * Wo * itemsize)
     return pad, cols, per_sample
 
 
@@ -518,12 +531,20 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     npad, ncols, _ = _conv_ws(input.shape, weight_shape, g.dtype.itemsize, stride, padding,
                               dilation, g_copy=True)
     cols = _im2col(input, weight_shape, workspace, stride, padding, dilation)
-    # per sample and group dW_n[k, o] = sum_l cols[n, k, l] g[n, o, l] (a GEMM with a
-    # transposed operand: no copy of g or cols; OpenBLAS runs this orientation ~1.4x
-    # faster than g @ cols^T on the small-CNN shapes), then the sum over n
+    # per sample and group dW_n[k, o] = sum_l cols[n, k, l] g[n, o, l] (OpenBLAS runs
+    # this orientation ~1.4x faster than g @ cols^T on the small-CNN shapes), then the
+    # sum over n
     per = _ws_view(workspace, npad + ncols, (N, groups, K, Og), g.dtype)
-    _bmm(cols.reshape(N, groups, K, L), g.reshape(N, groups, Og, L).transpose(0, 1, 3, 2),
-         out=per)
+    gT = g.reshape(N, groups, Og, L).transpose(0, 1, 3, 2)
+    if _g_transposed(weight_shape):
+        dst = _ws_view(workspace, npad + ncols + _align(per.nbytes), gT.shape, g.dtype)
+        if _numba_cpu(g):
+            gT = cpu_conv.transpose_last2(g.reshape(N * groups, Og, L),
+                                          dst.reshape(N * groups, L, Og)).reshape(gT.shape)
+        else:
+            dst[...] = gT
+            gT = dst
+    _bmm(cols.reshape(N, groups, K, L), gT, out=per)
     xp.sum(per.transpose(0, 1, 3, 2), axis=0, out=out.reshape(groups, Og, K))
     return out
 

@@ -40,3 +40,32 @@ def test_conv2d_registry_op_takes_canonical_attrs_and_public_refuses_them():
     np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
     with pytest.raises(TypeError, match="conv2d: padding must be an int or a pair"):
         tg.conv2d(tg.tensor(x), tg.tensor(w), padding=((0, 1), (1, 0)))
+
+
+KERNEL_PATHS = [  # (input, weight, attrs): the CPU kernels' paths
+    ((2, 16, 9, 8), (8, 16, 3, 3), dict()),  # dense im2col; g transposed (K = 144)
+    ((2, 1, 10, 9), (4, 1, 3, 3), dict()),  # dense, K = 9: g used in place
+    ((2, 4, 9, 8), (6, 4, 3, 3), dict(padding=1)),  # padded
+    ((2, 4, 9, 10), (6, 2, 3, 2), dict(stride=(2, 3), padding=(2, 1), dilation=(1, 2),
+                                       groups=2)),
+    ((2, 8, 7, 7), (8, 8, 2, 2), dict(stride=2, dilation=2, padding=2))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs, ws, attrs", KERNEL_PATHS, ids=str)
+def test_conv2d_kernels_and_gradients_equal_torch(xs, ws, attrs, dtype):
+    """conv2d's forward (with bias), weight gradient and input gradient through each
+    of the CPU kernels' paths (dense and bounded im2col/col2im, the weight gradient
+    with g transposed or in place), float32 and float64, against PyTorch."""
+    r = np.random.default_rng(5)
+    x, w, b = (r.standard_normal(s).astype(dtype) for s in (xs, ws, ws[:1]))
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    ref = F.conv2d(tx, tw, tb, **attrs)
+    g = r.standard_normal(tuple(ref.shape)).astype(dtype)
+    ref.backward(torch.tensor(g))
+    px, pw, pb = (tg.tensor(a, requires_grad=True) for a in (x, w, b))
+    out = tg.conv2d(px, pw, pb, **attrs)
+    out.backward(tg.tensor(g))
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    for got, want in ((out, ref), (px.grad, tx.grad), (pw.grad, tw.grad), (pb.grad, tb.grad)):
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), **tol)
