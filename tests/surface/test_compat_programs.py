@@ -10,6 +10,7 @@ Run one by hand: ``python tests/surface/test_compat_programs.py polynomial``."""
 import contextlib
 import importlib
 import importlib.util
+import math
 import os
 import sys
 import tempfile
@@ -335,11 +336,43 @@ def test_super_resolution_example_trained(tmp_path):
     _check_super_resolution(ours, theirs, 2.0, 1.0)
 
 
+def _check_nn_tutorial(ours, theirs, logistic_bound, cnn_bound):
+    # logistic regression, written six ways (raw tensors, F.cross_entropy, nn.Module,
+    # nn.Linear, optim with a Dataset, fit with DataLoaders): each converges to about
+    # the same validation loss in both; F.cross_entropy equals the hand-written
+    # log_softmax + nll. The CNNs (a ReLU before the pooled logits; runs vary widely
+    # with the initialisation) learn, each under its bound.
+    logistic = ("scratch", "module", "linear", "dataset", "fit")
+    for m in (ours, theirs):
+        assert m["cross_entropy_matches"] < 1e-5, (ours, theirs)
+        for k in logistic:
+            assert m[k + "_valid_loss"] < logistic_bound, (k, ours, theirs)
+        assert m["cnn_valid_loss"] < cnn_bound, (ours, theirs)
+        assert m["sequential_valid_loss"] < cnn_bound, (ours, theirs)
+    for k in logistic:
+        assert abs(ours[k + "_valid_loss"] - theirs[k + "_valid_loss"]) \
+            < 0.05 * theirs[k + "_valid_loss"], (k, ours, theirs)
+    assert abs(ours["scratch_valid_accuracy"] - theirs["scratch_valid_accuracy"]) < 0.03
+
+
+def test_nn_tutorial():
+    """PyTorch's tutorial "What is torch.nn really?" on the digits, two epochs."""
+    ours, theirs = _both("nn_tutorial", DATA=_labelled_digits())
+    _check_nn_tutorial(ours, theirs, 0.8, math.log(10))
+
+
+@pytest.mark.slow
+def test_nn_tutorial_trained():
+    ours, theirs = _both("nn_tutorial", DATA=_labelled_digits(), epochs=8)
+    _check_nn_tutorial(ours, theirs, 0.35, 1.5)
+
+
 # programs whose data the test gives (``DATA``), and how
 DATA_OF = {"vae_digits": _digits, "mnist_hogwild": _labelled_digits,
            "mnist_forward_forward": _labelled_digits,
            "word_language_model": lambda: _corpus(tempfile.mkdtemp()),
-           "mnist_rnn": _labelled_digits, "super_resolution": _labelled_digits}
+           "mnist_rnn": _labelled_digits, "super_resolution": _labelled_digits,
+           "nn_tutorial": _labelled_digits}
 
 
 if __name__ == "__main__":
