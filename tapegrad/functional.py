@@ -20,8 +20,9 @@ from .tape import state as _record_state
 from .tensor import Tensor, buffer
 from .vmap import batched_leaf as _batched_leaf, flatten as _flatten, vmap
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "jacobian", "hessian",
-           "hvp", "vhp", "vmap", "functional_call"]
+__all__ = ["grad", "value_and_grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev",
+           "jacfwd", "jacobian", "hessian", "hvp", "vhp", "vmap", "functional_call",
+           "stack_module_state"]
 
 
 def _argnums(argnums):
@@ -150,6 +151,17 @@ def grad(f, argnums=0, has_aux=False):
     return wrapped
 
 
+def grad_and_value(func, argnums=0, has_aux=False):
+    """``func -> (args -> (grad, value))`` as ``torch.func.grad_and_value``: the gradient
+    first, then ``func``'s value (``(value, aux)`` with ``has_aux``)."""
+    vg = value_and_grad(func, argnums, has_aux)
+
+    def wrapped(*args, **kwargs):
+        val, g = vg(*args, **kwargs)
+        return g, val
+    return wrapped
+
+
 def vjp(f, *primals, has_aux=False):
     """``(f(*primals), vjp_fn)`` as ``torch.func.vjp``: ``vjp_fn(cotangents)`` (the
     structure of ``f``'s output) gives a tuple with one cotangent per primal, each in
@@ -217,6 +229,22 @@ def jvp(f, primals, tangents, *, has_aux=False):
         tan = [t.detach() for t in tan]
     res = (out_rebuild(prim), out_rebuild(tan))
     return res + (aux,) if has_aux else res
+
+
+def linearize(func, *primals):
+    """``(func(*primals), jvp_fn)`` as ``torch.func.linearize``: ``jvp_fn(*tangents)``
+    gives the Jacobian-vector product at ``primals`` in the structure of ``func``'s
+    output (each call runs ``func`` forward once with the tangents)."""
+    leaves, rebuild = _flatten(list(primals))
+    out, _ = jvp(func, primals, tuple(rebuild([zeros_like(_as_float_tensor(p))
+                                               for p in leaves])))
+
+    def jvp_fn(*tangents):
+        if len(tangents) != len(primals):
+            raise RuntimeError(f"linearize: jvp_fn expected {len(primals)} tangents (one per "
+                               f"primal), got {len(tangents)}")
+        return jvp(func, primals, tangents)[1]
+    return out, jvp_fn
 
 
 def _basis(n, like, shape):
@@ -395,3 +423,34 @@ def functional_call(module, params_and_buffers, args, kwargs=None, *, strict=Fal
 
 
 _MISSING = object()
+
+
+def stack_module_state(models):
+    """``(params, buffers)``: for modules of one structure, dicts from each parameter's
+    and buffer's name to the stack of that tensor over ``models`` (leading dimension:
+    the model), as ``torch.func.stack_module_state``; for ``vmap`` over
+    ``functional_call``. A stacked parameter is a fresh leaf that requires grad when
+    the originals do."""
+    from .ops import stack
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: expected at least one model, got 0")
+    first = type(models[0])
+    if any(type(m) is not first for m in models):
+        raise RuntimeError("stack_module_state: expected all models to be of the same "
+                           "class, got " + ", ".join(sorted({type(m).__name__ for m in models})))
+
+    def stacked(named, grads):
+        names = [n for n, _ in named(models[0])]
+        tables = [dict(named(m)) for m in models]
+        out = {}
+        for n in names:
+            if any(n not in t for t in tables):
+                raise RuntimeError(f"stack_module_state: {n!r} is missing from some models")
+            s = stack([t[n].detach() for t in tables])
+            if grads and all(t[n].requires_grad for t in tables):
+                s.requires_grad_(True)
+            out[n] = s
+        return out
+    return (stacked(lambda m: m.named_parameters(), True),
+            stacked(lambda m: m.named_buffers(), False))
