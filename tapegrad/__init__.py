@@ -20,7 +20,7 @@ from .tensor import Tensor
 from . import ops_registry
 from .ops import *  # noqa: F401,F403  (ops.__all__: the public op functions)
 from .ops import abs, round, pow, sum, max, min, all, any  # noqa: F401,A001
-from .ops.creation import Generator  # noqa: F401
+from .ops.creation import Generator, default_generator  # noqa: F401
 from .fusion import elementwise
 from .tracing import fuse
 from .compiler import compile  # noqa: A001

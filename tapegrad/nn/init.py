@@ -10,7 +10,7 @@ from ..tensor import buffer, mark_written
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
-           "trunc_normal_", "orthogonal_"]
+           "trunc_normal_", "orthogonal_", "sparse_", "eye_", "dirac_"]
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -145,3 +145,43 @@ def orthogonal_(tensor, gain=1, generator=None):
     if rows < cols:
         q = q.T
     return _fill(tensor, gain * q.reshape(tensor.shape))
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """Fills the 2-D ``tensor`` in place with N(0, ``std``²) draws, then zeros
+    ``ceil(sparsity * rows)`` randomly chosen entries of every column, as
+    ``torch.nn.init.sparse_``."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    g = generator or _generator()
+    vals = g.normal(0.0, std, size=(rows, cols))
+    zeros = int(math.ceil(sparsity * rows))
+    for c in range(cols):
+        vals[g.permutation(rows)[:zeros], c] = 0
+    return _fill(tensor, vals)
+
+
+def eye_(tensor):
+    """Fills the 2-D ``tensor`` in place with the identity (ones on the diagonal), as
+    ``torch.nn.init.eye_``."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _fill(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor, groups=1):
+    """Fills the 3-, 4- or 5-D ``tensor`` in place with the Dirac delta (a convolution
+    with it keeps its input's channels, per group), as ``torch.nn.init.dirac_``."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    shape = tuple(tensor.shape)
+    if shape[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    out_per_group = shape[0] // groups
+    vals = np.zeros(shape)
+    centre = tuple(k // 2 for k in shape[2:])
+    for gi in range(groups):
+        for d in range(min(out_per_group, shape[1])):
+            vals[(gi * out_per_group + d, d) + centre] = 1
+    return _fill(tensor, vals)

@@ -398,10 +398,47 @@ class Generator:
 
     def __getattr__(self, name):
         # NumPy's draws (random, standard_normal, integers...), for the kernels
+        if name.startswith("__") or "_rng" not in self.__dict__:
+            raise AttributeError(f"'Generator' object has no attribute {name!r}")
         return getattr(self.__dict__["_rng"], name)
 
     def __repr__(self):
         return f"<tapegrad.Generator object (device='{self.device}')>"
+
+
+class _DefaultGenerator(Generator):
+    """``tg.default_generator``: the global generator as a ``Generator`` (what
+    ``tg.manual_seed`` returns, as ``torch.default_generator``); seeding it seeds the
+    global stream, and its state is that stream's."""
+
+    def __init__(self):
+        self.device = _devices.device("cpu")
+
+    @property
+    def _rng(self):
+        return _gen["np"]
+
+    @_rng.setter
+    def _rng(self, value):
+        _gen["np"] = value
+
+    def manual_seed(self, seed):
+        manual_seed(seed)
+        return self
+
+    def seed(self):
+        return seed()
+
+    def initial_seed(self):
+        return initial_seed()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(f"'Generator' object has no attribute {name!r}")
+        return getattr(_gen["np"], name)
+
+    def __repr__(self):
+        return "<tapegrad.default_generator (device='cpu')>"
 
 
 def _fresh_seed():
@@ -444,7 +481,7 @@ def manual_seed(seed):
     from ..devices import cuda
     if cuda._state.get("cupy") is not None:
         cuda._state["cupy"].random.seed(int(seed))
-    return _gen["np"]
+    return default_generator
 
 
 def seed():
@@ -462,6 +499,7 @@ def initial_seed():
 
 
 _INITIAL = int(np.random.SeedSequence().entropy % 2 ** 63)
+default_generator = _DefaultGenerator()
 
 
 def generator():
@@ -544,16 +582,16 @@ def randint(low, high=None, size=None, *, dtype=None, device=None, generator=Non
     return wrap(_place(arr.astype(_np_dtype(dtype) or np.int64), device))
 
 
-def rand_like(input, *, dtype=None, requires_grad=False):
+def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
     """Uniform samples in [0, 1) of ``input``'s shape, as ``torch.rand_like``."""
     return rand(tuple(input.shape), dtype=dtype or input.dtype, device=input.device,
-                requires_grad=requires_grad)
+                requires_grad=requires_grad, generator=generator)
 
 
-def randn_like(input, *, dtype=None, requires_grad=False):
+def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
     """Standard normal samples of ``input``'s shape, as ``torch.randn_like``."""
     return randn(tuple(input.shape), dtype=dtype or input.dtype, device=input.device,
-                 requires_grad=requires_grad)
+                 requires_grad=requires_grad, generator=generator)
 
 
 def randperm(n, *, dtype=None, device=None, generator=None):
@@ -995,7 +1033,7 @@ composite(randint, infer=_randint_infer, args=(), differentiable=False,
 
 
 def _like_rand_infer(name):
-    def infer(x, *, dtype=None, requires_grad=False):
+    def infer(x, *, generator=None, dtype=None, requires_grad=False):
         dt = _dt_or(dtype, x.dtype)
         if not _dt.is_float(dt):
             raise TypeError(f"{name}: expected a floating dtype, got {_dt.from_np(dt)}")

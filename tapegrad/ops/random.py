@@ -307,7 +307,8 @@ composite(normal, infer=_normal_infer, args=("mean", "std"),
 
 
 # ---------------------------------------------------------------- randint_like
-def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+def randint_like(input, low=0, high=None, *, generator=None, dtype=None, device=None,
+                 requires_grad=False):
     """Random integers in ``[low, high)`` of ``input``'s shape (and dtype unless
     given): ``randint_like(input, high)`` or ``randint_like(input, low, high)``."""
     if high is None:
@@ -317,7 +318,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_g
         raise op_error("randint_like", f"[{low}, {high}) is out of the range of bool "
                                        f"(from 0 to 2)", RuntimeError)
     out = C.randint(low, high, tuple(input.shape), dtype=_dt.from_np(np.dtype(np.int64)),
-                    device=device or input.device)
+                    device=device or input.device, generator=generator)
     out = C.cast(out, _dt.from_np(dt))
     return out.requires_grad_(True) if requires_grad else out
 
