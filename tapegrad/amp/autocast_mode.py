@@ -24,12 +24,12 @@ _SUPPORTED = {"cpu": (_dt.bfloat16, _dt.float16), "cuda": (_dt.float16, _dt.bflo
 
 
 class autocast:
-    """``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``: a
+    """``autocast(device_type, dtype=None, enabled=True, cache_enabled=True)``: a
     context manager and a decorator. ``dtype`` defaults to bfloat16 on CPU and
     float16 on CUDA; an unsupported one warns and leaves autocast off (PyTorch's
     behaviour)."""
 
-    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=True):
         if not isinstance(device_type, str):
             raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
         if device_type not in _DEVICES:
