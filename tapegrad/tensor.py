@@ -153,6 +153,17 @@ class Tensor:
     def element_size(self):
         return self._data.dtype.itemsize
 
+    def data_ptr(self):
+        """The address of the first element (as ``torch.Tensor.data_ptr``): equal for a
+        tensor and a ``detach()`` or ``.data`` of it, which share its memory."""
+        data = self._data
+        if isinstance(data, np.ndarray):
+            return data.__array_interface__["data"][0]
+        return int(data.data.ptr)
+
+    def is_complex(self):
+        return self._data.dtype.kind == "c"
+
     def share_memory_(self):
         """Move the values into shared memory (``tapegrad.multiprocessing``), in place;
         processes this tensor is sent to, or forked after, see one copy of them."""
