@@ -1,0 +1,244 @@
+"""API.md "PyTorch compatibility, continued": detach shares memory and version and
+takes in-place writes; an op saves only what its adjoint reads for the inputs that
+require grad; sparse COO tensors as torch.sparse; tg.save of a whole module and
+tg.load(weights_only=...); parametrizations; parameters_to_vector."""
+import io
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+
+
+# ---------------------------------------------------------------- detach
+def test_detach_shares_memory_and_takes_inplace_writes():
+    x = tg.ones(3, requires_grad=True)
+    d = x.detach()
+    assert d.is_leaf and not d.requires_grad and d.grad_fn is None
+    assert d.data_ptr() == x.data_ptr()
+    d[0] = 5
+    d[1:].add_(1)
+    assert x.tolist() == [5.0, 2.0, 2.0]
+    d.zero_()
+    assert x.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_detach_shares_the_version_counter():
+    x = tg.ones(3, requires_grad=True)
+    y = x.exp()
+    y.detach().zero_()  # exp's adjoint reads y: the backward must refuse, as PyTorch
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+# ---------------------------------------------------------------- saves
+def test_constant_factor_saves_nothing():
+    x = tg.ones(3, requires_grad=True)
+    y = x * 1
+    z = (y * 2).sum()
+    y.add_(1)
+    z.backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_only_the_needed_operand_is_saved():
+    x = tg.ones(3, requires_grad=True)
+    w = tg.full((3,), 3.0)
+    y = x * 1
+    z = (y * w).sum()  # only y requires grad: its adjoint reads w, not y
+    y.add_(1)
+    z.backward()
+    assert x.grad.tolist() == [3.0, 3.0, 3.0]
+    x2 = tg.ones(3, requires_grad=True)
+    w2 = tg.full((3,), 3.0)
+    z2 = (x2 * w2).sum()
+    w2.add_(1)  # w is read by x's adjoint: refused
+    with pytest.raises(RuntimeError):
+        z2.backward()
+
+
+# ---------------------------------------------------------------- sparse
+IDX = [[0, 1, 1], [2, 0, 2]]
+VAL = [3.0, 4.0, 5.0]
+
+
+def test_sparse_coo_basics_as_torch():
+    s = tg.sparse_coo_tensor(IDX, VAL, (2, 3))
+    t = torch.sparse_coo_tensor(IDX, VAL, (2, 3))
+    assert s.is_sparse and not tg.ones(2).is_sparse
+    assert s.layout == tg.sparse_coo and tg.ones(1).layout == tg.strided
+    assert tuple(s.shape) == tuple(t.shape)
+    assert s.to_dense().tolist() == t.to_dense().tolist()
+    assert tuple(tg.sparse_coo_tensor(IDX, VAL).shape) == (2, 3)
+    assert (s.sparse_dim(), s.dense_dim()) == (t.sparse_dim(), t.dense_dim())
+    assert repr(s).replace("tapegrad", "torch") == repr(t)
+    dup = tg.sparse_coo_tensor([[0, 0, 1], [1, 1, 0]], [1.0, 2.0, 3.0], (2, 2))
+    with pytest.raises(RuntimeError, match="coalesce"):
+        dup.indices()
+    c = dup.coalesce()
+    tc = torch.sparse_coo_tensor([[0, 0, 1], [1, 1, 0]], [1.0, 2.0, 3.0], (2, 2)).coalesce()
+    assert c.is_coalesced()
+    assert c.indices().tolist() == tc.indices().tolist()
+    assert c.values().tolist() == tc.values().tolist()
+    d = tg.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse()
+    assert d.is_sparse and d.indices().tolist() == [[0, 1], [1, 0]]
+    assert d.values().tolist() == [2.0, 3.0]
+
+
+def test_sparse_mm_sum_and_gradients_as_torch():
+    b = np.random.RandomState(0).randn(3, 4).astype(np.float32)
+    vals = tg.tensor(VAL, requires_grad=True)
+    B = tg.tensor(b, requires_grad=True)
+    A = tg.sparse_coo_tensor(IDX, vals, (2, 3))
+    out1 = tg.sparse.mm(A, B)
+    out2 = A @ B
+    assert not out1.is_sparse
+    (out1.sum() + (out2 * 2).sum()).backward()
+    tvals = torch.tensor(VAL, requires_grad=True)
+    tB = torch.tensor(b, requires_grad=True)
+    tA = torch.sparse_coo_tensor(IDX, tvals, (2, 3))
+    (torch.sparse.mm(tA, tB).sum() + (torch.sparse.mm(tA, tB) * 2).sum()).backward()
+    np.testing.assert_allclose(out1.detach().numpy(), torch.sparse.mm(tA, tB).detach().numpy(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(out2.detach().numpy(), out1.detach().numpy())
+    np.testing.assert_allclose(B.grad.numpy(), tB.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(vals.grad.numpy(), tvals.grad.numpy(), rtol=1e-5)
+    s = tg.sparse_coo_tensor(IDX, VAL, (2, 3))
+    assert tg.sparse.sum(s).item() == torch.sparse.sum(torch.sparse_coo_tensor(IDX, VAL, (2, 3))).item()
+    x = tg.ones(2, 2, requires_grad=True)
+    (x.to_sparse().to_dense() * 2).sum().backward()
+    assert x.grad.tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+# ---------------------------------------------------------------- save / load
+def test_whole_module_needs_weights_only_false(tmp_path):
+    path = str(tmp_path / "model.pt")
+    m = tg.nn.Sequential(tg.nn.Linear(3, 2), tg.nn.ReLU())
+    tg.save(m, path)
+    with pytest.raises(pickle.UnpicklingError, match="weights_only"):
+        tg.load(path)
+    with pytest.raises(pickle.UnpicklingError, match="weights_only"):
+        tg.load(path, weights_only=True)
+    m2 = tg.load(path, weights_only=False, map_location="cpu")
+    assert type(m2) is type(m)
+    x = tg.randn(4, 3)
+    with tg.no_grad():
+        np.testing.assert_array_equal(m(x).numpy(), m2(x).numpy())
+    assert type(tg.load(path, weights_only=False, map_location=tg.device("cpu"))) is type(m)
+
+
+def test_hostile_pickle_is_refused_by_default(tmp_path):
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    path = str(tmp_path / "evil.pt")
+    with open(path, "wb") as f:
+        pickle.dump(Evil(), f)
+    with pytest.raises(pickle.UnpicklingError):
+        tg.load(path)
+    assert not marker.exists()
+
+
+def test_state_dicts_and_plain_values_round_trip(tmp_path):
+    m = tg.nn.Linear(3, 2)
+    opt = tg.optim.Adam(m.parameters(), lr=1e-3)
+    obj = {"model": m.state_dict(), "optim": opt.state_dict(), "epoch": 3, "best": 0.25,
+           "name": "run", "flags": [True, None, (1, 2)], "ids": {1: "a"},
+           "t": tg.zeros(3, dtype=tg.int64), "p": tg.nn.Parameter(tg.ones(2))}
+    for target in (str(tmp_path / "ckpt.pt"), tmp_path / "ckpt2.pt", io.BytesIO()):
+        tg.save(obj, target)
+        if isinstance(target, io.BytesIO):
+            target.seek(0)
+        r = tg.load(target)
+        assert type(r["model"]).__name__ == "OrderedDict"
+        assert list(r["model"]) == ["weight", "bias"]
+        np.testing.assert_array_equal(r["model"]["weight"].numpy(), m.weight.detach().numpy())
+        assert r["optim"]["param_groups"][0]["lr"] == 1e-3
+        assert (r["epoch"], r["best"], r["name"]) == (3, 0.25, "run")
+        assert r["flags"] == [True, None, (1, 2)] and r["ids"] == {1: "a"}
+        assert r["t"].dtype == tg.int64
+        assert isinstance(r["p"], tg.nn.Parameter) and r["p"].requires_grad
+    assert os.path.getsize(tmp_path / "ckpt.pt") > 0
+
+
+# ---------------------------------------------------------------- parametrizations
+class _Sym(tg.nn.Module):
+    def forward(self, X):
+        return X.triu() + X.triu(1).transpose(-1, -2)
+
+
+def test_register_and_remove_parametrization():
+    P = tg.nn.utils.parametrize
+    m = tg.nn.Linear(3, 3)
+    P.register_parametrization(m, "weight", _Sym())
+    assert P.is_parametrized(m) and P.is_parametrized(m, "weight")
+    assert not P.is_parametrized(m, "bias")
+    assert [n for n, _ in m.named_parameters()] == ["bias", "parametrizations.weight.original"]
+    W = m.weight.detach().numpy()
+    np.testing.assert_array_equal(W, W.T)
+    m(tg.randn(2, 3)).sum().backward()
+    assert m.parametrizations.weight.original.grad is not None
+    with P.cached():
+        assert m.weight is m.weight
+    P.remove_parametrizations(m, "weight", leave_parametrized=True)
+    assert [n for n, _ in m.named_parameters()] == ["bias", "weight"]
+    np.testing.assert_array_equal(m.weight.detach().numpy(), W)
+    with pytest.raises(ValueError):
+        P.remove_parametrizations(m, "weight")
+
+    class Shrink(tg.nn.Module):
+        def forward(self, X):
+            return X[:2]
+
+    with pytest.raises(ValueError, match="unsafe"):
+        P.register_parametrization(tg.nn.Linear(3, 3), "weight", Shrink())
+
+
+def test_weight_norm_spectral_norm_orthogonal_as_torch():
+    tm = torch.nn.Linear(4, 3)
+    m = tg.nn.Linear(4, 3)
+    m.weight.data = tg.tensor(tm.weight.detach().numpy())
+    tg.nn.utils.parametrizations.weight_norm(m)
+    torch.nn.utils.parametrizations.weight_norm(tm)
+    assert [n for n, _ in m.named_parameters()] == [n for n, _ in tm.named_parameters()]
+    np.testing.assert_allclose(m.parametrizations.weight.original0.detach().numpy(),
+                               tm.parametrizations.weight.original0.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(m.weight.detach().numpy(), tm.weight.detach().numpy(), rtol=1e-6)
+    s = tg.nn.Linear(5, 4)
+    tg.nn.utils.parametrizations.spectral_norm(s)
+    ts = torch.nn.Linear(5, 4)
+    torch.nn.utils.parametrizations.spectral_norm(ts)
+    assert list(s.state_dict()) == list(ts.state_dict())
+    for _ in range(30):
+        s.weight  # noqa: B018  (power iterations in training mode)
+    s.eval()
+    assert np.linalg.svd(s.weight.detach().numpy(), compute_uv=False)[0] == pytest.approx(
+        1.0, rel=1e-3)
+    for shape in ((4, 4), (3, 5), (5, 3)):
+        o = tg.nn.Linear(shape[1], shape[0])
+        tg.nn.utils.parametrizations.orthogonal(o)
+        W = o.weight.detach().numpy()
+        gram = W @ W.T if shape[0] <= shape[1] else W.T @ W
+        np.testing.assert_allclose(gram, np.eye(min(shape)), atol=1e-5)
+
+
+def test_parameters_to_vector_and_back():
+    m = tg.nn.Linear(3, 2)
+    v = tg.nn.utils.parameters_to_vector(m.parameters())
+    assert tuple(v.shape) == (8,)
+    np.testing.assert_array_equal(v.detach().numpy()[:6], m.weight.detach().numpy().ravel())
+    tg.nn.utils.vector_to_parameters(tg.arange(8.0), m.parameters())
+    assert m.weight.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert m.bias.tolist() == [6.0, 7.0]
+    m2 = tg.nn.Linear(2, 1)
+    tg.nn.utils.parameters_to_vector(m2.parameters()).sum().backward()
+    assert m2.weight.grad.tolist() == [[1.0, 1.0]]
+    with pytest.raises(TypeError):
+        tg.nn.utils.vector_to_parameters([1.0, 2.0], tg.nn.Linear(1, 1).parameters())
