@@ -108,7 +108,8 @@ def test_sparse_mm_sum_and_gradients_as_torch():
     np.testing.assert_allclose(B.grad.numpy(), tB.grad.numpy(), rtol=1e-6)
     np.testing.assert_allclose(vals.grad.numpy(), tvals.grad.numpy(), rtol=1e-5)
     s = tg.sparse_coo_tensor(IDX, VAL, (2, 3))
-    assert tg.sparse.sum(s).item() == torch.sparse.sum(torch.sparse_coo_tensor(IDX, VAL, (2, 3))).item()
+    ts = torch.sparse_coo_tensor(IDX, VAL, (2, 3))
+    assert tg.sparse.sum(s).item() == torch.sparse.sum(ts).item()
     x = tg.ones(2, 2, requires_grad=True)
     (x.to_sparse().to_dense() * 2).sum().backward()
     assert x.grad.tolist() == [[2.0, 2.0], [2.0, 2.0]]
