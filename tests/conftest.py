@@ -75,5 +75,18 @@ def rng():
     return np.random.default_rng(0)
 
 
+@pytest.fixture(params=["fused", "numpy"])
+def update_path(request, monkeypatch):
+    """Run an optimizer test on the fused (Numba) update kernels and on the NumPy path:
+    the test parameters are small, so both are forced through ``fusion.update.config``."""
+    from tapegrad.fusion import update as fused_update
+    if request.param == "fused":
+        pytest.importorskip("numba")
+        monkeypatch.setattr(fused_update.config, "min_numel", 0)
+    else:
+        monkeypatch.setattr(fused_update.config, "use_numba", False)
+    return request.param
+
+
 def torch_or_skip():
     return pytest.importorskip("torch")

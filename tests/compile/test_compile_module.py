@@ -9,13 +9,7 @@ import pytest
 import tapegrad as tg
 from tapegrad import nn
 
-
-def _pair(make):
-    tg.manual_seed(0)
-    a = make()
-    tg.manual_seed(0)
-    b = make()
-    return a, b
+from ._models import close as _close, pair as _pair
 
 
 def _mlp():
@@ -34,10 +28,6 @@ def _bn():
 
 def _drop():
     return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 2))
-
-
-def _close(a, b, rtol=1e-5, atol=1e-6):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("make,shape,nclass", [(_mlp, (16, 12), 5), (_cnn, (4, 1, 8, 8), 3),

@@ -12,13 +12,7 @@ import pytest
 import tapegrad as tg
 from tapegrad import nn
 
-
-def _pair(make):
-    tg.manual_seed(0)
-    a = make()
-    tg.manual_seed(0)
-    b = make()
-    return a, b
+from ._models import close as _close, pair as _pair
 
 
 def _mlp():
@@ -28,10 +22,6 @@ def _mlp():
 
 def _bn():
     return nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
-
-
-def _close(a, b, rtol=1e-5, atol=1e-6):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
 
 
 def _grads(model, ts):

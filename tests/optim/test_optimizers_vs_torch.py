@@ -6,19 +6,9 @@ import pytest
 import torch
 
 import tapegrad as tg
-from tapegrad.fusion import update as fused_update
 
 SHAPES = [(5, 3), (7,), (2, 3, 4)]
 
-
-@pytest.fixture(params=["fused", "numpy"])
-def update_path(request, monkeypatch):
-    if request.param == "fused":
-        pytest.importorskip("numba")
-        monkeypatch.setattr(fused_update.config, "min_numel", 0)
-    else:
-        monkeypatch.setattr(fused_update.config, "use_numba", False)
-    return request.param
 
 
 CONFIGS = [
@@ -337,26 +327,6 @@ def test_adadelta_matches_torch_after_10_steps(kw, update_path):
     assert st["step"] == 10
     np.testing.assert_allclose(np.asarray(st["square_avg"].numpy()),
                                o2.state_dict()["state"][0]["square_avg"].numpy(), rtol=2e-6)
-
-
-def test_adadelta_fused_equals_numpy_float64():
-    pytest.importorskip("numba")
-    rng = np.random.default_rng(5)
-    init = rng.standard_normal(5000)
-    grads = [rng.standard_normal(5000) for _ in range(3)]
-    out = []
-    for use in (True, False):
-        fused_update.config.use_numba = use
-        try:
-            p = tg.nn.Parameter(tg.tensor(init.copy()))
-            opt = tg.optim.Adadelta([p], lr=0.7, weight_decay=0.1)
-            for g in grads:
-                p.grad = tg.tensor(g)
-                opt.step()
-        finally:
-            fused_update.config.use_numba = True
-        out.append(p.detach().numpy())
-    np.testing.assert_allclose(out[0], out[1], rtol=1e-13, atol=1e-15)
 
 
 def test_adadelta_arguments_checked():

@@ -9,17 +9,6 @@ from tapegrad.fusion import update as fused_update
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(params=["fused", "numpy"])
-def update_path(request, monkeypatch):
-    """Run a test on the fused (Numba) update kernels and on the NumPy path: the test
-    parameters are small, so both are forced through ``fusion.update.config``."""
-    if request.param == "fused":
-        pytest.importorskip("numba")
-        monkeypatch.setattr(fused_update.config, "min_numel", 0)
-    else:
-        monkeypatch.setattr(fused_update.config, "use_numba", False)
-    return request.param
-
 SHAPES = [(5, 3), (7,), (2, 3, 4)]
 
 CONFIGS = [
@@ -122,28 +111,33 @@ def test_state_dict_resume_matches_uninterrupted(tmp_path, update_path):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
 
 
-def test_fused_matches_numpy_path_in_float64():
-    """The two paths of each optimizer agree to rounding on a large float64 parameter
-    (big enough to take the fused path at the default thresholds)."""
+@pytest.mark.parametrize("name, kw, numel, rtol, atol", [
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1), 20000, 1e-13, 1e-13),
+    ("AdamW", dict(lr=0.01, amsgrad=True, maximize=True), 20000, 1e-13, 1e-13),
+    ("RMSprop", dict(centered=True, momentum=0.9, weight_decay=0.1), 5000, 1e-12, 1e-13),
+    ("Adagrad", dict(lr_decay=0.1, weight_decay=0.1), 5000, 1e-12, 1e-13),
+    ("Adadelta", dict(lr=0.7, weight_decay=0.1), 5000, 1e-13, 1e-15),
+])
+def test_fused_matches_numpy_path_in_float64(name, kw, numel, rtol, atol):
+    """The two paths of each optimizer agree to rounding on a float64 parameter (the
+    largest ones big enough to take the fused path at the default thresholds)."""
     pytest.importorskip("numba")
     rng = np.random.default_rng(5)
-    init = rng.standard_normal(20000)
-    grads = [rng.standard_normal(20000) for _ in range(3)]
-    for name, kw in [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1)),
-                     ("AdamW", dict(lr=0.01, amsgrad=True, maximize=True))]:
-        out = []
-        for use in (True, False):
-            fused_update.config.use_numba = use
-            try:
-                p = tg.nn.Parameter(tg.tensor(init.copy()))
-                opt = getattr(tg.optim, name)([p], **kw)
-                for g in grads:
-                    p.grad = tg.tensor(g)
-                    opt.step()
-            finally:
-                fused_update.config.use_numba = True
-            out.append(p.detach().numpy())
-        np.testing.assert_allclose(out[0], out[1], rtol=1e-13, atol=1e-13)
+    init = rng.standard_normal(numel)
+    grads = [rng.standard_normal(numel) for _ in range(3)]
+    out = []
+    for use in (True, False):
+        fused_update.config.use_numba = use
+        try:
+            p = tg.nn.Parameter(tg.tensor(init.copy()))
+            opt = getattr(tg.optim, name)([p], **kw)
+            for g in grads:
+                p.grad = tg.tensor(g)
+                opt.step()
+        finally:
+            fused_update.config.use_numba = True
+        out.append(p.detach().numpy())
+    np.testing.assert_allclose(out[0], out[1], rtol=rtol, atol=atol)
 
 
 def test_update_kernel_reads_new_values_and_temporaries(monkeypatch):

@@ -6,21 +6,11 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad.fusion import update as fused_update
 
 torch = pytest.importorskip("torch")
 
 SHAPES = [(5, 3), (7,), (2, 3, 4)]
 
-
-@pytest.fixture(params=["fused", "numpy"])
-def update_path(request, monkeypatch):
-    if request.param == "fused":
-        pytest.importorskip("numba")
-        monkeypatch.setattr(fused_update.config, "min_numel", 0)
-    else:
-        monkeypatch.setattr(fused_update.config, "use_numba", False)
-    return request.param
 
 
 # ---------------------------------------------------------------- clipping
@@ -137,28 +127,6 @@ def test_optimizer_arguments_checked():
         tg.optim.RMSprop([p], alpha=-0.1)
     with pytest.raises(ValueError, match="Invalid lr_decay"):
         tg.optim.Adagrad([p], lr_decay=-1)
-
-
-def test_fused_matches_numpy_in_float64():
-    pytest.importorskip("numba")
-    rng = np.random.default_rng(5)
-    init = rng.standard_normal(5000)
-    grads = [rng.standard_normal(5000) for _ in range(3)]
-    for name, kw in [("RMSprop", dict(centered=True, momentum=0.9, weight_decay=0.1)),
-                     ("Adagrad", dict(lr_decay=0.1, weight_decay=0.1))]:
-        out = []
-        for use in (True, False):
-            fused_update.config.use_numba = use
-            try:
-                p = tg.nn.Parameter(tg.tensor(init.copy()))
-                opt = getattr(tg.optim, name)([p], **kw)
-                for g in grads:
-                    p.grad = tg.tensor(g)
-                    opt.step()
-            finally:
-                fused_update.config.use_numba = True
-            out.append(p.detach().numpy())
-        np.testing.assert_allclose(out[0], out[1], rtol=1e-12, atol=1e-13)
 
 
 # ---------------------------------------------------------------- schedulers
