@@ -11,6 +11,8 @@ import tapegrad as tg
 import tapegrad.nn as nn
 import tapegrad.nn.functional as F
 
+from ._models import cross_entropy_step
+
 torch = pytest.importorskip("torch")
 
 
@@ -34,16 +36,6 @@ def _torch_model(m):
     return t.double() if m[0].weight.dtype == tg.float64 else t
 
 
-def _make_step(m, opt, x, y):
-    def step():
-        opt.zero_grad()
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
 @pytest.mark.parametrize("dtype,bias", [(tg.float32, True), (tg.float64, False)])
 def test_linear_relu_and_bias_gradient_fused_equal_eager_and_torch(dtype, bias):
     npdt = np.float32 if dtype == tg.float32 else np.float64
@@ -55,7 +47,7 @@ def test_linear_relu_and_bias_gradient_fused_equal_eager_and_torch(dtype, bias):
     oe = tg.optim.SGD(me.parameters(), lr=0.1)
     oc = tg.optim.SGD(mc.parameters(), lr=0.1)
     ot = torch.optim.SGD(mt.parameters(), lr=0.1)
-    eager, comp = _make_step(me, oe, x, y), tg.compile(_make_step(mc, oc, x, y))
+    eager, comp = cross_entropy_step(me, oe, x, y), tg.compile(cross_entropy_step(mc, oc, x, y))
     xt, yt = torch.from_numpy(x.numpy()), torch.from_numpy(y.numpy())
     tol = 1e-5 if dtype == tg.float32 else 1e-12
     for _ in range(4):
@@ -139,24 +131,14 @@ def test_linear_output_read_elsewhere_is_not_fused():
     assert "linear+relu" not in _steps(c._last)
 
 
-def _xent_program(y, m, opt, x):
-    def step():
-        opt.zero_grad()
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
-
 def test_targets_hoisted_and_recomputed_when_changed_in_place():
     rng = np.random.default_rng(0)
     x = tg.tensor(rng.standard_normal((6, 7)).astype(np.float32))
     ye = tg.tensor(rng.integers(0, 4, 6))
     yc = tg.tensor(ye.numpy().copy())
     me, mc = _model(tg.float32, True), _model(tg.float32, True)
-    eager = _xent_program(ye, me, tg.optim.SGD(me.parameters(), lr=0.1), x)
-    comp = tg.compile(_xent_program(yc, mc, tg.optim.SGD(mc.parameters(), lr=0.1), x))
+    eager = cross_entropy_step(me, tg.optim.SGD(me.parameters(), lr=0.1), x, ye)
+    comp = tg.compile(cross_entropy_step(mc, tg.optim.SGD(mc.parameters(), lr=0.1), x, yc))
     for k in range(5):
         if k in (2, 4):  # new targets written into the same tensors
             new = rng.integers(0, 4, 6)

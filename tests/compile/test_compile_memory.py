@@ -13,6 +13,8 @@ import tapegrad as tg
 import tapegrad.nn as nn
 import tapegrad.nn.functional as F
 
+from ._models import cross_entropy_step
+
 torch = pytest.importorskip("torch")
 
 
@@ -51,14 +53,7 @@ def _mlp_step():
     rng = np.random.default_rng(0)
     x = tg.tensor(rng.standard_normal((128, 64)).astype(np.float32))
     y = tg.tensor(rng.integers(0, 10, 128))
-
-    def step():
-        opt.zero_grad()
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return m, step
+    return m, cross_entropy_step(m, opt, x, y)
 
 
 def _cnn_step():
