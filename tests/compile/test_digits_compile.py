@@ -7,9 +7,13 @@ import pytest
 
 import tapegrad as tg
 
-pytest.importorskip("sklearn")
-pytest.importorskip("matplotlib")
-pytest.importorskip("tqdm")
+
+@pytest.fixture(autouse=True)
+def _examples_extra():
+    # the examples extra, imported when a test here runs: not at collection, where
+    # every xdist worker would import it
+    for name in ("sklearn", "matplotlib", "tqdm"):
+        pytest.importorskip(name)
 
 
 def test_digits_compiled_training_matches_eager(tmp_path, capsys):

@@ -24,6 +24,9 @@ def test_syncbn_matches_batchnorm_on_the_concatenated_batch(n):
     run_ok("mpi_syncbn.py", n, timeout=180)
 
 
+# a further world size, in the exhaustive tier: each rank of a job imports PyTorch (the
+# oracle), about 5 s of CPU a job on a small machine
+@pytest.mark.slow
 def test_syncbn_world_of_one_rank_is_batchnorm():
     run_ok("mpi_syncbn.py", 1, timeout=60)
 

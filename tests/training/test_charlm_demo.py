@@ -5,8 +5,13 @@ import re
 
 import pytest
 
-pytest.importorskip("matplotlib")
-pytest.importorskip("tqdm")
+
+@pytest.fixture(autouse=True)
+def _examples_extra():
+    # the examples extra, imported when a test here runs: not at collection, where
+    # every xdist worker would import it
+    for name in ("matplotlib", "tqdm"):
+        pytest.importorskip(name)
 
 
 @pytest.mark.parametrize("model", ["transformer", "lstm"])

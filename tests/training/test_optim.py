@@ -117,7 +117,7 @@ def test_state_dict_resume_matches_uninterrupted(tmp_path, update_path):
     ("RMSprop", dict(centered=True, momentum=0.9, weight_decay=0.1), 5000, 1e-12, 1e-13),
     ("Adagrad", dict(lr_decay=0.1, weight_decay=0.1), 5000, 1e-12, 1e-13),
     ("Adadelta", dict(lr=0.7, weight_decay=0.1), 5000, 1e-13, 1e-15),
-])
+], ids=["SGD", "AdamW", "RMSprop", "Adagrad", "Adadelta"])
 def test_fused_matches_numpy_path_in_float64(name, kw, numel, rtol, atol):
     """The two paths of each optimizer agree to rounding on a float64 parameter (the
     largest ones big enough to take the fused path at the default thresholds)."""
