@@ -261,7 +261,12 @@ def test_transformer_dropout_train_vs_eval():
         tg.nn.TransformerEncoderLayer(8, 2, activation="swish")
 
 
-@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN", "RNN-relu"])
+# the plain RNN cells in the main suite; LSTM and GRU (several times the cost) in the
+# exhaustive tier: the main suite's registry tests gradgradcheck lstm_layer and gru_layer
+# and check their jvp rules on their first samples
+@pytest.mark.parametrize("kind", [pytest.param("LSTM", marks=pytest.mark.slow),
+                                  pytest.param("GRU", marks=pytest.mark.slow),
+                                  "RNN", "RNN-relu"])
 def test_recurrent_higher_order_and_forward_mode(kind):
     """Second-order gradients (the sequence ops' recorded adjoints differentiate
     again) and forward mode (their jvp rules) against finite differences, with
