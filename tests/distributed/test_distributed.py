@@ -1,5 +1,6 @@
 """tg.distributed, DistributedDataParallel and the fault behaviour, under
 ``mpiexec -n 2`` and ``-n 3`` on this machine (each job has a timeout: a hang fails)."""
+import os
 import re
 import time
 
@@ -156,3 +157,35 @@ def test_digits_demo_distributed(tmp_path):
     assert one.returncode == 0, one.stderr
     acc1 = float(re.search(r"test accuracy: ([0-9.]+)", one.stdout).group(1))
     assert abs(acc - acc1) <= 0.03, (acc, acc1)
+
+
+def _tutorial_scripts():
+    """The scripts of docs/tutorials/distributed.md: its ```py blocks that start
+    ``# mpiexec -n 2 python <name>``, by name."""
+    from ._launch import ROOT
+    with open(os.path.join(ROOT, "docs", "tutorials", "distributed.md"),
+              encoding="utf-8") as fh:
+        text = fh.read()
+    blocks = re.findall(r"^```py\n(# mpiexec -n 2 python (\w+)\.py\n.*?)^```", text, re.S | re.M)
+    return {name: code for code, name in blocks}
+
+
+def test_the_tutorial_has_its_two_scripts():
+    assert sorted(_tutorial_scripts()) == ["collectives", "train"]
+
+
+# the training script (three epochs) in the exhaustive tier
+@pytest.mark.parametrize("name", ["collectives", pytest.param("train", marks=SLOW)])
+def test_the_tutorial_scripts_run_under_mpiexec(name, tmp_path):
+    import subprocess
+    import sys
+
+    from ._launch import ROOT, mpiexec
+    script = tmp_path / f"{name}.py"
+    script.write_text(_tutorial_scripts()[name], encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    p = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, f"docs/tutorials/distributed.md, {name}.py:\n{p.stderr}"
+    if name == "train":
+        assert (tmp_path / "model.pt").exists()  # rank 0's checkpoint
