@@ -2,7 +2,6 @@
 allocator once per output and writes there; ``out=`` and ``workspace=`` are the
 memory written, with no result-sized allocation besides (NumPy's allocations are
 traced by ``tracemalloc``); the PyTorch export writes into memory PyTorch allocated."""
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -10,6 +9,8 @@ import pytest
 import tapegrad as tg
 from tapegrad.dispatch import bind
 from tapegrad.ops_registry import TensorSpec
+
+from ._memory import peak as _peak
 
 F64 = np.dtype(np.float64)
 DYNAMIC = [pytest.param(op, s, id=f"{op.name}-sample{k}")
@@ -72,15 +73,6 @@ def test_allocator_errors_name_the_op():
         op.compute(np.ones(3), alloc=lambda spec: np.empty((1,), np.int64))
     with pytest.raises(TypeError, match="add: alloc= is for dynamic ops"):
         tg.ops_registry.get("add").compute(np.ones(3), np.ones(3), alloc=lambda s: None)
-
-
-def _peak(fn):
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 @pytest.mark.parametrize("name,make", [

@@ -9,7 +9,6 @@ Note: tracemalloc sees NumPy's allocations, not Numba's (its runtime allocates w
 its own allocator), so a Numba kernel's temporaries are not counted here."""
 import subprocess
 import sys
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -17,6 +16,8 @@ import pytest
 import tapegrad as tg
 from tapegrad.ops_registry import TensorSpec
 from tapegrad.ops_registry.compute import spec_of
+
+from ._memory import peak as _peak
 
 F64 = np.dtype(np.float64)
 
@@ -158,15 +159,6 @@ def test_expression_ops_compile_straight_into_out():
         fusion_op._cpu.run_chunked = real
     assert any(np.shares_memory(a, out) for a in seen), "the loop did not write into out"
     np.testing.assert_allclose(out, gelu.kernel(x), rtol=1e-12)
-
-
-def _peak(fn):
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 BIG = 1 << 18  # bytes of output at which tracemalloc's own noise is negligible
