@@ -25,7 +25,9 @@ taking turns (round-robin rounds, median per contender). The targets:
                                        [--only chain,mlp,cnn,charlm,ew,remat,overhead,
                                                capture]
 
-One BLAS/OpenMP/Numba/XLA thread for every contender by default (BENCH_THREADS=n).
+Every library at its own default thread count by default (BLAS, OpenMP, Numba, PyTorch
+and XLA each use the machine's cores, as a user's program does); BENCH_THREADS=n gives
+every contender n threads instead. The counts in use are printed first.
 ``torch.compile`` (inductor, which needs a C compiler) and ``jax.jit`` compile once
 before timing (their first calls are printed, not timed); a JAX step returns its new
 parameters (functional), and each call waits for its result (``block_until_ready``).
@@ -41,9 +43,12 @@ import tracemalloc
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-THREADS = os.environ.get("BENCH_THREADS", "1")
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, THREADS)
+THREADS = os.environ.get("BENCH_THREADS")  # None: each library's own default
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "NUMBA_NUM_THREADS")
+if THREADS is not None:
+    for _var in _THREAD_VARS:
+        os.environ.setdefault(_var, THREADS)
 if THREADS == "1":  # XLA's CPU client: one Eigen thread for its kernels
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                " --xla_cpu_multi_thread_eigen=false"
@@ -52,6 +57,49 @@ if THREADS == "1":  # XLA's CPU client: one Eigen thread for its kernels
 import numpy as np  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
+
+
+def _set_torch_threads(torch):
+    if THREADS is not None:
+        torch.set_num_threads(int(THREADS))
+
+
+def _bench(name):
+    """Benchmark module ``name`` (``bench_mlp_step``, ``bench_cnn_step``), imported
+    without its thread settings: each sets the thread variables to its own default when
+    BENCH_THREADS is unset, which PyTorch, imported later, would read."""
+    import importlib
+    kept = {v: os.environ.get(v) for v in _THREAD_VARS}
+    mod = importlib.import_module(name)
+    for v, val in kept.items():
+        if val is None:
+            os.environ.pop(v, None)
+        else:
+            os.environ[v] = val
+    return mod
+
+
+def _thread_counts():
+    """What each library runs with, as a string."""
+    out = []
+    try:
+        from threadpoolctl import threadpool_info
+        for p in threadpool_info():
+            out.append(f"{p.get('internal_api', p['user_api'])} {p['num_threads']}")
+    except ImportError:
+        pass
+    try:
+        import numba
+        out.append(f"numba {numba.get_num_threads()}")
+    except ImportError:
+        pass
+    try:
+        import torch
+        out.append(f"torch {torch.get_num_threads()}")
+    except ImportError:
+        pass
+    return ", ".join(out)
+
 
 CLOCK = time.perf_counter  # --clock cpu: time.process_time (this process's CPU seconds,
 #                           all its threads: robust to neighbours taking the cores)
@@ -202,7 +250,7 @@ def _jax_xent(jnp, z, y):
 
 
 def mlp_jax(jax, params, x, y):
-    import bench_mlp_step as M
+    M = _bench("bench_mlp_step")
     import jax.numpy as jnp
     ps = [jnp.asarray(a) for a in params]
     xj, yj = jnp.asarray(x), jnp.asarray(y)
@@ -228,7 +276,7 @@ def mlp_jax(jax, params, x, y):
 
 
 def cnn_jax(jax):
-    import bench_cnn_step as C
+    C = _bench("bench_cnn_step")
     import jax.numpy as jnp
     x0, y0, p0 = C._init()
     B, LR = C.B, C.LR
@@ -273,7 +321,7 @@ def ew_jax(jax, x0):
 
 # ---------------------------------------------------------------- MLP step
 def mlp_contenders(torch_compile, jax=None):
-    import bench_mlp_step as M
+    M = _bench("bench_mlp_step")
     params, x, y = M._init()
     out = {"numpy (hand-written)": M.make_numpy_step(params, x, y),
            "tapegrad eager": M.make_tapegrad_step(params, x, y)}
@@ -282,7 +330,7 @@ def mlp_contenders(torch_compile, jax=None):
     out["tapegrad compiled model"], cmodel = _tg_compiled_mlp(params, x, y)
     try:
         import torch
-        torch.set_num_threads(int(THREADS))
+        _set_torch_threads(torch)
         out["pytorch eager"] = M.make_torch_step(params, x, y)
         if torch_compile:
             out["torch.compile"] = _torch_compiled_mlp(params, x, y)
@@ -362,7 +410,7 @@ def _compile_first(step, what):
 
 # ---------------------------------------------------------------- CNN step
 def cnn_contenders(torch_compile, jax=None):
-    import bench_cnn_step as C
+    C = _bench("bench_cnn_step")
     x0, y0, p0 = C._init()
     B, LR = C.B, C.LR
 
@@ -413,7 +461,7 @@ def cnn_contenders(torch_compile, jax=None):
     try:
         import torch
         import torch.nn.functional as TF
-        torch.set_num_threads(int(THREADS))
+        _set_torch_threads(torch)
         x, y = torch.from_numpy(x0), torch.from_numpy(y0)
 
         def torch_step(fwd):
@@ -553,7 +601,7 @@ def remat_contenders(n, torch_compile):
         import torch
     except ImportError:
         return out, comp, stored
-    torch.set_num_threads(int(THREADS))
+    _set_torch_threads(torch)
 
     def loss_t(x):
         g = 0.5 * x * (1 + torch.tanh(K * (x + 0.044715 * x * x * x)))
@@ -626,7 +674,9 @@ def main(argv=None):
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     jax = None if args.no_jax else _jax()
-    print(f"threads: {THREADS} (BLAS, OpenMP, Numba, XLA); clock: {args.clock}; "
+    how = (f"BENCH_THREADS={THREADS} for every library" if THREADS is not None
+           else "each library's default (BENCH_THREADS unset)")
+    print(f"threads: {how}: {_thread_counts()}; clock: {args.clock}; "
           f"rounds: {args.rounds}; "
           f"load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if "chain" in only:
@@ -707,12 +757,12 @@ def main(argv=None):
         chain = chain_tapegrad(True).compiled
         print(f"   200-op chain step: {call_overhead(chain, x):.1f} us per call, of which "
               f"guard checks {guard_checks(chain, x):.1f} us")
-        import bench_mlp_step as M
+        M = _bench("bench_mlp_step")
         params, xm, ym = M._init()
         mlp = tg.compile(M.make_tapegrad_step(params, xm, ym))
         print(f"   MLP step (a module and SGD inside): guard checks {guard_checks(mlp):.1f} us")
     if "capture" in only:
-        import bench_mlp_step as M
+        M = _bench("bench_mlp_step")
         params, x, y = M._init()
         cases = [("MLP step", lambda: M.make_tapegrad_step(params, x, y)),
                  ("CNN step", _cnn_plain)]
@@ -764,7 +814,7 @@ def _peak_of(step, leaves=()):
 
 def _cnn_plain():
     """The CNN step of cnn_contenders, as a no-argument callable."""
-    import bench_cnn_step as C
+    C = _bench("bench_cnn_step")
     x0, y0, p0 = C._init()
     x, y = tg.tensor(x0), tg.tensor(y0)
     p = {k: tg.tensor(v, requires_grad=True) for k, v in p0.items()}
