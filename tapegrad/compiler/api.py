@@ -211,7 +211,7 @@ class Compiled:
         if changed:
             rec.fail(f"it assigns {', '.join(changed)} (a plain Python value it reads), "
                      f"which a replay would not")
-        if not _same_rng(rng, get_rng_state()):
+        if not _capture.draws_explain(rec, rng, get_rng_state()):
             rec.fail("it draws from the random generator (dropout, rand...), whose values "
                      "a replay would repeat")
         try:
@@ -534,13 +534,6 @@ def _rg_ok(owners):
         if t is not None and t.requires_grad is not rg:
             return False
     return True
-
-
-def _same_rng(a, b):
-    try:
-        return a == b
-    except ValueError:
-        return str(a) == str(b)
 
 
 def _tensor_args(args, kwargs):

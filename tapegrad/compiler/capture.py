@@ -33,6 +33,7 @@ import weakref
 import numpy as np
 
 from .. import tape as _tape
+from ..ops.creation import get_rng_state
 from ..tensor import Tensor, last_write
 from .graph import Graph, Step
 
@@ -42,6 +43,24 @@ __all__ = ["capturing", "Recorder", "Unsupported"]
 
 _tls = threading.local()
 _SCALARS = (int, float, bool)
+
+
+def draws_explain(rec, before, after):
+    """Whether the random steps ``rec`` recorded account for every draw from the
+    global generator between states ``before`` and ``after`` (nothing else drew)."""
+    state = before
+    for b, a in rec.draws:
+        if not _same_state(state, b):
+            return False
+        state = a
+    return _same_state(state, after)
+
+
+def _same_state(a, b):
+    try:
+        return a == b
+    except ValueError:
+        return str(a) == str(b)
 
 
 def capturing():
@@ -132,6 +151,7 @@ class Recorder:
         self.numbers = []        # (guard step, ReadNumber) of the numbers Python read
         self.factory_consts = set()  # values a factory made during the call
         self.factory_constants = False  # take them as constants (tg.compile sets it)
+        self.draws = []          # (generator state before, after) of each random step
 
     # ------------------------------------------------------------ in-place writes
     def _writes(self):
@@ -239,11 +259,16 @@ class Recorder:
         attrs = {k: v for k, v in kw.items() if k not in ("workspace", "alloc")}
         if "out" in attrs:
             self.fail(f"{op.name} was called with out=")
+        draw = op.kind == "random"
+        if draw:  # it draws from the global generator: the states around the draw
+            before = get_rng_state()
         self.in_kernel += 1
         try:
             out = kernel(*plain, **kw)
         finally:
             self.in_kernel -= 1
+        if draw:
+            self.draws.append((before, get_rng_state()))
         single = not isinstance(out, tuple)
         outs = [np.asarray(o) if not isinstance(o, np.ndarray) else o
                 for o in ((out,) if single else out)]

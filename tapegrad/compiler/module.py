@@ -17,9 +17,13 @@ backward without ``retain_graph`` lets the saved values go, as does the output d
 
 The capture ran the forward once eagerly: the module's buffers (running statistics)
 and the random generator are put back after it, so the replay that follows updates
-them once. A forward the capture cannot replay (it draws random numbers, say) runs
-eagerly, recording as usual. A backward with ``create_graph=True`` recomputes the
-forward eagerly, recording, so higher derivatives are right (with a warning). A module
+them once. A dropout in training mode is a step of the forward program that draws
+its mask from the global generator on each replay, as the eager call would (the same
+numbers for the same seed); the mask is a saved value of the backward. A forward the
+capture cannot replay (another random draw outside the ops, say) runs eagerly,
+recording as usual. A backward with ``create_graph=True`` recomputes the forward
+eagerly, recording, so higher derivatives are right (with a warning); a forward that
+drew recomputes from the generator's state before its draws. A module
 with hooks anywhere in its tree runs eagerly (the hooks are Python the program would
 not run); so does a call inside another capture (that capture records its ops). A
 call under ``no_grad`` or with nothing requiring grad replays the forward alone.
@@ -41,7 +45,7 @@ from .partition import partition
 __all__ = ["CompiledModule"]
 
 _OWN = ("_orig_mod", "_fwd", "_joint", "_eager_calls", "_node_calls", "_bwd_replays",
-        "_last_joint", "_warned", "_ops")
+        "_last_joint", "_warned", "_ops", "_draws")
 
 _EAGER = object()     # the joint says: run this call eagerly
 _CAPTURED = object()  # the joint captured (and put the state back): call it again
@@ -59,13 +63,14 @@ class _Replayed:
 class _Call:
     """One call's state, handed to the node: the forward's outputs until the kernel
     takes them; the program (its backward); the arguments for a ``create_graph``
-    backward, which recomputes (a replayed forward drew no random numbers: the capture
-    refuses one that does)."""
-    __slots__ = ("computed", "prog", "args", "kwargs", "tensors")
+    backward, which recomputes, and the generator's state before the forward when it
+    drew (dropout): the recomputation draws the same masks."""
+    __slots__ = ("computed", "prog", "args", "kwargs", "tensors", "rng")
 
-    def __init__(self, computed, prog, args, kwargs, tensors):
+    def __init__(self, computed, prog, args, kwargs, tensors, rng):
         self.computed, self.prog = computed, prog
         self.args, self.kwargs, self.tensors = args, kwargs, tensors
+        self.rng = rng
 
 
 class _Joint(Compiled):
@@ -161,6 +166,7 @@ class CompiledModule(Module):
         d["_last_joint"] = False
         d["_warned"] = False
         d["_ops"] = {}
+        d["_draws"] = False  # a program of the joint draws: each call keeps the state
 
     # ------------------------------------------------------------ behaving as the module
     def __getattribute__(self, name):
@@ -220,8 +226,10 @@ class CompiledModule(Module):
             d["_last_joint"] = False
             return self._fwd(*args, **kwargs)
         joint = self._joint
+        rng = get_rng_state() if d["_draws"] else None
         r = joint(*args, **kwargs)  # (_EAGER, never running the forward, if it cannot replay)
         if r is _CAPTURED:  # (the capture put the state back: now the replay)
+            rng = get_rng_state()
             r = joint(*args, **kwargs)
         if type(r) is not _Replayed:  # a forward that cannot be replayed runs eagerly,
             d["_eager_calls"] += 1    # recording as usual
@@ -229,12 +237,17 @@ class CompiledModule(Module):
         d["_node_calls"] += 1
         d["_last_joint"] = True
         prog, arrays = r.prog, r.arrays
+        if prog.draws:
+            d["_draws"] = True
+        else:
+            rng = None
         nout = prog.n_out
         saves = prog.__dict__.get("node_saves")
         if saves is None or len(saves[0]) != len(tensors) + len(params):
             saves = prog.node_saves = _node_saves(prog, args, kwargs, params)
         op = self._node_op(len(tensors), len(params), nout, saves)
-        call = _Call(arrays[:nout] if nout > 1 else arrays[0], prog, args, kwargs, tensors)
+        call = _Call(arrays[:nout] if nout > 1 else arrays[0], prog, args, kwargs, tensors,
+                     rng)
         res = bind(op, *tensors, *params, call=call)
         node = (res if nout == 1 else res[0])._node
         if node is not None:  # the saved values, let go with the node's (see Node.inputs)
@@ -266,7 +279,8 @@ class CompiledModule(Module):
 
         names = tuple(f"arg{i}" for i in range(n_in + n_params))
         op = OpDef(name=f"compiled[{type(self._orig_mod).__name__}]", kernel=run,
-                   infer=lambda *s, **k: None, args=names, vjp=vjp, nout=nout,
+                   infer=lambda *s, **k: None, infer_first=False, args=names, vjp=vjp,
+                   nout=nout,
                    saves=tuple(n for n, s in zip(names, saves[0]) if s) + saves[1],
                    samples=lambda dtype=None: [])
         validate(op)
@@ -303,6 +317,10 @@ class CompiledModule(Module):
         from ..autodiff import grad
         m = self._orig_mod
         kept = [(b, buffer(b).copy()) for b in m.buffers()]
+        now = None
+        if call.rng is not None:  # the forward's draws again (the same dropout masks)
+            now = get_rng_state()
+            set_rng_state(call.rng)
         try:
             with enable_grad():
                 outs, _ = _flatten(m.forward(*call.args, **call.kwargs))
@@ -310,6 +328,8 @@ class CompiledModule(Module):
             for b, v in kept:  # the recomputation's buffer writes, undone
                 buffer(b)[...] = v
                 mark_written(b)
+            if now is not None:
+                set_rng_state(now)
         params = [p for p in m.parameters() if p.requires_grad]
         pairs = [(o, g) for o, g in zip(outs, gs) if g is not None and o.requires_grad]
         xs = call.tensors

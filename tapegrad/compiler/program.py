@@ -67,7 +67,7 @@ def dce(g, steps):
     for st in reversed(steps):
         needed = st.kind in ("write", "update", "cleargrad", "zerograd", "setgrad", "guard") \
             or (st.kind == "ufunc" and st.into is not None) \
-            or (st.kind == "op" and st.op.kind == "dynamic") \
+            or (st.kind == "op" and st.op.kind in ("dynamic", "random")) \
             or any(o is not None and o in live for o in st.outs)
         if not needed:
             continue
@@ -427,10 +427,11 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
 # ---------------------------------------------------------------- effects order
 def _state_change(g, st):
     """A step that changes state outside the program: an optimizer step, zeroing a
-    .grad, a write into a buffer the program did not make (a parameter, a module's
-    buffer, a .grad accumulated into, an argument)."""
-    if st.kind in ("update", "zerograd"):
-        return True
+    .grad, a draw from the global generator (an op of kind ``random``), a write into
+    a buffer the program did not make (a parameter, a module's buffer, a .grad
+    accumulated into, an argument)."""
+    if st.kind in ("update", "zerograd") or (st.kind == "op" and st.op.kind == "random"):
+        return True  # (a random step advances the global generator)
     return st.into is not None and g.source[g.root(st.into)] in ("ext", "arg")
 
 
@@ -737,6 +738,7 @@ class Program:
         steps = order_effects(g, steps)
         steps = direct_writes(g, steps)
         self.steps = steps
+        self.draws = sum(1 for st in steps if st.kind == "op" and st.op.kind == "random")
         self.plan = Plan(g, steps)
         self.arena = np.empty(max(self.plan.arena_bytes, 1), np.uint8)
         self.kernels = sum(1 for st in steps if st.kind not in

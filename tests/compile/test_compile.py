@@ -238,14 +238,29 @@ def test_grad_accumulation_across_calls_is_guarded():
 
 # ---------------------------------------------------------------- refused programs
 def test_random_generator_runs_eagerly_with_warning():
+    # a draw outside the ops (a factory's) cannot be replayed: eager, with a warning
     tg.manual_seed(0)
-    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
-    c = tg.compile(lambda x: m(x).sum())
+    lin = nn.Linear(4, 4)
+    c = tg.compile(lambda x: (lin(x) + tg.randn(4)).sum())
     with pytest.warns(RuntimeWarning, match="random generator"):
         c(tg.ones(3, 4))
     a, b = c(tg.ones(3, 4)).item(), c(tg.ones(3, 4)).item()
-    assert a != b      # fresh dropout masks, not a frozen one
+    assert a != b      # fresh draws, not frozen ones
     assert c.stats()["replays"] == 0
+
+
+def test_dropout_replays_drawing_fresh_masks():
+    # dropout's mask is a step of the program: each replay draws the next one
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    c = tg.compile(lambda x: m(x).sum())
+    with tg.no_grad():
+        tg.manual_seed(0)
+        got = [c(tg.ones(3, 4)).item() for _ in range(3)]
+        tg.manual_seed(0)
+        want = [m(tg.ones(3, 4)).sum().item() for _ in range(3)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert len(set(got)) == 3  # fresh dropout masks, not a frozen one
+    assert c.stats()["replays"] == 2
 
 
 def test_post_accumulate_grad_hooks_run_eagerly_with_warning():

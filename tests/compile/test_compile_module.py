@@ -41,7 +41,7 @@ def test_training_with_backward_and_step_outside_matches_eager(make, shape, ncla
     crit = nn.CrossEntropyLoss()
     rng = np.random.default_rng(0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # (dropout: its forward cannot be replayed)
+        warnings.simplefilter("error")
         for step in range(5):
             x = tg.tensor(rng.standard_normal(shape).astype(np.float32))
             y = tg.tensor(rng.integers(0, nclass, shape[0]))
@@ -58,9 +58,8 @@ def test_training_with_backward_and_step_outside_matches_eager(make, shape, ncla
         _close(a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-5)
     for a, b in zip(m.buffers(), ref.buffers()):
         _close(a.numpy(), b.numpy(), rtol=1e-5)
-    if make is not _drop:
-        s = cm.stats()
-        assert s["replays"] >= 3 and s["backward_replays"] >= 3 and s["eager_calls"] == 0
+    s = cm.stats()
+    assert s["replays"] >= 3 and s["backward_replays"] >= 3 and s["eager_calls"] == 0
 
 
 def test_the_forward_records_one_node():
@@ -244,3 +243,100 @@ def test_compiled_module_is_a_module_wrapping_the_original():
     assert [id(p) for p in parent.parameters()] == [id(p) for p in m.parameters()]
     out = parent(x)
     np.testing.assert_allclose(out.detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- dropout in training mode
+def _two_dropouts():
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 4),
+                         nn.Dropout(0.5))
+
+
+def test_dropout_in_training_mode_replays_the_eager_draws():
+    # the same seed: the replayed forward draws the masks the eager forward draws (the
+    # same outputs, gradients and generator state after each call); no eager call
+    m, ref = _pair(_two_dropouts)
+    cm = tg.compile(m)
+    x = tg.tensor(np.random.default_rng(0).standard_normal((5, 6)).astype(np.float32))
+    got = []
+    for model in (cm, ref):
+        tg.manual_seed(3)
+        runs = []
+        for _ in range(4):
+            out = model(x)
+            (out * out).sum().backward()
+            runs.append((out.detach().numpy().copy(), [p.grad.numpy().copy() for p in
+                                                       model.parameters()],
+                         tg.get_rng_state()))
+            model.zero_grad()
+        got.append(runs)
+    for (oa, ga, sa), (ob, gb, sb) in zip(*got):
+        np.testing.assert_array_equal(oa, ob)
+        for a, b in zip(ga, gb):
+            _close(a, b, rtol=1e-6, atol=1e-7)
+        assert sa == sb
+    outs = [r[0] for r in got[0]]
+    assert not np.array_equal(outs[0], outs[1])  # a new mask each call
+    s = cm.stats()
+    assert s["eager_calls"] == 0 and s["replays"] == 4 and s["backward_replays"] == 4
+
+
+def test_dropout_masks_of_two_forwards_before_their_backwards():
+    # each forward keeps its own mask for its backward (a saved value of the node)
+    m, ref = _pair(_two_dropouts)
+    cm = tg.compile(m)
+    xs = [tg.randn(3, 6) for _ in range(3)]
+    grads = []
+    for model in (cm, ref):
+        tg.manual_seed(5)
+        outs = [model(x) for x in xs]
+        for k, o in enumerate(reversed(outs)):
+            ((k + 1.0) * o).sum().backward()
+        grads.append([p.grad.numpy().copy() for p in model.parameters()])
+    for a, b in zip(*grads):
+        _close(a, b, rtol=1e-5, atol=1e-6)
+    assert cm.stats()["eager_calls"] == 0
+
+
+def test_dropout_with_create_graph_recomputes_with_the_same_masks():
+    m, ref = _pair(_two_dropouts)
+    cm = tg.compile(m)
+    x = tg.randn(4, 6)
+    res = []
+    for model in (cm, ref):
+        tg.manual_seed(9)
+        model(x)  # (the capture, then one replay)
+        out = model(x)
+        w = model[0].weight
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (the compiled module: recomputed eagerly)
+            (g,) = tg.autograd.grad((out ** 2).sum(), [w], create_graph=True)
+        (gg,) = tg.autograd.grad((g ** 2).sum(), [w])
+        res.append((g.detach().numpy(), gg.numpy(), tg.get_rng_state()))
+    _close(res[0][0], res[1][0], rtol=1e-5, atol=1e-6)
+    _close(res[0][1], res[1][1], rtol=1e-4, atol=1e-5)
+    assert res[0][2] == res[1][2]
+
+
+def test_dropout_in_a_compiled_step_function_replays():
+    # the whole step in one tg.compile: each replay draws the next mask, as eager
+    lin = nn.Linear(5, 5)
+    lin_ref = nn.Linear(5, 5)
+    lin_ref.load_state_dict(lin.state_dict())
+
+    def step(lin, x):
+        lin.zero_grad()
+        loss = (tg.nn.functional.dropout(lin(x), 0.4, True) ** 2).sum()
+        loss.backward()
+        return loss
+    c = tg.compile(step)
+    x = tg.randn(3, 5)
+    res = []
+    for f, model in ((c, lin), (step, lin_ref)):
+        tg.manual_seed(2)
+        res.append([(f(model, x).item(), model.weight.grad.numpy().copy(), tg.get_rng_state())
+                    for _ in range(3)])
+    for (la, ga, sa), (lb, gb, sb) in zip(*res):
+        _close(la, lb)
+        _close(ga, gb)
+        assert sa == sb
+    assert c.stats()["replays"] >= 2 and c.stats()["eager_calls"] == 0

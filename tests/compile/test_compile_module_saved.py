@@ -185,12 +185,12 @@ def test_only_inputs_requiring_grad_and_outputs_without_gradient():
     assert cm.stats()["eager_calls"] == 0 and cm.stats()["backward_replays"] == 3
 
 
-def test_dropout_runs_eagerly_with_the_eager_masks():
+def test_dropout_replays_with_the_eager_masks():
     m, ref = _pair(lambda: nn.Sequential(nn.Linear(6, 16), nn.Dropout(0.5), nn.Linear(16, 2)))
     cm = tg.compile(m)
     x = tg.randn(5, 6)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("error")
         for step in range(3):
             res = []
             for model in (cm, ref):
@@ -201,6 +201,7 @@ def test_dropout_runs_eagerly_with_the_eager_masks():
                 res.append([out.detach().numpy()] + _grads(model, []))
             for a, b in zip(*res):
                 _close(a, b)
+    assert cm.stats()["eager_calls"] == 0 and cm.stats()["backward_replays"] == 3
 
 
 def test_a_saved_view_keeps_its_buffer_from_the_next_forward():

@@ -14,8 +14,9 @@ OPS = tg.ops_registry.list_ops()
 # whatever memory held (as torch.empty): compared by shape only
 VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # composites whose programs tg.compile runs eagerly (correct, not compiled): the
-# factories make their tensor outside the ops; dropout draws its mask, sdpa's causal
-# mask and adaptive_avg_pool2d's bin matrices are arrays made in the function;
+# factories make their tensor outside the ops; dropout's p=1 sample multiplies by
+# zeros made in the function, sdpa's causal mask and adaptive_avg_pool2d's bin
+# matrices are arrays made in the function (dropout's mask is a random step: it replays);
 # range/logspace are factories; matrix_exp picks its number of squarings from the
 # values. The set is exact: one that starts replaying must leave it.
 EAGER = set("""zeros ones empty full zeros_like ones_like empty_like full_like arange linspace eye
