@@ -4,7 +4,9 @@ that cannot run code on load; anything else (a whole module) as a pickle, which
 
 The file is a NumPy ``.npz`` archive (a zip of uncompressed ``.npy`` members, one per
 array) plus a member ``__tapegrad__`` holding a JSON manifest of the structure (dicts,
-lists, tuples, None, bools, ints, floats, strings and references to the arrays).
+lists, tuples, sets, None, bools, ints, floats, complex numbers, strings, bytes,
+``tg.Size``, dtypes, devices and references to the arrays; bytes are arrays too): what
+``torch.load(weights_only=True)`` accepts of plain values.
 Reading it unpickles nothing, so under ``weights_only=True`` (the default, as
 PyTorch's) a crafted file (a pickle, a ``torch.save`` archive, an ``.npz`` with object
 arrays) is refused with a ``ValueError`` and none of its content runs.
@@ -40,9 +42,9 @@ from collections import OrderedDict
 import numpy as np
 
 from . import dtypes as _dt
-from .devices import device as _device
+from .devices import Device as _Device, device as _device
 from .ops import tensor as _tensor
-from .tensor import Tensor, buffer, unpickle_tensor
+from .tensor import Size as _Size, Tensor, buffer, unpickle_tensor
 
 __all__ = ["save", "load", "UnpicklingError"]
 
@@ -83,10 +85,11 @@ _ZIP_ERRORS = (zipfile.BadZipFile, EOFError, OSError, struct.error, NotImplement
 # ---------------------------------------------------------------- save
 def save(obj, f, pickle_module=None, pickle_protocol=pickle.DEFAULT_PROTOCOL):
     """Write ``obj`` to ``f``, a path or a binary file object. Tensors, NumPy arrays
-    and nested dict/list/tuple of them with Python scalars and strings go into the
-    safe format; anything else (a whole ``Module``, a custom class) is pickled whole
-    (with ``pickle_module``, default ``pickle``), which ``tg.load`` reads back only
-    with ``weights_only=False``.
+    and nested dict/list/tuple/set of them with Python scalars, complex numbers,
+    strings, bytes, ``tg.Size``, dtypes and devices go into the safe format (what
+    ``torch.load(weights_only=True)`` accepts of plain values); anything else (a whole
+    ``Module``, a custom class) is pickled whole (with ``pickle_module``, default
+    ``pickle``), which ``tg.load`` reads back only with ``weights_only=False``.
 
     Raises ``ValueError`` for a safe-format file ``tg.load`` would refuse: more than
     20,000 arrays, a manifest over 8 MiB, or nesting deeper than about 66 dicts."""
@@ -142,12 +145,26 @@ def _encode(obj, arrays, seen, path):
         return _encode(obj.item(), arrays, seen, path)
     if isinstance(obj, Tensor) or isinstance(obj, np.ndarray):
         return _encode_array(obj, arrays, seen, path)
+    if type(obj) is complex:
+        return {"complex": [repr(obj.real), repr(obj.imag)]}
+    if type(obj) in (bytes, bytearray):
+        key = f"a{len(arrays)}"
+        arrays[key] = np.frombuffer(bytes(obj), dtype=np.uint8)
+        return {type(obj).__name__: key}
+    if isinstance(obj, _Size):
+        return {"size": [int(n) for n in obj]}
+    if isinstance(obj, _Device):
+        return {"device": str(obj)}
+    if type(obj) in (set, frozenset):
+        if any(not _plain_key(v) for v in obj):
+            raise _NotPlain(f"tg.save: a set holding other than plain values at {path}")
+        return {type(obj).__name__: [_encode(v, arrays, seen, path) for v in obj]}
     if isinstance(obj, dict):
         items = []
         for k, v in obj.items():
-            if type(k) not in _KEY_TYPES:
-                raise _NotPlain(f"tg.save: dict keys must be str, int, float, bool or None; "
-                                f"got {type(k).__name__} at {path}")
+            if not _plain_key(k):
+                raise _NotPlain(f"tg.save: dict keys must be str, int, float, bool, None or "
+                                f"tuples of them; got {type(k).__name__} at {path}")
             items.append([_encode(k, arrays, seen, path), _encode(v, arrays, seen,
                                                                    f"{path}[{k!r}]")])
         kind = "odict" if isinstance(obj, OrderedDict) else "dict"
@@ -158,6 +175,13 @@ def _encode(obj, arrays, seen, path):
     if isinstance(obj, _dt.DType):
         return {"dtype": str(obj)}
     raise _NotPlain(f"tg.save: an object of type {type(obj).__name__} at {path}")
+
+
+def _plain_key(k):
+    """A dict key or set element the format holds: a plain scalar or a tuple of them."""
+    if type(k) in _KEY_TYPES or type(k) is complex:
+        return True
+    return type(k) is tuple and all(_plain_key(v) for v in k)
 
 
 def _encode_array(obj, arrays, seen, path):
@@ -484,15 +508,43 @@ class _Decoder:
                 if type(pair) is not list or len(pair) != 2:
                     self.fail("bad dict item")
                 key = self.decode(pair[0])
-                if type(key) not in _KEY_TYPES:
+                if not _plain_key(key):
                     self.fail("bad dict key")
                 out[key] = self.decode(pair[1])
             return out
         if kind in ("list", "tuple"):
             items = [self.decode(v) for v in self.seq(value)]
             return items if kind == "list" else tuple(items)
+        if kind in ("set", "frozenset"):
+            items = [self.decode(v) for v in self.seq(value)]
+            if not all(_plain_key(v) for v in items):
+                self.fail(f"bad {kind} element")
+            return set(items) if kind == "set" else frozenset(items)
         if kind in ("int", "float", "dtype"):
             return self.scalar(kind, value)
+        if kind == "complex":
+            parts = self.seq(value)
+            if len(parts) != 2:
+                self.fail("bad complex entry")
+            return complex(self.scalar("float", parts[0]), self.scalar("float", parts[1]))
+        if kind in ("bytes", "bytearray"):
+            if type(value) is not str or value not in self.archive.members or \
+                    value == _MANIFEST:
+                self.fail(f"missing array {value!r:.80}")
+            arr = self.archive.array(value)
+            if arr.dtype != np.uint8 or arr.ndim != 1:
+                self.fail(f"array {value!r}: bytes must be a 1-D uint8 array")
+            return bytes(arr) if kind == "bytes" else bytearray(arr.tobytes())
+        if kind == "size":
+            dims = self.seq(value)
+            if not all(type(n) is int and n >= 0 for n in dims):
+                self.fail("bad size entry")
+            return _Size(dims)
+        if kind == "device":
+            try:
+                return _device(value) if type(value) is str else self.fail("bad device")
+            except (TypeError, ValueError, RuntimeError):
+                self.fail(f"bad device entry {value!r:.80}")
         self.fail(f"unknown entry kind {kind!r:.80}")
 
     def seq(self, value):

@@ -243,3 +243,21 @@ def test_parameters_to_vector_and_back():
     assert m2.weight.grad.tolist() == [[1.0, 1.0]]
     with pytest.raises(TypeError):
         tg.nn.utils.vector_to_parameters([1.0, 2.0], tg.nn.Linear(1, 1).parameters())
+
+
+def test_plain_values_load_under_weights_only_as_torch(tmp_path):
+    # what torch.load(weights_only=True) accepts of plain values loads by default here too
+    obj = {"b": b"\x00ab", "ba": bytearray(b"xy"), "s": {1, 2, (3, "a")}, "c": 1 + 2j,
+           (1, 2): "tuple key", "size": tg.ones(2, 3).shape, "dev": tg.device("cpu"),
+           "dt": tg.float16}
+    path = tmp_path / "plain.pt"
+    tg.save(obj, path)
+    r = tg.load(path)
+    assert r == obj
+    assert type(r["size"]) is type(obj["size"]) and type(r["ba"]) is bytearray
+    tobj = {k: v for k, v in obj.items() if k not in ("size", "dev", "dt")}
+    torch.save(tobj, tmp_path / "t.pt")
+    assert torch.load(tmp_path / "t.pt", weights_only=True) == tobj
+    tg.save({"x": slice(1, 2)}, path)  # not a plain value: pickled, refused by default
+    with pytest.raises(pickle.UnpicklingError):
+        tg.load(path)
