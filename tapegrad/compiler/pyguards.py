@@ -46,8 +46,9 @@ def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
 def _user_code(code, g, cache={}):  # noqa: B006 (a per-process cache of file decisions)
     f = code.co_filename
     if f.startswith("<"):  # exec'd or frozen code: whose module it runs in decides
-        return not (f.startswith("<frozen") or
-                    str(g.get("__name__", "")).startswith(("tapegrad", "importlib", "_")))
+        name = str(g.get("__name__", ""))  # (__main__: python -c, stdin, a notebook cell)
+        return not (f.startswith("<frozen") or (name != "__main__" and name.startswith(
+            ("tapegrad", "importlib", "_"))))
     r = cache.get(f)
     if r is None:
         a = os.path.abspath(f)

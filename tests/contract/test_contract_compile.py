@@ -184,3 +184,32 @@ def test_compiled_module_create_graph_backward():
     np.testing.assert_allclose(g1.detach().numpy(), h1.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g2.numpy(), h2.numpy(), rtol=1e-5, atol=1e-6)
 
+
+
+_MAIN_SRC = '''
+MODE = "a"
+SCALE = (1, 2)
+def f(x):
+    r = x * SCALE[0]
+    if MODE == "b":
+        r = r + 1
+    return r
+cf = tg.compile(f)
+x = tg.ones(2)
+cf(x)
+cf(x)
+MODE = "b"
+after_mode = (cf(x).tolist(), f(x).tolist())
+SCALE = (3, 2)
+after_scale = (cf(x).tolist(), f(x).tolist())
+'''
+
+
+@pytest.mark.parametrize("filename", ["<stdin>", "<string>", "<ipython-input-1-0>"])
+def test_globals_of_code_run_in_main_are_guarded(filename):
+    # python -c, python - < script, a notebook cell: code with no file, in __main__
+    ns = {"__name__": "__main__", "tg": tg}
+    exec(compile(_MAIN_SRC, filename, "exec"), ns)
+    assert ns["after_mode"] == ([2.0, 2.0], [2.0, 2.0])
+    assert ns["after_scale"] == ([4.0, 4.0], [4.0, 4.0])
+    assert any("MODE" in r for r in ns["cf"].stats()["recaptures"])
