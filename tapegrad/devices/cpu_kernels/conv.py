@@ -1,6 +1,8 @@
 """conv2d on the CPU: batched GEMMs over the CPU threads, and im2col and col2im as Numba
 loops that read and write the unpadded image (the zero padding is taken in the loop,
-with no padded copy of the image)."""
+with no padded copy of the image); conv2d and its two gradients as one parallel region
+each over chunks of the batch (``conv2d``, ``conv2d_weight_grad``,
+``conv2d_input_grad`` at the end)."""
 import numpy as np
 
 from ..cpu import blas_single_thread, njit, run_chunked, run_rows
@@ -122,22 +124,6 @@ def _col2im_loop(cols, dst, sh, sw, ph, pw, dh, dw):
                             dst[n, c, h, U(wo * sw + w0)] += cols[n, c, i, j, ho, wo]
 
 
-def col2im(cols, dst, stride, padding, dilation):
-    """``dst[n, c, h, w] = sum of cols[n, c, i, j, ho, wo]`` over the taps with
-    ``ho*sh + i*dh - pt == h`` and ``wo*sw + j*dw - pl == w`` (those in the padding
-    dropped), for (N, C, kh, kw, Ho, Wo) ``cols`` (NumPy's strided adds cost ~10
-    ns/element here)."""
-    if _dense(stride, padding, dilation):
-        run_rows(lambda n, c, d: _col2im_dense(c, d), cols.shape[0], cols, dst,
-                 per_row=cols[0].size)
-        return dst
-    (sh, sw), (dh, dw) = stride, dilation
-    ph, pw = padding[0][0], padding[1][0]
-    run_rows(lambda n, c, d: _col2im_loop(c, d, sh, sw, ph, pw, dh, dw), cols.shape[0], cols,
-             dst, per_row=cols[0].size)
-    return dst
-
-
 @njit
 def _bias_add_loop(out, b):
     N, C, L = out.shape
@@ -167,13 +153,6 @@ def _transpose_loop(src, dst):
                 dst[b, c, r] = src[b, r, c]
 
 
-def transpose_last2(src, dst):
-    """``dst[b] = src[b].T`` for C-contiguous (B, R, C) ``src`` and (B, C, R) ``dst``."""
-    run_rows(lambda n, s, d: _transpose_loop(s, d), src.shape[0], src, dst,
-             per_row=src[0].size)
-    return dst
-
-
 @njit
 def _col2im_add_loop(cols, dst, sh, sw, dh, dw):
     N, C, kh, kw, Ho, Wo = cols.shape
@@ -193,3 +172,80 @@ def col2im_add(cols, dst, stride, dilation):
     (sh, sw), (dh, dw) = stride, dilation
     run_rows(lambda n, c, d: _col2im_add_loop(c, d, sh, sw, dh, dw), cols.shape[0], cols, dst,
              per_row=cols[0].size)
+
+
+# ---------------------------------------------------------------- whole kernels
+# One parallel region per kernel: each chunk of the batch runs its im2col, GEMM and
+# epilogue in turn on one thread (a region per phase waited for the slowest thread
+# at every phase and paid the hand-off each time).
+def _im2col_fn(stride, padding, dilation):
+    if _dense(stride, padding, dilation):
+        return _im2col_dense
+    (sh, sw), (dh, dw) = stride, dilation
+    ph, pw = padding[0][0], padding[1][0]
+    return lambda x, c: _im2col_loop(x, c, sh, sw, ph, pw, dh, dw)
+
+
+def _col2im_fn(stride, padding, dilation):
+    if _dense(stride, padding, dilation):
+        return _col2im_dense
+    (sh, sw), (dh, dw) = stride, dilation
+    ph, pw = padding[0][0], padding[1][0]
+    return lambda c, d: _col2im_loop(c, d, sh, sw, ph, pw, dh, dw)
+
+
+def conv2d(x, w, bias, out, cols, stride, padding, dilation):
+    """``out = conv2d(x, w) + bias`` for (N, C, H, W) ``x``, (groups, O/groups, K) ``w``,
+    a C-contiguous (N, O, Ho, Wo) ``out`` and (N, C, kh, kw, Ho, Wo) scratch ``cols``:
+    per chunk of the batch, im2col, the GEMMs straight into ``out`` and the bias."""
+    groups, Og, K = w.shape
+    L = out.shape[2] * out.shape[3]
+    im = _im2col_fn(stride, padding, dilation)
+    b = None if bias is None else bias.astype(out.dtype, copy=False)
+
+    def work(n, xc, cc, oc):  # w and b by closure: run_chunked slices arrays of N rows
+        im(xc, cc)
+        np.matmul(w, cc.reshape(n, groups, K, L), out=oc.reshape(n, groups, Og, L))
+        if b is not None:
+            _bias_add_loop(oc.reshape(n, groups * Og, L), b)
+    with blas_single_thread():
+        run_chunked(work, x.shape[0], x, cols, out, min_chunk=1)
+    return out
+
+
+def conv2d_weight_grad(x, g, per, cols, gT, stride, padding, dilation):
+    """Per-sample weight gradients ``per[n, grp] = cols[n, grp] @ g[n, grp]^T`` for
+    (N, groups, O/groups, L) ``g``, (N, groups, K, O/groups) ``per`` and scratch
+    ``cols``; with a (N, groups, L, O/groups) scratch ``gT``, g is copied transposed
+    first so the GEMMs run untransposed."""
+    N, groups, Og, L = g.shape
+    K = per.shape[2]
+    im = _im2col_fn(stride, padding, dilation)
+
+    def work(n, xc, gc, cc, pc, tc):
+        im(xc, cc)
+        if tc is None:
+            rhs = gc.transpose(0, 1, 3, 2)
+        else:
+            _transpose_loop(gc.reshape(n * groups, Og, L), tc.reshape(n * groups, L, Og))
+            rhs = tc
+        np.matmul(cc.reshape(n, groups, K, L), rhs, out=pc)
+    with blas_single_thread():
+        run_chunked(work, N, x, g, cols, per, gT, min_chunk=1)
+    return per
+
+
+def conv2d_input_grad(g, wT, out, cols, stride, padding, dilation):
+    """``out`` = the input gradient for (N, groups, O/groups, L) ``g`` and (groups, K,
+    O/groups) ``wT``: per chunk of the batch, the GEMMs into scratch ``cols`` (N, C,
+    kh, kw, Ho, Wo), then col2im into ``out`` (N, C, H, W)."""
+    N, groups, Og, L = g.shape
+    K = wT.shape[1]
+    c2i = _col2im_fn(stride, padding, dilation)
+
+    def work(n, gc, cc, oc):
+        np.matmul(wT, gc, out=cc.reshape(n, groups, K, L))
+        c2i(cc, oc)
+    with blas_single_thread():
+        run_chunked(work, N, g, cols, out, min_chunk=1)
+    return out

@@ -243,7 +243,15 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
     if N == 0:  # an empty batch: an empty result, as PyTorch
         return out
     K, L = Cg * kh * kw, Ho * Wo
-    if _is_pointwise((kh, kw), stride, padding):
+    pointwise = _is_pointwise((kh, kw), stride, padding)
+    if not pointwise and _numba_cpu(input) and _numba_cpu(out) and out.flags.c_contiguous:
+        # im2col, GEMMs and bias per chunk of the batch, in one parallel region
+        npad, _, _ = _conv_ws(input.shape, weight.shape, input.dtype.itemsize, stride,
+                              padding, dilation)
+        cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), input.dtype)
+        return cpu_conv.conv2d(input, weight.reshape(groups, Cout // groups, K), bias, out,
+                               cols, stride, padding, dilation)
+    if pointwise:
         cols = input.reshape(N, groups, K, L)
     else:
         cols = _im2col(input, weight.shape, workspace, stride, padding, dilation)
@@ -431,10 +439,13 @@ def _conv2d_input_grad_kernel(g, weight, *, input_shape, stride, padding, dilati
         return out
     npad, _, _ = _conv_ws(input_shape, weight.shape, g.dtype.itemsize, stride, padding, dilation)
     cols = _ws_view(workspace, npad, (N, groups, K, L), g.dtype)
+    if _numba_cpu(out) and _numba_cpu(g):
+        # GEMMs and col2im (straight into out, the taps in the padding dropped) per
+        # chunk of the batch, in one parallel region
+        return cpu_conv.conv2d_input_grad(g.reshape(N, groups, Cout // groups, L), wT, out,
+                                          cols.reshape(N, C, kh, kw, Ho, Wo), stride,
+                                          padding, dilation)
     _bmm(wT, g.reshape(N, groups, Cout // groups, L), out=cols)
-    if _numba_cpu(out):  # straight into out, the taps in the padding dropped
-        cpu_conv.col2im(cols.reshape(N, C, kh, kw, Ho, Wo), out, stride, padding, dilation)
-        return out
     dst = _ws_view(workspace, 0, (N, C, Hp, Wp), g.dtype) if npad else out
     dst[...] = 0
     _col2im_add(cols.reshape(N, C, kh, kw, Ho, Wo), dst, Ho, Wo, stride, dilation)
@@ -530,21 +541,25 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     K, L, Og = Cg * kh * kw, Ho * Wo, Cout // groups
     npad, ncols, _ = _conv_ws(input.shape, weight_shape, g.dtype.itemsize, stride, padding,
                               dilation, g_copy=True)
-    cols = _im2col(input, weight_shape, workspace, stride, padding, dilation)
     # per sample and group dW_n[k, o] = sum_l cols[n, k, l] g[n, o, l] (OpenBLAS runs
     # this orientation ~1.4x faster than g @ cols^T on the small-CNN shapes), then the
     # sum over n
     per = _ws_view(workspace, npad + ncols, (N, groups, K, Og), g.dtype)
     gT = g.reshape(N, groups, Og, L).transpose(0, 1, 3, 2)
+    dst = None
     if _g_transposed(weight_shape):
         dst = _ws_view(workspace, npad + ncols + _align(per.nbytes), gT.shape, g.dtype)
-        if _numba_cpu(g):
-            gT = cpu_conv.transpose_last2(g.reshape(N * groups, Og, L),
-                                          dst.reshape(N * groups, L, Og)).reshape(gT.shape)
-        else:
+    if _numba_cpu(input) and _numba_cpu(g) and input.dtype == g.dtype:
+        # im2col, the transposed copy and GEMMs per chunk of the batch, in one region
+        cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), g.dtype)
+        cpu_conv.conv2d_weight_grad(input, g.reshape(N, groups, Og, L), per, cols, dst,
+                                    stride, padding, dilation)
+    else:
+        cols = _im2col(input, weight_shape, workspace, stride, padding, dilation)
+        if dst is not None:
             dst[...] = gT
             gT = dst
-    _bmm(cols.reshape(N, groups, K, L), gT, out=per)
+        _bmm(cols.reshape(N, groups, K, L), gT, out=per)
     xp.sum(per.transpose(0, 1, 3, 2), axis=0, out=out.reshape(groups, Og, K))
     return out
 
