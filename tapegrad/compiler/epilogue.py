@@ -21,7 +21,7 @@ import numpy as np
 from ..devices import cpu as _cpu
 from .graph import Step
 
-__all__ = ["fuse_epilogues", "Epilogue"]
+__all__ = ["fuse_epilogues", "Epilogue", "join_slice_grads"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -190,3 +190,108 @@ def _dim0(attrs):
         return False
     dim = attrs.get("dim")
     return dim == 0 or (isinstance(dim, (tuple, list)) and tuple(dim) == (0,))
+
+
+# ---------------------------------------------------------------- split gradients
+def _last_axis_slice(index, n):
+    """(start, stop) of ``index`` if it is ``(..., slice)`` with step 1 over a last axis
+    of ``n``, else None."""
+    if type(index) is not tuple or len(index) != 2 or index[0] is not Ellipsis:
+        return None
+    sl = index[1]
+    if type(sl) is not slice or sl.step not in (None, 1):
+        return None
+    a, b, _ = sl.indices(n)
+    return (a, b) if a < b else None
+
+
+def join_slice_grads(g, steps, reads_all):
+    """The gradient of a value split along its last axis (``qkv[..., :d]``,
+    ``qkv[..., d:2d]``...): the walker makes one zero-filled array per slice with the
+    slice's gradient in it (``index_add_into``) and sums them (``np.add``). When the
+    slices tile the axis exactly and nothing else reads those arrays, the sum is one
+    ``cat`` of the slices' gradients along the axis (no zero fills, no sums: each
+    element is the one gradient that reaches it, as in eager's sum with zeros, but
+    for the sign of a zero). Returns (steps, the number joined)."""
+    from ..ops.shape import CAT
+    escapes = set(g.output_values())
+    for st in steps:
+        if st.kind == "setgrad":
+            escapes.update(st.reads())
+    readers = _readers(g, steps, reads_all)
+    aliased = {g.root(v) for v in g.alias}
+    made = {}
+    for k, st in enumerate(steps):
+        for o in st.outs:
+            if o is not None:
+                made[o] = k
+
+    def private(v):  # read once (by the sum), not returned, not aliased
+        return (type(v) is int and readers.get(v) == 1 and v not in escapes
+                and v not in aliased and v not in g.alias)
+
+    def is_add(st):
+        return (st.kind == "ufunc" and st.op is np.add and not st.attrs and
+                st.into is None and len(st.ins) == 2 and len(st.outs) == 1)
+
+    drop, replace, count = set(), {}, 0
+    for k, st in enumerate(steps):
+        if not is_add(st) or k in drop:
+            continue
+        out = st.outs[0]
+        if type(out) is not int or g.dtypes[out] not in _FLOATS:
+            continue
+        # the add tree under this sum: inner adds private, leaves index_add_into steps
+        leaves, inner, stack, ok = [], [], list(st.ins), True
+        while stack and ok:
+            v = stack.pop()
+            if not private(v) or v not in made:
+                ok = False
+                break
+            j = made[v]
+            s2 = steps[j]
+            if is_add(s2):
+                inner.append(j)
+                stack.extend(s2.ins)
+            elif _op(s2, "index_add_into") and len(s2.ins) == 1 and len(s2.outs) == 1:
+                leaves.append(j)
+            else:
+                ok = False
+        if not ok or len(leaves) < 2:
+            continue
+        shape = g.shapes[out]
+        if not shape:
+            continue
+        n = shape[-1]
+        parts = []
+        for j in leaves:
+            s2 = steps[j]
+            src = s2.ins[0]
+            span = _last_axis_slice(s2.attrs.get("index"), n)
+            if (span is None or set(s2.attrs) != {"shape", "index"} or type(src) is not int
+                    or tuple(s2.attrs["shape"]) != tuple(shape)
+                    or g.dtypes[src] != g.dtypes[out] or g.shapes[s2.outs[0]] != shape
+                    or tuple(g.shapes[src]) != tuple(shape[:-1]) + (span[1] - span[0],)):
+                ok = False
+                break
+            parts.append((span, src))
+        if not ok:
+            continue
+        parts.sort()
+        edge = 0
+        for (a, b), _ in parts:
+            if a != edge:
+                ok = False
+                break
+            edge = b
+        if not ok or edge != n:
+            continue
+        new = Step("op", CAT, [src for _, src in parts], {"dim": len(shape) - 1})
+        new.outs = [out]
+        replace[k] = new
+        drop.update(leaves)
+        drop.update(inner)
+        count += 1
+    if not count:
+        return steps, 0
+    return [replace.get(k, st) for k, st in enumerate(steps) if k not in drop], count

@@ -42,7 +42,7 @@ from ..fusion import codegen_numba, expr as E
 from ..fusion.op import config as _fusion_config
 from ..tensor import mark_written, wrap
 from .capture import Unsupported
-from .epilogue import fuse_epilogues
+from .epilogue import fuse_epilogues, join_slice_grads
 from .graph import Step
 from .hoist import hoist_invariants
 from .remat import choose as choose_recomputed, siblings
@@ -730,8 +730,10 @@ class Program:
         self.n_captured = len(g.steps)
         self.fused_groups = 0
         self.epilogues = 0
+        self.joined = 0
         self.hoisted = None
         if fuse:
+            steps, self.joined = join_slice_grads(g, steps, _reads_all)
             steps, self.hoisted = hoist_invariants(g, steps, _reads_all)
             steps, self.fused_groups = fuse_elementwise(g, steps)
             steps, self.epilogues = fuse_epilogues(g, steps, _reads_all)

@@ -177,3 +177,81 @@ def test_a_written_external_is_not_hoisted():
         np.testing.assert_allclose(g.numpy(), want)
         np.testing.assert_allclose(s.item(), (np.array([1.0, 2.0, 3.0]) * want).sum())
     assert c._last.hoisted is None
+
+
+# ---------------------------------------------------------------- a split's gradient
+class _Split(nn.Module):
+    """A projection split along its last axis, as attention's q, k, v."""
+
+    def __init__(self, sizes):
+        super().__init__()
+        self.sizes = sizes
+        self.proj = nn.Linear(5, sum(sizes))
+
+    def forward(self, x):
+        h = self.proj(x)
+        parts, at = [], 0
+        for k, n in enumerate(self.sizes):
+            parts.append(h[..., at:at + n] * (k + 1.0))
+            at += n
+        out = parts[0].sum(-1, keepdim=True) * parts[-1][..., :1]
+        for p in parts[1:-1]:
+            out = out + tg.tanh(p).sum(-1, keepdim=True)
+        return out
+
+
+@pytest.mark.parametrize("sizes", [(3, 3, 3), (2, 4), (1, 3, 2, 2)])
+def test_a_split_gradient_is_one_cat_equal_eager_and_torch(sizes):
+    tg.manual_seed(0)
+    mc = _Split(sizes).to(tg.float64)
+    me = _Split(sizes).to(tg.float64)
+    me.load_state_dict(mc.state_dict())
+    cm = tg.compile(mc)
+    x = tg.tensor(np.random.default_rng(2).standard_normal((2, 3, 5)))
+    for model in (cm, cm, me):  # (the capture, a replay; eager)
+        model.zero_grad()
+        model(x).sum().backward()
+    for a, b in zip(mc.parameters(), me.parameters()):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-14)
+    prog = cm._joint._last.backward
+    assert prog.joined == 1
+    assert "cat" in _steps(prog)
+    full = tuple(x.shape[:-1]) + (sum(sizes),)  # no zero-filled array of the whole split
+    assert not [st for st in prog.steps if st.name == "index_add_into" and
+                tuple(st.attrs["shape"]) == full]
+    # the values against PyTorch's gradient of the same split
+    w = torch.from_numpy(mc.proj.weight.detach().numpy().copy()).requires_grad_()
+    b = torch.from_numpy(mc.proj.bias.detach().numpy().copy()).requires_grad_()
+    h = torch.nn.functional.linear(torch.from_numpy(x.numpy()), w, b)
+    parts, at = [], 0
+    for k, n in enumerate(sizes):
+        parts.append(h[..., at:at + n] * (k + 1.0))
+        at += n
+    out = parts[0].sum(-1, keepdim=True) * parts[-1][..., :1]
+    for p in parts[1:-1]:
+        out = out + torch.tanh(p).sum(-1, keepdim=True)
+    out.sum().backward()
+    np.testing.assert_allclose(mc.proj.weight.grad.numpy(), w.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(mc.proj.bias.grad.numpy(), b.grad.numpy(), rtol=1e-12)
+
+
+def test_a_split_that_does_not_tile_the_axis_keeps_its_zero_fills():
+    class Gap(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 6)
+
+        def forward(self, x):
+            h = self.proj(x)
+            return (h[..., :2] * h[..., 3:5]).sum(-1)  # column 2 and 5 get no gradient
+    tg.manual_seed(1)
+    mc, me = Gap().to(tg.float64), Gap().to(tg.float64)
+    me.load_state_dict(mc.state_dict())
+    cm = tg.compile(mc)
+    x = tg.tensor(np.random.default_rng(4).standard_normal((3, 4)))
+    for model in (cm, cm, me):
+        model.zero_grad()
+        model(x).sum().backward()
+    for a, b in zip(mc.parameters(), me.parameters()):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-14)
+    assert cm._joint._last.backward.joined == 0
