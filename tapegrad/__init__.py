@@ -38,7 +38,7 @@ from . import forward_ad  # noqa: F401
 from . import interop  # noqa: F401  (PyTorch and JAX are imported on first use)
 from .vmap import vmap  # noqa: F401
 from .ops import sparse  # noqa: F401  (torch.sparse)
-from .ops.sparse import sparse_coo_tensor, sparse_coo, strided  # noqa: F401
+from .ops.sparse import sparse_coo_tensor, sparse_coo, spmm, strided  # noqa: F401
 from .utilities import *  # noqa: F401,F403  (torch.* utilities that are not ops)
 
 _tape.install_namespace(_ops)

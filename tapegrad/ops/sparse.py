@@ -391,9 +391,22 @@ class SparseTensor(Tensor):
     @staticmethod
     def _layout_bind(op, args, attrs):
         """A registry op given a sparse tensor (dispatch's fallback): the matrix product
-        runs sparse; anything else is refused, naming the op and the layout."""
-        if op.name == "matmul" and len(args) == 2 and isinstance(args[0], SparseTensor):
-            return mm(args[0], args[1])
+        runs sparse (a sparse operand on either side, the other dense); ``dense + sparse``
+        and ``dense - sparse`` are dense, as PyTorch's (which refuses the sparse operand
+        first); anything else is refused, naming the op and the layout."""
+        if op.name == "matmul" and len(args) == 2:
+            a, b = args
+            if isinstance(a, SparseTensor):
+                return mm(a, b)
+            if isinstance(a, Tensor):
+                return _dense_mm_sparse(a, b)
+        if (op.name in ("add", "sub") and len(args) == 2
+                and all(isinstance(a, Tensor) for a in args)
+                and not all(isinstance(a, SparseTensor) for a in args)):
+            if isinstance(args[0], SparseTensor):
+                raise RuntimeError(f"{op.name}(sparse, dense) is not supported. Use "
+                                   f"{op.name}(dense, sparse) instead.")
+            return bind(op, args[0], args[1].to_dense(), **attrs)
         raise _layout_error(op.name)
 
 
@@ -511,6 +524,32 @@ def mm(mat1, mat2):
         raise TypeError(f"sparse.mm: mat2 must be a Tensor, got {type(mat2).__name__}")
     d = mat1._data
     return bind(SPARSE_MM, d.indices, d.values, mat2, size=d.shape)
+
+
+def spmm(input, mat2):
+    """``input @ mat2`` for a sparse COO (or dense) 2-D ``input`` and a dense ``mat2``,
+    as ``torch.spmm``: dense, differentiable as ``tg.sparse.mm``."""
+    if isinstance(input, SparseTensor):
+        return mm(input, mat2)
+    if not isinstance(input, Tensor):
+        raise TypeError(f"spmm: input must be a Tensor, got {type(input).__name__}")
+    return input.mm(mat2)
+
+
+def _dense_mm_sparse(mat1, mat2):
+    """``mat1 @ mat2`` for a dense ``mat1`` and a sparse COO ``mat2`` (both 2-D), as
+    PyTorch's: dense, ``(mat2^T @ mat1^T)^T`` with the sparse product (the transpose of
+    a COO matrix swaps its index rows)."""
+    if mat1.ndim != 2 or mat2.ndim != 2:
+        raise op_error("mm", f"a dense @ sparse product takes 2-D operands, got "
+                             f"{mat1.ndim}-D and {mat2.ndim}-D", RuntimeError)
+    if mat1.shape[1] != mat2.shape[0]:
+        raise op_error("mm", f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x"
+                             f"{mat1.shape[1]} and {mat2.shape[0]}x{mat2.shape[1]})",
+                       RuntimeError)
+    d = mat2._data
+    return bind(SPARSE_MM, d.indices[[1, 0]], d.values, mat1.transpose(0, 1),
+                size=(d.shape[1], d.shape[0])).transpose(0, 1)
 
 
 def addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0):

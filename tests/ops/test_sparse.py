@@ -109,6 +109,70 @@ def test_mm_values_and_gradients(spelling):
     _same_sparse(a.grad, tg_.coalesce())
 
 
+def test_dense_times_sparse_values_and_gradients():
+    a, t = _pair(requires_grad=True)
+    dn = np.random.default_rng(3).standard_normal((2, 3))
+    w = np.random.default_rng(4).standard_normal((2, 4))
+    d, td = tg.tensor(dn, requires_grad=True), torch.tensor(dn, requires_grad=True)
+    y, ty = d @ a, td @ t
+    assert not y.is_sparse and not ty.is_sparse
+    np.testing.assert_allclose(_np(y), _np(ty), rtol=1e-12)
+    (y * tg.tensor(w)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(_np(d.grad), _np(td.grad), rtol=1e-12)
+    # the sparse leaf's gradient at its stored elements: d^T @ grad sampled there
+    tg_ = t.grad if t.grad.is_sparse else t.grad.sparse_mask(t.detach().coalesce())
+    _same_sparse(a.grad, tg_.coalesce())
+    with pytest.raises(RuntimeError, match=r"cannot be multiplied \(2x4 and 3x4\)"):
+        tg.ones(2, 4, dtype=tg.float64) @ a
+
+
+@pytest.mark.parametrize("op", ["dense + sparse", "dense - sparse"])
+def test_dense_and_sparse_sum_is_dense(op):
+    a, t = _pair(requires_grad=True)
+    dn = np.random.default_rng(5).standard_normal(SIZE)
+    d, td = tg.tensor(dn, requires_grad=True), torch.tensor(dn, requires_grad=True)
+    f = {"dense + sparse": lambda s, x: x + s, "dense - sparse": lambda s, x: x - s}[op]
+    y, ty = f(a, d), f(t, td)
+    assert not y.is_sparse and not ty.is_sparse
+    np.testing.assert_allclose(_np(y), _np(ty), rtol=1e-12)
+    w = np.random.default_rng(6).standard_normal(SIZE)
+    (y * tg.tensor(w)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(_np(d.grad), _np(td.grad), rtol=1e-12)
+    # the sparse leaf's gradient at its stored elements (PyTorch's fills every element)
+    tg_ = t.grad.to_dense().sparse_mask(t.detach().coalesce())
+    _same_sparse(a.grad, tg_.coalesce())
+
+
+def test_sparse_plus_dense_is_refused_as_pytorch():
+    a, t = _pair()
+    for lib, s in ((tg, a), (torch, t)):
+        with pytest.raises(RuntimeError, match=r"add\(sparse, dense\) is not supported"):
+            s + lib.ones(SIZE, dtype=lib.float64)
+
+
+def test_eye_plus_integer_adjacency_promotes_as_pytorch():
+    # an int64 sparse adjacency (float values cast on construction) plus a float32
+    # identity: a float32 dense matrix, as in PyTorch's GCN example
+    edges = np.array([[0, 1], [1, 2], [2, 0]], dtype=np.int32)
+    a = tg.sparse_coo_tensor(edges.T, tg.ones(3), (3, 3), dtype=tg.int64)
+    t = torch.sparse_coo_tensor(edges.T, torch.ones(3), (3, 3), dtype=torch.int64)
+    y, ty = tg.eye(3) + a, torch.eye(3) + t
+    assert y.dtype == tg.float32 and ty.dtype == torch.float32 and not y.is_sparse
+    np.testing.assert_array_equal(_np(y), _np(ty))
+
+
+def test_spmm_is_pytorchs():
+    a, t = _pair()
+    bn = np.random.default_rng(7).standard_normal((4, 2))
+    np.testing.assert_allclose(_np(tg.spmm(a, tg.tensor(bn))),
+                               _np(torch.spmm(t, torch.tensor(bn))), rtol=1e-12)
+    dn = np.random.default_rng(8).standard_normal((3, 4))
+    np.testing.assert_allclose(_np(tg.spmm(tg.tensor(dn), tg.tensor(bn))),
+                               _np(torch.spmm(torch.tensor(dn), torch.tensor(bn))), rtol=1e-12)
+
+
 def test_gradient_to_values_tensor():
     vn = VALS.copy()
     v, tv = tg.tensor(vn, requires_grad=True), torch.tensor(vn, requires_grad=True)
@@ -192,7 +256,8 @@ def test_errors():
         tg.sparse_coo_tensor([[0, -1]], [1.0, 2.0], (3,))
     # dense-only ops name themselves and the layout
     for fn, name in ((lambda: a.relu(), "relu"), (lambda: tg.exp(a), "exp"),
-                     (lambda: a + 1, "add"), (lambda: tg.ones(2, 3) @ a, "matmul")):
+                     (lambda: a + 1, "add"), (lambda: a + a, "add"),
+                     (lambda: a * 2, "mul")):
         with pytest.raises(NotImplementedError, match=f"{name}.*torch.sparse_coo"):
             fn()
 
