@@ -512,13 +512,28 @@ def _format(t):
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")
     default = _dt.get_default_dtype()
+    if data.size == 0 and data.ndim != 1:  # PyTorch shows an empty tensor's shape
+        extras.append(f"size={tuple(data.shape)}")
     if dt not in (default, _dt.int64, _dt.bool) or (data.size == 0 and dt != default):
         extras.append(f"dtype={dt}")
     if t._node is not None:
         extras.append(f"grad_fn=<{_tape.backward_name(t._node.op.name)}0>")
     elif t.requires_grad:
         extras.append("requires_grad=True")
-    return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+    # PyTorch's layout of the suffixes: one that would pass the line width starts a
+    # new line, indented under the first element. Lengths are measured as PyTorch spells
+    # the dtype ("torch.float64"), so the lines break where PyTorch's break
+    out = ["tensor(" + body]
+    last = len(out[0]) - out[0].rfind("\n") + 1
+    for e in extras:
+        n = len(e.replace("tapegrad.", "torch.", 1))
+        if last + n + 2 > opts["linewidth"]:
+            out.append(",\n" + " " * 7 + e)
+            last = 7 + n
+        else:
+            out.append(", " + e)
+            last += n + 2
+    return "".join(out) + ")"
 
 
 def unpickle_tensor(array, device, requires_grad):

@@ -30,7 +30,7 @@ from ._decl import Sample, TensorSpec, rand, register
 
 __all__ = []  # the public names are reached as tg.sparse.* and tg.sparse_coo_tensor
 
-_DTYPE_SUFFIX = re.compile(r", dtype=[\w.]+\)$")  # the values' dtype: the sparse repr says it
+_DTYPE_SUFFIX = re.compile(r",\s+dtype=[\w.]+\)$")  # the values' dtype: the sparse repr says it
 _NO_ONNX = "sparse layout: ONNX tensors are dense"
 
 

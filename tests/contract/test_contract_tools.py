@@ -133,6 +133,21 @@ def test_set_printoptions_as_torch_and_numpy_untouched(options):
         torch.set_printoptions(profile="default")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_repr_suffixes_and_empty_shapes_as_torch(dtype):
+    rs = np.random.RandomState(0)
+    arrays = [rs.randn(50, 50), rs.randn(3000), rs.randn(3, 1000), rs.randn(2, 3, 4) * 1e5,
+              np.array([1e-5, 1.0]), np.array([1e10, 1.0]), np.zeros((0, 3)), np.zeros(0),
+              np.zeros((2, 0, 1))]
+    for a in arrays:
+        for grad in (False, True):
+            t = tg.tensor(a, dtype=getattr(tg, dtype))
+            p = torch.tensor(a, dtype=getattr(torch, dtype))
+            if grad:
+                t, p = t.requires_grad_() * 2, p.requires_grad_() * 2
+            assert repr(t).replace("tapegrad", "torch") == repr(p)
+
+
 def test_is_inference():
     with tg.inference_mode():
         y = tg.ones(2) * 2
