@@ -32,6 +32,7 @@ import numpy as np
 
 from . import devices as _devices, dtypes as _dt, tape as _tape, walker as _walker
 from ._util import fmt_spec
+from .devices.cpu_kernels import halfwidth as _halfwidth
 from .ops_registry.opdef import OpDef, TensorSpec, validate
 from .tape import (
     FAST_RECORD as _FAST_RECORD,
@@ -655,7 +656,7 @@ def _widened(op, args, arrays, attrs):
         out = _compute(op, wide, attrs)
 
         def round_(o):
-            return o.astype(low)
+            return _halfwidth.from_float32(o, low) if type(o) is _NDARRAY else o.astype(low)
     if attrs.get("dtype") is not None:
         return out
     if type(out) is tuple:
@@ -683,6 +684,8 @@ def _cast(a, dtype):
     if 0 in a.strides and a.size > 1:
         compact = a[tuple(slice(0, 1) if s == 0 else slice(None) for s in a.strides)]
         return _devices.xp_of(a).broadcast_to(compact.astype(dtype), a.shape)
+    if type(a) is _NDARRAY and dtype is _F32 and (a.dtype is _BF16 or a.dtype is _F16):
+        return _halfwidth.to_float32(a)  # (NumPy widens float16 one element at a time)
     return a.astype(dtype)
 
 

@@ -1,0 +1,102 @@
+"""Conversions between the half-width floats (bfloat16, float16) and float32 on the
+CPU, as compiled loops run over chunks on every thread.
+
+NumPy converts float16 one element at a time through a scalar routine (about 2 ns an
+element each way), and ml_dtypes' bfloat16 casts run on one thread; a half-width
+matmul or conv widens its operands and rounds its result, so these casts cost as
+much as the arithmetic. Here each element goes through ``jit_helpers``'
+``bf16_load``/``f16_load`` (exact) and ``bf16_store``/``f16_store`` (round to
+nearest-even, infinities kept, a NaN stays a quiet NaN of its sign), branch-free
+integer code or the CPU's own float16 instructions, so the loops vectorise.
+
+``to_float32(a)`` and ``from_float32(a, dtype)`` take any NumPy array and give what
+``a.astype(...)`` gives (a new array of ``a``'s shape), through the compiled loop
+where ``a``'s elements are one contiguous block of at least ``MIN_NUMEL`` and
+Numba works, through NumPy otherwise.
+"""
+import numpy as np
+
+from ... import dtypes as _dt
+from .. import cpu as _cpu
+
+MIN_NUMEL = 1 << 14  # below this NumPy's cast costs less than a call of the loop
+_F32 = np.dtype(np.float32)
+_NAMES = {_dt.BF16: "bf16", _dt.F16: "f16"}
+_kernels = {}
+_broken = []
+
+
+def _kernel(direction, name):
+    """The serial nogil loop converting ``name``'s uint16 bits to float32
+    (``direction`` "load") or float32 to them ("store")."""
+    key = (direction, name)
+    fn = _kernels.get(key)
+    if fn is None:
+        tag = f"v{_cpu.HELPERS_VERSION}{' native half' if _cpu.native_half() else ''}"
+        src = (f"from tapegrad.devices.cpu import jit_helpers as _jit  # {tag}\n"
+               f"_conv = _jit().{name}_{direction}\n\n\n"
+               "def kernel(n, a, o):\n"
+               "    for i in range(n):\n"
+               "        o[i] = _conv(a[i])\n")
+        fn = _kernels[key] = _cpu.compile_source(("halfwidth-cast", src), src, "kernel",
+                                                 parallel=False, fastmath=frozenset(),
+                                                 error_model="numpy")
+    return fn
+
+
+def _flat(a):
+    """``a``'s elements as one flat view and the order to lay the result out in
+    (C or Fortran), or None where they are not one contiguous block."""
+    if a.flags.c_contiguous:
+        return a.reshape(-1), "C"
+    if a.flags.f_contiguous:
+        return a.T.reshape(-1), "F"
+    return None
+
+
+def _run(direction, name, src, dst):
+    fn = _kernel(direction, name)
+    n = src.shape[0]
+    if not fn.signatures:  # compiles (or loads from the disk cache) on this thread
+        fn(n, src, dst)
+    else:
+        _cpu.run_chunked(fn, n, src, dst, min_chunk=MIN_NUMEL)
+
+
+def to_float32(a):
+    """``a`` (bfloat16 or float16) as a new float32 array, exactly."""
+    name = _NAMES.get(a.dtype)
+    if name is None or type(a) is not np.ndarray or a.size < MIN_NUMEL or _broken:
+        return a.astype(_F32)
+    flat = _flat(a)
+    if flat is None:
+        return a.astype(_F32)
+    src, order = flat
+    out = np.empty(a.shape, _F32, order=order)
+    try:
+        _run("load", name, src.view(np.uint16), out.reshape(-1, order="A"))
+    except Exception:  # Numba unusable: NumPy's cast still works
+        _broken.append(True)
+        return a.astype(_F32)
+    return out
+
+
+def from_float32(a, dtype):
+    """The float32 array ``a`` as a new ``dtype`` (bfloat16 or float16) array,
+    each element rounded to nearest-even, as ``a.astype(dtype)``."""
+    dtype = np.dtype(dtype)
+    name = _NAMES.get(dtype)
+    if name is None or type(a) is not np.ndarray or a.dtype != _F32 or \
+            a.size < MIN_NUMEL or _broken:
+        return a.astype(dtype)
+    flat = _flat(a)
+    if flat is None:
+        return a.astype(dtype)
+    src, order = flat
+    out = np.empty(a.shape, dtype, order=order)
+    try:
+        _run("store", name, src, out.reshape(-1, order="A").view(np.uint16))
+    except Exception:  # Numba unusable: NumPy's cast still works
+        _broken.append(True)
+        return a.astype(dtype)
+    return out
