@@ -20,6 +20,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from .devices.cpu_kernels import halfwidth as _halfwidth
 from .dtypes import LOW
 from .tape import check_finite, state
 from .tensor import POST_HOOKED, Tensor, as_output, last_write, mark_written, wrap
@@ -303,7 +304,7 @@ def _widened_vjp(node, ctx, g, observers):
 
 
 def _astype(a, dtype):
-    return a.astype(dtype)
+    return _halfwidth.astype(a, dtype)
 
 
 def _as_tensors(saved):
@@ -360,7 +361,7 @@ def _fit(node, i, gi, traced):
     dt = node.dtypes[i]
     if traced:
         return gi.to(dt) if gi._data.dtype != dt else gi
-    return gi.astype(dt) if gi.dtype != dt else gi
+    return _halfwidth.astype(gi, dt) if gi.dtype != dt else gi
 
 
 # ------------------------------------------------------------------ leaves and hooks

@@ -620,13 +620,8 @@ def _cast_kernel(x, dtype, out=None):
     if np.dtype(dtype) not in _dt._BY_NP:
         raise TypeError(f"cast: unsupported dtype {dtype}")
     if out is None:
-        if type(x) is np.ndarray and (x.dtype in _dt.LOW or np.dtype(dtype) in _dt.LOW):
-            # (NumPy converts float16 one element at a time, ml_dtypes on one thread)
-            if np.dtype(dtype) == np.float32:
-                return _cpu_halfwidth.to_float32(x)
-            if x.dtype == np.float32:
-                return _cpu_halfwidth.from_float32(x, dtype)
-        return x.astype(dtype)
+        # (NumPy converts float16 one element at a time, ml_dtypes on one thread)
+        return _cpu_halfwidth.astype(x, dtype)
     out[...] = x  # (a caller's buffer of the result's dtype: NumPy casts on assignment)
     return out
 

@@ -100,3 +100,15 @@ def from_float32(a, dtype):
         _broken.append(True)
         return a.astype(dtype)
     return out
+
+
+def astype(a, dtype):
+    """``a.astype(dtype)`` for any array: between float32 and a half-width dtype on
+    a NumPy array through ``to_float32``/``from_float32``."""
+    dtype = np.dtype(dtype)
+    if type(a) is np.ndarray:
+        if dtype == _F32 and a.dtype in _NAMES:
+            return to_float32(a)
+        if dtype in _NAMES and a.dtype == _F32:
+            return from_float32(a, dtype)
+    return a.astype(dtype)
