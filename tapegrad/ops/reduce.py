@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
 from .._util import normalize_dim, normalize_dims, op_error
+from ..devices.cpu_kernels import halfwidth as _cpu_halfwidth
 from ..dispatch import bind
 from ..dtypes import is_float as _isf
 from ..tensor import Tensor
@@ -74,6 +75,14 @@ def _expand_back(m, g, shape, dims, keepdim):
 # ---------------------------------------------------------------- sum / mean
 def _sum_kernel(x, dim=None, keepdim=False, out=None):
     dims = normalize_dims("sum", dim, x.ndim)
+    if x.dtype in _dt.LOW and type(x) is np.ndarray:
+        # accumulated in float32 a block at a time (no float32 copy of the input),
+        # rounded once
+        r = _cpu_halfwidth.astype(_cpu_halfwidth.sum(x, dims, keepdim), x.dtype)
+        if out is None:
+            return r
+        out[...] = r
+        return out
     dt = np.int64 if x.dtype.kind in "biu" else None
     # the method, not np.sum: the same reduction without np.sum's dispatch layer
     if out is not None:
@@ -254,6 +263,7 @@ def _onnx_cumprod(b, st):
 
 
 SUM = register(name="sum", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_reduce("ReduceSum"),
+               halfwidth=True,
                vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"),
                vjp=_sum_vjp,
                samples=_reduce_samples, error_samples=_dim_errors,

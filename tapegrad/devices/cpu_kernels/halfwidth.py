@@ -112,3 +112,62 @@ def astype(a, dtype):
         if dtype in _NAMES and a.dtype == _F32:
             return from_float32(a, dtype)
     return a.astype(dtype)
+
+
+BLOCK = 1 << 15  # elements widened at a time by ``sum``: the float32 block stays in cache
+
+
+def sum(a, dims, keepdim):  # noqa: A001
+    """The sum of the half-width NumPy array ``a`` over ``dims`` (a tuple of its
+    axes) as a float32 array, ``a`` widened a block at a time into one reused
+    float32 buffer, never copied whole. A block is a run of whole slices along one
+    axis (the cut axis; one block per index of the axes before it). Each block is
+    summed by NumPy in float32; where no reduced axis is the cut axis or before it,
+    that is each output element's whole sum, as on a float32 copy of ``a``;
+    otherwise the blocks' partial sums add up in float64 and are rounded to float32
+    once."""
+    shape = a.shape
+    n = a.size
+    kept = tuple(s for i, s in enumerate(shape) if i not in dims)
+    if n <= BLOCK:
+        r = to_float32(a).sum(axis=dims, keepdims=keepdim)
+        return np.asarray(r, _F32)
+    if a.ndim > 1 and len(dims) == a.ndim and a.flags.c_contiguous:  # one flat run
+        r = sum(a.reshape(-1), (0,), False)
+        return r.reshape((1,) * a.ndim) if keepdim else r
+    p, per = 0, n // shape[0]  # the cut axis; elements in one index along it
+    while per > BLOCK and p < a.ndim - 1:
+        p += 1
+        per //= shape[p]
+    step = max(1, BLOCK // per)
+    sub = tuple(d - p for d in dims if d >= p)
+    acc = np.zeros(tuple(1 if i in dims else s for i, s in enumerate(shape)), np.float64)
+    buf = np.empty(min(step, shape[p]) * per, _F32)
+    for idx in np.ndindex(*shape[:p]):
+        src = a[idx]
+        dst = acc[tuple(0 if i in dims else j for i, j in enumerate(idx))]
+        for lo in range(0, shape[p], step):
+            part = src[lo:lo + step]
+            wide = buf[:part.size].reshape(part.shape)
+            _widen_into(part, wide)
+            s = wide.sum(axis=sub, keepdims=True)
+            if p in dims:
+                dst += s
+            else:
+                dst[lo:lo + step] += s
+    out = acc.astype(_F32)
+    return out if keepdim else out.reshape(kept)
+
+
+def _widen_into(part, wide):
+    """``wide[...] = part`` (half-width to float32), through the compiled loop where
+    ``part`` is contiguous."""
+    name = _NAMES[part.dtype]
+    if not _broken and part.flags.c_contiguous and part.size >= MIN_NUMEL:
+        try:
+            fn = _kernel("load", name)
+            fn(part.size, part.reshape(-1).view(np.uint16), wide.reshape(-1))
+            return
+        except Exception:  # Numba unusable: NumPy's cast still works
+            _broken.append(True)
+    wide[...] = part
