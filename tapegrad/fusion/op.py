@@ -172,29 +172,11 @@ class ExprOp:
             and o.flags.c_contiguous and o.flags.writeable else np.empty(shape, dtype)
             for o in given]
         bufs = [o.reshape(-1).view(np.uint16) if half else o.reshape(-1) for o in outs]
-        try:
-            fn = self._compiled(attrs, cdt, pattern, reduce, dtype.name if half else None)
-            first = not fn.signatures
-            t0 = time.perf_counter()
-            if first:  # compiles (or loads from the disk cache) on this thread
-                parts = [fn(n, *flat, *bufs)]
-            else:
-                parts = _cpu.run_chunked(fn, n, *flat, *bufs, collect=True)
-        except Exception as e:  # numba missing or broken: the reference still works
-            _numba_broken.append(e)
-            stats["numba_failures"] += 1
-            warnings.warn(f"tapegrad.fusion: compiling {self.name} with Numba failed "
-                          f"({type(e).__name__}: {e}); using the NumPy reference from now on",
-                          RuntimeWarning, stacklevel=3)
+        parts = _launch(lambda: self._compiled(attrs, cdt, pattern, reduce,
+                                               dtype.name if half else None),
+                        n, (*flat, *bufs), self.name, count=True)
+        if parts is None:
             return None
-        if first:  # Numba compiled (or loaded from its disk cache) in that call
-            dt = time.perf_counter() - t0
-            if _loaded_from_cache(fn):
-                stats["cache_loads"] += 1
-            else:
-                stats["compiles"] += 1
-                stats["compile_seconds"] += dt
-                stats["last_compile_seconds"] = dt
         if reduce:
             return math.fsum(parts)
         return outs
@@ -386,6 +368,39 @@ class ReduceExprOp:
 
 
 # ---------------------------------------------------------------- helpers
+def _launch(compiled, n, args, what, count=False):
+    """Run the serial kernel ``compiled()`` returns over ``[0, n)`` with ``args``:
+    the first call compiles it (or loads it from Numba's disk cache) on this thread,
+    later calls run it over chunks on every CPU thread. Returns the chunks' return
+    values, or None when Numba is unusable (then, with a warning, never again this
+    process: the callers' NumPy code runs). ``count``: the compile goes into
+    ``stats``."""
+    try:
+        fn = compiled()
+        first = not fn.signatures
+        t0 = time.perf_counter()
+        if first:
+            parts = [fn(n, *args)]
+        else:
+            parts = _cpu.run_chunked(fn, n, *args, collect=True)
+    except Exception as e:  # numba missing or broken: NumPy still works
+        _numba_broken.append(e)
+        stats["numba_failures"] += 1
+        warnings.warn(f"tapegrad.fusion: compiling {what} with Numba failed "
+                      f"({type(e).__name__}: {e}); using NumPy from now on",
+                      RuntimeWarning, stacklevel=4)
+        return None
+    if first and count:
+        dt = time.perf_counter() - t0
+        if _loaded_from_cache(fn):
+            stats["cache_loads"] += 1
+        else:
+            stats["compiles"] += 1
+            stats["compile_seconds"] += dt
+            stats["last_compile_seconds"] = dt
+    return parts
+
+
 class _InnerCtx:
     """A forward-mode context for the inner op of a fused reduction (its vjp reads
     the inputs alone)."""
@@ -417,12 +432,12 @@ def run_unary(expr, x, out=None):
                             or out.shape != x.shape or not out.flags.c_contiguous
                             or not out.flags.writeable or not x.flags.c_contiguous):
         return None
-    fn = _UNARY.get(expr)
-    n = x.size
     flat = np.ascontiguousarray(x).reshape(-1)
     if out is None:
         out = np.empty(x.shape, np.float32)
-    try:
+
+    def compiled():
+        fn = _UNARY.get(expr)
         if fn is None:
             v = E.var("x")
             src = codegen_numba.kernel_source([v], [E.parse(expr, {"x": v})], np.float32,
@@ -430,16 +445,8 @@ def run_unary(expr, x, out=None):
             fn = _UNARY[expr] = _cpu.compile_source(("unary", src), src, "kernel",
                                                     parallel=False, fastmath=_cpu.FASTMATH,
                                                     error_model="numpy")
-        if not fn.signatures:  # compiles (or loads from the disk cache) on this thread
-            fn(n, flat, out.reshape(-1))
-        else:
-            _cpu.run_chunked(fn, n, flat, out.reshape(-1))
-    except Exception as e:  # numba missing or broken: NumPy still works
-        _numba_broken.append(e)
-        stats["numba_failures"] += 1
-        warnings.warn(f"tapegrad.fusion: compiling {expr!r} with Numba failed "
-                      f"({type(e).__name__}: {e}); using NumPy from now on",
-                      RuntimeWarning, stacklevel=2)
+        return fn
+    if _launch(compiled, x.size, (flat, out.reshape(-1)), repr(expr)) is None:
         return None
     return out
 
@@ -487,7 +494,8 @@ def run_halfwidth(op, arrays):
     flat, pattern = _flatten(arrays, _F32, shape, dtype)
     out = np.empty(shape, dtype)
     key = (op.name, pattern, dtype.name)
-    try:
+
+    def compiled():
         fn = _HALF_KERNELS.get(key)
         if fn is None:
             src = codegen_numba.kernel_source(entry[0], entry[1], _F32, pattern, False,
@@ -495,17 +503,9 @@ def run_halfwidth(op, arrays):
             fn = _HALF_KERNELS[key] = _cpu.compile_source(
                 ("halfwidth", src), src, "kernel", parallel=False, fastmath=frozenset(),
                 error_model="numpy")
-        if not fn.signatures:  # compiles (or loads from the disk cache) on this thread
-            fn(n, *flat, out.reshape(-1).view(np.uint16))
-        else:
-            _cpu.run_chunked(fn, n, *flat, out.reshape(-1).view(np.uint16))
-    except Exception as e:  # numba missing or broken: dispatch widens instead
-        _numba_broken.append(e)
-        stats["numba_failures"] += 1
-        warnings.warn(f"tapegrad.fusion: compiling {op.name} with Numba failed "
-                      f"({type(e).__name__}: {e}); using NumPy from now on",
-                      RuntimeWarning, stacklevel=2)
-        return None
+        return fn
+    if _launch(compiled, n, (*flat, out.reshape(-1).view(np.uint16)), op.name) is None:
+        return None  # dispatch widens instead
     return out
 
 

@@ -66,19 +66,7 @@ def _run(direction, name, src, dst):
 def to_float32(a):
     """``a`` (bfloat16 or float16) as a new float32 array, exactly."""
     name = _NAMES.get(a.dtype)
-    if name is None or type(a) is not np.ndarray or a.size < MIN_NUMEL or _broken:
-        return a.astype(_F32)
-    flat = _flat(a)
-    if flat is None:
-        return a.astype(_F32)
-    src, order = flat
-    out = np.empty(a.shape, _F32, order=order)
-    try:
-        _run("load", name, src.view(np.uint16), out.reshape(-1, order="A"))
-    except Exception:  # Numba unusable: NumPy's cast still works
-        _broken.append(True)
-        return a.astype(_F32)
-    return out
+    return _convert(a, _F32, "load", name) if name is not None else a.astype(_F32)
 
 
 def from_float32(a, dtype):
@@ -86,16 +74,27 @@ def from_float32(a, dtype):
     each element rounded to nearest-even, as ``a.astype(dtype)``."""
     dtype = np.dtype(dtype)
     name = _NAMES.get(dtype)
-    if name is None or type(a) is not np.ndarray or a.dtype != _F32 or \
-            a.size < MIN_NUMEL or _broken:
+    if name is None or a.dtype != _F32:
         return a.astype(dtype)
-    flat = _flat(a)
+    return _convert(a, dtype, "store", name)
+
+
+def _convert(a, dtype, direction, name):
+    """``a.astype(dtype)`` through the compiled loop ``direction`` of ``name``
+    where it applies."""
+    flat = None
+    if type(a) is np.ndarray and a.size >= MIN_NUMEL and not _broken:
+        flat = _flat(a)
     if flat is None:
         return a.astype(dtype)
     src, order = flat
     out = np.empty(a.shape, dtype, order=order)
+    dst = out.reshape(-1, order="A")
     try:
-        _run("store", name, src, out.reshape(-1, order="A").view(np.uint16))
+        if direction == "load":
+            _run(direction, name, src.view(np.uint16), dst)
+        else:
+            _run(direction, name, src, dst.view(np.uint16))
     except Exception:  # Numba unusable: NumPy's cast still works
         _broken.append(True)
         return a.astype(dtype)
