@@ -1,5 +1,5 @@
 """Conversions between the half-width floats (bfloat16, float16) and float32 on the
-CPU, as compiled loops run over chunks on every thread.
+CPU, as compiled loops.
 
 NumPy converts float16 one element at a time through a scalar routine (about 2 ns an
 element each way), and ml_dtypes' bfloat16 casts run on one thread; a half-width
@@ -11,8 +11,9 @@ integer code or the CPU's own float16 instructions, so the loops vectorise.
 
 ``to_float32(a)`` and ``from_float32(a, dtype)`` take any NumPy array and give what
 ``a.astype(...)`` gives (a new array of ``a``'s shape), through the compiled loop
-where ``a``'s elements are one contiguous block of at least ``MIN_NUMEL`` and
-Numba works, through NumPy otherwise.
+where ``a``'s elements are one contiguous block of at least ``MIN_NUMEL`` and Numba
+works, through NumPy otherwise. Arrays below ``2 * CHUNK`` elements convert on the
+calling thread, larger ones in chunks over every thread.
 """
 import numpy as np
 
@@ -20,9 +21,15 @@ from ... import dtypes as _dt
 from .. import cpu as _cpu
 
 MIN_NUMEL = 1 << 14  # below this NumPy's cast costs less than a call of the loop
+# elements one thread converts at least: a cast moves 6 bytes an element at memory
+# speed (~0.1 ms a million on one core), so handing chunks to other threads pays only
+# for large arrays (and a thread busy elsewhere, BLAS's spinning after a GEMM, would
+# hold the caller up)
+CHUNK = 1 << 20
 _F32 = np.dtype(np.float32)
 _NAMES = {_dt.BF16: "bf16", _dt.F16: "f16"}
 _kernels = {}
+_warm = set()  # kernels called once (compiled or loaded)
 _broken = []
 
 
@@ -57,10 +64,11 @@ def _flat(a):
 def _run(direction, name, src, dst):
     fn = _kernel(direction, name)
     n = src.shape[0]
-    if not fn.signatures:  # compiles (or loads from the disk cache) on this thread
-        fn(n, src, dst)
+    if n < 2 * CHUNK or (direction, name) not in _warm:
+        fn(n, src, dst)  # (the first call compiles, or loads from the disk cache)
+        _warm.add((direction, name))
     else:
-        _cpu.run_chunked(fn, n, src, dst, min_chunk=MIN_NUMEL)
+        _cpu.run_chunked(fn, n, src, dst, min_chunk=CHUNK)
 
 
 def to_float32(a):
