@@ -255,3 +255,37 @@ def test_a_split_that_does_not_tile_the_axis_keeps_its_zero_fills():
     for a, b in zip(mc.parameters(), me.parameters()):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-14)
     assert cm._joint._last.backward.joined == 0
+
+
+# ---------------------------------------------------------------- last-axis sums
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 1e-5), (np.float64, 1e-12)])
+def test_last_axis_sums_and_means_replay_equal_eager(dtype, rtol):
+    # a layer norm written with ops: means over the last axis (one GEMV each in the
+    # program), a sum of a transposed view (not contiguous: NumPy's reduction)
+    def norm(x, w):
+        mu = x.mean(-1, keepdim=True)
+        xc = x - mu
+        var = (xc * xc).mean(dim=-1, keepdim=True)
+        y = xc * tg.rsqrt(var + 1e-5) * w
+        return y.sum(-1).sum() + x.transpose(0, 1).sum(-1).sum()
+
+    def step(x, w):
+        loss = norm(x, w)
+        loss.backward()
+        return loss, w.grad
+
+    rng = np.random.default_rng(7)
+    x = tg.tensor(rng.standard_normal((6, 5, 9)).astype(dtype))
+    w = tg.tensor(rng.standard_normal(9).astype(dtype), requires_grad=True)
+    c = tg.compile(step)
+    for _ in range(3):
+        w.grad = None
+        lc, gc = c(x, w)
+        gc = gc.numpy().copy()
+        w.grad = None
+        le, ge = step(x, w)
+        np.testing.assert_allclose(lc.item(), le.item(), rtol=rtol)
+        np.testing.assert_allclose(gc, ge.numpy(), rtol=rtol, atol=rtol)
+    assert c.stats()["replays"] == 2
+    from tapegrad.compiler.program import _last_axis_sum
+    assert _last_axis_sum in c._last.fn.__globals__.values()
