@@ -425,13 +425,48 @@ def test_gcn_example_trained(tmp_path):
     _check_gcn(*_gcn(tmp_path, 200), 0.75, 0.12)
 
 
+def _dcgan(n_images):
+    import types
+    opt = types.SimpleNamespace(batchSize=32, imageSize=64, nz=16, ngf=8, ndf=8, niter=1,
+                                lr=0.0002, beta1=0.5, manualSeed=999, n_images=n_images)
+    return _both("dcgan", DATA=_labelled_digits(), opt=opt)
+
+
+def _check_dcgan(ours, theirs, steps, fooled):
+    # (loss_D, loss_G, D(x), D(G(z)) before and after D's step): the first step starts
+    # near chance (loss_D about 2 log 2) in both; over the last steps the discriminator
+    # tells the real digits from the generator's (D(x) high, D(G(z)) low), in both
+    # within the spread of the two runs
+    for m in (ours, theirs):
+        assert m["steps"] == steps and m["fake_shape"] == (32, 1, 64, 64), (ours, theirs)
+        assert -1 <= m["fake_range"][0] < m["fake_range"][1] <= 1, (ours, theirs)
+        assert abs(m["first"][0] - 2 * math.log(2)) < 0.15, (ours, theirs)
+        assert m["last"][2] > 0.65 and m["last"][3] < fooled, (ours, theirs)
+    for k in (0, 1):
+        assert abs(ours["first"][k] - theirs["first"][k]) < 0.1 * theirs["first"][k]
+        assert abs(ours["last"][k] - theirs["last"][k]) < 0.25 * theirs["last"][k], \
+            (ours, theirs)
+
+
+def test_dcgan_example():
+    """PyTorch's examples/dcgan (ConvTranspose2d, BatchNorm2d, LeakyReLU, weights_init
+    by apply, BCELoss, two Adams, detach) on the digits scaled to 64x64, narrow
+    layers, 8 steps."""
+    _check_dcgan(*_dcgan(256), 8, 0.5)
+
+
+@pytest.mark.slow
+def test_dcgan_example_longer():
+    _check_dcgan(*_dcgan(1024), 32, 0.4)
+
+
 # programs whose data the test gives (``DATA``), and how
 DATA_OF = {"vae_digits": _digits, "mnist_hogwild": _labelled_digits,
            "mnist_forward_forward": _labelled_digits,
            "word_language_model": lambda: _corpus(tempfile.mkdtemp()),
            "mnist_rnn": _labelled_digits, "super_resolution": _labelled_digits,
            "nn_tutorial": _labelled_digits,
-           "gcn": lambda: _citations(tempfile.mkdtemp())}
+           "gcn": lambda: _citations(tempfile.mkdtemp()), "dcgan": _labelled_digits}
 
 
 if __name__ == "__main__":
