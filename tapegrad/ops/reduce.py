@@ -75,10 +75,12 @@ def _expand_back(m, g, shape, dims, keepdim):
 # ---------------------------------------------------------------- sum / mean
 def _sum_kernel(x, dim=None, keepdim=False, out=None):
     dims = normalize_dims("sum", dim, x.ndim)
-    if x.dtype in _dt.LOW and type(x) is np.ndarray:
-        # accumulated in float32 a block at a time (no float32 copy of the input),
-        # rounded once
-        r = _cpu_halfwidth.astype(_cpu_halfwidth.sum(x, dims, keepdim), x.dtype)
+    if x.dtype in _dt.LOW:
+        # accumulated in float32 (a NumPy array a block at a time: no float32 copy
+        # of the input), rounded once
+        r = _cpu_halfwidth.sum(x, dims, keepdim) if type(x) is np.ndarray else \
+            x.astype(np.float32).sum(axis=dims, keepdims=keepdim)
+        r = _cpu_halfwidth.astype(_devices.xp_of(x).asarray(r), x.dtype)
         if out is None:
             return r
         out[...] = r
