@@ -3,7 +3,6 @@
 
 import copy
 import itertools
-import re
 import sys
 import weakref
 
@@ -461,6 +460,33 @@ def _summary(data, edge=3):
     return data
 
 
+def _body(a, indent, summarised, fmt, element, edge, linewidth):
+    """PyTorch's layout of a tensor's elements (``torch._tensor_str``): a row holds as
+    many ``element``-wide entries as fit in ``linewidth`` after ``indent``; a summarised
+    axis shows ``edge`` entries at each end around "..."; rows of a higher dimension are
+    separated by as many newlines as it has dimensions below it."""
+    if a.ndim == 0:
+        return fmt(a.item())
+    long = summarised and a.shape[0] > 2 * edge
+    if a.ndim == 1:
+        if summarised and not edge:
+            items = ["..."]
+        elif long:
+            items = [fmt(v) for v in a[:edge].tolist()] + [" ..."] + \
+                [fmt(v) for v in a[-edge:].tolist()]
+        else:
+            items = [fmt(v) for v in a.tolist()]
+        per_line = max(1, (linewidth - indent) // element)
+        lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+        return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+    rows = range(a.shape[0])
+    if long:
+        rows = list(range(edge)) + [None] + list(range(a.shape[0] - edge, a.shape[0]))
+    parts = ["..." if i is None else
+             _body(a[i], indent + 1, summarised, fmt, element, edge, linewidth) for i in rows]
+    return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(parts) + "]"
+
+
 # how tensors print (``tg.set_printoptions``); NumPy's own options are never read or set
 PRINT_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80,
                  "sci_mode": None}
@@ -493,26 +519,25 @@ def _format(t):
             one = lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)  # noqa: E731
         else:
             one = lambda v: f"{v:.{p}f}" if np.isfinite(v) else str(v)  # noqa: E731
-        key = "float_kind"
     elif kind == "b":
-        one, key = (lambda v: "True" if v else "False"), "bool"
+        one = lambda v: "True" if v else "False"  # noqa: E731
     else:
-        one, key = (lambda v: str(int(v))), "int"
+        one = lambda v: str(int(v))  # noqa: E731
     # every element right-aligned to the widest, as PyTorch prints
     if kind == "f":  # nan and inf don't widen the columns (PyTorch's rule)
         shown = shown[np.isfinite(shown)]
     width = max((len(one(v)) for v in shown.reshape(-1)), default=0)
-    body = np.array2string(data, separator=", ", prefix="tensor(", threshold=threshold,
-                           edgeitems=edge, max_line_width=opts["linewidth"],
-                           formatter={key: lambda v: one(v).rjust(width)})
-    if summarised:  # PyTorch's summary marks: " ..." among elements, "...," as a row
-        body = re.sub(r"^(\s*)\.\.\.$", r"\1...,", body.replace(", ...,", ",  ...,"),
-                      flags=re.M)
+    if data.size == 0:
+        body = "[]"
+    else:
+        body = _body(data, 7, summarised, lambda v: one(v).rjust(width), width + 2, edge,
+                     opts["linewidth"])
     extras = []
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")
     default = _dt.get_default_dtype()
-    if data.size == 0 and data.ndim != 1:  # PyTorch shows an empty tensor's shape
+    if (data.size == 0 and data.ndim != 1) or (data.size and not edge):
+        # PyTorch shows the shape of an empty tensor, and of any when edgeitems is 0
         extras.append(f"size={tuple(data.shape)}")
     if dt not in (default, _dt.int64, _dt.bool) or (data.size == 0 and dt != default):
         extras.append(f"dtype={dt}")

@@ -115,12 +115,16 @@ def test_set_printoptions_signature():
 @pytest.mark.parametrize("options", [
     {"precision": 2}, {"sci_mode": True}, {"sci_mode": False, "precision": 6},
     {"profile": "short"}, {"profile": "full"}, {"linewidth": 20},
-    {"threshold": 5, "edgeitems": 1},
+    {"threshold": 5, "edgeitems": 1}, {"threshold": 5, "edgeitems": 0}, {"linewidth": 50},
+    {"profile": "full", "linewidth": 40},
 ])
 def test_set_printoptions_as_torch_and_numpy_untouched(options):
     before = np.get_printoptions()
+    rs = np.random.RandomState(0)
     data = [[[1.123456789, 2.5e-3, 100.0], [3.0, 4.0, 5.0]], list(range(20)),
-            np.linspace(0, 1, 12).reshape(3, 4).tolist(), [1e-8, 1.0, 1e8]]
+            np.linspace(0, 1, 12).reshape(3, 4).tolist(), [1e-8, 1.0, 1e8], 3.5,
+            rs.randn(50, 50).tolist(), rs.randn(4, 5, 6, 7).tolist(), rs.randn(3000).tolist(),
+            (rs.rand(30, 40) > 0.5).tolist()]
     try:
         tg.set_printoptions(**options)
         torch.set_printoptions(**options)
