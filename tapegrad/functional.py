@@ -22,7 +22,7 @@ from .vmap import batched_leaf as _batched_leaf, flatten as _flatten, vmap
 
 __all__ = ["grad", "value_and_grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "jacobian", "hessian", "hvp", "vhp", "vmap", "functional_call",
-           "stack_module_state"]
+           "stack_module_state", "functionalize", "replace_all_batch_norm_modules_"]
 
 
 def _argnums(argnums):
@@ -454,3 +454,31 @@ def stack_module_state(models):
         return out
     return (stacked(lambda m: m.named_parameters(), True),
             stacked(lambda m: m.named_buffers(), False))
+
+
+def functionalize(func, *, remove="mutations"):
+    """``torch.func.functionalize``: ``func`` with the same results and the same
+    writes into its inputs. tapegrad's transforms already differentiate and batch
+    through in-place ops, so no rewriting is needed: the returned function calls
+    ``func``."""
+    if remove not in ("mutations", "mutations_and_views"):
+        raise RuntimeError(f"functionalize: remove must be 'mutations' or "
+                           f"'mutations_and_views', got {remove!r}")
+
+    def wrapped(*args, **kwargs):
+        return func(*args, **kwargs)
+    return wrapped
+
+
+def replace_all_batch_norm_modules_(root):
+    """In place, every batch norm module under ``root`` stops tracking running
+    statistics (``running_mean``/``running_var`` None, ``track_running_stats`` False),
+    so it normalises with the batch's own statistics, under ``vmap`` too; returns
+    ``root``, as ``torch.func.replace_all_batch_norm_modules_``."""
+    for m in root.modules():
+        if hasattr(m, "track_running_stats") and hasattr(m, "running_mean"):
+            m.running_mean = None
+            m.running_var = None
+            m.num_batches_tracked = None
+            m.track_running_stats = False
+    return root

@@ -97,7 +97,8 @@ def test_func_namespace():
     assert tg.func is tg.functional
     from tapegrad.func import jacrev  # noqa: F401  (importable as a module path)
     for name in ("grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd",
-                 "hessian", "vmap", "functional_call", "stack_module_state"):
+                 "hessian", "vmap", "functional_call", "stack_module_state", "functionalize",
+                 "replace_all_batch_norm_modules_"):
         assert callable(getattr(tg.func, name)), name
 
 
@@ -165,3 +166,22 @@ def test_grad_and_value_linearize_stack_module_state():
                        in_dims=(0, None))(params, inp)
     with tg.no_grad():
         np.testing.assert_allclose(out[1].detach().numpy(), models[1](inp).numpy(), rtol=1e-5)
+
+
+def test_functionalize_and_replace_all_batch_norm_modules():
+    def f(a):
+        a.add_(1)
+        return a * 2
+
+    x, xt = tg.ones(2), torch.ones(2)
+    assert tg.func.functionalize(f)(x).tolist() == TF.functionalize(f)(xt).tolist()
+    assert x.tolist() == xt.tolist()
+    m = tg.nn.Sequential(tg.nn.Linear(3, 3), tg.nn.BatchNorm1d(3))
+    mt = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+    assert tg.func.replace_all_batch_norm_modules_(m) is m
+    TF.replace_all_batch_norm_modules_(mt)
+    assert m[1].running_mean is None and not m[1].track_running_stats
+    assert list(m.state_dict()) == list(mt.state_dict())
+    m.eval()  # batch statistics even in eval mode, as PyTorch's without running stats
+    out = m(tg.randn(6, 3)).detach().numpy()
+    np.testing.assert_allclose(out.mean(0), 0, atol=1e-5)
