@@ -514,6 +514,10 @@ class Recorder:
     def on_refuse(self, why):
         raise RuntimeError(why)
 
+    def on_random_step(self):
+        """A random op asks whether its draw may be a step of the program (dropout's
+        mask: yes, an op of kind ``random`` the replay runs again)."""
+
     def on_constant(self, array):
         """A factory made ``array`` from Python values alone (zeros, ones, full, arange,
         linspace, eye; each Python value it came from is guarded): a constant of the

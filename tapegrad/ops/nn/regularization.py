@@ -6,7 +6,7 @@ import numpy as np
 from ... import devices as _devices
 from ..._util import op_error, require_floating
 from ...devices import xp_of
-from ...dispatch import bind, observing
+from ...dispatch import bind, notify, observing
 from ...dtypes import is_float as _isf
 from ...ops_registry.opdef import OpDef
 from ...tape import state as _state
@@ -36,9 +36,11 @@ def dropout(input, p=0.5, training=True):
     _devices.check_alloc("dropout", shape, dt)  # the mask, before drawing it
     if p == 1.0:
         return input * xp.zeros((), dtype=dt)
-    if observing() and not _state.vmap_levels and getattr(_drawing_from, "g", None) is None:
-        # (tg.compile's capture watching: the draw is a step of the program, which
-        # a replay runs again, drawing the next mask as this call would)
+    if observing() and not _state.vmap_levels and getattr(_drawing_from, "g", None) is None \
+            and notify("random_step"):
+        # (tg.compile's capture watching, which hears random_step: the draw is a step
+        # of the program, which a replay runs again, drawing the next mask as this
+        # call would)
         return input * bind(DROPOUT_MASK, input, p=p)
     keep = generator().random(shape) >= p
     mask = xp.asarray((keep / (1.0 - p)).astype(dt))
@@ -53,8 +55,9 @@ def _mask_kernel(x, p):
 
 
 # The mask as an op of kind "random", not registered: it is bound only while an
-# observer watches (tg.compile's capture), which records it as a step that draws from
-# the global generator on every replay (never folded, hoisted or recomputed).
+# observer that hears ``random_step`` watches (tg.compile's capture), which records it
+# as a step that draws from the global generator on every replay (never folded,
+# hoisted or recomputed).
 DROPOUT_MASK = OpDef(name="dropout_mask", kernel=_mask_kernel,
                      infer=lambda x, p=0.5: TensorSpec(tuple(x.shape), x.dtype),
                      args=("x",), kind="random", differentiable=False)
