@@ -36,6 +36,25 @@ if _hypothesis_settings is not None:
     _hypothesis_settings.load_profile("tapegrad")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    # Under pytest-xdist (README's `-n auto`), BLAS on one thread in each worker: the
+    # workers already occupy every core, and the threads of a multi-threaded GEMM
+    # (NumPy's and SciPy's OpenBLAS, PyTorch's pool) spin-wait for cores the other
+    # workers hold (a small GEMM then takes milliseconds instead of microseconds).
+    # After the collection, when the test modules have loaded them; tapegrad's own
+    # chunked loops keep their threads.
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+    try:
+        import threadpoolctl
+    except ImportError:
+        return
+    threadpoolctl.threadpool_limits(1, user_api="blas")
+
+
 @pytest.fixture(autouse=True)
 def _clean_global_state():
     # every test starts from one generator state, whichever tests ran before it on its
