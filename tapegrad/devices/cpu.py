@@ -121,7 +121,7 @@ def threads():
     return _pool[0]
 
 
-_pool = []  # [thread count, executor]
+_pool = []  # [thread count, worker job queues]
 CHUNK_MIN = 1 << 17
 
 
@@ -177,9 +177,10 @@ def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN, collect=False):
     chunks = -(-n // size)
     cut = [isinstance(a, np.ndarray) and a.ndim >= 1 and a.shape[0] == n for a in args]
     claim = itertools.count()
-    lock = threading.Lock()
-    done = threading.Event()
-    state = [0, None]  # chunks finished, first error
+    finished = itertools.count(1)  # next() on it is atomic under the GIL
+    done = threading.Lock()  # held until the last chunk finishes
+    done.acquire()
+    error = []
     results = [None] * chunks
 
     def work():
@@ -192,21 +193,40 @@ def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN, collect=False):
             try:
                 results[c] = fn(hi - lo, *[a[lo:hi] if k else a for a, k in zip(args, cut)])
             except BaseException as e:  # re-raised by the caller
-                state[1] = state[1] or e
-            with lock:
-                state[0] += 1
-                if state[0] == chunks:
-                    done.set()
-    if len(_pool) < 2:
-        from concurrent.futures import ThreadPoolExecutor
-        _pool.append(ThreadPoolExecutor(nt - 1, thread_name_prefix="tapegrad-cpu"))
-    for _ in range(min(nt - 1, chunks - 1)):
-        _pool[1].submit(work)
+                error.append(e)
+            if next(finished) == chunks:
+                done.release()
+    queues = _workers(nt - 1)
+    for q in queues[:chunks - 1]:
+        q.put(work)
     work()
-    done.wait()
-    if state[1] is not None:
-        raise state[1]
+    done.acquire()
+    if error:
+        raise error[0]
     return results if collect else None
+
+
+def _worker_loop(q):
+    while True:
+        q.get()()
+
+
+def _workers(k):
+    """The job queues of ``k`` persistent daemon threads, started on first use. A
+    hand-off is one ``SimpleQueue.put`` (no future, no executor bookkeeping); a
+    worker that never wakes (a forked child has none) only leaves its chunks to the
+    caller, which claims them dynamically."""
+    if len(_pool) < 2:
+        import queue
+        import threading
+        qs = []
+        for i in range(k):
+            q = queue.SimpleQueue()
+            threading.Thread(target=_worker_loop, args=(q,), daemon=True,
+                             name=f"tapegrad-cpu-{i}").start()
+            qs.append(q)
+        _pool.append(qs)
+    return _pool[1]
 
 
 ROW_BLOCK = 1 << 16  # the smallest block of elements run_rows hands a thread

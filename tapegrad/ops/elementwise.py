@@ -622,7 +622,11 @@ SIGMOID = _u("sigmoid", _sigmoid, lambda ctx, g: (bind(SIGMOID_BACKWARD, g, ctx.
              saves=("out",), expr="sigmoid(x)", onnx=_onnx_float_simple("Sigmoid"))
 
 
-_PAR_MIN = 1 << 16  # elements from which relu and its gradient run on the CPU threads
+_PAR_MIN = 1 << 16  # elements from which relu and its gradient run the compiled loop
+# the smallest chunk a thread is handed: one core runs the loop over 346k float32
+# elements in ~40 us, about what waking a second thread costs in CPU time, so below
+# ~1M elements the calling thread runs it alone
+_THREAD_CHUNK = 1 << 19
 
 
 def _relu_loop(n, x, out):
@@ -642,8 +646,8 @@ _RELU_BACKWARD_K = _cpu.njit(_relu_backward_loop, error_model="numpy")
 
 def _threaded(k, *arrays, out=None):
     """``k`` (a compiled flat elementwise loop) over same-shape C-contiguous float
-    arrays, in chunks on the CPU threads, or None where that does not apply (NumPy
-    then runs). With ``out`` (a caller's buffer of the same spec) it writes there,
+    arrays (in chunks on the CPU threads from ~1M elements), or None where that does
+    not apply (NumPy then runs). With ``out`` (a caller's buffer of the same spec) it writes there,
     whatever the size: the loop allocates nothing."""
     a0 = arrays[0]
     if type(a0) is not np.ndarray or (out is None and a0.size < _PAR_MIN) or \
@@ -653,7 +657,8 @@ def _threaded(k, *arrays, out=None):
         return None
     if out is None:
         out = np.empty_like(a0)
-    _cpu.run_chunked(k, a0.size, *[a.reshape(-1) for a in arrays], out.reshape(-1))
+    _cpu.run_chunked(k, a0.size, *[a.reshape(-1) for a in arrays], out.reshape(-1),
+                     min_chunk=_THREAD_CHUNK)
     return out
 
 
