@@ -82,12 +82,12 @@ _SOFTMAX_ROWS = _cpu.njit(_softmax_rows, error_model="numpy")
 _ROWS_MAX = 1 << 14
 
 
-def _rows_into(k, x, dim, out, limit=_ROWS_MAX):
+def _rows_into(k, x, dim, out):
     """``out=``: the row loop ``k`` over the last dim (one pass per row, no
     temporaries) where it applies (C-contiguous float NumPy arrays, the last dim,
-    non-empty rows, up to ``limit`` elements); returns ``out``, or None."""
+    non-empty rows, up to ``_ROWS_MAX`` elements); returns ``out``, or None."""
     if (type(x) is np.ndarray and type(out) is np.ndarray and _isf(x.dtype)
-            and x.dtype == out.dtype and 0 < x.size <= (limit or x.size)
+            and x.dtype == out.dtype and 0 < x.size <= _ROWS_MAX
             and dim % x.ndim == x.ndim - 1 and x.flags.c_contiguous
             and out.flags.c_contiguous):
         n = x.shape[-1]
@@ -132,8 +132,7 @@ def _log_sum_exp_rows(z):
 
 def _log_softmax_kernel(x, dim, out=None):
     if out is not None:
-        # at any size: NumPy's passes would need an exp temporary the size of ``out``
-        if _rows_into(_LOG_SOFTMAX_ROWS, x, dim, out, limit=None) is not None:
+        if _rows_into(_LOG_SOFTMAX_ROWS, x, dim, out) is not None:
             return out
         if _numpy_into(x, out) and dim % x.ndim == x.ndim - 1 and out.flags.c_contiguous:
             np.subtract(x, np.max(x, axis=dim, keepdims=True), out=out)
