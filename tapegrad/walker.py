@@ -125,9 +125,10 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
         i = 0
         for gi in in_grads:
             if gi is not None and needs[i]:
-                if check and (traced or gi.shape != node.shapes[i]
-                              or gi.dtype is not node.dtypes[i]):
-                    gi = _fit(node, i, gi, traced)
+                if check:
+                    gd = gi._data if traced else gi
+                    if gd.shape != node.shapes[i] or gd.dtype is not node.dtypes[i]:
+                        gi = _fit(node, i, gi, traced)
                 if anomaly:
                     check_finite(op.name, node.where, gi, "backward")
                 e = edges[i]
@@ -489,10 +490,12 @@ class _Wanted:
         self.keys = {}
         self.results = None
         self.reach = None
+        self.node_ids = ()  # ids of the nodes with a requested output (not a leaf)
         if inputs is not None:
             for k, t in enumerate(inputs):
                 key = (id(t._node), t._idx) if t._node is not None else id(t)
                 self.keys.setdefault(key, []).append(k)
+            self.node_ids = {id(t._node) for t in inputs if t._node is not None}
             self.results = [None] * len(inputs)
             self.reach = _reaching(q.nodes(), self.keys, tape_id)
 
@@ -500,19 +503,29 @@ class _Wanted:
         return self.tape_id is None or (node.tapes is not None and self.tape_id in node.tapes)
 
     def needs(self, node, g):
-        """The needs_input_grad to run ``node``'s vjp with, or None to skip it."""
+        """The needs_input_grad to run ``node``'s vjp with, or None to skip it (the
+        node's own tuple when it asks for all of them)."""
+        reach = self.reach
         if self.results is not None:
-            self._collect(node, g)
-            if not self.reach.get(node):
+            if id(node) in self.node_ids:
+                self._collect(node, g)
+            if not reach.get(node):
                 return None
-        if not self._on_tape(node):
+        if self.tape_id is not None and not self._on_tape(node):
             return None
-        if self.reach is None:
+        if reach is None:
             return node.needs_input_grad
-        keys, reach = self.keys, self.reach
-        return tuple(e is not None and (
-            (type(e) is tuple and (reach.get(e[0]) or (id(e[0]), e[1]) in keys))
-            or (type(e) is not tuple and id(e) in keys)) for e in node.edges)
+        keys = self.keys
+        wanted = []
+        for e in node.edges:  # (a loop, not a generator: this runs per node)
+            if e is None:
+                wanted.append(False)
+            elif type(e) is tuple:
+                wanted.append(bool(reach.get(e[0]) or (id(e[0]), e[1]) in keys))
+            else:
+                wanted.append(id(e) in keys)
+        wanted = tuple(wanted)
+        return node.needs_input_grad if wanted == node.needs_input_grad else wanted
 
     def _collect(self, node, g):
         gs = [g] if node.op.nout == 1 else g
@@ -536,25 +549,21 @@ def _reaching(roots, keys, tape_id):
         if node in memo:
             stack.pop()
             continue
-        edges = node.edges
-        on_tape = tape_id is None or (node.tapes and tape_id in node.tapes)
-        if on_tape:
-            pending = [e[0] for e in edges if type(e) is tuple and e[0] not in memo]
+        hit = False
+        if tape_id is None or (node.tapes and tape_id in node.tapes):
+            pending = False
+            for e in node.edges:  # (a loop, not any() over a generator: this runs per node)
+                if type(e) is tuple:
+                    seen = memo.get(e[0])
+                    if seen is None:  # visit it first, then this node again
+                        stack.append(e[0])
+                        pending = True
+                    elif seen or (id(e[0]), e[1]) in keys:
+                        hit = True
+                elif e is not None and id(e) in keys:
+                    hit = True
             if pending:
-                stack.extend(pending)
                 continue
         stack.pop()
-        hit = False
-        if on_tape:
-            for e in edges:  # (a loop, not any() over a generator: this runs per node)
-                if e is None:
-                    continue
-                if type(e) is tuple:
-                    if memo[e[0]] or (id(e[0]), e[1]) in keys:
-                        hit = True
-                        break
-                elif id(e) in keys:
-                    hit = True
-                    break
         memo[node] = hit
     return memo
