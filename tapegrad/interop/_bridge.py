@@ -100,14 +100,16 @@ def run_composite(fw, op, args, kwargs):
     return run_function(fw, op.composite, args, kwargs)
 
 
-def run_function(fw, fn, args, kwargs):
+def run_function(fw, fn, args, kwargs, log=None):
     """A tapegrad function (a composite, or an op's public function with PyTorch's
     signature) on the framework's arrays: the function itself runs on tapegrad
     Tensors standing in for them (zero-copy views, so it may read dtypes, flags and
     values as on any Tensor) while every registry kernel it reaches is replaced by
     the exported op on the arrays behind its inputs. The result is a graph of
     exported ops, which the framework differentiates. A factory's result (no input
-    behind it) becomes a constant array of the framework (``fw.constant``)."""
+    behind it) becomes a constant array of the framework (``fw.constant``).
+    ``log``: a list that gets ``(op, inputs, attrs, outputs)`` of each exported op
+    called, on the framework's arrays."""
     known = {}  # id(stand-in array) -> (stand-in array, foreign array)
 
     def down(v):
@@ -119,7 +121,7 @@ def run_function(fw, fn, args, kwargs):
             return type(v)(down(x) for x in v)
         return fw.plain(v)
 
-    observer = _observer(fw, known)
+    observer = _observer(fw, known, log)
     a2 = [down(a) for a in args]
     k2 = {k: down(v) for k, v in kwargs.items()}
     with no_grad(), observe(observer):
@@ -141,10 +143,10 @@ def _up_tensors(r, known, fw):
     return _up(r, known, fw)
 
 
-def _observer(fw, known):
+def _observer(fw, known, log=None):
     """Run each registry kernel reached with a stand-in for a foreign array as the
-    exported op on the foreign arrays (its outputs become stand-ins too); a kernel
-    on constants alone computes on the host."""
+    exported op on the foreign arrays (its outputs become stand-ins too, and the call
+    goes into ``log`` when given); a kernel on constants alone computes on the host."""
     def observer(op, kernel, *arrays, **kw):
         mapped = []
         foreign = False
@@ -163,6 +165,8 @@ def _observer(fw, known):
         mapped = [fw.constant(a) if isinstance(a, np.ndarray) and not _is_known(a, known)
                   else a for a in mapped]
         outs = fw.call(op, mapped, attrs)
+        if log is not None:
+            log.append((op, mapped, attrs, outs))
         single = not isinstance(outs, tuple)
         res = []
         for o in (outs,) if single else outs:

@@ -898,6 +898,7 @@ def _export(op):
         nargs = len(op.args)
         Tensor = _torch.Tensor
         fw = _TorchFramework
+        plans = {}  # _call_key -> _Replay, or False: the public function runs
 
         def f(*args, **kw):
             if "workspace" in kw or direct and len(args) == nargs and all(
@@ -909,7 +910,18 @@ def _export(op):
                 if direct and len(args) == nargs and not kw:
                     return raw(*args)
             out = kw.pop("out", None) if "out" in kw else None
-            r = _bridge.run_function(fw, public, args, kw)
+            key = _call_key(args, kw)
+            plan = plans.get(key) if key is not None else False
+            if plan:
+                r = plan.run(args, kw)
+            elif plan is None:  # a call of this kind, first seen: learn its registry call
+                log = []
+                r = _bridge.run_function(fw, public, args, kw, log)
+                if len(plans) >= _REPLAYS_MAX:
+                    plans.clear()
+                plans[key] = _Replay.of(log, r, args, kw)
+            else:
+                r = _bridge.run_function(fw, public, args, kw)
             return r if out is None else _result_into(op, r, args, out)
         f.__name__ = f.__qualname__ = op.name
         f.__doc__ = (f"tapegrad's {op.name!r} on torch.Tensors, called as "
@@ -917,6 +929,114 @@ def _export(op):
         f.op = op
     f.raw = raw
     return f
+
+
+# ------------------------------------------------------------------ replays
+_REPLAYS_MAX = 256  # kinds of call remembered per export
+
+
+def _call_key(args, kw):
+    """What an op's public function can see of a call, hashable: each tensor's
+    type, shape, strides and dtype, every other argument's type and value, the
+    keywords' names. None: a call not to remember (another argument kind, a tensor
+    that is not a plain CPU one, inside a torch.func transform)."""
+    if _transforms_active():
+        return None
+    key = [len(args)]
+    for a in args:
+        k = _arg_key(a)
+        if k is None:
+            return None
+        key.append(k)
+    for name, a in kw.items():
+        k = _arg_key(a)
+        if k is None:
+            return None
+        key.append(name)
+        key.append(k)
+    return tuple(key)
+
+
+_KEY_PLAIN = frozenset((int, float, bool, str, type(None)))
+
+
+def _arg_key(a):
+    tp = type(a)
+    if tp in _KEY_PLAIN:
+        return (tp, a)
+    torch = _torch
+    if isinstance(a, torch.Tensor):
+        if tp is not torch.Tensor and tp is not _Parameter[0] or not a.is_cpu or (
+                a.dtype not in _T2NP or a.layout is not torch.strided or a.is_neg()
+                or a.is_conj()):
+            return None
+        return (tp, a.shape, a.stride(), a.dtype)
+    if tp is torch.dtype or isinstance(a, np.dtype):
+        return (tp, a)
+    if isinstance(a, (tuple, list)):  # (torch.Size too) of plain values
+        ks = []
+        for x in a:
+            if type(x) not in _KEY_PLAIN:
+                return None
+            ks.append((type(x), x))
+        return (tp, tuple(ks))
+    return None
+
+
+def _replay_attr(v):
+    """Whether attribute ``v`` is a value a replay may pass again as it is."""
+    if type(v) in _KEY_PLAIN or isinstance(v, np.dtype) or (
+            isinstance(v, type) and issubclass(v, np.generic)):
+        return True
+    return type(v) is tuple and all(_replay_attr(x) for x in v)
+
+
+class _Replay:
+    """A call of an op's public function (PyTorch's signature) that reached exactly
+    one exported op whose result it returned as it is, on the call's tensors
+    themselves, with attributes of plain values: what that public function does for
+    every call with the same ``_call_key`` (its arguments' checks passed, its
+    defaults filled and canonicalized). Such a call runs that exported op directly,
+    as ``f.raw`` would, without the public function's stand-ins and observer."""
+    __slots__ = ("op", "template", "attrs")
+
+    def __init__(self, op, template, attrs):
+        self.op, self.template, self.attrs = op, template, attrs
+
+    @staticmethod
+    def of(log, r, args, kw):
+        """The replay of the call just made (``log``: the exported ops it called, ``r``:
+        its result), or False where the public function must run each time."""
+        if len(log) != 1:
+            return False
+        op, inputs, attrs, outs = log[0]
+        if r is not outs or not all(_replay_attr(v) for v in attrs.values()):
+            return False
+        tensors = [a for a in args if isinstance(a, _torch.Tensor)] + \
+                  [a for a in kw.values() if isinstance(a, _torch.Tensor)]
+        template = []
+        used = set()
+        for x in inputs:
+            if isinstance(x, _torch.Tensor):
+                k = next((k for k, t in enumerate(tensors) if t is x), None)
+                if k is None:  # a constant the function made
+                    return False
+                used.add(k)
+                template.append(k)
+            elif type(x) in _KEY_PLAIN:
+                template.append((x,))
+            else:
+                return False
+        if len(used) != len(tensors):  # a tensor read some other way (its values)
+            return False
+        return _Replay(op, tuple(template), attrs)
+
+    def run(self, args, kw):
+        tensors = [a for a in args if isinstance(a, _torch.Tensor)]
+        if kw:
+            tensors += [a for a in kw.values() if isinstance(a, _torch.Tensor)]
+        return call(self.op, [tensors[k] if type(k) is int else k[0] for k in self.template],
+                    dict(self.attrs))
 
 
 def _raw_export(op):
