@@ -4,14 +4,18 @@ of tapegrad (and PyTorch, and jax.jit where JAX is installed), in one run:
 ``grad`` of that with ``grad_outputs=v``.
 
 The older tree is extracted with ``git archive`` into a temporary directory, and each
-contender runs in its own process, taking turns (``--rounds``), one BLAS thread each;
+contender runs in its own process, taking turns (``--rounds``), one BLAS thread each
+(``--threads``);
 the table gives each one's best median (ms) and its ratio to the current tree, and the
 load average it ran under. On a loaded machine only the ratios in one run mean
-something. ``--count`` lists the kernels one HVP runs in this tree (the ops the
-first, recorded backward calls, and the matrix products: four reads of A, two gemvs
-each way, are the least an HVP of this function needs).
+something. ``--threads`` sets the BLAS threads (1 by default); the NumPy row is the
+same HVP written out by hand (its four matrix-vector products and the elementwise
+steps, no autograd): the floor the BLAS sets. ``--count`` lists the kernels one HVP
+runs in this tree (the ops the first, recorded backward calls, and the matrix
+products: four reads of A, two gemvs each way, are the least an HVP of this function
+needs).
 
-    python benchmarks/bench_double_backward.py [--against COMMIT] [--rounds 3]
+    python benchmarks/bench_double_backward.py [--against COMMIT] [--rounds 3] [--threads 2]
     python benchmarks/bench_double_backward.py --size 20 10   # the Python overhead alone
     python benchmarks/bench_double_backward.py --count
 """
@@ -34,13 +38,20 @@ rng = np.random.default_rng(0)
 a = (rng.standard_normal((m, n)) / np.sqrt(n)).astype(np.float32)
 w0 = rng.standard_normal(n).astype(np.float32)
 v0 = rng.standard_normal(n).astype(np.float32)
+threads = int(sys.argv[5])
 if sys.argv[4] == "torch":
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     A, w, v = torch.tensor(a), torch.tensor(w0, requires_grad=True), torch.tensor(v0)
     def hvp():
         g, = torch.autograd.grad(torch.tanh(A @ w).sum(), w, create_graph=True)
         return torch.autograd.grad(g, w, grad_outputs=v)[0]
+elif sys.argv[4] == "numpy":
+    def hvp():
+        t = np.tanh(a @ w0)
+        s = np.float32(1) - t * t
+        g = s @ a  # the gradient, which the first grad returns
+        return g, (np.float32(-2) * t * s * (a @ v0)) @ a
 elif sys.argv[4] == "jax":
     import jax, jax.numpy as jnp
     A, w, v = jnp.asarray(a), jnp.asarray(w0), jnp.asarray(v0)
@@ -54,7 +65,7 @@ else:
     def hvp():
         g, = tg.grad(tg.tanh(A @ w).sum(), w, create_graph=True)
         return tg.grad(g, w, grad_outputs=v)[0]
-with threadpool_limits(1):
+with threadpool_limits(threads):
     for _ in range(20):
         hvp()
     ts = []
@@ -96,11 +107,11 @@ print(f"{len(calls)} op calls; {big} read A (the second backward's elementwise s
 """
 
 
-def _run(tree, kind, size):
+def _run(tree, kind, size, threads):
     env = dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false "
-               "intra_op_parallelism_threads=1") if kind == "jax" else None
-    out = subprocess.run([sys.executable, "-c", CHILD, tree, str(size[0]), str(size[1]), kind],
-                         capture_output=True, text=True, env=env)
+               "intra_op_parallelism_threads=1") if kind == "jax" and threads == 1 else None
+    out = subprocess.run([sys.executable, "-c", CHILD, tree, str(size[0]), str(size[1]), kind,
+                          str(threads)], capture_output=True, text=True, env=env)
     if out.returncode:
         raise RuntimeError(f"{kind} in {tree} failed:\n{out.stderr[-2000:]}")
     return float(out.stdout.strip().splitlines()[-1])
@@ -111,6 +122,7 @@ def main(argv=None):
     p.add_argument("--against", default="HEAD~20", help="the older commit (default HEAD~20)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--size", type=int, nargs=2, default=(2000, 1000))
+    p.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--count", action="store_true", help="list the kernels one HVP runs")
     args = p.parse_args(argv)
@@ -128,13 +140,14 @@ def main(argv=None):
             contenders.append(("PyTorch", ROOT, "torch"))
         if importlib.util.find_spec("jax") is not None:
             contenders.append(("jax.jit", ROOT, "jax"))
+        contenders.append(("NumPy by hand (floor)", ROOT, "numpy"))
         best = {name: float("inf") for name, _, _ in contenders}
         for _ in range(args.rounds):
             for name, tree, kind in contenders:
-                best[name] = min(best[name], _run(tree, kind, args.size))
+                best[name] = min(best[name], _run(tree, kind, args.size, args.threads))
     base = best[contenders[0][0]]
     print(f"HVP by double backward, tanh(A @ w).sum(), A {args.size[0]}x{args.size[1]} "
-          f"float32, one thread; best of {args.rounds} medians; load average "
+          f"float32, {args.threads} BLAS thread(s); best of {args.rounds} medians; load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"{'':24s} {'ms':>8s} {'vs this tree':>13s}")
     for name, _, _ in contenders:
