@@ -78,7 +78,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
     wanted = None if inputs is None and tape_id is None else _Wanted(inputs, tape_id, q)
     # leaves with post-accumulate hooks: how many contributions each still awaits, so
     # its .grad is accumulated and its hooks run as soon as the last one is in
-    pending = _pending(roots) if POST_HOOKED and wanted is None else None
+    pending = _pending(roots) if wanted is None and POST_HOOKED else None
     anomaly = state._anomaly
     observers = state.observers
     while q.nxt is not None or q.heap:
