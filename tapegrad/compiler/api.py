@@ -618,7 +618,10 @@ def _rebuild(o, res):
 def _walk(o, it):  # (a module-level function: a recursive closure is a reference cycle)
     tag, v = o
     if tag == "tensor":
-        return wrap(next(it))
+        t = wrap(next(it))
+        if _tape.state._inference:  # (as dispatch marks an op's outputs)
+            t._inference = True
+        return t
     if tag == "lit":
         return v
     if tag is dict:

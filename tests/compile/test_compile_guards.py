@@ -319,3 +319,17 @@ def test_every_use_of_a_read_number_replays_right(use):
             np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
     if use == "compared":
         assert cf.stats()["captures"] == 2
+
+
+def test_replay_under_inference_mode_returns_inference_tensors():
+    """A replayed call inside inference_mode returns inference tensors, as eager."""
+    lin = tg.nn.Linear(3, 2)
+    cf = tg.compile(lambda x: lin(x))
+    x = tg.randn(4, 3)
+    with tg.inference_mode():
+        got = [cf(x).is_inference() for _ in range(3)]
+        assert lin(x).is_inference()
+    assert got == [True, True, True]
+    assert cf.stats()["replays"] >= 2
+    with tg.no_grad():
+        assert not any(cf(x).is_inference() for _ in range(2))
