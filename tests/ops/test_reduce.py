@@ -24,3 +24,20 @@ def test_cummax_ties_gradient_and_nan_like_pytorch(name):
     ours, theirs = getattr(tg, name)(tg.tensor(y), 0), getattr(torch, name)(torch.tensor(y), 0)
     np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
     np.testing.assert_allclose(ours.values.numpy(), theirs.values.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(8, 6, 40, 40), (4, 5, 20, 30, 8)])
+def test_sum_over_all_but_channels_matches_torch(dtype, shape):
+    # a conv bias gradient's reduction (one compiled pass for large NCHW arrays)
+    x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    x[1, 2, 3, 4] = np.nan
+    dims = (0,) + tuple(range(2, len(shape)))
+    ref = torch.from_numpy(x.astype(np.float64)).sum(dim=dims, keepdim=True).numpy()
+    got = tg.sum(tg.tensor(x), dim=dims, keepdim=True).numpy()
+    assert got.dtype == dtype and got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-3)
+    assert np.isnan(got[0, 2]).all() and not np.isnan(np.delete(got, 2, axis=1)).any()
+    t = tg.tensor(x[:, :, ::1], requires_grad=True)
+    tg.sum(t, dim=tuple(d - len(shape) for d in dims)).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), np.ones(shape, dtype))
