@@ -206,19 +206,32 @@ def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN, collect=False):
     return results if collect else None
 
 
+_fork_hook = []  # [True] once the after-fork hook is registered
+
+
+def _forget_workers():
+    """After a fork: the child has no worker threads; its next parallel call starts
+    its own."""
+    del _pool[1:]
+
+
 def _worker_loop(q):
     while True:
         q.get()()
 
 
 def _workers(k):
-    """The job queues of ``k`` persistent daemon threads, started on first use. A
-    hand-off is one ``SimpleQueue.put`` (no future, no executor bookkeeping); a
-    worker that never wakes (a forked child has none) only leaves its chunks to the
-    caller, which claims them dynamically."""
+    """The job queues of ``k`` persistent daemon threads, started on first use (and
+    again in a forked child, which inherits no threads). A hand-off is one
+    ``SimpleQueue.put`` (no future, no executor bookkeeping); a worker not scheduled
+    yet only leaves its chunks to the caller, which claims them dynamically."""
     if len(_pool) < 2:
+        import os
         import queue
         import threading
+        if not _fork_hook and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_forget_workers)
+            _fork_hook.append(True)
         qs = []
         for i in range(k):
             q = queue.SimpleQueue()

@@ -77,3 +77,21 @@ def test_malloc_tuning_at_import_and_its_opt_outs():
     # tuned at import; left alone with TAPEGRAD_TUNE_MALLOC=0 or a threshold of the
     # user's own
     assert _tuning_in_child() == ["True", "False", "False", "False", "False"]
+
+
+def test_run_chunked_in_a_forked_child_starts_its_own_workers(monkeypatch):
+    import os
+    monkeypatch.setattr(cpu, "_pool", [2])
+    x = np.arange(1 << 12, dtype=np.float64)
+
+    def total():
+        return sum(cpu.run_chunked(lambda n, a: float(a.sum()), x.size, x, min_chunk=64,
+                                   collect=True))
+    assert total() == float(x.sum())
+    parent_queues = cpu._pool[1]
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if it computed the sum on new workers
+        ok = total() == float(x.sum()) and cpu._pool[1] is not parent_queues
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
