@@ -160,3 +160,32 @@ class Size(tuple):
 
 
 Size.__module__ = "tapegrad"   # tg.Size: pickles and prints its type by its public path
+
+
+# Kernels (dispatch) and raw adjoints (walker) run with NumPy's floating-point
+# warnings off, as PyTorch's ops are silent
+# (log(0) is -inf, 1/0 inf, sqrt(-1) nan, no RuntimeWarning): NumPy keeps its error
+# state in a context variable, set around each kernel call (a kernel's own errstate
+# inside still applies). Without that variable (another NumPy): np.errstate.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _NP_ERRSTATE
+    with np.errstate(all="ignore"):
+        _QUIET = _NP_ERRSTATE.get()
+except (ImportError, AttributeError):  # pragma: no cover
+    _NP_ERRSTATE = None
+
+
+def quiet_numpy():
+    """A token for ``loud_numpy``: NumPy's floating-point warnings off until then."""
+    if _NP_ERRSTATE is not None:
+        return _NP_ERRSTATE.set(_QUIET)
+    cm = np.errstate(all="ignore")
+    cm.__enter__()
+    return cm
+
+
+def loud_numpy(token):
+    if _NP_ERRSTATE is not None:
+        _NP_ERRSTATE.reset(token)
+    else:
+        token.__exit__(None, None, None)

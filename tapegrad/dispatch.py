@@ -31,7 +31,7 @@ import weakref
 import numpy as np
 
 from . import devices as _devices, dtypes as _dt, tape as _tape, walker as _walker
-from ._util import fmt_spec
+from ._util import fmt_spec, loud_numpy as _loud_numpy, quiet_numpy as _quiet_numpy
 from .devices.cpu_kernels import halfwidth as _halfwidth
 from .ops_registry.opdef import OpDef, TensorSpec, validate
 from .tape import (
@@ -102,10 +102,13 @@ def _raw(op, args, attrs):
             or type(y) is float or type(y) is int):
         if not op.elementwise:
             _infer(op, args, attrs)
+        token = _quiet_numpy()
         try:
             out = op.kernel(*args, **attrs)
         except _KERNEL_ERRORS as e:
             raise _explain(op, args, attrs, e) from None
+        finally:
+            _loud_numpy(token)
         return out if type(out) is _NDARRAY else _asarray(out)
     return _general(op, args, attrs)
 
@@ -172,6 +175,7 @@ def _make_lane(op):
             return _general(op, (x, y), attrs)
         if check:
             _infer(op, (xd,) if yd is None else (xd, yd), attrs)
+        token = _quiet_numpy()
         try:
             if attrs:
                 out = op.kernel(xd, **attrs) if yd is None else op.kernel(xd, yd, **attrs)
@@ -179,6 +183,8 @@ def _make_lane(op):
                 out = op.kernel(xd) if yd is None else op.kernel(xd, yd)
         except _KERNEL_ERRORS as e:
             raise _explain(op, (xd,) if yd is None else (xd, yd), attrs, e) from None
+        finally:
+            _loud_numpy(token)
         if type(out) is not _NDARRAY:
             out = _asarray(out)
         res = _new(Tensor)  # wrap(out), inline
@@ -702,12 +708,15 @@ def _compute(op, arrays, attrs):
         xp = _devices.xp_of(next((a for a in arrays if a is not None and type(a) not in _SCALARS),
                                  0))
         kw = dict(attrs, alloc=lambda shape, dtype: xp.empty(shape, dtype=dtype))
+    token = _quiet_numpy()
     try:
         if _state.observers:
             return _observed(op, arrays, kw)
         return op.kernel(*arrays, **kw)
     except _KERNEL_ERRORS as e:
         raise _explain(op, arrays, attrs, e) from None
+    finally:
+        _loud_numpy(token)
 
 
 def _specs(arrays):

@@ -20,6 +20,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from ._util import loud_numpy, quiet_numpy
 from .devices.cpu_kernels import halfwidth as _halfwidth
 from .dtypes import LOW
 from .tape import check_finite, state
@@ -51,9 +52,11 @@ def backward_pass(roots, seeds, *, inputs=None, retain_graph=False, traced=False
     state._grad = traced if record is None else record
     state.raw = not traced  # raw arrays are what the adjoints compute on
     state._refresh()
+    token = quiet_numpy()  # (raw adjoints use NumPy's operators: silent, as dispatch)
     try:
         return _walk(roots, seeds, inputs, retain_graph, traced, tape_id)
     finally:
+        loud_numpy(token)
         state._grad, state.raw = prev, prev_raw
         state._refresh()
 
