@@ -183,7 +183,14 @@ def test_a_real_file_loads_under_the_same_bounds(tmp_path):
 
 def test_the_harness_catches_an_allocation_over_budget(tmp_path):
     def allocate():
-        np.ones(2 * _BUDGET, dtype=np.uint8)
+        # new address space, as a large array's buffer takes when the heap has no free
+        # block for it (an anonymous map: a free block the forked worker's heap happens to
+        # hold, after the tests it ran, would serve np.ones without any)
+        import mmap
+        try:
+            mmap.mmap(-1, 2 * _BUDGET)
+        except OSError as e:
+            raise MemoryError(str(e)) from None
     assert _load_bounded(tmp_path / "missing", setup=allocate)[0] == "MemoryError"
 
 
