@@ -7,7 +7,9 @@ One row per op (``rows()``), with these columns:
     the OpDef's kind (basic, workspace, dynamic, view).
 ``dtypes``
     the input dtypes its samples exercise: the float64 samples and, for an op with a
-    floating input, the float32 ones (the registry tests run both).
+    floating input, the float32 ones (the registry tests run both), and bfloat16 and
+    float16 for one with a PyTorch oracle too (the low-precision registry tests run its
+    float32 samples in both against PyTorch in the same dtype).
 ``grad``
     gradient orders the registry tests check against finite differences: ``-`` not
     differentiable, ``1`` (gradcheck), ``2`` (gradcheck and gradgradcheck: a sample
@@ -51,6 +53,7 @@ import warnings
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..compiler import compile as tg_compile
 from ..dispatch import bind
 from ..onnx import support as onnx_support
@@ -79,6 +82,8 @@ def _dtypes(op, f64):
     seen = {a.dtype for s in f64 for a in _arrays(s.args)}
     if any(a.dtype.kind == "f" for s in f64 for a in _arrays(s.args)):
         seen |= {a.dtype for s in op.samples(np.float32) for a in _arrays(s.args)}
+        if op.torch is not None:
+            seen |= {_dt.BF16, _dt.F16}
     return ", ".join(sorted(str(d) for d in seen)) or "-"
 
 

@@ -52,7 +52,7 @@ def test_known_rows():
     assert TABLE["cross_entropy"]["vmap"] == "composite"
     assert TABLE["eq"]["grad"] == "-"
     assert "int64" in TABLE["cross_entropy"]["dtypes"]
-    assert TABLE["matmul"]["dtypes"] == "float32, float64"
+    assert TABLE["matmul"]["dtypes"] == "bfloat16, float16, float32, float64"
 
 
 @pytest.mark.parametrize("name", ["add", "conv2d", "eq", "cross_entropy", "nonzero"])
