@@ -460,13 +460,26 @@ def test_dcgan_example_longer():
     _check_dcgan(*_dcgan(1024), 32, 0.4)
 
 
+def test_mnist_example():
+    """PyTorch's examples/mnist (Conv2d, max_pool2d, Dropout, Linear, log_softmax,
+    Adadelta at lr=1 with StepLR) on the 8x8 digits, three epochs: both well above
+    chance (0.1), within the spread of reseeded runs of each other."""
+    ours, theirs = _both("mnist", DATA=_labelled_digits())
+    assert ours["lr"] == pytest.approx(theirs["lr"]) == pytest.approx(0.7 ** 3)
+    for m in (ours, theirs):
+        assert m["accuracy"] > 0.65 and m["test_loss"] < 1.3, (ours, theirs)
+    assert abs(ours["accuracy"] - theirs["accuracy"]) < 0.12, (ours, theirs)
+    assert abs(ours["test_loss"] - theirs["test_loss"]) < 0.3 * theirs["test_loss"], \
+        (ours, theirs)
+
 # programs whose data the test gives (``DATA``), and how
 DATA_OF = {"vae_digits": _digits, "mnist_hogwild": _labelled_digits,
            "mnist_forward_forward": _labelled_digits,
            "word_language_model": lambda: _corpus(tempfile.mkdtemp()),
            "mnist_rnn": _labelled_digits, "super_resolution": _labelled_digits,
            "nn_tutorial": _labelled_digits,
-           "gcn": lambda: _citations(tempfile.mkdtemp()), "dcgan": _labelled_digits}
+           "gcn": lambda: _citations(tempfile.mkdtemp()), "dcgan": _labelled_digits,
+           "mnist": _labelled_digits}
 
 
 if __name__ == "__main__":
