@@ -1,6 +1,7 @@
 """``tg.nn.init``: in-place initialisers drawing from tapegrad's seeded generator
 (``tg.manual_seed``), with PyTorch's names and formulas."""
 import math
+import warnings
 
 import numpy as np
 
@@ -185,3 +186,32 @@ def dirac_(tensor, groups=1):
         for d in range(min(out_per_group, shape[1])):
             vals[(gi * out_per_group + d, d) + centre] = 1
     return _fill(tensor, vals)
+
+
+def _deprecated(method):
+    """PyTorch's deprecated spelling without the trailing underscore: warns
+    (FutureWarning, as PyTorch does) and calls ``method``."""
+    new_name = method.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of "
+                      f"`nn.init.{new_name}`.", FutureWarning, stacklevel=2)
+        return method(*args, **kwargs)
+
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old_name
+    deprecated_init.__doc__ = f"Deprecated: use ``{new_name}``."
+    return deprecated_init
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)
+dirac = _deprecated(dirac_)
+eye = _deprecated(eye_)

@@ -104,6 +104,21 @@ def test_init_orthogonal_sparse_eye_dirac():
         tg.nn.init.orthogonal_(tg.empty(3))
 
 
+
+def test_init_deprecated_names_warn_and_initialise():
+    """PyTorch's spellings without the underscore: a FutureWarning with PyTorch's
+    message, then the same fill as the in-place initialiser."""
+    names = [n for n in dir(torch.nn.init) if not n.startswith("_") and n + "_" in
+             dir(torch.nn.init) and callable(getattr(torch.nn.init, n))]
+    assert names
+    for name in names:
+        assert callable(getattr(tg.nn.init, name)), name
+    with pytest.warns(FutureWarning, match="nn.init.eye_"):
+        w = tg.nn.init.eye(tg.empty(2, 3))
+    assert w.tolist() == torch.nn.init.eye_(torch.empty(2, 3)).tolist()
+    with pytest.warns(FutureWarning, match="nn.init.constant_"):
+        assert tg.nn.init.constant(tg.empty(2), 0.5).tolist() == [0.5, 0.5]
+
 # ---------------------------------------------------------------- printing
 def test_set_printoptions_signature():
     params = inspect.signature(tg.set_printoptions).parameters
