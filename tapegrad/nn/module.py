@@ -166,15 +166,15 @@ class Module:
         if is_parameter(value):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, "_parameters")
             params[name] = value
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, "_modules")
             d["_modules"][name] = value
         elif isinstance(value, Buffer):
-            self._forget(name)
+            self._forget(name, "_buffers")
             self.register_buffer(name, value.data, value.persistent)
         elif params is not None and name in params:
             if value is not None:
@@ -194,11 +194,15 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name):
+    def _forget(self, name, keep=None):
+        # ``name`` leaves every store but ``keep``, the one it is assigned in again:
+        # there it keeps its place, as in PyTorch (a replaced child stays where it was
+        # in children(), state_dict(), parameters())
         d = self.__dict__
         d.pop(name, None)
         for key in ("_parameters", "_buffers", "_modules"):
-            d[key].pop(name, None)
+            if key != keep:
+                d[key].pop(name, None)
         d["_non_persistent_buffers"].discard(name)
 
     def __getattr__(self, name):
@@ -229,7 +233,7 @@ class Module:
         if param is not None and not is_parameter(param):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
                             f"'{name}' (tg.nn.Parameter or None required)")
-        self._forget(name)
+        self._forget(name, "_parameters")
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
@@ -239,7 +243,7 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
                             f"'{name}' (tg.Tensor or None required)")
-        self._forget(name)
+        self._forget(name, "_buffers")
         self._buffers[name] = tensor
         if not persistent:
             self._non_persistent_buffers.add(name)
@@ -248,7 +252,7 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         _check_name(name, self)
-        self._forget(name)
+        self._forget(name, "_modules")
         self._modules[name] = module
 
     register_module = add_module

@@ -218,3 +218,21 @@ def test_functional_errors_name_the_function():
         F.embedding_bag(tg.tensor([[1, 2]]), tg.ones(4, 3), mode="median")
     with pytest.raises(NotImplementedError, match="celu"):
         F.celu(tg.tensor([1, 2]))
+
+
+def test_reassigned_members_keep_their_place():
+    """A child, parameter or buffer assigned again stays where it was in children(),
+    named_parameters() and named_buffers(), as in PyTorch (a program that replaces a
+    network's first layer, then drops its last child, relies on it)."""
+    def orders(lib):
+        net = lib.nn.Sequential(lib.nn.Conv2d(3, 4, 3), lib.nn.BatchNorm2d(4), lib.nn.ReLU())
+        net.add_module("fc", lib.nn.Linear(4, 2))
+        setattr(net, "0", lib.nn.Conv2d(1, 4, 3))
+        net.fc.weight = lib.nn.Parameter(lib.zeros(2, 4))
+        net.add_module("1", lib.nn.BatchNorm2d(4))
+        net[1].register_buffer("running_mean", lib.ones(4))
+        kept = lib.nn.Sequential(*list(net.children())[:-1])
+        return ([type(m).__name__ for m in net.children()],
+                [n for n, _ in net.named_parameters()], [n for n, _ in net.named_buffers()],
+                kept[0].in_channels)
+    assert orders(tg) == orders(torch)
