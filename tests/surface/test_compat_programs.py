@@ -472,6 +472,45 @@ def test_mnist_example():
     assert abs(ours["test_loss"] - theirs["test_loss"]) < 0.3 * theirs["test_loss"], \
         (ours, theirs)
 
+
+# the example calls nn.init.xavier_uniform, deprecated in both libraries
+_siamese_warns = pytest.mark.filterwarnings("ignore:`nn.init.xavier_uniform`:FutureWarning")
+
+
+def _siamese(epochs):
+    import types
+    args = types.SimpleNamespace(batch_size=64, test_batch_size=1000, epochs=epochs, lr=1.0,
+                                 gamma=0.7, dry_run=False, seed=1, log_interval=10,
+                                 save_model=False)
+    return _both("siamese_network", DATA=_labelled_digits(), args=args)
+
+
+def _check_siamese(ours, theirs, accuracy, spread):
+    # the same pairs (Python's random, seeded); whether a pair's digits are the same
+    # class: chance is 0.5 and the mean BCE log 2 at the start; both learn, within
+    # ``spread`` of each other
+    for m in (ours, theirs):
+        assert m["features"] == 16 and m["extractor"][0] == "Conv2d", (ours, theirs)
+        assert m["extractor"][-1] == "AdaptiveAvgPool2d", (ours, theirs)
+        assert m["accuracy"] > accuracy, (ours, theirs)
+        assert m["test_loss"] * m["n_test"] < math.log(2), (ours, theirs)
+    assert abs(ours["accuracy"] - theirs["accuracy"]) < spread, (ours, theirs)
+
+
+@_siamese_warns
+def test_siamese_network_example():
+    """PyTorch's examples/siamese_network (a shared residual feature extractor whose
+    replaced first conv stays first when the network is rebuilt from its children,
+    nn.init.xavier_uniform, a pair Dataset drawing with ``random``, BCELoss on a
+    sigmoid, Adadelta with StepLR) on pairs of the digits, three epochs."""
+    _check_siamese(*_siamese(3), 0.55, 0.15)
+
+
+@pytest.mark.slow
+@_siamese_warns
+def test_siamese_network_example_trained():
+    _check_siamese(*_siamese(10), 0.62, 0.15)
+
 # programs whose data the test gives (``DATA``), and how
 DATA_OF = {"vae_digits": _digits, "mnist_hogwild": _labelled_digits,
            "mnist_forward_forward": _labelled_digits,
@@ -479,7 +518,7 @@ DATA_OF = {"vae_digits": _digits, "mnist_hogwild": _labelled_digits,
            "mnist_rnn": _labelled_digits, "super_resolution": _labelled_digits,
            "nn_tutorial": _labelled_digits,
            "gcn": lambda: _citations(tempfile.mkdtemp()), "dcgan": _labelled_digits,
-           "mnist": _labelled_digits}
+           "mnist": _labelled_digits, "siamese_network": _labelled_digits}
 
 
 if __name__ == "__main__":
