@@ -12,7 +12,6 @@ import types
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import torch.optim as optim
 from torch.optim.lr_scheduler import StepLR
 from torch.utils.data import Dataset
@@ -231,7 +230,8 @@ def test(model, device, test_loader):
 
     with torch.no_grad():
         for (images_1, images_2, targets) in test_loader:
-            images_1, images_2, targets = images_1.to(device), images_2.to(device), targets.to(device)
+            images_1, images_2 = images_1.to(device), images_2.to(device)
+            targets = targets.to(device)
             outputs = model(images_1, images_2).squeeze()
             test_loss += criterion(outputs, targets).sum().item()  # sum up batch loss
             pred = torch.where(outputs > 0.5, 1, 0)  # the predicted label
