@@ -229,8 +229,21 @@ def _fill_value(name, v):
     return v
 
 
+def _size_keyword(name, size, kwargs):
+    """``size=`` given by keyword (``torch.empty(size=(2, 3))``): the shape as a
+    positional one, or PyTorch's TypeError for anything else."""
+    if set(kwargs) != {"size"}:
+        bad = sorted(set(kwargs) - {"size"})[0]
+        raise TypeError(f"{name}() got an unexpected keyword argument '{bad}'")
+    if size:
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    return (kwargs["size"],)
+
+
 def _factory(fill, name):
-    def f(*size, dtype=None, device=None, requires_grad=False, out=None):
+    def f(*size, dtype=None, device=None, requires_grad=False, out=None, **kwargs):
+        if kwargs:
+            size = _size_keyword(name, size, kwargs)
         shape = _new_shape(name, size)
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
         xp = _devices.xp(_devices.device(device)) if device is not None else np
@@ -534,9 +547,11 @@ def set_rng_state(new_state):
 
 
 def _random(name, draw):
-    def f(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    def f(*size, dtype=None, device=None, requires_grad=False, generator=None, **kwargs):
         """A tensor of shape ``size`` drawn from the seeded generator: ``rand`` uniform in
         [0, 1), ``randn`` standard normal, as PyTorch's."""
+        if kwargs:
+            size = _size_keyword(name, size, kwargs)
         shape = _new_shape(name, size)
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
         if not _dt.is_float(dt):

@@ -261,3 +261,15 @@ def test_plain_values_load_under_weights_only_as_torch(tmp_path):
     tg.save({"x": slice(1, 2)}, path)  # not a plain value: pickled, refused by default
     with pytest.raises(pickle.UnpicklingError):
         tg.load(path)
+
+
+@pytest.mark.parametrize("name", ["empty", "zeros", "ones", "rand", "randn"])
+def test_factories_take_size_by_keyword(name):
+    """``torch.empty(size=(2, 3))`` as PyTorch: the shape by keyword; with a positional
+    size as well, PyTorch's TypeError."""
+    assert tuple(getattr(tg, name)(size=(2, 3)).shape) == (2, 3)
+    assert tuple(getattr(tg, name)(size=[4], dtype=tg.float64).shape) == (4,)
+    with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+        getattr(tg, name)(2, size=(3,))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shape'"):
+        getattr(tg, name)(shape=(3,))
