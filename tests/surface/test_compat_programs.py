@@ -575,6 +575,39 @@ def test_vision_transformer_example(tmp_path):
 def test_vision_transformer_example_trained(tmp_path):
     _check_vision_transformer(*_vision_transformer(tmp_path, 12), 1.0, 0.6, 0.25)
 
+
+def _actor_critic(seed, episodes):
+    import types
+    args = types.SimpleNamespace(gamma=0.99, seed=seed, render=False, log_interval=1000,
+                                 max_episodes=episodes, hidden=32)
+    return _both("actor_critic", args=args)
+
+
+def test_actor_critic_example():
+    """PyTorch's examples/reinforcement_learning/actor_critic (Categorical over a
+    softmax head, a value head, normalised returns, smooth_l1_loss, torch.stack, Adam)
+    on CartPole-v0 written out in NumPy, 20 episodes: each episode lasts from the
+    fewest steps a falling pole allows to the 200-step limit; the running reward as
+    the example keeps it. (The learning is checked in the slow tier: reseeded runs of
+    either library vary too much over a few episodes to compare.)"""
+    ours, theirs = _actor_critic(1, 20)
+    for m in (ours, theirs):
+        assert m["episodes"] == 20, (ours, theirs)
+        assert 8 <= m["first_rewards"] <= 200 and 8 <= m["last_rewards"] <= 200, (ours, theirs)
+        assert 10 * 0.95 ** 20 < m["running_reward"] < 200, (ours, theirs)
+
+
+@pytest.mark.slow
+def test_actor_critic_example_learns():
+    """150 episodes from three seeds: the pole stays up far longer than at the start
+    (about 20 steps) in at least two runs of three in each library, and the mean
+    running reward of the two libraries within 30%."""
+    ours, theirs = zip(*(_actor_critic(seed, 150) for seed in (1, 2, 3)))
+    for runs in (ours, theirs):
+        assert sum(m["running_reward"] > 100 for m in runs) >= 2, (ours, theirs)
+    mean = [sum(m["running_reward"] for m in runs) / 3 for runs in (ours, theirs)]
+    assert abs(mean[0] - mean[1]) < 0.3 * mean[1], (ours, theirs)
+
 # programs whose data the test gives (``DATA``), and how
 DATA_OF = {"vae_digits": _digits, "mnist_hogwild": _labelled_digits,
            "mnist_forward_forward": _labelled_digits,
