@@ -473,8 +473,11 @@ def test_mnist_example():
         (ours, theirs)
 
 
-# the example calls nn.init.xavier_uniform, deprecated in both libraries
-_siamese_warns = pytest.mark.filterwarnings("ignore:`nn.init.xavier_uniform`:FutureWarning")
+# the example calls nn.init.xavier_uniform, deprecated in both libraries, and
+# np.array(tensor), which PyTorch's __array__ answers with NumPy 2's DeprecationWarning
+def _siamese_warns(test):
+    test = pytest.mark.filterwarnings("ignore:`nn.init.xavier_uniform`:FutureWarning")(test)
+    return pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")(test)
 
 
 def _siamese(epochs):
