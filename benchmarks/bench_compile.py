@@ -64,6 +64,33 @@ def _set_torch_threads(torch):
         torch.set_num_threads(int(THREADS))
 
 
+LIBS = {"numpy", "tapegrad", "torch", "jax"}  # the libraries this process runs
+
+
+def _lib(contender):
+    """The library a contender's name belongs to."""
+    if contender.startswith("numpy"):
+        return "numpy"
+    if contender in ("pytorch eager", "torch.compile"):
+        return "torch"
+    if contender.startswith("jax"):
+        return "jax"
+    return "tapegrad"
+
+
+def _torch():
+    """PyTorch, at the benchmark's thread count; None when not installed or when
+    this process does not run PyTorch's contenders."""
+    if "torch" not in LIBS:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    _set_torch_threads(torch)
+    return torch
+
+
 def _bench(name):
     """Benchmark module ``name`` (``bench_mlp_step``, ``bench_cnn_step``), imported
     without its thread settings: each sets the thread variables to its own default when
@@ -93,11 +120,9 @@ def _thread_counts():
         out.append(f"numba {numba.get_num_threads()}")
     except ImportError:
         pass
-    try:
-        import torch
+    torch = _torch()
+    if torch is not None:
         out.append(f"torch {torch.get_num_threads()}")
-    except ImportError:
-        pass
     return ", ".join(out)
 
 
@@ -328,14 +353,10 @@ def mlp_contenders(torch_compile, jax=None):
     comp = tg.compile(M.make_tapegrad_step(params, x, y))
     out["tapegrad compiled"] = comp
     out["tapegrad compiled model"], cmodel = _tg_compiled_mlp(params, x, y)
-    try:
-        import torch
-        _set_torch_threads(torch)
+    if _torch() is not None:
         out["pytorch eager"] = M.make_torch_step(params, x, y)
         if torch_compile:
             out["torch.compile"] = _torch_compiled_mlp(params, x, y)
-    except ImportError:
-        pass
     if jax is not None:
         out["jax.jit"] = mlp_jax(jax, params, x, y)
     return out, comp, cmodel
@@ -458,10 +479,9 @@ def cnn_contenders(torch_compile, jax=None):
                 t.grad = None
         return loss
     out["tapegrad compiled model"] = module_step
-    try:
-        import torch
+    torch = _torch()
+    if torch is not None:
         import torch.nn.functional as TF
-        _set_torch_threads(torch)
         x, y = torch.from_numpy(x0), torch.from_numpy(y0)
 
         def torch_step(fwd):
@@ -486,8 +506,6 @@ def cnn_contenders(torch_compile, jax=None):
             cs = _compile_first(torch_step(torch.compile(fwd)), "CNN")
             if cs is not None:
                 out["torch.compile"] = cs
-    except ImportError:
-        pass
     if jax is not None:
         out["jax.jit"] = cnn_jax(jax)
     return out, comp, cnet
@@ -597,11 +615,9 @@ def remat_contenders(n, torch_compile):
     run_stored, stored = compiled(False)
     out = {"@tg.fuse (hand-fused)": hand, "plain ops compiled (recomputed)": run,
            "plain ops compiled (all stored)": run_stored}
-    try:
-        import torch
-    except ImportError:
+    torch = _torch()
+    if torch is None:
         return out, comp, stored
-    _set_torch_threads(torch)
 
     def loss_t(x):
         g = 0.5 * x * (1 + torch.tanh(K * (x + 0.044715 * x * x * x)))
@@ -657,6 +673,146 @@ def guard_checks(comp, *args):
     return float("nan")
 
 
+def _section(name, args, jax):
+    """Section ``name``'s contenders of the libraries in LIBS: (contenders, timed calls
+    per round, rounds, a callable printing the lines that follow the table)."""
+    tc = not args.no_torch_compile and "torch" in LIBS
+    after = None
+    if name == "chain":
+        cont = {"numpy (hand-written)": chain_numpy(), "tapegrad eager": chain_tapegrad(False)}
+        comp = chain_tapegrad(True)
+        cont["tapegrad compiled"] = comp
+        if _torch() is not None:
+            cont["pytorch eager"] = chain_torch()
+        if jax is not None:
+            cont["jax.jit"] = chain_jax(jax)
+        inner, rounds = 50, args.rounds
+
+        def after():
+            print("   compiled:", _brief(comp.compiled.stats()))
+    elif name in ("mlp", "cnn"):
+        make = mlp_contenders if name == "mlp" else cnn_contenders
+        cont, comp, cmodel = make(tc, jax)
+        inner, rounds = 5, args.rounds
+
+        def after():
+            print("   compiled:", _brief(comp.stats()))
+            us, n = _guard_cost(cmodel)
+            print(f"   compiled model: {_brief(cmodel.stats())}; guards on Python state "
+                  f"checked per replay: {n} in {us:.2f} us")
+    elif name.startswith("charlm-"):
+        cont, cmodel = charlm_contenders(name[len("charlm-"):])
+        t0 = time.perf_counter()
+        cont["tapegrad compiled model"]()
+        first = time.perf_counter() - t0
+        inner, rounds = 1, max(3, args.rounds // 2)
+
+        def after():
+            s = cmodel.stats()
+            print(f"   compiled model: first call {first:.2f} s (capture, partition, "
+                  f"codegen); forward kernels {s['kernels']}, backward kernels "
+                  f"{s['backward_kernels']}, saved values {s['saved_values']}, "
+                  f"eager_calls={s['eager_calls']}, eager_reason={s['eager_reason']}")
+    elif name == "ew":
+        cont, comp = ew_contenders(args.n, jax)
+        inner, rounds = 3, args.rounds
+
+        def after():
+            print("   compiled:", _brief(comp.stats()))
+    else:  # remat
+        cont, comp, stored = remat_contenders(args.remat_n, tc)
+        inner, rounds = 3, args.rounds
+
+        def after():
+            for what, c in (("recomputed", comp), ("all stored", stored)):
+                s = c.stats()
+                print(f"   compiled ({what}): arena {s['arena_bytes']} bytes, peak_bytes "
+                      f"{s['peak_bytes']}, kernels {s['kernels']}")
+    cont = {k: v for k, v in cont.items() if v is not None and _lib(k) in LIBS}
+    if "tapegrad" not in LIBS:
+        after = None
+    return cont, inner, rounds, after
+
+
+def _tables(args):
+    """Each race table: (section, libraries it races, title, unit, reference columns)."""
+    all4 = ("numpy", "tapegrad", "torch", "jax")
+    out = [("chain", all4, "200-op chain on (8,) float32, forward and backward (target: "
+            "compiled <= 2x numpy, ~0.35x pytorch)", "us", ("numpy (hand-written)",
+                                                           "pytorch eager")),
+           ("mlp", all4, "MLP step 784-512-512-10, batch 128, SGD (target: compiled <= 1.0x "
+            "numpy; compiled model, backward and SGD outside: <= 1.0x numpy and "
+            "torch.compile)", "ms", ("numpy (hand-written)", "pytorch eager")),
+           ("cnn", all4[1:], "CNN step of bench_cnn_step.py (target: compiled <= 1.0x "
+            "pytorch eager; compiled model <= 0.85x pytorch eager and <= 1.0x "
+            "torch.compile)", "ms", ("pytorch eager", "tapegrad eager"))]
+    out += [(f"charlm-{kind}", ("tapegrad",), f"charlm {kind} training step (AdamW and "
+             f"clipping outside; target: compiled model <= 0.8x eager)", "ms",
+             ("tapegrad eager",)) for kind in ("transformer", "lstm")]
+    out += [("ew", ("tapegrad", "jax"), f"elementwise chain of bench_fusion.py, {args.n} "
+             f"float32 (target: compiled <= 1.5x hand-fused)", "ms",
+             ("@tg.fuse (hand-fused)",)),
+            ("remat", ("tapegrad", "torch"), f"the chain's whole step (loss and gradient), "
+             f"plain ops, {args.remat_n} float32 (target: compiled <= 1.2x @tg.fuse and "
+             f"<= 0.6x torch.compile)", "ms", ("@tg.fuse (hand-fused)", "torch.compile"))]
+    return out
+
+
+def _worker(spec, args):
+    """A child process: section ``spec`` = SECTION:LIB's contenders, a round timed
+    each time the parent asks (``_isolate.serve``)."""
+    from _isolate import serve
+    section, lib = spec.split(":")
+    LIBS.clear()
+    LIBS.add(lib)
+    state = {}
+
+    def handle(cmd):
+        if cmd == "build":
+            jax = _jax() if lib == "jax" else None
+            cont, inner, rounds, after = _section(section, args, jax)
+            for fn in cont.values():  # warm-up, as race() does
+                fn()
+                fn()
+            state.update(cont=cont, inner=inner, after=after)
+            return {"names": list(cont), "rounds": rounds, "threads": _thread_counts()}
+        if cmd == "round":
+            return {k: _time(fn, state["inner"]) for k, fn in state["cont"].items()}
+        if cmd == "after" and state["after"] is not None:
+            state["after"]()
+        return None
+    serve(handle)
+
+
+def _race_isolated(section, libs, args, threads_seen, show):
+    """One process per library, the rounds interleaved (each process times its
+    contenders once per round, in turn, while the others wait); ``show`` gets
+    {name: median seconds}, then the tapegrad process prints the lines that follow."""
+    from _isolate import Workers
+    extra = ["--rounds", str(args.rounds), "--clock", args.clock, "--n", str(args.n),
+             "--remat-n", str(args.remat_n)]
+    extra += ["--no-torch-compile"] * args.no_torch_compile + ["--no-jax"] * args.no_jax
+    workers = Workers(os.path.abspath(__file__), {
+        lib: ["--worker", f"{section}:{lib}", *extra] for lib in libs
+        if not (lib == "jax" and args.no_jax)})
+    try:
+        built = workers.ask_each("build")  # one process at a time
+        for lib, r in built.items():
+            if lib not in threads_seen:
+                threads_seen.add(lib)
+                print(f"threads in the {lib} process: {r['threads']}")
+        rounds = max([r["rounds"] for r in built.values()], default=0)
+        times = {k: [] for r in built.values() for k in r["names"]}
+        for _ in range(rounds):
+            for r in workers.ask_each("round").values():
+                for k, t in r.items():
+                    times[k].append(t)
+        show({k: statistics.median(v) for k, v in times.items() if v})
+        workers.ask_each("after", only=("tapegrad",))
+    finally:
+        workers.close()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
@@ -668,84 +824,42 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=1_000_000, help="elements of the ew chain")
     ap.add_argument("--remat-n", type=int, default=4_000_000,
                     help="elements of the chain's whole step (remat)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="every contender in this one process (libraries' threads "
+                         "interfere: PyTorch's OpenMP threads spin after each op)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
-    tc = not args.no_torch_compile
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
-    jax = None if args.no_jax else _jax()
+    if args.worker:
+        _worker(args.worker, args)
+        return
+    jax = None if args.no_jax or not args.in_process else _jax()
     how = (f"BENCH_THREADS={THREADS} for every library" if THREADS is not None
            else "each library's default (BENCH_THREADS unset)")
-    print(f"threads: {how}: {_thread_counts()}; clock: {args.clock}; "
-          f"rounds: {args.rounds}; "
-          f"load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    if "chain" in only:
-        cont = {"numpy (hand-written)": chain_numpy(), "tapegrad eager": chain_tapegrad(False)}
-        comp = chain_tapegrad(True)
-        cont["tapegrad compiled"] = comp
-        try:
-            import torch  # noqa: F401
-            cont["pytorch eager"] = chain_torch()
-        except ImportError:
-            pass
-        if jax is not None:
-            cont["jax.jit"] = chain_jax(jax)
-        res = race(cont, args.rounds, 50)
-        report("200-op chain on (8,) float32, forward and backward (target: compiled "
-               "<= 2x numpy, ~0.35x pytorch)", res, unit="us")
-        print("   compiled:", _brief(comp.compiled.stats()))
-    if "mlp" in only:
-        cont, comp, cmodel = mlp_contenders(tc, jax)
-        cont = {k: v for k, v in cont.items() if v is not None}
-        res = race(cont, args.rounds, 5)
-        report("MLP step 784-512-512-10, batch 128, SGD (target: compiled <= 1.0x numpy; "
-               "compiled model, backward and SGD outside: <= 1.0x numpy and torch.compile)",
-               res)
-        print("   compiled:", _brief(comp.stats()))
-        us, n = _guard_cost(cmodel)
-        print(f"   compiled model: {_brief(cmodel.stats())}; guards on Python state "
-              f"checked per replay: {n} in {us:.2f} us")
-    if "cnn" in only:
-        cont, comp, cnet = cnn_contenders(tc, jax)
-        res = race(cont, args.rounds, 5)
-        report("CNN step of bench_cnn_step.py (target: compiled <= 1.0x pytorch eager; "
-               "compiled model <= 0.85x pytorch eager and <= 1.0x torch.compile)", res,
-               ref=("pytorch eager", "tapegrad eager"))
-        print("   compiled:", _brief(comp.stats()))
-        us, n = _guard_cost(cnet)
-        print(f"   compiled model: {_brief(cnet.stats())}; guards on Python state "
-              f"checked per replay: {n} in {us:.2f} us")
-    if "charlm" in only:
-        for kind in ("transformer", "lstm"):
-            cont, cmodel = charlm_contenders(kind)
-            t0 = time.perf_counter()
-            cont["tapegrad compiled model"]()
-            first = time.perf_counter() - t0
-            res = race(cont, max(3, args.rounds // 2), 1)
-            report(f"charlm {kind} training step (AdamW and clipping outside; target: "
-                   f"compiled model <= 0.8x eager)", res, ref=("tapegrad eager",))
-            s = cmodel.stats()
-            print(f"   compiled model: first call {first:.2f} s (capture, partition, "
-                  f"codegen); forward kernels {s['kernels']}, backward kernels "
-                  f"{s['backward_kernels']}, saved values {s['saved_values']}, "
-                  f"eager_calls={s['eager_calls']}, eager_reason={s['eager_reason']}")
-    if "ew" in only:
-        cont, comp = ew_contenders(args.n, jax)
-        res = race(cont, args.rounds, 3)
-        report(f"elementwise chain of bench_fusion.py, {args.n} float32 (target: compiled "
-               f"<= 1.5x hand-fused)", res, ref=("@tg.fuse (hand-fused)",))
-        print("   compiled:", _brief(comp.stats()))
-    if "remat" in only:
-        n = args.remat_n
-        cont, comp, stored = remat_contenders(n, tc)
-        res = race(cont, args.rounds, 3)
-        report(f"the chain's whole step (loss and gradient), plain ops, {n} float32 "
-               f"(target: compiled <= 1.2x @tg.fuse and <= 0.6x torch.compile)", res,
-               ref=("@tg.fuse (hand-fused)", "torch.compile"))
-        for what, c in (("recomputed", comp), ("all stored", stored)):
-            s = c.stats()
-            print(f"   compiled ({what}): arena {s['arena_bytes']} bytes, peak_bytes "
-                  f"{s['peak_bytes']}, kernels {s['kernels']}")
+    if args.in_process:
+        run = ("every contender in this one process, taking turns each round; "
+               f"{_thread_counts()}")
+    else:
+        run = ("one process per library (numpy, tapegrad, PyTorch, JAX), each timing its "
+               "contenders once per round in turn while the others wait")
+    print(f"threads: {how}; clock: {args.clock}; rounds: {args.rounds} (median); run: "
+          f"{run}; load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    threads_seen = set()
+    for section, libs, title, unit, ref in _tables(args):
+        if section.split("-")[0] not in only:
+            continue
+        if args.in_process:
+            cont, inner, rounds, after = _section(section, args, jax)
+            res = race(cont, rounds, inner)
+            report(title, res, unit=unit, ref=ref)
+            if after is not None:
+                after()
+        else:
+            _race_isolated(section, libs, args, threads_seen,
+                           lambda res, t=title, u=unit, r=ref: report(t, res, unit=u, ref=r))
+
     if "overhead" in only:
         print("\n== per call: guard checks and replay overhead (a call's time minus its "
               "replay function's)")
