@@ -1,6 +1,10 @@
 """Does ``tg.compile`` pay? Captured-and-replayed steps against eager tapegrad, PyTorch
 eager, ``jax.jit``, ``torch.compile`` and hand-written NumPy, in one run, contenders
-taking turns (round-robin rounds, median per contender). The targets:
+taking turns (round-robin rounds, median per contender). Each library's contenders run in
+their own process (numpy, tapegrad, PyTorch, JAX), driven through pipes: every round each
+process times its contenders in turn while the others wait, with a short pause between
+turns so one library's spinning threads (PyTorch's OpenMP, OpenBLAS) are asleep when the
+next starts; ``--in-process`` races them all in this one process instead. The targets:
 
 - the 200-op chain on (8,) float32, forward and backward: compiled <= 2x hand-written
   NumPy (about 0.35x PyTorch eager);
@@ -22,6 +26,7 @@ taking turns (round-robin rounds, median per contender). The targets:
 - the capture cost (first call), and what a replay allocates (tracemalloc).
 
     python benchmarks/bench_compile.py [--rounds 7] [--no-torch-compile] [--no-jax]
+                                       [--clock wall|cpu] [--in-process]
                                        [--only chain,mlp,cnn,charlm,ew,remat,overhead,
                                                capture]
 
