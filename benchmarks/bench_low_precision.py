@@ -4,8 +4,11 @@ autocast MLP training step, in float32, bfloat16 and float16.
     python benchmarks/bench_low_precision.py [--rounds 15] [--gemm 1024]
                                              [--clock wall|cpu] [--only SUBSTRING]
 
-Contenders take turns in each round (tapegrad, then PyTorch, per case and dtype, the
-cases in turn), so a busy neighbour slows them alike. The table gives each one's
+tapegrad and PyTorch each run in their own process (in one, PyTorch's OpenMP threads
+spin after each op while OpenBLAS and Numba threads want the same cores), driven
+through pipes so they still take turns: each round the tapegrad process times every
+case once, then the PyTorch process does, while the other waits; a busy neighbour
+slows them alike. The table gives each one's
 median over the rounds (the first round warms up and is dropped) and its best, in
 milliseconds; the ratio columns come from the medians: tapegrad over PyTorch, and
 tapegrad's half-width time over its own float32 time (the targets: at most 1.3x for
@@ -26,15 +29,21 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-
-import torch  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import tapegrad as tg  # noqa: E402
 
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def _cases(n):
+def _cases(n, lib):
+    """{case: callable} of library ``lib`` ("tg" or "torch"); only ``lib`` is
+    imported and run."""
+    if lib == "tg":
+        L = tg
+    else:
+        import torch as L
+    F = L.nn.functional
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = rng.standard_normal((n, n)).astype(np.float32)
@@ -45,31 +54,34 @@ def _cases(n):
     @tg.fuse
     def chain(x):  # one half-width kernel in bfloat16/float16 (fusion/codegen_numba.py)
         return tg.nn.functional.gelu(x) * x + 1.0
+
+    def eager(v):
+        return F.gelu(v) * v + 1.0
     cases = {}
     for dt in DTYPES:
-        T, P = getattr(tg, dt), getattr(torch, dt)
-        ta, tb = tg.tensor(a).to(T), tg.tensor(b).to(T)
-        pa, pb = torch.tensor(a).to(P), torch.tensor(b).to(P)
-        tx, tw = tg.tensor(x).to(T), tg.tensor(w).to(T)
-        px, pw = torch.tensor(x).to(P), torch.tensor(w).to(P)
-        cases[f"GEMM {n}^3 {dt}"] = (lambda ta=ta, tb=tb: ta @ tb, lambda pa=pa, pb=pb: pa @ pb)
+        def t(arr, dt=dt):
+            return L.tensor(arr).to(getattr(L, dt))
+        ta, tb, tx, tw = t(a), t(b), t(x), t(w)
+        cases[f"GEMM {n}^3 {dt}"] = lambda ta=ta, tb=tb: ta @ tb
         cases[f"conv 8x32x56x56 * 64x3x3 {dt}"] = (
-            lambda tx=tx, tw=tw: tg.nn.functional.conv2d(tx, tw, padding=1),
-            lambda px=px, pw=pw: torch.nn.functional.conv2d(px, pw, padding=1))
+            lambda tx=tx, tw=tw: F.conv2d(tx, tw, padding=1))
         for v, size in ((v4, "4M"), (v1, "1M")):
-            tv, pv = tg.tensor(v).to(T), torch.tensor(v).to(P)
+            # PyTorch's row: its eager ops (it has no hand-fused form)
             cases[f"chain gelu(x)*x+1 fused ({size}) {dt}"] = (
-                lambda tv=tv: chain(tv), lambda pv=pv: torch.nn.functional.gelu(pv) * pv + 1.0)
-        tv, pv = tg.tensor(v4).to(T), torch.tensor(v4).to(P)
-        cases[f"chain gelu(x)*x+1 eager (4M) {dt}"] = (
-            lambda tv=tv: tg.nn.functional.gelu(tv) * tv + 1.0,
-            lambda pv=pv: torch.nn.functional.gelu(pv) * pv + 1.0)
+                lambda tv=t(v): chain(tv) if lib == "tg" else eager(tv))
+        cases[f"chain gelu(x)*x+1 eager (4M) {dt}"] = lambda tv=t(v4): eager(tv)
+    for amp in (False, True):
+        name = "MLP step 256x512-1024-10 " + ("autocast bf16" if amp else "float32")
+        cases[name] = _mlp_step(lib, amp)
     return cases
 
 
 def _mlp_step(lib, amp):
-    torch.manual_seed(0)
-    L = tg if lib == "tg" else torch
+    if lib == "tg":
+        L = tg
+    else:
+        import torch as L
+    L.manual_seed(0)
     m = L.nn.Sequential(L.nn.Linear(512, 1024), L.nn.ReLU(), L.nn.Linear(1024, 10))
     opt = L.optim.SGD(m.parameters(), lr=0.01)
     rng = np.random.default_rng(1)
@@ -88,35 +100,66 @@ def _mlp_step(lib, amp):
     return step
 
 
+def _worker(lib, args):
+    """A child process: library ``lib``'s cases, each timed once per round asked."""
+    from _isolate import serve
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    if lib == "tg":
+        L = tg
+    else:
+        import torch as L
+    cases = {}
+
+    def handle(cmd):
+        if cmd == "build":
+            cases.update(_cases(args.gemm, lib))
+            if args.only:
+                keep = {k for k in cases if args.only in k}
+                keep |= {_base(k) for k in keep}
+                for k in set(cases) - keep:
+                    del cases[k]
+            return list(cases)
+        out = {}
+        for k, f in cases.items():
+            with L.enable_grad() if "MLP" in k else L.no_grad():
+                t0 = clock()
+                f()
+                out[k] = (clock() - t0) * 1e3
+        return out
+    serve(handle)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--gemm", type=int, default=1024)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     ap.add_argument("--only", default="")
+    ap.add_argument("--worker", choices=("tg", "torch"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    clock = time.perf_counter if args.clock == "wall" else time.process_time
-    cases = _cases(args.gemm)
-    for amp in (False, True):
-        name = "MLP step 256x512-1024-10 " + ("autocast bf16" if amp else "float32")
-        cases[name] = (_mlp_step("tg", amp), _mlp_step("torch", amp))
-    if args.only:
-        keep = {k for k in cases if args.only in k}
-        keep |= {_base(k) for k in keep}
-        cases = {k: v for k, v in cases.items() if k in keep}
-    times = {k: ([], []) for k in cases}
-    for _ in range(args.rounds + 1):
-        for k, (ft, fp) in cases.items():
-            grad = "MLP" in k
-            for i, f in enumerate((ft, fp)):
-                ctx = ((tg.enable_grad(), torch.enable_grad()) if grad
-                       else (tg.no_grad(), torch.no_grad()))
-                with ctx[0], ctx[1]:
-                    t0 = clock()
-                    f()
-                    times[k][i].append((clock() - t0) * 1e3)
+    if args.worker:
+        _worker(args.worker, args)
+        return
+    from _isolate import Workers
+    argv = ["--gemm", str(args.gemm), "--clock", args.clock, "--only", args.only]
+    workers = Workers(os.path.abspath(__file__),
+                      {lib: ["--worker", lib, *argv] for lib in ("tg", "torch")})
+    try:
+        names = workers.ask_each("build")
+        times = {k: ([], []) for k in names.get("tg", [])}
+        for _ in range(args.rounds + 1):
+            for lib, res in workers.ask_each("round").items():
+                i = 0 if lib == "tg" else 1
+                for k, t in res.items():
+                    if k in times:
+                        times[k][i].append(t)
+    finally:
+        workers.close()
+    if len(names) < 2:
+        raise SystemExit("a contender's process failed (see above)")
     print(f"{'case':44s} {'tg med':>9s} {'tg best':>9s} {'torch med':>10s} {'torch best':>11s} "
-          f"{'tg/torch':>9s} {'vs tg f32':>9s}   ({args.clock} clock, {args.rounds} rounds)")
+          f"{'tg/torch':>9s} {'vs tg f32':>9s}   ({args.clock} clock, {args.rounds} rounds; "
+          f"tapegrad and PyTorch in their own processes, taking turns each round)")
     med = {k: (statistics.median(tt[1:]), statistics.median(pt[1:]))
            for k, (tt, pt) in times.items()}  # the first round warms up
     for k, (tt, pt) in times.items():
