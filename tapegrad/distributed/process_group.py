@@ -364,14 +364,15 @@ class _Group:
     # ---- closing
     def close(self, at_exit):
         """Tell the others this rank is done, then meet them at a barrier (so MPI's
-        finalize never waits on a rank that failed): a failure there ends the process
-        with status 1 at exit, and raises otherwise."""
+        finalize never waits on a rank that failed) and read their exit notices: a
+        failure there ends the process with status 1 at exit, and raises otherwise."""
         if self.closed:
             return
         self.closed = True
         try:
             self.notify(_EXIT, str(self.seq))
             self.wait([self.fin.Ibarrier()], "destroy_process_group", None)
+            self.drain_notices("destroy_process_group")
         except DistBackendError as e:
             if at_exit:
                 sys.stdout.flush()
@@ -387,6 +388,26 @@ class _Group:
             self.nccl.destroy()
         for c in (self.comm, self.ctl, self.fin):
             c.Free()
+
+    def drain_notices(self, what):
+        """Read the notices until every other rank's exit notice is in. Each rank's
+        notices arrive in the order it sent them and its exit notice is its last, so
+        none is left in flight: MPI may give a later group's communicator the freed
+        one's context, and a notice left unread would reach that group."""
+        limit = self.timeout
+        start = time.monotonic()
+        while True:
+            self.read_notices()
+            if self.failed:
+                self.poll(what)
+            if all(r in self.exited for r in range(self.size) if r != self.rank):
+                return
+            if time.monotonic() - start > limit:
+                missing = [r for r in range(self.size) if r != self.rank and r not in self.exited]
+                raise DistBackendError(
+                    f"{what}: timed out after {limit:g} s on rank {self.rank} of "
+                    f"{self.size}, waiting for the exit notices of ranks {missing}")
+            _sched_yield()
 
     # ---- NCCL, made on first use with a CUDA tensor
     def nccl_comm(self, what):

@@ -28,6 +28,14 @@ def test_ddp_matches_one_process_on_the_whole_batch(n):
     run_ok("mpi_ddp.py", n)
 
 
+@pytest.mark.parametrize("n", RANKS)
+def test_the_group_is_destroyed_and_made_again_many_times(n):
+    # twenty groups one after another in one job, each rank leaving them at different
+    # moments: no notice of a group may reach the next (MPI may reuse the freed
+    # communicators' contexts)
+    run_ok("mpi_reinit.py", n, 20)
+
+
 def _failed(mode, n=2, timeout_arg=None, limit=30):
     args = [mode] + ([timeout_arg] if timeout_arg is not None else [])
     start = time.monotonic()
