@@ -3,7 +3,9 @@
 PyTorch's OpenMP threads keep spinning after each parallel region; in a shared
 process they starve OpenBLAS and Numba threads (one CNN step went from 22 ms to
 900 ms once torch had run beside it). So every contender gets a fresh interpreter,
-with the same thread settings, and reports one JSON line back.
+with the same thread settings, and reports one JSON line back (``run_each``), or
+serves timing rounds through a pipe for as long as its parent asks (``Workers`` and
+``serve``), so contenders in different processes still take turns round by round.
 """
 import json
 import os
