@@ -5,7 +5,7 @@ import functools
 from . import walker as _walker
 from .devices import xp_of as _xp_of
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .ops.creation import get_rng_state, set_rng_state, zeros_like
+from .ops.creation import raw_rng_state, set_raw_rng_state, zeros_like
 from .ops.shape import stack as _stack
 from .tape import state as _state
 from .tensor import Tensor, wrap
@@ -329,7 +329,7 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
     tensors = [a for a in args if isinstance(a, Tensor)]
     if not _state.grad_enabled or not any(t.requires_grad for t in tensors):
         return function(*args, **kwargs)
-    rng = get_rng_state() if preserve_rng_state else None
+    rng = raw_rng_state() if preserve_rng_state else None
     with no_grad():
         out = function(*args, **kwargs)
     single = isinstance(out, Tensor)
@@ -352,12 +352,12 @@ def _checkpoint_op(function, args, kwargs, outs, rng):
     def vjp(ctx, g):
         if rng is None:
             return _recompute_vjp(ctx, g)
-        now = get_rng_state()
-        set_rng_state(rng)
+        now = raw_rng_state()
+        set_raw_rng_state(rng)
         try:
             return _recompute_vjp(ctx, g)
         finally:
-            set_rng_state(now)
+            set_raw_rng_state(now)
 
     def _recompute_vjp(ctx, g):
         # recompute the forward with recording on, then differentiate it

@@ -16,7 +16,7 @@ import numpy as np
 from .. import tape as _tape
 from ..dispatch import observe
 from ..grad_mode import is_grad_enabled
-from ..ops.creation import get_rng_state
+from ..ops.creation import raw_rng_state
 from ..tensor import DATA_SWAPS, Tensor, wrap
 from . import capture as _capture
 from .capture import Recorder, Unsupported, capturing
@@ -190,7 +190,7 @@ class Compiled:
                 vid = rec.new(a._data, "arg")
                 rec.g.args[vid] = (pos, None)
             argpos[id(a)] = pos
-        rng = get_rng_state()
+        rng = raw_rng_state()
         swaps = DATA_SWAPS[0]
         refs = _references(self.fn)
         watch = Watch(self.fn)
@@ -211,7 +211,7 @@ class Compiled:
         if changed:
             rec.fail(f"it assigns {', '.join(changed)} (a plain Python value it reads), "
                      f"which a replay would not")
-        if not _capture.draws_explain(rec, rng, get_rng_state()):
+        if not _capture.draws_explain(rec, rng, raw_rng_state()):
             rec.fail("it draws from the random generator (dropout, rand...), whose values "
                      "a replay would repeat")
         try:

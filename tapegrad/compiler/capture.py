@@ -33,7 +33,7 @@ import weakref
 import numpy as np
 
 from .. import tape as _tape
-from ..ops.creation import get_rng_state
+from ..ops.creation import raw_rng_state
 from ..tensor import Tensor, last_write
 from .graph import Graph, Step
 
@@ -261,14 +261,14 @@ class Recorder:
             self.fail(f"{op.name} was called with out=")
         draw = op.kind == "random"
         if draw:  # it draws from the global generator: the states around the draw
-            before = get_rng_state()
+            before = raw_rng_state()
         self.in_kernel += 1
         try:
             out = kernel(*plain, **kw)
         finally:
             self.in_kernel -= 1
         if draw:
-            self.draws.append((before, get_rng_state()))
+            self.draws.append((before, raw_rng_state()))
         single = not isinstance(out, tuple)
         outs = [np.asarray(o) if not isinstance(o, np.ndarray) else o
                 for o in ((out,) if single else out)]

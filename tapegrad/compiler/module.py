@@ -35,7 +35,7 @@ import numpy as np
 from ..dispatch import bind
 from ..grad_mode import enable_grad, is_grad_enabled
 from ..nn.module import Module
-from ..ops.creation import get_rng_state, set_rng_state
+from ..ops.creation import raw_rng_state, set_raw_rng_state
 from ..ops_registry.opdef import OpDef, validate
 from ..tensor import Tensor, buffer, mark_written, wrap
 from .api import Compiled
@@ -102,12 +102,12 @@ class _Joint(Compiled):
         return _Replayed(prog, res)
 
     def _capture(self, key, args, kwargs, why):
-        rng = get_rng_state()
+        rng = raw_rng_state()
         kept = [(b, buffer(b).copy()) for b in self.module.buffers()]
         try:
             super()._capture(key, args, kwargs, why)
         finally:  # (the replay that follows makes the forward's state changes)
-            set_rng_state(rng)
+            set_raw_rng_state(rng)
             for b, v in kept:
                 buffer(b)[...] = v
                 mark_written(b)
@@ -226,10 +226,10 @@ class CompiledModule(Module):
             d["_last_joint"] = False
             return self._fwd(*args, **kwargs)
         joint = self._joint
-        rng = get_rng_state() if d["_draws"] else None
+        rng = raw_rng_state() if d["_draws"] else None
         r = joint(*args, **kwargs)  # (_EAGER, never running the forward, if it cannot replay)
         if r is _CAPTURED:  # (the capture put the state back: now the replay)
-            rng = get_rng_state()
+            rng = raw_rng_state()
             r = joint(*args, **kwargs)
         if type(r) is not _Replayed:  # a forward that cannot be replayed runs eagerly,
             d["_eager_calls"] += 1    # recording as usual
@@ -319,8 +319,8 @@ class CompiledModule(Module):
         kept = [(b, buffer(b).copy()) for b in m.buffers()]
         now = None
         if call.rng is not None:  # the forward's draws again (the same dropout masks)
-            now = get_rng_state()
-            set_rng_state(call.rng)
+            now = raw_rng_state()
+            set_raw_rng_state(call.rng)
         try:
             with enable_grad():
                 outs, _ = _flatten(m.forward(*call.args, **call.kwargs))
@@ -329,7 +329,7 @@ class CompiledModule(Module):
                 buffer(b)[...] = v
                 mark_written(b)
             if now is not None:
-                set_rng_state(now)
+                set_raw_rng_state(now)
         params = [p for p in m.parameters() if p.requires_grad]
         pairs = [(o, g) for o, g in zip(outs, gs) if g is not None and o.requires_grad]
         xs = call.tensors

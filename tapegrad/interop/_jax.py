@@ -15,8 +15,8 @@ import types
 
 import numpy as np
 
-from .. import ops as _ops
 from ..dispatch import register_foreign
+from ..ops.creation import raw_rng_state, set_raw_rng_state
 from ..ops_registry import TensorSpec, list_ops
 from . import _bridge
 
@@ -520,18 +520,18 @@ def _traceable(op, args, attrs):
     """Whether a composite called on traced arrays runs the same ops whatever their
     values (dry runs on zeros and on two random draws agree), drawing no random
     numbers."""
-    state = _ops.get_rng_state()
+    state = raw_rng_state()
     try:
         runs = []
         for seed in (None, 1, 2):
             fw = _DryRun(seed)
             _bridge.run_composite(fw, op, args, attrs)
             runs.append(fw.calls)
-        return runs[0] == runs[1] and _ops.get_rng_state() == state
+        return runs[0] == runs[1] and raw_rng_state() == state
     except Exception:  # a check refused the stand-in values: they matter
         return False
     finally:
-        _ops.set_rng_state(state)
+        set_raw_rng_state(state)
 
 
 def _export(op):
@@ -550,16 +550,16 @@ def _export(op):
             # or it draws random numbers (a draw made while tracing would repeat on every
             # call of a jitted function): then one host callback (the right values, a
             # fresh draw per call; no gradient)
-            state = _ops.get_rng_state()
+            state = raw_rng_state()
             if not any(_traced(a) for a in args) and not any(
                     _traced(v) for v in attrs.values()) or _traceable(op, args, attrs):
                 try:
                     r = _bridge.run_composite(_JaxFramework, op, args, attrs)
-                    if _ops.get_rng_state() == state:
+                    if raw_rng_state() == state:
                         return r
                 except _Unknown:
                     pass
-                _ops.set_rng_state(state)
+                set_raw_rng_state(state)
         args, attrs = bind(op, args, attrs)
         return call(op, args, attrs)
     f.__name__ = f.__qualname__ = op.name

@@ -4,7 +4,6 @@ and copies."""
 import builtins as _builtins
 import contextlib
 import copy
-import json
 import math
 import threading
 from collections.abc import Sequence as _Sequence
@@ -396,18 +395,12 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        raw = json.dumps(self._rng.bit_generator.state).encode()
-        return wrap(np.frombuffer(raw, dtype=np.uint8).copy())
+        """The generator's state: a uint8 tensor, as ``torch.Generator.get_state``."""
+        return _state_tensor(self._rng.bit_generator.state)
 
     def set_state(self, new_state):
-        try:
-            raw = np.asarray(new_state.numpy() if hasattr(new_state, "numpy") else new_state,
-                             dtype=np.uint8).tobytes()
-            state = json.loads(raw.decode())
-            self._rng.bit_generator.state = state
-        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
-            raise op_error("Generator.set_state", f"not a state from get_state() ({e})",
-                           RuntimeError) from None
+        """Restore a state from ``get_state`` (a uint8 tensor); returns the generator."""
+        self._rng.bit_generator.state = _state_dict("Generator.set_state", new_state)
         return self
 
     def __getattr__(self, name):
@@ -535,15 +528,62 @@ def _vmap_randomness(name):
     return mode
 
 
+# A PCG64 state as bytes: state and increment (128 bits each, as two little-endian
+# 64-bit words, low word first), then has_uint32 and uinteger (little-endian 32 bits)
+_STATE_BYTES = 40
+_LOW64 = 2 ** 64 - 1
+
+
+def _state_tensor(state):
+    """NumPy's PCG64 ``bit_generator.state`` as a uint8 tensor of ``_STATE_BYTES``."""
+    st, inc = state["state"]["state"], state["state"]["inc"]
+    words = np.array([st & _LOW64, st >> 64, inc & _LOW64, inc >> 64], dtype="<u8")
+    tail = np.array([state["has_uint32"], state["uinteger"]], dtype="<u4")
+    return wrap(np.concatenate([words.view(np.uint8), tail.view(np.uint8)]))
+
+
+def _state_dict(name, new_state):
+    """The PCG64 state dict a ``_state_tensor`` encodes; PyTorch's errors otherwise
+    (TypeError for what is not a uint8 tensor, RuntimeError for a wrong size)."""
+    if not isinstance(new_state, Tensor):
+        raise op_error(name, f"expected a uint8 tensor (a ByteTensor from get_state()/"
+                             f"get_rng_state()), got {type(new_state).__name__}", TypeError)
+    if new_state.dtype != _dt.uint8:
+        raise op_error(name, f"RNG state must be a uint8 tensor (ByteTensor), got "
+                             f"dtype {new_state.dtype}", TypeError)
+    raw = np.ascontiguousarray(new_state.detach().cpu().numpy()).reshape(-1)
+    if raw.size != _STATE_BYTES:
+        raise op_error(name, f"expected a state of {_STATE_BYTES} bytes (from get_state()/"
+                             f"get_rng_state()), got {raw.size}", RuntimeError)
+    w = raw[:32].view("<u8").tolist()
+    has_uint32, uinteger = raw[32:].view("<u4").tolist()
+    return {"bit_generator": "PCG64",
+            "state": {"state": w[0] | w[1] << 64, "inc": w[2] | w[3] << 64},
+            "has_uint32": has_uint32, "uinteger": uinteger}
+
+
+def raw_rng_state():
+    """The global generator's state as NumPy's dict (for the library's own save and
+    restore around captures and recomputations: no tensor, compared with ``==``)."""
+    return _gen["np"].bit_generator.state
+
+
+def set_raw_rng_state(state):
+    """Restore a state from ``raw_rng_state``."""
+    _gen["np"].bit_generator.state = state
+
+
 def get_rng_state():
-    """The state of tapegrad's random generator (as ``torch.get_rng_state``): pass it
-    to ``set_rng_state`` to draw the same numbers again."""
-    return copy.deepcopy(_gen["np"].bit_generator.state)
+    """The state of tapegrad's random generator, a uint8 tensor (as
+    ``torch.get_rng_state``): pass it to ``set_rng_state`` to draw the same numbers
+    again."""
+    return _state_tensor(_gen["np"].bit_generator.state)
 
 
 def set_rng_state(new_state):
-    """Restore a state from ``get_rng_state``."""
-    _gen["np"].bit_generator.state = copy.deepcopy(new_state)
+    """Restore a state from ``get_rng_state`` (a uint8 tensor; TypeError otherwise, as
+    PyTorch)."""
+    _gen["np"].bit_generator.state = _state_dict("set_rng_state", new_state)
 
 
 def _random(name, draw):

@@ -74,3 +74,58 @@ def test_data_loading_takes_a_generator():
                                       generator=tg.Generator().manual_seed(seed))
         return next(iter(dl))[0].tolist()
     assert order(3) == order(3) and sorted(order(3)) == list(range(10))
+
+
+def _states():
+    torch = pytest.importorskip("torch")
+    return [(torch.get_rng_state(), tg.get_rng_state()),
+            (torch.Generator().get_state(), tg.Generator().get_state()),
+            (torch.default_generator.get_state(), tg.default_generator.get_state())]
+
+
+def test_states_are_uint8_tensors_as_torch():
+    torch = pytest.importorskip("torch")
+    for theirs, ours in _states():
+        assert isinstance(theirs, torch.Tensor) and isinstance(ours, tg.Tensor)
+        assert ours.dtype == tg.uint8 and theirs.dtype == torch.uint8
+        assert ours.ndim == theirs.ndim == 1
+        assert ours.device == tg.device("cpu") and theirs.device == torch.device("cpu")
+
+
+def test_global_state_round_trip_draws_the_same_numbers():
+    tg.manual_seed(11)
+    tg.default_generator.integers(0, 7, size=1, dtype=np.uint32)  # a buffered half-word
+    state = tg.get_rng_state()
+    first = [d(None).numpy() for d in DRAWS.values()]
+    half = tg.default_generator.integers(0, 2 ** 31, size=3, dtype=np.uint32)
+    assert tg.set_rng_state(state) is None
+    again = [d(None).numpy() for d in DRAWS.values()]
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(
+        tg.default_generator.integers(0, 2 ** 31, size=3, dtype=np.uint32), half)
+    # the global stream's state and default_generator's are one
+    assert tg.equal(tg.default_generator.get_state(), tg.get_rng_state())
+    g = tg.Generator().set_state(tg.get_rng_state())
+    np.testing.assert_array_equal(tg.rand(5, generator=g).numpy(), tg.rand(5).numpy())
+
+
+def test_bad_states_raise_as_torch():
+    torch = pytest.importorskip("torch")
+    good = tg.get_rng_state()
+    bad = {"a dict": (tg.default_generator.bit_generator.state, {}),
+           "a NumPy array": (good.numpy(), torch.get_rng_state().numpy()),
+           "a list": (good.tolist(), torch.get_rng_state().tolist()),
+           "a float tensor": (good.float(), torch.get_rng_state().float())}
+    for what, (ours, theirs) in bad.items():
+        with pytest.raises(TypeError):
+            torch.set_rng_state(theirs)
+        with pytest.raises(TypeError, match="set_rng_state"):
+            tg.set_rng_state(ours)
+        with pytest.raises(TypeError, match="Generator.set_state"):
+            tg.Generator().set_state(ours)
+    with pytest.raises(RuntimeError):
+        torch.set_rng_state(torch.get_rng_state()[:10])
+    with pytest.raises(RuntimeError, match="get_rng_state"):
+        tg.set_rng_state(good[:10])
+    assert tg.equal(tg.get_rng_state(), good)  # a refused state leaves the generator alone
