@@ -200,6 +200,7 @@ def _forward_forward(epochs):
     return _both("mnist_forward_forward", DATA=_labelled_digits(), args=args)
 
 
+@pytest.mark.slow  # (~12 s; the main suite runs the other programs)
 def test_mnist_forward_forward_example():
     """PyTorch's examples/mnist_forward_forward (each layer trained alone by Adam on
     its own goodness loss, the label overlaid on the input), 200 epochs: both well
@@ -322,6 +323,7 @@ def _check_super_resolution(ours, theirs, gain, spread):
     assert abs(ours["psnr"] - theirs["psnr"]) < spread, (ours, theirs)
 
 
+@pytest.mark.slow  # (~12 s; the main suite runs the other programs)
 def test_super_resolution_example(tmp_path):
     """PyTorch's examples/super_resolution (sub-pixel convolution: Conv2d layers, then
     PixelShuffle; orthogonal_ initialisation; whole-model checkpoints) upscaling the
