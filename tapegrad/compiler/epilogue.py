@@ -116,14 +116,19 @@ def _plain(g, v, shape_len, dtype=None):
             and (dtype is None or g.dtypes[v] == dtype) and v not in g.alias)
 
 
-def fuse_epilogues(g, steps, reads_all):
-    """Steps with the two patterns of the module docstring fused; the number fused."""
+def _uses(g, steps, reads_all):
+    """What the rewrites must keep: the values that escape the program (its outputs,
+    the gradients it sets), each value's readers, and the roots of aliased values."""
     escapes = set(g.output_values())
     for st in steps:
         if st.kind == "setgrad":
             escapes.update(st.reads())
-    readers = _readers(g, steps, reads_all)
-    aliased = {g.root(v) for v in g.alias}
+    return escapes, _readers(g, steps, reads_all), {g.root(v) for v in g.alias}
+
+
+def fuse_epilogues(g, steps, reads_all):
+    """Steps with the two patterns of the module docstring fused; the number fused."""
+    escapes, readers, aliased = _uses(g, steps, reads_all)
     reader_of = {}
     for k, st in enumerate(steps):
         for v in reads_all(st):
@@ -214,12 +219,7 @@ def join_slice_grads(g, steps, reads_all):
     element is the one gradient that reaches it, as in eager's sum with zeros, but
     for the sign of a zero). Returns (steps, the number joined)."""
     from ..ops.shape import CAT
-    escapes = set(g.output_values())
-    for st in steps:
-        if st.kind == "setgrad":
-            escapes.update(st.reads())
-    readers = _readers(g, steps, reads_all)
-    aliased = {g.root(v) for v in g.alias}
+    escapes, readers, aliased = _uses(g, steps, reads_all)
     made = {}
     for k, st in enumerate(steps):
         for o in st.outs:
