@@ -46,6 +46,7 @@ from .epilogue import fuse_epilogues, join_slice_grads
 from .graph import Step
 from .hoist import hoist_invariants
 from .remat import choose as choose_recomputed, siblings
+from .rows import fuse_rows
 
 __all__ = ["Program", "GuardFailed"]
 
@@ -731,10 +732,12 @@ class Program:
         self.fused_groups = 0
         self.epilogues = 0
         self.joined = 0
+        self.row_runs = 0
         self.hoisted = None
         if fuse:
             steps, self.joined = join_slice_grads(g, steps, _reads_all)
             steps, self.hoisted = hoist_invariants(g, steps, _reads_all)
+            steps, self.row_runs = fuse_rows(g, steps, _reads_all, _expr_of)
             steps, self.fused_groups = fuse_elementwise(g, steps)
             steps, self.epilogues = fuse_epilogues(g, steps, _reads_all)
         steps = order_effects(g, steps)
