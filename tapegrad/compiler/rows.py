@@ -81,6 +81,10 @@ def fuse_rows(g, steps, reads_all, expr_of):
         kinds = {_role(steps[m], g, run["base"])[0] for m in ms}
         if len(ms) < 2 and "softmax" not in kinds:
             continue
+        if kinds == {"ew"} and not any(
+                _cls(g.shapes[v], run["base"]) in ("R", "P") for m in ms
+                for v in steps[m].reads()):
+            continue  # one shape throughout: the elementwise pass's (flat loops)
         built = _build(g, [steps[m] for m in ms], run["base"], escapes, readers, set(ms),
                        expr_of)
         if built is None:
@@ -205,6 +209,8 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
     C = base[-1]
     R = math.prod(base[:-1])
     dt = g.dtypes[members[-1].outs[0]]
+    if any(g.dtypes[st.outs[0]] != dt for st in members):
+        return None
     tname = "np.float32" if dt == np.float32 else "np.float64"
     made = {st.outs[0] for st in members}
     pos = {}

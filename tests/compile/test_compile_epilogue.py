@@ -259,9 +259,13 @@ def test_a_split_that_does_not_tile_the_axis_keeps_its_zero_fills():
 
 # ---------------------------------------------------------------- last-axis sums
 @pytest.mark.parametrize("dtype,rtol", [(np.float32, 1e-5), (np.float64, 1e-12)])
-def test_last_axis_sums_and_means_replay_equal_eager(dtype, rtol):
+@pytest.mark.parametrize("rows", [False, True])
+def test_last_axis_sums_and_means_replay_equal_eager(dtype, rtol, rows, monkeypatch):
     # a layer norm written with ops: means over the last axis (one GEMV each in the
-    # program), a sum of a transposed view (not contiguous: NumPy's reduction)
+    # program; with row fusion, the whole norm one kernel over rows), a sum of a
+    # transposed view (not contiguous: NumPy's reduction)
+    from tapegrad.compiler import rows as row_fusion
+    monkeypatch.setattr(row_fusion, "ENABLED", rows)
     def norm(x, w):
         mu = x.mean(-1, keepdim=True)
         xc = x - mu
@@ -288,4 +292,6 @@ def test_last_axis_sums_and_means_replay_equal_eager(dtype, rtol):
         np.testing.assert_allclose(gc, ge.numpy(), rtol=rtol, atol=rtol)
     assert c.stats()["replays"] == 2
     from tapegrad.compiler.program import _last_axis_sum
-    assert _last_axis_sum in c._last.fn.__globals__.values()
+    gemv = any(v is _last_axis_sum for v in c._last.fn.__globals__.values())
+    fused = any(st.name.startswith("rows[") for st in c._last.steps)
+    assert fused == rows and (gemv or rows)
