@@ -15,6 +15,7 @@ from .dtypes import (DType, bfloat16, float16, float32, float64, int8, int16, in
                      bool, get_default_dtype, set_default_dtype)
 from .dtypes import float16 as half, float32 as float, float64 as double  # noqa: A001
 from .dtypes import int64 as long, int32 as int  # noqa: A001
+from .dtypes import DType as dtype  # noqa: F401  (torch.dtype: the class of tg.float32)
 from .devices import Device, device
 from .tensor import Tensor
 from . import ops_registry

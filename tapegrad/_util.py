@@ -4,6 +4,20 @@ import numpy as np
 from . import dtypes as _dt
 
 
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that do not fit together: NumPy's class (ValueError) and PyTorch's
+    (RuntimeError), so code written against either catches it."""
+
+
+class DtypeError(TypeError, RuntimeError):
+    """A dtype the op has no meaning for (an integer ``mean``, a float ``where``
+    condition): TypeError, and RuntimeError as PyTorch raises."""
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """A bad argument value where PyTorch raises RuntimeError: ValueError as well."""
+
+
 def op_error(op, msg, cls=ValueError):
     """An exception of ``cls`` whose message starts with the op's name."""
     return cls(f"{op}: {msg}")
@@ -36,7 +50,7 @@ def broadcast_shapes(op, *shapes):
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         shown = " and ".join(str(tuple(s)) for s in shapes)
-        raise op_error(op, f"shapes {shown} cannot be broadcast together") from None
+        raise op_error(op, f"shapes {shown} cannot be broadcast together", ShapeError) from None
 
 
 def normalize_dim(op, dim, ndim):

@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 
 from . import devices as _devices, dtypes as _dt, tape as _tape
-from ._util import Size
+from ._util import ArgumentError as _ArgumentError, Size
 from .devices import shared_memory as _shared_memory
 
 _new_tuple = tuple.__new__
@@ -256,15 +256,15 @@ class Tensor:
         return int(self._one("int"))
 
     def __index__(self):
-        if self._data.dtype.kind not in "iub":
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
             raise TypeError(f"only integer tensors of a single element can be converted "
-                            f"to an index, got {self.dtype}")
+                            f"to an index, got {self.dtype} of shape {tuple(self.shape)}")
         return int(self._one("index"))
 
     def _one(self, what):
         if self._data.size != 1:
-            raise RuntimeError(f"{what}: only one-element tensors can be converted to Python "
-                               f"scalars, got shape {self.shape}")
+            raise _ArgumentError(f"{what}: only one-element tensors can be converted to "
+                                 f"Python scalars, got shape {self.shape}")
         return self.item()
 
     def __hash__(self):

@@ -17,7 +17,8 @@ from .tensor import PRINT_OPTIONS as _PRINT_OPTIONS, Tensor
 __all__ = ["is_floating_point", "is_nonzero", "allclose", "equal", "broadcast_shapes",
            "result_type", "can_cast", "promote_types", "typename", "get_num_threads",
            "set_num_threads", "get_num_interop_threads", "set_num_interop_threads",
-           "inference_mode", "is_inference_mode_enabled", "set_printoptions", "get_printoptions"]
+           "inference_mode", "is_inference_mode_enabled", "set_printoptions", "get_printoptions",
+           "finfo", "iinfo"]
 
 
 def _tensor(name, x, what="input"):
@@ -115,6 +116,47 @@ def promote_types(type1, type2):
     """The smallest dtype both promote to (PyTorch's table)."""
     a, b = _dt.as_dtype(type1).np, _dt.as_dtype(type2).np
     return _dt.from_np(_dt.result_type(a, b))
+
+
+class finfo:
+    """The numerical limits of a floating dtype (the default dtype when none is
+    given), as ``torch.finfo``: ``bits, eps, max, min, tiny, smallest_normal,
+    resolution`` (Python floats) and ``dtype`` (its name)."""
+
+    def __init__(self, type=None):
+        d = _dt.get_default_dtype() if type is None else _dt.as_dtype(type)
+        if not d.is_floating_point:
+            raise TypeError(f"finfo(): {d} is not a floating point dtype; use iinfo")
+        import ml_dtypes
+        info = ml_dtypes.finfo(d.np) if d.np is _dt.BF16 else np.finfo(d.np)
+        self.bits = int(info.bits)
+        self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
+        self.tiny = self.smallest_normal = float(info.smallest_normal)
+        self.resolution = 10.0 ** -int(info.precision)
+        self.dtype = d.name
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, "
+                f"tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """The limits of an integer dtype, as ``torch.iinfo``: ``bits, max, min``
+    (Python ints) and ``dtype`` (its name)."""
+
+    def __init__(self, type):
+        d = _dt.as_dtype(type)
+        if d.np.kind not in "iu":
+            raise TypeError(f"iinfo(): {d} is not an integer dtype"
+                            f"{'; use finfo' if d.is_floating_point else ''}")
+        info = np.iinfo(d.np)
+        self.bits = int(info.bits)
+        self.max, self.min = int(info.max), int(info.min)
+        self.dtype = d.name
+
+    def __repr__(self):
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
 
 
 _LEGACY = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",

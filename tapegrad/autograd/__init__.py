@@ -42,11 +42,12 @@ from ..ops_registry import OpDef, TensorSpec
 from ..ops_registry.opdef import validate
 from ..tape import state as _state
 from ..tensor import Tensor, buffer, wrap
+from ..utilities import inference_mode
 from . import functional  # noqa: F401  (torch.autograd.functional: values at a point)
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "grad", "backward",
            "forward_ad", "functional", "no_grad", "enable_grad", "set_grad_enabled",
-           "is_grad_enabled", "detect_anomaly", "set_detect_anomaly"]
+           "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "inference_mode"]
 
 
 class FunctionCtx:

@@ -265,6 +265,21 @@ class Module:
             mod = mod._modules[item]
         return mod
 
+    def get_parameter(self, target):
+        """The Parameter at the dotted path ``target`` (``"0.weight"``)."""
+        return self._get_leaf(target, "_parameters", "parameter")
+
+    def get_buffer(self, target):
+        """The buffer at the dotted path ``target`` (``"bn.running_mean"``)."""
+        return self._get_leaf(target, "_buffers", "buffer")
+
+    def _get_leaf(self, target, table, what):
+        path, _, name = target.rpartition(".")
+        mod = self.get_submodule(path)
+        if name not in getattr(mod, table):
+            raise AttributeError(f"{type(mod).__name__} has no {what} `{name}`")
+        return getattr(mod, table)[name]
+
     # ---------------------------------------------------------------- traversal
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
         if memo is None:

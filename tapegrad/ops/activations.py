@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .._util import op_error, require_floating as _floating
+from .._util import ArgumentError, op_error, require_floating as _floating
 from ..fusion import elementwise as _elementwise
 from ..ops_registry import Sample
 from ._decl import away_from, rand
@@ -97,7 +97,7 @@ def gelu(input, approximate="none"):
         return _GELU(_floating("gelu", input))
     if approximate == "tanh":
         return _GELU_TANH(_floating("gelu", input))
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def silu(input):

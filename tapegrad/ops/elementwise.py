@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
-from .._util import broadcast_shapes as _broadcast_shapes
+from .._util import DtypeError, broadcast_shapes as _broadcast_shapes
 from ..devices import cpu as _cpu
 from ..dispatch import bind
 from ..dtypes import is_float as _isf
@@ -817,7 +817,7 @@ def _where_infer(cond, x, other):
     shape = _broadcast_shapes("where", *shapes)
     inner = elementwise_infer("where")(x, other)
     if hasattr(cond, "dtype") and np.dtype(cond.dtype) != np.bool_:
-        raise TypeError(f"where: condition must be a bool tensor, got {np.dtype(cond.dtype)}")
+        raise DtypeError(f"where: condition must be a bool tensor, got {np.dtype(cond.dtype)}")
     return type(inner)(shape, inner.dtype)
 
 

@@ -13,7 +13,7 @@ import string
 import numpy as np
 
 from .. import devices as _devices, dtypes, dtypes as _dt
-from .._util import normalize_dim, normalize_dims, op_error
+from .._util import DtypeError, normalize_dim, normalize_dims, op_error
 from ..dispatch import bind, foreign_constant
 from ..dtypes import is_float as _isf
 from ..tensor import Tensor
@@ -250,7 +250,7 @@ def _float_check(name, *specs):
     for s in specs:
         if not _isf(np.dtype(s.dtype)):
             raise op_error(name, f"expected a floating point tensor as input, got "
-                                 f"{np.dtype(s.dtype)}", TypeError)
+                                 f"{np.dtype(s.dtype)}", DtypeError)
 
 
 def _result_dtype(*specs):
@@ -1542,7 +1542,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
     """Matrix norm over the two ``dim``: ord 'fro', 1, -1, inf, -inf (column/row sum
-    norms). ``'nuc'``, 2 and -2 (singular values) are not supported yet."""
+    norms), 2 and -2 (largest and smallest singular value) and 'nuc' (their sum)."""
     name = "linalg_matrix_norm"
     if out is not None:
         raise op_error(name, "out= is not supported", TypeError)
@@ -1558,18 +1558,28 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         raise op_error(name, f"dims must be different, got {tuple(dim)}", RuntimeError)
     if ord == "fro":
         return vector_norm(A, 2, (d0, d1), keepdim)
-    if ord in ("nuc", 2, -2):
-        raise op_error(name, f"ord={ord!r} (singular values) is not supported", NotImplementedError)
-    if isinstance(ord, str) or ord not in (1, -1, np.inf, -np.inf):
-        raise op_error(name, f"order {ord!r} not supported; use 'fro', 1, -1, inf or -inf",
-                       RuntimeError)
+    if isinstance(ord, str) and ord != "nuc" or not isinstance(ord, str) \
+            and ord not in (1, -1, 2, -2, np.inf, -np.inf):
+        raise op_error(name, f"order {ord!r} not supported; use 'fro', 'nuc', 1, -1, 2, -2, "
+                             f"inf or -inf", RuntimeError)
     _float_check(name, TensorSpec(tuple(A.shape), _raw(A).dtype))
+    if ord in ("nuc", 2, -2):
+        return _singular_value_norm(A, ord, d0, d1, keepdim)
     # 1/-1: max/min over columns of the column sums; inf/-inf: over rows of row sums
     sum_dim, pick_dim = (d0, d1) if abs(ord) == 1 else (d1, d0)
     s = _R.sum(_E.abs(A), dim=sum_dim, keepdim=True)
     r = (_R.amax if ord > 0 else _R.amin)(s, dim=pick_dim, keepdim=True)
     if not keepdim:
         r = _S.reshape(r, tuple(n for i, n in enumerate(A.shape) if i not in (d0, d1)))
+    return r
+
+
+def _singular_value_norm(A, ord, d0, d1, keepdim):
+    from .linalg_decomp import svdvals  # the decompositions build on this module
+    s = svdvals(_S.movedim(A, (d0, d1), (-2, -1)))
+    r = _R.sum(s, dim=-1) if ord == "nuc" else (_R.amax if ord == 2 else _R.amin)(s, dim=-1)
+    if keepdim:
+        r = _S.reshape(r, tuple(1 if i in (d0, d1) else n for i, n in enumerate(A.shape)))
     return r
 
 

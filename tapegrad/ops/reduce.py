@@ -14,7 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
-from .._util import normalize_dim, normalize_dims, op_error
+from .._util import DtypeError, normalize_dim, normalize_dims, op_error
 from ..devices import cpu as _cpu
 from ..devices.cpu_kernels import halfwidth as _cpu_halfwidth
 from ..dispatch import bind
@@ -48,7 +48,7 @@ def _reduce_infer(name, out_dtype=None):
         if out_dtype == "sum" and dt.kind in "biu":
             dt = np.dtype(np.int64)
         elif out_dtype == "float" and dt.kind != "f":
-            raise op_error(name, f"expected a floating point input, got {dt}", TypeError)
+            raise op_error(name, f"expected a floating point input, got {dt}", DtypeError)
         return TensorSpec(_reduced_shape(tuple(x.shape), dims, keepdim), dt)
     return infer
 
@@ -880,7 +880,7 @@ def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
 # ---------------------------------------------------------------- var / std
 def _float_only(name, x):
     if not _isf(x.dtype):
-        raise op_error(name, f"expected a floating point input, got {x.dtype}", TypeError)
+        raise op_error(name, f"expected a floating point input, got {x.dtype}", DtypeError)
 
 
 def _dof(shape, dims, correction):

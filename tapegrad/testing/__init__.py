@@ -3,7 +3,8 @@
 ``pair_test`` (one program run on tapegrad and on PyTorch: ``pair.py``).
 """
 from .comparison import assert_close
-from .gradcheck import gradcheck, gradgradcheck
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .pair import PairReport, pair_test
 
-__all__ = ["gradcheck", "gradgradcheck", "assert_close", "pair_test", "PairReport"]
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "assert_close", "pair_test",
+           "PairReport"]

@@ -102,9 +102,14 @@ def _first_mismatch(fn, inputs, eps, atol, rtol):
     return None
 
 
+class GradcheckError(AssertionError, RuntimeError):
+    """A gradient check that failed: RuntimeError, as ``torch.autograd.gradcheck``'s
+    ``GradcheckError``, and AssertionError, as a test's failure."""
+
+
 def _fail(msg, raise_exception):
     if raise_exception:
-        raise AssertionError(msg)
+        raise GradcheckError(msg)
     return False
 
 
@@ -114,7 +119,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
 
     Checks every output element against every input that requires grad; an output
     that does not require grad must have a zero numerical gradient. Returns True, or
-    raises ``AssertionError`` naming the input and the worst entry (returns False
+    raises ``GradcheckError`` naming the input and the worst entry (returns False
     with ``raise_exception=False``), as ``torch.autograd.gradcheck``.
     """
     inputs = _tensors(inputs)
@@ -141,7 +146,7 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     first-order gradient that is not connected to the inputs and cotangents (the
     adjoint ran on detached arrays, so there is no second-order path) fails unless
     finite differences show it does not depend on them. Returns True, or raises
-    ``AssertionError`` (returns False with ``raise_exception=False``), as
+    ``GradcheckError`` (returns False with ``raise_exception=False``), as
     ``torch.autograd.gradgradcheck``.
     """
     inputs = _tensors(inputs)
