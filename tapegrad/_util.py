@@ -14,6 +14,11 @@ class DtypeError(TypeError, RuntimeError):
     condition): TypeError, and RuntimeError as PyTorch raises."""
 
 
+class NoKernelError(TypeError, NotImplementedError):
+    """No kernel for that dtype (a bitwise op on floats): TypeError, and
+    NotImplementedError as PyTorch raises."""
+
+
 class ArgumentError(ValueError, RuntimeError):
     """A bad argument value where PyTorch raises RuntimeError: ValueError as well."""
 

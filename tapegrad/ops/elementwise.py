@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
-from .._util import DtypeError, broadcast_shapes as _broadcast_shapes
+from .._util import DtypeError, NoKernelError, broadcast_shapes as _broadcast_shapes
 from ..devices import cpu as _cpu
 from ..dispatch import bind
 from ..dtypes import is_float as _isf
@@ -785,7 +785,8 @@ def _bitwise(fn, name):
         for v in (x, other):
             if getattr(v, "dtype", np.dtype(int)).kind == "f" or isinstance(v, float):
                 dt = getattr(v, "dtype", "a Python float")
-                raise TypeError(f"{name}: only integer and bool tensors are supported, got {dt}")
+                raise NoKernelError(f"{name}: only integer and bool tensors are supported, "
+                                    f"got {dt}")
         return fn(x, other) if out is None else fn(x, other, out=out)
     return kernel
 
