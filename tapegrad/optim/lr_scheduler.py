@@ -1,5 +1,6 @@
 """Learning-rate schedulers with PyTorch's (recursive) formulas: ``StepLR``,
-``CosineAnnealingLR``, ``LambdaLR``, ``ExponentialLR``, ``OneCycleLR``, and
+``MultiStepLR``, ``LinearLR``, ``CosineAnnealingLR``, ``LambdaLR``, ``ExponentialLR``,
+``OneCycleLR``, and
 ``ReduceLROnPlateau`` (stepped with the metric it watches).
 
 >>> import tapegrad as tg
@@ -11,12 +12,14 @@
 >>> lrs
 [1.0, 0.5, 0.5, 0.25]
 """
+import bisect
+import collections
 import math
 
 from .optimizer import Optimizer
 
-__all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "LambdaLR", "ExponentialLR",
-           "OneCycleLR", "ReduceLROnPlateau"]
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "LinearLR", "CosineAnnealingLR", "LambdaLR",
+           "ExponentialLR", "OneCycleLR", "ReduceLROnPlateau"]
 
 
 class LRScheduler:
@@ -85,6 +88,55 @@ class StepLR(LRScheduler):
 
     def _get_closed_form_lr(self):
         return [base * self.gamma ** (self.last_epoch // self.step_size)
+                for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiplies the learning rate by ``gamma`` at each epoch listed in ``milestones``
+    (once per listing), as ``torch.optim.lr_scheduler.MultiStepLR``."""
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        self.milestones = collections.Counter(milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch not in self.milestones:
+            return self._lrs()
+        return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        passed = bisect.bisect_right(sorted(self.milestones.elements()), self.last_epoch)
+        return [base * self.gamma ** passed for base in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """Scales the learning rate by a factor going linearly from ``start_factor`` to
+    ``end_factor`` over ``total_iters`` epochs, as ``torch.optim.lr_scheduler.LinearLR``."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
+                 last_epoch=-1):
+        if start_factor > 1.0 or start_factor <= 0:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 "
+                             "and less or equal to 1.")
+        if end_factor > 1.0 or end_factor < 0:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor, self.end_factor = start_factor, end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0:
+            return [lr * self.start_factor for lr in self._lrs()]
+        if self.last_epoch > self.total_iters:
+            return self._lrs()
+        span = self.end_factor - self.start_factor
+        step = 1.0 + span / (self.total_iters * self.start_factor + (self.last_epoch - 1) * span)
+        return [lr * step for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        done = min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * (self.start_factor + (self.end_factor - self.start_factor) * done)
                 for base in self.base_lrs]
 
 
