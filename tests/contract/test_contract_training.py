@@ -497,3 +497,26 @@ def test_distributed_sampler_as_torch():
             assert (list(ours), len(ours)) == (list(t), len(t))
     np.testing.assert_array_equal(list(tg.data.DistributedSampler(10, 2, 1, shuffle=False)),
                                   [1, 3, 5, 7, 9])
+
+
+@pytest.mark.parametrize("name", ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCELoss",
+                                  "BCEWithLogitsLoss", "AvgPool2d"])
+def test_module_constructor_signatures_as_torch(name):
+    ours = [(k, p.default) for k, p in inspect.signature(getattr(tg.nn, name)).parameters.items()]
+    theirs = inspect.signature(getattr(torch.nn, name)).parameters.items()
+    assert ours == [(k, p.default) for k, p in theirs]
+
+
+def _cross_entropy(M, *args, **kw):
+    x = M.tensor([[0.3, -1.0, 2.0], [1.5, 0.2, -0.3]], dtype=M.float64)
+    return M.nn.CrossEntropyLoss(*args, **kw)(x, M.tensor([2, 0]))
+
+
+@_cases(
+    positional_ignore_index=lambda M: _cross_entropy(M, None, None, 2),
+    size_average_false=lambda M: _cross_entropy(M, size_average=False),
+    reduce_false=lambda M: _cross_entropy(M, None, None, -100, False),
+    mse_size_average=lambda M: M.nn.MSELoss(False)(M.ones(3), M.zeros(3)),
+)
+def test_losses_take_the_deprecated_flags_as_torch(case):
+    same(case)

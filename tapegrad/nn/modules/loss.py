@@ -26,11 +26,23 @@ class _Loss(Module):
 _WeightedLoss = _Loss
 
 
-class CrossEntropyLoss(_Loss):
+class _LegacyLoss(_Loss):
+    """A loss taking PyTorch's deprecated ``size_average``/``reduce`` flags too."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        if size_average is not None or reduce is not None:
+            sa = True if size_average is None else size_average
+            rd = True if reduce is None else reduce
+            reduction = ("mean" if sa else "sum") if rd else "none"
+        super().__init__(reduction)
+
+
+class CrossEntropyLoss(_LegacyLoss):
     """Cross-entropy between logits and class indices or probabilities, as
     ``torch.nn.CrossEntropyLoss``."""
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean", label_smoothing=0.0):
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
@@ -47,11 +59,12 @@ class CrossEntropyLoss(_Loss):
         return F.cross_entropy(input, target, **kw)
 
 
-class NLLLoss(_Loss):
+class NLLLoss(_LegacyLoss):
     """Negative log-likelihood of class indices given log-probabilities, as
     ``torch.nn.NLLLoss``."""
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
 
@@ -60,22 +73,22 @@ class NLLLoss(_Loss):
                           reduction=self.reduction)
 
 
-class MSELoss(_Loss):
+class MSELoss(_LegacyLoss):
     """Mean (or summed) squared error, as ``torch.nn.MSELoss``."""
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
-class L1Loss(_Loss):
+class L1Loss(_LegacyLoss):
     """Mean (or summed) absolute error, as ``torch.nn.L1Loss``."""
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
 
 
-class BCELoss(_Loss):
+class BCELoss(_LegacyLoss):
     """Binary cross-entropy between probabilities and targets, as ``torch.nn.BCELoss``."""
-    def __init__(self, weight=None, reduction="mean"):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
 
     def forward(self, input, target):
@@ -83,11 +96,12 @@ class BCELoss(_Loss):
                                       reduction=self.reduction)
 
 
-class BCEWithLogitsLoss(_Loss):
+class BCEWithLogitsLoss(_LegacyLoss):
     """Binary cross-entropy on logits (a sigmoid inside, numerically stable), as
     ``torch.nn.BCEWithLogitsLoss``."""
-    def __init__(self, weight=None, reduction="mean", pos_weight=None):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
+                 pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
@@ -95,17 +109,6 @@ class BCEWithLogitsLoss(_Loss):
         return F.binary_cross_entropy_with_logits(input, target, weight=self.weight,
                                                   reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
-
-
-class _LegacyLoss(_Loss):
-    """A loss taking PyTorch's deprecated ``size_average``/``reduce`` flags too."""
-
-    def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        if size_average is not None or reduce is not None:
-            sa = True if size_average is None else size_average
-            rd = True if reduce is None else reduce
-            reduction = ("mean" if sa else "sum") if rd else "none"
-        super().__init__(reduction)
 
 
 class CosineEmbeddingLoss(_LegacyLoss):
