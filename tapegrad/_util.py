@@ -1,4 +1,6 @@
 """Shape helpers and the one error formatter every op uses."""
+import functools
+
 import numpy as np
 
 from . import dtypes as _dt
@@ -196,15 +198,16 @@ except (ImportError, AttributeError):  # pragma: no cover
 
 def quiet_numpy():
     """A token for ``loud_numpy``: NumPy's floating-point warnings off until then."""
-    if _NP_ERRSTATE is not None:
-        return _NP_ERRSTATE.set(_QUIET)
     cm = np.errstate(all="ignore")
     cm.__enter__()
     return cm
 
 
 def loud_numpy(token):
-    if _NP_ERRSTATE is not None:
-        _NP_ERRSTATE.reset(token)
-    else:
-        token.__exit__(None, None, None)
+    token.__exit__(None, None, None)
+
+
+if _NP_ERRSTATE is not None:  # (the common case: the context variable's own methods,
+    # called directly, no Python frame around them: this runs twice per op)
+    quiet_numpy = functools.partial(_NP_ERRSTATE.set, _QUIET)
+    loud_numpy = _NP_ERRSTATE.reset

@@ -28,7 +28,9 @@ with hooks anywhere in its tree runs eagerly (the hooks are Python the program w
 not run); so does a call inside another capture (that capture records its ops). A
 call under ``no_grad`` or with nothing requiring grad replays the forward alone.
 """
+import builtins
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 
@@ -45,7 +47,8 @@ from .partition import partition
 __all__ = ["CompiledModule"]
 
 _OWN = ("_orig_mod", "_fwd", "_joint", "_eager_calls", "_node_calls", "_bwd_replays",
-        "_last_joint", "_warned", "_ops", "_draws")
+        "_last_joint", "_warned", "_ops", "_draws", "_tree")
+_dict_of = object.__getattribute__
 
 _EAGER = object()     # the joint says: run this call eagerly
 _CAPTURED = object()  # the joint captured (and put the state back): call it again
@@ -167,6 +170,8 @@ class CompiledModule(Module):
         d["_warned"] = False
         d["_ops"] = {}
         d["_draws"] = False  # a program of the joint draws: each call keeps the state
+        d["_tree"] = None    # (a check that the module tree is as when walked, its
+        #                      trainable parameters then): _refresh_tree
 
     # ------------------------------------------------------------ behaving as the module
     def __getattribute__(self, name):
@@ -215,17 +220,18 @@ class CompiledModule(Module):
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
-        m = self._orig_mod
-        d = self.__dict__
-        params = _trainable(m)
+        d = _dict_of(self, "__dict__")  # (not through __getattribute__: a Python frame)
+        m = d["_orig_mod"]
+        tree = d["_tree"]
+        params = tree[1] if tree is not None and tree[0]() else _refresh_tree(d, m)
         if params is None or capturing() is not None:  # (hooks in the tree)
             d["_eager_calls"] += 1
             return m(*args, **kwargs)
         tensors = _tensors(args, kwargs)
         if not is_grad_enabled() or not (params or any(t.requires_grad for t in tensors)):
             d["_last_joint"] = False
-            return self._fwd(*args, **kwargs)
-        joint = self._joint
+            return d["_fwd"](*args, **kwargs)
+        joint = d["_joint"]
         rng = raw_rng_state() if d["_draws"] else None
         r = joint(*args, **kwargs)  # (_EAGER, never running the forward, if it cannot replay)
         if r is _CAPTURED:  # (the capture put the state back: now the replay)
@@ -245,13 +251,18 @@ class CompiledModule(Module):
         saves = prog.__dict__.get("node_saves")
         if saves is None or len(saves[0]) != len(tensors) + len(params):
             saves = prog.node_saves = _node_saves(prog, args, kwargs, params)
-        op = self._node_op(len(tensors), len(params), nout, saves)
+        key = (len(tensors), len(params), nout, saves)
+        op = d["_ops"].get(key)
+        if op is None:
+            op = self._node_op(*key)
         call = _Call(arrays[:nout] if nout > 1 else arrays[0], prog, args, kwargs, tensors,
                      rng)
         res = bind(op, *tensors, *params, call=call)
         node = (res if nout == 1 else res[0])._node
         if node is not None:  # the saved values, let go with the node's (see Node.inputs)
             node.inputs = arrays[nout:]
+        if prog.spec == "T":
+            return res
         return _unflatten(prog.spec, iter((res,) if nout == 1 else res))
 
     def _node_op(self, n_in, n_params, nout, saves):
@@ -438,3 +449,61 @@ def _trainable(m):
         stack.extend(c for c in reversed(sub._modules.values()) if c is not None)
     return out
 
+
+
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_STORES = ("_parameters", "_modules")
+
+
+def _refresh_tree(d, m):
+    """``_trainable(m)``, and in ``d["_tree"]`` a generated check that the tree is
+    as it was then (each module's parameter and submodule dicts, their entries, no
+    hooks, each parameter's ``requires_grad``) with that result: a call checks the
+    tree in one function instead of walking it."""
+    params = _trainable(m)
+    d["_tree"] = None if params is None else (_tree_checker(m), params)
+    return params
+
+
+def _tree_checker(m):
+    glb = {}
+
+    def const(obj):
+        name = f"O{len(glb)}"
+        glb[name] = obj
+        return name
+    lines = ["def ok():", "    try:"]
+    seen, stack, ps = set(), [m], []
+    while stack:
+        sub = stack.pop()
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        dd = getattr(sub, "__dict__", None)
+        if type(dd) is not dict or not all(type(dd.get(k)) in (dict, OrderedDict)
+                                           for k in _HOOKS + _STORES):
+            return _never
+        dn = const(dd)
+        for k in _STORES:
+            store = dd[k]
+            sn = const(store)
+            lines.append(f"        if {dn}[{k!r}] is not {sn} or len({sn}) != {len(store)}:"
+                         f" return False")
+            for name, v in store.items():
+                lines.append(f"        if {sn}[{const(name)}] is not {const(v)}: return False")
+                if k == "_parameters" and v is not None:
+                    ps.append(v)
+        lines.append("        if " + " or ".join(f"{dn}[{k!r}]" for k in _HOOKS) +
+                     ": return False")
+        stack.extend(c for c in reversed(dd["_modules"].values()) if c is not None)
+    for p in {id(p): p for p in ps}.values():
+        lines.append(f"        if {const(p)}.requires_grad is not {p.requires_grad}: "
+                     f"return False")
+    lines += ["    except (KeyError, AttributeError):", "        return False",
+              "    return True"]
+    exec(builtins.compile("\n".join(lines) + "\n", "<tg.compile module tree>", "exec"), glb)
+    return glb["ok"]
+
+
+def _never():
+    return False

@@ -2,8 +2,9 @@
 import functools
 
 from ..devices import xp_of
+from ..dispatch import observing
 from ..fusion.update import Update
-from ..tensor import buffer
+from ..tensor import buffer, mark_written
 from .optimizer import Optimizer, required
 
 __all__ = ["SGD"]
@@ -37,9 +38,29 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize))
 
+    def step(self, closure=None):
+        """``Optimizer.step``, with each group's options read and its fused kernel
+        chosen once for all its parameters (plain SGD: no state per parameter)."""
+        if closure is not None or observing():
+            return super().step(closure)
+        for group in self.param_groups:
+            if group["momentum"] != 0:  # (a momentum buffer per parameter)
+                _step_each(self, group)
+                continue
+            wd = group["weight_decay"]
+            kern = _fused(wd != 0, group["maximize"], False, group["nesterov"])
+            neg_lr = -group["lr"]
+            for p in group["params"]:
+                g = p.grad
+                if g is not None:
+                    x, gd = buffer(p), buffer(g)
+                    if not kern(x, gd, neg_lr, wd, 0.0, 1.0, 0):
+                        self._numpy_update(x, gd, group, None, False)
+                    mark_written(p)
+        return None
+
     def _update(self, p, g, group):
         x = buffer(p)
-        xp = xp_of(x)
         lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
         buf, first = None, False
         if momentum != 0:
@@ -54,6 +75,12 @@ class SGD(Optimizer):
         elif kern(x, g, buf, -lr, wd, 0.0 if first else momentum,
                   1.0 if first else 1 - group["dampening"], momentum):
             return
+        self._numpy_update(x, g, group, buf, first)
+
+    def _numpy_update(self, x, g, group, buf, first):
+        """The update of buffer ``x`` with NumPy's (or CuPy's) ufuncs into scratch."""
+        xp = xp_of(x)
+        lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
         t = self._tmp(0, x)
         d = g
         if wd != 0:
@@ -86,6 +113,14 @@ class SGD(Optimizer):
                 d = buf
         xp.multiply(d, -lr, out=t)
         xp.add(x, t, out=x)
+
+
+def _step_each(opt, group):
+    for p in group["params"]:
+        g = p.grad
+        if g is not None:
+            opt._update(p, buffer(g), group)
+            mark_written(p)
 
 
 @functools.lru_cache(maxsize=None)

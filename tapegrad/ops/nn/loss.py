@@ -158,12 +158,11 @@ def _weighted_nll(name, logp, target, weight, ignore_index, reduction, label_smo
         denom = float(denom)
     if reduction == "none":
         return -_sum(logp * M, dim=1 if len(logp.shape) > 1 else 0)
+    if reduction == "mean":  # -s / d as s / -d: one op fewer, the same rounding; all
+        return _sum(logp * M) / -denom  # targets ignored: nan (quietly), as PyTorch
     total = -_sum(logp * M)
     if reduction == "sum":
         return total
-    if reduction == "mean":
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return total / denom  # all targets ignored: nan, as PyTorch
     return _reduce(name, total, reduction)
 
 
