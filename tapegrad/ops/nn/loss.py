@@ -17,7 +17,9 @@ import numpy as np
 
 from ..._util import broadcast_shapes, dtype_kind, op_error, require_floating
 from ...devices import xp_of
+from ...dispatch import bind
 from ...dtypes import get_default_dtype as tg_float, is_float as _isf
+from ...ops_registry.opdef import OpDef, validate
 from ...tape import state as _state
 from ...tensor import Tensor, wrap
 from .._decl import Sample, TensorSpec, composite, rand, rand as _rand
@@ -41,7 +43,7 @@ from ..indexing import gather
 from ..reduce import mean, sum as _sum
 from ..shape import movedim, unsqueeze
 from ._common import np_dtype, raw, torch_functional as _torch, whole
-from .activation import log_softmax
+from .activation import _log_softmax_kernel, _softmax_kernel, log_softmax, softmax
 from .affine import linear
 from .distance import pairwise_distance
 from .sparse import one_hot
@@ -174,6 +176,80 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _weighted_nll("nll_loss", input, target, weight, ignore_index, reduction, 0.0)
 
 
+# ---------------------------------------------------------------- the one-node cross-entropy
+# The common call (a batch of logits (N, C) on the CPU in float32/float64, int64 or uint8
+# class indices, no weights, no label smoothing, the mean or the sum), run eagerly with
+# nothing observing (no capture, vmap or forward mode): one node whose kernel is a
+# log-softmax row pass and a pick, and whose vjp is ``(softmax - onehot) * g / n``,
+# instead of four op calls and their four adjoints (most of a small classifier's step).
+# Its vjp on Tensors (a higher-order gradient) is made of recorded ops.
+def _xent_kernel(x, target, rows, picked, denom, mean):
+    logp = _log_softmax_kernel(x, 1, out=np.empty_like(x))
+    s = logp[rows, picked].sum()
+    out = np.empty((), x.dtype)
+    np.divide(s, -denom, out=out) if mean else np.negative(s, out=out)
+    return out
+
+
+def _xent_vjp(ctx, g):
+    x = ctx.inputs[0]
+    a = ctx.attrs
+    rows, picked, scale = a["rows"], a["picked"], (a["denom"] if a["mean"] else 1.0)
+    # (rows whose target is ignored get zeros, also when all are: PyTorch's gradient
+    # there is 0 though the mean is nan)
+    if isinstance(g, Tensor):  # recorded: softmax and products that differentiate again
+        onehot = np.zeros(tuple(x.shape), np_dtype(x))
+        onehot[rows, picked] = 1
+        gx = (softmax(x, 1) - wrap(onehot)) * (g / scale)
+        if len(rows) != x.shape[0]:
+            keep = np.zeros((x.shape[0], 1), bool)
+            keep[rows] = True
+            gx = where(wrap(keep), gx, 0.0)
+        return (gx, None)
+    p = _softmax_kernel(x, 1, out=np.empty_like(x))
+    p[rows, picked] -= 1
+    p *= g / scale
+    if len(rows) != x.shape[0]:
+        ignored = np.ones(x.shape[0], bool)
+        ignored[rows] = False
+        p[ignored] = 0
+    return (p, None)
+
+
+_XENT = OpDef(name="nll_loss", kernel=_xent_kernel, infer=lambda *s, **k: None,
+              infer_first=False, args=("input", "target"), vjp=_xent_vjp, saves=("input",),
+              samples=lambda dtype=None: [])
+validate(_XENT)
+_XENT.fast = False  # (the general path: an integer target beside a float input)
+_XENT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _one_node_xent(input, target, ignore_index, reduction):
+    """The one-node cross-entropy's result, or None where the call is not its case."""
+    st = _state
+    if st.observers or st._dual or st.autocast is not None or type(target) is not Tensor \
+            or input._vlevel is not None or target._vlevel is not None:
+        return None
+    x, t = input._data, target._data
+    if type(x) is not np.ndarray or type(t) is not np.ndarray or x.ndim != 2 or \
+            x.dtype not in _XENT_DTYPES or t.dtype not in _INDEX_DTYPES or \
+            t.shape != (x.shape[0],) or x.size == 0:
+        return None
+    C = x.shape[1]
+    valid = t != ignore_index
+    if bool(valid.all()):
+        rows, picked = np.arange(t.shape[0]), t
+    else:
+        rows = np.nonzero(valid)[0]
+        picked = t[rows]
+    if picked.size and (int(picked.min()) < 0 or int(picked.max()) >= C):
+        bad = picked[(picked < 0) | (picked >= C)]
+        raise op_error("cross_entropy", f"target {int(bad[0])} is out of bounds for {C} classes",
+                       IndexError)
+    return bind(_XENT, input, target, rows=rows, picked=picked, denom=float(picked.size),
+                mean=reduction == "mean")
+
+
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """``nll_loss(log_softmax(input, 1), target)`` for class indices, or
@@ -190,6 +266,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise op_error("cross_entropy", "input must have at least 1 dim (the classes)",
                        RuntimeError)
     require_floating("cross_entropy", input)
+    if weight is None and not label_smoothing and (reduction == "mean" or reduction == "sum"):
+        loss = _one_node_xent(input, target, ignore_index, reduction)
+        if loss is not None:
+            return loss
     cdim = 1 if len(input.shape) > 1 else 0
     logp = log_softmax(input, dim=cdim)
     if dtype_kind(target) == "f":
