@@ -14,7 +14,8 @@ values nothing outside reads never stored. Members:
   divide/negative) whose inputs are full, per-row, per-column, repeating or single
   values, and whose result is full or per-row;
 - ``sum``/``mean`` over the last axis with ``keepdim`` and ``sum_to`` the per-row
-  shape (a scalar per row, added in float64), ``sum_to`` the per-column shape
+  shape (a scalar per row, added in the value's dtype, in vector lanes as a
+  BLAS GEMV adds), ``sum_to`` the per-column shape
   (float64 partial sums per chunk of rows, added in chunk order);
 - ``softmax`` over the last axis; ``broadcast_to`` of a per-row value to the full
   shape (read as the row's scalar).
@@ -351,10 +352,10 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
                 local[o] = f"y{o}"
                 cur().made.add(o)
             elif role in ("rsum", "rmean"):
-                cur().pre.append(f"q{o} = 0.0")
+                cur().pre.append(f"q{o} = _zero")
                 cur().body.append(f"q{o} += {read(st.ins[0])}")
-                div = f" / {C}" if role == "rmean" else ""
-                cur().post.append(f"x{o} = {tname}(q{o}{div})")
+                div = f" / {lit(C)}" if role == "rmean" else ""
+                cur().post.append(f"x{o} = q{o}{div}")
                 cur().pending.add(o)
                 scalar[o] = f"x{o}"
             elif role == "csum":
@@ -369,16 +370,16 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
                     scratch.append(f"s{o} = np.empty({C}, {tname})")
                 lp = cur()
                 lp.pre.append(f"m{o} = {src[:-2]}0]")
-                lp.body.append(f"m{o} = max(m{o}, {src})")
+                lp.body.append(f"m{o} = {src} if {src} > m{o} else m{o}")
                 loops.append(_Loop())
                 lp = cur()
-                lp.pre.append(f"q{o} = 0.0")
+                lp.pre.append(f"q{o} = _zero")
                 used_ops.add("exp")
                 ex = codegen_numba._expr(E.unary("exp", E.var("__x")), [f"d{o}"],
                                          use_approx, tname)
                 lp.body += [f"d{o} = {src} - m{o}", f"e{o} = {ex}", f"{dst}j] = e{o}",
                             f"q{o} += e{o}"]
-                lp.post.append(f"r{o} = {tname}(1.0 / q{o})")
+                lp.post.append(f"r{o} = _one / q{o}")
                 loops.append(_Loop())
                 cur().body.append(f"{dst}j] = {dst}j] * r{o}")
                 loops.append(_Loop())
