@@ -244,6 +244,7 @@ SAME_NAME = """acosh arccosh asinh arcsinh atanh arctanh addcdiv addcmul copysig
 rad2deg erfc float_power frac hypot lerp logaddexp2 logit nan_to_num positive sgn xlogy
 sinc heaviside ldexp signbit nextafter gcd lcm bitwise_left_shift bitwise_right_shift
 isposinf isneginf isreal isclose fmax fmin aminmax dist nansum nanmean median nanmedian
+quantile nanquantile
 kthvalue msort count_nonzero logcumsumexp cumsum cumprod t mm narrow clamp clip
 clamp_min clamp_max fix trunc exp2 expm1 diagonal diag tril triu roll flip fliplr flipud
 repeat_interleave tile gather scatter scatter_add index_select masked_fill masked_select

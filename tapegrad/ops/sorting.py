@@ -1,8 +1,9 @@
 """Sorting and order statistics: ``sort``, ``argsort``, ``topk``, ``unique`` and
 ``unique_consecutive`` (NumPy kernels, no gradient for the indices), ``msort``,
 ``median``/``nanmedian``, ``kthvalue``, ``mode`` (composites: the index found on the raw
-values, the value gathered, so the value's gradient goes to that index), and the
-searches ``searchsorted``/``bucketize`` (no gradient)."""
+values, the value gathered, so the value's gradient goes to that index),
+``quantile``/``nanquantile`` (the sorted values gathered at the two ranks around each
+quantile and blended), and the searches ``searchsorted``/``bucketize`` (no gradient)."""
 from collections import namedtuple, namedtuple as _namedtuple
 
 import numpy as np
@@ -18,7 +19,7 @@ from .indexing import _CHUNK, _compress_into, _raw, _scatter_back_vjp, take_alon
 from .reduce import _cum_mode_result, _distinct_entries
 
 __all__ = ["median", "nanmedian", "kthvalue", "msort", "mode", "unique_consecutive", "bucketize",
-           "searchsorted", "unique", "sort", "argsort", "topk"]
+           "searchsorted", "unique", "sort", "argsort", "topk", "quantile", "nanquantile"]
 
 
 # ---------------------------------------------------------------- unique
@@ -451,6 +452,111 @@ def kthvalue(input, k, dim=-1, keepdim=False):
 decl(kthvalue, lambda dtype=np.float64: [S(_distinct_entries((3, 4), dtype), 2),
                                          S(_distinct_entries((3, 4), dtype, 1), 3, 0, True)],
      nout=2, errors=lambda: [((rand((3, 4)), 9), {}, IndexError)])
+
+
+_QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile_qs(name, input, q):
+    """The quantiles as Python floats, and whether ``q`` was a 1-D tensor (a leading
+    dim in the result)."""
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise op_error(name, f"{name}() q must be a scalar or 1D tensor", RuntimeError)
+        if q.dtype != input.dtype:
+            raise op_error(name, f"{name}() q tensor must be same dtype as the input tensor",
+                           RuntimeError)
+        qs, listed = [float(v) for v in np.ravel(q.detach().numpy())], q.ndim == 1
+    elif isinstance(q, (int, float, np.floating, np.integer)) and not isinstance(q, bool):
+        qs, listed = [float(q)], False
+    else:
+        raise op_error(name, f"q must be a float or a Tensor, got {type(q).__name__}", TypeError)
+    for v in qs:
+        if not 0.0 <= v <= 1.0:
+            raise op_error(name, f"{name}() q must be in the range [0, 1] but got {v}",
+                           RuntimeError)
+    return qs, listed
+
+
+def _quantile(name, input, q, dim, keepdim, interpolation, ignore_nan):
+    if not isinstance(input, Tensor):
+        raise op_error(name, f"input must be a Tensor, got {type(input).__name__}", TypeError)
+    if input.dtype not in (_dt.float32, _dt.float64):
+        raise op_error(name, f"{name}() input tensor must be either float or double dtype",
+                       RuntimeError)
+    if interpolation not in _QUANTILE_MODES:
+        raise op_error(name, f"{name}() interpolation must be one of linear, lower, higher, "
+                             f"midpoint or nearest, but got {interpolation}", RuntimeError)
+    qs, listed = _quantile_qs(name, input, q)
+    if input.numel() == 0:
+        raise op_error(name, f"{name}() input tensor must be non-empty", RuntimeError)
+    if dim is None:
+        x, d = SH.reshape(input, (-1,)), 0
+        kept = (1,) * input.ndim
+    else:
+        d = normalize_dim(name, dim, input.ndim)
+        x = SH.reshape(input, (1,)) if input.ndim == 0 else input
+        kept = tuple(1 if i == d else n for i, n in enumerate(input.shape))
+    v = sort(x, d)[0]                                   # NaNs sort last
+    valid = R.sum(~E.isnan(x), d, True)                 # the non-NaN count of each slice
+    n = x.shape[d]
+    count = valid if ignore_nan else C.full_like(valid, n)
+    last = E.maximum(count - 1, 0).to(x.dtype)
+    outs = []
+    for qv in qs:
+        rank = last * qv
+        if interpolation == "nearest":
+            rank = E.round(rank)
+        below = E.floor(rank) if interpolation != "higher" else E.ceil(rank)
+        above = E.ceil(rank) if interpolation != "lower" else below
+        lo = I.gather(v, d, below.long())
+        hi = I.gather(v, d, above.long())
+        if interpolation in ("linear", "midpoint"):
+            w = rank - below if interpolation == "linear" else E.ceil(rank - below) * 0.5
+            # PyTorch's lerp, from whichever end is nearer (so infinities blend as its)
+            out = E.where(w < 0.5, lo + w * (hi - lo), hi - (hi - lo) * (1 - w))
+        else:
+            out = lo
+        missing = (count == 0) if ignore_nan else (valid < n)
+        outs.append(E.where(missing, float("nan"), out))
+    shape = kept if keepdim else () if dim is None else kept[:d] + kept[d + 1:]
+    outs = [SH.reshape(o, shape) for o in outs]
+    return SH.stack(outs, 0) if listed else outs[0]
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
+    """The ``q``-th quantiles of ``input`` along ``dim`` (all of it when None), as
+    ``torch.quantile``: ``q`` a float or a 1-D tensor (a leading dim in the result);
+    ``interpolation`` between the two nearest ranks: linear, lower, higher, midpoint or
+    nearest. A slice with a NaN gives NaN."""
+    if out is not None:
+        raise op_error("quantile", "out= is not supported", TypeError)
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
+    """``quantile`` ignoring NaNs (a slice of NaNs only gives NaN)."""
+    if out is not None:
+        raise op_error("nanquantile", "out= is not supported", TypeError)
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
+def _quantile_samples(dtype=np.float64):
+    return [S(_distinct_entries((3, 5), dtype, 1), 0.3, 1),
+            S(_distinct_entries((4, 3), dtype, 2), 0.5, 0, True, interpolation="midpoint"),
+            S(_distinct_entries((2, 5), dtype, 3), 0.75, interpolation="lower"),
+            S(_distinct_entries((5,), dtype, 4), 0.6, -1, interpolation="nearest")]
+
+
+def _quantile_errors():
+    return [((rand((3, 4)), 1.5), {}, RuntimeError),
+            ((rand((3, 4)), 0.5), {"interpolation": "cubic"}, RuntimeError),
+            ((rand((3, 4)), 0.5, 2), {}, IndexError),
+            ((np.ones((3, 4), np.int64), 0.5), {}, RuntimeError)]
+
+
+for _f in (quantile, nanquantile):
+    decl(_f, _quantile_samples, errors=_quantile_errors)
 
 
 def msort(input):

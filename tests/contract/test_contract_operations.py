@@ -335,3 +335,39 @@ def test_singular_value_norms_differentiate_as_torch():
         torch.linalg.matrix_norm(t, ord).sum().backward()
         tg.linalg.matrix_norm(x, ord).sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+QN = np.random.default_rng(0).standard_normal((3, 5, 4))
+QN[1, 2, 0] = np.nan
+QN[2, :, 3] = np.nan
+
+
+@pytest.mark.parametrize("name", ["quantile", "nanquantile"])
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+def test_quantiles_as_torch(name, interpolation):
+    for q in (0.3, [0.0, 0.5, 1.0]):
+        for dim, keepdim in [(None, False), (None, True), (1, False), (-1, True)]:
+            same(lambda M: getattr(M, name)(
+                M.tensor(QN), M.tensor(q, dtype=M.float64) if isinstance(q, list) else q,
+                dim=dim, keepdim=keepdim, interpolation=interpolation), rtol=1e-12)
+
+
+def _quantile_grad(M):
+    x = M.tensor(QN[0], requires_grad=True)
+    x.quantile(M.tensor([0.25, 0.7], dtype=M.float64), dim=1).sum().backward()
+    return x.grad
+
+
+@_cases(
+    gradient=_quantile_grad,
+    integer_input=lambda M: M.quantile(M.tensor([1, 2]), 0.5),
+    q_out_of_range=lambda M: M.quantile(M.tensor(QN), 1.5),
+    q_matrix=lambda M: M.quantile(M.tensor(QN), M.tensor([[0.5]], dtype=M.float64)),
+    q_other_dtype=lambda M: M.quantile(M.tensor(QN), M.tensor([0.5])),
+    bad_interpolation=lambda M: M.quantile(M.tensor(QN), 0.5, interpolation="cubic"),
+    empty=lambda M: M.quantile(M.zeros(0), 0.5),
+    zero_d=lambda M: M.quantile(M.tensor(3.0), M.tensor([0.2, 0.5]), keepdim=True),
+    infinities=lambda M: M.nanquantile(M.tensor([[np.nan, -np.inf, 1.0, 2.0]]), 0.25, dim=1),
+)
+def test_quantile_edges_as_torch(case):
+    same(case)

@@ -27,6 +27,7 @@ def extend(VALID, A, U, I, B, Raw, DT):  # noqa: E741 (the sweep's helper names)
         "nansum": ((A(3, 4),), {"dim": 1}), "nanmean": ((A(3, 4),), {"dim": 1}),
         "median": ((A(3, 4),), {"dim": 1}), "nanmedian": ((A(3, 4),), {"dim": 1}),
         "kthvalue": ((A(3, 4), 2), {"dim": 1}), "msort": ((A(3, 4),), {}),
+        "quantile": ((A(3, 4), 0.25), {"dim": 1}), "nanquantile": ((A(3, 4), 0.25), {"dim": 1}),
         "std_mean": ((A(3, 4),), {"dim": 1}), "var_mean": ((A(3, 4),), {"dim": 1}),
         "count_nonzero": ((A(3, 4),), {"dim": 1}), "logcumsumexp": ((A(3, 4), 1), {}),
     })
