@@ -33,8 +33,13 @@ S. L. Moshier; the exp polynomial is a minimax fit):
   on the sign bit), else 1: one division, no overflow, and denormal results for
   ``x < -87`` stay accurate.
 - softplus: ``max(x, 0) + log1p(exp(-|x|))`` from the two helpers above (no overflow).
-- erf: odd polynomial for ``|x| <= 1``; else ``1 - exp(-x*x) / |x| * P(1/x^2)``
-  (Cephes' erfcf split), saturating to +-1 at ``|x| >= 4``.
+- erf: ``x + x T(x**2)`` below ``|x| = 0.921875``; above, ``1 - exp(L(|x|))`` with
+  ``L`` a degree-6 polynomial fitted to ``log(erfc)`` on ``[0.921875, 4]`` (weighted
+  by ``erfc``, the error it makes in the result), ``|x|`` clamped to 4, where erf
+  rounds to 1; the sign by one blend. Both branches are computed and one selected:
+  no division, a third fewer operations than Cephes' erfcf split with its two
+  rational tails (1.13 ulp at most, on every 13th float32 in ``[0, 5]``). The coefficients are
+  minimax (Lawson) fits of relative error in float64, rounded to float32.
 
 Float64 kernels keep libm (``np.exp`` & co.), which is already correctly rounded to
 within an ulp. ``HELPERS`` maps IR op -> (helper name, helpers it needs).
@@ -192,40 +197,29 @@ def _softplus_f32(x):
 
 @_helper
 def _erf_f32(x):
+    # |x| < 0.921875: x + x T(x**2); above: 1 - exp(L(|x|)), L ~ log(erfc) on
+    # [0.921875, 4] (erf rounds to 1 from 3.92 on), with x's sign. Both branches
+    # are computed (no division) and one is selected; NaN passes through both
     a = np.abs(x)
     z = x * x
-    p = np.float32(7.853861353153693e-5)
-    p = p * z - np.float32(8.010193625184903e-4)
-    p = p * z + np.float32(5.188327685732524e-3)
-    p = p * z - np.float32(2.685381193529856e-2)
-    p = p * z + np.float32(1.128358514861418e-1)
-    p = p * z - np.float32(3.761262582423300e-1)
-    p = p * z + np.float32(1.128379165726710e+0)
-    small = p * x
-    q = _F1 / a
-    w = q * q
-    r1 = np.float32(2.326819970068386e-2)
-    r1 = r1 * w - np.float32(1.387039388740657e-1)
-    r1 = r1 * w + np.float32(3.687424674597105e-1)
-    r1 = r1 * w - np.float32(5.824733027278666e-1)
-    r1 = r1 * w + np.float32(6.210004621745983e-1)
-    r1 = r1 * w - np.float32(4.944515323274145e-1)
-    r1 = r1 * w + np.float32(3.404879937665872e-1)
-    r1 = r1 * w - np.float32(2.741127028184656e-1)
-    r1 = r1 * w + np.float32(5.638259427386472e-1)
-    r2 = np.float32(-1.047766399936249e+1)
-    r2 = r2 * w + np.float32(1.297719955372516e+1)
-    r2 = r2 * w - np.float32(7.495518717768503e+0)
-    r2 = r2 * w + np.float32(2.921019019210786e+0)
-    r2 = r2 * w - np.float32(1.015265279202700e+0)
-    r2 = r2 * w + np.float32(4.218463358204948e-1)
-    r2 = r2 * w - np.float32(2.820767439740514e-1)
-    r2 = r2 * w + np.float32(5.641895067754075e-1)
-    r = r1 if a < _F2 else r2
-    big = _F1 - _expneg_f32(-z) * q * r
-    big = _F1 if a >= np.float32(4.0) else big
-    big = big if x >= _F0 else -big
-    return x if x != x else (small if a <= _F1 else big)
+    p = np.float32(-0.0005990856443531811)
+    p = p * z + np.float32(0.0049931807443499565)
+    p = p * z - np.float32(0.026766616851091385)
+    p = p * z + np.float32(0.1128181591629982)
+    p = p * z - np.float32(0.37612494826316833)
+    p = p * z + np.float32(0.12837915122509003)
+    small = p * x + x
+    t = np.float32(4.0) if a > np.float32(4.0) else a
+    q = np.float32(0.00019572160090319812)
+    q = q * t - np.float32(0.003041102085262537)
+    q = q * t + np.float32(0.0222184881567955)
+    q = q * t - np.float32(0.10391410440206528)
+    q = q * t - np.float32(0.6372022032737732)
+    q = q * t - np.float32(1.1276637315750122)
+    q = q * t - np.float32(0.00019854253332596272)
+    big = _F1 - _expneg_f32(q)
+    big = _f32_select_sign(x, -big, big)
+    return small if a < np.float32(0.921875) else big
 '''
 
 # op -> (helper function, helpers it calls)
