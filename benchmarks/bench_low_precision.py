@@ -14,8 +14,10 @@ milliseconds; the ratio columns come from the medians: tapegrad over PyTorch, an
 tapegrad's half-width time over its own float32 time (the targets: at most 1.3x for
 GEMM and conv, at most 0.7x for the fused chain on 4M elements and no more than 1x
 on 1M). The chain rows: tapegrad's @tg.fuse (one kernel) and eager ops against
-PyTorch's eager ops. ``--clock cpu`` times the process's CPU time (all threads)
-instead of wall time: steadier on a loaded machine, for relative comparisons.
+PyTorch's eager ops; ``gelu(x)*x+1`` is bound by arithmetic (erf), ``x*2+1`` by the
+bytes moved, where half width halves them. ``--clock cpu`` times the process's CPU
+time (all threads) instead of wall time: steadier on a loaded machine, for relative
+comparisons.
 ``--only`` keeps the cases whose name contains the substring (their float32 row
 is kept for the ratio).
 """
@@ -55,8 +57,15 @@ def _cases(n, lib):
     def chain(x):  # one half-width kernel in bfloat16/float16 (fusion/codegen_numba.py)
         return tg.nn.functional.gelu(x) * x + 1.0
 
+    @tg.fuse
+    def affine(x):  # memory-bound: two flops an element, its time is the bytes moved
+        return x * 2.0 + 1.0
+
     def eager(v):
         return F.gelu(v) * v + 1.0
+
+    def eager_affine(v):
+        return v * 2.0 + 1.0
     cases = {}
     for dt in DTYPES:
         def t(arr, dt=dt):
@@ -67,8 +76,11 @@ def _cases(n, lib):
             lambda tx=tx, tw=tw: F.conv2d(tx, tw, padding=1))
         for v, size in ((v4, "4M"), (v1, "1M")):
             # PyTorch's row: its eager ops (it has no hand-fused form)
+            tv = t(v)
             cases[f"chain gelu(x)*x+1 fused ({size}) {dt}"] = (
-                lambda tv=t(v): chain(tv) if lib == "tg" else eager(tv))
+                lambda tv=tv: chain(tv) if lib == "tg" else eager(tv))
+            cases[f"chain x*2+1 fused ({size}) {dt}"] = (
+                lambda tv=tv: affine(tv) if lib == "tg" else eager_affine(tv))
         cases[f"chain gelu(x)*x+1 eager (4M) {dt}"] = lambda tv=t(v4): eager(tv)
     for amp in (False, True):
         name = "MLP step 256x512-1024-10 " + ("autocast bf16" if amp else "float32")
