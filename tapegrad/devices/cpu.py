@@ -483,7 +483,10 @@ def jit_helpers():
 
     def _bf16_store(b, u):
         # nearest-even: add 0x7fff plus the lowest kept bit, keep the top half; a NaN
-        # keeps its top half with the quiet bit set (rounding could make it an inf)
+        # keeps its top half with the quiet bit set (rounding could make it an inf).
+        # Not LLVM's ``fptrunc float to bfloat``: with AVX512-BF16 it lowers to
+        # vcvtneps2bf16, which flushes float32 subnormals to zero (and is slower than
+        # these integer lanes on Zen 4)
         top = b.lshr(u, _c(16))
         r = b.lshr(b.add(b.add(u, _c(0x7FFF)), b.and_(top, _c(1))), _c(16))
         x = b.bitcast(u, f32)
