@@ -300,7 +300,7 @@ _helpers = {}
 _MAGIC_BITS = 0x4B400000  # bits of 1.5 * 2**23: t = x + that rounds x to an integer k
 # bump when an intrinsic below changes: generated kernels embed it in their source, so
 # Numba's disk cache (keyed by the source file) does not serve stale machine code
-HELPERS_VERSION = 6
+HELPERS_VERSION = 7
 
 
 def native_half():
@@ -482,15 +482,17 @@ def jit_helpers():
         return b.bitcast(b.shl(h, _c(16)), f32)
 
     def _bf16_store(b, u):
-        # nearest-even: add 0x7fff plus the lowest kept bit, keep the top half; a NaN
-        # keeps its top half with the quiet bit set (rounding could make it an inf).
-        # Not LLVM's ``fptrunc float to bfloat``: with AVX512-BF16 it lowers to
-        # vcvtneps2bf16, which flushes float32 subnormals to zero (and is slower than
-        # these integer lanes on Zen 4)
-        top = b.lshr(u, _c(16))
-        r = b.lshr(b.add(b.add(u, _c(0x7FFF)), b.and_(top, _c(1))), _c(16))
+        # nearest-even: add 0x8000 where the lowest kept bit is set, else 0x7fff (a
+        # bit test and a blend: no shift), keep the top half; a NaN keeps its top half
+        # with the quiet bit set (rounding could make it an inf). Not LLVM's
+        # ``fptrunc float to bfloat``: with AVX512-BF16 it lowers to vcvtneps2bf16,
+        # which flushes float32 subnormals to zero (and is slower than these integer
+        # lanes on Zen 4)
+        odd = b.icmp_unsigned("!=", b.and_(u, _c(0x10000)), _c(0))
+        r = b.add(u, b.select(odd, _c(0x8000), _c(0x7FFF)))
         x = b.bitcast(u, f32)
-        return b.select(b.fcmp_unordered("uno", x, x), b.or_(top, _c(0x40)), r)
+        r = b.select(b.fcmp_unordered("uno", x, x), b.or_(u, _c(0x400000)), r)
+        return b.lshr(r, _c(16))
 
     def _f16_load(b, h):
         # exponent and mantissa moved into float32's fields and rebiased; infinities
