@@ -348,7 +348,9 @@ def jit_helpers():
     loads and stores of fused kernels, on the 16 bits of a bfloat16 or float16 element
     held as uint16 (``bf16_load``/``f16_load``: uint16 -> float32, exact;
     ``bf16_store``/``f16_store``: float32 -> uint16, rounded to nearest-even, infinities
-    kept, NaN stays a (quiet) NaN with its sign), all on 32-bit integer lanes with
+    kept, NaN stays a (quiet) NaN with its sign; ``bf16_load_lo``/``bf16_load_hi``/
+    ``bf16_store_pair``: the same on two bfloat16 elements held in one uint32, the
+    first in its low half), all on 32-bit integer lanes with
     selects, no branch, so a kernel's loop still vectorises (float16 through LLVM's
     ``half`` where the CPU converts it in hardware, ``native_half``; the integer
     versions stay reachable as ``f16_load_int``/``f16_store_int``).
@@ -481,18 +483,43 @@ def jit_helpers():
     def _bf16_load(b, h):  # the bfloat16 bits are the float32's top half
         return b.bitcast(b.shl(h, _c(16)), f32)
 
-    def _bf16_store(b, u):
-        # nearest-even: add 0x8000 where the lowest kept bit is set, else 0x7fff (a
-        # bit test and a blend: no shift), keep the top half; a NaN keeps its top half
-        # with the quiet bit set (rounding could make it an inf). Not LLVM's
+    def _bf16_round(b, u):
+        # nearest-even, the result in the top half: add 0x8000 where the lowest kept
+        # bit is set, else 0x7fff (a bit test and a blend: no shift); a NaN keeps its
+        # top half with the quiet bit set (rounding could make it an inf). Not LLVM's
         # ``fptrunc float to bfloat``: with AVX512-BF16 it lowers to vcvtneps2bf16,
         # which flushes float32 subnormals to zero (and is slower than these integer
         # lanes on Zen 4)
         odd = b.icmp_unsigned("!=", b.and_(u, _c(0x10000)), _c(0))
         r = b.add(u, b.select(odd, _c(0x8000), _c(0x7FFF)))
         x = b.bitcast(u, f32)
-        r = b.select(b.fcmp_unordered("uno", x, x), b.or_(u, _c(0x400000)), r)
-        return b.lshr(r, _c(16))
+        return b.select(b.fcmp_unordered("uno", x, x), b.or_(u, _c(0x400000)), r)
+
+    def _bf16_store(b, u):
+        return b.lshr(_bf16_round(b, u), _c(16))
+
+    # two bfloat16 elements in one uint32 (little-endian: the first in the low half):
+    # a pair is widened by a shift and a mask and packed back by a shift and an or,
+    # with no 16 <-> 32-bit lane conversions
+    @intrinsic
+    def bf16_load_lo(typingctx, w):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(builder.shl(args[0], _c(16)), f32)
+        return types.float32(types.uint32), codegen
+
+    @intrinsic
+    def bf16_load_hi(typingctx, w):
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(builder.and_(args[0], _c(-65536)), f32)
+        return types.float32(types.uint32), codegen
+
+    @intrinsic
+    def bf16_store_pair(typingctx, lo, hi):
+        def codegen(context, b, sig, args):
+            r0 = _bf16_round(b, b.bitcast(args[0], i32))
+            r1 = _bf16_round(b, b.bitcast(args[1], i32))
+            return b.or_(b.lshr(r0, _c(16)), b.and_(r1, _c(-65536)))
+        return types.uint32(types.float32, types.float32), codegen
 
     def _f16_load(b, h):
         # exponent and mantissa moved into float32's fields and rebiased; infinities
@@ -533,6 +560,7 @@ def jit_helpers():
     f16 = (_u16_to_f32(_f16_load_hw), _f32_to_u16(_f16_store_hw)) if native_half() else f16_int
     ns = _types.SimpleNamespace(
         bf16_load=_u16_to_f32(_bf16_load), bf16_store=_f32_to_u16(_bf16_store),
+        bf16_load_lo=bf16_load_lo, bf16_load_hi=bf16_load_hi, bf16_store_pair=bf16_store_pair,
         f16_load=f16[0], f16_store=f16[1], f16_load_int=f16_int[0], f16_store_int=f16_int[1],
         prange=nb.prange, helper=helper, version=HELPERS_VERSION,
         f32_ldexp=_f32_op(2, _ldexp), f32_ldexp_magic=_f32_op(2, _ldexp_magic),

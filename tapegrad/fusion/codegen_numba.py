@@ -34,7 +34,8 @@ _BLOCK = 1024  # elements per float32 partial sum of a reduction kernel
 _STORES = {"bfloat16": ("bf16_load", "bf16_store"), "float16": ("f16_load", "f16_store")}
 
 
-def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=False, store=None):
+def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=False, store=None,
+                  pairs=False):
     """Source of ``kernel`` for IR ``outputs`` over input nodes ``inputs``.
 
     ``pattern[k]`` is ``"f"`` (full, read at i) or ``"s"`` (size one, read at 0), both
@@ -46,6 +47,12 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
     over blocks of ``_BLOCK`` elements (reassociated into vector lanes, so it vectorises)
     and the blocks in float64; its other outputs (``tg.compile``: values of the chain
     used elsewhere) are written as usual.
+    ``pairs`` (bfloat16 only, inputs ``h`` or ``s``, no ``reduce``): every full input
+    and output is a uint32 array of element pairs (the first in the low half) and
+    ``n`` counts pairs; each step widens a pair with a shift and a mask, computes
+    the chain for both and packs the two rounded results (``jit_helpers``'
+    ``bf16_load_lo``/``bf16_load_hi``/``bf16_store_pair``), without the 16 <-> 32-bit
+    lane conversions of the per-element loop.
     """
     if reduce and not outputs:
         raise ValueError("a reduction kernel needs an output to sum")
@@ -57,6 +64,9 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
     load, write = _STORES[store] if store is not None else (None, None)
     if "h" in pattern and load is None:
         raise ValueError("a half-width input (pattern 'h') needs store=")
+    if pairs and (store != "bfloat16" or reduce or not set(pattern) <= {"h", "s"}):
+        raise ValueError("a kernel over pairs stores bfloat16 from inputs of pattern "
+                         "'h' or 's' and does not reduce")
     tname = "np.float32" if f32 else "np.float64"
     order = topo(outputs)
     names, consts, body, hoisted = {}, {}, [], []
@@ -90,8 +100,15 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
             body.append(f"s += {val}")
         else:
             body.append(f"o{j}[i] = _store({val})" if write else f"o{j}[i] = {val}")
+    if pairs:
+        body = _paired(body, len(outputs))
     lines = ["import math as _math", "import numpy as np"]
-    if load is not None:
+    if pairs:
+        from ..devices.cpu import HELPERS_VERSION
+        lines += [f"from tapegrad.devices.cpu import jit_helpers as _jit  # v{HELPERS_VERSION}",
+                  "_lo, _hi, _pair = _jit().bf16_load_lo, _jit().bf16_load_hi, "
+                  "_jit().bf16_store_pair"]
+    elif load is not None:
         from ..devices.cpu import HELPERS_VERSION, native_half
         tag = f"v{HELPERS_VERSION}{' native half' if native_half() else ''}"
         lines += [f"from tapegrad.devices.cpu import jit_helpers as _jit  # {tag}",
@@ -117,6 +134,30 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         lines += ["    for i in range(n):"]
         lines += ["        " + b for b in body]
     return "\n".join(lines) + "\n"
+
+
+def _paired(body, nout):
+    """The per-element loop body as one over pairs: each line twice, its names
+    suffixed ``_0`` (the pair's first element) and ``_1``; a load ``_load(ak[i])``
+    becomes ``_lo(ak[i])`` / ``_hi(ak[i])`` of the pair, and the two copies' writes
+    of output ``j`` one ``oj[i] = _pair(first, second)``."""
+    import re
+    defined = {ln.split(" = ", 1)[0] for ln in body if not ln.startswith("o")}
+    name = re.compile(r"\b(" + "|".join(sorted(defined, key=len, reverse=True)) + r")\b") \
+        if defined else None
+    halves = []
+    for k, half in ((0, "_lo"), (1, "_hi")):
+        lines, vals = [], {}
+        for ln in body:
+            if ln.startswith("o"):
+                j, val = re.fullmatch(r"o(\d+)\[i\] = _store\((.*)\)", ln).groups()
+                vals[int(j)] = name.sub(lambda m: f"{m.group(1)}_{k}", val) if name else val
+                continue
+            ln = ln.replace("_load(", half + "(")
+            lines.append(name.sub(lambda m: f"{m.group(1)}_{k}", ln) if name else ln)
+        halves.append((lines, vals))
+    out = halves[0][0] + halves[1][0]
+    return out + [f"o{j}[i] = _pair({halves[0][1][j]}, {halves[1][1][j]})" for j in range(nout)]
 
 
 def _lit(v):

@@ -8,6 +8,7 @@ needs one), derived lazily and cached per (outputs with cotangent, inputs needin
 grad). That adjoint op has its own vjp the same way, so every order works.
 """
 import math
+import sys
 import time
 import warnings
 
@@ -20,7 +21,7 @@ from ..dispatch import bind, halfwidth_elementwise as _halfwidth_hook
 from ..ops_registry import Sample, TensorSpec, get as _get_op, register
 from ..ops_registry.rules import diagonal
 from ..tensor import Tensor, wrap
-from . import codegen_cuda, codegen_numba, expr as E
+from . import approx, codegen_cuda, codegen_numba, expr as E
 
 
 class config:
@@ -172,23 +173,55 @@ class ExprOp:
             and o.flags.c_contiguous and o.flags.writeable else np.empty(shape, dtype)
             for o in given]
         bufs = [o.reshape(-1).view(np.uint16) if half else o.reshape(-1) for o in outs]
-        parts = _launch(lambda: self._compiled(attrs, cdt, pattern, reduce,
-                                               dtype.name if half else None),
-                        n, (*flat, *bufs), self.name, count=True)
+        if not reduce and _pairable(dtype, pattern, n, flat, bufs) and \
+                not self._calls_approx(attrs):
+            parts = self._run_pairs(attrs, pattern, n, flat, bufs)
+        else:
+            parts = _launch(lambda: self._compiled(attrs, cdt, pattern, reduce,
+                                                   dtype.name if half else None),
+                            n, (*flat, *bufs), self.name, count=True)
         if parts is None:
             return None
         if reduce:
             return math.fsum(parts)
         return outs
 
-    def _compiled(self, attrs, dtype, pattern, reduce=False, store=None):
+    def _calls_approx(self, attrs):
+        """Whether the chain calls a transcendental approximation (``approx.py``):
+        such a chain is bound by arithmetic, and its loop over pairs (twice the
+        body: more live constants than vector registers) runs slower than the
+        per-element one; an arithmetic chain's pair loop moves its bytes faster."""
+        key = ("approx", tuple(sorted(attrs.items())))
+        hit = self._graphs.get(key)
+        if hit is None:
+            hit = self._graphs[key] = (any(
+                n.op in approx.HELPERS for n in E.topo(self.graph(attrs)[1])),)
+        return hit[0]
+
+    def _run_pairs(self, attrs, pattern, n, flat, bufs):
+        """A bfloat16 kernel over element pairs (``_pairable``): the uint32 views of
+        the first ``n - n % 2`` elements, then the last element of an odd ``n`` by
+        the per-element kernel."""
+        m = n // 2
+        args = [a[:2 * m].view(np.uint32) if p == "h" else a for a, p in zip(flat, pattern)]
+        parts = _launch(lambda: self._compiled(attrs, _F32, pattern, store="bfloat16",
+                                               pairs=True),
+                        m, (*args, *[b[:2 * m].view(np.uint32) for b in bufs]), self.name,
+                        count=True)
+        if parts is None or n % 2 == 0:
+            return parts
+        tail = [a[2 * m:] if p == "h" else a for a, p in zip(flat, pattern)]
+        return _launch(lambda: self._compiled(attrs, _F32, pattern, store="bfloat16"),
+                       1, (*tail, *[b[2 * m:] for b in bufs]), self.name, count=True)
+
+    def _compiled(self, attrs, dtype, pattern, reduce=False, store=None, pairs=False):
         key = (tuple(sorted(attrs.items())), dtype.str, pattern, config.approximate, reduce,
-               store)
+               store, pairs)
         fn = self._kernels.get(key)
         if fn is None:
             ins, outs = self.graph(attrs)
             src = codegen_numba.kernel_source(ins, outs, dtype, pattern, config.approximate,
-                                              reduce=reduce, store=store)
+                                              reduce=reduce, store=store, pairs=pairs)
             # a serial nogil kernel: run_chunked spreads it over the threads (a
             # busy machine does not stall it, unlike prange) and it compiles ~3x
             # faster than parallel=True
@@ -554,6 +587,19 @@ def _unread(ctx, i, like):
     data = like._data if isinstance(like, Tensor) else like
     z = _devices.xp_of(data).broadcast_to(_devices.xp_of(data).zeros((), dtype), shape)
     return wrap(z) if isinstance(like, Tensor) else z
+
+
+def _pairable(dtype, pattern, n, flat, bufs):
+    """Whether a bfloat16 kernel runs over element pairs: every full input is a
+    bfloat16 array (pattern ``h``), the arrays start 4-byte aligned and the machine
+    is little-endian (a pair's first element in the uint32's low half)."""
+    return (dtype == _dt.BF16 and n >= 2 and "h" in pattern and set(pattern) <= {"h", "s"}
+            and _LITTLE and all(a.ctypes.data % 4 == 0 for a, p in zip(flat, pattern)
+                                if p == "h")
+            and all(b.ctypes.data % 4 == 0 for b in bufs))
+
+
+_LITTLE = sys.byteorder == "little"
 
 
 def _flatten(arrays, cdt, shape, half=None):

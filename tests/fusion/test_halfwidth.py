@@ -223,6 +223,37 @@ def test_half_width_runs_in_chunks_on_threads(monkeypatch):
     _same(out.numpy(), wide.numpy().astype(np_dt))
 
 
+ARITH = tg.elementwise("test_half_arith", "x * y + z * x - x / (y + 3.0)",
+                       inputs=["x", "y", "z"])
+
+
+@pytest.mark.parametrize("n, offset, threads", [(4096, 0, 1), (4097, 0, 1), (4096, 1, 1),
+                                                (2 * cpu.CHUNK_MIN + 7, 0, 3)])
+def test_bfloat16_arithmetic_chain_over_pairs(n, offset, threads, monkeypatch):
+    """An arithmetic bfloat16 chain runs over element pairs (uint32 lanes): equal to
+    the float32 kernel rounded once, bit for bit, for an odd length (its last
+    element by the per-element kernel), an input starting mid-pair (per element
+    throughout) and in chunks on threads; infinities, NaNs, subnormals and rounding
+    ties included."""
+    monkeypatch.setattr(cpu, "_pool", [threads])
+    np_dt = HALF["bfloat16"][1]
+    rng = np.random.default_rng(7)
+    raw = rng.uniform(-4, 4, n + offset).astype(np.float32)
+    raw[:8] = [np.inf, -np.inf, np.nan, 1e-39, -3e-40, 0.0, -0.0, 3e38]
+    x = raw.astype(np_dt)[offset:]
+    y = (rng.uniform(-2, 2, n).astype(np.float32) + np.float32(2.0 ** -9)).astype(np_dt)
+    z = np.array(0.3, np_dt)
+    fused = ARITH.op.fusion
+    calls = []
+    run_pairs = fused._run_pairs
+    monkeypatch.setattr(fused, "_run_pairs", lambda *a: calls.append(1) or run_pairs(*a))
+    assert (x.ctypes.data % 4 == 0) == (offset == 0)
+    for _ in range(2):  # the first call compiles on this thread, the next runs chunked
+        out = fused.kernel(x, y, z)
+    _same(out, fused.kernel(*(a.astype(np.float32) for a in (x, y, z))).astype(np_dt))
+    assert len(calls) == (2 if offset == 0 else 0)
+
+
 def test_numpy_fallback_computes_in_float32_and_rounds_once():
     """Below ``min_numel`` (and without Numba) the IR runs with NumPy in float32 on
     the widened inputs and rounds once: the same values as the compiled kernel."""
