@@ -52,17 +52,6 @@ OPS = tg.ops_registry.list_ops()
 VALUES_UNSPECIFIED = {"empty", "empty_like"}
 
 
-@pytest.fixture(autouse=True)
-def _seeded():
-    """Each test starts from one generator state, whatever ran before it (a random op's
-    float32 result, pca_lowrank's sketch say, then does not depend on the test order).
-    PyTorch's generator too: an oracle that draws (torch.svd_lowrank's sketch) must not
-    depend on which tests ran before it in this process."""
-    tg.manual_seed(0)
-    if torch is not None:
-        torch.manual_seed(0)
-
-
 def _is_array(a):
     return isinstance(a, np.ndarray)
 

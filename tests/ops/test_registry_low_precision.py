@@ -127,7 +127,7 @@ def _torch_grads(op, args, fl, attrs, dtype, vs):
              else (torch.from_numpy(a) if isinstance(a, np.ndarray) else a)
              for i, a in enumerate(args)]
     try:
-        torch.manual_seed(0)
+        torch.default_generator.manual_seed(0)
         outs = [o for o in _split(op.torch(torch, *targs, **attrs))
                 if isinstance(o, torch.Tensor) and o.requires_grad]
         if len(outs) != len(vs):
@@ -159,7 +159,7 @@ def _grad_mismatches(op, name):
         # the cotangents: random, in PyTorch's output dtypes (ours are checked equal by
         # the value test)
         try:
-            torch.manual_seed(0)
+            torch.default_generator.manual_seed(0)
             touts = [o for o in _split(op.torch(torch, *[
                 torch.from_numpy(a).to(P).requires_grad_(True) if i in fl else
                 (torch.from_numpy(a) if isinstance(a, np.ndarray) else a)
