@@ -55,6 +55,55 @@ def pytest_collection_finish(session):
     threadpoolctl.threadpool_limits(1, user_api="blas")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """README's ``--dist loadgroup``: xdist's scheduler with the controller's per-test
+    bookkeeping in constant time. xdist's own looks each test id up in the collection
+    by a linear search when it sends it, and counts a worker's pending tests over every
+    unit the worker was given whenever a test finishes; each test without an
+    ``xdist_group`` is a unit of its own, so both grow with the square of the ~17k
+    tests (tens of seconds of the controller's CPU, taken from the two workers')."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Scheduling(LoadGroupScheduling):
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self._positions = {}  # node: {test id: its index in the node's collection}
+            self._pending = {}  # node: tests sent and not finished
+
+        def _assign_work_unit(self, node):
+            scope, work_unit = self.workqueue.popitem(last=False)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            positions = self._positions.get(node)
+            if positions is None:
+                positions = self._positions[node] = {
+                    nodeid: k for k, nodeid in enumerate(self.registered_collections[node])}
+            todo = [positions[nodeid] for nodeid, done in work_unit.items() if not done]
+            self._pending[node] = self._pending.get(node, 0) + len(todo)
+            node.send_runtest_some(todo)
+
+        def mark_test_complete(self, node, item_index, duration=0):
+            self._pending[node] -= 1
+            super().mark_test_complete(node, item_index, duration)
+
+        def _reschedule(self, node):
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending.get(node, 0) <= 2:  # xdist's heuristic: keep two queued
+                self._assign_work_unit(node)
+
+    scheduling = Scheduling(config, log)
+    if not all(hasattr(scheduling, a) for a in ("workqueue", "assigned_work",
+                                                "registered_collections")):
+        return None  # another xdist's internals: its own scheduler
+    return scheduling
+
+
 @pytest.fixture(autouse=True)
 def _clean_global_state():
     # every test starts from one generator state, whichever tests ran before it on its
