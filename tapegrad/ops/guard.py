@@ -15,6 +15,9 @@ whose default is ``None`` may be ``None``. A raw NumPy/CuPy array is accepted (a
 constant next to Tensors; dispatch refuses a call with no Tensor at all), a complex
 one is not (tapegrad computes on real dtypes only).
 
+A function with a ``dim`` (``keepdim``) parameter and none named ``axis``
+(``keepdims``) takes that NumPy name as an alias, as PyTorch's functions do.
+
 A MemoryError from inside (a composite's index or noise array sized from a huge
 input) becomes a RuntimeError naming the function, as dispatch does for the ops.
 
@@ -149,6 +152,29 @@ def _plan(fn):
 
 
 _MISSING = object()
+_ALIASES = (("axis", "dim"), ("keepdims", "keepdim"))
+
+
+def _aliases(fn):
+    """The (alias, name) pairs ``fn`` takes through its wrapper: NumPy's ``axis`` and
+    ``keepdims`` where it has ``dim``/``keepdim`` and not the alias itself."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return ()
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return ()
+    return tuple((a, n) for a, n in _ALIASES if n in params and a not in params)
+
+
+def _unalias(name, aliases, kwargs):
+    for alias, real in aliases:
+        if alias in kwargs:
+            if real in kwargs:
+                raise TypeError(f"{name}: got both '{real}' and its alias '{alias}'")
+            kwargs = dict(kwargs)
+            kwargs[real] = kwargs.pop(alias)
+    return kwargs
 
 
 def checked(fn):
@@ -202,6 +228,7 @@ def checked(fn):
 
     first = plan[0]
     simple = len(plan) == 1 and first[0] == 0 and not first[2] and not first[4]
+    aliases = _aliases(fn)
     from ._decl import composite_op, widened_call
     op = composite_op(fn)  # a composite's autocast policy applies at its public entry
     run = fn
@@ -211,6 +238,8 @@ def checked(fn):
 
     @functools.wraps(fn)
     def f(*args, **kwargs):
+        if aliases and kwargs:
+            kwargs = _unalias(name, aliases, kwargs)
         if simple and args and type(args[0]) in _TT:
             pass  # the common case: one tensor argument, given a Tensor
         else:

@@ -12,6 +12,9 @@
 - shape-changing in-place methods (``t_``, ``squeeze_``...), random fills
   (``uniform_``, ``normal_``...), Python-callable maps (``apply_``, ``map_``), and
   metadata (``stride``, ``is_contiguous``, ``itemsize``, ``layout``...)."""
+import functools
+import inspect
+
 import numpy as np
 
 from .. import dtypes as _dt
@@ -235,8 +238,30 @@ def install(extra=(), methods=None):
         for name, value in list(vars(Tensor).items()):
             if value is public:
                 setattr(Tensor, name, fast)
+    _alias_dims()
     # Tensor defines __eq__, so Python would drop __hash__; keep identity hashing
     Tensor.__hash__ = lambda self: id(self)
+
+
+def _alias_dims():
+    """Methods with ``dim``/``keepdim`` and no ``axis``/``keepdims`` take those NumPy
+    names too (``x.sort(axis=1)``), as the checked public functions do."""
+    from .guard import _aliases, _unalias
+    for name, fn in list(vars(Tensor).items()):
+        if name.startswith("__") or not inspect.isfunction(fn):
+            continue
+        aliases = _aliases(fn)
+        if aliases:
+            setattr(Tensor, name, _aliased(fn, name, aliases, _unalias))
+
+
+def _aliased(fn, name, aliases, unalias):
+    @functools.wraps(fn)
+    def method(*args, **kwargs):
+        if kwargs:
+            kwargs = unalias(name, aliases, kwargs)
+        return fn(*args, **kwargs)
+    return method
 
 
 # methods that are the public function of the same name (from the ops namespace)

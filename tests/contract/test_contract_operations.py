@@ -371,3 +371,45 @@ def _quantile_grad(M):
 )
 def test_quantile_edges_as_torch(case):
     same(case)
+
+
+IDX = tg.tensor([[0], [1], [2]])
+
+
+@pytest.mark.parametrize("name,args", [
+    ("softmax", ()), ("log_softmax", ()), ("sort", ()), ("argsort", ()), ("topk", (2,)),
+    ("split", (2,)), ("chunk", (2,)), ("unsqueeze", ()), ("median", ()), ("diff", ()),
+    ("count_nonzero", ()), ("nansum", ()), ("cumsum", ()), ("quantile", (0.5,)),
+    ("take_along_dim", (IDX,))])
+def test_axis_is_an_alias_of_dim(name, args):
+    x = tg.arange(12.0).reshape(3, 4)
+    f = getattr(tg, name)
+    want, got, method = f(x, *args, dim=1), f(x, *args, axis=1), getattr(x, name)(*args, axis=1)
+    for r in (got, method):
+        for w, g in zip(want if isinstance(want, tuple) else (want,),
+                        r if isinstance(r, tuple) else (r,)):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    with pytest.raises(TypeError):
+        f(x, *args, dim=1, axis=1)
+
+
+def test_axis_alias_where_dim_comes_before_the_index():
+    x = tg.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(tg.gather(x, axis=1, index=IDX).numpy(),
+                                  tg.gather(x, 1, IDX).numpy())
+    np.testing.assert_array_equal(tg.index_select(x, axis=1, index=tg.tensor([0, 2])).numpy(),
+                                  tg.index_select(x, 1, tg.tensor([0, 2])).numpy())
+    assert tg.squeeze(x[None], axis=0).shape == (3, 4)
+
+
+def test_keepdims_is_an_alias_of_keepdim():
+    x = tg.arange(12.0).reshape(3, 4)
+    for name in ["median", "nansum", "logsumexp", "quantile"]:
+        a = (0.5,) if name == "quantile" else ()
+        want = getattr(tg, name)(x, *a, dim=1, keepdim=True)
+        got = getattr(tg, name)(x, *a, axis=1, keepdims=True)
+        w = want[0] if isinstance(want, tuple) else want
+        g = got[0] if isinstance(got, tuple) else got
+        assert g.shape == w.shape == (3, 1)
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert x.median(1, keepdims=True).values.shape == (3, 1)
