@@ -101,6 +101,8 @@ def huge_results():
     return {r[0]: r[1:] for r in map(json.loads, stdout.splitlines())}
 
 
+# one xdist worker: the child process (huge_results) runs once, not once per worker
+@pytest.mark.xdist_group("huge_results")
 @pytest.mark.parametrize("name,expr,expected,detail", HUGE, ids=[c[0] for c in HUGE])
 def test_huge_broadcast_index_answers_at_once(huge_results, name, expr, expected, detail):
     if name not in huge_results:
