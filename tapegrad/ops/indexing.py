@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import devices as _devices
 from .._util import (
+    ShapeError,
     broadcast_shapes as _broadcast_shapes,
     distinct_values,
     normalize_dim,
@@ -870,7 +871,7 @@ def _index_put_infer(x, value, index):
             np.broadcast_shapes(tuple(value.shape), spec.shape)
         except ValueError:
             raise op_error("setitem", f"value of shape {tuple(value.shape)} cannot be broadcast "
-                                      f"to the indexed shape {spec.shape}") from None
+                                      f"to the indexed shape {spec.shape}", ShapeError) from None
     return TensorSpec(tuple(x.shape), x.dtype)
 
 

@@ -520,3 +520,34 @@ def _cross_entropy(M, *args, **kw):
 )
 def test_losses_take_the_deprecated_flags_as_torch(case):
     same(case)
+
+
+def _setitem_shape(M):
+    x = M.ones(3)
+    x[:] = M.ones(2)
+
+
+@_cases(
+    linear_shapes=lambda M: M.nn.Linear(3, 2)(M.ones(4, 5)),
+    linear_dtypes=lambda M: M.nn.Linear(3, 2)(M.ones(4, 3, dtype=M.float64)),
+    conv_channels=lambda M: M.nn.Conv2d(3, 2, 3)(M.ones(1, 4, 5, 5)),
+    conv_too_small=lambda M: M.nn.Conv2d(3, 2, 3)(M.ones(1, 3, 2, 2)),
+    embedding_float=lambda M: M.nn.Embedding(5, 2)(M.ones(3)),
+    embedding_out_of_range=lambda M: M.nn.Embedding(5, 2)(M.tensor([5])),
+    layer_norm_shape=lambda M: M.nn.LayerNorm(4)(M.ones(2, 3)),
+    batch_norm_channels=lambda M: M.nn.BatchNorm1d(4)(M.ones(2, 3)),
+    batch_norm_one_sample=lambda M: M.nn.BatchNorm1d(3)(M.ones(1, 3)),
+    attention_heads=lambda M: M.nn.MultiheadAttention(8, 3),
+    lstm_features=lambda M: M.nn.LSTM(3, 4)(M.ones(2, 5, 4)),
+    cross_entropy_batch=lambda M: M.nn.functional.cross_entropy(M.ones(4, 3), M.tensor([0, 1])),
+    mse_shapes=lambda M: M.nn.functional.mse_loss(M.ones(4, 3), M.ones(5, 3)),
+    dropout_p=lambda M: M.nn.Dropout(1.5),
+    setitem_shape=_setitem_shape,
+    sequential_index=lambda M: M.nn.Sequential(M.nn.ReLU())[3],
+    register_buffer_dotted=lambda M: M.nn.Module().register_buffer("a.b", M.ones(1)),
+    register_parameter_tensor=lambda M: M.nn.Module().register_parameter("a", M.ones(1)),
+    adam_bad_betas=lambda M: M.optim.Adam([M.nn.Parameter(M.ones(1))], betas=(1.5, 0.9)),
+    sgd_not_iterable=lambda M: M.optim.SGD(M.ones(2), lr=0.1),
+)
+def test_layer_and_optimizer_errors_as_torch(case):
+    same(case)

@@ -43,6 +43,11 @@ from ._absent import absent
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"]
 
 
+class _ChannelsError(ValueError, RuntimeError):
+    """An input whose channel count is not the layer's: ValueError, and RuntimeError as
+    PyTorch's batch_norm raises."""
+
+
 class _BatchNorm(Module):
     _dims = ()
 
@@ -82,7 +87,7 @@ class _BatchNorm(Module):
                              f"{' or '.join(f'{n}D' for n in self._ndims)} input "
                              f"(got {input.ndim}D input)")
         if input.shape[1] != self.num_features:
-            raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels "
+            raise _ChannelsError(f"{type(self).__name__}: expected {self.num_features} channels "
                              f"in dim 1, got input of shape {tuple(input.shape)}")
 
     def forward(self, input):
@@ -172,7 +177,7 @@ class SyncBatchNorm(_BatchNorm):
         if input.shape[1] == 0:
             raise ValueError("SyncBatchNorm number of input channels should be non-zero")
         if input.shape[1] != self.num_features:
-            raise ValueError(f"SyncBatchNorm: expected {self.num_features} channels in dim "
+            raise _ChannelsError(f"SyncBatchNorm: expected {self.num_features} channels in dim "
                              f"1, got input of shape {tuple(input.shape)}")
 
     def _world(self):
