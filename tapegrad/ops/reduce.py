@@ -319,6 +319,13 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None)
 
 def _mean_kernel(x, dim=None, keepdim=False, out=None):
     dims = normalize_dims("mean", dim, x.ndim)
+    if x.size == 0:  # np.mean warns "Mean of empty slice"; PyTorch's NaN comes silently
+        r = np.sum(x, axis=dims, keepdims=keepdim) / _count(x.shape, dims)
+        r = np.asarray(r, dtype=x.dtype)
+        if out is None:
+            return r
+        out[...] = r
+        return out
     if out is not None:
         np.mean(x, axis=dims, keepdims=keepdim, out=out)
         return out

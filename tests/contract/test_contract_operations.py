@@ -413,3 +413,11 @@ def test_keepdims_is_an_alias_of_keepdim():
         assert g.shape == w.shape == (3, 1)
         np.testing.assert_array_equal(g.numpy(), w.numpy())
     assert x.median(1, keepdims=True).values.shape == (3, 1)
+
+
+@pytest.mark.parametrize("shape,dim", [((0,), None), ((0, 3), 1), ((0, 3), 0), ((2, 0), 1)])
+def test_mean_of_empty_is_nan_without_warnings(shape, dim):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same(lambda M: M.zeros(*shape).mean(dim) if dim is not None else M.zeros(*shape).mean())
