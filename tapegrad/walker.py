@@ -390,7 +390,15 @@ def _finish(leaves, wanted, traced, delivered):
             wanted.collect_leaf(t, g)
         return wanted.results
     for p in leaves.values():
-        _finish_leaf(p, traced, delivered)
+        t, g = p[0], p[1]
+        if traced or t._hooks or t._post_hooks or t.grad is not None or \
+                type(g) is not np.ndarray or not t.requires_grad:
+            _finish_leaf(p, traced, delivered)
+        else:  # (the common case of _finish_leaf, inline: a first gradient into .grad)
+            if id(g) in delivered or not g.flags.owndata or not g.flags.writeable:
+                g = g.copy()
+            delivered.add(id(g))
+            t.grad = wrap(g)
     return None
 
 

@@ -122,7 +122,8 @@ class Compiled:
                              "dropped, or a tensor's .data replaced; pass tensors that change "
                              "between calls as arguments")
                 continue
-            if not prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)):
+            if not (prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)) if leaves
+                    else _entry_ok(prog)):
                 fails.append("a leaf's .grad or buffer is not as at the capture")
                 continue
             try:
@@ -552,6 +553,34 @@ def _arrays(args, kwargs):
     return out
 
 
+def _entry_ok(prog):
+    """``prog.entry_ok`` for a program none of whose leaves is an argument: one
+    generated function over its entry guards, made once (``prog.entry_check``)."""
+    fn = prog.__dict__.get("entry_check")
+    if fn is None:
+        fn = prog.entry_check = _entry_checker(prog)
+    return fn()
+
+
+def _entry_checker(prog):
+    glb = {"_prog": prog, "_same": lambda t: t}
+    lines = ["def ok():"]
+    for k, gd in enumerate(prog.graph.entry_guards):
+        glb[f"L{k}"] = gd[1]
+        if gd[0] == "grad_none":
+            lines.append(f"    if L{k}.grad is not None: return False")
+        elif gd[0] == "buffer_is":
+            glb[f"B{k}"] = gd[2]
+            lines.append(f"    if L{k}._data is not B{k}: return False")
+        else:  # (an accumulating .grad: the program's own test)
+            lines.append("    return _prog.entry_ok(_same)")
+            break
+    else:
+        lines.append("    return True")
+    exec(builtins.compile("\n".join(lines) + "\n", "<tg.compile entry guards>", "exec"), glb)
+    return glb["ok"]
+
+
 def _leaf(t, leaves, args, kwargs):
     pos = leaves.get(id(t))
     if pos is None:
@@ -564,8 +593,9 @@ def _key(args, kwargs):
     for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
         if isinstance(a, Tensor):
             d = a._data
-            key.append(("T", d.shape, d.dtype.str, str(a.device), a.requires_grad,
-                        type(d) is np.ndarray))
+            nd = type(d) is np.ndarray  # (a NumPy array is on the CPU)
+            key.append(("T", d.shape, d.dtype.str, "cpu" if nd else str(a.device),
+                        a.requires_grad, nd))
         else:
             try:
                 hash(a)

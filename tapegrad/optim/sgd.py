@@ -1,6 +1,8 @@
 """Stochastic gradient descent, PyTorch's update step for step."""
 import functools
 
+import numpy as np
+
 from ..devices import xp_of
 from ..dispatch import observing
 from ..fusion.update import Update
@@ -50,12 +52,18 @@ class SGD(Optimizer):
             wd = group["weight_decay"]
             kern = _fused(wd != 0, group["maximize"], False, group["nesterov"])
             neg_lr = -group["lr"]
+            plain = wd == 0 and not group["maximize"]
             for p in group["params"]:
                 g = p.grad
                 if g is not None:
                     x, gd = buffer(p), buffer(g)
                     if not kern(x, gd, neg_lr, wd, 0.0, 1.0, 0):
-                        self._numpy_update(x, gd, group, None, False)
+                        if plain and x.size <= _SMALL and type(x) is np.ndarray and \
+                                x.dtype in _FLOATS and gd.dtype == x.dtype:
+                            x += gd * neg_lr  # p + (-lr * g) as _numpy_update, a small
+                            #                   temporary instead of the scratch
+                        else:
+                            self._numpy_update(x, gd, group, None, False)
                     mark_written(p)
         return None
 
@@ -113,6 +121,10 @@ class SGD(Optimizer):
                 d = buf
         xp.multiply(d, -lr, out=t)
         xp.add(x, t, out=x)
+
+
+_SMALL = 8192  # (elements: below the fused kernel's threshold)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _step_each(opt, group):

@@ -224,6 +224,20 @@ _XENT.fast = False  # (the general path: an integer target beside a float input)
 _XENT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+_ARANGES = {}
+
+
+def _arange(n):
+    """``np.arange(n)``, made once per ``n`` (read-only: shared by the nodes)."""
+    r = _ARANGES.get(n)
+    if r is None:
+        if len(_ARANGES) > 64:
+            _ARANGES.clear()
+        r = _ARANGES[n] = np.arange(n)
+        r.flags.writeable = False
+    return r
+
+
 def _one_node_xent(input, target, ignore_index, reduction):
     """The one-node cross-entropy's result, or None where the call is not its case."""
     st = _state
@@ -235,17 +249,18 @@ def _one_node_xent(input, target, ignore_index, reduction):
             x.dtype not in _XENT_DTYPES or t.dtype not in _INDEX_DTYPES or \
             t.shape != (x.shape[0],) or x.size == 0:
         return None
-    C = x.shape[1]
-    valid = t != ignore_index
-    if bool(valid.all()):
-        rows, picked = np.arange(t.shape[0]), t
+    N, C = x.shape
+    if not 0 <= ignore_index < C and 0 <= int(t.min()) and int(t.max()) < C:
+        rows, picked = _arange(N), t.copy()  # (every target a class: none ignored;
+        #                                        a copy: the target may be written later)
     else:
+        valid = t != ignore_index
         rows = np.nonzero(valid)[0]
         picked = t[rows]
-    if picked.size and (int(picked.min()) < 0 or int(picked.max()) >= C):
-        bad = picked[(picked < 0) | (picked >= C)]
-        raise op_error("cross_entropy", f"target {int(bad[0])} is out of bounds for {C} classes",
-                       IndexError)
+        if picked.size and (int(picked.min()) < 0 or int(picked.max()) >= C):
+            bad = picked[(picked < 0) | (picked >= C)]
+            raise op_error("cross_entropy", f"target {int(bad[0])} is out of bounds for {C} "
+                                            f"classes", IndexError)
     return bind(_XENT, input, target, rows=rows, picked=picked, denom=float(picked.size),
                 mean=reduction == "mean")
 
