@@ -115,8 +115,9 @@ class Compiled:
                 fails.append("requires_grad of a tensor the function reads from outside "
                              "changed (requires_grad_)")
                 continue
-            if prog.swaps != DATA_SWAPS[0] or not _refs_ok(prog.refs) \
-                    or not _owners_ok(prog.graph.owners) or not _paths_ok(prog.paths):
+            if prog.swaps != DATA_SWAPS[0] or not prog.refs.ok() \
+                    or not _owners_ok(prog.graph.owners) or (prog.paths and
+                                                             not _paths_ok(prog.paths)):
                 fails.append("a tensor the function reads from outside (through a global, a "
                              "closure, a module, a container or an attribute) was rebound or "
                              "dropped, or a tensor's .data replaced; pass tensors that change "
@@ -127,7 +128,9 @@ class Compiled:
                 fails.append("a leaf's .grad or buffer is not as at the capture")
                 continue
             try:
-                res = prog.run(_arrays(args, kwargs), args, kwargs)
+                res = prog.fn({0: args[0]._data} if not kwargs and len(args) == 1
+                              and isinstance(args[0], Tensor) else _arrays(args, kwargs),
+                              args, kwargs)  # (Program.run)
             except GuardFailed as e:  # (checked before any state change) the next one
                 fails.append(prog.guard_words(e))
                 continue
@@ -418,10 +421,6 @@ def _unique(ts):
             seen.add(id(t))
             out.append(t)
     return tuple(out)
-
-
-def _refs_ok(refs):
-    return refs.ok()
 
 
 _SCAN_ITEMS = 256  # a container longer than this is not searched (a dataset, a cache)

@@ -281,12 +281,16 @@ class CompiledModule(Module):
             call.computed = None
             return out
 
+        d = _dict_of(me, "__dict__")
+
         def vjp(ctx, g):
             call = ctx.attrs["call"]
             gs = [g] if nout == 1 else list(g)
-            if any(isinstance(x, Tensor) for x in gs if x is not None):
-                return me._eager_vjp(call, gs)
-            return me._replayed_vjp(call, ctx.inputs, gs, n_in)
+            for x in gs:
+                if isinstance(x, Tensor):
+                    return me._eager_vjp(call, gs)
+            d["_bwd_replays"] += 1
+            return _replayed_vjp(call, ctx.inputs, gs)
 
         names = tuple(f"arg{i}" for i in range(n_in + n_params))
         op = OpDef(name=f"compiled[{type(self._orig_mod).__name__}]", kernel=run,
@@ -297,27 +301,6 @@ class CompiledModule(Module):
         validate(op)
         self._ops[key] = op
         return op
-
-    def _replayed_vjp(self, call, saved, gs, n_in):
-        """The backward program on the saved values and the output gradients."""
-        prog = call.prog
-        outs = prog.backward.graph  # (the cotangents' specs: the joint's arguments)
-        cots = []
-        for v, k in zip(prog.cot_values, prog.cot_outputs):
-            g = gs[k]
-            shape, dtype = outs.shapes[v], outs.dtypes[v]
-            if g is None:
-                g = np.zeros(shape, dtype)
-            elif g.dtype != dtype or g.shape != shape:
-                g = np.broadcast_to(np.asarray(g, dtype), shape)
-            cots.append(g)
-        res = prog.backward.fn(tuple(saved) + tuple(cots), (), {})
-        self.__dict__["_bwd_replays"] += 1
-        grads = [None if s is None else res[s] for s in prog.grad_slots]
-        n_params = len(grads) - sum(1 for t in call.tensors if t.requires_grad)
-        gx = iter(grads[n_params:])
-        out = [next(gx) if t.requires_grad else None for t in call.tensors]
-        return out + grads[:n_params]
 
     def _eager_vjp(self, call, gs):
         if not self._warned:
@@ -375,6 +358,30 @@ class CompiledModule(Module):
 
 
 _LOCAL = frozenset(vars(CompiledModule)) | frozenset(_OWN)
+
+
+def _replayed_vjp(call, saved, gs):
+    """The backward program on the saved values and the output gradients."""
+    prog = call.prog
+    outs = prog.backward.graph  # (the cotangents' specs: the joint's arguments)
+    cots = []
+    for v, k in zip(prog.cot_values, prog.cot_outputs):
+        g = gs[k]
+        shape, dtype = outs.shapes[v], outs.dtypes[v]
+        if g is None:
+            g = np.zeros(shape, dtype)
+        elif g.dtype != dtype or g.shape != shape:
+            g = np.broadcast_to(np.asarray(g, dtype), shape)
+        cots.append(g)
+    res = prog.backward.fn(tuple(saved) + tuple(cots), (), {})
+    grads = [None if s is None else res[s] for s in prog.grad_slots]
+    tensors = call.tensors
+    n_params = len(grads) - sum(1 for t in tensors if t.requires_grad)
+    if n_params == len(grads):
+        return [None] * len(tensors) + grads
+    gx = iter(grads[n_params:])
+    out = [next(gx) if t.requires_grad else None for t in tensors]
+    return out + grads[:n_params]
 
 
 def _flatten(out):
