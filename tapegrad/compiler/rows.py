@@ -41,6 +41,12 @@ __all__ = ["fuse_rows"]
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _ELEMENTWISE_UFUNCS = ("add", "subtract", "multiply", "true_divide", "divide", "negative")
 ENABLED = True
+# runs over fewer elements stay as they are (the ops' own kernels are as fast there,
+# and a kernel costs ~0.5 s of Numba compilation in a new process); kernels over at
+# least _SPECIALIZE elements have the row length in their source (a constant: ~1.5x
+# faster loops), smaller ones share one kernel per structure, whatever the shape
+MIN_ELEMENTS = 1 << 12
+_SPECIALIZE = 1 << 16
 
 
 def fuse_rows(g, steps, reads_all, expr_of):
@@ -80,7 +86,7 @@ def fuse_rows(g, steps, reads_all, expr_of):
     for run in runs:
         ms = run["members"]
         kinds = {_role(steps[m], g, run["base"])[0] for m in ms}
-        if len(ms) < 2 and "softmax" not in kinds:
+        if len(ms) < 2 and "softmax" not in kinds or math.prod(run["base"]) < MIN_ELEMENTS:
             continue
         if kinds == {"ew"} and not any(
                 _cls(g.shapes[v], run["base"]) in ("R", "P") for m in ms
@@ -245,6 +251,11 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
     stored = {}       # F value -> row expression prefix, e.g. "o0[i, " or "s5["
     consts = {}
     used_ops = set()
+    periods = []      # rows per period of each repeating input (kernel arguments)
+    # a large value: the row length and periods constants of the source (loops
+    # unrolled); a small one: arguments (one kernel per structure, any shape)
+    special = R * C >= _SPECIALIZE
+    CN = str(C) if special else "C"
     need_rows = any(c == "P" and math.prod(g.shapes[v]) > C for v, c in in_cls.items())
     hoisted, row_pre, scratch = [], [], []
     for v, c in in_cls.items():
@@ -260,7 +271,9 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
         else:
             p = math.prod(g.shapes[v])
             if p > C:
-                row_pre.append(f"p{v} = (ri % {p // C}) * {C}")
+                periods.append(p // C)
+                per = str(p // C) if special else f"pp{len(periods) - 1}"
+                row_pre.append(f"p{v} = (ri % {per}) * {CN}")
                 stored[v] = f"{a}[0, p{v} + "
             else:
                 stored[v] = f"{a}[0, "
@@ -354,7 +367,7 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
             elif role in ("rsum", "rmean"):
                 cur().pre.append(f"q{o} = _zero")
                 cur().body.append(f"q{o} += {read(st.ins[0])}")
-                div = f" / {lit(C)}" if role == "rmean" else ""
+                div = " / fC" if role == "rmean" else ""
                 cur().post.append(f"x{o} = q{o}{div}")
                 cur().pending.add(o)
                 scalar[o] = f"x{o}"
@@ -367,7 +380,7 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
                 src = read(st.ins[0])
                 dst = f"o{out_vals.index(o)}[i, " if o in out_of else f"s{o}["
                 if o not in out_of:
-                    scratch.append(f"s{o} = np.empty({C}, {tname})")
+                    scratch.append(f"s{o} = np.empty({CN}, {tname})")
                 lp = cur()
                 lp.pre.append(f"m{o} = {src[:-2]}0]")
                 lp.body.append(f"m{o} = {src} if {src} > m{o} else m{o}")
@@ -395,10 +408,10 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
                 inner.append(f"o{out_vals.index(v)}[i, j] = y{v}")
             elif v in needstore:
                 inner.append(f"s{v}[j] = y{v}")
-                scratch.append(f"s{v} = np.empty({C}, {tname})")
+                scratch.append(f"s{v} = np.empty({CN}, {tname})")
         body += lp.pre
         if inner:
-            body.append(f"for j in range({C}):")
+            body.append(f"for j in range({CN}):")
             body += ["    " + x for x in inner]
         body += lp.post
     for v in out_vals:
@@ -412,11 +425,13 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
     src.append(f"_one, _zero = {tname}(1.0), {tname}(0.0)")
     for x, name in consts.items():
         src.append(f"{name} = {tname}({codegen_numba._lit(x)})")
-    params = ", ".join(["rows"] + [arg_of[v] for v in ins] + [out_of[v] for v in out_vals])
+    params = ", ".join(["rows", "C"] + [f"pp{k}" for k in range(len(periods))] +
+                       [arg_of[v] for v in ins] + [out_of[v] for v in out_vals])
     src += ["", "", f"def kernel(n, {params}):"]
     src += ["    " + h for h in hoisted]
     src += ["    " + s for s in dict.fromkeys(scratch)]
-    src.append(f"    cs = np.zeros(({max(len(csums), 1)}, {C}))")
+    src.append(f"    fC = {tname}({CN})")
+    src.append(f"    cs = np.zeros(({max(len(csums), 1)}, {CN}))")
     src += [f"    c{k} = cs[{k}]" for k in range(len(csums))]
     src.append("    for i in range(n):")
     if need_rows:
@@ -431,7 +446,7 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
         return None
     shapes = [g.shapes[v] for v in out_vals]
     op = Epilogue(f"rows[{','.join(st.name for st in members)}]",
-                  _runner(fn, R, C, dt, [in_cls[v] for v in ins],
+                  _runner(fn, R, C, periods, dt, [in_cls[v] for v in ins],
                           [g.shapes[v] for v in ins], [cls[v] for v in out_vals], shapes,
                           csums, out_vals),
                   len(out_vals))
@@ -446,7 +461,7 @@ class _Fail(Exception):
     pass
 
 
-def _runner(fn, R, C, dt, in_cls, in_shapes, out_cls, out_shapes, csums, out_vals):
+def _runner(fn, R, C, periods, dt, in_cls, in_shapes, out_cls, out_shapes, csums, out_vals):
     rows = np.arange(R, dtype=np.int64)
     min_rows = max(1, _cpu.CHUNK_MIN // (4 * C))
     nout = len(out_cls)
@@ -471,7 +486,7 @@ def _runner(fn, R, C, dt, in_cls, in_shapes, out_cls, out_shapes, csums, out_val
         for o, c in zip(outs, out_cls):
             views.append(o.reshape(R, C) if c == "F" else o.reshape(R) if c == "R"
                          else np.empty((1, 1), dt))
-        parts = _cpu.run_chunked(fn, R, rows, *args, *views, min_chunk=min_rows,
+        parts = _cpu.run_chunked(fn, R, rows, C, *periods, *args, *views, min_chunk=min_rows,
                                  collect=bool(col))
         for k, j in enumerate(col):
             total = parts[0][k].copy()

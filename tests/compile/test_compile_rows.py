@@ -13,6 +13,13 @@ torch = pytest.importorskip("torch")
 B, T, C = 3, 5, 8
 
 
+@pytest.fixture(autouse=True)
+def _small_runs_fused(monkeypatch):
+    """Runs this small are fused too (by default they stay as they are)."""
+    from tapegrad.compiler import rows
+    monkeypatch.setattr(rows, "MIN_ELEMENTS", 0)
+
+
 def _data(dtype, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((B, T, C)).astype(dtype)
@@ -38,8 +45,14 @@ def _names(prog):
     return [st.name for st in prog.steps]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_layer_norm_and_masked_softmax_rows_equal_eager_and_torch(dtype):
+@pytest.mark.parametrize("dtype,constant_rows", [(np.float32, False), (np.float64, False),
+                                                 (np.float32, True)])
+def test_layer_norm_and_masked_softmax_rows_equal_eager_and_torch(dtype, constant_rows,
+                                                                 monkeypatch):
+    # constant_rows: the kernels' source has the row length and the mask's period as
+    # constants (as for large values), else they are the kernels' arguments
+    from tapegrad.compiler import rows
+    monkeypatch.setattr(rows, "_SPECIALIZE", 0 if constant_rows else 1 << 62)
     x0, w0, b0, pos0, mask0 = _data(dtype)
     leaves = [tg.tensor(a).requires_grad_() for a in (x0, w0, b0, pos0)]
     mask = tg.tensor(mask0)
