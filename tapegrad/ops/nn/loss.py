@@ -225,6 +225,7 @@ _XENT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 _ARANGES = {}
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce  # (ndarray.min/max's own calls)
 
 
 def _arange(n):
@@ -250,7 +251,7 @@ def _one_node_xent(input, target, ignore_index, reduction):
             t.shape != (x.shape[0],) or x.size == 0:
         return None
     N, C = x.shape
-    if not 0 <= ignore_index < C and 0 <= int(t.min()) and int(t.max()) < C:
+    if not 0 <= ignore_index < C and 0 <= int(_MIN(t)) and int(_MAX(t)) < C:
         rows, picked = _arange(N), t.copy()  # (every target a class: none ignored;
         #                                        a copy: the target may be written later)
     else:
