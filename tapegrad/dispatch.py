@@ -365,6 +365,21 @@ def autocast_call(op, fn, args, kwargs):
     return _autocast_off(fn, tuple(each(a) for a in args), {k: each(v) for k, v in kwargs.items()})
 
 
+def _autocast_unsafe(op, dev):
+    from .ops_registry import list_ops
+    safe = op.name + "_with_logits"
+    names = {getattr(o, "name", o) for o in list_ops()}
+    raise RuntimeError(
+        f"{op.name} is unsafe to autocast on {dev!r}, as in PyTorch: call it outside the "
+        f"autocast region (or in one with enabled=False) on float32 inputs"
+        + (f"; {safe}, which takes the logits before the sigmoid, is safe to autocast"
+           if safe in names else ""))
+
+
+def _as_given(a):
+    return a
+
+
 def _autocast_fn(op, args, attrs):
     """The function casting one argument for this call, or None when nothing casts."""
     dev = None
@@ -380,6 +395,10 @@ def _autocast_fn(op, args, attrs):
         policy = policy.get(dev)
     if policy is None:
         return None
+    if policy == "unsafe":
+        _autocast_unsafe(op, dev)
+    if op.autocast_when is not None and not op.autocast_when(dev, args, attrs):
+        return _as_given  # the call does not reach the listed op: it runs as given
 
     def eligible(a):
         return (type(a) in _TT and _isf(a._data.dtype) and a._data.dtype != np.float64

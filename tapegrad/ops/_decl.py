@@ -129,7 +129,7 @@ def bad_broadcast(*extra):
 def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, reference=None,
               error_samples=None, nout=1, differentiable=True, sequence=False, by_name=False,
               optional=(), kind="basic", doc="", dynamic_kernel=None, autocast=None,
-              widen=False):
+              autocast_when=None, widen=False):
     """Declare the public function ``fn``, built from other ops, in the registry
     (``OpDef.composite``): ``bind``/``compute`` on it call ``fn``, whose constituent
     ops record, differentiate, batch and forward-differentiate; ``infer`` is its
@@ -143,10 +143,11 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
     attribute); ``optional``: the inputs that may be None. ``kind="dynamic"``: a
     data-dependent output shape (``argwhere``); ``dynamic_kernel(*arrays, alloc=,
     **attrs)``, when given, is what a caller's allocator runs (sizes first, then written
-    into its memory) instead of ``fn`` followed by a copy. ``autocast``: the op's
-    ``OpDef.autocast`` policy, applied where its public function is called from
-    ``tg.*`` / ``tg.nn.functional`` (``guard.checked``) and on ``bind``. ``widen``: the
-    op's ``OpDef.widen`` (half-width inputs computed in float32, see ``widened_call``),
+    into its memory) instead of ``fn`` followed by a copy. ``autocast``,
+    ``autocast_when``: the op's ``OpDef.autocast`` policy and the calls it applies
+    to, applied where its public function is called from ``tg.*`` /
+    ``tg.nn.functional`` (``guard.checked``) and on ``bind``. ``widen``: the op's
+    ``OpDef.widen`` (half-width inputs computed in float32, see ``widened_call``),
     applied at the same places. Returns ``fn`` (the public function stays as it is)."""
     from ..grad_mode import no_grad
     from ..tensor import Tensor, buffer, wrap
@@ -186,7 +187,7 @@ def composite(fn, *, infer, samples, name=None, args=("input",), torch=None, ref
                                samples=samples, torch=torch, reference=reference,
                                error_samples=error_samples, nout=nout,
                                differentiable=differentiable, doc=doc or (fn.__doc__ or ""),
-                               autocast=autocast, widen=widen)
+                               autocast=autocast, autocast_when=autocast_when, widen=widen)
     return fn
 
 
@@ -298,7 +299,7 @@ def eval_infer(fn, fill=0.0):
 
 def decl(fn, samples, *, name=None, args=("input",), infer=None, torch=None, errors=None,
          nout=1, differentiable=True, sequence=False, optional=(), fill=0.0, reference=None,
-         autocast=None, widen=False):
+         autocast=None, autocast_when=None, widen=False):
     """Declare the public function ``fn`` (a composite) in the registry."""
     name = name or fn.__name__
     if torch is None and reference is None:
@@ -313,7 +314,8 @@ def decl(fn, samples, *, name=None, args=("input",), infer=None, torch=None, err
     composite(fn, name=name, args=args, infer=infer,
               samples=samples, torch=torch, reference=reference, error_samples=errors,
               nout=nout, differentiable=differentiable, sequence=sequence,
-              optional=optional, autocast=autocast, widen=widen)
+              optional=optional, autocast=autocast, autocast_when=autocast_when,
+              widen=widen)
     return fn
 
 

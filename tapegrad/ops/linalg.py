@@ -553,6 +553,37 @@ def _einsum_vmap(ctx, *values):
     return bind(ctx.op, *values, equation=",".join(terms) + "->" + z + out)
 
 
+def _einsum_sums_shared(device_type, args, attrs):
+    """Whether PyTorch's einsum gives the autocast dtype for this call. CUDA lists
+    einsum itself. On the CPU it contracts the operands pairwise, left to right (the
+    order PyTorch takes without opt_einsum; with it, three or more operands may pair
+    otherwise): a pair summing a subscript both hold with a size other than 1 goes
+    through bmm (on the CPU list: the autocast dtype), any other pair multiplies (the
+    wider of its two dtypes), so the result has the autocast dtype when the last
+    pair does."""
+    if device_type != "cpu":
+        return True
+    subs, out = _split_equation(attrs["equation"])
+    # per operand: (the subscripts it holds with a size other than 1, lowered)
+    ops = [({c for c, n in zip(s, a.shape) if n != 1}, False) for s, a in zip(subs, args)]
+    count = collections.Counter(c for held, _ in ops for c in held if c not in out)
+    while len(ops) > 1:
+        (a, low_a), (b, low_b) = ops[0], ops[1]
+        summed = set()
+        for c in list(count):
+            if c in a and c in b:
+                count[c] -= 1
+                if count[c] == 1:
+                    summed.add(c)
+                    count[c] = 0
+            elif count[c] == 1 and (c in a or c in b):
+                count[c] = 0
+                summed.add(c)  # summed within the one operand holding it
+        ops[:2] = [((a | b) - summed, any(c in a and c in b for c in summed)
+                    or (low_a and low_b))]
+    return ops[0][1]
+
+
 def _einsum_op(n):
     """The einsum op for n operands ("einsum" for two, "einsum<n>" otherwise), made on
     first use: the registry keeps a fixed list of tensor args per op."""
@@ -563,6 +594,7 @@ def _einsum_op(n):
             name=_einsum_name(n), jvp=_jvp.multilinear, vmap=_einsum_vmap,
             # CUDA autocast lists einsum; on CPU two or more operands contract by bmm
             autocast="lower" if n > 1 else {"cuda": "lower"},
+            autocast_when=_einsum_sums_shared if n > 1 else None,
             kernel=(_einsum1_kernel if n == 1 else _einsum2_kernel if n == 2
                     else _einsum_kernel),
             infer=_einsum_infer, args=args, vjp=_einsum_vjp, promote="none",
@@ -832,8 +864,19 @@ def _td_vjp(ctx, g):
             _einsum_grad(ctx.m, [la, lb], out, [a, b], g, 1, sb) if n[1] else None)
 
 
+def _not_a_dot(device_type, args, attrs):
+    """Whether PyTorch's CPU tensordot reaches mm (on the CPU autocast list): unless
+    the free dims of both operands hold one element each (it then takes a dot)."""
+    if device_type != "cpu":
+        return True
+    free = [math.prod(n for i, n in enumerate(x.shape) if i not in set(d) | {i - x.ndim})
+            for x, d in zip(args, attrs["dims"])]
+    return free != [1, 1]
+
+
 TENSORDOT = register(
-    name="tensordot", autocast={"cuda": "promote"}, onnx=_onnx_tensordot, jvp=_jvp.multilinear,
+    name="tensordot", autocast={"cpu": "lower", "cuda": "promote"}, autocast_when=_not_a_dot,
+    onnx=_onnx_tensordot, jvp=_jvp.multilinear,
     kernel=_td_kernel, infer=_td_infer, args=("a", "b"), vjp=_td_vjp,
     saves={"a": ("b",), "b": ("a",)}, promote="none",
     samples=lambda dtype=np.float64: [
@@ -1742,8 +1785,18 @@ def inner(input, other):
     return _S.reshape(out, tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
 
 
+def _inner_not_a_dot(device_type, args, attrs):
+    """PyTorch's inner: a product for a 0-D input, else tensordot over the last dims
+    (on the CPU autocast list unless a dot product; CUDA's promotes)."""
+    a, b = args
+    if a.ndim == 0 or b.ndim == 0:
+        return False
+    return _not_a_dot(device_type, args, {"dims": ((a.ndim - 1,), (b.ndim - 1,))})
+
+
 decl(inner, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((2, 4), dtype, seed=1)),
                                       S(rand((4,), dtype), rand((4,), dtype, seed=2))],
+     autocast={"cpu": "lower", "cuda": "promote"}, autocast_when=_inner_not_a_dot,
      args=("input", "other"), errors=lambda: [((rand((3, 4)), rand((3,))), {}, RuntimeError)],
      fill="eye")
 
@@ -1773,7 +1826,9 @@ def chain_matmul(*matrices):
 
 decl(chain_matmul, lambda dtype=np.float64: [S(rand((3, 4), dtype), rand((4, 2), dtype, seed=1),
                                                rand((2, 5), dtype, seed=2))],
-     autocast={"cuda": "lower"}, args=("matrices",),
+     autocast="lower", args=("matrices",),
+     # CPU: through mm, which one matrix (returned as a copy) does not reach
+     autocast_when=lambda device_type, args, attrs: device_type != "cpu" or len(args) > 1,
      errors=lambda: [((rand((3,)),), {}, RuntimeError)], fill="eye")
 
 

@@ -75,8 +75,15 @@ An ``OpDef`` holds everything about one operator:
     device): ``"lower"`` (cast to the autocast dtype: matmul, linear, conv...),
     ``"fp32"`` (cast to float32: the losses...), ``"fp32_unless_dtype"`` (float32
     unless the call names a ``dtype=``: CUDA's softmax, sum...), ``"promote"`` (cast
-    to the widest floating input: cat, stack...), or None (run as given). One string
+    to the widest floating input: cat, stack...), ``"unsafe"`` (a call inside a region
+    raises RuntimeError: CUDA's binary_cross_entropy), or None (run as given). One string
     for both devices, or a dict ``{"cpu": ..., "cuda": ...}``; dispatch applies it.
+``autocast_when``
+    optional ``autocast_when(device_type, args, attrs) -> bool``: whether this call
+    gets the op's ``autocast`` policy, for an op PyTorch casts for only on the calls
+    that reach a listed op inside it (CPU einsum: only when it sums a subscript two
+    operands share, through bmm; tensordot: unless it is a dot product). A call it
+    rejects runs as given, autocast off inside (a composite's inner ops do not cast).
 ``halfwidth``
     True when the kernel takes bfloat16 and float16 arrays itself, computing in
     float32 and rounding each output once (the fused expression kernels, which read
@@ -113,7 +120,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 KINDS = ("basic", "workspace", "dynamic", "view")
 DECOMPOSED = "decomposed"  # an ``onnx`` field: the op exports as the ops it is made of
-AUTOCAST = ("lower", "fp32", "fp32_unless_dtype", "promote")
+AUTOCAST = ("lower", "fp32", "fp32_unless_dtype", "promote", "unsafe")
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
 
@@ -146,6 +153,7 @@ class OpDef:
     broadcasting: bool = False
     promote: str = "none"
     autocast: Any = None
+    autocast_when: Optional[Callable] = None
     widen: bool = False
     differentiable: bool = True
     nout: int = 1

@@ -233,13 +233,6 @@ def test_recurrent_modules_give_torch_autocast_dtypes(name):
     assert all(p.grad is not None and p.grad.dtype == tg.float32 for p in m.parameters())
 
 
-def _sums(equation):
-    """Whether an explicit einsum equation sums a subscript (PyTorch's CPU einsum then
-    contracts with bmm, on the CPU autocast list; else it multiplies)."""
-    ins, out = equation.split("->")
-    return bool(set(ins.replace(",", "")) - set(out))
-
-
 @pytest.mark.parametrize("op", _DECLARED, ids=[o.name for o in _DECLARED])
 def test_declared_cpu_policies_give_torch_autocast_dtypes(op):
     """Every op whose declaration carries a CPU policy, on its registry samples: the
@@ -250,8 +243,6 @@ def test_declared_cpu_policies_give_torch_autocast_dtypes(op):
     bf16 = tg.bfloat16.np
     checked = 0
     for s in list(op.samples(np.float32))[:3]:
-        if op.name.startswith("einsum") and not _sums(s.attrs["equation"]):
-            continue  # PyTorch's CPU einsum multiplies (float32) when nothing is summed
         args = list(s.args)
         fl = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
         if not fl:
@@ -274,6 +265,67 @@ def test_declared_cpu_policies_give_torch_autocast_dtypes(op):
     assert checked
 
 
+# einsum, tensordot and the functions made of them cast on the CPU only where PyTorch's
+# reach bmm or mm (OpDef.autocast_when): an equation summing a subscript two operands
+# share with a size other than 1 (in the last pair of its left-to-right contraction:
+# PyTorch's order without opt_einsum, which the comparison asks of it); a tensordot
+# that is not a dot product
+_THROUGH_GEMM = [
+    ("einsum", "ij,jk->ik", [(2, 3), (3, 4)]), ("einsum", "bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]),
+    ("einsum", "i,j->ij", [(3,), (4,)]), ("einsum", "ij,ij->ij", [(2, 3), (2, 3)]),
+    ("einsum", "ij,ij->", [(2, 3), (2, 3)]), ("einsum", "ij,ij->i", [(2, 3), (2, 3)]),
+    ("einsum", "ij,j->i", [(2, 3), (3,)]), ("einsum", "ij,jk->ijk", [(2, 3), (3, 4)]),
+    ("einsum", "ij,k->", [(2, 3), (4,)]), ("einsum", "ij,k->ij", [(2, 3), (4,)]),
+    ("einsum", "ij,jk", [(2, 3), (3, 4)]), ("einsum", "i,j", [(3,), (4,)]),
+    ("einsum", "...ij,...jk->...ik", [(2, 2, 3), (2, 3, 4)]), ("einsum", "...ij->...", [(2, 3)]),
+    ("einsum", "ii,j->j", [(3, 3), (4,)]), ("einsum", "ii,i->", [(3, 3), (3,)]),
+    ("einsum", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("einsum", "i,j,k->ijk", [(2,), (3,), (4,)]), ("einsum", "i,i,i->i", [(3,), (3,), (3,)]),
+    ("einsum", "i,i,j->j", [(3,), (3,), (2,)]), ("einsum", "i,j,i->j", [(3,), (2,), (3,)]),
+    ("einsum", "ij,ij,ij->i", [(2, 3), (2, 3), (2, 3)]), ("einsum", "i,i,i->", [(3,), (3,), (3,)]),
+    ("einsum", "ij->ji", [(2, 3)]), ("einsum", "ii->", [(3, 3)]), ("einsum", "ij->i", [(2, 3)]),
+    ("einsum", "ij,jk->ik", [(2, 1), (1, 4)]), ("einsum", "i,i->", [(1,), (1,)]),
+    ("einsum", "ij,jk->ik", [(2, 3), (3, 1)]), ("einsum", "ij,jk->ik", [(2, 0), (0, 3)]),
+    ("einsum", "bi,bi->b", [(2, 3), (2, 3)]), ("einsum", "ij,kj->", [(2, 1), (3, 1)]),
+    ("tensordot", 1, [(3, 4), (4,)]), ("tensordot", 1, [(1, 4), (4, 1)]),
+    ("tensordot", 2, [(3, 4), (3, 4)]), ("tensordot", 0, [(4,), (3,)]),
+    ("tensordot", 0, [(1,), (1,)]), ("tensordot", 1, [(1, 4), (4, 3)]),
+    ("tensordot", 1, [(0,), (0,)]), ("tensordot", 2, [(2, 3, 4), (3, 4)]),
+    ("inner", None, [(4,), (4,)]), ("inner", None, [(3, 4), (2, 4)]),
+    ("inner", None, [(1, 1, 4), (4,)]), ("inner", None, [(), (4,)]),
+    ("chain_matmul", None, [(3, 4)]), ("chain_matmul", None, [(3, 4), (4, 2), (2, 5)]),
+]
+
+
+def _through_gemm(lib, name, arg, ts):
+    if name == "einsum":
+        return lib.einsum(arg, *ts)
+    if name == "tensordot":
+        return lib.tensordot(*ts, dims=arg)
+    return getattr(lib, name)(*ts)
+
+
+@pytest.mark.parametrize("case", _THROUGH_GEMM, ids=[f"{c[0]}{c[1]}{c[2]}" for c in _THROUGH_GEMM])
+def test_composites_cast_where_torchs_reach_a_listed_gemm(case):
+    """Output dtype and values of einsum, tensordot, inner, chain_matmul under CPU
+    autocast, as torch.autocast's; the gradients reach the float32 inputs in float32."""
+    name, arg, shapes = case
+    ts, ps = _pair(*shapes)
+    for t in ts:
+        t.requires_grad_(True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.chain_matmul's deprecation
+        with torch.backends.opt_einsum.flags(enabled=False), torch.autocast("cpu"):
+            want = _through_gemm(torch, name, arg, ps)
+    with tg.autocast("cpu"):
+        got = _through_gemm(tg, name, arg, ts)
+    assert _name(got.dtype) == _name(want.dtype), (got.dtype, want.dtype)
+    np.testing.assert_allclose(got.detach().float().numpy(), want.detach().float().numpy(),
+                               rtol=3e-2, atol=3e-2)
+    got.float().sum().backward()
+    assert all(t.grad is not None and t.grad.dtype == tg.float32 for t in ts)
+
+
 # ---------------------------------------------------------------- CUDA's op lists
 # PyTorch's CUDA autocast registers its kernels from the op lists in ATen's
 # autocast_mode.h (shipped with torch under include/): read from there, each list's
@@ -291,7 +343,9 @@ _ATEN_NAMES = {"acos": "arccos", "asin": "arcsin", "atan2": "arctan2",
 _CUDA_ALSO = {
     "lstm_layer": "lower", "gru_layer": "lower", "rnn_layer": "lower",
     "cross_entropy": "fp32",                  # log_softmax then nll_loss: both float32
-    "einsum1": "lower", "einsum3": "lower",   # ATen's einsum, over one or three operands
+    "einsum<n>": "lower",  # ATen's einsum over n != 2 operands (an op made on first use)
+    "inner": "promote",                       # tensordot (promote) over the last dims
+    "binary_cross_entropy": "unsafe",         # autocast_mode.cpp's banned kernel
 }
 
 
@@ -331,6 +385,59 @@ def test_cuda_policies_are_pytorchs_cuda_lists():
     for name, op in sorted(ops.items()):
         pol = op.autocast_policy("cuda")
         if pol is not None and name not in want:
-            if _CUDA_ALSO.get(name) != pol:
-                wrong.append((name, pol, _CUDA_ALSO.get(name)))
+            also = _CUDA_ALSO.get("einsum<n>" if name.startswith("einsum") else name)
+            if also != pol:
+                wrong.append((name, pol, also))
     assert not wrong, wrong
+
+
+def test_cuda_policy_decisions_by_call():
+    """The CUDA decisions that depend on the call, asked of the ops (keyed by device,
+    no GPU needed): interpolate casts to float32 in every mode but "area" (adaptive
+    average pooling, not on the lists); einsum and tensordot cast on every call (CUDA
+    lists them themselves), where the CPU casts only the calls reaching bmm or mm."""
+    x = tg.randn(1, 2, 4, 4)
+    interp = get("interpolate")
+    for mode, casts in (("area", False), ("bilinear", True), ("nearest", True)):
+        assert interp.autocast_when("cuda", (x,), {"mode": mode}) is casts, mode
+    outer = get("einsum")
+    a, b = tg.randn(3), tg.randn(4)
+    assert outer.autocast_when("cuda", (a, b), {"equation": "i,j->ij"})
+    assert not outer.autocast_when("cpu", (a, b), {"equation": "i,j->ij"})
+    td = get("tensordot")
+    assert td.autocast_when("cuda", (a, a), {"dims": ((0,), (0,))})
+    assert not td.autocast_when("cpu", (a, a), {"dims": ((0,), (0,))})
+
+
+def test_binary_cross_entropy_refused_under_cuda_autocast(monkeypatch):
+    """PyTorch's CUDA autocast refuses binary_cross_entropy (RuntimeError: unsafe to
+    autocast, use the with_logits form); ours too, in a CUDA region on CUDA tensors
+    (simulated here: dispatch is shown CPU arrays as CUDA ones), whatever the dtype;
+    a CPU region computes it in float32, as torch.autocast("cpu")."""
+    import types
+
+    from tapegrad import dispatch
+    x, t = tg.rand(3, 4) * 0.8 + 0.1, tg.rand(3, 4)
+    real = dispatch._devices
+
+    class _AsCuda:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def device_of(a):
+            return types.SimpleNamespace(type="cuda")
+    with monkeypatch.context() as m:
+        m.setattr(dispatch, "_devices", _AsCuda())
+        for inp in (x, x.half(), x.double()):
+            with tg.autocast("cuda"):
+                with pytest.raises(RuntimeError, match="unsafe to autocast.*with_logits"):
+                    tg.nn.functional.binary_cross_entropy(inp, t.to(inp.dtype))
+                with pytest.raises(RuntimeError, match="unsafe to autocast"):
+                    tg.nn.BCELoss()(inp, t.to(inp.dtype))
+    with tg.autocast("cpu"):
+        got = tg.nn.functional.binary_cross_entropy(x.bfloat16(), t)
+    with torch.autocast("cpu"):
+        want = torch.nn.functional.binary_cross_entropy(torch.tensor(x.numpy()).bfloat16(),
+                                                        torch.tensor(t.numpy()))
+    assert _name(got.dtype) == _name(want.dtype) == "float32"

@@ -520,7 +520,7 @@ def _bce_samples(dtype=np.float64):
             Sample((x, t, _rand((4,), dtype, 0.5, 2.0, seed=3)), {"reduction": "sum"}, False)]
 
 
-composite(binary_cross_entropy, widen=True, autocast={"cpu": "fp32"},
+composite(binary_cross_entropy, widen=True, autocast={"cpu": "fp32", "cuda": "unsafe"},
           infer=_binary_infer("binary_cross_entropy"),
           args=("input", "target", "weight"), optional=("weight",), samples=_bce_samples,
           error_samples=lambda: [((_rand((3, 4), low=0.1, high=0.9),

@@ -322,6 +322,8 @@ def _onnx_interpolate(b, st):
 
 INTERPOLATE = register(
     name="interpolate", autocast={"cuda": "fp32"}, vmap=_vmap.nchw_rule, kernel=_interp_kernel,
+    # CUDA lists the upsample kernels; mode "area" is adaptive average pooling, unlisted
+    autocast_when=lambda device_type, args, attrs: attrs.get("mode") != "area",
     infer=_interp_infer,
     args=("input",),
     vjp=_interp_vjp, jvp=_interp_jvp, saves=(), samples=_interp_samples, torch=_torch_interp,
