@@ -441,3 +441,27 @@ def test_binary_cross_entropy_refused_under_cuda_autocast(monkeypatch):
         want = torch.nn.functional.binary_cross_entropy(torch.tensor(x.numpy()).bfloat16(),
                                                         torch.tensor(t.numpy()))
     assert _name(got.dtype) == _name(want.dtype) == "float32"
+
+
+def test_attention_float_mask_under_autocast_as_torch():
+    """multi_head_attention_forward with a float attn_mask under CPU autocast: the
+    mask joins baddbmm in the autocast dtype (PyTorch's baddbmm policy), no dtype
+    error; outputs in torch.autocast's dtypes and close to its values."""
+    from tapegrad.dispatch import bind
+    op = get("multi_head_attention_forward")
+    checked = 0
+    for s in op.samples(np.float32):
+        if not any(isinstance(a, np.ndarray) and a.ndim == 3 and a.dtype == np.float32
+                   for a in s.args[9:11]):
+            continue  # the samples with a float 3-D attn_mask
+        with tg.autocast("cpu"):
+            got = bind(op, *[tg.tensor(a) if isinstance(a, np.ndarray) else a for a in s.args],
+                       **s.attrs)
+        with torch.autocast("cpu"):
+            want = op.torch(torch, *[torch.from_numpy(a.copy()) if isinstance(a, np.ndarray)
+                                     else a for a in s.args], **s.attrs)
+        for g, w in zip(got, want):
+            assert _name(g.dtype) == _name(w.dtype)
+            np.testing.assert_allclose(g.float().numpy(), w.float().numpy(), rtol=5e-2, atol=5e-2)
+        checked += 1
+    assert checked

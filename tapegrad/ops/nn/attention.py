@@ -8,7 +8,9 @@ import numpy as np
 from ... import dtypes as _dt
 from ..._util import broadcast_shapes, op_error
 from ...devices import xp_of
+from ...dispatch import autocast_call
 from ...dtypes import is_float as _isf
+from ...ops_registry import get as get_op
 from .._decl import Sample, TensorSpec, composite, rand
 from ..elementwise import where
 from ..linalg import matmul
@@ -328,7 +330,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         q_scaled = q * float(np.sqrt(1.0 / float(q.shape[-1])))
         kt = SH.transpose(k, -2, -1)
         if attn_mask is not None:
-            w = L2.baddbmm(attn_mask, q_scaled, kt)
+            # baddbmm's autocast policy (a float mask to the autocast dtype), as
+            # PyTorch's dispatch gives it; the direct call would skip it
+            w = autocast_call(get_op("baddbmm"), L2.baddbmm, (attn_mask, q_scaled, kt), {})
         else:
             w = L2.bmm(q_scaled, kt)
         w = softmax(w, dim=-1)
