@@ -140,10 +140,10 @@ def value_and_grad(f, argnums=0, has_aux=False):
     return wrapped
 
 
-def grad(f, argnums=0, has_aux=False):
-    """``f -> (args -> df/dargs[argnums])`` for scalar-valued ``f``; composes for
-    higher derivatives: ``grad(grad(f))``."""
-    vg = value_and_grad(f, argnums, has_aux)
+def grad(func, argnums=0, has_aux=False):
+    """``func -> (args -> dfunc/dargs[argnums])`` for scalar-valued ``func``; composes for
+    higher derivatives: ``grad(grad(func))``."""
+    vg = value_and_grad(func, argnums, has_aux)
 
     def wrapped(*args, **kwargs):
         (val_aux, g) = vg(*args, **kwargs)
@@ -162,13 +162,13 @@ def grad_and_value(func, argnums=0, has_aux=False):
     return wrapped
 
 
-def vjp(f, *primals, has_aux=False):
-    """``(f(*primals), vjp_fn)`` as ``torch.func.vjp``: ``vjp_fn(cotangents)`` (the
-    structure of ``f``'s output) gives a tuple with one cotangent per primal, each in
+def vjp(func, *primals, has_aux=False):
+    """``(func(*primals), vjp_fn)`` as ``torch.func.vjp``: ``vjp_fn(cotangents)`` (the
+    structure of ``func``'s output) gives a tuple with one cotangent per primal, each in
     that primal's structure (primals and outputs may be pytrees)."""
     with enable_grad():
         ins = _prep(primals, range(len(primals)))
-        res = f(*ins)
+        res = func(*ins)
     out, aux = res if has_aux else (res, None)
     outs, _ = _flatten(out)
     flat, back = _variables(ins, range(len(ins)))
@@ -176,7 +176,7 @@ def vjp(f, *primals, has_aux=False):
     def vjp_fn(*vs):
         vs = _flatten(vs[0] if len(vs) == 1 else vs)[0]
         if len(vs) != len(outs):
-            raise RuntimeError(f"vjp: expected {len(outs)} cotangents (the structure of f's "
+            raise RuntimeError(f"vjp: expected {len(outs)} cotangents (the structure of func's "
                                f"output), got {len(vs)}")
         with enable_grad():
             gs = _grad(outs, flat, grad_outputs=list(vs), retain_graph=True,
@@ -195,12 +195,12 @@ def _as_float_tensor(a):
     return tensor(a, dtype=get_default_dtype() if isinstance(a, (int, float)) else None)
 
 
-def jvp(f, primals, tangents, *, has_aux=False):
-    """``(f(*primals), J @ tangents)`` by forward mode (``tg.forward_ad``): one pass of
-    ``f`` whose every op also computes its output's tangent from the registry's
+def jvp(func, primals, tangents, *, has_aux=False):
+    """``(func(*primals), J @ tangents)`` by forward mode (``tg.forward_ad``): one pass of
+    ``func`` whose every op also computes its output's tangent from the registry's
     forward-mode rule. ``primals``/``tangents`` are tuples of pytrees of the same
     structure (a single Tensor is taken as a 1-tuple); the results have the structure
-    of ``f``'s output, and an output the tangents do not reach gets a zero tangent."""
+    of ``func``'s output, and an output the tangents do not reach gets a zero tangent."""
     primals, tangents = _tuple(primals), _tuple(tangents)
     p_leaves, p_rebuild = _flatten(list(primals))
     t_leaves, _ = _flatten(list(tangents))
@@ -218,7 +218,7 @@ def jvp(f, primals, tangents, *, has_aux=False):
     with _level(), _fwad.dual_level():
         duals = [_fwad.make_dual(p, t.to(p.dtype) if t.dtype != p.dtype else t)
                  for p, t in zip(p_leaves, t_leaves)]
-        res = f(*p_rebuild(duals))
+        res = func(*p_rebuild(duals))
         out, aux = res if has_aux else (res, None)
         outs, out_rebuild = _flatten(out)
         pairs = [_fwad.unpack_dual(o) for o in outs]
@@ -257,8 +257,8 @@ def _pack(argnums, per_arg):
     return per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
 
 
-def jacfwd(f, argnums=0, *, has_aux=False, randomness="error"):
-    """``f -> (args -> Jacobian)`` by forward mode, as ``torch.func.jacfwd``: for each
+def jacfwd(func, argnums=0, *, has_aux=False, randomness="error"):
+    """``func -> (args -> Jacobian)`` by forward mode, as ``torch.func.jacfwd``: for each
     input leaf, ``jvp`` vmapped over its unit tangents (one forward pass for all its
     columns). Each output leaf holds, in the structure of the ``argnums`` arguments
     (pytrees), blocks of shape ``out.shape + arg.shape``."""
@@ -277,7 +277,7 @@ def jacfwd(f, argnums=0, *, has_aux=False, randomness="error"):
             a = list(args)
             for i, tree in zip(nums, back(leaves)):
                 a[i] = tree
-            return f(*a)
+            return func(*a)
 
         spec = []
         aux = None
@@ -311,8 +311,8 @@ def jacfwd(f, argnums=0, *, has_aux=False, randomness="error"):
     return wrapped
 
 
-def jacrev(f, argnums=0, *, has_aux=False, chunk_size=None):
-    """``f -> (args -> Jacobian)`` by reverse mode, as ``torch.func.jacrev``: one
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """``func -> (args -> Jacobian)`` by reverse mode, as ``torch.func.jacrev``: one
     forward pass, then the vjp vmapped over the unit cotangents (one backward for all
     rows). Each output leaf holds, in the structure of the ``argnums`` arguments
     (pytrees), blocks of shape ``out.shape + arg.shape``."""
@@ -322,7 +322,7 @@ def jacrev(f, argnums=0, *, has_aux=False, chunk_size=None):
         with enable_grad(), _level(reverse=True):
             nested = _nested()
             ins = _prep(args, nums)
-            res = f(*ins)
+            res = func(*ins)
             out, aux = res if has_aux else (res, None)
             outs, out_rebuild = _flatten(out)
             xs, back = _variables(ins, nums)
@@ -354,10 +354,10 @@ jacobian = jacrev
 
 
 
-def hessian(f, argnums=0):
-    """``f -> (args -> Hessian)`` for scalar ``f``: forward over reverse,
-    ``jacfwd(jacrev(f))`` as ``torch.func.hessian``."""
-    return jacfwd(jacrev(f, argnums), argnums)
+def hessian(func, argnums=0):
+    """``func -> (args -> Hessian)`` for scalar ``func``: forward over reverse,
+    ``jacfwd(jacrev(func))`` as ``torch.func.hessian``."""
+    return jacfwd(jacrev(func, argnums), argnums)
 
 
 def hvp(f, primals, tangents):

@@ -174,7 +174,11 @@ def _onnx_all_any(is_all):
         x = b.cast(x, np.int64)
         n = b.reduce("ReduceSum", x, axes, st.attrs.get("keepdim", False)) if shape else x
         zero = b.const(np.zeros((), np.int64))
-        b.node("Equal" if is_all else "Greater", [n, zero], [b.output(st)])
+        if b.out_dtype(st) == np.uint8:  # a uint8 input gives a uint8 result
+            b.cast(b.node("Equal" if is_all else "Greater", [n, zero]), np.uint8,
+                   [b.output(st)])
+        else:
+            b.node("Equal" if is_all else "Greater", [n, zero], [b.output(st)])
     return lower
 
 
@@ -1310,14 +1314,17 @@ def _bool_reduce_kernel(fn):
         if out is not None:
             fn(x, axis=dim, keepdims=keepdim, out=out)
             return out
-        return np.asarray(fn(x, axis=dim, keepdims=keepdim))
+        r = np.asarray(fn(x, axis=dim, keepdims=keepdim))
+        return r.astype(np.uint8) if x.dtype == np.uint8 else r
     return kernel
 
 
 def _bool_reduce_infer(name):
     def infer(x, dim=None, keepdim=False):
         dims = normalize_dims(name, dim, len(x.shape))
-        return TensorSpec(_reduced_shape(tuple(x.shape), dims, keepdim), np.dtype(np.bool_))
+        u8 = np.dtype(getattr(x.dtype, "np", x.dtype)) == np.uint8  # uint8 in, uint8 out
+        return TensorSpec(_reduced_shape(tuple(x.shape), dims, keepdim),
+                          np.dtype(np.uint8 if u8 else np.bool_))
     return infer
 
 
@@ -1346,7 +1353,8 @@ ALL = register(name="all", onnx=_onnx_all_any(True), vmap=_vmap.dim_attrs(),
 
 
 def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
-    """True where every element (over ``dim``, int or tuple) is nonzero; bool result."""
+    """True where every element (over ``dim``, int or tuple) is nonzero; bool result
+    (uint8 for a uint8 input, as PyTorch)."""
     return bind(ALL, input, dim=_canon("all", input, _dims("all", dim, axis)),
                 keepdim=_keep(keepdim, keepdims))
 
@@ -1358,7 +1366,8 @@ ANY = register(name="any", onnx=_onnx_all_any(False), vmap=_vmap.dim_attrs(),
 
 
 def any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A001
-    """True where some element (over ``dim``, int or tuple) is nonzero; bool result."""
+    """True where some element (over ``dim``, int or tuple) is nonzero; bool result
+    (uint8 for a uint8 input, as PyTorch)."""
     return bind(ANY, input, dim=_canon("any", input, _dims("any", dim, axis)),
                 keepdim=_keep(keepdim, keepdims))
 
