@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
-from .._util import DtypeError, NoKernelError, broadcast_shapes as _broadcast_shapes
+from .._util import ArgumentError, DtypeError, NoKernelError, broadcast_shapes as _broadcast_shapes
 from ..devices import cpu as _cpu
 from ..dispatch import bind
 from ..dtypes import is_float as _isf
@@ -310,10 +310,31 @@ FMOD = _binary("fmod", _integer_division(np.fmod, "fmod", "fmod"), _fmod_vjp,
                torch=lambda torch, x, other: torch.fmod(x, other), jvp=_diagonal, onnx=_onnx_fmod)
 
 
+def _int_kind(x):
+    """An integer array or a Python int (not bool)."""
+    if hasattr(x, "dtype"):
+        return x.dtype.kind in "iu"
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _int_pow_negative(x, other, out):
+    """``x ** other`` for integer arrays where some exponents are negative, as PyTorch:
+    1 for a base of 1, +-1 for -1 (by the exponent's parity), 0 for any other base."""
+    neg = other < 0
+    r = np.power(x, np.where(neg, 0, other))
+    odd = (other % 2) != 0
+    r = np.where(neg, np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0)),
+                 r).astype(r.dtype, copy=False)
+    return r if out is None else _into(out, r)
+
+
 def _pow_kernel(x, other, out=None):
     if isinstance(other, int) and not isinstance(other, bool) and other < 0 \
             and hasattr(x, "dtype") and x.dtype.kind in "iu":
-        raise ValueError("pow: integers to negative integer powers are not allowed")
+        raise ArgumentError("pow: Integers to negative integer powers are not allowed.")
+    if getattr(other, "dtype", None) is not None and other.dtype.kind == "i" \
+            and _int_kind(x) and bool((other < 0).any()):
+        return _int_pow_negative(x, other, out)
     if type(other) in (int, float) and getattr(x, "dtype", None) is not None \
             and _isf(x.dtype) and other in _POW_FAST:
         if out is not None and _overlaps(out, x):

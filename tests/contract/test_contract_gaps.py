@@ -53,3 +53,44 @@ def test_all_any_result_dtype(name, dtype):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
         method = getattr(tg.tensor(x), name)(**kw)
         assert method.dtype == ours.dtype
+
+
+# ---------------------------------------------------------------- integer powers
+@pytest.mark.parametrize("dtype,edtype", [("int64", "int64"), ("int32", "int64"),
+                                          ("int8", "int32"), ("uint8", "int64")])
+def test_integer_tensor_to_negative_integer_tensor_powers(dtype, edtype):
+    base = np.array([-3, -2, -1, 0, 1, 2, 3]).astype(dtype)[:, None]
+    exp = np.array([-3, -2, -1, 0, 1, 2]).astype(edtype)[None, :]
+    want = torch.tensor(base) ** torch.tensor(exp)
+    got = tg.tensor(base) ** tg.tensor(exp)
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_python_int_base_to_negative_integer_tensor_powers():
+    e = [-2, -1, 0, 3]
+    for base in (-1, 0, 1, 2):
+        want = torch.pow(base, torch.tensor(e))
+        np.testing.assert_array_equal(tg.pow(base, tg.tensor(e)).numpy(), want.numpy())
+        np.testing.assert_array_equal((base ** tg.tensor(e)).numpy(), want.numpy())
+
+
+def test_integer_tensor_to_negative_python_int_raises_as_torch():
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers") as theirs:
+        torch.tensor([2]) ** -1
+    with pytest.raises(type(theirs.value), match="Integers to negative integer powers"):
+        tg.tensor([2]) ** -1
+
+
+# ---------------------------------------------------------------- integer softmax
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+def test_softmax_of_integers_raises_as_torch(name, dtype):
+    x = np.array([[1, 0, 2]]).astype(dtype)
+    with pytest.raises(Exception) as theirs:
+        getattr(torch.nn.functional, name)(torch.tensor(x), 1)
+    with pytest.raises(type(theirs.value), match=name):
+        getattr(F, name)(tg.tensor(x), 1)
+    want = getattr(torch.nn.functional, name)(torch.tensor(x), 1, dtype=torch.float64)
+    got = getattr(F, name)(tg.tensor(x), 1, dtype=tg.float64)
+    np.testing.assert_allclose(got.numpy(), want.numpy())

@@ -11,7 +11,7 @@ the PyTorch export runs it on torch.Tensors too. A function of PyTorch's with an
 """
 import numpy as np
 
-from ..._util import normalize_dim, op_error
+from ..._util import NoKernelError, normalize_dim, op_error
 from ...devices import cpu as _cpu, cuda as _cuda, cuda_kernels as _cuda_kernels, xp_of
 from ...dispatch import bind
 from ...dtypes import is_float as _isf
@@ -33,7 +33,7 @@ def _softmax_infer(name):
         normalize_dim(name, dim, len(x.shape))
         if not _isf(np.dtype(x.dtype)):
             raise op_error(name, f"expected a floating point input, got {np.dtype(x.dtype)}",
-                           TypeError)
+                           NoKernelError)  # NotImplementedError as PyTorch's, TypeError
         return TensorSpec(tuple(x.shape), x.dtype)
     return infer
 
