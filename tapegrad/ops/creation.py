@@ -11,7 +11,7 @@ from collections.abc import Sequence as _Sequence
 import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
-from .._util import op_error, shape_arg
+from .._util import NoKernelError, op_error, shape_arg
 from ..devices.cpu_kernels import halfwidth as _cpu_halfwidth
 from ..dispatch import bind, notify
 from ..tape import state as _state
@@ -24,7 +24,8 @@ __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros
            "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace",
            "eye", "manual_seed", "seed", "initial_seed", "generator", "get_rng_state",
            "set_rng_state", "rand", "randn", "randint", "rand_like", "randn_like", "randperm",
-           "to_device", "cast", "clone", "detach", "contiguous", "to", "range", "logspace"]
+           "to_device", "cast", "clone", "detach", "contiguous", "to", "range", "logspace",
+           "tril_indices", "triu_indices"]
 
 
 def _np_dtype(dtype):
@@ -1181,6 +1182,34 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_
     dt = dtype or _dt.get_default_dtype()
     vals = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
     return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def _tri_indices(name, np_fn, row, col, offset, dtype, device):
+    for what, v in (("row", row), ("col", col)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise op_error(name, f"{what} must be an int, got {type(v).__name__}", TypeError)
+        if v < 0:
+            raise op_error(name, f"{what} must be non-negative, got {v}", RuntimeError)
+    dt = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
+    if dt.np not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise op_error(name, f"not implemented for {dt.np.name} (int32 or int64 is expected)",
+                       NoKernelError)
+    idx = np.asarray(np_fn(int(row), int(offset), int(col)), dtype=dt.np).reshape(2, -1)
+    return tensor(idx, dtype=dt, device=device)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """The (2, N) row and column indices of the lower triangle of a ``row`` x ``col``
+    matrix (``offset``: the diagonal, as ``tril``'s), row by row, as
+    ``torch.tril_indices``; int64 unless ``dtype`` (int32 or int64)."""
+    return _tri_indices("tril_indices", np.tril_indices, row, col, offset, dtype, device)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """The (2, N) row and column indices of the upper triangle of a ``row`` x ``col``
+    matrix (``offset``: the diagonal, as ``triu``'s), row by row, as
+    ``torch.triu_indices``; int64 unless ``dtype`` (int32 or int64)."""
+    return _tri_indices("triu_indices", np.triu_indices, row, col, offset, dtype, device)
 
 
 def _creation_infer(fn):

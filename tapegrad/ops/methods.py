@@ -126,10 +126,67 @@ def _cpu(self):
 
 
 def _view_method(self, *shape):
-    if len(shape) == 1 and (isinstance(shape[0], _dt.DType)
-                            or not isinstance(shape[0], (int, tuple, list))):
-        raise TypeError("view: reinterpreting dtypes is not supported; pass a shape")
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, tuple, list)):
+        return _view_dtype(self, shape[0])
     return S.view(self, *shape)
+
+
+def _storage_offset(self):
+    """Elements of this tensor's dtype from the start of the memory it views to its
+    first element (0 unless it is a view, as ``torch.Tensor.storage_offset``)."""
+    data = self._data
+    if isinstance(data, np.ndarray):
+        root = data
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        start, ptr = root.__array_interface__["data"][0], data.__array_interface__["data"][0]
+    else:
+        start, ptr = int(data.data.mem.ptr), int(data.data.ptr)
+    return (ptr - start) // data.itemsize
+
+
+def _view_dtype(self, dtype):
+    """The same memory read as ``dtype`` (``Tensor.view(dtype)``), with PyTorch's rules:
+    equal itemsizes keep the shape; otherwise the last dim must have stride 1 and its
+    size scales by the ratio of the itemsizes (a larger itemsize needs the last size,
+    the storage offset and the other strides divisible by it). Not differentiable; it
+    shares the version counter, as PyTorch's."""
+    try:
+        new = _dt.as_dtype(dtype)
+    except (TypeError, ValueError, KeyError):
+        raise TypeError(f"view: expected a shape or a dtype, got {dtype!r}") from None
+    data = self._data
+    a, b = data.dtype.itemsize, new.np.itemsize
+    if a != b:
+        what = (f"to view {_dt.from_np(data.dtype)} as {new} (different element sizes)")
+        if data.ndim == 0:
+            raise RuntimeError(f"view: self.dim() cannot be 0 {what}")
+        st = _stride(self)
+        if st[-1] != 1:
+            raise RuntimeError(f"view: self.stride(-1) must be 1 {what}, but got {st[-1]}")
+        if b > a:
+            r = b // a
+            if data.shape[-1] % r:
+                raise RuntimeError(f"view: self.size(-1) must be divisible by {r} {what}, "
+                                   f"but got {data.shape[-1]}")
+            off = _storage_offset(self)
+            if off % r:
+                raise RuntimeError(f"view: self.storage_offset() must be divisible by {r} "
+                                   f"{what}, but got {off}")
+            for d, sd in enumerate(st[:-1]):
+                if sd % r:
+                    raise RuntimeError(f"view: self.stride({d}) must be divisible by {r} "
+                                       f"{what}, but got {sd}")
+    out = Tensor(data.view(new.np))
+    out._version = self._version
+    return out
+
+
+def _real(self):
+    """The real part: the tensor itself for a real dtype (as PyTorch)."""
+    if self.is_complex():
+        raise TypeError("real: complex tensors are not supported")
+    return self
 
 
 def _expand_as(self, other):
@@ -624,7 +681,8 @@ def table(ns):
         "apply_": _apply_, "map_": _map_, "map2_": _map2_, "detach_": _detach_,
         "fill_diagonal_": _fill_diagonal_, "where": _where,
         "H": property(_H), "mH": property(S.mT), "adjoint": S.mT,
-        "stride": _stride, "is_contiguous": lambda self, memory_format=None:
+        "stride": _stride, "storage_offset": _storage_offset, "real": property(_real),
+        "is_contiguous": lambda self, memory_format=None:
             bool(self._data.flags.c_contiguous),
         "is_cpu": property(lambda self: self.device.type == "cpu"),
         "is_inference": lambda self: self._inference, "is_signed": _is_signed,

@@ -26,7 +26,7 @@ __all__ = ["reshape", "view", "flatten", "permute", "transpose", "swapaxes", "sw
            "moveaxis", "broadcast_to", "expand", "squeeze", "unsqueeze", "mT", "unflatten", "flip",
            "fliplr", "flipud", "roll", "repeat", "tile", "cat", "concatenate", "concat", "stack",
            "hstack", "vstack", "pad", "tril", "triu", "diagonal_into", "diagonal", "diag",
-           "diag_embed", "repeat_interleave", "adjoint"]
+           "diag_embed", "repeat_interleave", "adjoint", "real"]
 
 
 def _resolve_shape(name, shape, numel):
@@ -449,6 +449,13 @@ composite(view, infer=_view_infer,
           error_samples=lambda: [((rand((3, 4)), 5), {}, RuntimeError),
                                  ((rand((3, 4)).T, 12), {}, RuntimeError)],
           torch=lambda torch, x, *shape: x.view(*shape))
+
+
+def real(input):
+    """The real part of ``input``: ``input`` itself for a real dtype, as ``torch.real``."""
+    if input.is_complex():
+        raise TypeError("real: complex tensors are not supported")
+    return input
 
 
 def flatten(input, start_dim=0, end_dim=-1):

@@ -94,3 +94,73 @@ def test_softmax_of_integers_raises_as_torch(name, dtype):
     want = getattr(torch.nn.functional, name)(torch.tensor(x), 1, dtype=torch.float64)
     got = getattr(F, name)(tg.tensor(x), 1, dtype=tg.float64)
     np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+# ---------------------------------------------------------------- tril / triu indices
+@pytest.mark.parametrize("name", ["tril_indices", "triu_indices"])
+def test_tri_indices_as_torch(name):
+    for row, col, offset in [(3, 4, 0), (4, 3, -1), (3, 3, 2), (0, 2, 0), (2, 5, -4)]:
+        want = getattr(torch, name)(row, col, offset)
+        got = getattr(tg, name)(row, col, offset)
+        assert got.dtype == tg.int64
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    got = getattr(tg, name)(3, 3, dtype=tg.int32)
+    assert got.dtype == tg.int32
+    np.testing.assert_array_equal(got.numpy(), getattr(torch, name)(3, 3).numpy())
+    with pytest.raises(RuntimeError, match="row must be non-negative"):
+        getattr(tg, name)(-1, 3)
+    with pytest.raises(NotImplementedError):
+        getattr(tg, name)(3, 3, dtype=tg.float32)
+
+
+# ---------------------------------------------------------------- storage_offset, real
+def test_storage_offset_of_slices_as_torch():
+    views = [lambda t: t, lambda t: t[1:, 2:], lambda t: t[1], lambda t: t.T,
+             lambda t: t[:, 1::2], lambda t: t.reshape(4, 3)[1:], lambda t: t[2][1:]]
+    x, xt = tg.arange(12.0).reshape(3, 4), torch.arange(12.0).reshape(3, 4)
+    for v in views:
+        assert v(x).storage_offset() == v(xt).storage_offset()
+
+
+def test_real_of_a_real_tensor_is_itself():
+    x = tg.randn(3)
+    assert x.real is x and tg.real(x) is x
+    xt = torch.randn(3)
+    assert xt.real is xt and torch.real(xt) is xt
+
+
+# ---------------------------------------------------------------- view(dtype)
+@pytest.mark.parametrize("src,dst", [("float32", "int32"), ("int64", "float64"),
+                                     ("float32", "int16"), ("int16", "float32"),
+                                     ("uint8", "bool"), ("float64", "uint8")])
+def test_view_dtype_reinterprets_bits_as_torch(src, dst):
+    x = np.arange(1, 13).reshape(3, 4).astype(src)
+    got = tg.tensor(x).view(getattr(tg, dst))
+    want = torch.tensor(x).view(getattr(torch, dst))
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert not got.requires_grad
+
+
+def test_view_dtype_shares_memory_and_version():
+    a = tg.zeros(3)
+    b = a.view(tg.int32)
+    b[0] = 1
+    want = torch.zeros(3)
+    want.view(torch.int32)[0] = 1
+    np.testing.assert_array_equal(a.numpy(), want.numpy())
+    assert a._version_number == b._version_number > 0
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_view_dtype_refuses_as_torch(case):
+    def views(lib):
+        x = lib.arange(12.0).reshape(3, 4)
+        return [lambda: x[:, 1:].view(lib.float64), lambda: x[:, ::2].view(lib.int16),
+                lambda: x[0, 0].view(lib.int16),
+                lambda: x.to(lib.int16)[:, 1:3].view(lib.float32)][case]
+    with pytest.raises(RuntimeError) as theirs:
+        views(torch)()
+    words = str(theirs.value).split(" must")[0].split(" cannot")[0]
+    with pytest.raises(RuntimeError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        views(tg)()
