@@ -1231,5 +1231,12 @@ decl(logspace, lambda dtype=np.float64: [S(0, 2, 3), S(-1.0, 1.0, 5, 2.0)], args
      errors=lambda: [((0, 2, -1), {}, RuntimeError)], fill="eye")
 
 
+for _fn in (tril_indices, triu_indices):
+    decl(_fn, lambda dtype=np.float64: [S(3, 4), S(4, 3, -1), S(3, 3, 2), S(0, 2)], args=(),
+         infer=_creation_infer(_fn), differentiable=False,
+         errors=lambda: [((-1, 3), {}, RuntimeError), ((3, 3), {"dtype": _dt.float32},
+                                                        NotImplementedError)], fill="eye")
+
+
 
 del _fn, _extra, _draw

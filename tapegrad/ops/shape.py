@@ -453,6 +453,8 @@ composite(view, infer=_view_infer,
 
 def real(input):
     """The real part of ``input``: ``input`` itself for a real dtype, as ``torch.real``."""
+    if not hasattr(input, "is_complex"):
+        raise op_error("real", f"expected a Tensor, got {type(input).__name__}", TypeError)
     if input.is_complex():
         raise TypeError("real: complex tensors are not supported")
     return input
@@ -1725,6 +1727,7 @@ def adjoint(input):
 
 
 decl(adjoint, lambda dtype=np.float64: [S(rand((3, 4), dtype)), S(rand((2, 3, 4), dtype))])
+decl(real, lambda dtype=np.float64: [S(rand((3, 4), dtype)), S(rand((), dtype))])
 
 
 
