@@ -55,6 +55,22 @@ def pytest_collection_finish(session):
     threadpoolctl.threadpool_limits(1, user_api="blas")
 
 
+@pytest.hookimpl(trylast=True)  # after xdist's own, and after -m/-k deselected
+def pytest_collection_modifyitems(config, items):
+    """``xdist_group`` under pytest 9: xdist (3.8) appends ``@group`` to ``item._nodeid``,
+    which pytest 9 no longer reads (a node's id is its ``NodeId``), so the workers
+    reported ungrouped ids and every group's tests were spread over the workers. The
+    suffix goes onto the id's string instead, as xdist means it to."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None or not config.getvalue("loadgroup"):
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        node_id = getattr(item, "_id", None)
+        if names and "@" not in item.nodeid and hasattr(node_id, "_str_cache"):
+            object.__setattr__(node_id, "_str_cache", f"{item.nodeid}@{'_'.join(names)}")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """README's ``--dist loadgroup``: xdist's scheduler with the controller's per-test
