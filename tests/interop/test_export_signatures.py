@@ -166,6 +166,11 @@ QUICK = {"max_pool2d", "avg_pool2d", "gather", "scatter_add", "index_select", "s
          "polygamma", "group_norm", "one_hot", "pad"}
 
 
+# max_pool2d's float64 calls here compile its generated 3x3 kernel with bounds checks
+# (seconds of Numba on a cold cache): both tests on one xdist worker compile it once
+MAX_POOL2D_WORKER = pytest.mark.xdist_group("max_pool2d_float64")
+
+
 def _cases(quick):
     out = []
     for op in OPS:
@@ -173,6 +178,8 @@ def _cases(quick):
         if pair is None or quick != (op.name in QUICK):
             continue
         marks = () if quick else (pytest.mark.slow,)
+        if op.name == "max_pool2d":
+            marks += (MAX_POOL2D_WORKER,)
         out.append(pytest.param(op, pair[0], id=op.name, marks=marks))
     return out
 
@@ -218,6 +225,7 @@ def _check_sample(op, sample, qualified):
     _compare(op.name, again, want)  # a call like one made before (replayed, where it can)
 
 
+@MAX_POOL2D_WORKER
 def test_max_pool2d_as_pytorchs():
     """The issue's example: PyTorch's defaults (stride = kernel_size) and one result
     unless ``return_indices``; gradients as PyTorch's."""
