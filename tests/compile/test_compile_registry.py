@@ -20,11 +20,11 @@ VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # factories make their tensor outside the ops; dropout's p=1 sample multiplies by
 # zeros made in the function, sdpa's causal mask and adaptive_avg_pool2d's bin
 # matrices are arrays made in the function (dropout's mask is a random step: it replays);
-# range/logspace are factories; matrix_exp picks its number of squarings from the
-# values. The set is exact: one that starts replaying must leave it.
+# range/logspace/tril_indices/triu_indices are factories; matrix_exp picks its number of
+# squarings from the values. The set is exact: one that starts replaying must leave it.
 EAGER = set("""zeros ones empty full zeros_like ones_like empty_like full_like arange linspace eye
-tensor as_tensor asarray from_numpy from_dlpack rand randn randint rand_like randn_like
-randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d
+tril_indices triu_indices tensor as_tensor asarray from_numpy from_dlpack rand randn randint
+rand_like randn_like randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d
 _standard_gamma range logspace matrix_exp rrelu dropout1d dropout3d alpha_dropout
 feature_alpha_dropout adaptive_avg_pool1d adaptive_avg_pool3d multi_margin_loss
 multilabel_margin_loss embedding_bag affine_grid ctc_loss fractional_max_pool2d
