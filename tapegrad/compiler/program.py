@@ -35,6 +35,7 @@ import math
 import operator
 import sys
 
+import ml_dtypes
 import numpy as np
 
 from ..devices import cpu as _cpu
@@ -59,6 +60,13 @@ class GuardFailed(Exception):
 _UFUNCS = {"add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "div",
            "divide": "div", "negative": "neg"}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_F32 = np.dtype(np.float32)
+_LOW = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))  # computed in float32
+
+
+def _compute_dtype(dt):
+    """The dtype a fused kernel computes ``dt`` in: float32 for bfloat16/float16."""
+    return _F32 if dt in _LOW else dt
 
 
 # ---------------------------------------------------------------- DCE
@@ -184,8 +192,41 @@ def _expr_of(st, g, env):
         return None
 
 
+def _cast_of(st, g):
+    """The input value of a ``cast`` between float32, bfloat16 and float16 of one
+    shape, else None."""
+    if st.kind != "op" or st.op.name != "cast" or len(st.ins) != 1 or \
+            type(st.ins[0]) is not int or set(st.attrs) != {"dtype"} or len(st.outs) != 1:
+        return None
+    v, o = st.ins[0], st.outs[0]
+    if _compute_dtype(g.dtypes[v]) != _F32 or _compute_dtype(g.dtypes[o]) != _F32 or \
+            g.shapes[v] != g.shapes[o] or o in g.alias:
+        return None
+    return v
+
+
+def _group_expr(st, g, env):
+    """``_expr_of`` for a fused group's kernel, which computes bfloat16 and float16
+    in float32: a half-width value is held widened, a cast to float32 is the value
+    itself, and a cast or op into a half-width dtype rounds its float32 result
+    (``round_<dtype>``), as eager's kernels do, once per op."""
+    v = _cast_of(st, g)
+    if v is not None:
+        node = env[v]
+    else:
+        node = _expr_of(st, g, env)
+    dt = g.dtypes[st.outs[0]]
+    if node is not None and dt in _LOW:
+        node = E.unary(f"round_{dt.name}", node)
+    return node
+
+
 def _fusable(st, g):
-    """(shape, dtype) of an elementwise step that may join a group, else None."""
+    """(shape, dtype) of an elementwise step that may join a group, else None; a
+    bfloat16/float16 step (and a cast to or from one) joins a float32 group."""
+    v = _cast_of(st, g)
+    if v is not None:
+        return g.shapes[v], _F32
     if st.kind == "op":
         op = st.op
         if not op.elementwise or op.nout != 1 or op.kind != "basic":
@@ -194,12 +235,12 @@ def _fusable(st, g):
             or st.attrs:
         return None
     out = st.outs[0]
-    shape, dtype = g.shapes[out], g.dtypes[out]
+    shape, dtype = g.shapes[out], _compute_dtype(g.dtypes[out])
     if dtype not in _FLOATS or out in g.alias:
         return None
     for i in st.ins:
         if type(i) is int:
-            if g.dtypes[i] != dtype or (g.shapes[i] != shape and math.prod(g.shapes[i]) != 1):
+            if g.dtypes[i] != g.dtypes[out] or (g.shapes[i] != shape and math.prod(g.shapes[i]) != 1):
                 return None
         elif i[1] is not None and type(i[1]) not in (int, float) and \
                 not isinstance(i[1], np.floating):
@@ -397,21 +438,29 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
     in_nodes = [E.var(f"__in{k}") for k in range(len(ins))]
     env = dict(zip(ins, in_nodes))
     for st in members:
-        env[st.outs[0]] = _expr_of(st, g, env)
+        env[st.outs[0]] = _group_expr(st, g, env)
+    half = {g.dtypes[v] for v in ins + [st.outs[0] for st in members]} & set(_LOW)
+    if len(half) > 1:
+        return None
+    half = half.pop().name if half else None
     for k, v in enumerate(ins):  # a broadcast constant (the seed): read as one value
         if g.source[v] == "const" and g.consts[v].size > 1 and 0 in g.consts[v].strides:
             one = np.ascontiguousarray(g.consts[v].reshape(-1)[:1])
             ins[k] = g.add_value((1,), one.dtype, "const")
             g.consts[ins[k]] = one
     # read once: a one-element input, or a broadcast of one (a reduction's gradient)
-    pattern = "".join("f" if g.shapes[v] == shape and not (
+    pattern = "".join(("h" if g.dtypes[v] in _LOW else "f") if g.shapes[v] == shape and not (
         math.prod(shape) > 1 and math.prod(g.shapes[g.root(v)]) == 1) else "s" for v in ins)
     exprs = [env[v] for v in outs]
     if red is not None:  # the reduced value first: the kernel returns its sum
         exprs.insert(0, env[red.ins[0]])
+    first = 1 if red is not None else 0
+    wide = tuple(j + first for j, v in enumerate(outs) if g.dtypes[v] not in _LOW) \
+        if half else ()
     try:
         src = codegen_numba.kernel_source(in_nodes, exprs, dtype, pattern,
-                                          _fusion_config.approximate, reduce=red is not None)
+                                          _fusion_config.approximate, reduce=red is not None,
+                                          store=half, wide=wide)
         fn = _cpu.compile_source(("compile", src), src, "kernel", parallel=False,
                                  fastmath=_cpu.FASTMATH, error_model="numpy")
     except Exception:  # Numba missing or failing: the members run as they are
@@ -1136,9 +1185,10 @@ def _fused_runner(prog, st, plan):
     n = math.prod(shape)
     bufs, rings = [], []
     direct = st.attrs.get("direct", {})
+    dtypes = [prog.graph.dtypes[o] for o in st.outs]
     for o in st.outs:
         if ("v", o) in plan.offsets:
-            bufs.append(prog.arena_view(("v", o), prog.graph.shapes[o], dtype))
+            bufs.append(prog.arena_view(("v", o), prog.graph.shapes[o], prog.graph.dtypes[o]))
         elif o in direct:  # written straight into the tensor an in-place op updates
             bufs.append(prog.graph.externals[direct[o]])
         else:
@@ -1148,16 +1198,20 @@ def _fused_runner(prog, st, plan):
 
     red = st.attrs.get("reduce")
     if red is not None:
-        return _reduce_runner(fn, pattern, n, dtype, red, bufs, rings)
+        return _reduce_runner(fn, pattern, n, dtype, red, bufs, rings, dtypes)
 
     def run(*ins):
         flat = []
         for a, p in zip(ins, pattern):
+            if p == "h":  # a bfloat16/float16 input: its 16-bit elements
+                flat.append(np.ascontiguousarray(a).reshape(-1).view(np.uint16))
+                continue
             a = np.asarray(a, dtype=dtype)
             flat.append(np.ascontiguousarray(a).reshape(-1) if p == "f" else _first(a))
-        outs = [b if b is not None else r.get() if r is not None else np.empty(shape, dtype)
-                for b, r in zip(bufs, rings)]
-        args = flat + [o.reshape(-1) for o in outs]
+        outs = [b if b is not None else r.get() if r is not None else np.empty(shape, dt)
+                for b, r, dt in zip(bufs, rings, dtypes)]
+        args = flat + [o.reshape(-1).view(np.uint16) if o.dtype in _LOW else o.reshape(-1)
+                       for o in outs]
         if first[0]:
             first[0] = False
             fn(n, *args)
@@ -1167,7 +1221,7 @@ def _fused_runner(prog, st, plan):
     return run
 
 
-def _reduce_runner(fn, pattern, n, dtype, red, bufs, rings):
+def _reduce_runner(fn, pattern, n, dtype, red, bufs, rings, dtypes):
     """A fused chain that ends in a full sum/mean: the kernel returns the sum (float64
     partials per chunk, added in chunk order) and writes the chain's other outputs."""
     how, rshape = red
@@ -1177,15 +1231,19 @@ def _reduce_runner(fn, pattern, n, dtype, red, bufs, rings):
     def run(*ins):
         flat = []
         for a, p in zip(ins, pattern):
+            if p == "h":  # a bfloat16/float16 input: its 16-bit elements
+                flat.append(np.ascontiguousarray(a).reshape(-1).view(np.uint16))
+                continue
             a = np.asarray(a, dtype=dtype)
             flat.append(np.ascontiguousarray(a).reshape(-1) if p == "f" else _first(a))
         outs = []
         for j in range(1, len(bufs)):
             b, r = bufs[j], rings[j]
             outs.append(b if b is not None else r.get() if r is not None else
-                        np.empty(shape_of[j] or (n,), dtype))
-        total = math.fsum(_cpu.run_chunked(fn, n, *flat, *[o.reshape(-1) for o in outs],
-                                           collect=True))
+                        np.empty(shape_of[j] or (n,), dtypes[j]))
+        total = math.fsum(_cpu.run_chunked(
+            fn, n, *flat, *[o.reshape(-1).view(np.uint16) if o.dtype in _LOW else
+                            o.reshape(-1) for o in outs], collect=True))
         if how == "mean":
             total = total / n if n else math.nan
         b, r = bufs[0], rings[0]

@@ -35,7 +35,7 @@ _STORES = {"bfloat16": ("bf16_load", "bf16_store"), "float16": ("f16_load", "f16
 
 
 def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=False, store=None,
-                  pairs=False):
+                  pairs=False, wide=()):
     """Source of ``kernel`` for IR ``outputs`` over input nodes ``inputs``.
 
     ``pattern[k]`` is ``"f"`` (full, read at i) or ``"s"`` (size one, read at 0), both
@@ -53,6 +53,11 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
     the chain for both and packs the two rounded results (``jit_helpers``'
     ``bf16_load_lo``/``bf16_load_hi``/``bf16_store_pair``), without the 16 <-> 32-bit
     lane conversions of the per-element loop.
+    ``wide`` (with ``store``): indices of outputs written as float32, unrounded. A
+    ``round_bfloat16``/``round_float16`` node (the store's dtype) rounds a float32
+    value to that dtype and widens it back: a rounding inside the chain (float16's
+    by the integer conversions, which LLVM cannot merge into a chain of ``half``
+    operations computed without the intermediate roundings).
     """
     if reduce and not outputs:
         raise ValueError("a reduction kernel needs an output to sum")
@@ -64,12 +69,13 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
     load, write = _STORES[store] if store is not None else (None, None)
     if "h" in pattern and load is None:
         raise ValueError("a half-width input (pattern 'h') needs store=")
-    if pairs and (store != "bfloat16" or reduce or not set(pattern) <= {"h", "s"}):
+    if pairs and (store != "bfloat16" or reduce or wide or not set(pattern) <= {"h", "s"}):
         raise ValueError("a kernel over pairs stores bfloat16 from inputs of pattern "
                          "'h' or 's' and does not reduce")
     tname = "np.float32" if f32 else "np.float64"
     order = topo(outputs)
     names, consts, body, hoisted = {}, {}, [], []
+    rounds = False
     for k, (node, p) in enumerate(zip(inputs, pattern)):
         names[node] = f"v{k}"
         # size-one inputs are read once, before the loop
@@ -91,6 +97,13 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
             raise ValueError(f"elementwise: free variable {n.value!r} is not an input")
         t = f"t{len(body)}"
         args = [names[a] for a in n.args]
+        if n.op.startswith("round_"):
+            if n.op != f"round_{store}":
+                raise ValueError(f"{n.op} in a kernel that stores {store}")
+            body.append(f"{t} = _rload(_rstore({args[0]}))")
+            rounds = True
+            names[n] = t
+            continue
         used_ops.add(n.op)
         body.append(f"{t} = {_expr(n, args, use_approx, tname)}")
         names[n] = t
@@ -99,7 +112,8 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         if reduce and j == 0:
             body.append(f"s += {val}")
         else:
-            body.append(f"o{j}[i] = _store({val})" if write else f"o{j}[i] = {val}")
+            body.append(f"o{j}[i] = _store({val})" if write and j not in wide
+                        else f"o{j}[i] = {val}")
     if pairs:
         body = _paired(body, len(outputs))
     lines = ["import math as _math", "import numpy as np"]
@@ -113,6 +127,10 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         tag = f"v{HELPERS_VERSION}{' native half' if native_half() else ''}"
         lines += [f"from tapegrad.devices.cpu import jit_helpers as _jit  # {tag}",
                   f"_load, _store = _jit().{load}, _jit().{write}"]
+        if rounds:  # float16 through integer code: LLVM keeps a chain of native half
+            # operations in float32 between them (x86), without the roundings
+            lines.append(f"_rload, _rstore = _jit().{load}{'_int' if store == 'float16' else ''}, "
+                         f"_jit().{write}{'_int' if store == 'float16' else ''}")
     need = approx.needed(sorted(used_ops)) if use_approx else []
     if need:
         lines += [f"from tapegrad.fusion.approx import helpers as _approx  # {approx.tag()}",
