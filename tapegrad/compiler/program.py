@@ -61,7 +61,8 @@ _UFUNCS = {"add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "d
            "divide": "div", "negative": "neg"}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _F32 = np.dtype(np.float32)
-_LOW = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))  # computed in float32
+_F16 = np.dtype(np.float16)
+_LOW = (np.dtype(ml_dtypes.bfloat16), _F16)  # computed in float32
 
 
 def _compute_dtype(dt):
@@ -240,7 +241,8 @@ def _fusable(st, g):
         return None
     for i in st.ins:
         if type(i) is int:
-            if g.dtypes[i] != g.dtypes[out] or (g.shapes[i] != shape and math.prod(g.shapes[i]) != 1):
+            if g.dtypes[i] != g.dtypes[out] or (g.shapes[i] != shape and
+                                                math.prod(g.shapes[i]) != 1):
                 return None
         elif i[1] is not None and type(i[1]) not in (int, float) and \
                 not isinstance(i[1], np.floating):
@@ -351,6 +353,11 @@ def _fuse(g, steps, remat):
             parent[gid] = gid
             groups[gid] = {"members": [i], "key": key, "open": True}
         group_of[st.outs[0]] = gid
+        if g.dtypes[st.outs[0]] == _F16:
+            # a float16 rounding ends its kernel: the next op reads the stored
+            # elements (rounding inside a kernel takes integer code, ~4x slower
+            # than the conversion instructions, ``codegen_numba``)
+            groups[gid]["open"] = False
     outside = {}   # value -> read outside its group / escapes
     escapes = set(g.output_values())
     real = {gid: sorted(gr["members"]) for gid, gr in groups.items()
@@ -364,6 +371,9 @@ def _fuse(g, steps, remat):
     recompute = choose_recomputed(g, steps, sources, member_gid, home,
                                   {gid: gr["key"] for gid, gr in groups.items()}, escapes,
                                   _reads_all) if remat else {}
+    # nor does a kernel recompute a float16 rounding (see above)
+    recompute = {gid: ms for gid, ms in recompute.items()
+                 if all(g.dtypes[steps[m].outs[0]] != _F16 for m in ms)}
     made = {steps[m].outs[0]: m for ms in sources.values() for m in ms}
     for i, st in enumerate(steps):
         mg = member_gid.get(i)
