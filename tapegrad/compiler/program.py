@@ -13,7 +13,10 @@ Passes, in order:
   closes the group. A kernel recomputes values of another group when that moves
   fewer bytes than storing and reading them (``remat.choose``), and kernels over the
   same elements that do not depend on each other run as one pass
-  (``remat.siblings``).
+  (``remat.siblings``). bfloat16/float16 steps, and the casts the capture records
+  around a half-width op (eager's one rounding per op), join float32 groups: the
+  kernel computes in float32 over the 16-bit elements and rounds where the program
+  did (``round_<dtype>`` nodes), so its values equal eager's.
 - ``order_effects``: value guards move to right after their value is computed, so
   they are checked before the program changes any state (a failed guard then
   re-captures with nothing done); in a program with checks, clearing a ``.grad``
