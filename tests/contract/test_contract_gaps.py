@@ -164,3 +164,23 @@ def test_view_dtype_refuses_as_torch(case):
     words = str(theirs.value).split(" must")[0].split(" cannot")[0]
     with pytest.raises(RuntimeError, match=words.replace("(", r"\(").replace(")", r"\)")):
         views(tg)()
+
+
+# ---------------------------------------------------------------- integer mse_loss
+@pytest.mark.parametrize("dtypes", [("int64", "int64"), ("bool", "bool"), ("int32", "bool"),
+                                    ("int64", "float32"), ("float32", "int64"),
+                                    ("bool", "float64")])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_of_integers_as_torch(dtypes, reduction):
+    a = np.array([1, 0, 1]).astype(dtypes[0])
+    b = np.array([1, 1, 0]).astype(dtypes[1])
+    try:
+        want = torch.nn.functional.mse_loss(torch.tensor(a), torch.tensor(b),
+                                            reduction=reduction)
+    except Exception as e:  # noqa: BLE001  (the class torch raises is the expectation)
+        with pytest.raises(type(e), match="mse_loss"):
+            F.mse_loss(tg.tensor(a), tg.tensor(b), reduction=reduction)
+        return
+    got = F.mse_loss(tg.tensor(a), tg.tensor(b), reduction=reduction)
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(got.numpy(), want.numpy())

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..._util import broadcast_shapes, dtype_kind, op_error, require_floating
+from ..._util import NoKernelError, broadcast_shapes, dtype_kind, op_error, require_floating
 from ...devices import xp_of
 from ...dispatch import bind
 from ...dtypes import get_default_dtype as tg_float, is_float as _isf
@@ -314,6 +314,12 @@ def _same_shape(name, input, target):
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error (``reduction`` 'mean', 'sum' or 'none')."""
     _same_shape("mse_loss", input, target)
+    ki, kt = dtype_kind(input), dtype_kind(target)
+    if ki in ("b", "i", "u") and kt in ("b", "i", "u"):
+        # no integer kernel, as PyTorch's (a float operand on either side promotes)
+        raise op_error("mse_loss", f"not implemented for {input.dtype} input and "
+                                   f"{target.dtype} target "
+                                   f"(a floating point operand is expected)", NoKernelError)
     # PyTorch computes a bool operand's loss as its promoted dtype (0/1): cast it
     # first (the `-` refuses bools)
     if dtype_kind(input) == "b":
