@@ -334,6 +334,24 @@ _STORES = ("_parameters", "_buffers", "_modules")
 _DICTS = (dict, collections.OrderedDict)
 
 
+def store_guards(d, stores, const):
+    """``(name of d, lines)``: the lines of a generated check (``def ok():`` with a
+    ``try:`` body) that return False unless a module's ``__dict__`` ``d`` still holds
+    the same dicts under ``stores`` (``"_parameters"``, ``"_buffers"``, ``"_modules"``),
+    each with the same objects under the same names. ``const(obj)`` names an object
+    as a global of the check."""
+    dn = const(d)
+    lines = []
+    for k in stores:
+        store = d[k]
+        sn = const(store)
+        lines.append(f"        if {dn}[{k!r}] is not {sn} or len({sn}) != {len(store)}:"
+                     f" return False")
+        lines += [f"        if {sn}[{const(name)}] is not {const(v)}: return False"
+                  for name, v in store.items()]
+    return dn, lines
+
+
 def _refs_checker(refs):
     glb = {}
     lines = ["def ok():", "    try:", "        pass"]
@@ -353,18 +371,10 @@ def _refs_checker(refs):
             lines.append(f"        if not _same_tensors({const(m)}, {const(_module_tensors(m))}):"
                          f" return False")
             return
-        dn = const(d)
-        for k in _STORES:
-            store = d[k]
-            sn = const(store)
-            lines.append(f"        if {dn}[{k!r}] is not {sn} or len({sn}) != {len(store)}:"
-                         f" return False")
-            for name, v in store.items():
-                lines.append(f"        if {sn}[{const(name)}] is not {const(v)}: return False")
-            if k == "_modules":
-                for v in store.values():
-                    if v is not None:
-                        module(v)
+        lines.extend(store_guards(d, _STORES, const)[1])
+        for v in d["_modules"].values():
+            if v is not None:
+                module(v)
 
     for holder, key, obj, tensors in refs:
         if holder is not None:

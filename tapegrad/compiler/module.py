@@ -40,7 +40,7 @@ from ..nn.module import Module
 from ..ops.creation import raw_rng_state, set_raw_rng_state
 from ..ops_registry.opdef import OpDef, validate
 from ..tensor import Tensor, buffer, mark_written, wrap
-from .api import Compiled
+from .api import Compiled, store_guards
 from .capture import capturing
 from .partition import partition
 
@@ -490,16 +490,9 @@ def _tree_checker(m):
         if type(dd) is not dict or not all(type(dd.get(k)) in (dict, OrderedDict)
                                            for k in _HOOKS + _STORES):
             return _never
-        dn = const(dd)
-        for k in _STORES:
-            store = dd[k]
-            sn = const(store)
-            lines.append(f"        if {dn}[{k!r}] is not {sn} or len({sn}) != {len(store)}:"
-                         f" return False")
-            for name, v in store.items():
-                lines.append(f"        if {sn}[{const(name)}] is not {const(v)}: return False")
-                if k == "_parameters" and v is not None:
-                    ps.append(v)
+        dn, checks = store_guards(dd, _STORES, const)
+        lines += checks
+        ps += [v for v in dd["_parameters"].values() if v is not None]
         lines.append("        if " + " or ".join(f"{dn}[{k!r}]" for k in _HOOKS) +
                      ": return False")
         stack.extend(c for c in reversed(dd["_modules"].values()) if c is not None)

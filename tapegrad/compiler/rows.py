@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from ..devices import cpu as _cpu
-from ..fusion import approx, codegen_numba, expr as E
+from ..fusion import codegen_numba, expr as E
 from ..fusion.op import config as _fusion_config
 from .epilogue import Epilogue
 from .graph import Step
@@ -418,13 +418,7 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
         if cls[v] == "R":
             body.append(f"o{out_vals.index(v)}[i] = x{v}")
     src = ["import math as _math", "import numpy as np"]
-    need = approx.needed(sorted(used_ops & set(approx.HELPERS))) if use_approx else []
-    if need:
-        src += [f"from tapegrad.fusion.approx import helpers as _approx  # {approx.tag()}",
-                "_A = _approx()"] + [f"{h} = _A.{h}" for h in need]
-    src.append(f"_one, _zero = {tname}(1.0), {tname}(0.0)")
-    for x, name in consts.items():
-        src.append(f"{name} = {tname}({codegen_numba._lit(x)})")
+    src += codegen_numba.module_globals(used_ops, use_approx, tname, consts)
     params = ", ".join(["rows", "C"] + [f"pp{k}" for k in range(len(periods))] +
                        [arg_of[v] for v in ins] + [out_of[v] for v in out_vals])
     src += ["", "", f"def kernel(n, {params}):"]

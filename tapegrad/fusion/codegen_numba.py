@@ -133,13 +133,7 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
             # operations in float32 between them (x86), without the roundings
             lines.append(f"_rload, _rstore = _jit().{load}{'_int' if store == 'float16' else ''}, "
                          f"_jit().{write}{'_int' if store == 'float16' else ''}")
-    need = approx.needed(sorted(used_ops)) if use_approx else []
-    if need:
-        lines += [f"from tapegrad.fusion.approx import helpers as _approx  # {approx.tag()}",
-                  "_A = _approx()"] + [f"{h} = _A.{h}" for h in need]
-    lines.append(f"_one, _zero = {tname}(1.0), {tname}(0.0)")
-    for v, name in consts.items():
-        lines.append(f"{name} = {tname}({_lit(v)})")
+    lines += module_globals(used_ops, use_approx, tname, consts)
     params = ", ".join([f"a{k}" for k in range(len(inputs))] +
                        [f"o{j}" for j in range(1 if reduce else 0, len(outputs))])
     lines += ["", "", f"def kernel(n, {params}):"] + ["    " + h for h in hoisted]
@@ -178,6 +172,21 @@ def _paired(body, nout):
         halves.append((lines, vals))
     out = halves[0][0] + halves[1][0]
     return out + [f"o{j}[i] = _pair({halves[0][1][j]}, {halves[1][1][j]})" for j in range(nout)]
+
+
+def module_globals(used_ops, use_approx, tname, consts):
+    """Source lines of a generated kernel module's globals: the approximation helpers
+    its ops call (``use_approx``), ``_one``/``_zero`` and each constant (``consts``:
+    value -> name), all of the kernel's float type ``tname``."""
+    need = approx.needed(sorted(used_ops)) if use_approx else []
+    lines = []
+    if need:
+        lines += [f"from tapegrad.fusion.approx import helpers as _approx  # {approx.tag()}",
+                  "_A = _approx()"] + [f"{h} = _A.{h}" for h in need]
+    lines.append(f"_one, _zero = {tname}(1.0), {tname}(0.0)")
+    for v, name in consts.items():
+        lines.append(f"{name} = {tname}({_lit(v)})")
+    return lines
 
 
 def _lit(v):
