@@ -55,6 +55,13 @@ class Step:
         return f"Step({self.name}, ins={self.ins}, outs={self.outs})"
 
 
+def splice(steps, at, gone):
+    """``steps`` with each group's new step at the index of its last member (``at``:
+    index -> step) and the other members (indices in ``gone``) left out."""
+    return [at[k] if k in at else st for k, st in enumerate(steps)
+            if k in at or k not in gone]
+
+
 class Graph:
     def __init__(self):
         self.steps = []

@@ -47,7 +47,7 @@ from ..fusion.op import config as _fusion_config
 from ..tensor import mark_written, wrap
 from .capture import Unsupported
 from .epilogue import fuse_epilogues, join_slice_grads
-from .graph import Step
+from .graph import Step, splice
 from .hoist import hoist_invariants
 from .remat import choose as choose_recomputed, siblings
 from .rows import fuse_rows
@@ -423,12 +423,7 @@ def _fuse(g, steps, remat):
                 member_gid.pop(m, None)
         else:
             fused_at[real[gid][-1]] = fs
-    out = []
-    for i, st in enumerate(steps):
-        if i in fused_at:
-            out.append(fused_at[i])
-        elif i not in member_gid:
-            out.append(st)
+    out = splice(steps, fused_at, member_gid)
     if recompute:  # a single step whose value every reader recomputes is dead now
         out = dce(g, out)
     return out, len(fused_at)

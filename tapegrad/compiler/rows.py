@@ -34,7 +34,7 @@ from ..devices import cpu as _cpu
 from ..fusion import codegen_numba, expr as E
 from ..fusion.op import config as _fusion_config
 from .epilogue import Epilogue
-from .graph import Step
+from .graph import Step, splice
 
 __all__ = ["fuse_rows"]
 
@@ -98,13 +98,7 @@ def fuse_rows(g, steps, reads_all, expr_of):
             continue
         at[ms[-1]] = built
         drop.update(ms)
-    out = []
-    for k, st in enumerate(steps):
-        if k in at:
-            out.append(at[k])
-        elif k not in drop:
-            out.append(st)
-    return out, len(at)
+    return splice(steps, at, drop), len(at)
 
 
 def _last_dim(attrs, nd):
