@@ -98,25 +98,27 @@ def _to_array(data, dtype, copy):
     if isinstance(data, Tensor):
         a = data._data
         if dtype is not None and a.dtype != dtype:
-            return a.astype(dtype)
+            return _cpu_halfwidth.astype(a, dtype)
         return a.copy() if copy else a
     if isinstance(data, np.ndarray):
         a = data
         if dtype is not None and a.dtype != dtype:
-            return a.astype(dtype)
+            return _cpu_halfwidth.astype(a, dtype)
         if a.dtype not in _dt._BY_NP:
             raise TypeError(f"tensor: unsupported NumPy dtype {a.dtype}")
         return a.copy() if copy else a
     if isinstance(data, np.generic):
         a = np.asarray(data)
-        return a.astype(dtype) if dtype is not None else a
+        return _cpu_halfwidth.astype(a, dtype) if dtype is not None else a
     if type(data).__module__.startswith("cupy"):
-        return data.astype(dtype) if dtype is not None else (data.copy() if copy else data)
+        if dtype is not None:
+            return _cpu_halfwidth.astype(data, dtype)
+        return data.copy() if copy else data
     if hasattr(data, "__dlpack__") and not isinstance(data, (list, tuple)):
         from ..devices import dlpack
         a = dlpack.import_array(data)
         if dtype is not None and a.dtype != dtype:
-            return a.astype(dtype)
+            return _cpu_halfwidth.astype(a, dtype)
         return a.copy() if copy else a
     if isinstance(data, _Sequence) and not isinstance(data, (list, tuple, str, bytes)):
         data = list(data)  # a deque, a range: PyTorch takes any sequence
@@ -124,6 +126,8 @@ def _to_array(data, dtype, copy):
         data = _untensor(data)
     inferred = _infer_py_dtype(data) if dtype is None else dtype
     try:
+        if inferred in _cpu_halfwidth._NAMES:  # Python floats are doubles: through float32
+            return _cpu_halfwidth.astype(np.array(data, dtype=np.float32), inferred)
         return np.array(data, dtype=inferred)
     except (ValueError, TypeError) as e:
         raise ValueError(f"tensor: could not build a tensor from the data: {e}") from None
@@ -678,6 +682,8 @@ def _cast_kernel(x, dtype, out=None):
     if out is None:
         # (NumPy converts float16 one element at a time, ml_dtypes on one thread)
         return _cpu_halfwidth.astype(x, dtype)
+    if out.dtype in _cpu_halfwidth._NAMES and x.dtype != out.dtype:
+        x = _cpu_halfwidth.astype(x, out.dtype)  # (through float32, as PyTorch)
     out[...] = x  # (a caller's buffer of the result's dtype: NumPy casts on assignment)
     return out
 

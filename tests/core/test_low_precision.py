@@ -28,9 +28,17 @@ def test_casts_round_as_pytorch(name, tdt, pdt):
                 getattr(tg.tensor(v), "bfloat16" if name == "bfloat16" else "half")()):
         assert got.dtype == tdt and got.dtype is getattr(tg, name)
         np.testing.assert_array_equal(_np32(got), _np32(ref))
-    # from float64 (one rounding, not through float32)
-    w = _rng(2).standard_normal(200)
-    np.testing.assert_array_equal(_np32(tg.tensor(w).to(tdt)), _np32(torch.tensor(w).to(pdt)))
+    # from float64: through float32, as PyTorch (two roundings); the values below are
+    # ones where rounding once straight to the half-width dtype gives another result
+    w = _rng(2).standard_normal(400_000) * 3
+    once = w.astype(tdt.np)
+    w = w[once.astype(np.float64) != w.astype(np.float32).astype(once.dtype).astype(np.float64)]
+    assert w.size > 0
+    for got in (tg.tensor(w).to(tdt), tg.tensor(w, dtype=tdt), tg.tensor(list(w), dtype=tdt)):
+        np.testing.assert_array_equal(_np32(got), _np32(torch.tensor(w).to(pdt)))
+    ints = _rng(3).integers(-2**30, 2**30, 1000)
+    np.testing.assert_array_equal(_np32(tg.tensor(ints).to(tdt)),
+                                  _np32(torch.tensor(ints).to(pdt)))
     # to ints
     c = np.clip(v, -1000, 1000)
     np.testing.assert_array_equal(tg.tensor(c).to(tdt).long().numpy(),
