@@ -18,6 +18,7 @@ values, or that changes state outside itself cannot be split (a failed check cou
 not undo the forward that already ran): ``Unsupported`` says why.
 """
 from .capture import Unsupported
+from .embedding_projection import fold_embedding_projections
 from .graph import Graph
 from .program import Program, _reads_all
 
@@ -33,7 +34,8 @@ def partition(g, mark, cots, fuse=True):
     ``(tuple, [(tuple, outputs), (tuple, gradients)])``."""
     if g.ext_grad:
         raise Unsupported("the program reads a .grad being accumulated into")
-    fwd, bwd = g.steps[:mark], g.steps[mark:]
+    steps, mark, folded = fold_embedding_projections(g, g.steps, _reads_all, mark)
+    fwd, bwd = steps[:mark], steps[mark:]
     outs_o, grads_o = g.output[1]
     out_vals = [v for _, v in outs_o[1]]
     made_f = {o for st in fwd for o in st.outs if o is not None}
@@ -97,6 +99,7 @@ def partition(g, mark, cots, fuse=True):
     prog = Program(gf, fuse=fuse)
     prog.backward = Program(gb, fuse=fuse)
     prog.n_out, prog.n_saved, prog.grad_slots = len(out_vals), len(saved), slots
+    prog.projections_folded += folded
     # what the backward reads of the node's inputs and outputs (the node stamps their
     # versions: one written in place before the backward raises, as eager's would)
     prog.saved_args = {g.args[v][0] for v in saved if g.source[v] == "arg"}

@@ -4,6 +4,9 @@ Passes, in order:
 
 - ``dce``: steps none of whose results is needed (by the outputs, an effect, or a
   step that is kept) are dropped.
+- ``fold_embedding_projections`` (``embedding_projection.py``): an embedding read
+  only by a linear map becomes a gather from the projected table (and its backward,
+  where the graph has it, a scatter-add into the table's gradient).
 - ``fuse_elementwise``: chains of elementwise steps (registry ops with an expression,
   expression ops and their derived adjoints, the walker's gradient sums) over one
   shape and float dtype, whose inputs have that shape or one element, become one
@@ -46,6 +49,7 @@ from ..fusion import codegen_numba, expr as E
 from ..fusion.op import config as _fusion_config
 from ..tensor import mark_written, wrap
 from .capture import Unsupported
+from .embedding_projection import fold_embedding_projections
 from .epilogue import fuse_epilogues, join_slice_grads
 from .graph import Step, splice
 from .hoist import hoist_invariants
@@ -783,6 +787,7 @@ class Program:
     def __init__(self, g, fuse=True):
         self.graph = g
         steps = dce(g, g.steps)
+        steps, _, self.projections_folded = fold_embedding_projections(g, steps, _reads_all)
         steps = fold_constants(g, steps)
         steps = elide_copies(g, steps)
         self.n_captured = len(g.steps)

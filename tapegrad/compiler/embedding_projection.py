@@ -1,0 +1,374 @@
+"""An embedding followed by a linear map, as a gather from the projected table.
+
+``x = embedding(idx, E)`` (optionally ``permute``d over its leading dims, as a
+``batch_first`` LSTM does) read only by ``linear(x, W, b)``: every row of the result
+is a row of ``T = linear(E, W, b)`` (``num_embeddings x out_features``), so the
+program computes ``T`` once and gathers ``embedding(idx', T)`` (``idx'`` the indices
+permuted the same way, a view). When the vocabulary is smaller than the number of
+indices, the ``rows x in x out`` GEMM becomes a ``vocab x in x out`` one.
+
+The backward of the pattern, where the same graph has it (the joint graph of a
+compiled module, or a whole training step), is rewritten with it: for ``G`` the
+gradient of the linear's result, ``gT = embedding_backward(G, idx')`` (the rows of
+``G`` added per index), then ``E``'s gradient ``gT @ W``, ``W``'s ``gT^T @ E`` and
+``b``'s ``sum(gT, 0)``, in place of two ``rows x in x out`` GEMMs. These are the same
+sums in another order (float rounding apart, the gradients are eager's).
+
+Left as it is: an embedding with ``padding_idx`` (its row gets no gradient, which
+the table's gradient would give it), an embedding or projected value read by
+anything else (a residual, an output), a backward of another shape than the one
+``linear``'s and ``permute``'s adjoints record, a step between the pattern's steps
+that writes into ``E``, ``W``, ``b`` or the indices, and a vocabulary larger than
+the number of indices.
+"""
+from ..ops_registry import get as _op
+from .graph import Step
+
+__all__ = ["fold_embedding_projections"]
+
+ENABLED = True
+
+
+def fold_embedding_projections(g, steps, reads_all, mark=None):
+    """``(steps, mark, n)``: ``steps`` with each embedding-projection pattern (see the
+    module docstring) rewritten, the old steps nothing reads any more left out;
+    ``mark`` (the number of leading steps that are a joint graph's forward, or None)
+    updated; ``n`` the number rewritten."""
+    if not ENABLED:
+        return steps, mark, 0
+    n = 0
+    while True:
+        found = _find(g, steps, reads_all)
+        if found is None:
+            return steps, mark, n
+        steps, mark = _rewrite(g, steps, mark, found, reads_all)
+        n += 1
+
+
+class _Match:
+    __slots__ = ("emb", "perm", "lin", "dims", "bwd", "gT_at", "old", "grads")
+
+    def __init__(self):
+        self.perm = self.dims = None
+        self.bwd = []        # the backward steps' indices that may go
+        self.gT_at = None    # where the backward's new steps go
+        self.old = set()     # indices of old steps that may go once unread
+        self.grads = {}      # "E"/"W"/"b" -> the gradient value; "G" -> the cotangent
+
+
+def _find(g, steps, reads_all):
+    readers = _readers(steps, reads_all)
+    escapes = _escapes(g, steps)
+    for k, st in enumerate(steps):
+        if not (st.kind == "op" and st.op.name == "embedding" and len(st.outs) == 1
+                and st.attrs.get("padding_idx") is None):
+            continue
+        m = _match(g, steps, readers, escapes, k)
+        if m is not None:
+            return m
+    return None
+
+
+def _readers(steps, reads_all):
+    out = {}
+    for k, st in enumerate(steps):
+        for v in reads_all(st):
+            out.setdefault(v, []).append(k)
+    return out
+
+
+def _escapes(g, steps):
+    esc = set(g.output_values())
+    for st in steps:
+        if st.kind == "setgrad":
+            esc.update(st.reads())
+    return esc
+
+
+def _only(readers, v, escapes):
+    """The one step reading ``v``, or None."""
+    r = readers.get(v, [])
+    return r[0] if len(r) == 1 and v not in escapes and v is not None else None
+
+
+def _is(st, name):
+    return st.kind == "op" and st.op.name == name
+
+
+def _match(g, steps, readers, escapes, k):
+    emb = steps[k]
+    idx, E = emb.ins[0], emb.ins[1]
+    e = emb.outs[0]
+    if type(idx) is not int or type(E) is not int or e in escapes:
+        return None
+    m = _Match()
+    m.emb = k
+    x = e
+    r = readers.get(e, [])
+    perms = [j for j in r if _is(steps[j], "permute")]
+    if len(perms) == 1 and len(r) == 1:
+        p = steps[perms[0]]
+        dims = tuple(p.attrs.get("dims", ()))
+        nd = len(g.shapes[e])
+        if len(dims) != nd or tuple(sorted(dims)) != tuple(range(nd)) or dims[-1] != nd - 1:
+            return None
+        m.perm, m.dims = perms[0], dims
+        x = p.outs[0]
+        if x in escapes:
+            return None
+        r = readers.get(x, [])
+    lins = [j for j in r if _is(steps[j], "linear") and steps[j].ins[0] == x]
+    if len(lins) != 1:
+        return None
+    m.lin = lins[0]
+    lin = steps[m.lin]
+    W, b = lin.ins[1], (lin.ins[2] if len(lin.ins) > 2 else ("lit", None))
+    if type(W) is not int or not (type(b) is int or b == ("lit", None)):
+        return None
+    V, n_in = g.shapes[E]
+    rows = 1
+    for s in g.shapes[idx]:
+        rows *= s
+    if V > rows or len(g.shapes[W]) != 2 or g.shapes[W][1] != n_in \
+            or g.dtypes[W] != g.dtypes[E] or (type(b) is int and (
+                g.shapes[b] != (g.shapes[W][0],) or g.dtypes[b] != g.dtypes[E])):
+        return None
+    # every other reader of x: the linear's adjoint computing W's gradient
+    others = [j for j in r if j != m.lin]
+    if not _match_backward(g, steps, readers, escapes, m, x, W, idx, others):
+        return None
+    m.old = {m.emb, m.lin} | ({m.perm} if m.perm is not None else set()) | set(m.bwd)
+    # nothing in between writes into the pattern's inputs
+    last = max(m.old)
+    roots = {g.root(v) for v in (idx, E, W, b) if type(v) is int}
+    for j in range(m.emb, last + 1):
+        st = steps[j]
+        if st.into is not None and g.root(st.into) in roots:
+            return None
+    return m
+
+
+def _match_backward(g, steps, readers, escapes, m, x, W, idx, x_readers):
+    """The linear's and permute's adjoints as ``linear``'s vjp records them (``g2`` the
+    output gradient as rows; ``gx = matmul(g2, W)``, ``gW = matmul(permute(g2),
+    rows(x))``, ``gb = sum(g2, 0)``), the permute's inverse and ``embedding_backward``.
+    Fills ``m.grads``/``m.bwd``; False when what reads the values is anything else."""
+    nd = len(g.shapes[x])
+    n_out = g.shapes[W][0]
+    g2 = None
+    bwd = []
+
+    def rows_of(v):
+        """(``v`` as (rows, C): itself when 2-D, else its reshape's value, step)."""
+        if nd == 2:
+            return v, None
+        j = _only(readers, v, escapes)
+        if j is None or not _is(steps[j], "reshape") or len(g.shapes[steps[j].outs[0]]) != 2:
+            return None, None
+        return steps[j].outs[0], j
+
+    ebs = [j for j in readers.get(idx, []) if _is(steps[j], "embedding_backward")]
+    if not x_readers and not ebs:
+        return True   # no backward here (a forward-only program)
+    # W's gradient: x's other reader (its reshape, or the matmul itself)
+    if len(x_readers) > 1:
+        return False
+    if x_readers:
+        j = x_readers[0]
+        if nd == 2:
+            x2, mm = x, j
+        else:
+            st = steps[j]
+            if not _is(st, "reshape") or _only(readers, st.outs[0], escapes) is None:
+                return False
+            x2, mm = st.outs[0], _only(readers, st.outs[0], escapes)
+            bwd.append(j)
+        st = steps[mm]
+        if not _is(st, "matmul") or st.ins[1] != x2:
+            return False
+        tj = _producer(steps, st.ins[0], mm)
+        if tj is None or not _is(steps[tj], "permute") or tuple(steps[tj].attrs["dims"]) != (1, 0) \
+                or _only(readers, st.ins[0], escapes) != mm:
+            return False
+        g2 = steps[tj].ins[0]
+        bwd += [tj]
+        m.grads["W"] = st.outs[0]
+        m.gT_at = mm
+        bwd.append(mm)
+    # E's gradient: embedding_backward of the indices, of the permute's inverse ...
+    ebs = [j for j in ebs if steps[j].ins[1] == idx
+           and steps[j].attrs.get("padding_idx") is None]
+    gE_src = None
+    for j in ebs:
+        v = steps[j].ins[0]
+        if m.perm is not None:
+            pj = _producer(steps, v, j)
+            if pj is None or not _is(steps[pj], "permute") or _only(readers, v, escapes) != j:
+                continue
+            inv = tuple(steps[pj].attrs["dims"])
+            if tuple(inv[d] for d in m.dims) != tuple(range(nd)):
+                continue
+            chain = [pj, j]
+            v = steps[pj].ins[0]
+        else:
+            chain = [j]
+        # ... of the rows' matmul with W, reshaped back
+        if nd != 2:
+            rj = _producer(steps, v, chain[0])
+            if rj is None or not _is(steps[rj], "reshape") \
+                    or _only(readers, v, escapes) != chain[0]:
+                continue
+            chain.insert(0, rj)
+            v = steps[rj].ins[0]
+        mj = _producer(steps, v, chain[0])
+        if mj is None or not _is(steps[mj], "matmul") or steps[mj].ins[1] != W \
+                or _only(readers, v, escapes) != chain[0]:
+            continue
+        if g2 is not None and steps[mj].ins[0] != g2:
+            continue
+        g2 = steps[mj].ins[0]
+        gE_src = [mj] + chain
+        break
+    if gE_src is None and g2 is None:
+        return False
+    if gE_src is not None:
+        bwd += gE_src
+        m.grads["E"] = steps[gE_src[-1]].outs[0]
+        m.gT_at = gE_src[0] if m.gT_at is None else min(m.gT_at, gE_src[0])
+    # g2: the output gradient as rows (a reshape of G unless 2-D); its readers all here
+    if g.shapes[g2] != (_numel(g.shapes[x][:-1]), n_out):
+        return False
+    if nd == 2:
+        G = g2
+    else:
+        rj = _producer(steps, g2, m.gT_at)
+        if rj is None or not _is(steps[rj], "reshape"):
+            return False
+        G = steps[rj].ins[0]
+        bwd.append(rj)
+    if g.shapes[G] != g.shapes[x][:-1] + (n_out,):
+        return False
+    for j in readers.get(g2, []):
+        if j in bwd:
+            continue
+        st = steps[j]
+        if _is(st, "sum") and tuple(st.attrs.get("dim") or ()) == (0,) \
+                and not st.attrs.get("keepdim") and "b" not in m.grads and nd != 2 \
+                and len(st.ins) == 1 and st.attrs.get("dtype") is None:
+            m.grads["b"] = st.outs[0]
+            bwd.append(j)
+            m.gT_at = min(m.gT_at, j)
+        elif nd != 2:
+            return False  # (2-D: g2 is G, which others may read)
+    if nd == 2:
+        for j in readers.get(g2, []):
+            st = steps[j]
+            if j not in bwd and _is(st, "sum") and tuple(st.attrs.get("dim") or ()) == (0,) \
+                    and not st.attrs.get("keepdim") and len(st.ins) == 1 \
+                    and st.attrs.get("dtype") is None and "b" not in m.grads:
+                m.grads["b"] = st.outs[0]
+                bwd.append(j)
+                m.gT_at = min(m.gT_at, j)
+    m.grads["G"] = G
+    m.bwd = bwd
+    return True
+
+
+def _producer(steps, v, before):
+    for j in range(before - 1, -1, -1):
+        if v in steps[j].outs:
+            return j
+    return None
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _new(g, shape, dtype, alias=None):
+    v = g.add_value(tuple(shape), dtype, "node")
+    if alias is not None:
+        g.alias[v] = g.root(alias)
+    return v
+
+
+def _step(name, ins, attrs, outs):
+    st = Step("op", _op(name), list(ins), dict(attrs))
+    st.outs = list(outs)
+    return st
+
+
+def _rewrite(g, steps, mark, m, reads_all):
+    emb, lin = steps[m.emb], steps[m.lin]
+    idx, E = emb.ins
+    W = lin.ins[1]
+    b = lin.ins[2] if len(lin.ins) > 2 else ("lit", None)
+    xg = lin.outs[0]
+    V = g.shapes[E][0]
+    n_out = g.shapes[W][0]
+    dt = g.dtypes[E]
+    # forward: the table, the indices in the gather's order, the gather into xg
+    table = _new(g, (V, n_out), dt)
+    fwd = [_step("linear", (E, W, b), {}, [table])]
+    ix = idx
+    if m.perm is not None:
+        ishape = g.shapes[idx]
+        ix = _new(g, tuple(ishape[d] for d in m.dims[:-1]), g.dtypes[idx], alias=idx)
+        fwd.append(_step("permute", (idx,), {"dims": tuple(m.dims[:-1])}, [ix]))
+    fwd.append(_step("embedding", (ix, table), {"padding_idx": None, "mask_padding": False},
+                     [xg]))
+    at = {m.lin: fwd}
+    gone = {m.lin}
+    if m.bwd:
+        G = m.grads["G"]
+        gT = _new(g, (V, n_out), dt)
+        bwd = [_step("embedding_backward", (G, ix), {"num_weights": V, "padding_idx": None},
+                     [gT])]
+        if "E" in m.grads:
+            bwd.append(_step("matmul", (gT, W), {}, [m.grads["E"]]))
+        if "W" in m.grads:
+            gTt = _new(g, (n_out, V), dt, alias=gT)
+            bwd += [_step("permute", (gT,), {"dims": (1, 0)}, [gTt]),
+                    _step("matmul", (gTt, E), {}, [m.grads["W"]])]
+        if "b" in m.grads:
+            bwd.append(_step("sum", (gT,), {"dim": (0,), "keepdim": False}, [m.grads["b"]]))
+        made = {m.grads[k] for k in ("E", "W", "b") if k in m.grads}
+        producers = [j for j in m.bwd if made & set(steps[j].outs)]
+        at[m.gT_at] = bwd
+        gone.update(producers)
+    out, new_mark = [], None
+    for j, st in enumerate(steps):
+        if mark is not None and j == mark:
+            new_mark = len(out)
+        if j in at:
+            if j not in gone:
+                out.append(st)   # (a step the new ones go after, kept)
+            out += at[j]
+        elif j not in gone:
+            out.append(st)
+    if mark is not None and new_mark is None:
+        new_mark = len(out)
+    # the old steps nothing reads any more
+    old = [st for j, st in enumerate(steps) if j in m.old and j not in gone]
+    out, new_mark = _drop_unread(g, out, new_mark, old, reads_all)
+    return out, new_mark
+
+
+def _drop_unread(g, steps, mark, candidates, reads_all):
+    cand = {id(st) for st in candidates}
+    escapes = _escapes(g, steps)
+    while True:
+        read = set(escapes)
+        for st in steps:
+            read.update(reads_all(st))
+        drop = [k for k, st in enumerate(steps) if id(st) in cand
+                and not any(o is not None and o in read for o in st.outs)]
+        if not drop:
+            return steps, mark
+        ds = set(drop)
+        if mark is not None:
+            mark -= sum(1 for k in drop if k < mark)
+        steps = [st for k, st in enumerate(steps) if k not in ds]
