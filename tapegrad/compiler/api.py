@@ -256,6 +256,7 @@ class Compiled:
         return {"captures": self._captures, "replays": self._replays,
                 "kernels": p.kernels if p else 0,
                 "fused_groups": p.fused_groups if p else 0,
+                "embedding_projections": p.projections_folded if p else 0,
                 "peak_bytes": p.peak_bytes if p else 0,
                 "arena_bytes": p.plan.arena_bytes if p else 0,
                 "ring_bytes": sum(b.nbytes for r in p.plan.rings.values() for b in r.bufs)
