@@ -165,24 +165,63 @@ def grad_and_value(func, argnums=0, has_aux=False):
 def vjp(func, *primals, has_aux=False):
     """``(func(*primals), vjp_fn)`` as ``torch.func.vjp``: ``vjp_fn(cotangents)`` (the
     structure of ``func``'s output) gives a tuple with one cotangent per primal, each in
-    that primal's structure (primals and outputs may be pytrees)."""
+    that primal's structure (primals and outputs may be pytrees). As PyTorch's, the
+    output and the cotangents require grad only where something outside this transform
+    tracks them, with grad mode on where each is made: an outer transform or Tape, a
+    primal (or a tensor ``func`` closes over) that requires grad, or, for the
+    cotangents, a cotangent given that requires grad."""
+    tracking = is_grad_enabled()
     with enable_grad():
         ins = _prep(primals, range(len(primals)))
         res = func(*ins)
     out, aux = res if has_aux else (res, None)
-    outs, _ = _flatten(out)
+    outs, out_rebuild = _flatten(out)
     flat, back = _variables(ins, range(len(ins)))
+    tracked = _depth() > 0 or _nested() or _reaches_outside(outs, flat)
+    if not (tracking and tracked):
+        out = out_rebuild([o.detach() if isinstance(o, Tensor) else o for o in outs])
 
     def vjp_fn(*vs):
         vs = _flatten(vs[0] if len(vs) == 1 else vs)[0]
         if len(vs) != len(outs):
             raise RuntimeError(f"vjp: expected {len(outs)} cotangents (the structure of func's "
                                f"output), got {len(vs)}")
+        create = is_grad_enabled() and (tracked or any(
+            isinstance(v, Tensor) and v.requires_grad for v in vs))
         with enable_grad():
             gs = _grad(outs, flat, grad_outputs=list(vs), retain_graph=True,
-                       create_graph=True, allow_unused=True, materialize_grads=True)
+                       create_graph=create, allow_unused=True, materialize_grads=True)
+        if not create:
+            gs = [g.detach() for g in gs]
         return tuple(back(gs))
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _reaches_outside(outs, own):
+    """Whether the recording of ``outs`` reaches a leaf other than ``own`` (a primal's
+    alias counts: it is recorded on a tensor that requires grad)."""
+    own = {id(t) for t in own}
+    seen, stack = set(), []
+    for o in outs:
+        if isinstance(o, Tensor) and o.requires_grad:
+            if o.grad_fn is None:
+                if id(o) not in own:
+                    return True
+            else:
+                stack.append(o.grad_fn)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for e in node.edges:
+            if e is None:
+                continue
+            if type(e) is tuple:
+                stack.append(e[0])
+            elif id(e) not in own:
+                return True
+    return False
 
 
 def _tuple(x):

@@ -1,5 +1,6 @@
 """``tg.functional`` transforms against torch.func / torch.autograd.functional,
 the Hessian of a small MLP loss, ``checkpoint`` and ``detect_anomaly``."""
+import contextlib
 import gc
 import os
 import weakref
@@ -78,6 +79,38 @@ def test_vjp():
     (g,) = fn(tg.tensor(v))
     (tg_,) = tfn(torch.tensor(v))
     _close(g, tg_)
+
+
+def _vjp_flags(lib, func_vjp, primal_grad, cot_grad, closure, no_grad_at, fn_name):
+    """(out.requires_grad, cotangent.requires_grad) of a vjp in one library."""
+    x = lib.ones(3, dtype=lib.float64, requires_grad=primal_grad)
+    w = lib.full((3,), 2.0, dtype=lib.float64, requires_grad=closure)
+    v = lib.ones(3, dtype=lib.float64, requires_grad=cot_grad)
+    f = getattr(lib, fn_name)
+    plain, off = contextlib.nullcontext, lib.no_grad
+    with off() if no_grad_at == "vjp" else plain():
+        out, fn = func_vjp(lambda z: f(z) * w, x)
+    with off() if no_grad_at == "vjp_fn" else plain():
+        (g,) = fn(v)
+    return out.requires_grad, g.requires_grad
+
+
+@pytest.mark.parametrize("primal_grad, cot_grad, closure, no_grad_at", [
+    (False, False, False, None), (True, False, False, None), (False, True, False, None),
+    (False, False, True, None), (True, False, False, "vjp"), (True, False, False, "vjp_fn"),
+    (False, True, False, "vjp_fn")])
+def test_vjp_results_require_grad_as_torch(primal_grad, cot_grad, closure, no_grad_at):
+    args = (primal_grad, cot_grad, closure, no_grad_at, "sin")
+    assert _vjp_flags(tg, F.vjp, *args) == _vjp_flags(torch, torch.func.vjp, *args)
+
+
+def test_vjp_under_grad_stays_differentiable():
+    a = RNG.standard_normal(3)
+    x, xt = _both(a)
+
+    def inner(lib, func):
+        return lambda z: func.vjp(lib.sin, z)[1](lib.ones_like(z))[0].sum()
+    _close(F.grad(inner(tg, F))(x), torch.func.grad(inner(torch, torch.func))(xt))
 
 
 def test_jvp():
