@@ -87,10 +87,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             if g is None:
                 continue
             if create_graph:
-                t.grad = g if t.grad is None else t.grad + g
+                t._grad = g if t._grad is None else t._grad + g
             else:
                 gd = g._data if isinstance(g, Tensor) else g
-                t.grad = wrap(gd.copy()) if t.grad is None else wrap(t.grad._data + gd)
+                t._grad = wrap(gd.copy()) if t._grad is None else wrap(t._grad._data + gd)
             _walker.run_post_hooks(t)
         return None
     _walker.backward_pass(outputs, seeds, retain_graph=retain_graph, traced=traced)
@@ -370,7 +370,7 @@ def _checkpoint_op(function, args, kwargs, outs, rng):
                 d = t
             else:
                 d = wrap(t._data if isinstance(t, Tensor) else t)
-                d.requires_grad = args[p].requires_grad
+                d._requires_grad = args[p].requires_grad
             full[p] = d
             detached.append(d)
         with enable_grad():

@@ -167,7 +167,7 @@ def _make_lane(op):
             yd = y._data
             if type(yd) is not _NDARRAY or yd.dtype is not dt:
                 return _general(op, (x, y), attrs)
-            ry = y.requires_grad
+            ry = y._requires_grad
         elif (type(y) is float or type(y) is int) and dt.kind == "f":
             yd = y  # a weak scalar
             ry = None
@@ -189,17 +189,17 @@ def _make_lane(op):
             out = _asarray(out)
         res = _new(Tensor)  # wrap(out), inline
         res._data = out
-        res.grad = None
+        res._grad = None
         res._idx = 0
         res._version = [0]
         if view:
             _make_view(res, x, op, attrs)
-        rx = x.requires_grad
+        rx = x._requires_grad
         # (an input that requires grad is a float; an elementwise op of floats gives one)
         if not (rx or ry) or mode != _FAST_RECORD or not recorded or (
                 not elementwise and not _isf(out.dtype)):
             res._node = None
-            res.requires_grad = False
+            res._requires_grad = False
             if mode == _INFERENCE:  # (inside inference_mode)
                 res._inference = True
             return res
@@ -261,7 +261,7 @@ def _make_lane(op):
         node.write = _last_write[0]
         node.hooks = node.retain = None
         res._node = node
-        res.requires_grad = True
+        res._requires_grad = True
         return res
     run.__name__ = op.name
     run.__qualname__ = f"lane({op.name})"
@@ -421,7 +421,7 @@ def _autocast_fn(op, args, attrs):
     def fn(a):
         if not eligible(a) or a._data.dtype == target:
             return a
-        if cache is not None and a.requires_grad and a._node is None:
+        if cache is not None and a._requires_grad and a._node is None:
             hit = cache.get(id(a))
             if hit is not None and hit[0] is a and hit[1]._data.dtype == target:
                 return hit[1]
@@ -487,7 +487,7 @@ def _batched(op, args, attrs):
     example's terms (a gradient taken inside vmap runs its adjoints on batched
     tensors)."""
     outs = _state.batching(op, args, attrs)
-    return _finish(op, attrs, args, outs, any(type(a) in _TT and a.requires_grad for a in args))
+    return _finish(op, attrs, args, outs, any(type(a) in _TT and a._requires_grad for a in args))
 
 
 def _batched_in(values):
@@ -508,7 +508,7 @@ def _saved_out(t):
     if t._vlevel is None:
         return t._data
     c = copy.copy(t)
-    c._node, c.requires_grad, c.grad = None, False, None
+    c._node, c._requires_grad, c._grad = None, False, None
     return c
 
 
@@ -535,7 +535,7 @@ def _unwrap(op, args):
         if tp in _TT:
             d = a._data
             tensor_seen = True
-            rg = rg or a.requires_grad
+            rg = rg or a._requires_grad
         elif tp in _SCALARS:
             arrays.append(a)
             continue
@@ -856,7 +856,7 @@ def _make_view(res, base, op, attrs):
         else:
             root = res._base = base
             res._view_ops = ((op, attrs),)
-        if root.requires_grad or _state._grad:  # live views: new history after in-place
+        if root._requires_grad or _state._grad:  # live views: new history after in-place
             if root._views is None:
                 root._views = weakref.WeakSet()
             root._views.add(res)
@@ -953,7 +953,7 @@ def _record(op, attrs, args, outs, rg, tapes):
         if _isf(o._data.dtype):
             o._node = node
             o._idx = k
-            o.requires_grad = rg
+            o._requires_grad = rg
             if tapes:
                 o._tapes = node.tapes
         k += 1
@@ -975,7 +975,7 @@ def _node_general(op, attrs, args, outs, rg, tapes):
             d = a._data
             shapes.append(d.shape)
             dtypes.append(d.dtype)
-            if a.requires_grad or (tapes and a._tapes):
+            if a._requires_grad or (tapes and a._tapes):
                 node = a._node
                 edges.append(a if node is None else (node, a._idx))
                 needs.append(True)
@@ -1126,21 +1126,21 @@ def apply_inplace(op, t, *args, **attrs):
                            f"op instead")
     grad_on = _state._grad
     base = t._base
-    if grad_on and t.requires_grad and t._node is None:
+    if grad_on and t._requires_grad and t._node is None:
         raise RuntimeError(f"{op.name}_: a leaf Variable that requires grad is being used "
                            f"in an in-place operation")
-    if grad_on and base is not None and base.requires_grad and base._node is None:
+    if grad_on and base is not None and base._requires_grad and base._node is None:
         raise RuntimeError(f"{op.name}_: a view of a leaf Variable that requires grad is "
                            f"being used in an in-place operation")
-    record = grad_on and (t.requires_grad or any(type(a) in _TT and a.requires_grad
+    record = grad_on and (t._requires_grad or any(type(a) in _TT and a._requires_grad
                                                  for a in args)
-                          or (base is not None and base.requires_grad))
+                          or (base is not None and base._requires_grad))
     if record and base is not None and t._view_ops:
         return _inplace_on_view(op, t, base, args, attrs)
     if record:
         old_data = t._data.copy() if _keeps_first(op, t, args) else t._data
         old = wrap(old_data, t._node, t._idx) if t._node is not None else Tensor(old_data)
-        old.requires_grad = t.requires_grad
+        old._requires_grad = t._requires_grad
         if t._fw:
             old._fw = dict(t._fw)
         res = bind(op, old, *args, **attrs)
@@ -1157,7 +1157,7 @@ def apply_inplace(op, t, *args, **attrs):
     if record:
         t._node = res._node
         t._idx = res._idx
-        t.requires_grad = True
+        t._requires_grad = True
         if t._views:
             _rederive_views(t, None)
     return t
@@ -1168,7 +1168,7 @@ def _keeps_first(op, t, args):
     hands it as a copy of its old value)."""
     if op.save_for is None:
         return 0 in op.save_idx
-    needs = (t.requires_grad,) + tuple(type(a) in _TT and a.requires_grad for a in args)
+    needs = (t._requires_grad,) + tuple(type(a) in _TT and a._requires_grad for a in args)
     return 0 in op.saved_for(needs)[0]
 
 
@@ -1212,7 +1212,7 @@ def _rederive_views(base, written):
     for v in list(base._views):
         if v is not written:
             now = _view_of(base, v._view_ops)
-            v._node, v._idx, v.requires_grad = now._node, now._idx, True
+            v._node, v._idx, v._requires_grad = now._node, now._idx, True
 
 
 def _write(op, t, new):
@@ -1248,9 +1248,9 @@ def _inplace_on_view(op, t, base, args, attrs):
     if _state._dual and (res._fw or base._fw):
         _view_tangents(base, vops, res)
     new_base = bind(_COPY_SLICES, old_base, res, view_ops=vops)
-    base._node, base._idx, base.requires_grad = new_base._node, 0, True
+    base._node, base._idx, base._requires_grad = new_base._node, 0, True
     now = _view_of(base, vops)
-    t._node, t._idx, t.requires_grad = now._node, now._idx, True
+    t._node, t._idx, t._requires_grad = now._node, now._idx, True
     if base._views:
         _rederive_views(base, t)
     return t

@@ -49,7 +49,7 @@ class Tensor:
     >>> x.grad
     tensor([2., 4.])
     """
-    __slots__ = ("_data", "requires_grad", "grad", "_node", "_idx", "_version",
+    __slots__ = ("_data", "_requires_grad", "_grad", "_node", "_idx", "_version",
                  "__dict__", "__weakref__")
     # rarely set fields live in the lazily created __dict__; these are the defaults
     _base = None     # the tensor whose buffer a view shares
@@ -71,8 +71,8 @@ class Tensor:
         if sizes or not hasattr(data, "dtype") or isinstance(data, Tensor):
             data = _legacy_new[0](data, sizes)
         self._data = data
-        self.requires_grad = requires_grad
-        self.grad = None
+        self._requires_grad = requires_grad
+        self._grad = None
         self._node = None
         self._idx = 0
         self._version = [0]
@@ -281,7 +281,7 @@ class Tensor:
         if not requires_grad and self._node is not None:
             raise RuntimeError("requires_grad_: you can only change requires_grad flags of "
                                "leaf variables; use detach() for a non-leaf")
-        self.requires_grad = requires_grad
+        self._requires_grad = bool(requires_grad)
         return self
 
     def detach(self):
@@ -294,7 +294,7 @@ class Tensor:
 
     def detach_(self):
         self._node = None
-        self.requires_grad = False
+        self._requires_grad = False
         return self
 
     def retain_grad(self):
@@ -348,6 +348,52 @@ class Tensor:
                                f"expanded view); clone() it before writing")
 
 
+def _set_requires_grad(self, flag):
+    if type(flag) is not bool:
+        raise RuntimeError("requires_grad must be a bool")
+    if self._node is not None:
+        raise RuntimeError(
+            "you can only change requires_grad flags of leaf variables." + ("" if flag else
+            " If you want to use a computed variable in a subgraph that doesn't require "
+            "differentiation use var_no_grad = var.detach()."))
+    if flag and not _dt.is_float(self._data.dtype):
+        raise RuntimeError(f"only Tensors of floating point dtype can require gradients, "
+                           f"got {self.dtype}")
+    self._requires_grad = flag
+
+
+def _set_grad(self, grad):
+    if grad is not None:
+        if not isinstance(grad, Tensor):
+            raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of "
+                            f"type {type(grad).__name__}")
+        if grad is self:
+            raise RuntimeError("can't assign Variable as its own grad")
+        if grad.dtype != self.dtype:
+            raise RuntimeError(f"attempting to assign a gradient with dtype '{grad.dtype}' to "
+                               f"a tensor with dtype '{self.dtype}' (assigned grad has data "
+                               f"of a different type)")
+        if grad.device != self.device:
+            raise RuntimeError(f"attempting to assign a gradient on device '{grad.device}' to "
+                               f"a tensor on device '{self.device}' (assigned grad has data "
+                               f"located on a different device)")
+        if grad.shape != self.shape:
+            raise RuntimeError(f"attempting to assign a gradient of size "
+                               f"'{list(grad.shape)}' to a tensor of size '{list(self.shape)}' "
+                               f"(assigned grad has data of a different size)")
+    self._grad = grad
+
+
+# Public reads are the slot's own C getter (no Python frame); only assignment runs Python,
+# to check it as PyTorch does. The library's hot paths use the slots themselves.
+Tensor.requires_grad = property(
+    Tensor._requires_grad.__get__, _set_requires_grad,
+    doc="Whether operations on this tensor are recorded; settable on leaves only.")
+Tensor.grad = property(
+    Tensor._grad.__get__, _set_grad,
+    doc="The gradient accumulated by backward (None until then); an assigned one must "
+        "have this tensor's shape, dtype and device.")
+
 # how many times a tensor's buffer was replaced (``t.data = ...``) in this process
 DATA_SWAPS = [0]
 
@@ -387,15 +433,15 @@ def wrap(array, node=None, idx=0, version=None):
     if type(array) is not np.ndarray and isinstance(array, np.generic):
         array = np.asarray(array)
     t._data = array
-    t.grad = None
+    t._grad = None
     t._idx = idx
     t._version = version if version is not None else [0]
     if node is not None:
         t._node = node
-        t.requires_grad = True
+        t._requires_grad = True
     else:
         t._node = None
-        t.requires_grad = False
+        t._requires_grad = False
     return t
 
 
@@ -407,7 +453,7 @@ def as_output(saved, node, idx, version):
     if not isinstance(saved, Tensor):
         return wrap(saved, node, idx, version)
     t = copy.copy(saved)
-    t._node, t._idx, t.grad, t.requires_grad, t._version = node, idx, None, True, version
+    t._node, t._idx, t._grad, t._requires_grad, t._version = node, idx, None, True, version
     return t
 
 

@@ -94,8 +94,8 @@ def _batch(value, level):
     t = BatchedTensor.__new__(BatchedTensor)
     v = value._data  # the stand-in of a lower level's batch is as good: shape and dtype
     t._data = _xp_of(v).broadcast_to(_xp_of(v).zeros((), dtype=v.dtype), tuple(v.shape[1:]))
-    t.requires_grad = False
-    t.grad = None
+    t._requires_grad = False
+    t._grad = None
     t._node = None
     t._idx = 0
     t._version = [0]
@@ -108,7 +108,7 @@ def batched_leaf(t):
     """A new leaf that requires grad, holding the batch of ``t`` (a transform's own
     variable inside vmap: its gradient is per example)."""
     leaf = _batch(t._value, t._vlevel)
-    leaf.requires_grad = True
+    leaf._requires_grad = True
     return leaf
 
 

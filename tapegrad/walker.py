@@ -391,14 +391,14 @@ def _finish(leaves, wanted, traced, delivered):
         return wanted.results
     for p in leaves.values():
         t, g = p[0], p[1]
-        if traced or t._hooks or t._post_hooks or t.grad is not None or \
+        if traced or t._hooks or t._post_hooks or t._grad is not None or \
                 type(g) is not np.ndarray or not t.requires_grad:
             _finish_leaf(p, traced, delivered)
         else:  # (the common case of _finish_leaf, inline: a first gradient into .grad)
             if id(g) in delivered or not g.flags.owndata or not g.flags.writeable:
                 g = g.copy()
             delivered.add(id(g))
-            t.grad = wrap(g)
+            t._grad = wrap(g)
     return None
 
 
@@ -467,26 +467,26 @@ def _run_hooks(fns, g, traced):
 
 
 def _accumulate(t, g, traced, delivered):
-    """``t.grad += g``, in place in a gradient buffer the walker owns."""
+    """``t._grad += g``, in place in a gradient buffer the walker owns."""
     if traced:
         g = g if isinstance(g, Tensor) else wrap(g)
-        t.grad = g if t.grad is None else t.grad + g
+        t._grad = g if t._grad is None else t._grad + g
         return
     if isinstance(g, Tensor):
         g = g._data
     elif isinstance(g, np.generic):
         g = np.asarray(g)
-    cur = t.grad
+    cur = t._grad
     if cur is None:
         if id(g) in delivered or not g.flags.owndata or not g.flags.writeable:
             g = g.copy()
         delivered.add(id(g))
-        t.grad = wrap(g)
+        t._grad = wrap(g)
     elif cur._node is None and cur._data.shape == g.shape and cur._data.flags.writeable:
         cur._data += g
         mark_written(cur)
     else:
-        t.grad = wrap(cur._data + g)
+        t._grad = wrap(cur._data + g)
 
 
 # ------------------------------------------------------------------ grad(inputs=...)

@@ -286,3 +286,57 @@ def test_no_private_helpers_leak_into_namespace():
     assert not leaked, f"helpers leak into tg.*: {leaked}"
     # the public factory is the random tensor factory, not the sample helper
     assert isinstance(tg.rand(2), tg.Tensor)
+
+
+# ---------------------------------------------------------------- grad / requires_grad setters
+_SETTER_CASES = {
+    "grad_ok": lambda M, x, y: setattr(x, "grad", M.ones(3)),
+    "grad_none": lambda M, x, y: setattr(x, "grad", None),
+    "grad_size": lambda M, x, y: setattr(x, "grad", M.ones(2)),
+    "grad_size_2d": lambda M, x, y: setattr(x, "grad", M.ones(3, 1)),
+    "grad_dtype": lambda M, x, y: setattr(x, "grad", M.ones(3, dtype=M.float64)),
+    "grad_int": lambda M, x, y: setattr(x, "grad", M.ones(3, dtype=M.int64)),
+    "grad_not_tensor": lambda M, x, y: setattr(x, "grad", 3),
+    "grad_itself": lambda M, x, y: setattr(x, "grad", x),
+    "grad_of_non_leaf": lambda M, x, y: setattr(y, "grad", M.ones(3)),
+    "rg_non_leaf_false": lambda M, x, y: setattr(y, "requires_grad", False),
+    "rg_non_leaf_true": lambda M, x, y: setattr(y, "requires_grad", True),
+    "rg_non_leaf_method_true": lambda M, x, y: y.requires_grad_(True),
+    "rg_non_leaf_method_false": lambda M, x, y: y.requires_grad_(False),
+    "rg_leaf_false": lambda M, x, y: setattr(x, "requires_grad", False),
+    "rg_int_true": lambda M, x, y: setattr(M.ones(3, dtype=M.int64), "requires_grad", True),
+    "rg_int_false": lambda M, x, y: setattr(M.ones(3, dtype=M.int64), "requires_grad", False),
+    "rg_not_bool": lambda M, x, y: setattr(x, "requires_grad", 1),
+}
+
+
+def _setter_outcome(M, case):
+    x = M.ones(3, requires_grad=True)
+    y = x * 2
+    try:
+        _SETTER_CASES[case](M, x, y)
+    except Exception as e:  # noqa: BLE001 (the class is what is compared)
+        return type(e).__name__, str(e)
+    return None, (x.grad is None, x.requires_grad, y.requires_grad)
+
+
+@pytest.mark.parametrize("case", sorted(_SETTER_CASES))
+def test_grad_and_requires_grad_setters_as_torch(case):
+    torch = pytest.importorskip("torch")
+    ours, theirs = _setter_outcome(tg, case), _setter_outcome(torch, case)
+    assert ours[0] == theirs[0], (ours, theirs)
+    if ours[0] is None:
+        assert ours[1] == theirs[1]
+    elif "size" in case:
+        assert "to a tensor of size '[3]'" in ours[1] and "to a tensor of size '[3]'" in theirs[1]
+    elif "rg_non_leaf" in case:
+        assert "only change requires_grad flags of leaf variables" in ours[1]
+
+
+def test_assigned_grad_is_the_tensor_given_and_accumulates():
+    x = tg.ones(3, requires_grad=True)
+    g = tg.full((3,), 2.0)
+    x.grad = g
+    assert x.grad is g
+    (x * 3).sum().backward()
+    assert x.grad.tolist() == [5.0, 5.0, 5.0]
