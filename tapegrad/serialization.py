@@ -6,7 +6,10 @@ The file is a NumPy ``.npz`` archive (a zip of uncompressed ``.npy`` members, on
 array) plus a member ``__tapegrad__`` holding a JSON manifest of the structure (dicts,
 lists, tuples, sets, None, bools, ints, floats, complex numbers, strings, bytes,
 ``tg.Size``, dtypes, devices and references to the arrays; bytes are arrays too): what
-``torch.load(weights_only=True)`` accepts of plain values.
+``torch.load(weights_only=True)`` accepts of plain values. CPU tensors that view the
+memory of one array (``x`` and ``x[1:]``) share a member of raw bytes, each a view of it
+by dtype, shape, strides and offset, so they load as views of one buffer, as PyTorch's
+views of one storage.
 Reading it unpickles nothing, so under ``weights_only=True`` (the default, as
 PyTorch's) a crafted file (a pickle, a ``torch.save`` archive, an ``.npz`` with object
 arrays) is refused with a ``ValueError`` and none of its content runs.
@@ -43,7 +46,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .devices import Device as _Device, device as _device
-from .ops import tensor as _tensor
+from .ops import as_tensor as _as_tensor, tensor as _tensor
 from .tensor import Size as _Size, Tensor, buffer, unpickle_tensor
 
 __all__ = ["save", "load", "UnpicklingError"]
@@ -59,7 +62,8 @@ class _NotPlain(TypeError):
 
 _MANIFEST = "__tapegrad__"
 _FORMAT = "tapegrad.save"
-_VERSION = 1
+_VERSION = 2                      # 2: tensors sharing memory as views of one storage
+_CPU_TENSORS = object()           # seen[_CPU_TENSORS]: [(tensor's array, its node), ...]
 _KEY_TYPES = (str, int, float, bool, type(None))
 
 # What a file may hold, so that the worst file within the limits costs about a second
@@ -100,7 +104,9 @@ def save(obj, f, pickle_module=None, pickle_protocol=pickle.DEFAULT_PROTOCOL):
     except _NotPlain:
         _save_pickle(obj, f, pickle_module or pickle, pickle_protocol)
         return
-    manifest = json.dumps({"format": _FORMAT, "version": _VERSION, "tree": tree})
+    shared = _share_storages(seen.get(_CPU_TENSORS, ()), arrays)
+    manifest = json.dumps({"format": _FORMAT, "version": _VERSION if shared else 1,
+                           "tree": tree})
     manifest = manifest.encode("utf-8")
     _check_save_limits(len(arrays), manifest)
     members = dict(arrays)
@@ -198,6 +204,8 @@ def _encode_array(obj, arrays, seen, path):
         data = buffer(obj)
         arrays[key] = data if isinstance(data, np.ndarray) else data.get()
         node = {"tensor": key, "device": str(obj.device)}
+        if isinstance(data, np.ndarray):
+            seen.setdefault(_CPU_TENSORS, []).append((data, node))
         if obj.requires_grad:
             node["requires_grad"] = True
         if is_parameter(obj):
@@ -208,6 +216,62 @@ def _encode_array(obj, arrays, seen, path):
     seen[id(obj)] = key
     node["id"] = key
     return node
+
+
+def _byte_bounds(a):
+    """The first and one-past-the-last byte address ``a`` reads (``np.byte_bounds``)."""
+    low = high = a.__array_interface__["data"][0]
+    if a.size:
+        for n, step in zip(a.shape, a.strides):
+            if step < 0:
+                low += (n - 1) * step
+            else:
+                high += (n - 1) * step
+        high += a.itemsize
+    return low, high
+
+
+def _root(a):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _share_storages(tensors, arrays):
+    """Tensors whose arrays view the memory of one NumPy array, as PyTorch's views of
+    one storage: their bytes are written once, from that memory's start to the end of
+    the last of them, as a uint8 member ``s<n>``, and each tensor's node becomes a view
+    of it (dtype, shape, byte strides, byte offset). Whether any were."""
+    groups = {}
+    for data, node in tensors:
+        groups.setdefault(id(_root(data)), []).append((data, node))
+    shared = False
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        shared = True
+        start = min(_byte_bounds(_root(group[0][0]))[0],
+                    *(_byte_bounds(d)[0] for d, _ in group))
+        end = max(_byte_bounds(d)[1] for d, _ in group)
+        key = f"s{sum(k.startswith('s') for k in arrays)}"
+        arrays[key] = np.asarray(_Memory(start, end - start, group[0][0]))
+        for data, node in group:
+            del arrays[node.pop("tensor")]
+            node.pop("bits_of", None)
+            node.update({"view": key, "dtype": str(_dt.from_np(data.dtype)),
+                         "shape": list(data.shape), "strides": list(data.strides),
+                         "offset": data.__array_interface__["data"][0] - start})
+    return shared
+
+
+class _Memory:
+    """``size`` bytes from address ``start`` as a uint8 array (NumPy's array interface),
+    keeping ``owner``, whose memory they are, alive."""
+
+    def __init__(self, start, size, owner):
+        self.owner = owner
+        self.__array_interface__ = {"data": (start, True), "shape": (size,),
+                                    "typestr": "|u1", "version": 3}
 
 
 # ---------------------------------------------------------------- load
@@ -485,6 +549,7 @@ class _Decoder:
         self.archive, self.name = archive, name
         self.map_location = map_location
         self.objects = {}
+        self.storages = {}
 
     def fail(self, msg):
         raise ValueError(f"tg.load: {self.name}: corrupt manifest: {msg}")
@@ -497,6 +562,8 @@ class _Decoder:
             self.fail(f"unexpected entry {node!r:.80}")
         if "tensor" in node or "ndarray" in node:
             return self.array(node)
+        if "view" in node:
+            return self.view(node)
         if "ref" in node:
             if type(node["ref"]) is not str or node["ref"] not in self.objects:
                 self.fail(f"dangling reference {node['ref']!r:.80}")
@@ -580,13 +647,44 @@ class _Decoder:
         self.objects[ident] = obj
         return obj
 
-    def tensor(self, node, key, arr):
+    def view(self, node):
+        """A tensor viewing a storage shared with others (read once): NumPy's own
+        check keeps the view's extent inside the storage."""
+        key, ident = node["view"], node.get("id")
+        if type(key) is not str or not key.startswith("s") or \
+                key not in self.archive.members:
+            self.fail(f"missing storage {key!r:.80}")
+        if type(ident) is not str or ident in self.objects:
+            self.fail(f"bad or repeated id {ident!r:.80}")
+        if key not in self.storages:
+            storage = self.archive.array(key)
+            if storage.dtype != np.uint8 or storage.ndim != 1:
+                self.fail(f"storage {key!r} must be a 1-D uint8 array")
+            self.storages[key] = storage
+        shape, strides, offset = node.get("shape"), node.get("strides"), node.get("offset")
+        if type(shape) is not list or type(strides) is not list or \
+                len(shape) != len(strides) or len(shape) > _MAX_NDIM or \
+                not all(type(n) is int and n >= 0 for n in shape) or \
+                not all(type(n) is int for n in strides) or type(offset) is not int or \
+                offset < 0:
+            self.fail(f"view of {key!r}: bad shape, strides or offset")
+        dtype = self.scalar("dtype", node.get("dtype")).np
+        try:
+            arr = np.ndarray(tuple(shape), dtype, buffer=self.storages[key], offset=offset,
+                             strides=tuple(strides))
+        except (TypeError, ValueError) as e:
+            self.fail(f"view of {key!r}: {e}")
+        obj = self.tensor(node, key, arr, share=True)
+        self.objects[ident] = obj
+        return obj
+
+    def tensor(self, node, key, arr, share=False):
         try:
             dev = _placement(self.map_location, node.get("device", "cpu"))
         except (TypeError, ValueError) as e:
             self.fail(f"array {key!r}: {e}")
         try:
-            t = _tensor(arr, device=dev)
+            t = (_as_tensor if share else _tensor)(arr, device=dev)
         except TypeError as e:      # a dtype tapegrad has no tensors of
             self.fail(f"array {key!r}: {e}")
         try:

@@ -221,3 +221,56 @@ def test_save_refuses_what_load_would(monkeypatch):
     monkeypatch.setattr(serialization, "_MAX_MANIFEST_BYTES", 100)
     with pytest.raises(ValueError, match="manifest, over the 100"):
         tg.save(list(range(100)), io.BytesIO())
+
+
+# ---------------------------------------------------------------- views of one storage
+def _views(M):
+    x = M.arange(12.0).reshape(3, 4)
+    return [x, x[1:], x[:, 1], x.T, x.detach(), x[2, 3:], M.ones(2)]
+
+
+def _layout(ts):
+    first = ts[0].data_ptr()
+    return [(t.data_ptr() - first, t.storage_offset(), t.stride(), tuple(t.shape))
+            for t in ts[:-1]]
+
+
+def test_views_of_one_storage_stay_views_after_load_as_torch():
+    torch = pytest.importorskip("torch")
+    f, tf = io.BytesIO(), io.BytesIO()
+    tg.save(_views(tg), f)
+    torch.save(_views(torch), tf)
+    f.seek(0)
+    tf.seek(0)
+    ours, theirs = tg.load(f), torch.load(tf)
+    assert _layout(ours) == _layout(theirs)
+    for t in (ours, theirs):
+        t[0][2, 1] = 100.0  # a write through the base shows in every view
+        t[-1][0] = 7.0      # (a tensor of its own memory does not)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_views_of_one_storage_keep_dtype_views_and_parameters(tmp_path):
+    x = tg.arange(8.0).bfloat16()
+    p = tg.nn.Parameter(tg.zeros(6))
+    tg.save({"x": x[2:], "bits": x.view(tg.int16), "p": p, "p_row": p[3:]}, tmp_path / "v.tg")
+    d = tg.load(tmp_path / "v.tg")
+    assert d["x"].dtype == tg.bfloat16 and d["x"].tolist() == list(range(2, 8))
+    assert isinstance(d["p"], tg.nn.Parameter) and d["p"].requires_grad
+    d["bits"][3] = x.view(tg.int16)[0].item()
+    assert d["x"].tolist()[1] == 0.0
+    with tg.no_grad():
+        d["p"][4] = 5.0
+    assert d["p_row"].tolist() == [0.0, 5.0, 0.0]
+
+
+def test_a_view_beyond_its_storage_is_refused():
+    buf = io.BytesIO()
+    tree = (b'{"format": "tapegrad.save", "version": 2, "tree": {"list": ['
+            b'{"view": "s0", "dtype": "float32", "shape": [4], "strides": [4], "offset": 8, '
+            b'"device": "cpu", "id": "a0"}]}}')
+    np.savez(buf, s0=np.zeros(16, np.uint8), __tapegrad__=np.frombuffer(tree, np.uint8))
+    buf.seek(0)
+    with pytest.raises(ValueError, match="tg.load: .*view of 's0'"):
+        tg.load(buf)
