@@ -3,16 +3,23 @@
 While ``tg.compile`` captures a call (and only then), a ``sys.setprofile`` hook notes
 every code object that starts running and the modules whose methods run. From them
 ``Watch.guards()`` makes the guards a replay checks first: each value of a plain
-Python type (bool, int, float, str, None, tuples of them) that the code named and
-that lives in a global, a closure cell, or an attribute of a global/closure object
-(a Python module, a ``tg.nn.Module``, a plain object), every plain attribute of each
-module whose method ran, and every ``training`` flag of those modules' trees. A guard
-is ``(dict or cell, key, value, words)``: the replay needs ``holder[key]`` to be
-``value`` still (the same object, or an equal value of the same type).
+Python type (bool, int, float, str, None, an enum member, tuples of them) that the
+code named and that lives in a global, a closure cell, or an attribute of a
+global/closure object (a Python module, a ``tg.nn.Module``, a plain object), every
+plain attribute of each module whose method ran, and every ``training`` flag of those
+modules' trees. From such a root, and from the ``self`` of a method that ran, the
+guards follow what the code can have read: attributes it names (on the instance, or
+on its class), items of dicts and lists under the constant keys and indices it holds,
+and the same again inside objects and containers found that way (``cfg.opt.lr``,
+``CONFIG["scale"]``, ``self.sizes[0]``), a few levels deep. A guard is ``(holder,
+key, value, words)``: the replay needs ``holder.get(key)`` to be ``value`` still (the
+same object, or an equal value of the same type); the holder is a dict, a cell, or
+an ``_Items`` view of a list.
 
 The library's own functions (under ``tapegrad/``: only its modules' attributes) and the
 standard library are not searched: their globals are the library's constants.
 """
+import enum
 import gc
 import os
 import sys
@@ -31,11 +38,51 @@ _PLAIN = (bool, int, float, str, type(None))
 
 
 def plain(v):
-    """Whether ``v`` is a plain Python value (bool, int, float, str, None, a tuple of them)."""
+    """Whether ``v`` is a plain Python value (bool, int, float, str, None, an enum
+    member, a tuple of them)."""
     tp = type(v)
-    if tp in _PLAIN:
+    if tp in _PLAIN or isinstance(v, enum.Enum):
         return True
     return tp is tuple and len(v) <= 16 and all(plain(x) for x in v)
+
+
+class _Items:
+    """A list seen as a holder of guards: ``get(i, default)`` is its item ``i``."""
+    __slots__ = ("seq",)
+
+    def __init__(self, seq):
+        self.seq = seq
+
+    def get(self, i, default):
+        seq = self.seq
+        return seq[i] if -len(seq) <= i < len(seq) else default
+
+
+_DEEP = 3      # how many attribute / item steps a guard follows from a root
+_KEYS = 32     # at most this many constant keys of one code tried on one container
+
+
+def _user_object(obj):
+    """An instance of a class defined outside the library and the standard library
+    whose attributes are a plain dict (a config object, a dataclass, a user's model;
+    not a function or a class)."""
+    if isinstance(obj, (type, types.FunctionType, types.MethodType)) or \
+            type(getattr(obj, "__dict__", None)) is not dict:
+        return False
+    f = getattr(sys.modules.get(type(obj).__module__), "__file__", None)
+    if f is None:
+        return type(obj).__module__ == "__main__" or type(obj).__module__ is None
+    a = os.path.abspath(f)
+    return not (a.startswith(_STD) or a.startswith(_PKG))
+
+
+def _const_keys(code):
+    """The constants of ``code`` that can be dict keys or list indices."""
+    out = []
+    for c in code.co_consts:
+        if type(c) in (str, int) and len(out) < _KEYS:
+            out.append(c)
+    return out
 
 
 def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
@@ -71,6 +118,7 @@ class Watch:
         self.fn = fn
         self.codes = {}      # code -> its globals (user code that ran)
         self.modules = {}    # id -> a Module one of whose methods ran
+        self.selves = {}     # id -> (self, {codes}) for each method of user code that ran
         self.prev = None
         self.first = {}      # (id(holder), key) -> (holder, key, value) when first seen
 
@@ -86,6 +134,8 @@ class Watch:
             if code.co_argcount and code.co_varnames[0] == "self" and (
                     code in self.codes or _in_nn(code)):
                 s = frame.f_locals.get("self")
+                if s is not None and code in self.codes:
+                    self.selves.setdefault(id(s), (s, set()))[1].add(code)
                 if s is not None and id(s) not in self.modules and _is_module(s):
                     self.modules[id(s)] = s
                     d = s.__dict__
@@ -126,22 +176,68 @@ class Watch:
                 seen.add(k)
                 out.append((holder, key, value, words))
 
-        def attrs_of(obj, oname, names_read, where):
+        def attrs_of(obj, oname, code, where, depth=_DEEP):
             d = getattr(obj, "__dict__", None)
             if type(d) is not dict:
                 return
-            for a in names_read:
+            cls = None if isinstance(obj, types.ModuleType) else type(obj)
+            for a in code.co_names:
                 v = d.get(a, _MISSING)
-                if v is not _MISSING and plain(v):
+                if v is _MISSING:  # a class attribute, unless the instance gets one
+                    if cls is None or a.startswith("__"):
+                        continue
+                    for k in cls.__mro__:
+                        if a in k.__dict__:
+                            v = k.__dict__[a]
+                            if plain(v) and k.__module__ != "builtins":
+                                add(d, a, _MISSING, f"{oname}.{a} not set on the instance"
+                                                    f"{where}")
+                                add(k.__dict__, a, v, f"{k.__qualname__}.{a} == {v!r}{where}")
+                            break
+                    continue
+                if plain(v):
                     add(d, a, v, f"{oname}.{a} == {v!r}{where}")
+                elif depth > 1:
+                    inside(v, f"{oname}.{a}", code, where, depth - 1, d, a)
+
+        def items_of(c, oname, code, where, depth):
+            holder = c if type(c) is dict else _Items(c) if type(c) is list else None
+            for k in _const_keys(code):
+                if type(c) is not dict and (type(k) is not int or k >= 2 ** 31):
+                    continue
+                v = (holder if holder is not None else _Items(c)).get(k, _MISSING)
+                if v is _MISSING:
+                    continue
+                if plain(v):
+                    if holder is not None:  # (a tuple's items cannot change)
+                        add(holder, k, v, f"{oname}[{k!r}] == {v!r}{where}")
+                elif depth > 1:
+                    inside(v, f"{oname}[{k!r}]", code, where, depth - 1, holder, k)
+
+        def inside(obj, oname, code, where, depth, holder=None, key=None):
+            """Guards on what ``code`` can read inside ``obj``, a non-plain value held
+            by ``holder[key]`` (which must keep holding it)."""
+            tp = type(obj)
+            container = tp is dict or tp is list or tp is tuple
+            if not (container or _user_object(obj) or _is_module(obj)):
+                return
+            if holder is not None:
+                add(holder, key, obj, f"{oname} is the same object{where}")
+            if container:
+                items_of(obj, oname, code, where, depth)
+            else:
+                attrs_of(obj, oname, code, where, depth)
 
         def roots(obj, oname, code, where):
             if plain(obj):
                 return True
-            if isinstance(obj, types.ModuleType) or _is_module(obj) or (
+            if isinstance(obj, types.ModuleType) or _is_module(obj) or _user_object(obj) or (
                     not callable(obj) and not isinstance(obj, type)
                     and type(getattr(obj, "__dict__", None)) is dict):
-                attrs_of(obj, oname, code.co_names, where)
+                attrs_of(obj, oname, code, where, 1 if isinstance(obj, types.ModuleType)
+                         else _DEEP)
+            elif type(obj) in (dict, list, tuple):
+                items_of(obj, oname, code, where, _DEEP)
             return False
 
         unmapped = []
@@ -179,6 +275,10 @@ class Watch:
                         add(m.__dict__, a, v, f"{mname}.{a} == {v!r}")
             elif "training" in m.__dict__:
                 add(m.__dict__, "training", m.training, f"{mname}.training == {m.training!r}")
+        for i, (obj, codes) in self.selves.items():
+            for code in codes:  # (a module's own plain attributes are guarded above)
+                where = "" if i in mod_names else f" (self of {code.co_qualname})"
+                attrs_of(obj, mod_names.get(i, "self"), code, where)
         return tuple(out)
 
     @staticmethod
