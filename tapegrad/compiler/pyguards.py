@@ -94,8 +94,11 @@ def _user_code(code, g, cache={}):  # noqa: B006 (a per-process cache of file de
     f = code.co_filename
     if f.startswith("<"):  # exec'd or frozen code: whose module it runs in decides
         name = str(g.get("__name__", ""))  # (__main__: python -c, stdin, a notebook cell)
-        return not (f.startswith("<frozen") or (name != "__main__" and name.startswith(
-            ("tapegrad", "importlib", "_"))))
+        if f.startswith("<frozen") or (name != "__main__" and name.startswith(
+                ("tapegrad", "importlib", "_"))):
+            return False
+        mf = g.get("__file__")  # (code a library generates: a dataclass's __init__)
+        return not (type(mf) is str and os.path.abspath(mf).startswith(_STD + (_PKG,)))
     r = cache.get(f)
     if r is None:
         a = os.path.abspath(f)
@@ -134,7 +137,7 @@ class Watch:
             if code.co_argcount and code.co_varnames[0] == "self" and (
                     code in self.codes or _in_nn(code)):
                 s = frame.f_locals.get("self")
-                if s is not None and code in self.codes:
+                if s is not None and code in self.codes and code.co_name != "__init__":
                     self.selves.setdefault(id(s), (s, set()))[1].add(code)
                 if s is not None and id(s) not in self.modules and _is_module(s):
                     self.modules[id(s)] = s
@@ -182,9 +185,11 @@ class Watch:
                 return
             cls = None if isinstance(obj, types.ModuleType) else type(obj)
             for a in code.co_names:
+                if a.startswith("__"):
+                    continue
                 v = d.get(a, _MISSING)
                 if v is _MISSING:  # a class attribute, unless the instance gets one
-                    if cls is None or a.startswith("__"):
+                    if cls is None:
                         continue
                     for k in cls.__mro__:
                         if a in k.__dict__:
