@@ -60,6 +60,49 @@ def _reduce(name, loss, reduction):
                          f"(expected 'none', 'mean' or 'sum')")
 
 
+def _check_index_target(name, xs, ts, tdt):
+    """PyTorch's checks of class-index targets of shape ``ts`` and NumPy dtype ``tdt``
+    for an input of shape ``xs`` (classes at dim 1, or dim 0 of a 1-D input), in its
+    order and with its exception classes."""
+    if not xs:
+        raise op_error(name, "Expected 1 or more dimensions (got 0)", ValueError)
+    if len(xs) != 1 and (ts[0] if ts else 0) != xs[0]:
+        raise op_error(name, f"Expected input batch_size ({xs[0]}) to match target "
+                             f"batch_size ({ts[0] if ts else 0}).", ValueError)
+    if len(xs) == 1 and len(ts) == 1 and ts[0] != 1:
+        raise op_error(name, f"For 1D input, 1D target must have size 1, but got target "
+                             f"size: {ts[0]}", ValueError)
+    if len(xs) <= 2 and len(ts) > 1:
+        raise op_error(name, f"0D or 1D target tensor expected, multi-target not supported "
+                             f"(got target of shape {tuple(ts)} for input of shape {xs})",
+                       RuntimeError)
+    if len(xs) > 2 and tuple(ts) != (xs[0],) + xs[2:]:
+        raise op_error(name, f"Expected target size {list((xs[0],) + xs[2:])}, got "
+                             f"{list(ts)}", RuntimeError)
+    if tdt not in _INDEX_DTYPES:
+        raise op_error(name, f"expected target dtype to be Long or Byte (class indices of "
+                             f"dtype int64 or uint8), but got {tdt}", RuntimeError)
+
+
+def _check_weight(name, C, ws, wdt=None, xdt=None):
+    """The class weights' shape, and (class-index targets) their dtype: input's."""
+    if tuple(ws) != (C,):
+        raise op_error(name, f"weight tensor should be defined either for all {C} classes or "
+                             f"no classes but got weight tensor of shape: {list(ws)}",
+                       RuntimeError)
+    if wdt is not None and wdt != xdt:
+        raise op_error(name, f"expected scalar type {xdt} but found {wdt} (weight must have "
+                             f"input's dtype)", RuntimeError)
+
+
+def _label_smoothing(name, label_smoothing):
+    """PyTorch's reading: above 1 is an error, anything not above 0 (NaN too) is none."""
+    if label_smoothing > 1.0:
+        raise op_error(name, f"label_smoothing must be between 0.0 and 1.0. Got: "
+                             f"{label_smoothing}", RuntimeError)
+    return label_smoothing if label_smoothing > 0.0 else 0.0
+
+
 def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
     """(M, denominator) for class-index targets; M has input's shape."""
     if not isinstance(target, Tensor):
@@ -67,22 +110,17 @@ def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
             raise op_error(name, f"target must be a Tensor, not {type(target).__name__}",
                            TypeError)
         target = from_dlpack(target) if np.dtype(target.dtype).kind != "c" else target
-    tdt = np.dtype(getattr(target.dtype, "np", target.dtype))
-    if tdt not in _INDEX_DTYPES:  # PyTorch: "expected target dtype to be Long or Byte"
-        raise op_error(name, f"expected class indices of dtype int64 or uint8 (or class "
-                             f"probabilities of input's shape), got {tdt} target of shape "
-                             f"{tuple(target.shape)}", RuntimeError)
     xs = tuple(input.shape)
+    _check_index_target(name, xs, tuple(target.shape),
+                        np.dtype(getattr(target.dtype, "np", target.dtype)))
+    if len(xs) == 1 and len(target.shape) == 1:
+        target = target.reshape(())
     C = xs[1] if len(xs) > 1 else xs[0]
-    squeeze = len(xs) == 1
-    want = ((xs[0],) + xs[2:]) if not squeeze else ()
-    if tuple(target.shape) != want:
-        raise op_error(name, f"expected target of shape {want} for input of shape {xs}, got "
-                             f"{tuple(target.shape)}", ValueError)
-    w = None if weight is None else weight.to(input.dtype)
-    if w is not None and tuple(w.shape) != (C,):
-        raise op_error(name, f"weight of shape {tuple(w.shape)} does not match {C} classes",
-                       RuntimeError)
+    w = None
+    if weight is not None:
+        _check_weight(name, C, tuple(weight.shape), np.dtype(np_dtype(weight)),
+                      np.dtype(np_dtype(input)))
+        w = weight
     if target._vlevel is None and getattr(input, "_vlevel", None) is None and \
             (w is None or w._vlevel is None) and not _state.observers:
         return _class_coef_data(name, input, target, w, ignore_index, label_smoothing, C)
@@ -275,35 +313,44 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     >>> tg.cross_entropy(tg.zeros(2, 4), tg.tensor([0, 3])).item()  # log(4)
     1.3862943611198906
     """
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise op_error("cross_entropy", f"label_smoothing must be in [0, 1], got {label_smoothing}",
-                       RuntimeError)
-    if len(input.shape) == 0:
-        raise op_error("cross_entropy", "input must have at least 1 dim (the classes)",
-                       RuntimeError)
+    label_smoothing = _label_smoothing("cross_entropy", label_smoothing)
+    if len(input.shape) == 0 and len(getattr(target, "shape", ())) != 0:
+        raise op_error("cross_entropy", "Expected 1 or more dimensions (got 0)", ValueError)
     require_floating("cross_entropy", input)
     if weight is None and not label_smoothing and (reduction == "mean" or reduction == "sum"):
         loss = _one_node_xent(input, target, ignore_index, reduction)
         if loss is not None:
             return loss
+    if tuple(getattr(target, "shape", ())) != tuple(input.shape):
+        logp = log_softmax(input, dim=1 if len(input.shape) > 1 else 0)
+        return _weighted_nll("cross_entropy", logp, target, weight, ignore_index, reduction,
+                             label_smoothing)
+    # class probabilities: a target of input's shape
+    _check_probability_target("cross_entropy", target, ignore_index)
+    if len(input.shape) == 0:
+        raise op_error("cross_entropy", "Expected 1 or more dimensions (got 0)", ValueError)
     cdim = 1 if len(input.shape) > 1 else 0
+    C = input.shape[cdim]
     logp = log_softmax(input, dim=cdim)
-    if dtype_kind(target) == "f":
-        if tuple(target.shape) != tuple(input.shape):
-            raise op_error("cross_entropy", f"probability target of shape {tuple(target.shape)}"
-                                            f" must match input {tuple(input.shape)}", RuntimeError)
-        C = input.shape[cdim]
-        if label_smoothing:
-            target = target * (1 - label_smoothing) + label_smoothing / C
-        if weight is not None:
-            target = target * raw(weight).astype(np_dtype(logp)).reshape(
-                (C,) + (1,) * (len(input.shape) - cdim - 1))
-        loss = -_sum(logp * target, dim=cdim)
-        if reduction == "mean" and len(input.shape) > 1:
-            return _sum(loss) / float(loss.shape[0] * int(np.prod(loss.shape[1:])))
-        return _reduce("cross_entropy", loss, reduction) if reduction != "mean" else mean(loss)
-    return _weighted_nll("cross_entropy", logp, target, weight, ignore_index, reduction,
-                         label_smoothing)
+    if label_smoothing:
+        target = target * (1 - label_smoothing) + label_smoothing / C
+    if weight is not None:
+        _check_weight("cross_entropy", C, tuple(weight.shape))
+        target = target * raw(weight).astype(np_dtype(logp)).reshape(
+            (C,) + (1,) * (len(input.shape) - cdim - 1))
+    loss = -_sum(logp * target, dim=cdim)
+    if reduction == "mean" and len(input.shape) > 1:
+        return _sum(loss) / float(loss.shape[0] * int(np.prod(loss.shape[1:])))
+    return _reduce("cross_entropy", loss, reduction) if reduction != "mean" else mean(loss)
+
+
+def _check_probability_target(name, target, ignore_index):
+    if dtype_kind(target) != "f":
+        raise op_error(name, f"Expected floating point type for target with class "
+                             f"probabilities, got {np.dtype(np_dtype(target))}", RuntimeError)
+    if ignore_index >= 0:
+        raise op_error(name, "ignore_index is not supported for floating point target",
+                       RuntimeError)
 
 
 def _same_shape(name, input, target):
@@ -400,30 +447,24 @@ def _float_input(name, x, cls=TypeError):
 def _class_infer(name):
     def infer(x, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
               reduction="mean", label_smoothing=0.0):
-        xs = tuple(x.shape)
+        xs, ts = tuple(x.shape), tuple(target.shape)
         if name == "cross_entropy":
-            if not 0.0 <= label_smoothing <= 1.0:
-                raise op_error(name, f"label_smoothing must be in [0, 1], got {label_smoothing}",
-                               RuntimeError)
-            if not xs:
-                raise op_error(name, "input must have at least 1 dim (the classes)", RuntimeError)
+            _label_smoothing(name, label_smoothing)
+        if not xs and (name != "cross_entropy" or ts):
+            raise op_error(name, "Expected 1 or more dimensions (got 0)", ValueError)
         _float_input(name, x)
         cdim = 1 if len(xs) > 1 else 0
-        if name == "cross_entropy" and _isf(np.dtype(target.dtype)):
-            if tuple(target.shape) != xs:
-                raise op_error(name, f"probability target of shape {tuple(target.shape)} must "
-                                     f"match input {xs}", RuntimeError)
+        if name == "cross_entropy" and ts == xs:
+            _check_probability_target(name, target, ignore_index)
+            if not xs:
+                raise op_error(name, "Expected 1 or more dimensions (got 0)", ValueError)
+            if weight is not None:
+                _check_weight(name, xs[cdim], tuple(weight.shape))
         else:
-            if np.dtype(target.dtype) not in _INDEX_DTYPES:
-                raise op_error(name, f"expected class indices of dtype int64 or uint8, got "
-                                     f"{np.dtype(target.dtype)}", RuntimeError)
-            want = (xs[0],) + xs[2:] if len(xs) > 1 else ()
-            if tuple(target.shape) != want:
-                raise op_error(name, f"expected target of shape {want} for input of shape {xs}, "
-                                     f"got {tuple(target.shape)}", ValueError)
-        if weight is not None and tuple(weight.shape) != (xs[cdim],):
-            raise op_error(name, f"weight of shape {tuple(weight.shape)} does not match "
-                                 f"{xs[cdim]} classes", RuntimeError)
+            _check_index_target(name, xs, ts, np.dtype(target.dtype))
+            if weight is not None:
+                _check_weight(name, xs[cdim], tuple(weight.shape), np.dtype(weight.dtype),
+                              np.dtype(x.dtype))
         return TensorSpec(_reduced(name, xs[:cdim] + xs[cdim + 1:], reduction), x.dtype)
     return infer
 
