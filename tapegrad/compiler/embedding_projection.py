@@ -14,6 +14,11 @@ gradient of the linear's result, ``gT = embedding_backward(G, idx')`` (the rows 
 ``b``'s ``sum(gT, 0)``, in place of two ``rows x in x out`` GEMMs. These are the same
 sums in another order (float rounding apart, the gradients are eager's).
 
+A gather read only by an ``lstm_layer`` (the LSTM's input gates) then goes into the
+recurrence: one ``lstm_layer_rows`` step (ops/nn/rnn.py) whose loop reads each step's
+rows of the table where it reads the input gates, instead of a ``(T, B, 4H)`` gather
+written before the loop and read back by it.
+
 Left as it is: an embedding with ``padding_idx`` (its row gets no gradient, which
 the table's gradient would give it), an embedding or projected value read by
 anything else (a residual, an output), a backward of another shape than the one
@@ -27,6 +32,7 @@ from .graph import Step
 __all__ = ["fold_embedding_projections"]
 
 ENABLED = True
+GATHER_IN_RECURRENCE = True  # (lstm_layer_rows in place of the gather and lstm_layer)
 
 
 def fold_embedding_projections(g, steps, reads_all, mark=None):
@@ -40,9 +46,47 @@ def fold_embedding_projections(g, steps, reads_all, mark=None):
     while True:
         found = _find(g, steps, reads_all)
         if found is None:
-            return steps, mark, n
+            break
         steps, mark = _rewrite(g, steps, mark, found, reads_all)
         n += 1
+    if n and GATHER_IN_RECURRENCE:
+        steps, mark = _gather_into_recurrence(g, steps, mark, reads_all)
+    return steps, mark, n
+
+
+def _gather_into_recurrence(g, steps, mark, reads_all):
+    """``xg = embedding(idx, T)`` read only by ``lstm_layer(xg, ...)``: one
+    ``lstm_layer_rows(idx, T, ...)`` step, whose loop reads each step's rows of ``T``
+    (no ``(T, B, 4H)`` gather written and read back)."""
+    from ..ops.nn.rnn import LSTM_ROWS
+    readers = _readers(steps, reads_all)
+    escapes = _escapes(g, steps)
+    at, gone = {}, set()
+    for k, st in enumerate(steps):
+        if not (_is(st, "embedding") and st.attrs.get("padding_idx") is None
+                and not st.attrs.get("mask_padding") and len(g.shapes[st.ins[0]]) == 2
+                and g.dtypes[st.ins[1]].kind == "f"):
+            continue
+        j = _only(readers, st.outs[0], escapes)
+        if j is None or not _is(steps[j], "lstm_layer") or steps[j].ins[0] != st.outs[0] \
+                or j in at:
+            continue
+        lstm = steps[j]
+        new = Step("op", LSTM_ROWS, list(st.ins) + list(lstm.ins[1:]), dict(lstm.attrs))
+        new.outs = list(lstm.outs)
+        at[j] = new
+        gone.add(k)
+    if not at:
+        return steps, mark
+    out, new_mark = [], None
+    for k, st in enumerate(steps):
+        if k == mark:
+            new_mark = len(out)
+        if k not in gone:
+            out.append(at.get(k, st))
+    if mark is not None and new_mark is None:
+        new_mark = len(out)
+    return out, new_mark
 
 
 class _Match:

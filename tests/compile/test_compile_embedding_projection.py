@@ -185,3 +185,35 @@ def test_against_pytorch(batch_first):
             np.testing.assert_allclose(g, dict(t.named_parameters())[name].grad.numpy(),
                                        rtol=1e-10, atol=1e-12, err_msg=name)
     assert cm.stats()["embedding_projections"] == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lstm_rows_equals_gather_then_lstm(dtype, reverse):
+    # the step the rewrite puts in place of embedding + lstm_layer: the same numbers
+    from tapegrad.ops.nn.rnn import LSTM_ROWS, lstm_layer
+    rng = np.random.default_rng(6)
+    T, B, Hs, n = 5, 3, 4, 6
+    table = rng.standard_normal((n, 4 * Hs)).astype(dtype)
+    index = rng.integers(0, n, (B, T)).T          # (T, B), strided as a batch_first's
+    h0, c0 = (rng.standard_normal((B, Hs)).astype(dtype) for _ in range(2))
+    w = rng.standard_normal((4 * Hs, Hs)).astype(dtype)
+    got = LSTM_ROWS.compute(index, table, h0, c0, w, reverse=reverse)
+    want = lstm_layer(tg.tensor(table[index]), tg.tensor(h0), tg.tensor(c0), tg.tensor(w),
+                      reverse)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b.numpy())
+    with pytest.raises(IndexError, match="embedding"):
+        LSTM_ROWS.kernel(index + n, table, h0, c0, w)
+
+
+def test_replay_checks_the_indices():
+    m, ref = pair(LM)
+    cm = tg.compile(m)
+    x = np.random.default_rng(7).integers(0, V, (4, 3))
+    for _ in range(2):
+        _loss(cm, tg.tensor(x), tg.tensor(x)).backward()
+    assert cm.stats()["replays"] >= 1
+    x[1, 2] = V
+    with pytest.raises(IndexError):
+        cm(tg.tensor(x))

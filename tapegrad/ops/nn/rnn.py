@@ -22,6 +22,11 @@ cell's arithmetic, PyTorch's equations and gate orders:
 the steps run from T-1 down to 0 (a bidirectional layer's second direction), the
 outputs stay in time order.
 
+``LSTM_ROWS`` (``lstm_layer_rows(index, table, h0, c0, weight_hh, reverse=False)``,
+not registered, not differentiable) is ``lstm_layer(table[index], ...)`` with each step
+reading its rows of ``table``: tg.compile's embedding-projection rewrite puts it in
+place of an embedding gather whose only reader is an ``lstm_layer``.
+
 Not public functions (``tg.nn.LSTM``/``GRU``/``RNN`` and their cells call them):
 sequence ops so that a step costs two compiled calls, not a dozen recorded ops. One
 loop skeleton serves the three: on NumPy float32/float64 arrays the forward step is
@@ -43,10 +48,11 @@ matmul per step.
 """
 import numpy as np
 
-from ..._util import op_error
+from ..._util import op_error, value_range
 from ...devices import cpu as _cpu, xp_of
 from ...dispatch import bind
 from ...fusion import approx as _approx
+from ...ops_registry.opdef import OpDef, validate
 from .. import _vmap
 from .._decl import Sample, TensorSpec, one_dtype, rand as _rand, register
 
@@ -185,6 +191,13 @@ def bwd(gh, dh, h, dpre):
 }
 
 
+# the LSTM step reading its input gates as rows of a table (``lstm_layer_rows``): row
+# ``ix[b]`` of ``xg`` for batch row ``b``
+_BODIES["lstm_rows"] = _BODIES["lstm"][:_BODIES["lstm"].index("\ndef bwd")].replace(
+    "def fwd(hg, xg, c_prev,", "def fwd(hg, xg, ix, c_prev,").replace(
+    "xr, hr, gr = xg[b],", "xr, hr, gr = xg[ix[b]],")
+
+
 def _source(kind, dtype):
     f32 = np.dtype(dtype) == np.float32
     t = "np.float32" if f32 else "np.float64"
@@ -216,7 +229,8 @@ def _kernels(kind, dtype):
             src = _source(kind, dtype)
             _KERNELS[key] = tuple(
                 _cpu.compile_source((f"{kind}_layer", name, src), src, name, parallel=False,
-                                    error_model="numpy") for name in ("fwd", "bwd"))
+                                    error_model="numpy") for name in ("fwd", "bwd")
+                if f"def {name}(" in src)
         except Exception:  # numba missing or broken: whole-array code instead
             _KERNELS[key] = None
     return _KERNELS[key]
@@ -610,6 +624,51 @@ def _lstm_layer_jvp(ctx, txg, th0, tc0, tw):
         return to * tcc + o * (1 - tcc * tcc) * tc
     ths = _ops_tangents(m, h0, w, out, ctx.attrs.get("reverse", False), th0, tw, step)
     return (ths, m.stack(tcs, dim=0), m.stack(tgs, dim=0))
+
+
+# ---------------------------------------------------------------- LSTM over table rows
+def _lstm_rows_kernel(index, table, h0, c0, weight_hh, *, reverse=False, out=None):
+    """``lstm_layer(table[index], h0, c0, weight_hh)`` with each step reading its input
+    gates as rows of ``table`` (no ``(T, B, 4H)`` gather before the loop)."""
+    span = value_range(index)
+    if span is not None and (span[0] < 0 or span[1] >= table.shape[0]):
+        raise op_error("embedding", f"index out of range: indices span [{span[0]}, "
+                                    f"{span[1]}] for {table.shape[0]} embeddings", IndexError)
+    T, B = index.shape
+    G = table.shape[1]
+    specs = ((T, B, G // 4), (T, B, G // 4), (T, B, G))
+    ks = _compiled_for("lstm_rows", table, h0, c0, weight_hh) \
+        if type(index) is np.ndarray else None
+    bufs = None if ks is None else _buffers(out, specs, table.dtype,
+                                            (table, h0, c0, weight_hh))
+    if bufs is None:
+        return _lstm_layer_kernel(xp_of(table).take(table, index, axis=0), h0, c0, weight_hh,
+                                  reverse=reverse, out=out)
+    fwd = ks[0]
+    out, cells, gates = bufs
+    ix, tab, c0 = np.ascontiguousarray(index, np.int64), _c(table), _c(c0)
+    _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg: fwd(
+        hg, tab, ix[t], c0 if p is None else cells[p], gates[t], cells[t], out[t]))
+    return out, cells, gates
+
+
+def _lstm_rows_infer(index, table, h0, c0, weight_hh, *, reverse=False):
+    if len(index.shape) != 2 or np.dtype(index.dtype).kind not in "iu":
+        raise op_error("lstm_layer_rows", f"index of shape {tuple(index.shape)} and dtype "
+                                          f"{np.dtype(index.dtype)}: expected (T, B) integers",
+                       RuntimeError)
+    T, B = index.shape
+    return _lstm_layer_infer(TensorSpec((T, B, table.shape[-1]), table.dtype), h0, c0,
+                             weight_hh, reverse=reverse)
+
+
+# Not registered, not differentiable: a step of tg.compile's programs (the embedding-
+# projection rewrite puts it in place of an embedding whose only reader is an
+# lstm_layer), whose backward is the lstm_layer's own adjoint
+LSTM_ROWS = OpDef(name="lstm_layer_rows", kernel=_lstm_rows_kernel, infer=_lstm_rows_infer,
+                  args=("index", "table", "h0", "c0", "weight_hh"), differentiable=False,
+                  nout=3, samples=lambda dtype=None: [])
+validate(LSTM_ROWS)
 
 
 # ---------------------------------------------------------------- GRU
