@@ -15,10 +15,18 @@ cannot export (``support.py`` fills in the composites and the reasons at import)
 ...                input_names=["x"], output_names=["y"],
 ...                dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})  # doctest: +SKIP
 """
-from .export import MAX_OPSET, MIN_OPSET, OPSET, Builder, UnsupportedOperatorError, export
+from .export import (
+    MAX_OPSET,
+    MIN_OPSET,
+    OPSET,
+    Builder,
+    TrainingMode,
+    UnsupportedOperatorError,
+    export,
+)
 from .support import attach, support
 
-__all__ = ["export", "support", "UnsupportedOperatorError", "Builder", "OPSET",
+__all__ = ["export", "support", "TrainingMode", "UnsupportedOperatorError", "Builder", "OPSET",
            "MIN_OPSET", "MAX_OPSET"]
 
 attach()

@@ -10,6 +10,8 @@ nothing but shapes: the forward runs a second time on other values of the same
 shapes, and a value that changed (it was computed from the inputs' data, or drawn
 at random) is refused, naming the op that read it.
 """
+import contextlib
+import enum
 import warnings
 
 import numpy as np
@@ -21,8 +23,8 @@ from ..grad_mode import no_grad
 from ..ops_registry import DECOMPOSED
 from ..tensor import Tensor, buffer
 
-__all__ = ["export", "UnsupportedOperatorError", "Builder", "OPSET", "MAX_OPSET",
-           "MIN_OPSET"]
+__all__ = ["export", "TrainingMode", "UnsupportedOperatorError", "Builder", "OPSET",
+           "MAX_OPSET", "MIN_OPSET"]
 
 OPSET = 17        # the default opset_version
 MIN_OPSET = 13    # the lowerings' oldest (Split/Squeeze/ReduceSum take their axes as inputs)
@@ -33,17 +35,37 @@ class UnsupportedOperatorError(RuntimeError):
     """An op of the captured forward has no ONNX form (the message names it)."""
 
 
+class TrainingMode(enum.IntEnum):
+    """The mode a module is exported in (``training=`` of ``export``), as PyTorch's
+    ``torch.onnx.TrainingMode``: ``EVAL`` (the default: ``eval()`` for the export,
+    the modules' modes restored afterwards), ``PRESERVE`` (as they are), ``TRAINING``
+    (``train()``: dropout then refuses, having no ONNX form that reproduces its draw)."""
+    EVAL = 0
+    PRESERVE = 1
+    TRAINING = 2
+
+
 def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic_axes=None,
-           opset_version=None):
-    """Write ``model_or_fn(*args)``'s forward to ``path`` as an ONNX model.
+           opset_version=None, *, kwargs=None, training=TrainingMode.EVAL, verbose=None,
+           export_params=True, do_constant_folding=True, keep_initializers_as_inputs=False,
+           dynamo=None):
+    """Write ``model_or_fn(*args, **kwargs)``'s forward to ``path`` (a file name or a
+    writable binary file) as an ONNX model.
 
     ``args``: a tensor or a tuple of them (non-tensor arguments are constants of the
-    export). ``input_names``/``output_names``: names of the graph's inputs (the tensor
-    arguments, in order) and outputs (default ``input0...``, ``output0...``).
-    ``dynamic_axes``: ``{name: {axis: "label"}}`` or ``{name: [axis, ...]}``: those
-    dims are symbolic. ``opset_version``: the ONNX opset (default 17; 13 to 25). The
-    forward runs eagerly under ``no_grad``; Python control flow is recorded as it went
-    (a value read is warned about). Returns the ``onnx.ModelProto`` it wrote.
+    export); a dict as its last item gives keyword arguments, as PyTorch's
+    ``torch.onnx.export``, as does ``kwargs`` (its tensors are graph inputs after the
+    positional ones). ``input_names``/``output_names``: names of the graph's inputs
+    (the tensor arguments, in order) and outputs (default ``input0...``,
+    ``output0...``). ``dynamic_axes``: ``{name: {axis: "label"}}`` or ``{name: [axis,
+    ...]}``: those dims are symbolic. ``opset_version``: the ONNX opset (default 17; 13
+    to 25). ``training``: a module is exported in ``eval()`` mode unless
+    ``TrainingMode.PRESERVE`` or ``TRAINING`` says otherwise, and its modes are
+    restored after. ``verbose``: print the graph. PyTorch's ``export_params=True``,
+    ``do_constant_folding`` (constants are always folded), ``keep_initializers_as_inputs
+    =False`` and ``dynamo`` (one exporter here) are accepted. The forward runs eagerly
+    under ``no_grad``; Python control flow is recorded as it went (a value read is
+    warned about). Returns the ``onnx.ModelProto`` it wrote.
     """
     try:
         import onnx
@@ -55,9 +77,27 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
     if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= MAX_OPSET:
         raise ValueError(f"onnx.export: opset_version must be an int from {MIN_OPSET} to "
                          f"{MAX_OPSET}, got {opset_version!r}")
+    if export_params is not True or keep_initializers_as_inputs is not False:
+        raise NotImplementedError("onnx.export: the parameters are always written as "
+                                  "initializers (export_params=True, "
+                                  "keep_initializers_as_inputs=False)")
+    if training not in (TrainingMode.EVAL, TrainingMode.PRESERVE, TrainingMode.TRAINING):
+        raise ValueError(f"onnx.export: training must be a TrainingMode, got {training!r}")
     if not isinstance(args, (tuple, list)):
         args = (args,)
-    g, arg_pos = capture(model_or_fn, args)
+    args = tuple(args)
+    if args and type(args[-1]) is dict:  # PyTorch's trailing dict of keyword arguments
+        kwargs = {**args[-1], **(kwargs or {})}
+        args = args[:-1]
+    fn = model_or_fn
+    if kwargs:
+        if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+            raise TypeError(f"onnx.export: kwargs must be a dict of names to arguments, "
+                            f"got {kwargs!r}")
+        fn = _with_kwargs(model_or_fn, len(args), list(kwargs))
+        args = args + tuple(kwargs.values())
+    with _mode(model_or_fn, training):
+        g, arg_pos = capture(fn, args)
     steps = fold_constants(g, dce(g, g.steps))
     if any(st.kind == "guard" for st in steps):
         warnings.warn("tg.onnx.export: the forward read a tensor's value in Python "
@@ -106,8 +146,36 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
                               producer_name="tapegrad")
     model.ir_version = min(model.ir_version, 10)
     onnx.checker.check_model(model)
-    onnx.save(model, path)
+    if verbose:
+        print(helper.printable_graph(model.graph))
+    if hasattr(path, "write"):
+        path.write(model.SerializeToString())
+    else:
+        onnx.save(model, path)
     return model
+
+
+def _with_kwargs(fn, n, names):
+    """``fn`` called with its last ``len(names)`` positional arguments by those names."""
+    def call(*a):
+        return fn(*a[:n], **dict(zip(names, a[n:])))
+    return call
+
+
+@contextlib.contextmanager
+def _mode(model, training):
+    """The module ``model`` (if one) in the mode ``training`` asks for, for the export;
+    each submodule's mode restored after."""
+    mods = list(model.modules()) if callable(getattr(model, "modules", None)) and \
+        callable(getattr(model, "train", None)) else []
+    before = [m.training for m in mods]
+    if mods and training != TrainingMode.PRESERVE:
+        model.train(training == TrainingMode.TRAINING)
+    try:
+        yield
+    finally:
+        for m, t in zip(mods, before):
+            m.training = t
 
 
 def _write(b, g, st, later):
