@@ -346,7 +346,9 @@ def _autocast_off(fn, args, kwargs):
 def autocast_call(op, fn, args, kwargs):
     """A composite's public function ``fn`` (``cross_entropy``) called inside
     tg.autocast: its Tensors among ``args``, ``kwargs`` and lists of them cast per
-    the op's policy, then ``fn`` run with autocast off (``_autocast_off``)."""
+    the op's policy, then ``fn`` run with autocast off (``_autocast_off``), as
+    ``_general`` runs it: an op with a policy on another device only (``mv``, CUDA's
+    list) runs its ops as given here, not cast one by one."""
     if op.autocast is None or _state.autocast is None:
         return fn(*args, **kwargs)
     flat = [a for a in args if type(a) in _TT]
@@ -356,7 +358,7 @@ def autocast_call(op, fn, args, kwargs):
             flat += [e for e in a if type(e) in _TT]
     cast = _autocast_fn(op, flat, kwargs)
     if cast is None:
-        return fn(*args, **kwargs)
+        return _autocast_off(fn, args, kwargs)
 
     def each(a):
         if type(a) is list or type(a) is tuple:

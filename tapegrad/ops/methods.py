@@ -295,9 +295,31 @@ def install(extra=(), methods=None):
         for name, value in list(vars(Tensor).items()):
             if value is public:
                 setattr(Tensor, name, fast)
+    _autocast_methods()
     _alias_dims()
     # Tensor defines __eq__, so Python would drop __hash__; keep identity hashing
     Tensor.__hash__ = lambda self: id(self)
+
+
+def _autocast_methods():
+    """A method that is a composite's own function (``x.addmm``, ``x.mv``, ``x.prelu``)
+    takes the op's autocast policy inside ``tg.autocast``, as ``tg.NAME`` does (the
+    checked function applies it at the op's entry, ``dispatch.autocast_call``)."""
+    from ..dispatch import autocast_call
+    from ..tape import state
+    from ._decl import composite_op
+    for name, fn in list(vars(Tensor).items()):
+        if name.startswith("__") or not inspect.isfunction(fn):
+            continue
+        op = composite_op(fn)
+        if op is None or op.autocast is None:
+            continue
+
+        def method(*args, _op=op, _fn=fn, **kwargs):
+            if state.autocast is not None:
+                return autocast_call(_op, _fn, args, kwargs)
+            return _fn(*args, **kwargs)
+        setattr(Tensor, name, functools.wraps(fn)(method))
 
 
 def _alias_dims():
