@@ -4,6 +4,7 @@ Numba is imported lazily (its import costs ~0.3 s); compiled functions are cache
 per key (op name, dtype signature) in-process and on disk through ``cache=True``.
 """
 import functools
+import threading
 
 import numpy as np
 
@@ -131,17 +132,32 @@ class blas_single_thread:
     which on a 2-core machine slows everything else that runs next 3-5x. Uses
     threadpoolctl where it is installed; a no-op otherwise."""
     _libs = None
+    _calls = None  # [(get, set)] of each library's own C functions, where found
 
     def __enter__(self):
         libs = blas_single_thread._libs
         if libs is None:
             libs = blas_single_thread._libs = _blas_controllers()
+            blas_single_thread._calls = _blas_calls(libs)
+        calls = blas_single_thread._calls
+        if calls is not None and threading.current_thread() is threading.main_thread():
+            # (the C calls themselves: threadpoolctl's accessors cost ~5 us a kernel)
+            self.saved = [(put, n) for get, put in calls if (n := get()) != 1]
+            for put, _ in self.saved:
+                put(1)
+            self.direct = True
+            return self
+        self.direct = False
         self.saved = [(lib, lib.num_threads) for lib in libs if lib.num_threads != 1]
         for lib, _ in self.saved:
             lib.set_num_threads(1)
         return self
 
     def __exit__(self, *exc):
+        if self.direct:
+            for put, n in self.saved:
+                put(n)
+            return
         for lib, n in self.saved:
             lib.set_num_threads(n)
 
@@ -153,6 +169,27 @@ def _blas_controllers():
         return []
     return [c for c in threadpoolctl.ThreadpoolController().lib_controllers
             if c.user_api == "blas"]
+
+
+def _blas_calls(libs):
+    """``[(get, set)]``: the thread-count functions of each BLAS in ``libs``, when all
+    are OpenBLAS with its own thread pool (not OpenMP, whose count is per thread) and
+    threadpoolctl names their symbols; else None (threadpoolctl's accessors are used).
+    Called from the main thread only: OpenBLAS's pool is process-wide."""
+    out = []
+    for lib in libs:
+        try:
+            if getattr(lib, "internal_api", None) != "openblas" or \
+                    lib.threading_layer == "openmp":
+                return None
+            get = lib._get_symbol("openblas_get_num_threads")
+            put = lib._get_symbol("openblas_set_num_threads")
+        except Exception:  # (another threadpoolctl: its own accessors)
+            return None
+        if get is None or put is None:
+            return None
+        out.append((get, put))
+    return out
 
 
 def run_chunked(fn, n, *args, min_chunk=CHUNK_MIN, collect=False):

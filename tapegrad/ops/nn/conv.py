@@ -5,6 +5,8 @@ every order differentiates: the input gradient is a transposed convolution
 (col2im), the weight gradient a correlation of the input with g, and each one's
 adjoint is again one of the three.
 """
+import math
+
 import numpy as np
 
 from ..._util import op_error
@@ -167,7 +169,7 @@ def _conv_ws(x_shape, w_shape, itemsize, stride, padding, dilation, g_copy=False
 
 
 def _ws_view(ws, start, shape, dtype):
-    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    n = math.prod(shape) * dtype.itemsize  # (math.prod: np.prod costs ~10 us a call)
     return ws[start:start + n].view(dtype).reshape(shape)
 
 
@@ -560,7 +562,14 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
             dst[...] = gT
             gT = dst
         _bmm(cols.reshape(N, groups, K, L), gT, out=per)
-    xp.sum(per.transpose(0, 1, 3, 2), axis=0, out=out.reshape(groups, Og, K))
+    # the sum over n reads ``per`` in its own order (~3x faster than summing the
+    # transposed view into ``out``), into the im2col columns' scratch, now free
+    if N * C * kh * kw * L >= groups * K * Og:
+        tot = _ws_view(workspace, npad, (groups, K, Og), g.dtype)
+    else:
+        tot = xp.empty((groups, K, Og), dtype=g.dtype)
+    xp.sum(per, axis=0, out=tot)
+    out.reshape(groups, Og, K)[...] = tot.transpose(0, 2, 1)
     return out
 
 
