@@ -249,3 +249,79 @@ def conv2d_input_grad(g, wT, out, cols, stride, padding, dilation):
     with blas_single_thread():
         run_chunked(work, N, g, cols, out, min_chunk=1)
     return out
+
+
+# ---------------------------------------------------------------- channels-last columns
+# The weight gradient for stride 1, dilation 1, one group and enough channels
+# (``nhwc_ok``): the image is copied channels-last into a zero-bordered buffer, whose
+# every receptive-field row (kw taps of C channels) is then one contiguous run: im2col
+# is a copy of kw*C contiguous values per (n, ho, wo, i), the copy and it together
+# ~1.7x faster than the channel-first loop's Wo-long rows on the small-CNN shapes. The
+# columns come out (N, L, K), K ordered (i, j, c), and dW is g @ cols per sample, with
+# no transposed copy of g. (The forward this way, cols @ W^T and a transposed copy out
+# with the bias, measured no faster than the channel-first im2col and W @ cols.)
+NHWC_MIN_CHANNELS = 8
+
+
+def nhwc_ok(C, groups, stride, dilation):
+    return groups == 1 and C >= NHWC_MIN_CHANNELS and tuple(stride) == (1, 1) \
+        and tuple(dilation) == (1, 1)
+
+
+@njit
+def _to_nhwc(x, xh, pt, pl):
+    """``xh[n, pt + h, pl + w, c] = x[n, c, h, w]``, the border of ``xh`` zeroed."""
+    N, C, H, W = x.shape
+    Hp, Wp = xh.shape[1], xh.shape[2]
+    for n in range(N):
+        for h in range(Hp):
+            if h < pt or h >= pt + H:
+                for w in range(Wp):
+                    for c in range(C):
+                        xh[n, h, w, c] = 0
+            else:
+                for w in range(pl):
+                    for c in range(C):
+                        xh[n, h, w, c] = 0
+                for w in range(pl + W, Wp):
+                    for c in range(C):
+                        xh[n, h, w, c] = 0
+        for h in range(H):  # (this loop order: ~1.5x faster than the others here)
+            for c in range(C):
+                for w in range(W):
+                    xh[n, pt + h, pl + w, c] = x[n, c, h, w]
+
+
+@njit
+def _im2col_nhwc(xh, cols):
+    """``cols[n, ho, wo, i, j*C + c] = xh[n, ho + i, wo + j, c]`` for (N, Ho, Wo, kh,
+    kw*C) ``cols`` (stride 1, dilation 1, ``xh`` already padded)."""
+    N, Ho, Wo, kh, KC = cols.shape
+    H, W, C = xh.shape[1], xh.shape[2], xh.shape[3]
+    xf = xh.reshape(N, H, W * C)
+    U = np.uint64
+    for n in range(N):
+        for ho in range(Ho):
+            for wo in range(Wo):
+                s = U(wo * C)
+                for i in range(kh):
+                    for q in range(U(KC)):
+                        cols[n, ho, wo, i, q] = xf[n, ho + i, s + q]
+
+
+def conv2d_weight_grad_nhwc(x, g, per, xh, cols, padding):
+    """Per-sample weight gradients ``per[n] = g[n] @ cols[n]`` (O, K), K ordered (i, j,
+    c), for (N, O, L) ``g`` (stride 1, dilation 1, one group); scratch: (N, Hp, Wp, C)
+    ``xh``, (N, Ho, Wo, kh, kw*C) ``cols``. Per chunk of the batch: the channels-last
+    copy, im2col and the GEMMs."""
+    N, _, L = g.shape
+    K = per.shape[2]
+    pt, pl = padding[0][0], padding[1][0]
+
+    def work(n, xc, gc, hc, cc, pc):
+        _to_nhwc(xc, hc, pt, pl)
+        _im2col_nhwc(hc, cc)
+        np.matmul(gc, cc.reshape(n, L, K), out=pc)
+    with blas_single_thread():
+        run_chunked(work, N, x, g, xh, cols, per, min_chunk=1)
+    return per

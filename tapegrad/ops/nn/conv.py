@@ -168,6 +168,22 @@ def _conv_ws(x_shape, w_shape, itemsize, stride, padding, dilation, g_copy=False
     return pad, cols, per_sample
 
 
+def _nhwc_ws(x_shape, w_shape, dtype, stride, padding, dilation, groups):
+    """Bytes the weight gradient's channels-last path (``cpu_conv.nhwc_ok``) adds after
+    ``_conv_ws``'s layout: the zero-bordered channels-last image; 0 where that path is
+    not taken."""
+    dtype = np.dtype(dtype)
+    if dtype not in _NUMBA_FLOATS or not cpu_conv.nhwc_ok(x_shape[1], groups, stride,
+                                                          dilation):
+        return 0
+    N, C = x_shape[:2]
+    _, _, Hp, Wp = _geom(x_shape, w_shape, stride, padding, dilation)
+    return _align(N * Hp * Wp * C * dtype.itemsize)
+
+
+_NUMBA_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _ws_view(ws, start, shape, dtype):
     n = math.prod(shape) * dtype.itemsize  # (math.prod: np.prod costs ~10 us a call)
     return ws[start:start + n].view(dtype).reshape(shape)
@@ -551,6 +567,21 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     dst = None
     if _g_transposed(weight_shape):
         dst = _ws_view(workspace, npad + ncols + _align(per.nbytes), gT.shape, g.dtype)
+    if _numba_cpu(input) and _numba_cpu(g) and input.dtype == g.dtype and \
+            cpu_conv.nhwc_ok(C, groups, stride, dilation):
+        # channels-last columns, per sample g @ cols: dW with K ordered (i, j, c)
+        Hp, Wp = H + sum(padding[0]), W + sum(padding[1])
+        xh = _ws_view(workspace, sum(_conv_ws(input.shape, weight_shape, g.dtype.itemsize,
+                                              stride, padding, dilation, g_copy=True)),
+                      (N, Hp, Wp, C), g.dtype)
+        cols = _ws_view(workspace, npad, (N, Ho, Wo, kh, kw * C), g.dtype)
+        per = _ws_view(workspace, npad + ncols, (N, Cout, K), g.dtype)
+        cpu_conv.conv2d_weight_grad_nhwc(input, g.reshape(N, Cout, L), per, xh, cols, padding)
+        tot = _ws_view(workspace, npad, (Cout, kh, kw, C), g.dtype) if N * L >= Cout \
+            else xp.empty((Cout, kh, kw, C), dtype=g.dtype)  # (in the columns, done)
+        xp.sum(per, axis=0, out=tot.reshape(Cout, K))
+        out[...] = tot.transpose(0, 3, 1, 2)
+        return out
     if _numba_cpu(input) and _numba_cpu(g) and input.dtype == g.dtype:
         # im2col, the transposed copy and GEMMs per chunk of the batch, in one region
         cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), g.dtype)
@@ -595,7 +626,8 @@ def _conv2d_weight_grad_infer(input, g, *, weight_shape, stride, padding, dilati
 
 def _conv2d_weight_grad_ws(input, g, *, weight_shape, stride, padding, dilation, groups):
     return sum(_conv_ws(input.shape, weight_shape, np.dtype(g.dtype).itemsize, stride, padding,
-                        dilation, g_copy=True))
+                        dilation, g_copy=True)) + \
+        _nhwc_ws(input.shape, weight_shape, g.dtype, stride, padding, dilation, groups)
 
 
 CONV2D_WEIGHT_GRAD = register(

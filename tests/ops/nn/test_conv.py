@@ -43,9 +43,12 @@ def test_conv2d_registry_op_takes_canonical_attrs_and_public_refuses_them():
 
 
 KERNEL_PATHS = [  # (input, weight, attrs): the CPU kernels' paths
-    ((2, 16, 9, 8), (8, 16, 3, 3), dict()),  # dense im2col; g transposed (K = 144)
+    ((2, 16, 9, 8), (8, 16, 3, 3), dict()),  # dense im2col; weight grad channels-last
+    ((2, 8, 7, 6), (5, 8, 3, 2), dict(padding=(1, 2))),  # padded, channels-last
+    ((1, 8, 3, 3), (16, 8, 3, 3), dict()),  # channels-last, N * L < O
     ((2, 1, 10, 9), (4, 1, 3, 3), dict()),  # dense, K = 9: g used in place
     ((2, 4, 9, 8), (6, 4, 3, 3), dict(padding=1)),  # padded
+    ((2, 16, 9, 8), (8, 8, 3, 3), dict(groups=2)),  # grouped: g transposed (K = 72)
     ((2, 4, 9, 10), (6, 2, 3, 2), dict(stride=(2, 3), padding=(2, 1), dilation=(1, 2),
                                        groups=2)),
     ((2, 8, 7, 7), (8, 8, 2, 2), dict(stride=2, dilation=2, padding=2))]
@@ -56,7 +59,8 @@ KERNEL_PATHS = [  # (input, weight, attrs): the CPU kernels' paths
 def test_conv2d_kernels_and_gradients_equal_torch(xs, ws, attrs, dtype):
     """conv2d's forward (with bias), weight gradient and input gradient through each
     of the CPU kernels' paths (dense and bounded im2col/col2im, the weight gradient
-    with g transposed or in place), float32 and float64, against PyTorch."""
+    from channels-last columns or with g transposed or in place), float32 and float64,
+    against PyTorch."""
     r = np.random.default_rng(5)
     x, w, b = (r.standard_normal(s).astype(dtype) for s in (xs, ws, ws[:1]))
     tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
