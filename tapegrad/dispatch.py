@@ -399,7 +399,8 @@ def _autocast_fn(op, args, attrs):
         return None
     if policy == "unsafe":
         _autocast_unsafe(op, dev)
-    if op.autocast_when is not None and not op.autocast_when(dev, args, attrs):
+    if policy == "keep" or (op.autocast_when is not None and
+                            not op.autocast_when(dev, args, attrs)):
         return _as_given  # the call does not reach the listed op: it runs as given
 
     def eligible(a):

@@ -6,6 +6,8 @@
 tensor([[2.0000, 0.0000],
         [0.5000, 1.6583]], dtype=tapegrad.float64)
 """
+from .ops._decl import composite_op as _composite_op
+from .ops.guard import checked as _checked
 from .ops.linalg import (  # noqa: F401
                          LinAlgError,
                          SlogdetResult,
@@ -13,6 +15,7 @@ from .ops.linalg import (  # noqa: F401
                          det,
                          inv,
                          matmul,
+                         matrix_exp,
                          matrix_norm,
                          norm,
                          slogdet,
@@ -35,4 +38,13 @@ from .ops.linalg_decomp import (  # noqa: F401  # noqa: F401
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "norm", "vector_norm", "matrix_norm",
            "matmul", "LinAlgError", "solve_triangular", "qr", "svd", "svdvals", "pinv",
-           "lu_factor", "lu", "lu_solve", "householder_product", "eigh", "eigvalsh"]
+           "lu_factor", "lu", "lu_solve", "householder_product", "eigh", "eigvalsh",
+           "matrix_exp"]
+
+# the composites with an autocast or half-width policy get it at this public entry too,
+# as tg.* functions do (tg.linalg.eigvalsh in float32 under CPU autocast, as PyTorch's)
+for _name in __all__:
+    _op = _composite_op(globals()[_name])
+    if _op is not None and (_op.autocast is not None or _op.widen):
+        globals()[_name] = _checked(globals()[_name])
+del _name, _op

@@ -72,6 +72,7 @@ _EXTRA = {"scaled_dot_product_attention": ("value",),
           "addbmm": ("batch1", "batch2"), "baddbmm": ("batch1", "batch2"),
           "mv": ("vec",), "bmm": ("mat2",), "cholesky_solve": ("input2",),
           "lu_solve": ("LU_data", "LU_pivots"), "triangular_solve": ("A",),
+          "linalg_lu_solve": ("LU", "pivots", "B"),
           # ops/nn: distances, losses, linear layers, sampling...
           "cosine_similarity": ("x1", "x2"), "pairwise_distance": ("x1", "x2"),
           "cosine_embedding_loss": ("input1", "input2"),

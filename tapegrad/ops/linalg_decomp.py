@@ -796,6 +796,7 @@ def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
 
 
 composite(linalg_lu_solve, name="linalg_lu_solve", args=("LU", "pivots", "B"),
+          autocast={"cpu": "keep"},  # (float32 under CPU autocast, adjoint or not)
           infer=lambda lu_, piv, b, **k: TensorSpec(tuple(b.shape), np.dtype(b.dtype)),
           samples=lambda dtype=np.float64: (
               _lu_args_samples(lambda lu_, piv, b: Sample((lu_, piv, b), {}))(dtype)

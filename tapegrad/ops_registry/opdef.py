@@ -76,7 +76,10 @@ An ``OpDef`` holds everything about one operator:
     ``"fp32"`` (cast to float32: the losses...), ``"fp32_unless_dtype"`` (float32
     unless the call names a ``dtype=``: CUDA's softmax, sum...), ``"promote"`` (cast
     to the widest floating input: cat, stack...), ``"unsafe"`` (a call inside a region
-    raises RuntimeError: CUDA's binary_cross_entropy), or None (run as given). One string
+    raises RuntimeError: CUDA's binary_cross_entropy), ``"keep"`` (run as given with
+    autocast off inside: an op PyTorch's lists leave out whose own kernel computes it,
+    where this op is made of listed ones: CPU matrix_exp, adaptive_avg_pool2d...), or
+    None (run as given, its inner ops cast per their own policies). One string
     for both devices, or a dict ``{"cpu": ..., "cuda": ...}``; dispatch applies it.
 ``autocast_when``
     optional ``autocast_when(device_type, args, attrs) -> bool``: whether this call
@@ -120,7 +123,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 KINDS = ("basic", "workspace", "dynamic", "view")
 DECOMPOSED = "decomposed"  # an ``onnx`` field: the op exports as the ops it is made of
-AUTOCAST = ("lower", "fp32", "fp32_unless_dtype", "promote", "unsafe")
+AUTOCAST = ("lower", "fp32", "fp32_unless_dtype", "promote", "unsafe", "keep")
 AUTOCAST_DEVICES = ("cpu", "cuda")
 
 

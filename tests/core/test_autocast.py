@@ -55,7 +55,36 @@ CASES = [  # (name, tg call, torch call, input shapes)
     ("int_mm", lambda F, L, x, w: (x * 4).long() @ (w * 4).long().T, None, [(2, 4), (3, 4)]),
     ("bce_logits", lambda F, L, x, w: F.binary_cross_entropy_with_logits(
         F.linear(x, w), L.ones(2, 3)), None, [(2, 4), (3, 4)]),
+    # float32 in PyTorch though made of listed ops here: run as given ("keep")
+    ("matrix_exp", lambda F, L, x, w: L.matrix_exp(w[:, :3] * 0.3), None, [(2, 4), (3, 4)]),
+    ("linalg.matrix_exp", lambda F, L, x, w: L.linalg.matrix_exp(w[:, :3] * 0.3), None,
+     [(2, 4), (3, 4)]),
+    ("lu_solve_adjoint", lambda F, L, x, w: L.linalg.lu_solve(
+        *L.linalg.lu_factor(L.eye(3) * 3 + w[:, :3]), x[:, :3].T, adjoint=True), None,
+     [(2, 4), (3, 4)]),
+    ("lu_solve_right", lambda F, L, x, w: L.linalg.lu_solve(
+        *L.linalg.lu_factor(L.eye(3) * 3 + w[:, :3]), x[:, :3], left=False), None,
+     [(2, 4), (3, 4)]),
+    ("adaptive_avg_pool1d", lambda F, L, x, w: F.adaptive_avg_pool1d(x[None], 3), None,
+     [(2, 4), (3, 4)]),
+    ("adaptive_avg_pool2d", lambda F, L, x, w: F.adaptive_avg_pool2d(x[None], 3), None,
+     [(2, 4), (3, 4)]),
+    ("adaptive_avg_pool3d", lambda F, L, x, w: F.adaptive_avg_pool3d(
+        (x[:, None, :, None] * w[None, :, None, :])[None], (2, 3, 3)), None, [(2, 4), (3, 4)]),
+    ("linear_cross_entropy", lambda F, L, x, w: F.linear_cross_entropy(x, w, L.tensor([0, 2])),
+     None, [(2, 4), (3, 4)]),
+    ("linalg.eigvalsh", lambda F, L, x, w: L.linalg.eigvalsh(w[:, :3] + w[:, :3].T), None,
+     [(2, 4), (3, 4)]),
+    # lowered in PyTorch: the sparse product
+    ("sparse.mm", lambda F, L, x, w: L.sparse.mm(_coo(L, w), x.T), None, [(2, 4), (3, 4)]),
+    ("sparse @ dense", lambda F, L, x, w: _coo(L, w) @ x.T, None, [(2, 4), (3, 4)]),
+    ("dense @ sparse", lambda F, L, x, w: x[:, :3] @ _coo(L, w), None, [(2, 4), (3, 4)]),
 ]
+
+
+def _coo(L, w):
+    """A 3x4 sparse COO matrix whose three values are ``w[:, 0]``."""
+    return L.sparse_coo_tensor(L.tensor([[0, 1, 2], [1, 0, 3]]), w[:, 0], (3, 4))
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -17,12 +17,12 @@ import numpy as np
 
 from ..._util import NoKernelError, broadcast_shapes, dtype_kind, op_error, require_floating
 from ...devices import xp_of
-from ...dispatch import bind
+from ...dispatch import autocast_call, bind
 from ...dtypes import get_default_dtype as tg_float, is_float as _isf
 from ...ops_registry.opdef import OpDef, validate
 from ...tape import state as _state
 from ...tensor import Tensor, wrap
-from .._decl import Sample, TensorSpec, composite, rand, rand as _rand
+from .._decl import Sample, TensorSpec, composite, composite_op, rand, rand as _rand
 from ..activations import logsigmoid
 from ..creation import from_dlpack
 from ..elementwise import (
@@ -892,9 +892,11 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
                          reduction="mean", ignore_index=None, label_smoothing=0.0, options=None):
     """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)``."""
     logits = linear(input, linear_weight, linear_bias)
-    return cross_entropy(logits, target, weight=weight, reduction=reduction,
-                         ignore_index=-100 if ignore_index is None else ignore_index,
-                         label_smoothing=label_smoothing)
+    # (as PyTorch's composite under autocast: the linear in its policy, lowered, and the
+    # cross-entropy in its own, float32)
+    return autocast_call(composite_op(cross_entropy), cross_entropy, (logits, target), dict(
+        weight=weight, reduction=reduction, label_smoothing=label_smoothing,
+        ignore_index=-100 if ignore_index is None else ignore_index))
 
 
 # ------------------------------------------------------------------ the registry

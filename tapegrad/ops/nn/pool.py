@@ -699,7 +699,7 @@ def _adaptive_infer(x, output_size):
     return TensorSpec(shape[:-2] + (oh, ow), x.dtype)
 
 
-composite(adaptive_avg_pool2d, widen=True, infer=_adaptive_infer,
+composite(adaptive_avg_pool2d, widen=True, infer=_adaptive_infer, autocast={"cpu": "keep"},
           samples=lambda dtype=np.float64: [
               Sample((_rand((1, 2, 5, 7), dtype, seed=1),), {"output_size": (2, 3)}),
               Sample((_rand((2, 4, 4), dtype, seed=2),), {"output_size": 3}),

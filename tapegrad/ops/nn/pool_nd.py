@@ -356,9 +356,9 @@ def _distinct(shape, dtype, seed=0):
     return v.reshape(shape).astype(dtype)
 
 
-def _decl(fn, samples, errors, args=("input",), widen=False):
+def _decl(fn, samples, errors, args=("input",), widen=False, autocast=None):
     composite(fn, infer=_infer_from(fn), samples=samples, torch=_torch(fn.__name__),
-              error_samples=errors, args=args, widen=widen)
+              error_samples=errors, args=args, widen=widen, autocast=autocast)
 
 
 _BAD2 = lambda: [((rand((4, 4)),), {"kernel_size": 2}, RuntimeError)]  # noqa: E731
@@ -376,7 +376,8 @@ _decl(max_pool1d, lambda dtype=np.float64: [
     lambda: [((rand((4,)),), {"kernel_size": 2}, RuntimeError)])
 _decl(adaptive_avg_pool1d, lambda dtype=np.float64: [
     Sample((rand((2, 3, 8), dtype),), {"output_size": 3})],
-    lambda: [((rand((4,)),), {"output_size": 2}, RuntimeError)], widen=True)
+    lambda: [((rand((4,)),), {"output_size": 2}, RuntimeError)], widen=True,
+    autocast={"cpu": "keep"})
 _decl(adaptive_max_pool1d, lambda dtype=np.float64: [
     Sample((_distinct((2, 3, 8), dtype),), {"output_size": 3})],
     lambda: [((rand((4,)),), {"output_size": 2}, RuntimeError)])
@@ -406,7 +407,7 @@ _decl(max_pool3d, lambda dtype=np.float64: [
     lambda: [((rand((4, 4)),), {"kernel_size": 2}, RuntimeError)])
 _decl(adaptive_avg_pool3d, lambda dtype=np.float64: [
     Sample((rand((1, 2, 4, 5, 6), dtype),), {"output_size": (2, 3, 2)})],
-    lambda: [((rand((4, 4)),), {"output_size": 2}, RuntimeError)])
+    lambda: [((rand((4, 4)),), {"output_size": 2}, RuntimeError)], autocast={"cpu": "keep"})
 _decl(adaptive_max_pool3d, lambda dtype=np.float64: [
     Sample((_distinct((1, 2, 4, 5, 6), dtype),), {"output_size": (2, 3, 2)})],
     lambda: [((rand((4, 4)),), {"output_size": 2}, RuntimeError)])
