@@ -209,15 +209,19 @@ def max_pool2d(x, out, idx, kernel_size, stride, padding, dilation):
 
 
 @njit
-def _scatter_rows(out, idx, g):
+def _scatter_rows(out, idx, g, zero):
     for r in range(idx.shape[0]):
+        if zero:  # (each row zeroed just before its scatter, while it is in cache)
+            for k in range(out.shape[1]):
+                out[r, k] = 0
         for k in range(idx.shape[1]):
             if idx[r, k] >= 0:  # -1: a window wholly in the padding picked nothing
                 out[r, idx[r, k]] += g[r, k]
 
 
-def max_pool2d_scatter(out, idx, g):
+def max_pool2d_scatter(out, idx, g, zero=False):
     """``out[r, idx[r, k]] += g[r, k]`` for (rows, H*W) ``out`` and (rows, K) ``idx``
-    and ``g``; repeated positions (overlapping windows) accumulate."""
-    run_rows(lambda n, o_, i_, g_: _scatter_rows(o_, i_, g_), out.shape[0], out, idx, g,
-             per_row=idx.shape[1])
+    and ``g``; repeated positions (overlapping windows) accumulate. ``zero``: ``out``
+    is zeroed first (row by row on the threads, not in a serial pass before)."""
+    run_rows(lambda n, o_, i_, g_: _scatter_rows(o_, i_, g_, zero), out.shape[0], out, idx, g,
+             per_row=max(idx.shape[1], out.shape[1]))

@@ -263,17 +263,18 @@ def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap, out=None)
                                                      overlap=overlap)
             return out
         given = out
-        out = out.reshape(N * C, H * W)
-        out[...] = 0
         L = g.shape[2] * g.shape[3]
-        cpu_pool.max_pool2d_scatter(out, indices.reshape(N * C, L), g.reshape(N * C, L))
+        cpu_pool.max_pool2d_scatter(out.reshape(N * C, H * W), indices.reshape(N * C, L),
+                                    g.reshape(N * C, L), zero=True)
         return given
-    out = xp.zeros((N * C, H * W), dtype=g.dtype)
     L = g.shape[2] * g.shape[3]  # explicit: an empty batch can't infer a -1
     g2, i2 = g.reshape(N * C, L), indices.reshape(N * C, L)
     if xp is np:
-        cpu_pool.max_pool2d_scatter(out, i2, g2)
-    elif overlap:  # windows share elements: repeated positions must accumulate
+        out = np.empty((N * C, H * W), dtype=g.dtype)
+        cpu_pool.max_pool2d_scatter(out, i2, g2, zero=True)
+        return out.reshape(input_shape)
+    out = xp.zeros((N * C, H * W), dtype=g.dtype)
+    if overlap:  # windows share elements: repeated positions must accumulate
         rows = (xp.arange(N * C) * (H * W))[:, None]
         xp.add.at(out.reshape(-1), (i2 + rows).reshape(-1), g2.reshape(-1))
     else:
