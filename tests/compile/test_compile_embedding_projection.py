@@ -217,3 +217,32 @@ def test_replay_checks_the_indices():
     x[1, 2] = V
     with pytest.raises(IndexError):
         cm(tg.tensor(x))
+
+
+class Tied(nn.Module):
+    """The output layer's weight is the embedding's (weight tying): the table is
+    ``E @ E^T + b`` and both gradients reach ``E``."""
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(V, E)
+        self.out = nn.Linear(E, V)
+        self.out.weight = self.tok.weight
+
+    def forward(self, x):
+        return self.out(self.tok(x))
+
+
+def test_tied_weights_folded():
+    s = _compare(Tied, (4, 3), calls=2)
+    assert s["embedding_projections"] == 1
+
+
+def test_bidirectional_two_layers():
+    # two projections read the embedding (both directions): left as it is
+    def make():
+        m = LM()
+        m.lstm = nn.LSTM(E, H, num_layers=2, bidirectional=True, batch_first=True)
+        m.head = nn.Linear(2 * H, V)
+        return m
+    s = _compare(make, (4, 3), calls=2)
+    assert s["embedding_projections"] == 0
