@@ -523,7 +523,9 @@ def charlm_contenders(kind):
     each on its own copy of the model, the same batch. The LSTM also races the compiled
     model without the embedding-projection rewrite (``compiler/embedding_projection.py``:
     the embedding and the LSTM's input projection as a gather from the projected table),
-    the rewrite's share of the speed-up."""
+    the rewrite's share of the speed-up, and the step's ``lstm_layer`` op alone (its
+    forward and backward kernels on the step's shapes, the same in eager and compiled
+    steps): the part of the step no rewrite of the program around it changes."""
     from tapegrad.compiler import embedding_projection as EP
     from tapegrad.examples import charlm as CL
     data = CL.CharData(CL.load_text())
@@ -552,7 +554,32 @@ def charlm_contenders(kind):
             opt.step()
             return loss
         out[name] = step
+    if kind == "lstm":
+        out[LSTM_ALONE] = _lstm_layer_alone(d["batch_size"], d["seq_len"])
     return out, cmodel
+
+
+LSTM_ALONE = "tapegrad lstm_layer op alone"
+
+
+def _lstm_layer_alone(B, T, H=256):
+    """The charlm LSTM's recurrence, forward and backward (the gradients of the input
+    gates and W_hh, as the step's), on raw float32 arrays."""
+    from tapegrad.ops_registry import get
+    op = get("lstm_layer")
+    rng = np.random.default_rng(0)
+    xg = rng.standard_normal((T, B, 4 * H)).astype(np.float32)
+    w = (rng.standard_normal((4 * H, H)) * 0.1).astype(np.float32)
+    h0 = np.zeros((B, H), np.float32)
+    gy = rng.standard_normal((T, B, H)).astype(np.float32)
+
+    class Ctx:
+        inputs, attrs, needs_input_grad = (xg, h0, h0, w), {}, (True, False, False, True)
+
+    def run():
+        Ctx.out = op.kernel(xg, h0, h0, w)
+        return op.vjp(Ctx, (gy, np.zeros_like(gy), None))
+    return run
 
 
 NO_PROJECTION = "tapegrad compiled (no emb proj)"
