@@ -315,6 +315,55 @@ def njit(fn=None, **kw):
     return wrap(fn) if fn is not None else wrap
 
 
+_typed = {}
+
+
+def typed(fn, *argtypes, **kw):
+    """``fn`` Numba-compiled for exactly the argument types ``argtypes`` (built with
+    ``arr``, or Numba scalar types by name: ``"int64"``, ``"float64"``), once per
+    process (and cached on disk), at the first call for those types.
+
+    Numba compiles a lazily jitted function anew for every combination of argument
+    types it meets: each array layout (C, F, any strides), read-only flag and scalar
+    type (a bool, a NumPy float32 scalar) is another compile of the same loop. A
+    function compiled for declared types takes what converts to them instead: a C- or
+    F-contiguous array where any strides are declared, a writeable array where a
+    read-only one is, a bool or int where int64 is. Arguments that convert to none of
+    them (an unaligned array) compile their own specialization, as a lazy function.
+    """
+    key = (fn, argtypes)
+    k = _typed.get(key)
+    if k is None:
+        nb = numba()
+        opts = dict(cache=True, nogil=True)
+        opts.update(kw)
+        sig = tuple(getattr(nb.types, t) if isinstance(t, str) else t for t in argtypes)
+        exact = nb.njit([sig], **opts)(fn)
+        lazy = []
+
+        def k(*args):
+            try:
+                return exact(*args)
+            except TypeError as e:
+                if "No matching definition" not in str(e):
+                    raise
+            if not lazy:
+                lazy.append(nb.njit(**opts)(fn))
+            return lazy[0](*args)
+        k.exact = exact
+        _typed[key] = k
+    return k
+
+
+@functools.lru_cache(maxsize=None)
+def arr(dtype, ndim, layout="C", readonly=False):
+    """The Numba type of a ``dtype`` array of ``ndim`` dims (``layout``: ``"C"``
+    contiguous, ``"A"`` any strides), for ``typed``; ``readonly``: the kernel does
+    not write it (any array converts to that, a read-only one included)."""
+    nb = numba()
+    return nb.types.Array(nb.from_dtype(np.dtype(dtype)), ndim, layout, readonly=readonly)
+
+
 _special = {}
 
 

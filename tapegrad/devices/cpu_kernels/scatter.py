@@ -8,10 +8,9 @@ be in range (the callers check them). Each loop compiles on first use per dtype
 """
 import numpy as np
 
-from ..cpu import numba
+from ..cpu import arr, typed
 
 _FLOATS = (np.float32, np.float64)
-_compiled = {}
 
 
 def _add_flat_loop(out, pos, vals):
@@ -101,12 +100,14 @@ def _scatter_reduce_dim_loop(out, idx, src, how, include_self, identity, cnt, fl
                             out[p, j, q] = out[p, j, q] / (cnt[j] + extra)
 
 
-def _loop(fn):
-    k = _compiled.get(fn.__name__)
-    if k is None:
-        k = _compiled[fn.__name__] = numba().njit(cache=True, nogil=True,
-                                                  boundscheck=False)(fn)
-    return k
+def _kernel(fn, *args):
+    """``fn`` compiled once per dtype combination of its arguments, whatever the
+    arrays' layouts and read-only flags (``devices.cpu.typed``): each array argument
+    given as ``(array, layout, writes)`` (``"C"`` or ``"A"``; whether the loop writes
+    it), each scalar as its type's name."""
+    return typed(fn, *(a if isinstance(a, str) else
+                       arr(a[0].dtype, a[0].ndim, a[1], readonly=not a[2]) for a in args),
+                 boundscheck=False)
 
 
 def _fits(out, ix, vals):
@@ -119,7 +120,7 @@ def add_flat(out, pos, vals):
     apply (other dtypes): the caller runs ``np.add.at``."""
     if not _fits(out, pos, vals):
         return False
-    _loop(_add_flat_loop)(out, pos, vals)
+    _kernel(_add_flat_loop, (out, "C", True), (pos, "A", False), (vals, "A", False))(out, pos, vals)
     return True
 
 
@@ -129,7 +130,7 @@ def add_rows(out, ix, vals):
     False where it does not apply (other dtypes)."""
     if not _fits(out, ix, vals):
         return False
-    _loop(_add_rows_loop)(out, ix, vals)
+    _kernel(_add_rows_loop, (out, "C", True), (ix, "A", False), (vals, "C", False))(out, ix, vals)
     return True
 
 
@@ -142,9 +143,11 @@ def bincount_into(x, weights, out):
         return out
     x = np.ascontiguousarray(x, dtype=np.int64)
     if weights is None:
-        _loop(_count_loop)(out, x)
+        _kernel(_count_loop, (out, "C", True), (x, "A", False))(out, x)
     else:
-        _loop(_add_flat_loop)(out, x, np.ascontiguousarray(weights))
+        weights = np.ascontiguousarray(weights)
+        _kernel(_add_flat_loop, (out, "C", True), (x, "A", False), (weights, "A", False))(
+            out, x, weights)
     return out
 
 
@@ -163,7 +166,8 @@ def gather_dim(x, idx, out, negative_zero=False):
     apply (other dtypes): the caller computes another way."""
     if not _along_fits(x, out, idx):
         return False
-    _loop(_gather_dim_loop)(x, idx, out, bool(negative_zero))
+    _kernel(_gather_dim_loop, (x, "A", False), (idx, "A", False), (out, "A", True),
+            "int64")(x, idx, out, int(negative_zero))
     return True
 
 
@@ -173,7 +177,8 @@ def scatter_dim(out, idx, src, add=False):
     of any strides, indices in range; False where it does not apply."""
     if not _along_fits(out, src, idx):
         return False
-    _loop(_scatter_add_dim_loop if add else _scatter_dim_loop)(out, idx, src)
+    _kernel(_scatter_add_dim_loop if add else _scatter_dim_loop, (out, "A", True),
+            (idx, "A", False), (src, "A", False))(out, idx, src)
     return True
 
 
@@ -186,7 +191,9 @@ def scatter_reduce_dim(out, idx, src, how, include_self, identity):
     if not _along_fits(out, src, idx):
         return False
     code = ("sum", "prod", "amax", "amin", "mean").index(how)
-    _loop(_scatter_reduce_dim_loop)(out, idx, src, code, bool(include_self),
-                                    out.dtype.type(identity), np.zeros(out.shape[1], np.int64),
-                                    out.dtype.kind != "f")
+    cnt = np.zeros(out.shape[1], np.int64)
+    k = _kernel(_scatter_reduce_dim_loop, (out, "A", True), (idx, "A", False), (src, "A", False),
+                "int64", "int64", out.dtype.name, (cnt, "C", True), "int64")
+    k(out, idx, src, code, int(bool(include_self)), out.dtype.type(identity), cnt,
+      int(out.dtype.kind != "f"))
     return True
