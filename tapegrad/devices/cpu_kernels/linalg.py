@@ -3,10 +3,9 @@ per matrix of a batch, many right-hand sides at once, as a Numba loop (compiled 
 use, cached on disk)."""
 import numpy as np
 
-from ..cpu import njit
+from ..cpu import arr, typed
 
 
-@njit
 def _trsm(a, b, out, upper, unit):
     nb, n, k = b.shape
     for i in range(nb):
@@ -25,6 +24,12 @@ def _trsm(a, b, out, upper, unit):
                     out[i, r, c] = acc if unit else acc / a[i, r, r]
 
 
+def _kernel(dtype):
+    """``_trsm`` compiled once per dtype (read-only or writeable operands alike)."""
+    ro = arr(dtype, 3, readonly=True)
+    return typed(_trsm, ro, ro, arr(dtype, 3), "int64", "int64")
+
+
 def solve_triangular(a, b, upper, unitriangular, out=None):
     """``T^-1 b`` for the ``upper`` (else lower) triangle ``T`` of ``a`` (its diagonal
     1 when ``unitriangular``); batch dims broadcast; ``a.dtype`` == ``b.dtype``.
@@ -41,10 +46,10 @@ def solve_triangular(a, b, upper, unitriangular, out=None):
         np.copyto(out, b)
         if out.size:
             Out = out.reshape(nb, n, k)
-            _trsm(A, Out, Out, bool(upper), bool(unitriangular))
+            _kernel(Out.dtype)(A, Out, Out, int(bool(upper)), int(bool(unitriangular)))
         return out
     B = np.ascontiguousarray(np.broadcast_to(b, batch + (n, k))).reshape(nb, n, k)
     out = np.empty_like(B)
     if B.size:
-        _trsm(A, B, out, bool(upper), bool(unitriangular))
+        _kernel(out.dtype)(A, B, out, int(bool(upper)), int(bool(unitriangular)))
     return out.reshape(batch + (n, k))
