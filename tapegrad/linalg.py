@@ -17,6 +17,7 @@ from .ops.linalg import (  # noqa: F401
                          matmul,
                          matrix_exp,
                          matrix_norm,
+                         matrix_power,
                          norm,
                          slogdet,
                          solve,
@@ -39,7 +40,7 @@ from .ops.linalg_decomp import (  # noqa: F401  # noqa: F401
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "norm", "vector_norm", "matrix_norm",
            "matmul", "LinAlgError", "solve_triangular", "qr", "svd", "svdvals", "pinv",
            "lu_factor", "lu", "lu_solve", "householder_product", "eigh", "eigvalsh",
-           "matrix_exp"]
+           "matrix_exp", "matrix_power"]
 
 # the composites with an autocast or half-width policy get it at this public entry too,
 # as tg.* functions do (tg.linalg.eigvalsh in float32 under CPU autocast, as PyTorch's)
@@ -48,3 +49,4 @@ for _name in __all__:
     if _op is not None and (_op.autocast is not None or _op.widen):
         globals()[_name] = _checked(globals()[_name])
 del _name, _op
+matrix_power = _checked(matrix_power)  # (the same function as tg.matrix_power)

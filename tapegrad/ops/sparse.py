@@ -7,9 +7,12 @@ shape ``(nnz, *dense_dims)``), not an array. It is kept out of dispatch's Tensor
 types, so the dense path never looks at it: a registry op given one reaches
 dispatch's fallback for arguments that are not arrays, which hands it to
 ``SparseTensor._layout_bind``; that runs the matrix product (``matmul``, so ``a @ b``,
-``tg.mm``, ``tg.matmul``, ``tg.addmm``) and refuses every other op with an error naming
-it and the layout. Gradients flow through ``values``: ``requires_grad`` and ``grad``
-are those of the values (``grad`` as a sparse tensor with the same indices).
+``tg.mm``, ``tg.matmul``, ``tg.addmm``; a vector ``b`` through ``mv``), a product with a
+scalar and the negation (on the values) and refuses every other op with an error naming
+it and the layout. ``a + b``/``a - b`` of two sparse tensors of one size is sparse
+(both sets of elements, uncoalesced), ``a.t()`` swaps the index rows. Gradients flow
+through ``values``: ``requires_grad`` and ``grad`` are those of the values (``grad`` as
+a sparse tensor with the same indices).
 
 The registry ops take the COO parts as dense arrays: ``sparse_mm(indices, values,
 mat2, size)`` (a compiled loop over the stored elements, never densifying) and
@@ -367,7 +370,48 @@ class SparseTensor(Tensor):
         return _sparse_sum(self, dim, dtype)
 
     def __matmul__(self, other):
+        if isinstance(other, Tensor) and not isinstance(other, SparseTensor) and \
+                other.ndim == 1:
+            return mv(self, other)
         return mm(self, other)
+
+    def mv(self, vec):
+        return mv(self, vec)
+
+    def t(self):
+        """The transpose of a 2-D sparse tensor (its index rows swapped; a 1-D one as
+        it is), as PyTorch's."""
+        d = self._data
+        if len(d.shape) < 2:
+            return self
+        if len(d.shape) != 2 or self.dense_dim():
+            raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense "
+                               f"dimensions, got size {d.shape}")
+        return SparseTensor(d.indices.flip(0), d.values, d.shape[::-1], False)
+
+    def __neg__(self):
+        return self._scaled(-1)
+
+    def __mul__(self, other):
+        return self._scaled(other) if _scalar(other) else _layout_bind_op("mul", self, other)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other):
+        if _scalar(other):
+            d = self._data
+            return SparseTensor(d.indices, d.values / other, d.shape, d.coalesced)
+        raise _layout_error("div")
+
+    def __add__(self, other):
+        return _sparse_add(self, other, 1)
+
+    def __sub__(self, other):
+        return _sparse_add(self, other, -1)
+
+    def _scaled(self, k):
+        d = self._data
+        return SparseTensor(d.indices, d.values * k, d.shape, d.coalesced)
 
     def __repr__(self):
         d = self._data
@@ -397,7 +441,7 @@ class SparseTensor(Tensor):
         if op.name == "matmul" and len(args) == 2:
             a, b = args
             if isinstance(a, SparseTensor):
-                return mm(a, b)
+                return a @ b
             if isinstance(a, Tensor):
                 return _dense_mm_sparse(a, b)
         if (op.name in ("add", "sub") and len(args) == 2
@@ -407,10 +451,60 @@ class SparseTensor(Tensor):
                 raise RuntimeError(f"{op.name}(sparse, dense) is not supported. Use "
                                    f"{op.name}(dense, sparse) instead.")
             return bind(op, args[0], args[1].to_dense(), **attrs)
+        if op.name == "mul" and len(args) == 2 and not attrs:
+            a, b = args
+            if isinstance(a, SparseTensor) and _scalar(b):
+                return a._scaled(b)
+            if isinstance(b, SparseTensor) and _scalar(a):
+                return b._scaled(a)
+        if op.name == "neg" and len(args) == 1 and not attrs:
+            return args[0]._scaled(-1)
         raise _layout_error(op.name)
 
 
 _tensor_types.discard(SparseTensor)  # dispatch's Tensor types stay the dense ones
+
+
+def _scalar(v):
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) \
+        or (isinstance(v, Tensor) and not isinstance(v, SparseTensor) and v.ndim == 0)
+
+
+def _layout_bind_op(name, *args):
+    from ..ops_registry import get
+    return SparseTensor._layout_bind(get(name), args, {})
+
+
+def _sparse_add(a, b, sign):
+    """``a + b`` (``sign`` 1) or ``a - b`` (-1) for a sparse ``a``: with a sparse ``b`` of
+    the same size, the sparse tensor of both sets of elements (uncoalesced, as
+    PyTorch's before ``coalesce()``); a dense ``b`` is refused as PyTorch refuses it."""
+    name = "add" if sign > 0 else "sub"
+    if not isinstance(b, SparseTensor):
+        return _layout_bind_op(name, a, b)
+    da, db = a._data, b._data
+    if da.shape != db.shape:
+        raise RuntimeError(f"{name}: the sparse operands' sizes must match, got {da.shape} "
+                           f"and {db.shape}")
+    if da.indices.shape[0] != db.indices.shape[0]:
+        raise RuntimeError(f"{name}: the sparse operands' sparse dims must match, got "
+                           f"{da.indices.shape[0]} and {db.indices.shape[0]}")
+    from . import shape as _S
+    vb = db.values if sign > 0 else -db.values
+    dt = _dt.from_np(_dt.result_type(_dt.as_dtype(da.values.dtype).np,
+                                     _dt.as_dtype(vb.dtype).np))
+    return SparseTensor(_S.cat([da.indices, db.indices], 1),
+                        _S.cat([da.values.to(dt), vb.to(dt)], 0), da.shape, False)
+
+
+def mv(input, vec):
+    """``input @ vec`` for a sparse COO matrix and a dense vector, as ``torch.mv``:
+    a dense vector, differentiable as ``tg.sparse.mm``."""
+    _sparse_arg("mv", "input", input)
+    if not isinstance(vec, Tensor) or isinstance(vec, SparseTensor) or vec.ndim != 1:
+        raise RuntimeError(f"mv: vec must be a dense 1-D Tensor, got "
+                           f"{getattr(vec, 'shape', type(vec).__name__)}")
+    return mm(input, vec.reshape(-1, 1)).reshape(-1)
 
 
 

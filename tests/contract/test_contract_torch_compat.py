@@ -1,0 +1,112 @@
+"""API.md "PyTorch compatibility, continued", more of what PyTorch programs write: the
+sparse COO arithmetic a graph network uses (`s @ v` with a vector, `tg.mv`, `s.t()`,
+`s + s`, `s * k`, `-s`, `s / k`, with gradients to the values and the dense operand),
+`tg.linalg.matrix_power`/`matrix_exp`, and `tg.autograd.functional` with tuple inputs,
+`create_graph` and `strict` — each compared with PyTorch."""
+import numpy as np
+import pytest
+from contract_compare import same
+
+torch = pytest.importorskip("torch")
+
+
+def _sp(lib, requires_grad=False):
+    values = lib.tensor([3.0, 4.0, 5.0], requires_grad=requires_grad)
+    return lib.sparse_coo_tensor(lib.tensor([[0, 1, 1], [2, 0, 2]]), values, (2, 3)), values
+
+
+def _sp2(lib):
+    return lib.sparse_coo_tensor(lib.tensor([[0, 1], [2, 1]]), lib.tensor([1.0, -2.0]), (2, 3))
+
+
+SPARSE = {
+    "s @ vector": lambda L: _sp(L)[0] @ L.tensor([1.0, 2.0, 3.0]),
+    "mv": lambda L: L.mv(_sp(L)[0], L.tensor([1.0, 2.0, 3.0])),
+    "s.mv": lambda L: _sp(L)[0].mv(L.tensor([1.0, 2.0, 3.0])),
+    "matmul vector": lambda L: L.matmul(_sp(L)[0], L.tensor([1.0, 2.0, 3.0])),
+    "s + s": lambda L: ((_sp(L)[0] + _sp2(L)).to_dense(), (_sp(L)[0] + _sp2(L)).is_sparse,
+                        (_sp(L)[0] + _sp2(L)).coalesce().values()),
+    "s - s": lambda L: (_sp(L)[0] - _sp2(L)).to_dense(),
+    "s * k": lambda L: ((_sp(L)[0] * 2).to_dense(), (_sp(L)[0] * 2).is_sparse),
+    "k * s": lambda L: (2.5 * _sp(L)[0]).to_dense(),
+    "-s": lambda L: (-_sp(L)[0]).to_dense(),
+    "s / k": lambda L: (_sp(L)[0] / 2).to_dense(),
+    "s.t()": lambda L: (_sp(L)[0].t().to_dense(), _sp(L)[0].t().shape, _sp(L)[0].t().is_sparse),
+    "s.t() @ v": lambda L: _sp(L)[0].t() @ L.tensor([1.0, 2.0]),
+    "s + s of other sizes": lambda L: _sp(L)[0] + L.sparse_coo_tensor(
+        L.tensor([[0], [0]]), L.tensor([1.0]), (3, 3)),
+    "dense + s": lambda L: L.ones(2, 3) + _sp(L)[0],
+}
+
+
+@pytest.mark.parametrize("name", list(SPARSE))
+def test_sparse_arithmetic_as_torch(name):
+    same(SPARSE[name])
+
+
+def _graph_step(lib):
+    """A graph convolution's forward and backward: ``(-2 * A + A^T-ish sum) @ (X @ W)``."""
+    a, vals = _sp(lib, requires_grad=True)
+    x = lib.tensor(np.arange(6.0, dtype=np.float32).reshape(3, 2), requires_grad=True)
+    w = lib.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+    adj = (a + _sp2(lib)) * -2
+    h = adj @ (x @ w)
+    back = a.t() @ lib.tensor([1.0, -1.0])
+    (h.tanh().sum() + (back * back).sum()).backward()
+    return h, back, vals.grad, x.grad, w.grad
+
+
+def test_sparse_gradients_as_torch():
+    same(_graph_step, rtol=1e-5, atol=1e-6)
+
+
+_A = np.array([[0.3, -0.2, 0.1], [0.5, 0.1, -0.4], [0.0, 0.2, 0.25]], dtype=np.float32)
+
+
+@pytest.mark.parametrize("case", [
+    lambda L: L.linalg.matrix_power(L.tensor(_A), 3),
+    lambda L: L.linalg.matrix_power(L.tensor(_A), 0),
+    lambda L: L.linalg.matrix_power(L.tensor(_A) + 2 * L.eye(3), -2),
+    lambda L: L.linalg.matrix_exp(L.tensor(_A)),
+    lambda L: L.linalg.matrix_power(L.ones(2, 3), 2),
+], ids=["power3", "power0", "power-2", "exp", "not-square"])
+def test_linalg_matrix_power_and_exp_as_torch(case):
+    same(case, rtol=1e-5, atol=1e-5)
+
+
+def _f2(a, b):
+    return (a * b.sin()).sum() + (a ** 2).sum()
+
+
+def _t(lib, v, rg=False):
+    return lib.tensor(np.asarray(v, dtype=np.float32), requires_grad=rg)
+
+
+AF = {
+    "hvp tuple": lambda L: L.autograd.functional.hvp(
+        _f2, (_t(L, [1.0, 2.0]), _t(L, [0.5, -1.0])), (_t(L, [1.0, 0.0]), _t(L, [0.0, 1.0]))),
+    "vhp create_graph": lambda L: L.autograd.functional.vhp(
+        _f2, (_t(L, [1.0, 2.0]), _t(L, [0.5, -1.0])), (_t(L, [1.0, 0.0]), _t(L, [0.0, 1.0])),
+        create_graph=True)[1][0].requires_grad,
+    "hessian tuple": lambda L: L.autograd.functional.hessian(
+        _f2, (_t(L, [1.0, 2.0]), _t(L, [0.5, -1.0]))),
+    "jacobian tuple out": lambda L: L.autograd.functional.jacobian(
+        lambda a, b: (a * b, a.exp()), (_t(L, [1.0, 2.0]), _t(L, [0.5, -1.0]))),
+    "jacobian strict, an input unused": lambda L: L.autograd.functional.jacobian(
+        lambda a, b: a * 2, (_t(L, [1.0, 2.0]), _t(L, [0.5, -1.0])), strict=True),
+    "jacobian, an input unused": lambda L: L.autograd.functional.jacobian(
+        lambda a, b: a * 2, (_t(L, [1.0, 2.0]), _t(L, [0.5, -1.0]))),
+    "vjp without v, non-scalar": lambda L: L.autograd.functional.vjp(
+        lambda a: a ** 2, _t(L, [1.0, 2.0])),
+    "jvp strict, output independent": lambda L: L.autograd.functional.jvp(
+        lambda a: _t(L, [1.0, 2.0]), _t(L, [1.0, 2.0]), _t(L, [1.0, 1.0]), strict=True),
+    "jacobian create_graph": lambda L: L.autograd.functional.jacobian(
+        lambda a: a ** 3, _t(L, [1.0, 2.0]), create_graph=True).requires_grad,
+    "hvp of a 0-d input": lambda L: L.autograd.functional.hvp(
+        lambda a: (a ** 3).sum(), _t(L, 2.0), _t(L, 1.0)),
+}
+
+
+@pytest.mark.parametrize("name", list(AF))
+def test_autograd_functional_as_torch(name):
+    same(AF[name], rtol=1e-5, atol=1e-6)
