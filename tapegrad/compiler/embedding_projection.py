@@ -169,6 +169,8 @@ def _match(g, steps, readers, escapes, k):
     W, b = lin.ins[1], (lin.ins[2] if len(lin.ins) > 2 else ("lit", None))
     if type(W) is not int or not (type(b) is int or b == ("lit", None)):
         return None
+    if len(g.shapes[x]) < 2 or len(g.shapes[E]) != 2:
+        return None
     V, n_in = g.shapes[E]
     rows = 1
     for s in g.shapes[idx]:
