@@ -26,7 +26,12 @@ class RMSprop(Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
-                 centered=False, *, maximize=False):
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
+        # (capturable, foreach: PyTorch's choice of kernels; one implementation here)
+        if differentiable:
+            raise ValueError("RMSprop: differentiable=True is not supported (the update is "
+                             "not recorded)")
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -120,7 +125,12 @@ class Adagrad(Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
-                 initial_accumulator_value=0, eps=1e-10, *, maximize=False):
+                 initial_accumulator_value=0, eps=1e-10, foreach=None, *, maximize=False,
+                 differentiable=False, fused=None):
+        # (foreach, fused: PyTorch's choice of kernels; one implementation here)
+        if differentiable:
+            raise ValueError("Adagrad: differentiable=True is not supported (the update is "
+                             "not recorded)")
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= lr_decay:

@@ -27,7 +27,12 @@ class SGD(Optimizer):
     """
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
-                 nesterov=False, *, maximize=False):
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
+        # (foreach, fused: PyTorch's choice of kernels; one implementation here)
+        if differentiable:
+            raise ValueError("SGD: differentiable=True is not supported (the update is "
+                             "not recorded)")
         if lr is not required and lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:

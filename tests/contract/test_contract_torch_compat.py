@@ -1,8 +1,12 @@
 """API.md "PyTorch compatibility, continued", more of what PyTorch programs write: the
 sparse COO arithmetic a graph network uses (`s @ v` with a vector, `tg.mv`, `s.t()`,
 `s + s`, `s * k`, `-s`, `s / k`, with gradients to the values and the dense operand),
-`tg.linalg.matrix_power`/`matrix_exp`, and `tg.autograd.functional` with tuple inputs,
-`create_graph` and `strict` — each compared with PyTorch."""
+`tg.linalg.matrix_power`/`matrix_exp`, `tg.autograd.functional` with tuple inputs,
+`create_graph` and `strict`, and the optimizers' PyTorch keywords (`foreach`, `fused`,
+`capturable`, `differentiable`, Adam's `decoupled_weight_decay`) — each compared with
+PyTorch."""
+import inspect
+
 import numpy as np
 import pytest
 from contract_compare import same
@@ -110,3 +114,37 @@ AF = {
 @pytest.mark.parametrize("name", list(AF))
 def test_autograd_functional_as_torch(name):
     same(AF[name], rtol=1e-5, atol=1e-6)
+
+
+_OPTIM_FLAGS = [
+    ("SGD", dict(lr=0.1, momentum=0.9, foreach=True)),
+    ("SGD", dict(lr=0.1, fused=True, differentiable=False)),
+    ("Adam", dict(lr=0.1, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("Adam", dict(lr=0.1, foreach=False, capturable=False, fused=True)),
+    ("AdamW", dict(lr=0.1, foreach=True, fused=None)),
+    ("RMSprop", dict(lr=0.01, foreach=True, capturable=False)),
+    ("Adagrad", dict(lr=0.1, foreach=None, fused=True)),
+]
+
+
+def _steps(lib, name, kw):
+    w = lib.nn.Parameter(lib.tensor([[0.5, -1.0], [2.0, 0.3]], dtype=lib.float64))
+    opt = getattr(lib.optim, name)([w], **kw)
+    x = lib.tensor([[1.0, 2.0], [-1.0, 0.5]], dtype=lib.float64)
+    for _ in range(3):
+        opt.zero_grad()
+        ((x @ w) ** 2).sum().backward()
+        opt.step()
+    return w.detach()
+
+
+@pytest.mark.parametrize("name, kw", _OPTIM_FLAGS,
+                         ids=[f"{n}-{'-'.join(k)}" for n, k in _OPTIM_FLAGS])
+def test_optimizer_keywords_as_torch(name, kw):
+    import tapegrad as tg
+    ours = inspect.signature(getattr(tg.optim, name)).parameters
+    theirs = inspect.signature(getattr(torch.optim, name)).parameters
+    assert list(ours) == list(theirs)
+    assert all(ours[k].default == theirs[k].default and ours[k].kind == theirs[k].kind
+               for k in theirs if k != "params")
+    same(lambda L: _steps(L, name, kw), rtol=1e-7, atol=1e-9)
