@@ -26,7 +26,7 @@ __all__ = ["reshape", "view", "flatten", "permute", "transpose", "swapaxes", "sw
            "moveaxis", "broadcast_to", "expand", "squeeze", "unsqueeze", "mT", "unflatten", "flip",
            "fliplr", "flipud", "roll", "repeat", "tile", "cat", "concatenate", "concat", "stack",
            "hstack", "vstack", "pad", "tril", "triu", "diagonal_into", "diagonal", "diag",
-           "diag_embed", "repeat_interleave", "adjoint", "real"]
+           "diag_embed", "repeat_interleave", "adjoint", "real", "as_strided"]
 
 
 def _resolve_shape(name, shape, numel):
@@ -1713,8 +1713,223 @@ def _repeats_arg(repeats, n):
     return tuple(data.tolist())
 
 
+# ---------------------------------------------------------------- as_strided
+# A tensor's storage is the memory of the array its buffer views (NumPy's base chain
+# to its root, which owns it), counted in elements of the tensor's dtype: the same
+# origin ``Tensor.storage_offset()`` counts from. A geometry is (shape, strides,
+# offset) in elements of that storage. The op's attribute ``input_geometry`` (besides
+# PyTorch's arguments) is its input's, which its gradient needs: as PyTorch's node keeps
+# its input's geometry, not its values (an in-place write into the input, or through
+# the view, leaves the gradient valid). The kernel checks it against the input.
+def _storage(name, a):
+    """(the storage as a flat array of ``a``'s dtype, ``a``'s geometry in it)."""
+    xp = _devices.xp_of(a)
+    root = a
+    while isinstance(root.base, xp.ndarray):
+        root = root.base
+    item = a.dtype.itemsize
+    if not (root.flags.c_contiguous or root.flags.f_contiguous) or root.nbytes % item:
+        raise op_error(name, "the input views memory that is not one storage of its dtype "
+                             "(a broadcast or a reinterpretation of foreign memory); call "
+                             "input.clone() first", RuntimeError)
+    flat = root.reshape(-1) if root.flags.c_contiguous else root.T.reshape(-1)
+    flat = flat.view(a.dtype)
+    start = (_address(a) - _address(root)) // item
+    if any(s % item for s in a.strides):
+        raise op_error(name, f"the input's strides {a.strides} (bytes) are not whole elements "
+                             f"of {a.dtype}", RuntimeError)
+    return flat, (tuple(a.shape), tuple(s // item for s in a.strides), start)
+
+
+def _address(a):
+    return a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else int(a.data.ptr)
+
+
+def _positions(xp, geometry):
+    """The storage position of each element of a geometry, as an int64 array."""
+    shape, strides, offset = geometry
+    pos = xp.full(tuple(shape), offset, dtype=np.int64)
+    for k, (n, s) in enumerate(zip(shape, strides)):
+        pos += (xp.arange(n, dtype=np.int64) * s).reshape((n,) + (1,) * (len(shape) - k - 1))
+    return pos
+
+
+def _overlaps(xp, geometry):
+    """Whether two elements of the geometry share a storage position."""
+    dims = sorted((abs(s), n) for n, s in zip(*geometry[:2]) if n > 1)
+    reach = 0
+    for s, n in dims:  # each stride past the reach of the smaller ones: no overlap
+        if s <= reach:
+            pos = _positions(xp, geometry).reshape(-1)
+            return int(xp.unique(pos).size) != pos.size
+        reach += (n - 1) * s
+    return False
+
+
+def _as_strided_infer(x, size, stride, storage_offset=None, input_geometry=None):
+    if len(size) != len(stride):
+        raise op_error("as_strided", f"mismatch in length of strides and shape (size {size}, "
+                                     f"stride {stride})", RuntimeError)
+    if any(s < 0 for s in stride):
+        raise op_error("as_strided", f"Negative strides are not supported at the moment, got "
+                                     f"strides: {list(stride)}", RuntimeError)
+    if any(n < 0 for n in size):
+        raise op_error("as_strided", f"Trying to create tensor with negative dimension: "
+                                     f"{list(size)}", RuntimeError)
+    if storage_offset is not None and storage_offset < 0:
+        raise op_error("as_strided", f"invalid storage offset {storage_offset}", RuntimeError)
+    return TensorSpec(tuple(size), x.dtype)
+
+
+def _as_strided_kernel(input, size, stride, storage_offset=None, input_geometry=None):
+    _as_strided_infer(input, size, stride, storage_offset)
+    flat, geometry = _storage("as_strided", input)
+    if input_geometry is not None and tuple(map(tuple, input_geometry[:2])) + (
+            input_geometry[2],) != geometry:
+        raise op_error("as_strided", f"input_geometry {input_geometry} is not the input's "
+                                     f"{geometry}", RuntimeError)
+    off = geometry[2] if storage_offset is None else storage_offset
+    xp = _devices.xp_of(input)
+    need = off + sum((n - 1) * s for n, s in zip(size, stride)) + 1
+    if _numel(size) == 0:  # (no element: any offset, as PyTorch)
+        off = min(off, flat.size)
+    elif need > flat.size:
+        item = input.dtype.itemsize
+        raise op_error("as_strided", f"sizes {list(size)}, strides {list(stride)}, storage "
+                                     f"offset {off}, and itemsize {item} requiring a storage "
+                                     f"size of {need * item} are out of bounds for storage of "
+                                     f"size {flat.size * item}", RuntimeError)
+    item = input.dtype.itemsize
+    if xp is np:
+        return np.ndarray(tuple(size), input.dtype, buffer=flat, offset=off * item,
+                          strides=tuple(s * item for s in stride))
+    return xp.ndarray(tuple(size), input.dtype, memptr=flat.data + off * item,
+                      strides=tuple(s * item for s in stride))
+
+
+def _geometries(ctx):
+    """(the input's geometry, the output's) of an as_strided call; refused where the
+    input's elements overlap (an expanded view: its gradient is not one)."""
+    a = ctx.attrs
+    src = a.get("input_geometry")
+    if src is None:
+        raise op_error("as_strided", "a call without input_geometry (made by tg.as_strided) "
+                                     "has no gradient", RuntimeError)
+    src = (tuple(src[0]), tuple(src[1]), src[2])
+    if _overlaps(np, src):
+        raise op_error("as_strided", f"differentiating with respect to an input whose "
+                                     f"elements overlap in memory (shape {src[0]}, strides "
+                                     f"{src[1]}) is not supported; pass input.clone()",
+                       RuntimeError)
+    off = src[2] if a.get("storage_offset") is None else a["storage_offset"]
+    return src, (tuple(a["size"]), tuple(a["stride"]), off)
+
+
+def _as_strided_vjp(ctx, g):
+    """PyTorch's as_strided_backward: ``g`` added into a zero storage at the output's
+    positions (overlapping outputs accumulate), then read at the input's."""
+    src, dst = _geometries(ctx)
+    return (bind(RESTRIDE, g, src=dst, dst=src),)
+
+
+def _as_strided_jvp(ctx, x_t):
+    src, dst = _geometries(ctx)
+    return None if x_t is None else bind(RESTRIDE, x_t, src=src, dst=dst)
+
+
+def _as_strided_samples(dtype=np.float64):
+    x, g = rand((3, 4), dtype), ((3, 4), (4, 1), 0)
+    return [Sample((x,), {"size": (2, 2), "stride": (1, 2), "storage_offset": 1,
+                          "input_geometry": g}),
+            Sample((x,), {"size": (3, 3), "stride": (1, 1),  # overlapping windows
+                          "input_geometry": g}),
+            Sample((x,), {"size": (2, 3), "stride": (0, 4), "storage_offset": 0,
+                          "input_geometry": g}),
+            Sample((rand((5,), dtype),), {"size": (), "stride": (), "storage_offset": 4,
+                                          "input_geometry": ((5,), (1,), 0)})]
+
+
+AS_STRIDED = register(
+    name="as_strided", kind="view", kernel=_as_strided_kernel, infer=_as_strided_infer,
+    vjp=_as_strided_vjp, jvp=_as_strided_jvp, args=("input",), samples=_as_strided_samples,
+    onnx="as_strided views a storage: ONNX tensors have none",
+    error_samples=lambda: [
+        ((rand((2, 3)),), {"size": (3, 3), "stride": (1, 2), "storage_offset": 0}, RuntimeError),
+        ((rand((2, 3)),), {"size": (2, 2), "stride": (1,), "storage_offset": 0}, RuntimeError),
+        ((rand((2, 3)),), {"size": (2,), "stride": (-1,), "storage_offset": 1}, RuntimeError)],
+    torch=lambda torch, x, size, stride, storage_offset=None, input_geometry=None:
+    torch.as_strided(x, size, stride, storage_offset))
+
+
+def as_strided(input, size, stride, storage_offset=None):
+    """A view of ``input``'s storage with the given ``size``, ``stride`` and
+    ``storage_offset`` (in elements, from the storage's start; default: ``input``'s own),
+    as ``torch.as_strided``. Elements of the view may overlap; its gradient adds their
+    contributions. Sizes past the storage raise RuntimeError.
+
+    >>> x = tg.arange(6.0)
+    >>> tg.as_strided(x, (2, 2), (1, 2))
+    tensor([[0., 2.],
+            [1., 3.]])
+    """
+    size = shape_arg("as_strided", (size,), "size")
+    stride = shape_arg("as_strided", (stride,), "stride")
+    if storage_offset is not None:
+        storage_offset = _int("as_strided", storage_offset, "storage_offset")
+    if getattr(input, "_vlevel", None) is not None:
+        raise op_error("as_strided", "not supported under vmap: a batched tensor has no "
+                                     "storage of one example to view", RuntimeError)
+    data = getattr(input, "_data", None)
+    geometry = None if data is None else _storage("as_strided", data)[1]
+    return bind(AS_STRIDED, input, size=size, stride=stride, storage_offset=storage_offset,
+                input_geometry=geometry)
+
+
+def _restride_infer(g, src, dst):
+    if tuple(g.shape) != tuple(src[0]):
+        raise op_error("restride", f"expected a gradient of shape {tuple(src[0])}, got "
+                                   f"{tuple(g.shape)}", RuntimeError)
+    return TensorSpec(tuple(dst[0]), g.dtype)
+
+
+def _restride_kernel(g, src, dst, out=None):
+    xp = _devices.xp_of(g)
+    ps, pd = _positions(xp, src).reshape(-1), _positions(xp, dst)
+    res = xp.zeros(tuple(dst[0]), dtype=g.dtype) if out is None else out
+    if not ps.size or not pd.size:
+        res[...] = 0
+        return res
+    lo = min(int(ps.min()), int(pd.min()))
+    buf = xp.zeros(max(int(ps.max()), int(pd.max())) + 1 - lo, dtype=g.dtype)
+    _devices.add_at(buf, (ps - lo,), g.reshape(-1))
+    res[...] = buf[pd - lo]
+    return res
+
+
+def _restride_reference(g, src, dst):
+    ps, pd = _positions(np, src).reshape(-1), _positions(np, dst)
+    buf = np.zeros(max(int(ps.max()), int(pd.max())) + 1, dtype=g.dtype)
+    np.add.at(buf, ps, np.asarray(g).reshape(-1))
+    return buf[pd]
+
+
+# ``as_strided``'s adjoint and tangent: ``g`` (of geometry ``src``'s shape) added into a
+# zero storage at ``src``'s positions, read at ``dst``'s; linear, its adjoint the same
+# with the geometries swapped
+RESTRIDE = register(
+    name="restride", kernel=_restride_kernel, infer=_restride_infer, args=("g",),
+    vjp=lambda ctx, gg: (bind(RESTRIDE, gg, src=ctx.attrs["dst"], dst=ctx.attrs["src"]),),
+    jvp=_jvp.linear, reference=_restride_reference,
+    onnx="as_strided's adjoint: ONNX tensors have no storage",
+    samples=lambda dtype=np.float64: [
+        Sample((rand((3, 3), dtype),), {"src": ((3, 3), (1, 1), 0), "dst": ((3, 4), (4, 1), 0)}),
+        Sample((rand((2, 2), dtype),), {"src": ((2, 2), (1, 2), 1), "dst": ((6,), (1,), 0)})],
+    error_samples=lambda: [((rand((2,)),), {"src": ((3,), (1,), 0), "dst": ((3,), (1,), 0)},
+                            RuntimeError)])
+
+
 METHODS = ("flip fliplr flipud roll repeat tile unflatten tril triu diag diagonal diag_embed "
-           "repeat_interleave")
+           "repeat_interleave as_strided")
 
 
 # ------------------------------------------------------------------ splits and stacks

@@ -249,7 +249,7 @@ NOT_SCALED = {"sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "all", 
               "dot", "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor",
               "bitwise_left_shift", "bitwise_right_shift", "floor_divide", "remainder",
               "fmod", "conv2d_input_grad", "conv2d_weight_grad", "max_pool2d_input_grad",
-              "one_hot", "trace", "sum_to", "diagonal_into"}
+              "one_hot", "trace", "sum_to", "diagonal_into", "restride"}
 
 
 @pytest.mark.parametrize("op", ONE_OUT, ids=lambda o: o.name)

@@ -180,6 +180,7 @@ VALID.update({
     "tril": ((A(4, 4),), {"diagonal": 1}),
     "triu": ((A(4, 4),), {"diagonal": 1}),
     "diagonal": ((A(3, 4),), {"offset": 1}),
+    "as_strided": ((A(3, 4), (2, 2), (1, 2)), {"storage_offset": 1}),
     "diag": ((A(4),), {}),
     "diag_embed": ((A(2, 3),), {}),
     "repeat_interleave": ((A(3),), {"repeats": 2}),
