@@ -33,6 +33,23 @@ def test_blas_single_thread_restores_after_an_error():
     assert _blas_threads() == before
 
 
+def test_blas_single_thread_in_another_thread_restores():
+    """Off the main thread the limit goes through threadpoolctl (the main thread calls
+    OpenBLAS's own functions); either way the count is put back."""
+    import threading
+    before = _blas_threads()
+    seen = []
+
+    def run():
+        with cpu.blas_single_thread():
+            seen.append(_blas_threads())
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert len(seen) == 1
+    assert _blas_threads() == before
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_batched_matmul_in_chunks_equals_matmul(monkeypatch, threads):
     monkeypatch.setattr(cpu, "_pool", [threads])
