@@ -26,15 +26,24 @@ def bmm(a, b, out):
 @njit
 def _im2col_dense(x, cols):
     """im2col for stride 1, dilation 1, no padding: every index provably non-negative,
-    so the inner copy vectorises (no wraparound test per element)."""
+    so the inner copy vectorises (no wraparound test per element). On flat views with
+    unsigned running offsets: ~10% faster than 6-D indexing on the CNN's second layer
+    (the index arithmetic, not the copy, was the cost)."""
     N, C, kh, kw, Ho, Wo = cols.shape
-    for n in range(N):
-        for c in range(C):
-            for i in range(kh):
-                for j in range(kw):
-                    for ho in range(Ho):
-                        for wo in range(Wo):
-                            cols[n, c, i, j, ho, wo] = x[n, c, ho + i, wo + j]
+    H, W = x.shape[2], x.shape[3]
+    xf = x.reshape(-1)
+    cf = cols.reshape(-1)
+    U = np.uint64
+    o = U(0)
+    for nc in range(N * C):
+        base = nc * H * W
+        for i in range(kh):
+            for j in range(kw):
+                for ho in range(Ho):
+                    s = U(base + (ho + i) * W + j)
+                    for wo in range(U(Wo)):
+                        cf[o + wo] = xf[s + wo]
+                    o += U(Wo)
 
 
 @njit
@@ -74,6 +83,7 @@ def im2col(x, cols, stride, padding, dilation):
     """``cols[n, c, i, j, ho, wo] = x[n, c, ho*sh + i*dh - pt, wo*sw + j*dw - pl]`` for
     (N, C, kh, kw, Ho, Wo) ``cols``, zero where that falls in the padding."""
     if _dense(stride, padding, dilation):
+        x = np.ascontiguousarray(x)  # (the dense loop reads it flat)
         run_rows(lambda n, a, c: _im2col_dense(a, c), cols.shape[0], x, cols,
                  per_row=cols[0].size)
         return cols
@@ -201,6 +211,8 @@ def conv2d(x, w, bias, out, cols, stride, padding, dilation):
     groups, Og, K = w.shape
     L = out.shape[2] * out.shape[3]
     im = _im2col_fn(stride, padding, dilation)
+    if im is _im2col_dense:  # (it reads x flat)
+        x = np.ascontiguousarray(x)
     b = None if bias is None else bias.astype(out.dtype, copy=False)
 
     def work(n, xc, cc, oc):  # w and b by closure: run_chunked slices arrays of N rows
@@ -221,6 +233,8 @@ def conv2d_weight_grad(x, g, per, cols, gT, stride, padding, dilation):
     N, groups, Og, L = g.shape
     K = per.shape[2]
     im = _im2col_fn(stride, padding, dilation)
+    if im is _im2col_dense:  # (it reads x flat)
+        x = np.ascontiguousarray(x)
 
     def work(n, xc, gc, cc, pc, tc):
         im(xc, cc)
