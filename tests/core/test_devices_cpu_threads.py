@@ -15,6 +15,14 @@ def _blas_threads():
             if c.user_api == "blas"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_blas_list(monkeypatch):
+    """blas_single_thread lists the BLAS libraries at its first use; one loaded since
+    (PyTorch's, by a test before) would be missing from that list."""
+    monkeypatch.setattr(cpu.blas_single_thread, "_libs", None)
+    monkeypatch.setattr(cpu.blas_single_thread, "_calls", None)
+
+
 def test_blas_single_thread_sets_and_restores():
     before = _blas_threads()
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
