@@ -3,6 +3,7 @@ autocast MLP training step, in float32, bfloat16 and float16.
 
     python benchmarks/bench_low_precision.py [--rounds 15] [--gemm 1024]
                                              [--clock wall|cpu] [--only SUBSTRING]
+                                             [--tables on|off]
 
 tapegrad and PyTorch each run in their own process (in one, PyTorch's OpenMP threads
 spin after each op while OpenBLAS and Numba threads want the same cores), driven
@@ -19,7 +20,9 @@ bytes moved, where half width halves them. ``--clock cpu`` times the process's C
 time (all threads) instead of wall time: steadier on a loaded machine, for relative
 comparisons.
 ``--only`` keeps the cases whose name contains the substring (their float32 row
-is kept for the ratio).
+is kept for the ratio). ``--tables off`` turns off the half-width kernels' table
+lookups (``tapegrad/fusion/tables.py``: ``gelu`` in bfloat16 is one lookup an
+element), for an A/B of them.
 """
 import argparse
 import os
@@ -118,6 +121,8 @@ def _worker(lib, args):
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     if lib == "tg":
         L = tg
+        if args.tables == "off":
+            tg.fusion.config.tables = ()
     else:
         import torch as L
     cases = {}
@@ -147,13 +152,15 @@ def main():
     ap.add_argument("--gemm", type=int, default=1024)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     ap.add_argument("--only", default="")
+    ap.add_argument("--tables", choices=("on", "off"), default="on")
     ap.add_argument("--worker", choices=("tg", "torch"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         _worker(args.worker, args)
         return
     from _isolate import Workers
-    argv = ["--gemm", str(args.gemm), "--clock", args.clock, "--only", args.only]
+    argv = ["--gemm", str(args.gemm), "--clock", args.clock, "--only", args.only,
+            "--tables", args.tables]
     workers = Workers(os.path.abspath(__file__),
                       {lib: ["--worker", lib, *argv] for lib in ("tg", "torch")})
     try:

@@ -387,6 +387,7 @@ _MAGIC_BITS = 0x4B400000  # bits of 1.5 * 2**23: t = x + that rounds x to an int
 # bump when an intrinsic below changes: generated kernels embed it in their source, so
 # Numba's disk cache (keyed by the source file) does not serve stale machine code
 HELPERS_VERSION = 7
+GATHER_WIDTH = 16  # elements of one ``gather16``
 
 
 def native_half():
@@ -398,6 +399,19 @@ def native_half():
     if _helpers.get("native_half") is None:
         _helpers["native_half"] = _native_half()
     return _helpers["native_half"]
+
+
+def _target_has(feature):
+    """Whether the CPU Numba compiles for has x86 ``feature`` (``avx512f``)."""
+    import platform
+
+    from numba.core import config
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    if config.CPU_NAME and config.CPU_NAME != "host":  # a portable target was asked for
+        return f"+{feature}" in (config.CPU_FEATURES or "")
+    import llvmlite.binding as llvm
+    return bool(llvm.get_host_cpu_features().get(feature))
 
 
 def _native_half():
@@ -439,7 +453,10 @@ def jit_helpers():
     first in its low half), all on 32-bit integer lanes with
     selects, no branch, so a kernel's loop still vectorises (float16 through LLVM's
     ``half`` where the CPU converts it in hardware, ``native_half``; the integer
-    versions stay reachable as ``f16_load_int``/``f16_store_int``).
+    versions stay reachable as ``f16_load_int``/``f16_store_int``); and
+    ``gather16(table, idx, j, buf, k)``: ``buf[k:k+16] = table[idx[j:j+16]]`` for a
+    float32 ``table`` and ``buf`` and a uint16 ``idx``, one vector gather (the lookup
+    of a half-width kernel's 65,536-entry tables, ``fusion/tables.py``).
     """
     ns = _helpers.get("ns")
     if ns is not None:
@@ -642,13 +659,63 @@ def jit_helpers():
     def _f16_store_hw(b, u):
         return b.zext(b.bitcast(b.fptrunc(b.bitcast(u, f32), ir.HalfType()), i16), i32)
 
+    avx512 = _target_has("avx512f")
+
+    @intrinsic
+    def gather16(typingctx, table, idx, j, buf, k):
+        # buf[k:k+16] = table[idx[j:j+16]] as one vector gather (llvm.masked.gather:
+        # AVX-512's and AVX2's gather instructions, scalar loads elsewhere). LLVM's
+        # loop vectoriser does not gather through an index array itself: it cannot
+        # rule out that the loop's stores alias the table
+        if not (isinstance(table, types.Array) and table.dtype == types.float32 and
+                isinstance(idx, types.Array) and idx.dtype == types.uint16 and
+                isinstance(buf, types.Array) and buf.dtype == types.float32):
+            return None
+        w = GATHER_WIDTH
+
+        def codegen(context, b, sig, args):
+            arr = [context.make_array(t)(context, b, v) for t, v in
+                   ((sig.args[0], args[0]), (sig.args[1], args[1]), (sig.args[3], args[3]))]
+            j_ = context.cast(b, args[2], sig.args[2], types.intp)
+            k_ = context.cast(b, args[4], sig.args[4], types.intp)
+            vi = b.load(b.bitcast(b.gep(arr[1].data, [j_], inbounds=True),
+                                  ir.VectorType(i16, w).as_pointer()), align=2)
+            vf, mask = ir.VectorType(f32, w), ir.VectorType(ir.IntType(1), w)
+            out = b.bitcast(b.gep(arr[2].data, [k_], inbounds=True), vf.as_pointer())
+            if avx512:  # one vgatherdps on 32-bit indices (the generic gather's
+                # 64-bit addresses take two vgatherqps: ~20% slower on Zen 4)
+                i8p = ir.IntType(8).as_pointer()
+                name = "llvm.x86.avx512.mask.gather.dps.512"
+                fn = b.module.globals.get(name) or ir.Function(
+                    b.module, ir.FunctionType(vf, [vf, i8p, ir.VectorType(i32, w), mask, i32]),
+                    name)
+                got = b.call(fn, [ir.Constant(vf, None), b.bitcast(arr[0].data, i8p),
+                                  b.zext(vi, ir.VectorType(i32, w)), ir.Constant(mask, [1] * w),
+                                  _c(4)])
+                b.store(got, out, align=4)
+                return context.get_dummy_value()
+            off = b.shl(b.zext(vi, ir.VectorType(i64, w)), ir.Constant(ir.VectorType(i64, w),
+                                                                      [2] * w))
+            base = b.insert_element(ir.Constant(ir.VectorType(i64, w), None),
+                                    b.ptrtoint(arr[0].data, i64), _c(0))
+            base = b.shuffle_vector(base, ir.Constant(ir.VectorType(i64, w), None),
+                                    ir.Constant(ir.VectorType(i32, w), [0] * w))
+            ptrs = b.inttoptr(b.add(base, off), ir.VectorType(arr[0].data.type, w))
+            name = f"llvm.masked.gather.v{w}f32.v{w}p0"
+            fn = b.module.globals.get(name) or ir.Function(
+                b.module, ir.FunctionType(vf, [ptrs.type, i32, mask, vf]), name)
+            got = b.call(fn, [ptrs, _c(4), ir.Constant(mask, [1] * w), ir.Constant(vf, None)])
+            b.store(got, out, align=4)
+            return context.get_dummy_value()
+        return types.void(table, idx, j, buf, k), codegen
+
     f16_int = (_u16_to_f32(_f16_load), _f32_to_u16(_f16_store))
     f16 = (_u16_to_f32(_f16_load_hw), _f32_to_u16(_f16_store_hw)) if native_half() else f16_int
     ns = _types.SimpleNamespace(
         bf16_load=_u16_to_f32(_bf16_load), bf16_store=_f32_to_u16(_bf16_store),
         bf16_load_lo=bf16_load_lo, bf16_load_hi=bf16_load_hi, bf16_store_pair=bf16_store_pair,
         f16_load=f16[0], f16_store=f16[1], f16_load_int=f16_int[0], f16_store_int=f16_int[1],
-        prange=nb.prange, helper=helper, version=HELPERS_VERSION,
+        gather16=gather16, prange=nb.prange, helper=helper, version=HELPERS_VERSION,
         f32_ldexp=_f32_op(2, _ldexp), f32_ldexp_magic=_f32_op(2, _ldexp_magic),
         f32_pow2_magic=f32_pow2_magic, f32_select_sign=f32_select_sign,
         f32_exponent=_f32_op(1, _exponent),

@@ -35,7 +35,7 @@ _STORES = {"bfloat16": ("bf16_load", "bf16_store"), "float16": ("f16_load", "f16
 
 
 def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=False, store=None,
-                  pairs=False, wide=()):
+                  pairs=False, wide=(), tables=()):
     """Source of ``kernel`` for IR ``outputs`` over input nodes ``inputs``.
 
     ``pattern[k]`` is ``"f"`` (full, read at i) or ``"s"`` (size one, read at 0), both
@@ -58,6 +58,14 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
     value to that dtype and widens it back: a rounding inside the chain (float16's
     by the integer conversions, which LLVM cannot merge into a chain of ``half``
     operations computed without the intermediate roundings).
+    ``tables`` (with ``store``, no ``reduce`` or ``pairs``): pairs ``(node, k)``, the
+    node a function of input ``k`` alone (pattern ``h``): its value is looked up in a
+    65,536-entry float32 table by the input's 16 bits instead of computed
+    (``tables.py``); the kernel takes one table argument per pair after the outputs,
+    each a ``(1, 65536)`` array (so ``run_chunked`` never slices it). The loop runs
+    in blocks of ``_TBLOCK`` elements: each table is gathered 16 elements at a time
+    (``jit_helpers``' ``gather16``) into a block buffer the chain then reads; the
+    last ``n % _TBLOCK`` elements look up one at a time.
     """
     if reduce and not outputs:
         raise ValueError("a reduction kernel needs an output to sum")
@@ -72,8 +80,13 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
     if pairs and (store != "bfloat16" or reduce or wide or not set(pattern) <= {"h", "s"}):
         raise ValueError("a kernel over pairs stores bfloat16 from inputs of pattern "
                          "'h' or 's' and does not reduce")
+    if tables and (load is None or reduce or pairs or
+                   any(pattern[k] != "h" for _, k in tables)):
+        raise ValueError("table lookups need a half-width input (pattern 'h') and "
+                         "store=, without reduce or pairs")
     tname = "np.float32" if f32 else "np.float64"
-    order = topo(outputs)
+    looked = {node: t for t, (node, _) in enumerate(tables)}
+    order = topo(outputs, stop=looked)
     names, consts, body, hoisted = {}, {}, [], []
     rounds = False
     for k, (node, p) in enumerate(zip(inputs, pattern)):
@@ -96,6 +109,10 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         if n.op == "var":
             raise ValueError(f"elementwise: free variable {n.value!r} is not an input")
         t = f"t{len(body)}"
+        if n in looked:  # (filled in below: the block buffer's or the table's entry)
+            body.append(f"{t} = @{looked[n]}@")
+            names[n] = t
+            continue
         args = [names[a] for a in n.args]
         if n.op.startswith("round_"):
             if n.op != f"round_{store}":
@@ -134,8 +151,11 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
             lines.append(f"_rload, _rstore = _jit().{load}{'_int' if store == 'float16' else ''}, "
                          f"_jit().{write}{'_int' if store == 'float16' else ''}")
     lines += module_globals(used_ops, use_approx, tname, consts)
+    if tables:
+        lines.append("_gather = _jit().gather16")
     params = ", ".join([f"a{k}" for k in range(len(inputs))] +
-                       [f"o{j}" for j in range(1 if reduce else 0, len(outputs))])
+                       [f"o{j}" for j in range(1 if reduce else 0, len(outputs))] +
+                       [f"T{t}" for t in range(len(tables))])
     lines += ["", "", f"def kernel(n, {params}):"] + ["    " + h for h in hoisted]
     if reduce:
         # float32 partial sums over blocks (the loop vectorises: a float64
@@ -144,10 +164,38 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
                   f"        for i in range(j, min(j + {_BLOCK}, n)):"]
         lines += ["            " + b for b in body]
         lines += ["        acc += s", "    return acc"]
+    elif tables:
+        lines += _blocked(body, tables)
     else:
         lines += ["    for i in range(n):"]
         lines += ["        " + b for b in body]
     return "\n".join(lines) + "\n"
+
+
+_TBLOCK = 512  # elements per block of a kernel with table lookups
+
+
+def _blocked(body, tables):
+    """The loop of a kernel with table lookups (``tables``: (node, input) pairs;
+    ``body``'s lookups are ``@t@`` for table ``t``): whole blocks read the gathered
+    block buffers, the tail indexes the tables."""
+    import re
+
+    from ..devices.cpu import GATHER_WIDTH
+
+    def fill(how):
+        return ["        " + re.sub(r"@(\d+)@", lambda m: how(int(m.group(1))), b) for b in body]
+    lines = [f"    _t{t} = T{t}[0]" for t in range(len(tables))]
+    lines += [f"    _g{t} = np.empty({_TBLOCK}, np.float32)" for t in range(len(tables))]
+    lines += [f"    m = n - n % {_TBLOCK}", f"    for j in range(0, m, {_TBLOCK}):",
+              f"        for k in range(0, {_TBLOCK}, {GATHER_WIDTH}):"]
+    lines += [f"            _gather(_t{t}, a{k}, j + k, _g{t}, k)"
+              for t, (_, k) in enumerate(tables)]
+    lines += [f"        for i in range(j, j + {_TBLOCK}):"]
+    lines += ["    " + b for b in fill(lambda t: f"_g{t}[i - j]")]
+    lines += ["    for i in range(m, n):"]
+    lines += fill(lambda t: f"_t{t}[a{tables[t][1]}[i]]")
+    return lines
 
 
 def _paired(body, nout):

@@ -324,8 +324,9 @@ class _Parser:
 
 
 # ---------------------------------------------------------------- graph walks
-def topo(outputs):
-    """Nodes reachable from ``outputs``, arguments before users."""
+def topo(outputs, stop=()):
+    """Nodes reachable from ``outputs``, arguments before users; a node in ``stop``
+    is listed but its arguments are not walked through."""
     order, seen = [], set()
     stack = [(o, False) for o in reversed(outputs)]
     while stack:
@@ -337,7 +338,8 @@ def topo(outputs):
             continue
         seen.add(n.id)
         stack.append((n, True))
-        stack.extend((a, False) for a in reversed(n.args) if a.id not in seen)
+        if n not in stop:
+            stack.extend((a, False) for a in reversed(n.args) if a.id not in seen)
     return order
 
 

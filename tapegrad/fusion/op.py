@@ -21,7 +21,7 @@ from ..dispatch import bind, halfwidth_elementwise as _halfwidth_hook
 from ..ops_registry import Sample, TensorSpec, get as _get_op, register
 from ..ops_registry.rules import diagonal
 from ..tensor import Tensor, wrap
-from . import approx, codegen_cuda, codegen_numba, expr as E
+from . import approx, codegen_cuda, codegen_numba, expr as E, tables
 
 
 class config:
@@ -31,10 +31,17 @@ class config:
     ``min_numel``: below this many output elements the NumPy reference runs instead
     (no compile for tiny tensors; tests set 0 to exercise the compiled path).
     ``approximate``: float32 kernels use the vectorisable approximations.
+    ``tables``: the half-width dtypes whose kernels look up a costly function of one
+    input (erf, gelu, softplus ...) in a 65,536-entry table of its float32 values
+    (``tables.py``: the same values, bit for bit) instead of computing it. bfloat16
+    only by default: randn-like float16 data (10 mantissa bits) touches ~160 KB of a
+    table, bfloat16's ~20 KB, and the lookups from L2 were no faster than the
+    arithmetic on Zen 4.
     """
     use_numba = True
     min_numel = 2048
     approximate = True
+    tables = ("bfloat16",)
 
 
 _F32 = np.dtype(np.float32)
@@ -177,9 +184,12 @@ class ExprOp:
                 not self._calls_approx(attrs):
             parts = self._run_pairs(attrs, pattern, n, flat, bufs)
         else:
+            plan, tabs = self._lookups(attrs, pattern, dtype.name) \
+                if half and not reduce else ((), ())
             parts = _launch(lambda: self._compiled(attrs, cdt, pattern, reduce,
-                                                   dtype.name if half else None),
-                            n, (*flat, *bufs), self.name, count=True)
+                                                   dtype.name if half else None,
+                                                   tables=plan),
+                            n, (*flat, *bufs, *tabs), self.name, count=True)
         if parts is None:
             return None
         if reduce:
@@ -214,14 +224,38 @@ class ExprOp:
         return _launch(lambda: self._compiled(attrs, _F32, pattern, store="bfloat16"),
                        1, (*tail, *[b[2 * m:] for b in bufs]), self.name, count=True)
 
-    def _compiled(self, attrs, dtype, pattern, reduce=False, store=None, pairs=False):
+    def _lookups(self, attrs, pattern, store):
+        """The table lookups of the half-width kernel (``tables.plan``: (node,
+        input) pairs) and their tables; none where ``config.tables`` leaves ``store``
+        out (or where a table cannot be built: the kernel then computes every
+        value)."""
+        key = ("tables", tuple(sorted(attrs.items())), pattern, store, config.approximate,
+               store in config.tables)
+        hit = self._graphs.get(key)
+        if hit is None:
+            hit = ((), ())
+            if store in config.tables:
+                ins, outs = self.graph(attrs)
+                plan = tables.plan(ins, outs, pattern)
+                try:
+                    hit = (tuple(plan), tuple(tables.table(nd, ins[k], store,
+                                                           config.approximate)
+                                              for nd, k in plan))
+                except Exception:  # Numba unusable: the kernel's own compile says so
+                    hit = ((), ())
+            self._graphs[key] = hit
+        return hit
+
+    def _compiled(self, attrs, dtype, pattern, reduce=False, store=None, pairs=False,
+                  tables=()):
         key = (tuple(sorted(attrs.items())), dtype.str, pattern, config.approximate, reduce,
-               store, pairs)
+               store, pairs, tuple(n.id for n, _ in tables))
         fn = self._kernels.get(key)
         if fn is None:
             ins, outs = self.graph(attrs)
             src = codegen_numba.kernel_source(ins, outs, dtype, pattern, config.approximate,
-                                              reduce=reduce, store=store, pairs=pairs)
+                                              reduce=reduce, store=store, pairs=pairs,
+                                              tables=tables)
             # a serial nogil kernel: run_chunked spreads it over the threads (a
             # busy machine does not stall it, unlike prange) and it compiles ~3x
             # faster than parallel=True

@@ -1,0 +1,138 @@
+"""Table lookups of half-width kernels (fusion/tables.py): a costly function of one
+bfloat16 or float16 input is looked up in a 65,536-entry table of its float32 values,
+built by the float32 kernel of the same expression, so the results equal the
+computed ones bit for bit."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import fusion
+from tapegrad.devices import cpu
+from tapegrad.fusion import codegen_numba, expr as E, tables
+
+torch = pytest.importorskip("torch")
+
+NP = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16)}
+BOTH = ("bfloat16", "float16")
+GELU = "x * 0.5 * (1 + erf(x * 0.7071067811865476))"
+# the tabled functions: activations' forward expressions and a few primitives
+FUNCS = [GELU, "x * 0.5 * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))",
+         "x * sigmoid(x)", "softplus(x)", "erf(x)", "exp(x)", "tanh(x)", "sigmoid(x)",
+         "log(x)", "log1p(x)", "expm1(x)", "sin(x)", "x * tanh(softplus(x))"]
+
+
+@pytest.fixture
+def all_tables():
+    old = fusion.config.tables
+    fusion.config.tables = BOTH
+    yield
+    fusion.config.tables = old
+
+
+def _computed(f, x, dtype):
+    """``f``'s float32 values at every ``dtype`` pattern by the float32 kernel of
+    the expression on the widened values (pattern ``f``: no half-width load)."""
+    src = codegen_numba.kernel_source([x], [f], np.float32, "f", True)
+    fn = cpu.compile_source(("test-table", src), src, "kernel", parallel=False,
+                            fastmath=cpu.FASTMATH, error_model="numpy")
+    wide = tables.patterns().view(NP[dtype]).astype(np.float32)
+    out = np.empty(1 << 16, np.float32)
+    fn(1 << 16, wide, out)
+    return out
+
+
+def _same_f32(a, b):
+    nan = np.isnan(a) & np.isnan(b)
+    bad = (a.view(np.uint32) != b.view(np.uint32)) & ~nan
+    assert not bad.any(), f"{bad.sum()} of 65536 differ, e.g. {a[bad][:4]} vs {b[bad][:4]}"
+
+
+def _check_table(src, dtype):
+    x = E.var("x")
+    f = E.parse(src, {"x": x})
+    t = tables.table(f, x, dtype, True)
+    assert t.shape == (1, 1 << 16) and t.dtype == np.float32
+    _same_f32(t[0], _computed(f, x, dtype))
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+def test_gelu_table_equals_float32_kernel(dtype):
+    _check_table(GELU, dtype)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", BOTH)
+@pytest.mark.parametrize("src", FUNCS[1:])
+def test_every_table_equals_float32_kernel(src, dtype):
+    _check_table(src, dtype)
+
+
+def test_plan_picks_costly_functions_of_one_input():
+    x, y = E.var("x"), E.var("y")
+    gelu = E.parse(GELU, {"x": x})
+    out = E.mul(gelu, y)
+    assert tables.plan([x, y], [out], "hh") == [(gelu, 0)]
+    assert tables.plan([x, y], [out], "hf") == [(gelu, 0)]
+    assert tables.plan([x, y], [out], "ff") == []  # float32 inputs: no table
+    # a function of two inputs, and a cheap one (exp): computed
+    assert tables.plan([x, y], [E.parse("erf(x * y)", {"x": x, "y": y})], "hh") == []
+    assert tables.plan([x], [E.parse("exp(x) * 2", {"x": x})], "h") == []
+    # the whole chain is a function of x: one table for it
+    chain = E.add(E.mul(gelu, x), 1.0)
+    assert tables.plan([x], [chain], "h") == [(chain, 0)]
+
+
+def _patterns_plus(dtype, extra=1000):
+    """Every ``dtype`` value, then ``extra`` randn values (not a whole block: the
+    kernel's tail loop runs too)."""
+    r = np.random.default_rng(0).standard_normal(extra).astype(NP[dtype])
+    return np.concatenate([tables.patterns().view(NP[dtype]), r])
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+def test_fused_chain_same_bits_with_and_without_tables(dtype, all_tables):
+    chain = tg.fuse(lambda x: tg.nn.functional.gelu(x) * x + 1.0)
+    x = tg.tensor(_patterns_plus(dtype))
+    with_tables = chain(x).numpy()
+    fusion.config.tables = ()
+    without = chain(x).numpy()
+    _same_f32(with_tables.astype(np.float32), without.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+def test_fused_chain_against_torch(dtype, all_tables):
+    v = np.random.default_rng(1).standard_normal(1 << 14).astype(np.float32)
+    x = tg.tensor(v).to(getattr(tg, dtype))
+    xf = x.float().numpy()
+    got = (tg.nn.functional.gelu(x) * x).numpy()  # gelu's own kernel, tabled
+    tx = torch.tensor(xf).to(getattr(torch, dtype))
+    ref = (torch.nn.functional.gelu(tx) * tx).float().numpy()
+    np.testing.assert_allclose(got.astype(np.float32), ref,
+                               rtol=2 ** -7 if dtype == "bfloat16" else 2 ** -10, atol=1e-6)
+    fused = tg.fuse(lambda x: tg.nn.functional.gelu(x) * x + 1.0)(x).numpy()
+    one = (torch.nn.functional.gelu(torch.tensor(xf)) * torch.tensor(xf) + 1).to(
+        getattr(torch, dtype)).float().numpy()  # float32, rounded once
+    close = np.isclose(fused.astype(np.float32), one, rtol=2 ** -7, atol=0)
+    assert close.all() and (fused.astype(np.float32) != one).mean() < 0.01
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+def test_gelu_gradient_with_tables(dtype, all_tables):
+    v = np.concatenate([np.random.default_rng(2).standard_normal(5000), [0.0, -3.5, 7.0]])
+    x = tg.tensor(v.astype(np.float32)).to(getattr(tg, dtype)).requires_grad_()
+    tg.nn.functional.gelu(x).sum().backward()
+    g_tab = x.grad.numpy().astype(np.float32)
+    fusion.config.tables = ()
+    x.grad = None
+    tg.nn.functional.gelu(x).sum().backward()
+    g_no = x.grad.numpy().astype(np.float32)
+    # the adjoint multiplies the looked-up derivative by the cotangent: computed, the
+    # kernel may contract or reassociate across that product, so the two can differ
+    # by a float32 rounding, which rarely moves the half-width result by one unit
+    rtol = 2 ** -7 if dtype == "bfloat16" else 2 ** -10
+    np.testing.assert_allclose(g_tab, g_no, rtol=rtol, atol=0)
+    assert (g_tab != g_no).mean() < 0.01
+    tx = torch.tensor(x.detach().float().numpy(), requires_grad=True)
+    torch.nn.functional.gelu(tx).sum().backward()
+    np.testing.assert_allclose(g_tab, tx.grad.numpy(), rtol=rtol, atol=1e-6)
