@@ -32,16 +32,15 @@ class config:
     (no compile for tiny tensors; tests set 0 to exercise the compiled path).
     ``approximate``: float32 kernels use the vectorisable approximations.
     ``tables``: the half-width dtypes whose kernels look up a costly function of one
-    input (erf, gelu, softplus ...) in a 65,536-entry table of its float32 values
-    (``tables.py``: the same values, bit for bit) instead of computing it. bfloat16
-    only by default: randn-like float16 data (10 mantissa bits) touches ~160 KB of a
-    table, bfloat16's ~20 KB, and the lookups from L2 were no faster than the
-    arithmetic on Zen 4.
+    input (gelu, softplus, sin ...; ``tables.plan``) in a 65,536-entry table of its
+    float32 values (``tables.py``: the same values, bit for bit) instead of computing
+    it, and whose unary registry ops (``exp``, ``sin`` ...) run as one lookup an
+    element instead of widening (``run_halfwidth``).
     """
     use_numba = True
     min_numel = 2048
     approximate = True
-    tables = ("bfloat16",)
+    tables = ("bfloat16", "float16")
 
 
 _F32 = np.dtype(np.float32)
@@ -180,12 +179,12 @@ class ExprOp:
             and o.flags.c_contiguous and o.flags.writeable else np.empty(shape, dtype)
             for o in given]
         bufs = [o.reshape(-1).view(np.uint16) if half else o.reshape(-1) for o in outs]
-        if not reduce and _pairable(dtype, pattern, n, flat, bufs) and \
+        plan, tabs = self._lookups(attrs, pattern, dtype.name) \
+            if half and not reduce else ((), ())
+        if not reduce and not plan and _pairable(dtype, pattern, n, flat, bufs) and \
                 not self._calls_approx(attrs):
             parts = self._run_pairs(attrs, pattern, n, flat, bufs)
         else:
-            plan, tabs = self._lookups(attrs, pattern, dtype.name) \
-                if half and not reduce else ((), ())
             parts = _launch(lambda: self._compiled(attrs, cdt, pattern, reduce,
                                                    dtype.name if half else None,
                                                    tables=plan),
@@ -230,13 +229,13 @@ class ExprOp:
         out (or where a table cannot be built: the kernel then computes every
         value)."""
         key = ("tables", tuple(sorted(attrs.items())), pattern, store, config.approximate,
-               store in config.tables)
+               store in config.tables, tables.MIN_COST.get(store))
         hit = self._graphs.get(key)
         if hit is None:
             hit = ((), ())
             if store in config.tables:
                 ins, outs = self.graph(attrs)
-                plan = tables.plan(ins, outs, pattern)
+                plan = tables.plan(ins, outs, pattern, store)
                 try:
                     hit = (tuple(plan), tuple(tables.table(nd, ins[k], store,
                                                            config.approximate)
@@ -532,15 +531,19 @@ def run_halfwidth(op, arrays):
     written, the arrays are never copied to float32. Only for an expression of
     operations float32 rounds exactly (``add``, ``mul``, ``div``, ``maximum``,
     ``sqrt`` ...), compiled without fast-math, so the values equal those of the op's
-    own kernel run on float32 copies and rounded; None elsewhere (another op, array
-    type or dtype mix, fewer than ``config.min_numel`` elements, Numba off or
-    unusable), and dispatch widens as before. Installed as
+    own kernel run on float32 copies and rounded. Another op of one array argument
+    and an expression (``exp``, ``sin``, ``sigmoid`` ...) on one array of a dtype in
+    ``config.tables`` is one table lookup an element (``_run_lookup``). None
+    elsewhere (another op, array type or dtype mix, fewer than ``config.min_numel``
+    elements, Numba off or unusable), and dispatch widens as before. Installed as
     ``dispatch.halfwidth_elementwise``."""
     entry = _HALF_EXPR.get(op, False)
     if entry is False:
         entry = _HALF_EXPR[op] = _exact_graph(op)
-    if entry is None or not config.use_numba or _numba_broken:
+    if not config.use_numba or _numba_broken:
         return None
+    if entry is None:
+        return _run_lookup(op, arrays)
     dtype = None
     shapes = []
     for a in arrays:
@@ -578,6 +581,65 @@ def run_halfwidth(op, arrays):
 
 _HALF_KERNELS = {}
 _halfwidth_hook[0] = run_halfwidth
+_OP_TABLES = {}  # (op name, dtype name) -> (1, 65536) float32 table, or None
+
+
+def _run_lookup(op, arrays):
+    """A registry op of one array argument with an expression (unary: ``exp``,
+    ``sin``, ``sigmoid`` ...) on a bfloat16 or float16 array, as one lookup an element
+    in the table of the op's own float32 kernel's values at every value of the dtype
+    (``_op_table``), rounded as it is written: what widening, the kernel and the
+    rounding give, bit for bit, in one pass over the 16-bit elements. None where it
+    does not apply."""
+    if (len(arrays) != 1 or type(arrays[0]) is not np.ndarray or len(op.args) != 1
+            or not op.expr or op.nout != 1 or getattr(op, "fusion", None) is not None):
+        return None
+    x = arrays[0]
+    if (x.dtype not in _dt.LOW or x.dtype.name not in config.tables
+            or x.size < max(config.min_numel, 1)):
+        return None
+    table = _op_table(op, x.dtype)
+    if table is None:
+        return None
+    out = np.empty(x.shape, x.dtype)
+    key = ("lookup", x.dtype.name)
+
+    def compiled():
+        fn = _HALF_KERNELS.get(key)
+        if fn is None:
+            v = E.var("x")
+            stand_in = E.unary("lookup", v)  # its value is looked up, never computed
+            src = codegen_numba.kernel_source([v], [stand_in], _F32, "h", False,
+                                              store=x.dtype.name, tables=[(stand_in, 0)])
+            fn = _HALF_KERNELS[key] = _cpu.compile_source(
+                ("halfwidth", src), src, "kernel", parallel=False, fastmath=frozenset(),
+                error_model="numpy")
+        return fn
+    flat = np.ascontiguousarray(x).reshape(-1).view(np.uint16)
+    if _launch(compiled, x.size, (flat, out.reshape(-1).view(np.uint16), table),
+               op.name) is None:
+        return None
+    return out
+
+
+def _op_table(op, dtype):
+    """The float32 values of ``op``'s kernel at every ``dtype`` value (widened
+    exactly), indexed by its bits, built once per process; None where the kernel
+    does not give one float32 value per element."""
+    key = (op.name, dtype.name)
+    if key not in _OP_TABLES:
+        wide = tables.patterns().view(dtype).astype(_F32)
+        try:
+            with np.errstate(all="ignore"):
+                vals = op.compute(wide)
+        except Exception:
+            vals = None
+        ok = type(vals) is np.ndarray and vals.dtype == _F32 and vals.shape == wide.shape
+        t = np.ascontiguousarray(vals).reshape(1, -1) if ok else None
+        if t is not None:
+            t.flags.writeable = False
+        _OP_TABLES[key] = t
+    return _OP_TABLES[key]
 
 
 def _exact_graph(op):

@@ -18,22 +18,24 @@ import numpy as np
 
 from . import codegen_numba, expr as E
 
-# rough vector instructions an element of each op's float32 code (others: 1); sin,
-# cos and a general pow call libm one element at a time
-COST = {"exp": 15, "_expneg": 15, "expm1": 18, "log": 25, "log1p": 30, "tanh": 22,
-        "sigmoid": 20, "softplus": 45, "erf": 54, "sin": 100, "cos": 100, "pow": 100}
-# a lookup (one AVX-512 gather for 16 elements, ~20 cycles on Zen 4, from L1 for
-# randn-like bfloat16 data) pays for a subexpression of erf's cost, not for exp's
-MIN_COST = 40
+# the time of each op's float32 code, roughly (others: 1), in units where a lookup
+# costs ~12 (one gather per 16 elements; measured on Zen 4 at 4M elements: exp 5,
+# tanh 10, erf 20, softplus 40; sin, cos and a general pow call libm per element)
+COST = {"exp": 5, "_expneg": 5, "expm1": 8, "sigmoid": 7, "tanh": 10, "log": 15,
+        "log1p": 20, "erf": 20, "softplus": 40, "sin": 300, "cos": 300, "pow": 300}
+# the least cost a lookup replaces, by dtype: randn-like bfloat16 data (7 mantissa
+# bits) touches ~20 KB of a table, L1-resident; float16 (10 bits) ~160 KB, from L2,
+# where gelu's erf (cost 24 with its arithmetic) was slower looked up than computed
+MIN_COST = {"bfloat16": 20, "float16": 30}
 _TABLES = {}  # (expression over __tab, store, approximate) -> (1, 65536) float32
 _PATTERNS = []
 
 
-def plan(inputs, outputs, pattern):
-    """The nodes of IR ``outputs`` a half-width kernel looks up: ``[(node, k)]``, each
-    a function of input ``k`` (pattern ``h``) alone, maximal (an output, or used by a
-    node that depends on more) and whose float32 code costs at least ``MIN_COST``
-    (``COST``). Empty where there is none."""
+def plan(inputs, outputs, pattern, store):
+    """The nodes of IR ``outputs`` a half-width kernel storing ``store`` looks up:
+    ``[(node, k)]``, each a function of input ``k`` (pattern ``h``) alone, maximal (an
+    output, or used by a node that depends on more) and whose float32 code costs at
+    least ``MIN_COST[store]`` (``COST``). Empty where there is none."""
     src = {n: k for k, (n, p) in enumerate(zip(inputs, pattern)) if p == "h"}
     dep, users = {}, {}
     order = E.topo(outputs)
@@ -55,7 +57,7 @@ def plan(inputs, outputs, pattern):
     outs = set(outputs)
     top = [n for n in order if tabled(n) and
            (n in outs or any(not tabled(u) for u in users.get(n, ())))]
-    return [(n, dep[n]) for n in top if _cost(n, src) >= MIN_COST]
+    return [(n, dep[n]) for n in top if _cost(n, src) >= MIN_COST[store]]
 
 
 def _cost(node, sources):

@@ -23,11 +23,10 @@ FUNCS = [GELU, "x * 0.5 * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x *
 
 
 @pytest.fixture
-def all_tables():
-    old = fusion.config.tables
-    fusion.config.tables = BOTH
-    yield
-    fusion.config.tables = old
+def all_tables(monkeypatch):
+    """Tables for both dtypes, gelu looked up in float16 too."""
+    monkeypatch.setattr(fusion.config, "tables", BOTH)
+    monkeypatch.setattr(tables, "MIN_COST", {d: 1 for d in BOTH})
 
 
 def _computed(f, x, dtype):
@@ -72,15 +71,20 @@ def test_plan_picks_costly_functions_of_one_input():
     x, y = E.var("x"), E.var("y")
     gelu = E.parse(GELU, {"x": x})
     out = E.mul(gelu, y)
-    assert tables.plan([x, y], [out], "hh") == [(gelu, 0)]
-    assert tables.plan([x, y], [out], "hf") == [(gelu, 0)]
-    assert tables.plan([x, y], [out], "ff") == []  # float32 inputs: no table
+    assert tables.plan([x, y], [out], "hh", "bfloat16") == [(gelu, 0)]
+    assert tables.plan([x, y], [out], "hf", "bfloat16") == [(gelu, 0)]
+    assert tables.plan([x, y], [out], "ff", "bfloat16") == []  # float32 inputs: no table
     # a function of two inputs, and a cheap one (exp): computed
-    assert tables.plan([x, y], [E.parse("erf(x * y)", {"x": x, "y": y})], "hh") == []
-    assert tables.plan([x], [E.parse("exp(x) * 2", {"x": x})], "h") == []
+    assert tables.plan([x, y], [E.parse("erf(x * y)", {"x": x, "y": y})], "hh",
+                       "bfloat16") == []
+    assert tables.plan([x], [E.parse("exp(x) * 2", {"x": x})], "h", "bfloat16") == []
     # the whole chain is a function of x: one table for it
     chain = E.add(E.mul(gelu, x), 1.0)
-    assert tables.plan([x], [chain], "h") == [(chain, 0)]
+    assert tables.plan([x], [chain], "h", "bfloat16") == [(chain, 0)]
+    # float16's tables are read from L2: only costlier functions are looked up
+    assert tables.plan([x], [chain], "h", "float16") == []
+    sp = E.parse("softplus(x) * x", {"x": x})
+    assert tables.plan([x], [sp], "h", "float16") == [(sp, 0)]
 
 
 def _patterns_plus(dtype, extra=1000):
@@ -136,3 +140,18 @@ def test_gelu_gradient_with_tables(dtype, all_tables):
     tx = torch.tensor(x.detach().float().numpy(), requires_grad=True)
     torch.nn.functional.gelu(tx).sum().backward()
     np.testing.assert_allclose(g_tab, tx.grad.numpy(), rtol=rtol, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+@pytest.mark.parametrize("name", ["exp", "sin", "sigmoid", "erf"])
+def test_eager_unary_lookup_equals_widened(name, dtype, monkeypatch):
+    """A unary registry op on a half-width array: one lookup an element equals
+    widening, the float32 kernel and the rounding, at every value."""
+    fn = getattr(tg, name)
+    x = tg.tensor(_patterns_plus(dtype))
+    monkeypatch.setattr(fusion.config, "tables", BOTH)
+    looked = fn(x).numpy()
+    monkeypatch.setattr(fusion.config, "tables", ())
+    widened = fn(x).numpy()
+    assert looked.dtype == widened.dtype == NP[dtype]
+    _same_f32(looked.astype(np.float32), widened.astype(np.float32))
