@@ -37,6 +37,7 @@ Passes, in order:
 calls on local variables (``del`` at each value's last use), kernels, externals and
 constants bound as globals. No Tensor, node or dispatch between kernels.
 """
+import functools
 import math
 import operator
 import sys
@@ -45,7 +46,7 @@ import ml_dtypes
 import numpy as np
 
 from ..devices import cpu as _cpu
-from ..fusion import codegen_numba, expr as E
+from ..fusion import codegen_numba, expr as E, tables as _tables
 from ..fusion.op import config as _fusion_config
 from ..tensor import mark_written, wrap
 from .capture import Unsupported
@@ -470,13 +471,20 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
     wide = tuple(j + first for j, v in enumerate(outs) if g.dtypes[v] not in _LOW) \
         if half else ()
     try:
+        looked, tabs = (), ()
+        if half in _fusion_config.tables and red is None:  # (fusion/tables.py)
+            looked = _tables.plan(in_nodes, exprs, pattern, half)
+            tabs = tuple(_tables.table(nd, in_nodes[k], half, _fusion_config.approximate)
+                         for nd, k in looked)
         src = codegen_numba.kernel_source(in_nodes, exprs, dtype, pattern,
                                           _fusion_config.approximate, reduce=red is not None,
-                                          store=half, wide=wide)
+                                          store=half, wide=wide, tables=looked)
         fn = _cpu.compile_source(("compile", src), src, "kernel", parallel=False,
                                  fastmath=_cpu.FASTMATH, error_model="numpy")
     except Exception:  # Numba missing or failing: the members run as they are
         return None
+    if tabs:  # the tables follow the outputs
+        fn = functools.partial(_with_tables, fn, tabs)
     st = Step("fused", None, ins, {})
     st.outs = ([red.outs[0]] if red is not None else []) + outs
     st.members = members + ([red] if red is not None else [])
@@ -484,6 +492,10 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
     if red is not None:
         st.attrs["reduce"] = (red.op.name, g.shapes[red.outs[0]])
     return st
+
+
+def _with_tables(kernel, tabs, n, *args):
+    return kernel(n, *args, *tabs)
 
 
 # ---------------------------------------------------------------- effects order

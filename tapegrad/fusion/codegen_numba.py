@@ -125,7 +125,7 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         body.append(f"{t} = {_expr(n, args, use_approx, tname)}")
         names[n] = t
     for j, o in enumerate(outputs):
-        if write and j not in wide and o.op == f"round_{store}":
+        if write and j not in wide and o.op == f"round_{store}" and o not in looked:
             o = o.args[0]  # the store rounds it: the same value
         val = names[o] if not o.is_bool else f"(_one if {names[o]} else _zero)"
         if reduce and j == 0:

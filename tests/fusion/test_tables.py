@@ -2,6 +2,8 @@
 bfloat16 or float16 input is looked up in a 65,536-entry table of its float32 values,
 built by the float32 kernel of the same expression, so the results equal the
 computed ones bit for bit."""
+import functools
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -155,3 +157,27 @@ def test_eager_unary_lookup_equals_widened(name, dtype, monkeypatch):
     widened = fn(x).numpy()
     assert looked.dtype == widened.dtype == NP[dtype]
     _same_f32(looked.astype(np.float32), widened.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+def test_compiled_chain_looks_up(dtype, all_tables, monkeypatch):
+    """tg.compile's fused kernel over a half-width chain of one input is one lookup
+    (the chain's roundings inside the table), equal bit for bit to the kernel that
+    computes it."""
+    x = tg.tensor(_patterns_plus(dtype))
+
+    def step(h):
+        return tg.tanh(tg.exp(h)) * h
+
+    def run():
+        c = tg.compile(step)
+        with tg.no_grad():
+            for _ in range(3):
+                got = c(x).numpy()
+        return got, [st.fused[0] for st in c._last.steps if st.kind == "fused"]
+    got, fused = run()
+    assert any(isinstance(f, functools.partial) for f in fused)
+    monkeypatch.setattr(fusion.config, "tables", ())
+    want, fused = run()
+    assert fused and not any(isinstance(f, functools.partial) for f in fused)
+    _same_f32(got.astype(np.float32), want.astype(np.float32))
