@@ -581,7 +581,7 @@ def run_halfwidth(op, arrays):
 
 _HALF_KERNELS = {}
 _halfwidth_hook[0] = run_halfwidth
-_OP_TABLES = {}  # (op name, dtype name) -> (1, 65536) float32 table, or None
+_OP_TABLES = {}  # (op name, dtype name, approximate) -> (1, 65536) float32, or None
 
 
 def _run_lookup(op, arrays):
@@ -595,8 +595,10 @@ def _run_lookup(op, arrays):
             or not op.expr or op.nout != 1 or getattr(op, "fusion", None) is not None):
         return None
     x = arrays[0]
+    # (from min_numel elements up, as the table's 65,536: the kernel's own path, e.g.
+    # sigmoid's compiled approximation rather than NumPy, is the same for both)
     if (x.dtype not in _dt.LOW or x.dtype.name not in config.tables
-            or x.size < max(config.min_numel, 1)):
+            or x.size < max(config.min_numel, 1) or config.min_numel > 1 << 16):
         return None
     table = _op_table(op, x.dtype)
     if table is None:
@@ -626,7 +628,7 @@ def _op_table(op, dtype):
     """The float32 values of ``op``'s kernel at every ``dtype`` value (widened
     exactly), indexed by its bits, built once per process; None where the kernel
     does not give one float32 value per element."""
-    key = (op.name, dtype.name)
+    key = (op.name, dtype.name, config.approximate)
     if key not in _OP_TABLES:
         wide = tables.patterns().view(dtype).astype(_F32)
         try:
