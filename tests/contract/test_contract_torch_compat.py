@@ -148,3 +148,37 @@ def test_optimizer_keywords_as_torch(name, kw):
     assert all(ours[k].default == theirs[k].default and ours[k].kind == theirs[k].kind
                for k in theirs if k != "params")
     same(lambda L: _steps(L, name, kw), rtol=1e-7, atol=1e-9)
+
+
+_NORMS = [
+    lambda L: L.nn.BatchNorm2d(3),
+    lambda L: L.nn.BatchNorm1d(3, bias=False),
+    lambda L: L.nn.BatchNorm1d(3, affine=False),
+    lambda L: L.nn.InstanceNorm2d(3),
+    lambda L: L.nn.InstanceNorm1d(3, affine=True, bias=False),
+    lambda L: L.nn.SyncBatchNorm(3, bias=False),
+    lambda L: L.nn.LayerNorm(3),
+    lambda L: L.nn.LayerNorm(3, bias=False),
+    lambda L: L.nn.GroupNorm(1, 3),
+    lambda L: L.nn.GroupNorm(1, 3, affine=False),
+    lambda L: L.nn.TransformerEncoderLayer(8, 2, 16),
+]
+
+
+@pytest.mark.parametrize("make", _NORMS, ids=range(len(_NORMS)))
+def test_norm_layers_bias_keyword_and_repr_as_torch(make):
+    import tapegrad as tg
+    assert repr(make(tg)) == repr(make(torch))
+    assert list(make(tg).state_dict()) == list(make(torch).state_dict())
+
+
+def _bn_without_bias(lib):
+    m = lib.nn.BatchNorm1d(3, bias=False)
+    x = lib.tensor(np.random.RandomState(0).randn(4, 3, 5).astype(np.float32))
+    y = m(x)
+    (y * lib.tensor(np.arange(60.0, dtype=np.float32).reshape(4, 3, 5))).sum().backward()
+    return y, m.weight.grad, m.bias, m.running_mean
+
+
+def test_batch_norm_without_bias_as_torch():
+    same(_bn_without_bias, rtol=1e-5, atol=1e-5)

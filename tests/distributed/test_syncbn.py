@@ -130,5 +130,5 @@ def test_errors_and_paths():
         m(tg.ones(1, 3))
     from tapegrad.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
     assert SyncBatchNorm is nn.SyncBatchNorm and isinstance(m, _BatchNorm)
-    assert repr(m) == "SyncBatchNorm(3, eps=1e-05, momentum=0.1, affine=True, " \
+    assert repr(m) == "SyncBatchNorm(3, eps=1e-05, momentum=0.1, affine=True, bias=True, " \
                       "track_running_stats=True)"

@@ -37,7 +37,7 @@ class LayerNorm(Module):
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class GroupNorm(Module):
@@ -60,7 +60,6 @@ class GroupNorm(Module):
             self.bias = Parameter(zeros(num_channels, dtype=dtype, device=device))
         else:
             self.register_parameter("bias", None)
-        self._has_bias = bias
 
     def reset_parameters(self):
         if self.weight is not None:
@@ -73,7 +72,7 @@ class GroupNorm(Module):
 
     def extra_repr(self):
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
-                f"affine={self.affine}, bias={self._has_bias}")
+                f"affine={self.affine}, bias={self.bias is not None}")
 
 
 class LocalResponseNorm(Module):
@@ -144,4 +143,4 @@ class RMSNorm(Module):
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
