@@ -37,6 +37,9 @@ _B2K = (1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 
 def _coefs():
     over_2k = np.array([b / (2 * (k + 1)) for k, b in enumerate(_B2K)])
     over_fact = np.array([b / math.factorial(2 * (k + 1)) for k, b in enumerate(_B2K)])
+    # read-only, as Numba types the globals the ufuncs read: the loop that takes one as
+    # an argument then calls the scalar functions compiled for them, not a second copy
+    over_2k.flags.writeable = over_fact.flags.writeable = False
     return over_2k, over_fact
 
 
