@@ -85,7 +85,8 @@ _compiled = {}
 
 def _jit(fn):
     if fn.__name__ not in _compiled:
-        _compiled[fn.__name__] = numba().njit(cache=True, nogil=True, error_model="numpy")(fn)
+        _compiled[fn.__name__] = numba().njit(cache=True, nogil=True, error_model="numpy",
+                                                  no_cfunc_wrapper=True)(fn)
     return _compiled[fn.__name__]
 
 

@@ -30,8 +30,8 @@ def coo_mm(rows, cols, vals, b, out):
         return False
     k = _compiled.get("coo_mm")
     if k is None:
-        k = _compiled["coo_mm"] = numba().njit(cache=True, nogil=True,
-                                               boundscheck=False)(_coo_mm_loop)
+        k = _compiled["coo_mm"] = numba().njit(cache=True, nogil=True, boundscheck=False,
+                                               no_cfunc_wrapper=True)(_coo_mm_loop)
     k(np.ascontiguousarray(rows), np.ascontiguousarray(cols), np.ascontiguousarray(vals),
       np.ascontiguousarray(b), out)
     return True

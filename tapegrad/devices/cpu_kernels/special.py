@@ -256,9 +256,9 @@ def _loop(name):
         nb = numba()
         g = globals()
         for n in _SCALARS:
-            g[n] = nb.njit(cache=True, nogil=True)(g[n])
+            g[n] = nb.njit(cache=True, nogil=True, no_cfunc_wrapper=True)(g[n])
         for n in _LOOPS:
-            _compiled[n] = nb.njit(cache=True, nogil=True)(g[n])
+            _compiled[n] = nb.njit(cache=True, nogil=True, no_cfunc_wrapper=True)(g[n])
     return _compiled[name]
 
 
