@@ -329,6 +329,7 @@ def conv2d_weight_grad_nhwc(x, g, per, xh, cols, padding):
     N, _, L = g.shape
     K = per.shape[2]
     pt, pl = padding[0][0], padding[1][0]
+    x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)  # (one compiled layout)
 
     def work(n, xc, gc, hc, cc, pc):
         _to_nhwc(xc, hc, pt, pl)
