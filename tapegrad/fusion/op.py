@@ -592,7 +592,8 @@ def _run_lookup(op, arrays):
     rounding give, bit for bit, in one pass over the 16-bit elements. None where it
     does not apply."""
     if (len(arrays) != 1 or type(arrays[0]) is not np.ndarray or len(op.args) != 1
-            or not op.expr or op.nout != 1 or getattr(op, "fusion", None) is not None):
+            or not op.expr or op.nout != 1 or op.kind != "basic"
+            or getattr(op, "fusion", None) is not None):
         return None
     x = arrays[0]
     # (from min_numel elements up, as the table's 65,536: the kernel's own path, e.g.

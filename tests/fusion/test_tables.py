@@ -144,11 +144,7 @@ def test_gelu_gradient_with_tables(dtype, all_tables):
     np.testing.assert_allclose(g_tab, tx.grad.numpy(), rtol=rtol, atol=1e-6)
 
 
-@pytest.mark.parametrize("dtype", BOTH)
-@pytest.mark.parametrize("name", ["exp", "sin", "sigmoid", "erf"])
-def test_eager_unary_lookup_equals_widened(name, dtype, monkeypatch):
-    """A unary registry op on a half-width array: one lookup an element equals
-    widening, the float32 kernel and the rounding, at every value."""
+def _eager_lookup_equals_widened(name, dtype, monkeypatch):
     fn = getattr(tg, name)
     x = tg.tensor(_patterns_plus(dtype))
     monkeypatch.setattr(fusion.config, "tables", BOTH)
@@ -181,3 +177,26 @@ def test_compiled_chain_looks_up(dtype, all_tables, monkeypatch):
     want, fused = run()
     assert fused and not any(isinstance(f, functools.partial) for f in fused)
     _same_f32(got.astype(np.float32), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+@pytest.mark.parametrize("name", ["exp", "sin", "sigmoid", "erf"])
+def test_eager_unary_lookup_equals_widened(name, dtype, monkeypatch):
+    """A unary registry op on a half-width array: one lookup an element equals
+    widening, the float32 kernel and the rounding, at every value."""
+    _eager_lookup_equals_widened(name, dtype, monkeypatch)
+
+
+def _unary_ops():
+    from tapegrad.ops_registry import get, list_ops
+    ops = [get(n) if isinstance(n, str) else n for n in list_ops()]
+    return sorted(o.name for o in ops if o.expr and o.elementwise and len(o.args) == 1
+                  and o.nout == 1 and o.kind == "basic" and getattr(o, "fusion", None) is None
+                  and hasattr(tg, o.name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", BOTH)
+@pytest.mark.parametrize("name", _unary_ops())
+def test_every_eager_unary_lookup_equals_widened(name, dtype, monkeypatch):
+    _eager_lookup_equals_widened(name, dtype, monkeypatch)
