@@ -71,7 +71,7 @@ class Tensor:
         if sizes or not hasattr(data, "dtype") or isinstance(data, Tensor):
             data = _legacy_new[0](data, sizes)
         self._data = data
-        self._requires_grad = requires_grad
+        self._requires_grad = bool(requires_grad)
         self._grad = None
         self._node = None
         self._idx = 0
