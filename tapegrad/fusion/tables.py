@@ -2,17 +2,18 @@
 
 A bfloat16 or float16 element has 65,536 possible values, so a function of one such
 element alone is a table lookup: ``f(x) = T[bits(x)]``. A half-width kernel
-(``codegen_numba``, ``store=``) whose chain applies a transcendental (erf, exp, tanh
-...: the float32 approximations of ``approx.py``, tens of instructions an element) to
-an input it reads as 16 bits looks the value up instead: the lookup costs one
-gather, whatever the function. ``plan`` picks the nodes; ``table`` builds each one
-ONCE per process by running the float32 kernel of that very subexpression (the same
-generated code, helpers and flags as the kernel it replaces) over all 65,536 bit
-patterns, NaNs, infinities and subnormals included, so a lookup gives the float32
-value the kernel computes, bit for bit, and the kernel rounds it to the output's
-dtype as before. A table is 256 KB (L2-resident); randn-like data touches a few KB
-of it. Tables are kernel arguments, not Numba globals (a 64K-element constant would
-be compiled into every kernel).
+(``codegen_numba``, ``store=``) whose chain computes a costly function (gelu's erf,
+softplus, sin ...: tens of instructions an element, or a libm call) of an input it
+reads as 16 bits looks the value up instead: one gather, whatever the function (it
+costs about as much as tanh on Zen 4, so cheaper functions stay computed: ``COST``).
+``plan`` picks the nodes; ``table`` builds each one ONCE per process by running the
+float32 kernel of that very subexpression (the same generated code, helpers and
+flags as the kernel it replaces) over all 65,536 bit patterns, NaNs, infinities and
+subnormals included, so a lookup gives the float32 value the kernel computes, bit
+for bit, and the kernel rounds it to the output's dtype as before. A table is 256 KB
+(L2-resident); randn-like bfloat16 data touches ~20 KB of it. Tables are kernel
+arguments, not Numba globals (a 64K-element constant would be compiled into every
+kernel).
 """
 import numpy as np
 
