@@ -293,11 +293,12 @@ def _polygamma_u(n, x):
 
 
 def _igamma_lo_u(a, x):
-    return _igamma1(float(a), float(x), False)
+    # (np.bool_: a boolean, where a literal False/True would compile _igamma1 once per value)
+    return _igamma1(float(a), float(x), np.bool_(False))
 
 
 def _igamma_up_u(a, x):
-    return _igamma1(float(a), float(x), True)
+    return _igamma1(float(a), float(x), np.bool_(True))
 
 
 _UFUNCS = {"erfinv": (_erfinv_u, 1), "digamma": (_digamma_u, 1),
