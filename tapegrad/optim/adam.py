@@ -36,11 +36,13 @@ class Adam(Optimizer):
         if differentiable:
             raise ValueError(f"{type(self).__name__}: differentiable=True is not supported "
                              f"(the update is not recorded)")
-        if decoupled_weight_decay:
-            self._decoupled = True  # AdamW's update, as PyTorch's
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize))
+                                      maximize=maximize, foreach=foreach,
+                                      capturable=capturable, differentiable=differentiable,
+                                      fused=fused,
+                                      decoupled_weight_decay=decoupled_weight_decay
+                                      or self._decoupled))  # (True: AdamW's update)
 
     def _update(self, p, g, group):
         x = buffer(p)
@@ -55,7 +57,8 @@ class Adam(Optimizer):
         step_size = lr / (1 - beta1 ** step)
         bc2_sqrt = math.sqrt(1 - beta2 ** step)
         w1 = 1 - beta1                     # m.lerp_(g, w1), PyTorch's two-sided formula
-        kern = _fused(wd != 0 and not self._decoupled, wd != 0 and self._decoupled,
+        dec = group.get("decoupled_weight_decay", self._decoupled)
+        kern = _fused(wd != 0 and not dec, wd != 0 and dec,
                       group["maximize"], group["amsgrad"], abs(w1) < 0.5)
         scalars = (wd, 1 - lr * wd, w1, 1 - np.dtype(x.dtype).type(w1), beta2, 1 - beta2,
                    -step_size, bc2_sqrt, eps)
@@ -67,7 +70,7 @@ class Adam(Optimizer):
             xp.negative(g, out=t)
             g = t
         if wd != 0:
-            if self._decoupled:
+            if dec:
                 x *= 1 - lr * wd
             else:
                 xp.multiply(x, wd, out=t2)
@@ -124,4 +127,5 @@ class AdamW(Adam):
                  amsgrad=False, *, maximize=False, foreach=None, capturable=False,
                  differentiable=False, fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         differentiable=differentiable)
+                         foreach=foreach, capturable=capturable,
+                         differentiable=differentiable, fused=fused)

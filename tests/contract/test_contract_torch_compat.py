@@ -182,3 +182,13 @@ def _bn_without_bias(lib):
 
 def test_batch_norm_without_bias_as_torch():
     same(_bn_without_bias, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+def test_optimizer_param_groups_and_repr_as_torch(name):
+    def groups(lib):
+        opt = getattr(lib.optim, name)([lib.nn.Parameter(lib.ones(2))], lr=0.1)
+        g = opt.state_dict()["param_groups"][0]
+        return list(g), {k: v for k, v in g.items() if k != "params"}, \
+            repr(opt).replace(lib.__name__, "lib")
+    same(groups)
