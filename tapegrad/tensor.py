@@ -570,8 +570,8 @@ def _format(t):
     else:
         one = lambda v: str(int(v))  # noqa: E731
     # every element right-aligned to the widest, as PyTorch prints
-    if kind == "f":  # nan and inf don't widen the columns (PyTorch's rule)
-        shown = shown[np.isfinite(shown)]
+    if kind == "f":  # nan, inf and zeros (-0.) don't widen the columns (PyTorch's rule)
+        shown = shown[np.isfinite(shown) & (shown != 0)]
     width = max((len(one(v)) for v in shown.reshape(-1)), default=0)
     if data.size == 0:
         body = "[]"

@@ -192,3 +192,11 @@ def test_optimizer_param_groups_and_repr_as_torch(name):
         return list(g), {k: v for k, v in g.items() if k != "params"}, \
             repr(opt).replace(lib.__name__, "lib")
     same(groups)
+
+
+@pytest.mark.parametrize("values", [[-0.0, 1.0], [-0.0, 1.5], [0.0, -0.0],
+                                    [[0.0, -0.0], [1.0, 22.0]], [float("nan"), -0.0, 3.0],
+                                    [-0.0, 1e10]])
+def test_negative_zero_prints_as_torch(values):
+    import tapegrad as tg
+    assert repr(tg.tensor(values)).replace("tapegrad", "torch") == repr(torch.tensor(values))
