@@ -28,6 +28,7 @@ of that module is an ``xfail(strict=True)`` naming it): when it is fixed the tes
 XPASSes, which fails the run, and the entry must go.
 """
 import ast
+import functools
 import os
 
 import pytest
@@ -159,6 +160,7 @@ def _string_import(node):
     return None
 
 
+@functools.lru_cache(maxsize=None)  # each file is read by several checks: parsed once
 def _parse(path):
     with open(path, encoding="utf-8") as fh:
         return ast.parse(fh.read(), path)
@@ -182,7 +184,17 @@ def imports_of(module, path, is_pkg, modules=None):
     """Every module a file imports (the module whose code the import runs, as
     ``from tapegrad import x`` runs tapegrad's ``__init__`` unless x is a submodule),
     with line numbers."""
-    modules = MODULE_NAMES if modules is None else modules
+    if modules is None:  # the package's own files: read once for the checks that need them
+        return _package_imports(module, path, is_pkg)
+    return _imports(module, path, is_pkg, modules)
+
+
+@functools.lru_cache(maxsize=None)
+def _package_imports(module, path, is_pkg):
+    return tuple(_imports(module, path, is_pkg, MODULE_NAMES))
+
+
+def _imports(module, path, is_pkg, modules):
     found = []
     for node in ast.walk(_parse(path)):
         if isinstance(node, ast.Import):
@@ -198,6 +210,7 @@ def imports_of(module, path, is_pkg, modules=None):
     return found
 
 
+@functools.lru_cache(maxsize=None)
 def _tensor_private():
     """Tensor's single-underscore members, as tensor.py declares them."""
     names = set(TENSOR_PRIVATE_BASE)
@@ -215,7 +228,7 @@ def _tensor_private():
                             if t.id == "__slots__" and listed:
                                 names.update(e.value for e in item.value.elts
                                              if isinstance(e, ast.Constant))
-    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+    return frozenset(n for n in names if n.startswith("_") and not n.startswith("__"))
 
 
 def _private(part):
