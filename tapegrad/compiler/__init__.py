@@ -5,7 +5,7 @@ updates, in-place ops), then replay it as a straight line of kernel calls.
 ``program``: passes (DCE, elementwise fusion, effect order), the static memory plan
 and the generated replay function. See ``docs/architecture.md`` ("Compile").
 """
-from .api import Compiled, compile  # noqa: A001
+from .api import Compiled, compile, is_compiling, reset  # noqa: A001
 from .capture import capturing
 
-__all__ = ["compile", "Compiled", "capturing"]
+__all__ = ["compile", "Compiled", "capturing", "is_compiling", "reset"]

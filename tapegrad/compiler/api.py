@@ -29,9 +29,24 @@ MAX_CAPTURES = 8
 PROGRAMS_PER_SIGNATURE = 4
 
 
-def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
+MODES = (None, "default", "lite", "reduce-overhead", "max-autotune",
+         "max-autotune-no-cudagraphs")
+BACKENDS = ("inductor", "aot_eager", "eager")
+_ALL = weakref.WeakSet()  # every Compiled alive, for ``reset``
+
+
+def compile(fn=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,  # noqa: A001
+            options=None, disable=False, fuse=True, max_captures=MAX_CAPTURES):
     """``tg.compile(fn, *, fuse=True)``: a callable with ``fn``'s signature that
     captures ``fn``'s program on the first call for each guard and replays it after.
+
+    ``torch.compile``'s keywords are taken as they apply here: ``fullgraph=True``
+    raises a ``RuntimeError`` where the program could not be captured whole (instead
+    of running ``fn`` eagerly with a warning); ``backend="eager"`` replays without
+    fusing (as ``fuse=False``), ``"inductor"`` (the default) and ``"aot_eager"`` with
+    it; ``mode`` and ``options`` are accepted and checked as PyTorch checks them (one
+    of them, a known mode); ``dynamic`` is accepted: shapes are always specialized, a
+    new shape captures again; ``disable=True`` returns ``fn`` itself.
 
     The guard of a call: the tensor arguments' shapes, dtypes, devices and
     ``requires_grad``, the other arguments' values (their identity when unhashable),
@@ -63,22 +78,61 @@ def compile(fn=None, *, fuse=True, max_captures=MAX_CAPTURES):  # noqa: A001
     >>> f(tg.ones(3)).tolist(), f(tg.ones(3)).tolist()
     ([3.0, 3.0, 3.0], [3.0, 3.0, 3.0])
     """
+    if mode is not None and options is not None:
+        raise RuntimeError("tg.compile: either mode or options can be specified, but both "
+                           "can't be specified at the same time.")
+    if mode not in MODES:
+        raise RuntimeError(f"tg.compile: unrecognized mode={mode!r}, should be one of: "
+                           f"{', '.join(m for m in MODES if m)}")
+    if options is not None and not isinstance(options, dict):
+        raise RuntimeError(f"tg.compile: options must be a dict, got "
+                           f"{type(options).__name__}")
+    if callable(backend) or backend not in BACKENDS:
+        raise RuntimeError(f"tg.compile: backend={backend!r} is not supported: tapegrad "
+                           f"captures and replays its own programs; backend is one of "
+                           f"{', '.join(map(repr, BACKENDS))}")
+    fuse = fuse and backend != "eager"
     if fn is None:
-        return functools.partial(compile, fuse=fuse, max_captures=max_captures)
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic,
+                                 backend=backend, mode=mode, options=options,
+                                 disable=disable, fuse=fuse, max_captures=max_captures)
+    if disable:
+        return fn
     from ..nn.module import Module
     if isinstance(fn, Module):
         from .module import CompiledModule
-        return CompiledModule(fn, fuse=fuse, max_captures=max_captures)
-    return Compiled(fn, fuse=fuse, max_captures=max_captures)
+        return CompiledModule(fn, fuse=fuse, max_captures=max_captures, fullgraph=fullgraph)
+    return Compiled(fn, fuse=fuse, max_captures=max_captures, fullgraph=fullgraph)
+
+
+def reset():
+    """Forget every captured program (as ``torch.compiler.reset``): the next call of
+    each compiled function or module captures again, from a fresh count of captures."""
+    for c in list(_ALL):
+        c._reset()
+
+
+def is_compiling():
+    """Whether a ``tg.compile`` capture is running (as ``torch.compiler.is_compiling``)."""
+    return capturing() is not None
 
 
 class Compiled:
     """The callable ``tg.compile`` returns (see there)."""
 
-    def __init__(self, fn, fuse=True, max_captures=MAX_CAPTURES):
+    def __init__(self, fn, fuse=True, max_captures=MAX_CAPTURES, fullgraph=False):
         self.fn = fn
         self.fuse = fuse
         self.max_captures = max_captures
+        self.fullgraph = fullgraph
+        self._reset()
+        _ALL.add(self)
+        try:
+            functools.update_wrapper(self, fn)
+        except AttributeError:
+            pass
+
+    def _reset(self):
         self._programs = {}
         self._captures = 0
         self._replays = 0
@@ -88,10 +142,6 @@ class Compiled:
         self._last = None
         self._recaptures = []
         self._last_guards = []
-        try:
-            functools.update_wrapper(self, fn)
-        except AttributeError:
-            pass
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
@@ -177,6 +227,9 @@ class Compiled:
         return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
 
     def _give_up(self, why, args, kwargs):
+        if self.fullgraph:
+            raise RuntimeError(f"tg.compile(fullgraph=True): {self._name()} cannot be "
+                               f"captured as one program: {why}")
         self._eager_reason = why
         self._given_up = True
         warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
@@ -230,6 +283,9 @@ class Compiled:
             prog.swaps, prog.refs = swaps, refs
             prog.paths = _paths(self.fn, [ref() for ref, *_ in graph.owners])
         except Unsupported as e:
+            if self.fullgraph:
+                raise RuntimeError(f"tg.compile(fullgraph=True): {self._name()} cannot be "
+                                   f"captured as one program: {e}") from None
             self._eager_reason = str(e)
             progs = self._programs.setdefault(key, [])
             progs.insert(0, (str(e), None, checker(pyg)))

@@ -29,6 +29,7 @@ not run); so does a call inside another capture (that capture records its ops). 
 call under ``no_grad`` or with nothing requiring grad replays the forward alone.
 """
 import builtins
+import inspect
 import warnings
 from collections import OrderedDict
 
@@ -76,21 +77,31 @@ class _Call:
         self.rng = rng
 
 
+def _named_as_forward(f, module):
+    """``f`` (a wrapper calling ``module.forward``) named and signed as that forward, so
+    guards read ``x: float32[...]``, not ``args[0]``."""
+    f.__qualname__ = f"{type(module).__name__}.forward"
+    try:
+        f.__signature__ = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        pass
+
+
 class _Joint(Compiled):
     """The module's forward and backward captured as one program, partitioned
     (``partition``); a replay returns a ``_Replayed``, never runs ``fn`` eagerly (the
     caller runs the module instead when it returns ``_EAGER``)."""
 
-    def __init__(self, model, fuse, max_captures):
+    def __init__(self, model, fuse, max_captures, fullgraph=False):
         self.module = model
         info = []  # (the capture's step count where the backward began, the output
         #             structure, the cotangents' values, the outputs they are of)
 
         def joint(*args, **kwargs):
             return _joint(model, info, args, kwargs)
-        joint.__qualname__ = f"{type(model).__name__}.forward"
+        _named_as_forward(joint, model)
         self._info = info
-        super().__init__(joint, fuse=fuse, max_captures=max_captures)
+        super().__init__(joint, fuse=fuse, max_captures=max_captures, fullgraph=fullgraph)
 
     def _eager_call(self, args, kwargs):
         return _EAGER
@@ -153,16 +164,17 @@ def _joint(model, info, args, kwargs):
 class CompiledModule(Module):
     """What ``tg.compile(module)`` returns (see the module docstring)."""
 
-    def __init__(self, module, fuse=True, max_captures=8):
+    def __init__(self, module, fuse=True, max_captures=8, fullgraph=False):
         d = self.__dict__
         d["_orig_mod"] = module
         model = module
 
         def forward(*args, **kwargs):
             return model.forward(*args, **kwargs)
-        forward.__qualname__ = f"{type(module).__name__}.forward"
-        d["_fwd"] = Compiled(forward, fuse=fuse, max_captures=max_captures)
-        d["_joint"] = _Joint(module, fuse, max_captures)
+        _named_as_forward(forward, module)
+        d["_fwd"] = Compiled(forward, fuse=fuse, max_captures=max_captures,
+                             fullgraph=fullgraph)
+        d["_joint"] = _Joint(module, fuse, max_captures, fullgraph)
         d["_eager_calls"] = 0
         d["_node_calls"] = 0
         d["_bwd_replays"] = 0
