@@ -52,6 +52,7 @@ NO_COUNTERPART = {
     "index_put_zero": _INTERNAL.format("index_put's adjoint"),
     "index_add_into": _INTERNAL.format("index_add's in-place form"),
     "diagonal_into": _INTERNAL.format("diagonal's adjoint"),
+    "restride": _INTERNAL.format("as_strided's adjoint and tangent"),
     "relu_backward": _INTERNAL.format("relu's adjoint"),
     "tanh_backward": _INTERNAL.format("tanh's adjoint"),
     "sigmoid_backward": _INTERNAL.format("sigmoid's adjoint"),
