@@ -66,7 +66,7 @@ def _compare(make, shape, vocab=V, calls=3, rtol=1e-5, atol=1e-6):
         for (name, _), a, b in zip(m.named_parameters(), gc, ge):
             np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=name)
     s = cm.stats()
-    assert (s["captures"], s["eager_calls"]) == (1, 0), s["eager_reason"]
+    assert (s["captures"], s["eager_calls"]) == (1, 0), (s["eager_reason"], s["recaptures"])
     return s
 
 
