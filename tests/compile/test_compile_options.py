@@ -122,3 +122,19 @@ def test_compiled_module_fullgraph_keyword():
     for _ in range(3):
         np.testing.assert_allclose(net(x).detach().numpy(), ref(x).detach().numpy(),
                                    rtol=1e-6)
+
+
+def test_no_guards_on_the_globals_of_kernel_modules_generated_during_a_capture():
+    from tapegrad.devices import cpu
+    src = f"# {id(object())}\nK = 3\nJ = K + 1\n"  # a module new to this process
+
+    def f(x):
+        cpu.load_source(src)  # (as a kernel generated on the first call is loaded)
+        return x * 2
+    cf = tg.compile(f)
+    x = tg.ones(3)
+    cf(x)
+    cf(x)
+    assert cf.stats()["replays"] == 1
+    assert not any("<module>" in g or "K ==" in g for g in cf.stats()["guards"]), \
+        cf.stats()["guards"]
