@@ -10,8 +10,10 @@ __all__ = ["Adadelta"]
 
 
 class Adadelta(Optimizer):
-    """``Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, *, maximize=False)``,
-    as ``torch.optim.Adadelta``::
+    """``Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+    capturable=False, maximize=False, differentiable=False)``, as ``torch.optim.Adadelta``
+    (``foreach``, ``capturable``: PyTorch's choice of kernels, one implementation here;
+    ``differentiable=True`` raises ValueError)::
 
         g = grad + weight_decay * p                    (-grad first when maximize)
         v = rho * v + (1 - rho) * g * g
@@ -23,8 +25,8 @@ class Adadelta(Optimizer):
     parameters; others take the NumPy path below.
     """
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, *, maximize=False,
-                 foreach=None, capturable=False, differentiable=False):
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+                 capturable=False, maximize=False, differentiable=False):
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= rho <= 1.0:
@@ -37,7 +39,8 @@ class Adadelta(Optimizer):
             raise ValueError("Adadelta: differentiable=True is not supported (the update is "
                              "not recorded)")
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize, capturable=capturable,
+                                      foreach=foreach, differentiable=differentiable))
 
     def _update(self, p, g, group):
         x = buffer(p)

@@ -28,7 +28,9 @@ class Adamax(Optimizer):
         check_adam_args(lr, betas, eps, weight_decay)
         no_differentiable("Adamax", differentiable)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, maximize=maximize))
+                                      weight_decay=weight_decay, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
 
     def _update(self, p, g, group):
         x = buffer(p)

@@ -32,7 +32,9 @@ class ASGD(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         no_differentiable("ASGD", differentiable)
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
-                                      weight_decay=weight_decay, maximize=maximize))
+                                      weight_decay=weight_decay, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
 
     def _update(self, p, g, group):
         x = buffer(p)
@@ -81,7 +83,8 @@ class Rprop(Optimizer):
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
         no_differentiable("Rprop", differentiable)
         super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes),
-                                      maximize=maximize))
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, capturable=capturable))
 
     def _update(self, p, g, group):
         x = buffer(p)

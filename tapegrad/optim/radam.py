@@ -29,9 +29,10 @@ class RAdam(Optimizer):
         check_adam_args(lr, betas, eps, weight_decay)
         no_differentiable("RAdam", differentiable)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay,
+                                      weight_decay=weight_decay, maximize=maximize,
+                                      foreach=foreach, capturable=capturable,
                                       decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize))
+                                      differentiable=differentiable))
 
     def _update(self, p, g, group):
         x = buffer(p)

@@ -3,8 +3,8 @@ sparse COO arithmetic a graph network uses (`s @ v` with a vector, `tg.mv`, `s.t
 `s + s`, `s * k`, `-s`, `s / k`, with gradients to the values and the dense operand),
 `tg.linalg.matrix_power`/`matrix_exp`, `tg.autograd.functional` with tuple inputs,
 `create_graph` and `strict`, and the optimizers' PyTorch keywords (`foreach`, `fused`,
-`capturable`, `differentiable`, Adam's `decoupled_weight_decay`) — each compared with
-PyTorch."""
+`capturable`, `differentiable`, `maximize`, Adam's, NAdam's and RAdam's
+`decoupled_weight_decay`, NAdam's `momentum_decay`) — each compared with PyTorch."""
 import inspect
 
 import numpy as np
@@ -124,6 +124,19 @@ _OPTIM_FLAGS = [
     ("AdamW", dict(lr=0.1, foreach=True, fused=None)),
     ("RMSprop", dict(lr=0.01, foreach=True, capturable=False)),
     ("Adagrad", dict(lr=0.1, foreach=None, fused=True)),
+    ("Adadelta", dict(lr=0.5, weight_decay=0.1, foreach=True, capturable=False)),
+    ("Adadelta", dict(lr=0.5, maximize=True)),
+    ("Adamax", dict(lr=0.1, weight_decay=0.1, maximize=True, foreach=True, capturable=False)),
+    ("NAdam", dict(lr=0.1, weight_decay=0.1, decoupled_weight_decay=True, momentum_decay=0.1,
+                   foreach=True)),
+    ("NAdam", dict(lr=0.1, weight_decay=0.1, momentum_decay=0.02, maximize=True,
+                   capturable=False)),
+    ("RAdam", dict(lr=0.1, weight_decay=0.1, decoupled_weight_decay=True, maximize=True,
+                   foreach=False)),
+    ("RAdam", dict(lr=0.1, weight_decay=0.1, betas=(0.9, 0.5), capturable=False)),
+    ("ASGD", dict(lr=0.05, weight_decay=0.1, t0=1, maximize=True, foreach=True,
+                  capturable=False)),
+    ("Rprop", dict(lr=0.1, maximize=True, foreach=True, capturable=False)),
 ]
 
 
@@ -131,9 +144,10 @@ def _steps(lib, name, kw):
     w = lib.nn.Parameter(lib.tensor([[0.5, -1.0], [2.0, 0.3]], dtype=lib.float64))
     opt = getattr(lib.optim, name)([w], **kw)
     x = lib.tensor([[1.0, 2.0], [-1.0, 0.5]], dtype=lib.float64)
+    sign = -1.0 if kw.get("maximize") else 1.0    # maximize: the same descent, negated
     for _ in range(3):
         opt.zero_grad()
-        ((x @ w) ** 2).sum().backward()
+        (sign * ((x @ w) ** 2).sum()).backward()
         opt.step()
     return w.detach()
 
@@ -184,7 +198,11 @@ def test_batch_norm_without_bias_as_torch():
     same(_bn_without_bias, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+_OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+               "RAdam", "ASGD", "Rprop", "LBFGS"]
+
+
+@pytest.mark.parametrize("name", _OPTIMIZERS)
 def test_optimizer_param_groups_and_repr_as_torch(name):
     def groups(lib):
         opt = getattr(lib.optim, name)([lib.nn.Parameter(lib.ones(2))], lr=0.1)
@@ -192,6 +210,13 @@ def test_optimizer_param_groups_and_repr_as_torch(name):
         return list(g), {k: v for k, v in g.items() if k != "params"}, \
             repr(opt).replace(lib.__name__, "lib")
     same(groups)
+
+
+@pytest.mark.parametrize("name", [n for n in _OPTIMIZERS if n != "LBFGS"])
+def test_optimizer_differentiable_refused(name):
+    import tapegrad as tg
+    with pytest.raises(ValueError, match=f"{name}: differentiable=True"):
+        getattr(tg.optim, name)([tg.nn.Parameter(tg.ones(2))], lr=0.1, differentiable=True)
 
 
 @pytest.mark.parametrize("values", [[-0.0, 1.0], [-0.0, 1.5], [0.0, -0.0],
