@@ -363,6 +363,63 @@ def tensorsolve(A, B, dims=None, *, out=None):
     return _S.reshape(x, rest)
 
 
+
+# ---------------------------------------------------------------- least squares
+LstsqResult = _collections.namedtuple("linalg_lstsq", ["solution", "residuals", "rank",
+                                                       "singular_values"])
+LstsqResult.__doc__ = ("``tg.linalg.lstsq``'s result: (solution, residuals, rank, "
+                       "singular_values).")
+_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """``torch.linalg.lstsq``: the minimum-norm least-squares solution ``X`` of
+    ``A X = B`` (B a batch of vectors when it has one dim fewer than A), computed as
+    ``pinv(A, rtol=rcond) @ B`` (``rcond`` defaults to ``eps * max(m, n)``), with the
+    other fields as the CPU driver (default ``'gelsy'``) returns them: ``rank`` except
+    for ``'gels'``; ``singular_values`` for ``'gelsd'``/``'gelss'``; ``residuals``
+    (the squared residual norms) except for ``'gelsy'``, where ``m > n`` and every
+    matrix has full rank; the fields a driver does not compute are empty tensors."""
+    name = "linalg.lstsq"
+    driver = "gelsy" if driver is None else driver
+    if driver not in _DRIVERS:
+        raise _op_error(name, f"parameter `driver` should be one of {_DRIVERS}, got "
+                              f"{driver!r}", RuntimeError)
+    if A.ndim < 2:
+        raise _op_error(name, f"input must have at least 2 dimensions, got {A.ndim}",
+                        RuntimeError)
+    if A.dtype != B.dtype:
+        raise _op_error(name, f"expected input and other to have the same dtype, but got "
+                              f"{A.dtype} and {B.dtype}", RuntimeError)
+    if not A.dtype.is_floating_point:
+        raise _op_error(name, f"expected a floating point tensor, got {A.dtype}",
+                        RuntimeError)
+    if not (A.ndim >= B.ndim and A.ndim - B.ndim <= 1):
+        raise _op_error(name, f"input.dim() must be greater or equal to other.dim() and "
+                              f"(input.dim() - other.dim()) <= 1 (got {A.ndim} and "
+                              f"{B.ndim})", RuntimeError)
+    vector = A.ndim - B.ndim == 1
+    m, n = A.shape[-2], A.shape[-1]
+    rows = B.shape[-1] if vector else B.shape[-2]
+    if rows != m:
+        raise _op_error(name, f"input.size(-2) should match other.size(-2) (got {m} and "
+                              f"{rows})", RuntimeError)
+    if rcond is None:
+        rcond = _np.finfo(A.dtype.np).eps * max(m, n)
+    Bm = B.unsqueeze(-1) if vector else B
+    X = matmul(pinv(A, rtol=rcond), Bm)
+    empty = _C.zeros(0, dtype=A.dtype, device=A.device)
+    rank = (_C.zeros(0, dtype=_dt.int64, device=A.device) if driver == "gels"
+            else matrix_rank(A, rtol=rcond))
+    sv = svdvals(A) if driver in ("gelsd", "gelss") else empty
+    residuals = empty
+    if driver != "gelsy" and m > n:
+        full = bool((matrix_rank(A) == n).all().item()) if driver == "gels" else bool(
+            (rank == n).all().item())
+        if full:
+            residuals = _R.sum((matmul(A, X) - Bm) ** 2, dim=-2)  # (a vector B: (..., 1))
+    return LstsqResult(X.squeeze(-1) if vector else X, residuals, rank, sv)
+
 __all__ += ["cross", "vecdot", "multi_dot", "matrix_rank", "cond", "diagonal", "vander",
             "inv_ex", "cholesky_ex", "solve_ex", "InvExResult", "CholeskyExResult",
-            "SolveExResult", "tensorinv", "tensorsolve"]
+            "SolveExResult", "tensorinv", "tensorsolve", "lstsq", "LstsqResult"]

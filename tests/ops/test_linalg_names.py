@@ -195,3 +195,37 @@ def test_tensorsolve():
            lambda x, y: TL.tensorsolve(x, y, dims=(0,)), [a2, R.normal(size=(6,))])
     with pytest.raises(RuntimeError, match="tensorsolve"):
         tg.linalg.tensorsolve(tg.ones(2, 3, 4, dtype=tg.float64), tg.ones(2, 3, dtype=tg.float64))
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+@pytest.mark.parametrize("ashape,bshape", [((2, 5, 3), (2, 5, 2)), ((5, 3), (5,)),
+                                           ((3, 5), (3, 2)), ((2, 4, 4), (2, 4))])
+def test_lstsq(driver, ashape, bshape):
+    a, b = R.normal(size=ashape), R.normal(size=bshape)
+    r = tg.linalg.lstsq(tg.tensor(a), tg.tensor(b), driver=driver)
+    tr = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+    assert type(r).__name__ == "linalg_lstsq"
+    assert r._fields == ("solution", "residuals", "rank", "singular_values")
+    for x, y in zip(r, tr):
+        assert tuple(x.shape) == tuple(y.shape)
+        assert str(x.dtype).split(".")[-1] == str(y.dtype).split(".")[-1]
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-9, atol=1e-12)
+    if driver in (None, "gelsd"):
+        _check(lambda x, y: tg.linalg.lstsq(x, y, driver=driver).solution,
+               lambda x, y: torch.linalg.lstsq(x, y, driver=driver).solution, [a, b])
+
+
+def test_lstsq_rank_deficient_and_errors():
+    a = R.normal(size=(5, 2)) @ R.normal(size=(2, 3))  # rank 2: the minimum-norm solution
+    b = R.normal(size=(5, 2))
+    r = tg.linalg.lstsq(tg.tensor(a), tg.tensor(b), driver="gelsd")
+    tr = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver="gelsd")
+    np.testing.assert_allclose(r.solution.numpy(), tr.solution.numpy(), rtol=1e-8, atol=1e-10)
+    assert int(r.rank) == int(tr.rank) == 2
+    x = tg.ones(5, 3, dtype=tg.float64)
+    with pytest.raises(RuntimeError, match="driver"):
+        tg.linalg.lstsq(x, tg.ones(5, 2, dtype=tg.float64), driver="qr")
+    with pytest.raises(RuntimeError, match="should match"):
+        tg.linalg.lstsq(x, tg.ones(4, 2, dtype=tg.float64))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        tg.linalg.lstsq(x, tg.ones(5, 2))
