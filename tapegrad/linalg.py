@@ -6,35 +6,43 @@
 tensor([[2.0000, 0.0000],
         [0.5000, 1.6583]], dtype=tapegrad.float64)
 """
+import collections as _collections
+
+import numpy as _np
+
+from . import dtypes as _dt
+from ._util import op_error as _op_error
+from .ops import creation as _C, elementwise as _E, reduce as _R, shape as _S
 from .ops._decl import composite_op as _composite_op
 from .ops.guard import checked as _checked
 from .ops.linalg import (  # noqa: F401
-                         LinAlgError,
-                         SlogdetResult,
-                         cholesky,
-                         det,
-                         inv,
-                         matmul,
-                         matrix_exp,
-                         matrix_norm,
-                         matrix_power,
-                         norm,
-                         slogdet,
-                         solve,
-                         solve_triangular,
-                         vector_norm,
+    LinAlgError,
+    SlogdetResult,
+    cholesky,
+    cross as _cross,
+    det,
+    inv,
+    matmul,
+    matrix_exp,
+    matrix_norm,
+    matrix_power,
+    norm,
+    slogdet,
+    solve,
+    solve_triangular,
+    vector_norm,
 )
-from .ops.linalg_decomp import (  # noqa: F401  # noqa: F401
-                         eigh,
-                         eigvalsh,
-                         householder_product,
-                         linalg_lu as lu,
-                         linalg_lu_solve as lu_solve,
-                         linalg_qr as qr,
-                         linalg_svd as svd,
-                         lu_factor,
-                         pinv,
-                         svdvals,
+from .ops.linalg_decomp import (  # noqa: F401
+    eigh,
+    eigvalsh,
+    householder_product,
+    linalg_lu as lu,
+    linalg_lu_solve as lu_solve,
+    linalg_qr as qr,
+    linalg_svd as svd,
+    lu_factor,
+    pinv,
+    svdvals,
 )
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "norm", "vector_norm", "matrix_norm",
@@ -55,14 +63,6 @@ matrix_power = _checked(matrix_power)  # (the same function as tg.matrix_power)
 # ---------------------------------------------------------------- composites
 # torch.linalg's other names, built from the ops above and tg.* ops (gradients, vmap and
 # forward mode come from their constituents)
-import collections as _collections  # noqa: E402
-
-import numpy as _np  # noqa: E402
-
-from . import dtypes as _dt  # noqa: E402
-from ._util import op_error as _op_error  # noqa: E402
-from .ops import creation as _C, elementwise as _E, reduce as _R, shape as _S  # noqa: E402
-from .ops.linalg import cross as _cross  # noqa: E402
 
 
 def _no_out(name, out):
