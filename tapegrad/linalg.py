@@ -271,21 +271,30 @@ def _nan_where_failed(r, ok):
     return _E.where(ok, r, _C.full_like(r, float("nan")))
 
 
+def _ex_form(result, compute, info_of, A, check_errors, mask=None):
+    """An ``_ex`` form's ``result(value, info)``: ``compute(A)`` with zeros for info;
+    where it fails (``check_errors`` false), ``info_of(A)`` per matrix, the failed
+    matrices replaced before computing and their results NaN (``mask(r, ok, info)``:
+    the mask shaped for ``r``)."""
+    try:
+        return result(compute(A), _info_tensor(_np.zeros(tuple(A.shape[:-2])), A))
+    except LinAlgError:
+        if check_errors:
+            raise
+    info = info_of(A)
+    fixed, ok = _replace_failed(A, info)
+    r = compute(fixed)
+    return result(_nan_where_failed(r, ok if mask is None else mask(r, ok, info)),
+                  _info_tensor(info, A))
+
+
 def inv_ex(A, *, check_errors=False, out=None):
     """``torch.linalg.inv_ex``: ``(inverse, info)``, info an int32 tensor of the batch
     shape: 0 where the matrix was inverted, else the 1-based index of the first zero
     pivot of its LU factorization (its inverse is then NaN). ``check_errors=True``
     raises LinAlgError instead, as ``inv``."""
     _no_out("linalg.inv_ex", out)
-    try:
-        r = inv(A)
-        return InvExResult(r, _info_tensor(_np.zeros(tuple(A.shape[:-2])), A))
-    except LinAlgError:
-        if check_errors:
-            raise
-    info = _lu_info(A)
-    fixed, ok = _replace_failed(A, info)
-    return InvExResult(_nan_where_failed(inv(fixed), ok), _info_tensor(info, A))
+    return _ex_form(InvExResult, inv, _lu_info, A, check_errors)
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
@@ -294,16 +303,8 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     leading minor that is not positive-definite (its L is then NaN).
     ``check_errors=True`` raises LinAlgError instead, as ``cholesky``."""
     _no_out("linalg.cholesky_ex", out)
-    try:
-        r = cholesky(A, upper=upper)
-        return CholeskyExResult(r, _info_tensor(_np.zeros(tuple(A.shape[:-2])), A))
-    except LinAlgError:
-        if check_errors:
-            raise
-    info = _chol_info(A)
-    fixed, ok = _replace_failed(A, info)
-    return CholeskyExResult(_nan_where_failed(cholesky(fixed, upper=upper), ok),
-                            _info_tensor(info, A))
+    return _ex_form(CholeskyExResult, lambda M: cholesky(M, upper=upper), _chol_info, A,
+                    check_errors)
 
 
 def solve_ex(A, B, *, left=True, check_errors=False, out=None):
@@ -312,18 +313,13 @@ def solve_ex(A, B, *, left=True, check_errors=False, out=None):
     zero pivot of A's LU factorization (its result is then NaN).
     ``check_errors=True`` raises LinAlgError instead, as ``solve``."""
     _no_out("linalg.solve_ex", out)
-    try:
-        r = solve(A, B, left=left)
-        return SolveExResult(r, _info_tensor(_np.zeros(tuple(A.shape[:-2])), A))
-    except LinAlgError:
-        if check_errors:
-            raise
-    info = _lu_info(A)
-    fixed, ok = _replace_failed(A, info)
-    r = solve(fixed, B, left=left)
-    if r.ndim < ok.ndim or (left and r.ndim == ok.ndim and B.ndim != r.ndim):
-        ok = ok.reshape(tuple(info.shape) + (1,))  # a vector right-hand side
-    return SolveExResult(_nan_where_failed(r, ok), _info_tensor(info, A))
+
+    def mask(r, ok, info):
+        if r.ndim < ok.ndim or (left and r.ndim == ok.ndim and B.ndim != r.ndim):
+            return ok.reshape(tuple(info.shape) + (1,))  # a vector right-hand side
+        return ok
+    return _ex_form(SolveExResult, lambda M: solve(M, B, left=left), _lu_info, A,
+                    check_errors, mask)
 
 
 # ---------------------------------------------------------------- tensor forms
