@@ -49,7 +49,7 @@ def compile(fn=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=
     new shape captures again; ``disable=True`` returns ``fn`` itself.
 
     The guard of a call: the tensor arguments' shapes, dtypes, devices and
-    ``requires_grad``, the other arguments' values (their identity when unhashable),
+    ``requires_grad`` and which of them share memory, the other arguments' values (their identity when unhashable),
     grad mode and autocast (its devices and dtypes); then, checked on replay, the
     ``.grad`` of the leaves the program reached (``None`` or the buffer it
     accumulated into, unless the program cleared it) and every value Python read
@@ -57,7 +57,8 @@ def compile(fn=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=
     ``t.numpy()``): a different value captures again.
     Guards on Python state, checked first: each plain value (bool, int, float, str,
     None, tuples of them) that ``fn`` or what it calls read from a global, a closure
-    cell or an attribute of a module or object, and every module's ``training`` flag
+    cell or an attribute of a module or object, every other object read that way (a
+    function, a config object: the same one), and every module's ``training`` flag
     (``pyguards``); a number from ``item()``/``bool()`` that only feeds comparisons
     is guarded on their outcomes. ``TAPEGRAD_LOGS=recompiles`` prints each recapture.
     After ``max_captures`` captures, or for a program that cannot be replayed (it
@@ -173,6 +174,10 @@ class Compiled:
                              "dropped, or a tensor's .data replaced; pass tensors that change "
                              "between calls as arguments")
                 continue
+            if prog.ext_roots and _shares(args, kwargs, prog.ext_roots):
+                fails.append("an argument shares memory with a tensor the function reads "
+                             "from outside")
+                continue
             if not (prog.entry_ok(lambda t: _leaf(t, leaves, args, kwargs)) if leaves
                     else _entry_ok(prog)):
                 fails.append("a leaf's .grad or buffer is not as at the capture")
@@ -250,6 +255,11 @@ class Compiled:
         rng = raw_rng_state()
         swaps = DATA_SWAPS[0]
         refs = _references(self.fn)
+        if _shares(args, kwargs, _outside_roots(refs)):  # (a capture would take the
+            self._eager += 1  # tensor read from outside for the argument, or apart)
+            self._eager_reason = "an argument shares memory with a tensor the function " \
+                "reads from outside: this call runs eagerly"
+            return self._eager_call(args, kwargs)
         watch = Watch(self.fn)
         _capture.begin(rec)
         try:
@@ -281,6 +291,7 @@ class Compiled:
                     graph.ext_grad[v] = ("arg", argpos[id(leaf)])
             prog = self._program(graph)
             prog.swaps, prog.refs = swaps, refs
+            prog.ext_roots = frozenset(id(_root(arr)) for _, arr, _ in graph.owners)
             prog.paths = _paths(self.fn, [ref() for ref, *_ in graph.owners])
         except Unsupported as e:
             if self.fullgraph:
@@ -603,6 +614,29 @@ def _rg_ok(owners):
     return True
 
 
+def _root(arr):
+    base = getattr(arr, "base", None)
+    return arr if base is None else base
+
+
+def _outside_roots(refs):
+    """The buffers (their roots) of the tensors ``_references`` found."""
+    out = set()
+    for _, _, obj, tensors in refs:
+        for t in (obj,) if tensors is None else tensors:
+            if isinstance(t, Tensor) and t._data is not None:
+                out.add(id(_root(t._data)))
+    return out
+
+
+def _shares(args, kwargs, roots):
+    """Whether a tensor argument's buffer (its root) is one of ``roots``."""
+    for _, a in _tensor_args(args, kwargs):
+        if a._data is not None and id(_root(a._data)) in roots:
+            return True
+    return False
+
+
 def _tensor_args(args, kwargs):
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
@@ -656,19 +690,27 @@ def _leaf(t, leaves, args, kwargs):
 
 def _key(args, kwargs):
     key = [is_grad_enabled()]
-    for a in list(args) + [kwargs[k] for k in sorted(kwargs)]:
+    roots, aliases = {}, []
+    for i, a in enumerate(list(args) + [kwargs[k] for k in sorted(kwargs)]):
         if isinstance(a, Tensor):
             d = a._data
             nd = type(d) is np.ndarray  # (a NumPy array is on the CPU)
             key.append(("T", d.shape, d.dtype.str, "cpu" if nd else str(a.device),
                         a.requires_grad, nd))
+            base = getattr(d, "base", None)  # (arguments sharing memory: a program
+            j = roots.setdefault(id(d if base is None else base), i)  # captured apart
+            if j != i:  # would not see one's writes through the other)
+                aliases.append((i, j))
         else:
             try:
                 hash(a)
-                key.append(("V", type(a), a))
+                key.append(("V", type(a), a) if type(a) is not float or a else
+                           ("V", float, a, str(a)))  # (-0.0 == 0.0)
             except TypeError:
                 key.append(("id", id(a)))
     key.append(tuple(sorted(kwargs)))
+    if aliases:
+        key.append(("aliases",) + tuple(aliases))
     ac = _tape.state.autocast  # (autocast on: ops compute in its dtypes)
     if ac:
         key.append(("autocast",) + tuple(sorted((str(k), str(v)) for k, v in ac.items())))
@@ -684,6 +726,9 @@ def _describe_key(fn, key, args, kwargs, full=False):
     out = [] if not full else [f"grad mode == {key[0]}"]
     if key[-1][:1] == ("autocast",):
         out.append("autocast == {" + ", ".join(f"{d!r}: {t}" for d, t in key[-1][1:]) + "}")
+    for k in key[len(names) + 2:]:
+        if k[0] == "aliases":
+            out += [f"{names[i]} shares memory with {names[j]}" for i, j in k[1:]]
     for name, k in zip(names, key[1:]):
         if k[0] == "T":
             rg = ", requires_grad" if k[4] else ""

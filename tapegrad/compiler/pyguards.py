@@ -11,10 +11,15 @@ modules' trees. From such a root, and from the ``self`` of a method that ran, th
 guards follow what the code can have read: attributes it names (on the instance, or
 on its class), items of dicts and lists under the constant keys and indices it holds,
 and the same again inside objects and containers found that way (``cfg.opt.lr``,
-``CONFIG["scale"]``, ``self.sizes[0]``), a few levels deep. A guard is ``(holder,
-key, value, words)``: the replay needs ``holder.get(key)`` to be ``value`` still (the
-same object, or an equal value of the same type); the holder is a dict, a cell, or
-an ``_Items`` view of a list.
+``CONFIG["scale"]``, ``self.sizes[0]``), a few levels deep. Every other object found
+that way (a function, a ``functools.partial``, a config object, a dict: not a Python
+module, not a ``tg.nn`` module, whose rebinding the tensor references catch) is
+guarded to stay the same object, as are the defaults of each function that ran and the
+function-valued attributes (an activation) of each module whose method ran. A guard
+is ``(holder, key, value, words)``: the replay needs ``holder.get(key)`` to be
+``value`` still (a plain value: the same object or an equal value of the same type;
+anything else: the same object); the holder is a dict, a cell, an ``_Items`` view of
+a list, or an ``_Attrs`` view of a function.
 
 The library's own functions (under ``tapegrad/``: only its modules' attributes) and the
 standard library are not searched: their globals are the library's constants.
@@ -44,6 +49,18 @@ def plain(v):
     if tp in _PLAIN or isinstance(v, enum.Enum):
         return True
     return tp is tuple and len(v) <= 16 and all(plain(x) for x in v)
+
+
+class _Attrs:
+    """An object seen as a holder of guards: ``get(name, default)`` is its attribute
+    (a function's ``__defaults__``)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def get(self, name, default):
+        return getattr(self.obj, name, default)
 
 
 class _Items:
@@ -88,6 +105,15 @@ def _const_keys(code):
 def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
     return callable(getattr(obj, "named_parameters", None)) and \
         callable(getattr(obj, "named_modules", None)) and not isinstance(obj, type)
+
+
+def _held(obj):
+    """Whether a value a guard holds by identity: any object but a Python module and a
+    ``tg.nn`` module (whose rebinding the compiler's tensor references catch, with
+    their parameters), so that a rebound function, object, dict or array captures
+    again instead of replaying what the old one computed."""
+    return obj is not _MISSING and not isinstance(obj, types.ModuleType) and \
+        not _is_module(obj)
 
 
 def _user_code(code, g, cache={}):  # noqa: B006 (a per-process cache of file decisions)
@@ -227,6 +253,8 @@ class Watch:
             tp = type(obj)
             container = tp is dict or tp is list or tp is tuple
             if not (container or _user_object(obj) or _is_module(obj)):
+                if holder is not None and _held(obj):  # (a function, a tensor, an array)
+                    add(holder, key, obj, f"{oname} is the same object{where}")
                 return
             if holder is not None:
                 add(holder, key, obj, f"{oname} is the same object{where}")
@@ -254,10 +282,17 @@ class Watch:
                 v = g.get(name, _MISSING)
                 if v is _MISSING or name.startswith("__"):
                     continue
+                if not plain(v) and _held(v):
+                    add(g, name, v, f"{name} is the same object{where}")
                 if roots(v, name, code, where):
                     add(g, name, v, f"{name} == {v!r}{where}")
+            f = funcs.get(code)
+            if f is not None:  # (defaults rebound: ``f.__defaults__ = (...)``)
+                for attr in ("__defaults__", "__kwdefaults__"):
+                    v = getattr(f, attr, None)
+                    if v is not None:
+                        add(_Attrs(f), attr, v, f"{code.co_qualname}.{attr} == {v!r}")
             if code.co_freevars:
-                f = funcs.get(code)
                 if f is None:
                     unmapped.append(code)
                 else:
@@ -278,8 +313,12 @@ class Watch:
             mname = mod_names.get(i, type(m).__name__)
             if i in self.modules:
                 for a, v in list(m.__dict__.items()):
-                    if plain(v) and not a.startswith("__"):
+                    if a.startswith("__"):
+                        continue
+                    if plain(v):
                         add(m.__dict__, a, v, f"{mname}.{a} == {v!r}")
+                    elif callable(v) and _held(v):  # (an activation: F.relu, a partial)
+                        add(m.__dict__, a, v, f"{mname}.{a} is the same object")
             elif "training" in m.__dict__:
                 add(m.__dict__, "training", m.training, f"{mname}.training == {m.training!r}")
         for i, (obj, codes) in self.selves.items():
@@ -296,6 +335,8 @@ class Watch:
                 v = cell.cell_contents
             except ValueError:  # an empty cell
                 continue
+            if not plain(v) and _held(v):
+                add(cell, "cell_contents", v, f"{name} is the same object{where}")
             if roots(v, name, code, where):
                 add(cell, "cell_contents", v, f"{name} == {v!r}{where}")
 
@@ -367,7 +408,10 @@ def checker(guards):
                       "    except ValueError:", "        w = M"]
         else:
             lines.append(f"    w = H{i}.get(K{i}, M)")
-        lines.append(f"    if w is not V{i} and (type(w) is not type(V{i}) or w != V{i}):")
+        if plain(v):
+            lines.append(f"    if w is not V{i} and (type(w) is not type(V{i}) or w != V{i}):")
+        else:  # (an object: the same one; an equal one may be mutated apart later)
+            lines.append(f"    if w is not V{i}:")
         lines.append(f"        return G[{i}][3]")
     lines.append("    return None")
     exec(compile("\n".join(lines) + "\n", "<tg.compile guards>", "exec"), glb)
@@ -384,6 +428,6 @@ def check(guards):
                 return words
         else:
             w = holder.get(key, _MISSING)
-        if w is not v and (type(w) is not type(v) or w != v):
+        if w is not v and (not plain(v) or type(w) is not type(v) or w != v):
             return words
     return None
