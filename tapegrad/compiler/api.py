@@ -49,12 +49,12 @@ def compile(fn=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=
     new shape captures again; ``disable=True`` returns ``fn`` itself.
 
     The guard of a call: the tensor arguments' shapes, dtypes, devices and
-    ``requires_grad`` and which of them share memory, the other arguments' values (their identity when unhashable),
-    grad mode and autocast (its devices and dtypes); then, checked on replay, the
-    ``.grad`` of the leaves the program reached (``None`` or the buffer it
-    accumulated into, unless the program cleared it) and every value Python read
-    inside ``fn`` (``bool(t)``, ``t.item()``, ``float(t)``, ``t.tolist()``,
-    ``t.numpy()``): a different value captures again.
+    ``requires_grad`` and which of them share memory, the other arguments' values
+    (their identity when unhashable), grad mode and autocast (its devices and
+    dtypes); then, checked on replay, the ``.grad`` of the leaves the program
+    reached (``None`` or the buffer it accumulated into, unless the program cleared
+    it) and every value Python read inside ``fn`` (``bool(t)``, ``t.item()``,
+    ``float(t)``, ``t.tolist()``, ``t.numpy()``): a different value captures again.
     Guards on Python state, checked first: each plain value (bool, int, float, str,
     None, tuples of them) that ``fn`` or what it calls read from a global, a closure
     cell or an attribute of a module or object, every other object read that way (a
