@@ -54,11 +54,16 @@ def _cases(n, lib):
     b = rng.standard_normal((n, n)).astype(np.float32)
     x = rng.standard_normal((8, 32, 56, 56)).astype(np.float32)
     w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32) * 0.05
-    v4, v1 = (rng.standard_normal(size).astype(np.float32) for size in (1 << 22, 1 << 20))
+    v4, v1, u4 = (rng.standard_normal(size).astype(np.float32)
+                  for size in (1 << 22, 1 << 20, 1 << 22))
 
     @tg.fuse
     def chain(x):  # one half-width kernel in bfloat16/float16 (fusion/codegen_numba.py)
         return tg.nn.functional.gelu(x) * x + 1.0
+
+    @tg.fuse
+    def chain2(x, y):  # two inputs: computed (no table is a function of one input)
+        return tg.nn.functional.gelu(x) * y + 1.0
 
     @tg.fuse
     def affine(x):  # memory-bound: two flops an element, its time is the bytes moved
@@ -66,6 +71,9 @@ def _cases(n, lib):
 
     def eager(v):
         return F.gelu(v) * v + 1.0
+
+    def eager2(v, w):
+        return F.gelu(v) * w + 1.0
 
     def eager_affine(v):
         return v * 2.0 + 1.0
@@ -84,6 +92,8 @@ def _cases(n, lib):
                 lambda tv=tv: chain(tv) if lib == "tg" else eager(tv))
             cases[f"chain x*2+1 fused ({size}) {dt}"] = (
                 lambda tv=tv: affine(tv) if lib == "tg" else eager_affine(tv))
+        cases[f"chain gelu(x)*y+1 fused (4M) {dt}"] = (
+            lambda tv=t(v4), tu=t(u4): chain2(tv, tu) if lib == "tg" else eager2(tv, tu))
         cases[f"chain gelu(x)*x+1 eager (4M) {dt}"] = lambda tv=t(v4): eager(tv)
     for amp in (False, True):
         name = "MLP step 256x512-1024-10 " + ("autocast bf16" if amp else "float32")

@@ -472,7 +472,8 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
         if half else ()
     try:
         looked, tabs = (), ()
-        if half in _fusion_config.tables and red is None:  # (fusion/tables.py)
+        whole = _whole_input(g, ins, in_nodes, exprs, pattern, shape, half, red, wide)
+        if half in _fusion_config.tables and red is None and whole is None:  # (fusion/tables.py)
             looked = _tables.plan(in_nodes, exprs, pattern, half)
             tabs = tuple(_tables.table(nd, in_nodes[k], half, _fusion_config.approximate)
                          for nd, k in looked)
@@ -485,6 +486,11 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
         return None
     if tabs:  # the tables follow the outputs
         fn = functools.partial(_with_tables, fn, tabs)
+    if whole is not None:  # one lookup an element instead of the kernel
+        try:
+            fn = _whole_lookup(g, ins, fn, src, pattern, dtype, whole, half, len(outs))
+        except Exception:  # Numba failing: the kernel computes
+            pass
     st = Step("fused", None, ins, {})
     st.outs = ([red.outs[0]] if red is not None else []) + outs
     st.members = members + ([red] if red is not None else [])
@@ -496,6 +502,36 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
 
 def _with_tables(kernel, tabs, n, *args):
     return kernel(n, *args, *tabs)
+
+
+def _whole_input(g, ins, in_nodes, exprs, pattern, shape, half, red, wide):
+    """The index of the one input of a half-width group whose kernel a table of its
+    outputs' patterns replaces (``fusion.tables.whole_input``; its other inputs
+    constants of the program), None where none does: no reduction, every output of
+    the half-width dtype, at least ``WHOLE_MIN_NUMEL`` elements."""
+    if half not in _fusion_config.tables or red is not None or wide or \
+            math.prod(shape) < _tables.WHOLE_MIN_NUMEL:
+        return None
+    k = _tables.whole_input(in_nodes, exprs, pattern, half)
+    if k is None or any(g.source[v] != "const" for j, v in enumerate(ins) if j != k):
+        return None
+    return k
+
+
+def _whole_lookup(g, ins, kernel, src, pattern, dtype, k, half, nout):
+    """``run_whole`` over the table of ``kernel``'s outputs at every pattern of its
+    input ``k`` (its other inputs, the program's constants, as the runner reads
+    them), in the kernel's place."""
+    consts = [None if j == k else _first(np.asarray(g.consts[v], dtype=dtype))
+              for j, v in enumerate(ins)]
+
+    def build():
+        res = np.empty((nout, 1 << 16), np.uint16)
+        args = [_tables.patterns().copy() if j == k else c for j, c in enumerate(consts)]
+        kernel(1 << 16, *args, *res)
+        return res
+    key = (src, half, tuple(c.tobytes() for j, c in enumerate(consts) if j != k))
+    return functools.partial(_tables.run_whole, _tables.whole(key, build), k, len(pattern))
 
 
 # ---------------------------------------------------------------- effects order

@@ -7,6 +7,7 @@ op's inputs and one cotangent per output; outputs: one gradient per input that
 needs one), derived lazily and cached per (outputs with cotangent, inputs needing
 grad). That adjoint op has its own vjp the same way, so every order works.
 """
+import functools
 import math
 import sys
 import time
@@ -179,21 +180,72 @@ class ExprOp:
             and o.flags.c_contiguous and o.flags.writeable else np.empty(shape, dtype)
             for o in given]
         bufs = [o.reshape(-1).view(np.uint16) if half else o.reshape(-1) for o in outs]
-        plan, tabs = self._lookups(attrs, pattern, dtype.name) \
-            if half and not reduce else ((), ())
-        if not reduce and not plan and _pairable(dtype, pattern, n, flat, bufs) and \
-                not self._calls_approx(attrs):
-            parts = self._run_pairs(attrs, pattern, n, flat, bufs)
-        else:
-            parts = _launch(lambda: self._compiled(attrs, cdt, pattern, reduce,
-                                                   dtype.name if half else None,
-                                                   tables=plan),
-                            n, (*flat, *bufs, *tabs), self.name, count=True)
+        if half and not reduce and n >= tables.WHOLE_MIN_NUMEL and \
+                self._run_whole(attrs, dtype, pattern, n, flat, bufs):
+            return outs
+        parts = self._run_compiled(attrs, dtype, pattern, n, flat, bufs, reduce)
         if parts is None:
             return None
         if reduce:
             return math.fsum(parts)
         return outs
+
+    def _run_compiled(self, attrs, dtype, pattern, n, flat, bufs, reduce=False,
+                      lookups=True):
+        """The kernel over ``n`` elements of the flat inputs into the flat outputs
+        ``bufs`` (uint16 for a half-width ``dtype``): its chunks' return values, None
+        when Numba is unusable. ``lookups=False``: no table lookups
+        (``tables.plan``), every value computed."""
+        half = dtype in _dt.LOW
+        plan, tabs = self._lookups(attrs, pattern, dtype.name) \
+            if half and not reduce and lookups else ((), ())
+        if not reduce and not plan and _pairable(dtype, pattern, n, flat, bufs) and \
+                not self._calls_approx(attrs):
+            return self._run_pairs(attrs, pattern, n, flat, bufs)
+        return _launch(lambda: self._compiled(attrs, _F32 if half else dtype, pattern, reduce,
+                                              dtype.name if half else None, tables=plan),
+                       n, (*flat, *bufs, *tabs), self.name, count=True)
+
+    def _run_whole(self, attrs, dtype, pattern, n, flat, bufs):
+        """A half-width kernel whose outputs are functions of its one full input
+        (``tables.whole_input``; its size-one inputs' values key the table) run as
+        one lookup an element of its outputs' 16-bit patterns (``tables.whole``,
+        built by this very kernel, every value computed, over every input pattern):
+        True when done, False
+        where it does not apply (``config.tables`` leaves the dtype out, a cheap
+        chain) or Numba fails (the kernel then computes)."""
+        store = dtype.name
+        key = ("whole", tuple(sorted(attrs.items())), pattern, store, config.approximate,
+               store in config.tables, tables.WHOLE_MIN_COST.get(store))
+        hit = self._graphs.get(key)
+        if hit is None:
+            hit = (None,)
+            if store in config.tables:
+                ins, outs = self.graph(attrs)
+                k = tables.whole_input(ins, outs, pattern, store)
+                if k is not None:
+                    hit = (k, codegen_numba.kernel_source(ins, outs, _F32, pattern,
+                                                          config.approximate, store=store))
+            self._graphs[key] = hit
+        if hit[0] is None:
+            return False
+        k, src = hit
+        consts = tuple(np.asarray(a, _F32).tobytes() for j, a in enumerate(flat) if j != k)
+
+        def build():
+            res = np.empty((len(bufs), 1 << 16), np.uint16)
+            args = [tables.patterns().copy() if j == k else a for j, a in enumerate(flat)]
+            if self._run_compiled(attrs, dtype, pattern, 1 << 16, args, list(res),
+                                  lookups=False) is None:
+                raise RuntimeError(f"{self.name}: its kernel did not run")
+            return res
+        try:
+            table = tables.whole((src, store, consts), build)
+            run = functools.partial(tables.run_whole, table, k, len(flat))
+            _cpu.run_chunked(run, n, *flat, *bufs)
+        except Exception:  # Numba unusable: the kernel's own path says so
+            return False
+        return True
 
     def _calls_approx(self, attrs):
         """Whether the chain calls a transcendental approximation (``approx.py``):

@@ -14,7 +14,21 @@ for bit, and the kernel rounds it to the output's dtype as before. A table is 25
 (L2-resident); randn-like bfloat16 data touches ~20 KB of it. Tables are kernel
 arguments, not Numba globals (a 64K-element constant would be compiled into every
 kernel).
+
+A whole kernel whose outputs are functions of ONE half-width input alone (its other
+inputs, if any, constants) is itself such a function: ``whole`` gives the 16-bit
+patterns its outputs store at every input value, one ``uint16`` row (128 KB) per
+output, built by running the kernel itself over the 65,536 patterns (so the rounding
+to the output's dtype is in the table, bit for bit), and ``run_whole`` stores them by
+one lookup an element instead of the kernel: four elements a step, each 64-bit word
+of the input split into four indices and the four looked-up patterns packed into one
+64-bit store. It pays where the chain costs more than that loop
+(``WHOLE_MIN_COST``: a transcendental in bfloat16, an ``erf`` or dearer in float16,
+whose randn-like data spread over more of the table); cheaper chains (``x * 2 + 1``)
+stay computed. The tables are kept for the ``WHOLE_CACHE`` expressions used last.
 """
+import collections
+
 import numpy as np
 
 from . import codegen_numba, expr as E
@@ -30,6 +44,16 @@ COST = {"exp": 5, "_expneg": 5, "expm1": 8, "sigmoid": 7, "tanh": 10, "log": 15,
 MIN_COST = {"bfloat16": 20, "float16": 30}
 _TABLES = {}  # (expression over __tab, store, approximate) -> (1, 65536) float32
 _PATTERNS = []
+# the least ``COST`` of a whole kernel replaced by its table of output patterns, by
+# the input's dtype (measured on Zen 4 at 4M elements: the lookup loop runs in ~1.6x
+# the time of ``x * 2 + 1``'s kernel in bfloat16, ~2x in float16, where ``exp(x) + 1``
+# (6) is about as fast computed as looked up)
+WHOLE_MIN_COST = {"bfloat16": 5, "float16": 20}
+# the least elements a call answers from a whole-kernel table: building one runs the
+# kernel over 65,536 elements (a new one per value of a size-one input)
+WHOLE_MIN_NUMEL = 1 << 16
+WHOLE_CACHE = 64  # whole-kernel tables kept (least recently used dropped): 128 KB each
+_WHOLE = collections.OrderedDict()  # key -> (outputs, 65536) uint16
 
 
 def plan(inputs, outputs, pattern, store):
@@ -97,3 +121,88 @@ def patterns():
         p.flags.writeable = False
         _PATTERNS.append(p)
     return _PATTERNS[0]
+
+
+def whole_input(inputs, outputs, pattern, store):
+    """The index of the one input of a half-width kernel (``pattern``; IR ``inputs``
+    and ``outputs``) that a table of its output patterns replaces (``whole``): the
+    kernel's only full input, a ``store`` element (``h``), its other inputs size-one
+    constants the caller keys the table on, and its outputs costing at least
+    ``WHOLE_MIN_COST[store]`` to compute. None otherwise."""
+    if pattern.count("h") != 1 or "f" in pattern or store not in WHOLE_MIN_COST:
+        return None
+    k = pattern.index("h")
+    varies, cost = {inputs[k]}, 0  # (the nodes that depend on the input: the rest
+    for n in E.topo(outputs, stop=varies):  # is computed once, before the loop)
+        if n not in varies and any(a in varies for a in n.args):
+            varies.add(n)
+            cost += 0 if n.op.startswith("round_") else COST.get(n.op, 1)
+    return k if cost >= WHOLE_MIN_COST[store] else None
+
+
+def whole(key, build):
+    """The table of a whole kernel's output patterns under ``key`` (its source, the
+    store, the bytes of its constant inputs): ``build()`` runs the kernel over
+    ``patterns()`` and returns its outputs as an ``(outputs, 65536)`` uint16 array;
+    kept for the ``WHOLE_CACHE`` keys used last."""
+    t = _WHOLE.get(key)
+    if t is not None:
+        _WHOLE.move_to_end(key)
+        return t
+    t = np.ascontiguousarray(build(), dtype=np.uint16)
+    t.flags.writeable = False
+    _WHOLE[key] = t
+    while len(_WHOLE) > WHOLE_CACHE:
+        _WHOLE.popitem(last=False)
+    return t
+
+
+def run_whole(table, k, nin, n, *args):
+    """A kernel call ``kernel(n, a0 .. a{nin-1}, o0, o1 ...)`` answered from its
+    ``whole`` table: each output ``oj[i] = table[j, ak[i]]`` (uint16 arrays of the
+    elements' bits). Serial and thread-safe (``run_chunked`` calls it per chunk):
+    four elements a step over 64-bit words from the first index where the input
+    and every output are 8-byte aligned, one at a time before and after."""
+    a, outs = args[k], args[nin:]
+    start = (-a.ctypes.data // 2) % 4 if n >= 8 else n
+    if any((o.ctypes.data + 2 * start) % 8 for o in outs):
+        start = n
+    m = start + (n - start) // 4 * 4
+    one, four = _lookup_kernels(len(outs))
+    if start:
+        one(start, a[:start], *[o[:start] for o in outs], table)
+    if m > start:
+        one_word = [o[start:m].view(np.uint64) for o in outs]
+        four((m - start) // 4, a[start:m].view(np.uint64), *one_word, table)
+    if n > m:
+        one(n - m, a[m:n], *[o[m:n] for o in outs], table)
+    return None
+
+
+_LOOKUP = {}  # outputs -> (per-element kernel, per-word kernel)
+
+
+def _lookup_kernels(nout):
+    """The compiled lookup loops of ``run_whole`` for ``nout`` outputs."""
+    hit = _LOOKUP.get(nout)
+    if hit is None:
+        from ..devices import cpu as _cpu
+        outs = ", ".join(f"o{j}" for j in range(nout))
+        head = ["import numpy as np", "", "_m, _s1, _s2, _s3 = np.uint64(0xFFFF), "
+                "np.uint64(16), np.uint64(32), np.uint64(48)", ""]
+        one = head + [f"def kernel(n, a, {outs}, T):"]
+        one += [f"    t{j} = T[{j}]" for j in range(nout)]
+        one += ["    for i in range(n):", "        x = a[i]"]
+        one += [f"        o{j}[i] = t{j}[x]" for j in range(nout)]
+        four = head + [f"def kernel(n, a, {outs}, T):"]
+        four += [f"    t{j} = T[{j}]" for j in range(nout)]
+        four += ["    for i in range(n):", "        w = a[i]",
+                 "        x0, x1, x2, x3 = w & _m, (w >> _s1) & _m, (w >> _s2) & _m, w >> _s3"]
+        four += [f"        o{j}[i] = (np.uint64(t{j}[x0]) | (np.uint64(t{j}[x1]) << _s1) | "
+                 f"(np.uint64(t{j}[x2]) << _s2) | (np.uint64(t{j}[x3]) << _s3))"
+                 for j in range(nout)]
+        hit = _LOOKUP[nout] = tuple(
+            _cpu.compile_source(("lookup", src), src, "kernel", parallel=False,
+                                fastmath=frozenset(), error_model="numpy")
+            for src in ("\n".join(one) + "\n", "\n".join(four) + "\n"))
+    return hit

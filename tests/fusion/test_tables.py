@@ -200,3 +200,137 @@ def _unary_ops():
 @pytest.mark.parametrize("name", _unary_ops())
 def test_every_eager_unary_lookup_equals_widened(name, dtype, monkeypatch):
     _eager_lookup_equals_widened(name, dtype, monkeypatch)
+
+
+# ---------------------------------------------------------------- whole kernels
+def test_whole_input_picks_costly_kernels_of_one_input():
+    x, y = E.var("x"), E.var("y")
+    gelu_chain = E.add(E.mul(E.parse(GELU, {"x": x}), x), 1.0)
+    affine = E.parse("x * 2 + 1", {"x": x})
+    assert tables.whole_input([x], [gelu_chain], "h", "bfloat16") == 0
+    assert tables.whole_input([x], [gelu_chain], "h", "float16") == 0
+    assert tables.whole_input([x], [affine], "h", "bfloat16") is None  # bound by bytes
+    assert tables.whole_input([x], [E.parse("exp(x) + 1", {"x": x})], "h", "bfloat16") == 0
+    assert tables.whole_input([x], [E.parse("exp(x) + 1", {"x": x})], "h", "float16") is None
+    two = E.mul(E.parse(GELU, {"x": x}), y)
+    assert tables.whole_input([x, y], [two], "hh", "bfloat16") is None
+    assert tables.whole_input([x, y], [two], "hf", "bfloat16") is None
+    assert tables.whole_input([x, y], [two], "hs", "bfloat16") == 0
+    assert tables.whole_input([x, y], [two], "sh", "bfloat16") is None  # y is the input
+    assert tables.whole_input([x], [gelu_chain], "f", "bfloat16") is None
+
+
+def _rounded_once(f, x, dtype, extra):
+    """``f`` at ``_patterns_plus(dtype, extra)`` by the float32 kernel of the
+    expression on the widened values, rounded once to ``dtype``."""
+    vals = _patterns_plus(dtype, extra).astype(np.float32)
+    src = codegen_numba.kernel_source([x], [f], np.float32, "f", True)
+    fn = cpu.compile_source(("test-table", src), src, "kernel", parallel=False,
+                            fastmath=cpu.FASTMATH, error_model="numpy")
+    out = np.empty_like(vals)
+    fn(len(vals), vals, out)
+    with np.errstate(over="ignore"):
+        return out.astype(NP[dtype])
+
+
+def _same_bits(a, b):
+    """The same 16-bit patterns, a NaN's payload aside."""
+    nan = np.isnan(a.astype(np.float32)) & np.isnan(b.astype(np.float32))
+    a, b = a.view(np.uint16), b.view(np.uint16)
+    bad = (a != b) & ~nan
+    assert not bad.any(), f"{bad.sum()} of {bad.size} differ, e.g. {a[bad][:4]} vs {b[bad][:4]}"
+
+
+@pytest.fixture
+def fresh_whole(monkeypatch):
+    monkeypatch.setattr(tables, "_WHOLE", type(tables._WHOLE)())
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+def test_whole_chain_is_one_lookup_of_the_computed_bits(dtype, all_tables, fresh_whole,
+                                                        monkeypatch):
+    """A fused chain of one half-width input at every pattern (and a tail that is
+    not a whole word): looked up, computed with and without tables, and the float32
+    kernel rounded once give the same bits."""
+    chain = tg.fuse(lambda x: tg.nn.functional.gelu(x) * x + 1.0)
+    x = tg.tensor(_patterns_plus(dtype, 1003))
+    looked = chain(x).numpy()
+    assert len(tables._WHOLE) == 1
+    v = E.var("x")
+    _same_bits(looked, _rounded_once(E.add(E.mul(E.parse(GELU, {"x": v}), v), 1.0), v,
+                                     dtype, 1003))
+    _same_bits(looked[1:-2], chain(x[1:-2]).numpy())  # not 8-byte aligned
+    monkeypatch.setattr(tables, "WHOLE_MIN_NUMEL", 1 << 40)  # tables of parts only
+    _same_bits(looked, chain(x).numpy())
+    fusion.config.tables = ()
+    _same_bits(looked, chain(x).numpy())
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+def test_whole_kernel_of_two_outputs_and_a_scalar(dtype, all_tables, fresh_whole):
+    """Two outputs, one table each; a size-one input's value keys the table."""
+    f = tg.fuse(lambda x, s: (tg.exp(x) * s, tg.sin(x) + x))
+    x = tg.tensor(_patterns_plus(dtype, 7))
+    got = {}
+    for s in (0.5, -3.0):
+        st = tg.tensor([s]).to(getattr(tg, dtype))
+        got[s] = [o.numpy() for o in f(x, st)]
+    assert len(tables._WHOLE) == 2 and all(t.shape == (2, 1 << 16)
+                                           for t in tables._WHOLE.values())
+    fusion.config.tables = ()
+    for s in (0.5, -3.0):
+        st = tg.tensor([s]).to(getattr(tg, dtype))
+        for a, b in zip(got[s], f(x, st)):
+            _same_bits(a, b.numpy())
+
+
+def test_whole_tables_are_bounded(all_tables, fresh_whole, monkeypatch):
+    monkeypatch.setattr(tables, "WHOLE_CACHE", 2)
+    x = tg.tensor(_patterns_plus("bfloat16", 0))
+    for c in (1.0, 2.0, 3.0):
+        tg.fuse(lambda x, c=c: tg.exp(x) + c)(x)
+    assert len(tables._WHOLE) == 2
+
+
+def test_cheap_chain_is_computed(fresh_whole):
+    x = tg.tensor(_patterns_plus("bfloat16", 0))
+    tg.fuse(lambda x: x * 2.0 + 1.0)(x)
+    assert not tables._WHOLE
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+def test_whole_chain_against_torch(dtype, fresh_whole):
+    """bfloat16/float16 gelu(x) * x + 1 over 2**17 randn values, looked up, against
+    PyTorch computing it in float32 and rounding once."""
+    v = np.random.default_rng(3).standard_normal(1 << 17).astype(np.float32) * 2
+    x = tg.tensor(v).to(getattr(tg, dtype))
+    got = tg.fuse(lambda x: tg.nn.functional.gelu(x) * x + 1.0)(x).numpy()
+    assert tables._WHOLE
+    tx = torch.tensor(x.float().numpy())
+    ref = (torch.nn.functional.gelu(tx) * tx + 1).to(getattr(torch, dtype)).float().numpy()
+    close = np.isclose(got.astype(np.float32), ref, rtol=2 ** -7, atol=0)
+    assert close.all() and (got.astype(np.float32) != ref).mean() < 0.01
+
+
+def test_compiled_whole_chain(all_tables, fresh_whole, monkeypatch):
+    """tg.compile's bfloat16 group of one input (constants aside): one lookup an
+    element, bit for bit the kernel's values (a float16 group ends at each rounding:
+    its single ops run eagerly)."""
+    x = tg.tensor(_patterns_plus("bfloat16", 5))
+
+    def step(h):
+        return tg.tanh(tg.exp(h)) * h + 0.25
+
+    def run():
+        c = tg.compile(step)
+        with tg.no_grad():
+            for _ in range(3):
+                got = c(x).numpy()
+        return got, [st.fused[0] for st in c._last.steps if st.kind == "fused"]
+    got, fused = run()
+    assert any(isinstance(f, functools.partial) and f.func is tables.run_whole
+               for f in fused)
+    monkeypatch.setattr(fusion.config, "tables", ())
+    want, fused = run()
+    assert fused and not any(isinstance(f, functools.partial) for f in fused)
+    _same_bits(got, want)
