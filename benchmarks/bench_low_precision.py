@@ -15,14 +15,15 @@ milliseconds; the ratio columns come from the medians: tapegrad over PyTorch, an
 tapegrad's half-width time over its own float32 time (the targets: at most 1.3x for
 GEMM and conv, at most 0.7x for the fused chain on 4M elements and no more than 1x
 on 1M). The chain rows: tapegrad's @tg.fuse (one kernel) and eager ops against
-PyTorch's eager ops; ``gelu(x)*x+1`` is bound by arithmetic (erf), ``x*2+1`` by the
-bytes moved, where half width halves them. ``--clock cpu`` times the process's CPU
-time (all threads) instead of wall time: steadier on a loaded machine, for relative
-comparisons.
+PyTorch's eager ops; ``gelu(x)*x+1`` is bound by arithmetic (erf) in float32, and
+in half width one lookup an element of its output's 16-bit patterns (a function of
+one 16-bit input: ``tapegrad/fusion/tables.py``); ``gelu(x)*y+1`` (two inputs) is
+computed; ``x*2+1`` is bound by the bytes moved, where half width halves them.
+``--clock cpu`` times the process's CPU time (all threads) instead of wall time:
+steadier on a loaded machine, for relative comparisons.
 ``--only`` keeps the cases whose name contains the substring (their float32 row
 is kept for the ratio). ``--tables off`` turns off the half-width kernels' table
-lookups (``tapegrad/fusion/tables.py``: ``gelu`` in bfloat16 is one lookup an
-element), for an A/B of them.
+lookups (``tapegrad/fusion/tables.py``), for an A/B of them.
 """
 import argparse
 import os
