@@ -11,6 +11,10 @@ eager kernels (the results are bitwise those of eager):
 - ``sum(relu_backward(g, y), dim=0)`` of 2-D values (a hidden layer's bias gradient):
   one pass writes the masked gradient and accumulates its column sums, rows in order
   as NumPy's ``sum(axis=0)`` adds them.
+- ``conv2d`` read only by a ``relu`` (and the ``max_pool2d`` of that ReLU's result,
+  if any): one step that runs the ReLU and the pooling on each chunk of the batch
+  right after its GEMMs, while in cache; and ``relu_backward(max_pool2d_input_grad(g,
+  i), y)``: one pass per plane (``_fuse_conv``).
 
 Each fused step is an ``op`` step whose ``op`` is an ``Epilogue`` (the attributes the
 passes, the memory plan and the code generator read from a registry op): it writes
@@ -127,7 +131,7 @@ def _uses(g, steps, reads_all):
 
 
 def fuse_epilogues(g, steps, reads_all):
-    """Steps with the two patterns of the module docstring fused; the number fused."""
+    """Steps with the patterns of the module docstring fused; the number fused."""
     escapes, readers, aliased = _uses(g, steps, reads_all)
     reader_of = {}
     for k, st in enumerate(steps):
@@ -187,7 +191,126 @@ def fuse_epilogues(g, steps, reads_all):
             drop.add(j)
             count += 1
     out = [replace.get(k, st) for k, st in enumerate(steps) if k not in drop]
-    return out, count
+    out, n = _fuse_conv(g, out, reads_all)
+    return out, count + n
+
+
+# ---------------------------------------------------------------- conv2d -> relu -> max_pool2d
+def _conv2d_relu(x, w, b=None, *, conv, pool=None, workspace, out=None):
+    """``relu(conv2d(x, w, b))`` (and its ``max_pool2d`` with ``pool``'s attributes),
+    the ReLU and the pooling in the conv's epilogue where ``conv2d_relu_pool``
+    applies; else the three registry kernels in turn (the same results)."""
+    from ..ops.elementwise import RELU
+    from ..ops.nn.conv import CONV2D, conv2d_relu_pool
+    from ..ops.nn.pool import MAX_POOL2D
+    outs = (out,) if pool is None and out is not None else out
+    if outs is not None:
+        y = outs[0]
+        geo = None if pool is None else (
+            pool["kernel_size"], pool["stride"], pool["padding"], pool["dilation"], outs[1],
+            outs[2])
+        if conv2d_relu_pool(x, w, b, y, geo, **conv, workspace=workspace):
+            return out
+    y = CONV2D.kernel(x, w, b, **conv, workspace=workspace,
+                      out=None if outs is None else outs[0])
+    y = RELU.kernel(y, out=y)
+    if pool is None:
+        return y
+    m, i = MAX_POOL2D.kernel(y, **pool, out=None if outs is None else outs[1:])
+    return y, m, i
+
+
+def _pool_relu_grad(g, indices, y, *, input_shape, overlap, out=None):
+    """``relu_backward(max_pool2d_input_grad(g, indices), y)`` in one pass where
+    ``max_pool2d_relu_input_grad`` applies; else the two registry kernels in turn."""
+    from ..ops.elementwise import RELU_BACKWARD
+    from ..ops.nn.pool import MAX_POOL2D_INPUT_GRAD, max_pool2d_relu_input_grad
+    if out is not None and max_pool2d_relu_input_grad(g, indices, y, input_shape=input_shape,
+                                                      overlap=overlap, out=out):
+        return out
+    d = MAX_POOL2D_INPUT_GRAD.kernel(g, indices, input_shape=input_shape, overlap=overlap)
+    return RELU_BACKWARD.kernel(d, y, out=out)
+
+
+CONV2D_RELU = Epilogue("conv2d+relu", _conv2d_relu, 1)
+CONV2D_RELU_POOL = Epilogue("conv2d+relu+max_pool2d", _conv2d_relu, 3)
+CONV2D_RELU.kind = CONV2D_RELU_POOL.kind = "workspace"
+POOL_RELU_GRAD = Epilogue("max_pool2d_input_grad+relu_backward", _pool_relu_grad, 1)
+_POOL_ATTRS = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"}
+
+
+def _fuse_conv(g, steps, reads_all):
+    """The CNN layer's patterns: ``conv2d`` whose result only a ``relu`` reads, that
+    ReLU and the ``max_pool2d`` of its result (if any) as one step
+    (``conv2d+relu[+max_pool2d]``, at the conv's place; the ReLU's result is still
+    written, a backward may read it); and ``relu_backward(max_pool2d_input_grad(g,
+    i), y)`` as one step at the ReLU gradient's place. Only across steps that mutate
+    nothing. Returns (steps, the number fused)."""
+    escapes, readers, aliased = _uses(g, steps, reads_all)
+    reader_of = {}
+    for k, st in enumerate(steps):
+        for v in reads_all(st):
+            reader_of.setdefault(v, k)
+
+    def private(v):  # read once, not returned, not aliased
+        return _plain(g, v, 4) and v not in escapes and v not in aliased and \
+            readers.get(v) == 1
+
+    def still(a, b):  # no step strictly between a and b mutates anything
+        return not any(steps[t].mutates() for t in range(a + 1, b))
+
+    drop, replace, count = set(), {}, 0
+    for i, st in enumerate(steps):
+        if i in drop or st.kind != "op" or len(st.outs) != 1:
+            continue
+        if _op(st, "conv2d") and len(st.ins) == 3 and private(st.outs[0]):
+            h = st.outs[0]
+            j = reader_of[h]
+            r = steps[j]
+            if not (_op(r, "relu") and not r.attrs and r.ins == [h] and len(r.outs) == 1
+                    and _plain(g, r.outs[0], 4, g.dtypes[h])
+                    and g.shapes[r.outs[0]] == g.shapes[h] and still(i, j)):
+                continue
+            y = r.outs[0]
+            k = next((t for t in range(j + 1, len(steps)) if _op(steps[t], "max_pool2d")
+                      and steps[t].ins == [y]), None)
+            p = steps[k] if k is not None else None
+            if p is not None and not (
+                    set(p.attrs) <= _POOL_ATTRS and len(p.outs) == 2 and
+                    _plain(g, p.outs[0], 4, g.dtypes[y]) and type(p.outs[1]) is int and
+                    p.outs[1] not in g.alias and g.dtypes[p.outs[1]] == np.int64 and
+                    still(j, k)):
+                p = None
+            new = Step("op", CONV2D_RELU if p is None else CONV2D_RELU_POOL, list(st.ins),
+                       {"conv": dict(st.attrs)} if p is None else
+                       {"conv": dict(st.attrs), "pool": dict(p.attrs)})
+            new.workspace = st.workspace
+            new.outs = [y] if p is None else [y] + list(p.outs)
+            replace[i] = new
+            drop.add(j)
+            if p is not None:
+                drop.add(k)
+            count += 1
+        elif _op(st, "max_pool2d_input_grad") and set(st.attrs) == {"input_shape", "overlap"} \
+                and all(type(v) is int for v in st.ins) and private(st.outs[0]):
+            d0 = st.outs[0]
+            j = reader_of[d0]
+            r = steps[j]
+            if not (_op(r, "relu_backward") and not r.attrs and len(r.ins) == 2 and
+                    r.ins[0] == d0 and type(r.ins[1]) is int and len(r.outs) == 1 and
+                    _plain(g, r.outs[0], 4, g.dtypes[d0]) and
+                    g.shapes[r.outs[0]] == g.shapes[d0] == g.shapes[r.ins[1]] and
+                    g.dtypes[r.ins[1]] == g.dtypes[d0] == g.dtypes[st.ins[0]] and
+                    still(i, j)):
+                continue
+            new = Step("op", POOL_RELU_GRAD, list(st.ins) + [r.ins[1]], dict(st.attrs))
+            new.outs = list(r.outs)
+            replace[j] = new
+            drop.add(i)
+            count += 1
+    if not count:
+        return steps, 0
+    return [replace.get(k, st) for k, st in enumerate(steps) if k not in drop], count
 
 
 def _dim0(attrs):

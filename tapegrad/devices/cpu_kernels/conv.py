@@ -204,23 +204,59 @@ def _col2im_fn(stride, padding, dilation):
     return lambda c, d: _col2im_loop(c, d, sh, sw, ph, pw, dh, dw)
 
 
-def conv2d(x, w, bias, out, cols, stride, padding, dilation):
+@njit
+def _bias_relu_loop(out, b):
+    """``out[n, c] = relu(out[n, c] + b[c])`` in place: eager's bias pass then its
+    ReLU (NaN passes), the same arithmetic in one pass."""
+    N, C, L = out.shape
+    for n in range(N):
+        for c in range(C):
+            v = b[c]
+            for k in range(L):
+                s = out[n, c, k] + v
+                out[n, c, k] = s if not s <= 0 else 0
+
+
+@njit
+def _relu_in_place(out):
+    N, C, L = out.shape
+    for n in range(N):
+        for c in range(C):
+            for k in range(L):
+                s = out[n, c, k]
+                out[n, c, k] = s if not s <= 0 else 0
+
+
+def conv2d(x, w, bias, out, cols, stride, padding, dilation, relu=False, pool=None):
     """``out = conv2d(x, w) + bias`` for (N, C, H, W) ``x``, (groups, O/groups, K) ``w``,
     a C-contiguous (N, O, Ho, Wo) ``out`` and (N, C, kh, kw, Ho, Wo) scratch ``cols``:
-    per chunk of the batch, im2col, the GEMMs straight into ``out`` and the bias."""
+    per chunk of the batch, im2col, the GEMMs straight into ``out`` and the bias.
+    ``relu``: ``out`` is then ReLU'd in place, in the bias's pass. ``pool``: ``(k,
+    values, indices)``, a max-pooling plane kernel (``pool.plane_kernel``) and its
+    C-contiguous (N, O, Hq, Wq) results, run on the chunk's ``out`` while it is in
+    cache (the epilogues of a compiled conv2d -> relu -> max_pool2d)."""
     groups, Og, K = w.shape
-    L = out.shape[2] * out.shape[3]
+    N, Co, Ho, Wo = out.shape
+    L = Ho * Wo
     im = _im2col_fn(stride, padding, dilation)
     x = np.ascontiguousarray(x)  # (as im2col)
     b = None if bias is None else np.ascontiguousarray(bias, dtype=out.dtype)
+    pk, pv, pi = pool if pool is not None else (None, None, None)
 
-    def work(n, xc, cc, oc):  # w and b by closure: run_chunked slices arrays of N rows
+    def work(n, xc, cc, oc, vc, ic):  # w and b by closure: run_chunked slices N rows
         im(xc, cc)
+        o3 = oc.reshape(n, Co, L)
         np.matmul(w, cc.reshape(n, groups, K, L), out=oc.reshape(n, groups, Og, L))
         if b is not None:
-            _bias_add_loop(oc.reshape(n, groups * Og, L), b)
+            (_bias_relu_loop if relu else _bias_add_loop)(o3, b)
+        elif relu:
+            _relu_in_place(o3)
+        if pk is not None:
+            Hq, Wq = vc.shape[2], vc.shape[3]
+            pk(oc.reshape(n * Co, Ho, Wo), vc.reshape(n * Co, Hq, Wq),
+               ic.reshape(n * Co, Hq, Wq))
     with blas_single_thread():
-        run_chunked(work, x.shape[0], x, cols, out, min_chunk=1)
+        run_chunked(work, x.shape[0], x, cols, out, pv, pi, min_chunk=1)
     return out
 
 

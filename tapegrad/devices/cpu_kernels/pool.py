@@ -195,6 +195,12 @@ def _plane_kernel(geometry, H, W, Ho, Wo):
     return lambda x, o, i: fn(x, o, i, *rest)
 
 
+def plane_kernel(kernel_size, stride, padding, dilation, H, W, Ho, Wo):
+    """``k(x, out, idx)``: ``max_pool2d``'s kernel on (planes, H, W) blocks of one
+    geometry, C-contiguous (a caller running it on its own chunks)."""
+    return _plane_kernel((*kernel_size, *stride, *padding, *dilation), H, W, Ho, Wo)
+
+
 def max_pool2d(x, out, idx, kernel_size, stride, padding, dilation):
     """Max of each window of the (N, C, H, W) array ``x`` into ``out`` and its flat
     H*W position into ``idx`` (both (N, C, Ho, Wo), preallocated)."""
@@ -217,6 +223,36 @@ def _scatter_rows(out, idx, g, zero):
         for k in range(idx.shape[1]):
             if idx[r, k] >= 0:  # -1: a window wholly in the padding picked nothing
                 out[r, idx[r, k]] += g[r, k]
+
+
+@njit
+def _scatter_relu_rows(out, idx, g, y, overlap):
+    """Per row: zeroed, ``g`` scattered (added) to ``idx``, then the ReLU's gradient
+    ``out * (0 if y <= 0 else 1)``: eager's max_pool2d_input_grad then relu_backward,
+    the same arithmetic. Without overlapping windows each position is reached once,
+    so the mask is applied there alone (the others stay 0, as 0 * mask)."""
+    for r in range(idx.shape[0]):
+        for k in range(out.shape[1]):
+            out[r, k] = 0
+        if overlap:
+            for k in range(idx.shape[1]):
+                if idx[r, k] >= 0:
+                    out[r, idx[r, k]] += g[r, k]
+            for k in range(out.shape[1]):
+                out[r, k] = out[r, k] * (0 if y[r, k] <= 0 else 1)
+        else:
+            for k in range(idx.shape[1]):
+                p = idx[r, k]
+                if p >= 0:
+                    out[r, p] = (out[r, p] + g[r, k]) * (0 if y[r, p] <= 0 else 1)
+
+
+def max_pool2d_scatter_relu(out, idx, g, y, overlap):
+    """``max_pool2d_scatter(out, idx, g, zero=True)`` then ``out *= (y > 0)`` (the
+    gradient through ``max_pool2d(relu(.))``), one pass per row on the threads; all
+    (rows, ...) C-contiguous, ``y`` as ``out``."""
+    run_rows(lambda n, o_, i_, g_, y_: _scatter_relu_rows(o_, i_, g_, y_, overlap),
+             out.shape[0], out, idx, g, y, per_row=max(idx.shape[1], out.shape[1]))
 
 
 def max_pool2d_scatter(out, idx, g, zero=False):

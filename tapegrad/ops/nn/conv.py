@@ -11,7 +11,7 @@ import numpy as np
 
 from ..._util import op_error
 from ...devices import xp_of
-from ...devices.cpu_kernels import conv as cpu_conv
+from ...devices.cpu_kernels import conv as cpu_conv, pool as cpu_pool
 from ...dispatch import bind
 from ...dtypes import is_float as _isf
 from .. import _jvp, _vmap
@@ -282,6 +282,35 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
         else:
             out += bias.reshape(1, Cout, 1, 1)
     return out
+
+
+def conv2d_relu_pool(input, weight, bias, out, pool=None, *, stride, padding, dilation, groups,
+                     workspace):
+    """``out = relu(conv2d(input, weight, bias))`` and, with ``pool`` = (kernel_size,
+    stride, padding, dilation, values, indices), ``max_pool2d`` of it into those two
+    (N, O, Hq, Wq) buffers: the ReLU and the pooling run on each chunk of the batch
+    right after its GEMMs, while it is in cache, with the arithmetic of the three
+    eager kernels (the results are theirs, bitwise). Returns False, touching
+    nothing, where this path does not apply (the caller runs the ops in turn)."""
+    N = input.shape[0]
+    Cout, Cg, kh, kw = weight.shape
+    arrays = [out] + ([pool[4], pool[5]] if pool is not None else [])
+    if N == 0 or out.size == 0 or _is_pointwise((kh, kw), stride, padding) or \
+            not (_numba_cpu(input) and _numba_cpu(out)) or input.dtype != out.dtype or \
+            not all(type(a) is np.ndarray and a.flags.c_contiguous and a.size for a in arrays):
+        return False
+    npad, _, _ = _conv_ws(input.shape, weight.shape, input.dtype.itemsize, stride, padding,
+                          dilation)
+    Ho, Wo = out.shape[2:]
+    cols = _ws_view(workspace, npad, (N, input.shape[1], kh, kw, Ho, Wo), input.dtype)
+    fused = None
+    if pool is not None:
+        ks, st, pad, dil, values, indices = pool
+        k = cpu_pool.plane_kernel(ks, st, pad, dil, Ho, Wo, *values.shape[2:])
+        fused = (k, values, indices)
+    cpu_conv.conv2d(input, weight.reshape(groups, Cout // groups, Cg * kh * kw), bias, out,
+                    cols, stride, padding, dilation, relu=True, pool=fused)
+    return True
 
 
 def _conv2d_vjp(ctx, g):

@@ -282,6 +282,24 @@ def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap, out=None)
     return out.reshape(input_shape)
 
 
+def max_pool2d_relu_input_grad(g, indices, y, *, input_shape, overlap, out):
+    """``relu_backward(max_pool2d_input_grad(g, indices), y)`` into ``out``: the
+    gradient through ``max_pool2d(relu(.))``, ``y`` the ReLU's output, in one pass per
+    plane with the two eager kernels' arithmetic (their results, bitwise). Returns
+    False, touching nothing, where this path does not apply (NumPy float32/float64,
+    C-contiguous, one dtype)."""
+    arrays = (g, y, out)
+    if not all(type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == out.dtype
+               for a in arrays) or out.dtype not in (np.float32, np.float64) or \
+            type(indices) is not np.ndarray or not indices.flags.c_contiguous or out.size == 0:
+        return False
+    N, C, H, W = input_shape
+    L = g.shape[2] * g.shape[3]
+    cpu_pool.max_pool2d_scatter_relu(out.reshape(N * C, H * W), indices.reshape(N * C, L),
+                                     g.reshape(N * C, L), y.reshape(N * C, H * W), overlap)
+    return True
+
+
 def _max_pool2d_input_grad_infer(g, indices, *, input_shape, overlap):
     if tuple(g.shape) != tuple(indices.shape) or len(input_shape) != 4 or \
             tuple(g.shape[:2]) != tuple(input_shape[:2]):

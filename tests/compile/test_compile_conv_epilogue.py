@@ -1,0 +1,147 @@
+"""tg.compile's CNN-layer fusions (compiler/epilogue.py): ``conv2d -> relu
+[-> max_pool2d]`` as one step with the ReLU and the pooling in the conv's epilogue,
+and ``relu_backward(max_pool2d_input_grad(.))`` as one pass. Each does the eager
+kernels' arithmetic, so the compiled results are checked bitwise against eager
+(and the values against PyTorch), over geometries where the fast path applies and
+where the fused step falls back to the registry kernels."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+
+
+class _Layer(tg.nn.Module):
+    """conv2d -> relu [-> max_pool2d], the ReLU's output also returned with ``both``."""
+
+    def __init__(self, cin, cout, k, conv, pool, bias=True, both=False, dtype=np.float32):
+        super().__init__()
+        r = np.random.default_rng(cin * 7 + cout)
+        w = r.standard_normal((cout, cin // conv.get("groups", 1), *k)) / 3
+        self.w = tg.nn.Parameter(tg.tensor(w.astype(dtype)))
+        self.b = tg.nn.Parameter(tg.tensor(r.standard_normal(cout).astype(dtype))) \
+            if bias else None
+        self.conv, self.pool, self.both = conv, pool, both
+
+    def forward(self, x):
+        y = tg.relu(tg.conv2d(x, self.w, self.b, **self.conv))
+        if self.pool is None:
+            return y
+        m = tg.max_pool2d(y, **self.pool)
+        return (m, y) if self.both else m
+
+
+CASES = [  # (x shape, cout, kernel, conv attrs, pool attrs, bias, dtype)
+    ((3, 2, 9, 9), 4, (3, 3), {}, dict(kernel_size=2), True, np.float32),
+    ((2, 3, 8, 7), 4, (3, 3), dict(padding=1, stride=2), dict(kernel_size=3, stride=2, padding=1),
+     False, np.float64),
+    ((2, 4, 9, 10), 6, (2, 3), dict(dilation=2, groups=2),
+     dict(kernel_size=(2, 3), ceil_mode=True), True, np.float32),
+    ((2, 3, 6, 6), 5, (1, 1), {}, dict(kernel_size=2), True, np.float32),  # pointwise
+    ((2, 2, 7, 7), 3, (3, 3), dict(padding=1), None, True, np.float64),    # no pooling
+]
+
+
+def _run(model, x, seeds=2):
+    """(outputs, gradients of the parameters) over a few calls of ``model``."""
+    res = []
+    for s in range(seeds):
+        for p in model.parameters():
+            p.grad = None
+        xs = tg.tensor(x * (1 + s))
+        out = model(xs)
+        outs = out if isinstance(out, tuple) else (out,)
+        loss = sum((o * o).sum() for o in outs)
+        loss.backward()
+        res.append([o.detach().numpy().copy() for o in outs] +
+                   [p.grad.numpy().copy() for p in model.parameters()])
+    return res
+
+
+@pytest.mark.parametrize("case,both", [(c, b) for c in range(len(CASES))
+                                       for b in ((False, True) if CASES[c][4] else (False,))])
+def test_conv_relu_pool_fused_bitwise_eager(case, both):
+    """``both``: the ReLU's output is a result too (and its gradient a sum of two)."""
+    xs, cout, k, conv, pool, bias, dt = CASES[case]
+    x = np.random.default_rng(case).standard_normal(xs).astype(dt)
+    x.flat[5] = np.nan if case == 0 else x.flat[5]  # a NaN passes the ReLU and wins the max
+    e = _Layer(xs[1], cout, k, conv, pool, bias, both, dt)
+    c = _Layer(xs[1], cout, k, conv, pool, bias, both, dt)
+    cm = tg.compile(c)
+    for a, b in zip(_run(e, x), _run(cm, x)):
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
+    names = [st.name for st in cm._joint._last.steps]
+    fused = "conv2d+relu" if pool is None else "conv2d+relu+max_pool2d"
+    assert fused in names and "relu" not in names, names
+    if pool is not None and not both:  # (with both, y's gradient is a sum of two)
+        names = [st.name for st in cm._joint._last.backward.steps]
+        assert "max_pool2d_input_grad+relu_backward" in names, names
+        assert "relu_backward" not in names, names
+
+
+def test_fused_cnn_step_matches_torch():
+    """The whole step (forward, backward, SGD) compiled, against PyTorch's."""
+    r = np.random.default_rng(0)
+    x0 = r.standard_normal((4, 1, 14, 14)).astype(np.float32)
+    y0 = r.integers(0, 3, 4)
+    p0 = {"w1": r.standard_normal((4, 1, 3, 3)) / 3, "b1": r.standard_normal(4) / 3,
+          "w2": r.standard_normal((6, 4, 3, 3)) / 6, "b2": r.standard_normal(6) / 3,
+          "w3": r.standard_normal((3, 24)) / 5, "b3": np.zeros(3)}
+    p0 = {k: v.astype(np.float32) for k, v in p0.items()}
+
+    def body(lib, F, p, x, y):
+        h = F.max_pool2d(F.relu(F.conv2d(x, p["w1"], p["b1"])), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["w2"], p["b2"])), 2)
+        return F.cross_entropy(F.linear(h.reshape(4, 24), p["w3"], p["b3"]), y)
+
+    p = {k: tg.tensor(v, requires_grad=True) for k, v in p0.items()}
+    x, y = tg.tensor(x0), tg.tensor(y0)
+
+    def step():
+        loss = body(tg, tg.nn.functional, p, x, y)
+        loss.backward()
+        with tg.no_grad():
+            for t in p.values():
+                t -= 0.1 * t.grad
+                t.grad = None
+        return loss
+    comp = tg.compile(step)
+    pt = {k: torch.tensor(v, requires_grad=True) for k, v in p0.items()}
+    xt, yt = torch.from_numpy(x0), torch.from_numpy(y0)
+    for _ in range(3):
+        lc = comp()
+        lt = body(torch, torch.nn.functional, pt, xt, yt)
+        lt.backward()
+        with torch.no_grad():
+            for t in pt.values():
+                t -= 0.1 * t.grad
+                t.grad = None
+        np.testing.assert_allclose(lc.item(), lt.item(), rtol=1e-5)
+    for k in p:
+        np.testing.assert_allclose(p[k].detach().numpy(), pt[k].detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+    names = [st.name for st in comp._last.steps]
+    assert names.count("conv2d+relu+max_pool2d") == 2, names
+    assert names.count("max_pool2d_input_grad+relu_backward") == 2, names
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pool_relu_grad_pass_bitwise_eager_kernels(overlap, dtype):
+    from tapegrad.ops.elementwise import RELU_BACKWARD
+    from tapegrad.ops.nn.pool import MAX_POOL2D, MAX_POOL2D_INPUT_GRAD, max_pool2d_relu_input_grad
+    r = np.random.default_rng(2)
+    y = np.maximum(r.standard_normal((3, 4, 9, 8)), 0).astype(dtype)
+    attrs = dict(kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1)) \
+        if overlap else dict(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0),
+                             dilation=(1, 1))
+    _, idx = MAX_POOL2D.kernel(y, **attrs)
+    g = r.standard_normal(idx.shape).astype(dtype)
+    g.flat[3] = np.inf
+    want = RELU_BACKWARD.kernel(MAX_POOL2D_INPUT_GRAD.kernel(
+        g, idx, input_shape=y.shape, overlap=overlap), y)
+    out = np.full(y.shape, 7, dtype)
+    assert max_pool2d_relu_input_grad(g, idx, y, input_shape=y.shape, overlap=overlap, out=out)
+    np.testing.assert_array_equal(out, want)
