@@ -1,6 +1,6 @@
 """Fusions across a GEMM or a partial reduction, which the elementwise pass cannot do.
 
-``fuse_epilogues`` rewrites two patterns of a captured program into one step each,
+``fuse_epilogues`` rewrites these patterns of a captured program into one step each,
 run by a small compiled loop that does the same arithmetic in the same order as the
 eager kernels (the results are bitwise those of eager):
 
