@@ -21,7 +21,7 @@ from ..tensor import DATA_SWAPS, Tensor, wrap
 from . import capture as _capture
 from .capture import Recorder, Unsupported, capturing
 from .program import GuardFailed, Program
-from .pyguards import Watch, checker
+from .pyguards import Watch, checker, optimizer_guards
 
 __all__ = ["compile", "Compiled"]
 
@@ -283,6 +283,11 @@ class Compiled:
                      "a replay would repeat")
         try:
             graph = rec.finish(result)
+            opts = {id(st.target[0]): st.target[0] for st in graph.steps
+                    if st.kind == "update"}
+            if opts:
+                pyg = pyg + optimizer_guards(opts.values())
+                words = [w[3] for w in pyg]
             for st in graph.steps:  # .grad effects on an argument follow the argument
                 if st.kind == "setgrad" and id(st.target) in argpos:
                     st.target = ("arg", argpos[id(st.target)])

@@ -31,7 +31,7 @@ import sys
 import sysconfig
 import types
 
-__all__ = ["Watch", "check", "plain"]
+__all__ = ["Watch", "check", "optimizer_guards", "plain"]
 
 _MISSING = object()
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -394,6 +394,35 @@ def _root_names(fn, funcs):
             if v is not None and _is_module(v):
                 out.append((name, v))
     return out
+
+
+def optimizer_guards(optimizers):
+    """Guards on how each optimizer whose ``step`` the program replays groups its
+    parameters: the same ``param_groups`` list, with the same group dicts, each with
+    the same ``params`` list of the same tensors (``add_param_group``, or a parameter
+    given to a group, changes what ``zero_grad`` and ``step`` touch). The groups'
+    hyperparameters are read live by the replay."""
+    out = []
+    for opt in optimizers:
+        d = getattr(opt, "__dict__", None)
+        if type(d) is not dict or type(d.get("param_groups")) is not list:
+            continue
+        name = f"{type(opt).__name__}.param_groups"
+        groups = d["param_groups"]
+        out.append((d, "param_groups", groups, f"{name} is the same list"))
+        items = _Items(groups)
+        out.append((items, len(groups), _MISSING, f"len({name}) == {len(groups)}"))
+        for i, g in enumerate(groups):
+            out.append((items, i, g, f"{name}[{i}] is the same dict"))
+            ps = g.get("params") if type(g) is dict else None
+            if type(ps) is list:
+                out.append((g, "params", ps, f"{name}[{i}]['params'] is the same list"))
+                pitems = _Items(ps)
+                out.append((pitems, len(ps), _MISSING,
+                            f"len({name}[{i}]['params']) == {len(ps)}"))
+                out += [(pitems, j, p, f"{name}[{i}]['params'][{j}] is the same tensor")
+                        for j, p in enumerate(ps)]
+    return tuple(out)
 
 
 def checker(guards):

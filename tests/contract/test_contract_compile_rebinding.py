@@ -183,3 +183,31 @@ def test_negative_zero_argument_is_not_zero():
     cf(tg.ones(1), 0.0)
     cf(tg.ones(1), 0.0)
     assert cf(tg.ones(1), -0.0).item() == float("-inf")
+
+
+def test_whole_step_follows_add_param_group():
+    tg.manual_seed(0)
+    a, b = tg.nn.Linear(4, 3), tg.nn.Linear(3, 2)
+    ae, be = tg.nn.Linear(4, 3), tg.nn.Linear(3, 2)
+    ae.load_state_dict(a.state_dict())
+    be.load_state_dict(b.state_dict())
+    opt, opte = tg.optim.SGD(a.parameters(), lr=0.1), tg.optim.SGD(ae.parameters(), lr=0.1)
+
+    def step(a, b, opt, x):
+        opt.zero_grad()
+        loss = b(a(x)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    cs = tg.compile(step)
+    for i in range(5):
+        if i == 2:  # b's parameters join: zero_grad and step now reach them
+            opt.add_param_group({"params": b.parameters(), "lr": 0.2})
+            opte.add_param_group({"params": be.parameters(), "lr": 0.2})
+        x = tg.randn(5, 4)
+        _same(cs(a, b, opt, x), step(ae, be, opte, x))
+        for p, q in zip(list(a.parameters()) + list(b.parameters()),
+                        list(ae.parameters()) + list(be.parameters())):
+            _same(p, q)
+            _same(p.grad, q.grad)
+    assert any("param_groups" in r for r in cs.stats()["recaptures"]), cs.stats()["recaptures"]
