@@ -1,9 +1,11 @@
 """Normalization: group_norm (a registered op); layer_norm and batch_norm, composites
 (biased variance to normalize; batch_norm's running variance is updated unbiased, as PyTorch);
-instance_norm, local_response_norm and rms_norm (composites, PyTorch's formulas)."""
+instance_norm, local_response_norm and rms_norm (composites, PyTorch's formulas). A
+bfloat16/float16 input with float32 parameters normalizes in float32 and keeps its
+dtype, as PyTorch's CPU mixed-type norms (``_mixed``)."""
 import numpy as np
 
-from ... import tape as _tape
+from ... import dtypes as _dt, tape as _tape
 from ..._util import op_error, require_floating
 from ...devices import cuda as _cuda, cuda_kernels as _cuda_kernels, xp_of
 from ...dispatch import bind
@@ -27,6 +29,19 @@ from ._common import (
 from .pool import avg_pool2d
 
 
+def _mixed(input, *params):
+    """PyTorch's mixed-type norms on the CPU: a bfloat16 or float16 ``input`` with
+    float32 parameters (a float32 LayerNorm after a Linear under autocast) normalizes
+    in float32 and returns the input's dtype; the parameters' gradients stay float32.
+    The input's dtype when that applies, else None."""
+    ps = [p for p in params if p is not None]
+    if not ps or not isinstance(input, Tensor) or np_dtype(input) not in _dt.LOW:
+        return None
+    if all(isinstance(p, Tensor) and np_dtype(p) == np.float32 for p in ps):
+        return input.dtype
+    return None
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalize over the trailing ``normalized_shape`` dims (biased variance)."""
     if isinstance(normalized_shape, (int, np.integer)):
@@ -40,6 +55,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         if p is not None and tuple(p.shape) != ns:
             raise op_error("layer_norm", f"{name} of shape {tuple(p.shape)} must be {ns}",
                            RuntimeError)
+    low = _mixed(input, weight, bias)
+    if low is not None:
+        return layer_norm(input.float(), ns, weight, bias, eps).to(low)
     fast = _gpu_layer_norm(input, len(ns), weight, bias, eps)
     if fast is not None:
         return fast
@@ -78,6 +96,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise op_error("batch_norm", f"expected an input of at least 2 dims (N, C, ...), got "
                                      f"{tuple(input.shape)}", RuntimeError)
     require_floating("batch_norm", input)  # PyTorch: no integer or bool kernel
+    low = _mixed(input, running_mean, running_var, weight, bias)
+    if low is not None:
+        return batch_norm(input.float(), running_mean, running_var, weight, bias, training,
+                          momentum, eps).to(low)
     C = input.shape[1]
     for name, p in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
@@ -346,6 +368,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     variance), then the per-channel affine ``weight``, ``bias``; as
     ``torch.nn.functional.group_norm``."""
     need_float("group_norm", input=input, weight=weight, bias=bias)
+    low = _mixed(input, weight, bias)
+    if low is not None:
+        return group_norm(input.float(), num_groups, weight, bias, eps).to(low)
     return bind(GROUP_NORM, input, weight, bias, num_groups=num_groups, eps=float(eps))
 
 
@@ -431,6 +456,10 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     normalises with the running statistics instead."""
     for arg, t in (("weight", weight), ("bias", bias)):
         _need_floating("instance_norm", arg, t)
+    low = _mixed(input, running_mean, running_var, weight, bias)
+    if low is not None:
+        return instance_norm(input.float(), running_mean, running_var, weight, bias,
+                             use_input_stats, momentum, eps).to(low)
     if input.ndim < 3:
         raise op_error("instance_norm", f"expected an input of at least 3 dims (N, C, *), got "
                                         f"shape {tuple(input.shape)}", ValueError)
@@ -509,6 +538,9 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     if weight is not None and tuple(weight.shape) != ns:
         raise op_error("rms_norm", f"weight of shape {tuple(weight.shape)} must be {ns}",
                        RuntimeError)
+    low = _mixed(input, weight)
+    if low is not None:
+        return rms_norm(input.float(), ns, weight, _eps_of(input) if eps is None else eps).to(low)
     e = _eps_of(input) if eps is None else eps
     dims = tuple(range(input.ndim - len(ns), input.ndim))
     out = input * rsqrt(mean(input * input, dim=dims, keepdim=True) + e)
