@@ -5,7 +5,21 @@ each over chunks of the batch (``conv2d``, ``conv2d_weight_grad``,
 ``conv2d_input_grad`` at the end)."""
 import numpy as np
 
-from ..cpu import blas_single_thread, njit, run_chunked, run_rows
+from ..cpu import blas_single_thread, njit, run_chunked, run_rows, threads
+
+# Chunks of the batch per CPU thread in the conv kernels' parallel regions. Each
+# chunk's im2col, GEMM and epilogue are separate native calls with Python between
+# them, so each chunk hands the GIL back and forth between the threads; at 2 threads
+# the small CNN's compiled step ran ~15% faster with one chunk per thread than with
+# four (the claiming stays dynamic: a worker the OS has not scheduled yet leaves its
+# chunk to the caller).
+CHUNKS_PER_THREAD = 1
+
+
+def few_chunks(n):
+    """``min_chunk`` for ``run_chunked`` over ``n`` rows: ``CHUNKS_PER_THREAD`` chunks
+    per thread."""
+    return max(1, -(-n // (CHUNKS_PER_THREAD * threads())))
 
 
 def bmm(a, b, out):
@@ -19,7 +33,7 @@ def bmm(a, b, out):
         lo, hi = rows[0], rows[-1] + 1
         np.matmul(a[lo:hi] if a_b else a, b[lo:hi] if b_b else b, out=out[lo:hi])
     with blas_single_thread():
-        run_chunked(work, out.shape[0], np.arange(out.shape[0]), min_chunk=1)
+        run_chunked(work, out.shape[0], np.arange(out.shape[0]), min_chunk=few_chunks(out.shape[0]))
     return out
 
 
@@ -256,7 +270,7 @@ def conv2d(x, w, bias, out, cols, stride, padding, dilation, relu=False, pool=No
             pk(oc.reshape(n * Co, Ho, Wo), vc.reshape(n * Co, Hq, Wq),
                ic.reshape(n * Co, Hq, Wq))
     with blas_single_thread():
-        run_chunked(work, x.shape[0], x, cols, out, pv, pi, min_chunk=1)
+        run_chunked(work, x.shape[0], x, cols, out, pv, pi, min_chunk=few_chunks(x.shape[0]))
     return out
 
 
@@ -279,7 +293,7 @@ def conv2d_weight_grad(x, g, per, cols, gT, stride, padding, dilation):
             rhs = tc
         np.matmul(cc.reshape(n, groups, K, L), rhs, out=pc)
     with blas_single_thread():
-        run_chunked(work, N, x, g, cols, per, gT, min_chunk=1)
+        run_chunked(work, N, x, g, cols, per, gT, min_chunk=few_chunks(N))
     return per
 
 
@@ -295,7 +309,7 @@ def conv2d_input_grad(g, wT, out, cols, stride, padding, dilation):
         np.matmul(wT, gc, out=cc.reshape(n, groups, K, L))
         c2i(cc, oc)
     with blas_single_thread():
-        run_chunked(work, N, g, cols, out, min_chunk=1)
+        run_chunked(work, N, g, cols, out, min_chunk=few_chunks(N))
     return out
 
 
@@ -372,5 +386,5 @@ def conv2d_weight_grad_nhwc(x, g, per, xh, cols, padding):
         _im2col_nhwc(hc, cc)
         np.matmul(gc, cc.reshape(n, L, K), out=pc)
     with blas_single_thread():
-        run_chunked(work, N, x, g, xh, cols, per, min_chunk=1)
+        run_chunked(work, N, x, g, xh, cols, per, min_chunk=few_chunks(N))
     return per

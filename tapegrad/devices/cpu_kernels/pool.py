@@ -14,7 +14,8 @@ import functools
 
 import numpy as np
 
-from ..cpu import compile_source, njit, run_rows
+from ..cpu import ROW_BLOCK, compile_source, njit, run_chunked, run_rows
+from .conv import few_chunks
 
 UNROLLED = ((2, 2), (3, 3))  # window sizes with a generated, unrolled kernel
 
@@ -251,8 +252,10 @@ def max_pool2d_scatter_relu(out, idx, g, y, overlap):
     """``max_pool2d_scatter(out, idx, g, zero=True)`` then ``out *= (y > 0)`` (the
     gradient through ``max_pool2d(relu(.))``), one pass per row on the threads; all
     (rows, ...) C-contiguous, ``y`` as ``out``."""
-    run_rows(lambda n, o_, i_, g_, y_: _scatter_relu_rows(o_, i_, g_, y_, overlap),
-             out.shape[0], out, idx, g, y, per_row=max(idx.shape[1], out.shape[1]))
+    rows = out.shape[0]
+    per_row = max(idx.shape[1], out.shape[1])
+    run_chunked(lambda n, o_, i_, g_, y_: _scatter_relu_rows(o_, i_, g_, y_, overlap), rows,
+                out, idx, g, y, min_chunk=max(ROW_BLOCK // per_row, few_chunks(rows)))
 
 
 def max_pool2d_scatter(out, idx, g, zero=False):
