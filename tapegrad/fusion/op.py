@@ -242,7 +242,7 @@ class ExprOp:
         try:
             table = tables.whole((src, store, consts), build)
             run = functools.partial(tables.run_whole, table, k, len(flat))
-            _cpu.run_chunked(run, n, *flat, *bufs)
+            _cpu.run_chunked(run, n, *flat, *bufs, min_chunk=tables.WHOLE_CHUNK)
         except Exception:  # Numba unusable: the kernel's own path says so
             return False
         return True
@@ -633,16 +633,16 @@ def run_halfwidth(op, arrays):
 
 _HALF_KERNELS = {}
 _halfwidth_hook[0] = run_halfwidth
-_OP_TABLES = {}  # (op name, dtype name, approximate) -> (1, 65536) float32, or None
+_NO_TABLE = set()  # (op name, dtype name, approximate) whose kernel gives no table
 
 
 def _run_lookup(op, arrays):
     """A registry op of one array argument with an expression (unary: ``exp``,
     ``sin``, ``sigmoid`` ...) on a bfloat16 or float16 array, as one lookup an element
-    in the table of the op's own float32 kernel's values at every value of the dtype
-    (``_op_table``), rounded as it is written: what widening, the kernel and the
-    rounding give, bit for bit, in one pass over the 16-bit elements. None where it
-    does not apply."""
+    of its result's 16-bit pattern (``_op_table``: the op's own float32 kernel at every
+    value of the dtype, rounded as the widened path rounds it): what widening, the
+    kernel and the rounding give, bit for bit, in one pass over the 16-bit elements
+    (``tables.run_whole``). None where it does not apply."""
     if (len(arrays) != 1 or type(arrays[0]) is not np.ndarray or len(op.args) != 1
             or not op.expr or op.nout != 1 or op.kind != "basic"
             or getattr(op, "fusion", None) is not None):
@@ -657,44 +657,38 @@ def _run_lookup(op, arrays):
     if table is None:
         return None
     out = np.empty(x.shape, x.dtype)
-    key = ("lookup", x.dtype.name)
-
-    def compiled():
-        fn = _HALF_KERNELS.get(key)
-        if fn is None:
-            v = E.var("x")
-            stand_in = E.unary("lookup", v)  # its value is looked up, never computed
-            src = codegen_numba.kernel_source([v], [stand_in], _F32, "h", False,
-                                              store=x.dtype.name, tables=[(stand_in, 0)])
-            fn = _HALF_KERNELS[key] = _cpu.compile_source(
-                ("halfwidth", src), src, "kernel", parallel=False, fastmath=frozenset(),
-                error_model="numpy")
-        return fn
     flat = np.ascontiguousarray(x).reshape(-1).view(np.uint16)
-    if _launch(compiled, x.size, (flat, out.reshape(-1).view(np.uint16), table),
-               op.name) is None:
+    try:
+        _cpu.run_chunked(functools.partial(tables.run_whole, table, 0, 1), x.size, flat,
+                         out.reshape(-1).view(np.uint16), min_chunk=tables.WHOLE_CHUNK)
+    except Exception:  # Numba unusable: dispatch widens instead
         return None
     return out
 
 
 def _op_table(op, dtype):
-    """The float32 values of ``op``'s kernel at every ``dtype`` value (widened
-    exactly), indexed by its bits, built once per process; None where the kernel
-    does not give one float32 value per element."""
-    key = (op.name, dtype.name, config.approximate)
-    if key not in _OP_TABLES:
+    """The 16-bit patterns of ``op``'s results at every ``dtype`` value, indexed by
+    its bits, as a ``(1, 65536)`` uint16 array: its kernel run on the widened values
+    and rounded (``halfwidth.from_float32``, as dispatch's widened path), kept with
+    the whole-kernel tables (``tables.whole``); None where the kernel does not give
+    one float32 value per element."""
+    key = ("op", op.name, dtype.name, config.approximate)
+    if key in _NO_TABLE:
+        return None
+    from ..devices.cpu_kernels import halfwidth
+
+    def build():
         wide = tables.patterns().view(dtype).astype(_F32)
-        try:
-            with np.errstate(all="ignore"):
-                vals = op.compute(wide)
-        except Exception:
-            vals = None
-        ok = type(vals) is np.ndarray and vals.dtype == _F32 and vals.shape == wide.shape
-        t = np.ascontiguousarray(vals).reshape(1, -1) if ok else None
-        if t is not None:
-            t.flags.writeable = False
-        _OP_TABLES[key] = t
-    return _OP_TABLES[key]
+        with np.errstate(all="ignore"):
+            vals = op.compute(wide)
+        if type(vals) is not np.ndarray or vals.dtype != _F32 or vals.shape != wide.shape:
+            raise TypeError(f"{op.name}: no float32 value per element")
+        return halfwidth.from_float32(vals, dtype).view(np.uint16).reshape(1, -1)
+    try:
+        return tables.whole(key, build)
+    except Exception:
+        _NO_TABLE.add(key)
+        return None
 
 
 def _exact_graph(op):
