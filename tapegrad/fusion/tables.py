@@ -28,6 +28,7 @@ whose randn-like data spread over more of the table); cheaper chains (``x * 2 + 
 stay computed. The tables are kept for the ``WHOLE_CACHE`` expressions used last.
 """
 import collections
+import sys
 
 import numpy as np
 
@@ -165,9 +166,10 @@ def run_whole(table, k, nin, n, *args):
     ``whole`` table: each output ``oj[i] = table[j, ak[i]]`` (uint16 arrays of the
     elements' bits). Serial and thread-safe (``run_chunked`` calls it per chunk):
     four elements a step over 64-bit words from the first index where the input
-    and every output are 8-byte aligned, one at a time before and after."""
+    and every output are 8-byte aligned (little-endian machines), one at a time
+    before and after."""
     a, outs = args[k], args[nin:]
-    start = (-a.ctypes.data // 2) % 4 if n >= 8 else n
+    start = (-a.ctypes.data // 2) % 4 if n >= 8 and _LITTLE else n
     if any((o.ctypes.data + 2 * start) % 8 for o in outs):
         start = n
     m = start + (n - start) // 4 * 4
@@ -183,6 +185,7 @@ def run_whole(table, k, nin, n, *args):
 
 
 _LOOKUP = {}  # outputs -> (per-element kernel, per-word kernel)
+_LITTLE = sys.byteorder == "little"  # a word's first element in its low 16 bits
 
 
 def _lookup_kernels(nout):
