@@ -47,9 +47,13 @@ _TABLES = {}  # (expression over __tab, store, approximate) -> (1, 65536) float3
 _PATTERNS = []
 # the least ``COST`` of a whole kernel replaced by its table of output patterns, by
 # the input's dtype (measured on Zen 4 at 4M elements: the lookup loop runs in ~1.6x
-# the time of ``x * 2 + 1``'s kernel in bfloat16, ~2x in float16, where ``exp(x) + 1``
-# (6) is about as fast computed as looked up)
+# the time of ``x * 2 + 1``'s kernel in bfloat16 and ~0.75x that of ``exp(x) + 1``;
+# in float16, whose randn-like data spread over ~40 KB of the table, ~2x and ~1x)
 WHOLE_MIN_COST = {"bfloat16": 5, "float16": 20}
+# an op's ``COST`` in a whole kernel: arithmetic, a vector instruction or two in a
+# loop bound by its bytes, counts a fifth (``x * x * x + x * 2 + 1`` is computed
+# ~1.6x faster than looked up in bfloat16); a division or square root one
+_WHOLE_COST = {**COST, "div": 1, "sqrt": 1, "rsqrt": 1}
 # the least elements a call answers from a whole-kernel table: building one runs the
 # kernel over 65,536 elements (a new one per value of a size-one input)
 WHOLE_MIN_NUMEL = 1 << 16
@@ -140,7 +144,7 @@ def whole_input(inputs, outputs, pattern, store):
     for n in E.topo(outputs, stop=varies):  # is computed once, before the loop)
         if n not in varies and any(a in varies for a in n.args):
             varies.add(n)
-            cost += 0 if n.op.startswith("round_") else COST.get(n.op, 1)
+            cost += 0 if n.op.startswith("round_") else _WHOLE_COST.get(n.op, 0.2)
     return k if cost >= WHOLE_MIN_COST[store] else None
 
 

@@ -210,6 +210,8 @@ def test_whole_input_picks_costly_kernels_of_one_input():
     assert tables.whole_input([x], [gelu_chain], "h", "bfloat16") == 0
     assert tables.whole_input([x], [gelu_chain], "h", "float16") == 0
     assert tables.whole_input([x], [affine], "h", "bfloat16") is None  # bound by bytes
+    poly = E.parse("x * x * x + x * 2 + 1 - x / 3", {"x": x})
+    assert tables.whole_input([x], [poly], "h", "bfloat16") is None
     assert tables.whole_input([x], [E.parse("exp(x) + 1", {"x": x})], "h", "bfloat16") == 0
     assert tables.whole_input([x], [E.parse("exp(x) + 1", {"x": x})], "h", "float16") is None
     two = E.mul(E.parse(GELU, {"x": x}), y)
