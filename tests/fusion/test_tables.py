@@ -336,3 +336,20 @@ def test_compiled_whole_chain(all_tables, fresh_whole, monkeypatch):
     want, fused = run()
     assert fused and not any(isinstance(f, functools.partial) for f in fused)
     _same_bits(got, want)
+
+
+CHAINS = FUNCS + ["x * 2 + 1", "exp(x) * x + 1", "where(x > 0, x, exp(x) - 1)",
+                  "sin(x) * cos(x) / (1 + x * x)"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", BOTH)
+@pytest.mark.parametrize("k", range(len(CHAINS)))
+def test_every_whole_chain_equals_computed(k, dtype, fresh_whole, monkeypatch):
+    """Each chain of one input at every pattern, looked up where its cost says so,
+    against the kernel computing every value (no tables at all)."""
+    ex = tg.elementwise(f"_test_whole_chain_{k}", CHAINS[k], ["x"])
+    x = tg.tensor(_patterns_plus(dtype, 11))
+    got = ex(x).numpy()
+    monkeypatch.setattr(fusion.config, "tables", ())
+    _same_bits(got, ex(x).numpy())
