@@ -849,8 +849,9 @@ def _where_kernel(cond, x, other, out=None):
     if out is None or type(out) is not np.ndarray or _overlaps(out, cond, x):
         # (out written with other first: x and cond must not be out's memory)
         res = np.where(cond, x, other)
-        if out is None:
-            return res
+        if out is None:  # (PyTorch's promotion of x and other, not NumPy's)
+            dt = _where_infer(cond, x, other).dtype
+            return res if res.dtype == dt else res.astype(dt)
         out[...] = res
         return out
     np.copyto(out, other, casting="unsafe")
