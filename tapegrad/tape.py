@@ -12,7 +12,8 @@ import weakref
 
 from . import devices as _devices, dtypes as _dt
 
-__all__ = ["Node", "make_node", "is_grad_enabled", "state", "check_finite", "backward_name"]
+__all__ = ["Node", "make_node", "is_grad_enabled", "state", "check_finite", "backward_name",
+           "name_call"]
 
 _seq = itertools.count()
 next_seq = _seq.__next__
@@ -235,12 +236,20 @@ class Node:
                         # the output is saved and had some: the traced vjp's ctx.out has them
     tapes = None        # frozenset of ids of the Tapes this was recorded on
     where = None        # user call site (anomaly mode)
+    call_name = None    # PyTorch's node name set by the public function that made this
+                        # call, where it differs from its op's (``transpose`` binds permute)
 
     def name(self):
-        return self.op.name
+        """PyTorch's name of this node (``MulBackward0``), as ``grad_fn.name()``."""
+        if self.call_name is not None:
+            return self.call_name
+        g = self.op.grad_fn_name
+        if g is None:
+            return backward_name(self.op.name) + "0"
+        return g if type(g) is str else g(self.attrs, self.shapes)
 
     def __repr__(self):
-        return f"<{backward_name(self.op.name)}0 object at {id(self):#x}>"
+        return f"<{self.name()} object at {id(self):#x}>"
 
     @property
     def next_functions(self):
@@ -297,9 +306,18 @@ def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, inputs, 
     return node
 
 
+def name_call(res, input, name):
+    """Name the node of ``res`` (a public function's result) ``name`` when the call
+    recorded one of its own (not when it gave back ``input`` or its node)."""
+    node = getattr(res, "grad_fn", None)
+    if node is not None and node is not getattr(input, "grad_fn", None):
+        node.call_name = name
+    return res
+
+
 def backward_name(name):
     """PyTorch's name of an op's backward node (``MulBackward``)."""
-    return "".join(p.capitalize() for p in name.split("_")) + "Backward"
+    return "".join(p.title() for p in name.split("_")) + "Backward"
 
 
 def check_finite(op_name, where, arr, phase):

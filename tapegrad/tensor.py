@@ -588,7 +588,7 @@ def _format(t):
     if dt not in (default, _dt.int64, _dt.bool) or (data.size == 0 and dt != default):
         extras.append(f"dtype={dt}")
     if t._node is not None:
-        extras.append(f"grad_fn=<{_tape.backward_name(t._node.op.name)}0>")
+        extras.append(f"grad_fn=<{t._node.name()}>")
     elif t.requires_grad:
         extras.append("requires_grad=True")
     # PyTorch's layout of the suffixes: one that would pass the line width starts a

@@ -6,7 +6,6 @@
 digraph tapegrad {
 ...
 """
-from .tape import backward_name as _backward_name
 from .tensor import Tensor
 
 __all__ = ["to_dot"]
@@ -71,7 +70,7 @@ def to_dot(tensor, name="tapegrad", show_attrs=True):
         seen.add(id(node))
         keep.append(node)
         nid = ident(node, "op")
-        label = f"{node.op.name}\n{_backward_name(node.op.name)}"
+        label = f"{node.op.name}\n{node.name()}"
         attrs = _fmt_attrs(node.attrs) if show_attrs else ""
         if attrs:
             label += "\n" + attrs

@@ -47,6 +47,7 @@ _GELU_TANH = _elementwise(
     "gelu_tanh", f"x * 0.5 * (1 + tanh({_SQRT_2_OVER_PI!r} * (x + 0.044715 * x * x * x)))",
     samples=_samples(), error_samples=_errors,
     torch=lambda torch, x: torch.nn.functional.gelu(x, approximate="tanh"))
+_GELU_TANH.op.grad_fn_name = "GeluBackward0"  # (PyTorch's gelu with approximate="tanh")
 _SILU = _elementwise("silu", "x * sigmoid(x)", samples=_samples(), error_samples=_errors,
                      torch=lambda torch, x: torch.nn.functional.silu(x))
 # torch: x where beta * x > threshold, else log1p(exp(beta * x)) / beta; the stable
@@ -63,6 +64,7 @@ _SOFTPLUS.op.autocast = {"cuda": "fp32"}  # on PyTorch's CUDA autocast list
 _LOGSIGMOID = _elementwise("logsigmoid", "-softplus(-x)",
                            samples=_samples(avoid=(0.0,)), error_samples=_errors,
                            torch=lambda torch, x: torch.nn.functional.logsigmoid(x))
+_LOGSIGMOID.op.grad_fn_name = "LogSigmoidBackward0"
 # NOTE: the gradient at x == 0 is alpha (the x <= 0 branch), as PyTorch's; a
 # minimum(x, 0) here would split it in half at the tie
 # at x == 0 the value is 0, the slope alpha and the curvature 0, as PyTorch's (its

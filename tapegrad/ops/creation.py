@@ -697,7 +697,7 @@ def _onnx_cast(b, st):
 
 CAST = register(name="cast", onnx=_onnx_cast, vmap=_vmap.leading, jvp=_jvp.linear,
                 kernel=_cast_kernel, infer=_cast_infer,
-                vjp=_cast_vjp,
+                vjp=_cast_vjp, grad_fn_name="ToCopyBackward0",  # (PyTorch's .to() is _to_copy)
                 samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),),
                                                          {"dtype": np.dtype(np.float32)}, False),
                                                   Sample((_rand((3, 4), dtype),),

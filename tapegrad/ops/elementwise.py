@@ -18,6 +18,7 @@ from ..dispatch import bind
 from ..dtypes import is_float as _isf
 from ..fusion import op as _fusion_op
 from ..ops_registry.rules import diagonal as _diagonal
+from ..tape import name_call
 from . import indexing as _indexing
 from ._decl import (
     Sample,
@@ -56,9 +57,10 @@ def _same_torch(name):
 
 def _binary(name, kernel, vjp, saves=(), promote="same", expr=None, torch=None,
             samples=None, differentiable=True, out_dtype=None, jvp=None, errors=None,
-            onnx=None, autocast=None):
+            onnx=None, autocast=None, grad_fn_name=None):
     torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x", "other"), vjp=vjp, saves=saves,
+                    grad_fn_name=grad_fn_name,
                     infer=elementwise_infer(name, promote, out_dtype), broadcasting=True,
                     promote=promote, expr=expr, torch=torch, jvp=jvp,
                     differentiable=differentiable, onnx=onnx, autocast=autocast,
@@ -67,9 +69,10 @@ def _binary(name, kernel, vjp, saves=(), promote="same", expr=None, torch=None,
 
 def _unary(name, kernel, vjp, saves=("x",), promote="float", expr=None, torch=None,
            samples=None, differentiable=True, out_dtype=None, jvp=None, onnx=None,
-           autocast=None):
+           autocast=None, grad_fn_name=None):
     torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x",), vjp=vjp, saves=saves,
+                    grad_fn_name=grad_fn_name,
                     infer=elementwise_infer(name, promote, out_dtype), promote=promote,
                     expr=expr, torch=torch, jvp=jvp, differentiable=differentiable,
                     onnx=onnx, autocast=autocast, samples=samples or unary_samples(),
@@ -189,7 +192,10 @@ ADD = _binary("add", np.add, lambda ctx, g: (g, g), expr="x + other",
               jvp=lambda ctx, xt, ot: _tsum(xt, ot), onnx=_onnx_simple("Add"))
 SUB = _binary("sub", np.subtract, lambda ctx, g: (g, -g), expr="x - other",
               jvp=lambda ctx, xt, ot: _tsum(xt, None if ot is None else -ot),
-              onnx=_onnx_simple("Sub"))
+              onnx=_onnx_simple("Sub"),
+              # ``2 - x`` is PyTorch's rsub
+              grad_fn_name=lambda attrs, shapes: "RsubBackward1" if shapes[0] is None
+              else "SubBackward0")
 _sub_infer = SUB.infer
 
 
@@ -290,12 +296,18 @@ def _m_floor(ctx, v):
     return ctx.m.floor(v)
 
 
+def _by_other_kind(name):
+    """PyTorch's node names of a binary op: ``...Backward0`` with a Python number as
+    ``other``, ``...Backward1`` with a Tensor."""
+    return lambda attrs, shapes: f"{name}Backward{0 if shapes[1] is None else 1}"
+
+
 REMAINDER = _binary("remainder", _integer_division(np.remainder, "remainder", "remainder"),
                     _remainder_vjp,
                     saves={"other": ("x", "other")},
                     samples=binary_samples(low=0.1, high=3.0, low2=0.7, high2=0.9),
                     torch=lambda torch, x, other: torch.remainder(x, other), jvp=_diagonal,
-                    onnx=_onnx_remainder)
+                    onnx=_onnx_remainder, grad_fn_name=_by_other_kind("Remainder"))
 
 
 def _fmod_vjp(ctx, g):
@@ -307,7 +319,8 @@ def _fmod_vjp(ctx, g):
 FMOD = _binary("fmod", _integer_division(np.fmod, "fmod", "fmod"), _fmod_vjp,
                saves={"other": ("x", "other")},
                samples=binary_samples(low=-3.0, high=3.0, low2=0.7, high2=0.9),
-               torch=lambda torch, x, other: torch.fmod(x, other), jvp=_diagonal, onnx=_onnx_fmod)
+               torch=lambda torch, x, other: torch.fmod(x, other), jvp=_diagonal, onnx=_onnx_fmod,
+               grad_fn_name=_by_other_kind("Fmod"))
 
 
 def _int_kind(x):
@@ -397,7 +410,10 @@ def _pow_vjp(ctx, g):
 POW = _binary("pow", _pow_kernel, _pow_vjp,
               saves={"x": ("x", "other"), "other": ("x", "other", "out")}, expr="pow(x, other)",
               samples=binary_samples(low=0.5, high=2.0, low2=-1.5, high2=2.0),
-              onnx=_onnx_float_simple("Pow"), autocast=_CUDA_FP32)
+              onnx=_onnx_float_simple("Pow"), autocast=_CUDA_FP32,
+              # PyTorch's pow overloads: Tensor ** number, Tensor ** Tensor, number ** Tensor
+              grad_fn_name=lambda attrs, shapes: "PowBackward" + (
+                  "0" if shapes[1] is None else "2" if shapes[0] is None else "1"))
 
 
 def _maxmin_vjp(pick_x):
@@ -433,7 +449,7 @@ def _atan2_vjp(ctx, g):
 
 ARCTAN2 = _binary("arctan2", np.arctan2, _atan2_vjp, saves=("x", "other"), promote="float",
                   expr="arctan2(x, other)", samples=binary_samples(low=0.5, high=2.0),
-                  onnx=_onnx_atan2, autocast=_CUDA_PROMOTE)
+                  onnx=_onnx_atan2, autocast=_CUDA_PROMOTE, grad_fn_name="Atan2Backward0")
 
 
 def _logaddexp_vjp(ctx, g):
@@ -522,7 +538,7 @@ def _square(x, out=None):
 
 
 SQUARE = _u("square", _square, lambda ctx, g: (2 * g * ctx.inputs[0],), promote="same",
-            expr="x * x")
+            expr="x * x", grad_fn_name="PowBackward0")  # (PyTorch's square is pow(x, 2))
 
 
 def _reciprocal(x, out=None):
@@ -541,11 +557,13 @@ TAN = _u("tan", np.tan, lambda ctx, g: (g * (1 + ctx.out * ctx.out),), saves=("o
          autocast=_CUDA_FP32)
 _unit = unary_samples(low=-0.9, high=0.9)
 ARCSIN = _u("arcsin", np.arcsin, lambda ctx, g: (g * ctx.m.rsqrt(1 - ctx.inputs[0] ** 2),),
-            expr="arcsin(x)", samples=_unit, onnx=_onnx_float_simple("Asin"), autocast=_CUDA_FP32)
+            expr="arcsin(x)", samples=_unit, onnx=_onnx_float_simple("Asin"), autocast=_CUDA_FP32,
+            grad_fn_name="AsinBackward0")
 ARCCOS = _u("arccos", np.arccos, lambda ctx, g: (-g * ctx.m.rsqrt(1 - ctx.inputs[0] ** 2),),
-            expr="arccos(x)", samples=_unit, onnx=_onnx_float_simple("Acos"), autocast=_CUDA_FP32)
+            expr="arccos(x)", samples=_unit, onnx=_onnx_float_simple("Acos"), autocast=_CUDA_FP32,
+            grad_fn_name="AcosBackward0")
 ARCTAN = _u("arctan", np.arctan, lambda ctx, g: (g / (1 + ctx.inputs[0] ** 2),),
-            expr="arctan(x)", onnx=_onnx_float_simple("Atan"))
+            expr="arctan(x)", onnx=_onnx_float_simple("Atan"), grad_fn_name="AtanBackward0")
 SINH = _u("sinh", np.sinh, lambda ctx, g: (g * ctx.m.cosh(ctx.inputs[0]),), expr="sinh(x)",
           onnx=_onnx_float_simple("Sinh"), autocast=_CUDA_FP32)
 COSH = _u("cosh", np.cosh, lambda ctx, g: (g * ctx.m.sinh(ctx.inputs[0]),), expr="cosh(x)",
@@ -942,7 +960,7 @@ def _clamp_samples(dtype=np.float64):
 
 CLAMP = register(name="clamp", onnx=_onnx_clamp, jvp=_diagonal, kernel=_clamp_kernel,
                  infer=_clamp_infer, vjp=_clamp_vjp,
-                 saves=("x",), samples=_clamp_samples,
+                 saves=("x",), samples=_clamp_samples, grad_fn_name="ClampBackward1",
                  torch=lambda torch, x, min=None, max=None: torch.clamp(x, min, max),
                  error_samples=lambda: [((rand((3, 4)),), {}, RuntimeError),
                                         ((rand((3, 4)),), {"min": "a"}, TypeError)])
@@ -1021,6 +1039,7 @@ CLAMP_TENSOR = register(name="clamp_tensor", onnx=_onnx_clamp_tensor, jvp=_diago
                         kernel=_clamp_t_kernel, args=("x", "min", "max"),
                         optional=("min", "max"),
                         vjp=_clamp_t_vjp, saves=("x", "min", "max"), infer=_clamp_t_infer,
+                        grad_fn_name="ClampBackward0",
                         broadcasting=True, promote="same", samples=_clamp_t_samples,
                         torch=lambda torch, x, min, max: torch.clamp(
                             x, *(torch.tensor(v, dtype=x.dtype) if isinstance(v, (int, float))
@@ -1104,7 +1123,7 @@ def pow(input, exponent):
     """``input ** exponent``; tensor or scalar exponents."""
     if isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
         if exponent == 2 and hasattr(input, "_data") and _isf(input._data.dtype):
-            return bind(MUL, input, input)  # (bool ** 2 is int64, as PyTorch: not bool * bool)
+            return bind(SQUARE, input)  # (bool ** 2 is int64, as PyTorch: not bool * bool)
     return bind(POW, input, exponent)
 
 
@@ -1318,12 +1337,12 @@ clip = clamp
 
 def clamp_min(input, min):
     """Each element limited to at least ``min``, as ``torch.clamp_min``."""
-    return clamp(input, min, None)
+    return name_call(clamp(input, min, None), input, "ClampMinBackward0")
 
 
 def clamp_max(input, max):
     """Each element limited to at most ``max``, as ``torch.clamp_max``."""
-    return clamp(input, None, max)
+    return name_call(clamp(input, None, max), input, "ClampMaxBackward0")
 
 
 def round(input, *, decimals=0):  # noqa: A001

@@ -20,6 +20,7 @@ from .._util import (
 from ..devices.cpu_kernels import scatter as _cpu_scatter
 from ..dispatch import apply_inplace, bind
 from ..dtypes import is_float as _isf
+from ..tape import name_call
 from ..tensor import Tensor
 from . import _jvp, _vmap
 from ._decl import Sample, TensorSpec, composite, rand, register
@@ -415,9 +416,30 @@ def _getitem_vmap(ctx, x):
     return bind(ctx.op, x, index=(slice(None),) + idx)
 
 
+def _getitem_grad_fn_name(attrs, shapes):
+    """The last view PyTorch's basic indexing applies: one per index entry, left to
+    right (an int selects, None unsqueezes, a slice slices unless it is ``:``); none at
+    all is an alias, and a lone slice is always a slice."""
+    index = attrs["index"]
+    idx = index if isinstance(index, tuple) else (index,)
+    if len(idx) == 1 and isinstance(idx[0], slice):
+        return "SliceBackward0"
+    last = "AliasBackward0"
+    for i in idx:
+        if i is None:
+            last = "UnsqueezeBackward0"
+        elif isinstance(i, slice):
+            if (i.start not in (None, 0) or i.stop is not None
+                    or i.step not in (None, 1)):
+                last = "SliceBackward0"
+        elif i is not Ellipsis:
+            last = "IndexBackward0" if hasattr(i, "shape") and i.ndim else "SelectBackward0"
+    return last
+
+
 GETITEM = register(name="getitem", onnx=_onnx_getitem, vmap=_getitem_vmap, jvp=_jvp.linear,
                    kind="view", kernel=_getitem_kernel, infer=_getitem_infer,
-                   infer_first=False,
+                   infer_first=False, grad_fn_name=_getitem_grad_fn_name,
                    vjp=_getitem_vjp, samples=_getitem_samples, error_samples=_getitem_errors,
                    torch=lambda torch, x, index: _torch_getitem(torch, x, index))
 
@@ -501,6 +523,7 @@ def _index_vmap(ctx, x):
 # size first (infer_first=False: it explains a failure instead)
 INDEX = register(name="index", onnx=_onnx_index, vmap=_index_vmap, jvp=_jvp.linear,
                  kind="basic", kernel=_index_kernel, infer_first=False,
+                 grad_fn_name="IndexBackward0",
                  infer=_named("index", _getitem_infer),
                  vjp=_getitem_vjp, samples=_index_samples, error_samples=_getitem_errors,
                  torch=lambda torch, x, index: _torch_getitem(torch, x, index))
@@ -545,7 +568,7 @@ def _mask_kernel(x, index, alloc=None):
 
 
 MASKED_INDEX = register(name="masked_index", onnx=_onnx_index, jvp=_jvp.linear, kind="dynamic",
-                        kernel=_mask_kernel,
+                        kernel=_mask_kernel, grad_fn_name="IndexBackward0",
                         infer_first=False,  # as INDEX
                         infer=_named("masked_index", _getitem_infer), vjp=_getitem_vjp,
                         samples=lambda dtype=np.float64: [
@@ -672,8 +695,10 @@ def split(tensor, split_size_or_sections, dim=0):
         sizes = [min(s, n - i) for i in range(0, n, s)] if n else [0]
     out = []
     start = 0
+    # each piece's node is PyTorch's split (split_with_sizes for a list of sizes)
+    name = "SplitWithSizesBackward0" if isinstance(s, (list, tuple)) else "SplitBackward0"
     for v in sizes:
-        out.append(_slice_along(tensor, d, start, start + v))
+        out.append(name_call(_slice_along(tensor, d, start, start + v), tensor, name))
         start += v
     return tuple(out)
 
@@ -723,7 +748,8 @@ def unbind(input, dim=0):
     """The slices of ``input`` along ``dim``, as a tuple of views, as ``torch.unbind``."""
     d = normalize_dim("unbind", dim, len(input.shape))
     _devices.check_pieces("unbind", input.shape[d])
-    return tuple(getitem_raw(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
+    return tuple(name_call(getitem_raw(input, (slice(None),) * d + (i,)), input,
+                           "UnbindBackward0") for i in range(input.shape[d]))
 
 
 # the splitting functions in the registry: their shape rules, tuples of specs (the
@@ -1462,7 +1488,8 @@ def _tad_kernel(x, indices, dim, out=None):
 
 
 TAKE_ALONG_DIM = register(
-    name="take_along_dim", onnx=_onnx_take_along_dim, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear,
+    name="take_along_dim", grad_fn_name="GatherBackward0",
+    onnx=_onnx_take_along_dim, vmap=_vmap.all_batched_dim(), jvp=_jvp.linear,
     kernel=_tad_kernel, infer=_tad_infer, args=("x", "indices"),
     saves=("indices",),
     vjp=lambda ctx, g: (ctx.m.index_add_into(g, ctx.shapes[0], _tad_index(

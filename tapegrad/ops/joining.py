@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .._util import normalize_dim, op_error
+from ..tape import name_call
 from ..tensor import Tensor
 from . import creation as C, elementwise as E, indexing as I, shape as SH
 from ._decl import S, Sample, TensorSpec, composite, decl, rand
@@ -458,7 +459,7 @@ def _tensors(name, **args):
 def t(input):
     """The transpose of a tensor of at most 2 dimensions (0-D and 1-D as they are)."""
     _t_infer(input)
-    return SH.transpose(input) if input.ndim == 2 else input
+    return name_call(SH.transpose(input), input, "TBackward0") if input.ndim == 2 else input
 
 
 def _t_infer(x):

@@ -16,6 +16,7 @@ from .. import devices as _devices, dtypes, dtypes as _dt
 from .._util import DtypeError, normalize_dim, normalize_dims, op_error
 from ..dispatch import bind, foreign_constant
 from ..dtypes import is_float as _isf
+from ..tape import name_call
 from ..tensor import Tensor
 from . import (
     _jvp,
@@ -212,11 +213,23 @@ def _matmul_vmap(ctx, x, y):
                                ctx.ndim(0), ctx.ndim(1))
 
 
+def _matmul_grad_fn_name(attrs, shapes):
+    """The last node torch.matmul records for these ranks: the 1-D and 2-D kernels
+    (dot, mv, mm; a vector times a matrix is mm on the unsqueezed vector, then squeeze);
+    a matrix times a batch is computed transposed and copied back (clone); other
+    batched products fold the batch into bmm/mm and unfold it (_unsafe_view)."""
+    a, b = len(shapes[0]), len(shapes[1])
+    if a <= 2 and b <= 2:
+        return {(1, 1): "DotBackward0", (1, 2): "SqueezeBackward4", (2, 1): "MvBackward0",
+                (2, 2): "MmBackward0"}[a, b]
+    return "CloneBackward0" if a == 2 else "UnsafeViewBackward0"
+
+
 MATMUL = register(name="matmul", autocast="lower", onnx=_onnx_matmul, vmap=_matmul_vmap,
                   jvp=_jvp.multilinear, kernel=_matmul_kernel, args=("x", "other"),
                   infer=_matmul_infer,
                   vjp=_matmul_vjp, saves={"x": ("other",), "other": ("x",)}, promote="none",
-                  samples=_matmul_samples,
+                  samples=_matmul_samples, grad_fn_name=_matmul_grad_fn_name,
                   error_samples=lambda: [((rand((3, 4)), rand((5, 2))), {}, RuntimeError)],
                   torch=lambda torch, x, other: torch.matmul(x, other))
 
@@ -709,6 +722,7 @@ def _outer_vmap(ctx, x, y):
 OUTER = register(name="outer", onnx=_onnx_outer, vmap=_outer_vmap, jvp=_jvp.multilinear,
                  kernel=_outer_kernel, infer=_outer_infer, args=("x", "vec2"),
                  vjp=_outer_vjp, saves={"x": ("vec2",), "vec2": ("x",)}, promote="same",
+                 grad_fn_name="MulBackward0",  # (torch.outer is a broadcast mul)
                  samples=lambda dtype=np.float64: [
                      Sample((rand((3,), dtype, seed=1), rand((4,), dtype, seed=2)), {}),
                      Sample((rand((1,), dtype, seed=3), rand((2,), dtype, seed=4)), {}),
@@ -1018,7 +1032,8 @@ def _inv_jvp(ctx, t):
 
 
 INV = register(
-    name="linalg_inv", autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_inv_jvp,
+    name="linalg_inv", grad_fn_name="LinalgInvExBackward0",
+    autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_inv_jvp,
     kernel=_inv_kernel, infer=_inv_infer, saves=("out",),
     vjp=lambda ctx, g: (-ctx.m.matmul(ctx.m.mT(ctx.out), ctx.m.matmul(g, ctx.m.mT(ctx.out))),),
     samples=lambda dtype=np.float64: [
@@ -1228,7 +1243,8 @@ def _solve_vmap(ctx, a, b):
 
 
 SOLVE = register(
-    name="linalg_solve", autocast={"cpu": "fp32"}, vmap=_solve_vmap, jvp=_solve_jvp,
+    name="linalg_solve", grad_fn_name="LinalgSolveExBackward0",
+    autocast={"cpu": "fp32"}, vmap=_solve_vmap, jvp=_solve_jvp,
     kernel=_solve_kernel, infer=_solve_infer, args=("A", "B"),
     vjp=_solve_vjp, saves={"A": ("A", "out"), "B": ("A",)}, promote="same",
     samples=lambda dtype=np.float64: [
@@ -1438,7 +1454,8 @@ def _chol_jvp(ctx, t):
 
 
 CHOLESKY = register(
-    name="linalg_cholesky", autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_chol_jvp,
+    name="linalg_cholesky", grad_fn_name="LinalgCholeskyExBackward0",
+    autocast={"cpu": "fp32"}, vmap=_vmap.leading, jvp=_chol_jvp,
     kernel=_chol_kernel, infer=_chol_infer, vjp=_chol_vjp,
     saves=("out",),
     samples=lambda dtype=np.float64: [
@@ -1748,7 +1765,7 @@ def bmm(input, mat2):
         raise op_error("bmm", f"Expected size for first two dimensions of batch2 tensor to "
                               f"be: [{input.shape[0]}, {input.shape[2]}] but got: "
                               f"[{mat2.shape[0]}, {mat2.shape[1]}].", RuntimeError)
-    return matmul(input, mat2)
+    return name_call(matmul(input, mat2), input, "BmmBackward0")
 
 
 decl(bmm, lambda dtype=np.float64: [S(rand((2, 3, 4), dtype), rand((2, 4, 5), dtype, seed=1))],

@@ -19,6 +19,7 @@ from ..devices import cpu as _cpu
 from ..devices.cpu_kernels import halfwidth as _cpu_halfwidth
 from ..dispatch import bind
 from ..dtypes import is_float as _isf
+from ..tape import name_call
 from ..tensor import Tensor
 from . import _jvp, _vmap, elementwise as _elementwise, indexing as I, shape as SH
 from ._decl import S, Sample, TensorSpec, decl, floating, rand, register
@@ -302,12 +303,18 @@ def _onnx_cumprod(b, st):
     b.node("Concat", acc, [b.output(st)], axis=d)
 
 
+def _with_dim(name):
+    """PyTorch's node names of a reduction: ``...Backward0`` over all elements,
+    ``...Backward1`` for its overload with ``dim``."""
+    return lambda attrs, shapes: f"{name}Backward{0 if attrs.get('dim') is None else 1}"
+
+
 SUM = register(name="sum", autocast={"cuda": "fp32_unless_dtype"}, onnx=_onnx_reduce("ReduceSum"),
                halfwidth=True,
                vmap=_vmap.dim_attrs(), kernel=_sum_kernel, infer=_reduce_infer("sum", "sum"),
                vjp=_sum_vjp,
                samples=_reduce_samples, error_samples=_dim_errors,
-               jvp=lambda ctx, xt: (bind(SUM, xt, **ctx.attrs),),
+               jvp=lambda ctx, xt: (bind(SUM, xt, **ctx.attrs),), grad_fn_name=_with_dim("Sum"),
                torch=lambda torch, x, dim=None, keepdim=False:
                torch.sum(x, dim=dim, keepdim=keepdim) if dim is not None else torch.sum(x))
 
@@ -354,6 +361,7 @@ def _mean_vjp(ctx, g):
 MEAN = register(name="mean", onnx=_onnx_reduce("ReduceMean"), vmap=_vmap.dim_attrs(),
                 jvp=_jvp.linear, kernel=_mean_kernel, infer=_reduce_infer("mean", "float"),
                 vjp=_mean_vjp, samples=_reduce_samples, error_samples=_dim_errors,
+                grad_fn_name=_with_dim("Mean"),
                 torch=lambda torch, x, dim=None, keepdim=False:
                 torch.mean(x, dim=dim, keepdim=keepdim) if dim is not None else torch.mean(x))
 
@@ -569,6 +577,7 @@ def _prod_torch(torch, x, dim=None, keepdim=False):
 
 
 PROD = register(name="prod", autocast={"cpu": "fp32", "cuda": "fp32_unless_dtype"},
+                grad_fn_name=_with_dim("Prod"),
                 onnx=_onnx_reduce("ReduceProd"), vmap=_vmap.dim_attrs_flat(), jvp=_jvp.reduction,
                 kernel=_prod_kernel, infer=_reduce_infer("prod", "sum"),
                 vjp=_prod_vjp, saves=("x",), samples=_prod_samples, error_samples=_dim_errors,
@@ -1118,6 +1127,7 @@ def _norm_infer(x, p=2.0, dim=None, keepdim=False):
 NORM = register(name="norm", autocast={"cuda": "fp32"}, onnx=_onnx_norm("p"),
                 vmap=_vmap.dim_attrs(), jvp=_jvp.reduction, kernel=_norm_kernel, infer=_norm_infer,
                 vjp=_norm_vjp, saves=("x", "out"), samples=_norm_samples,
+                grad_fn_name="LinalgVectorNormBackward0",  # (torch.norm calls vector_norm)
                 error_samples=lambda: [((rand((2, 3)),), {"dim": (5,)}, IndexError),
                                        ((np.arange(3),), {}, TypeError),
                                        ((rand((0, 3)),), {"p": math.inf, "dim": (0,)},
@@ -1426,7 +1436,9 @@ def _max_min(name, op, pairwise, input, dim, keepdim, axis, keepdims):
     if dim is None:
         if keepdim or keepdims:
             raise op_error(name, "keepdim needs a dim", TypeError)
-        return bind(AMAX if name == "max" else AMIN, input, dim=None, keepdim=False)
+        # PyTorch's max()/min() without a dim is its own overload (MaxBackward1)
+        return name_call(bind(AMAX if name == "max" else AMIN, input, dim=None, keepdim=False),
+                         input, f"{name.capitalize()}Backward1")
     d = _canon1(name, input, dim)
     values, indices = bind(op, input, dim=d, keepdim=_keep(keepdim, keepdims))
     return _values_indices[name](values, indices)

@@ -10,6 +10,7 @@ import numpy as np
 from .. import devices as _devices, dtypes as _dt
 from .._util import normalize_dim, normalize_dims as _normalize_dims, op_error, shape_arg
 from ..dispatch import bind
+from ..tape import name_call
 from . import _jvp, _vmap
 from ._decl import S, Sample, TensorSpec, alias, composite, decl, rand, register
 from .creation import arange
@@ -233,6 +234,7 @@ RESHAPE = register(name="reshape", onnx=_onnx_reshape, vmap=_vmap.shape_attr(), 
                        Sample((rand((4, 3), dtype).T,), {"shape": (3, 2, 2)}),
                        Sample((rand((4, 3), dtype).T,), {"shape": (12,)})],
                    error_samples=lambda: [((rand((3, 4)),), {"shape": (5, 2)}, RuntimeError)],
+                   grad_fn_name="ViewBackward0",  # (a reshape that copies names itself)
                    torch=lambda torch, x, shape: torch.reshape(x, shape))
 
 
@@ -242,7 +244,12 @@ def reshape(input, *shape):
     shape = shape_arg("reshape", shape)
     if tuple(input.shape) == shape:
         return bind(RESHAPE, input, shape=shape) if hasattr(input, "_data") else input
-    return bind(RESHAPE, input, shape=shape)
+    res = bind(RESHAPE, input, shape=shape)
+    data = getattr(input, "_data", None)
+    if data is not None and not data.flags.c_contiguous and res.grad_fn is not None \
+            and not np.may_share_memory(getattr(res, "_data", data), data):
+        res.grad_fn.call_name = "UnsafeViewBackward0"  # a copy, as PyTorch's reshape
+    return res
 
 
 # ---------------------------------------------------------------- permute
@@ -332,6 +339,7 @@ BROADCAST_TO = register(name="broadcast_to", onnx=_onnx_broadcast_to, vmap=_vmap
                             Sample((rand((), dtype),), {"shape": (3,)}),
                             Sample((rand((1, 3), dtype).T,), {"shape": (2, 3, 4)})],
                         error_samples=lambda: [((rand((3, 2)),), {"shape": (3, 4)}, ValueError)],
+                        grad_fn_name="ExpandBackward0",
                         torch=lambda torch, x, shape: torch.broadcast_to(x, shape))
 
 
@@ -370,6 +378,10 @@ def _squeeze_vmap(ctx, x):
 
 SQUEEZE = register(name="squeeze", onnx=_onnx_squeeze, vmap=_squeeze_vmap, jvp=_jvp.linear,
                    kind="view",
+                   # PyTorch's overloads: no dim, one dim, a tuple of dims
+                   grad_fn_name=lambda attrs, shapes: "SqueezeBackward" + (
+                       "0" if attrs.get("dim") is None else
+                       "2" if isinstance(attrs["dim"], (tuple, list)) else "1"),
                    kernel=lambda x, dim=None: x.squeeze(
                        axis=_squeeze_dims("squeeze", x.shape, dim)),
                    infer=lambda x, dim=None: TensorSpec(_squeeze_shape(tuple(x.shape), dim),
@@ -511,7 +523,7 @@ def transpose(input, dim0=None, dim1=None):
         return input
     dims = list(range(nd))
     dims[d0], dims[d1] = dims[d1], dims[d0]
-    return bind(PERMUTE, input, dims=tuple(dims))
+    return name_call(bind(PERMUTE, input, dims=tuple(dims)), input, "TransposeBackward0")
 
 
 def _transpose_infer(x, dim0=None, dim1=None):
@@ -1294,9 +1306,21 @@ def _pad_vmap(ctx, x):
     return m.reshape(out, s[:2] + tuple(out.shape[1:])) if ctx.ndim(0) >= 2 else out
 
 
+def _pad_grad_fn_name(attrs, shapes):
+    """PyTorch's pad kernels: constant_pad_nd, and per mode and number of padded dims
+    reflection/replication_pad{1,2,3}d (circular pads by copying slices)."""
+    mode = attrs.get("mode", "constant")
+    n = len(attrs["pad"]) // 2
+    if mode == "reflect":
+        return f"ReflectionPad{n}DBackward0"
+    if mode == "replicate":
+        return f"ReplicationPad{n}DBackward0"
+    return "CopySlices" if mode == "circular" else "ConstantPadNdBackward0"
+
+
 PAD = register(name="pad", onnx=_onnx_pad, vmap=_pad_vmap, jvp=_pad_jvp, kernel=_pad_kernel,
                infer=_pad_infer, vjp=_pad_vjp,
-               samples=_pad_samples,
+               samples=_pad_samples, grad_fn_name=_pad_grad_fn_name,
                error_samples=lambda: [
                    ((rand((2, 3)),), {"pad": (1,), "mode": "constant", "value": 0.0},
                     RuntimeError),

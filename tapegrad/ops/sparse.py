@@ -149,7 +149,8 @@ def _torch_sparse_mm(torch, indices, values, mat2, *, size):
 
 
 SPARSE_MM = register(
-    name="sparse_mm", kernel=_sparse_mm_kernel, infer=_sparse_mm_infer,
+    name="sparse_mm", grad_fn_name="SparseAddmmBackward0",
+    kernel=_sparse_mm_kernel, infer=_sparse_mm_infer,
     args=("indices", "values", "mat2"), vjp=_sparse_mm_vjp,
     saves={"values": ("indices", "mat2"), "mat2": ("indices", "values")},
     jvp=_jvp.multilinear, promote="none", samples=_sparse_mm_samples, torch=_torch_sparse_mm,
@@ -188,7 +189,8 @@ def _to_dense_samples(dtype=np.float64):
 
 
 SPARSE_COO_TO_DENSE = register(
-    name="sparse_coo_to_dense", kernel=_to_dense_kernel, infer=_to_dense_infer,
+    name="sparse_coo_to_dense", grad_fn_name="ToDenseBackward0",
+    kernel=_to_dense_kernel, infer=_to_dense_infer,
     args=("indices", "values"), vjp=_to_dense_vjp, saves=("indices",), jvp=_jvp.multilinear,
     promote="none", samples=_to_dense_samples, onnx=_NO_ONNX,
     torch=lambda torch, indices, values, *, size:

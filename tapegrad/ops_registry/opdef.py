@@ -166,6 +166,11 @@ class OpDef:
     reference: Optional[Callable] = None
     doc: str = ""
     onnx: Any = None
+    # PyTorch's name of the backward node a call records (``grad_fn.name()``): None for
+    # the op's name in CamelCase + "Backward0", a string, or fn(attrs, shapes) -> str
+    # for an op whose PyTorch name depends on the call (``sum`` with a dim is
+    # ``SumBackward1``); shapes are the inputs' (None for a Python number)
+    grad_fn_name: Any = None
     # filled by register(): positions of saved inputs, whether "out" is saved (for a
     # per-input ``saves``, of all inputs together), and per input position the
     # (positions, out) its gradient reads (None: ``saves`` is one tuple for all)

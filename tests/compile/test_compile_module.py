@@ -69,7 +69,7 @@ def test_the_forward_records_one_node():
     cm(x)
     out = cm(x)
     assert out.grad_fn is not None
-    assert out.grad_fn.name().startswith("compiled[")
+    assert out.grad_fn.op.name.startswith("compiled[")
 
 
 def test_input_gradients_and_two_forwards_before_one_backward():

@@ -170,12 +170,24 @@ def _linear_vmap(ctx, x, w, b):
     return out
 
 
+def _linear_grad_fn_name(attrs, shapes):
+    """The last node F.linear records in PyTorch: addmm (2-D input with a bias) or mm;
+    a 1-D input is a matrix-vector product squeezed back, a batched one is folded to
+    2-D and unfolded (view after addmm, _unsafe_view after matmul)."""
+    nd, bias = len(shapes[0]), shapes[2] is not None
+    if nd == 2:
+        return "AddmmBackward0" if bias else "MmBackward0"
+    if bias:
+        return "ViewBackward0"
+    return "SqueezeBackward4" if nd == 1 else "UnsafeViewBackward0"
+
+
 LINEAR = register(name="linear", autocast="lower", vmap=_linear_vmap, jvp=_linear_jvp,
                   kernel=_linear_kernel, args=("input", "weight", "bias"),
                   optional=("bias",),
                   infer=_linear_infer, vjp=_linear_vjp,
                   saves={"input": ("weight",), "weight": ("input",)},
-                  promote="none", samples=_linear_samples,
+                  promote="none", samples=_linear_samples, grad_fn_name=_linear_grad_fn_name,
                   error_samples=lambda: [
                       ((_rand((3, 4)), _rand((5, 3)), None), {}, RuntimeError),
                       ((_rand((3, 4)), _rand((5, 4)), _rand((4,))), {}, RuntimeError),

@@ -347,7 +347,8 @@ def _group_norm_vmap(ctx, x, w, b):
 
 
 GROUP_NORM = register(
-    name="group_norm", autocast={"cuda": "fp32"}, vmap=_group_norm_vmap, kernel=_gn_kernel,
+    name="group_norm", grad_fn_name="NativeGroupNormBackward0",
+    autocast={"cuda": "fp32"}, vmap=_group_norm_vmap, kernel=_gn_kernel,
     infer=_gn_infer, args=("input", "weight", "bias"),
     optional=("weight", "bias"), vjp=_gn_vjp, jvp=_gn_jvp,
     saves={"input": ("input", "weight"), "weight": ("input",)},

@@ -320,8 +320,19 @@ def _onnx_interpolate(b, st):
     b.node("Resize", [x, "", "", sizes], [b.output(st)], **kw)
 
 
+def _interp_grad_fn_name(attrs, shapes):
+    """PyTorch's upsample kernel for the mode and number of spatial dims
+    (``UpsampleBilinear2DBackward0``); mode "area" is adaptive average pooling."""
+    n = len(shapes[0]) - 2
+    mode = attrs["mode"]
+    if mode == "area":
+        return f"AdaptiveAvgPool{n}DBackward0"
+    return f"Upsample{mode.replace('-', '_').title().replace('_', '')}{n}DBackward0"
+
+
 INTERPOLATE = register(
-    name="interpolate", autocast={"cuda": "fp32"}, vmap=_vmap.nchw_rule, kernel=_interp_kernel,
+    name="interpolate", grad_fn_name=_interp_grad_fn_name,
+    autocast={"cuda": "fp32"}, vmap=_vmap.nchw_rule, kernel=_interp_kernel,
     # CUDA lists the upsample kernels; mode "area" is adaptive average pooling, unlisted
     autocast_when=lambda device_type, args, attrs: attrs.get("mode") != "area",
     infer=_interp_infer,
@@ -554,7 +565,8 @@ def _fold_samples(dtype=np.float64):
 
 
 UNFOLD = register(
-    name="unfold", vmap=_vmap.nchw_rule, kernel=_unfold_kernel, infer=_unfold_infer,
+    name="unfold", grad_fn_name="Im2ColBackward0",
+    vmap=_vmap.nchw_rule, kernel=_unfold_kernel, infer=_unfold_infer,
     args=("input",),
     vjp=_unfold_vjp, jvp=lambda ctx, xt: (None if xt is None else
                                           bind(UNFOLD, xt, **ctx.attrs),),
@@ -565,7 +577,8 @@ UNFOLD = register(
                            ((_rand((1, 1, 4, 4)),), _patch_attrs(2, stride=0), RuntimeError)],
                   onnx=_onnx_unfold)
 FOLD = register(
-    name="fold", vmap=_vmap.nchw_rule, kernel=_fold_kernel, infer=_fold_infer, args=("input",),
+    name="fold", grad_fn_name="Col2ImBackward0",
+    vmap=_vmap.nchw_rule, kernel=_fold_kernel, infer=_fold_infer, args=("input",),
     vjp=_fold_vjp,
     jvp=lambda ctx, xt: (None if xt is None else bind(FOLD, xt, **ctx.attrs),),
     samples=_fold_samples,
