@@ -191,7 +191,7 @@ def _make_lane(op):
         res._data = out
         res._grad = None
         res._idx = 0
-        res._version = [0]
+        res._vc = [0]
         if view:
             _make_view(res, x, op, attrs)
         rx = x._requires_grad
@@ -220,7 +220,7 @@ def _make_lane(op):
             save_out = save_out1
             if save_x1:
                 node.saved = (x,)
-                node.versions = (x._version[0],)
+                node.versions = (x._vc[0],)
                 node.inputs = (xd,)
             else:
                 node.saved = node.versions = None
@@ -246,8 +246,8 @@ def _make_lane(op):
                 node.same = elementwise and xs == ys
             if save_x or save_y:
                 node.saved = (x if save_x else None, y if save_y else None)
-                node.versions = (x._version[0] if save_x else None,
-                                 y._version[0] if save_y and yd is not y else None)
+                node.versions = (x._vc[0] if save_x else None,
+                                 y._vc[0] if save_y and yd is not y else None)
                 node.inputs = (xd if save_x else None, yd if save_y else None)
             else:
                 node.saved = node.versions = None
@@ -255,7 +255,7 @@ def _make_lane(op):
         node.seq = _next_seq()
         if save_out:
             node.out = out
-            node.out_version = (res._version, 0)
+            node.out_version = (res._vc, 0)
         else:
             node.out = node.out_version = None
         node.write = _last_write[0]
@@ -852,7 +852,7 @@ def _make_view(res, base, op, attrs):
     """A view op's output shares its base's buffer, version counter and base, and
     remembers the view ops that derive it from that base (for in-place ops on it)."""
     if type(base) in _TT and (res._data.base is not None or res._data is base._data):
-        res._version = base._version
+        res._vc = base._vc
         if base._base is not None:
             root = res._base = base._base
             res._view_ops = base._view_ops + ((op, attrs),)
@@ -1003,11 +1003,11 @@ def _node_general(op, attrs, args, outs, rg, tapes):
         for i in save_idx:
             a = saved[i] = inputs[i] = args[i]
             if type(a) in _TT:
-                versions[i] = a._version[0]
+                versions[i] = a._vc[0]
                 inputs[i] = a._data
     out = out_version = None
     if save_out:
-        v = outs[0]._version
+        v = outs[0]._vc
         out = _saved_out(outs[0]) if op.nout == 1 else tuple(_saved_out(o) for o in outs)
         out_version = (v, v[0])
     o = outs[0]._data

@@ -49,7 +49,7 @@ class Tensor:
     >>> x.grad
     tensor([2., 4.])
     """
-    __slots__ = ("_data", "_requires_grad", "_grad", "_node", "_idx", "_version",
+    __slots__ = ("_data", "_requires_grad", "_grad", "_node", "_idx", "_vc",
                  "__dict__", "__weakref__")
     # rarely set fields live in the lazily created __dict__; these are the defaults
     _base = None     # the tensor whose buffer a view shares
@@ -75,7 +75,7 @@ class Tensor:
         self._grad = None
         self._node = None
         self._idx = 0
-        self._version = [0]
+        self._vc = [0]
         if requires_grad and not _dt.is_float(data.dtype):
             raise RuntimeError(f"only Tensors of floating point dtype can require "
                                f"gradients, got {_dt.from_np(data.dtype)}")
@@ -134,8 +134,15 @@ class Tensor:
         DATA_SWAPS[0] += 1  # (tg.compile: a captured program may hold the old buffer)
 
     @property
+    def _version(self):
+        """The number of in-place writes into this tensor's memory (an int, as
+        ``torch.Tensor._version``), counted on a counter it shares with its views and
+        ``detach()``; ``_vc`` is that counter, a one-element list."""
+        return self._vc[0]
+
+    @property
     def _version_number(self):
-        return self._version[0]
+        return self._vc[0]
 
     def dim(self):
         return self._data.ndim
@@ -289,7 +296,7 @@ class Tensor:
         PyTorch's): writes into it, in place of any kind, show here, and a value
         saved for a backward that they overwrite is caught."""
         t = Tensor(self._data)
-        t._version = self._version
+        t._vc = self._vc
         return t
 
     def detach_(self):
@@ -435,7 +442,7 @@ def wrap(array, node=None, idx=0, version=None):
     t._data = array
     t._grad = None
     t._idx = idx
-    t._version = version if version is not None else [0]
+    t._vc = version if version is not None else [0]
     if node is not None:
         t._node = node
         t._requires_grad = True
@@ -453,14 +460,14 @@ def as_output(saved, node, idx, version):
     if not isinstance(saved, Tensor):
         return wrap(saved, node, idx, version)
     t = copy.copy(saved)
-    t._node, t._idx, t._grad, t._requires_grad, t._version = node, idx, None, True, version
+    t._node, t._idx, t._grad, t._requires_grad, t._vc = node, idx, None, True, version
     return t
 
 
 # ------------------------------------------------------------------ buffer access
 # For the library's layers above dispatch that work on buffers directly (optimizer
 # updates, initialisers, loading state): the one sanctioned way to reach a Tensor's
-# array, instead of reading ``._data``/``._version`` (tests/test_layering.py checks).
+# array, instead of reading ``._data``/``._vc`` (tests/test_layering.py checks).
 def buffer(t):
     """The array (NumPy or CuPy) behind ``t``, shared, not copied. A batched tensor
     (inside vmap) has no array of one example: refused, never a stand-in."""
@@ -475,7 +482,7 @@ def mark_written(t):
     """Record that ``t``'s buffer was written in place: bumps its version counter
     (shared with its views), so a recording that saved ``t`` refuses to run its
     adjoint on the new values. Every in-place write, in an op or outside, comes here."""
-    t._version[0] += 1
+    t._vc[0] += 1
     last_write[0] = next(_write_ids)
 
 

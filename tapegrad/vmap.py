@@ -98,7 +98,7 @@ def _batch(value, level):
     t._grad = None
     t._node = None
     t._idx = 0
-    t._version = [0]
+    t._vc = [0]
     t._value = value
     t._vlevel = level
     return t

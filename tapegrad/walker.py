@@ -321,12 +321,12 @@ def _check_versions(node):
     """Raise if a saved input or the saved output was written in place since saved."""
     if node.saved is not None:
         for i, (s, v) in enumerate(zip(node.saved, node.versions)):
-            if v is not None and s._version[0] != v:
+            if v is not None and s._vc[0] != v:
                 raise RuntimeError(
                     f"{node.op.name}: one of the variables needed for gradient computation "
                     f"has been modified by an inplace operation: input "
                     f"'{node.op.args[i]}' of {node.op.name} (shape {node.shapes[i]}) is at "
-                    f"version {s._version[0]}; expected version {v}. Hint: avoid modifying "
+                    f"version {s._vc[0]}; expected version {v}. Hint: avoid modifying "
                     f"it in place, or clone() it before the in-place change")
     if node.out is not None:
         holder, v = node.out_version

@@ -70,7 +70,7 @@ class FunctionCtx:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward can only save variables, but argument "
                                 f"{tensors.index(t)} is of type {type(t).__name__}")
-        self._saved = tuple((t, t._version[0]) if t is not None else (None, None)
+        self._saved = tuple((t, t._vc[0]) if t is not None else (None, None)
                             for t in tensors)
 
     @property
@@ -88,11 +88,11 @@ class FunctionCtx:
                 continue
             if isinstance(t, _OutRef):
                 t = t.get(self)
-            elif t._version[0] != v:
+            elif t._vc[0] != v:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified "
                     f"by an inplace operation: saved tensor {i} (shape {tuple(t.shape)}) is at "
-                    f"version {t._version[0]}; expected version {v}. Hint: avoid modifying it "
+                    f"version {t._vc[0]}; expected version {v}. Hint: avoid modifying it "
                     f"in place, or clone() it before the in-place change")
             out.append(t)
         return tuple(out)

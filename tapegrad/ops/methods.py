@@ -178,7 +178,7 @@ def _view_dtype(self, dtype):
                     raise RuntimeError(f"view: self.stride({d}) must be divisible by {r} "
                                        f"{what}, but got {sd}")
     out = Tensor(data.view(new.np))
-    out._version = self._version
+    out._vc = self._vc
     return out
 
 
@@ -445,6 +445,7 @@ def _reshaping(name, fn):
         self._data = res._data
         if res._node is not None:
             self._node, self._idx = res._node, res._idx
+        mark_written(self)  # an in-place change of metadata counts as a write, as PyTorch's
         return self
     method.__name__ = name + "_"
     return method

@@ -236,7 +236,7 @@ class SparseTensor(Tensor):
         self._data = _COO(indices, values, tuple(int(s) for s in shape), coalesced)
         self._node = None
         self._idx = 0
-        self._version = [0]
+        self._vc = [0]
 
     layout = sparse_coo
     is_sparse = True
