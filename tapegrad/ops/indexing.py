@@ -949,14 +949,46 @@ def index_put_zero(g, index):
     return bind(INDEX_PUT_ZERO, g, index=index)
 
 
+# PyTorch's names of the scalar types, for its messages
+_SCALAR_TYPE = {"float32": "Float", "float64": "Double", "float16": "Half",
+                "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
+                "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def check_put_dtypes(x, value):
+    """PyTorch's index_put rule: the values must have the tensor's dtype (no cast)."""
+    if value.dtype != x.dtype:
+        def name(d):
+            d = getattr(d, "name", str(d))
+            return _SCALAR_TYPE.get(d, d)
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, "
+                           f"got {name(x.dtype)} for the destination and {name(value.dtype)} "
+                           f"for the source.")
+
+
+def _advanced(index):
+    """Whether PyTorch indexes with ``index`` through index_put (an index array of at
+    least one dim; a 0-d integer one is an int, as in PyTorch)."""
+    return any(getattr(i, "ndim", 0) > 0 or (getattr(i, "dtype", None) == np.bool_)
+               for i in index)
+
+
 def setitem(x, index, value):
-    """``x[index] = value`` in place; gradients flow to the old x and to value."""
+    """``x[index] = value`` in place; gradients flow to the old x and to value.
+
+    As PyTorch: a tensor value is cast to ``x``'s dtype for basic indexing and for a
+    boolean mask with a 0-d value (masked_fill); with an index tensor (advanced
+    indexing, index_put) its dtype must be ``x``'s."""
     index = _raw_index(index)
     if not isinstance(index, tuple):
         index = (index,)
     if isinstance(value, (list, tuple)):
         value = np.asarray(value)
     if isinstance(value, Tensor) and value.dtype != x.dtype:
+        mask_fill = (len(index) == 1 and getattr(index[0], "dtype", None) == np.bool_
+                     and value.ndim == 0)
+        if _advanced(index) and not mask_fill:
+            check_put_dtypes(x, value)
         value = value.to(x.dtype)
     apply_inplace(INDEX_PUT, x, value, index=index)
 

@@ -627,10 +627,17 @@ def _nonzero_static(self, *, size, fill_value=-1):
 
 def _index_put(self, indices, values, accumulate=False):
     """``self`` with ``values`` at ``indices`` (a tuple of index tensors), summed in
-    when ``accumulate`` (repeated indices too)."""
-    idx = tuple(i._data if isinstance(i, Tensor) else i for i in indices)
+    when ``accumulate`` (repeated indices too); ``values`` a Tensor of ``self``'s
+    dtype, as PyTorch's."""
     if not isinstance(values, Tensor):
-        values = C.full((), values, dtype=self.dtype)
+        raise TypeError(f"index_put(): argument 'values' (position 2) must be Tensor, not "
+                        f"{type(values).__name__}")
+    I.check_put_dtypes(self, values)
+    return _put_values(self, indices, values, accumulate)
+
+
+def _put_values(self, indices, values, accumulate=False):
+    idx = tuple(i._data if isinstance(i, Tensor) else i for i in indices)
     if values.dtype != self.dtype:
         values = values.to(self.dtype)
     if accumulate:
@@ -642,8 +649,11 @@ def _index_put(self, indices, values, accumulate=False):
 
 def _put(self, index, source, accumulate=False):
     """``self`` read as 1-D with ``source`` at ``index``."""
+    if isinstance(source, Tensor) and source.dtype != self.dtype:
+        raise op_error("put", f"self ({self.dtype}) and source ({source.dtype}) expected to "
+                              f"have the same dtype", RuntimeError)
     flat = S.reshape(self, (-1,))
-    out = _index_put(flat, (index,), S.reshape(source, (-1,)), accumulate)
+    out = _put_values(flat, (index,), S.reshape(source, (-1,)), accumulate)
     return S.reshape(out, tuple(self.shape))
 
 
@@ -658,9 +668,12 @@ def _masked_scatter(self, mask, source):
     if k > source.numel():
         raise op_error("masked_scatter", "Number of elements of source < number of ones in "
                                          "mask", RuntimeError)
+    if isinstance(source, Tensor) and source.dtype != self.dtype:
+        raise op_error("masked_scatter", f"expected self and source to have same dtypes but "
+                                         f"got {self.dtype} and {source.dtype}", RuntimeError)
     x = S.broadcast_to(self, full.shape) * 1 if tuple(full.shape) != tuple(self.shape) else self
     vals = S.reshape(source, (-1,))[:k]
-    return _index_put(x, (full,), vals)
+    return _put_values(x, (full,), vals)
 
 
 def _split_with_sizes(self, split_sizes, dim=0):

@@ -73,3 +73,65 @@ def test_version_under_no_grad_parameter_update():
             w.mul_(2)
         return [w._version, w.requires_grad, w.is_leaf]
     _same(run)
+
+
+# ------------------------------------------------------------------ index_put dtypes
+def _outcome(fn):
+    try:
+        r = fn()
+    except (RuntimeError, TypeError, IndexError) as e:
+        return type(e).__name__, str(e).split(" got")[0]
+    return str(r.dtype).split(".")[-1], r.tolist()
+
+
+PUTS = {
+    "index_put_long": lambda m: m.zeros(3).index_put_((m.tensor([0]),), m.tensor([1])),
+    "index_put_double": lambda m: m.zeros(3).index_put((m.tensor([0]),),
+                                                      m.tensor([1.0], dtype=m.float64)),
+    "index_put_accumulate": lambda m: m.zeros(3).index_put_(
+        (m.tensor([0]),), m.tensor([1.0], dtype=m.float64), accumulate=True),
+    "index_put_same": lambda m: m.zeros(3).index_put_((m.tensor([0, 0]),), m.tensor([1.0, 2.0]),
+                                                      accumulate=True),
+    "index_put_bool_values": lambda m: m.zeros(3).index_put_((m.tensor([0]),), m.tensor([True])),
+    "index_put_into_long": lambda m: m.zeros(3, dtype=m.int64).index_put_(
+        (m.tensor([0]),), m.tensor([1.5])),
+    "masked_scatter_double": lambda m: m.zeros(3).masked_scatter_(
+        m.tensor([True, False, False]), m.tensor([2.0], dtype=m.float64)),
+}
+
+
+def _set(index, value):
+    def run(m):
+        a = m.zeros(2, 3)
+        a[index(m)] = value(m)
+        return a
+    return run
+
+
+SETS = {  # x[idx] = v: cast for basic indexing and a 0-d value under a mask, else index_put
+    "basic_int": _set(lambda m: 0, lambda m: m.tensor([1, 2, 3])),
+    "basic_slice": _set(lambda m: (slice(None), slice(1, None)),
+                        lambda m: m.tensor([1.5, 2.5], dtype=m.float64)),
+    "zero_dim_index": _set(lambda m: m.tensor(1), lambda m: m.tensor([4, 5, 6])),
+    "tensor_index": _set(lambda m: m.tensor([0]), lambda m: m.tensor(7)),
+    "list_index": _set(lambda m: (0, [0, 1]), lambda m: m.tensor([1, 2])),
+    "mask_0d": _set(lambda m: m.tensor([[True, False, True], [False] * 3]),
+                    lambda m: m.tensor(2.0, dtype=m.float64)),
+    "mask_1d": _set(lambda m: m.tensor([[True, False, True], [False] * 3]),
+                    lambda m: m.tensor([1, 2])),
+    "python_number": _set(lambda m: m.tensor([0]), lambda m: 7),
+    "half_value": _set(lambda m: m.tensor([1]), lambda m: m.tensor([7.0], dtype=m.float16)),
+}
+
+
+@pytest.mark.parametrize("name", list(PUTS) + list(SETS))
+def test_index_put_dtypes_as_torch(name):
+    fn = PUTS.get(name) or SETS[name]
+    assert _outcome(lambda: fn(tg)) == _outcome(lambda: fn(torch))
+
+
+def test_index_put_values_must_be_a_tensor():
+    with pytest.raises(TypeError, match="must be Tensor, not float"):
+        tg.zeros(3).index_put_((tg.tensor([0]),), 1.0)
+    with pytest.raises(TypeError):
+        torch.zeros(3).index_put_((torch.tensor([0]),), 1.0)
