@@ -1,7 +1,6 @@
 """PyTorch's autograd semantics on everyday snippets, run in torch and tapegrad side
 by side: version counters, index_put dtypes, grad mode decorators, hooks,
 autograd.grad's options, module bookkeeping."""
-import numpy as np
 import pytest
 import torch
 
