@@ -423,7 +423,9 @@ def _autocast_fn(op, args, attrs):
 
     def fn(a):
         if not eligible(a) or a._data.dtype == target:
-            return a
+            # a Tensor of another layout (sparse COO) casts its own values
+            own = getattr(a, "_autocast_to", None) if type(a) not in _TT else None
+            return a if own is None else own(target, dev)
         if cache is not None and a._requires_grad and a._node is None:
             hit = cache.get(id(a))
             if hit is not None and hit[0] is a and hit[1]._data.dtype == target:
