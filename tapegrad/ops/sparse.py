@@ -27,6 +27,7 @@ import numpy as np
 from .. import devices as _devices, dtypes as _dt
 from .._util import op_error
 from ..dispatch import bind
+from ..tape import state as _state
 from ..tensor import Tensor, subclasses as _tensor_types
 from . import _jvp, creation as _C, indexed_update as _IU, reduce as _R
 from ._decl import Sample, TensorSpec, rand, register
@@ -411,6 +412,15 @@ class SparseTensor(Tensor):
     def __sub__(self, other):
         return _sparse_add(self, other, -1)
 
+    def _autocast_to(self, dtype, device_type):
+        """Under tg.autocast (dispatch's casts of an op's arguments): this tensor with
+        its floating values (not float64) on ``device_type`` cast to ``dtype``."""
+        v = self._data.values
+        if (not v.dtype.is_floating_point or v.dtype == _dt.float64 or v.dtype == dtype
+                or v.device.type != device_type):
+            return self
+        return self.to(dtype)
+
     def _scaled(self, k):
         d = self._data
         return SparseTensor(d.indices, d.values * k, d.shape, d.coalesced)
@@ -652,6 +662,10 @@ def addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0):
     """``beta * input + alpha * (mat1 @ mat2)`` for a sparse ``mat1``, as
     ``torch.sparse.addmm``."""
     p = mm(mat1, mat2)
+    if (_state.autocast is not None and isinstance(input, Tensor)
+            and input.dtype.is_floating_point and input.dtype != _dt.float64
+            and input.dtype != p.dtype):
+        input = input.to(p.dtype)  # autocast lowers addmm as a whole, input included
     if alpha != 1:
         p = p * alpha
     if beta == 0:

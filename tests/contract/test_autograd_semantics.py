@@ -1,6 +1,7 @@
 """PyTorch's autograd semantics on everyday snippets, run in torch and tapegrad side
 by side: version counters, index_put dtypes, grad mode decorators, hooks,
 autograd.grad's options, module bookkeeping."""
+import numpy as np
 import pytest
 import torch
 
@@ -134,3 +135,36 @@ def test_index_put_values_must_be_a_tensor():
         tg.zeros(3).index_put_((tg.tensor([0]),), 1.0)
     with pytest.raises(TypeError):
         torch.zeros(3).index_put_((torch.tensor([0]),), 1.0)
+
+
+# ------------------------------------------------------------------ sparse under autocast
+SPARSE_MM = {
+    "mm": lambda m, s, d: m.mm(s, d),
+    "sparse_mm": lambda m, s, d: m.sparse.mm(s, d),
+    "matmul_operator": lambda m, s, d: s @ d,
+    "dense_sparse": lambda m, s, d: m.mm(d.t(), s),
+    "sparse_addmm": lambda m, s, d: m.sparse.addmm(d, s, d, beta=0.5, alpha=2.0),
+}
+
+
+@pytest.mark.parametrize("name", SPARSE_MM)
+def test_sparse_mm_under_cpu_autocast_is_lowered_as_torch(name):
+    def run(m):
+        s = m.sparse_coo_tensor(m.tensor([[0, 1], [1, 0]]), m.tensor([1.5, -2.0]), (2, 2))
+        d = m.tensor([[0.5, 1.0], [2.0, -1.0]])
+        with m.autocast("cpu"):
+            r = SPARSE_MM[name](m, s, d)
+        return str(r.dtype).split(".")[-1], r.float().tolist()
+    got, want = run(tg), run(torch)
+    assert got[0] == want[0] == "bfloat16"
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-2)
+
+
+def test_sparse_mm_under_autocast_gradients_in_each_leaf_dtype():
+    v = tg.tensor([1.5, -2.0], requires_grad=True)
+    s = tg.sparse_coo_tensor(tg.tensor([[0, 1], [1, 0]]), v, (2, 2))
+    d = tg.randn(2, 3, requires_grad=True)
+    with tg.autocast("cpu"):
+        out = tg.mm(s, d)
+    out.float().sum().backward()
+    assert out.dtype == tg.bfloat16 and d.grad.dtype == tg.float32 and v.grad.dtype == tg.float32
