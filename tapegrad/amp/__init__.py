@@ -4,6 +4,8 @@ float16 training)."""
 from .autocast_mode import (
     autocast,
     clear_autocast_cache,
+    custom_bwd,
+    custom_fwd,
     get_autocast_dtype,
     is_autocast_cache_enabled,
     is_autocast_enabled,
@@ -11,4 +13,4 @@ from .autocast_mode import (
 from .grad_scaler import GradScaler
 
 __all__ = ["autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype",
-           "clear_autocast_cache", "is_autocast_cache_enabled"]
+           "clear_autocast_cache", "is_autocast_cache_enabled", "custom_fwd", "custom_bwd"]

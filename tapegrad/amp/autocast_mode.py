@@ -16,7 +16,7 @@ from .. import dtypes as _dt
 from ..tape import state as _state
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "clear_autocast_cache",
-           "is_autocast_cache_enabled"]
+           "is_autocast_cache_enabled", "custom_fwd", "custom_bwd"]
 
 _DEVICES = ("cpu", "cuda")
 _DEFAULT = {"cpu": _dt.bfloat16, "cuda": _dt.float16}
@@ -94,3 +94,64 @@ def is_autocast_cache_enabled():
 
 def clear_autocast_cache():
     _state.autocast_cache.clear()
+
+
+def _cast(value, device_type, dtype):
+    """``value`` with each floating tensor of ``device_type`` (not float64) in ``dtype``,
+    through lists, tuples and dicts (``torch.amp``'s rule for ``cast_inputs``)."""
+    from ..tensor import Tensor
+    if isinstance(value, Tensor):
+        if value.is_floating_point() and value.device.type == device_type and \
+                value.dtype != _dt.float64:
+            return value.to(dtype)
+        return value
+    if isinstance(value, dict):
+        return {k: _cast(v, device_type, dtype) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, device_type, dtype) for v in value)
+    return value
+
+
+def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
+    """Decorator of a custom ``autograd.Function``'s ``forward``, as
+    ``torch.amp.custom_fwd``: with ``cast_inputs`` None, ``forward`` runs under the
+    caller's autocast state and ``backward`` (decorated with ``custom_bwd``) under the
+    same; with a dtype, inside an autocast region of ``device_type`` its floating
+    tensor arguments are cast to it and it runs with autocast off."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        ctx = args[0]
+        ctx._dtype = get_autocast_dtype(device_type)
+        on = is_autocast_enabled(device_type)
+        if cast_inputs is None:
+            ctx._fwd_used_autocast = on
+            return fwd(*args, **kwargs)
+        ctx._fwd_used_autocast = False
+        if not on:
+            return fwd(*args, **kwargs)
+        with autocast(device_type, enabled=False):
+            return fwd(*_cast(args, device_type, cast_inputs),
+                       **_cast(kwargs, device_type, cast_inputs))
+    return decorate_fwd
+
+
+def custom_bwd(bwd=None, *, device_type):
+    """Decorator of a custom ``autograd.Function``'s ``backward``, as
+    ``torch.amp.custom_bwd``: it runs under the autocast state its ``forward``
+    (decorated with ``custom_fwd``) ran under."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        ctx = args[0]
+        with autocast(device_type, dtype=ctx._dtype, enabled=ctx._fwd_used_autocast):
+            return bwd(*args, **kwargs)
+    return decorate_bwd
