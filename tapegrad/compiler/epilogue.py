@@ -13,8 +13,9 @@ eager kernels (the results are bitwise those of eager):
   as NumPy's ``sum(axis=0)`` adds them.
 - ``conv2d`` read only by a ``relu`` (and the ``max_pool2d`` of that ReLU's result,
   if any): one step that runs the ReLU and the pooling on each chunk of the batch
-  right after its GEMMs, while in cache; and ``relu_backward(max_pool2d_input_grad(g,
-  i), y)``: one pass per plane (``_fuse_conv``).
+  right after its GEMMs, while in cache; ``relu_backward(max_pool2d_input_grad(g,
+  i), y)``: one pass per plane; a conv's ``conv2d_input_grad`` and
+  ``conv2d_weight_grad`` of one ``g``: one parallel region (``_fuse_conv``).
 
 Each fused step is an ``op`` step whose ``op`` is an ``Epilogue`` (the attributes the
 passes, the memory plan and the code generator read from a registry op): it writes
@@ -232,6 +233,27 @@ def _pool_relu_grad(g, indices, y, *, input_shape, overlap, out=None):
     return RELU_BACKWARD.kernel(d, y, out=out)
 
 
+def _conv2d_grads(g, w, x, *, input_shape, weight_shape, stride, padding, dilation, groups,
+                  split, workspace, out=None):
+    """``conv2d_input_grad(g, w)`` and ``conv2d_weight_grad(x, g)``: in one parallel
+    region where ``conv2d_input_weight_grad`` applies, else the two registry kernels
+    (the input gradient's scratch the first ``split`` bytes of ``workspace``)."""
+    from ..ops.nn.conv import CONV2D_INPUT_GRAD, CONV2D_WEIGHT_GRAD, conv2d_input_weight_grad
+    attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if out is not None and conv2d_input_weight_grad(g, w, x, out[0], out[1], **attrs,
+                                                    workspace=workspace, split=split):
+        return out
+    gx = CONV2D_INPUT_GRAD.kernel(g, w, input_shape=input_shape, **attrs,
+                                  workspace=workspace[:split],
+                                  out=None if out is None else out[0])
+    gw = CONV2D_WEIGHT_GRAD.kernel(x, g, weight_shape=weight_shape, **attrs,
+                                   workspace=workspace[split:],
+                                   out=None if out is None else out[1])
+    return gx, gw
+
+
+CONV2D_GRADS = Epilogue("conv2d_input_grad+conv2d_weight_grad", _conv2d_grads, 2)
+CONV2D_GRADS.kind = "workspace"
 CONV2D_RELU = Epilogue("conv2d+relu", _conv2d_relu, 1)
 CONV2D_RELU_POOL = Epilogue("conv2d+relu+max_pool2d", _conv2d_relu, 3)
 CONV2D_RELU.kind = CONV2D_RELU_POOL.kind = "workspace"
@@ -243,9 +265,11 @@ def _fuse_conv(g, steps, reads_all):
     """The CNN layer's patterns: ``conv2d`` whose result only a ``relu`` reads, that
     ReLU and the ``max_pool2d`` of its result (if any) as one step
     (``conv2d+relu[+max_pool2d]``, at the conv's place; the ReLU's result is still
-    written, a backward may read it); and ``relu_backward(max_pool2d_input_grad(g,
-    i), y)`` as one step at the ReLU gradient's place. Only across steps that mutate
-    nothing. Returns (steps, the number fused)."""
+    written, a backward may read it); ``relu_backward(max_pool2d_input_grad(g, i),
+    y)`` as one step at the ReLU gradient's place; ``conv2d_input_grad(g, w)`` and a
+    later ``conv2d_weight_grad(x, g)`` of the same conv as one step at the first's
+    place (``x`` made before it). Only across steps that mutate nothing. Returns
+    (steps, the number fused)."""
     escapes, readers, aliased = _uses(g, steps, reads_all)
     reader_of = {}
     for k, st in enumerate(steps):
@@ -259,11 +283,43 @@ def _fuse_conv(g, steps, reads_all):
     def still(a, b):  # no step strictly between a and b mutates anything
         return not any(steps[t].mutates() for t in range(a + 1, b))
 
+    made = {}
+    for k, st in enumerate(steps):
+        for o in st.outs:
+            if o is not None:
+                made[o] = k
     drop, replace, count = set(), {}, 0
     for i, st in enumerate(steps):
         if i in drop or st.kind != "op" or len(st.outs) != 1:
             continue
-        if _op(st, "conv2d") and len(st.ins) == 3 and private(st.outs[0]):
+        if _op(st, "conv2d_input_grad") and all(type(v) is int for v in st.ins) and \
+                _plain(g, st.outs[0], 4):
+            gr, w = st.ins
+            attrs = {k: v for k, v in st.attrs.items() if k != "input_shape"}
+            j = next((t for t in range(i + 1, len(steps)) if t not in drop and
+                      _op(steps[t], "conv2d_weight_grad") and steps[t].ins[1:] == [gr]), None)
+            if j is None:
+                continue
+            r = steps[j]
+            x = r.ins[0]
+            dt = g.dtypes[gr]
+            if not (type(x) is int and made.get(x, -1) < i and len(r.outs) == 1 and
+                    _plain(g, r.outs[0], 4, dt) and
+                    {k: v for k, v in r.attrs.items() if k != "weight_shape"} == attrs and
+                    tuple(r.attrs.get("weight_shape", ())) == tuple(g.shapes[w]) and
+                    tuple(st.attrs.get("input_shape", ())) == tuple(g.shapes[x]) and
+                    g.dtypes[w] == g.dtypes[x] == g.dtypes[st.outs[0]] == dt and
+                    still(i, j)):
+                continue
+            new = Step("op", CONV2D_GRADS, [gr, w, x],
+                       dict(attrs, input_shape=st.attrs["input_shape"],
+                            weight_shape=r.attrs["weight_shape"], split=st.workspace))
+            new.workspace = st.workspace + r.workspace
+            new.outs = [st.outs[0], r.outs[0]]
+            replace[i] = new
+            drop.add(j)
+            count += 1
+        elif _op(st, "conv2d") and len(st.ins) == 3 and private(st.outs[0]):
             h = st.outs[0]
             j = reader_of[h]
             r = steps[j]

@@ -145,3 +145,57 @@ def test_pool_relu_grad_pass_bitwise_eager_kernels(overlap, dtype):
     out = np.full(y.shape, 7, dtype)
     assert max_pool2d_relu_input_grad(g, idx, y, input_shape=y.shape, overlap=overlap, out=out)
     np.testing.assert_array_equal(out, want)
+
+
+class _Two(tg.nn.Module):
+    """Two conv layers: the second's input and weight gradients come from one g."""
+
+    def __init__(self, conv2, dtype):
+        super().__init__()
+        r = np.random.default_rng(5)
+        self.w1 = tg.nn.Parameter(tg.tensor((r.standard_normal((8, 2, 3, 3)) / 3).astype(dtype)))
+        self.w2 = tg.nn.Parameter(tg.tensor((r.standard_normal((6, 8, 3, 3)) / 5).astype(dtype)))
+        self.b2 = tg.nn.Parameter(tg.tensor(r.standard_normal(6).astype(dtype)))
+        self.conv2 = conv2
+
+    def forward(self, x):
+        h = tg.relu(tg.conv2d(x, self.w1))
+        return tg.conv2d(h, self.w2, self.b2, **self.conv2)
+
+
+@pytest.mark.parametrize("conv2,dtype", [
+    ({}, np.float32),                          # the channels-last path: one region
+    (dict(padding=1), np.float64),             # with padding, float64
+    (dict(stride=2), np.float32),              # no channels-last path: the two kernels
+])
+def test_conv_grads_fused_bitwise_eager(conv2, dtype):
+    x = np.random.default_rng(6).standard_normal((3, 2, 10, 9)).astype(dtype)
+    e, c = _Two(conv2, dtype), _Two(conv2, dtype)
+    cm = tg.compile(c)
+    for a, b in zip(_run(e, x), _run(cm, x)):
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
+    names = [st.name for st in cm._joint._last.backward.steps]
+    assert "conv2d_input_grad+conv2d_weight_grad" in names, names
+    assert "conv2d_input_grad" not in names, names
+
+
+def test_conv_grads_one_region_bitwise_two_kernels():
+    from tapegrad.ops.nn.conv import CONV2D_INPUT_GRAD, CONV2D_WEIGHT_GRAD, conv2d_input_weight_grad
+    from tapegrad.ops_registry import TensorSpec
+    r = np.random.default_rng(7)
+    x = r.standard_normal((5, 8, 7, 6)).astype(np.float32)
+    w = r.standard_normal((4, 8, 3, 2)).astype(np.float32)
+    attrs = dict(stride=(1, 1), padding=((1, 0), (0, 1)), dilation=(1, 1), groups=1)
+    g = r.standard_normal((5, 4, 6, 6)).astype(np.float32)
+    si = CONV2D_INPUT_GRAD.workspace(TensorSpec(g.shape, g.dtype), TensorSpec(w.shape, w.dtype),
+                                     input_shape=x.shape, **attrs)
+    sw = CONV2D_WEIGHT_GRAD.workspace(TensorSpec(x.shape, x.dtype),
+                                      TensorSpec(g.shape, g.dtype), weight_shape=w.shape, **attrs)
+    ws = np.zeros(si + sw, np.uint8)
+    gx, gw = np.empty_like(x), np.empty_like(w)
+    assert conv2d_input_weight_grad(g, w, x, gx, gw, **attrs, workspace=ws, split=si)
+    np.testing.assert_array_equal(gx, CONV2D_INPUT_GRAD.kernel(
+        g, w, input_shape=x.shape, **attrs, workspace=np.zeros(si, np.uint8)))
+    np.testing.assert_array_equal(gw, CONV2D_WEIGHT_GRAD.kernel(
+        x, g, weight_shape=w.shape, **attrs, workspace=np.zeros(sw, np.uint8)))

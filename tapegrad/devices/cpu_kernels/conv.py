@@ -388,3 +388,28 @@ def conv2d_weight_grad_nhwc(x, g, per, xh, cols, padding):
     with blas_single_thread():
         run_chunked(work, N, x, g, xh, cols, per, min_chunk=few_chunks(N))
     return per
+
+
+def conv2d_input_weight_grad_nhwc(g, wT, gx, cols_i, x, per, xh, cols_w, stride, padding,
+                                  dilation):
+    """``conv2d_input_grad`` (into ``gx``, scratch ``cols_i``) and
+    ``conv2d_weight_grad_nhwc`` (into ``per``, scratch ``xh`` and ``cols_w``) of one
+    (N, 1, O, L) ``g`` in one parallel region: per chunk of the batch, the input
+    gradient's GEMMs and col2im, then the weight gradient's channels-last columns and
+    GEMMs, g's chunk still in cache (one hand-off to the threads, not two)."""
+    N, groups, Og, L = g.shape
+    K = wT.shape[1]
+    Kw = per.shape[2]
+    c2i = _col2im_fn(stride, padding, dilation)
+    pt, pl = padding[0][0], padding[1][0]
+    x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
+
+    def work(n, gc, ci, oc, xc, hc, cc, pc):
+        np.matmul(wT, gc, out=ci.reshape(n, groups, K, L))
+        c2i(ci, oc)
+        _to_nhwc(xc, hc, pt, pl)
+        _im2col_nhwc(hc, cc)
+        np.matmul(gc.reshape(n, Og, L), cc.reshape(n, L, Kw), out=pc)
+    with blas_single_thread():
+        run_chunked(work, N, g, cols_i, gx, x, xh, cols_w, per, min_chunk=few_chunks(N))
+    return gx, per

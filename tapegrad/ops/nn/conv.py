@@ -592,6 +592,74 @@ CONV2D_INPUT_GRAD = register(
                             onnx=_onnx_conv2d_input_grad)
 
 
+def _nhwc_grad(input, g, groups, stride, dilation):
+    """Whether the weight gradient takes the channels-last path (``cpu_conv.nhwc_ok``)."""
+    return _numba_cpu(input) and _numba_cpu(g) and input.dtype == g.dtype and \
+        cpu_conv.nhwc_ok(input.shape[1], groups, stride, dilation)
+
+
+def _nhwc_views(x_shape, weight_shape, dtype, stride, padding, dilation, workspace):
+    """The channels-last path's scratch in the weight gradient's workspace: the
+    zero-bordered channels-last image, the (N, Ho, Wo, kh, kw*C) columns and the
+    (N, O, K) per-sample gradients."""
+    N, C, H, W = x_shape
+    Cout, _, kh, kw = weight_shape
+    Ho, Wo, Hp, Wp = _geom(x_shape, weight_shape, stride, padding, dilation)
+    dtype = np.dtype(dtype)
+    npad, ncols, rest = _conv_ws(x_shape, weight_shape, dtype.itemsize, stride, padding,
+                                 dilation, g_copy=True)
+    xh = _ws_view(workspace, npad + ncols + rest, (N, Hp, Wp, C), dtype)
+    cols = _ws_view(workspace, npad, (N, Ho, Wo, kh, kw * C), dtype)
+    per = _ws_view(workspace, npad + ncols, (N, Cout, C * kh * kw), dtype)
+    return xh, cols, per
+
+
+def _nhwc_sum(per, out, workspace, x_shape, weight_shape, stride, padding, dilation):
+    """The channels-last path's sum over the batch of ``per`` into ``out`` (O, C, kh,
+    kw), read in its own order, into the columns' scratch (done with) when it fits."""
+    N, C = x_shape[:2]
+    Cout, _, kh, kw = weight_shape
+    Ho, Wo, _, _ = _geom(x_shape, weight_shape, stride, padding, dilation)
+    npad = _conv_ws(x_shape, weight_shape, per.dtype.itemsize, stride, padding, dilation,
+                    g_copy=True)[0]
+    tot = _ws_view(workspace, npad, (Cout, kh, kw, C), per.dtype) if N * Ho * Wo >= Cout \
+        else np.empty((Cout, kh, kw, C), dtype=per.dtype)
+    np.sum(per, axis=0, out=tot.reshape(Cout, -1))
+    out[...] = tot.transpose(0, 3, 1, 2)
+    return out
+
+
+def conv2d_input_weight_grad(g, weight, input, gx, gw, *, stride, padding, dilation, groups,
+                             workspace, split):
+    """``conv2d_input_grad(g, weight)`` into ``gx`` and ``conv2d_weight_grad(input, g)``
+    into ``gw`` (a conv's two gradients from one ``g``) in one parallel region: per
+    chunk of the batch, the input gradient's GEMMs and col2im, then the weight
+    gradient's channels-last columns and GEMMs while g's chunk is in cache; the two
+    kernels' arithmetic (their results, bitwise). ``workspace``: the input gradient's
+    scratch (``split`` bytes), then the weight gradient's. Returns False, touching
+    nothing, where this path does not apply (the caller runs the two kernels)."""
+    N = input.shape[0]
+    Cout, Cg, kh, kw = weight.shape
+    if N == 0 or _is_pointwise((kh, kw), stride, padding) or \
+            not _nhwc_grad(input, g, groups, stride, dilation) or \
+            not all(type(a) is np.ndarray and a.dtype == g.dtype and a.flags.c_contiguous
+                    for a in (gx, gw)) or weight.dtype != g.dtype:
+        return False
+    C = input.shape[1]
+    Ho, Wo, _, _ = _geom(input.shape, weight.shape, stride, padding, dilation)
+    L = Ho * Wo
+    wi, ww = workspace[:split], workspace[split:]
+    npad = _conv_ws(input.shape, weight.shape, g.dtype.itemsize, stride, padding, dilation)[0]
+    cols_i = _ws_view(wi, npad, (N, C, kh, kw, Ho, Wo), g.dtype)
+    wT = weight.reshape(1, Cout, Cg * kh * kw).transpose(0, 2, 1)
+    xh, cols_w, per = _nhwc_views(input.shape, weight.shape, g.dtype, stride, padding,
+                                  dilation, ww)
+    cpu_conv.conv2d_input_weight_grad_nhwc(g.reshape(N, 1, Cout, L), wT, gx, cols_i, input,
+                                           per, xh, cols_w, stride, padding, dilation)
+    _nhwc_sum(per, gw, ww, input.shape, weight.shape, stride, padding, dilation)
+    return True
+
+
 def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilation, groups,
                                workspace, out=None):
     N, C, H, W = input.shape
@@ -614,21 +682,13 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
     dst = None
     if _g_transposed(weight_shape):
         dst = _ws_view(workspace, npad + ncols + _align(per.nbytes), gT.shape, g.dtype)
-    if _numba_cpu(input) and _numba_cpu(g) and input.dtype == g.dtype and \
-            cpu_conv.nhwc_ok(C, groups, stride, dilation):
+    if _nhwc_grad(input, g, groups, stride, dilation):
         # channels-last columns, per sample g @ cols: dW with K ordered (i, j, c)
-        Hp, Wp = H + sum(padding[0]), W + sum(padding[1])
-        xh = _ws_view(workspace, sum(_conv_ws(input.shape, weight_shape, g.dtype.itemsize,
-                                              stride, padding, dilation, g_copy=True)),
-                      (N, Hp, Wp, C), g.dtype)
-        cols = _ws_view(workspace, npad, (N, Ho, Wo, kh, kw * C), g.dtype)
-        per = _ws_view(workspace, npad + ncols, (N, Cout, K), g.dtype)
+        xh, cols, per = _nhwc_views(input.shape, weight_shape, g.dtype, stride, padding,
+                                    dilation, workspace)
         cpu_conv.conv2d_weight_grad_nhwc(input, g.reshape(N, Cout, L), per, xh, cols, padding)
-        tot = _ws_view(workspace, npad, (Cout, kh, kw, C), g.dtype) if N * L >= Cout \
-            else xp.empty((Cout, kh, kw, C), dtype=g.dtype)  # (in the columns, done)
-        xp.sum(per, axis=0, out=tot.reshape(Cout, K))
-        out[...] = tot.transpose(0, 3, 1, 2)
-        return out
+        return _nhwc_sum(per, out, workspace, input.shape, weight_shape, stride, padding,
+                         dilation)
     if _numba_cpu(input) and _numba_cpu(g) and input.dtype == g.dtype:
         # im2col, the transposed copy and GEMMs per chunk of the batch, in one region
         cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), g.dtype)
