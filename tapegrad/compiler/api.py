@@ -63,7 +63,8 @@ def compile(fn=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=
     is guarded on their outcomes. ``TAPEGRAD_LOGS=recompiles`` prints each recapture.
     After ``max_captures`` captures, or for a program that cannot be replayed (it
     computes outside the ops, uses the random generator, differentiates twice,
-    returns a tensor whose graph is used outside it), ``fn`` runs eagerly, with a
+    returns a tensor whose graph is used outside it, keeps a tensor it computed
+    in a list, a dict or an attribute), ``fn`` runs eagerly, with a
     warning saying why.
 
     ``compiled.stats()``: ``captures``, ``replays``, ``kernels`` (kernel calls per
@@ -283,6 +284,11 @@ class Compiled:
                      "a replay would repeat")
         try:
             graph = rec.finish(result)
+            kept = watch.escapes(rec.produced)
+            rec.produced = None
+            if kept:
+                raise Unsupported(f"it keeps a tensor it computed in {kept}, which a replay "
+                                  f"would not update")
             opts = {id(st.target[0]): st.target[0] for st in graph.steps
                     if st.kind == "update"}
             if opts:

@@ -566,6 +566,14 @@ class Recorder:
                 g.entry_guards.append(("buffer_is", t, t._data))
         if self.factory_consts:
             self._check_factory_consts()
+        self.produced = {}  # id -> weakref of each array an op computed during the call
+        for a in self.keep:
+            vid = self.ids.get(id(a))
+            if vid is not None and g.source[vid] == "node":
+                try:
+                    self.produced[id(a)] = weakref.ref(a)
+                except TypeError:
+                    pass
         if self.why is None:
             self._check_externals()
         if self.why is not None:

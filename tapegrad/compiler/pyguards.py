@@ -75,6 +75,7 @@ class _Items:
         return seq[i] if -len(seq) <= i < len(seq) else default
 
 
+_STORES = ("_parameters", "_buffers", "_modules")  # (a module's tensors: guarded apart)
 _DEEP = 3      # how many attribute / item steps a guard follows from a root
 _KEYS = 32     # at most this many constant keys of one code tried on one container
 
@@ -326,6 +327,72 @@ class Watch:
                 where = "" if i in mod_names else f" (self of {code.co_qualname})"
                 attrs_of(obj, mod_names.get(i, "self"), code, where)
         return tuple(out)
+
+    def escapes(self, produced):
+        """Where the call left a tensor over an array an op computed during it (in
+        ``produced``: id -> weakref) in Python state a replay does not rebuild: an item
+        of a list or dict, or an attribute of an object or a module, reached from the
+        globals and closure cells the call's code names and from the ``self`` of its
+        methods, two steps deep (``"L[0]"``, ``"self.last"``). None if nowhere."""
+        from ..tensor import Tensor
+
+        def search(obj, name, d, seen):
+            if id(obj) in seen:
+                return None
+            seen.add(id(obj))
+            if isinstance(obj, Tensor):
+                arr = obj._data
+                ref = produced.get(id(arr))
+                return name if ref is not None and ref() is arr else None
+            if d == 0:
+                return None
+            tp = type(obj)
+            if tp is list or tp is tuple:
+                items = enumerate(obj) if len(obj) <= 256 else ()
+            elif tp is dict:
+                items = list(obj.items()) if len(obj) <= 256 else ()
+            elif _is_module(obj):
+                dd = obj.__dict__
+                items = [(k, v) for k, v in dd.items() if k not in _STORES]
+                for k, sub in dd.get("_modules", {}).items():
+                    if sub is not None:
+                        found = search(sub, f"{name}.{k}", d, seen)
+                        if found:
+                            return found
+                return next((f for k, v in items
+                             if (f := search(v, f"{name}.{k}", d - 1, seen))), None)
+            elif _user_object(obj):
+                return next((f for k, v in list(obj.__dict__.items())
+                             if (f := search(v, f"{name}.{k}", d - 1, seen))), None)
+            else:
+                return None
+            return next((f for k, v in items if (f := search(v, f"{name}[{k!r}]", d - 1, seen))),
+                        None)
+
+        seen = set()
+        funcs = _functions(self.fn)
+        for code, g in self.codes.items():
+            for name in code.co_names:
+                v = g.get(name, _MISSING)
+                if v is not _MISSING and not plain(v) and not callable(v):
+                    found = search(v, name, 2, seen)
+                    if found:
+                        return found
+            f = funcs.get(code)
+            for name, cell in zip(code.co_freevars, (f.__closure__ or ()) if f else ()):
+                try:
+                    v = cell.cell_contents
+                except ValueError:
+                    continue
+                if not plain(v) and (not callable(v) or _is_module(v)):
+                    found = search(v, name, 2, seen)
+                    if found:
+                        return found
+        for obj in [s for s, _ in self.selves.values()] + list(self.modules.values()):
+            found = search(obj, "self" if not _is_module(obj) else type(obj).__name__, 2, seen)
+            if found:
+                return found
+        return None
 
     @staticmethod
     def _cells(f, code, add, roots):

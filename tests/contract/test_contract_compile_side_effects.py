@@ -1,0 +1,99 @@
+"""API.md "Compile and export": nothing replays silently wrong. A compiled function that
+leaves a tensor it computed in Python state (appends it to a list, stores it in a dict
+or as an attribute of an object or of a module, as a script keeps losses or a layer
+keeps its last attention map) must leave, after every call, what the eager call
+leaves: a replay cannot rebuild that state, so such a function runs eagerly (with a
+warning). A function that keeps nothing still replays."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+
+class _Box:
+    pass
+
+
+def _kept_in_list():
+    kept = []
+
+    def f(x):
+        y = x * 2
+        kept.append(y.detach())
+        return y + 1
+    return f, lambda: [t.tolist() for t in kept]
+
+
+def _kept_in_dict():
+    kept = {}
+
+    def f(x):
+        y = x * 2
+        kept["last"] = y
+        return y + 1
+    return f, lambda: kept["last"].tolist()
+
+
+def _kept_as_attribute():
+    box = _Box()
+
+    def f(x):
+        y = x * 2
+        box.last = y.detach()
+        return y + 1
+    return f, lambda: box.last.tolist()
+
+
+class _Keeps(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tg.nn.Linear(2, 2)
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.last = y.detach()
+        return y.relu()
+
+
+def _kept_by_module():
+    m = _Keeps()
+    return tg.compile(m), m, lambda: m.last.tolist()
+
+
+@pytest.mark.parametrize("make", [_kept_in_list, _kept_in_dict, _kept_as_attribute])
+def test_tensor_kept_in_python_state(make):
+    f, state = make()
+    g, state_e = make()
+    cf = tg.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for i in range(4):
+            x = tg.full((2,), float(i))
+            np.testing.assert_array_equal(cf(x).numpy(), g(x).numpy())
+            assert state() == state_e()
+
+
+def test_tensor_kept_by_a_module():
+    cm, m, state = _kept_by_module()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with tg.no_grad():
+            for i in range(4):
+                x = tg.full((3, 2), float(i))
+                cm(x)
+                np.testing.assert_allclose(state(), m.lin(x).tolist(), rtol=1e-6)
+
+
+def test_a_function_that_keeps_nothing_still_replays():
+    lin = tg.nn.Linear(2, 2)
+    tensors = [tg.ones(2)]  # (a list of tensors it reads, not one it fills)
+
+    def f(x):
+        return lin(x).relu() * tensors[0]
+    cf = tg.compile(f)
+    with tg.no_grad():
+        for _ in range(3):
+            cf(tg.ones(3, 2))
+    assert cf.stats()["replays"] == 2, cf.stats()
