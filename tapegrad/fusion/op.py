@@ -230,7 +230,8 @@ class ExprOp:
         if hit[0] is None:
             return False
         k, src = hit
-        consts = tuple(np.asarray(a, _F32).tobytes() for j, a in enumerate(flat) if j != k)
+        consts = () if len(flat) == 1 else \
+            tuple(np.asarray(a, _F32).tobytes() for j, a in enumerate(flat) if j != k)
 
         def build():
             res = np.empty((len(bufs), 1 << 16), np.uint16)
