@@ -15,7 +15,9 @@ eager kernels (the results are bitwise those of eager):
   if any): one step that runs the ReLU and the pooling on each chunk of the batch
   right after its GEMMs, while in cache; ``relu_backward(max_pool2d_input_grad(g,
   i), y)``: one pass per plane; a conv's ``conv2d_input_grad`` and
-  ``conv2d_weight_grad`` of one ``g``: one parallel region (``_fuse_conv``).
+  ``conv2d_weight_grad`` of one ``g``: one parallel region (``_fuse_conv``); and
+  that pooling gradient with the conv gradients of its result: one region, each
+  chunk of the batch making its rows of the gradient first (``_join_grads``).
 
 Each fused step is an ``op`` step whose ``op`` is an ``Epilogue`` (the attributes the
 passes, the memory plan and the code generator read from a registry op): it writes
@@ -254,6 +256,58 @@ def _conv2d_grads(g, w, x, *, input_shape, weight_shape, stride, padding, dilati
 
 CONV2D_GRADS = Epilogue("conv2d_input_grad+conv2d_weight_grad", _conv2d_grads, 2)
 CONV2D_GRADS.kind = "workspace"
+def _pool_relu_conv_grads(gp, indices, y, w, x, *, overlap, grad_shape, input_shape,
+                          weight_shape, stride, padding, dilation, groups, split, workspace,
+                          out=None):
+    """``d = relu_backward(max_pool2d_input_grad(gp, indices), y)`` (shape
+    ``grad_shape``) and the conv's two gradients of ``d``, in one parallel region where
+    ``conv2d_input_weight_grad`` applies (each chunk of the batch makes its rows of d
+    first); else the fused steps' kernels in turn."""
+    from ..devices.cpu_kernels.pool import scatter_relu_rows
+    from ..ops.nn.conv import conv2d_input_weight_grad
+    attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if out is not None and type(indices) is np.ndarray and indices.flags.c_contiguous and \
+            all(type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == out[0].dtype
+                for a in (gp, y)) and \
+            conv2d_input_weight_grad(out[0], w, x, out[1], out[2], **attrs, workspace=workspace,
+                                     split=split,
+                                     pre=(scatter_relu_rows(overlap), gp, indices, y)):
+        return out
+    d = _pool_relu_grad(gp, indices, y, input_shape=grad_shape, overlap=overlap,
+                        out=None if out is None else out[0])
+    gx, gw = _conv2d_grads(d, w, x, input_shape=input_shape, weight_shape=weight_shape,
+                           **attrs, split=split, workspace=workspace,
+                           out=None if out is None else out[1:])
+    return d, gx, gw
+
+
+def _pool_relu_weight_grad(gp, indices, y, x, *, overlap, grad_shape, weight_shape, stride,
+                           padding, dilation, groups, workspace, out=None):
+    """``d`` as ``_pool_relu_conv_grads``'s and ``conv2d_weight_grad(x, d)``, in one
+    parallel region where ``conv2d_weight_grad_after`` applies; else in turn."""
+    from ..devices.cpu_kernels.pool import scatter_relu_rows
+    from ..ops.nn.conv import CONV2D_WEIGHT_GRAD, conv2d_weight_grad_after
+    attrs = dict(weight_shape=weight_shape, stride=stride, padding=padding, dilation=dilation,
+                 groups=groups)
+    if out is not None and type(indices) is np.ndarray and indices.flags.c_contiguous and \
+            all(type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == out[0].dtype
+                for a in (gp, y)) and \
+            conv2d_weight_grad_after((scatter_relu_rows(overlap), gp, indices, y), x, out[0],
+                                     out[1], **attrs, workspace=workspace):
+        return out
+    d = _pool_relu_grad(gp, indices, y, input_shape=grad_shape, overlap=overlap,
+                        out=None if out is None else out[0])
+    gw = CONV2D_WEIGHT_GRAD.kernel(x, d, **attrs, workspace=workspace,
+                                   out=None if out is None else out[1])
+    return d, gw
+
+
+POOL_RELU_CONV_GRADS = Epilogue(
+    "max_pool2d_input_grad+relu_backward+conv2d_input_grad+conv2d_weight_grad",
+    _pool_relu_conv_grads, 3)
+POOL_RELU_WEIGHT_GRAD = Epilogue("max_pool2d_input_grad+relu_backward+conv2d_weight_grad",
+                                 _pool_relu_weight_grad, 2)
+POOL_RELU_CONV_GRADS.kind = POOL_RELU_WEIGHT_GRAD.kind = "workspace"
 CONV2D_RELU = Epilogue("conv2d+relu", _conv2d_relu, 1)
 CONV2D_RELU_POOL = Epilogue("conv2d+relu+max_pool2d", _conv2d_relu, 3)
 CONV2D_RELU.kind = CONV2D_RELU_POOL.kind = "workspace"
@@ -364,6 +418,51 @@ def _fuse_conv(g, steps, reads_all):
             replace[j] = new
             drop.add(i)
             count += 1
+    if not count:
+        return steps, 0
+    steps = [replace.get(k, st) for k, st in enumerate(steps) if k not in drop]
+    steps, n = _join_grads(g, steps)
+    return steps, count + n
+
+
+def _join_grads(g, steps):
+    """A ``max_pool2d_input_grad+relu_backward`` step whose result ``d`` a conv's
+    gradient step reads as its g next (``conv2d_input_grad+conv2d_weight_grad`` or
+    ``conv2d_weight_grad``) and that gradient step as one step at the first's place
+    (each chunk of the batch makes its rows of d, then the conv's gradients of them;
+    d is still written). Returns (steps, the number joined)."""
+    made = {}
+    for k, st in enumerate(steps):
+        for o in st.outs:
+            if o is not None:
+                made[o] = k
+    drop, replace, count = set(), {}, 0
+    for k, st in enumerate(steps):
+        if st.kind != "op" or st.op is not POOL_RELU_GRAD or k in drop:
+            continue
+        d = st.outs[0]
+        j = next((t for t in range(k + 1, len(steps)) if d in steps[t].reads()), None)
+        if j is None or any(steps[t].mutates() for t in range(k + 1, j)):
+            continue
+        r = steps[j]
+        gp, idx, y = st.ins
+        base = dict(overlap=st.attrs["overlap"], grad_shape=st.attrs["input_shape"])
+        if r.kind == "op" and r.op is CONV2D_GRADS and r.ins[0] == d:
+            w, x = r.ins[1], r.ins[2]
+            new = Step("op", POOL_RELU_CONV_GRADS, [gp, idx, y, w, x], dict(r.attrs, **base))
+        elif _op(r, "conv2d_weight_grad") and r.ins[1] == d and r.ins[0] != d and \
+                type(r.ins[0]) is int:
+            x = w = r.ins[0]
+            new = Step("op", POOL_RELU_WEIGHT_GRAD, [gp, idx, y, x], dict(r.attrs, **base))
+        else:
+            continue
+        if made.get(x, -1) >= k or made.get(w, -1) >= k:
+            continue
+        new.workspace = r.workspace
+        new.outs = [d] + list(r.outs)
+        replace[k] = new
+        drop.add(j)
+        count += 1
     if not count:
         return steps, 0
     return [replace.get(k, st) for k, st in enumerate(steps) if k not in drop], count

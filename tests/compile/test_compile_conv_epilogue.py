@@ -77,7 +77,7 @@ def test_conv_relu_pool_fused_bitwise_eager(case, both):
     assert fused in names and "relu" not in names, names
     if pool is not None and not both:  # (with both, y's gradient is a sum of two)
         names = [st.name for st in cm._joint._last.backward.steps]
-        assert "max_pool2d_input_grad+relu_backward" in names, names
+        assert any(n.startswith("max_pool2d_input_grad+relu_backward") for n in names), names
         assert "relu_backward" not in names, names
 
 
@@ -124,7 +124,7 @@ def test_fused_cnn_step_matches_torch():
                                    atol=1e-5)
     names = [st.name for st in comp._last.steps]
     assert names.count("conv2d+relu+max_pool2d") == 2, names
-    assert names.count("max_pool2d_input_grad+relu_backward") == 2, names
+    assert sum(n.startswith("max_pool2d_input_grad+relu_backward") for n in names) == 2, names
 
 
 @pytest.mark.parametrize("overlap", [False, True])
@@ -199,3 +199,34 @@ def test_conv_grads_one_region_bitwise_two_kernels():
         g, w, input_shape=x.shape, **attrs, workspace=np.zeros(si, np.uint8)))
     np.testing.assert_array_equal(gw, CONV2D_WEIGHT_GRAD.kernel(
         x, g, weight_shape=w.shape, **attrs, workspace=np.zeros(sw, np.uint8)))
+
+
+class _Cnn(tg.nn.Module):
+    """conv -> relu -> pool, twice: each pool's gradient feeds a conv's gradients."""
+
+    def __init__(self, conv2, dtype):
+        super().__init__()
+        r = np.random.default_rng(8)
+        self.w1 = tg.nn.Parameter(tg.tensor((r.standard_normal((8, 1, 3, 3)) / 3).astype(dtype)))
+        self.b1 = tg.nn.Parameter(tg.tensor(r.standard_normal(8).astype(dtype)))
+        self.w2 = tg.nn.Parameter(tg.tensor((r.standard_normal((6, 8, 3, 3)) / 5).astype(dtype)))
+        self.conv2 = conv2
+
+    def forward(self, x):
+        h = tg.max_pool2d(tg.relu(tg.conv2d(x, self.w1, self.b1)), 2)
+        return tg.max_pool2d(tg.relu(tg.conv2d(h, self.w2, **self.conv2)), 2)
+
+
+@pytest.mark.parametrize("conv2,dtype", [({}, np.float32), (dict(padding=1), np.float64),
+                                         (dict(stride=2), np.float32)])
+def test_pool_grads_joined_with_conv_grads_bitwise_eager(conv2, dtype):
+    x = np.random.default_rng(9).standard_normal((3, 1, 16, 14)).astype(dtype)
+    e, c = _Cnn(conv2, dtype), _Cnn(conv2, dtype)
+    cm = tg.compile(c)
+    for a, b in zip(_run(e, x), _run(cm, x)):
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
+    names = [st.name for st in cm._joint._last.backward.steps]
+    assert "max_pool2d_input_grad+relu_backward+conv2d_input_grad+conv2d_weight_grad" in names, \
+        names
+    assert "max_pool2d_input_grad+relu_backward+conv2d_weight_grad" in names, names

@@ -274,17 +274,23 @@ def conv2d(x, w, bias, out, cols, stride, padding, dilation, relu=False, pool=No
     return out
 
 
-def conv2d_weight_grad(x, g, per, cols, gT, stride, padding, dilation):
+def conv2d_weight_grad(x, g, per, cols, gT, stride, padding, dilation, pre=None):
     """Per-sample weight gradients ``per[n, grp] = cols[n, grp] @ g[n, grp]^T`` for
     (N, groups, O/groups, L) ``g``, (N, groups, K, O/groups) ``per`` and scratch
     ``cols``; with a (N, groups, L, O/groups) scratch ``gT``, g is copied transposed
-    first so the GEMMs run untransposed."""
+    first so the GEMMs run untransposed. ``pre``: ``(fn, *arrays)``, each chunk first
+    computes its rows of ``g`` (C-contiguous) with ``fn(n, *chunks of arrays, g's
+    chunk)`` (the gradient reaching the conv, made in the same region)."""
     N, groups, Og, L = g.shape
     K = per.shape[2]
     im = _im2col_fn(stride, padding, dilation)
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)  # (as conv2d)
 
-    def work(n, xc, gc, cc, pc, tc):
+    fn, extra = (pre[0], pre[1:]) if pre is not None else (None, ())
+
+    def work(n, xc, gc, cc, pc, tc, *ec):
+        if fn is not None:
+            fn(n, *ec, gc)
         im(xc, cc)
         if tc is None:
             rhs = gc.transpose(0, 1, 3, 2)
@@ -293,7 +299,7 @@ def conv2d_weight_grad(x, g, per, cols, gT, stride, padding, dilation):
             rhs = tc
         np.matmul(cc.reshape(n, groups, K, L), rhs, out=pc)
     with blas_single_thread():
-        run_chunked(work, N, x, g, cols, per, gT, min_chunk=few_chunks(N))
+        run_chunked(work, N, x, g, cols, per, gT, *extra, min_chunk=few_chunks(N))
     return per
 
 
@@ -371,7 +377,7 @@ def _im2col_nhwc(xh, cols):
                         cols[n, ho, wo, i, q] = xf[n, ho + i, s + q]
 
 
-def conv2d_weight_grad_nhwc(x, g, per, xh, cols, padding):
+def conv2d_weight_grad_nhwc(x, g, per, xh, cols, padding, pre=None):
     """Per-sample weight gradients ``per[n] = g[n] @ cols[n]`` (O, K), K ordered (i, j,
     c), for (N, O, L) ``g`` (stride 1, dilation 1, one group); scratch: (N, Hp, Wp, C)
     ``xh``, (N, Ho, Wo, kh, kw*C) ``cols``. Per chunk of the batch: the channels-last
@@ -381,17 +387,21 @@ def conv2d_weight_grad_nhwc(x, g, per, xh, cols, padding):
     pt, pl = padding[0][0], padding[1][0]
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)  # (one compiled layout)
 
-    def work(n, xc, gc, hc, cc, pc):
+    fn, extra = (pre[0], pre[1:]) if pre is not None else (None, ())
+
+    def work(n, xc, gc, hc, cc, pc, *ec):  # (pre: as conv2d_weight_grad's)
+        if fn is not None:
+            fn(n, *ec, gc)
         _to_nhwc(xc, hc, pt, pl)
         _im2col_nhwc(hc, cc)
         np.matmul(gc, cc.reshape(n, L, K), out=pc)
     with blas_single_thread():
-        run_chunked(work, N, x, g, xh, cols, per, min_chunk=few_chunks(N))
+        run_chunked(work, N, x, g, xh, cols, per, *extra, min_chunk=few_chunks(N))
     return per
 
 
 def conv2d_input_weight_grad_nhwc(g, wT, gx, cols_i, x, per, xh, cols_w, stride, padding,
-                                  dilation):
+                                  dilation, pre=None):
     """``conv2d_input_grad`` (into ``gx``, scratch ``cols_i``) and
     ``conv2d_weight_grad_nhwc`` (into ``per``, scratch ``xh`` and ``cols_w``) of one
     (N, 1, O, L) ``g`` in one parallel region: per chunk of the batch, the input
@@ -404,12 +414,17 @@ def conv2d_input_weight_grad_nhwc(g, wT, gx, cols_i, x, per, xh, cols_w, stride,
     pt, pl = padding[0][0], padding[1][0]
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
 
-    def work(n, gc, ci, oc, xc, hc, cc, pc):
+    fn, extra = (pre[0], pre[1:]) if pre is not None else (None, ())
+
+    def work(n, gc, ci, oc, xc, hc, cc, pc, *ec):  # (pre: as conv2d_weight_grad's)
+        if fn is not None:
+            fn(n, *ec, gc)
         np.matmul(wT, gc, out=ci.reshape(n, groups, K, L))
         c2i(ci, oc)
         _to_nhwc(xc, hc, pt, pl)
         _im2col_nhwc(hc, cc)
         np.matmul(gc.reshape(n, Og, L), cc.reshape(n, L, Kw), out=pc)
     with blas_single_thread():
-        run_chunked(work, N, g, cols_i, gx, x, xh, cols_w, per, min_chunk=few_chunks(N))
+        run_chunked(work, N, g, cols_i, gx, x, xh, cols_w, per, *extra,
+                    min_chunk=few_chunks(N))
     return gx, per

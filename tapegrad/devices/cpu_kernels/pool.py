@@ -258,6 +258,16 @@ def max_pool2d_scatter_relu(out, idx, g, y, overlap):
                 out, idx, g, y, min_chunk=max(ROW_BLOCK // per_row, few_chunks(rows)))
 
 
+def scatter_relu_rows(overlap):
+    """``fn(n, g, idx, y, out)``: ``max_pool2d_scatter_relu``'s pass on one chunk of
+    the batch (arrays with the batch first, C-contiguous), for a caller's region."""
+    def fn(n, g, idx, y, out):
+        rows = n * idx.shape[1]
+        _scatter_relu_rows(out.reshape(rows, -1), idx.reshape(rows, -1), g.reshape(rows, -1),
+                           y.reshape(rows, -1), overlap)
+    return fn
+
+
 def max_pool2d_scatter(out, idx, g, zero=False):
     """``out[r, idx[r, k]] += g[r, k]`` for (rows, H*W) ``out`` and (rows, K) ``idx``
     and ``g``; repeated positions (overlapping windows) accumulate. ``zero``: ``out``

@@ -630,20 +630,22 @@ def _nhwc_sum(per, out, workspace, x_shape, weight_shape, stride, padding, dilat
 
 
 def conv2d_input_weight_grad(g, weight, input, gx, gw, *, stride, padding, dilation, groups,
-                             workspace, split):
+                             workspace, split, pre=None):
     """``conv2d_input_grad(g, weight)`` into ``gx`` and ``conv2d_weight_grad(input, g)``
     into ``gw`` (a conv's two gradients from one ``g``) in one parallel region: per
     chunk of the batch, the input gradient's GEMMs and col2im, then the weight
     gradient's channels-last columns and GEMMs while g's chunk is in cache; the two
     kernels' arithmetic (their results, bitwise). ``workspace``: the input gradient's
-    scratch (``split`` bytes), then the weight gradient's. Returns False, touching
+    scratch (``split`` bytes), then the weight gradient's. ``pre``: as
+    ``conv2d_weight_grad_after``'s (``g`` then C-contiguous). Returns False, touching
     nothing, where this path does not apply (the caller runs the two kernels)."""
     N = input.shape[0]
     Cout, Cg, kh, kw = weight.shape
     if N == 0 or _is_pointwise((kh, kw), stride, padding) or \
             not _nhwc_grad(input, g, groups, stride, dilation) or \
             not all(type(a) is np.ndarray and a.dtype == g.dtype and a.flags.c_contiguous
-                    for a in (gx, gw)) or weight.dtype != g.dtype:
+                    for a in (gx, gw)) or weight.dtype != g.dtype or \
+            (pre is not None and not g.flags.c_contiguous):
         return False
     C = input.shape[1]
     Ho, Wo, _, _ = _geom(input.shape, weight.shape, stride, padding, dilation)
@@ -655,13 +657,34 @@ def conv2d_input_weight_grad(g, weight, input, gx, gw, *, stride, padding, dilat
     xh, cols_w, per = _nhwc_views(input.shape, weight.shape, g.dtype, stride, padding,
                                   dilation, ww)
     cpu_conv.conv2d_input_weight_grad_nhwc(g.reshape(N, 1, Cout, L), wT, gx, cols_i, input,
-                                           per, xh, cols_w, stride, padding, dilation)
+                                           per, xh, cols_w, stride, padding, dilation, pre)
     _nhwc_sum(per, gw, ww, input.shape, weight.shape, stride, padding, dilation)
     return True
 
 
 def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilation, groups,
                                workspace, out=None):
+    return _weight_grad(input, g, weight_shape, stride, padding, dilation, groups, workspace,
+                        out)
+
+
+def conv2d_weight_grad_after(pre, input, g, out, *, weight_shape, stride, padding, dilation,
+                             groups, workspace):
+    """``conv2d_weight_grad(input, g)`` into ``out``, each chunk of the batch first
+    computing its rows of ``g`` (a C-contiguous buffer) with ``pre`` = ``(fn,
+    *arrays)`` (``cpu_conv.conv2d_weight_grad``'s), in the same parallel region.
+    Returns False, touching nothing, where the CPU path does not apply."""
+    if input.shape[0] == 0 or not (_numba_cpu(input) and _numba_cpu(g)) or \
+            input.dtype != g.dtype or not g.flags.c_contiguous or \
+            not (type(out) is np.ndarray and out.dtype == g.dtype):
+        return False
+    _weight_grad(input, g, weight_shape, stride, padding, dilation, groups, workspace, out,
+                 pre)
+    return True
+
+
+def _weight_grad(input, g, weight_shape, stride, padding, dilation, groups, workspace, out,
+                 pre=None):
     N, C, H, W = input.shape
     Cout, Cg, kh, kw = weight_shape
     Ho, Wo, _, _ = _geom(input.shape, weight_shape, stride, padding, dilation)
@@ -686,14 +709,15 @@ def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilat
         # channels-last columns, per sample g @ cols: dW with K ordered (i, j, c)
         xh, cols, per = _nhwc_views(input.shape, weight_shape, g.dtype, stride, padding,
                                     dilation, workspace)
-        cpu_conv.conv2d_weight_grad_nhwc(input, g.reshape(N, Cout, L), per, xh, cols, padding)
+        cpu_conv.conv2d_weight_grad_nhwc(input, g.reshape(N, Cout, L), per, xh, cols, padding,
+                                         pre)
         return _nhwc_sum(per, out, workspace, input.shape, weight_shape, stride, padding,
                          dilation)
     if _numba_cpu(input) and _numba_cpu(g) and input.dtype == g.dtype:
         # im2col, the transposed copy and GEMMs per chunk of the batch, in one region
         cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), g.dtype)
         cpu_conv.conv2d_weight_grad(input, g.reshape(N, groups, Og, L), per, cols, dst,
-                                    stride, padding, dilation)
+                                    stride, padding, dilation, pre)
     else:
         cols = _im2col(input, weight_shape, workspace, stride, padding, dilation)
         if dst is not None:
