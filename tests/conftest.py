@@ -45,6 +45,58 @@ def pytest_collectstart(collector):
         gc.disable()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_generate_tests(metafunc):
+    """Under README's ``-m "not slow"``, the ``slow`` cases of a parametrization are left
+    out before their test items are built, rather than built and then deselected: about
+    half of the ~38k items are the exhaustive tier's, and each item costs every xdist
+    worker its construction, its id sent to the controller and the ``-m`` match (seconds
+    of each worker's CPU). A parametrization all of whose cases are slow is kept whole
+    (``-m`` deselects its items as before), so no empty-set skip appears."""
+    if _leaves_out_slow(metafunc.config):
+        for node in metafunc.definition.listchain():
+            node.own_markers[:] = [_without_slow(m) if m.name == "parametrize" else m
+                                   for m in node.own_markers]
+    return (yield)
+
+
+def _leaves_out_slow(config):
+    return " ".join(str(config.option.markexpr or "").split()) == "not slow"
+
+
+def _is_slow(value):
+    return isinstance(value, pytest.ParameterSet) and any(
+        getattr(m, "name", None) == "slow" for m in value.marks)
+
+
+def _without_slow(mark):
+    """``mark`` (a ``parametrize`` mark) without its ``slow`` cases (a list of ``ids``
+    filtered with them); ``mark`` itself when it has none, or nothing else."""
+    args, kwargs = list(mark.args), dict(mark.kwargs)
+    if len(args) >= 2:
+        given = args[1]
+        values = args[1] = list(given)
+    elif "argvalues" in kwargs:
+        given = kwargs["argvalues"]
+        values = kwargs["argvalues"] = list(given)
+    else:
+        return mark
+    keep = [not _is_slow(v) for v in values]
+    if all(keep) or not any(keep):
+        # (a generator of values, read once here, is passed on as its list)
+        return mark if isinstance(given, (list, tuple)) else \
+            pytest.mark.parametrize(*args, **kwargs).mark
+    values[:] = [v for v, k in zip(values, keep) if k]
+    ids = args[3] if len(args) >= 4 else kwargs.get("ids")
+    if isinstance(ids, (list, tuple)):
+        ids = [i for i, k in zip(ids, keep) if k]
+        if len(args) >= 4:
+            args[3] = ids
+        else:
+            kwargs["ids"] = ids
+    return pytest.mark.parametrize(*args, **kwargs).mark
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session):
     # The collection's objects (test items, the registry samples drawn for them, the
