@@ -19,9 +19,10 @@ if ROOT not in sys.path:
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-import tapegrad as tg  # noqa: E402
-from tapegrad import tape as _tape  # noqa: E402
-from tapegrad.ops import _decl as _sample_decl  # noqa: E402
+# tapegrad itself is imported by pytest_configure, in each process that runs tests (not
+# in pytest-xdist's controller, which only hands tests out: importing it there is about
+# a second of CPU before the workers start)
+tg = _tape = _sample_decl = None
 
 try:
     from hypothesis import settings as _hypothesis_settings
@@ -35,6 +36,17 @@ if _hypothesis_settings is not None:
     _hypothesis_settings.register_profile("tapegrad", max_examples=50, deadline=None)
     _hypothesis_settings.register_profile("thorough", max_examples=500, deadline=None)
     _hypothesis_settings.load_profile("tapegrad")
+
+
+def pytest_configure(config):
+    global tg, _tape, _sample_decl
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and not config.getvalue("collectonly") \
+            and getattr(config.option, "dist", "no") != "no" and getattr(config.option, "tx", None):
+        return  # xdist's controller: the workers import it
+    import tapegrad
+    from tapegrad import tape
+    from tapegrad.ops import _decl
+    tg, _tape, _sample_decl = tapegrad, tape, _decl
 
 
 def pytest_collectstart(collector):
