@@ -105,6 +105,11 @@ class _State(threading.local):
         self.autocast_depth = 0
         self.autocast_cache = {}
         self.autocast_cache_enabled = True
+        # tg.autograd.graph.saved_tensors_hooks: the open (pack, unpack) pairs, innermost
+        # last (recording takes the general path while any is open, which packs what a
+        # node saves), and disable_saved_tensors_hooks' message (None: allowed)
+        self._saved_hooks = ()
+        self.saved_hooks_disabled = None
 
     # while observers are active: the arguments (Tensors among them) of the op the
     # observers see now, so tg.compile's capture knows which tensor held an array it
@@ -119,7 +124,7 @@ class _State(threading.local):
 
     def _refresh(self):
         self.mode = (GENERAL if self._tapes or self._anomaly or self._observers or self._dual
-                     or self._vmap or (self._inference and self._grad) else
+                     or self._vmap or self._saved_hooks or (self._inference and self._grad) else
                      FAST_RECORD if self._grad else INFERENCE if self._inference else
                      RAW if self.raw else FAST_NO_GRAD)
 
@@ -132,6 +137,16 @@ class _State(threading.local):
     @autocast.setter
     def autocast(self, on):
         self._autocast = on
+        self._refresh()
+
+    @property
+    def saved_hooks(self):
+        """The open saved-tensor hooks, ((pack, unpack), ...), innermost last."""
+        return self._saved_hooks
+
+    @saved_hooks.setter
+    def saved_hooks(self, hooks):
+        self._saved_hooks = tuple(hooks)
         self._refresh()
 
     @property
@@ -236,6 +251,7 @@ class Node:
                         # the output is saved and had some: the traced vjp's ctx.out has them
     tapes = None        # frozenset of ids of the Tapes this was recorded on
     where = None        # user call site (anomaly mode)
+    unpack = None       # the unpack hook of its Packed saved values (write is PACKED)
     call_name = None    # PyTorch's node name set by the public function that made this
                         # call, where it differs from its op's (``transpose`` binds permute)
 
@@ -251,8 +267,13 @@ class Node:
     def __repr__(self):
         return f"<{self.name()} object at {id(self):#x}>"
 
+    pre_hooks = None    # register_prehook's functions
+    post_hooks = None   # register_hook's functions
+
     @property
     def next_functions(self):
+        """One ``(node, output index)`` per input, as PyTorch's: the producer node, an
+        ``AccumulateGrad`` for a leaf that requires grad, ``(None, 0)`` otherwise."""
         out = []
         for e in self.edges:
             if e is None:
@@ -260,10 +281,41 @@ class Node:
             elif type(e) is tuple:
                 out.append(e)
             else:
-                out.append(("AccumulateGrad", 0))
+                out.append((AccumulateGrad(e), 0))
         return tuple(out)
 
-    def register_hook(self, idx, fn):
+    @property
+    def metadata(self):
+        """A dict for the user's own notes about this node, as PyTorch's."""
+        d = self.__dict__.get("_metadata")
+        if d is None:
+            d = self.__dict__["_metadata"] = {}
+        return d
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before this node's adjoint, with a tuple of the
+        gradients of its outputs; a tuple it returns replaces them. Returns a handle
+        with ``remove()``."""
+        return self._node_hook("pre_hooks", fn)
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after this node's adjoint, with a
+        tuple of the gradients it gives its inputs (None where none) and those of its
+        outputs; a tuple it returns replaces the former. Returns a handle with
+        ``remove()``."""
+        return self._node_hook("post_hooks", fn)
+
+    def _node_hook(self, kind, fn):
+        fns = self.__dict__.get(kind)
+        if fns is None:
+            fns = self.__dict__[kind] = []
+        fns.append(fn)
+        if self.hooks is None:
+            self.hooks = {}  # (sends the walker to the node's hooks)
+        return HookHandle(fns, fn)
+
+    def add_tensor_hook(self, idx, fn):
+        """A hook of this node's output ``idx`` (``Tensor.register_hook``)."""
         if self.hooks is None:
             self.hooks = {}
         self.hooks.setdefault(idx, []).append(fn)
@@ -272,6 +324,48 @@ class Node:
         if self.retain is None:
             self.retain = {}
         self.retain[idx] = weakref.ref(tensor)
+
+
+class AccumulateGrad(Node):
+    """``next_functions``' entry for a leaf that requires grad: ``variable`` is the
+    leaf, as PyTorch's AccumulateGrad node."""
+    __slots__ = ()
+
+    def __init__(self, variable):
+        self.__dict__["variable"] = variable
+        self.edges = ()
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+
+class HookHandle:
+    """``remove()`` takes ``fn`` out of the list it was added to."""
+    __slots__ = ("fns", "fn")
+
+    def __init__(self, fns, fn):
+        self.fns, self.fn = fns, fn
+
+    def remove(self):
+        if self.fn in self.fns:
+            self.fns.remove(self.fn)
+
+
+# Node.write of a node whose saved values went through saved-tensor hooks: never a
+# write id, so the walker builds its context (which unpacks them) each time
+PACKED = -3
+
+
+class Packed:
+    """A saved value as a pack hook gave it (in a node's ``inputs``/``out``): the
+    walker hands it to the node's ``unpack`` hook when the adjoint reads it."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
 
 
 def install_namespace(m):

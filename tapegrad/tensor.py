@@ -318,7 +318,7 @@ class Tensor:
             raise RuntimeError("register_hook: cannot register a hook on a tensor that "
                                "doesn't require gradient")
         if self._node is not None:
-            self._node.register_hook(self._idx, hook)
+            self._node.add_tensor_hook(self._idx, hook)
             fns = self._node.hooks[self._idx]
         else:
             if self._hooks is None:
