@@ -37,8 +37,10 @@ from .ops_registry.opdef import OpDef, TensorSpec, validate
 from .tape import (
     FAST_RECORD as _FAST_RECORD,
     INFERENCE as _INFERENCE,
+    PACKED as _PACKED,
     RAW as _RAW,
     Node as _Node,
+    Packed as _Packed,
     make_node as _make_node,
     next_seq as _next_seq,
     state as _state,
@@ -1019,7 +1021,33 @@ def _node_general(op, attrs, args, outs, rg, tapes):
                       out_version, same, _last_write[0])
     if tapes:
         node.tapes = _tapes_of(args, rg, tapes)
+    if _state._saved_hooks and (saved is not None or out is not None):
+        _pack_saved(node)
     return node
+
+
+def _pack_saved(node):
+    """Inside saved_tensors_hooks: each Tensor the node saves (inputs, outputs) goes
+    through the innermost pack hook once, now, and the node keeps what it returns in
+    its place (``tape.Packed``); the walker unpacks them when the adjoint reads them.
+    An output is handed over as a new Tensor on its data, without history (the node
+    keeping the output itself would be a reference cycle). As PyTorch's, packed values
+    are not checked against in-place writes (a hook that copies makes them safe)."""
+    pack, unpack = _state._saved_hooks[-1]
+    if node.saved is not None:
+        inputs = list(node.inputs)
+        for i, s in enumerate(node.saved):
+            if type(s) in _TT:
+                inputs[i] = _Packed(pack(s))
+        node.inputs = inputs
+        node.saved = node.versions = None
+    out = node.out
+    if out is not None:
+        def one(o):
+            return _Packed(pack(wrap(o) if type(o) not in _TT else o))
+        node.out = one(out) if node.op.nout == 1 else tuple(one(o) for o in out)
+    node.unpack = unpack
+    node.write = _PACKED
 
 
 def _tapes_of(args, rg, tapes):
