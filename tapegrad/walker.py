@@ -23,7 +23,7 @@ import numpy as np
 from ._util import loud_numpy, quiet_numpy
 from .devices.cpu_kernels import halfwidth as _halfwidth
 from .dtypes import LOW
-from .tape import check_finite, state
+from .tape import PACKED, Packed, check_finite, state
 from .tensor import POST_HOOKED, Tensor, as_output, last_write, mark_written, wrap
 
 __all__ = ["backward_pass", "Ctx"]
@@ -113,6 +113,8 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
                                                                           g)
         else:
             in_grads = _widened_vjp(node, ctx, g, observers)
+        if node.hooks is not None and node.post_hooks:
+            in_grads = _post_hooks(node, in_grads, g, traced)
         if not retain_graph:
             if node.out is not None or _holds_values(node.inputs):
                 # release: the saved values go; write -1 (never a write id) marks it,
@@ -242,6 +244,8 @@ def _context(node, traced, needs):
     since (``tensor.last_write``)."""
     if node.write == -1:
         raise RuntimeError(f"{node.op.name}: {_FREED_MSG}")
+    if node.write == PACKED:
+        return _unpacked_context(node, traced, needs)
     if node.write != last_write[0]:
         _check_versions(node)
     if not traced and needs is node.needs_input_grad:
@@ -267,6 +271,66 @@ def _context(node, traced, needs):
             for o, fw in zip(ctx.out if type(ctx.out) is tuple else (ctx.out,), node.out_fw):
                 o._fw = fw
     return ctx
+
+
+def _unpacked_context(node, traced, needs):
+    """The context of a node whose saved values went through saved-tensor hooks
+    (``dispatch._pack_saved``): each one given to the node's unpack hook, once per
+    walk, as the adjoint reads them. When the adjoint records (create_graph), an
+    unpacked input carries the original's history, as PyTorch's unpacked tensors do."""
+    ctx = Ctx()
+    ctx.m = node.m
+    ctx.attrs = node.attrs
+    ctx.shapes = node.shapes
+    ctx.dtypes = node.dtypes
+    ctx.needs_input_grad = needs
+    ctx.node = node
+    inputs = node.inputs
+    if inputs is not None:
+        inputs = list(inputs)
+        for i, p in enumerate(inputs):
+            if type(p) is Packed:
+                t = _unpack(node, p)
+                inputs[i] = _attach(t, node.edges[i], node) if traced else t._data
+            elif traced and p is not None and hasattr(p, "shape") and not isinstance(p, Tensor):
+                inputs[i] = wrap(p)
+    ctx.inputs = inputs
+    out = node.out
+    if out is not None:
+        outs = out if node.op.nout != 1 else (out,)
+        got = []
+        for k, p in enumerate(outs):
+            a = _unpack(node, p)._data if type(p) is Packed else p
+            got.append(as_output(a, node, k, node.out_version[0]) if traced else a)
+        out = tuple(got) if node.op.nout != 1 else got[0]
+    ctx.out = out
+    return ctx
+
+
+def _unpack(node, p):
+    t = node.unpack(p.value)
+    if not isinstance(t, Tensor):
+        raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got "
+                        f"result of type {type(t).__name__}")
+    return t
+
+
+def _attach(t, edge, node):
+    """An unpacked input for a recording adjoint: the tensor itself when it is the
+    saved one (or a constant); else its data as the original's output (its producer
+    node and index, the edge), so higher-order gradients reach what made it."""
+    if edge is None or t is edge:
+        return t
+    if type(edge) is tuple:
+        if t._node is edge[0] and t._idx == edge[1]:
+            return t
+        return wrap(t._data, edge[0], edge[1], t._vc)
+    if t._data is edge._data:
+        return edge
+    raise RuntimeError(
+        f"{node.op.name}: a higher-order gradient (create_graph=True) through a saved leaf "
+        f"tensor whose unpack_hook returned a new tensor is not supported; return the "
+        f"packed tensor itself, or take this gradient outside saved_tensors_hooks")
 
 
 def _holds_values(saved):
@@ -455,7 +519,35 @@ def _node_hooks(node, g, traced, delivered):
             t = ref()
             if t is not None and gs[idx] is not None:
                 _accumulate(t, gs[idx], traced, delivered)
+    if node.pre_hooks:
+        gs = list(_run_node_hooks(node, node.pre_hooks, (tuple(gs),), len(gs), traced,
+                                  tuple(gs)))
     return gs[0] if single else gs
+
+
+def _post_hooks(node, in_grads, g, traced):
+    gs = g if node.op.nout != 1 else (g,)
+    return _run_node_hooks(node, node.post_hooks, (tuple(in_grads), tuple(gs)),
+                           len(in_grads), traced, in_grads)
+
+
+def _run_node_hooks(node, fns, args, n, traced, current):
+    """``grad_fn.register_prehook``/``register_hook`` functions, called with tuples of
+    Tensors (None where a gradient is absent); a tuple returned, of ``n`` entries,
+    replaces the gradients the hooks are about."""
+    def as_t(a):
+        return a if a is None or traced or isinstance(a, Tensor) else wrap(a)
+    for fn in list(fns):
+        r = fn(*(tuple(as_t(a) for a in group) for group in args))
+        if r is None:
+            continue
+        r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+        if len(r) != n:
+            raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has returned an "
+                               f"incorrect number of values (got {len(r)}, but expected {n})")
+        current = [a if a is None or traced else getattr(a, "_data", a) for a in r]
+        args = (tuple(current),) + args[1:]
+    return current
 
 
 def _run_hooks(fns, g, traced):

@@ -43,10 +43,13 @@ from ..ops_registry.opdef import validate
 from ..tape import state as _state
 from ..tensor import Tensor, buffer, wrap
 from ..utilities import inference_mode
-from . import functional  # noqa: F401  (torch.autograd.functional: values at a point)
+from . import (
+    functional,  # noqa: F401  (torch.autograd.functional: values at a point)
+    graph,  # noqa: F401  (torch.autograd.graph: saved-tensor hooks, Node)
+)
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable", "grad", "backward",
-           "forward_ad", "functional", "no_grad", "enable_grad", "set_grad_enabled",
+           "forward_ad", "functional", "graph", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "inference_mode"]
 
 
@@ -88,6 +91,8 @@ class FunctionCtx:
                 continue
             if isinstance(t, _OutRef):
                 t = t.get(self)
+            elif isinstance(t, _Packed):
+                t = t.get()
             elif t._vc[0] != v:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified "
@@ -129,6 +134,21 @@ class _OutRef:
 
     def get(self, ctx):
         return ctx._outs[self.k]
+
+
+class _Packed:
+    """A saved tensor as saved_tensors_hooks' pack hook gave it, and its unpack hook."""
+    __slots__ = ("value", "unpack")
+
+    def __init__(self, value, unpack):
+        self.value, self.unpack = value, unpack
+
+    def get(self):
+        t = self.unpack(self.value)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but "
+                            f"got result of type {type(t).__name__}")
+        return t
 
 
 class _FunctionMeta(type):
@@ -215,6 +235,10 @@ def _apply(cls, args):
         ids = {id(outs[k]): j for j, k in enumerate(opos)}
         ctx._saved = tuple((_OutRef(ids[id(t)]), None) if t is not None and id(t) in ids
                            else (t, v) for t, v in ctx._saved)
+        if _state.saved_hooks:  # saved_tensors_hooks: each saved input packed, now
+            pack, unpack = _state.saved_hooks[-1]
+            ctx._saved = tuple((_Packed(pack(t), unpack), None) if isinstance(t, Tensor)
+                               else (t, v) for t, v in ctx._saved)
     non_diff = [id(outs[k]) in ctx._non_diff for k in opos]
     arrays = tuple(buffer(outs[k]) for k in opos)
     op = _op_for(cls, len(tpos), len(opos))
