@@ -444,9 +444,11 @@ def _finish(op, attrs, args, outs, rg):
     requires grad or a Tape watches one, checked in anomaly mode, given tangents in
     forward mode."""
     st = _state
-    record = rg and st._grad and op.differentiable
+    # inside inference_mode nothing records, grad mode on (enable_grad) or not
+    grad = st._grad and not st._inference
+    record = rg and grad and op.differentiable
     tapes = st._tapes
-    if tapes and not record and op.differentiable and st._grad:
+    if tapes and not record and op.differentiable and grad:
         record = any(type(a) in _TT and a._tapes for a in args)
     if record and any(_isf(o._data.dtype) for o in outs):
         _record(op, attrs, args, outs, rg, tapes)
