@@ -137,14 +137,14 @@ def _grad_walk(outs, ins, grad_outputs, retain_graph, traced, record, allow_unus
     res = _walker.backward_pass(outs, seeds, inputs=ins, retain_graph=retain_graph,
                                 traced=traced, record=record)
     result = []
-    for t, g in zip(ins, res):
+    for i, (t, g) in enumerate(zip(ins, res)):
         if g is None:
             if materialize_grads:
                 g = zeros_like(t)
             elif not allow_unused:
-                raise RuntimeError("grad: one of the differentiated Tensors appears to not "
-                                   "have been used in the graph. Set allow_unused=True if "
-                                   "this is the desired behavior")
+                raise RuntimeError(f"grad: The differentiated Tensor at index {i} appears to "
+                                   f"not have been used in the graph. Set allow_unused=True "
+                                   f"if this is the desired behavior.")
         elif not isinstance(g, Tensor):
             g = wrap(g)
         result.append(g)

@@ -287,7 +287,11 @@ class Tensor:
                                f"require gradients, got {self.dtype}")
         if not requires_grad and self._node is not None:
             raise RuntimeError("requires_grad_: you can only change requires_grad flags of "
-                               "leaf variables; use detach() for a non-leaf")
+                               "leaf variables. If you want to use a computed variable in a "
+                               "subgraph that doesn't require differentiation use "
+                               "var_no_grad = var.detach().")
+        if requires_grad:
+            _inference_check(self)
         self._requires_grad = bool(requires_grad)
         return self
 
@@ -366,7 +370,16 @@ def _set_requires_grad(self, flag):
     if flag and not _dt.is_float(self._data.dtype):
         raise RuntimeError(f"only Tensors of floating point dtype can require gradients, "
                            f"got {self.dtype}")
+    if flag:
+        _inference_check(self)
     self._requires_grad = flag
+
+
+def _inference_check(t):
+    """PyTorch's rule: an inference tensor may require grad only inside inference_mode."""
+    if t._inference and not _tape.state.inference:
+        raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                           "InferenceMode is not allowed.")
 
 
 def _set_grad(self, grad):

@@ -4,7 +4,6 @@ dtype promotion questions (``result_type``, ``can_cast``, ``promote_types``),
 ``broadcast_shapes``, ``typename``, thread counts, ``inference_mode`` and
 ``set_printoptions``.
 """
-import threading
 
 import numpy as np
 
@@ -225,19 +224,17 @@ def set_num_interop_threads(int):  # noqa: A002
     _threads["interop"] = n
 
 
-_inference = threading.local()
-
-
 def is_inference_mode_enabled():
-    """True inside ``inference_mode()`` (in this thread)."""
-    return getattr(_inference, "depth", 0) > 0
+    """True inside ``inference_mode()`` (in this thread), not inside an
+    ``inference_mode(False)`` within it."""
+    return bool(_record_state.inference)
 
 
 class inference_mode:
     """``torch.inference_mode``: no recording inside (as ``no_grad``), and the tensors
     made inside are inference tensors (``Tensor.is_inference()``); a context manager
-    and a decorator; ``inference_mode(False)`` makes normal tensors again (grad mode
-    unchanged)."""
+    and a decorator; ``inference_mode(False)`` makes normal tensors again, with
+    autograd on (grad mode enabled inside, as PyTorch's)."""
 
     def __init__(self, mode=True):
         self.mode = bool(mode)
@@ -254,13 +251,12 @@ class inference_mode:
         self._prev_inference = _record_state.inference
         if self.mode:
             set_grad_enabled(False)
-            _inference.depth = getattr(_inference, "depth", 0) + 1
+        else:  # as PyTorch's InferenceMode(false): autograd on inside
+            set_grad_enabled(True)
         _record_state.inference = self.mode  # tensors made inside are inference tensors
         return self
 
     def __exit__(self, *exc):
-        if self.mode:
-            _inference.depth -= 1
         _record_state.inference = self._prev_inference
         set_grad_enabled(self._prev)
         return False

@@ -337,3 +337,347 @@ def test_grad_fn_next_functions_and_node_hooks_as_torch():
             y2.sum().backward()
         return r
     assert run(tg) == run(torch)
+
+
+# ------------------------------------------------------------------ everyday snippets
+def _plain(v):
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if hasattr(v, "tolist") and hasattr(v, "dtype"):
+        return ("tensor", str(v.dtype).split(".")[-1], v.tolist(), bool(v.requires_grad))
+    return v
+
+
+def _run(snippet, m):
+    """The snippet's plain result, or its exception's class and message."""
+    try:
+        return _plain(snippet(m))
+    except (RuntimeError, TypeError, ValueError, IndexError) as e:
+        return ("raises", type(e).__name__, str(e))
+
+
+SNIPPETS = {}
+
+
+def snippet(fn):
+    SNIPPETS[fn.__name__] = fn
+    return fn
+
+
+@snippet
+def creation_keywords(m):
+    return [m.tensor([1, 2], dtype=m.float64, device="cpu"),
+            m.zeros(2, 3, dtype=m.float16, requires_grad=True).requires_grad,
+            m.arange(5, dtype=m.float32), m.full((2,), 3), m.full((2,), 3.0),
+            m.ones_like(m.zeros(2), dtype=m.int64), m.eye(2, dtype=m.int32),
+            m.zeros((2,), device=m.device("cpu")).device.type, m.arange(0, 1, 0.25),
+            m.ones(2, dtype=m.float64).new_full((2,), 5), m.zeros_like(m.ones(2, requires_grad=True))]
+
+
+@snippet
+def default_dtype_follows_setting(m):
+    m.set_default_dtype(m.float64)
+    try:
+        return [m.tensor([1.0]), m.zeros(1), m.arange(3.0), m.tensor([1])]
+    finally:
+        m.set_default_dtype(m.float32)
+
+
+@snippet
+def in_place_on_leaf(m):
+    x = m.ones(3, requires_grad=True)
+    x.add_(1)
+
+
+@snippet
+def in_place_on_view_of_leaf(m):
+    x = m.ones(3, requires_grad=True)
+    x[:2].mul_(2)
+
+
+@snippet
+def in_place_on_leaf_under_no_grad(m):
+    w = m.ones(3, requires_grad=True)
+    with m.no_grad():
+        w[0] = 5
+        w -= 0.5
+    return [w, w.grad_fn is None, w._version]
+
+
+@snippet
+def in_place_on_non_leaf_and_views(m):
+    x = m.ones(4, requires_grad=True)
+    y = x * 2
+    y[0] = 10.0
+    y[1:3].mul_(5)
+    y.sum().backward()
+    return x.grad
+
+
+@snippet
+def saved_value_overwritten(m):
+    x = m.ones(2, requires_grad=True)
+    a = x * 1
+    b = a.sin()
+    a.mul_(2)
+    b.sum().backward()
+
+
+@snippet
+def grad_allow_unused_and_materialize(m):
+    x = m.ones(2, requires_grad=True)
+    y = m.ones(2, requires_grad=True)
+    z = (x * 2).sum()
+    return (list(m.autograd.grad(z, [x, y], allow_unused=True, retain_graph=True))
+            + list(m.autograd.grad(z, [x, y], allow_unused=True, materialize_grads=True)))
+
+
+@snippet
+def grad_unused_input(m):
+    x = m.ones(2, requires_grad=True)
+    y = m.ones(2, requires_grad=True)
+    return m.autograd.grad((x * 2).sum(), [x, y])
+
+
+@snippet
+def retain_grad_of_intermediate(m):
+    x = m.ones(2, requires_grad=True)
+    y = x * 3
+    y.retain_grad()
+    z = y * 2
+    z.sum().backward()
+    return [y.grad, z.grad, x.grad, y.retains_grad, x.retains_grad]
+
+
+@snippet
+def tensor_hooks_and_removal(m):
+    x = m.ones(2, requires_grad=True)
+    seen = []
+    h = x.register_hook(lambda g: seen.append(g.tolist()) or g * 2)
+    y = x * 3
+    y.register_hook(lambda g: g + 1)
+    y.sum().backward()
+    h.remove()
+    (x * 1).sum().backward()
+    return [x.grad, seen]
+
+
+@snippet
+def hook_on_tensor_without_grad(m):
+    return m.ones(2).register_hook(lambda g: g)
+
+
+@snippet
+def requires_grad_chains(m):
+    x = m.ones(2).requires_grad_()
+    y = x * 2
+    return [x.requires_grad, x.requires_grad_(False).requires_grad, y.requires_grad,
+            x.detach().requires_grad, x.clone().is_leaf]
+
+
+@snippet
+def requires_grad_of_non_leaf(m):
+    y = m.ones(2, requires_grad=True) * 2
+    y.requires_grad_(False)
+
+
+@snippet
+def requires_grad_of_int_tensor(m):
+    return m.ones(2, dtype=m.int64).requires_grad_()
+
+
+@snippet
+def grad_mode_decorators(m):
+    @m.no_grad()
+    def f(x):
+        return x * 2
+
+    @m.enable_grad()
+    def g(x):
+        return x * 2
+
+    @m.set_grad_enabled(False)
+    def h(x):
+        return x * 2
+
+    @m.inference_mode()
+    def i(x):
+        return x * 2
+
+    @m.inference_mode(mode=False)
+    def j(x):
+        return x * 2
+    x = m.ones(2, requires_grad=True)
+    with m.no_grad():
+        gg = g(x)
+        jj = j(x)
+    return [f(x).requires_grad, gg.requires_grad, h(x).requires_grad, i(x).requires_grad,
+            i(x).is_inference(), jj.requires_grad, m.is_grad_enabled()]
+
+
+@snippet
+def set_grad_enabled_as_a_call(m):
+    m.set_grad_enabled(False)
+    a = m.is_grad_enabled()
+    m.set_grad_enabled(True)
+    return [a, m.is_grad_enabled()]
+
+
+@snippet
+def inference_mode_nesting(m):
+    x = m.ones(2, requires_grad=True)
+    with m.inference_mode():
+        with m.inference_mode(False):
+            y = x * 2
+            inner = m.is_inference_mode_enabled()
+        with m.enable_grad():
+            z = x * 2
+        outer = m.is_inference_mode_enabled()
+    return [y.requires_grad, y.is_inference(), z.requires_grad, z.is_inference(), inner, outer]
+
+
+@snippet
+def inference_tensor_requires_grad(m):
+    with m.inference_mode():
+        t = m.ones(2)
+    t.requires_grad_()
+
+
+@snippet
+def post_accumulate_grad_hook(m):
+    x = m.ones(2, requires_grad=True)
+    seen = []
+    x.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.tolist()))
+    (x * 2).sum().backward()
+    (x * 3).sum().backward()
+    return seen
+
+
+@snippet
+def post_accumulate_grad_hook_on_non_leaf(m):
+    x = m.ones(2, requires_grad=True)
+    (x * 2).register_post_accumulate_grad_hook(lambda p: None)
+
+
+@snippet
+def backward_twice(m):
+    x = m.ones(2, requires_grad=True)
+    y = x.exp().sum()
+    y.backward()
+    y.backward()
+
+
+@snippet
+def backward_of_non_scalar(m):
+    (m.ones(2, requires_grad=True) * 2).backward()
+
+
+@snippet
+def backward_grad_tensors_and_inputs(m):
+    x = m.ones(2, requires_grad=True)
+    y = m.ones(2, requires_grad=True)
+    m.autograd.backward([x * y], grad_tensors=[m.tensor([1.0, 2.0])], inputs=[x])
+    return [x.grad, y.grad]
+
+
+@snippet
+def module_bookkeeping(m):
+    nn = m.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(2, 3)
+            self.s = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+            self.register_buffer("step", m.zeros(1))
+            self.register_buffer("tmp", m.ones(1), persistent=False)
+            self.register_buffer("nothing", None)
+    n = Net()
+    seen = []
+    n.apply(lambda mod: seen.append(type(mod).__name__))
+    return [seen, [k for k, _ in n.named_modules()], [k for k, _ in n.named_buffers()],
+            list(n.state_dict()), [k for k, _ in n.named_parameters(prefix="net")],
+            len(list(n.parameters(recurse=False))), [k for k, _ in n.named_children()]]
+
+
+@snippet
+def load_state_dict_strict(m):
+    lin = m.nn.Linear(2, 3)
+    sd = dict(lin.state_dict())
+    sd["extra"] = m.zeros(1)
+    del sd["bias"]
+    lin.load_state_dict(sd)
+
+
+@snippet
+def load_state_dict_not_strict(m):
+    lin = m.nn.Linear(2, 3)
+    sd = dict(lin.state_dict())
+    sd["extra"] = m.zeros(1)
+    del sd["bias"]
+    r = lin.load_state_dict(sd, strict=False)
+    ok = lin.load_state_dict(lin.state_dict())
+    return [list(r.missing_keys), list(r.unexpected_keys), type(r).__name__, repr(ok)]
+
+
+@snippet
+def load_state_dict_shape_mismatch(m):
+    lin = m.nn.Linear(2, 3)
+    lin.load_state_dict({"weight": m.zeros(3, 3), "bias": m.zeros(3)})
+
+
+@snippet
+def load_state_dict_non_persistent_buffer(m):
+    class B(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("a", m.zeros(1))
+            self.register_buffer("b", m.zeros(1), persistent=False)
+    b = B()
+    r = b.load_state_dict({"a": m.ones(1)})
+    return [b.a, b.b, list(r.missing_keys)]
+
+
+@snippet
+def module_requires_grad_and_zero_grad(m):
+    lin = m.nn.Linear(2, 1)
+    lin(m.ones(1, 2)).sum().backward()
+    had = lin.weight.grad is not None
+    lin.zero_grad()
+    lin.requires_grad_(False)
+    return [had, lin.weight.grad, lin.weight.requires_grad, lin.bias.requires_grad]
+
+
+@snippet
+def grad_accumulates_and_resets(m):
+    x = m.ones(2, requires_grad=True)
+    for _ in range(3):
+        (x * 2).sum().backward()
+    a = x.grad.tolist()
+    x.grad = None
+    (x * 4).sum().backward()
+    return [a, x.grad]
+
+
+@snippet
+def version_after_optimizer_step(m):
+    lin = m.nn.Linear(2, 1)
+    opt = m.optim.SGD(lin.parameters(), lr=0.1)
+    v0 = lin.weight._version
+    lin(m.ones(1, 2)).sum().backward()
+    opt.step()
+    return lin.weight._version - v0
+
+
+@pytest.mark.parametrize("name", SNIPPETS)
+def test_everyday_snippet_as_torch(name):
+    got, want = _run(SNIPPETS[name], tg), _run(SNIPPETS[name], torch)
+    if isinstance(want, tuple) and want[0] == "raises":
+        # the same class; PyTorch's message is in ours (ours may name the op first)
+        assert got[:2] == want[:2], got
+        head = want[2].split("\n")[0][:40]
+        assert head in got[2], (head, got[2])
+    else:
+        assert got == want
