@@ -373,7 +373,8 @@ def creation_keywords(m):
             m.arange(5, dtype=m.float32), m.full((2,), 3), m.full((2,), 3.0),
             m.ones_like(m.zeros(2), dtype=m.int64), m.eye(2, dtype=m.int32),
             m.zeros((2,), device=m.device("cpu")).device.type, m.arange(0, 1, 0.25),
-            m.ones(2, dtype=m.float64).new_full((2,), 5), m.zeros_like(m.ones(2, requires_grad=True))]
+            m.ones(2, dtype=m.float64).new_full((2,), 5),
+            m.zeros_like(m.ones(2, requires_grad=True))]
 
 
 @snippet
