@@ -17,7 +17,8 @@ eager kernels (the results are bitwise those of eager):
   i), y)``: one pass per plane; a conv's ``conv2d_input_grad`` and
   ``conv2d_weight_grad`` of one ``g``: one parallel region (``_fuse_conv``); and
   that pooling gradient with the conv gradients of its result: one region, each
-  chunk of the batch making its rows of the gradient first (``_join_grads``).
+  chunk of the batch making its rows of the gradient first (``_join_grads``); two
+  ``conv2d+relu[+max_pool2d]`` layers in a row: one region (``_join_layers``).
 
 Each fused step is an ``op`` step whose ``op`` is an ``Epilogue`` (the attributes the
 passes, the memory plan and the code generator read from a registry op): it writes
@@ -308,6 +309,41 @@ POOL_RELU_CONV_GRADS = Epilogue(
 POOL_RELU_WEIGHT_GRAD = Epilogue("max_pool2d_input_grad+relu_backward+conv2d_weight_grad",
                                  _pool_relu_weight_grad, 2)
 POOL_RELU_CONV_GRADS.kind = POOL_RELU_WEIGHT_GRAD.kind = "workspace"
+def _pool_geometry(pool, outs):
+    if pool is None:
+        return None
+    return (pool["kernel_size"], pool["stride"], pool["padding"], pool["dilation"], outs[1],
+            outs[2])
+
+
+def _conv_chain(*ins, first, second, n1, split, workspace, out=None):
+    """Two ``conv2d+relu[+max_pool2d]`` steps, the second on the first's result (the
+    pooled values, or the ReLU's without pooling):
+    in one parallel region where ``conv2d_relu_pool`` applies to both (each chunk of
+    the batch runs the first layer, then the second on its result), else in turn."""
+    from ..ops.nn.conv import conv2d_relu_pool, conv2d_relu_pool_plan
+    k1 = 1 if first.get("pool") is None else 3
+    a1, a2 = ins[:n1], ins[n1:]
+    if out is not None:
+        o1, o2 = out[:k1], out[k1:]
+        plan = conv2d_relu_pool_plan(*a1, o1[0], _pool_geometry(first.get("pool"), o1),
+                                     **first["conv"], workspace=workspace[:split])
+        if plan is not None and conv2d_relu_pool(
+                o1[k1 // 2], *a2, o2[0], _pool_geometry(second.get("pool"), o2),
+                **second["conv"], workspace=workspace[split:], pre=plan):
+            return out
+    r1 = _conv2d_relu(*a1, **first, workspace=workspace[:split],
+                      out=None if out is None else (out[0] if k1 == 1 else out[:k1]))
+    r1 = (r1,) if k1 == 1 else tuple(r1)
+    k2 = 1 if second.get("pool") is None else 3
+    r2 = _conv2d_relu(r1[k1 // 2], *a2, **second, workspace=workspace[split:],
+                      out=None if out is None else (out[k1] if k2 == 1 else out[k1:]))
+    return r1 + ((r2,) if k2 == 1 else tuple(r2))
+
+
+_CHAINS = {n: Epilogue("conv2d+relu[+max_pool2d] x2", _conv_chain, n) for n in (2, 4, 6)}
+for _e in _CHAINS.values():
+    _e.kind = "workspace"
 CONV2D_RELU = Epilogue("conv2d+relu", _conv2d_relu, 1)
 CONV2D_RELU_POOL = Epilogue("conv2d+relu+max_pool2d", _conv2d_relu, 3)
 CONV2D_RELU.kind = CONV2D_RELU_POOL.kind = "workspace"
@@ -422,7 +458,46 @@ def _fuse_conv(g, steps, reads_all):
         return steps, 0
     steps = [replace.get(k, st) for k, st in enumerate(steps) if k not in drop]
     steps, n = _join_grads(g, steps)
-    return steps, count + n
+    steps, n2 = _join_layers(g, steps)
+    return steps, count + n + n2
+
+
+def _join_layers(g, steps):
+    """A ``conv2d+relu[+max_pool2d]`` step whose last result the next reader of it
+    convolves in another such step (the next layer, with the same batch): one step
+    at the first's place, one parallel region (each chunk of the batch runs both
+    layers). Returns (steps, the number joined)."""
+    made = {}
+    for k, st in enumerate(steps):
+        for o in st.outs:
+            if o is not None:
+                made[o] = k
+    convs = (CONV2D_RELU, CONV2D_RELU_POOL)
+    drop, replace, count = set(), {}, 0
+    for k, st in enumerate(steps):
+        if st.kind != "op" or st.op not in convs or k in drop:
+            continue
+        v = st.outs[0] if st.op is CONV2D_RELU else st.outs[1]
+        j = next((t for t in range(k + 1, len(steps)) if v in steps[t].reads()), None)
+        if j is None or j in drop:
+            continue
+        r = steps[j]
+        if not (r.kind == "op" and r.op in convs and r.ins[0] == v and v not in r.ins[1:]
+                and g.shapes[r.outs[0]][0] == g.shapes[v][0]
+                and all(made.get(i, -1) < k for i in r.ins[1:] if type(i) is int)
+                and not any(steps[t].mutates() for t in range(k + 1, j))):
+            continue
+        new = Step("op", _CHAINS[len(st.outs) + len(r.outs)], list(st.ins) + list(r.ins[1:]),
+                   {"first": st.attrs, "second": r.attrs, "n1": len(st.ins),
+                    "split": st.workspace})
+        new.workspace = st.workspace + r.workspace
+        new.outs = list(st.outs) + list(r.outs)
+        replace[k] = new
+        drop.add(j)
+        count += 1
+    if not count:
+        return steps, 0
+    return [replace.get(k, st) for k, st in enumerate(steps) if k not in drop], count
 
 
 def _join_grads(g, steps):

@@ -123,7 +123,7 @@ def test_fused_cnn_step_matches_torch():
         np.testing.assert_allclose(p[k].detach().numpy(), pt[k].detach().numpy(), rtol=1e-4,
                                    atol=1e-5)
     names = [st.name for st in comp._last.steps]
-    assert names.count("conv2d+relu+max_pool2d") == 2, names
+    assert names.count("conv2d+relu[+max_pool2d] x2") == 1, names
     assert sum(n.startswith("max_pool2d_input_grad+relu_backward") for n in names) == 2, names
 
 
@@ -230,3 +230,31 @@ def test_pool_grads_joined_with_conv_grads_bitwise_eager(conv2, dtype):
     assert "max_pool2d_input_grad+relu_backward+conv2d_input_grad+conv2d_weight_grad" in names, \
         names
     assert "max_pool2d_input_grad+relu_backward+conv2d_weight_grad" in names, names
+    names = [st.name for st in cm._joint._last.steps]  # both layers in one step
+    assert names[0] == "conv2d+relu[+max_pool2d] x2", names
+
+
+class _Pointwise(tg.nn.Module):
+    """conv 3x3 -> relu -> conv 1x1 -> relu: the layers joined, the second (a 1x1
+    conv, its own im2col) off the one-region path."""
+
+    def __init__(self):
+        super().__init__()
+        r = np.random.default_rng(10)
+        self.w1 = tg.nn.Parameter(tg.tensor((r.standard_normal((5, 2, 3, 3)) / 3)
+                                            .astype(np.float32)))
+        self.w2 = tg.nn.Parameter(tg.tensor((r.standard_normal((4, 5, 1, 1)) / 2)
+                                            .astype(np.float32)))
+
+    def forward(self, x):
+        return tg.relu(tg.conv2d(tg.relu(tg.conv2d(x, self.w1)), self.w2))
+
+
+def test_joined_layers_fallback_bitwise_eager():
+    x = np.random.default_rng(11).standard_normal((2, 2, 7, 6)).astype(np.float32)
+    e, c = _Pointwise(), _Pointwise()
+    cm = tg.compile(c)
+    for a, b in zip(_run(e, x), _run(cm, x)):
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
+    assert [st.name for st in cm._joint._last.steps][0] == "conv2d+relu[+max_pool2d] x2"

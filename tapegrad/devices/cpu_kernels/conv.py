@@ -241,14 +241,10 @@ def _relu_in_place(out):
                 out[n, c, k] = s if not s <= 0 else 0
 
 
-def conv2d(x, w, bias, out, cols, stride, padding, dilation, relu=False, pool=None):
-    """``out = conv2d(x, w) + bias`` for (N, C, H, W) ``x``, (groups, O/groups, K) ``w``,
-    a C-contiguous (N, O, Ho, Wo) ``out`` and (N, C, kh, kw, Ho, Wo) scratch ``cols``:
-    per chunk of the batch, im2col, the GEMMs straight into ``out`` and the bias.
-    ``relu``: ``out`` is then ReLU'd in place, in the bias's pass. ``pool``: ``(k,
-    values, indices)``, a max-pooling plane kernel (``pool.plane_kernel``) and its
-    C-contiguous (N, O, Hq, Wq) results, run on the chunk's ``out`` while it is in
-    cache (the epilogues of a compiled conv2d -> relu -> max_pool2d)."""
+def conv2d_work(x, w, bias, out, cols, stride, padding, dilation, relu=False, pool=None):
+    """``conv2d``'s work as ``(fn, arrays)``: ``fn(n, *chunks of arrays)`` runs one chunk
+    of the batch (``run_work`` runs them all; a caller may run it as another kernel's
+    per-chunk prologue)."""
     groups, Og, K = w.shape
     N, Co, Ho, Wo = out.shape
     L = Ho * Wo
@@ -269,8 +265,37 @@ def conv2d(x, w, bias, out, cols, stride, padding, dilation, relu=False, pool=No
             Hq, Wq = vc.shape[2], vc.shape[3]
             pk(oc.reshape(n * Co, Ho, Wo), vc.reshape(n * Co, Hq, Wq),
                ic.reshape(n * Co, Hq, Wq))
+    return work, (x, cols, out, pv, pi)
+
+
+def run_work(plan, pre=None):
+    """Run ``conv2d_work``'s ``plan`` over the batch in one parallel region; ``pre``,
+    another such plan over the same batch, runs first in each chunk (it makes the
+    chunk's input: a layer before)."""
+    fn, arrays = plan
+    N = arrays[0].shape[0]
+    if pre is not None:
+        first, more = pre
+        k = len(arrays)
+        second = fn
+
+        def fn(n, *a):
+            first(n, *a[k:])
+            second(n, *a[:k])
+        arrays = tuple(arrays) + tuple(more)
     with blas_single_thread():
-        run_chunked(work, x.shape[0], x, cols, out, pv, pi, min_chunk=few_chunks(x.shape[0]))
+        run_chunked(fn, N, *arrays, min_chunk=few_chunks(N))
+
+
+def conv2d(x, w, bias, out, cols, stride, padding, dilation, relu=False, pool=None):
+    """``out = conv2d(x, w) + bias`` for (N, C, H, W) ``x``, (groups, O/groups, K) ``w``,
+    a C-contiguous (N, O, Ho, Wo) ``out`` and (N, C, kh, kw, Ho, Wo) scratch ``cols``:
+    per chunk of the batch, im2col, the GEMMs straight into ``out`` and the bias.
+    ``relu``: ``out`` is then ReLU'd in place, in the bias's pass. ``pool``: ``(k,
+    values, indices)``, a max-pooling plane kernel (``pool.plane_kernel``) and its
+    C-contiguous (N, O, Hq, Wq) results, run on the chunk's ``out`` while it is in
+    cache (the epilogues of a compiled conv2d -> relu -> max_pool2d)."""
+    run_work(conv2d_work(x, w, bias, out, cols, stride, padding, dilation, relu, pool))
     return out
 
 

@@ -303,20 +303,35 @@ def _conv2d_kernel(input, weight, bias=None, *, stride, padding, dilation, group
 
 
 def conv2d_relu_pool(input, weight, bias, out, pool=None, *, stride, padding, dilation, groups,
-                     workspace):
+                     workspace, pre=None):
     """``out = relu(conv2d(input, weight, bias))`` and, with ``pool`` = (kernel_size,
     stride, padding, dilation, values, indices), ``max_pool2d`` of it into those two
     (N, O, Hq, Wq) buffers: the ReLU and the pooling run on each chunk of the batch
     right after its GEMMs, while it is in cache, with the arithmetic of the three
-    eager kernels (the results are theirs, bitwise). Returns False, touching
-    nothing, where this path does not apply (the caller runs the ops in turn)."""
+    eager kernels (the results are theirs, bitwise). ``pre``: a layer before, as
+    ``conv2d_relu_pool_plan`` gives it, whose result is ``input``: each chunk runs it
+    first (one parallel region for both). Returns False, touching nothing, where this
+    path does not apply (the caller runs the ops in turn)."""
+    plan = conv2d_relu_pool_plan(input, weight, bias, out, pool, stride=stride,
+                                 padding=padding, dilation=dilation, groups=groups,
+                                 workspace=workspace)
+    if plan is None or (pre is not None and not input.flags.c_contiguous):
+        return False
+    cpu_conv.run_work(plan, pre)
+    return True
+
+
+def conv2d_relu_pool_plan(input, weight, bias, out, pool=None, *, stride, padding, dilation,
+                          groups, workspace):
+    """``conv2d_relu_pool``'s work, not run: ``cpu_conv.conv2d_work``'s plan, or None
+    where the fused path does not apply."""
     N = input.shape[0]
     Cout, Cg, kh, kw = weight.shape
     arrays = [out] + ([pool[4], pool[5]] if pool is not None else [])
     if N == 0 or out.size == 0 or _is_pointwise((kh, kw), stride, padding) or \
             not (_numba_cpu(input) and _numba_cpu(out)) or input.dtype != out.dtype or \
             not all(type(a) is np.ndarray and a.flags.c_contiguous and a.size for a in arrays):
-        return False
+        return None
     npad, _, _ = _conv_ws(input.shape, weight.shape, input.dtype.itemsize, stride, padding,
                           dilation)
     Ho, Wo = out.shape[2:]
@@ -326,9 +341,9 @@ def conv2d_relu_pool(input, weight, bias, out, pool=None, *, stride, padding, di
         ks, st, pad, dil, values, indices = pool
         k = cpu_pool.plane_kernel(ks, st, pad, dil, Ho, Wo, *values.shape[2:])
         fused = (k, values, indices)
-    cpu_conv.conv2d(input, weight.reshape(groups, Cout // groups, Cg * kh * kw), bias, out,
-                    cols, stride, padding, dilation, relu=True, pool=fused)
-    return True
+    return cpu_conv.conv2d_work(input, weight.reshape(groups, Cout // groups, Cg * kh * kw),
+                                bias, out, cols, stride, padding, dilation, relu=True,
+                                pool=fused)
 
 
 def _conv2d_vjp(ctx, g):
