@@ -47,6 +47,39 @@ def pytest_configure(config):
     from tapegrad import tape
     from tapegrad.ops import _decl
     tg, _tape, _sample_decl = tapegrad, tape, _decl
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        _send_fewer_reports(config)
+
+
+def _send_fewer_reports(config):
+    """In an xdist worker: the reports of passed setup and teardown phases that carry
+    nothing to show (no captured output, no properties, shorter than ``--durations-min``)
+    stay in the worker. Every test's call report, and every report of a failure, an
+    error or a skip, goes to the controller as before; without these the controller
+    prints the same (it shows such a report nowhere), while each of them cost a
+    serialisation, a message and a hook call on both sides (two of the six messages of
+    every one of the ~19k tests). Not with --junitxml or a report log, which record the
+    setup and teardown of each test."""
+    if getattr(config.option, "xmlpath", None) or getattr(config.option, "report_log", None):
+        return
+    interactor = next((p for p in config.pluginmanager.get_plugins()
+                       if type(p).__name__ == "WorkerInteractor"), None)
+    send = getattr(interactor, "sendevent", None)
+    if send is None:
+        return
+    shortest = config.getoption("durations_min", None)
+    if shortest is None:  # (--durations' own default)
+        shortest = 0.005 if config.getoption("verbose", 0) < 2 else 0.0
+
+    def sendevent(name, **kwargs):
+        data = kwargs.get("data") if name == "testreport" else None
+        if (data is not None and data.get("when") in ("setup", "teardown")
+                and data.get("outcome") == "passed" and not data.get("sections")
+                and not data.get("longrepr") and not data.get("user_properties")
+                and data.get("duration", shortest) < shortest):
+            return
+        send(name, **kwargs)
+    interactor.sendevent = sendevent
 
 
 def pytest_collectstart(collector):
