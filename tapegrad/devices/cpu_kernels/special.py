@@ -274,16 +274,18 @@ def _run(loop, dtype, *arrays, extra=()):
 _TAIL = {_gamma_grad_loop: (_OVER_2K,)}
 
 
+# (np.float64, not float: under Numba float() keeps a float32 a float32, so the float32
+# loops computed in float32 and compiled a float32 copy of each scalar function)
 def _erfinv_u(y):
-    return _erfinv1(float(y))
+    return _erfinv1(np.float64(y))
 
 
 def _digamma_u(x):
-    return _digamma1(float(x), _OVER_2K)
+    return _digamma1(np.float64(x), _OVER_2K)
 
 
 def _polygamma_u(n, x):
-    x = float(x)
+    x = np.float64(x)
     if n == 0:
         return _digamma1(x, _OVER_2K)
     fact = 1.0
@@ -294,11 +296,11 @@ def _polygamma_u(n, x):
 
 def _igamma_lo_u(a, x):
     # (np.bool_: a boolean, where a literal False/True would compile _igamma1 once per value)
-    return _igamma1(float(a), float(x), np.bool_(False))
+    return _igamma1(np.float64(a), np.float64(x), np.bool_(False))
 
 
 def _igamma_up_u(a, x):
-    return _igamma1(float(a), float(x), np.bool_(True))
+    return _igamma1(np.float64(a), np.float64(x), np.bool_(True))
 
 
 _UFUNCS = {"erfinv": (_erfinv_u, 1), "digamma": (_digamma_u, 1),

@@ -84,7 +84,8 @@ def test_igamma_and_igammac_share_their_scalar_function():
     scalar = special._igamma1.py_func
     with _compiles(scalar) as got:
         lo, up = special.ufunc("igamma"), special.ufunc("igammac")
-    assert len(got) <= 2 * 2  # a start and an end event per compile: float32, float64
+    # a start and an end event per compile: the float64 one, which the float32 loops call too
+    assert len(got) <= 2
     a = np.array([0.5, 2.0, 7.5])
     x = np.array([0.3, 2.5, 4.0])
     np.testing.assert_allclose(lo(a, x) + up(a, x), 1.0, rtol=1e-12)
