@@ -409,3 +409,27 @@ def test_recurrent_layers_whole_array_path(kind, monkeypatch):
     _both(lambda nn: getattr(nn, kind)(3, 4, num_layers=2, bidirectional=True),
           [_x(4, 2, 3), _x(4, 2, 4, seed=2), _x(4, 2, 4, seed=3)],
           lambda m, v, h, c: m(v, (h, c) if kind == "LSTM" else h))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("kw,states", [
+    (dict(num_layers=2, bidirectional=True, batch_first=True), False),
+    (dict(num_layers=2, bidirectional=True), True),
+], ids=["batch_first-no-states", "initial-states"])
+def test_recurrent_layers_over_batch_blocks(kind, kw, states, monkeypatch):
+    """The compiled step loops split into blocks of batch rows, one loop per thread
+    (forced here on small shapes: three blocks of 1, 2 and 2 rows): the values, final
+    states and gradients equal PyTorch's, with and without given initial states."""
+    from tapegrad.ops.nn import rnn as ops_rnn
+    monkeypatch.setattr(ops_rnn, "PART_ROWS", 1)
+    monkeypatch.setattr(ops_rnn, "PART_MIN", 0)
+    monkeypatch.setattr(ops_rnn, "PARTS", 3)
+    assert ops_rnn._parts(5, 8, 4) == [slice(0, 1), slice(1, 3), slice(3, 5)]
+    T, B, D, H = 4, 5, 3, 4
+    x = _x(B, T, D) if kw.get("batch_first") else _x(T, B, D)
+    make = lambda nn: getattr(nn, kind)(D, H, **kw)  # noqa: E731
+    if not states:
+        _both(make, [x], lambda m, v: m(v))
+        return
+    h0, c0 = _x(4, B, H, seed=2), _x(4, B, H, seed=3)
+    _both(make, [x, h0, c0], lambda m, v, h, c: m(v, (h, c) if kind == "LSTM" else h))

@@ -323,42 +323,91 @@ def _generic(kind, xg, h, c, w, b, reverse, shapes):
 
 
 # ---------------------------------------------------------------- the loop skeleton
+# The batch rows of a recurrence are independent: with several CPU threads and enough
+# work per step, each thread runs the whole sequence on its own block of rows (its own
+# small matmuls, BLAS on one thread), with no synchronisation between steps; a block
+# keeps at least PART_ROWS rows (OpenBLAS's per-step GEMM loses half its speed below
+# ~16 columns) and a step at least PART_MIN multiply-adds (B x kH x H).
+PART_ROWS = 16
+PART_MIN = 1 << 21
+PARTS = None  # the number of blocks (None: one per CPU thread)
+
+
+def _parts(B, G, H):
+    """The batch-row blocks the loops run on, one per thread, or None (one loop over
+    all rows, BLAS on its own threads)."""
+    nt = min(PARTS or _cpu.threads(), B // max(PART_ROWS, 1))
+    if nt < 2 or B * G * H < PART_MIN:
+        return None
+    cut = [B * i // nt for i in range(nt + 1)]
+    return [slice(lo, hi) for lo, hi in zip(cut, cut[1:])]
+
+
+def _run_parts(parts, body):
+    """``body(s)`` for each block ``s`` of ``parts`` on the CPU threads (BLAS on one
+    thread inside), or ``body(slice(None))`` once where ``parts`` is None."""
+    if parts is None:
+        body(slice(None))
+        return
+
+    def work(n, which):
+        for i in which:
+            body(parts[i])
+    with _cpu.blas_single_thread():
+        _cpu.run_chunked(work, len(parts), np.arange(len(parts)), min_chunk=1)
+
+
 def _fast_forward(w, h0, out, reverse, step):
-    """Per step t (run order): ``hg = h_{t-1} @ W_hh^T`` into a preallocated buffer,
-    then ``step(t, p, hg)`` (``p`` the previous step's index, None first) writes the
-    step's outputs, ``out[t]`` among them."""
+    """Per step t (run order), on each block ``s`` of batch rows: ``hg = h_{t-1}[s] @
+    W_hh^T`` into a preallocated buffer (zeros at the first step when h0 is zero),
+    then ``step(t, p, hg, s)`` (``p`` the previous step's index, None first) writes
+    the step's outputs for those rows, ``out[t, s]`` among them."""
     T, B, H = out.shape
     dt = out.dtype
-    hgT = np.empty((w.shape[0], B), dt)
-    hg = np.empty((B, w.shape[0]), dt)
-    h, p = h0, None
-    for t in _order(T, reverse):
-        np.matmul(w, h.T, out=hgT)     # (kH, B): OpenBLAS's faster orientation here
-        np.copyto(hg, hgT.T)
-        step(t, p, hg)
-        h, p = out[t], t
+    G = w.shape[0]
+    order = _order(T, reverse)
+    zero_h0 = not h0.any()
+
+    def run(s):
+        n = len(range(B)[s])
+        hgT = np.empty((G, n), dt)
+        hg = np.empty((n, G), dt)
+        h, p = h0[s], None
+        for t in order:
+            if p is None and zero_h0:
+                hg.fill(0)
+            else:
+                np.matmul(w, h.T, out=hgT)     # (kH, B): OpenBLAS's faster orientation
+                np.copyto(hg, hgT.T)
+            step(t, p, hg, s)
+            h, p = out[t, s], t
+    _run_parts(_parts(B, G, H), run)
 
 
 def _fast_adjoint(w, out, reverse, need_h0, dhg, step, carry=False):
-    """The reverse loop: ``dh`` (B, H) is the gradient reaching ``h_t`` from later
-    steps; ``step(t, p, dh)`` adds the output's gradient, writes ``dhg[t]`` (the
-    hidden-side pre-activation gradient) and whatever else, and leaves in ``dh`` the
-    part of ``h_{t-1}``'s gradient that does not pass by ``W_hh`` (``carry``: the GRU's
-    ``dh z``; else ``dh`` is overwritten); then ``dh (+)= dhg[t] @ W_hh``. Returns h0's
-    gradient."""
+    """The reverse loop, on each block ``s`` of batch rows: ``dh`` (rows, H) is the
+    gradient reaching ``h_t[s]`` from later steps; ``step(t, p, dh, s)`` adds the
+    output's gradient, writes ``dhg[t, s]`` (the hidden-side pre-activation gradient)
+    and whatever else, and leaves in ``dh`` the part of ``h_{t-1}``'s gradient that
+    does not pass by ``W_hh`` (``carry``: the GRU's ``dh z``; else ``dh`` is
+    overwritten); then ``dh (+)= dhg[t, s] @ W_hh``. Returns h0's gradient."""
     T, B, H = out.shape
     dh = np.zeros((B, H), out.dtype)
-    tmp = np.empty_like(dh) if carry else None
     steps = list(_order(T, reverse))
-    for k in range(T - 1, -1, -1):
-        t = steps[k]
-        step(t, steps[k - 1] if k else None, dh)
-        if k or need_h0:
-            if carry:
-                np.matmul(dhg[t], w, out=tmp)
-                dh += tmp
-            else:
-                np.matmul(dhg[t], w, out=dh)
+
+    def run(s):
+        d = dh[s]
+        tmp = np.empty_like(d) if carry else None
+        for k in range(T - 1, -1, -1):
+            t = steps[k]
+            step(t, steps[k - 1] if k else None, d, s)
+            if k or need_h0:
+                if carry:
+                    np.matmul(dhg[t, s], w, out=tmp)
+                    d += tmp
+                else:
+                    np.matmul(dhg[t, s], w, out=d)
+    _run_parts(_parts(B, w.shape[0], H), run)
     return dh
 
 
@@ -541,8 +590,9 @@ def _lstm_layer_kernel(input_gates, h0, c0, weight_hh, *, reverse=False, out=Non
     fwd = ks[0]
     out, cells, gates = bufs
     xg, c0 = _c(input_gates), _c(c0)
-    _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg: fwd(
-        hg, xg[t], c0 if p is None else cells[p], gates[t], cells[t], out[t]))
+    _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg, s: fwd(
+        hg, xg[t, s], c0[s] if p is None else cells[p, s], gates[t, s], cells[t, s],
+        out[t, s]))
     return out, cells, gates
 
 
@@ -568,10 +618,10 @@ def _lstm_layer_vjp(ctx, g):
         dpre = np.empty((T, B, 4 * H), dt)
         dc = np.zeros((B, H), dt)
         tc = np.empty((B, H), dt)
-        dh = _fast_adjoint(_c(w), out, reverse, needs[1], dpre, lambda t, p, dh: bwd(
-            zeros if g_out is None else g_out[t], dh, dc,
-            zeros if g_cells is None else g_cells[t], gates[t], cells[t],
-            c0 if p is None else cells[p], tc, dpre[t]))
+        dh = _fast_adjoint(_c(w), out, reverse, needs[1], dpre, lambda t, p, dh, s: bwd(
+            zeros[s] if g_out is None else g_out[t, s], dh, dc[s],
+            zeros[s] if g_cells is None else g_cells[t, s], gates[t, s], cells[t, s],
+            c0[s] if p is None else cells[p, s], tc[s], dpre[t, s]))
         return (dpre if needs[0] else None, dh if needs[1] else None,
                 dc if needs[2] else None,
                 _weight_grad(dpre, h0, out, reverse) if needs[3] else None)
@@ -647,8 +697,9 @@ def _lstm_rows_kernel(index, table, h0, c0, weight_hh, *, reverse=False, out=Non
     fwd = ks[0]
     out, cells, gates = bufs
     ix, tab, c0 = np.ascontiguousarray(index, np.int64), _c(table), _c(c0)
-    _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg: fwd(
-        hg, tab, ix[t], c0 if p is None else cells[p], gates[t], cells[t], out[t]))
+    _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg, s: fwd(
+        hg, tab, ix[t, s], c0[s] if p is None else cells[p, s], gates[t, s], cells[t, s],
+        out[t, s]))
     return out, cells, gates
 
 
@@ -690,8 +741,8 @@ def _gru_layer_kernel(input_gates, h0, weight_hh, bias_hh=None, *, reverse=False
     out, gates = bufs
     xg, h0 = _c(input_gates), _c(h0)
     b = np.zeros(G, dt) if bias_hh is None else _c(bias_hh)
-    _fast_forward(_c(weight_hh), h0, out, reverse, lambda t, p, hg: fwd(
-        hg, xg[t], b, h0 if p is None else out[p], gates[t], out[t]))
+    _fast_forward(_c(weight_hh), h0, out, reverse, lambda t, p, hg, s: fwd(
+        hg, xg[t, s], b, h0[s] if p is None else out[p, s], gates[t, s], out[t, s]))
     return out, gates
 
 
@@ -714,9 +765,9 @@ def _gru_layer_vjp(ctx, g):
         zeros = np.zeros((B, H), dt)
         g_out, h0 = _c(g_out, dt), _c(h0)
         dx, dhg = np.empty((T, B, 3 * H), dt), np.empty((T, B, 3 * H), dt)
-        dh = _fast_adjoint(_c(w), out, reverse, needs[1], dhg, lambda t, p, dh: bwd(
-            zeros if g_out is None else g_out[t], dh, gates[t], h0 if p is None else out[p],
-            dx[t], dhg[t]), carry=True)
+        dh = _fast_adjoint(_c(w), out, reverse, needs[1], dhg, lambda t, p, dh, s: bwd(
+            zeros[s] if g_out is None else g_out[t, s], dh, gates[t, s],
+            h0[s] if p is None else out[p, s], dx[t, s], dhg[t, s]), carry=True)
         return (dx if needs[0] else None, dh if needs[1] else None,
                 _weight_grad(dhg, h0, out, reverse) if needs[2] else None,
                 dhg.reshape(T * B, 3 * H).sum(0) if needs[3] else None)
@@ -789,7 +840,8 @@ def _rnn_layer_kernel(input_gates, h0, weight_hh, *, reverse=False, nonlinearity
     fwd = ks[0]
     out = bufs[0]
     xg = _c(input_gates)
-    _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg: fwd(hg, xg[t], out[t]))
+    _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg, s: fwd(
+        hg, xg[t, s], out[t, s]))
     return out
 
 
@@ -811,7 +863,7 @@ def _rnn_layer_vjp(ctx, g_out):
         dpre = np.empty_like(out)
         g_out = np.zeros_like(out) if g_out is None else _c(g_out, out.dtype)
         dh = _fast_adjoint(_c(w), out, reverse, needs[1], dpre,
-                           lambda t, p, dh: bwd(g_out[t], dh, out[t], dpre[t]))
+                           lambda t, p, dh, s: bwd(g_out[t, s], dh, out[t, s], dpre[t, s]))
         return (dpre if needs[0] else None, dh if needs[1] else None,
                 _weight_grad(dpre, h0, out, reverse) if needs[2] else None)
     m = ctx.m
