@@ -34,6 +34,9 @@ a BLAS matmul into a preallocated (kH, B) buffer (``W_hh @ h^T``: ~1.5x faster i
 OpenBLAS than ``h @ W_hh^T`` at these shapes) and one Numba kernel for the cell's
 arithmetic writing the step's slices of the outputs; the adjoint is the reverse loop
 (one kernel and one matmul per step) and one matmul for the whole ``W_hh`` gradient.
+The batch rows are independent: with several CPU threads and enough work per step
+(``_parts``), each thread runs both loops over the whole sequence on its own block of
+rows, BLAS on one thread inside, with no synchronisation between steps.
 Float32 kernels use the fusion module's vectorisable ``exp``/``tanh``. Other arrays
 (CuPy, float16) run one written-once step (``_cell``) as whole-array code; the same
 step, with PyTorch as the library, is the ops' oracle, and with the ops namespace the
