@@ -44,6 +44,7 @@ from ..tensor import Tensor, buffer, mark_written, wrap
 from .api import Compiled, store_guards
 from .capture import capturing
 from .partition import partition
+from .zero_cotangents import backward_for
 
 __all__ = ["CompiledModule"]
 
@@ -385,7 +386,8 @@ def _replayed_vjp(call, saved, gs):
         elif g.dtype != dtype or g.shape != shape:
             g = np.broadcast_to(np.asarray(g, dtype), shape)
         cots.append(g)
-    res = prog.backward.fn(tuple(saved) + tuple(cots), (), {})
+    back = backward_for(prog, tuple(gs[k] is None for k in prog.cot_outputs))
+    res = back.fn(tuple(saved) + tuple(cots), (), {})
     grads = [None if s is None else res[s] for s in prog.grad_slots]
     tensors = call.tensors
     n_params = len(grads) - sum(1 for t in tensors if t.requires_grad)

@@ -21,6 +21,7 @@ from .capture import Unsupported
 from .embedding_projection import fold_embedding_projections
 from .graph import Graph
 from .program import Program, _reads_all
+from .zero_cotangents import snapshot
 
 __all__ = ["partition"]
 
@@ -97,6 +98,7 @@ def partition(g, mark, cots, fuse=True):
     gb.check()
 
     prog = Program(gf, fuse=fuse)
+    prog.backward_graph, prog.fuse = snapshot(gb), fuse  # (zero_cotangents starts there)
     prog.backward = Program(gb, fuse=fuse)
     prog.n_out, prog.n_saved, prog.grad_slots = len(out_vals), len(saved), slots
     prog.projections_folded += folded
