@@ -549,7 +549,9 @@ def charlm_contenders(kind):
     the embedding and the LSTM's input projection as a gather from the projected table),
     the rewrite's share of the speed-up, and the step's ``lstm_layer`` op alone (its
     forward and backward kernels on the step's shapes, the same in eager and compiled
-    steps): the part of the step no rewrite of the program around it changes."""
+    steps): the part of the step no rewrite of the program around it changes; and that
+    op as one loop over all batch rows (BLAS on its threads) instead of one loop per
+    thread over its block of rows."""
     from tapegrad.compiler import embedding_projection as EP
     from tapegrad.examples import charlm as CL
     data = CL.CharData(CL.load_text())
@@ -580,15 +582,20 @@ def charlm_contenders(kind):
         out[name] = step
     if kind == "lstm":
         out[LSTM_ALONE] = _lstm_layer_alone(d["batch_size"], d["seq_len"])
+        out[LSTM_ONE_LOOP] = _lstm_layer_alone(d["batch_size"], d["seq_len"], blocks=False)
     return out, cmodel
 
 
 LSTM_ALONE = "tapegrad lstm_layer op alone"
+LSTM_ONE_LOOP = "tapegrad lstm_layer op, one loop"
 
 
-def _lstm_layer_alone(B, T, H=256):
+def _lstm_layer_alone(B, T, H=256, blocks=True):
     """The charlm LSTM's recurrence, forward and backward (the gradients of the input
-    gates and W_hh, as the step's), on raw float32 arrays."""
+    gates and W_hh, as the step's), on raw float32 arrays. ``blocks=False``: one loop
+    over all batch rows with BLAS on its threads, instead of a loop per thread over its
+    block of rows (``ops/nn/rnn.py``'s ``_parts``)."""
+    from tapegrad.ops.nn import rnn as R
     from tapegrad.ops_registry import get
     op = get("lstm_layer")
     rng = np.random.default_rng(0)
@@ -603,7 +610,14 @@ def _lstm_layer_alone(B, T, H=256):
     def run():
         Ctx.out = op.kernel(xg, h0, h0, w)
         return op.vjp(Ctx, (gy, np.zeros_like(gy), None))
-    return run
+
+    def one_loop():
+        keep, R.PART_MIN = R.PART_MIN, float("inf")
+        try:
+            return run()
+        finally:
+            R.PART_MIN = keep
+    return run if blocks else one_loop
 
 
 NO_PROJECTION = "tapegrad compiled (no emb proj)"
