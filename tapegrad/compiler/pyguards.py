@@ -120,9 +120,11 @@ def _held(obj):
 def _user_code(code, g, cache={}):  # noqa: B006 (a per-process cache of file decisions)
     f = code.co_filename
     if f.startswith("<"):  # exec'd or frozen code: whose module it runs in decides
-        name = str(g.get("__name__", ""))  # (__main__: python -c, stdin, a notebook cell)
-        if f.startswith("<frozen") or (name != "__main__" and name.startswith(
-                ("tapegrad", "importlib", "_"))):
+        name = g.get("__name__")  # (__main__: python -c, stdin, a notebook cell; none:
+        # code a library generated into a bare namespace, a namedtuple's __new__ too)
+        if f.startswith("<frozen") or type(name) is not str or (
+                name != "__main__" and name.startswith(("tapegrad", "importlib", "_",
+                                                        "namedtuple_"))):
             return False
         mf = g.get("__file__")  # (code a library generates: a dataclass's __init__)
         return not (type(mf) is str and os.path.abspath(mf).startswith(_STD + (_PKG,)))
