@@ -163,12 +163,13 @@ def train(model, data, epochs, batch_size, lr, progress=True, distributed=False,
             loss = step(xb, yb)
             dt = time.perf_counter() - t0
             history["step_times"].append(dt)
-            if compiled and history["compiled"].stats()["replays"] == history.get("replays", 0):
+            captures = history["compiled"].stats()["captures"] if compiled else 0
+            if captures != history.get("captures", 0):   # this call captured a program
                 history["capture_seconds"] = history.get("capture_seconds", 0.0) + dt
+                history["captures"] = captures
             else:  # (eager steps, or the compiled step's replays)
                 history["step_seconds"] += dt
                 history["steps"] += 1
-                history["replays"] = history["compiled"].stats()["replays"] if compiled else 0
             total += loss.item() * len(yb)
             count += len(yb)
             bar.set_description(f"epoch {epoch + 1}/{epochs}")

@@ -32,3 +32,16 @@ def test_digits_compiled_training_matches_eager(tmp_path, capsys):
     assert re.search(r"\b[24] captures", out), out
     pred = digits.predict(eager_model, data[2]).argmax(1)
     assert abs(acc - float(np.mean(pred == data[3]))) < 1e-9
+
+
+def test_digits_compiled_step_time_leaves_captures_out():
+    # the calls that captured a program (they compile kernels: seconds, not
+    # milliseconds) count as captures, not as replayed steps of the reported speed-up
+    from tapegrad.examples import digits
+    tg.manual_seed(0)
+    data = digits.load_data(0)
+    _, history = digits.train(digits.make_model("mlp"), data, 1, 64, 3e-3,
+                              progress=False, compiled=True)
+    captures = history["compiled"].stats()["captures"]
+    assert captures >= 1 and history["capture_seconds"] > 0
+    assert history["steps"] == len(history["step_times"]) - captures
