@@ -414,23 +414,23 @@ def _fast_adjoint(w, out, reverse, need_h0, dhg, step, carry=False):
     return dh
 
 
-def _prev_states(h0, out, reverse):
-    """h_{t-1} of every step t, in time order, as one (T, B, H) array."""
-    T = out.shape[0]
-    hp = np.empty_like(out)
-    if reverse:
-        hp[:T - 1] = out[1:]
-        hp[T - 1] = h0
-    else:
-        hp[1:] = out[:T - 1]
-        hp[0] = h0
-    return hp
-
-
 def _weight_grad(dhg, h0, out, reverse):
+    """``W_hh``'s gradient, the sum over steps of ``dhg[t]^T @ h_{t-1}``: one GEMM over
+    the steps whose previous state is an output (contiguous row ranges of ``dhg`` and
+    ``out``, no stacked copy of the previous states) plus the first step's with h0
+    (none where h0 is zero)."""
     T, B, H = out.shape
-    hp = _prev_states(h0, out, reverse)
-    return dhg.reshape(T * B, dhg.shape[-1]).T @ hp.reshape(T * B, H)
+    G = dhg.shape[-1]
+    d2, o2 = dhg.reshape(T * B, G), out.reshape(T * B, H)
+    if reverse:   # step t's previous state: out[t + 1]; the first step (t = T-1): h0
+        gw = d2[:(T - 1) * B].T @ o2[B:]
+        first = dhg[T - 1]
+    else:
+        gw = d2[B:].T @ o2[:(T - 1) * B]
+        first = dhg[0]
+    if h0.any():
+        gw += first.T @ h0
+    return gw
 
 
 def _ops_adjoint(m, h0, w, out, g_out, reverse, step):
