@@ -246,3 +246,15 @@ def test_bidirectional_two_layers():
         return m
     s = _compare(make, (4, 3), calls=2)
     assert s["embedding_projections"] == 0
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_lstm_rows_over_batch_blocks(batch_first, monkeypatch):
+    """The recurrence reading the table's rows, split into blocks of batch rows (one
+    loop per thread; forced here on small shapes: three blocks of uneven sizes)."""
+    from tapegrad.ops.nn import rnn as ops_rnn
+    monkeypatch.setattr(ops_rnn, "PART_ROWS", 1)
+    monkeypatch.setattr(ops_rnn, "PART_MIN", 0)
+    monkeypatch.setattr(ops_rnn, "PARTS", 3)
+    s = _compare(lambda: LM(batch_first), (4, 5) if batch_first else (5, 4))
+    assert s["embedding_projections"] == 1
