@@ -545,6 +545,8 @@ def charlm_contenders(kind):
     """The training step of ``tapegrad.examples.charlm`` (its default model sizes, AdamW
     and gradient clipping outside the model), eager against ``model = tg.compile(model)``,
     each on its own copy of the model, the same batch. The LSTM also races the compiled
+    model whose backward is the general program (the zeros of the unused ``h_n``,
+    ``c_n`` carried through it: ``compiler/zero_cotangents.py`` off), the compiled
     model without the embedding-projection rewrite (``compiler/embedding_projection.py``:
     the embedding and the LSTM's input projection as a gather from the projected table),
     the rewrite's share of the speed-up, and the step's ``lstm_layer`` op alone (its
@@ -552,7 +554,7 @@ def charlm_contenders(kind):
     steps): the part of the step no rewrite of the program around it changes; and that
     op as one loop over all batch rows (BLAS on its threads) instead of one loop per
     thread over its block of rows."""
-    from tapegrad.compiler import embedding_projection as EP
+    from tapegrad.compiler import embedding_projection as EP, zero_cotangents as ZC
     from tapegrad.examples import charlm as CL
     data = CL.CharData(CL.load_text())
     d = CL.DEFAULTS[kind]
@@ -561,7 +563,7 @@ def charlm_contenders(kind):
     cmodel = None
     names = ["tapegrad eager", "tapegrad compiled model"]
     if kind == "lstm":
-        names.append(NO_PROJECTION)
+        names += [NO_PROJECTION, GENERAL_BACKWARD]
     for name in names:
         tg.manual_seed(0)
         model = CL.make_model(kind, data.vocab, d["seq_len"], 0.0)
@@ -569,13 +571,19 @@ def charlm_contenders(kind):
         if name == NO_PROJECTION:  # (the rewrite is off while this one captures)
             run = _captured_without_projection(tg.compile(model), EP)
         elif name != "tapegrad eager":
-            run = cmodel = tg.compile(model)
+            run = tg.compile(model)
+            if name == "tapegrad compiled model":
+                cmodel = run
         opt = tg.optim.AdamW(model.parameters(), lr=1e-4)
 
-        def step(run=run, model=model, opt=opt):
+        def step(run=run, model=model, opt=opt, general=name == GENERAL_BACKWARD):
             loss = CL.loss_of(run, xb, yb)
             opt.zero_grad()
-            loss.backward()
+            ZC.ENABLED = not general
+            try:
+                loss.backward()
+            finally:
+                ZC.ENABLED = True
             tg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             return loss
@@ -621,6 +629,9 @@ def _lstm_layer_alone(B, T, H=256, blocks=True):
 
 
 NO_PROJECTION = "tapegrad compiled (no emb proj)"
+# the compiled model whose backward runs the general program (zeros for h_n, c_n) instead
+# of compiler/zero_cotangents.py's
+GENERAL_BACKWARD = "tapegrad compiled (general bwd)"
 
 
 def _captured_without_projection(cm, EP):
