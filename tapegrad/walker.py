@@ -554,8 +554,24 @@ def _run_hooks(fns, g, traced):
     for fn in fns:
         r = fn(g if traced else wrap(g))
         if r is not None:
-            g = r if traced else getattr(r, "_data", r)
+            _check_hook_result(fn, g, r)
+            g = r if traced else r._data
     return g
+
+
+def _check_hook_result(fn, g, r):
+    """PyTorch's checks of what a tensor hook returned: a Tensor of the gradient's
+    shape and dtype."""
+    name = getattr(fn, "__name__", repr(fn))
+    if not isinstance(r, Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
+    d = g._data if isinstance(g, Tensor) else g
+    if tuple(r.shape) != tuple(d.shape):
+        raise RuntimeError(f"hook '{name}' has changed the size of value (was "
+                           f"{tuple(d.shape)}, got {tuple(r.shape)})")
+    if r._data.dtype != d.dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was {d.dtype}, "
+                           f"got {r._data.dtype})")
 
 
 def _accumulate(t, g, traced, delivered):
