@@ -4,6 +4,7 @@
 import copy
 import itertools
 import sys
+import warnings
 import weakref
 
 import numpy as np
@@ -404,13 +405,27 @@ def _set_grad(self, grad):
     self._grad = grad
 
 
-# Public reads are the slot's own C getter (no Python frame); only assignment runs Python,
-# to check it as PyTorch does. The library's hot paths use the slots themselves.
+# Public reads of requires_grad are the slot's own C getter (no Python frame); assignment
+# runs Python, to check it as PyTorch does, and so does reading .grad (PyTorch warns on a
+# non-leaf's). The library's hot paths use the slots themselves.
 Tensor.requires_grad = property(
     Tensor._requires_grad.__get__, _set_requires_grad,
     doc="Whether operations on this tensor are recorded; settable on leaves only.")
+def _get_grad(self):
+    g = self._grad
+    node = self._node
+    if node is not None and (node.retain is None or self._idx not in node.retain):
+        warnings.warn(
+            "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its "
+            ".grad attribute won't be populated during autograd.backward(). If you indeed "
+            "want the .grad field to be populated for a non-leaf Tensor, use .retain_grad() "
+            "on the non-leaf Tensor. If you access the non-leaf Tensor by mistake, make sure "
+            "you access the leaf Tensor instead.", UserWarning, stacklevel=2)
+    return g
+
+
 Tensor.grad = property(
-    Tensor._grad.__get__, _set_grad,
+    _get_grad, _set_grad,
     doc="The gradient accumulated by backward (None until then); an assigned one must "
         "have this tensor's shape, dtype and device.")
 

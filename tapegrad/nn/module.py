@@ -321,7 +321,8 @@ class Module:
 
     def _named_members(self, key, prefix, recurse, remove_duplicate=True):
         seen = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        mods = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse
+                else [(prefix, self)])
         for mod_prefix, mod in mods:
             for name, v in mod.__dict__[key].items():
                 if v is None or (remove_duplicate and id(v) in seen):

@@ -672,6 +672,45 @@ def version_after_optimizer_step(m):
     return lin.weight._version - v0
 
 
+@snippet
+def hook_changes_the_size(m):
+    x = m.ones(2, requires_grad=True)
+    x.register_hook(lambda g: m.ones(3))
+    (x * 2).sum().backward()
+
+
+@snippet
+def hook_changes_the_dtype(m):
+    x = m.ones(2, requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: g.double())
+    y.sum().backward()
+
+
+@snippet
+def hook_returns_a_number(m):
+    x = m.ones(2, requires_grad=True)
+    x.register_hook(lambda g: 5.0)
+    (x * 2).sum().backward()
+
+
+@snippet
+def shared_parameters_listed_once_unless_asked(m):
+    lin = m.nn.Linear(2, 2)
+    seq = m.nn.Sequential(lin, lin)
+    return [[k for k, _ in seq.named_parameters()], len(list(seq.parameters())),
+            [k for k, _ in seq.named_parameters(remove_duplicate=False)]]
+
+
+@snippet
+def detached_copy_is_a_new_leaf(m):
+    x = m.ones(2, requires_grad=True)
+    d = x.detach()
+    d.requires_grad_()
+    (d * 2).sum().backward()
+    return [d.grad, x.grad]
+
+
 @pytest.mark.parametrize("name", SNIPPETS)
 def test_everyday_snippet_as_torch(name):
     got, want = _run(SNIPPETS[name], tg), _run(SNIPPETS[name], torch)
@@ -682,3 +721,19 @@ def test_everyday_snippet_as_torch(name):
         assert head in got[2], (head, got[2])
     else:
         assert got == want
+
+
+def test_reading_grad_of_a_non_leaf_warns_as_torch():
+    def run(m):
+        x = m.ones(2, requires_grad=True)
+        y = x * 2
+        z = x * 3
+        z.retain_grad()
+        (y + z).sum().backward()
+        with pytest.warns(UserWarning, match="not a leaf Tensor is being accessed"):
+            g = y.grad
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return [g, z.grad.tolist(), x.grad.tolist()]
+    assert run(tg) == run(torch)
