@@ -113,6 +113,14 @@ CASES = [
      lambda m, a, b, v, B: _fn(m, F).interpolate(B[None], scale_factor=2, mode="bilinear")),
     ("unfold", lambda m, a, b, v, B: _fn(m, F).unfold(B[None], 2)),
     ("group_norm", lambda m, a, b, v, B: _fn(m, F).group_norm(B[None], 2)),
+    ("layer_norm", lambda m, a, b, v, B: _fn(m, F).layer_norm(a, (3,))),
+    ("layer_norm_affine", lambda m, a, b, v, B: _fn(m, F).layer_norm(a, (3,), v, v)),
+    ("mse_loss", lambda m, a, b, v, B: _fn(m, F).mse_loss(a, b)),
+    ("mse_loss_none", lambda m, a, b, v, B: _fn(m, F).mse_loss(a, b, reduction="none")),
+    ("l1_loss", lambda m, a, b, v, B: _fn(m, F).l1_loss(a, b)),
+    ("bce", lambda m, a, b, v, B: _fn(m, F).binary_cross_entropy(a.sigmoid(), b.sigmoid())),
+    ("bce_logits", lambda m, a, b, v, B:
+     _fn(m, F).binary_cross_entropy_with_logits(a, b.sigmoid(), reduction="sum")),
 ]
 
 

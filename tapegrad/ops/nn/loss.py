@@ -20,7 +20,7 @@ from ...devices import xp_of
 from ...dispatch import autocast_call, bind
 from ...dtypes import get_default_dtype as tg_float, is_float as _isf
 from ...ops_registry.opdef import OpDef, validate
-from ...tape import state as _state
+from ...tape import name_call, state as _state
 from ...tensor import Tensor, wrap
 from .._decl import Sample, TensorSpec, composite, composite_op, rand, rand as _rand
 from ..activations import logsigmoid
@@ -374,7 +374,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     if dtype_kind(target) == "b":
         target = target.to(input.dtype)
     d = input - target
-    return _reduce("mse_loss", d * d, reduction)
+    return name_call(_reduce("mse_loss", d * d, reduction), input, "MseLossBackward0")
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -399,7 +399,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     loss = -(target * maximum(log(input), -100.0) + (1 - target) * maximum(log(1 - input), -100.0))
     if weight is not None:
         loss = loss * weight
-    return _reduce("binary_cross_entropy", loss, reduction)
+    return name_call(_reduce("binary_cross_entropy", loss, reduction), input,
+                     "BinaryCrossEntropyBackward0")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
@@ -423,7 +424,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = loss + softplus_neg
     if weight is not None:
         loss = loss * weight
-    return _reduce("binary_cross_entropy_with_logits", loss, reduction)
+    return name_call(_reduce("binary_cross_entropy_with_logits", loss, reduction), input,
+                     "BinaryCrossEntropyWithLogitsBackward0")
 
 
 # ---------------------------------------------------------------- in the registry
