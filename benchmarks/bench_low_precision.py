@@ -78,6 +78,9 @@ def _cases(n, lib):
 
     def eager_affine(v):
         return v * 2.0 + 1.0
+
+    compiled = tg.compile(eager) if lib == "tg" else eager
+    compiled2 = tg.compile(eager2) if lib == "tg" else eager2
     cases = {}
     for dt in DTYPES:
         def t(arr, dt=dt):
@@ -95,6 +98,9 @@ def _cases(n, lib):
                 lambda tv=tv: affine(tv) if lib == "tg" else eager_affine(tv))
         cases[f"chain gelu(x)*y+1 fused (4M) {dt}"] = (
             lambda tv=t(v4), tu=t(u4): chain2(tv, tu) if lib == "tg" else eager2(tv, tu))
+        cases[f"chain gelu(x)*x+1 compiled (4M) {dt}"] = lambda tv=t(v4): compiled(tv)
+        cases[f"chain gelu(x)*y+1 compiled (4M) {dt}"] = (
+            lambda tv=t(v4), tu=t(u4): compiled2(tv, tu))
         cases[f"chain gelu(x)*x+1 eager (4M) {dt}"] = lambda tv=t(v4): eager(tv)
     for amp in (False, True):
         name = "MLP step 256x512-1024-10 " + ("autocast bf16" if amp else "float32")

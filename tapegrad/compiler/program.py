@@ -361,11 +361,6 @@ def _fuse(g, steps, remat):
             parent[gid] = gid
             groups[gid] = {"members": [i], "key": key, "open": True}
         group_of[st.outs[0]] = gid
-        if g.dtypes[st.outs[0]] == _F16:
-            # a float16 rounding ends its kernel: the next op reads the stored
-            # elements (rounding inside a kernel takes integer code, ~4x slower
-            # than the conversion instructions, ``codegen_numba``)
-            groups[gid]["open"] = False
     outside = {}   # value -> read outside its group / escapes
     escapes = set(g.output_values())
     real = {gid: sorted(gr["members"]) for gid, gr in groups.items()
@@ -379,9 +374,6 @@ def _fuse(g, steps, remat):
     recompute = choose_recomputed(g, steps, sources, member_gid, home,
                                   {gid: gr["key"] for gid, gr in groups.items()}, escapes,
                                   _reads_all) if remat else {}
-    # nor does a kernel recompute a float16 rounding (see above)
-    recompute = {gid: ms for gid, ms in recompute.items()
-                 if all(g.dtypes[steps[m].outs[0]] != _F16 for m in ms)}
     made = {steps[m].outs[0]: m for ms in sources.values() for m in ms}
     for i, st in enumerate(steps):
         mg = member_gid.get(i)

@@ -456,7 +456,9 @@ def jit_helpers():
     first in its low half), all on 32-bit integer lanes with
     selects, no branch, so a kernel's loop still vectorises (float16 through LLVM's
     ``half`` where the CPU converts it in hardware, ``native_half``; the integer
-    versions stay reachable as ``f16_load_int``/``f16_store_int``); and
+    versions stay reachable as ``f16_load_int``/``f16_store_int``); ``f16_round``:
+    float32 -> float32 rounded to the nearest float16 value (a rounding inside a
+    fused chain), on the float32's bits; and
     ``gather16(table, idx, j, buf, k)``: ``buf[k:k+16] = table[idx[j:j+16]]`` for a
     float32 ``table`` and ``buf`` and a uint16 ``idx``, one vector gather (the lookup
     of a half-width kernel's 65,536-entry tables, ``fusion/tables.py``).
@@ -662,6 +664,28 @@ def jit_helpers():
     def _f16_store_hw(b, u):
         return b.zext(b.bitcast(b.fptrunc(b.bitcast(u, f32), ir.HalfType()), i16), i32)
 
+    def _f16_round(b, x):
+        # x rounded to the nearest float16 value, held as a float32 (what f16_load of
+        # f16_store gives): no ``half`` type, so LLVM cannot merge it into a chain of
+        # native half operations without the rounding. Normal results round at the
+        # 13th bit to nearest-even (at least 2**16 after rounding: an infinity);
+        # below 2**-14 to a multiple of 2**-24 by one float add of 0.5, whose low bits
+        # then count them (read as an integer: the kernel's fast-math flags, which
+        # Numba puts on every float instruction, cannot fold it away); NaN: the quiet
+        # NaN with its sign
+        u = b.bitcast(x, i32)
+        sign = b.and_(u, _c(-0x80000000))
+        a = b.xor(u, sign)
+        odd = b.and_(b.lshr(a, _c(13)), _c(1))
+        norm = b.and_(b.add(b.add(a, _c(0xFFF)), odd), _c(-0x2000))
+        norm = b.select(b.icmp_unsigned(">=", norm, _c(0x47800000)), _c(0x7F800000), norm)
+        norm = b.select(b.icmp_unsigned(">", a, _c(0x7F800000)), _c(0x7FC00000), norm)
+        half = ir.Constant(f32, 0.5)
+        m = b.sub(b.bitcast(b.fadd(b.bitcast(a, f32), half), i32), _c(126 << 23))
+        sub = b.bitcast(b.fmul(b.sitofp(m, f32), ir.Constant(f32, 2.0 ** -24)), i32)
+        o = b.select(b.icmp_unsigned("<", a, _c(113 << 23)), sub, norm)
+        return b.bitcast(b.or_(o, sign), f32)
+
     avx512 = _target_has("avx512f")
 
     @intrinsic
@@ -718,6 +742,7 @@ def jit_helpers():
         bf16_load=_u16_to_f32(_bf16_load), bf16_store=_f32_to_u16(_bf16_store),
         bf16_load_lo=bf16_load_lo, bf16_load_hi=bf16_load_hi, bf16_store_pair=bf16_store_pair,
         f16_load=f16[0], f16_store=f16[1], f16_load_int=f16_int[0], f16_store_int=f16_int[1],
+        f16_round=_f32_op(1, _f16_round),
         gather16=gather16, prange=nb.prange, helper=helper, version=HELPERS_VERSION,
         f32_ldexp=_f32_op(2, _ldexp), f32_ldexp_magic=_f32_op(2, _ldexp_magic),
         f32_pow2_magic=f32_pow2_magic, f32_select_sign=f32_select_sign,

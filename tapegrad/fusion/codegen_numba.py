@@ -56,8 +56,8 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
     ``wide`` (with ``store``): indices of outputs written as float32, unrounded. A
     ``round_bfloat16``/``round_float16`` node (the store's dtype) rounds a float32
     value to that dtype and widens it back: a rounding inside the chain (float16's
-    by the integer conversions, which LLVM cannot merge into a chain of ``half``
-    operations computed without the intermediate roundings).
+    on float32's bits, ``f16_round``, which LLVM cannot merge into a chain of
+    ``half`` operations computed without the intermediate roundings).
     ``tables`` (with ``store``, no ``reduce`` or ``pairs``): pairs ``(node, k)``, the
     node a function of input ``k`` alone (pattern ``h``): its value is looked up in a
     65,536-entry float32 table by the input's 16 bits instead of computed
@@ -117,7 +117,8 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         if n.op.startswith("round_"):
             if n.op != f"round_{store}":
                 raise ValueError(f"{n.op} in a kernel that stores {store}")
-            body.append(f"{t} = _rload(_rstore({args[0]}))")
+            body.append(f"{t} = _round({args[0]})" if store == "float16"
+                        else f"{t} = _rload(_rstore({args[0]}))")
             rounds = True
             names[n] = t
             continue
@@ -146,10 +147,11 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         tag = f"v{HELPERS_VERSION}{' native half' if native_half() else ''}"
         lines += [f"from tapegrad.devices.cpu import jit_helpers as _jit  # {tag}",
                   f"_load, _store = _jit().{load}, _jit().{write}"]
-        if rounds:  # float16 through integer code: LLVM keeps a chain of native half
-            # operations in float32 between them (x86), without the roundings
-            lines.append(f"_rload, _rstore = _jit().{load}{'_int' if store == 'float16' else ''}, "
-                         f"_jit().{write}{'_int' if store == 'float16' else ''}")
+        if rounds:  # float16: rounded on float32's bits (``jit_helpers``' ``f16_round``;
+            # LLVM turns a hardware rounding widened back into a chain of native half
+            # operations computed without the roundings, on x86)
+            lines.append("_round = _jit().f16_round" if store == "float16" else
+                         f"_rload, _rstore = _jit().{load}, _jit().{write}")
     lines += module_globals(used_ops, use_approx, tname, consts)
     if tables:
         lines.append("_gather = _jit().gather16")

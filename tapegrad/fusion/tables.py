@@ -36,9 +36,11 @@ from . import codegen_numba, expr as E
 
 # the time of each op's float32 code, roughly (others: 1), in units where a lookup
 # costs ~12 (one gather per 16 elements; measured on Zen 4 at 4M elements: exp 5,
-# tanh 10, erf 20, softplus 40; sin, cos and a general pow call libm per element)
+# tanh 10, erf 20, softplus 40; sin, cos and a general pow call libm per element;
+# a float16 rounding inside a chain, ``jit_helpers.f16_round``'s integer lanes, 7)
 COST = {"exp": 5, "_expneg": 5, "expm1": 8, "sigmoid": 7, "tanh": 10, "log": 15,
-        "log1p": 20, "erf": 20, "softplus": 40, "sin": 300, "cos": 300, "pow": 300}
+        "log1p": 20, "erf": 20, "softplus": 40, "sin": 300, "cos": 300, "pow": 300,
+        "round_float16": 7}
 # the least cost a lookup replaces, by dtype: randn-like bfloat16 data (7 mantissa
 # bits) touches ~20 KB of a table, L1-resident; float16 (10 bits) ~160 KB, from L2,
 # where gelu's erf (cost 24 with its arithmetic) was slower looked up than computed

@@ -91,6 +91,22 @@ def test_float16_integer_store_rounds_as_numpy():
         _same(out.view(np.float16), f.astype(np.float16))
 
 
+def test_float16_round_in_float32_as_numpy():
+    """``f16_round`` (a float16 rounding inside a chain, held as float32) on the same
+    patterns: NumPy's float16 value widened back; NaN a quiet NaN with its sign."""
+    f = _tie_patterns()
+    out = np.empty(f.size, np.float32)
+    run = _loop(cpu.jit_helpers().f16_round)
+    cpu.numba().njit(fastmath=set(cpu.FASTMATH))(run.py_func)(f, out)  # as in a kernel
+    with np.errstate(all="ignore"):
+        ref = f.astype(np.float16).astype(np.float32)
+    nan = np.isnan(f)
+    assert np.array_equal(np.isnan(out), nan)
+    assert np.array_equal(out.view(np.uint32)[nan], (f.view(np.uint32)[nan] &
+                                                     np.uint32(0x80000000)) | 0x7FC00000)
+    assert np.array_equal(out[~nan].view(np.uint32), ref[~nan].view(np.uint32))
+
+
 @pytest.mark.parametrize("name", ["bfloat16", "float16", "float16-int"])
 def test_load_is_exact_for_every_bit_pattern(name):
     h = cpu.jit_helpers()
