@@ -18,7 +18,9 @@ on 1M). The chain rows: tapegrad's @tg.fuse (one kernel) and eager ops against
 PyTorch's eager ops; ``gelu(x)*x+1`` is bound by arithmetic (erf) in float32, and
 in half width one lookup an element of its output's 16-bit patterns (a function of
 one 16-bit input: ``tapegrad/fusion/tables.py``); ``gelu(x)*y+1`` (two inputs) is
-computed; ``x*2+1`` is bound by the bytes moved, where half width halves them.
+computed; ``x*2+1`` is bound by the bytes moved, where half width halves them. The
+``compiled`` rows: tg.compile of the eager chain (one kernel keeping eager's rounding
+of each op) against PyTorch's eager ops.
 ``--clock cpu`` times the process's CPU time (all threads) instead of wall time:
 steadier on a loaded machine, for relative comparisons.
 ``--only`` keeps the cases whose name contains the substring (their float32 row
