@@ -160,15 +160,17 @@ def _function(qualified):
 # the main suite's subset of the sweep (the sweep itself is in the slow tier): each
 # kind of signature change (argument order, defaults, return structure, sequences,
 # factories, random ops)
-QUICK = {"max_pool2d", "avg_pool2d", "gather", "scatter_add", "index_select", "sort", "max",
+QUICK = {"avg_pool2d", "gather", "scatter_add", "index_select", "sort", "max",
          "unique", "softmax", "conv2d", "layer_norm", "hstack", "cat", "cross_entropy",
          "linalg_qr", "einsum", "reshape", "permute", "sum", "where", "clamp", "topk",
          "embedding", "interpolate", "norm", "dropout", "randint", "zeros", "lu", "svd",
          "polygamma", "group_norm", "one_hot", "pad"}
 
 
-# max_pool2d's float64 calls here compile its generated 3x3 kernel with bounds checks
-# (seconds of Numba on a cold cache): both tests on one xdist worker compile it once
+# max_pool2d's float64 samples compile generated window kernels that no other test of the
+# main suite needs (seconds of Numba each on a cold cache): its case of the sweep is in the
+# exhaustive tier (test_max_pool2d_as_pytorchs checks its signature in the main suite,
+# avg_pool2d's case the sweep's sequences of ints), on the worker of that test
 MAX_POOL2D_WORKER = pytest.mark.xdist_group("max_pool2d_float64")
 
 
