@@ -478,12 +478,14 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
         return None
     if tabs:  # the tables follow the outputs
         fn = functools.partial(_with_tables, fn, tabs)
+    chunk = {}
     if whole is not None:  # one lookup an element instead of the kernel
         try:
             fn = _whole_lookup(g, ins, fn, src, pattern, dtype, whole, half, len(outs))
+            chunk = {"min_chunk": _tables.WHOLE_CHUNK}  # (a thread's least share)
         except Exception:  # Numba failing: the kernel computes
             pass
-    st = Step("fused", None, ins, {})
+    st = Step("fused", None, ins, chunk)
     st.outs = ([red.outs[0]] if red is not None else []) + outs
     st.members = members + ([red] if red is not None else [])
     st.fused = (fn, pattern, shape, dtype)
@@ -1252,6 +1254,7 @@ def _fused_runner(prog, st, plan):
     red = st.attrs.get("reduce")
     if red is not None:
         return _reduce_runner(fn, pattern, n, dtype, red, bufs, rings, dtypes)
+    min_chunk = st.attrs.get("min_chunk", _cpu.CHUNK_MIN)
 
     def run(*ins):
         flat = []
@@ -1269,7 +1272,7 @@ def _fused_runner(prog, st, plan):
             first[0] = False
             fn(n, *args)
         else:
-            _cpu.run_chunked(fn, n, *args)
+            _cpu.run_chunked(fn, n, *args, min_chunk=min_chunk)
         return outs
     return run
 

@@ -228,3 +228,36 @@ def test_single_op_compiled_equals_fuse_and_eager(dtype):
         got = c(x)
     np.testing.assert_array_equal(_bits(got), _bits(want))
     np.testing.assert_array_equal(_bits(got), _bits(once))
+
+
+@pytest.mark.parametrize("dtype", [tg.bfloat16, tg.float16])
+def test_chain_of_one_input_is_a_lookup_equal_to_its_kernel(dtype, monkeypatch):
+    """``gelu(x) * x + 1`` over enough elements: the compiled kernel is replaced by
+    one lookup an element of its outputs' patterns (``tables.run_whole``, run in
+    chunks of at least ``WHOLE_CHUNK``), equal bit for bit to the computing kernel
+    (tables off), within a few units in the last place of eager's."""
+    from tapegrad.fusion import tables
+    tg.manual_seed(7)
+    x = (tg.randn(1 << 17) * 3).to(dtype)
+
+    def chain(p):
+        return F.gelu(p) * p + 1.0
+
+    def compiled():
+        c = tg.compile(chain)
+        with tg.no_grad():
+            c(x)
+            return c, c(x)
+    c, got = compiled()
+    (st,) = [st for st in c._last.steps if st.kind == "fused"]
+    assert st.fused[0].func is tables.run_whole
+    assert st.attrs["min_chunk"] == tables.WHOLE_CHUNK
+    monkeypatch.setattr(tg.fusion.config, "tables", ())
+    c2, computed = compiled()
+    (st2,) = [st for st in c2._last.steps if st.kind == "fused"]
+    assert "min_chunk" not in st2.attrs
+    np.testing.assert_array_equal(_bits(got), _bits(computed))
+    with tg.no_grad():
+        want = chain(x)
+    rtol, atol = _ulps(dtype)
+    np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=rtol, atol=atol)
