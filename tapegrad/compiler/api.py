@@ -706,7 +706,7 @@ def _key(args, kwargs):
         if isinstance(a, Tensor):
             d = a._data
             nd = type(d) is np.ndarray  # (a NumPy array is on the CPU)
-            key.append(("T", d.shape, d.dtype.str, "cpu" if nd else str(a.device),
+            key.append(("T", d.shape, d.dtype, "cpu" if nd else str(a.device),
                         a.requires_grad, nd))
             base = getattr(d, "base", None)  # (arguments sharing memory: a program
             j = roots.setdefault(id(d if base is None else base), i)  # captured apart

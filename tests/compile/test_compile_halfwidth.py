@@ -261,3 +261,12 @@ def test_chain_of_one_input_is_a_lookup_equal_to_its_kernel(dtype, monkeypatch):
         want = chain(x)
     rtol, atol = _ulps(dtype)
     np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=rtol, atol=atol)
+
+
+def test_guards_name_half_width_arguments():
+    f = tg.compile(lambda x: x * 2)
+    for dt in (tg.bfloat16, tg.float16):
+        x = tg.ones(8).to(dt)
+        f(x)
+        f(x)
+        assert f"x: {str(dt).split('.')[-1]}[8]" in f.stats()["guards"]
