@@ -552,8 +552,8 @@ def charlm_contenders(kind):
     the rewrite's share of the speed-up, and the step's ``lstm_layer`` op alone (its
     forward and backward kernels on the step's shapes, the same in eager and compiled
     steps): the part of the step no rewrite of the program around it changes; and that
-    op as one loop over all batch rows (BLAS on its threads) instead of one loop per
-    thread over its block of rows."""
+    op run as a loop per thread over its block of batch rows (off by default) instead of
+    one loop over all rows with BLAS on its threads."""
     from tapegrad.compiler import embedding_projection as EP, zero_cotangents as ZC
     from tapegrad.examples import charlm as CL
     data = CL.CharData(CL.load_text())
@@ -590,19 +590,19 @@ def charlm_contenders(kind):
         out[name] = step
     if kind == "lstm":
         out[LSTM_ALONE] = _lstm_layer_alone(d["batch_size"], d["seq_len"])
-        out[LSTM_ONE_LOOP] = _lstm_layer_alone(d["batch_size"], d["seq_len"], blocks=False)
+        out[LSTM_BLOCKS] = _lstm_layer_alone(d["batch_size"], d["seq_len"], blocks=True)
     return out, cmodel
 
 
 LSTM_ALONE = "tapegrad lstm_layer op alone"
-LSTM_ONE_LOOP = "tapegrad lstm_layer op, one loop"
+LSTM_BLOCKS = "tapegrad lstm_layer op, batch blocks"
 
 
-def _lstm_layer_alone(B, T, H=256, blocks=True):
+def _lstm_layer_alone(B, T, H=256, blocks=False):
     """The charlm LSTM's recurrence, forward and backward (the gradients of the input
-    gates and W_hh, as the step's), on raw float32 arrays. ``blocks=False``: one loop
-    over all batch rows with BLAS on its threads, instead of a loop per thread over its
-    block of rows (``ops/nn/rnn.py``'s ``_parts``)."""
+    gates and W_hh, as the step's), on raw float32 arrays. ``blocks=True``: a loop per
+    thread over its block of rows (``ops/nn/rnn.py``'s ``_parts``, off by default)
+    instead of one loop over all batch rows with BLAS on its threads."""
     from tapegrad.ops.nn import rnn as R
     from tapegrad.ops_registry import get
     op = get("lstm_layer")
@@ -619,13 +619,13 @@ def _lstm_layer_alone(B, T, H=256, blocks=True):
         Ctx.out = op.kernel(xg, h0, h0, w)
         return op.vjp(Ctx, (gy, np.zeros_like(gy), None))
 
-    def one_loop():
-        keep, R.PART_MIN = R.PART_MIN, float("inf")
+    def in_blocks():
+        keep, R.PART_MIN = R.PART_MIN, 0
         try:
             return run()
         finally:
             R.PART_MIN = keep
-    return run if blocks else one_loop
+    return in_blocks if blocks else run
 
 
 NO_PROJECTION = "tapegrad compiled (no emb proj)"

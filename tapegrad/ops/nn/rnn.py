@@ -330,9 +330,12 @@ def _generic(kind, xg, h, c, w, b, reverse, shapes):
 # work per step, each thread runs the whole sequence on its own block of rows (its own
 # small matmuls, BLAS on one thread), with no synchronisation between steps; a block
 # keeps at least PART_ROWS rows (OpenBLAS's per-step GEMM loses half its speed below
-# ~16 columns) and a step at least PART_MIN multiply-adds (B x kH x H).
+# ~16 columns) and a step at least PART_MIN multiply-adds (B x kH x H). Off by default
+# (PART_MIN infinite): on 2 idle cores the blocks, whose step loops share the GIL, took
+# 1.5x the time of one loop with BLAS on both threads (charlm's LSTM layer: 52.6 against
+# 34.4 ms); they only won where the cores were oversubscribed and BLAS threads spun.
 PART_ROWS = 16
-PART_MIN = 1 << 21
+PART_MIN = float("inf")
 PARTS = None  # the number of blocks (None: one per CPU thread)
 
 
