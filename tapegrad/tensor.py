@@ -330,7 +330,7 @@ class Tensor:
                 self._hooks = []
             self._hooks.append(hook)
             fns = self._hooks
-        return _HookHandle(fns, hook)
+        return _tape.HookHandle(fns, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         """Call ``hook(self)`` after a backward has accumulated this leaf's ``.grad``
@@ -347,7 +347,7 @@ class Tensor:
             self._post_hooks = []
             POST_HOOKED.add(self)
         self._post_hooks.append(hook)
-        return _HookHandle(self._post_hooks, hook)
+        return _tape.HookHandle(self._post_hooks, hook)
 
     @property
     def _is_view(self):
@@ -434,17 +434,6 @@ DATA_SWAPS = [0]
 
 # leaves with post-accumulate hooks (the walker counts their contributions only then)
 POST_HOOKED = weakref.WeakSet()
-
-
-class _HookHandle:
-    __slots__ = ("fns", "fn")
-
-    def __init__(self, fns, fn):
-        self.fns, self.fn = fns, fn
-
-    def remove(self):
-        if self.fn in self.fns:
-            self.fns.remove(self.fn)
 
 
 def _read(t, number=None):

@@ -250,13 +250,7 @@ def _context(node, traced, needs):
         _check_versions(node)
     if not traced and needs is node.needs_input_grad:
         return node
-    ctx = Ctx()
-    ctx.m = node.m
-    ctx.attrs = node.attrs
-    ctx.shapes = node.shapes
-    ctx.dtypes = node.dtypes
-    ctx.needs_input_grad = needs
-    ctx.node = node
+    ctx = _node_ctx(node, needs)
     ctx.inputs = node.inputs if not traced or node.saved is None else _as_tensors(node.saved)
     ctx.out = None
     if node.out is not None:
@@ -273,11 +267,9 @@ def _context(node, traced, needs):
     return ctx
 
 
-def _unpacked_context(node, traced, needs):
-    """The context of a node whose saved values went through saved-tensor hooks
-    (``dispatch._pack_saved``): each one given to the node's unpack hook, once per
-    walk, as the adjoint reads them. When the adjoint records (create_graph), an
-    unpacked input carries the original's history, as PyTorch's unpacked tensors do."""
+def _node_ctx(node, needs):
+    """A fresh adjoint context with the node's attributes, shapes, dtypes and
+    ``needs_input_grad``."""
     ctx = Ctx()
     ctx.m = node.m
     ctx.attrs = node.attrs
@@ -285,6 +277,15 @@ def _unpacked_context(node, traced, needs):
     ctx.dtypes = node.dtypes
     ctx.needs_input_grad = needs
     ctx.node = node
+    return ctx
+
+
+def _unpacked_context(node, traced, needs):
+    """The context of a node whose saved values went through saved-tensor hooks
+    (``dispatch._pack_saved``): each one given to the node's unpack hook, once per
+    walk, as the adjoint reads them. When the adjoint records (create_graph), an
+    unpacked input carries the original's history, as PyTorch's unpacked tensors do."""
+    ctx = _node_ctx(node, needs)
     inputs = node.inputs
     if inputs is not None:
         inputs = list(inputs)

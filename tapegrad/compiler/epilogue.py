@@ -373,11 +373,7 @@ def _fuse_conv(g, steps, reads_all):
     def still(a, b):  # no step strictly between a and b mutates anything
         return not any(steps[t].mutates() for t in range(a + 1, b))
 
-    made = {}
-    for k, st in enumerate(steps):
-        for o in st.outs:
-            if o is not None:
-                made[o] = k
+    made = _producers(steps)
     drop, replace, count = set(), {}, 0
     for i, st in enumerate(steps):
         if i in drop or st.kind != "op" or len(st.outs) != 1:
@@ -467,11 +463,7 @@ def _join_layers(g, steps):
     convolves in another such step (the next layer, with the same batch): one step
     at the first's place, one parallel region (each chunk of the batch runs both
     layers). Returns (steps, the number joined)."""
-    made = {}
-    for k, st in enumerate(steps):
-        for o in st.outs:
-            if o is not None:
-                made[o] = k
+    made = _producers(steps)
     convs = (CONV2D_RELU, CONV2D_RELU_POOL)
     drop, replace, count = set(), {}, 0
     for k, st in enumerate(steps):
@@ -506,11 +498,7 @@ def _join_grads(g, steps):
     ``conv2d_weight_grad``) and that gradient step as one step at the first's place
     (each chunk of the batch makes its rows of d, then the conv's gradients of them;
     d is still written). Returns (steps, the number joined)."""
-    made = {}
-    for k, st in enumerate(steps):
-        for o in st.outs:
-            if o is not None:
-                made[o] = k
+    made = _producers(steps)
     drop, replace, count = set(), {}, 0
     for k, st in enumerate(steps):
         if st.kind != "op" or st.op is not POOL_RELU_GRAD or k in drop:
@@ -573,11 +561,7 @@ def join_slice_grads(g, steps, reads_all):
     for the sign of a zero). Returns (steps, the number joined)."""
     from ..ops.shape import CAT
     escapes, readers, aliased = _uses(g, steps, reads_all)
-    made = {}
-    for k, st in enumerate(steps):
-        for o in st.outs:
-            if o is not None:
-                made[o] = k
+    made = _producers(steps)
 
     def private(v):  # read once (by the sum), not returned, not aliased
         return (type(v) is int and readers.get(v) == 1 and v not in escapes
@@ -648,3 +632,13 @@ def join_slice_grads(g, steps, reads_all):
     if not count:
         return steps, 0
     return [replace.get(k, st) for k, st in enumerate(steps) if k not in drop], count
+
+
+def _producers(steps):
+    """Each value's producing step: {value: index of the step that writes it}."""
+    made = {}
+    for k, st in enumerate(steps):
+        for o in st.outs:
+            if o is not None:
+                made[o] = k
+    return made
