@@ -487,9 +487,7 @@ def _join_layers(g, steps):
         replace[k] = new
         drop.add(j)
         count += 1
-    if not count:
-        return steps, 0
-    return [replace.get(k, st) for k, st in enumerate(steps) if k not in drop], count
+    return _rebuilt(steps, replace, drop), count
 
 
 def _join_grads(g, steps):
@@ -526,9 +524,7 @@ def _join_grads(g, steps):
         replace[k] = new
         drop.add(j)
         count += 1
-    if not count:
-        return steps, 0
-    return [replace.get(k, st) for k, st in enumerate(steps) if k not in drop], count
+    return _rebuilt(steps, replace, drop), count
 
 
 def _dim0(attrs):
@@ -629,9 +625,7 @@ def join_slice_grads(g, steps, reads_all):
         drop.update(leaves)
         drop.update(inner)
         count += 1
-    if not count:
-        return steps, 0
-    return [replace.get(k, st) for k, st in enumerate(steps) if k not in drop], count
+    return _rebuilt(steps, replace, drop), count
 
 
 def _producers(steps):
@@ -642,3 +636,11 @@ def _producers(steps):
             if o is not None:
                 made[o] = k
     return made
+
+
+def _rebuilt(steps, replace, drop):
+    """``steps`` with step k replaced by ``replace[k]`` and the steps in ``drop`` left
+    out (``steps`` itself when there is nothing to change)."""
+    if not replace and not drop:
+        return steps
+    return [replace.get(k, st) for k, st in enumerate(steps) if k not in drop]
