@@ -774,10 +774,11 @@ def guard_checks(comp, *args):
             if prog is comp._last:
                 owners = prog.graph.owners
 
-                def check():
-                    return (pyg(), api._rg_ok(owners), api._refs_ok(prog.refs),
+                def check():  # (what Compiled.__call__ checks before a replay)
+                    return (pyg(), api._rg_ok(owners), prog.refs.ok(),
                             api._owners_ok(owners), api._paths_ok(prog.paths),
-                            prog.entry_ok(lambda t: api._leaf(t, leaves, args, {})))
+                            prog.entry_ok(lambda t: api._leaf(t, leaves, args, {}))
+                            if leaves else api._entry_ok(prog))
                 return statistics.median(_time(check, 2000) for _ in range(5)) * 1e6
     return float("nan")
 

@@ -70,30 +70,44 @@ def compile_source(key, source, func_name, *, parallel=True, fastmath=FASTMATH, 
     fn = _compiled.get(key)
     if fn is not None:
         return fn
-    nb = numba()
-    py = getattr(load_source(source), func_name)
-    if vectorize is not None:
-        fn = nb.vectorize(vectorize, target="parallel" if parallel else "cpu",
-                          fastmath=set(fastmath), cache=True)(py)
-    else:
-        fn = nb.njit(parallel=parallel, fastmath=set(fastmath), cache=True, nogil=True,
-                     error_model=error_model, no_cfunc_wrapper=True)(py)
-    _compiled[key] = fn
+    with _compiling:  # (chunks of one call may ask for the same kernel on two threads)
+        fn = _compiled.get(key)
+        if fn is not None:
+            return fn
+        nb = numba()
+        py = getattr(load_source(source), func_name)
+        if vectorize is not None:
+            fn = nb.vectorize(vectorize, target="parallel" if parallel else "cpu",
+                              fastmath=set(fastmath), cache=True)(py)
+        else:
+            fn = nb.njit(parallel=parallel, fastmath=set(fastmath), cache=True, nogil=True,
+                         error_model=error_model, no_cfunc_wrapper=True)(py)
+        _compiled[key] = fn
     return fn
+
+
+_compiling = threading.RLock()  # held while a kernel's module is loaded and compiled
 
 
 def load_source(source, prefix="_tg_gen_"):
     """Import generated Python ``source`` as a module kept under the cache folder
     (named by its digest, so Numba's on-disk cache finds it again in a new process)."""
     import hashlib
-    import importlib.util
-    import os
     import sys
     digest = hashlib.sha1(source.encode()).hexdigest()[:16]
     modname = f"{prefix}{digest}"
     mod = sys.modules.get(modname)
     if mod is not None:
         return mod
+    with _compiling:  # (another thread sees the module only once it is executed)
+        mod = sys.modules.get(modname)
+        return mod if mod is not None else _load(modname, source)
+
+
+def _load(modname, source):
+    import importlib.util
+    import os
+    import sys
     folder = os.path.join(_cache_dir(), "gen")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, modname + ".py")
@@ -104,8 +118,8 @@ def load_source(source, prefix="_tg_gen_"):
         os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(modname, path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[modname] = mod
     spec.loader.exec_module(mod)
+    sys.modules[modname] = mod
     return mod
 
 

@@ -353,3 +353,27 @@ def test_every_whole_chain_equals_computed(k, dtype, fresh_whole, monkeypatch):
     got = ex(x).numpy()
     monkeypatch.setattr(fusion.config, "tables", ())
     _same_bits(got, ex(x).numpy())
+
+
+def test_kernels_compiled_from_many_threads_at_once(tmp_path, monkeypatch):
+    """Chunks of one call run on worker threads and may ask for the same new kernel
+    together: every thread gets the compiled kernel, none a half-loaded module."""
+    import threading
+    monkeypatch.setenv("TAPEGRAD_CACHE_DIR", str(tmp_path))
+    src = "def kernel(n, a):\n    return a[:n].sum() + %d\n" % threading.get_ident()
+    start, got, errors = threading.Barrier(8), [], []
+
+    def ask():
+        start.wait()
+        try:
+            got.append(cpu.compile_source(("threads", src), src, "kernel", parallel=False))
+        except BaseException as e:  # (re-raised below)
+            errors.append(e)
+    workers = [threading.Thread(target=ask) for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    assert len({id(f) for f in got}) == 1
+    assert got[0](3, np.arange(5.0)) == 3.0 + threading.get_ident()
