@@ -17,11 +17,14 @@ backward without ``retain_graph`` lets the saved values go, as does the output d
 
 The capture ran the forward once eagerly: the module's buffers (running statistics)
 and the random generator are put back after it, so the replay that follows updates
-them once. A dropout in training mode is a step of the forward program that draws
-its mask from the global generator on each replay, as the eager call would (the same
-numbers for the same seed); the mask is a saved value of the backward. A forward the
-capture cannot replay (another random draw outside the ops, say) runs eagerly,
-recording as usual. A backward with ``create_graph=True`` recomputes the forward
+them once (``stats()["replays"]`` counts the calls after the capture). When the
+capture finds the forward cannot be replayed, nothing is put back: that eager
+forward, recorded on the tape, is the call's result, so its side effects (buffers,
+draws, Python state) happen once. A dropout in training mode is a step of the
+forward program that draws its mask from the global generator on each replay, as the
+eager call would (the same numbers for the same seed); the mask is a saved value of
+the backward. A forward the capture cannot replay (another random draw outside
+the ops, say) runs eagerly, recording as usual. A backward with ``create_graph=True`` recomputes the forward
 eagerly, recording, so higher derivatives are right (with a warning); a forward that
 drew recomputes from the generator's state before its draws. A module
 with hooks anywhere in its tree runs eagerly (the hooks are Python the program would
@@ -63,6 +66,15 @@ class _Replayed:
 
     def __init__(self, prog, arrays):
         self.prog, self.arrays = prog, arrays
+
+
+class _Ran:
+    """The joint's capture failed, and its forward, run eagerly and recording, is this
+    call's: its output."""
+    __slots__ = ("out",)
+
+    def __init__(self, out):
+        self.out = out
 
 
 class _Call:
@@ -108,7 +120,7 @@ class _Joint(Compiled):
         return _EAGER
 
     def _program(self, graph):
-        mark, spec, cots, which = self._info
+        mark, spec, cots, which = self._info[:4]
         prog = partition(graph, mark, cots, fuse=self.fuse)
         prog.spec, prog.cot_values, prog.cot_outputs = spec, cots, which
         return prog
@@ -119,14 +131,29 @@ class _Joint(Compiled):
     def _capture(self, key, args, kwargs, why):
         rng = raw_rng_state()
         kept = [(b, buffer(b).copy()) for b in self.module.buffers()]
+        info = self._info
+        info[:] = []
+        replayable = False
         try:
             super()._capture(key, args, kwargs, why)
-        finally:  # (the replay that follows makes the forward's state changes)
-            set_raw_rng_state(rng)
-            for b, v in kept:
-                buffer(b)[...] = v
-                mark_written(b)
-        return _CAPTURED
+            progs = self._programs.get(key)
+            replayable = bool(progs) and not isinstance(progs[0][0], str)
+        finally:
+            if replayable or not info:  # (the replay that follows makes the forward's
+                set_raw_rng_state(rng)  # state changes)
+                for b, v in kept:
+                    buffer(b)[...] = v
+                    mark_written(b)
+        if replayable:
+            del info[4:]  # (the capture's outputs, and the graph behind them, let go)
+            return _CAPTURED
+        if len(info) < 5:  # the forward did not run (or returned no tensors)
+            return _EAGER
+        # The capture's forward was the eager call (its buffer updates, draws and
+        # Python side effects happened once): its outputs are this call's result.
+        out = info[4]
+        info[4] = None
+        return _Ran(out)
 
 
 def _joint(model, info, args, kwargs):
@@ -138,7 +165,7 @@ def _joint(model, info, args, kwargs):
     with enable_grad():
         out = model.forward(*args, **kwargs)
     outs, spec = _flatten(out)
-    info[:] = [len(rec.g.steps), spec, [], []]
+    info[:] = [len(rec.g.steps), spec, [], [], out]
     if spec is None or not outs:
         rec.fail(f"{type(model).__name__} returns {type(out).__name__} outside tensors "
                  f"in tuples, lists and dicts")
@@ -156,7 +183,8 @@ def _joint(model, info, args, kwargs):
     grads = [None] * len(wrt)
     if ys and wrt:
         try:
-            grads = grad(ys, wrt, cots, allow_unused=True)
+            # (the graph kept: should the capture fail, its outputs are the call's)
+            grads = grad(ys, wrt, cots, retain_graph=True, allow_unused=True)
         except Exception as e:  # (eagerly, it raises at the user's backward, not here)
             rec.fail(f"its backward raised {type(e).__name__}: {e}")
     return tuple(wrap(buffer(o)) for o in outs), tuple(grads)
@@ -250,6 +278,11 @@ class CompiledModule(Module):
         if r is _CAPTURED:  # (the capture put the state back: now the replay)
             rng = raw_rng_state()
             r = joint(*args, **kwargs)
+            if type(r) is _Replayed:  # (the capture call counts as a capture alone)
+                joint._replays -= 1
+        if type(r) is _Ran:  # the capture could not be replayed: its eager forward
+            d["_eager_calls"] += 1
+            return r.out
         if type(r) is not _Replayed:  # a forward that cannot be replayed runs eagerly,
             d["_eager_calls"] += 1    # recording as usual
             return m(*args, **kwargs)

@@ -197,8 +197,8 @@ def test_factories_in_the_forward_are_constants_of_the_program():
                 res.append([p.grad.numpy() for p in model.parameters()])
             for a, b in zip(*res):
                 _close(a, b)
-    # (the first call captures, then replays what it captured)
-    assert cm.stats()["replays"] == 3 and cm.stats()["eager_calls"] == 0
+    # (the first call captures, then replays what it captured: counted as a capture)
+    assert cm.stats()["replays"] == 2 and cm.stats()["eager_calls"] == 0
 
 
 def test_a_factory_result_written_in_place_or_returned_is_not_a_constant():
@@ -277,7 +277,7 @@ def test_dropout_in_training_mode_replays_the_eager_draws():
     outs = [r[0] for r in got[0]]
     assert not np.array_equal(outs[0], outs[1])  # a new mask each call
     s = cm.stats()
-    assert s["eager_calls"] == 0 and s["replays"] == 4 and s["backward_replays"] == 4
+    assert s["eager_calls"] == 0 and s["replays"] == 3 and s["backward_replays"] == 4
 
 
 def test_dropout_masks_of_two_forwards_before_their_backwards():

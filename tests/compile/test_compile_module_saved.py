@@ -55,7 +55,7 @@ def test_two_forwards_then_two_backwards_in_either_order(make, order):
     for a, b in zip(m.buffers(), ref.buffers()):  # running statistics updated once a call
         _close(a.numpy(), b.numpy())
     s = cm.stats()
-    assert s["replays"] >= 3 and s["backward_replays"] == 2 and s["eager_calls"] == 0
+    assert s["replays"] == 2 and s["backward_replays"] == 2 and s["eager_calls"] == 0
     assert s["saved_values"] > 0
 
 

@@ -1,0 +1,88 @@
+"""API.md "Compile and export", `model = tg.compile(model)`: each call of the compiled
+module has the eager call's effects once. A forward the capture finds it cannot replay
+(it counts its calls in a Python attribute, draws from the generator outside the ops)
+runs once on the capture call, not once captured and once more eagerly: the module's
+attributes, running statistics and the generator's state after every call are the
+eager twin's. `stats()["replays"]` counts the calls after the capture, as for a
+compiled function."""
+import copy
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+
+class _Counting(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tg.nn.Linear(3, 3)
+        self.bn = tg.nn.BatchNorm1d(3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.bn(self.lin(x)).tanh()
+
+
+class _Drawing(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tg.nn.Linear(3, 3)
+        self.bn = tg.nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        scale = float(tg.rand(()))  # a draw a replay would repeat
+        return self.bn(self.lin(x)) * (1.0 + scale)
+
+
+def _run(model, xs, seed=0):
+    tg.manual_seed(seed)
+    out = []
+    for x in xs:
+        model.zero_grad()
+        y = model(x)
+        (y * y).sum().backward()
+        out.append((y.detach().numpy().copy(),
+                    [p.grad.numpy().copy() for p in model.parameters()],
+                    [b.numpy().copy() for b in model.buffers()], tg.get_rng_state()))
+    return out
+
+
+@pytest.mark.parametrize("cls", [_Counting, _Drawing])
+def test_unreplayable_forward_runs_once_per_call(cls):
+    tg.manual_seed(0)
+    m = cls()
+    ref = copy.deepcopy(m)
+    cm = tg.compile(m)
+    xs = [tg.randn(5, 3) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = _run(cm, xs)
+    want = _run(ref, xs)
+    for (ya, ga, ba, sa), (yb, gb, bb, sb) in zip(got, want):
+        np.testing.assert_allclose(ya, yb, rtol=1e-6, atol=1e-6)
+        for a, b in zip(ga + ba, gb + bb):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        assert tg.equal(sa, sb)
+    assert int(m.bn.num_batches_tracked) == 3
+    if cls is _Counting:
+        assert m.calls == ref.calls == 3
+    s = cm.stats()
+    assert s["replays"] == 0 and s["eager_calls"] == 3, s
+
+
+def test_module_replays_count_the_calls_after_the_capture():
+    model = tg.nn.Sequential(tg.nn.Linear(4, 8), tg.nn.Tanh(), tg.nn.Linear(8, 1))
+    cm = tg.compile(model)
+    x = tg.randn(6, 4)
+    for n in range(1, 4):
+        cm(x).sum().backward()
+        s = cm.stats()
+        assert (s["captures"], s["replays"], s["eager_calls"]) == (1, n - 1, 0), s
+    with tg.no_grad():  # the forward alone: a capture of its own, then replays
+        for _ in range(2):
+            cm(x)
+    s = cm.stats()
+    assert (s["captures"], s["replays"]) == (2, 3), s
