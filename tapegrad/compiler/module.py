@@ -24,12 +24,13 @@ draws, Python state) happen once. A dropout in training mode is a step of the
 forward program that draws its mask from the global generator on each replay, as the
 eager call would (the same numbers for the same seed); the mask is a saved value of
 the backward. A forward the capture cannot replay (another random draw outside
-the ops, say) runs eagerly, recording as usual. A backward with ``create_graph=True`` recomputes the forward
-eagerly, recording, so higher derivatives are right (with a warning); a forward that
-drew recomputes from the generator's state before its draws. A module
-with hooks anywhere in its tree runs eagerly (the hooks are Python the program would
-not run); so does a call inside another capture (that capture records its ops). A
-call under ``no_grad`` or with nothing requiring grad replays the forward alone.
+the ops, say) runs eagerly, recording as usual. A backward with ``create_graph=True``
+recomputes the forward eagerly, recording, so higher derivatives are right (with a
+warning); a forward that drew recomputes from the generator's state before its
+draws. A module with hooks anywhere in its tree runs eagerly (the hooks are Python
+the program would not run); so does a call inside another capture (that capture
+records its ops). A call under ``no_grad`` or with nothing requiring grad replays
+the forward alone.
 """
 import builtins
 import inspect
