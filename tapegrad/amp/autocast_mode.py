@@ -26,8 +26,8 @@ _SUPPORTED = {"cpu": (_dt.bfloat16, _dt.float16), "cuda": (_dt.float16, _dt.bflo
 class autocast:
     """``autocast(device_type, dtype=None, enabled=True, cache_enabled=True)``: a
     context manager and a decorator. ``dtype`` defaults to bfloat16 on CPU and
-    float16 on CUDA; an unsupported one warns and leaves autocast off (PyTorch's
-    behaviour)."""
+    float16 on CUDA; an unsupported one, or ``"cuda"`` where CUDA is not available,
+    warns and leaves autocast off (PyTorch's behaviour)."""
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=True):
         if not isinstance(device_type, str):
@@ -40,6 +40,10 @@ class autocast:
         self._cache_enabled = (is_autocast_cache_enabled() if cache_enabled is None
                                else bool(cache_enabled))
         enabled = bool(enabled)
+        if enabled and device_type == "cuda" and not _cuda_available():
+            warnings.warn("User provided device_type of 'cuda', but CUDA is not available. "
+                          "Disabling autocast.", UserWarning, stacklevel=2)
+            enabled = False
         if enabled and self.fast_dtype not in _SUPPORTED[device_type]:
             name = "CPU" if device_type == "cpu" else "CUDA"
             warnings.warn(f"In {name} autocast, but the target dtype is not supported. "
@@ -75,6 +79,11 @@ class autocast:
             with autocast(self.device, self.fast_dtype, self._enabled, self._cache_enabled):
                 return func(*args, **kwargs)
         return run
+
+
+def _cuda_available():
+    from .. import cuda
+    return cuda.is_available()
 
 
 def is_autocast_enabled(device_type="cuda"):

@@ -9,6 +9,7 @@ float32 0-d tensor and the growth tracker an int32 one, updated with PyTorch's
 arithmetic, so both follow ``torch.amp.GradScaler``'s values exactly.
 """
 import enum
+import warnings
 from collections import abc
 
 import numpy as np
@@ -49,6 +50,12 @@ class GradScaler:
                  backoff_factor=0.5, growth_interval=2000, enabled=True):
         self._device = str(device)
         self._enabled = bool(enabled)
+        if self._enabled and self._device.startswith("cuda"):
+            from .. import cuda
+            if not cuda.is_available():
+                warnings.warn("tg.amp.GradScaler is enabled, but CUDA is not available.  "
+                              "Disabling.", UserWarning, stacklevel=2)
+                self._enabled = False
         if self._enabled:
             if not growth_factor > 1.0:
                 raise AssertionError("The growth factor must be > 1.0.")

@@ -226,3 +226,27 @@ def test_grad_scaler_errors_and_disabled():
     sc = tg.amp.GradScaler(init_scale=2.0)
     out = sc.scale([tg.ones(1), (tg.ones(1) * 2,)])
     assert out[0].tolist() == [2.0] and out[1][0].tolist() == [4.0]
+
+
+@pytest.mark.skipif(tg.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_autocast_and_scaler_without_cuda_warn_and_disable():
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        region = tg.autocast("cuda")
+    with region:
+        assert not tg.is_autocast_enabled("cuda")
+        a = tg.randn(3, 3)
+        assert (a @ a).dtype == tg.float32
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        scaler = tg.amp.GradScaler("cuda")
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        ref = torch.amp.GradScaler("cuda")
+    res = []
+    for lib, s in ((tg, scaler), (torch, ref)):
+        w = lib.ones(2, requires_grad=True)
+        opt = lib.optim.SGD([w], lr=0.1)
+        loss = s.scale((w * 2).sum())
+        loss.backward()
+        s.step(opt)
+        s.update()
+        res.append((float(loss), w.tolist(), s.get_scale(), s.is_enabled(), s.state_dict()))
+    assert res[0] == res[1]

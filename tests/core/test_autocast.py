@@ -458,6 +458,7 @@ def test_binary_cross_entropy_refused_under_cuda_autocast(monkeypatch):
             return types.SimpleNamespace(type="cuda")
     with monkeypatch.context() as m:
         m.setattr(dispatch, "_devices", _AsCuda())
+        m.setattr("tapegrad.amp.autocast_mode._cuda_available", lambda: True)
         for inp in (x, x.half(), x.double()):
             with tg.autocast("cuda"):
                 with pytest.raises(RuntimeError, match="unsafe to autocast.*with_logits"):
