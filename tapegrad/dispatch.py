@@ -58,7 +58,7 @@ __all__ = ["bind", "lane", "apply_inplace", "observe", "raw_arrays", "register_f
 
 _SCALARS = (int, float, bool)
 _NDARRAY = np.ndarray
-_BF16, _F16, _F32 = _dt.BF16, _dt.F16, _dt.F32
+_F16, _F32 = _dt.F16, _dt.F32  # (bfloat16's is read as _dt.BF16: see dtypes)
 _isf = _dt.is_float
 _new = object.__new__
 _NO = object()  # a lane's second operand when there is none
@@ -161,7 +161,7 @@ def _make_lane(op):
         xd = x._data
         dt = xd.dtype
         if not mode or type(xd) is not _NDARRAY or (float_only and dt.kind != "f") or (
-                widen and (dt is _F16 or dt is _BF16)) or (casts and _state._autocast):
+                widen and (dt is _F16 or dt is _dt.BF16)) or (casts and _state._autocast):
             return _general(op, (x,) if y is _NO else (x, y), attrs)
         if y is _NO:
             yd = ry = None
@@ -634,7 +634,7 @@ def _promote(op, arrays):
 
 def _low_in(arrays):
     for a in arrays:
-        if a is not None and type(a) not in _SCALARS and (a.dtype is _BF16 or a.dtype is _F16):
+        if a is not None and type(a) not in _SCALARS and (a.dtype is _dt.BF16 or a.dtype is _F16):
             return True
     return False
 
@@ -718,7 +718,7 @@ def _cast(a, dtype):
     if 0 in a.strides and a.size > 1:
         compact = a[tuple(slice(0, 1) if s == 0 else slice(None) for s in a.strides)]
         return _devices.xp_of(a).broadcast_to(compact.astype(dtype), a.shape)
-    if type(a) is _NDARRAY and dtype is _F32 and (a.dtype is _BF16 or a.dtype is _F16):
+    if type(a) is _NDARRAY and dtype is _F32 and (a.dtype is _dt.BF16 or a.dtype is _F16):
         return _halfwidth.to_float32(a)  # (NumPy widens float16 one element at a time)
     return a.astype(dtype)
 

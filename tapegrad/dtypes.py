@@ -4,8 +4,19 @@ A tapegrad dtype wraps a NumPy dtype (CuPy uses the same dtype objects), compare
 equal to it, and prints as PyTorch does (``tapegrad.float32``). ``bfloat16`` is
 ``ml_dtypes``' NumPy dtype; NumPy gives it the kind letter ``"V"``, so code asks
 ``is_float(np_dtype)`` rather than comparing the kind with ``"f"``.
+
+ml_dtypes is imported when bfloat16 is first needed, not with tapegrad: its import
+registers the casts and ufunc loops of a dozen dtypes with NumPy, about half a second
+of CPU in every process (each test worker, MPI rank and subprocess). Until then
+``BF16`` is a stand-in dtype no array has, so ``dt is BF16`` and ``dt in LOW`` answer
+False, as they must: no bfloat16 array exists before ml_dtypes is imported. Whoever
+imports it (``tg.bfloat16.np``, a cast to bfloat16, JAX, the user), ``BF16``,
+``LOW``, ``LOW_SET`` and ``tg.bfloat16`` are bound to ml_dtypes' dtype as its import
+finishes (``_BindOnImport``). Code reads them from this module when it runs (``_dt.BF16``),
+never copies them at import; a table keyed by them registers with ``on_bfloat16``.
 """
-import ml_dtypes
+import sys
+
 import numpy as np
 
 __all__ = ["DType", "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32",
@@ -45,10 +56,12 @@ class DType:
         return (as_dtype, (self.name,))
 
 
-BF16 = np.dtype(ml_dtypes.bfloat16)  # the NumPy dtype (kind "V")
+# bfloat16's NumPy dtype (kind "V") once ml_dtypes is imported; until then a stand-in
+BF16 = np.dtype([("bfloat16 before ml_dtypes is imported", np.uint16)])
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 LOW = (BF16, F16)  # half-width floats: computed in float32, rounded once per op
+LOW_SET = frozenset(LOW)
 
 
 def is_float(np_dtype):
@@ -56,7 +69,26 @@ def is_float(np_dtype):
     return np_dtype.kind == "f" or np_dtype is BF16
 
 
-bfloat16 = DType("bfloat16", BF16)
+class _Bfloat16(DType):
+    """``tg.bfloat16`` before ml_dtypes is imported: what it is needs no import, its
+    ``np`` (or its hash, or a comparison with a NumPy dtype) imports ml_dtypes, which
+    makes it a plain ``DType``."""
+    __slots__ = ()
+
+    def __init__(self):
+        self.name = "bfloat16"
+        self._kind = "f"
+        self.is_floating_point = self.is_signed = True
+        self.itemsize = 2
+
+    @property
+    def np(self):
+        import ml_dtypes
+        _bind(ml_dtypes)  # (done already by _BindOnImport, unless it was bypassed)
+        return self.np
+
+
+bfloat16 = _Bfloat16()
 float16 = DType("float16", np.float16)
 float32 = DType("float32", np.float32)
 float64 = DType("float64", np.float64)
@@ -68,12 +100,70 @@ uint8 = DType("uint8", np.uint8)
 bool = DType("bool", np.bool_)  # noqa: A001 - the public name is torch's
 
 ALL = (bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8, bool)
-_BY_NP = {d.np: d for d in ALL}
+_BY_NP = {d.np: d for d in ALL if d is not bfloat16}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"half": float16, "float": float32, "double": float64, "long": int64,
                  "int": int32, "short": int16, "bool_": bool})
 
 _default_float = [float32]
+_bound = []  # the callbacks of on_bfloat16
+
+
+def on_bfloat16(callback):
+    """Call ``callback(BF16)`` once bfloat16's NumPy dtype is known: now, if ml_dtypes
+    is imported already, else when it is (for a module's table keyed by dtypes)."""
+    if type(bfloat16) is DType:
+        callback(BF16)
+    else:
+        _bound.append(callback)
+
+
+def _bind(ml_dtypes):
+    """ml_dtypes is imported: bind ``BF16``, ``LOW``, ``LOW_SET`` and ``bfloat16``."""
+    global BF16, LOW, LOW_SET
+    if type(bfloat16) is DType:
+        return
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    BF16, LOW, LOW_SET = bf16, (bf16, F16), frozenset((bf16, F16))
+    _BY_NP[bf16] = bfloat16
+    bfloat16.__class__ = DType
+    bfloat16.np = bf16
+    for callback in _bound:
+        callback(bf16)
+    del _bound[:]
+
+
+class _BindOnImport:
+    """A ``sys.meta_path`` finder that finds nothing itself: when ml_dtypes is imported
+    (by anyone), it has the finder that would import it do so, and calls ``_bind`` once
+    its module has run."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "ml_dtypes" or self not in sys.meta_path:
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") \
+                else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _bind(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "ml_dtypes" in sys.modules:
+    _bind(sys.modules["ml_dtypes"])
+else:
+    sys.meta_path.insert(0, _BindOnImport())
 
 
 def get_default_dtype():

@@ -642,7 +642,7 @@ class _Decoder:
         if "bits_of" in node:
             if node["bits_of"] != "bfloat16" or arr.dtype != np.uint16:
                 self.fail(f"array {key!r}: bad bits_of entry {node['bits_of']!r:.80}")
-            arr = arr.view(_dt.BF16)
+            arr = arr.view(_dt.bfloat16.np)
         obj = arr if "ndarray" in node else self.tensor(node, key, arr)
         self.objects[ident] = obj
         return obj

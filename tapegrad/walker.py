@@ -20,15 +20,14 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from . import dtypes as _dt
 from ._util import loud_numpy, quiet_numpy
 from .devices.cpu_kernels import halfwidth as _halfwidth
-from .dtypes import LOW
 from .tape import PACKED, Packed, check_finite, state
 from .tensor import POST_HOOKED, Tensor, as_output, last_write, mark_written, wrap
 
 __all__ = ["backward_pass", "Ctx"]
 
-_LOW = frozenset(LOW)
 _F32 = np.dtype(np.float32)
 _FREED_MSG = ("Trying to backward through the graph a second time (or to use saved values "
               "after they were freed). Saved values of a recording are freed after "
@@ -108,7 +107,7 @@ def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):
         op = node.op
         if op.nout != 1:
             g = tuple(g)
-        if traced or _LOW.isdisjoint(node.dtypes) or getattr(op, "halfwidth", False):
+        if traced or _dt.LOW_SET.isdisjoint(node.dtypes) or getattr(op, "halfwidth", False):
             in_grads = op.vjp(ctx, g) if not observers else _observed_vjp(observers, node, ctx,
                                                                           g)
         else:
@@ -358,17 +357,18 @@ def _widened_vjp(node, ctx, g, observers):
     cast = observed_cast[0] if observers else _astype
 
     def wide(a):
-        return cast(a, _F32) if a is not None and getattr(a, "dtype", None) in _LOW else a
+        return cast(a, _F32) if a is not None and getattr(a, "dtype", None) in _dt.LOW_SET else a
     w = Ctx()
     w.m, w.attrs, w.shapes = ctx.m, ctx.attrs, ctx.shapes
-    w.dtypes = tuple(_F32 if d in _LOW else d for d in ctx.dtypes)  # what the vjp makes
+    w.dtypes = tuple(_F32 if d in _dt.LOW_SET else d for d in ctx.dtypes)  # what the vjp makes
     w.needs_input_grad, w.node = ctx.needs_input_grad, node
     w.inputs = None if ctx.inputs is None else [wide(a) for a in ctx.inputs]
     out = ctx.out
     w.out = tuple(wide(o) for o in out) if type(out) is tuple else wide(out)
     g = tuple(wide(x) for x in g) if type(g) is tuple else wide(g)
     in_grads = node.op.vjp(w, g) if not observers else _observed_vjp(observers, node, w, g)
-    return [cast(gi, dt) if gi is not None and dt in _LOW and getattr(gi, "dtype", dt) == _F32
+    low = _dt.LOW_SET
+    return [cast(gi, dt) if gi is not None and dt in low and getattr(gi, "dtype", dt) == _F32
             else gi for gi, dt in zip(in_grads, node.dtypes)]
 
 

@@ -14,8 +14,9 @@ from collections import abc
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..devices import xp_of
-from ..dtypes import BF16, float16, float32, int32
+from ..dtypes import float16, float32, int32
 from ..grad_mode import no_grad
 from ..ops import full, tensor as _tensor
 from ..tensor import Tensor, buffer, mark_written
@@ -139,8 +140,8 @@ class GradScaler:
                     xp = xp_of(data)
                     if not bool(xp.isfinite(data).all()):
                         found = True
-                    if data.dtype is BF16:  # in float32, rounded once
-                        data[...] = (data.astype(np.float32) * inv).astype(BF16)
+                    if data.dtype is _dt.BF16:  # in float32, rounded once
+                        data[...] = (data.astype(np.float32) * inv).astype(_dt.BF16)
                     else:  # float32, or float64 times the float32 reciprocal
                         xp.multiply(data, data.dtype.type(inv), out=data)
                     mark_written(g)

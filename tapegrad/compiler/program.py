@@ -42,9 +42,9 @@ import math
 import operator
 import sys
 
-import ml_dtypes
 import numpy as np
 
+from .. import dtypes as _dt
 from ..devices import cpu as _cpu
 from ..fusion import codegen_numba, expr as E, tables as _tables
 from ..fusion.op import config as _fusion_config
@@ -70,12 +70,11 @@ _UFUNCS = {"add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "d
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _F32 = np.dtype(np.float32)
 _F16 = np.dtype(np.float16)
-_LOW = (np.dtype(ml_dtypes.bfloat16), _F16)  # computed in float32
 
 
 def _compute_dtype(dt):
     """The dtype a fused kernel computes ``dt`` in: float32 for bfloat16/float16."""
-    return _F32 if dt in _LOW else dt
+    return _F32 if dt in _dt.LOW_SET else dt
 
 
 # ---------------------------------------------------------------- DCE
@@ -225,7 +224,7 @@ def _group_expr(st, g, env):
     else:
         node = _expr_of(st, g, env)
     dt = g.dtypes[st.outs[0]]
-    if node is not None and dt in _LOW:
+    if node is not None and dt in _dt.LOW_SET:
         node = E.unary(f"round_{dt.name}", node)
     return node
 
@@ -444,7 +443,7 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
     env = dict(zip(ins, in_nodes))
     for st in members:
         env[st.outs[0]] = _group_expr(st, g, env)
-    half = {g.dtypes[v] for v in ins + [st.outs[0] for st in members]} & set(_LOW)
+    half = {g.dtypes[v] for v in ins + [st.outs[0] for st in members]} & _dt.LOW_SET
     if len(half) > 1:
         return None
     half = half.pop().name if half else None
@@ -454,13 +453,13 @@ def _make_fused(g, members, escapes, outside, key, red=None, again=()):
             ins[k] = g.add_value((1,), one.dtype, "const")
             g.consts[ins[k]] = one
     # read once: a one-element input, or a broadcast of one (a reduction's gradient)
-    pattern = "".join(("h" if g.dtypes[v] in _LOW else "f") if g.shapes[v] == shape and not (
+    pattern = "".join(("h" if g.dtypes[v] in _dt.LOW_SET else "f") if g.shapes[v] == shape and not (
         math.prod(shape) > 1 and math.prod(g.shapes[g.root(v)]) == 1) else "s" for v in ins)
     exprs = [env[v] for v in outs]
     if red is not None:  # the reduced value first: the kernel returns its sum
         exprs.insert(0, env[red.ins[0]])
     first = 1 if red is not None else 0
-    wide = tuple(j + first for j, v in enumerate(outs) if g.dtypes[v] not in _LOW) \
+    wide = tuple(j + first for j, v in enumerate(outs) if g.dtypes[v] not in _dt.LOW_SET) \
         if half else ()
     try:
         looked, tabs = (), ()
@@ -1266,7 +1265,7 @@ def _fused_runner(prog, st, plan):
             flat.append(np.ascontiguousarray(a).reshape(-1) if p == "f" else _first(a))
         outs = [b if b is not None else r.get() if r is not None else np.empty(shape, dt)
                 for b, r, dt in zip(bufs, rings, dtypes)]
-        args = flat + [o.reshape(-1).view(np.uint16) if o.dtype in _LOW else o.reshape(-1)
+        args = flat + [o.reshape(-1).view(np.uint16) if o.dtype in _dt.LOW_SET else o.reshape(-1)
                        for o in outs]
         if first[0]:
             first[0] = False
@@ -1298,7 +1297,7 @@ def _reduce_runner(fn, pattern, n, dtype, red, bufs, rings, dtypes):
             outs.append(b if b is not None else r.get() if r is not None else
                         np.empty(shape_of[j] or (n,), dtypes[j]))
         total = math.fsum(_cpu.run_chunked(
-            fn, n, *flat, *[o.reshape(-1).view(np.uint16) if o.dtype in _LOW else
+            fn, n, *flat, *[o.reshape(-1).view(np.uint16) if o.dtype in _dt.LOW_SET else
                             o.reshape(-1) for o in outs], collect=True))
         if how == "mean":
             total = total / n if n else math.nan

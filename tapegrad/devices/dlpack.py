@@ -9,7 +9,7 @@ import ctypes
 
 import numpy as np
 
-from ..dtypes import BF16
+from .. import dtypes as _dt
 from . import cuda
 
 _KDL_UINT, _KDL_BFLOAT = 1, 4
@@ -66,7 +66,7 @@ def import_array(obj, copy=None):
         kw = {} if copy is None else {"copy": copy}
         src = _AsUint16(obj) if hasattr(obj, "__dlpack__") else obj
         out = np.from_dlpack(src, **kw)
-        return out.view(BF16) if getattr(src, "found", False) else out
+        return out.view(_dt.bfloat16.np) if getattr(src, "found", False) else out
     if int(dev_type) in (2, 13):  # kDLCUDA, kDLCUDAManaged
         cp = cuda.cupy()
         out = cp.from_dlpack(obj)
@@ -79,7 +79,7 @@ def export(array, *, read_only, stream=None, max_version=None, dl_device=None, c
     if read_only and isinstance(array, np.ndarray) and array.flags.writeable:
         array = array.view()
         array.flags.writeable = False
-    if array.dtype is BF16:
+    if array.dtype is _dt.BF16:
         cap = export(array.view(np.uint16), read_only=False, stream=stream,
                      max_version=max_version, dl_device=dl_device, copy=copy)
         _retype(cap, _KDL_UINT, _KDL_BFLOAT)

@@ -46,7 +46,8 @@ class config:
 
 _F32 = np.dtype(np.float32)
 # dtypes with compiled CPU kernels (bfloat16 and float16: half-width loads and stores)
-_NUMBA_DTYPES = (_dt.BF16, _dt.F16, _F32, np.dtype(np.float64))
+_NUMBA_DTYPES = {_dt.F16, _F32, np.dtype(np.float64)}  # and bfloat16's, once known
+_dt.on_bfloat16(_NUMBA_DTYPES.add)
 
 # compile statistics, for benchmarks and the "second call compiles nothing" test
 stats = {"compiles": 0, "cache_loads": 0, "compile_seconds": 0.0,

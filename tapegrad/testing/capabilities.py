@@ -83,7 +83,7 @@ def _dtypes(op, f64):
     if any(a.dtype.kind == "f" for s in f64 for a in _arrays(s.args)):
         seen |= {a.dtype for s in op.samples(np.float32) for a in _arrays(s.args)}
         if op.torch is not None:
-            seen |= {_dt.BF16, _dt.F16}
+            seen |= {_dt.bfloat16.np, _dt.F16}
     return ", ".join(sorted(str(d) for d in seen)) or "-"
 
 

@@ -195,3 +195,45 @@ def test_mixed_dtype_contraction_refused_as_pytorch():
     with pytest.raises((RuntimeError, TypeError)):
         a @ tg.ones(2, 2)
     assert (a @ a).dtype == tg.bfloat16
+
+
+_LAZY = r"""
+import sys
+import numpy as np
+import tapegrad as tg
+from tapegrad import dtypes
+assert "ml_dtypes" not in sys.modules, "import tapegrad imported ml_dtypes"
+assert tg.bfloat16.is_floating_point and tg.bfloat16.itemsize == 2
+assert repr(tg.bfloat16) == "tapegrad.bfloat16" and tg.bfloat16 != tg.float16
+x = tg.tensor([1.0, 2.5, -3.0], requires_grad=True)
+(x * x).sum().backward()
+assert x.grad.tolist() == [2.0, 5.0, -6.0] and tg.float16 in (tg.float32, tg.float16)
+assert "ml_dtypes" not in sys.modules, "float32 work imported ml_dtypes"
+if sys.argv[1] == "tapegrad":  # tapegrad imports it: a cast to bfloat16
+    y = x.detach().to(tg.bfloat16)
+else:  # someone else does, and hands tapegrad its arrays
+    import ml_dtypes
+    y = tg.tensor(np.array([1.0, 2.5, -3.0], ml_dtypes.bfloat16))
+assert type(tg.bfloat16) is dtypes.DType and tg.bfloat16.np is dtypes.BF16
+assert dtypes.BF16 == np.dtype("bfloat16") and dtypes.LOW_SET == {dtypes.BF16, dtypes.F16}
+assert y.dtype is tg.bfloat16 and y.is_floating_point() and (y * 2).dtype is tg.bfloat16
+assert (y + tg.ones(3, dtype=tg.float16)).dtype is tg.float32
+assert (y * 2).float().tolist() == [2.0, 5.0, -6.0]
+z = y.float().requires_grad_()
+(z.to(tg.bfloat16) ** 2).sum().backward()
+assert z.grad.tolist() == [2.0, 5.0, -6.0]
+print("OK")
+"""
+
+
+@pytest.mark.parametrize("importer", ["tapegrad", "another_library"])
+def test_ml_dtypes_is_imported_when_bfloat16_is_first_needed(importer):
+    # a fresh process: this one has ml_dtypes already
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", _LAZY, importer], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "OK", p.stderr

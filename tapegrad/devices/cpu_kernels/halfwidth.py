@@ -27,7 +27,8 @@ MIN_NUMEL = 1 << 14  # below this NumPy's cast costs less than a call of the loo
 # hold the caller up)
 CHUNK = 1 << 20
 _F32 = np.dtype(np.float32)
-_NAMES = {_dt.BF16: "bf16", _dt.F16: "f16"}
+_NAMES = {_dt.F16: "f16"}  # and bfloat16's, once ml_dtypes is imported
+_dt.on_bfloat16(lambda bf16: _NAMES.__setitem__(bf16, "bf16"))
 _kernels = {}
 _warm = set()  # kernels called once (compiled or loaded)
 _broken = []
