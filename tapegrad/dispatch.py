@@ -37,10 +37,12 @@ from .ops_registry.opdef import OpDef, TensorSpec, validate
 from .tape import (
     FAST_RECORD as _FAST_RECORD,
     INFERENCE as _INFERENCE,
+    INFERENCE_SEEN as _INFERENCE_SEEN,
     PACKED as _PACKED,
     RAW as _RAW,
     Node as _Node,
     Packed as _Packed,
+    check_saved_inference as _check_saved_inference,
     make_node as _make_node,
     next_seq as _next_seq,
     state as _state,
@@ -254,6 +256,8 @@ def _make_lane(op):
             else:
                 node.saved = node.versions = None
                 node.inputs = none2
+        if _INFERENCE_SEEN[0] and node.saved is not None:
+            _check_saved_inference(op, node.saved)
         node.seq = _next_seq()
         if save_out:
             node.out = out
@@ -859,6 +863,8 @@ def _make_view(res, base, op, attrs):
     remembers the view ops that derive it from that base (for in-place ops on it)."""
     if type(base) in _TT and (res._data.base is not None or res._data is base._data):
         res._vc = base._vc
+        if base._inference:  # (a view of an inference tensor is one, as PyTorch's)
+            res._inference = True
         if base._base is not None:
             root = res._base = base._base
             res._view_ops = base._view_ops + ((op, attrs),)

@@ -165,6 +165,8 @@ class _State(threading.local):
     @inference.setter
     def inference(self, flag):
         self._inference = flag
+        if flag:
+            INFERENCE_SEEN[0] = True
         self._refresh()
 
     @property
@@ -374,6 +376,25 @@ def install_namespace(m):
     Node.m = m
 
 
+# Whether inference_mode was ever entered in this process (so inference tensors may
+# exist): until then, recording skips the check that none is saved for backward.
+INFERENCE_SEEN = [False]
+
+
+def check_saved_inference(op, saved):
+    """PyTorch's rule: a tensor made inside ``inference_mode`` cannot be saved for
+    backward (its version counter is not tracked, so a later in-place write could
+    not be detected)."""
+    for t in saved:
+        if t is not None and getattr(t, "_inference", False):
+            raise RuntimeError(
+                "Inference tensors cannot be saved for backward. Please do not use Tensors "
+                "created in inference mode in computation tracked by autograd. To work "
+                "around this, you can make a clone to get a normal tensor and use it in "
+                "autograd, or use `tg.no_grad()` instead of `tg.inference_mode()` "
+                f"(an input of {op.name})")
+
+
 def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, inputs, out,
               out_version, same, write):
     """The one node builder: a new Node with every slot set, the next sequence number.
@@ -381,6 +402,8 @@ def make_node(op, attrs, edges, shapes, dtypes, needs, saved, versions, inputs, 
     ``same`` is True only for an elementwise op (``op.elementwise``) whose tensor
     inputs all have its output's shape and dtype: the walker then trusts its vjp's
     gradients to have them too (tests/ops checks that of every elementwise vjp)."""
+    if saved is not None and INFERENCE_SEEN[0]:
+        check_saved_inference(op, saved)
     node = Node()
     node.op = op
     node.attrs = attrs

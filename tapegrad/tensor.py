@@ -302,6 +302,8 @@ class Tensor:
         saved for a backward that they overwrite is caught."""
         t = Tensor(self._data)
         t._vc = self._vc
+        if self._inference:
+            t._inference = True
         return t
 
     def detach_(self):

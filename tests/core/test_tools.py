@@ -1,4 +1,6 @@
 """User tools: ``tg.custom_op``, ``tg.viz.to_dot``, ``tg.profile``."""
+import re
+
 import numpy as np
 import pytest
 
@@ -210,3 +212,26 @@ def test_is_inference_as_pytorch():
         return ([t.is_inference() for t in made], x.is_inference(), normal.is_inference(),
                 (y * 2).is_inference(), (x + 1).is_inference())
     assert flags(tg) == flags(torch) == ([True] * 5, False, False, False, False)
+
+
+def test_inference_tensors_cannot_be_saved_for_backward_as_pytorch():
+    import torch
+
+    def run(lib):
+        with lib.inference_mode():
+            t = lib.ones(3) * 2
+        w = lib.ones(3, requires_grad=True)
+        out = [t[None].is_inference(), t.detach().is_inference(), t.clone().is_inference()]
+        for f in (lambda: w + t, lambda: w * t, lambda: w * t.clone(), lambda: w @ t,
+                  lambda: t.exp() * w, lambda: w / t[:], lambda: lib.where(t > 0, w, t)):
+            try:
+                f().sum().backward()
+                out.append("ok")
+            except RuntimeError as e:
+                assert re.search("Inference tensors cannot be saved for backward", str(e))
+                out.append("refused")
+        with lib.no_grad():
+            out.append(float((w * t).sum()))
+        return out
+    assert run(tg) == run(torch)
+    assert run(tg).count("refused") == 3
