@@ -16,7 +16,8 @@ constant next to Tensors; dispatch refuses a call with no Tensor at all), a comp
 one is not (tapegrad computes on real dtypes only).
 
 A function with a ``dim`` (``keepdim``) parameter and none named ``axis``
-(``keepdims``) takes that NumPy name as an alias, as PyTorch's functions do.
+(``keepdims``) takes that NumPy name as an alias, as PyTorch's functions do. One that
+PyTorch gives an ``out=`` (``OUT_OPS``) takes it here when it has none of its own.
 
 A MemoryError from inside (a composite's index or noise array sized from a huge
 input) becomes a RuntimeError naming the function, as dispatch does for the ops.
@@ -98,6 +99,24 @@ _VARARGS = ("tensors", "matrices")
 _NUMBER_OK = {"lerp": ("weight",), "gaussian_nll_loss": ("var",), "select": ("index",),
               "select_scatter": ("index",)}
 
+# the functions with one tensor result that PyTorch gives an ``out=`` (the result
+# copied into that tensor: ``compat.write_out``); those with their own take it
+OUT_OPS = frozenset("""
+add addbmm addcdiv addcmul addmm addmv addr all amax amin baddbmm bitwise_and
+bitwise_left_shift bitwise_not bitwise_right_shift bitwise_xor bmm bucketize ceil
+cholesky cholesky_inverse cholesky_solve clamp clip column_stack copysign cos cosh
+cross cumprod cumsum deg2rad diag digamma div divide dot dstack eq erf erfc erfinv
+exp exp2 expm1 fix float_power floor floor_divide fmax fmin fmod frac gather gcd ge
+ger greater greater_equal gt heaviside histc hstack hypot i0 igamma igammac
+index_select inner inverse isneginf isposinf kron lcm ldexp le lerp less less_equal
+lgamma log log1p logaddexp logaddexp2 logcumsumexp logical_and logical_not
+logical_or logit logsumexp lt masked_select matrix_power maximum minimum mm mv
+mvlgamma nan_to_num nanmean narrow_copy ne neg negative nextafter nonzero not_equal
+outer polygamma pow reciprocal remainder renorm round row_stack rsqrt searchsorted
+sgn sigmoid sign signbit sin sinc sinh sqrt std sub subtract take_along_dim tan
+tanh tril triu trunc var vdot vstack where xlogy
+""".split())
+
 _wrapped = {}  # fn -> its checked version: tg.linear is tg.nn.functional.linear
 
 
@@ -168,6 +187,14 @@ def _aliases(fn):
     return tuple((a, n) for a, n in _ALIASES if n in params and a not in params)
 
 
+def _has_out(fn):
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return True
+    return "out" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+
+
 def _unalias(name, aliases, kwargs):
     for alias, real in aliases:
         if alias in kwargs:
@@ -230,6 +257,7 @@ def checked(fn):
     first = plan[0]
     simple = len(plan) == 1 and first[0] == 0 and not first[2] and not first[4]
     aliases = _aliases(fn)
+    takes_out = name in OUT_OPS and not _has_out(fn)
     from ._decl import composite_op, widened_call
     op = composite_op(fn)  # a composite's autocast policy applies at its public entry
     run = fn
@@ -239,8 +267,15 @@ def checked(fn):
 
     @functools.wraps(fn)
     def f(*args, **kwargs):
-        if aliases and kwargs:
-            kwargs = _unalias(name, aliases, kwargs)
+        if kwargs:
+            if aliases:
+                kwargs = _unalias(name, aliases, kwargs)
+            if takes_out and "out" in kwargs:
+                kwargs = dict(kwargs)
+                out = kwargs.pop("out")
+                if out is not None:
+                    from .compat import write_out
+                    return write_out(name, f(*args, **kwargs), out)
         if simple and args and type(args[0]) in _TT:
             pass  # the common case: one tensor argument, given a Tensor
         else:

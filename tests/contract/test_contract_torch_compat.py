@@ -225,3 +225,46 @@ def test_optimizer_differentiable_refused(name):
 def test_negative_zero_prints_as_torch(values):
     import tapegrad as tg
     assert repr(tg.tensor(values)).replace("tapegrad", "torch") == repr(torch.tensor(values))
+
+
+OUT_CASES = {  # name -> the arguments, as a function of the library
+    "add": lambda L: (L.tensor([[1.0, 2.0], [3.0, 4.0]]), L.tensor([0.5, -1.0])),
+    "sub": lambda L: (L.tensor([[1.0, 2.0], [3.0, 4.0]]), L.tensor([0.5, -1.0])),
+    "div": lambda L: (L.tensor([[1.0, 2.0], [3.0, 4.0]]), L.tensor([0.5, -1.0])),
+    "mm": lambda L: (L.tensor([[1.0, 2.0], [3.0, 4.0]]), L.tensor([[0.5], [-1.0]])),
+    "bmm": lambda L: (L.ones(2, 2, 3), L.ones(2, 3, 2)),
+    "dot": lambda L: (L.tensor([1.0, 2.0]), L.tensor([3.0, 4.0])),
+    "outer": lambda L: (L.tensor([1.0, 2.0]), L.tensor([3.0, 4.0, 5.0])),
+    "exp": lambda L: (L.tensor([0.0, 1.0]),),
+    "tanh": lambda L: (L.tensor([0.0, 1.0]),),
+    "maximum": lambda L: (L.tensor([0.0, 3.0]), L.tensor([1.0, 2.0])),
+    "eq": lambda L: (L.tensor([0.0, 3.0]), L.tensor([0.0, 2.0])),
+    "tril": lambda L: (L.ones(3, 3),),
+    "where": lambda L: (L.tensor([True, False]), L.tensor([1.0, 2.0]), L.tensor([3.0, 4.0])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_CASES))
+def test_out_keyword_as_torch(name):
+    import tapegrad as tg
+    res = []
+    for L in (tg, torch):
+        args = OUT_CASES[name](L)
+        want = getattr(L, name)(*args)
+        out = L.empty(0, dtype=want.dtype)  # (resized to the result's shape)
+        got = getattr(L, name)(*args, out=out)
+        assert got is out
+        res.append((np.array(out.tolist(), dtype=float), tuple(out.shape),
+                    str(out.dtype).split(".")[-1]))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
+    assert res[0][1:] == res[1][1:]
+
+
+def test_out_keyword_refuses_recording_as_torch():
+    import tapegrad as tg
+    for L in (tg, torch):
+        a = L.ones(2, 2, requires_grad=True)
+        with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+            L.add(a, a, out=L.empty(2, 2))
+        with L.no_grad():
+            assert L.mm(a, a, out=L.empty(2, 2)).tolist() == [[2.0, 2.0], [2.0, 2.0]]
