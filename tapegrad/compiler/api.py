@@ -64,8 +64,10 @@ def compile(fn=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=
     After ``max_captures`` captures, or for a program that cannot be replayed (it
     computes outside the ops, uses the random generator, differentiates twice,
     returns a tensor whose graph is used outside it, keeps a tensor it computed
-    in a list, a dict or an attribute), ``fn`` runs eagerly, with a
-    warning saying why.
+    in a list, a dict or an attribute, assigns a plain value it read, has Python
+    side effects: ``print``, appending to a list that outlives the call), ``fn``
+    runs eagerly, with a warning saying why: every call has the eager call's
+    effects.
 
     ``compiled.stats()``: ``captures``, ``replays``, ``kernels`` (kernel calls per
     replay), ``fused_groups``, ``peak_bytes`` (planned before the first replay),
@@ -279,6 +281,10 @@ class Compiled:
         if changed:
             rec.fail(f"it assigns {', '.join(changed)} (a plain Python value it reads), "
                      f"which a replay would not")
+        effects = watch.side_effects()
+        if effects:
+            rec.fail(f"it has Python side effects a replay would not repeat: "
+                     f"{', '.join(effects)}")
         if not _capture.draws_explain(rec, rng, raw_rng_state()):
             rec.fail("it draws from the random generator (dropout, rand...), whose values "
                      "a replay would repeat")
@@ -310,7 +316,7 @@ class Compiled:
                                    f"captured as one program: {e}") from None
             self._eager_reason = str(e)
             progs = self._programs.setdefault(key, [])
-            progs.insert(0, (str(e), None, checker(pyg)))
+            progs.insert(0, (str(e), None, checker(watch.unassigned(pyg))))
             del progs[PROGRAMS_PER_SIGNATURE:]
             self._last_guards = _describe_key(self.fn, key, args, kwargs, True) + words
             warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "

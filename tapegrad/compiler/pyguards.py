@@ -21,11 +21,21 @@ is ``(holder, key, value, words)``: the replay needs ``holder.get(key)`` to be
 anything else: the same object); the holder is a dict, a cell, an ``_Items`` view of
 a list, or an ``_Attrs`` view of a function.
 
+The same hook notes what a replay could not repeat: the plain values user code can
+read (as above, one step in) as they were when it started, which ``changed`` compares
+with after the call (a counter it assigns), and the C functions user code called
+that have Python side effects: ``print``, a file's ``write``, a method that changes a
+list, dict, set or deque (``side_effects`` keeps those still reachable after the call,
+not the call's own local lists).
+
 The library's own functions (under ``tapegrad/``: only its modules' attributes) and the
 standard library are not searched: their globals are the library's constants.
 """
+import builtins
+import collections
 import enum
 import gc
+import io
 import os
 import sys
 import sysconfig
@@ -73,6 +83,20 @@ class _Items:
     def get(self, i, default):
         seq = self.seq
         return seq[i] if -len(seq) <= i < len(seq) else default
+
+
+# Methods that change the container they are called on (a side effect when the
+# container outlives the call: a list of losses kept by the script, a log)
+_MUTATORS = frozenset("append extend insert pop remove clear update setdefault popitem add "
+                      "discard appendleft extendleft rotate sort reverse difference_update "
+                      "intersection_update symmetric_difference_update".split())
+_MUTABLE = (list, dict, set, bytearray, collections.deque, collections.OrderedDict,
+            collections.defaultdict, collections.Counter)
+_WRITES = frozenset(("write", "writelines"))
+
+def _underlying(holder):
+    """The object a guard's holder stands for (a list for its ``_Items`` view)."""
+    return holder.seq if type(holder) is _Items else holder
 
 
 _STORES = ("_parameters", "_buffers", "_modules")  # (a module's tensors: guarded apart)
@@ -154,7 +178,10 @@ class Watch:
         self.modules = {}    # id -> a Module one of whose methods ran
         self.selves = {}     # id -> (self, {codes}) for each method of user code that ran
         self.prev = None
-        self.first = {}      # (id(holder), key) -> (holder, key, value) when first seen
+        self.first = {}      # (id(holder), key) -> (holder, key, value, words) when first
+        #                      seen
+        self.effects = []    # the output user code wrote (print(), a file's write())
+        self.mutated = {}    # id -> (container, method) user code called a mutator of
 
     def _hook(self, frame, event, arg):
         if event == "call":
@@ -163,25 +190,98 @@ class Watch:
                 g = self.codes[code] = frame.f_globals
                 for name in code.co_names:
                     v = g.get(name, _MISSING)
-                    if v is not _MISSING and plain(v) and not name.startswith("__"):
-                        self.first.setdefault((id(g), name), (g, name, v))
+                    if v is _MISSING or name.startswith("__"):
+                        continue
+                    if plain(v):
+                        self.first.setdefault((id(g), name), (g, name, v, name))
+                    else:
+                        self._first_inside(v, code, name)
+                if code.co_freevars:
+                    loc = frame.f_locals
+                    for name in code.co_freevars:
+                        v = loc.get(name, _MISSING)
+                        if v is not _MISSING and not plain(v):
+                            self._first_inside(v, code, name)
             if code.co_argcount and code.co_varnames[0] == "self" and (
                     code in self.codes or _in_nn(code)):
                 s = frame.f_locals.get("self")
                 if s is not None and code in self.codes and code.co_name != "__init__":
                     self.selves.setdefault(id(s), (s, set()))[1].add(code)
+                    if not _is_module(s):
+                        self._first_inside(s, code, "self")
                 if s is not None and id(s) not in self.modules and _is_module(s):
                     self.modules[id(s)] = s
                     d = s.__dict__
                     for a, v in list(d.items()):
                         if plain(v) and not a.startswith("__"):
-                            self.first.setdefault((id(d), a), (d, a, v))
+                            self.first.setdefault((id(d), a), (d, a, v, a))
+        elif event == "c_call" and frame.f_code in self.codes:
+            self._c_call(arg)
         if self.prev is not None:
             self.prev(frame, event, arg)
+
+    def _c_call(self, fn):
+        """Note a call user code made of a C function: ``print``, a file's ``write``,
+        a method that changes a list, dict, set or deque (``calls.append(1)``)."""
+        if fn is builtins.print:
+            self.effects.append("print()")
+            return
+        s = getattr(fn, "__self__", None)
+        if s is None:
+            return
+        name = getattr(fn, "__name__", "")
+        if name in _MUTATORS and isinstance(s, _MUTABLE):
+            self.mutated.setdefault(id(s), (s, name))
+        elif name in _WRITES and isinstance(s, io.IOBase):
+            self.effects.append(f"{name}() on {getattr(s, 'name', 'a file')}")
+
+    def _first_inside(self, obj, code, oname):
+        """Note the plain values ``code`` can read inside ``obj`` (a container's items
+        under the code's constant keys, a user object's attributes it names) as they
+        were before it ran, so that ``changed`` sees the call assign them."""
+        tp = type(obj)
+        if tp is dict or tp is list:
+            holder = obj if tp is dict else _Items(obj)
+            for k in _const_keys(code):
+                if tp is list and (type(k) is not int or k >= 2 ** 31):
+                    continue
+                v = holder.get(k, _MISSING)
+                if v is not _MISSING and plain(v):
+                    self.first.setdefault((id(obj), k), (holder, k, v, f"{oname}[{k!r}]"))
+        elif _user_object(obj):
+            d = obj.__dict__
+            for a in code.co_names:
+                v = d.get(a, _MISSING)
+                if v is not _MISSING and plain(v) and not a.startswith("__"):
+                    self.first.setdefault((id(d), a), (d, a, v, f"{oname}.{a}"))
+
+    def unassigned(self, guards):
+        """``guards`` less those on the values the call assigned (``changed``): a
+        program that cannot be replayed runs eagerly whatever they hold, and the next
+        call would otherwise capture again for each new value."""
+        gone = getattr(self, "assigned", None)
+        if not gone:
+            return guards
+        return tuple(g for g in guards if (id(_underlying(g[0])), g[1]) not in gone)
 
     def start(self):
         self.prev = sys.getprofile()
         sys.setprofile(self._hook)
+
+    def side_effects(self):
+        """The Python side effects of the call that a replay would not repeat, in
+        words: output it wrote (``print()``), and each container that outlives the
+        call (reached from the globals and closure cells its code names, or from the
+        ``self`` of its methods) that it changed (``calls.append()``). Containers the
+        call made and dropped (or returned) are its own business."""
+        out = list(dict.fromkeys(self.effects))
+        mutated, self.mutated = self.mutated, {}
+        if mutated:
+            def match(obj, name):
+                hit = mutated.get(id(obj))
+                return f"{name}.{hit[1]}()" if hit is not None and hit[0] is obj else None
+            out += self._outside(match, list(mutated.values()))
+        return out
 
     def stop(self):
         sys.setprofile(self.prev)
@@ -190,10 +290,12 @@ class Watch:
     def changed(self):
         """The names of the plain values the call itself rebound (a replay would not)."""
         out = []
-        for holder, key, v in self.first.values():
+        self.assigned = set()
+        for holder, key, v, name in self.first.values():
             w = holder.get(key, _MISSING)
             if w is not v and (type(w) is not type(v) or w != v):
-                out.append(key)
+                out.append(name)
+                self.assigned.add((id(_underlying(holder)), key))
         return out
 
     # ------------------------------------------------------------ the guards
@@ -338,14 +440,35 @@ class Watch:
         methods, two steps deep (``"L[0]"``, ``"self.last"``). None if nowhere."""
         from ..tensor import Tensor
 
-        def search(obj, name, d, seen):
-            if id(obj) in seen:
-                return None
-            seen.add(id(obj))
+        def match(obj, name):
             if isinstance(obj, Tensor):
                 arr = obj._data
                 ref = produced.get(id(arr))
                 return name if ref is not None and ref() is arr else None
+            return None
+        found = self._outside(match, ())
+        return found[0] if found else None
+
+    def _outside(self, match, wanted):
+        """The names ``match(obj, name)`` gives (its first, or one for each of
+        ``wanted``, a list of ``(object, ...)``: all of them) for the objects reached
+        from the globals and closure cells the call's code names and from the
+        ``self`` of its methods, through lists, dicts, modules and user objects, two
+        steps deep."""
+        from ..tensor import Tensor
+        found = []
+        need = len(wanted) or 1
+
+        def search(obj, name, d, seen):
+            if id(obj) in seen:
+                return None
+            seen.add(id(obj))
+            hit = match(obj, name)
+            if hit is not None:
+                found.append(hit)
+                return hit if len(found) >= need else None
+            if isinstance(obj, Tensor):
+                return None
             if d == 0:
                 return None
             tp = type(obj)
@@ -358,9 +481,9 @@ class Watch:
                 items = [(k, v) for k, v in dd.items() if k not in _STORES]
                 for k, sub in dd.get("_modules", {}).items():
                     if sub is not None:
-                        found = search(sub, f"{name}.{k}", d, seen)
-                        if found:
-                            return found
+                        r = search(sub, f"{name}.{k}", d, seen)
+                        if r:
+                            return r
                 return next((f for k, v in items
                              if (f := search(v, f"{name}.{k}", d - 1, seen))), None)
             elif _user_object(obj):
@@ -373,12 +496,16 @@ class Watch:
 
         seen = set()
         funcs = _functions(self.fn)
+        unmapped = [c for c in self.codes if c.co_freevars and c not in funcs]
+        if unmapped:  # closures not reached by name from fn: found by their code
+            for f in gc.get_referrers(*unmapped):
+                if isinstance(f, types.FunctionType) and f.__code__ in self.codes:
+                    funcs.setdefault(f.__code__, f)
         for code, g in self.codes.items():
             for name in code.co_names:
                 v = g.get(name, _MISSING)
                 if v is not _MISSING and not plain(v) and not callable(v):
-                    found = search(v, name, 2, seen)
-                    if found:
+                    if search(v, name, 2, seen):
                         return found
             f = funcs.get(code)
             for name, cell in zip(code.co_freevars, (f.__closure__ or ()) if f else ()):
@@ -387,14 +514,12 @@ class Watch:
                 except ValueError:
                     continue
                 if not plain(v) and (not callable(v) or _is_module(v)):
-                    found = search(v, name, 2, seen)
-                    if found:
+                    if search(v, name, 2, seen):
                         return found
         for obj in [s for s, _ in self.selves.values()] + list(self.modules.values()):
-            found = search(obj, "self" if not _is_module(obj) else type(obj).__name__, 2, seen)
-            if found:
+            if search(obj, "self" if not _is_module(obj) else type(obj).__name__, 2, seen):
                 return found
-        return None
+        return found
 
     @staticmethod
     def _cells(f, code, add, roots):

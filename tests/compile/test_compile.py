@@ -143,10 +143,7 @@ def test_fusion_collapses_an_elementwise_chain():
 
 # ---------------------------------------------------------------- guards
 def test_new_shape_dtype_grad_mode_recapture():
-    calls = []
-
     def f(x):
-        calls.append(1)
         return (x * 3).relu()
 
     c = tg.compile(f)

@@ -114,3 +114,114 @@ def test_local_containers_do_not_stop_replays():
         for _ in range(3):
             cf(tg.ones(2, 3))
     assert cf.stats()["replays"] == 2 and cf.stats()["eager_calls"] == 0, cf.stats()
+
+
+# Python side effects that are not tensors: output (print) and changes to containers and
+# objects that outlive the call. torch.compile graph-breaks and runs them on every call;
+# a replay cannot, so such a function runs eagerly for that signature, with a warning at
+# the capture naming the side effect, and every call has the eager call's effects.
+CALLS = []
+COUNTS = {"n": 0}
+
+
+class _Config:
+    pass
+
+
+CFG = _Config()
+CFG.steps = 0
+
+
+def _appends_to_a_global(x):
+    CALLS.append(1)
+    return x * 2
+
+
+def _adds_to_a_dict_item(x):
+    COUNTS["n"] += 1
+    return x * 2
+
+
+def _adds_to_an_attribute(x):
+    CFG.steps += 1
+    return x * 2
+
+
+def _closure_appends():
+    seen = []
+
+    def f(x):
+        seen.append(float(x.sum()))
+        return x * 2
+    return f
+
+
+def _closure_item():
+    box = [0]
+
+    def f(x):
+        box[0] += 1
+        return x * 2
+    return f
+
+
+class _Logs(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tg.nn.Linear(2, 2)
+        self.log = []
+
+    def forward(self, x):
+        self.log.append(x.shape[0])
+        return self.lin(x).relu()
+
+
+def _state():
+    return (len(CALLS), COUNTS["n"], CFG.steps)
+
+
+@pytest.mark.parametrize("make", [lambda: _appends_to_a_global, lambda: _adds_to_a_dict_item,
+                                  lambda: _adds_to_an_attribute, _closure_appends,
+                                  _closure_item],
+                         ids=["global list", "dict item", "attribute", "closure list",
+                              "closure list item"])
+def test_python_side_effects_happen_on_every_call(make):
+    f = make()
+    cf = tg.compile(f)
+    before = _state()
+    with pytest.warns(RuntimeWarning, match="runs eagerly"):
+        cf(tg.ones(2))
+    for i in range(3):
+        x = tg.full((2,), float(i))
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+    after = _state()
+    cells = [c.cell_contents for c in f.__closure__ or ()]
+    if cells:  # the closure's container: 4 compiled calls and 3 eager ones
+        assert len(cells[0]) == 7 or cells[0][0] == 7, cells
+    else:
+        assert sum(after) - sum(before) == 7
+    assert cf.stats()["captures"] == 1 and cf.stats()["replays"] == 0
+
+
+def test_print_runs_on_every_call_and_is_named(capsys):
+    def f(x):
+        print("step", float(x.sum()) > 0)
+        return x * 2
+    cf = tg.compile(f)
+    with pytest.warns(RuntimeWarning, match=r"print\(\)"):
+        cf(tg.ones(2))
+    cf(tg.ones(2))
+    cf(tg.ones(2))
+    assert capsys.readouterr().out.count("step True") == 3
+
+
+def test_module_appending_to_its_own_list():
+    m = _Logs()
+    cm = tg.compile(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for n in (3, 3, 3):
+            cm(tg.ones(n, 2)).sum().backward()
+        with tg.no_grad():
+            cm(tg.ones(4, 2))
+    assert m.log == [3, 3, 3, 4]
