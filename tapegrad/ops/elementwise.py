@@ -14,6 +14,7 @@ import numpy as np
 from .. import devices as _devices, dtypes as _dt
 from .._util import ArgumentError, DtypeError, NoKernelError, broadcast_shapes as _broadcast_shapes
 from ..devices import cpu as _cpu
+from ..devices.cpu_kernels import halfwidth as _halfwidth
 from ..dispatch import bind
 from ..dtypes import is_float as _isf
 from ..fusion import op as _fusion_op
@@ -69,10 +70,10 @@ def _binary(name, kernel, vjp, saves=(), promote="same", expr=None, torch=None,
 
 def _unary(name, kernel, vjp, saves=("x",), promote="float", expr=None, torch=None,
            samples=None, differentiable=True, out_dtype=None, jvp=None, onnx=None,
-           autocast=None, grad_fn_name=None):
+           autocast=None, grad_fn_name=None, halfwidth=False):
     torch = torch or _same_torch(name)
     return register(name=name, kernel=kernel, args=("x",), vjp=vjp, saves=saves,
-                    grad_fn_name=grad_fn_name,
+                    grad_fn_name=grad_fn_name, halfwidth=halfwidth,
                     infer=elementwise_infer(name, promote, out_dtype), promote=promote,
                     expr=expr, torch=torch, jvp=jvp, differentiable=differentiable,
                     onnx=onnx, autocast=autocast, samples=samples or unary_samples(),
@@ -683,6 +684,57 @@ _RELU_K = _cpu.njit(_relu_loop, error_model="numpy")  # compiled on first call
 _RELU_BACKWARD_K = _cpu.njit(_relu_backward_loop, error_model="numpy")
 
 
+# bfloat16 and float16 on their 16 bits: relu and its gradient only pass a value or
+# write zero, so they are exact without widening to float32 and rounding back (one
+# pass over the elements, where widening costs three). ``inf`` is the dtype's
+# infinity with the sign bit clear: above it (in the low 15 bits) is a NaN; a value
+# is <= 0 where it is not a NaN and its sign bit is set or it is a zero
+def _relu_bits_loop(n, x, out, inf):
+    for i in range(n):
+        u = x[i]
+        a = u & np.uint16(0x7FFF)
+        out[i] = u if a > inf or (u < np.uint16(0x8000) and a != np.uint16(0)) else 0
+
+
+def _relu_backward_bits_loop(n, g, y, out, inf):
+    for i in range(n):
+        u = y[i]
+        a = u & np.uint16(0x7FFF)
+        out[i] = g[i] if a > inf or (u < np.uint16(0x8000) and a != np.uint16(0)) else 0
+
+
+_RELU_BITS_K = _cpu.njit(_relu_bits_loop, error_model="numpy")
+_RELU_BACKWARD_BITS_K = _cpu.njit(_relu_backward_bits_loop, error_model="numpy")
+_HALF_INF = {_dt.F16: np.uint16(0x7C00)}  # and bfloat16's, once ml_dtypes is imported
+_dt.on_bfloat16(lambda bf16: _HALF_INF.__setitem__(bf16, np.uint16(0x7F80)))
+
+
+def _halfwidth_relu(k, loop, *arrays, out=None):
+    """relu (``loop`` the serial float32 one) or its gradient on bfloat16/float16
+    NumPy arrays: the bits loop ``k`` over same-shape C-contiguous arrays of one
+    half-width dtype, in chunks on the CPU threads from ~1M elements; anything else
+    (broadcasting, strides, another buffer type) through float32 and one rounding."""
+    a0 = arrays[0]
+    inf = _HALF_INF[a0.dtype]
+    both = arrays + ((out,) if out is not None else ())
+    if all(type(a) is np.ndarray and a.shape == a0.shape and a.dtype == a0.dtype and
+           a.flags.c_contiguous for a in both):
+        if out is None:
+            out = np.empty_like(a0)
+        _cpu.run_chunked(k, a0.size, *[a.reshape(-1).view(np.uint16) for a in arrays],
+                         out.reshape(-1).view(np.uint16), inf, min_chunk=_THREAD_CHUNK)
+        return out
+    wide = [_halfwidth.to_float32(a) if type(a) is np.ndarray else a.astype(np.float32)
+            for a in arrays]
+    res = loop(*wide)
+    res = _halfwidth.from_float32(res, a0.dtype) if type(res) is np.ndarray \
+        else res.astype(a0.dtype)
+    if out is None:
+        return res
+    out[...] = res
+    return out
+
+
 def _threaded(k, *arrays, out=None):
     """``k`` (a compiled flat elementwise loop) over same-shape C-contiguous float
     arrays (in chunks on the CPU threads from ~1M elements), or None where that does
@@ -704,6 +756,8 @@ def _threaded(k, *arrays, out=None):
 def _relu(x, out=None):
     if x.dtype.kind == "b":  # PyTorch's RuntimeError
         raise op_error("relu", "boolean inputs are not supported", RuntimeError)
+    if x.dtype in _HALF_INF:
+        return _halfwidth_relu(_RELU_BITS_K, _relu, x, out=out)
     res = _threaded(_RELU_K, x, out=out)
     if res is None:
         return np.maximum(x, 0) if out is None else np.maximum(x, 0, out=out)
@@ -713,7 +767,9 @@ def _relu(x, out=None):
 def _relu_backward_kernel(g, y, out=None):
     # g * not(y <= 0) with y = relu(x) (a NaN input passes g, as PyTorch): 9x faster
     # than np.where here; NaN/inf in g where y == 0 give NaN rather than 0 (PyTorch
-    # gives 0), which anomaly detection reports
+    # gives 0), which anomaly detection reports; in bfloat16/float16 such a g gives 0
+    if g.dtype in _HALF_INF and y.dtype == g.dtype:
+        return _halfwidth_relu(_RELU_BACKWARD_BITS_K, _relu_backward_kernel, g, y, out=out)
     res = _threaded(_RELU_BACKWARD_K, g, y, out=out)
     if res is None:
         return np.multiply(g, ~(y <= 0)) if out is None else np.multiply(g, ~(y <= 0), out=out)
@@ -728,7 +784,7 @@ def _relu_backward_samples(dtype=np.float64):
 RELU_BACKWARD = register(
     name="relu_backward", jvp=_diagonal, kernel=_relu_backward_kernel, args=("g", "y"),
     saves={"g": ("y",)},
-    infer=elementwise_infer("relu_backward"), broadcasting=True,
+    infer=elementwise_infer("relu_backward"), broadcasting=True, halfwidth=True,
     vjp=lambda ctx, gg: (bind(RELU_BACKWARD, gg, ctx.inputs[1])
                          if ctx.needs_input_grad[0] else None, None),
     samples=_relu_backward_samples, error_samples=bad_broadcast(),
@@ -736,7 +792,7 @@ RELU_BACKWARD = register(
 
 # NOTE: the gradient uses out > 0, so at x == 0 it is 0 (as PyTorch), not 1/2
 RELU = _u("relu", _relu, lambda ctx, g: (bind(RELU_BACKWARD, g, ctx.out),), saves=("out",),
-          promote="same", expr="maximum(x, 0)", samples=unary_samples(avoid=(0.0,)),
+          promote="same", expr="maximum(x, 0)", halfwidth=True, samples=unary_samples(avoid=(0.0,)),
           onnx=_onnx_simple("Relu"))
 
 

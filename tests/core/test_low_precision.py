@@ -237,3 +237,41 @@ def test_ml_dtypes_is_imported_when_bfloat16_is_first_needed(importer):
     p = subprocess.run([sys.executable, "-c", _LAZY, importer], capture_output=True,
                        text=True, env=env, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "OK", p.stderr
+
+
+@pytest.mark.parametrize("name,tdt,pdt", LOW)
+def test_relu_and_its_gradient_on_the_16_bits_as_pytorch(name, tdt, pdt):
+    """relu and its gradient pass a value or write zero: on the 16 bits (no float32
+    copies) they give PyTorch's values, NaNs, infinities, zeros and subnormals
+    included (a NaN's payload and a zero's sign aside), over the threaded loop's size,
+    on a small tensor and a strided one, with a broadcast gradient (through float32)
+    and into ``out=``."""
+    special = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 2.5, -2.5]
+    base = np.concatenate([special, _rng(3).standard_normal(1 << 21)]).astype(np.float32)
+    g32 = _rng(4).standard_normal(base.size).astype(np.float32)
+    g32[:4] = [np.nan, 1.0, -np.inf, -1.0]
+
+    for n in (base.size, 40):
+        v, g = base[:n], g32[:n]
+        x = tg.tensor(v).to(tdt).requires_grad_()
+        px = torch.tensor(v).to(pdt).requires_grad_()
+        out, pout = tg.relu(x), torch.relu(px)
+        np.testing.assert_array_equal(_np32(out), _np32(pout))
+        out.backward(tg.tensor(g).to(tdt))
+        pout.backward(torch.tensor(g).to(pdt))
+        np.testing.assert_array_equal(_np32(x.grad), _np32(px.grad))
+    v = base[:4000].reshape(40, 100)
+    x, px = tg.tensor(v).to(tdt)[:, ::3], torch.tensor(v).to(pdt)[:, ::3]
+    np.testing.assert_array_equal(_np32(tg.relu(x).contiguous()),
+                                  _np32(torch.relu(px).contiguous()))
+    # a broadcast gradient (finite: the float32 loop gives NaN for an inf times 0)
+    gb = g32[10:44]
+    got = tg.ops_registry.get("relu_backward").compute(tg.tensor(gb).to(tdt).numpy(),
+                                                        tg.relu(x).numpy())
+    want = torch.ops.aten.threshold_backward(torch.tensor(gb).to(pdt).expand(40, 34),
+                                             torch.relu(px), 0)
+    np.testing.assert_array_equal(_np32(tg.tensor(got)), _np32(want))
+    buf = np.empty(x.shape, tdt.np)
+    got = tg.ops_registry.get("relu").compute(x.contiguous().numpy(), out=buf)
+    assert got is buf
+    np.testing.assert_array_equal(_np32(tg.tensor(buf)), _np32(torch.relu(px).contiguous()))
