@@ -3,10 +3,10 @@ user's script mutates (a global flag, a closure value, a module attribute,
 ``train()``/``eval()``, a parameter's ``.data`` rebound, ``requires_grad_``, the batch
 size and dtype, the optimizer's ``lr``, ``momentum``, ``weight_decay`` (SGD) and
 ``betas`` (Adam) in ``param_groups``, a parameter written in place under ``no_grad``, a
-parameter replaced by a new one, the optimizer's and the model's ``load_state_dict``) on a compiled and an eager twin alike; every call's
-loss and every parameter afterwards must match eager.
-Both ways of compiling are fuzzed: the whole step, and ``tg.compile(model)`` with the
-backward and the update outside."""
+parameter replaced by a new one, the optimizer's and the model's ``load_state_dict``)
+on a compiled and an eager twin alike; every call's loss and every parameter
+afterwards must match eager. Both ways of compiling are fuzzed: the whole step, and
+``tg.compile(model)`` with the backward and the update outside."""
 import copy
 import os
 import warnings
