@@ -258,9 +258,17 @@ class Tensor:
         return bool(self.item())
 
     def __float__(self):
+        if _tape.state._observers and self._data.size == 1:
+            n = _read(self, "float")  # (a capture: a number only compared after)
+            if n is not None:
+                return float(n)
         return float(self._one("float"))
 
     def __int__(self):
+        if _tape.state._observers and self._data.size == 1:
+            n = _read(self, "int")
+            if n is not None:
+                return int(n)
         return int(self._one("int"))
 
     def __index__(self):
@@ -442,7 +450,8 @@ def _read(t, number=None):
     """Python is reading ``t``'s values (item, tolist, numpy, __array__): observers with
     a ``read(array, number)`` method hear of it (tg.compile makes such a read a guard).
     For ``number`` (``"item"``, ``"bool"``: a one-element read) an observer may give
-    the number-like object to return instead (one that records how it is used)."""
+    the number-like object to return instead (one that records how it is used); for
+    ``"float"`` and ``"int"`` (``float(t)``, ``int(t)``) the number to return."""
     out = None
     for o in _tape.state._observers:
         r = getattr(o, "read", None)

@@ -22,6 +22,7 @@ gradients that meet at a node or a leaf, ``astype``, ``copy``); the adjoints'
 results are handed to it as ``_Traced`` arrays (an ndarray subclass whose NumPy
 arithmetic is recorded), so those steps are captured too.
 """
+import dis
 import gc
 import numbers
 import operator
@@ -452,13 +453,26 @@ class Recorder:
         p = self.g.producer[vid]
         what = (f"{self.g.steps[p].name}(...)" if p is not None and p < len(self.g.steps)
                 else "a tensor")
-        what = f"{what}.item()" if number == "item" else f"{what} (as a bool)"
+        what = f"{what}.item()" if number == "item" else f"{what} (as a bool)" \
+            if number == "bool" else f"{number}({what})"
         step = Step("guard", None, [vid], {"what": what})
         step.expected = np.array(self.plain_of(array), copy=True)
         self.g.steps.append(step)
-        if number is None or step.expected.dtype.kind not in "biuf" or not _from_user():
+        if number is None or step.expected.dtype.kind not in "biuf":
             return None
-        n = ReadNumber(step.expected.item())
+        v = step.expected.item()
+        if number in ("float", "int"):  # float(t) > 1.0: Python makes it a plain number,
+            n = ReadNumber(v)           # so the comparison is read from the bytecode
+            self.numbers.append((step, n))
+            cmp = _compared_after(number, v)
+            if cmp is None:
+                n._exact()
+            else:
+                getattr(n, cmp[0])(cmp[1])
+            return float(v) if number == "float" else int(v)
+        if not _from_user():
+            return None
+        n = ReadNumber(v)
         self.numbers.append((step, n))
         return n
 
@@ -677,6 +691,43 @@ def _from_user():
 
 _CMP = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__eq__": "==",
         "__ne__": "!="}
+_SYM = {v: k for k, v in _CMP.items()}
+_CODES = weakref.WeakKeyDictionary()  # code -> {offset: index}, its instructions
+
+
+def _compared_after(kind, v):
+    """``(method, operand)`` when the user's code calls ``float(t)`` / ``int(t)`` only to
+    compare the number right away with a constant or a local (``float(loss) > 1.0``:
+    the call, a ``LOAD_CONST``/``LOAD_FAST``, a ``COMPARE_OP``), else None. ``int()``
+    of a non-integer value is not: the comparison would see the truncated number."""
+    if kind == "int" and type(v) is not int:
+        return None
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_INNER):
+        f = f.f_back
+    if f is None or f.f_code.co_filename.startswith(_PKG):
+        return None
+    code = f.f_code
+    found = _CODES.get(code)
+    if found is None:
+        ins = list(dis.get_instructions(code))
+        found = _CODES[code] = (ins, {x.offset: i for i, x in enumerate(ins)})
+    ins, at = found
+    i = at.get(f.f_lasti)
+    if i is None or not ins[i].opname.startswith("CALL") or i + 2 >= len(ins):
+        return None
+    load, cmp = ins[i + 1], ins[i + 2]
+    if cmp.opname != "COMPARE_OP" or cmp.argval not in _SYM:
+        return None
+    if load.opname == "LOAD_CONST":
+        other = load.argval
+    elif load.opname == "LOAD_FAST":
+        other = f.f_locals.get(load.argval)
+    else:
+        return None
+    if type(other) not in (int, float, bool):
+        return None
+    return _SYM[cmp.argval], other
 
 
 class ReadNumber:

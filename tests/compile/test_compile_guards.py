@@ -332,3 +332,35 @@ def test_replay_under_inference_mode_returns_inference_tensors():
     assert cf.stats()["replays"] >= 2
     with tg.no_grad():
         assert not any(cf(x).is_inference() for _ in range(2))
+
+
+def _float_vs_const(x):
+    return x * 2 if float(x.sum()) > 1.0 else x * 3
+
+
+def _float_vs_local(x):
+    limit = 1.0
+    if float(x.sum()) <= limit:
+        return x * 3
+    return x * 2
+
+
+def _int_of_int_tensor(x):
+    n = int((x > 0.5).sum())
+    return x * 2 if n >= 2 else x * 3
+
+
+def _float_in_arithmetic(x):  # (not only compared: the exact value is the guard)
+    return x * (float(x.sum()) > 1.0) + float(x.sum()) * 0
+
+
+@pytest.mark.parametrize("fn,captures", [(_float_vs_const, 2), (_float_vs_local, 2),
+                                         (_int_of_int_tensor, 2), (_float_in_arithmetic, 6)])
+def test_float_and_int_compared_guard_the_outcome(fn, captures):
+    cf = tg.compile(fn)
+    for v in (1.0, 2.0, 3.0, 4.0, 0.1, 5.0):
+        x = tg.full((2,), v)
+        assert cf(x).tolist() == fn(x).tolist()
+    s = cf.stats()
+    assert (s["captures"], s["replays"]) == (captures, 6 - captures), s["recaptures"]
+    assert type(float(tg.ones(()))) is float and type(int(tg.ones((), dtype=tg.int64))) is int
