@@ -182,6 +182,13 @@ def _joint(model, info, args, kwargs):
     params = [p for p in model.parameters() if p.requires_grad]
     wrt = params + [a for a in _tensors(args, kwargs) if a.requires_grad]
     grads = [None] * len(wrt)
+    other = _other_leaves(ys, wrt)
+    if other:
+        rec.fail(f"its outputs depend on a tensor that requires grad and is neither an "
+                 f"argument nor a parameter of the module (shape {tuple(other[0].shape)}: "
+                 f"a global, a closure, an attribute), whose gradient the node would not "
+                 f"give")
+        return None
     if ys and wrt:
         try:
             # (the graph kept: should the capture fail, its outputs are the call's)
@@ -189,6 +196,32 @@ def _joint(model, info, args, kwargs):
         except Exception as e:  # (eagerly, it raises at the user's backward, not here)
             rec.fail(f"its backward raised {type(e).__name__}: {e}")
     return tuple(wrap(buffer(o)) for o in outs), tuple(grads)
+
+
+def _other_leaves(outs, known):
+    """The leaf tensors requiring grad that ``outs`` were computed from (their recorded
+    graph walked once) other than those in ``known``."""
+    ids = {id(t) for t in known}
+    found, seen, stack = [], set(), []
+    for o in outs:
+        if o._node is not None:
+            stack.append(o._node)
+        elif o.requires_grad and id(o) not in ids:
+            found.append(o)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        for e in n.edges:
+            if e is None:
+                continue
+            if type(e) is tuple:
+                stack.append(e[0])
+            elif e.requires_grad and id(e) not in ids and id(e) not in seen:
+                seen.add(id(e))
+                found.append(e)
+    return found
 
 
 class CompiledModule(Module):

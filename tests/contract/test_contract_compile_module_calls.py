@@ -86,3 +86,35 @@ def test_module_replays_count_the_calls_after_the_capture():
             cm(x)
     s = cm.stats()
     assert (s["captures"], s["replays"]) == (2, 3), s
+
+
+SCALE = tg.ones(3, 3, requires_grad=True)  # a global leaf the forward reads
+
+
+class _ReadsAGlobalLeaf(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tg.nn.Linear(3, 3)
+        self.extra = [tg.ones(3, requires_grad=True)]  # (a list: not a parameter)
+
+    def forward(self, x):
+        return (self.lin(x) @ SCALE) * self.extra[0]
+
+
+def test_gradients_reach_leaves_that_are_not_parameters():
+    tg.manual_seed(0)
+    m = _ReadsAGlobalLeaf()
+    cm = tg.compile(m)
+    x = tg.randn(2, 3)
+    want = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for model in (m, cm, cm, cm):
+            for t in [SCALE, m.extra[0]] + list(m.parameters()):
+                t.grad = None
+            model(x).sum().backward()
+            got = [t.grad.numpy().copy() for t in [SCALE, m.extra[0]] + list(m.parameters())]
+            if want is None:
+                want = got
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(a, b, rtol=1e-6)
