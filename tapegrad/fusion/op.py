@@ -217,7 +217,7 @@ class ExprOp:
         chain) or Numba fails (the kernel then computes)."""
         store = dtype.name
         key = ("whole", tuple(sorted(attrs.items())), pattern, store, config.approximate,
-               store in config.tables, tables.WHOLE_MIN_COST.get(store))
+               store in config.tables, tables.thresholds()[1].get(store))
         hit = self._graphs.get(key)
         if hit is None:
             hit = (None,)
@@ -283,7 +283,7 @@ class ExprOp:
         out (or where a table cannot be built: the kernel then computes every
         value)."""
         key = ("tables", tuple(sorted(attrs.items())), pattern, store, config.approximate,
-               store in config.tables, tables.MIN_COST.get(store))
+               store in config.tables, tables.thresholds()[0].get(store))
         hit = self._graphs.get(key)
         if hit is None:
             hit = ((), ())

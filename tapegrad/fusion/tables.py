@@ -5,7 +5,8 @@ element alone is a table lookup: ``f(x) = T[bits(x)]``. A half-width kernel
 (``codegen_numba``, ``store=``) whose chain computes a costly function (gelu's erf,
 softplus, sin ...: tens of instructions an element, or a libm call) of an input it
 reads as 16 bits looks the value up instead: one gather, whatever the function (it
-costs about as much as tanh on Zen 4, so cheaper functions stay computed: ``COST``).
+costs about as much as tanh on Zen 4, so cheaper functions stay computed there:
+``COST``; on a Sapphire Rapids Xeon it beats exp: ``thresholds``).
 ``plan`` picks the nodes; ``table`` builds each one ONCE per process by running the
 float32 kernel of that very subexpression (the same generated code, helpers and
 flags as the kernel it replaces) over all 65,536 bit patterns, NaNs, infinities and
@@ -41,17 +42,41 @@ from . import codegen_numba, expr as E
 COST = {"exp": 5, "_expneg": 5, "expm1": 8, "sigmoid": 7, "tanh": 10, "log": 15,
         "log1p": 20, "erf": 20, "softplus": 40, "sin": 300, "cos": 300, "pow": 300,
         "round_float16": 7}
-# the least cost a lookup replaces, by dtype: randn-like bfloat16 data (7 mantissa
-# bits) touches ~20 KB of a table, L1-resident; float16 (10 bits) ~160 KB, from L2,
-# where gelu's erf (cost 24 with its arithmetic) was slower looked up than computed
-MIN_COST = {"bfloat16": 20, "float16": 30}
+# the least cost a lookup replaces (``MIN_COST``) and the least ``COST`` of a whole
+# kernel replaced by its table of output patterns (``WHOLE_MIN_COST``), by dtype and
+# CPU; ``thresholds()`` fills the two from the CPU Numba compiles for on first use
+# (a test may set either first). Zen 4 (and any CPU not named below): randn-like
+# bfloat16 data (7 mantissa bits) touches ~20 KB of a table, L1-resident; float16
+# (10 bits) ~160 KB, from L2, where gelu's erf (cost 24 with its arithmetic) was
+# slower looked up than computed; the whole-kernel lookup loop runs in ~1.6x the time
+# of ``x * 2 + 1``'s kernel in bfloat16 and ~0.75x that of ``exp(x) + 1``; in
+# float16, whose data spread over ~40 KB of the table, ~2x and ~1x
+_ZEN4 = ({"bfloat16": 20, "float16": 30}, {"bfloat16": 5, "float16": 20})
+# Intel Xeon with AVX512-FP16 (Sapphire Rapids and later; no gather microcode
+# mitigation slows its vgatherdps), measured in CPU time at 4M elements: a lookup
+# beats computing every function tried, of one input in a two-input chain
+# (``f(x) * y``, float16 / bfloat16: exp 1.44 -> 1.32 / 1.87 -> 1.55 ms, tanh 1.48
+# -> 1.31 / 1.94 -> 1.53, erf 2.08 -> 1.28 / 2.60 -> 1.54, log 2.00 -> 1.28) and
+# as a whole kernel from tanh up in float16 (``tanh(x) * x`` 1.60 -> 1.40, ``exp(x) +
+# 1`` even, ``x * 2 + 1`` 0.89 computed against 1.42 looked up)
+_SPR = ({"bfloat16": 5, "float16": 5}, {"bfloat16": 5, "float16": 10})
+MIN_COST = {}
+WHOLE_MIN_COST = {}
 _TABLES = {}  # (expression over __tab, store, approximate) -> (1, 65536) float32
 _PATTERNS = []
-# the least ``COST`` of a whole kernel replaced by its table of output patterns, by
-# the input's dtype (measured on Zen 4 at 4M elements: the lookup loop runs in ~1.6x
-# the time of ``x * 2 + 1``'s kernel in bfloat16 and ~0.75x that of ``exp(x) + 1``;
-# in float16, whose randn-like data spread over ~40 KB of the table, ~2x and ~1x)
-WHOLE_MIN_COST = {"bfloat16": 5, "float16": 20}
+
+
+def thresholds():
+    """``(MIN_COST, WHOLE_MIN_COST)``, filled for this CPU on the first call."""
+    if not MIN_COST or not WHOLE_MIN_COST:
+        from ..devices import cpu
+        tuned = _SPR if cpu._target_has("avx512fp16") else _ZEN4
+        for d, t in zip((MIN_COST, WHOLE_MIN_COST), tuned):
+            if not d:
+                d.update(t)
+    return MIN_COST, WHOLE_MIN_COST
+
+
 # an op's ``COST`` in a whole kernel: arithmetic, a vector instruction or two in a
 # loop bound by its bytes, counts a fifth (``x * x * x + x * 2 + 1`` is computed
 # ~1.6x faster than looked up in bfloat16); a division or square root one
@@ -92,7 +117,8 @@ def plan(inputs, outputs, pattern, store):
     outs = set(outputs)
     top = [n for n in order if tabled(n) and
            (n in outs or any(not tabled(u) for u in users.get(n, ())))]
-    return [(n, dep[n]) for n in top if _cost(n, src) >= MIN_COST[store]]
+    least = thresholds()[0][store]
+    return [(n, dep[n]) for n in top if _cost(n, src) >= least]
 
 
 def _cost(node, sources):
@@ -139,7 +165,8 @@ def whole_input(inputs, outputs, pattern, store):
     kernel's only full input, a ``store`` element (``h``), its other inputs size-one
     constants the caller keys the table on, and its outputs costing at least
     ``WHOLE_MIN_COST[store]`` to compute. None otherwise."""
-    if pattern.count("h") != 1 or "f" in pattern or store not in WHOLE_MIN_COST:
+    least = thresholds()[1].get(store)
+    if pattern.count("h") != 1 or "f" in pattern or least is None:
         return None
     k = pattern.index("h")
     varies, cost = {inputs[k]}, 0  # (the nodes that depend on the input: the rest
@@ -147,7 +174,7 @@ def whole_input(inputs, outputs, pattern, store):
         if n not in varies and any(a in varies for a in n.args):
             varies.add(n)
             cost += 0 if n.op.startswith("round_") else _WHOLE_COST.get(n.op, 0.2)
-    return k if cost >= WHOLE_MIN_COST[store] else None
+    return k if cost >= least else None
 
 
 def whole(key, build):

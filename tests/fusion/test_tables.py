@@ -69,24 +69,46 @@ def test_every_table_equals_float32_kernel(src, dtype):
     _check_table(src, dtype)
 
 
-def test_plan_picks_costly_functions_of_one_input():
+@pytest.mark.parametrize("cpu", ["zen4", "spr"])
+def test_plan_picks_costly_functions_of_one_input(cpu, monkeypatch):
+    """The thresholds measured on each CPU: on Zen 4 cheap functions are computed
+    and float16 looks up only the costliest; on a Sapphire Rapids Xeon a lookup beats
+    computing any transcendental."""
+    least, whole = tables._ZEN4 if cpu == "zen4" else tables._SPR
+    monkeypatch.setattr(tables, "MIN_COST", dict(least))
+    monkeypatch.setattr(tables, "WHOLE_MIN_COST", dict(whole))
     x, y = E.var("x"), E.var("y")
     gelu = E.parse(GELU, {"x": x})
     out = E.mul(gelu, y)
     assert tables.plan([x, y], [out], "hh", "bfloat16") == [(gelu, 0)]
     assert tables.plan([x, y], [out], "hf", "bfloat16") == [(gelu, 0)]
     assert tables.plan([x, y], [out], "ff", "bfloat16") == []  # float32 inputs: no table
-    # a function of two inputs, and a cheap one (exp): computed
+    # a function of two inputs: computed
     assert tables.plan([x, y], [E.parse("erf(x * y)", {"x": x, "y": y})], "hh",
                        "bfloat16") == []
-    assert tables.plan([x], [E.parse("exp(x) * 2", {"x": x})], "h", "bfloat16") == []
+    # a cheap one (exp): computed on Zen 4, looked up on the Xeon
+    ex = E.parse("exp(x) * 2", {"x": x})
+    assert tables.plan([x], [ex], "h", "bfloat16") == ([] if cpu == "zen4" else [(ex, 0)])
     # the whole chain is a function of x: one table for it
     chain = E.add(E.mul(gelu, x), 1.0)
     assert tables.plan([x], [chain], "h", "bfloat16") == [(chain, 0)]
-    # float16's tables are read from L2: only costlier functions are looked up
-    assert tables.plan([x], [chain], "h", "float16") == []
+    # float16's tables are read from L2: on Zen 4 only costlier functions are looked up
+    assert tables.plan([x], [chain], "h", "float16") == ([] if cpu == "zen4" else [(chain, 0)])
     sp = E.parse("softplus(x) * x", {"x": x})
     assert tables.plan([x], [sp], "h", "float16") == [(sp, 0)]
+    # arithmetic alone stays computed everywhere
+    assert tables.plan([x], [E.parse("x * 2 + 1", {"x": x})], "h", "float16") == []
+    assert tables.whole_input([x], [E.parse("x * 2 + 1", {"x": x})], "h", "float16") is None
+    th = E.parse("tanh(x) * x", {"x": x})
+    assert tables.whole_input([x], [th], "h", "float16") == (None if cpu == "zen4" else 0)
+
+
+def test_thresholds_fill_for_this_cpu_once(monkeypatch):
+    monkeypatch.setattr(tables, "MIN_COST", {})
+    monkeypatch.setattr(tables, "WHOLE_MIN_COST", {"float16": 99})  # set by a caller: kept
+    least, whole = tables.thresholds()
+    assert least in (tables._ZEN4[0], tables._SPR[0]) and whole == {"float16": 99}
+    assert tables.thresholds()[0] is least
 
 
 def _patterns_plus(dtype, extra=1000):
