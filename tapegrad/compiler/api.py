@@ -27,6 +27,10 @@ __all__ = ["compile", "Compiled"]
 
 MAX_CAPTURES = 8
 PROGRAMS_PER_SIGNATURE = 4
+# a signature whose outputs are differentiated outside: its calls go to the function as a
+# compiled module (``module.FnModule``): the forward replayed, one node recorded
+_NODE = "the outputs are differentiated outside: a compiled forward and backward"
+_OUTSIDE = "the function returns a tensor whose graph is still to be differentiated"
 
 
 MODES = (None, "default", "lite", "reduce-overhead", "max-autotune",
@@ -63,11 +67,17 @@ def compile(fn=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=
     is guarded on their outcomes. ``TAPEGRAD_LOGS=recompiles`` prints each recapture.
     After ``max_captures`` captures, or for a program that cannot be replayed (it
     computes outside the ops, uses the random generator, differentiates twice,
-    returns a tensor whose graph is used outside it, keeps a tensor it computed
+    keeps a tensor it computed
     in a list, a dict or an attribute, assigns a plain value it read, has Python
     side effects: ``print``, appending to a list that outlives the call), ``fn``
     runs eagerly, with a warning saying why: every call has the eager call's
     effects.
+
+    A call whose result is differentiated outside (``loss = cf(x); loss.backward()``)
+    runs eagerly, recorded; the later calls of that signature go to the function as a
+    compiled module (``module.FnModule``: its parameters the leaves and modules it
+    names): the forward replays and records one node whose adjoint replays the
+    backward program, as ``tg.compile(model)`` does.
 
     ``compiled.stats()``: ``captures``, ``replays``, ``kernels`` (kernel calls per
     replay), ``fused_groups``, ``peak_bytes`` (planned before the first replay),
@@ -106,7 +116,9 @@ def compile(fn=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=
     if isinstance(fn, Module):
         from .module import CompiledModule
         return CompiledModule(fn, fuse=fuse, max_captures=max_captures, fullgraph=fullgraph)
-    return Compiled(fn, fuse=fuse, max_captures=max_captures, fullgraph=fullgraph)
+    c = Compiled(fn, fuse=fuse, max_captures=max_captures, fullgraph=fullgraph)
+    c.node_outside = True
+    return c
 
 
 def reset():
@@ -123,6 +135,8 @@ def is_compiling():
 
 class Compiled:
     """The callable ``tg.compile`` returns (see there)."""
+    node_outside = False  # (tg.compile(fn): outputs differentiated outside go through
+    #                       the function as a compiled module)
 
     def __init__(self, fn, fuse=True, max_captures=MAX_CAPTURES, fullgraph=False):
         self.fn = fn
@@ -146,6 +160,8 @@ class Compiled:
         self._last = None
         self._recaptures = []
         self._last_guards = []
+        self._as_module = None  # (the function as a CompiledModule: _NODE signatures)
+        self._via_module = False
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
@@ -163,6 +179,8 @@ class Compiled:
                 fails.append(failed)
                 continue
             if isinstance(prog, str):  # this program cannot be replayed: eager
+                if prog is _NODE:
+                    return self._module_call(args, kwargs)
                 self._eager += 1
                 return self._eager_call(args, kwargs)
             if not _rg_ok(prog.graph.owners):
@@ -195,6 +213,7 @@ class Compiled:
             self._replays += 1
             self._last = prog
             self._last_guards = prog.guard_list
+            self._via_module = False
             return self._result(prog, res)
         why = fails[0] if fails else \
             "a new signature: " + _describe_key(self.fn, key, args, kwargs)
@@ -314,11 +333,16 @@ class Compiled:
             if self.fullgraph:
                 raise RuntimeError(f"tg.compile(fullgraph=True): {self._name()} cannot be "
                                    f"captured as one program: {e}") from None
-            self._eager_reason = str(e)
+            node = self.node_outside and str(e).startswith(_OUTSIDE)
+            if not node:
+                self._eager_reason = str(e)
             progs = self._programs.setdefault(key, [])
-            progs.insert(0, (str(e), None, checker(watch.unassigned(pyg))))
+            progs.insert(0, (_NODE if node else str(e), None,
+                             checker(watch.unassigned(pyg))))
             del progs[PROGRAMS_PER_SIGNATURE:]
             self._last_guards = _describe_key(self.fn, key, args, kwargs, True) + words
+            if node:  # (this call's eager result, recorded, is its own)
+                return result
             warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
                           f"eagerly for this signature: {e}", RuntimeWarning, stacklevel=3)
             return result
@@ -334,8 +358,33 @@ class Compiled:
         self._last_guards = prog.guard_list
         return result
 
+    def _module_call(self, args, kwargs):
+        """A call whose outputs are differentiated outside: the function as a compiled
+        module (its forward replayed, one node recorded, the backward replayed)."""
+        m = self._as_module
+        if m is None:
+            from .module import CompiledModule, FnModule
+            m = self._as_module = CompiledModule(FnModule(self.fn), fuse=self.fuse,
+                                                 max_captures=self.max_captures)
+        self._via_module = True
+        return m(*args, **kwargs)
+
     # ------------------------------------------------------------ reporting
     def stats(self):
+        s = self._stats()
+        m = self._as_module
+        if m is not None:  # (the calls differentiated outside, through the module)
+            ms = m.stats()
+            if self._via_module:
+                s.update(ms)
+                s["guards"] = list(self._last_guards)
+            for k in ("captures", "replays", "eager_calls"):
+                s[k] = self._stats()[k] + ms[k]
+            s["recaptures"] = self._recaptures + ms["recaptures"]
+            s["eager_reason"] = self._eager_reason or ms["eager_reason"]
+        return s
+
+    def _stats(self):
         p = self._last
         return {"captures": self._captures, "replays": self._replays,
                 "kernels": p.kernels if p else 0,

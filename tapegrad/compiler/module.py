@@ -94,7 +94,8 @@ class _Call:
 def _named_as_forward(f, module):
     """``f`` (a wrapper calling ``module.forward``) named and signed as that forward, so
     guards read ``x: float32[...]``, not ``args[0]``."""
-    f.__qualname__ = f"{type(module).__name__}.forward"
+    f.__qualname__ = (getattr(module.forward, "__qualname__", "forward")
+                      if type(module) is FnModule else f"{type(module).__name__}.forward")
     try:
         f.__signature__ = inspect.signature(module.forward)
     except (TypeError, ValueError):
@@ -196,6 +197,24 @@ def _joint(model, info, args, kwargs):
         except Exception as e:  # (eagerly, it raises at the user's backward, not here)
             rec.fail(f"its backward raised {type(e).__name__}: {e}")
     return tuple(wrap(buffer(o)) for o in outs), tuple(grads)
+
+
+class FnModule(Module):
+    """A function as a module, for ``tg.compile(fn)`` whose outputs are differentiated
+    outside: its forward is the function; its parameters, the leaf tensors requiring
+    grad and the modules the function names (closure cells, globals: ``_references``),
+    so the compiled node gives them their gradients (a leaf reached otherwise makes the
+    call run eagerly: ``_other_leaves``)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        from .api import _references
+        self.__dict__["forward"] = fn  # (its signature names the guards' arguments)
+        for k, (_, _, obj, tensors) in enumerate(_references(fn)):
+            if tensors is not None:
+                self._modules[f"module{k}"] = obj
+            elif obj.requires_grad and obj._node is None:
+                self._parameters[f"leaf{k}"] = obj
 
 
 def _other_leaves(outs, known):

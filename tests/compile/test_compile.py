@@ -156,9 +156,8 @@ def test_new_shape_dtype_grad_mode_recapture():
     with tg.no_grad():
         c(tg.tensor([1.0, -2.0], dtype=tg.float32))
     assert c.stats()["captures"] == 4
-    with pytest.warns(RuntimeWarning, match="still to be differentiated"):
-        c(tg.tensor([1.0, -2.0], dtype=tg.float32, requires_grad=True))
-    assert c.stats()["captures"] == 5
+    c(tg.tensor([1.0, -2.0], dtype=tg.float32, requires_grad=True))  # (differentiated
+    assert c.stats()["captures"] == 5  # outside: a compiled node from the next call on)
     c(tg.tensor([1.0, -2.0], dtype=tg.float32))   # the other signatures still replay
     assert c.stats()["replays"] == 3
 
@@ -305,13 +304,24 @@ def test_gradient_of_gradient_runs_eagerly():
     np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
 
 
-def test_returned_graph_used_outside_is_refused():
+def test_returned_graph_differentiated_outside():
+    """A function whose result is differentiated outside (``loss = cf(x);
+    loss.backward()``): its first call runs eagerly, recorded; the next ones replay
+    the forward as one node whose adjoint replays the backward (the function as a
+    compiled module whose parameters are the leaves it names)."""
     w = tg.tensor([1.0, 2.0], requires_grad=True)
-    c = tg.compile(lambda x: (w * x).sum())
-    with pytest.warns(RuntimeWarning, match="still to be differentiated"):
-        out = c(tg.tensor([3.0, 4.0]))
-    out.backward()
-    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
+    c = tg.compile(lambda x: (w * x).sum() * w[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for v in range(4):
+            x = tg.tensor([3.0, 4.0 + v], requires_grad=True)
+            w.grad = None
+            c(x).backward()
+            np.testing.assert_array_equal(w.grad.numpy(), [3.0 + 3.0 + 8.0 + 2 * v, 4.0 + v])
+            np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0])
+    s = c.stats()
+    assert (s["captures"], s["replays"], s["eager_calls"]) == (2, 2, 0), s
+    assert s["backward_replays"] == 3
     with tg.no_grad():  # under no_grad the same function compiles
         c2 = tg.compile(lambda x: (w * x).sum())
         c2(tg.tensor([3.0, 4.0]))

@@ -118,3 +118,34 @@ def test_gradients_reach_leaves_that_are_not_parameters():
                 want = got
             for a, b in zip(got, want):
                 np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_compiled_function_differentiated_outside_replays_as_one_node():
+    """`loss = cf(x, y); loss.backward(); opt.step()` with `cf = tg.compile(fn)` over a
+    model fn names: gradients equal eager, no warning, and after the first call (run
+    eagerly: it finds the graph is differentiated outside) the forward replays."""
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(4, 8), tg.nn.Tanh(), tg.nn.Linear(8, 3))
+    ref = copy.deepcopy(model)
+
+    def loss_of(x, y):
+        return tg.nn.functional.cross_entropy(model(x), y)
+
+    def loss_ref(x, y):
+        return tg.nn.functional.cross_entropy(ref(x), y)
+    cf = tg.compile(loss_of)
+    opts = [tg.optim.SGD(m.parameters(), lr=0.1) for m in (model, ref)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(5):
+            x, y = tg.randn(6, 4), tg.tensor(np.arange(6) % 3)
+            for f, opt in ((cf, opts[0]), (loss_ref, opts[1])):
+                opt.zero_grad()
+                f(x, y).backward()
+                opt.step()
+            for a, b in zip(model.parameters(), ref.parameters()):
+                np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(),
+                                           rtol=1e-5, atol=1e-6)
+    s = cf.stats()
+    assert (s["captures"], s["replays"], s["eager_calls"]) == (2, 3, 0), s
+    assert s["backward_replays"] == 4
