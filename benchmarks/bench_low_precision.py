@@ -6,22 +6,26 @@ autocast MLP training step, in float32, bfloat16 and float16.
                                              [--tables on|off]
 
 tapegrad and PyTorch each run in their own process (in one, PyTorch's OpenMP threads
-spin after each op while OpenBLAS and Numba threads want the same cores), driven
-through pipes so they still take turns: each round the tapegrad process times every
-case ``--repeat`` times back to back and keeps the best (its buffers and caches
-warm: a neighbour's burst lands in one of them, not in the round), then the PyTorch
-process does, while the other waits; a busy neighbour slows them alike. The table
-gives each one's median over the rounds (the first round warms up and is dropped)
-and its best, in milliseconds; the ratio columns come from the medians: tapegrad over PyTorch, and
-tapegrad's half-width time over its own float32 time (the targets: at most 1.3x for
-GEMM and conv, at most 0.7x for the fused chain on 4M elements and no more than 1x
-on 1M). The chain rows: tapegrad's @tg.fuse (one kernel) and eager ops against
-PyTorch's eager ops; ``gelu(x)*x+1`` is bound by arithmetic (erf) in float32, and
-in half width one lookup an element of its output's 16-bit patterns (a function of
-one 16-bit input: ``tapegrad/fusion/tables.py``); ``gelu(x)*y+1`` (two inputs) is
-computed; ``x*2+1`` is bound by the bytes moved, where half width halves them. The
-``compiled`` rows: tg.compile of the eager chain (one kernel keeping eager's rounding
-of each op) against PyTorch's eager ops.
+spin after each op while OpenBLAS and Numba threads want the same cores), and each
+library's elementwise chains in a process apart from its GEMM, conv and MLP cases
+(OpenBLAS's idle workers spin for ~0.1 s after each call and held a core from the
+chain kernels timed next: float32 ``x*2+1`` on 4M took 2.2 ms after the conv case
+against 0.8 ms alone). The processes are driven through pipes so they take turns:
+each round each one times every case it has ``--repeat`` times back to back and
+keeps the best (its buffers and caches warm: a neighbour's burst lands in one of
+them, not in the round), while the others wait; a busy neighbour slows them alike.
+The table gives each one's median over the rounds (the first round warms up and is
+dropped) and its best, in milliseconds; the ratio columns come from the medians:
+tapegrad over PyTorch, and tapegrad's half-width time over its own float32 time (the
+targets: at most 1.3x for GEMM and conv, at most 0.7x for the fused chain on 4M
+elements and no more than 1x on 1M). The chain rows: tapegrad's @tg.fuse (one
+kernel) and eager ops against PyTorch's eager ops; ``gelu(x)*x+1`` is bound by
+arithmetic (erf) in float32, and in half width one lookup an element of its output's
+16-bit patterns (a function of one 16-bit input: ``tapegrad/fusion/tables.py``); in
+``gelu(x)*y+1`` (two inputs) gelu(x) is looked up where the CPU's thresholds say so
+(``tables.thresholds``) and the rest computed; ``x*2+1`` is bound by the bytes moved,
+where half width halves them. The ``compiled`` rows: tg.compile of the eager chain
+(one kernel keeping eager's rounding of each op) against PyTorch's eager ops.
 ``--clock cpu`` times the process's CPU time (all threads) instead of wall time:
 steadier on a loaded machine, for relative comparisons.
 ``--only`` keeps the cases whose name contains the substring (their float32 row
@@ -150,11 +154,12 @@ def _worker(lib, args):
     def handle(cmd):
         if cmd == "build":
             cases.update(_cases(args.gemm, lib))
-            if args.only:
-                keep = {k for k in cases if args.only in k}
-                keep |= {_base(k) for k in keep}
-                for k in set(cases) - keep:
-                    del cases[k]
+            keep = {k for k in cases if args.only in k}
+            keep |= {_base(k) for k in keep}
+            for k in set(cases) - keep:
+                del cases[k]
+            for k in [k for k in cases if k.startswith("chain") != (args.part == "chains")]:
+                del cases[k]  # (the other part's process times it)
             return list(cases)
         out = {}
         for k, f in cases.items():
@@ -178,6 +183,7 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--tables", choices=("on", "off"), default="on")
     ap.add_argument("--worker", choices=("tg", "torch"), help=argparse.SUPPRESS)
+    ap.add_argument("--part", choices=("blas", "chains"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         _worker(args.worker, args)
@@ -185,20 +191,22 @@ def main():
     from _isolate import Workers
     argv = ["--gemm", str(args.gemm), "--clock", args.clock, "--only", args.only,
             "--tables", args.tables, "--repeat", str(args.repeat)]
+    parts = [(lib, part) for part in ("blas", "chains") for lib in ("tg", "torch")]
     workers = Workers(os.path.abspath(__file__),
-                      {lib: ["--worker", lib, *argv] for lib in ("tg", "torch")})
+                      {f"{lib} {part}": ["--worker", lib, "--part", part, *argv]
+                       for lib, part in parts})
     try:
         names = workers.ask_each("build")
-        times = {k: ([], []) for k in names.get("tg", [])}
+        times = {k: ([], []) for part in ("blas", "chains") for k in names.get(f"tg {part}", [])}
         for _ in range(args.rounds + 1):
-            for lib, res in workers.ask_each("round").items():
-                i = 0 if lib == "tg" else 1
+            for key, res in workers.ask_each("round").items():
+                i = 0 if key.startswith("tg") else 1
                 for k, t in res.items():
                     if k in times:
                         times[k][i].append(t)
     finally:
         workers.close()
-    if len(names) < 2:
+    if len(names) < len(parts):
         raise SystemExit("a contender's process failed (see above)")
     print(f"{'case':44s} {'tg med':>9s} {'tg best':>9s} {'torch med':>10s} {'torch best':>11s} "
           f"{'tg/torch':>9s} {'vs tg f32':>9s}   ({args.clock} clock, {args.rounds} rounds, best "
