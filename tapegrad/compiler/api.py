@@ -330,10 +330,10 @@ class Compiled:
             prog.ext_roots = frozenset(id(_root(arr)) for _, arr, _ in graph.owners)
             prog.paths = _paths(self.fn, [ref() for ref, *_ in graph.owners])
         except Unsupported as e:
-            if self.fullgraph:
+            node = self.node_outside and str(e).startswith(_OUTSIDE)
+            if self.fullgraph and not node:
                 raise RuntimeError(f"tg.compile(fullgraph=True): {self._name()} cannot be "
                                    f"captured as one program: {e}") from None
-            node = self.node_outside and str(e).startswith(_OUTSIDE)
             if not node:
                 self._eager_reason = str(e)
             progs = self._programs.setdefault(key, [])
@@ -365,7 +365,8 @@ class Compiled:
         if m is None:
             from .module import CompiledModule, FnModule
             m = self._as_module = CompiledModule(FnModule(self.fn), fuse=self.fuse,
-                                                 max_captures=self.max_captures)
+                                                 max_captures=self.max_captures,
+                                                 fullgraph=self.fullgraph)
         self._via_module = True
         return m(*args, **kwargs)
 

@@ -149,3 +149,14 @@ def test_compiled_function_differentiated_outside_replays_as_one_node():
     s = cf.stats()
     assert (s["captures"], s["replays"], s["eager_calls"]) == (2, 3, 0), s
     assert s["backward_replays"] == 4
+
+
+def test_fullgraph_function_differentiated_outside_and_side_effects():
+    lin = tg.nn.Linear(3, 2)
+    cf = tg.compile(lambda x: lin(x).sum(), fullgraph=True)  # (as torch.compile: fine)
+    for _ in range(3):
+        cf(tg.randn(4, 3)).backward()
+    assert cf.stats()["replays"] == 1
+    cg = tg.compile(lambda x: print("side effect") or x * 2, fullgraph=True)
+    with pytest.raises(RuntimeError, match="side effects"):
+        cg(tg.ones(2))
