@@ -693,8 +693,13 @@ def _widened(op, args, arrays, attrs):
                 else a for a in arrays]
         out = _compute(op, wide, attrs)
 
-        def round_(o):
-            return _halfwidth.from_float32(o, low) if type(o) is _NDARRAY else o.astype(low)
+        def round_(o):  # (an overflow to inf is silent, as the ops are)
+            token = _quiet_numpy()
+            try:
+                return _halfwidth.from_float32(o, low) if type(o) is _NDARRAY else \
+                    o.astype(low)
+            finally:
+                _loud_numpy(token)
     if attrs.get("dtype") is not None:
         return out
     if type(out) is tuple:

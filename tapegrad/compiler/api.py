@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 
 from .. import tape as _tape
+from .._util import loud_numpy, quiet_numpy
 from ..dispatch import observe
 from ..grad_mode import is_grad_enabled
 from ..ops.creation import raw_rng_state
@@ -203,6 +204,7 @@ class Compiled:
                     else _entry_ok(prog)):
                 fails.append("a leaf's .grad or buffer is not as at the capture")
                 continue
+            token = quiet_numpy()  # (floating-point exceptions silent, as eager ops)
             try:
                 res = prog.fn({0: args[0]._data} if not kwargs and len(args) == 1
                               and isinstance(args[0], Tensor) else _arrays(args, kwargs),
@@ -210,6 +212,8 @@ class Compiled:
             except GuardFailed as e:  # (checked before any state change) the next one
                 fails.append(prog.guard_words(e))
                 continue
+            finally:
+                loud_numpy(token)
             self._replays += 1
             self._last = prog
             self._last_guards = prog.guard_list

@@ -39,6 +39,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .._util import loud_numpy, quiet_numpy
 from ..dispatch import bind
 from ..grad_mode import enable_grad, is_grad_enabled
 from ..nn.module import Module
@@ -473,7 +474,11 @@ def _replayed_vjp(call, saved, gs):
             g = np.broadcast_to(np.asarray(g, dtype), shape)
         cots.append(g)
     back = backward_for(prog, tuple(gs[k] is None for k in prog.cot_outputs))
-    res = back.fn(tuple(saved) + tuple(cots), (), {})
+    token = quiet_numpy()  # (floating-point exceptions silent, as eager adjoints)
+    try:
+        res = back.fn(tuple(saved) + tuple(cots), (), {})
+    finally:
+        loud_numpy(token)
     grads = [None if s is None else res[s] for s in prog.grad_slots]
     tensors = call.tensors
     n_params = len(grads) - sum(1 for t in tensors if t.requires_grad)

@@ -51,3 +51,19 @@ def test_numpy_error_state_is_the_users():
         with pytest.raises(FloatingPointError):
             np.log(np.zeros(1))  # the user's setting, outside
     assert np.geterr()["divide"] == "warn"
+
+
+def test_half_width_overflow_and_compiled_module_silent():
+    """A float16 result that overflows to inf (rounded from float32) and a compiled
+    module's forward and backward replays on inf/nan values are silent too."""
+    big = tg.full((2, 2), 6e4, dtype=tg.float16)
+    lin = tg.nn.Linear(2, 2)
+    cm = tg.compile(lin)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isinf((big * 10).float().numpy()).all()
+        assert np.isinf((big @ big).float().numpy()).all()
+        for v in (1.0, 1.0, np.inf, np.nan):
+            out = cm(tg.full((3, 2), v))
+            out.sum().backward()
+        assert np.isnan(lin.weight.grad.numpy()).any()
