@@ -302,7 +302,7 @@ class Compiled:
         words = [w[3] for w in pyg]
         changed = watch.changed()
         if changed:
-            rec.fail(f"it assigns {', '.join(changed)} (a plain Python value it reads), "
+            rec.fail(f"it assigns {', '.join(changed)} (a Python value it reads), "
                      f"which a replay would not")
         effects = watch.side_effects()
         if effects:

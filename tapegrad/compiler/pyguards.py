@@ -94,6 +94,12 @@ _MUTABLE = (list, dict, set, bytearray, collections.deque, collections.OrderedDi
             collections.defaultdict, collections.Counter)
 _WRITES = frozenset(("write", "writelines"))
 
+def _noted(v):
+    """Whether the hook notes ``v``'s binding before the call: a plain value, or a
+    list, dict, set or tuple (rebound by ``HIST = HIST + [loss]``: by identity)."""
+    return plain(v) or type(v) in (list, dict, set, tuple)
+
+
 def _underlying(holder):
     """The object a guard's holder stands for (a list for its ``_Items`` view)."""
     return holder.seq if type(holder) is _Items else holder
@@ -192,9 +198,9 @@ class Watch:
                     v = g.get(name, _MISSING)
                     if v is _MISSING or name.startswith("__"):
                         continue
-                    if plain(v):
+                    if _noted(v):
                         self.first.setdefault((id(g), name), (g, name, v, name))
-                    else:
+                    if not plain(v):
                         self._first_inside(v, code, name)
                 if code.co_freevars:
                     loc = frame.f_locals
@@ -213,7 +219,7 @@ class Watch:
                     self.modules[id(s)] = s
                     d = s.__dict__
                     for a, v in list(d.items()):
-                        if plain(v) and not a.startswith("__"):
+                        if _noted(v) and not a.startswith("__"):
                             self.first.setdefault((id(d), a), (d, a, v, a))
         elif event == "c_call" and frame.f_code in self.codes:
             self._c_call(arg)
@@ -246,13 +252,13 @@ class Watch:
                 if tp is list and (type(k) is not int or k >= 2 ** 31):
                     continue
                 v = holder.get(k, _MISSING)
-                if v is not _MISSING and plain(v):
+                if v is not _MISSING and _noted(v):
                     self.first.setdefault((id(obj), k), (holder, k, v, f"{oname}[{k!r}]"))
         elif _user_object(obj):
             d = obj.__dict__
             for a in code.co_names:
                 v = d.get(a, _MISSING)
-                if v is not _MISSING and plain(v) and not a.startswith("__"):
+                if v is not _MISSING and _noted(v) and not a.startswith("__"):
                     self.first.setdefault((id(d), a), (d, a, v, f"{oname}.{a}"))
 
     def unassigned(self, guards):
@@ -288,12 +294,13 @@ class Watch:
         self.prev = None
 
     def changed(self):
-        """The names of the plain values the call itself rebound (a replay would not)."""
+        """The names of the plain values (and containers: by identity) the call itself
+        rebound (a replay would not)."""
         out = []
         self.assigned = set()
         for holder, key, v, name in self.first.values():
             w = holder.get(key, _MISSING)
-            if w is not v and (type(w) is not type(v) or w != v):
+            if w is not v and (not plain(v) or type(w) is not type(v) or w != v):
                 out.append(name)
                 self.assigned.add((id(_underlying(holder)), key))
         return out

@@ -225,3 +225,40 @@ def test_module_appending_to_its_own_list():
         with tg.no_grad():
             cm(tg.ones(4, 2))
     assert m.log == [3, 3, 3, 4]
+
+
+HISTORY = []
+
+
+def _rebinds_a_global_list(x):
+    global HISTORY
+    HISTORY = HISTORY + [float(x.sum())]
+    return x * 2
+
+
+class _RebindsItsList(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = tg.nn.Linear(2, 2)
+        self.seen = []
+
+    def forward(self, x):
+        self.seen = self.seen + [x.shape[0]]
+        return self.lin(x)
+
+
+def test_containers_rebound_by_the_call():
+    global HISTORY
+    HISTORY = []
+    cf = tg.compile(_rebinds_a_global_list)
+    m = _RebindsItsList()
+    cm = tg.compile(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for v in range(3):
+            cf(tg.full((2,), float(v)))
+            with tg.no_grad():
+                cm(tg.ones(3, 2))
+        cm(tg.ones(4, 2)).sum().backward()
+    assert HISTORY == [0.0, 2.0, 4.0]
+    assert m.seen == [3, 3, 3, 4]
