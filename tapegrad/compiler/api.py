@@ -225,8 +225,9 @@ class Compiled:
             return self._give_up(f"{self._captures} captures ({why}, last)", args, kwargs)
         if self._captures:
             self._recaptures.append(why)
-            if "recompiles" in os.environ.get("TAPEGRAD_LOGS", "").split(","):
-                print(f"tg.compile: recapturing {self._name()} (capture "
+            if "recompiles" in {w.strip().lstrip("+")
+                                for w in os.environ.get("TAPEGRAD_LOGS", "").split(",")}:
+                print(f"[recompiles] tg.compile: recapturing {self._name()} (capture "
                       f"{self._captures + 1}): {why}", file=sys.stderr)
         return self._capture(key, args, kwargs, why)
 

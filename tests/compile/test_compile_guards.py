@@ -253,13 +253,15 @@ def test_item_outside_a_capture_is_a_plain_number():
     assert type(tg.tensor(3).item()) is int
 
 
-def test_recompiles_log(capsys, monkeypatch):
-    monkeypatch.setenv("TAPEGRAD_LOGS", "recompiles")
+@pytest.mark.parametrize("setting", ["recompiles", "+recompiles", "graph_breaks, recompiles"])
+def test_recompiles_log(capsys, monkeypatch, setting):
+    monkeypatch.setenv("TAPEGRAD_LOGS", setting)
     cf = tg.compile(_branchy)
     cf(tg.full((2,), 2.0))
     cf(tg.full((2,), 0.1))
     err = capsys.readouterr().err
     assert "recapturing _branchy (capture 2): (sum(...).item() > 1.0) is True" in err
+    assert err.startswith("[recompiles]")
 
 
 @pytest.mark.parametrize("train", [True, False])
