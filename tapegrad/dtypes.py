@@ -16,6 +16,7 @@ finishes (``_BindOnImport``). Code reads them from this module when it runs (``_
 never copies them at import; a table keyed by them registers with ``on_bfloat16``.
 """
 import sys
+import threading
 
 import numpy as np
 
@@ -107,43 +108,55 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "long": i
 
 _default_float = [float32]
 _bound = []  # the callbacks of on_bfloat16
+_binding = threading.RLock()  # (a callback may register another)
+_NP_SLOT = DType.np  # the slot under _Bfloat16's property
 
 
 def on_bfloat16(callback):
     """Call ``callback(BF16)`` once bfloat16's NumPy dtype is known: now, if ml_dtypes
     is imported already, else when it is (for a module's table keyed by dtypes)."""
-    if type(bfloat16) is DType:
-        callback(BF16)
-    else:
-        _bound.append(callback)
+    with _binding:
+        if type(bfloat16) is not DType:
+            _bound.append(callback)
+            return
+    callback(BF16)
 
 
 def _bind(ml_dtypes):
-    """ml_dtypes is imported: bind ``BF16``, ``LOW``, ``LOW_SET`` and ``bfloat16``."""
+    """ml_dtypes is imported: bind ``BF16``, ``LOW``, ``LOW_SET`` and ``bfloat16``.
+
+    In this order, under a lock: the tables of ``on_bfloat16``, then ``BF16`` and
+    friends, then ``bfloat16.np``, and last ``bfloat16``'s class, which publishes it:
+    another thread that sees ``tg.bfloat16`` bound finds everything it reads bound too
+    (its ``np`` before, an AttributeError)."""
     global BF16, LOW, LOW_SET
-    if type(bfloat16) is DType:
-        return
-    bf16 = np.dtype(ml_dtypes.bfloat16)
-    BF16, LOW, LOW_SET = bf16, (bf16, F16), frozenset((bf16, F16))
-    _BY_NP[bf16] = bfloat16
-    bfloat16.__class__ = DType
-    bfloat16.np = bf16
-    for callback in _bound:
-        callback(bf16)
-    del _bound[:]
+    with _binding:
+        if type(bfloat16) is DType:
+            return
+        bf16 = np.dtype(ml_dtypes.bfloat16)
+        for callback in _bound:
+            callback(bf16)
+        del _bound[:]
+        _BY_NP[bf16] = bfloat16
+        BF16, LOW, LOW_SET = bf16, (bf16, F16), frozenset((bf16, F16))
+        _NP_SLOT.__set__(bfloat16, bf16)
+        bfloat16.__class__ = DType
+    for finder in [f for f in sys.meta_path if isinstance(f, _BindOnImport)]:
+        sys.meta_path.remove(finder)
 
 
 class _BindOnImport:
     """A ``sys.meta_path`` finder that finds nothing itself: when ml_dtypes is imported
     (by anyone), it has the finder that would import it do so, and calls ``_bind`` once
-    its module has run."""
+    its module has run. It stays until then: ``importlib.util.find_spec("ml_dtypes")``
+    (a library asking whether it is installed) finds a spec that is never run."""
 
     def find_spec(self, name, path=None, target=None):
-        if name != "ml_dtypes" or self not in sys.meta_path:
+        if name != "ml_dtypes":
             return None
-        sys.meta_path.remove(self)
         for finder in sys.meta_path:
-            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") \
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None and finder is not self \
                 else None
             if spec is not None:
                 break
@@ -155,7 +168,8 @@ class _BindOnImport:
 
         def exec_module(module):
             run(module)
-            _bind(module)
+            if module.__name__ == "ml_dtypes":  # (a loader may serve other modules)
+                _bind(module)
         spec.loader.exec_module = exec_module
         return spec
 

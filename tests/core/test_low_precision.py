@@ -211,7 +211,11 @@ assert x.grad.tolist() == [2.0, 5.0, -6.0] and tg.float16 in (tg.float32, tg.flo
 assert "ml_dtypes" not in sys.modules, "float32 work imported ml_dtypes"
 if sys.argv[1] == "tapegrad":  # tapegrad imports it: a cast to bfloat16
     y = x.detach().to(tg.bfloat16)
-else:  # someone else does, and hands tapegrad its arrays
+else:  # someone else does (having asked first whether it is installed, as libraries
+    # do), and hands tapegrad its arrays
+    if sys.argv[1] == "another_library_asking_first":
+        import importlib.util
+        assert importlib.util.find_spec("ml_dtypes") is not None
     import ml_dtypes
     y = tg.tensor(np.array([1.0, 2.5, -3.0], ml_dtypes.bfloat16))
 assert type(tg.bfloat16) is dtypes.DType and tg.bfloat16.np is dtypes.BF16
@@ -226,17 +230,70 @@ print("OK")
 """
 
 
-@pytest.mark.parametrize("importer", ["tapegrad", "another_library"])
-def test_ml_dtypes_is_imported_when_bfloat16_is_first_needed(importer):
+def _fresh_process(script, *args):
     # a fresh process: this one has ml_dtypes already
     import os
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", _LAZY, importer], capture_output=True,
+    p = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
                        text=True, env=env, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "OK", p.stderr
+
+
+@pytest.mark.parametrize("importer", ["tapegrad", "another_library",
+                                      "another_library_asking_first"])
+def test_ml_dtypes_is_imported_when_bfloat16_is_first_needed(importer):
+    _fresh_process(_LAZY, importer)
+
+
+_BIND_ORDER = r"""
+import copy, pickle, sys, threading
+import numpy as np
+import tapegrad as tg
+from tapegrad import dtypes
+before = {tg.float32: "f32", tg.float16: "f16"}
+assert pickle.loads(pickle.dumps(tg.bfloat16)) is tg.bfloat16
+assert copy.deepcopy(tg.bfloat16) is tg.bfloat16 and copy.copy(tg.bfloat16) is tg.bfloat16
+assert "ml_dtypes" not in sys.modules
+seen = []
+# a table's callback runs before tg.bfloat16 is published (bound): a thread that sees it
+# bound finds the tables filled
+dtypes.on_bfloat16(lambda bf16: seen.append((type(tg.bfloat16) is dtypes.DType,
+                                             dtypes.BF16 is bf16)))
+errors, go = [], threading.Barrier(5)
+def use():
+    go.wait()
+    try:
+        for _ in range(200):
+            x = tg.zeros(4, dtype=tg.bfloat16)
+            assert x.dtype is tg.bfloat16 and (x + 1).dtype is tg.bfloat16, x.dtype
+            assert hash(tg.bfloat16) == hash(tg.bfloat16.np) and x.is_floating_point()
+    except Exception as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=use) for _ in range(4)]
+for t in threads:
+    t.start()
+go.wait()
+import ml_dtypes
+for t in threads:
+    t.join()
+assert not errors, errors[:3]
+assert seen == [(False, False)], seen
+bf16 = np.dtype(ml_dtypes.bfloat16)
+assert tg.bfloat16.np is bf16 is dtypes.BF16 and dtypes.LOW == (bf16, dtypes.F16)
+assert before[tg.float16] == "f16" and {tg.bfloat16: 1}[tg.bfloat16] == 1
+assert tg.bfloat16 == bf16 and tg.bfloat16 == "bfloat16" and tg.bfloat16 != tg.float16
+assert pickle.loads(pickle.dumps(tg.bfloat16)) is tg.bfloat16
+assert copy.deepcopy(tg.bfloat16) is tg.bfloat16
+assert not [f for f in sys.meta_path if type(f).__name__ == "_BindOnImport"]
+print("OK")
+"""
+
+
+def test_bfloat16_binds_once_in_order_under_threads():
+    _fresh_process(_BIND_ORDER)
 
 
 @pytest.mark.parametrize("name,tdt,pdt", LOW)
