@@ -6,7 +6,9 @@ Inf or NaN among them; ``step`` runs the optimizer only when none was found; and
 ``update`` halves the scale after such a step (``backoff_factor``) or doubles it
 after ``growth_interval`` clean steps in a row (``growth_factor``). The scale is a
 float32 0-d tensor and the growth tracker an int32 one, updated with PyTorch's
-arithmetic, so both follow ``torch.amp.GradScaler``'s values exactly.
+arithmetic, so both follow ``torch.amp.GradScaler``'s values exactly. All of it runs in
+ops, reading no value into Python but ``step``'s skip decision, so a training step
+compiled whole (``tg.compile``) with its scaler inside replays.
 """
 import enum
 import warnings
@@ -14,12 +16,10 @@ from collections import abc
 
 import numpy as np
 
-from .. import dtypes as _dt
-from ..devices import xp_of
-from ..dtypes import float16, float32, int32
+from ..dtypes import bfloat16, float16, float32
 from ..grad_mode import no_grad
-from ..ops import full, tensor as _tensor
-from ..tensor import Tensor, buffer, mark_written
+from ..ops import isfinite, where, zeros
+from ..tensor import Tensor, buffer, mark_written, wrap
 
 __all__ = ["GradScaler", "OptState"]
 
@@ -70,11 +70,23 @@ class GradScaler:
         self._init_growth_tracker = 0
         self._growth_tracker = None  # an int32 0-d tensor
         self._per_optimizer_states = {}
+        if self._enabled and self._device == "cpu":  # (made now: the first scale() may
+            self._premade = self._made()            # run inside a tg.compile capture)
 
     # ------------------------------------------------------------------ scaling
+    def _made(self):
+        # (from NumPy, not by a factory op: under tg.compile a factory's result would be
+        # a constant of the program, and these are state it updates)
+        return (wrap(np.full((), self._init_scale, np.float32)),
+                wrap(np.full((), self._init_growth_tracker, np.int32)))
+
     def _lazy_init(self, device):
-        self._scale = full((), self._init_scale, dtype=float32, device=device)
-        self._growth_tracker = full((), self._init_growth_tracker, dtype=int32, device=device)
+        made = self.__dict__.pop("_premade", None)
+        if made is None:
+            made = self._made()
+            if str(device) != "cpu":
+                made = tuple(t.to(device) for t in made)
+        self._scale, self._growth_tracker = made
 
     def _check_scale_growth_tracker(self, funcname):
         fix = ("This may indicate your script did not use scaler.scale(loss or outputs) "
@@ -125,10 +137,11 @@ class GradScaler:
                                "the last update().")
         if st["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        # PyTorch: the reciprocal in float64, then rounded to float32
-        inv = np.float32(1.0 / np.float64(self._scale.item()))
-        found = False
+        # in ops, no value read into Python (a compiled step replays it): PyTorch's
+        # reciprocal in float64, rounded to float32; each gradient multiplied in place
+        found = None
         with no_grad():
+            inv = (1.0 / self._scale.double()).float()
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     g = p.grad
@@ -136,16 +149,14 @@ class GradScaler:
                         continue
                     if g.dtype == float16:
                         raise ValueError("Attempting to unscale FP16 gradients.")
-                    data = buffer(g)
-                    xp = xp_of(data)
-                    if not bool(xp.isfinite(data).all()):
-                        found = True
-                    if data.dtype is _dt.BF16:  # in float32, rounded once
-                        data[...] = (data.astype(np.float32) * inv).astype(_dt.BF16)
+                    bad = ~isfinite(g).all()
+                    found = bad if found is None else found | bad
+                    if g.dtype == bfloat16:  # in float32, rounded once
+                        g.copy_(g.float() * inv)
                     else:  # float32, or float64 times the float32 reciprocal
-                        xp.multiply(data, data.dtype.type(inv), out=data)
-                    mark_written(g)
-        st["found_inf"] = _tensor(1.0 if found else 0.0, dtype=float32)
+                        g.mul_(inv.to(g.dtype))
+            st["found_inf"] = zeros((), dtype=float32, device=self._scale.device) \
+                if found is None else found.float()
         st["stage"] = OptState.UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
@@ -191,24 +202,21 @@ class GradScaler:
                      if st["found_inf"] is not None]
             if not found:
                 raise AssertionError("No inf checks were recorded prior to update.")
-            found_inf = sum(f.item() for f in found)
-            scale = np.float32(self._scale.item())
-            tracker = int(self._growth_tracker.item())
-            if found_inf:  # PyTorch's _amp_update_scale_, in float32
-                scale = np.float32(scale * np.float32(self._backoff_factor))
-                tracker = 0
-            else:
+            with no_grad():  # PyTorch's _amp_update_scale_, in float32 ops (replayable)
+                found_inf = found[0]
+                for f in found[1:]:
+                    found_inf = found_inf + f
+                inf = found_inf > 0
+                scale, tracker = self._scale, self._growth_tracker
                 successful = tracker + 1
-                if successful == self._growth_interval:
-                    with np.errstate(over="ignore"):
-                        grown = np.float32(scale * np.float32(self._growth_factor))
-                    if np.isfinite(grown):
-                        scale = grown
-                    tracker = 0
-                else:
-                    tracker = successful
-            self._set_scale(float(scale))
-            self._set_tracker(tracker)
+                grow = successful == self._growth_interval
+                grown = scale * self._growth_factor
+                grown = where(isfinite(grown), grown, scale)
+                new_scale = where(inf, scale * self._backoff_factor,
+                                  where(grow, grown, scale))
+                new_tracker = where(inf | grow, tracker * 0, successful)
+                scale.copy_(new_scale)
+                tracker.copy_(new_tracker)
         self._per_optimizer_states = {}
 
     def _set_scale(self, value):
@@ -280,6 +288,8 @@ class GradScaler:
         self._init_growth_tracker = int(state_dict["_growth_tracker"])
         if self._growth_tracker is not None:
             self._set_tracker(self._init_growth_tracker)
+        if "_premade" in self.__dict__:
+            self._premade = self._made()
 
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -291,7 +291,9 @@ def _like(name, fill):
         arr = fill(xp, data.shape, dt, *args)
         if not isinstance(input, Tensor):
             return arr
-        return _finish(arr, requires_grad)
+        # (its values follow from the input's shape and dtype and Python values: a
+        # constant of a tg.compile program, as zeros' is)
+        return (_finish if name == "empty_like" else _const)(arr, requires_grad)
     f.__name__ = name
     return f
 

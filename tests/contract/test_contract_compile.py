@@ -213,3 +213,13 @@ def test_globals_of_code_run_in_main_are_guarded(filename):
     assert ns["after_mode"] == ([2.0, 2.0], [2.0, 2.0])
     assert ns["after_scale"] == ([4.0, 4.0], [4.0, 4.0])
     assert any("MODE" in r for r in ns["cf"].stats()["recaptures"])
+
+
+@pytest.mark.parametrize("make", [lambda x: tg.where(x > 0, x, tg.zeros_like(x)),
+                                  lambda x: tg.ones_like(x) * x + tg.full_like(x, 2.0)])
+def test_like_factories_are_constants_of_a_replay(make):
+    cf = tg.compile(make)
+    for v in (1.0, -1.0, 3.0):
+        x = tg.tensor([v, -v])
+        assert cf(x).tolist() == make(x).tolist()
+    assert cf.stats()["replays"] == 2 and cf.stats()["eager_calls"] == 0, cf.stats()

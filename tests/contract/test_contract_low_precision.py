@@ -248,5 +248,54 @@ def test_cuda_autocast_and_scaler_without_cuda_warn_and_disable():
         loss.backward()
         s.step(opt)
         s.update()
-        res.append((float(loss), w.tolist(), s.get_scale(), s.is_enabled(), s.state_dict()))
+        res.append((float(loss.detach()), w.tolist(), s.get_scale(), s.is_enabled(),
+                    s.state_dict()))
     assert res[0] == res[1]
+
+
+def test_grad_scaler_inside_a_compiled_step_replays_with_eager_values():
+    """A whole float16 training step compiled with its GradScaler inside: the scaler
+    works in ops (no value read but the skip decision), so the step replays (one
+    program for clean steps, one for a step skipped on an overflow) and every loss,
+    scale and parameter equals the eager twin's and torch's."""
+    def make(lib):
+        torch.manual_seed(0)
+        tm = torch.nn.Linear(4, 2)
+        m = lib.nn.Linear(4, 2)
+        if lib is tg:
+            m.load_state_dict({k: tg.tensor(v.detach().numpy()) for k, v in
+                               tm.state_dict().items()})
+        else:
+            m = tm
+        opt = lib.optim.SGD(m.parameters(), lr=0.1)
+        sc = lib.amp.GradScaler("cpu", init_scale=2.0 ** 4, growth_interval=2)
+
+        def step(x, y):
+            opt.zero_grad()
+            with lib.autocast("cpu", dtype=lib.float16):
+                loss = lib.nn.functional.mse_loss(m(x), y)
+            sc.scale(loss).backward()
+            sc.step(opt)
+            sc.update()
+            return loss
+        return m, sc, step
+    runs = {"compiled": make(tg), "eager": make(tg), "torch": make(torch)}
+    compiled = tg.compile(runs["compiled"][2])
+    rng = np.random.default_rng(0)
+    for i in range(7):
+        x = rng.standard_normal((3, 4)).astype(np.float32) * (1e6 if i == 3 else 1)
+        y = rng.standard_normal((3, 2)).astype(np.float32)
+        res = {}
+        for name, (m, sc, step) in runs.items():
+            lib = torch if name == "torch" else tg
+            f = compiled if name == "compiled" else step
+            loss = float(f(lib.tensor(x), lib.tensor(y)).detach())
+            res[name] = (loss, sc.get_scale(), m.weight.detach().numpy().copy())
+        for name in ("eager", "torch"):
+            np.testing.assert_allclose(res["compiled"][0], res[name][0], rtol=2e-3)
+            assert res["compiled"][1] == res[name][1]
+            np.testing.assert_allclose(res["compiled"][2], res[name][2], rtol=2e-3,
+                                       atol=1e-4)
+        np.testing.assert_allclose(res["compiled"][0], res["eager"][0], rtol=1e-6)
+    s = compiled.stats()
+    assert s["captures"] == 2 and s["replays"] == 5 and s["eager_calls"] == 0, s
