@@ -142,6 +142,19 @@ def _time(fn, n):
     return (CLOCK() - t0) / n
 
 
+def _turn(fn, n):
+    """Seconds per call of ``fn`` in one contender's turn: one call untimed, then ``n``
+    timed, so a turn measures steady state as a training loop runs it (the first call
+    after the others' turns finds caches cold and worker threads asleep, for every
+    library; ``--cold-turns`` times it too)."""
+    if not COLD_TURNS:
+        fn()
+    return _time(fn, n)
+
+
+COLD_TURNS = []  # [True]: time each turn's first call as well
+
+
 def race(contenders, rounds, inner):
     """{name: median seconds per call}, contenders taking turns each round."""
     for fn in contenders.values():
@@ -150,7 +163,7 @@ def race(contenders, rounds, inner):
     times = {k: [] for k in contenders}
     for _ in range(rounds):
         for k, fn in contenders.items():
-            times[k].append(_time(fn, inner))
+            times[k].append(_turn(fn, inner))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -891,7 +904,7 @@ def _worker(spec, args):
             state.update(cont=cont, inner=inner, after=after)
             return {"names": list(cont), "rounds": rounds, "threads": _thread_counts()}
         if cmd == "round":
-            return {k: _time(fn, state["inner"]) for k, fn in state["cont"].items()}
+            return {k: _turn(fn, state["inner"]) for k, fn in state["cont"].items()}
         if cmd == "after" and state["after"] is not None:
             state["after"]()
         return None
@@ -906,6 +919,7 @@ def _race_isolated(section, libs, args, threads_seen, show):
     extra = ["--rounds", str(args.rounds), "--clock", args.clock, "--n", str(args.n),
              "--remat-n", str(args.remat_n)]
     extra += ["--no-torch-compile"] * args.no_torch_compile + ["--no-jax"] * args.no_jax
+    extra += ["--cold-turns"] * args.cold_turns
     workers = Workers(os.path.abspath(__file__), {
         lib: ["--worker", f"{section}:{lib}", *extra] for lib in libs
         if not (lib == "jax" and args.no_jax)})
@@ -941,8 +955,13 @@ def main(argv=None):
     ap.add_argument("--in-process", action="store_true",
                     help="every contender in this one process (libraries' threads "
                          "interfere: PyTorch's OpenMP threads spin after each op)")
+    ap.add_argument("--cold-turns", action="store_true",
+                    help="time each turn's first call too (caches cold, worker threads "
+                         "asleep after the other libraries' turns) instead of one untimed "
+                         "call before the timed ones")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    COLD_TURNS[:] = [True] if args.cold_turns else []
     only = set(args.only.split(","))
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -958,8 +977,11 @@ def main(argv=None):
     else:
         run = ("one process per library (numpy, tapegrad, PyTorch, JAX), each timing its "
                "contenders once per round in turn while the others wait")
+    turns = ("each turn's calls all timed, its first one included" if args.cold_turns
+             else "each turn one untimed call, then the timed ones (steady state)")
     print(f"threads: {how}; clock: {args.clock}; rounds: {args.rounds} (median); run: "
-          f"{run}; load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
+          f"{run}; {turns}; load average: "
+          f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     threads_seen = set()
     for section, libs, title, unit, ref in _tables(args):
         if section.split("-")[0] not in only and section not in only:
