@@ -7,8 +7,9 @@ Inf or NaN among them; ``step`` runs the optimizer only when none was found; and
 after ``growth_interval`` clean steps in a row (``growth_factor``). The scale is a
 float32 0-d tensor and the growth tracker an int32 one, updated with PyTorch's
 arithmetic, so both follow ``torch.amp.GradScaler``'s values exactly. All of it runs in
-ops, reading no value into Python but ``step``'s skip decision, so a training step
-compiled whole (``tg.compile``) with its scaler inside replays.
+ops while ``tg.compile`` captures (an observer is set), reading no value into Python
+but ``step``'s skip decision, so a training step compiled whole with its scaler
+inside replays; eagerly, on the buffers (fewer dispatches).
 """
 import enum
 import warnings
@@ -16,12 +17,27 @@ from collections import abc
 
 import numpy as np
 
+from .. import dtypes as _dt
+from ..devices import xp_of
 from ..dtypes import bfloat16, float16, float32
 from ..grad_mode import no_grad
-from ..ops import isfinite, where, zeros
+from ..ops import isfinite, tensor as _tensor, where, zeros
+from ..tape import state as _state
 from ..tensor import Tensor, buffer, mark_written, wrap
 
 __all__ = ["GradScaler", "OptState"]
+
+
+def _grads(optimizer):
+    """The gradients of ``optimizer``'s parameters (refusing float16 ones)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            if g.dtype == float16:
+                raise ValueError("Attempting to unscale FP16 gradients.")
+            yield g
 
 
 class OptState(enum.Enum):
@@ -137,27 +153,46 @@ class GradScaler:
                                "the last update().")
         if st["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        # in ops, no value read into Python (a compiled step replays it): PyTorch's
-        # reciprocal in float64, rounded to float32; each gradient multiplied in place
+        if _state.observers:  # (a tg.compile capture: in ops, no value read)
+            st["found_inf"] = self._unscale_in_ops(optimizer)
+        else:
+            st["found_inf"] = _tensor(1.0 if self._unscale_now(optimizer) else 0.0,
+                                      dtype=float32)
+        st["stage"] = OptState.UNSCALED
+
+    def _unscale_now(self, optimizer):
+        """Eagerly, on the buffers: whether a gradient held an Inf or NaN."""
+        # PyTorch: the reciprocal in float64, then rounded to float32
+        inv = np.float32(1.0 / np.float64(self._scale.item()))
+        found = False
+        for g in _grads(optimizer):
+            data = buffer(g)
+            xp = xp_of(data)
+            if not bool(xp.isfinite(data).all()):
+                found = True
+            if data.dtype is _dt.BF16:  # in float32, rounded once
+                data[...] = (data.astype(np.float32) * inv).astype(_dt.BF16)
+            else:  # float32, or float64 times the float32 reciprocal
+                xp.multiply(data, data.dtype.type(inv), out=data)
+            mark_written(g)
+        return found
+
+    def _unscale_in_ops(self, optimizer):
+        """The same in ops, reading no value (a compiled step replays it): the found
+        Inf/NaN as a float32 0-d tensor."""
         found = None
         with no_grad():
             inv = (1.0 / self._scale.double()).float()
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    g = p.grad
-                    if g is None:
-                        continue
-                    if g.dtype == float16:
-                        raise ValueError("Attempting to unscale FP16 gradients.")
-                    bad = ~isfinite(g).all()
-                    found = bad if found is None else found | bad
-                    if g.dtype == bfloat16:  # in float32, rounded once
-                        g.copy_(g.float() * inv)
-                    else:  # float32, or float64 times the float32 reciprocal
-                        g.mul_(inv.to(g.dtype))
-            st["found_inf"] = zeros((), dtype=float32, device=self._scale.device) \
-                if found is None else found.float()
-        st["stage"] = OptState.UNSCALED
+            for g in _grads(optimizer):
+                bad = ~isfinite(g).all()
+                found = bad if found is None else found | bad
+                if g.dtype == bfloat16:  # in float32, rounded once
+                    g.copy_(g.float() * inv)
+                else:
+                    g.mul_(inv.to(g.dtype))
+            if found is None:
+                return zeros((), dtype=float32, device=self._scale.device)
+            return found.float()
 
     def step(self, optimizer, *args, **kwargs):
         """``optimizer.step()`` after ``unscale_`` (if not done yet), unless a gradient
@@ -202,22 +237,49 @@ class GradScaler:
                      if st["found_inf"] is not None]
             if not found:
                 raise AssertionError("No inf checks were recorded prior to update.")
-            with no_grad():  # PyTorch's _amp_update_scale_, in float32 ops (replayable)
-                found_inf = found[0]
-                for f in found[1:]:
-                    found_inf = found_inf + f
-                inf = found_inf > 0
-                scale, tracker = self._scale, self._growth_tracker
-                successful = tracker + 1
-                grow = successful == self._growth_interval
-                grown = scale * self._growth_factor
-                grown = where(isfinite(grown), grown, scale)
-                new_scale = where(inf, scale * self._backoff_factor,
-                                  where(grow, grown, scale))
-                new_tracker = where(inf | grow, tracker * 0, successful)
-                scale.copy_(new_scale)
-                tracker.copy_(new_tracker)
+            if _state.observers:  # (a tg.compile capture: in ops, no value read)
+                self._update_in_ops(found)
+            else:
+                self._update_now(found)
         self._per_optimizer_states = {}
+
+    def _update_now(self, found):
+        """PyTorch's ``_amp_update_scale_`` in float32, on the values."""
+        found_inf = sum(f.item() for f in found)
+        scale = np.float32(self._scale.item())
+        tracker = int(self._growth_tracker.item())
+        if found_inf:
+            scale = np.float32(scale * np.float32(self._backoff_factor))
+            tracker = 0
+        else:
+            successful = tracker + 1
+            if successful == self._growth_interval:
+                with np.errstate(over="ignore"):
+                    grown = np.float32(scale * np.float32(self._growth_factor))
+                if np.isfinite(grown):
+                    scale = grown
+                tracker = 0
+            else:
+                tracker = successful
+        self._set_scale(float(scale))
+        self._set_tracker(tracker)
+
+    def _update_in_ops(self, found):
+        """The same in float32 ops, reading no value (a compiled step replays it)."""
+        with no_grad():
+            found_inf = found[0]
+            for f in found[1:]:
+                found_inf = found_inf + f
+            inf = found_inf > 0
+            scale, tracker = self._scale, self._growth_tracker
+            successful = tracker + 1
+            grow = successful == self._growth_interval
+            grown = scale * self._growth_factor
+            grown = where(isfinite(grown), grown, scale)
+            new_scale = where(inf, scale * self._backoff_factor, where(grow, grown, scale))
+            new_tracker = where(inf | grow, tracker * 0, successful)
+            scale.copy_(new_scale)
+            tracker.copy_(new_tracker)
 
     def _set_scale(self, value):
         data = buffer(self._scale)
