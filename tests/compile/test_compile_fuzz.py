@@ -6,7 +6,8 @@ size and dtype, the optimizer's ``lr``, ``momentum``, ``weight_decay`` (SGD) and
 parameter replaced by a new one, the optimizer's and the model's ``load_state_dict``)
 on a compiled and an eager twin alike; every call's loss and every parameter
 afterwards must match eager. Both ways of compiling are fuzzed: the whole step, and
-``tg.compile(model)`` with the backward and the update outside."""
+``tg.compile(model)`` (or a function calling it) with the backward and the update
+outside."""
 import copy
 import os
 import warnings
@@ -52,7 +53,8 @@ def _twin():
 def _maker(model, opt, compiled_model):
     alpha = 1.0
     crit = nn.CrossEntropyLoss()
-    run = tg.compile(model) if compiled_model else model
+    run = tg.compile(model) if compiled_model == "model" else \
+        tg.compile(lambda x: model(x)) if compiled_model == "forward" else model
 
     def step(x, y):
         opt.zero_grad()
@@ -132,7 +134,8 @@ def _apply(mut, value, models, opts, setters, state):
 
 
 @pytest.mark.parametrize("optim", ["sgd", "adam"])
-@pytest.mark.parametrize("compiled_model", [False, True], ids=["whole_step", "model"])
+@pytest.mark.parametrize("compiled_model", [False, "model", "forward"],
+                         ids=["whole_step", "model", "forward"])
 @hypothesis.settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
 @hypothesis.given(muts=st.lists(st.tuples(st.sampled_from(MUTATIONS),
