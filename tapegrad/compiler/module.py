@@ -39,6 +39,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .. import dtypes as _dtypes
 from .._util import loud_numpy, quiet_numpy
 from ..dispatch import bind
 from ..grad_mode import enable_grad, is_grad_enabled
@@ -309,6 +310,44 @@ class CompiledModule(Module):
 
     def eval(self):
         return self.train(False)
+
+    # the module's methods that return the module itself return this wrapper, as
+    # PyTorch's OptimizedModule does (``model = model.to(dtype)`` stays compiled)
+    def to(self, *args, **kwargs):
+        self._orig_mod.to(*args, **kwargs)
+        return self
+
+    def float(self):
+        return self.to(_dtypes.float32)
+
+    def double(self):
+        return self.to(_dtypes.float64)
+
+    def half(self):
+        return self.to(_dtypes.float16)
+
+    def bfloat16(self):
+        return self.to(_dtypes.bfloat16)
+
+    def cpu(self):
+        self._orig_mod.cpu()
+        return self
+
+    def cuda(self, device=None):
+        self._orig_mod.cuda(device)
+        return self
+
+    def requires_grad_(self, requires_grad=True):
+        self._orig_mod.requires_grad_(requires_grad)
+        return self
+
+    def apply(self, fn):
+        self._orig_mod.apply(fn)
+        return self
+
+    def share_memory(self):
+        self._orig_mod.share_memory()
+        return self
 
     def forward(self, *args, **kwargs):
         return self(*args, **kwargs)

@@ -160,3 +160,18 @@ def test_fullgraph_function_differentiated_outside_and_side_effects():
     cg = tg.compile(lambda x: print("side effect") or x * 2, fullgraph=True)
     with pytest.raises(RuntimeError, match="side effects"):
         cg(tg.ones(2))
+
+
+def test_methods_returning_the_module_return_the_compiled_one():
+    m = tg.nn.Sequential(tg.nn.Linear(2, 3), tg.nn.Tanh())
+    cm = tg.compile(m)
+    for name, args in [("to", (tg.float64,)), ("double", ()), ("float", ()), ("cpu", ()),
+                       ("requires_grad_", (True,)), ("apply", (lambda mod: None,)),
+                       ("train", ()), ("eval", ())]:
+        assert getattr(cm, name)(*args) is cm, name
+    cm = cm.to(tg.float64)  # still compiled, the module's parameters converted
+    assert m[0].weight.dtype == tg.float64
+    x = tg.randn(4, 2, dtype=tg.float64)
+    for _ in range(3):
+        np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy())
+    assert cm.stats()["replays"] == 2
