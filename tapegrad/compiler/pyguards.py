@@ -26,7 +26,8 @@ read (as above, one step in) as they were when it started, which ``changed`` com
 with after the call (a counter it assigns), and the C functions user code called
 that have Python side effects: ``print``, a file's ``write``, a method that changes a
 list, dict, set or deque (``side_effects`` keeps those still reachable after the call,
-not the call's own local lists).
+not the call's own local lists, nor the state of an object it made and dropped), and
+the records its loggers emit.
 
 The library's own functions (under ``tapegrad/``: only its modules' attributes) and the
 standard library are not searched: their globals are the library's constants.
@@ -36,10 +37,12 @@ import collections
 import enum
 import gc
 import io
+import logging
 import os
 import sys
 import sysconfig
 import types
+import weakref
 
 __all__ = ["Watch", "check", "optimizer_guards", "plain"]
 
@@ -93,6 +96,10 @@ _MUTATORS = frozenset("append extend insert pop remove clear update setdefault p
 _MUTABLE = (list, dict, set, bytearray, collections.deque, collections.OrderedDict,
             collections.defaultdict, collections.Counter)
 _WRITES = frozenset(("write", "writelines"))
+# a record a logger emits (Logger._log runs once its level is enabled: logger.info(),
+# logging.warning(), a LoggerAdapter's), which a replay would not
+_LOG_RECORD = logging.Logger._log.__code__
+_LOGGING_FILE = _LOG_RECORD.co_filename
 
 def _noted(v):
     """Whether the hook notes ``v``'s binding before the call: a plain value, or a
@@ -175,6 +182,14 @@ def _in_nn(code, cache={}):  # noqa: B006
     return r
 
 
+def _ref(obj):
+    """A weak reference to ``obj``, or a strong one where it takes none."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
+
+
 class Watch:
     """What ran during one capture: ``start()`` before the call, ``stop()`` after."""
 
@@ -182,12 +197,16 @@ class Watch:
         self.fn = fn
         self.codes = {}      # code -> its globals (user code that ran)
         self.modules = {}    # id -> a Module one of whose methods ran
-        self.selves = {}     # id -> (self, {codes}) for each method of user code that ran
+        self.selves = {}     # id -> (a reference to self, {codes}) for each method of user
+        #                      code that ran (weak: an object the call made and dropped, a
+        #                      helper whose method appends to its own list, is no state a
+        #                      replay must keep: neither a side effect nor an escape)
         self.prev = None
         self.first = {}      # (id(holder), key) -> (holder, key, value, words) when first
         #                      seen
         self.effects = []    # the output user code wrote (print(), a file's write())
         self.mutated = {}    # id -> (container, method) user code called a mutator of
+        self.owners = {}     # id of a self's __dict__ -> the reference to that self
 
     def _hook(self, frame, event, arg):
         if event == "call":
@@ -212,19 +231,34 @@ class Watch:
                     code in self.codes or _in_nn(code)):
                 s = frame.f_locals.get("self")
                 if s is not None and code in self.codes and code.co_name != "__init__":
-                    self.selves.setdefault(id(s), (s, set()))[1].add(code)
+                    e = self.selves.get(id(s))
+                    if e is None or e[0]() is not s:
+                        e = self.selves[id(s)] = (_ref(s), set())
+                    e[1].add(code)
                     if not _is_module(s):
                         self._first_inside(s, code, "self")
+                        if hasattr(s, "__dict__"):  # (the dict held: its id stays its)
+                            self.owners[id(s.__dict__)] = (s.__dict__, e[0])
                 if s is not None and id(s) not in self.modules and _is_module(s):
                     self.modules[id(s)] = s
                     d = s.__dict__
                     for a, v in list(d.items()):
                         if _noted(v) and not a.startswith("__"):
                             self.first.setdefault((id(d), a), (d, a, v, a))
+            if code is _LOG_RECORD and self._from_user(frame):
+                self.effects.append(f"logging to {frame.f_locals['self'].name!r}")
         elif event == "c_call" and frame.f_code in self.codes:
             self._c_call(arg)
         if self.prev is not None:
             self.prev(frame, event, arg)
+
+    def _from_user(self, frame):
+        """Whether user code called ``frame``'s logging function, directly or through
+        the logging module's own (``logging.info`` -> ``Logger.info`` -> ``_log``)."""
+        f = frame.f_back
+        while f is not None and f.f_code.co_filename == _LOGGING_FILE:
+            f = f.f_back
+        return f is not None and f.f_code in self.codes
 
     def _c_call(self, fn):
         """Note a call user code made of a C function: ``print``, a file's ``write``,
@@ -299,6 +333,9 @@ class Watch:
         out = []
         self.assigned = set()
         for holder, key, v, name in self.first.values():
+            owner = self.owners.get(id(holder))
+            if owner is not None and owner[1]() is None:
+                continue  # (an attribute of an object the call made and dropped)
             w = holder.get(key, _MISSING)
             if w is not v and (not plain(v) or type(w) is not type(v) or w != v):
                 out.append(name)
@@ -433,8 +470,9 @@ class Watch:
                         add(m.__dict__, a, v, f"{mname}.{a} is the same object")
             elif "training" in m.__dict__:
                 add(m.__dict__, "training", m.training, f"{mname}.training == {m.training!r}")
-        for i, (obj, codes) in self.selves.items():
-            for code in codes:  # (a module's own plain attributes are guarded above)
+        for i, (ref, codes) in self.selves.items():
+            obj = ref()  # (a module's own plain attributes are guarded above)
+            for code in codes if obj is not None else ():
                 where = "" if i in mod_names else f" (self of {code.co_qualname})"
                 attrs_of(obj, mod_names.get(i, "self"), code, where)
         return tuple(out)
@@ -523,7 +561,8 @@ class Watch:
                 if not plain(v) and (not callable(v) or _is_module(v)):
                     if search(v, name, 2, seen):
                         return found
-        for obj in [s for s, _ in self.selves.values()] + list(self.modules.values()):
+        selves = [s for s in (r() for r, _ in self.selves.values()) if s is not None]
+        for obj in selves + list(self.modules.values()):
             if search(obj, "self" if not _is_module(obj) else type(obj).__name__, 2, seen):
                 return found
         return found
