@@ -107,6 +107,17 @@ def _noted(v):
     return plain(v) or type(v) in (list, dict, set, tuple)
 
 
+def _same_items(now, before):
+    """Whether container ``now`` holds the same objects as its copy ``before``."""
+    if len(now) != len(before):
+        return False
+    if type(now) is list:
+        return all(a is b for a, b in zip(now, before))
+    if type(now) is dict:
+        return all(k in before and before[k] is v for k, v in now.items())
+    return now == before
+
+
 def _underlying(holder):
     """The object a guard's holder stands for (a list for its ``_Items`` view)."""
     return holder.seq if type(holder) is _Items else holder
@@ -207,6 +218,8 @@ class Watch:
         self.effects = []    # the output user code wrote (print(), a file's write())
         self.mutated = {}    # id -> (container, method) user code called a mutator of
         self.owners = {}     # id of a self's __dict__ -> the reference to that self
+        self.snaps = {}      # id -> (container, shallow copy, name, owner's __dict__ or
+        #                      None) of those it names
 
     def _hook(self, frame, event, arg):
         if event == "call":
@@ -220,12 +233,14 @@ class Watch:
                     if _noted(v):
                         self.first.setdefault((id(g), name), (g, name, v, name))
                     if not plain(v):
+                        self._snap(v, name)
                         self._first_inside(v, code, name)
                 if code.co_freevars:
                     loc = frame.f_locals
                     for name in code.co_freevars:
                         v = loc.get(name, _MISSING)
                         if v is not _MISSING and not plain(v):
+                            self._snap(v, name)
                             self._first_inside(v, code, name)
             if code.co_argcount and code.co_varnames[0] == "self" and (
                     code in self.codes or _in_nn(code)):
@@ -245,6 +260,8 @@ class Watch:
                     for a, v in list(d.items()):
                         if _noted(v) and not a.startswith("__"):
                             self.first.setdefault((id(d), a), (d, a, v, a))
+                            if a[0] != "_":
+                                self._snap(v, f"self.{a}")
             if code is _LOG_RECORD and self._from_user(frame):
                 self.effects.append(f"logging to {frame.f_locals['self'].name!r}")
         elif event == "c_call" and frame.f_code in self.codes:
@@ -275,6 +292,15 @@ class Watch:
         elif name in _WRITES and isinstance(s, io.IOBase):
             self.effects.append(f"{name}() on {getattr(s, 'name', 'a file')}")
 
+    def _snap(self, obj, name, holder=None):
+        """Keep a shallow copy of a list, dict or set user code names (at most 256
+        items), to see after the call whether it changed in place (``L += [x]``,
+        ``d[k] = v``: no C call to note)."""
+        tp = type(obj)
+        if (tp is list or tp is dict or tp is set) and id(obj) not in self.snaps \
+                and len(obj) <= 256:
+            self.snaps[id(obj)] = (obj, tp(obj), name, None if holder is None else id(holder))
+
     def _first_inside(self, obj, code, oname):
         """Note the plain values ``code`` can read inside ``obj`` (a container's items
         under the code's constant keys, a user object's attributes it names) as they
@@ -288,12 +314,14 @@ class Watch:
                 v = holder.get(k, _MISSING)
                 if v is not _MISSING and _noted(v):
                     self.first.setdefault((id(obj), k), (holder, k, v, f"{oname}[{k!r}]"))
+                    self._snap(v, f"{oname}[{k!r}]")
         elif _user_object(obj):
             d = obj.__dict__
             for a in code.co_names:
                 v = d.get(a, _MISSING)
                 if v is not _MISSING and _noted(v) and not a.startswith("__"):
                     self.first.setdefault((id(d), a), (d, a, v, f"{oname}.{a}"))
+                    self._snap(v, f"{oname}.{a}", d)
 
     def unassigned(self, guards):
         """``guards`` less those on the values the call assigned (``changed``): a
@@ -315,6 +343,13 @@ class Watch:
         ``self`` of its methods) that it changed (``calls.append()``). Containers the
         call made and dropped (or returned) are its own business."""
         out = list(dict.fromkeys(self.effects))
+        snaps, self.snaps = self.snaps, {}
+        for obj, before, name, hid in snaps.values():
+            owner = self.owners.get(hid)
+            if owner is not None and owner[1]() is None:
+                continue  # (an attribute of an object the call made and dropped)
+            if not _same_items(obj, before):
+                out.append(f"{name} changed in place")
         mutated, self.mutated = self.mutated, {}
         if mutated:
             def match(obj, name):

@@ -262,3 +262,30 @@ def test_containers_rebound_by_the_call():
         cm(tg.ones(4, 2)).sum().backward()
     assert HISTORY == [0.0, 2.0, 4.0]
     assert m.seen == [3, 3, 3, 4]
+
+
+LOSSES = []
+BY_STEP = {}
+
+
+def _extends_in_place(x):
+    global LOSSES
+    LOSSES += [float(x.sum())]
+    return x * 2
+
+
+def _sets_a_new_key(x):
+    BY_STEP[len(BY_STEP)] = float(x.sum())
+    return x * 2
+
+
+@pytest.mark.parametrize("fn", [_extends_in_place, _sets_a_new_key])
+def test_containers_changed_in_place_without_a_method_call(fn):
+    LOSSES.clear()
+    BY_STEP.clear()
+    cf = tg.compile(fn)
+    with pytest.warns(RuntimeWarning, match="changed in place"):
+        cf(tg.ones(2))
+    for v in (2.0, 3.0):
+        cf(tg.full((2,), v))
+    assert LOSSES == [2.0, 4.0, 6.0] or list(BY_STEP.values()) == [2.0, 4.0, 6.0]
