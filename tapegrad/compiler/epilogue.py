@@ -14,7 +14,8 @@ eager kernels (the results are bitwise those of eager):
 - ``conv2d`` read only by a ``relu`` (and the ``max_pool2d`` of that ReLU's result,
   if any): one step that runs the ReLU and the pooling on each chunk of the batch
   right after its GEMMs, while in cache; ``relu_backward(max_pool2d_input_grad(g,
-  i), y)``: one pass per plane; a conv's ``conv2d_input_grad`` and
+  i), y)``: one pass per plane (its mask from the pooled values where the pooling of
+  ``y`` is in the graph: ``fuse_pool_relu_grads``); a conv's ``conv2d_input_grad`` and
   ``conv2d_weight_grad`` of one ``g``: one parallel region (``_fuse_conv``); and
   that pooling gradient with the conv gradients of its result: one region, each
   chunk of the batch making its rows of the gradient first (``_join_grads``); two
@@ -29,7 +30,7 @@ import numpy as np
 from ..devices import cpu as _cpu
 from .graph import Step
 
-__all__ = ["fuse_epilogues", "Epilogue", "join_slice_grads"]
+__all__ = ["fuse_epilogues", "Epilogue", "join_slice_grads", "fuse_pool_relu_grads"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -224,15 +225,21 @@ def _conv2d_relu(x, w, b=None, *, conv, pool=None, workspace, out=None):
     return y, m, i
 
 
-def _pool_relu_grad(g, indices, y, *, input_shape, overlap, out=None):
+def _pool_relu_grad(g, indices, y, *, input_shape, overlap, pooled=False, out=None):
     """``relu_backward(max_pool2d_input_grad(g, indices), y)`` in one pass where
-    ``max_pool2d_relu_input_grad`` applies; else the two registry kernels in turn."""
+    ``max_pool2d_relu_input_grad`` applies; else the two registry kernels in turn.
+    ``pooled``: ``y`` is the pooled values (``max_pool2d``'s, whose indices these
+    are), the mask taken from them (``_pool_relu_grad_step``)."""
     from ..ops.elementwise import RELU_BACKWARD
     from ..ops.nn.pool import MAX_POOL2D_INPUT_GRAD, max_pool2d_relu_input_grad
     if out is not None and max_pool2d_relu_input_grad(g, indices, y, input_shape=input_shape,
-                                                      overlap=overlap, out=out):
+                                                      overlap=overlap, pooled=pooled,
+                                                      out=out):
         return out
     d = MAX_POOL2D_INPUT_GRAD.kernel(g, indices, input_shape=input_shape, overlap=overlap)
+    if pooled:  # the pooled values at their argmax positions (summed where windows
+        #         overlap: the same sign, or NaN), 0 elsewhere, where d is 0 too
+        y = MAX_POOL2D_INPUT_GRAD.kernel(y, indices, input_shape=input_shape, overlap=overlap)
     return RELU_BACKWARD.kernel(d, y, out=out)
 
 
@@ -259,7 +266,7 @@ CONV2D_GRADS = Epilogue("conv2d_input_grad+conv2d_weight_grad", _conv2d_grads, 2
 CONV2D_GRADS.kind = "workspace"
 def _pool_relu_conv_grads(gp, indices, y, w, x, *, overlap, grad_shape, input_shape,
                           weight_shape, stride, padding, dilation, groups, split, workspace,
-                          out=None):
+                          pooled=False, out=None):
     """``d = relu_backward(max_pool2d_input_grad(gp, indices), y)`` (shape
     ``grad_shape``) and the conv's two gradients of ``d``, in one parallel region where
     ``conv2d_input_weight_grad`` applies (each chunk of the batch makes its rows of d
@@ -272,9 +279,10 @@ def _pool_relu_conv_grads(gp, indices, y, w, x, *, overlap, grad_shape, input_sh
                 for a in (gp, y)) and \
             conv2d_input_weight_grad(out[0], w, x, out[1], out[2], **attrs, workspace=workspace,
                                      split=split,
-                                     pre=(scatter_relu_rows(overlap), gp, indices, y)):
+                                     pre=(scatter_relu_rows(overlap, pooled), gp, indices,
+                                          y)):
         return out
-    d = _pool_relu_grad(gp, indices, y, input_shape=grad_shape, overlap=overlap,
+    d = _pool_relu_grad(gp, indices, y, input_shape=grad_shape, overlap=overlap, pooled=pooled,
                         out=None if out is None else out[0])
     gx, gw = _conv2d_grads(d, w, x, input_shape=input_shape, weight_shape=weight_shape,
                            **attrs, split=split, workspace=workspace,
@@ -283,7 +291,7 @@ def _pool_relu_conv_grads(gp, indices, y, w, x, *, overlap, grad_shape, input_sh
 
 
 def _pool_relu_weight_grad(gp, indices, y, x, *, overlap, grad_shape, weight_shape, stride,
-                           padding, dilation, groups, workspace, out=None):
+                           padding, dilation, groups, workspace, pooled=False, out=None):
     """``d`` as ``_pool_relu_conv_grads``'s and ``conv2d_weight_grad(x, d)``, in one
     parallel region where ``conv2d_weight_grad_after`` applies; else in turn."""
     from ..devices.cpu_kernels.pool import scatter_relu_rows
@@ -293,10 +301,10 @@ def _pool_relu_weight_grad(gp, indices, y, x, *, overlap, grad_shape, weight_sha
     if out is not None and type(indices) is np.ndarray and indices.flags.c_contiguous and \
             all(type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == out[0].dtype
                 for a in (gp, y)) and \
-            conv2d_weight_grad_after((scatter_relu_rows(overlap), gp, indices, y), x, out[0],
-                                     out[1], **attrs, workspace=workspace):
+            conv2d_weight_grad_after((scatter_relu_rows(overlap, pooled), gp, indices, y), x,
+                                     out[0], out[1], **attrs, workspace=workspace):
         return out
-    d = _pool_relu_grad(gp, indices, y, input_shape=grad_shape, overlap=overlap,
+    d = _pool_relu_grad(gp, indices, y, input_shape=grad_shape, overlap=overlap, pooled=pooled,
                         out=None if out is None else out[0])
     gw = CONV2D_WEIGHT_GRAD.kernel(x, d, **attrs, workspace=workspace,
                                    out=None if out is None else out[1])
@@ -433,29 +441,88 @@ def _fuse_conv(g, steps, reads_all):
             if p is not None:
                 drop.add(k)
             count += 1
-        elif _op(st, "max_pool2d_input_grad") and set(st.attrs) == {"input_shape", "overlap"} \
-                and all(type(v) is int for v in st.ins) and private(st.outs[0]):
-            d0 = st.outs[0]
-            j = reader_of[d0]
-            r = steps[j]
-            if not (_op(r, "relu_backward") and not r.attrs and len(r.ins) == 2 and
-                    r.ins[0] == d0 and type(r.ins[1]) is int and len(r.outs) == 1 and
-                    _plain(g, r.outs[0], 4, g.dtypes[d0]) and
-                    g.shapes[r.outs[0]] == g.shapes[d0] == g.shapes[r.ins[1]] and
-                    g.dtypes[r.ins[1]] == g.dtypes[d0] == g.dtypes[st.ins[0]] and
-                    still(i, j)):
+        elif _op(st, "max_pool2d_input_grad"):
+            found = _pool_relu_grad_step(g, steps, i, private, reader_of, made)
+            if found is None:
                 continue
-            new = Step("op", POOL_RELU_GRAD, list(st.ins) + [r.ins[1]], dict(st.attrs))
-            new.outs = list(r.outs)
+            j, new = found
             replace[j] = new
             drop.add(i)
             count += 1
-    if not count:
+    if not count and not any(st.kind == "op" and st.op is POOL_RELU_GRAD for st in steps):
         return steps, 0
     steps = [replace.get(k, st) for k, st in enumerate(steps) if k not in drop]
     steps, n = _join_grads(g, steps)
     steps, n2 = _join_layers(g, steps)
     return steps, count + n + n2
+
+
+def _pool_relu_grad_step(g, steps, i, private, reader_of, made):
+    """(j, the step) for ``relu_backward(max_pool2d_input_grad(gp, idx), y)``, the
+    pooling gradient at ``steps[i]`` and the ReLU's at ``steps[j]``, or None. Where
+    ``y`` is what a ``max_pool2d`` step pooled into ``(m, idx)`` (its steps visible)
+    and nothing writes into ``m`` before ``j``, the mask is taken from ``m``: each
+    position the scatter reaches is an argmax, whose ``y`` is the window's ``m``
+    (the same values, the result bitwise eager's; the others hold 0 either way), so
+    ``y`` itself need not be kept for the backward."""
+    st = steps[i]
+    if not (set(st.attrs) == {"input_shape", "overlap"} and len(st.outs) == 1 and
+            all(type(v) is int for v in st.ins) and private(st.outs[0])):
+        return None
+    d0 = st.outs[0]
+    j = reader_of[d0]
+    r = steps[j]
+    if not (_op(r, "relu_backward") and not r.attrs and len(r.ins) == 2 and
+            r.ins[0] == d0 and type(r.ins[1]) is int and len(r.outs) == 1 and
+            _plain(g, r.outs[0], 4, g.dtypes[d0]) and
+            g.shapes[r.outs[0]] == g.shapes[d0] == g.shapes[r.ins[1]] and
+            g.dtypes[r.ins[1]] == g.dtypes[d0] == g.dtypes[st.ins[0]] and
+            not any(steps[t].mutates() for t in range(i + 1, j))):
+        return None
+    gp, idx = st.ins
+    y = r.ins[1]
+    attrs = dict(st.attrs)
+    k = made.get(idx, -1)
+    p = steps[k] if k >= 0 else None
+    if p is not None and _op(p, "max_pool2d") and p.ins == [y] and len(p.outs) == 2 and \
+            p.outs[1] == idx and _plain(g, p.outs[0], 4, g.dtypes[y]) and \
+            not any(steps[t].into is not None and g.root(steps[t].into) == g.root(p.outs[0])
+                    for t in range(k + 1, j)):
+        y = p.outs[0]
+        attrs["pooled"] = True
+    new = Step("op", POOL_RELU_GRAD, [gp, idx, y], attrs)
+    new.outs = list(r.outs)
+    return j, new
+
+
+def fuse_pool_relu_grads(g, steps, reads_all, start=0):
+    """``relu_backward(max_pool2d_input_grad(gp, idx), y)`` of steps from ``start``
+    on as one step, its mask from the pooled values where ``_pool_relu_grad_step``
+    finds them: run on a joint forward+backward graph before it is split, the
+    backward then reads the (smaller) pooled values, not the ReLU's result, and the
+    forward need not save that. Returns (steps, the number fused)."""
+    escapes, readers, aliased = _uses(g, steps, reads_all)
+    reader_of = {}
+    for k, st in enumerate(steps):
+        for v in reads_all(st):
+            reader_of.setdefault(v, k)
+
+    def private(v):
+        return _plain(g, v, 4) and v not in escapes and v not in aliased and \
+            readers.get(v) == 1
+
+    made = _producers(steps)
+    drop, replace = set(), {}
+    for i in range(start, len(steps)):
+        if i in drop or not _op(steps[i], "max_pool2d_input_grad"):
+            continue
+        found = _pool_relu_grad_step(g, steps, i, private, reader_of, made)
+        if found is None or found[0] in replace or not found[1].attrs.get("pooled"):
+            continue
+        j, new = found
+        replace[j] = new
+        drop.add(i)
+    return _rebuilt(steps, replace, drop), len(replace)
 
 
 def _join_layers(g, steps):
@@ -507,7 +574,8 @@ def _join_grads(g, steps):
             continue
         r = steps[j]
         gp, idx, y = st.ins
-        base = dict(overlap=st.attrs["overlap"], grad_shape=st.attrs["input_shape"])
+        base = dict(overlap=st.attrs["overlap"], grad_shape=st.attrs["input_shape"],
+                    pooled=st.attrs.get("pooled", False))
         if r.kind == "op" and r.op is CONV2D_GRADS and r.ins[0] == d:
             w, x = r.ins[1], r.ins[2]
             new = Step("op", POOL_RELU_CONV_GRADS, [gp, idx, y, w, x], dict(r.attrs, **base))

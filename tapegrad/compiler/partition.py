@@ -19,6 +19,7 @@ not undo the forward that already ran): ``Unsupported`` says why.
 """
 from .capture import Unsupported
 from .embedding_projection import fold_embedding_projections
+from .epilogue import fuse_pool_relu_grads
 from .graph import Graph
 from .program import Program, _reads_all
 from .zero_cotangents import snapshot
@@ -36,6 +37,9 @@ def partition(g, mark, cots, fuse=True):
     if g.ext_grad:
         raise Unsupported("the program reads a .grad being accumulated into")
     steps, mark, folded = fold_embedding_projections(g, g.steps, _reads_all, mark)
+    if fuse:  # (the backward's pooling gradients then read the pooled values, not the
+        #       ReLU's results: those are not saved)
+        steps, _ = fuse_pool_relu_grads(g, steps, _reads_all, start=mark)
     fwd, bwd = steps[:mark], steps[mark:]
     outs_o, grads_o = g.output[1]
     out_vals = [v for _, v in outs_o[1]]

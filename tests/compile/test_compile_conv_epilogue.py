@@ -76,9 +76,13 @@ def test_conv_relu_pool_fused_bitwise_eager(case, both):
     fused = "conv2d+relu" if pool is None else "conv2d+relu+max_pool2d"
     assert fused in names and "relu" not in names, names
     if pool is not None and not both:  # (with both, y's gradient is a sum of two)
-        names = [st.name for st in cm._joint._last.backward.steps]
+        prog = cm._joint._last
+        names = [st.name for st in prog.backward.steps]
         assert any(n.startswith("max_pool2d_input_grad+relu_backward") for n in names), names
         assert "relu_backward" not in names, names
+        # the backward's mask comes from the pooled values: the ReLU's result is not saved
+        y = next(st for st in prog.steps if st.name.startswith("conv2d+relu")).outs[0]
+        assert y not in prog.graph.output_values()
 
 
 def test_fused_cnn_step_matches_torch():
@@ -125,26 +129,41 @@ def test_fused_cnn_step_matches_torch():
     names = [st.name for st in comp._last.steps]
     assert names.count("conv2d+relu[+max_pool2d] x2") == 1, names
     assert sum(n.startswith("max_pool2d_input_grad+relu_backward") for n in names) == 2, names
+    assert all(st.attrs.get("pooled") for st in comp._last.steps
+               if st.name.startswith("max_pool2d_input_grad+relu_backward"))
 
 
+@pytest.mark.parametrize("pooled", [False, True])
 @pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_pool_relu_grad_pass_bitwise_eager_kernels(overlap, dtype):
+def test_pool_relu_grad_pass_bitwise_eager_kernels(overlap, dtype, pooled):
+    """``pooled``: the mask taken from the pooled values, in the one pass and in the
+    fallback of the fused step (the registry kernels)."""
+    from tapegrad.compiler.epilogue import _pool_relu_grad
     from tapegrad.ops.elementwise import RELU_BACKWARD
     from tapegrad.ops.nn.pool import MAX_POOL2D, MAX_POOL2D_INPUT_GRAD, max_pool2d_relu_input_grad
     r = np.random.default_rng(2)
     y = np.maximum(r.standard_normal((3, 4, 9, 8)), 0).astype(dtype)
+    y.flat[[0, 17, 40]] = np.nan
     attrs = dict(kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1)) \
         if overlap else dict(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0),
                              dilation=(1, 1))
-    _, idx = MAX_POOL2D.kernel(y, **attrs)
+    m, idx = MAX_POOL2D.kernel(y, **attrs)
     g = r.standard_normal(idx.shape).astype(dtype)
     g.flat[3] = np.inf
+    g.flat[[5, 6]] = np.finfo(dtype).max  # (overlapping windows: sums to inf)
     want = RELU_BACKWARD.kernel(MAX_POOL2D_INPUT_GRAD.kernel(
         g, idx, input_shape=y.shape, overlap=overlap), y)
     out = np.full(y.shape, 7, dtype)
-    assert max_pool2d_relu_input_grad(g, idx, y, input_shape=y.shape, overlap=overlap, out=out)
+    mask = m if pooled else y
+    assert max_pool2d_relu_input_grad(g, idx, mask, input_shape=y.shape, overlap=overlap,
+                                      out=out, pooled=pooled)
     np.testing.assert_array_equal(out, want)
+    fallback = _pool_relu_grad(g, idx, mask, input_shape=y.shape, overlap=overlap,
+                               pooled=pooled)
+    np.testing.assert_array_equal(fallback, want)
+    assert np.array_equal(np.signbit(fallback), np.signbit(want))
+    assert np.array_equal(np.signbit(out), np.signbit(want))
 
 
 class _Two(tg.nn.Module):

@@ -248,23 +248,51 @@ def _scatter_relu_rows(out, idx, g, y, overlap):
                     out[r, p] = (out[r, p] + g[r, k]) * (0 if y[r, p] <= 0 else 1)
 
 
-def max_pool2d_scatter_relu(out, idx, g, y, overlap):
+@njit
+def _scatter_relu_pooled_rows(out, idx, g, m, overlap):
+    """``_scatter_relu_rows`` with the mask from the pooled values ``m`` (as ``idx``):
+    ``y`` at a window's argmax is its ``m``. Overlapping windows: the sums first,
+    then each reached position times its mask once per window reaching it (x * 1 is
+    x, and x * 0 * 0 is x * 0, bitwise)."""
+    for r in range(idx.shape[0]):
+        for k in range(out.shape[1]):
+            out[r, k] = 0
+        if overlap:
+            for k in range(idx.shape[1]):
+                if idx[r, k] >= 0:
+                    out[r, idx[r, k]] += g[r, k]
+            for k in range(idx.shape[1]):
+                p = idx[r, k]
+                if p >= 0:
+                    out[r, p] = out[r, p] * (0 if m[r, k] <= 0 else 1)
+        else:
+            for k in range(idx.shape[1]):
+                p = idx[r, k]
+                if p >= 0:
+                    out[r, p] = (out[r, p] + g[r, k]) * (0 if m[r, k] <= 0 else 1)
+
+
+def max_pool2d_scatter_relu(out, idx, g, y, overlap, pooled=False):
     """``max_pool2d_scatter(out, idx, g, zero=True)`` then ``out *= (y > 0)`` (the
     gradient through ``max_pool2d(relu(.))``), one pass per row on the threads; all
-    (rows, ...) C-contiguous, ``y`` as ``out``."""
+    (rows, ...) C-contiguous, ``y`` as ``out`` (``pooled``: the pooled values, as
+    ``idx``, the mask taken from them)."""
     rows = out.shape[0]
     per_row = max(idx.shape[1], out.shape[1])
-    run_chunked(lambda n, o_, i_, g_, y_: _scatter_relu_rows(o_, i_, g_, y_, overlap), rows,
+    k = _scatter_relu_pooled_rows if pooled else _scatter_relu_rows
+    run_chunked(lambda n, o_, i_, g_, y_: k(o_, i_, g_, y_, overlap), rows,
                 out, idx, g, y, min_chunk=max(ROW_BLOCK // per_row, few_chunks(rows)))
 
 
-def scatter_relu_rows(overlap):
+def scatter_relu_rows(overlap, pooled=False):
     """``fn(n, g, idx, y, out)``: ``max_pool2d_scatter_relu``'s pass on one chunk of
     the batch (arrays with the batch first, C-contiguous), for a caller's region."""
+    k = _scatter_relu_pooled_rows if pooled else _scatter_relu_rows
+
     def fn(n, g, idx, y, out):
         rows = n * idx.shape[1]
-        _scatter_relu_rows(out.reshape(rows, -1), idx.reshape(rows, -1), g.reshape(rows, -1),
-                           y.reshape(rows, -1), overlap)
+        k(out.reshape(rows, -1), idx.reshape(rows, -1), g.reshape(rows, -1),
+          y.reshape(rows, -1), overlap)
     return fn
 
 

@@ -282,12 +282,13 @@ def _max_pool2d_input_grad_kernel(g, indices, *, input_shape, overlap, out=None)
     return out.reshape(input_shape)
 
 
-def max_pool2d_relu_input_grad(g, indices, y, *, input_shape, overlap, out):
+def max_pool2d_relu_input_grad(g, indices, y, *, input_shape, overlap, out, pooled=False):
     """``relu_backward(max_pool2d_input_grad(g, indices), y)`` into ``out``: the
     gradient through ``max_pool2d(relu(.))``, ``y`` the ReLU's output, in one pass per
     plane with the two eager kernels' arithmetic (their results, bitwise). Returns
     False, touching nothing, where this path does not apply (NumPy float32/float64,
-    C-contiguous, one dtype)."""
+    C-contiguous, one dtype). ``pooled``: ``y`` is the pooled values (as ``g``),
+    whose value at each window's argmax is the ReLU output's there."""
     arrays = (g, y, out)
     if not all(type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == out.dtype
                for a in arrays) or out.dtype not in (np.float32, np.float64) or \
@@ -296,7 +297,8 @@ def max_pool2d_relu_input_grad(g, indices, y, *, input_shape, overlap, out):
     N, C, H, W = input_shape
     L = g.shape[2] * g.shape[3]
     cpu_pool.max_pool2d_scatter_relu(out.reshape(N * C, H * W), indices.reshape(N * C, L),
-                                     g.reshape(N * C, L), y.reshape(N * C, H * W), overlap)
+                                     g.reshape(N * C, L),
+                                     y.reshape(N * C, L if pooled else H * W), overlap, pooled)
     return True
 
 
