@@ -249,10 +249,17 @@ def _factory(fill, name):
         if kwargs:
             size = _size_keyword(name, size, kwargs)
         shape = _new_shape(name, size)
+        if out is not None:  # PyTorch's out=: its dtype and device unless given
+            dtype = out.dtype if dtype is None else dtype
+            device = out.device if device is None else device
         dt = _np_dtype(dtype) or _dt.get_default_dtype().np
         xp = _devices.xp(_devices.device(device)) if device is not None else np
         _devices.check_alloc(name, shape, dt)
-        return (_finish if name == "empty" else _const)(fill(xp, shape, dt), requires_grad)
+        res = (_finish if name == "empty" else _const)(fill(xp, shape, dt), requires_grad)
+        if out is None:
+            return res
+        from .compat import write_out
+        return write_out(name, res, out)
     f.__name__ = name
     f.__doc__ = f"A tensor of the given shape filled by {name} (``*ints`` or a tuple)."
     return f

@@ -102,6 +102,8 @@ _NUMBER_OK = {"lerp": ("weight",), "gaussian_nll_loss": ("var",), "select": ("in
 # the functions with one tensor result that PyTorch gives an ``out=`` (the result
 # copied into that tensor: ``compat.write_out``); those with their own take it
 OUT_OPS = frozenset("""
+abs acos acosh any arccos arcsin arctan arctan2 asin asinh atan atan2 atanh bitwise_or diff
+log10 log2 logical_xor mean msort norm rad2deg square
 add addbmm addcdiv addcmul addmm addmv addr all amax amin baddbmm bitwise_and
 bitwise_left_shift bitwise_not bitwise_right_shift bitwise_xor bmm bucketize ceil
 cholesky cholesky_inverse cholesky_solve clamp clip column_stack copysign cos cosh

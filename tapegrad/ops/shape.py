@@ -1025,7 +1025,7 @@ def cat(tensors, dim=None, *, axis=None, out=None):
         ts = [t for t in ts if tuple(t.shape) != (0,)] or ts[:1]
     nd = len(ts[0].shape)
     d = normalize_dim("cat", dim, nd) if nd else dim
-    return bind(CAT, *ts, dim=d)
+    return _out("cat", bind(CAT, *ts, dim=d), out)
 
 
 def _tensor_list(name, tensors):
@@ -1107,7 +1107,15 @@ def stack(tensors, dim=None, *, axis=None, out=None):
     ts = _tensor_list("stack", tensors)
     dim = _dim_alias("stack", dim, axis)
     d = normalize_dim("stack", dim, len(ts[0].shape) + 1)
-    return bind(STACK, *ts, dim=d)
+    return _out("stack", bind(STACK, *ts, dim=d), out)
+
+
+def _out(name, result, out):
+    """``result``, or PyTorch's ``out=``: copied into ``out``, which is returned."""
+    if out is None:
+        return result
+    from .compat import write_out
+    return write_out(name, result, out)
 
 
 def hstack(tensors):

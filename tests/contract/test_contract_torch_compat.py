@@ -241,6 +241,16 @@ OUT_CASES = {  # name -> the arguments, as a function of the library
     "eq": lambda L: (L.tensor([0.0, 3.0]), L.tensor([0.0, 2.0])),
     "tril": lambda L: (L.ones(3, 3),),
     "where": lambda L: (L.tensor([True, False]), L.tensor([1.0, 2.0]), L.tensor([3.0, 4.0])),
+    # (cat and stack took an out= and ignored it; these had none)
+    "cat": lambda L: ([L.ones(2, 2), L.zeros(1, 2)],),
+    "stack": lambda L: ([L.ones(2), L.zeros(2)],),
+    "abs": lambda L: (L.tensor([-1.5, 2.0]),),
+    "acos": lambda L: (L.tensor([-0.5, 0.25]),),
+    "atan2": lambda L: (L.tensor([-0.5, 0.25]), L.tensor([1.0, -2.0])),
+    "mean": lambda L: (L.tensor([[1.0, 2.0], [3.0, 5.0]]), 1),
+    "norm": lambda L: (L.tensor([3.0, 4.0]),),
+    "square": lambda L: (L.tensor([-3.0, 4.0]),),
+    "logical_xor": lambda L: (L.tensor([True, False]), L.tensor([True, True])),
 }
 
 
@@ -268,3 +278,40 @@ def test_out_keyword_refuses_recording_as_torch():
             L.add(a, a, out=L.empty(2, 2))
         with L.no_grad():
             assert L.mm(a, a, out=L.empty(2, 2)).tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty"])
+def test_factory_out_keyword_as_torch(name):
+    # the factories took an out= and ignored it: out kept its shape and values
+    import tapegrad as tg
+    res = []
+    for L in (tg, torch):
+        out = L.full((1,), 7, dtype=L.int64)
+        got = getattr(L, name)(2, 3, out=out)  # (out's dtype)
+        assert got is out
+        res.append((tuple(out.shape), str(out.dtype).split(".")[-1],
+                    out.tolist() if name != "empty" else None))
+    assert res[0] == res[1]
+
+
+def test_every_out_parameter_is_used():
+    # a public function that names an out= parameter writes its result there
+    import ast
+    import inspect
+    import textwrap
+
+    import tapegrad as tg
+    unused = []
+    for name in dir(tg):
+        f = getattr(tg, name)
+        f = getattr(f, "__wrapped__", f)
+        try:
+            if "out" not in inspect.signature(f).parameters:
+                continue
+            tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
+        except (TypeError, ValueError, OSError):
+            continue
+        if not any(isinstance(n, ast.Name) and n.id == "out" and isinstance(n.ctx, ast.Load)
+                   for n in ast.walk(tree)):
+            unused.append(name)
+    assert not unused, f"out= accepted and ignored by {unused}"
