@@ -6,6 +6,8 @@ reached through ``tg.nn.functional``).
 
 Layering: compat sits on top of the op families (it imports them; none imports it at
 import time)."""
+import warnings
+
 import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
@@ -39,6 +41,14 @@ def write_out(name, result, out):
         raise RuntimeError(f"{name}(): result type {result.dtype} can't be cast to the desired "
                            f"output type {out.dtype}")
     if tuple(out.shape) != tuple(result.shape):  # resized, its old data discarded
+        if out.numel():  # (PyTorch's warning: resizing a non-empty out is deprecated)
+            warnings.warn(f"An output with one or more elements was resized since it had "
+                          f"shape {list(out.shape)}, which does not match the required "
+                          f"output shape {list(result.shape)}. This behavior is deprecated, "
+                          f"and in a future PyTorch release outputs will not be resized "
+                          f"unless they have zero elements (pass an out of zero elements, "
+                          f"tg.empty(0), to have it resized quietly).", UserWarning,
+                          stacklevel=3)
         out.data = C.empty(tuple(result.shape), dtype=out.dtype, device=out.device)
     out.copy_(result)
     return out

@@ -315,3 +315,17 @@ def test_every_out_parameter_is_used():
                    for n in ast.walk(tree)):
             unused.append(name)
     assert not unused, f"out= accepted and ignored by {unused}"
+
+
+def test_out_keyword_resizing_a_non_empty_out_warns_as_torch():
+    import warnings
+
+    import tapegrad as tg
+    for L in (tg, torch):
+        with pytest.warns(UserWarning, match=r"resized since it had shape \[2\]"):
+            out = L.add(L.ones(3), 1, out=L.zeros(2))
+        assert out.tolist() == [2.0, 2.0, 2.0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            L.add(L.ones(3), 1, out=L.empty(0))  # (an empty one is resized quietly)
+            L.cat([L.ones(2), L.ones(1)], out=L.empty(0))
