@@ -19,7 +19,9 @@ eager kernels (the results are bitwise those of eager):
   ``conv2d_weight_grad`` of one ``g``: one parallel region (``_fuse_conv``); and
   that pooling gradient with the conv gradients of its result: one region, each
   chunk of the batch making its rows of the gradient first (``_join_grads``); two
-  ``conv2d+relu[+max_pool2d]`` layers in a row: one region (``_join_layers``).
+  ``conv2d+relu[+max_pool2d]`` layers in a row: one region (``_join_layers``), and
+  two layers' pooling+conv gradient steps, the second's ``g`` the first's input
+  gradient: one region (``_join_grad_layers``).
 
 Each fused step is an ``op`` step whose ``op`` is an ``Epilogue`` (the attributes the
 passes, the memory plan and the code generator read from a registry op): it writes
@@ -264,6 +266,47 @@ def _conv2d_grads(g, w, x, *, input_shape, weight_shape, stride, padding, dilati
 
 CONV2D_GRADS = Epilogue("conv2d_input_grad+conv2d_weight_grad", _conv2d_grads, 2)
 CONV2D_GRADS.kind = "workspace"
+def _pool_grad_ok(gp, indices, y, out):
+    """Whether the pooling gradient's pass can run in a conv gradient's region."""
+    return type(indices) is np.ndarray and indices.flags.c_contiguous and \
+        all(type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == out.dtype
+            for a in (gp, y))
+
+
+def _pool_relu_conv_grads_plan(gp, indices, y, w, x, *, overlap, stride, padding, dilation,
+                               groups, split, workspace, pooled=False, out, **_):
+    """``_pool_relu_conv_grads``'s one region, not run: (its plan, the call finishing
+    the weight gradient after it), or None."""
+    from ..devices.cpu_kernels.pool import scatter_relu_rows
+    from ..ops.nn.conv import conv2d_input_weight_grad_plan
+    if not _pool_grad_ok(gp, indices, y, out[0]):
+        return None
+    return conv2d_input_weight_grad_plan(
+        out[0], w, x, out[1], out[2], stride=stride, padding=padding, dilation=dilation,
+        groups=groups, workspace=workspace, split=split,
+        pre=(scatter_relu_rows(overlap, pooled), gp, indices, y))
+
+
+def _pool_relu_weight_grad_plan(gp, indices, y, x, *, overlap, weight_shape, stride, padding,
+                                dilation, groups, workspace, pooled=False, out, **_):
+    """``_pool_relu_weight_grad``'s one region, not run (as
+    ``_pool_relu_conv_grads_plan``)."""
+    from ..devices.cpu_kernels.pool import scatter_relu_rows
+    from ..ops.nn.conv import conv2d_weight_grad_after_plan
+    if not _pool_grad_ok(gp, indices, y, out[0]):
+        return None
+    return conv2d_weight_grad_after_plan(
+        (scatter_relu_rows(overlap, pooled), gp, indices, y), x, out[0], out[1],
+        weight_shape=weight_shape, stride=stride, padding=padding, dilation=dilation,
+        groups=groups, workspace=workspace)
+
+
+def _run_plan(plan):
+    from ..devices.cpu_kernels.conv import run_plans
+    run_plans(plan[0])
+    plan[1]()
+
+
 def _pool_relu_conv_grads(gp, indices, y, w, x, *, overlap, grad_shape, input_shape,
                           weight_shape, stride, padding, dilation, groups, split, workspace,
                           pooled=False, out=None):
@@ -271,16 +314,12 @@ def _pool_relu_conv_grads(gp, indices, y, w, x, *, overlap, grad_shape, input_sh
     ``grad_shape``) and the conv's two gradients of ``d``, in one parallel region where
     ``conv2d_input_weight_grad`` applies (each chunk of the batch makes its rows of d
     first); else the fused steps' kernels in turn."""
-    from ..devices.cpu_kernels.pool import scatter_relu_rows
-    from ..ops.nn.conv import conv2d_input_weight_grad
     attrs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-    if out is not None and type(indices) is np.ndarray and indices.flags.c_contiguous and \
-            all(type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == out[0].dtype
-                for a in (gp, y)) and \
-            conv2d_input_weight_grad(out[0], w, x, out[1], out[2], **attrs, workspace=workspace,
-                                     split=split,
-                                     pre=(scatter_relu_rows(overlap, pooled), gp, indices,
-                                          y)):
+    plan = None if out is None else _pool_relu_conv_grads_plan(
+        gp, indices, y, w, x, overlap=overlap, **attrs, split=split, workspace=workspace,
+        pooled=pooled, out=out)
+    if plan is not None:
+        _run_plan(plan)
         return out
     d = _pool_relu_grad(gp, indices, y, input_shape=grad_shape, overlap=overlap, pooled=pooled,
                         out=None if out is None else out[0])
@@ -294,15 +333,14 @@ def _pool_relu_weight_grad(gp, indices, y, x, *, overlap, grad_shape, weight_sha
                            padding, dilation, groups, workspace, pooled=False, out=None):
     """``d`` as ``_pool_relu_conv_grads``'s and ``conv2d_weight_grad(x, d)``, in one
     parallel region where ``conv2d_weight_grad_after`` applies; else in turn."""
-    from ..devices.cpu_kernels.pool import scatter_relu_rows
-    from ..ops.nn.conv import CONV2D_WEIGHT_GRAD, conv2d_weight_grad_after
+    from ..ops.nn.conv import CONV2D_WEIGHT_GRAD
     attrs = dict(weight_shape=weight_shape, stride=stride, padding=padding, dilation=dilation,
                  groups=groups)
-    if out is not None and type(indices) is np.ndarray and indices.flags.c_contiguous and \
-            all(type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == out[0].dtype
-                for a in (gp, y)) and \
-            conv2d_weight_grad_after((scatter_relu_rows(overlap, pooled), gp, indices, y), x,
-                                     out[0], out[1], **attrs, workspace=workspace):
+    plan = None if out is None else _pool_relu_weight_grad_plan(
+        gp, indices, y, x, overlap=overlap, **attrs, workspace=workspace, pooled=pooled,
+        out=out)
+    if plan is not None:
+        _run_plan(plan)
         return out
     d = _pool_relu_grad(gp, indices, y, input_shape=grad_shape, overlap=overlap, pooled=pooled,
                         out=None if out is None else out[0])
@@ -311,12 +349,46 @@ def _pool_relu_weight_grad(gp, indices, y, x, *, overlap, grad_shape, weight_sha
     return d, gw
 
 
+_GRAD_PARTS = {"conv": (_pool_relu_conv_grads_plan, _pool_relu_conv_grads),
+               "weight": (_pool_relu_weight_grad_plan, _pool_relu_weight_grad)}
+
+
+def _grads_chain(*ins, first, second, kinds, n1, split, workspace, out=None):
+    """Two layers' pooling+ReLU+conv gradient steps, the second's ``gp`` the first's
+    input gradient (its second result): in one parallel region where both plans apply
+    (each chunk of the batch runs the first's gradients, then the second's from its
+    rows of that input gradient), the weight gradients' sums over the batch after it;
+    else the two steps in turn."""
+    from ..devices.cpu_kernels.conv import run_plans
+    (plan1, fn1), (plan2, fn2) = _GRAD_PARTS[kinds[0]], _GRAD_PARTS[kinds[1]]
+    a1, a2 = ins[:n1], ins[n1:]
+    k1 = 3 if kinds[0] == "conv" else 2
+    o1 = o2 = None
+    if out is not None:
+        o1, o2 = out[:k1], out[k1:]
+        p1 = plan1(*a1, **first, workspace=workspace[:split], out=o1)
+        p2 = None if p1 is None else plan2(o1[1], *a2, **second, workspace=workspace[split:],
+                                           out=o2)
+        if p2 is not None:
+            run_plans(p1[0], p2[0])
+            p1[1]()
+            p2[1]()
+            return out
+    r1 = tuple(fn1(*a1, **first, workspace=workspace[:split], out=o1))
+    r2 = tuple(fn2(r1[1], *a2, **second, workspace=workspace[split:], out=o2))
+    return r1 + r2
+
+
 POOL_RELU_CONV_GRADS = Epilogue(
     "max_pool2d_input_grad+relu_backward+conv2d_input_grad+conv2d_weight_grad",
     _pool_relu_conv_grads, 3)
 POOL_RELU_WEIGHT_GRAD = Epilogue("max_pool2d_input_grad+relu_backward+conv2d_weight_grad",
                                  _pool_relu_weight_grad, 2)
 POOL_RELU_CONV_GRADS.kind = POOL_RELU_WEIGHT_GRAD.kind = "workspace"
+_GRAD_CHAINS = {n: Epilogue("(max_pool2d_input_grad+relu_backward+conv2d grads) x2",
+                            _grads_chain, n) for n in (4, 5, 6)}
+for _e in _GRAD_CHAINS.values():
+    _e.kind = "workspace"
 def _pool_geometry(pool, outs):
     if pool is None:
         return None
@@ -454,7 +526,44 @@ def _fuse_conv(g, steps, reads_all):
     steps = [replace.get(k, st) for k, st in enumerate(steps) if k not in drop]
     steps, n = _join_grads(g, steps)
     steps, n2 = _join_layers(g, steps)
-    return steps, count + n + n2
+    steps, n3 = _join_grad_layers(g, steps)
+    return steps, count + n + n2 + n3
+
+
+def _join_grad_layers(g, steps):
+    """A pooling+ReLU+conv gradient step with the conv's input gradient (a
+    ``max_pool2d_input_grad+relu_backward+conv2d_input_grad+conv2d_weight_grad``
+    step) and the next reader of that input gradient, such a step of the layer before
+    (its ``gp``, the same batch): one step at the first's place, one parallel region
+    (``_grads_chain``). Returns (steps, the number joined)."""
+    made = _producers(steps)
+    kinds = {POOL_RELU_CONV_GRADS: "conv", POOL_RELU_WEIGHT_GRAD: "weight"}
+    drop, replace, count = set(), {}, 0
+    for k, st in enumerate(steps):
+        if st.kind != "op" or st.op is not POOL_RELU_CONV_GRADS or k in drop or k in replace:
+            continue
+        v = st.outs[1]
+        j = next((t for t in range(k + 1, len(steps)) if v in steps[t].reads()), None)
+        if j is None or j in drop or j in replace:
+            continue
+        r = steps[j]
+        if not (r.kind == "op" and r.op in kinds and r.ins[0] == v and v not in r.ins[1:]
+                and g.shapes[r.outs[0]][0] == g.shapes[v][0]
+                and all(made.get(i, -1) < k for i in r.ins[1:] if type(i) is int)
+                and not any(steps[t].mutates() for t in range(k + 1, j))):
+            continue
+        first = {a: b for a, b in st.attrs.items()}
+        second = {a: b for a, b in r.attrs.items()}
+        new = Step("op", _GRAD_CHAINS[len(st.outs) + len(r.outs)],
+                   list(st.ins) + list(r.ins[1:]),
+                   {"first": first, "second": second, "kinds": ("conv", kinds[r.op]),
+                    "n1": len(st.ins), "split": st.workspace})
+        new.workspace = st.workspace + r.workspace
+        new.outs = list(st.outs) + list(r.outs)
+        replace[k] = new
+        drop.add(j)
+        count += 1
+    return _rebuilt(steps, replace, drop), count
 
 
 def _pool_relu_grad_step(g, steps, i, private, reader_of, made):

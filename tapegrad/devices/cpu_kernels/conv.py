@@ -307,6 +307,24 @@ def run_work(plan, pre=None):
         run_chunked(fn, N, *arrays, min_chunk=few_chunks(N))
 
 
+def run_plans(*plans):
+    """Run plans (``(fn, arrays)``, as ``conv2d_work``'s) over one batch in one
+    parallel region: each chunk of the batch runs them in turn (a plan may read what
+    an earlier one wrote in the same rows: a layer's gradient from the next's)."""
+    fns = [p[0] for p in plans]
+    counts = [len(p[1]) for p in plans]
+    arrays = tuple(a for p in plans for a in p[1])
+    N = plans[0][1][0].shape[0]
+
+    def fn(n, *a):
+        o = 0
+        for f, c in zip(fns, counts):
+            f(n, *a[o:o + c])
+            o += c
+    with blas_single_thread():
+        run_chunked(fn, N, *arrays, min_chunk=few_chunks(N))
+
+
 def conv2d(x, w, bias, out, cols, stride, padding, dilation, relu=False, pool=None):
     """``out = conv2d(x, w) + bias`` for (N, C, H, W) ``x``, (groups, O/groups, K) ``w``,
     a C-contiguous (N, O, Ho, Wo) ``out`` and (N, C, kh, kw, Ho, Wo) scratch ``cols``:
@@ -320,6 +338,12 @@ def conv2d(x, w, bias, out, cols, stride, padding, dilation, relu=False, pool=No
 
 
 def conv2d_weight_grad(x, g, per, cols, gT, stride, padding, dilation, pre=None):
+    """``conv2d_weight_grad_work``'s plan, run."""
+    run_plans(conv2d_weight_grad_work(x, g, per, cols, gT, stride, padding, dilation, pre))
+    return per
+
+
+def conv2d_weight_grad_work(x, g, per, cols, gT, stride, padding, dilation, pre=None):
     """Per-sample weight gradients ``per[n, grp] = cols[n, grp] @ g[n, grp]^T`` for
     (N, groups, O/groups, L) ``g``, (N, groups, K, O/groups) ``per`` and scratch
     ``cols``; with a (N, groups, L, O/groups) scratch ``gT``, g is copied transposed
@@ -343,9 +367,7 @@ def conv2d_weight_grad(x, g, per, cols, gT, stride, padding, dilation, pre=None)
             _transpose_loop(gc.reshape(n * groups, Og, L), tc.reshape(n * groups, L, Og))
             rhs = tc
         np.matmul(cc.reshape(n, groups, K, L), rhs, out=pc)
-    with blas_single_thread():
-        run_chunked(work, N, x, g, cols, per, gT, *extra, min_chunk=few_chunks(N))
-    return per
+    return work, (x, g, cols, per, gT, *extra)
 
 
 def conv2d_input_grad(g, wT, out, cols, stride, padding, dilation):
@@ -423,6 +445,12 @@ def _im2col_nhwc(xh, cols):
 
 
 def conv2d_weight_grad_nhwc(x, g, per, xh, cols, padding, pre=None):
+    """``conv2d_weight_grad_nhwc_work``'s plan, run."""
+    run_plans(conv2d_weight_grad_nhwc_work(x, g, per, xh, cols, padding, pre))
+    return per
+
+
+def conv2d_weight_grad_nhwc_work(x, g, per, xh, cols, padding, pre=None):
     """Per-sample weight gradients ``per[n] = g[n] @ cols[n]`` (O, K), K ordered (i, j,
     c), for (N, O, L) ``g`` (stride 1, dilation 1, one group); scratch: (N, Hp, Wp, C)
     ``xh``, (N, Ho, Wo, kh, kw*C) ``cols``. Per chunk of the batch: the channels-last
@@ -440,13 +468,19 @@ def conv2d_weight_grad_nhwc(x, g, per, xh, cols, padding, pre=None):
         _to_nhwc(xc, hc, pt, pl)
         _im2col_nhwc(hc, cc)
         np.matmul(gc, cc.reshape(n, L, K), out=pc)
-    with blas_single_thread():
-        run_chunked(work, N, x, g, xh, cols, per, *extra, min_chunk=few_chunks(N))
-    return per
+    return work, (x, g, xh, cols, per, *extra)
 
 
 def conv2d_input_weight_grad_nhwc(g, wT, gx, cols_i, x, per, xh, cols_w, stride, padding,
                                   dilation, pre=None):
+    """``conv2d_input_weight_grad_nhwc_work``'s plan, run."""
+    run_plans(conv2d_input_weight_grad_nhwc_work(g, wT, gx, cols_i, x, per, xh, cols_w, stride,
+                                                 padding, dilation, pre))
+    return gx, per
+
+
+def conv2d_input_weight_grad_nhwc_work(g, wT, gx, cols_i, x, per, xh, cols_w, stride, padding,
+                                       dilation, pre=None):
     """``conv2d_input_grad`` (into ``gx``, scratch ``cols_i``) and
     ``conv2d_weight_grad_nhwc`` (into ``per``, scratch ``xh`` and ``cols_w``) of one
     (N, 1, O, L) ``g`` in one parallel region: per chunk of the batch, the input
@@ -469,7 +503,4 @@ def conv2d_input_weight_grad_nhwc(g, wT, gx, cols_i, x, per, xh, cols_w, stride,
         _to_nhwc(xc, hc, pt, pl)
         _im2col_nhwc(hc, cc)
         np.matmul(gc.reshape(n, Og, L), cc.reshape(n, L, Kw), out=pc)
-    with blas_single_thread():
-        run_chunked(work, N, g, cols_i, gx, x, xh, cols_w, per, *extra,
-                    min_chunk=few_chunks(N))
-    return gx, per
+    return work, (g, cols_i, gx, x, xh, cols_w, per, *extra)

@@ -646,14 +646,30 @@ def _nhwc_sum(per, out, workspace, x_shape, weight_shape, stride, padding, dilat
 
 def conv2d_input_weight_grad(g, weight, input, gx, gw, *, stride, padding, dilation, groups,
                              workspace, split, pre=None):
+    """``conv2d_input_weight_grad_plan``'s work, run: ``conv2d_input_grad(g, weight)``
+    into ``gx`` and ``conv2d_weight_grad(input, g)`` into ``gw`` in one parallel
+    region; False, touching nothing, where that path does not apply."""
+    plan = conv2d_input_weight_grad_plan(g, weight, input, gx, gw, stride=stride,
+                                         padding=padding, dilation=dilation, groups=groups,
+                                         workspace=workspace, split=split, pre=pre)
+    if plan is None:
+        return False
+    cpu_conv.run_plans(plan[0])
+    plan[1]()
+    return True
+
+
+def conv2d_input_weight_grad_plan(g, weight, input, gx, gw, *, stride, padding, dilation,
+                                  groups, workspace, split, pre=None):
     """``conv2d_input_grad(g, weight)`` into ``gx`` and ``conv2d_weight_grad(input, g)``
     into ``gw`` (a conv's two gradients from one ``g``) in one parallel region: per
     chunk of the batch, the input gradient's GEMMs and col2im, then the weight
     gradient's channels-last columns and GEMMs while g's chunk is in cache; the two
     kernels' arithmetic (their results, bitwise). ``workspace``: the input gradient's
     scratch (``split`` bytes), then the weight gradient's. ``pre``: as
-    ``conv2d_weight_grad_after``'s (``g`` then C-contiguous). Returns False, touching
-    nothing, where this path does not apply (the caller runs the two kernels)."""
+    ``conv2d_weight_grad_after``'s (``g`` then C-contiguous). Returns (the plan for
+    ``cpu_conv.run_plans``, the call that finishes ``gw`` after it), or None where
+    this path does not apply (the caller runs the two kernels)."""
     N = input.shape[0]
     Cout, Cg, kh, kw = weight.shape
     if N == 0 or _is_pointwise((kh, kw), stride, padding) or \
@@ -661,7 +677,7 @@ def conv2d_input_weight_grad(g, weight, input, gx, gw, *, stride, padding, dilat
             not all(type(a) is np.ndarray and a.dtype == g.dtype and a.flags.c_contiguous
                     for a in (gx, gw)) or weight.dtype != g.dtype or \
             (pre is not None and not g.flags.c_contiguous):
-        return False
+        return None
     C = input.shape[1]
     Ho, Wo, _, _ = _geom(input.shape, weight.shape, stride, padding, dilation)
     L = Ho * Wo
@@ -671,10 +687,11 @@ def conv2d_input_weight_grad(g, weight, input, gx, gw, *, stride, padding, dilat
     wT = weight.reshape(1, Cout, Cg * kh * kw).transpose(0, 2, 1)
     xh, cols_w, per = _nhwc_views(input.shape, weight.shape, g.dtype, stride, padding,
                                   dilation, ww)
-    cpu_conv.conv2d_input_weight_grad_nhwc(g.reshape(N, 1, Cout, L), wT, gx, cols_i, input,
-                                           per, xh, cols_w, stride, padding, dilation, pre)
-    _nhwc_sum(per, gw, ww, input.shape, weight.shape, stride, padding, dilation)
-    return True
+    plan = cpu_conv.conv2d_input_weight_grad_nhwc_work(
+        g.reshape(N, 1, Cout, L), wT, gx, cols_i, input, per, xh, cols_w, stride, padding,
+        dilation, pre)
+    return plan, lambda: _nhwc_sum(per, gw, ww, input.shape, weight.shape, stride, padding,
+                                   dilation)
 
 
 def _conv2d_weight_grad_kernel(input, g, *, weight_shape, stride, padding, dilation, groups,
@@ -689,17 +706,32 @@ def conv2d_weight_grad_after(pre, input, g, out, *, weight_shape, stride, paddin
     computing its rows of ``g`` (a C-contiguous buffer) with ``pre`` = ``(fn,
     *arrays)`` (``cpu_conv.conv2d_weight_grad``'s), in the same parallel region.
     Returns False, touching nothing, where the CPU path does not apply."""
-    if input.shape[0] == 0 or not (_numba_cpu(input) and _numba_cpu(g)) or \
-            input.dtype != g.dtype or not g.flags.c_contiguous or \
-            not (type(out) is np.ndarray and out.dtype == g.dtype):
+    plan = conv2d_weight_grad_after_plan(pre, input, g, out, weight_shape=weight_shape,
+                                         stride=stride, padding=padding, dilation=dilation,
+                                         groups=groups, workspace=workspace)
+    if plan is None:
         return False
-    _weight_grad(input, g, weight_shape, stride, padding, dilation, groups, workspace, out,
-                 pre)
+    cpu_conv.run_plans(plan[0])
+    plan[1]()
     return True
 
 
+def conv2d_weight_grad_after_plan(pre, input, g, out, *, weight_shape, stride, padding,
+                                  dilation, groups, workspace):
+    """``conv2d_weight_grad_after``'s work, not run: (the plan for
+    ``cpu_conv.run_plans``, the call that finishes ``out`` after it), or None."""
+    if input.shape[0] == 0 or not (_numba_cpu(input) and _numba_cpu(g)) or \
+            input.dtype != g.dtype or not g.flags.c_contiguous or \
+            not (type(out) is np.ndarray and out.dtype == g.dtype):
+        return None
+    return _weight_grad(input, g, weight_shape, stride, padding, dilation, groups, workspace,
+                        out, pre, plan_only=True)
+
+
 def _weight_grad(input, g, weight_shape, stride, padding, dilation, groups, workspace, out,
-                 pre=None):
+                 pre=None, plan_only=False):
+    """The weight gradient into ``out``; ``plan_only`` (the CPU paths, ``out`` given):
+    (the plan, the call finishing ``out``), not run."""
     N, C, H, W = input.shape
     Cout, Cg, kh, kw = weight_shape
     Ho, Wo, _, _ = _geom(input.shape, weight_shape, stride, padding, dilation)
@@ -724,27 +756,44 @@ def _weight_grad(input, g, weight_shape, stride, padding, dilation, groups, work
         # channels-last columns, per sample g @ cols: dW with K ordered (i, j, c)
         xh, cols, per = _nhwc_views(input.shape, weight_shape, g.dtype, stride, padding,
                                     dilation, workspace)
-        cpu_conv.conv2d_weight_grad_nhwc(input, g.reshape(N, Cout, L), per, xh, cols, padding,
-                                         pre)
-        return _nhwc_sum(per, out, workspace, input.shape, weight_shape, stride, padding,
-                         dilation)
+        plan = cpu_conv.conv2d_weight_grad_nhwc_work(input, g.reshape(N, Cout, L), per, xh,
+                                                     cols, padding, pre)
+
+        def finish():
+            return _nhwc_sum(per, out, workspace, input.shape, weight_shape, stride, padding,
+                             dilation)
+        if plan_only:
+            return plan, finish
+        cpu_conv.run_plans(plan)
+        return finish()
     if _numba_cpu(input) and _numba_cpu(g) and input.dtype == g.dtype:
         # im2col, the transposed copy and GEMMs per chunk of the batch, in one region
         cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), g.dtype)
-        cpu_conv.conv2d_weight_grad(input, g.reshape(N, groups, Og, L), per, cols, dst,
-                                    stride, padding, dilation, pre)
+        plan = cpu_conv.conv2d_weight_grad_work(input, g.reshape(N, groups, Og, L), per, cols,
+                                                dst, stride, padding, dilation, pre)
+        if plan_only:
+            return plan, lambda: _sum_per(per, out, workspace, xp, N * C * kh * kw * L, npad)
+        cpu_conv.run_plans(plan)
     else:
         cols = _im2col(input, weight_shape, workspace, stride, padding, dilation)
         if dst is not None:
             dst[...] = gT
             gT = dst
         _bmm(cols.reshape(N, groups, K, L), gT, out=per)
+    return _sum_per(per, out, workspace, xp, N * C * kh * kw * L, npad)
+
+
+def _sum_per(per, out, workspace, xp, room, npad):
+    """``out`` (O, C/groups, kh, kw) = the sum over the batch of the per-sample (N,
+    groups, K, O/groups) ``per``; ``room``: the elements of the im2col columns'
+    scratch at ``npad``."""
+    _, groups, K, Og = per.shape
     # the sum over n reads ``per`` in its own order (~3x faster than summing the
     # transposed view into ``out``), into the im2col columns' scratch, now free
-    if N * C * kh * kw * L >= groups * K * Og:
-        tot = _ws_view(workspace, npad, (groups, K, Og), g.dtype)
+    if room >= groups * K * Og:
+        tot = _ws_view(workspace, npad, (groups, K, Og), per.dtype)
     else:
-        tot = xp.empty((groups, K, Og), dtype=g.dtype)
+        tot = xp.empty((groups, K, Og), dtype=per.dtype)
     xp.sum(per, axis=0, out=tot)
     out.reshape(groups, Og, K)[...] = tot.transpose(0, 2, 1)
     return out
