@@ -19,6 +19,7 @@ from .ops import eye, movedim, reshape, tensor, zeros, zeros_like
 from .tape import state as _record_state
 from .tensor import Tensor, buffer
 from .vmap import batched_leaf as _batched_leaf, flatten as _flatten, vmap
+from .walker import reached_leaves
 
 __all__ = ["grad", "value_and_grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev",
            "jacfwd", "jacobian", "hessian", "hvp", "vhp", "vmap", "functional_call",
@@ -201,27 +202,8 @@ def _reaches_outside(outs, own):
     """Whether the recording of ``outs`` reaches a leaf other than ``own`` (a primal's
     alias counts: it is recorded on a tensor that requires grad)."""
     own = {id(t) for t in own}
-    seen, stack = set(), []
-    for o in outs:
-        if isinstance(o, Tensor) and o.requires_grad:
-            if o.grad_fn is None:
-                if id(o) not in own:
-                    return True
-            else:
-                stack.append(o.grad_fn)
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        for e in node.edges:
-            if e is None:
-                continue
-            if type(e) is tuple:
-                stack.append(e[0])
-            elif id(e) not in own:
-                return True
-    return False
+    return any(id(e) not in own for e in
+               reached_leaves([o for o in outs if isinstance(o, Tensor) and o.requires_grad]))
 
 
 def _tuple(x):

@@ -26,7 +26,7 @@ from .devices.cpu_kernels import halfwidth as _halfwidth
 from .tape import PACKED, Packed, check_finite, state
 from .tensor import POST_HOOKED, Tensor, as_output, last_write, mark_written, wrap
 
-__all__ = ["backward_pass", "Ctx"]
+__all__ = ["backward_pass", "Ctx", "reached_leaves"]
 
 _F32 = np.dtype(np.float32)
 _FREED_MSG = ("Trying to backward through the graph a second time (or to use saved values "
@@ -58,6 +58,34 @@ def backward_pass(roots, seeds, *, inputs=None, retain_graph=False, traced=False
         loud_numpy(token)
         state._grad, state.raw = prev, prev_raw
         state._refresh()
+
+
+def reached_leaves(outs):
+    """The leaf tensors the recording of ``outs`` reaches, each once: those of ``outs``
+    that are leaves requiring grad, and each leaf on an edge of their graph (walked
+    once). A generator: a caller looking for one stops at it."""
+    seen, stack = set(), []
+    for o in outs:
+        if not isinstance(o, Tensor):
+            continue
+        if o._node is not None:
+            stack.append(o._node)
+        elif o.requires_grad and id(o) not in seen:
+            seen.add(id(o))
+            yield o
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        for e in n.edges:
+            if e is None:
+                continue
+            if type(e) is tuple:
+                stack.append(e[0])
+            elif id(e) not in seen:
+                seen.add(id(e))
+                yield e
 
 
 def _walk(roots, seeds, inputs, retain_graph, traced, tape_id):

@@ -47,6 +47,7 @@ from ..nn.module import Module
 from ..ops.creation import raw_rng_state, set_raw_rng_state
 from ..ops_registry.opdef import OpDef, validate
 from ..tensor import Tensor, buffer, mark_written, wrap
+from ..walker import reached_leaves
 from .api import Compiled, store_guards
 from .capture import capturing
 from .partition import partition
@@ -223,26 +224,7 @@ def _other_leaves(outs, known):
     """The leaf tensors requiring grad that ``outs`` were computed from (their recorded
     graph walked once) other than those in ``known``."""
     ids = {id(t) for t in known}
-    found, seen, stack = [], set(), []
-    for o in outs:
-        if o._node is not None:
-            stack.append(o._node)
-        elif o.requires_grad and id(o) not in ids:
-            found.append(o)
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        for e in n.edges:
-            if e is None:
-                continue
-            if type(e) is tuple:
-                stack.append(e[0])
-            elif e.requires_grad and id(e) not in ids and id(e) not in seen:
-                seen.add(id(e))
-                found.append(e)
-    return found
+    return [e for e in reached_leaves(outs) if e.requires_grad and id(e) not in ids]
 
 
 class CompiledModule(Module):
