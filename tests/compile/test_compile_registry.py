@@ -30,7 +30,7 @@ feature_alpha_dropout adaptive_avg_pool1d adaptive_avg_pool3d multi_margin_loss
 multilabel_margin_loss embedding_bag affine_grid ctc_loss fractional_max_pool2d
 fractional_max_pool3d bernoulli multinomial poisson normal randint_like svd
 linalg_svdvals linalg_pinv pinverse linalg_lu_factor lu svd_lowrank pca_lowrank lobpcg
-quantile""".split())
+""".split())
 # (the second group above: random draws, adaptive_avg_pool2d's bin matrices, and
 # constants made in the function from its arguments' values (new_tensor/new_zeros of
 # class ranges, position tables, affine_grid's base grid); ctc_loss reads its lengths
@@ -39,10 +39,9 @@ quantile""".split())
 # for compute_uv=False; svdvals, pinv, pinverse: the capture does not replay a program
 # that reads the singular values of linalg_svd's three outputs; lu_factor and lu read
 # lu_factor's int32 pivots likewise; svd_lowrank and pca_lowrank draw their random
-# directions; lobpcg, as svdvals: it reads one of linalg_eigh's two outputs; quantile
-# makes its slices' counts with full_like (nanquantile counts them with ops: it
-# replays). A factory of Python values alone (zeros, ones, full, arange, linspace, eye)
-# is a constant of the program.)
+# directions; lobpcg, as svdvals: it reads one of linalg_eigh's two outputs. A factory
+# of Python values alone (zeros, ones, full, arange, linspace, eye) is a constant of the
+# program.)
 
 
 def _tensors(args, scale, grad):
