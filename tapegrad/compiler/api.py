@@ -778,8 +778,10 @@ def _key(args, kwargs):
                 hash(a)
                 key.append(("V", type(a), a) if type(a) is not float or a else
                            ("V", float, a, str(a)))  # (-0.0 == 0.0)
-            except TypeError:
-                key.append(("id", id(a)))
+            except TypeError:  # (the plain values inside: a replay must not take a
+                # container whose numbers changed, or a new one at a freed one's id, for
+                # the one captured, whose values its program holds)
+                key.append(("id", id(a), _contents(a, 3)))
     key.append(tuple(sorted(kwargs)))
     if aliases:
         key.append(("aliases",) + tuple(aliases))
@@ -790,6 +792,29 @@ def _key(args, kwargs):
         return tuple(key)
     except TypeError:
         return None
+
+
+_PLAIN = (int, float, bool, str, bytes, complex, type(None))
+
+
+def _contents(a, depth):
+    """The plain values inside an unhashable argument, ``depth`` steps in (a dict's or
+    a list's items, a user object's attributes), with the types of what holds them."""
+    tp = type(a)
+    if tp in _PLAIN:
+        return (tp, a, str(a)) if tp is float else (tp, a)  # (-0.0 == 0.0)
+    if depth == 0 or isinstance(a, Tensor):
+        return (tp,)
+    if isinstance(a, dict):
+        return (tp,) + tuple((k if type(k) in _PLAIN else (type(k),), _contents(v, depth - 1))
+                             for k, v in a.items())
+    if isinstance(a, (list, tuple)):
+        return (tp,) + tuple(_contents(v, depth - 1) for v in a)
+    d = getattr(a, "__dict__", None)
+    if type(d) is dict:
+        return (tp,) + tuple((k, _contents(v, depth - 1)) for k, v in d.items()
+                             if type(k) is str and not k.startswith("__"))
+    return (tp,)
 
 
 def _describe_key(fn, key, args, kwargs, full=False):
