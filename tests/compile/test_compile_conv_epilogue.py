@@ -311,3 +311,16 @@ def test_three_layers_grads_joined_bitwise_eager():
     chain = [st for st in steps if st.name == _GRAD_CHAIN]
     assert len(chain) == 1 and chain[0].attrs["kinds"] == ("conv", "conv"), \
         [st.name for st in steps]
+
+
+def test_native_layer_found_with_numpys_openblas():
+    """With NumPy's bundled OpenBLAS, a fused layer's chunk is one native call (the
+    bitwise tests above then check that path against eager's kernels)."""
+    import glob
+    import os
+
+    from tapegrad.devices.cpu_kernels import conv as cpu_conv
+    if not glob.glob(os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs",
+                                  "libscipy_openblas*.so")):
+        pytest.skip("NumPy without its bundled OpenBLAS")
+    assert cpu_conv._native_layer("s") is not None and cpu_conv._native_layer("d") is not None
