@@ -9,6 +9,7 @@ The event files are TensorBoard's format: ``tensorboard --logdir runs`` shows th
 """
 import functools
 
+from ..dispatch import notify
 from ..tensor import Tensor
 
 __all__ = ["SummaryWriter"]
@@ -60,6 +61,9 @@ class SummaryWriter:
 
         @functools.wraps(attr)
         def method(*args, **kwargs):
+            # (inside tg.compile: a replay would not write, so that call runs eagerly)
+            notify("fail", f"it writes to a TensorBoard SummaryWriter ({name}), which a "
+                           f"replay would not repeat")
             return attr(*[_numpy(a) for a in args], **{k: _numpy(v) for k, v in kwargs.items()})
         return method
 

@@ -65,3 +65,23 @@ def test_tensors_that_require_grad_are_written():
         w.close()
         got = [v.simple_value for ev in _events(d) for v in ev.summary.value if v.tag == "s"]
         np.testing.assert_allclose(got, [5.0])
+
+
+def test_a_compiled_step_that_writes_a_scalar_writes_it_on_every_call(tmp_path):
+    # a replay would skip the write: that step runs eagerly, with a warning
+    import warnings
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with SummaryWriter(str(tmp_path)) as w:
+        def step(x, i):
+            loss = (x * x).sum()
+            w.add_scalar("loss", float(i), i)
+            return loss
+        c = tg.compile(step)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            losses = [float(c(x, 0)) for _ in range(4)]
+        w.flush()
+    assert losses == [5.0] * 4
+    assert any("SummaryWriter (add_scalar)" in str(m.message) for m in caught)
+    steps = [ev.step for ev in _events(str(tmp_path)) if ev.summary.value]
+    assert steps == [0, 0, 0, 0]
