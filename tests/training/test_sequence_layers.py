@@ -418,13 +418,16 @@ def test_recurrent_layers_whole_array_path(kind, monkeypatch):
 ], ids=["batch_first-no-states", "initial-states"])
 def test_recurrent_layers_over_batch_blocks(kind, kw, states, monkeypatch):
     """The compiled step loops split into blocks of batch rows, one loop per thread
-    (forced here on small shapes: three blocks of 1, 2 and 2 rows): the values, final
-    states and gradients equal PyTorch's, with and without given initial states."""
+    (forced here on small shapes: three blocks of 1, 2 and 2 rows; the LSTM's whole
+    sequence loops and the others' Python step loops): the values, final states and
+    gradients equal PyTorch's, with and without given initial states."""
     from tapegrad.ops.nn import rnn as ops_rnn
     monkeypatch.setattr(ops_rnn, "PART_ROWS", 1)
     monkeypatch.setattr(ops_rnn, "PART_MIN", 0)
     monkeypatch.setattr(ops_rnn, "PARTS", 3)
+    monkeypatch.setattr(ops_rnn, "SEQ_PART_ROWS", 1)
     assert ops_rnn._parts(5, 8, 4) == [slice(0, 1), slice(1, 3), slice(3, 5)]
+    assert ops_rnn._seq_parts(5, 8, 4) == [slice(0, 1), slice(1, 3), slice(3, 5)]
     T, B, D, H = 4, 5, 3, 4
     x = _x(B, T, D) if kw.get("batch_first") else _x(T, B, D)
     make = lambda nn: getattr(nn, kind)(D, H, **kw)  # noqa: E731
@@ -433,3 +436,28 @@ def test_recurrent_layers_over_batch_blocks(kind, kw, states, monkeypatch):
         return
     h0, c0 = _x(4, B, H, seed=2), _x(4, B, H, seed=3)
     _both(make, [x, h0, c0], lambda m, v, h, c: m(v, (h, c) if kind == "LSTM" else h))
+
+
+@pytest.mark.parametrize("kw,states", [
+    (dict(num_layers=2, bidirectional=True, batch_first=True), False),
+    (dict(num_layers=2, bidirectional=True), True),
+], ids=["batch_first-no-states", "initial-states"])
+def test_lstm_python_step_loops(kw, states, monkeypatch):
+    """Where no BLAS can be called from compiled code (``devices/cpu_kernels/blas.py``
+    finds none) the LSTM runs the Python step loops (a BLAS matmul and a compiled step
+    per step), in one loop and in blocks of rows: equal to PyTorch too."""
+    from tapegrad.ops.nn import rnn as ops_rnn
+    monkeypatch.setattr(ops_rnn, "_seq_kernels", lambda *a: None)
+    T, B, D, H = 4, 5, 3, 4
+    x = _x(B, T, D) if kw.get("batch_first") else _x(T, B, D)
+    make = lambda nn: nn.LSTM(D, H, **kw)  # noqa: E731
+    h0, c0 = _x(4, B, H, seed=2), _x(4, B, H, seed=3)
+    for blocks in (False, True):
+        if blocks:
+            monkeypatch.setattr(ops_rnn, "PART_ROWS", 1)
+            monkeypatch.setattr(ops_rnn, "PART_MIN", 0)
+            monkeypatch.setattr(ops_rnn, "PARTS", 2)
+        if states:
+            _both(make, [x, h0, c0], lambda m, v, h, c: m(v, (h, c)))
+        else:
+            _both(make, [x], lambda m, v: m(v))

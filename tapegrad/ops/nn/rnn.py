@@ -37,6 +37,11 @@ arithmetic writing the step's slices of the outputs; the adjoint is the reverse 
 The batch rows are independent: with several CPU threads and enough work per step
 (``_parts``), each thread runs both loops over the whole sequence on its own block of
 rows, BLAS on one thread inside, with no synchronisation between steps.
+The LSTM (the op and ``lstm_layer_rows``) runs its whole sequence as one compiled
+loop each way instead (``_SEQ``), each step's matmul a call into NumPy's OpenBLAS from
+the loop (``devices/cpu_kernels/blas.py``; ``h @ W_hh^T`` against a contiguous copy of
+``W_hh^T``, as fast as the transposed orientation without its copy back), no Python
+per step; where that BLAS is not found, the Python step loops above.
 Float32 kernels use the fusion module's vectorisable ``exp``/``tanh``. Other arrays
 (CuPy, float16) run one written-once step (``_cell``) as whole-array code; the same
 step, with PyTorch as the library, is the ops' oracle, and with the ops namespace the
@@ -220,6 +225,85 @@ def _source(kind, dtype):
                                                       f"_zero = {t}(0.0)", "", body])
 
 
+# The LSTM's whole sequence in one compiled loop per block of batch rows (``lo:hi``):
+# each step's matmul calls BLAS from the loop (``devices/cpu_kernels/blas.py``), so a
+# step costs no Python, and the loop holds no GIL (one per thread, on its own rows).
+# ``h0``, ``c0``, ``zeros`` come as (1, B, H) and ``g_out``, ``g_cells`` as (T, B, H)
+# (a (1, B, H) placeholder where ``has_*`` is false) so that every row slice the
+# step kernels get has one array type.
+_SEQ = """
+_fwd = _h.helper(fwd, fastmath=_FM)
+_bwd = _h.helper(bwd, fastmath=_FM)
+
+
+def fwd_seq(wT, xg, ix, h0, c0, gates, cells, out, lo, hi, reverse, zero_h0, hg):
+    # wT (H, 4H): W_hh^T, contiguous; hg (hi - lo, 4H) scratch: h_{t-1} @ W_hh^T
+    T = out.shape[0]
+    for k in range(T):
+        t = T - 1 - k if reverse else k
+        p = t + 1 if reverse else t - 1
+        if k == 0:
+            cp = c0[0, lo:hi]
+            if zero_h0:
+                hg[:, :] = _zero
+            else:
+                _gemm(h0[0, lo:hi], wT, hg, False)
+        else:
+            cp = cells[p, lo:hi]
+            _gemm(out[p, lo:hi], wT, hg, False)
+        _fwd(hg, {XG}, cp, gates[t, lo:hi], cells[t, lo:hi], out[t, lo:hi])
+
+
+def bwd_seq(w, g_out, g_cells, zeros, has_gout, has_gcells, gates, cells, c0, dpre, dh,
+            dc, tc, lo, hi, reverse, need_h0):
+    # dh, dc (B, H): out, h0's and c0's gradients; tc (B, H) scratch; dpre (T, B, 4H)
+    # out; each step then dh = dpre[t] @ W_hh
+    T = gates.shape[0]
+    for k in range(T - 1, -1, -1):
+        t = T - 1 - k if reverse else k
+        p = t + 1 if reverse else t - 1
+        cp = c0[0, lo:hi] if k == 0 else cells[p, lo:hi]
+        gh = g_out[t, lo:hi] if has_gout else zeros[0, lo:hi]
+        gc = g_cells[t, lo:hi] if has_gcells else zeros[0, lo:hi]
+        _bwd(gh, dh[lo:hi], dc[lo:hi], gc, gates[t, lo:hi], cells[t, lo:hi], cp,
+             tc[lo:hi], dpre[t, lo:hi])
+        if k or need_h0:
+            _gemm(dpre[t, lo:hi], w, dh[lo:hi], False)
+"""
+_SEQ_KERNELS = {}
+
+
+def _seq_kernels(kind, dtype):
+    """(fwd_seq, bwd_seq) of ``kind`` ("lstm", "lstm_rows": fwd_seq only) for
+    ``dtype``, or None (Numba unusable, or no BLAS it can call)."""
+    key = (kind, np.dtype(dtype).str)
+    if key not in _SEQ_KERNELS:
+        _SEQ_KERNELS[key] = None
+        try:
+            from ...devices.cpu_kernels import blas
+            if blas.load():
+                f32 = np.dtype(dtype) == np.float32
+                src = _source(kind, dtype) + _SEQ.replace(
+                    "{XG}", "xg, ix[t, lo:hi]" if kind == "lstm_rows" else "xg[t, lo:hi]")
+                if kind == "lstm_rows":
+                    src = src.replace("_bwd = _h.helper(bwd, fastmath=_FM)\n", "")
+                    src = src[:src.index("\n\ndef bwd_seq")] + "\n"
+                src = src.replace("import numpy as np", "\n".join([
+                    "import numpy as np",
+                    "from tapegrad.devices.cpu import jit_helpers as _jit_helpers",
+                    f"from tapegrad.devices.cpu_kernels.blas import gemm{32 if f32 else 64}"
+                    f" as _gemm  # blas v{blas.VERSION}",
+                    "_h = _jit_helpers()",
+                    f"_FM = {tuple(sorted(_cpu.FASTMATH))!r}"]), 1)
+                _SEQ_KERNELS[key] = tuple(
+                    _cpu.compile_source((f"{kind}_layer", name, src), src, name,
+                                        parallel=False, error_model="numpy")
+                    for name in ("fwd_seq", "bwd_seq") if f"def {name}(" in src)
+        except Exception:  # a kernel that does not compile: the Python step loops
+            _SEQ_KERNELS[key] = None
+    return _SEQ_KERNELS[key]
+
+
 _KERNELS = {}
 
 
@@ -246,6 +330,9 @@ def _compiled_for(kind, *arrays):
             a.dtype not in (np.float32, np.float64) or a.shape[0] == 0:
         return None
     return _kernels(kind, a.dtype)
+
+
+_NO_INDEX = np.zeros((1, 1), np.int64)  # (fwd_seq's ix where the input gates are whole)
 
 
 def _order(T, reverse):
@@ -388,6 +475,71 @@ def _fast_forward(w, h0, out, reverse, step):
             step(t, p, hg, s)
             h, p = out[t, s], t
     _run_parts(_parts(B, G, H), run)
+
+
+# The LSTM's compiled sequence loops in blocks of batch rows, one per worker thread
+# (BLAS on one thread inside), each at least SEQ_PART_ROWS rows, where a step has
+# PART_MIN multiply-adds (B x 4H x H): off by default as the Python loops' blocks are.
+# Those loops hold no GIL, yet on 2 idle cores (charlm's LSTM layer, B 32, H 256) the
+# two 16-row blocks gained nothing on the forward (8.9 ms either way) and lost on the
+# backward (13.4 against 12.6 ms for one loop with BLAS on both threads); with the
+# cores oversubscribed by other processes they were 3-4x faster (spinning BLAS threads).
+SEQ_PART_ROWS = 16
+
+
+def _seq_parts(B, G, H):
+    nt = min(PARTS or _cpu.threads(), B // max(SEQ_PART_ROWS, 1))
+    if nt < 2 or B * G * H < PART_MIN:
+        return None
+    cut = [B * i // nt for i in range(nt + 1)]
+    return [slice(lo, hi) for lo, hi in zip(cut, cut[1:])]
+
+
+def _run_seq(parts, body):
+    """``body(s)`` for each block ``s`` of ``parts`` on worker threads (BLAS on one
+    thread inside), or ``body(slice(None))`` where ``parts`` is None."""
+    if parts is None:
+        body(slice(None))
+        return
+    with _cpu.blas_single_thread():
+        _cpu.run_on_workers([lambda s=s: body(s) for s in parts])
+
+
+def _seq_forward(fwd_seq, w, xg, ix, h0, c0, out, cells, gates, reverse):
+    """The LSTM's forward with the compiled sequence loop (``xg`` (T, B, 4H), or the
+    table whose rows ``ix`` (T, B) each step reads), writing ``out``, ``cells``,
+    ``gates``."""
+    T, B, H = out.shape
+    dt, G = out.dtype, gates.shape[-1]
+    wT = np.ascontiguousarray(w.T)
+    zero_h0 = not h0.any()
+    h0, c0 = _c(h0).reshape(1, B, H), _c(c0).reshape(1, B, H)
+
+    def run(s):
+        lo, hi, _ = s.indices(B)
+        fwd_seq(wT, xg, ix, h0, c0, gates, cells, out, lo, hi, reverse, zero_h0,
+                np.empty((hi - lo, G), dt))
+    _run_seq(_seq_parts(B, G, H), run)
+
+
+def _seq_adjoint(bwd_seq, w, g_out, g_cells, gates, cells, c0, reverse, need_h0):
+    """The LSTM's reverse loop compiled: ``(dpre, dh0, dc0)``."""
+    T, B, H = cells.shape
+    dt = cells.dtype
+    zeros = np.zeros((1, B, H), dt)
+    dpre = np.empty((T, B, 4 * H), dt)
+    dh, dc, tc = np.zeros((B, H), dt), np.zeros((B, H), dt), np.empty((B, H), dt)
+    w, c0 = _c(w), _c(c0).reshape(1, B, H)
+    g_out = zeros if g_out is None else _c(g_out, dt)
+    g_cells = zeros if g_cells is None else _c(g_cells, dt)
+    has_gout, has_gcells = g_out is not zeros, g_cells is not zeros
+
+    def run(s):
+        lo, hi, _ = s.indices(B)
+        bwd_seq(w, g_out, g_cells, zeros, has_gout, has_gcells, gates, cells, c0, dpre,
+                dh, dc, tc, lo, hi, reverse, need_h0)
+    _run_seq(_seq_parts(B, 4 * H, H), run)
+    return dpre, dh, dc
 
 
 def _fast_adjoint(w, out, reverse, need_h0, dhg, step, carry=False):
@@ -593,8 +745,13 @@ def _lstm_layer_kernel(input_gates, h0, c0, weight_hh, *, reverse=False, out=Non
             if ks is None else _lstm_layer_kernel(input_gates, h0, c0, weight_hh,
                                                   reverse=reverse)
         return res if out is None else _into(out, res)
-    fwd = ks[0]
     out, cells, gates = bufs
+    seq = _seq_kernels("lstm", input_gates.dtype)
+    if seq is not None:
+        _seq_forward(seq[0], weight_hh, _c(input_gates), _NO_INDEX, h0, c0, out, cells,
+                     gates, reverse)
+        return out, cells, gates
+    fwd = ks[0]
     xg, c0 = _c(input_gates), _c(c0)
     _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg, s: fwd(
         hg, xg[t, s], c0[s] if p is None else cells[p, s], gates[t, s], cells[t, s],
@@ -615,6 +772,13 @@ def _lstm_layer_vjp(ctx, g):
     needs = ctx.needs_input_grad
     reverse = ctx.attrs.get("reverse", False)
     ks = _compiled_for("lstm", out, w, g_out, g_cells, h0, c0)
+    seq = None if ks is None else _seq_kernels("lstm", out.dtype)
+    if seq is not None and g_gates is None:
+        dpre, dh, dc = _seq_adjoint(seq[1], w, g_out, g_cells, gates, cells, c0, reverse,
+                                    needs[1])
+        return (dpre if needs[0] else None, dh if needs[1] else None,
+                dc if needs[2] else None,
+                _weight_grad(dpre, h0, out, reverse) if needs[3] else None)
     if ks is not None and g_gates is None:
         bwd = ks[1]
         T, B, H = out.shape
@@ -700,9 +864,14 @@ def _lstm_rows_kernel(index, table, h0, c0, weight_hh, *, reverse=False, out=Non
     if bufs is None:
         return _lstm_layer_kernel(xp_of(table).take(table, index, axis=0), h0, c0, weight_hh,
                                   reverse=reverse, out=out)
-    fwd = ks[0]
     out, cells, gates = bufs
-    ix, tab, c0 = np.ascontiguousarray(index, np.int64), _c(table), _c(c0)
+    ix, tab = np.ascontiguousarray(index, np.int64), _c(table)
+    seq = _seq_kernels("lstm_rows", table.dtype)
+    if seq is not None:
+        _seq_forward(seq[0], weight_hh, tab, ix, h0, c0, out, cells, gates, reverse)
+        return out, cells, gates
+    fwd = ks[0]
+    c0 = _c(c0)
     _fast_forward(_c(weight_hh), _c(h0), out, reverse, lambda t, p, hg, s: fwd(
         hg, tab, ix[t, s], c0[s] if p is None else cells[p, s], gates[t, s], cells[t, s],
         out[t, s]))
