@@ -324,3 +324,47 @@ def test_native_layer_found_with_numpys_openblas():
                                   "libscipy_openblas*.so")):
         pytest.skip("NumPy without its bundled OpenBLAS")
     assert cpu_conv._native_layer("s") is not None and cpu_conv._native_layer("d") is not None
+
+
+@pytest.mark.parametrize("dtype,attrs", [
+    (np.float32, dict(stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1)),
+    (np.float64, dict(stride=(1, 1), padding=((1, 1), (0, 1)), dilation=(1, 1), groups=1)),
+    (np.float32, dict(stride=(2, 1), padding=((1, 1), (1, 1)), dilation=(1, 2), groups=1)),
+])
+def test_native_chunks_bitwise_separate_calls(monkeypatch, dtype, attrs):
+    """The one-native-call chunks (the GEMMs through NumPy's OpenBLAS from Numba)
+    against the separate calls (NumPy's matmul between the loops), bitwise."""
+    from tapegrad.devices.cpu_kernels import conv as cpu_conv
+    from tapegrad.ops.nn.conv import (
+        CONV2D,
+        CONV2D_INPUT_GRAD,
+        CONV2D_WEIGHT_GRAD,
+        conv2d_input_weight_grad,
+        conv2d_relu_pool,
+    )
+    from tapegrad.ops_registry import TensorSpec
+    r = np.random.default_rng(14)
+    x = r.standard_normal((6, 9, 12, 11)).astype(dtype)
+    w = r.standard_normal((5, 9, 3, 2)).astype(dtype)
+    b = r.standard_normal(5).astype(dtype)
+    ws = np.zeros(1 << 22, np.uint8)
+    y0 = CONV2D.kernel(x, w, b, **attrs, workspace=ws)
+    g = r.standard_normal(y0.shape).astype(dtype)
+    si = CONV2D_INPUT_GRAD.workspace(TensorSpec(g.shape, g.dtype), TensorSpec(w.shape, w.dtype),
+                                     input_shape=x.shape, **attrs)
+    pool = dict(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+    res = []
+    for native in (False, True):
+        monkeypatch.setattr(cpu_conv, "NATIVE", native)
+        y = np.empty_like(y0)
+        hq, wq = y.shape[2] // 2, y.shape[3] // 2
+        v = np.empty(y.shape[:2] + (hq, wq), dtype)
+        i = np.empty(v.shape, np.int64)
+        geo = tuple(pool.values()) + (v, i)
+        assert conv2d_relu_pool(x, w, b, y, geo, **attrs, workspace=ws)
+        gw = CONV2D_WEIGHT_GRAD.kernel(x, g, weight_shape=w.shape, **attrs, workspace=ws)
+        gx2, gw2 = np.empty_like(x), np.empty_like(w)
+        both = conv2d_input_weight_grad(g, w, x, gx2, gw2, **attrs, workspace=ws, split=si)
+        res.append([y, v, i, gw] + ([gx2, gw2] if both else []))
+    for u, v in zip(*res):
+        np.testing.assert_array_equal(u, v)

@@ -360,6 +360,128 @@ def _native_layer(char):
     return compile_source(("conv_layer", src), src, "layer", parallel=False, fastmath=())
 
 
+@functools.lru_cache(maxsize=None)
+def native_grad_parts(char):
+    """The compiled parts ``_native_grads``' generated module calls."""
+    from .pool import _scatter_relu_pooled_rows, _scatter_relu_rows
+    nb = numba()
+    opts = dict(nogil=True, cache=True)
+    fns = (_scatter_relu_rows, _scatter_relu_pooled_rows, _col2im_dense, _col2im_loop,
+           _to_nhwc, _im2col_nhwc, _im2col_dense, _im2col_loop, _transpose_loop)
+    return tuple(nb.njit(**opts)(f.py_func) for f in fns) + (_numpy_gemm(char),)
+
+
+_GRADS_SOURCE = """\
+# parts: {digest}
+from numba import njit
+
+from tapegrad.devices.cpu_kernels.conv import native_grad_parts
+
+(scatter, scatter_pooled, c2i_dense, c2i_loop, to_nhwc, im2col_nhwc, im_dense, im_loop,
+ transpose, gemm) = native_grad_parts("{char}")
+
+
+@njit(nogil=True, cache=True)
+def pre(g, gp, idx, y, flags):
+    # flags: has_pre, pooled, overlap
+    if flags[0]:
+        rows = g.shape[0] * idx.shape[1]
+        o, i, v = g.reshape(rows, -1), idx.reshape(rows, -1), gp.reshape(rows, -1)
+        if flags[1]:
+            scatter_pooled(o, i, v, y.reshape(rows, -1), flags[2])
+        else:
+            scatter(o, i, v, y.reshape(rows, -1), flags[2])
+
+
+def input_weight(g, w, ci, gx, x, xh, cw, per, gp, idx, y, flags, params):
+    # flags: has_pre, pooled, overlap, dense; params: sh, sw, ph, pw, dh, dw
+    n, _, Og, L = g.shape
+    K = w.shape[1]
+    Kw = per.shape[2]
+    pre(g, gp, idx, y, flags)
+    g3 = g.reshape(n, Og, L)
+    c3 = ci.reshape(n, K, L)
+    for s in range(n):  # (as NumPy's matmul of w's transposed view: A transposed)
+        gemm(101, 112, 111, K, L, Og, 1.0, w.ctypes.data, K, g3[s].ctypes.data, L, 0.0,
+             c3[s].ctypes.data, L)
+    if flags[3]:
+        c2i_dense(ci, gx)
+    else:
+        c2i_loop(ci, gx, params[0], params[1], params[2], params[3], params[4], params[5])
+    to_nhwc(x, xh, params[2], params[3])
+    im2col_nhwc(xh, cw)
+    w3 = cw.reshape(n, L, Kw)
+    for s in range(n):
+        gemm(101, 111, 111, Og, Kw, L, 1.0, g3[s].ctypes.data, L, w3[s].ctypes.data, Kw, 0.0,
+             per[s].ctypes.data, Kw)
+
+
+def weight(x, g, cols, per, gT, gp, idx, y, flags, params):
+    # flags: has_pre, pooled, overlap, dense, transposed copy of g; one group
+    n, _, Og, L = g.shape
+    K = per.shape[2]
+    pre(g, gp, idx, y, flags)
+    if flags[3]:
+        im_dense(x, cols)
+    else:
+        im_loop(x, cols, params[0], params[1], params[2], params[3], params[4], params[5])
+    g3 = g.reshape(n, Og, L)
+    c3 = cols.reshape(n, K, L)
+    p3 = per.reshape(n, K, Og)
+    if flags[4]:
+        t3 = gT.reshape(n, L, Og)
+        transpose(g3, t3)
+        for s in range(n):
+            gemm(101, 111, 111, K, Og, L, 1.0, c3[s].ctypes.data, L, t3[s].ctypes.data, Og,
+                 0.0, p3[s].ctypes.data, Og)
+    else:
+        for s in range(n):  # (as NumPy's matmul of g's transposed view: B transposed)
+            gemm(101, 111, 112, K, Og, L, 1.0, c3[s].ctypes.data, L, g3[s].ctypes.data, L,
+                 0.0, p3[s].ctypes.data, Og)
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _native_grads(char):
+    """The generated module of the conv gradients' chunks as one native call each
+    (``input_weight``: ``conv2d_input_weight_grad_nhwc_work``'s; ``weight``:
+    ``conv2d_weight_grad_work``'s), or None (as ``_native_layer``)."""
+    if _numpy_gemm(char) is None:
+        return None
+    import hashlib
+    import inspect
+
+    from .pool import _scatter_relu_pooled_rows, _scatter_relu_rows
+    parts = "".join(inspect.getsource(f.py_func) for f in (
+        _scatter_relu_rows, _scatter_relu_pooled_rows, _col2im_dense, _col2im_loop, _to_nhwc,
+        _im2col_nhwc, _im2col_dense, _im2col_loop, _transpose_loop))
+    src = _GRADS_SOURCE.format(char=char, digest=hashlib.sha1(parts.encode()).hexdigest())
+    iw = compile_source(("conv_grads_iw", src), src, "input_weight", parallel=False,
+                        fastmath=())
+    w = compile_source(("conv_grads_w", src), src, "weight", parallel=False, fastmath=())
+    return iw, w
+
+
+def _native_pre(pre, dtype):
+    """(flags of the pooling pass ``pre`` runs natively, its arrays) or None."""
+    if pre is None:
+        z = np.zeros((1, 1, 1, 1), dtype)
+        return (False, False, False), (z, np.zeros((1, 1, 1, 1), np.int64), z)
+    native = getattr(pre[0], "native", None)
+    if native is None or len(pre) != 4:
+        return None
+    gp, idx, y = pre[1:]
+    if not (gp.dtype == y.dtype == dtype and idx.dtype == np.int64 and
+            all(a.ndim == 4 and a.flags.c_contiguous for a in (gp, idx, y))):
+        return None
+    return (True, native[1], native[0]), (gp, idx, y)
+
+
+def _gemm_dims_ok(*dims):
+    """NumPy's matmul takes gemm (not gemv, dot) where both result dims are >= 2."""
+    return all(d >= 2 for d in dims)
+
+
 def _native_work(x, w, b, out, cols, stride, padding, dilation, pool):
     """``conv2d_work``'s chunk as one native call (``_native_layer``) where it applies:
     one group, a ReLU, 2x2 pooling of stride 2 or none, float32/float64, C-contiguous,
@@ -489,6 +611,10 @@ def conv2d_weight_grad_work(x, g, per, cols, gT, stride, padding, dilation, pre=
     im = _im2col_fn(stride, padding, dilation)
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)  # (as conv2d)
 
+    native = _native_weight_work(x, g, per, cols, gT, stride, padding, dilation, pre) \
+        if NATIVE else None
+    if native is not None:
+        return native
     fn, extra = (pre[0], pre[1:]) if pre is not None else (None, ())
 
     def work(n, xc, gc, cc, pc, tc, *ec):
@@ -502,6 +628,29 @@ def conv2d_weight_grad_work(x, g, per, cols, gT, stride, padding, dilation, pre=
             rhs = tc
         np.matmul(cc.reshape(n, groups, K, L), rhs, out=pc)
     return work, (x, g, cols, per, gT, *extra)
+
+
+def _native_weight_work(x, g, per, cols, gT, stride, padding, dilation, pre):
+    N, groups, Og, L = g.shape
+    K = per.shape[2]
+    dt = g.dtype
+    if groups != 1 or dt not in (np.float32, np.float64) or not _gemm_dims_ok(K, Og) or \
+            not all(a.dtype == dt and a.flags.c_contiguous for a in (x, g, per, cols)) or \
+            (gT is not None and not (gT.dtype == dt and gT.flags.c_contiguous)):
+        return None
+    p = _native_pre(pre, dt)
+    mods = _native_grads("s" if dt == np.float32 else "d")
+    if p is None or mods is None:
+        return None
+    flags = np.array(p[0] + (_dense(stride, padding, dilation), gT is not None), np.bool_)
+    (sh, sw), (dh, dw) = stride, dilation
+    params = np.array([sh, sw, padding[0][0], padding[1][0], dh, dw], np.int64)
+    k = mods[1]
+    t = gT if gT is not None else np.zeros((1, 1, 1, 1), dt)
+
+    def work(n, xc, gc, cc, pc, tc, gp, idx, y):
+        k(xc, gc, cc, pc, t if tc is None else tc, gp, idx, y, flags, params)
+    return work, (x, g, cols, per, gT, *p[1])
 
 
 def conv2d_input_grad(g, wT, out, cols, stride, padding, dilation):
@@ -627,6 +776,10 @@ def conv2d_input_weight_grad_nhwc_work(g, wT, gx, cols_i, x, per, xh, cols_w, st
     pt, pl = padding[0][0], padding[1][0]
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
 
+    native = _native_input_weight_work(g, wT, gx, cols_i, x, per, xh, cols_w, stride,
+                                       padding, dilation, pre) if NATIVE else None
+    if native is not None:
+        return native
     fn, extra = (pre[0], pre[1:]) if pre is not None else (None, ())
 
     def work(n, gc, ci, oc, xc, hc, cc, pc, *ec):  # (pre: as conv2d_weight_grad's)
@@ -638,3 +791,29 @@ def conv2d_input_weight_grad_nhwc_work(g, wT, gx, cols_i, x, per, xh, cols_w, st
         _im2col_nhwc(hc, cc)
         np.matmul(gc.reshape(n, Og, L), cc.reshape(n, L, Kw), out=pc)
     return work, (g, cols_i, gx, x, xh, cols_w, per, *extra)
+
+
+def _native_input_weight_work(g, wT, gx, cols_i, x, per, xh, cols_w, stride, padding,
+                              dilation, pre):
+    N, groups, Og, L = g.shape
+    K = wT.shape[1]
+    Kw = per.shape[2]
+    dt = g.dtype
+    w = wT[0].T  # (the weight, (O, K): wT is its transposed view)
+    if groups != 1 or wT.shape[0] != 1 or dt not in (np.float32, np.float64) or \
+            not _gemm_dims_ok(K, L, Og, Kw) or not all(
+            a.dtype == dt and a.flags.c_contiguous
+            for a in (g, w, gx, cols_i, x, per, xh, cols_w)):
+        return None
+    p = _native_pre(pre, dt)
+    mods = _native_grads("s" if dt == np.float32 else "d")
+    if p is None or mods is None:
+        return None
+    flags = np.array(p[0] + (_dense(stride, padding, dilation),), np.bool_)
+    (sh, sw), (dh, dw) = stride, dilation
+    params = np.array([sh, sw, padding[0][0], padding[1][0], dh, dw], np.int64)
+    k = mods[0]
+
+    def work(n, gc, ci, oc, xc, hc, cc, pc, gp, idx, y):
+        k(gc, w, ci, oc, xc, hc, cc, pc, gp, idx, y, flags, params)
+    return work, (g, cols_i, gx, x, xh, cols_w, per, *p[1])
