@@ -270,32 +270,14 @@ def _relu_in_place(out):
 # as one Numba call (the GEMMs through the CBLAS of NumPy's own OpenBLAS, with the
 # parameters NumPy's matmul passes it, so the results are bitwise the same) the
 # chunk runs without the GIL: the small CNN's two forward layers 676 -> 564 us.
-@functools.lru_cache(maxsize=None)
 def _numpy_gemm(char):
-    """NumPy's bundled OpenBLAS ``cblas_?gemm`` (``char`` "s" or "d") as a Numba
-    external function (its library loaded into Numba's linker; pointers passed as
-    integers: ``a.ctypes.data``), or None (another BLAS: the separate calls stay)."""
-    import ctypes
-    import glob
-    import os
-    libs = glob.glob(os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs",
-                                  "libscipy_openblas*.so"))
-    if len(libs) != 1:
+    """NumPy's OpenBLAS ``cblas_?gemm`` (``char`` "s" or "d") as a Numba external
+    function (``blas.load``'s; pointers passed as integers: ``a.ctypes.data``), or
+    None (another BLAS: the separate calls stay)."""
+    from . import blas
+    if not blas.load():
         return None
-    ilp64 = "64" in os.path.basename(libs[0])
-    name = f"scipy_cblas_{char}gemm" + ("64_" if ilp64 else "")
-    try:
-        if getattr(ctypes.CDLL(libs[0]), name, None) is None:
-            return None
-        import llvmlite.binding as llvm
-        llvm.load_library_permanently(libs[0])
-    except (OSError, RuntimeError):
-        return None
-    t = numba().types
-    i, p = (t.int64 if ilp64 else t.int32), t.intp
-    f = t.float32 if char == "s" else t.float64
-    return t.ExternalFunction(name, t.void(t.int32, t.int32, t.int32, i, i, i, f, p, i, p, i, f,
-                                           p, i))
+    return blas._sgemm if char == "s" else blas._dgemm
 
 
 @functools.lru_cache(maxsize=None)
@@ -356,6 +338,8 @@ def _native_layer(char):
     from .pool import _max_pool2x2
     parts = "".join(inspect.getsource(f.py_func) for f in (
         _im2col_dense, _im2col_loop, _bias_relu_loop, _relu_in_place, _max_pool2x2))
+    from . import blas
+    parts += f"blas {blas.VERSION}"
     src = _LAYER_SOURCE.format(char=char, digest=hashlib.sha1(parts.encode()).hexdigest())
     return compile_source(("conv_layer", src), src, "layer", parallel=False, fastmath=())
 
@@ -455,6 +439,8 @@ def _native_grads(char):
     parts = "".join(inspect.getsource(f.py_func) for f in (
         _scatter_relu_rows, _scatter_relu_pooled_rows, _col2im_dense, _col2im_loop, _to_nhwc,
         _im2col_nhwc, _im2col_dense, _im2col_loop, _transpose_loop))
+    from . import blas
+    parts += f"blas {blas.VERSION}"
     src = _GRADS_SOURCE.format(char=char, digest=hashlib.sha1(parts.encode()).hexdigest())
     iw = compile_source(("conv_grads_iw", src), src, "input_weight", parallel=False,
                         fastmath=())
