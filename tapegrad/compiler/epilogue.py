@@ -73,7 +73,7 @@ def _relu_backward_colsum(g, y, d, s):
     for j in range(n):
         v = g[0, j] * (0 if y[0, j] <= 0 else 1)
         d[0, j] = v
-        s[j] = v
+        s[j] = 0 + v  # (NumPy's sum starts from 0: a column of -0.0 sums to +0.0)
     for r in range(1, rows):
         for j in range(n):
             v = g[r, j] * (0 if y[r, j] <= 0 else 1)

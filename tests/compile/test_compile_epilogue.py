@@ -94,6 +94,11 @@ def test_fused_loops_bitwise_equal_eager_kernels(dtype):
     np.testing.assert_array_equal(d, d_want)
     np.testing.assert_array_equal(s, d_want.sum(axis=0))
     np.testing.assert_allclose(s, (g * (y > 0)).sum(0), rtol=1e-5)
+    g[:, 0], y[:, 0] = -np.abs(g[:, 0]), 0  # a dead unit: its column of d is -0.0
+    d, s = E.RELU_BACKWARD_SUM0.kernel(g, y)
+    want = RELU_BACKWARD.kernel(g, y).sum(axis=0)
+    np.testing.assert_array_equal(np.signbit(s), np.signbit(want))
+    np.testing.assert_array_equal(s, want)
 
 
 def test_relu_nan_and_negative_zero_pass_as_eager():
