@@ -326,26 +326,27 @@ def test_native_layer_found_with_numpys_openblas():
     assert cpu_conv._native_layer("s") is not None and cpu_conv._native_layer("d") is not None
 
 
-@pytest.mark.parametrize("dtype,attrs", [
-    (np.float32, dict(stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1)),
-    (np.float64, dict(stride=(1, 1), padding=((1, 1), (0, 1)), dilation=(1, 1), groups=1)),
-    (np.float32, dict(stride=(2, 1), padding=((1, 1), (1, 1)), dilation=(1, 2), groups=1)),
+@pytest.mark.parametrize("dtype,cin,attrs", [
+    (np.float32, 9, dict(stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1)),
+    (np.float64, 9, dict(stride=(1, 1), padding=((1, 1), (0, 1)), dilation=(1, 1), groups=1)),
+    (np.float32, 9, dict(stride=(2, 1), padding=((1, 1), (1, 1)), dilation=(1, 2), groups=1)),
+    (np.float32, 2, dict(stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1)),
 ])
-def test_native_chunks_bitwise_separate_calls(monkeypatch, dtype, attrs):
+def test_native_chunks_bitwise_separate_calls(monkeypatch, dtype, cin, attrs):
     """The one-native-call chunks (the GEMMs through NumPy's OpenBLAS from Numba)
     against the separate calls (NumPy's matmul between the loops), bitwise."""
     from tapegrad.devices.cpu_kernels import conv as cpu_conv
     from tapegrad.ops.nn.conv import (
         CONV2D,
         CONV2D_INPUT_GRAD,
-        CONV2D_WEIGHT_GRAD,
         conv2d_input_weight_grad,
         conv2d_relu_pool,
+        conv2d_weight_grad_after,
     )
     from tapegrad.ops_registry import TensorSpec
     r = np.random.default_rng(14)
-    x = r.standard_normal((6, 9, 12, 11)).astype(dtype)
-    w = r.standard_normal((5, 9, 3, 2)).astype(dtype)
+    x = r.standard_normal((6, cin, 12, 11)).astype(dtype)
+    w = r.standard_normal((5, cin, 3, 2)).astype(dtype)
     b = r.standard_normal(5).astype(dtype)
     ws = np.zeros(1 << 22, np.uint8)
     y0 = CONV2D.kernel(x, w, b, **attrs, workspace=ws)
@@ -362,7 +363,9 @@ def test_native_chunks_bitwise_separate_calls(monkeypatch, dtype, attrs):
         i = np.empty(v.shape, np.int64)
         geo = tuple(pool.values()) + (v, i)
         assert conv2d_relu_pool(x, w, b, y, geo, **attrs, workspace=ws)
-        gw = CONV2D_WEIGHT_GRAD.kernel(x, g, weight_shape=w.shape, **attrs, workspace=ws)
+        gw = np.empty_like(w)
+        assert conv2d_weight_grad_after(None, x, g, gw, weight_shape=w.shape, **attrs,
+                                        workspace=ws)
         gx2, gw2 = np.empty_like(x), np.empty_like(w)
         both = conv2d_input_weight_grad(g, w, x, gx2, gw2, **attrs, workspace=ws, split=si)
         res.append([y, v, i, gw] + ([gx2, gw2] if both else []))

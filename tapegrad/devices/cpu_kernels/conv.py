@@ -585,20 +585,24 @@ def conv2d_weight_grad(x, g, per, cols, gT, stride, padding, dilation, pre=None)
     return per
 
 
-def conv2d_weight_grad_work(x, g, per, cols, gT, stride, padding, dilation, pre=None):
+def conv2d_weight_grad_work(x, g, per, cols, gT, stride, padding, dilation, pre=None,
+                            native=False):
     """Per-sample weight gradients ``per[n, grp] = cols[n, grp] @ g[n, grp]^T`` for
     (N, groups, O/groups, L) ``g``, (N, groups, K, O/groups) ``per`` and scratch
     ``cols``; with a (N, groups, L, O/groups) scratch ``gT``, g is copied transposed
     first so the GEMMs run untransposed. ``pre``: ``(fn, *arrays)``, each chunk first
     computes its rows of ``g`` (C-contiguous) with ``fn(n, *chunks of arrays, g's
-    chunk)`` (the gradient reaching the conv, made in the same region)."""
+    chunk)`` (the gradient reaching the conv, made in the same region). ``native``:
+    each chunk one native call where ``_native_weight_work`` applies (the compiled
+    programs' fused steps: the eager kernel keeps the separate calls, whose Numba
+    kernels are already compiled)."""
     N, groups, Og, L = g.shape
     K = per.shape[2]
     im = _im2col_fn(stride, padding, dilation)
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)  # (as conv2d)
 
     native = _native_weight_work(x, g, per, cols, gT, stride, padding, dilation, pre) \
-        if NATIVE else None
+        if NATIVE and native else None
     if native is not None:
         return native
     fn, extra = (pre[0], pre[1:]) if pre is not None else (None, ())
@@ -749,12 +753,13 @@ def conv2d_input_weight_grad_nhwc(g, wT, gx, cols_i, x, per, xh, cols_w, stride,
 
 
 def conv2d_input_weight_grad_nhwc_work(g, wT, gx, cols_i, x, per, xh, cols_w, stride, padding,
-                                       dilation, pre=None):
+                                       dilation, pre=None, native=False):
     """``conv2d_input_grad`` (into ``gx``, scratch ``cols_i``) and
     ``conv2d_weight_grad_nhwc`` (into ``per``, scratch ``xh`` and ``cols_w``) of one
     (N, 1, O, L) ``g`` in one parallel region: per chunk of the batch, the input
     gradient's GEMMs and col2im, then the weight gradient's channels-last columns and
-    GEMMs, g's chunk still in cache (one hand-off to the threads, not two)."""
+    GEMMs, g's chunk still in cache (one hand-off to the threads, not two). ``native``:
+    as ``conv2d_weight_grad_work``'s."""
     N, groups, Og, L = g.shape
     K = wT.shape[1]
     Kw = per.shape[2]
@@ -763,7 +768,7 @@ def conv2d_input_weight_grad_nhwc_work(g, wT, gx, cols_i, x, per, xh, cols_w, st
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
 
     native = _native_input_weight_work(g, wT, gx, cols_i, x, per, xh, cols_w, stride,
-                                       padding, dilation, pre) if NATIVE else None
+                                       padding, dilation, pre) if NATIVE and native else None
     if native is not None:
         return native
     fn, extra = (pre[0], pre[1:]) if pre is not None else (None, ())

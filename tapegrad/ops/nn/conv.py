@@ -689,7 +689,7 @@ def conv2d_input_weight_grad_plan(g, weight, input, gx, gw, *, stride, padding, 
                                   dilation, ww)
     plan = cpu_conv.conv2d_input_weight_grad_nhwc_work(
         g.reshape(N, 1, Cout, L), wT, gx, cols_i, input, per, xh, cols_w, stride, padding,
-        dilation, pre)
+        dilation, pre, native=True)
     return plan, lambda: _nhwc_sum(per, gw, ww, input.shape, weight.shape, stride, padding,
                                    dilation)
 
@@ -770,7 +770,8 @@ def _weight_grad(input, g, weight_shape, stride, padding, dilation, groups, work
         # im2col, the transposed copy and GEMMs per chunk of the batch, in one region
         cols = _ws_view(workspace, npad, (N, C, kh, kw, Ho, Wo), g.dtype)
         plan = cpu_conv.conv2d_weight_grad_work(input, g.reshape(N, groups, Og, L), per, cols,
-                                                dst, stride, padding, dilation, pre)
+                                                dst, stride, padding, dilation, pre,
+                                                native=plan_only)
         if plan_only:
             return plan, lambda: _sum_per(per, out, workspace, xp, N * C * kh * kw * L, npad)
         cpu_conv.run_plans(plan)
