@@ -542,28 +542,42 @@ def _join_grad_layers(g, steps):
     for k, st in enumerate(steps):
         if st.kind != "op" or st.op is not POOL_RELU_CONV_GRADS or k in drop or k in replace:
             continue
-        v = st.outs[1]
-        j = next((t for t in range(k + 1, len(steps)) if v in steps[t].reads()), None)
-        if j is None or j in drop or j in replace:
+        j = _next_layer(g, steps, k, st.outs[1], kinds, made, drop | set(replace))
+        if j is None:
             continue
         r = steps[j]
-        if not (r.kind == "op" and r.op in kinds and r.ins[0] == v and v not in r.ins[1:]
-                and g.shapes[r.outs[0]][0] == g.shapes[v][0]
-                and all(made.get(i, -1) < k for i in r.ins[1:] if type(i) is int)
-                and not any(steps[t].mutates() for t in range(k + 1, j))):
-            continue
-        first = {a: b for a, b in st.attrs.items()}
-        second = {a: b for a, b in r.attrs.items()}
-        new = Step("op", _GRAD_CHAINS[len(st.outs) + len(r.outs)],
-                   list(st.ins) + list(r.ins[1:]),
-                   {"first": first, "second": second, "kinds": ("conv", kinds[r.op]),
-                    "n1": len(st.ins), "split": st.workspace})
-        new.workspace = st.workspace + r.workspace
-        new.outs = list(st.outs) + list(r.outs)
-        replace[k] = new
+        replace[k] = _joined(_GRAD_CHAINS, st, r, {
+            "first": dict(st.attrs), "second": dict(r.attrs), "kinds": ("conv", kinds[r.op])})
         drop.add(j)
         count += 1
     return _rebuilt(steps, replace, drop), count
+
+
+def _next_layer(g, steps, k, v, ops, made, taken):
+    """The index of the step after ``k`` that next reads ``v``, where that step is one
+    of ``ops`` with ``v`` as its first input and nowhere else, over the same batch,
+    its other inputs made before ``k``, and no step between mutates anything: the
+    next layer ``k``'s step can be joined with. None otherwise (or if in ``taken``)."""
+    j = next((t for t in range(k + 1, len(steps)) if v in steps[t].reads()), None)
+    if j is None or j in taken:
+        return None
+    r = steps[j]
+    if not (r.kind == "op" and r.op in ops and r.ins[0] == v and v not in r.ins[1:]
+            and g.shapes[r.outs[0]][0] == g.shapes[v][0]
+            and all(made.get(i, -1) < k for i in r.ins[1:] if type(i) is int)
+            and not any(steps[t].mutates() for t in range(k + 1, j))):
+        return None
+    return j
+
+
+def _joined(chains, st, r, attrs):
+    """Steps ``st`` and ``r`` as one step of ``chains``' op for their outputs: the
+    inputs of both (``r``'s first is ``st``'s output), both workspaces in turn."""
+    new = Step("op", chains[len(st.outs) + len(r.outs)], list(st.ins) + list(r.ins[1:]),
+               dict(attrs, n1=len(st.ins), split=st.workspace))
+    new.workspace = st.workspace + r.workspace
+    new.outs = list(st.outs) + list(r.outs)
+    return new
 
 
 def _pool_relu_grad_step(g, steps, i, private, reader_of, made):
@@ -646,21 +660,11 @@ def _join_layers(g, steps):
         if st.kind != "op" or st.op not in convs or k in drop:
             continue
         v = st.outs[0] if st.op is CONV2D_RELU else st.outs[1]
-        j = next((t for t in range(k + 1, len(steps)) if v in steps[t].reads()), None)
-        if j is None or j in drop:
+        j = _next_layer(g, steps, k, v, convs, made, drop)
+        if j is None:
             continue
         r = steps[j]
-        if not (r.kind == "op" and r.op in convs and r.ins[0] == v and v not in r.ins[1:]
-                and g.shapes[r.outs[0]][0] == g.shapes[v][0]
-                and all(made.get(i, -1) < k for i in r.ins[1:] if type(i) is int)
-                and not any(steps[t].mutates() for t in range(k + 1, j))):
-            continue
-        new = Step("op", _CHAINS[len(st.outs) + len(r.outs)], list(st.ins) + list(r.ins[1:]),
-                   {"first": st.attrs, "second": r.attrs, "n1": len(st.ins),
-                    "split": st.workspace})
-        new.workspace = st.workspace + r.workspace
-        new.outs = list(st.outs) + list(r.outs)
-        replace[k] = new
+        replace[k] = _joined(_CHAINS, st, r, {"first": st.attrs, "second": r.attrs})
         drop.add(j)
         count += 1
     return _rebuilt(steps, replace, drop), count
