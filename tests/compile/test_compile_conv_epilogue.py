@@ -59,6 +59,13 @@ def _run(model, x, seeds=2):
     return res
 
 
+def _assert_bitwise_equal(eager, compiled, x):
+    """``_run`` of the eager and the compiled model give the same bits."""
+    for a, b in zip(_run(eager, x), _run(compiled, x)):
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
+
+
 @pytest.mark.parametrize("case,both", [(c, b) for c in range(len(CASES))
                                        for b in ((False, True) if CASES[c][4] else (False,))])
 def test_conv_relu_pool_fused_bitwise_eager(case, both):
@@ -69,9 +76,7 @@ def test_conv_relu_pool_fused_bitwise_eager(case, both):
     e = _Layer(xs[1], cout, k, conv, pool, bias, both, dt)
     c = _Layer(xs[1], cout, k, conv, pool, bias, both, dt)
     cm = tg.compile(c)
-    for a, b in zip(_run(e, x), _run(cm, x)):
-        for u, v in zip(a, b):
-            np.testing.assert_array_equal(u, v)
+    _assert_bitwise_equal(e, cm, x)
     names = [st.name for st in cm._joint._last.steps]
     fused = "conv2d+relu" if pool is None else "conv2d+relu+max_pool2d"
     assert fused in names and "relu" not in names, names
@@ -192,9 +197,7 @@ def test_conv_grads_fused_bitwise_eager(conv2, dtype):
     x = np.random.default_rng(6).standard_normal((3, 2, 10, 9)).astype(dtype)
     e, c = _Two(conv2, dtype), _Two(conv2, dtype)
     cm = tg.compile(c)
-    for a, b in zip(_run(e, x), _run(cm, x)):
-        for u, v in zip(a, b):
-            np.testing.assert_array_equal(u, v)
+    _assert_bitwise_equal(e, cm, x)
     names = [st.name for st in cm._joint._last.backward.steps]
     assert "conv2d_input_grad+conv2d_weight_grad" in names, names
     assert "conv2d_input_grad" not in names, names
@@ -246,9 +249,7 @@ def test_pool_grads_joined_with_conv_grads_bitwise_eager(conv2, dtype):
     x = np.random.default_rng(9).standard_normal((3, 1, 16, 14)).astype(dtype)
     e, c = _Cnn(conv2, dtype), _Cnn(conv2, dtype)
     cm = tg.compile(c)
-    for a, b in zip(_run(e, x), _run(cm, x)):
-        for u, v in zip(a, b):
-            np.testing.assert_array_equal(u, v)
+    _assert_bitwise_equal(e, cm, x)
     names = [st.name for st in cm._joint._last.backward.steps]
     assert _GRAD_CHAIN in names, names  # (one region, or the two steps in turn: stride 2)
     assert not any(n.startswith("max_pool2d_input_grad+relu_backward+") for n in names), names
@@ -276,9 +277,7 @@ def test_joined_layers_fallback_bitwise_eager():
     x = np.random.default_rng(11).standard_normal((2, 2, 7, 6)).astype(np.float32)
     e, c = _Pointwise(), _Pointwise()
     cm = tg.compile(c)
-    for a, b in zip(_run(e, x), _run(cm, x)):
-        for u, v in zip(a, b):
-            np.testing.assert_array_equal(u, v)
+    _assert_bitwise_equal(e, cm, x)
     assert [st.name for st in cm._joint._last.steps][0] == "conv2d+relu[+max_pool2d] x2"
 
 
@@ -304,9 +303,7 @@ def test_three_layers_grads_joined_bitwise_eager():
     x = np.random.default_rng(13).standard_normal((4, 2, 30, 30)).astype(np.float32)
     e, c = _Cnn3(), _Cnn3()
     cm = tg.compile(c)
-    for a, b in zip(_run(e, x), _run(cm, x)):
-        for u, v in zip(a, b):
-            np.testing.assert_array_equal(u, v)
+    _assert_bitwise_equal(e, cm, x)
     steps = cm._joint._last.backward.steps
     chain = [st for st in steps if st.name == _GRAD_CHAIN]
     assert len(chain) == 1 and chain[0].attrs["kinds"] == ("conv", "conv"), \
