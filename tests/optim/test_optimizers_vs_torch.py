@@ -191,13 +191,17 @@ def test_lbfgs_rosenbrock_matches_torch(line_search, kw, x0):
 
     # the first step agrees to rounding; the Rosenbrock valley then amplifies the
     # last-bit differences of the two libraries' gradients (measured: 1e-15 growing to
-    # ~1e-8 by the fifth step in the worst configuration), while the decisions
-    # (function evaluations, iterations, history length) stay identical
+    # ~1e-8 by the fifth step in the worst configuration on an Intel Xeon, and the loss
+    # to 3.6e-9 apart, 7.8e-7 of its value, near the minimum on an AMD Zen 5), while the
+    # decisions (function evaluations, iterations, history length) stay identical; so
+    # after the first step the losses are compared on the scale of the starting loss
+    start = float(_rosenbrock(a))
     for k in range(6):
         l1, l2 = o1.step(c1), o2.step(c2)
         assert calls[0] == calls[1]
         tol = 1e-10 if k == 0 else 1e-7
-        np.testing.assert_allclose(float(l1), l2.item(), rtol=tol, atol=1e-10)
+        np.testing.assert_allclose(float(l1), l2.item(), rtol=tol,
+                                   atol=1e-10 if k == 0 else 1e-9 * start)
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=tol,
                                    atol=1e-14)
     s1, s2 = o1.state[a], o2.state[b]
