@@ -339,6 +339,7 @@ class Tensor:
             if self._hooks is None:
                 self._hooks = []
             self._hooks.append(hook)
+            LEAF_HOOKS[0] += 1
             fns = self._hooks
         return _tape.HookHandle(fns, hook)
 
@@ -357,6 +358,7 @@ class Tensor:
             self._post_hooks = []
             POST_HOOKED.add(self)
         self._post_hooks.append(hook)
+        LEAF_HOOKS[0] += 1
         return _tape.HookHandle(self._post_hooks, hook)
 
     @property
@@ -444,6 +446,10 @@ DATA_SWAPS = [0]
 
 # leaves with post-accumulate hooks (the walker counts their contributions only then)
 POST_HOOKED = weakref.WeakSet()
+
+# how many gradient and post-accumulate-grad hooks were registered on leaves in this
+# process (tg.compile: a captured program runs none of a leaf's hooks)
+LEAF_HOOKS = [0]
 
 
 def _read(t, number=None):

@@ -18,7 +18,7 @@ from .._util import loud_numpy, quiet_numpy
 from ..dispatch import observe
 from ..grad_mode import is_grad_enabled
 from ..ops.creation import raw_rng_state
-from ..tensor import DATA_SWAPS, Tensor, wrap
+from ..tensor import DATA_SWAPS, LEAF_HOOKS, Tensor, wrap
 from . import capture as _capture
 from .capture import Recorder, Unsupported, capturing
 from .program import GuardFailed, Program
@@ -281,6 +281,7 @@ class Compiled:
             argpos[id(a)] = pos
         rng = raw_rng_state()
         swaps = DATA_SWAPS[0]
+        hooks = LEAF_HOOKS[0]
         refs = _references(self.fn)
         if _shares(args, kwargs, _outside_roots(refs)):  # (a capture would take the
             self._eager += 1  # tensor read from outside for the argument, or apart)
@@ -331,7 +332,7 @@ class Compiled:
                 if id(leaf) in argpos:
                     graph.ext_grad[v] = ("arg", argpos[id(leaf)])
             prog = self._program(graph)
-            prog.swaps, prog.refs = swaps, refs
+            prog.swaps, prog.refs, prog.leaf_hooks = swaps, refs, hooks
             prog.ext_roots = frozenset(id(_root(arr)) for _, arr, _ in graph.owners)
             prog.paths = _paths(self.fn, [ref() for ref, *_ in graph.owners])
         except Unsupported as e:
@@ -737,6 +738,7 @@ def _entry_ok(prog):
 def _entry_checker(prog):
     glb = {"_prog": prog, "_same": lambda t: t}
     lines = ["def ok():"]
+    hooked = []  # (one test for the gradient hooks of every leaf)
     for k, gd in enumerate(prog.graph.entry_guards):
         glb[f"L{k}"] = gd[1]
         if gd[0] == "grad_none":
@@ -744,10 +746,15 @@ def _entry_checker(prog):
         elif gd[0] == "buffer_is":
             glb[f"B{k}"] = gd[2]
             lines.append(f"    if L{k}._data is not B{k}: return False")
+        elif gd[0] == "no_hooks":
+            hooked.append(f"L{k}._hooks or L{k}._post_hooks")
         else:  # (an accumulating .grad: the program's own test)
             lines.append("    return _prog.entry_ok(_same)")
             break
     else:
+        if hooked:  # (tested only once a hook was registered on a leaf since)
+            glb["H"], glb["N"] = LEAF_HOOKS, getattr(prog, "leaf_hooks", -1)
+            lines.append(f"    if H[0] != N and ({' or '.join(hooked)}): return False")
         lines.append("    return True")
     exec(builtins.compile("\n".join(lines) + "\n", "<tg.compile entry guards>", "exec"), glb)
     return glb["ok"]

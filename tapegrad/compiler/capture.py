@@ -570,6 +570,8 @@ class Recorder:
                     g.entry_guards.append(("grad_none", leaf))
             else:  # accumulated into: read live on replay, of the same spec
                 g.entry_guards.append(("grad_spec", leaf, st.shape, st.dtype))
+            # (a gradient hook registered on it later: the program runs none)
+            g.entry_guards.append(("no_hooks", leaf))
         owners = list(self.leaves.values()) + [st.target[2] for st in g.steps
                                                if st.kind == "update"]
         seen = set()

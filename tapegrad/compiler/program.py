@@ -866,6 +866,9 @@ class Program:
             elif gd[0] == "buffer_is":
                 if leaf._data is not gd[2]:
                     return False
+            elif gd[0] == "no_hooks":
+                if leaf._hooks or leaf._post_hooks:
+                    return False
             else:
                 gr = leaf.grad
                 if gr is None or gr._node is not None or type(gr._data) is not np.ndarray \

@@ -76,6 +76,45 @@ class _Attrs:
         return getattr(self.obj, name, default)
 
 
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+
+
+class _Hooks:
+    """Modules seen as a holder of one guard: ``get(key, default)`` is whether each
+    one's forward pre-, forward, backward pre- and backward hook dicts have the keys
+    they had when the view was made (a handle's key is never reused)."""
+    __slots__ = ("dicts", "keys")
+
+    def __init__(self, dicts):
+        self.dicts = dicts
+        self.keys = self._keys()
+
+    def _keys(self):
+        return tuple(tuple(d) for d in self.dicts) if any(self.dicts) else ()
+
+    def get(self, key, default):
+        if not any(self.dicts):
+            return not self.keys
+        return self._keys() == self.keys
+
+
+def _hook_guard(mods):
+    """The guard that the modules ``mods`` (``(name, module)``) keep the hooks they
+    have: a hook registered or removed changes what a call of one computes."""
+    dicts, names = [], []
+    for name, m in mods:
+        d = m.__dict__
+        ds = [d.get(k) for k in _HOOKS]
+        if all(isinstance(x, dict) for x in ds):
+            dicts += ds
+            names.append(name)
+    if not dicts:
+        return None
+    view = _Hooks(tuple(dicts))
+    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return view, "hooks", True, f"{'the same hooks' if view.keys else 'no hooks'} on {shown}"
+
+
 class _Items:
     """A list seen as a holder of guards: ``get(i, default)`` is its item ``i``."""
     __slots__ = ("seq",)
@@ -493,6 +532,7 @@ class Watch:
         for name, m in names:
             for path, sub in m.named_modules():
                 mod_names.setdefault(id(sub), f"{name}.{path}" if path else name)
+        ran = []  # (name, module) for each module whose method ran
         for i, m in mods.items():
             mname = mod_names.get(i, type(m).__name__)
             if i in self.modules:
@@ -503,8 +543,12 @@ class Watch:
                         add(m.__dict__, a, v, f"{mname}.{a} == {v!r}")
                     elif callable(v) and _held(v):  # (an activation: F.relu, a partial)
                         add(m.__dict__, a, v, f"{mname}.{a} is the same object")
+                ran.append((mname, m))
             elif "training" in m.__dict__:
                 add(m.__dict__, "training", m.training, f"{mname}.training == {m.training!r}")
+        hg = _hook_guard(ran)
+        if hg is not None:
+            out.append(hg)
         for i, (ref, codes) in self.selves.items():
             obj = ref()  # (a module's own plain attributes are guarded above)
             for code in codes if obj is not None else ():
