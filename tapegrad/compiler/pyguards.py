@@ -15,11 +15,17 @@ and the same again inside objects and containers found that way (``cfg.opt.lr``,
 that way (a function, a ``functools.partial``, a config object, a dict: not a Python
 module, not a ``tg.nn`` module, whose rebinding the tensor references catch) is
 guarded to stay the same object, as are the defaults of each function that ran and the
-function-valued attributes (an activation) of each module whose method ran. A guard
-is ``(holder, key, value, words)``: the replay needs ``holder.get(key)`` to be
-``value`` still (a plain value: the same object or an equal value of the same type;
-anything else: the same object); the holder is a dict, a cell, an ``_Items`` view of
-a list, or an ``_Attrs`` view of a function.
+function-valued attributes (an activation) of each module whose method ran. Each
+list or dict found that way (up to 256 items) is also guarded whole (``_Contents``:
+code that iterates it, sums it, takes its ``len`` or indexes it with a computed key
+reads every item), and the objects in it are followed as above; each NumPy array
+found that way (up to 64 KiB) is guarded on its values (``_Array``: ``float(a[0])``
+bakes them into the program); the hooks of the modules whose methods ran are guarded
+to stay the same ones (``_Hooks``). A guard is ``(holder, key, value, words)``: the
+replay needs ``holder.get(key)`` to be ``value`` still (a plain value: the same object
+or an equal value of the same type; anything else: the same object); the holder is a
+dict, a cell, an ``_Items`` view of a list, an ``_Attrs`` view of a function, or one
+of the views above (whose ``get`` is the test, the value ``True``).
 
 The same hook notes what a replay could not repeat: the plain values user code can
 read (as above, one step in) as they were when it started, which ``changed`` compares
@@ -43,6 +49,8 @@ import sys
 import sysconfig
 import types
 import weakref
+
+import numpy as np
 
 __all__ = ["Watch", "check", "optimizer_guards", "plain"]
 
@@ -115,6 +123,51 @@ def _hook_guard(mods):
     return view, "hooks", True, f"{'the same hooks' if view.keys else 'no hooks'} on {shown}"
 
 
+class _Contents:
+    """A list or dict seen as a holder of one guard: ``get(key, default)`` is whether
+    it holds what it held when the view was made: the same keys in the same order,
+    plain values equal and of the same types, every other object the same one (code
+    that iterates it, takes its ``len``, ``sum`` or ``max``, or indexes it with a
+    computed key reads all of it)."""
+    __slots__ = ("c", "keys", "vals", "types", "objs")
+
+    def __init__(self, c):
+        self.c = c
+        self.keys = list(c) if type(c) is dict else None
+        self.vals = vals = list(c.values()) if type(c) is dict else list(c)
+        self.types = list(map(type, vals))
+        self.objs = [(i, v) for i, v in enumerate(vals) if not plain(v)]
+
+    def get(self, key, default):
+        c = self.c
+        if type(c) is dict:
+            if len(c) != len(self.vals) or list(c) != self.keys:
+                return False
+            vals = list(c.values())
+        else:
+            vals = c
+        if len(vals) != len(self.vals) or list(map(type, vals)) != self.types:
+            return False
+        for i, v in self.objs:
+            if vals[i] is not v:
+                return False
+        return vals == self.vals  # (plain values only left to compare)
+
+
+class _Array:
+    """A NumPy array seen as a holder of one guard: ``get(key, default)`` is whether
+    it holds the values, shape and dtype it held when the view was made (code that
+    reads its items, ``float(a[0])``, ``a.sum()``, bakes them into the program)."""
+    __slots__ = ("a", "shape", "dtype", "data")
+
+    def __init__(self, a):
+        self.a, self.shape, self.dtype, self.data = a, a.shape, a.dtype, a.tobytes()
+
+    def get(self, key, default):
+        a = self.a
+        return a.shape == self.shape and a.dtype == self.dtype and a.tobytes() == self.data
+
+
 class _Items:
     """A list seen as a holder of guards: ``get(i, default)`` is its item ``i``."""
     __slots__ = ("seq",)
@@ -164,6 +217,9 @@ def _underlying(holder):
 
 _STORES = ("_parameters", "_buffers", "_modules")  # (a module's tensors: guarded apart)
 _DEEP = 3      # how many attribute / item steps a guard follows from a root
+_ITEMS = 256   # a list or dict at most this long is guarded whole (larger: by identity)
+_ARRAY_BYTES = 1 << 16  # a NumPy array at most this large is guarded on its values
+#                          (larger: by identity)
 _KEYS = 32     # at most this many constant keys of one code tried on one container
 
 
@@ -366,10 +422,12 @@ class Watch:
         """``guards`` less those on the values the call assigned (``changed``): a
         program that cannot be replayed runs eagerly whatever they hold, and the next
         call would otherwise capture again for each new value."""
-        gone = getattr(self, "assigned", None)
-        if not gone:
+        gone = getattr(self, "assigned", None) or set()
+        touched = getattr(self, "touched", None) or set()
+        if not gone and not touched:
             return guards
-        return tuple(g for g in guards if (id(_underlying(g[0])), g[1]) not in gone)
+        return tuple(g for g in guards if (id(_underlying(g[0])), g[1]) not in gone
+                     and not (type(g[0]) is _Contents and id(g[0].c) in touched))
 
     def start(self):
         self.prev = sys.getprofile()
@@ -382,6 +440,7 @@ class Watch:
         ``self`` of its methods) that it changed (``calls.append()``). Containers the
         call made and dropped (or returned) are its own business."""
         out = list(dict.fromkeys(self.effects))
+        self.touched = set(self.mutated)  # (ids of the containers it changed)
         snaps, self.snaps = self.snaps, {}
         for obj, before, name, hid in snaps.values():
             owner = self.owners.get(hid)
@@ -389,6 +448,7 @@ class Watch:
                 continue  # (an attribute of an object the call made and dropped)
             if not _same_items(obj, before):
                 out.append(f"{name} changed in place")
+                self.touched.add(id(obj))
         mutated, self.mutated = self.mutated, {}
         if mutated:
             def match(obj, name):
@@ -421,6 +481,7 @@ class Watch:
         """The guards on what the call read (see the module docstring)."""
         fn = self.fn
         out, seen = [], set()
+        whole = set()  # ids of the containers and arrays guarded whole
         funcs = _functions(fn)
         names = _root_names(fn, funcs)
 
@@ -458,6 +519,17 @@ class Watch:
 
         def items_of(c, oname, code, where, depth):
             holder = c if type(c) is dict else _Items(c) if type(c) is list else None
+            if len(c) <= _ITEMS:
+                if holder is not None and id(c) not in whole:
+                    whole.add(id(c))
+                    out.append((_Contents(c), "items", True,
+                                f"{oname} holds the same items{where}"))
+                if depth > 1:  # (what each item holds: read by iterating, or a key
+                    consts = set(_const_keys(code))  # computed)
+                    for k, v in list(c.items()) if type(c) is dict else enumerate(c):
+                        if not plain(v) and k not in consts:
+                            inside(v, f"{oname}[{k!r}]", code, where, depth - 1,
+                                   holder if holder is not None else _Items(c), k)
             for k in _const_keys(code):
                 if type(c) is not dict and (type(k) is not int or k >= 2 ** 31):
                     continue
@@ -478,6 +550,7 @@ class Watch:
             if not (container or _user_object(obj) or _is_module(obj)):
                 if holder is not None and _held(obj):  # (a function, a tensor, an array)
                     add(holder, key, obj, f"{oname} is the same object{where}")
+                values_of(obj, oname, where)
                 return
             if holder is not None:
                 add(holder, key, obj, f"{oname} is the same object{where}")
@@ -485,6 +558,12 @@ class Watch:
                 items_of(obj, oname, code, where, depth)
             else:
                 attrs_of(obj, oname, code, where, depth)
+
+        def values_of(obj, oname, where):
+            if type(obj) is np.ndarray and obj.nbytes <= _ARRAY_BYTES and id(obj) not in whole:
+                whole.add(id(obj))
+                out.append((_Array(obj), "values", True,
+                            f"{oname} holds the same values{where}"))
 
         def roots(obj, oname, code, where):
             if plain(obj):
@@ -496,6 +575,8 @@ class Watch:
                          else _DEEP)
             elif type(obj) in (dict, list, tuple):
                 items_of(obj, oname, code, where, _DEEP)
+            else:
+                values_of(obj, oname, where)
             return False
 
         unmapped = []

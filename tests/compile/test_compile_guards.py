@@ -366,3 +366,109 @@ def test_float_and_int_compared_guard_the_outcome(fn, captures):
     s = cf.stats()
     assert (s["captures"], s["replays"]) == (captures, 6 - captures), s["recaptures"]
     assert type(float(tg.ones(()))) is float and type(int(tg.ones((), dtype=tg.int64))) is int
+
+
+SCALES = [1.0, 2.0]
+WEIGHTS = {"a": 1.0, "b": 2.0}
+BLOCKS = [{"scale": 1.0}, {"scale": 2.0}]
+KEY = "a"
+
+
+class _Scales(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scales = [1.0, 2.0]
+
+    def forward(self, x):
+        for s in self.scales:
+            x = x * s
+        return x
+
+
+_SCALER = _Scales()
+
+
+def _iterated(x):
+    for s in SCALES:
+        x = x * s
+    return x
+
+
+def _per_block(x):
+    for b in BLOCKS:
+        x = x * b["scale"]
+    return x
+
+
+READ_WHOLE = {  # fn, the change made in place (every container read in full)
+    "iterated": (_iterated, lambda: SCALES.__setitem__(1, 5.0)),
+    "summed": (lambda x: x * sum(SCALES), lambda: SCALES.__setitem__(0, 3.0)),
+    "len_after_append": (lambda x: x * len(SCALES), lambda: SCALES.append(1.0)),
+    "dict_items": (lambda x: x * math.prod(v for _, v in WEIGHTS.items()),
+                   lambda: WEIGHTS.__setitem__("b", 7.0)),
+    "dict_max": (lambda x: x * max(WEIGHTS.values()), lambda: WEIGHTS.__setitem__("b", 7.0)),
+    "computed_key": (lambda x: x * WEIGHTS[KEY], lambda: WEIGHTS.__setitem__("a", 9.0)),
+    "module_attribute": (lambda x: _SCALER(x), lambda: _SCALER.scales.__setitem__(0, 4.0)),
+    "item_of_each_item": (_per_block, lambda: BLOCKS[1].__setitem__("scale", 3.0)),
+    "float_becomes_int": (lambda x: x * SCALES[int(x.shape[0] > 0)],
+                          lambda: SCALES.__setitem__(1, 2)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(READ_WHOLE))
+def test_a_container_read_whole_and_changed_in_place_captures_again(case):
+    fn, change = READ_WHOLE[case]
+    x = tg.tensor([1, 2, 3]) if case == "float_becomes_int" else tg.ones(3)
+    cf = tg.compile(fn)
+    try:
+        for _ in range(2):
+            np.testing.assert_array_equal(cf(x).numpy(), fn(x).numpy())
+        change()
+        for _ in range(2):
+            got, want = cf(x).numpy(), fn(x).numpy()
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    finally:
+        SCALES[:] = [1.0, 2.0]
+        WEIGHTS.clear()
+        WEIGHTS.update(a=1.0, b=2.0)
+        BLOCKS[:] = [{"scale": 1.0}, {"scale": 2.0}]
+        _SCALER.scales = [1.0, 2.0]
+    s = cf.stats()
+    assert s["captures"] == 2, s
+    assert s["recaptures"][0].startswith(("SCALES holds", "WEIGHTS holds", "BLOCKS[1] holds",
+                                          "_SCALER.scales holds")), s["recaptures"]
+    if case != "float_becomes_int":  # (an int tensor times a float: not replayed)
+        assert s["replays"] >= 2, s
+
+
+def test_a_container_given_equal_values_again_replays():
+    cf = tg.compile(_iterated)
+    x = tg.ones(2)
+    cf(x)
+    SCALES[0] = float("1.0")  # (a new float object, equal)
+    SCALES[1] = 1.0 + 1.0
+    assert cf(x).tolist() == [2.0, 2.0]
+    assert cf.stats()["captures"] == 1
+
+
+TABLE = np.array([2.0, 3.0, 4.0])
+
+
+@pytest.mark.parametrize("read", [
+    lambda x: x * TABLE[0], lambda x: x * float(TABLE[1]), lambda x: x * TABLE.sum(),
+    lambda x: x * 2 if TABLE[0] > 5 else x, lambda x: x * TABLE.tolist()[0]],
+    ids=["item", "float", "sum", "compared", "tolist"])
+def test_a_numpy_array_written_in_place_between_calls_captures_again(read):
+    cf = tg.compile(read)
+    x = tg.ones(3)
+    try:
+        for value in (2.0, 7.0, 2.0):
+            TABLE[:] = [value, 3.0, 4.0]
+            for _ in range(2):
+                np.testing.assert_array_equal(cf(x).numpy(), read(x).numpy())
+    finally:
+        TABLE[:] = [2.0, 3.0, 4.0]
+    s = cf.stats()
+    assert s["captures"] == 2 and s["replays"] == 4  # (the first program serves again)
+    assert s["recaptures"][0] == "TABLE holds the same values (global of <lambda>)"
