@@ -21,7 +21,9 @@ code that iterates it, sums it, takes its ``len`` or indexes it with a computed 
 reads every item), and the objects in it are followed as above; each NumPy array
 found that way (up to 64 KiB) is guarded on its values (``_Array``: ``float(a[0])``
 bakes them into the program); the hooks of the modules whose methods ran are guarded
-to stay the same ones (``_Hooks``). A guard is ``(holder, key, value, words)``: the
+to stay the same ones, and their instances to get no ``forward`` of their own
+(``_ModuleCalls``), and each method of user code that ran to be the one its
+object's attribute still finds. A guard is ``(holder, key, value, words)``: the
 replay needs ``holder.get(key)`` to be ``value`` still (a plain value: the same object
 or an equal value of the same type; anything else: the same object); the holder is a
 dict, a cell, an ``_Items`` view of a list, an ``_Attrs`` view of a function, or one
@@ -87,40 +89,54 @@ class _Attrs:
 _HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
-class _Hooks:
-    """Modules seen as a holder of one guard: ``get(key, default)`` is whether each
-    one's forward pre-, forward, backward pre- and backward hook dicts have the keys
-    they had when the view was made (a handle's key is never reused)."""
-    __slots__ = ("dicts", "keys")
 
-    def __init__(self, dicts):
-        self.dicts = dicts
+
+class _ModuleCalls:
+    """Modules seen as a holder of one guard on what calling them runs:
+    ``get(key, default)`` is whether each one's forward pre-, forward, backward pre-
+    and backward hook dicts have the keys they had when the view was made (a handle's
+    key is never reused), and each one's own ``forward`` attribute (set on the
+    instance, over the class's method) is the one it had (None: none)."""
+    __slots__ = ("dicts", "keys", "mdicts", "fwd", "fwds")
+
+    def __init__(self, dicts, mdicts):
+        self.dicts, self.mdicts = dicts, mdicts
         self.keys = self._keys()
+        self.fwd = ("forward",) * len(mdicts)  # (map over C methods: no Python loop)
+        self.fwds = list(map(dict.get, mdicts, self.fwd)) \
+            if any(map(dict.__contains__, mdicts, self.fwd)) else None
 
     def _keys(self):
         return tuple(tuple(d) for d in self.dicts) if any(self.dicts) else ()
 
     def get(self, key, default):
+        if self.fwds is None:  # (none had one)
+            if any(map(dict.__contains__, self.mdicts, self.fwd)):
+                return False
+        elif list(map(dict.get, self.mdicts, self.fwd)) != self.fwds:
+            return False
         if not any(self.dicts):
             return not self.keys
         return self._keys() == self.keys
 
 
-def _hook_guard(mods):
-    """The guard that the modules ``mods`` (``(name, module)``) keep the hooks they
-    have: a hook registered or removed changes what a call of one computes."""
-    dicts, names = [], []
+def _module_calls_guard(mods):
+    """The guard that the modules ``mods`` (``(name, module)``) keep the hooks and the
+    instance ``forward`` they have: either changes what a call of one computes."""
+    dicts, mdicts, names = [], [], []
     for name, m in mods:
         d = m.__dict__
         ds = [d.get(k) for k in _HOOKS]
         if all(isinstance(x, dict) for x in ds):
             dicts += ds
+            mdicts.append(d)
             names.append(name)
     if not dicts:
         return None
-    view = _Hooks(tuple(dicts))
+    view = _ModuleCalls(tuple(dicts), tuple(mdicts))
     shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-    return view, "hooks", True, f"{'the same hooks' if view.keys else 'no hooks'} on {shown}"
+    return view, "calls", True, \
+        f"{'the same hooks' if view.keys else 'no hooks'} and forward on {shown}"
 
 
 class _Contents:
@@ -559,6 +575,26 @@ class Watch:
             else:
                 attrs_of(obj, oname, code, where, depth)
 
+        def method(obj, oname, code):
+            """Guards that ``obj.<name>`` still finds the method whose ``code`` ran:
+            the same function on its class, none set on the instance or on a class
+            before it in the MRO (``Net.forward = ...``, ``model.forward = ...``)."""
+            name = code.co_name
+            d = getattr(obj, "__dict__", None)
+            for k in type(obj).__mro__:
+                f = k.__dict__.get(name)
+                if f is None:
+                    continue
+                if getattr(getattr(f, "__func__", f), "__code__", None) is code:
+                    if type(d) is dict:
+                        add(d, name, _MISSING, f"{oname}.{name} not set on the instance")
+                    for kk in type(obj).__mro__:
+                        if kk is k:
+                            break
+                        add(kk.__dict__, name, _MISSING, f"{kk.__qualname__}.{name} not set")
+                    add(k.__dict__, name, f, f"{k.__qualname__}.{name} is the same function")
+                return
+
         def values_of(obj, oname, where):
             if type(obj) is np.ndarray and obj.nbytes <= _ARRAY_BYTES and id(obj) not in whole:
                 whole.add(id(obj))
@@ -627,14 +663,15 @@ class Watch:
                 ran.append((mname, m))
             elif "training" in m.__dict__:
                 add(m.__dict__, "training", m.training, f"{mname}.training == {m.training!r}")
-        hg = _hook_guard(ran)
-        if hg is not None:
-            out.append(hg)
+        mg = _module_calls_guard(ran)
+        if mg is not None:
+            out.append(mg)
         for i, (ref, codes) in self.selves.items():
             obj = ref()  # (a module's own plain attributes are guarded above)
             for code in codes if obj is not None else ():
                 where = "" if i in mod_names else f" (self of {code.co_qualname})"
                 attrs_of(obj, mod_names.get(i, "self"), code, where)
+                method(obj, mod_names.get(i, "self"), code)
         return tuple(out)
 
     def escapes(self, produced):

@@ -472,3 +472,51 @@ def test_a_numpy_array_written_in_place_between_calls_captures_again(read):
     s = cf.stats()
     assert s["captures"] == 2 and s["replays"] == 4  # (the first program serves again)
     assert s["recaptures"][0] == "TABLE holds the same values (global of <lambda>)"
+
+
+class _TwoStep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def scale(self, h):
+        return h * 2
+
+    def forward(self, x):
+        return self.scale(self.fc(x))
+
+
+def _doubled(self, x):
+    return self.fc(x) * 4
+
+
+@pytest.mark.parametrize("compiled", ["model", "function_no_grad"])
+@pytest.mark.parametrize("change", ["class_forward", "class_helper", "instance_forward",
+                                    "library_instance_forward"])
+def test_a_method_replaced_between_calls_captures_again(change, compiled):
+    cls = type("Net", (_TwoStep,), {})  # (a class of its own: its methods are replaced)
+    tg.manual_seed(0)
+    model = cls()
+    run = tg.compile(model) if compiled == "model" else tg.compile(lambda x: model(x))
+    x = tg.ones(2, 3)
+
+    def both():
+        if compiled == "model":
+            return run(x), model(x)
+        with tg.no_grad():
+            return run(x), model(x)
+    for _ in range(2):
+        got, want = both()
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    if change == "class_forward":
+        cls.forward = _doubled
+    elif change == "class_helper":
+        cls.scale = lambda self, h: h * 3
+    elif change == "instance_forward":
+        model.forward = types.MethodType(_doubled, model)
+    else:
+        model.fc.forward = lambda h: h.tanh()
+    for _ in range(2):
+        got, want = both()
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    assert run.stats()["captures"] == 2
