@@ -17,7 +17,11 @@ sums in another order (float rounding apart, the gradients are eager's).
 A gather read only by an ``lstm_layer`` (the LSTM's input gates) then goes into the
 recurrence: one ``lstm_layer_rows`` step (ops/nn/rnn.py) whose loop reads each step's
 rows of the table where it reads the input gates, instead of a ``(T, B, 4H)`` gather
-written before the loop and read back by it.
+written before the loop and read back by it. Where the same graph has that LSTM's
+adjoint and its input-gate gradient is read only by the table's
+``embedding_backward``, the two are one ``lstm_layer_rows_backward`` step, whose
+reverse loop adds each step's input-gate gradients into the table's gradient while
+they are in cache (the same sums, the steps in reverse order).
 
 Left as it is: an embedding with ``padding_idx`` (its row gets no gradient, which
 the table's gradient would give it), an embedding or projected value read by
@@ -33,6 +37,9 @@ __all__ = ["fold_embedding_projections"]
 
 ENABLED = True
 GATHER_IN_RECURRENCE = True  # (lstm_layer_rows in place of the gather and lstm_layer)
+# (lstm_layer_rows_backward in place of the LSTM's adjoint and the table's
+# embedding_backward)
+GRADIENT_IN_RECURRENCE = True
 
 
 def fold_embedding_projections(g, steps, reads_all, mark=None):
@@ -86,7 +93,53 @@ def _gather_into_recurrence(g, steps, mark, reads_all):
             out.append(at.get(k, st))
     if mark is not None and new_mark is None:
         new_mark = len(out)
+    if GRADIENT_IN_RECURRENCE:
+        out = _gradient_into_recurrence(g, out, new_mark, list(at.values()), reads_all)
     return out, new_mark
+
+
+def _gradient_into_recurrence(g, steps, mark, rows, reads_all):
+    """``steps`` with each adjoint of an LSTM that became one of the ``rows`` steps
+    (``lstm_layer_rows``), whose input-gate gradient only the ``embedding_backward``
+    of that step's indices and table reads, replaced by one
+    ``lstm_layer_rows_backward`` step giving the table's gradient (the backward
+    steps only: indices at or after ``mark``; the number of steps before it is
+    unchanged)."""
+    from ..ops.nn.rnn import LSTM_ROWS_GRAD, _seq_kernels
+    made = {tuple(st.outs): st for st in rows}
+    readers = _readers(steps, reads_all)
+    escapes = _escapes(g, steps)
+    at, gone = {}, set()
+    for k, st in enumerate(steps):
+        if st.kind != "vjp" or st.op.name != "lstm_layer" or st.ctx is None \
+                or (mark is not None and k < mark):
+            continue
+        ins, out = st.ctx[0], st.ctx[1]
+        fwd = made.get(out) if isinstance(out, tuple) else None
+        if fwd is None or len(st.ins) != 3 or st.ins[2] != ("lit", None) \
+                or len(st.outs) != 4 or st.outs[0] is None or ins is None \
+                or any(type(v) is not int for v in ins[1:4]):
+            continue
+        idx, table = fwd.ins[0], fwd.ins[1]
+        j = _only(readers, st.outs[0], escapes)
+        if j is None or j <= k or not _is(steps[j], "embedding_backward"):
+            continue
+        eb = steps[j]
+        if eb.ins[0] != st.outs[0] or eb.ins[1] != idx or eb.outs[0] is None \
+                or eb.attrs.get("padding_idx") is not None \
+                or eb.attrs.get("num_weights") != g.shapes[table][0] \
+                or _seq_kernels("lstm_rows", g.dtypes[table]) is None:
+            continue
+        new = Step("op", LSTM_ROWS_GRAD, [st.ins[0], st.ins[1], idx] + list(ins[1:4]) +
+                   list(out), {"reverse": fwd.attrs.get("reverse", False),
+                               "num_weights": g.shapes[table][0],
+                               "needs": tuple(o is not None for o in st.outs[1:])})
+        new.outs = [eb.outs[0]] + list(st.outs[1:])
+        at[k] = new
+        gone.add(j)
+    if not at:
+        return steps
+    return [at.get(k, st) for k, st in enumerate(steps) if k not in gone]
 
 
 class _Match:

@@ -13,7 +13,8 @@ program with those cotangents known zero:
   reshapes, a slice's adjoint, sums, negation, casts), is left out: its result is
   zero too;
 - ``a + z`` with ``z`` zero (same shape and dtype as the result) is ``a`` itself;
-- an adjoint replayed whole (a ``vjp`` step) gets None for a zero cotangent, as the
+- an adjoint replayed whole (a ``vjp`` step), or a step of an op that reads None
+  as zeros (``lstm_layer_rows_backward``), gets None for a zero cotangent, as the
   eager walk gives it (the recurrence's adjoint then skips the cells' gradient);
 - any other step reading a zero value reads a constant array of zeros.
 
@@ -36,6 +37,8 @@ _ZERO_KEEPING = frozenset((
     "expand", "broadcast_to", "getitem", "index_add_into", "sum", "neg", "cast",
     "contiguous", "clone", "flatten", "unflatten", "mT", "select_backward",
     "slice_backward", "cat", "stack"))
+# ops whose tensor inputs may be None for zeros (a gradient that does not reach them)
+_NONE_FOR_ZEROS = frozenset(("lstm_layer_rows_backward",))
 
 
 def snapshot(g):
@@ -90,7 +93,7 @@ def specialize(g, zero):
             if g.shapes[a] == g.shapes[o] and g.dtypes[a] == g.dtypes[o]:
                 rename[o] = a
                 continue
-        if st.kind == "vjp":
+        if st.kind == "vjp" or (st.kind == "op" and st.op.name in _NONE_FOR_ZEROS):
             st.ins = [("lit", None) if type(i) is int and i in zero else i for i in st.ins]
             steps.append(st)
             continue

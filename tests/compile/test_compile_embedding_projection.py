@@ -70,10 +70,38 @@ def _compare(make, shape, vocab=V, calls=3, rtol=1e-5, atol=1e-6):
     return s
 
 
+def _backward_names(cm):
+    """The step names of the compiled module's backward programs (the general one
+    and those for outputs whose gradient is None)."""
+    prog = cm._joint._last
+    backs = [prog.backward] + list(prog.__dict__.get("zero_backwards", {}).values())
+    return [[st.name for st in b.steps] for b in backs]
+
+
 @pytest.mark.parametrize("batch_first", [True, False])
 def test_lstm_input_projection_folded(batch_first):
     s = _compare(lambda: LM(batch_first), (4, 3))
     assert s["embedding_projections"] == 1
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_lstm_table_gradient_in_recurrence(batch_first, monkeypatch):
+    """The LSTM's adjoint and the table's embedding_backward run as one
+    lstm_layer_rows_backward step (in every backward program), with eager's
+    gradients; with the rewrite off, the two steps."""
+    from tapegrad.compiler import embedding_projection as EP
+    for on in (True, False):
+        monkeypatch.setattr(EP, "GRADIENT_IN_RECURRENCE", on)
+        m, _ = pair(lambda: LM(batch_first))
+        cm = tg.compile(m)
+        _compare(lambda: LM(batch_first), (4, 3))
+        x = tg.tensor(np.random.default_rng(4).integers(0, V, (4, 3)))
+        for _ in range(2):
+            _loss(cm, x, x).backward()
+        for names in _backward_names(cm):
+            assert ("lstm_layer_rows_backward" in names) == on, names
+            assert ("embedding_backward" in names) != on, names
+            assert ("lstm_layer.vjp" in names) != on, names
 
 
 def test_padding_idx_not_folded():
@@ -205,6 +233,49 @@ def test_lstm_rows_equals_gather_then_lstm(dtype, reverse):
         np.testing.assert_array_equal(a, b.numpy())
     with pytest.raises(IndexError, match="embedding"):
         LSTM_ROWS.kernel(index + n, table, h0, c0, w)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("path", ["loop", "blocks", "python"])
+def test_lstm_rows_backward_equals_adjoint_then_scatter(dtype, reverse, path, monkeypatch):
+    """lstm_layer_rows_backward against the LSTM's recorded adjoint and the table's
+    gradient through embedding (tapegrad's autograd), with and without the cells'
+    gradient and h0's/c0's/W_hh's: the compiled reverse loop, that loop over blocks
+    of batch rows (three threads, uneven blocks), and the Python path where the loop
+    is not available."""
+    from tapegrad.ops.nn import rnn as ops_rnn
+    from tapegrad.ops.nn.rnn import LSTM_ROWS, LSTM_ROWS_GRAD, lstm_layer
+    if path == "blocks":
+        for name, v in (("SEQ_PART_ROWS", 1), ("PART_MIN", 0), ("PARTS", 3)):
+            monkeypatch.setattr(ops_rnn, name, v)
+    rng = np.random.default_rng(8)
+    T, B, Hs, n = 6, 5, 4, 7
+    table = rng.standard_normal((n, 4 * Hs)).astype(dtype)
+    index = rng.integers(0, n, (B, T)).T          # (T, B), strided as a batch_first's
+    h0, c0 = (rng.standard_normal((B, Hs)).astype(dtype) for _ in range(2))
+    w = (rng.standard_normal((4 * Hs, Hs)) * 0.5).astype(dtype)
+    out, cells, gates = LSTM_ROWS.compute(index, table, h0, c0, w, reverse=reverse)
+    g_out, g_cells = (rng.standard_normal((T, B, Hs)).astype(dtype) for _ in range(2))
+    if path == "python":
+        monkeypatch.setattr(ops_rnn, "_seq_kernels", lambda kind, dt: None)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-12)
+    for gc in (None, g_cells):
+        ts = [tg.tensor(a, requires_grad=True) for a in (table, h0, c0, w)]
+        o, c, _ = lstm_layer(F.embedding(tg.tensor(index), ts[0]), *ts[1:], reverse)
+        loss = (o * tg.tensor(g_out)).sum()
+        if gc is not None:
+            loss = loss + (c * tg.tensor(gc)).sum()
+        loss.backward()
+        for needs in ((True, True, True), (False, False, True)):
+            got = LSTM_ROWS_GRAD.kernel(g_out, gc, index, h0, c0, w, out, cells, gates,
+                                        reverse=reverse, num_weights=n, needs=needs)
+            assert len(got) == 4
+            for a, t, need in zip(got, ts, (True,) + needs):
+                if not need:
+                    assert a is None
+                    continue
+                np.testing.assert_allclose(a, t.grad.numpy(), **tol)
 
 
 def test_replay_checks_the_indices():

@@ -54,6 +54,8 @@ Batching (``tg.vmap``): unbatched weights fold the vmapped dim into the op's bat
 dim (one op call); batched weights run the step with the ops namespace, one batched
 matmul per step.
 """
+from types import SimpleNamespace
+
 import numpy as np
 
 from ..._util import op_error, value_range
@@ -205,8 +207,8 @@ def bwd(gh, dh, h, dpre):
 
 
 # the LSTM step reading its input gates as rows of a table (``lstm_layer_rows``): row
-# ``ix[b]`` of ``xg`` for batch row ``b``
-_BODIES["lstm_rows"] = _BODIES["lstm"][:_BODIES["lstm"].index("\ndef bwd")].replace(
+# ``ix[b]`` of ``xg`` for batch row ``b``; its adjoint step is the LSTM's
+_BODIES["lstm_rows"] = _BODIES["lstm"].replace(
     "def fwd(hg, xg, c_prev,", "def fwd(hg, xg, ix, c_prev,").replace(
     "xr, hr, gr = xg[b],", "xr, hr, gr = xg[ix[b]],")
 
@@ -260,9 +262,9 @@ def fwd_seq(wT, xg, ix, h0, c0, gates, cells, out, lo, hi, reverse, zero_h0, hg)
 
 
 def bwd_seq(w, g_out, g_cells, zeros, has_gout, has_gcells, gates, cells, c0, dpre, dh,
-            dc, tc, lo, hi, reverse, need_h0):
+            dc, tc, lo, hi, reverse, need_h0, ix, gtab):
     # dh, dc (B, H): out, h0's and c0's gradients; tc (B, H) scratch; dpre (T, B, 4H)
-    # out; each step then dh = dpre[t] @ W_hh
+    # out; each step then dh = dpre[t] @ W_hh; {ROWS}
     T = gates.shape[0]
     for k in range(T - 1, -1, -1):
         t = T - 1 - k if reverse else k
@@ -274,13 +276,21 @@ def bwd_seq(w, g_out, g_cells, zeros, has_gout, has_gcells, gates, cells, c0, dp
              tc[lo:hi], dpre[t, lo:hi])
         if k or need_h0:
             _gemm(dpre[t, lo:hi], w, dh[lo:hi], False)
+{ROWS_ADD}"""
+# lstm_rows: each step's input-gate gradients added into rows ix[t, b] of gtab (the
+# gradient of the table the forward read its input gates from), while they are in cache
+_ROWS_ADD = """        for b in range(lo, hi):
+            d, r = dpre[t, b], gtab[ix[t, b]]
+            for j in range(d.shape[0]):
+                r[j] += d[j]
 """
 _SEQ_KERNELS = {}
 
 
 def _seq_kernels(kind, dtype):
-    """(fwd_seq, bwd_seq) of ``kind`` ("lstm", "lstm_rows": fwd_seq only) for
-    ``dtype``, or None (Numba unusable, or no BLAS it can call)."""
+    """(fwd_seq, bwd_seq) of ``kind`` ("lstm"; "lstm_rows": the forward reads its input
+    gates as rows ``ix`` of a table, the adjoint adds their gradients into the table's)
+    for ``dtype``, or None (Numba unusable, or no BLAS it can call)."""
     key = (kind, np.dtype(dtype).str)
     if key not in _SEQ_KERNELS:
         _SEQ_KERNELS[key] = None
@@ -288,11 +298,11 @@ def _seq_kernels(kind, dtype):
             from ...devices.cpu_kernels import blas
             if blas.load():
                 f32 = np.dtype(dtype) == np.float32
+                rows = kind == "lstm_rows"
                 src = _source(kind, dtype) + _SEQ.replace(
-                    "{XG}", "xg, ix[t, lo:hi]" if kind == "lstm_rows" else "xg[t, lo:hi]")
-                if kind == "lstm_rows":
-                    src = src.replace("_bwd = _h.helper(bwd, fastmath=_FM)\n", "")
-                    src = src[:src.index("\n\ndef bwd_seq")] + "\n"
+                    "{XG}", "xg, ix[t, lo:hi]" if rows else "xg[t, lo:hi]").replace(
+                    "{ROWS}", "ix (T, B), gtab (V, 4H): in/out, each step's rows added" if
+                    rows else "ix, gtab unused").replace("{ROWS_ADD}", _ROWS_ADD if rows else "")
                 src = src.replace("import numpy as np", "\n".join([
                     "import numpy as np",
                     "from tapegrad.devices.cpu import jit_helpers as _jit_helpers",
@@ -527,8 +537,12 @@ def _seq_forward(fwd_seq, w, xg, ix, h0, c0, out, cells, gates, reverse):
     _run_seq(_seq_parts(B, G, H), run)
 
 
-def _seq_adjoint(bwd_seq, w, g_out, g_cells, gates, cells, c0, reverse, need_h0):
-    """The LSTM's reverse loop compiled: ``(dpre, dh0, dc0)``."""
+def _seq_adjoint(bwd_seq, w, g_out, g_cells, gates, cells, c0, reverse, need_h0,
+                 ix=None, n_rows=0):
+    """The LSTM's reverse loop compiled: ``(dpre, dh0, dc0)``; with ``ix`` (T, B) (the
+    "lstm_rows" loop): ``(dpre, dh0, dc0, gtab)``, ``gtab`` (n_rows, 4H) the input-gate
+    gradients of the steps added per row of ``ix`` (the gradient of the table whose
+    rows ``lstm_layer_rows`` read)."""
     T, B, H = cells.shape
     dt = cells.dtype
     zeros = np.zeros((1, B, H), dt)
@@ -538,13 +552,28 @@ def _seq_adjoint(bwd_seq, w, g_out, g_cells, gates, cells, c0, reverse, need_h0)
     g_out = zeros if g_out is None else _c(g_out, dt)
     g_cells = zeros if g_cells is None else _c(g_cells, dt)
     has_gout, has_gcells = g_out is not zeros, g_cells is not zeros
+    parts = _seq_parts(B, 4 * H, H)
+    blocks = parts or [None]
+    if ix is None:
+        ix, tabs = _NO_INDEX, [np.zeros((1, 1), dt)] * len(blocks)
+    else:  # (one table per block of rows: no two threads add into one row)
+        ix = np.ascontiguousarray(ix, np.int64)
+        tabs = [np.zeros((n_rows, 4 * H), dt) for _ in blocks]
 
-    def run(s):
+    def run(s, i=0):
         lo, hi, _ = s.indices(B)
         bwd_seq(w, g_out, g_cells, zeros, has_gout, has_gcells, gates, cells, c0, dpre,
-                dh, dc, tc, lo, hi, reverse, need_h0)
-    _run_seq(_seq_parts(B, 4 * H, H), run)
-    return dpre, dh, dc
+                dh, dc, tc, lo, hi, reverse, need_h0, ix, tabs[i])
+    if parts is None:
+        run(slice(None))
+    else:
+        with _cpu.blas_single_thread():
+            _cpu.run_on_workers([lambda i=i, s=s: run(s, i) for i, s in enumerate(parts)])
+    if ix is _NO_INDEX:
+        return dpre, dh, dc
+    for t in tabs[1:]:
+        tabs[0] += t
+    return dpre, dh, dc, tabs[0]
 
 
 def _fast_adjoint(w, out, reverse, need_h0, dhg, step, carry=False):
@@ -900,6 +929,51 @@ LSTM_ROWS = OpDef(name="lstm_layer_rows", kernel=_lstm_rows_kernel, infer=_lstm_
                   args=("index", "table", "h0", "c0", "weight_hh"), differentiable=False,
                   nout=3, samples=lambda dtype=None: [])
 validate(LSTM_ROWS)
+
+
+def _lstm_rows_grad_kernel(g_out, g_cells, index, h0, c0, weight_hh, out, cells, gates, *,
+                           reverse=False, num_weights, needs=(True, True, True)):
+    """The adjoint of ``lstm_layer_rows(index, table, h0, c0, weight_hh)`` (``out``,
+    ``cells``, ``gates`` its results; ``g_out``, ``g_cells``: the results' gradients or
+    None) as far as the table: ``(table's gradient, h0's, c0's, weight_hh's)``, the
+    last three None where ``needs`` says so. The reverse loop adds each step's
+    input-gate gradients into the table's rows while they are in cache, instead of an
+    ``embedding_backward`` reading the whole ``(T, B, 4H)`` gradient back."""
+    T, B, H = cells.shape
+    seq = _seq_kernels("lstm_rows", out.dtype) if _compiled_for(
+        "lstm", out, weight_hh, g_out, g_cells, h0, c0, cells, gates) is not None else None
+    if seq is not None:
+        dpre, dh, dc, gtab = _seq_adjoint(seq[1], weight_hh, g_out, g_cells, gates, cells,
+                                          c0, reverse, needs[0], ix=index, n_rows=num_weights)
+    else:  # the LSTM's adjoint, then the rows added
+        ctx = SimpleNamespace(inputs=(None, h0, c0, weight_hh), out=(out, cells, gates),
+                              m=None, needs_input_grad=(True,) + tuple(needs),
+                              attrs={"reverse": reverse})
+        dpre, dh, dc, gw = _lstm_layer_vjp(ctx, (g_out, g_cells, None))
+        gtab = np.zeros((num_weights, 4 * H), out.dtype)
+        np.add.at(gtab, np.asarray(index), dpre)
+        return gtab, dh, dc, gw
+    return (gtab, dh if needs[0] else None, dc if needs[1] else None,
+            _weight_grad(dpre, h0, out, reverse) if needs[2] else None)
+
+
+def _lstm_rows_grad_infer(g_out, g_cells, index, h0, c0, weight_hh, out, cells, gates, *,
+                          reverse=False, num_weights, needs=(True, True, True)):
+    G, H = weight_hh.shape
+    dt = out.dtype
+    return (TensorSpec((num_weights, G), dt), TensorSpec(tuple(h0.shape), dt),
+            TensorSpec(tuple(c0.shape), dt), TensorSpec((G, H), dt))
+
+
+# Not registered, not differentiable: a step of tg.compile's backward programs, in
+# place of an lstm_layer's adjoint whose input-gate gradient only an embedding_backward
+# over the indices of an lstm_layer_rows reads (compiler/embedding_projection.py)
+LSTM_ROWS_GRAD = OpDef(name="lstm_layer_rows_backward", kernel=_lstm_rows_grad_kernel,
+                       infer=_lstm_rows_grad_infer,
+                       args=("g_out", "g_cells", "index", "h0", "c0", "weight_hh", "out",
+                             "cells", "gates"),
+                       differentiable=False, nout=4, samples=lambda dtype=None: [])
+validate(LSTM_ROWS_GRAD)
 
 
 # ---------------------------------------------------------------- GRU
