@@ -70,13 +70,39 @@ def test_clip_grad_value_matches_torch():
         assert p.grad.numpy().max() <= 1.5
 
 
-def test_clipping_records_nothing_and_bumps_versions():
+@pytest.mark.parametrize("max_norm", [1e-3, 1e9])
+def test_clipping_records_nothing_and_bumps_versions(max_norm):
     lin = tg.nn.Linear(3, 2)
     lin(tg.ones(4, 3)).sum().backward()
     g = lin.weight.grad
     v = g._version
-    tg.nn.utils.clip_grad_norm_(lin.parameters(), 1e-3)
+    tg.nn.utils.clip_grad_norm_(lin.parameters(), max_norm)
     assert lin.weight.grad is g and g._version > v and g.grad_fn is None
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("max_norm", [0.5, 1e3])
+@pytest.mark.parametrize("nan", [False, True])
+def test_clip_grad_norm_array_path_equals_op_path(dtype, max_norm, nan, monkeypatch):
+    """The 2-norm clipping on the gradients' NumPy arrays (plain float32/float64
+    gradients) gives the op path's total and gradients bit for bit."""
+    from tapegrad.nn import utils as U
+    got = []
+    for arrays in (True, False):
+        if not arrays:
+            monkeypatch.setattr(U, "_plain_arrays", lambda tensors: None)
+        a, _ = _grads_pair(3, scale=2.0, dtype=dtype)
+        if nan:
+            a[1].grad._data[2] = np.nan
+        assert (U._plain_arrays([p.grad for p in a]) is not None) == arrays
+        total = tg.nn.utils.clip_grad_norm_(a, max_norm)
+        assert total.dtype == a[0].grad.dtype and total.shape == ()
+        got.append((total.numpy(), [p.grad.numpy() for p in a]))
+    (t1, g1), (t2, g2) = got
+    np.testing.assert_array_equal(t1, t2)
+    for x, y in zip(g1, g2):
+        np.testing.assert_array_equal(x, y)
 
 
 # ---------------------------------------------------------------- optimizers

@@ -11,9 +11,13 @@
 """
 import math
 
+import numpy as np
+
+from ...dispatch import observing
 from ...grad_mode import no_grad
 from ...ops import abs as _abs, amax, cat, clamp, norm, stack, tensor
-from ...tensor import Tensor
+from ...ops_registry import get as _op
+from ...tensor import Tensor, buffer, mark_written
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
            "parameters_to_vector", "vector_to_parameters", "parametrize", "parametrizations"]
@@ -64,6 +68,30 @@ def _grads(parameters):
     return [p.grad for p in parameters if p.grad is not None]
 
 
+def _plain_arrays(tensors):
+    """The NumPy arrays of ``tensors`` where each is a float32 or float64 array of one
+    dtype that nothing records or batches and no capture observes (the 2-norm and
+    the scaling then run on the arrays, ~25 op calls fewer for a model's gradients,
+    the same kernels and results); else None."""
+    if observing():
+        return None
+    arrays = []
+    for t in tensors:
+        if t.grad_fn is not None or t.requires_grad:
+            return None
+        try:
+            a = buffer(t)
+        except RuntimeError:  # (batched, inside vmap)
+            return None
+        if type(a) is not np.ndarray:
+            return None
+        arrays.append(a)
+    if not arrays or arrays[0].dtype not in (np.float32, np.float64) \
+            or any(a.dtype != arrays[0].dtype for a in arrays):
+        return None
+    return arrays
+
+
 @no_grad()
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """The ``norm_type`` norm of the norms of ``tensors`` (as if concatenated)."""
@@ -73,7 +101,11 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     norm_type = float(norm_type)
     if not tensors:
         return tensor(0.0)
-    if math.isinf(norm_type) and norm_type > 0:
+    arrays = _plain_arrays(tensors) if norm_type == 2.0 else None
+    if arrays is not None:  # norm's kernel on each array and on the stacked norms
+        kernel = _op("norm").kernel
+        total = Tensor(kernel(np.stack([kernel(a) for a in arrays])))
+    elif math.isinf(norm_type) and norm_type > 0:
         norms = [amax(_abs(t)) if t.numel() else tensor(0.0, dtype=t.dtype) for t in tensors]
         total = amax(stack([n.to(norms[0].dtype) for n in norms]))
     else:
@@ -95,6 +127,14 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     if not grads:
         return
     coef = clamp(float(max_norm) / (total_norm + 1e-6), max=1.0)
+    arrays = _plain_arrays(grads)
+    if arrays is not None and type(buffer(coef)) is np.ndarray:
+        c = buffer(coef).astype(arrays[0].dtype)
+        for g, a in zip(grads, arrays):
+            if c != 1:  # (times 1 leaves every value as it is, NaN included)
+                np.multiply(a, c, out=a)
+            mark_written(g)
+        return
     for g in grads:
         g.mul_(coef.to(g.dtype))
 
