@@ -34,8 +34,11 @@ read (as above, one step in) as they were when it started, which ``changed`` com
 with after the call (a counter it assigns), and the C functions user code called
 that have Python side effects: ``print``, a file's ``write``, a method that changes a
 list, dict, set or deque (``side_effects`` keeps those still reachable after the call,
-not the call's own local lists, nor the state of an object it made and dropped), and
-the records its loggers emit.
+not the call's own local lists, nor the state of an object it made and dropped),
+the records its loggers emit, the draws it makes from a random generator that is not
+tapegrad's (Python's and NumPy's global ones, one it names, a ``random`` method), and
+the iterators it reaches from outside (``next(it)``, ``for b in it``: a replay would
+not advance them).
 
 The library's own functions (under ``tapegrad/``: only its modules' attributes) and the
 standard library are not searched: their globals are the library's constants.
@@ -47,6 +50,7 @@ import gc
 import io
 import logging
 import os
+import random
 import sys
 import sysconfig
 import types
@@ -204,6 +208,10 @@ _MUTATORS = frozenset("append extend insert pop remove clear update setdefault p
 _MUTABLE = (list, dict, set, bytearray, collections.deque, collections.OrderedDict,
             collections.defaultdict, collections.Counter)
 _WRITES = frozenset(("write", "writelines"))
+# generators of random numbers whose draws (a C method called from user code:
+# ``random.random()``, ``np.random.rand()``, ``rng.normal()``) a replay would repeat
+_RANDOM = (random.Random, np.random.Generator, np.random.RandomState, np.random.BitGenerator)
+_RANDOM_FILE = random.__file__  # (random.uniform, .choice, .shuffle: Python methods)
 # a record a logger emits (Logger._log runs once its level is enabled: logger.info(),
 # logging.warning(), a LoggerAdapter's), which a replay would not
 _LOG_RECORD = logging.Logger._log.__code__
@@ -331,6 +339,7 @@ class Watch:
         self.owners = {}     # id of a self's __dict__ -> the reference to that self
         self.snaps = {}      # id -> (container, shallow copy, name, owner's __dict__ or
         #                      None) of those it names
+        self.rngs = {}       # id -> (random generator, its state, name) of those it names
 
     def _hook(self, frame, event, arg):
         if event == "call":
@@ -373,8 +382,14 @@ class Watch:
                             self.first.setdefault((id(d), a), (d, a, v, a))
                             if a[0] != "_":
                                 self._snap(v, f"self.{a}")
+                        elif isinstance(v, _RANDOM):
+                            self._snap(v, f"self.{a}")
             if code is _LOG_RECORD and self._from_user(frame):
                 self.effects.append(f"logging to {frame.f_locals['self'].name!r}")
+            elif code.co_filename == _RANDOM_FILE and frame.f_back is not None and \
+                    frame.f_back.f_code in self.codes:
+                self.effects.append(f"a draw from a random generator (random.{code.co_name}"
+                                    f"())")
         elif event == "c_call" and frame.f_code in self.codes:
             self._c_call(arg)
         if self.prev is not None:
@@ -398,7 +413,10 @@ class Watch:
         if s is None:
             return
         name = getattr(fn, "__name__", "")
-        if name in _MUTATORS and isinstance(s, _MUTABLE):
+        if isinstance(s, _RANDOM):
+            self.effects.append(f"a draw from a random generator ({type(s).__name__}"
+                                f".{name}())")
+        elif name in _MUTATORS and isinstance(s, _MUTABLE):
             self.mutated.setdefault(id(s), (s, name))
         elif name in _WRITES and isinstance(s, io.IOBase):
             self.effects.append(f"{name}() on {getattr(s, 'name', 'a file')}")
@@ -406,11 +424,14 @@ class Watch:
     def _snap(self, obj, name, holder=None):
         """Keep a shallow copy of a list, dict or set user code names (at most 256
         items), to see after the call whether it changed in place (``L += [x]``,
-        ``d[k] = v``: no C call to note)."""
+        ``d[k] = v``: no C call to note), and the state of a random generator it names
+        (``rng.normal()``: a method of NumPy's is not a C call the hook sees)."""
         tp = type(obj)
         if (tp is list or tp is dict or tp is set) and id(obj) not in self.snaps \
                 and len(obj) <= 256:
             self.snaps[id(obj)] = (obj, tp(obj), name, None if holder is None else id(holder))
+        elif isinstance(obj, _RANDOM) and id(obj) not in self.rngs:  # (its state, to see
+            self.rngs[id(obj)] = (obj, _rng_state(obj), name)  # whether the call drew)
 
     def _first_inside(self, obj, code, oname):
         """Note the plain values ``code`` can read inside ``obj`` (a container's items
@@ -433,6 +454,8 @@ class Watch:
                 if v is not _MISSING and _noted(v) and not a.startswith("__"):
                     self.first.setdefault((id(d), a), (d, a, v, f"{oname}.{a}"))
                     self._snap(v, f"{oname}.{a}", d)
+                elif isinstance(v, _RANDOM):
+                    self._snap(v, f"{oname}.{a}", d)
 
     def unassigned(self, guards):
         """``guards`` less those on the values the call assigned (``changed``): a
@@ -446,6 +469,7 @@ class Watch:
                      and not (type(g[0]) is _Contents and id(g[0].c) in touched))
 
     def start(self):
+        self.random_states = _random_states()
         self.prev = sys.getprofile()
         sys.setprofile(self._hook)
 
@@ -455,6 +479,11 @@ class Watch:
         call (reached from the globals and closure cells its code names, or from the
         ``self`` of its methods) that it changed (``calls.append()``). Containers the
         call made and dropped (or returned) are its own business."""
+        if not _same_random_states(self.random_states, _random_states()):
+            self.effects.append("a draw from Python's or NumPy's global random generator")
+        for g, st, name in self.rngs.values():
+            if _rng_state(g) != st:
+                self.effects.append(f"a draw from the random generator {name}")
         out = list(dict.fromkeys(self.effects))
         self.touched = set(self.mutated)  # (ids of the containers it changed)
         snaps, self.snaps = self.snaps, {}
@@ -567,6 +596,7 @@ class Watch:
                 if holder is not None and _held(obj):  # (a function, a tensor, an array)
                     add(holder, key, obj, f"{oname} is the same object{where}")
                 values_of(obj, oname, where)
+                advanced(obj, oname, where)
                 return
             if holder is not None:
                 add(holder, key, obj, f"{oname} is the same object{where}")
@@ -595,6 +625,11 @@ class Watch:
                     add(k.__dict__, name, f, f"{k.__qualname__}.{name} is the same function")
                 return
 
+        def advanced(obj, oname, where):
+            if _iterator(obj):
+                self.effects.append(f"the iterator {oname}{where} read (next() or a for "
+                                    f"loop advance it)")
+
         def values_of(obj, oname, where):
             if type(obj) is np.ndarray and obj.nbytes <= _ARRAY_BYTES and id(obj) not in whole:
                 whole.add(id(obj))
@@ -613,6 +648,7 @@ class Watch:
                 items_of(obj, oname, code, where, _DEEP)
             else:
                 values_of(obj, oname, where)
+                advanced(obj, oname, where)
             return False
 
         unmapped = []
@@ -776,6 +812,42 @@ class Watch:
                 add(cell, "cell_contents", v, f"{name} is the same object{where}")
             if roots(v, name, code, where):
                 add(cell, "cell_contents", v, f"{name} == {v!r}{where}")
+
+
+def _random_states():
+    """The states of Python's and NumPy's global random generators."""
+    st = np.random.get_state()
+    return random.getstate(), st[1], st[2:]
+
+
+def _rng_state(g):
+    """The state of a random generator (``random.Random``, NumPy's ``Generator``,
+    ``RandomState`` or bit generator), comparable with ``==``."""
+    if isinstance(g, random.Random):
+        return g.getstate()
+    if isinstance(g, np.random.RandomState):
+        st = g.get_state()
+        return (st[1].tobytes(),) + tuple(st[2:])
+    return _frozen((g.bit_generator if isinstance(g, np.random.Generator) else g).state)
+
+
+def _frozen(v):
+    if type(v) is dict:
+        return tuple((k, _frozen(x)) for k, x in v.items())
+    if isinstance(v, np.ndarray):
+        return v.tobytes()
+    return v
+
+
+def _same_random_states(a, b):
+    return a[0] == b[0] and a[2] == b[2] and np.array_equal(a[1], b[1])
+
+
+def _iterator(obj):
+    """Whether ``obj`` is an iterator (a generator, ``iter(list)``, a data loader's
+    iterator), which ``next()`` or a ``for`` loop advances: not a file (whose reads
+    and writes are noted apart)."""
+    return hasattr(type(obj), "__next__") and not isinstance(obj, io.IOBase)
 
 
 def _functions(fn, depth=4):
