@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from .. import tape as _tape
+from .. import dtypes as _dtypes, tape as _tape
 from .._util import loud_numpy, quiet_numpy
 from ..dispatch import observe
 from ..grad_mode import is_grad_enabled
@@ -792,6 +792,9 @@ def _key(args, kwargs):
     key.append(tuple(sorted(kwargs)))
     if aliases:
         key.append(("aliases",) + tuple(aliases))
+    dd = _dtypes.get_default_dtype()  # (the dtype factories and Python floats take)
+    if dd is not _dtypes.float32:
+        key.append(("default dtype", dd.name))
     ac = _tape.state.autocast  # (autocast on: ops compute in its dtypes)
     if ac:
         key.append(("autocast",) + tuple(sorted((str(k), str(v)) for k, v in ac.items())))
@@ -833,6 +836,8 @@ def _describe_key(fn, key, args, kwargs, full=False):
     for k in key[len(names) + 2:]:
         if k[0] == "aliases":
             out += [f"{names[i]} shares memory with {names[j]}" for i, j in k[1:]]
+        elif k[0] == "default dtype":
+            out.append(f"default dtype == {k[1]}")
     for name, k in zip(names, key[1:]):
         if k[0] == "T":
             rg = ", requires_grad" if k[4] else ""

@@ -520,3 +520,21 @@ def test_a_method_replaced_between_calls_captures_again(change, compiled):
         got, want = both()
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
     assert run.stats()["captures"] == 2
+
+
+@pytest.mark.parametrize("fn", [lambda x: x * 2 + tg.zeros(3), lambda x: x + tg.arange(3.0),
+                                lambda x: (x > 0) * 0.5],
+                         ids=["zeros", "arange", "python_float"])
+def test_the_default_dtype_changed_between_calls_captures_again(fn):
+    cf = tg.compile(fn)
+    x = tg.ones(3)
+    for dtype in (tg.float32, tg.float64, tg.float32):
+        tg.set_default_dtype(dtype)
+        try:
+            for _ in range(2):
+                got, want = cf(x), fn(x)
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got.numpy(), want.numpy())
+        finally:
+            tg.set_default_dtype(tg.float32)
+    assert cf.stats()["captures"] == 2
