@@ -150,7 +150,7 @@ class Recorder:
         self.lw = last_write[0]  # the in-place write id last accounted for
         self.expected = 0        # writes a known event announced (see _writes)
         self.numbers = []        # (guard step, ReadNumber) of the numbers Python read
-        self.factory_consts = set()  # values a factory made during the call
+        self.factory_consts = {}  # value a factory made during the call -> its copy step
         self.factory_constants = False  # take them as constants (tg.compile sets it)
         self.draws = []          # (generator state before, after) of each random step
 
@@ -535,12 +535,20 @@ class Recorder:
     def on_constant(self, array):
         """A factory made ``array`` from Python values alone (zeros, ones, full, arange,
         linspace, eye; each Python value it came from is guarded): a constant of the
-        program, unless the program writes into it or returns it (see ``finish``)."""
+        program, copied afresh by each replay where the program writes into it or
+        returns it (see ``finish``)."""
         if not self.factory_constants or self.in_kernel or id(array) in self.ids:
             return
-        vid = self.new(array, "const")
-        self.g.consts[vid] = np.array(array, copy=True)
-        self.factory_consts.add(vid)
+        # a copy of the constant, made where the factory ran: kept for a value the
+        # program writes into or returns (a fresh buffer each replay), dropped for one
+        # it only reads (``finish``)
+        g = self.g
+        c = g.add_value(tuple(array.shape), array.dtype, "const")
+        g.consts[c] = np.array(array, copy=True)
+        step = Step("copy", None, [c], {})
+        step.outs = [self.new(array, "node", len(g.steps))]
+        g.steps.append(step)
+        self.factory_consts[step.outs[0]] = step
 
     # ------------------------------------------------------------ the end
     def finish(self, result):
@@ -622,6 +630,10 @@ class Recorder:
         return ("lit", r)
 
     def _check_factory_consts(self):
+        """A factory's value the program only reads is the constant itself (its copy
+        step's output goes to an unread value, which the program drops); one it writes
+        into or returns keeps the copy: the program writes into, or returns, a fresh
+        buffer each replay."""
         g = self.g
 
         def base(v):
@@ -630,9 +642,12 @@ class Recorder:
             return v
         touched = {base(st.into) for st in g.steps if type(st.into) is int}
         touched |= {base(v) for v in g.output_values()}
-        if touched & self.factory_consts:
-            self.fail("a tensor a factory made in the function (zeros, arange, ...) is "
-                      "written in place or returned: it cannot be a constant of a replay")
+        for v, step in self.factory_consts.items():
+            if v in touched:
+                continue
+            k = g.producer[v]
+            g.source[v], g.consts[v], g.producer[v] = "const", g.consts[step.ins[0]], None
+            step.outs = [g.add_value(g.shapes[v], g.dtypes[v], "node", k)]
 
     def _check_externals(self):
         """Externals must outlive the call (parameters, state); one that dies was

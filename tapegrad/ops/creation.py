@@ -59,6 +59,14 @@ def _const(array, requires_grad):
     return _finish(array, requires_grad)
 
 
+def _constant(t):
+    """``t``, a tensor made from Python values alone (a range, indices), as ``_const``
+    marks one: an observer may take its values as a constant."""
+    if _state._observers and not t.requires_grad:
+        notify("constant", t._data)
+    return t
+
+
 def _infer_py_dtype(data):
     """Default dtype for nested Python data: bool < int < float (torch rules)."""
     kinds = set()
@@ -1187,7 +1195,7 @@ def range(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=F
                        RuntimeError)
     dt = dtype or _dt.get_default_dtype()
     vals = start + step * np.arange(n, dtype=np.float64)
-    return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
+    return _constant(tensor(vals, dtype=dt, device=device, requires_grad=requires_grad))
 
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
@@ -1196,7 +1204,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_
         raise op_error("logspace", "number of steps must be non-negative", RuntimeError)
     dt = dtype or _dt.get_default_dtype()
     vals = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
-    return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
+    return _constant(tensor(vals, dtype=dt, device=device, requires_grad=requires_grad))
 
 
 def _tri_indices(name, np_fn, row, col, offset, dtype, device):
@@ -1210,7 +1218,7 @@ def _tri_indices(name, np_fn, row, col, offset, dtype, device):
         raise op_error(name, f"not implemented for {dt.np.name} (int32 or int64 is expected)",
                        NoKernelError)
     idx = np.asarray(np_fn(int(row), int(offset), int(col)), dtype=dt.np).reshape(2, -1)
-    return tensor(idx, dtype=dt, device=device)
+    return _constant(tensor(idx, dtype=dt, device=device))
 
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):

@@ -17,31 +17,33 @@ PACKAGE = os.path.dirname(tg.__file__)
 # whatever memory held (as torch.empty): compared by shape only
 VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # composites whose programs tg.compile runs eagerly (correct, not compiled): the
-# factories make their tensor outside the ops; dropout's p=1 sample multiplies by
-# zeros made in the function, sdpa's causal mask and adaptive_avg_pool2d's bin
-# matrices are arrays made in the function (dropout's mask is a random step: it replays);
-# range/logspace/tril_indices/triu_indices are factories; matrix_exp picks its number of
-# squarings from the values. The set is exact: one that starts replaying must leave it.
-EAGER = set("""zeros ones empty full zeros_like ones_like empty_like full_like arange linspace eye
-tril_indices triu_indices tensor as_tensor asarray from_numpy from_dlpack rand randn randint
+# factories that make their tensor from data (tensor, as_tensor, from_numpy, ...) or
+# leave its values unspecified (empty, empty_like), and the random factories;
+# dropout's p=1 sample multiplies by zeros made in the function, sdpa's causal mask
+# and adaptive_avg_pool2d's bin matrices are arrays made in the function (dropout's
+# mask is a random step: it replays); matrix_exp picks its number of squarings from
+# the values. The set is exact: one that starts replaying must leave it.
+EAGER = set("""empty empty_like
+tensor as_tensor asarray from_numpy from_dlpack rand randn randint
 rand_like randn_like randperm dropout dropout2d scaled_dot_product_attention adaptive_avg_pool2d
-_standard_gamma range logspace matrix_exp rrelu dropout1d dropout3d alpha_dropout
+_standard_gamma matrix_exp rrelu dropout1d dropout3d alpha_dropout
 feature_alpha_dropout adaptive_avg_pool1d adaptive_avg_pool3d multi_margin_loss
 multilabel_margin_loss embedding_bag affine_grid ctc_loss fractional_max_pool2d
-fractional_max_pool3d bernoulli multinomial poisson normal randint_like svd
+fractional_max_pool3d bernoulli multinomial poisson normal randint_like
 linalg_svdvals linalg_pinv pinverse linalg_lu_factor lu svd_lowrank pca_lowrank lobpcg
 """.split())
 # (the second group above: random draws, adaptive_avg_pool2d's bin matrices, and
 # constants made in the function from its arguments' values (new_tensor/new_zeros of
 # class ranges, position tables, affine_grid's base grid); ctc_loss reads its lengths
 # and labels to check them and builds its label positions with new_tensor; the
-# fractional max pools build their window offsets with new_tensor; svd's zero factors
-# for compute_uv=False; svdvals, pinv, pinverse: the capture does not replay a program
-# that reads the singular values of linalg_svd's three outputs; lu_factor and lu read
-# lu_factor's int32 pivots likewise; svd_lowrank and pca_lowrank draw their random
+# fractional max pools build their window offsets with new_tensor; svdvals, pinv,
+# pinverse: the capture does not replay a program that reads the singular values of
+# linalg_svd's three outputs; lu_factor and lu read lu_factor's int32 pivots likewise;
+# svd_lowrank and pca_lowrank draw their random
 # directions; lobpcg, as svdvals: it reads one of linalg_eigh's two outputs. A factory
-# of Python values alone (zeros, ones, full, arange, linspace, eye) is a constant of the
-# program.)
+# of Python values alone (zeros, ones, full and their _like forms, arange, range,
+# linspace, logspace, eye, tril_indices, triu_indices) is a constant of the program,
+# copied afresh by each replay where the program returns it or writes into it.)
 
 
 def _tensors(args, scale, grad):
