@@ -3,8 +3,12 @@ user's script mutates (a global flag, a closure value, a module attribute,
 ``train()``/``eval()``, a parameter's ``.data`` rebound, ``requires_grad_``, the batch
 size and dtype, the optimizer's ``lr``, ``momentum``, ``weight_decay`` (SGD) and
 ``betas`` (Adam) in ``param_groups``, a parameter written in place under ``no_grad``, a
-parameter replaced by a new one, the optimizer's and the model's ``load_state_dict``)
-on a compiled and an eager twin alike; every call's loss and every parameter
+parameter replaced by a new one, the optimizer's and the model's ``load_state_dict``,
+an lr scheduler's ``step()``, a forward hook and a gradient hook registered or
+removed, an item of a list attribute the forward iterates and of a dict attribute, a
+tensor attribute rebound or written in place, BatchNorm's running statistics written
+in place and its ``momentum``, a function-valued attribute swapped) on a compiled and
+an eager twin alike; every call's loss and every parameter
 afterwards must match eager. Both ways of compiling are fuzzed: the whole step, and
 ``tg.compile(model)`` (or a function calling it) with the backward and the update
 outside."""
@@ -26,20 +30,31 @@ FUZZ_EXAMPLES = int(os.environ.get("TG_FUZZ_EXAMPLES", "6"))
 
 MUTATIONS = ("flag", "alpha", "train", "eval", "dropout_p", "data", "requires_grad",
              "batch", "dtype", "lr", "momentum", "weight_decay", "betas", "inplace",
-             "replace", "opt_reload", "model_reload", "shift", "none")
+             "replace", "opt_reload", "model_reload", "shift", "scheduler", "hook",
+             "unhook", "grad_hook", "scales", "gain", "offset", "offset_inplace",
+             "running_stats", "bn_momentum", "activation", "none")
 
 
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.fc1 = nn.Linear(4, 8)
+        # (no bias: one feeding BatchNorm gets a gradient of rounding noise alone, which
+        # Adam turns into steps of about lr, apart in fused kernels and eager ones)
+        self.fc1 = nn.Linear(4, 8, bias=False)
         self.bn = nn.BatchNorm1d(8)
         self.drop = nn.Dropout(0.0)
         self.fc2 = nn.Linear(8, 3)
         self.shift = 0.0
+        self.scales = [1.0, 1.0]  # (iterated: read whole)
+        self.cfg = {"gain": 1.0}
+        self.offset = tg.zeros(3)  # (a tensor attribute: neither parameter nor buffer)
+        self.act = tg.nn.functional.relu
 
     def forward(self, x):
-        return self.fc2(self.drop(self.bn(self.fc1(x)).relu())) + self.shift
+        h = self.act(self.bn(self.fc1(x)))
+        for s in self.scales:
+            h = h * s
+        return self.fc2(self.drop(h)) * self.cfg["gain"] + self.shift + self.offset
 
 
 def _twin():
@@ -99,6 +114,7 @@ def _apply(mut, value, models, opts, setters, state):
             else np.float32
         for m in models:
             m.to(tg.float64 if state["dtype"] == np.float64 else tg.float32)
+            m.offset = m.offset.to(m.fc2.weight.dtype)
     elif mut == "shift":
         state["shift"] = value
     elif mut == "lr":
@@ -129,6 +145,50 @@ def _apply(mut, value, models, opts, setters, state):
         new = np.random.default_rng(int(value * 1000)).standard_normal(3)
         for m in models:
             m.fc2.bias = nn.Parameter(tg.tensor(new.astype(state.get("dtype", np.float32))))
+    elif mut == "scheduler":  # an lr scheduler stepped between calls
+        if "schedulers" not in state:
+            state["schedulers"] = [tg.optim.lr_scheduler.StepLR(o, 1, gamma=0.5 + value / 2)
+                                   for o in opts]
+        for sch in state["schedulers"]:
+            sch.step()
+    elif mut == "hook":  # a forward hook (a second one: on top of the first)
+        state.setdefault("hooks", []).extend(
+            m.fc1.register_forward_hook(lambda mod, args, out, v=value: out * (1.0 + v))
+            for m in models)
+    elif mut == "unhook":
+        for h in state.pop("hooks", ()):
+            h.remove()
+    elif mut == "grad_hook":  # a gradient hook on a parameter, or its removal
+        if "grad_hooks" in state:
+            for h in state.pop("grad_hooks"):
+                h.remove()
+        else:
+            state["grad_hooks"] = [m.fc2.weight.register_hook(lambda g, v=value: g * (1 + v))
+                                   for m in models]
+    elif mut == "scales":  # an item of a list attribute the forward iterates
+        for m in models:
+            m.scales[1] = 1.0 + value
+    elif mut == "gain":  # an item of a dict attribute
+        for m in models:
+            m.cfg["gain"] = 1.0 + value
+    elif mut == "offset":  # a tensor attribute rebound
+        for m in models:
+            m.offset = tg.full((3,), value, dtype=m.fc2.weight.dtype)
+    elif mut == "offset_inplace":
+        with tg.no_grad():
+            for m in models:
+                m.offset.add_(value)
+    elif mut == "running_stats":  # a buffer written in place (read in eval mode)
+        with tg.no_grad():
+            for m in models:
+                m.bn.running_mean.fill_(value)
+                m.bn.running_var.fill_(1.0 + value)
+    elif mut == "bn_momentum":
+        for m in models:
+            m.bn.momentum = value if value > 0.1 else None  # (None: a cumulative average)
+    elif mut == "activation":  # a function-valued attribute swapped
+        for m in models:
+            m.act = tg.nn.functional.relu if m.act is tg.tanh else tg.tanh
     for m in models:
         m.shift = state.get("shift", 0.0)
 
@@ -145,8 +205,7 @@ def test_fuzzed_mutations_between_calls_match_eager(compiled_model, optim, muts)
     global DOUBLE
     DOUBLE = False
     mc, me = _twin()
-    # (Adam's eps raised: fc1's bias feeds BatchNorm, so its gradient is rounding noise
-    # that the default eps would turn into steps of +-lr, different in fused kernels)
+    # (Adam's eps raised: a gradient near rounding noise takes no steps of about lr)
     opts = [tg.optim.SGD(m.parameters(), lr=0.05, momentum=0.5) if optim == "sgd" else
             tg.optim.Adam(m.parameters(), lr=0.01, eps=1e-3) for m in (mc, me)]
     (cstep, cset), (estep, eset) = _maker(mc, opts[0], compiled_model), \
