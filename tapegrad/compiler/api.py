@@ -292,7 +292,8 @@ class Compiled:
         _capture.begin(rec)
         try:
             with observe(rec):
-                watch.start()
+                watch.start(zip(_arg_names(self.fn, args, kwargs),
+                                list(args) + [kwargs[k] for k in sorted(kwargs)]))
                 try:
                     result = self.fn(*args, **kwargs)
                 finally:

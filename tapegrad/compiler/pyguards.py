@@ -40,6 +40,12 @@ tapegrad's (Python's and NumPy's global ones, one it names, a ``random`` method)
 the iterators it reaches from outside (``next(it)``, ``for b in it``: a replay would
 not advance them).
 
+The call's arguments that are not tensors, plain values or modules (a user object,
+a list, a dict, a NumPy array: the key holds them by identity or by their plain
+contents) are roots too: the guards follow what the code can read inside them, and
+what the call changes inside them (an attribute, a container, an array's values) is
+a side effect.
+
 The library's own functions (under ``tapegrad/``: only its modules' attributes) and the
 standard library are not searched: their globals are the library's constants.
 """
@@ -57,6 +63,8 @@ import types
 import weakref
 
 import numpy as np
+
+from ..tensor import Tensor as _Tensor
 
 __all__ = ["Watch", "check", "optimizer_guards", "plain"]
 
@@ -340,6 +348,7 @@ class Watch:
         self.snaps = {}      # id -> (container, shallow copy, name, owner's __dict__ or
         #                      None) of those it names
         self.rngs = {}       # id -> (random generator, its state, name) of those it names
+        self.arrays = []     # (NumPy array, its bytes, name) of the arguments
 
     def _hook(self, frame, event, arg):
         if event == "call":
@@ -468,7 +477,24 @@ class Watch:
         return tuple(g for g in guards if (id(_underlying(g[0])), g[1]) not in gone
                      and not (type(g[0]) is _Contents and id(g[0].c) in touched))
 
-    def start(self):
+    def start(self, args=()):
+        """Start watching a call with ``args`` (``(name, value)`` for each argument:
+        the plain values and containers inside a user object, a list, a dict or a
+        NumPy array it is given are noted as those it names are)."""
+        self.args = []
+        for name, v in args:
+            if isinstance(v, _Tensor) or plain(v) or _is_module(v):
+                continue
+            self.args.append((name, v))
+            self._snap(v, name)
+            if _user_object(v):
+                d = v.__dict__
+                for a, x in list(d.items()):
+                    if _noted(x) and not a.startswith("__"):
+                        self.first.setdefault((id(d), a), (d, a, x, f"{name}.{a}"))
+                        self._snap(x, f"{name}.{a}", d)
+            elif type(v) is np.ndarray and v.nbytes <= _ARRAY_BYTES:
+                self.arrays.append((v, v.tobytes(), name))
         self.random_states = _random_states()
         self.prev = sys.getprofile()
         sys.setprofile(self._hook)
@@ -484,6 +510,9 @@ class Watch:
         for g, st, name in self.rngs.values():
             if _rng_state(g) != st:
                 self.effects.append(f"a draw from the random generator {name}")
+        for a, data, name in self.arrays:
+            if a.tobytes() != data:
+                self.effects.append(f"{name} written in place")
         out = list(dict.fromkeys(self.effects))
         self.touched = set(self.mutated)  # (ids of the containers it changed)
         snaps, self.snaps = self.snaps, {}
@@ -651,6 +680,10 @@ class Watch:
                 advanced(obj, oname, where)
             return False
 
+        fname = getattr(fn, "__qualname__", type(fn).__name__)
+        for name, v in self.args:  # (an argument the key holds by identity: what the
+            for code in self.codes:  # code can read inside it)
+                roots(v, name, code, f" (argument of {fname})")
         unmapped = []
         for code, g in self.codes.items():
             where = f" (global of {code.co_qualname})"
