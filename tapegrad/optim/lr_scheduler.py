@@ -16,10 +16,17 @@ import bisect
 import collections
 import math
 
+from ..dispatch import notify
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "LinearLR", "CosineAnnealingLR", "LambdaLR",
            "ExponentialLR", "OneCycleLR", "ReduceLROnPlateau"]
+
+
+# (tg.compile: a scheduler's state and the learning rates it sets are Python values a
+# replay would not step)
+_NO_COMPILE = ("an lr scheduler's step() ran in the call (a replay would not step it): "
+               "call it outside the compiled function")
 
 
 class LRScheduler:
@@ -51,6 +58,7 @@ class LRScheduler:
         return list(self._last_lr)
 
     def step(self, epoch=None):
+        notify("fail", _NO_COMPILE)
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1
@@ -348,6 +356,7 @@ class ReduceLROnPlateau:
         return self.cooldown_counter > 0
 
     def step(self, metrics, epoch=None):
+        notify("fail", _NO_COMPILE)
         current = float(metrics)
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         if self._is_better(current, self.best):

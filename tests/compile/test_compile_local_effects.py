@@ -7,6 +7,7 @@ import logging
 import warnings
 
 import numpy as np
+import pytest
 
 import tapegrad as tg
 
@@ -87,3 +88,36 @@ def test_a_logger_record_in_the_call_is_made_by_every_call(caplog):
         assert s["eager_calls"] > 0 and "logging" in msgs[0], msgs
         s, _, msgs = _calls(quiet, x)  # (a level that emits nothing: nothing to repeat)
         assert s["replays"] > 0 and s["eager_calls"] == 0 and not msgs, msgs
+
+
+@pytest.mark.parametrize("kind", ["step_lr", "plateau"])
+def test_an_lr_scheduler_stepped_in_the_call_steps_on_every_call(kind):
+    def make():
+        tg.manual_seed(0)
+        m = tg.nn.Linear(3, 1)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1)
+        sched = tg.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5) if kind == "step_lr" else \
+            tg.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=0)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            if kind == "step_lr":
+                sched.step()
+            else:
+                sched.step(1.0)  # (a metric that never improves: the lr halves)
+            return loss
+        return m, opt, step
+    mc, oc, cstep = make()
+    me, oe, estep = make()
+    cstep = tg.compile(cstep)
+    x, y = tg.ones(4, 3), tg.zeros(4, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (runs eagerly, with a warning)
+        for _ in range(5):
+            assert cstep(x, y).item() == estep(x, y).item()
+    assert oc.param_groups[0]["lr"] == oe.param_groups[0]["lr"] < 0.01
+    np.testing.assert_array_equal(mc.weight.detach().numpy(), me.weight.detach().numpy())
+    assert "lr scheduler" in cstep.stats()["eager_reason"]
