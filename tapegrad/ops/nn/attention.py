@@ -11,7 +11,9 @@ from ...devices import xp_of
 from ...dispatch import autocast_call
 from ...dtypes import is_float as _isf
 from ...ops_registry import get as get_op
+from ...tensor import wrap
 from .._decl import Sample, TensorSpec, composite, rand
+from ..creation import _constant
 from ..elementwise import where
 from ..linalg import matmul
 from ..reduce import all as all_
@@ -51,8 +53,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / float(np.sqrt(query.shape[-1])) if scale is None else float(scale)
     attn = matmul(query, mT(key)) * scale
-    if is_causal:
-        attn_mask = xp_of(q).tril(xp_of(q).ones((L, S), dtype=bool))
+    if is_causal:  # (a constant of the shapes: tg.compile's capture takes it as one)
+        attn_mask = _constant(wrap(xp_of(q).tril(xp_of(q).ones((L, S), dtype=bool))))
     masked = None
     if attn_mask is not None:
         if np_dtype(attn_mask) == np.bool_:

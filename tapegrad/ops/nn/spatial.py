@@ -30,6 +30,7 @@ from ...dtypes import is_float as _isf
 from ...tensor import Tensor, buffer
 from .. import _vmap
 from .._decl import Sample, TensorSpec, composite, rand, rand as _rand, register
+from ..creation import _constant
 from ..elementwise import abs as _abs, clamp, floor, where
 from ..indexing import gather
 from ..linalg import matmul
@@ -910,7 +911,8 @@ def affine_grid(theta, size, align_corners=None):
     base = np.stack([m for m in mesh[::-1]] + [np.ones_like(mesh[0])], -1)
     base = base.reshape(1, -1, nsp + 1)
     dt = np.dtype(str(theta.dtype).split(".")[-1])
-    grid = matmul(theta.new_tensor(base.astype(dt)), theta.transpose(1, 2))
+    # (the base grid, a constant of the sizes: tg.compile's capture takes it as one)
+    grid = matmul(_constant(theta.new_tensor(base.astype(dt))), theta.transpose(1, 2))
     return reshape(grid, (size[0],) + size[2:] + (nsp,))
 
 
