@@ -157,6 +157,7 @@ class Compiled:
         self._replays = 0
         self._eager = 0
         self._eager_reason = None
+        self._unguarded_told = False  # (the warning about unguarded contents: once)
         self._given_up = False
         self._last = None
         self._recaptures = []
@@ -356,6 +357,12 @@ class Compiled:
         leaves = {id(gd[1]): argpos[id(gd[1])] for gd in graph.entry_guards
                   if id(gd[1]) in argpos}
         prog.py_guards = pyg
+        if watch.unguarded and not self._unguarded_told:
+            self._unguarded_told = True
+            warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} reads "
+                          f"containers it does not guard on their contents ("
+                          f"{'; '.join(watch.unguarded)}): a replay does not see them "
+                          f"changed in place, only rebound", RuntimeWarning, stacklevel=3)
         prog.guard_list = _describe_key(self.fn, key, args, kwargs, True) + words + \
             prog.value_guard_words()
         progs = self._programs.setdefault(key, [])

@@ -20,10 +20,13 @@ list or dict found that way (up to 256 items) is also guarded whole (``_Contents
 code that iterates it, sums it, takes its ``len`` or indexes it with a computed key
 reads every item), and the objects in it are followed as above; each NumPy array
 found that way (up to 64 KiB) is guarded on its values (``_Array``: ``float(a[0])``
-bakes them into the program); the hooks of the modules whose methods ran are guarded
-to stay the same ones, and their instances to get no ``forward`` of their own
-(``_ModuleCalls``), and each method of user code that ran to be the one its
-object's attribute still finds. A guard is ``(holder, key, value, words)``: the
+bakes them into the program). A larger list, dict or array, or one more steps in than
+are followed, is guarded by identity alone: ``unguarded`` names it, for the capture's
+warning. The names read inside an object are those of the code that reached it and of
+the comprehensions and generator expressions in that code. The hooks of the modules
+whose methods ran are guarded to stay the same ones, and their instances to get no
+``forward`` of their own (``_ModuleCalls``), and each method of user code that ran to
+be the one its object's attribute still finds. A guard is ``(holder, key, value, words)``: the
 replay needs ``holder.get(key)`` to be ``value`` still (a plain value: the same object
 or an equal value of the same type; anything else: the same object); the holder is a
 dict, a cell, an ``_Items`` view of a list, an ``_Attrs`` view of a function, or one
@@ -269,10 +272,28 @@ def _user_object(obj):
     return not (a.startswith(_STD) or a.startswith(_PKG))
 
 
+def _codes_within(code):
+    """``code`` and the code objects defined in it, as deep as they go: its
+    comprehensions, generator expressions and lambdas, which read what it hands them
+    (``sum(o.scale for o in items)`` reads ``scale`` of each item)."""
+    out, todo = [], [code]
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo += [k for k in c.co_consts if type(k) is types.CodeType]
+    return out
+
+
+def _names(code):
+    """The attribute and global names ``code`` and the code within it can read."""
+    return tuple(dict.fromkeys(n for c in _codes_within(code) for n in c.co_names))
+
+
 def _const_keys(code):
-    """The constants of ``code`` that can be dict keys or list indices."""
+    """The constants of ``code`` and of the code within it that can be dict keys or
+    list indices."""
     out = []
-    for c in code.co_consts:
+    for c in (k for cc in _codes_within(code) for k in cc.co_consts):
         if type(c) in (str, int) and len(out) < _KEYS:
             out.append(c)
     return out
@@ -349,6 +370,8 @@ class Watch:
         #                      None) of those it names
         self.rngs = {}       # id -> (random generator, its state, name) of those it names
         self.arrays = []     # (NumPy array, its bytes, name) of the arguments
+        self.unguarded = []  # what ``guards`` found too large or too deep to guard on
+        #                      its contents
 
     def _hook(self, frame, event, arg):
         if event == "call":
@@ -555,7 +578,9 @@ class Watch:
         """The guards on what the call read (see the module docstring)."""
         fn = self.fn
         out, seen = [], set()
-        whole = set()  # ids of the containers and arrays guarded whole
+        whole = set()  # ids of the containers and arrays guarded whole (or too large)
+        deep = set()  # ids of those found past the last step followed
+        self.unguarded = []  # the lists, dicts and arrays too large or too deep to guard
         funcs = _functions(fn)
         names = _root_names(fn, funcs)
 
@@ -570,7 +595,7 @@ class Watch:
             if type(d) is not dict:
                 return
             cls = None if isinstance(obj, types.ModuleType) else type(obj)
-            for a in code.co_names:
+            for a in _names(code):
                 if a.startswith("__"):
                     continue
                 v = d.get(a, _MISSING)
@@ -604,6 +629,15 @@ class Watch:
                         if not plain(v) and k not in consts:
                             inside(v, f"{oname}[{k!r}]", code, where, depth - 1,
                                    holder if holder is not None else _Items(c), k)
+                else:  # (a list, dict or array in it: its contents are not followed)
+                    for k, v in list(c.items()) if type(c) is dict else enumerate(c):
+                        if type(v) in (list, dict, np.ndarray) and id(v) not in deep:
+                            deep.add(id(v))
+                            self.unguarded.append(f"{oname}[{k!r}]{where}: more than "
+                                                  f"{_DEEP} steps in")
+            elif holder is not None and id(c) not in whole:
+                whole.add(id(c))
+                self.unguarded.append(f"{oname}{where}: {len(c)} items")
             for k in _const_keys(code):
                 if type(c) is not dict and (type(k) is not int or k >= 2 ** 31):
                     continue
@@ -660,10 +694,13 @@ class Watch:
                                     f"loop advance it)")
 
         def values_of(obj, oname, where):
-            if type(obj) is np.ndarray and obj.nbytes <= _ARRAY_BYTES and id(obj) not in whole:
+            if type(obj) is np.ndarray and id(obj) not in whole:
                 whole.add(id(obj))
-                out.append((_Array(obj), "values", True,
-                            f"{oname} holds the same values{where}"))
+                if obj.nbytes <= _ARRAY_BYTES:
+                    out.append((_Array(obj), "values", True,
+                                f"{oname} holds the same values{where}"))
+                else:
+                    self.unguarded.append(f"{oname}{where}: {obj.nbytes} bytes")
 
         def roots(obj, oname, code, where):
             if plain(obj):

@@ -538,3 +538,100 @@ def test_the_default_dtype_changed_between_calls_captures_again(fn):
         finally:
             tg.set_default_dtype(tg.float32)
     assert cf.stats()["captures"] == 2
+
+
+class _Term:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+TERMS = [_Term(1.0), _Term(2.0), _Term(3.0)]
+
+
+def _generator_sum(x):
+    return x * sum(t.scale for t in TERMS)
+
+
+def _comprehension_sum(x):
+    return x * sum([t.scale for t in TERMS])
+
+
+@pytest.mark.parametrize("fn", [_generator_sum, _comprehension_sum],
+                         ids=["generator", "list_comprehension"])
+def test_attributes_a_comprehension_reads_from_a_global_lists_items_are_guarded(fn):
+    cf = tg.compile(fn)
+    x = tg.ones(2)
+    try:
+        for scale in (2.0, 5.0):
+            TERMS[1].scale = scale
+            for _ in range(2):
+                assert cf(x).tolist() == fn(x).tolist() == [4.0 + scale] * 2
+        assert cf.stats()["captures"] == 2 and cf.stats()["replays"] == 2
+    finally:
+        TERMS[1].scale = 2.0
+
+
+LONG = [1.0] * 300
+BIG_ARRAY = np.ones(20000)
+DEEP = [[[[1.0, 2.0]]]]
+
+
+def _long_sum(x):
+    return x * sum(LONG)
+
+
+def _big_array_item(x):
+    return x * float(BIG_ARRAY[0])
+
+
+def _deep_sum(x):
+    return x * sum(DEEP[0][0][0])
+
+
+# (each sets its item to the value given, or back to the one it had for None)
+@pytest.mark.parametrize("fn, what, change", [
+    (_long_sum, "LONG (global of _long_sum): 300 items",
+     lambda v: LONG.__setitem__(5, v or 1.0)),
+    (_big_array_item, "BIG_ARRAY (global of _big_array_item): 160000 bytes",
+     lambda v: BIG_ARRAY.__setitem__(0, v or 1.0)),
+    (_deep_sum, "DEEP[0][0][0] (global of _deep_sum): more than 3 steps in",
+     lambda v: DEEP[0][0][0].__setitem__(1, v or 2.0))], ids=["long_list", "big_array", "deep"])
+def test_a_container_too_large_or_deep_to_guard_is_named_in_a_warning(fn, what, change):
+    """A list or dict over 256 items, an array over 64 KiB or a container more than
+    three steps in is guarded by identity only: changed in place, the replay gives the
+    captured value. The capture says so once, naming it."""
+    cf = tg.compile(fn)
+    x = tg.ones(2)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        first = cf(x).tolist()
+        cf(x)
+    told = [str(m.message) for m in w if "does not guard" in str(m.message)]
+    assert len(told) == 1 and what in told[0]
+    change(10.0)
+    try:
+        assert fn(x).tolist() != first
+        assert cf(x).tolist() == first  # (the stale replay the warning told of)
+        assert cf.stats()["captures"] == 1 and cf.stats()["replays"] == 2
+    finally:
+        change(None)
+
+
+DEEP_INNER = DEEP[0][0][0]
+
+
+def _deep_and_near_sum(x):
+    return x * (sum(DEEP[0][0][0]) + sum(DEEP_INNER))
+
+
+def test_a_container_reached_deep_and_by_name_is_guarded_whole():
+    cf = tg.compile(_deep_and_near_sum)
+    x = tg.ones(2)
+    try:
+        for v in (2.0, 4.0):
+            DEEP_INNER[1] = v
+            for _ in range(2):
+                assert cf(x).tolist() == _deep_and_near_sum(x).tolist() == [2 + 2 * v] * 2
+        assert cf.stats()["captures"] == 2
+    finally:
+        DEEP_INNER[1] = 2.0
