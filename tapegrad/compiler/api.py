@@ -761,7 +761,7 @@ def _entry_checker(prog):
             break
     else:
         if hooked:  # (tested only once a hook was registered on a leaf since)
-            glb["H"], glb["N"] = LEAF_HOOKS, getattr(prog, "leaf_hooks", -1)
+            glb["H"], glb["N"] = LEAF_HOOKS, prog.leaf_hooks
             lines.append(f"    if H[0] != N and ({' or '.join(hooked)}): return False")
         lines.append("    return True")
     exec(builtins.compile("\n".join(lines) + "\n", "<tg.compile entry guards>", "exec"), glb)

@@ -48,7 +48,7 @@ from .. import dtypes as _dt
 from ..devices import cpu as _cpu
 from ..fusion import codegen_numba, expr as E, tables as _tables
 from ..fusion.op import config as _fusion_config
-from ..tensor import mark_written, wrap
+from ..tensor import LEAF_HOOKS, mark_written, wrap
 from .capture import Unsupported
 from .embedding_projection import fold_embedding_projections
 from .epilogue import fuse_epilogues, join_slice_grads
@@ -857,8 +857,15 @@ class Program:
     def peak_bytes(self):
         return self.plan.peak_bytes
 
+    # the count of leaf hooks registered in the process when the program was captured
+    # (tensor.LEAF_HOOKS; -1: unknown): while it holds, no leaf has a hook
+    leaf_hooks = -1
+
     def entry_ok(self, leaf_of):
+        hooked = LEAF_HOOKS[0] != self.leaf_hooks
         for gd in self.graph.entry_guards:
+            if gd[0] == "no_hooks" and not hooked:
+                continue
             leaf = leaf_of(gd[1])
             if gd[0] == "grad_none":
                 if leaf.grad is not None:

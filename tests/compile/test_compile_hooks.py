@@ -85,3 +85,25 @@ def test_a_hook_registered_between_calls_is_run(hook, compiled, calls):
 @pytest.mark.parametrize("hook", sorted(HOOKS))
 def test_a_hook_removed_between_calls_is_not_run(hook, compiled):
     _run(hook, ("hook", "none", "hook"), compiled)
+
+
+def test_a_gradient_hook_registered_on_an_argument_leaf_between_calls_is_run():
+    def step(w):
+        loss = (w * w).sum()
+        loss.backward()
+        return loss
+
+    cf = tg.compile(step)
+    w = tg.ones(3, requires_grad=True)
+    for _ in range(2):
+        w.grad = None
+        cf(w)
+    assert w.grad.tolist() == [2.0] * 3 and cf.stats()["replays"] == 1
+    seen = []
+    w.register_hook(lambda g: seen.append(1) or g * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        w.grad = None
+        cf(w)
+    assert seen == [1] and w.grad.tolist() == [4.0] * 3
+    assert cf.stats()["replays"] == 1
