@@ -104,8 +104,6 @@ class _Attrs:
 _HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
-
-
 class _ModuleCalls:
     """Modules seen as a holder of one guard on what calling them runs:
     ``get(key, default)`` is whether each one's forward pre-, forward, backward pre-
@@ -164,19 +162,19 @@ class _Contents:
 
     def __init__(self, c):
         self.c = c
-        self.keys = list(c) if type(c) is dict else None
-        self.vals = vals = list(c.values()) if type(c) is dict else list(c)
+        self.keys = list(c) if isinstance(c, dict) else None
+        self.vals = vals = list(c.values()) if isinstance(c, dict) else list(c)
         self.types = list(map(type, vals))
         self.objs = [(i, v) for i, v in enumerate(vals) if not plain(v)]
 
     def get(self, key, default):
         c = self.c
-        if type(c) is dict:
+        if self.keys is not None:
             if len(c) != len(self.vals) or list(c) != self.keys:
                 return False
             vals = list(c.values())
         else:
-            vals = c
+            vals = c if type(c) is list else list(c)  # (a deque, a set: in their order)
         if len(vals) != len(self.vals) or list(map(type, vals)) != self.types:
             return False
         for i, v in self.objs:
@@ -253,6 +251,13 @@ def _underlying(holder):
 _STORES = ("_parameters", "_buffers", "_modules")  # (a module's tensors: guarded apart)
 _DEEP = 3      # how many attribute / item steps a guard follows from a root
 _ITEMS = 256   # a list or dict at most this long is guarded whole (larger: by identity)
+# the containers whose items the guards follow (exact types: a user's subclass is a user
+# object), by how an item is found: by key, by index, or only by iterating
+_DICT_TYPES = frozenset((dict, collections.OrderedDict, collections.defaultdict,
+                         collections.Counter))
+_SEQ_TYPES = frozenset((list, tuple, collections.deque))
+_CONTAINER_TYPES = _DICT_TYPES | _SEQ_TYPES | {set, frozenset}
+_CHANGING = _CONTAINER_TYPES - {tuple, frozenset}  # (those guarded whole: in place)
 _ARRAY_BYTES = 1 << 16  # a NumPy array at most this large is guarded on its values
 #                          (larger: by identity)
 _KEYS = 32     # at most this many constant keys of one code tried on one container
@@ -617,31 +622,38 @@ class Watch:
                     inside(v, f"{oname}.{a}", code, where, depth - 1, d, a)
 
         def items_of(c, oname, code, where, depth):
-            holder = c if type(c) is dict else _Items(c) if type(c) is list else None
+            tp = type(c)
+            keyed = tp in _DICT_TYPES
+            # (what holds an item: the container, by key or index; a tuple's and a
+            # set's cannot change, only what they hold; a set's are found by iterating)
+            holder = c if keyed else _Items(c) if tp in _CHANGING and tp is not set \
+                else None
+            index = holder if holder is not None else _Items(c) if tp is tuple else None
             if len(c) <= _ITEMS:
-                if holder is not None and id(c) not in whole:
+                if tp in _CHANGING and id(c) not in whole:
                     whole.add(id(c))
                     out.append((_Contents(c), "items", True,
                                 f"{oname} holds the same items{where}"))
+                items = list(c.items()) if keyed else list(enumerate(c))
                 if depth > 1:  # (what each item holds: read by iterating, or a key
                     consts = set(_const_keys(code))  # computed)
-                    for k, v in list(c.items()) if type(c) is dict else enumerate(c):
-                        if not plain(v) and k not in consts:
-                            inside(v, f"{oname}[{k!r}]", code, where, depth - 1,
-                                   holder if holder is not None else _Items(c), k)
-                else:  # (a list, dict or array in it: its contents are not followed)
-                    for k, v in list(c.items()) if type(c) is dict else enumerate(c):
-                        if type(v) in (list, dict, np.ndarray) and id(v) not in deep:
+                    for k, v in items:
+                        if not plain(v) and (k not in consts or index is None):
+                            inside(v, f"{oname}[{k!r}]", code, where, depth - 1, holder, k)
+                else:  # (a container or array in it: its contents are not followed)
+                    for k, v in items:
+                        if (type(v) in _CHANGING or type(v) is np.ndarray) and \
+                                id(v) not in deep:
                             deep.add(id(v))
                             self.unguarded.append(f"{oname}[{k!r}]{where}: more than "
                                                   f"{_DEEP} steps in")
-            elif holder is not None and id(c) not in whole:
+            elif tp in _CHANGING and id(c) not in whole:
                 whole.add(id(c))
                 self.unguarded.append(f"{oname}{where}: {len(c)} items")
-            for k in _const_keys(code):
-                if type(c) is not dict and (type(k) is not int or k >= 2 ** 31):
+            for k in _const_keys(code) if index is not None else ():
+                if not keyed and (type(k) is not int or k >= 2 ** 31):
                     continue
-                v = (holder if holder is not None else _Items(c)).get(k, _MISSING)
+                v = index.get(k, _MISSING)
                 if v is _MISSING:
                     continue
                 if plain(v):
@@ -653,8 +665,7 @@ class Watch:
         def inside(obj, oname, code, where, depth, holder=None, key=None):
             """Guards on what ``code`` can read inside ``obj``, a non-plain value held
             by ``holder[key]`` (which must keep holding it)."""
-            tp = type(obj)
-            container = tp is dict or tp is list or tp is tuple
+            container = type(obj) in _CONTAINER_TYPES
             if not (container or _user_object(obj) or _is_module(obj)):
                 if holder is not None and _held(obj):  # (a function, a tensor, an array)
                     add(holder, key, obj, f"{oname} is the same object{where}")
@@ -705,13 +716,13 @@ class Watch:
         def roots(obj, oname, code, where):
             if plain(obj):
                 return True
-            if isinstance(obj, types.ModuleType) or _is_module(obj) or _user_object(obj) or (
+            if type(obj) in _CONTAINER_TYPES:
+                items_of(obj, oname, code, where, _DEEP)
+            elif isinstance(obj, types.ModuleType) or _is_module(obj) or _user_object(obj) or (
                     not callable(obj) and not isinstance(obj, type)
                     and type(getattr(obj, "__dict__", None)) is dict):
                 attrs_of(obj, oname, code, where, 1 if isinstance(obj, types.ModuleType)
                          else _DEEP)
-            elif type(obj) in (dict, list, tuple):
-                items_of(obj, oname, code, where, _DEEP)
             else:
                 values_of(obj, oname, where)
                 advanced(obj, oname, where)

@@ -2,6 +2,7 @@
 ``training`` flags the captured call read, numbers read from tensors that only feed
 comparisons, and how the guards are explained (stats()["guards"], ["recaptures"],
 TAPEGRAD_LOGS=recompiles). Every compiled call is compared with the eager call."""
+import collections
 import math
 import types
 import warnings
@@ -635,3 +636,69 @@ def test_a_container_reached_deep_and_by_name_is_guarded_whole():
         assert cf.stats()["captures"] == 2
     finally:
         DEEP_INNER[1] = 2.0
+
+
+TALLIES = {
+    "set": {1.0, 2.0},
+    "frozenset_in_list": [frozenset((1.0, 2.0))],
+    "deque": collections.deque([1.0, 2.0]),
+    "ordered_dict": collections.OrderedDict(a=1.0, b=2.0),
+    "default_dict": collections.defaultdict(float, a=1.0, b=2.0),
+    "counter": collections.Counter(a=1, b=2),
+}
+CHANGES = {
+    "set": lambda c: c.add(5.0),
+    "frozenset_in_list": lambda c: c.__setitem__(0, frozenset((5.0,))),
+    "deque": lambda c: c.append(5.0),
+    "ordered_dict": lambda c: c.__setitem__("a", 5.0),
+    "default_dict": lambda c: c.__setitem__("a", 5.0),
+    "counter": lambda c: c.update("a"),
+}
+
+
+def _total(c):
+    if isinstance(c, dict):
+        return sum(c.values())
+    if isinstance(c, list):
+        return sum(c[0])
+    return sum(c)
+
+
+@pytest.mark.parametrize("kind", list(TALLIES))
+def test_a_standard_container_read_whole_and_changed_in_place_captures_again(kind):
+    tally = TALLIES[kind]
+
+    def scaled(x):
+        return x * _total(tally)
+
+    cf = tg.compile(scaled)
+    x = tg.ones(2)
+    for _ in range(2):
+        assert cf(x).tolist() == [3.0, 3.0]
+    CHANGES[kind](tally)
+    for _ in range(2):
+        assert cf(x).tolist() == scaled(x).tolist() != [3.0, 3.0]
+    s = cf.stats()
+    assert s["captures"] == 2 and s["replays"] == 2
+    assert any("holds the same items" in g for g in s["guards"])
+
+
+ORDERED = collections.OrderedDict(scale=2.0)
+
+
+def _ordered_scaled(x):
+    return x * ORDERED["scale"]
+
+
+def test_an_ordered_dicts_item_read_by_a_constant_key_is_guarded():
+    cf = tg.compile(_ordered_scaled)
+    x = tg.ones(2)
+    try:
+        for scale in (2.0, 3.0):
+            ORDERED["scale"] = scale
+            for _ in range(2):
+                assert cf(x).tolist() == [scale] * 2
+        assert cf.stats()["captures"] == 2
+        assert "ORDERED['scale'] == 3.0 (global of _ordered_scaled)" in cf.stats()["guards"]
+    finally:
+        ORDERED["scale"] = 2.0
