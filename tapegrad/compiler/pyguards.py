@@ -54,6 +54,7 @@ standard library are not searched: their globals are the library's constants.
 """
 import builtins
 import collections
+import copy
 import enum
 import gc
 import io
@@ -236,9 +237,9 @@ def _same_items(now, before):
     """Whether container ``now`` holds the same objects as its copy ``before``."""
     if len(now) != len(before):
         return False
-    if type(now) is list:
+    if isinstance(now, (list, collections.deque)):
         return all(a is b for a, b in zip(now, before))
-    if type(now) is dict:
+    if isinstance(now, dict):
         return all(k in before and before[k] is v for k, v in now.items())
     return now == before
 
@@ -459,14 +460,14 @@ class Watch:
             self.effects.append(f"{name}() on {getattr(s, 'name', 'a file')}")
 
     def _snap(self, obj, name, holder=None):
-        """Keep a shallow copy of a list, dict or set user code names (at most 256
-        items), to see after the call whether it changed in place (``L += [x]``,
-        ``d[k] = v``: no C call to note), and the state of a random generator it names
-        (``rng.normal()``: a method of NumPy's is not a C call the hook sees)."""
-        tp = type(obj)
-        if (tp is list or tp is dict or tp is set) and id(obj) not in self.snaps \
-                and len(obj) <= 256:
-            self.snaps[id(obj)] = (obj, tp(obj), name, None if holder is None else id(holder))
+        """Keep a shallow copy of a list, dict, set or deque user code names (at most
+        256 items; a dict subclass of the standard library too), to see after the call
+        whether it changed in place (``L += [x]``, ``d[k] = v``: no C call to note), and
+        the state of a random generator it names (``rng.normal()``: a method of NumPy's
+        is not a C call the hook sees)."""
+        if type(obj) in _CHANGING and id(obj) not in self.snaps and len(obj) <= 256:
+            self.snaps[id(obj)] = (obj, copy.copy(obj), name,
+                                   None if holder is None else id(holder))
         elif isinstance(obj, _RANDOM) and id(obj) not in self.rngs:  # (its state, to see
             self.rngs[id(obj)] = (obj, _rng_state(obj), name)  # whether the call drew)
 

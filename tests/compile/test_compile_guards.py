@@ -702,3 +702,30 @@ def test_an_ordered_dicts_item_read_by_a_constant_key_is_guarded():
         assert "ORDERED['scale'] == 3.0 (global of _ordered_scaled)" in cf.stats()["guards"]
     finally:
         ORDERED["scale"] = 2.0
+
+
+COUNTS = {"ordered_dict": collections.OrderedDict(n=0),
+          "default_dict": collections.defaultdict(int, n=0),
+          "counter": collections.Counter(n=0), "deque": collections.deque([0])}
+
+
+@pytest.mark.parametrize("kind", list(COUNTS))
+def test_a_standard_container_written_in_place_by_the_call_runs_eagerly(kind):
+    """``C[k] += 1`` stores no C call the hook sees: the container's copy from before
+    the call shows the change, and every call makes it (a replay would not)."""
+    counts = COUNTS[kind]
+    key = 0 if kind == "deque" else "n"
+    counts[key] = 0
+
+    def counted(x):
+        counts[key] += 1
+        return x * 2
+
+    cf = tg.compile(counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(4):
+            assert cf(tg.ones(2)).tolist() == [2.0, 2.0]
+    assert counts[key] == 4
+    assert cf.stats()["replays"] == 0
+    assert "changed in place" in cf.stats()["eager_reason"]
