@@ -524,6 +524,13 @@ class Watch:
                         self._snap(x, f"{name}.{a}", d)
             elif type(v) is np.ndarray and v.nbytes <= _ARRAY_BYTES:
                 self.arrays.append((v, v.tobytes(), name))
+        for code, f in _functions(self.fn).items():  # (a mutable default of user
+            if not _user_code(code, getattr(f, "__globals__", {})):  # code, ``cache={}``)
+                continue
+            for i, v in enumerate(f.__defaults__ or ()):
+                self._snap(v, f"{f.__qualname__}'s default {i}")
+            for k, v in (f.__kwdefaults__ or {}).items():
+                self._snap(v, f"{f.__qualname__}'s default {k}")
         self.random_states = _random_states()
         self.prev = sys.getprofile()
         sys.setprofile(self._hook)

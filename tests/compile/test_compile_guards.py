@@ -729,3 +729,28 @@ def test_a_standard_container_written_in_place_by_the_call_runs_eagerly(kind):
     assert counts[key] == 4
     assert cf.stats()["replays"] == 0
     assert "changed in place" in cf.stats()["eager_reason"]
+
+
+def _counted_by_default(x, counts={"n": 0}):  # noqa: B006 (the state under test)
+    counts["n"] += 1
+    return x * 2
+
+
+def _counted_by_keyword_default(x, *, seen=[]):  # noqa: B006 (the state under test)
+    seen.append(1)
+    return x * 2
+
+
+@pytest.mark.parametrize("fn, count", [
+    (_counted_by_default, lambda: _counted_by_default.__defaults__[0]["n"]),
+    (_counted_by_keyword_default, lambda: len(_counted_by_keyword_default.__kwdefaults__[
+        "seen"]))], ids=["default", "keyword_default"])
+def test_a_mutable_default_the_call_writes_in_place_runs_eagerly(fn, count):
+    cf = tg.compile(fn)
+    start = count()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(4):
+            assert cf(tg.ones(2)).tolist() == [2.0, 2.0]
+    assert count() == start + 4
+    assert cf.stats()["replays"] == 0
