@@ -632,8 +632,9 @@ def _promote(op, arrays):
         target = _dt.operands_type(dts, zero_dim, scalars)
     if op.promote == "float" and not _isf(target):
         target = _dt.default_float_np()
-    return [_cast(a, target) if a is not None and type(a) not in _SCALARS and a.dtype != target
-            else a for a in arrays]
+    cast = _observed_cast if _state._observers else _cast  # (tg.compile's capture: the
+    return [cast(a, target) if a is not None and type(a) not in _SCALARS  # casts are
+            and a.dtype != target else a for a in arrays]  # steps of the program)
 
 
 def _low_in(arrays):
