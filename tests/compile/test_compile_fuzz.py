@@ -12,6 +12,7 @@ an eager twin alike; every call's loss and every parameter
 afterwards must match eager. Both ways of compiling are fuzzed: the whole step, and
 ``tg.compile(model)`` (or a function calling it) with the backward and the update
 outside."""
+import collections
 import copy
 import os
 import warnings
@@ -32,7 +33,12 @@ MUTATIONS = ("flag", "alpha", "train", "eval", "dropout_p", "data", "requires_gr
              "batch", "dtype", "lr", "momentum", "weight_decay", "betas", "inplace",
              "replace", "opt_reload", "model_reload", "shift", "scheduler", "hook",
              "unhook", "grad_hook", "scales", "gain", "offset", "offset_inplace",
-             "running_stats", "bn_momentum", "activation", "none")
+             "running_stats", "bn_momentum", "activation", "term", "weights", "none")
+
+
+class _Term:
+    def __init__(self, w):
+        self.w = w
 
 
 class Net(nn.Module):
@@ -49,11 +55,14 @@ class Net(nn.Module):
         self.cfg = {"gain": 1.0}
         self.offset = tg.zeros(3)  # (a tensor attribute: neither parameter nor buffer)
         self.act = tg.nn.functional.relu
+        self.terms = [_Term(1.0)]  # (an attribute a generator expression reads)
+        self.weights = collections.deque([1.0])  # (a deque read whole)
 
     def forward(self, x):
         h = self.act(self.bn(self.fc1(x)))
         for s in self.scales:
             h = h * s
+        h = h * sum(t.w for t in self.terms) * sum(self.weights)
         return self.fc2(self.drop(h)) * self.cfg["gain"] + self.shift + self.offset
 
 
@@ -189,6 +198,12 @@ def _apply(mut, value, models, opts, setters, state):
     elif mut == "activation":  # a function-valued attribute swapped
         for m in models:
             m.act = tg.nn.functional.relu if m.act is tg.tanh else tg.tanh
+    elif mut == "term":  # an attribute of an item of a list attribute
+        for m in models:
+            m.terms[0].w = 1.0 + value
+    elif mut == "weights":  # an item of a deque attribute
+        for m in models:
+            m.weights[0] = 1.0 + value
     for m in models:
         m.shift = state.get("shift", 0.0)
 
