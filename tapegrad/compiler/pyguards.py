@@ -541,7 +541,7 @@ class Watch:
         call (reached from the globals and closure cells its code names, or from the
         ``self`` of its methods) that it changed (``calls.append()``). Containers the
         call made and dropped (or returned) are its own business."""
-        if not _same_random_states(self.random_states, _random_states()):
+        if _random_states() != self.random_states:
             self.effects.append("a draw from Python's or NumPy's global random generator")
         for g, st, name in self.rngs.values():
             if _rng_state(g) != st:
@@ -904,9 +904,14 @@ class Watch:
 
 
 def _random_states():
-    """The states of Python's and NumPy's global random generators."""
-    st = np.random.get_state()
-    return random.getstate(), st[1], st[2:]
+    """The states of Python's and NumPy's global random generators, comparable with
+    ``==``."""
+    return random.getstate(), _legacy_state(np.random.get_state())
+
+
+def _legacy_state(st):
+    """A ``RandomState.get_state()`` tuple made comparable with ``==``."""
+    return (st[1].tobytes(),) + tuple(st[2:])
 
 
 def _rng_state(g):
@@ -915,8 +920,7 @@ def _rng_state(g):
     if isinstance(g, random.Random):
         return g.getstate()
     if isinstance(g, np.random.RandomState):
-        st = g.get_state()
-        return (st[1].tobytes(),) + tuple(st[2:])
+        return _legacy_state(g.get_state())
     return _frozen((g.bit_generator if isinstance(g, np.random.Generator) else g).state)
 
 
@@ -926,10 +930,6 @@ def _frozen(v):
     if isinstance(v, np.ndarray):
         return v.tobytes()
     return v
-
-
-def _same_random_states(a, b):
-    return a[0] == b[0] and a[2] == b[2] and np.array_equal(a[1], b[1])
 
 
 def _iterator(obj):
