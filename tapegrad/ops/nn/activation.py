@@ -20,6 +20,7 @@ from .._decl import Sample, TensorSpec, away_from, composite, rand, rand as _ran
 from ..creation import _next_draw, generator
 from ..elementwise import abs as _abs, clamp, expm1, log, mul, sigmoid, tanh, where
 from ..shape import reshape
+from . import softmax_rows as _fused_rows
 from ._common import (
     need_floating as _need_floating,
     np_dtype as _np_dtype,
@@ -130,7 +131,29 @@ def _log_sum_exp_rows(z):
     np.subtract(z, lse[:, None], out=z)
 
 
+def _rows_fused(x, dim, out, log):
+    """The fused row kernels (``devices/cpu_kernels/softmax.py``) into ``out`` (a
+    fresh array where it is None or does not fit); None where they do not apply."""
+    if not _fused_rows.applies(x, dim):
+        return None
+    ks = _fused_rows.kernels(x.dtype)
+    if ks is None:
+        return None
+    if not (type(out) is np.ndarray and out.dtype == x.dtype and out.shape == x.shape
+            and out.flags.c_contiguous and out.flags.writeable
+            and (out is x or not np.may_share_memory(out, x))):
+        if out is not None:
+            out[...] = _rows_fused(x, dim, None, log)
+            return out
+        out = np.empty_like(x)
+    _fused_rows.run(ks[0], x, out, log=log)  # (in place when out is x: row by row)
+    return out
+
+
 def _log_softmax_kernel(x, dim, out=None):
+    y = _rows_fused(x, dim, out, True)
+    if y is not None:
+        return y
     if out is not None:
         if _rows_into(_LOG_SOFTMAX_ROWS, x, dim, out) is not None:
             return out
@@ -149,9 +172,25 @@ def _log_softmax_kernel(x, dim, out=None):
     return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
 
 
+def _rows_vjp(y, g, dim, log):
+    """The fused backward row pass on raw arrays, or None where it does not apply."""
+    if type(g) is not np.ndarray or g.dtype != y.dtype or g.shape != y.shape or \
+            not g.flags.c_contiguous or not _fused_rows.applies(y, dim):
+        return None
+    ks = _fused_rows.kernels(y.dtype)
+    if ks is None:
+        return None
+    out = np.empty_like(y)
+    _fused_rows.run(ks[1], y, g, out, log=log)
+    return (out,)
+
+
 def _log_softmax_vjp(ctx, g):
     m = ctx.m
     dim = ctx.attrs["dim"]
+    fused = _rows_vjp(ctx.out, g, dim, True)
+    if fused is not None:
+        return fused
     return (g - m.exp(ctx.out) * m.sum(g, dim=dim, keepdim=True),)
 
 
@@ -191,6 +230,9 @@ LOG_SOFTMAX = register(name="log_softmax", autocast={"cuda": "fp32_unless_dtype"
 
 
 def _softmax_kernel(x, dim, out=None):
+    y = _rows_fused(x, dim, out, False)
+    if y is not None:
+        return y
     if out is not None:
         if _rows_into(_SOFTMAX_ROWS, x, dim, out) is not None:
             return out
@@ -212,6 +254,9 @@ def _softmax_kernel(x, dim, out=None):
 
 def _softmax_vjp(ctx, g):
     out = ctx.out
+    fused = _rows_vjp(out, g, ctx.attrs["dim"], False)
+    if fused is not None:
+        return fused
     gy = g * out
     return (gy - out * ctx.m.sum(gy, dim=ctx.attrs["dim"], keepdim=True),)
 

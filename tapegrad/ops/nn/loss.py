@@ -223,8 +223,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 # instead of four op calls and their four adjoints (most of a small classifier's step).
 # Its vjp on Tensors (a higher-order gradient) is made of recorded ops.
 def _xent_kernel(x, target, rows, picked, denom, mean, tgt, lse):
-    # tgt: (N,) each row's class, -1 where ignored; lse: (N,) scratch the fused row
-    # pass fills with each row's log-sum-exp (read by the vjp)
+    # tgt: (N,) each row's class, -1 where ignored; lse: (N, 2) scratch the fused row
+    # pass fills with each row's max and log of the sum of exponentials (for the vjp)
     rows_k = _row_kernels(x)
     if rows_k is not None:
         total = np.float64(rows_k[0](x, tgt, lse))  # (0 / 0 with every row ignored:
@@ -252,7 +252,7 @@ def _xent_vjp(ctx, g):
             gx = where(wrap(keep), gx, 0.0)
         return (gx, None)
     rows_k = _row_kernels(x)
-    if rows_k is not None:  # (the forward's row pass ran: its log-sum-exps are in lse)
+    if rows_k is not None:  # (the forward's row pass ran: lse holds its rows' terms)
         out = np.empty_like(x)
         rows_k[1](x, a["tgt"], a["lse"], x.dtype.type(np.float64(g) / scale), out)
         return (out, None)
@@ -274,32 +274,42 @@ def _xent_vjp(ctx, g):
 # (2048, 65) float32.
 _XENT_SOURCE = """
 import numpy as np
+from tapegrad.devices.cpu import jit_helpers as _jit_helpers
 {head}
+_h = _jit_helpers()
 _zero = {t}(0.0)
 
 
+def _rowsum(a):
+    s = _zero
+    for j in range(a.shape[0]):
+        s += a[j]
+    return s
+
+
+# (the sum reassociated, so that it vectorises; nothing else: (x - max) - log(sum)
+# must stay in that order, as PyTorch's)
+_rowsum = _h.helper(_rowsum, fastmath=("reassoc", "contract", "nsz"))
+
+
 def fwd(x, tgt, lse):
+    # lse (N, 2): each row's max and the log of its sum of exponentials
     N, C = x.shape
     buf = np.empty(C, x.dtype)
     total = 0.0
     for r in range(N):
         m = x[r, 0]
         for j in range(1, C):
-            v = x[r, j]
-            if v > m or v != v:
-                m = v
-                if v != v:
-                    break
+            if x[r, j] > m:
+                m = x[r, j]
         for j in range(C):
             buf[j] = {exp}(x[r, j] - m)
-        s = _zero
-        for j in range(C):
-            s += buf[j]
-        lr = m + np.log(s)
-        lse[r] = lr
+        ls = np.log(_rowsum(buf))
+        lse[r, 0] = m
+        lse[r, 1] = ls
         t = tgt[r]
         if t >= 0:
-            total += lr - x[r, t]
+            total -= (x[r, t] - m) - ls
     return total
 
 
@@ -307,14 +317,13 @@ def bwd(x, tgt, lse, gs, out):
     N, C = x.shape
     for r in range(N):
         t = tgt[r]
-        if t < 0:
-            for j in range(C):
-                out[r, j] = _zero
-            continue
-        lr = lse[r]
-        for j in range(C):
-            out[r, j] = {exp}(x[r, j] - lr) * gs
-        out[r, t] -= gs
+        m = lse[r, 0]
+        ls = lse[r, 1]
+        w = gs if t >= 0 else _zero  # (an ignored row: zeros, NaNs where its
+        for j in range(C):           # log-softmax is NaN, as PyTorch)
+            out[r, j] = {exp}((x[r, j] - m) - ls) * w
+        if t >= 0:
+            out[r, t] -= gs
 """
 _XENT_KERNELS = {}
 
@@ -338,7 +347,8 @@ def _row_kernels(x):
         try:
             _XENT_KERNELS[key] = tuple(
                 _cpu.compile_source(("cross_entropy_rows", name, src), src, name,
-                                    parallel=False, error_model="numpy")
+                                    parallel=False, fastmath=("contract", "nsz"),
+                                    error_model="numpy")
                 for name in ("fwd", "bwd"))
         except Exception:  # no Numba: NumPy's passes
             _XENT_KERNELS[key] = None
@@ -397,7 +407,7 @@ def _one_node_xent(input, target, ignore_index, reduction):
         tgt = np.full(N, -1, np.int64)
         tgt[rows] = picked
     return bind(_XENT, input, target, rows=rows, picked=picked, denom=float(picked.size),
-                mean=reduction == "mean", tgt=tgt, lse=np.empty(N, x.dtype))
+                mean=reduction == "mean", tgt=tgt, lse=np.empty((N, 2), x.dtype))
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
