@@ -54,6 +54,18 @@ def write_out(name, result, out):
     return out
 
 
+def write_outs(name, results, outs):
+    """``out=`` of a function returning several tensors (``max(x, dim)``'s values and
+    indices, ``sort``'s): ``outs`` a tuple or list of as many tensors, each written as
+    ``write_out``; the result's type (a named tuple) of the ``outs``."""
+    if not isinstance(outs, (tuple, list)) or len(outs) != len(results):
+        raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(results)} Tensors, "
+                        f"not {type(outs).__name__}" + (f" of {len(outs)}" if isinstance(
+                            outs, (tuple, list)) else ""))
+    written = [write_out(name, r, o) for r, o in zip(results, outs)]
+    return type(results)(*written) if hasattr(results, "_fields") else tuple(written)
+
+
 # ------------------------------------------------------------------ methods
 def _new(fill):
     def method(self, *size, dtype=None, device=None, requires_grad=False, **kw):

@@ -4,6 +4,7 @@ and copies."""
 import builtins as _builtins
 import contextlib
 import copy
+import functools
 import math
 import threading
 from collections.abc import Sequence as _Sequence
@@ -282,6 +283,29 @@ ones = _factory(lambda xp, s, d: xp.ones(s, d), "ones")
 empty = _factory(lambda xp, s, d: xp.empty(s, d), "empty")
 
 
+def _takes_out(fn):
+    """Factory ``fn`` with PyTorch's ``out=``: made in ``out``'s dtype and on its device
+    unless ``dtype``/``device`` are given, then written into ``out`` (resized where its
+    shape differs; ``compat.write_out``) and ``out`` returned."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def f(*args, out=None, **kwargs):
+        if out is None:
+            return fn(*args, **kwargs)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{name}(): argument 'out' must be Tensor, not "
+                            f"{type(out).__name__}")
+        if kwargs.get("dtype") is None:
+            kwargs["dtype"] = out.dtype
+        if kwargs.get("device") is None:
+            kwargs["device"] = out.device
+        from .compat import write_out
+        return write_out(name, fn(*args, **kwargs), out)
+    return f
+
+
+@_takes_out
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """A tensor of shape ``size`` filled with ``fill_value``, as ``torch.full``."""
     shape = _new_shape("full", (size,) if not isinstance(size, (list, tuple)) else (tuple(size),))
@@ -326,6 +350,7 @@ full_like = _like("full_like", lambda xp, s, d, v: xp.full(s, _fill_value("full_
                                                            dtype=d))
 
 
+@_takes_out
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     """The values from ``start`` up to, not including, ``end`` in steps of ``step``, as
     ``torch.arange``."""
@@ -355,6 +380,7 @@ def _arange_check(start, end, step):
                                  f"(start {start}, end {end}, step {step})", RuntimeError)
 
 
+@_takes_out
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
     """``steps`` values evenly spaced from ``start`` to ``end`` inclusive, as
     ``torch.linspace``."""
@@ -364,6 +390,7 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     return _const(xp.linspace(start, end, steps, dtype=dt), requires_grad)
 
 
+@_takes_out
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     """An ``n`` x ``m`` matrix with ones on the diagonal, as ``torch.eye``."""
     n = _count("eye", n, "n")
@@ -631,12 +658,13 @@ def _random(name, draw):
     return f
 
 
-rand = _random("rand", lambda g, s: g.random(s, dtype=np.float64))
+rand = _takes_out(_random("rand", lambda g, s: g.random(s, dtype=np.float64)))
 
 
-randn = _random("randn", lambda g, s: g.standard_normal(s))
+randn = _takes_out(_random("randn", lambda g, s: g.standard_normal(s)))
 
 
+@_takes_out
 def randint(low, high=None, size=None, *, dtype=None, device=None, generator=None):
     """Random integers in ``[low, high)``: ``randint(low, high, size)`` or, as PyTorch,
     ``randint(high, size)``."""
@@ -1198,6 +1226,7 @@ def range(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad=F
     return _constant(tensor(vals, dtype=dt, device=device, requires_grad=requires_grad))
 
 
+@_takes_out
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
     """``steps`` points ``base ** linspace(start, end, steps)``."""
     if steps < 0:

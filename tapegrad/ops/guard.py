@@ -99,8 +99,9 @@ _VARARGS = ("tensors", "matrices")
 _NUMBER_OK = {"lerp": ("weight",), "gaussian_nll_loss": ("var",), "select": ("index",),
               "select_scatter": ("index",)}
 
-# the functions with one tensor result that PyTorch gives an ``out=`` (the result
-# copied into that tensor: ``compat.write_out``); those with their own take it
+# the functions that PyTorch gives an ``out=``: one tensor result copied into that
+# tensor (``compat.write_out``), or a pair (values, indices: ``max(x, dim)``, ``sort``)
+# into a pair of tensors (``compat.write_outs``); those with their own take it
 OUT_OPS = frozenset("""
 abs acos acosh any arccos arcsin arctan arctan2 asin asinh atan atan2 atanh bitwise_or diff
 log10 log2 logical_xor mean msort norm rad2deg square
@@ -117,6 +118,7 @@ mvlgamma nan_to_num nanmean narrow_copy ne neg negative nextafter nonzero not_eq
 outer polygamma pow reciprocal remainder renorm round row_stack rsqrt searchsorted
 sgn sigmoid sign signbit sin sinc sinh sqrt std sub subtract take_along_dim tan
 tanh tril triu trunc var vdot vstack where xlogy
+sum prod nansum argmax argmin max min sort topk kthvalue median nanmedian mode cummax cummin
 """.split())
 
 _wrapped = {}  # fn -> its checked version: tg.linear is tg.nn.functional.linear
@@ -276,8 +278,11 @@ def checked(fn):
                 kwargs = dict(kwargs)
                 out = kwargs.pop("out")
                 if out is not None:
-                    from .compat import write_out
-                    return write_out(name, f(*args, **kwargs), out)
+                    from .compat import write_out, write_outs
+                    res = f(*args, **kwargs)
+                    if isinstance(res, tuple):  # (values, indices): out a pair
+                        return write_outs(name, res, out)
+                    return write_out(name, res, out)
         if simple and args and type(args[0]) in _TT:
             pass  # the common case: one tensor argument, given a Tensor
         else:

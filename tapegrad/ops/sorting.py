@@ -528,17 +528,23 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=N
     """The ``q``-th quantiles of ``input`` along ``dim`` (all of it when None), as
     ``torch.quantile``: ``q`` a float or a 1-D tensor (a leading dim in the result);
     ``interpolation`` between the two nearest ranks: linear, lower, higher, midpoint or
-    nearest. A slice with a NaN gives NaN."""
-    if out is not None:
-        raise op_error("quantile", "out= is not supported", TypeError)
-    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+    nearest. A slice with a NaN gives NaN. ``out=``: the result written there
+    (PyTorch's out=)."""
+    res = _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+    if out is None:
+        return res
+    from .compat import write_out
+    return write_out("quantile", res, out)
 
 
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear", out=None):
-    """``quantile`` ignoring NaNs (a slice of NaNs only gives NaN)."""
-    if out is not None:
-        raise op_error("nanquantile", "out= is not supported", TypeError)
-    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+    """``quantile`` ignoring NaNs (a slice of NaNs only gives NaN); ``out=`` as
+    ``quantile``'s."""
+    res = _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+    if out is None:
+        return res
+    from .compat import write_out
+    return write_out("nanquantile", res, out)
 
 
 def _quantile_samples(dtype=np.float64):
