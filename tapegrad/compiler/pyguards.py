@@ -14,7 +14,8 @@ and the same again inside objects and containers found that way (``cfg.opt.lr``,
 ``CONFIG["scale"]``, ``self.sizes[0]``), a few levels deep. Every other object found
 that way (a function, a ``functools.partial``, a config object, a dict: not a Python
 module, not a ``tg.nn`` module, whose rebinding the tensor references catch) is
-guarded to stay the same object, as are the defaults of each function that ran and the
+guarded to stay the same object, as are the defaults and the code object of each function
+that ran (a rebound ``f.__code__``), and the
 function-valued attributes (an activation) of each module whose method ran. Each
 list or dict found that way (up to 256 items) is also guarded whole (``_Contents``:
 code that iterates it, sums it, takes its ``len`` or indexes it with a computed key
@@ -752,11 +753,14 @@ class Watch:
                 if roots(v, name, code, where):
                     add(g, name, v, f"{name} == {v!r}{where}")
             f = funcs.get(code)
-            if f is not None:  # (defaults rebound: ``f.__defaults__ = (...)``)
+            if f is not None:  # (defaults rebound: ``f.__defaults__ = (...)``; the code
+                #                 itself replaced: ``f.__code__ = g.__code__``)
                 for attr in ("__defaults__", "__kwdefaults__"):
                     v = getattr(f, attr, None)
                     if v is not None:
                         add(_Attrs(f), attr, v, f"{code.co_qualname}.{attr} == {v!r}")
+                add(_Attrs(f), "__code__", code,
+                    f"{code.co_qualname}.__code__ is the same object")
             if code.co_freevars:
                 if f is None:
                     unmapped.append(code)

@@ -755,3 +755,42 @@ def test_a_mutable_default_the_call_writes_in_place_runs_eagerly(fn, count):
             assert cf(tg.ones(2)).tolist() == [2.0, 2.0]
     assert count() == start + 4
     assert cf.stats()["replays"] == 0
+
+
+def _scaled(x, k=2.0):
+    return (x * k).sum()
+
+
+def _tripled(x, k=2.0):
+    return (x * 3.0 + k).sum()
+
+
+def _helper_scaled(x):
+    return _scaled(x)
+
+
+@pytest.mark.parametrize("top", [True, False], ids=["compiled function", "called function"])
+@pytest.mark.parametrize("change", ["__code__", "__defaults__"])
+def test_a_function_whose_code_or_defaults_are_replaced_captures_again(top, change):
+    """``f.__code__ = g.__code__`` or ``f.__defaults__ = (...)`` between calls, on the
+    compiled function or on one it calls: the next call runs the new code (before the
+    code object was guarded, a replay ran the old program)."""
+    code, defaults = _scaled.__code__, _scaled.__defaults__
+    cf = tg.compile(_scaled if top else _helper_scaled)
+    x = tg.tensor([1.0, 2.0])
+    try:
+        assert float(cf(x)) == 6.0
+        assert float(cf(x)) == 6.0
+        if change == "__code__":
+            _scaled.__code__ = _tripled.__code__
+            want = float(_tripled(x))
+        else:
+            _scaled.__defaults__ = (5.0,)
+            want = 15.0
+        assert float(cf(x)) == want
+        assert float(cf(x)) == want
+        s = cf.stats()
+        assert s["captures"] == 2 and s["replays"] == 2
+        assert any(change in r for r in s["recaptures"]), s["recaptures"]
+    finally:
+        _scaled.__code__, _scaled.__defaults__ = code, defaults
