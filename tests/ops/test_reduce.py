@@ -41,3 +41,41 @@ def test_sum_over_all_but_channels_matches_torch(dtype, shape):
     t = tg.tensor(x[:, :, ::1], requires_grad=True)
     tg.sum(t, dim=tuple(d - len(shape) for d in dims)).sum().backward()
     np.testing.assert_array_equal(t.grad.numpy(), np.ones(shape, dtype))
+
+
+# ---------------------------------------------------------------- sums over the leading dims
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(4096, 512), (2048, 65), (3, 7, 5), (2, 1), (1, 6)])
+def test_sum_over_leading_dims_as_torch(dtype, shape):
+    """The sum over every dim but the last (one GEMV with ones) and ``sum_to`` a shape
+    of the last dim's size: values within a float32 sum's rounding of PyTorch's, the
+    gradient through ``linear``'s bias, keepdim and ``out=``."""
+    from tapegrad.ops.reduce import _sum_kernel, _sum_to_kernel
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(dtype)
+    lead = tuple(range(len(shape) - 1))
+    ref = torch.tensor(x).sum(dim=lead).numpy()
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-11)
+    np.testing.assert_allclose(tg.tensor(x).sum(dim=lead).numpy(), ref, **tol)
+    np.testing.assert_allclose(tg.tensor(x).sum(dim=lead, keepdim=True).numpy(),
+                               torch.tensor(x).sum(dim=lead, keepdim=True).numpy(), **tol)
+    out = np.empty((1,) * len(lead) + shape[-1:], dtype)
+    assert _sum_kernel(x, lead, True, out=out) is out
+    np.testing.assert_allclose(out.reshape(-1), ref, **tol)
+    for target in (shape[-1:], (1,) * len(lead) + shape[-1:]):
+        np.testing.assert_allclose(_sum_to_kernel(x, target).reshape(-1), ref, **tol)
+    assert _sum_kernel(x.astype(np.int64), lead).dtype == np.int64  # (NumPy's path)
+    with_nan = x.copy()
+    with_nan[0, -1] = np.nan
+    assert np.isnan(tg.tensor(with_nan).sum(dim=lead).numpy()[-1])
+
+
+def test_linear_bias_gradient_uses_the_leading_sum():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 9, 16)).astype(np.float32)
+    w = rng.standard_normal((5, 16)).astype(np.float32)
+    b = tg.zeros(5, requires_grad=True)
+    tg.nn.functional.linear(tg.tensor(x), tg.tensor(w), b).pow(2).sum().backward()
+    tb = torch.zeros(5, requires_grad=True)
+    torch.nn.functional.linear(torch.tensor(x), torch.tensor(w), tb).pow(2).sum().backward()
+    np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-5, atol=1e-3)
