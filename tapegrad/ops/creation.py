@@ -158,11 +158,27 @@ def _untensor(data):
     return data
 
 
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def _python_values(data, depth=0):
+    """Whether ``data`` is Python numbers alone (a bool, int, float or complex, or
+    nested lists and tuples of them; not a subclass: a number tg.compile's capture
+    tracks, read from a tensor, is one), up to 64K of them."""
+    if type(data) in _PY_SCALARS:
+        return True
+    if type(data) not in (list, tuple) or depth > 32 or len(data) > 1 << 16:
+        return False
+    return all(_python_values(d, depth + 1) for d in data)
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (scalars, nested lists, arrays, DLPack)."""
     arr = _to_array(data, _np_dtype(dtype), copy=True)
     if device is not None:
         arr = _place(arr, device) if isinstance(arr, np.ndarray) else _move(arr, device)
+    if _state._observers and _python_values(data):  # (tg.tensor(0.0) inside a compiled
+        return _const(arr, requires_grad)            # step: a constant of its program)
     return _finish(arr, requires_grad)
 
 

@@ -794,3 +794,51 @@ def test_a_function_whose_code_or_defaults_are_replaced_captures_again(top, chan
         assert any(change in r for r in s["recaptures"]), s["recaptures"]
     finally:
         _scaled.__code__, _scaled.__defaults__ = code, defaults
+
+
+FACTORS = [1.0, 2.0, 3.0]
+
+
+def _accumulated(x, w):
+    total = tg.tensor(0.0)  # PyTorch's idiom for a sum built in a loop
+    for k in range(2):
+        total = total + (x * w).sum() * (k + 1)
+    return total + (x * tg.tensor(FACTORS)).sum()
+
+
+def test_a_tensor_made_from_python_numbers_is_a_constant_of_the_program():
+    """``tg.tensor(0.0)`` or ``tg.tensor(a_global_list)`` inside the step: a constant
+    the program holds (each Python value it came from guarded), not an eager call
+    (before, the step ran eagerly for good); values and gradients as eager's."""
+    w = tg.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    cf = tg.compile(lambda x: _accumulated(x, w))
+    x = tg.tensor([1.0, 2.0, 3.0])
+    try:
+        for i in range(6):
+            if i == 3:
+                FACTORS[1] = -4.0
+            w.grad = None
+            got = cf(x)
+            got.backward()
+            g = w.grad.numpy().copy()
+            w.grad = None
+            want = _accumulated(x, w)
+            want.backward()
+            np.testing.assert_allclose(float(got), float(want), rtol=1e-6)
+            np.testing.assert_allclose(g, w.grad.numpy(), rtol=1e-6)
+    finally:
+        FACTORS[1] = 2.0
+    s = cf.stats()
+    assert s["eager_calls"] == 0 and s["replays"] >= 2, s
+    assert any("FACTORS" in r for r in s["recaptures"]), s["recaptures"]
+
+
+def test_a_tensor_made_from_a_tensors_values_stays_guarded():
+    """``tg.tensor(x.tolist())``: the numbers came from a tensor, whose values are
+    guarded, so new values capture again (never a stale constant)."""
+    def f(x):
+        return x * tg.tensor(x.tolist())
+    cf = tg.compile(f)
+    for v in ([1.0, 2.0], [1.0, 2.0], [3.0, 4.0], [3.0, 4.0], [1.0, 2.0]):
+        x = tg.tensor(v)
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
