@@ -719,12 +719,79 @@ def _shares(args, kwargs, roots):
 
 
 def _tensor_args(args, kwargs):
+    """(position, tensor) of each tensor argument, and (path, tensor) of each tensor in
+    a batch argument (``_batch_key``): ``(position, key, ...)``."""
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
             yield i, a
+        elif type(a) in _BATCHES and _batch_key(a) is not None:
+            yield from _batch_tensors(a, (i,))
     for k in sorted(kwargs):
-        if isinstance(kwargs[k], Tensor):
-            yield k, kwargs[k]
+        a = kwargs[k]
+        if isinstance(a, Tensor):
+            yield k, a
+        elif type(a) in _BATCHES and _batch_key(a) is not None:
+            yield from _batch_tensors(a, (k,))
+
+
+# A batch argument: a tuple, list or dict (nested up to _BATCH_DEPTH, up to _BATCH_ITEMS
+# items in all) holding tensors that do not require grad, beside plain values (what a
+# DataLoader yields: (x, y), {"input_ids": ..., "labels": ...}). Its tensors are inputs
+# of the program, as tensor arguments are, each found by its path; the key holds the
+# structure, each tensor's spec and each plain value. (Any other container holding a
+# tensor is keyed by identity: a new one each call is a new signature.)
+_BATCHES = (tuple, list, dict)
+_BATCH_DEPTH = 3
+_BATCH_ITEMS = 64
+
+
+def _batch_key(a):
+    """The key entry of batch argument ``a``, or None where ``a`` is not one."""
+    count = [0]
+    sig = _batch_sig(a, _BATCH_DEPTH, count)
+    if sig is None or not count[0] or count[0] < 0:
+        return None
+    return ("B", sig)
+
+
+def _batch_sig(a, depth, count):
+    tp = type(a)
+    if tp is Tensor or isinstance(a, Tensor):
+        if a.requires_grad or a._data is None:
+            return None
+        d = a._data
+        nd = type(d) is np.ndarray
+        count[0] += 1
+        return ("T", d.shape, d.dtype, "cpu" if nd else str(a.device), nd)
+    if tp in _PLAIN:
+        return (tp, a, str(a)) if tp is float else (tp, a)  # (-0.0 == 0.0)
+    if tp not in _BATCHES or depth == 0 or len(a) > _BATCH_ITEMS:
+        return None
+    if tp is dict:
+        items = list(a.items())
+        if not all(type(k) in _PLAIN for k, _ in items):
+            return None
+    else:
+        items = list(enumerate(a))
+    out = [tp, len(items)]
+    for k, v in items:
+        sub = _batch_sig(v, depth - 1, count)
+        if sub is None:
+            return None
+        out.append((k, sub) if tp is dict else sub)
+    return tuple(out)
+
+
+def _batch_tensors(a, path):
+    """(path, tensor) of each tensor in batch argument ``a``, in order."""
+    if isinstance(a, Tensor):
+        yield path, a
+    elif type(a) is dict:
+        for k, v in a.items():
+            yield from _batch_tensors(v, path + (k,))
+    elif type(a) in (tuple, list):
+        for k, v in enumerate(a):
+            yield from _batch_tensors(v, path + (k,))
 
 
 def _arrays(args, kwargs):
@@ -789,6 +856,16 @@ def _key(args, kwargs):
             if j != i:  # would not see one's writes through the other)
                 aliases.append((i, j))
         else:
+            b = _batch_key(a)
+            if b is not None:  # (a tuple, list or dict of tensors: a batch)
+                for path, t in _batch_tensors(a, (i,)):
+                    d = t._data
+                    base = getattr(d, "base", None)
+                    j = roots.setdefault(id(d if base is None else base), i)
+                    if j != i:  # (memory shared with another argument: captured apart)
+                        aliases.append((i, j))
+                key.append(b)
+                continue
             try:
                 hash(a)
                 key.append(("V", type(a), a) if type(a) is not float or a else
@@ -853,9 +930,26 @@ def _describe_key(fn, key, args, kwargs, full=False):
             out.append(f"{name}: {np.dtype(k[2]).name}{list(k[1])}{dev}{rg}")
         elif k[0] == "V":
             out.append(f"{name} == {k[2]!r}")
+        elif k[0] == "B":
+            out.append(f"{name}: {_describe_batch(k[1])}")
         else:
             out.append(f"{name} is the same object")
     return out if full else ", ".join(out)
+
+
+def _describe_batch(sig):
+    """A batch argument's key entry in words (``{'x': float32[32, 10], 'n': 3}``)."""
+    if sig[0] == "T":
+        dev = "" if sig[3] == "cpu" else f", {sig[3]}"
+        return f"{np.dtype(sig[2]).name}{list(sig[1])}{dev}"
+    tp = sig[0]
+    if tp in _BATCHES:
+        if tp is dict:
+            inner = ", ".join(f"{k!r}: {_describe_batch(v)}" for k, v in sig[2:])
+            return "{" + inner + "}"
+        inner = ", ".join(_describe_batch(v) for v in sig[2:])
+        return f"[{inner}]" if tp is list else f"({inner}{',' if len(sig) == 3 else ''})"
+    return repr(sig[1])
 
 
 def _arg_names(fn, args, kwargs):

@@ -5,6 +5,7 @@ captured numbers): each call's result is the eager call's."""
 import warnings
 
 import numpy as np
+import pytest
 
 import tapegrad as tg
 
@@ -48,3 +49,81 @@ def test_a_list_and_an_object_in_a_dict():
     cases = [(2.0, 1.0), (2.0, 1.0), (3.0, 1.0), (3.0, 4.0), (3.0, 4.0)]
     got = _results(tg.compile(f), [(x, [a], {"cfg": _Cfg(b)}) for a, b in cases])
     assert got == [3.0 * a * b for a, b in cases]
+
+
+# ---------------------------------------------------------------- batches of tensors
+def _dict_step(w):
+    def step(batch):
+        return ((batch["x"] * w).sum() * batch["scale"] + batch["y"].sum()).mean()
+    return step
+
+
+def _pair_step(w):
+    def step(pair):
+        x, y = pair
+        return (x @ w).sum() - y.sum()
+    return step
+
+
+@pytest.mark.parametrize("kind", ["dict", "tuple", "list", "nested"])
+def test_a_new_batch_container_each_call_replays(kind):
+    """What a DataLoader yields, a new tuple, list or dict of tensors each call (a
+    number beside them): its tensors are inputs of the program, so a new container of
+    the same structure and specs replays (before, each was a new signature: 8
+    captures, then eager for good); values and gradients as eager's."""
+    rng = np.random.default_rng(0)
+    w = tg.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True)
+    step = _dict_step(w) if kind == "dict" else _pair_step(tg.tensor(
+        rng.standard_normal((3, 2)).astype(np.float32), requires_grad=True)) \
+        if kind != "nested" else (lambda b: _dict_step(w)(b[0]) + b[1][0].sum())
+    cf = tg.compile(step)
+
+    def batch(i):
+        x = tg.tensor(rng.standard_normal(3).astype(np.float32))
+        y = tg.tensor(rng.standard_normal(2).astype(np.float32))
+        if kind == "dict":
+            return {"x": x, "y": y, "scale": 2.0}
+        if kind == "nested":
+            return ({"x": x, "y": y, "scale": 2.0}, [y])
+        return (x, y) if kind == "tuple" else [x, y]
+    leaves = [w] if kind in ("dict", "nested") else \
+        [c.cell_contents for c in step.__closure__]
+    for i in range(6):
+        b = batch(i)
+        for t in leaves:
+            t.grad = None
+        got = cf(b)
+        got.backward()
+        gg = [t.grad.numpy().copy() for t in leaves]
+        for t in leaves:
+            t.grad = None
+        want = step(b)
+        want.backward()
+        np.testing.assert_allclose(float(got), float(want), rtol=1e-6)
+        for a, t in zip(gg, leaves):
+            np.testing.assert_allclose(a, t.grad.numpy(), rtol=1e-6)
+    s = cf.stats()
+    assert s["eager_calls"] == 0 and s["replays"] >= 4 and not s["recaptures"], s
+
+
+def test_a_batch_changed_in_shape_or_number_captures_again():
+    w = tg.ones(3, requires_grad=True)
+    cf = tg.compile(_dict_step(w))
+    step = _dict_step(w)
+    calls = [({"x": tg.ones(3), "y": tg.ones(2), "scale": 2.0}),
+             ({"x": tg.ones(3), "y": tg.ones(4), "scale": 2.0}),
+             ({"x": tg.ones(3), "y": tg.ones(4), "scale": 3.0})]
+    for b in calls + calls:
+        assert float(cf(b)) == float(step(b))
+    s = cf.stats()
+    assert s["captures"] >= 3 and any("scale" in r or "batch" in r for r in s["recaptures"])
+
+
+def test_a_batch_holding_a_tensor_that_requires_grad_is_one_object():
+    """A container of tensors that require grad (parameters) is not a batch: it is
+    keyed by identity as before (its tensors are leaves whose .grad the step sets)."""
+    from tapegrad.compiler.api import _batch_key
+    assert _batch_key({"x": tg.ones(2)}) is not None
+    assert _batch_key({"x": tg.ones(2, requires_grad=True)}) is None
+    assert _batch_key([tg.ones(2), np.ones(2)]) is None
+    assert _batch_key((1, 2.0, "a")) is None  # (no tensor: a plain value)
