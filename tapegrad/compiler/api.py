@@ -138,6 +138,7 @@ class Compiled:
     """The callable ``tg.compile`` returns (see there)."""
     node_outside = False  # (tg.compile(fn): outputs differentiated outside go through
     #                       the function as a compiled module)
+    _ITEM_OUTPUTS = True  # (a returned loss.item(): an output; a module's joint: not)
 
     def __init__(self, fn, fuse=True, max_captures=MAX_CAPTURES, fullgraph=False):
         self.fn = fn
@@ -273,6 +274,7 @@ class Compiled:
     def _capture(self, key, args, kwargs, why):
         rec = Recorder()
         rec.factory_constants = True
+        rec.item_outputs = self._ITEM_OUTPUTS
         argpos = {}
         for pos, a in _tensor_args(args, kwargs):
             vid = rec.ids.get(id(a._data))
@@ -350,10 +352,10 @@ class Compiled:
             del progs[PROGRAMS_PER_SIGNATURE:]
             self._last_guards = _describe_key(self.fn, key, args, kwargs, True) + words
             if node:  # (this call's eager result, recorded, is its own)
-                return result
+                return _plain_numbers(result)
             warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
                           f"eagerly for this signature: {e}", RuntimeWarning, stacklevel=3)
-            return result
+            return _plain_numbers(result)
         leaves = {id(gd[1]): argpos[id(gd[1])] for gd in graph.entry_guards
                   if id(gd[1]) in argpos}
         prog.py_guards = pyg
@@ -370,7 +372,7 @@ class Compiled:
         del progs[PROGRAMS_PER_SIGNATURE:]  # (the branches taken most recently)
         self._last = prog
         self._last_guards = prog.guard_list
-        return result
+        return _plain_numbers(result)
 
     def _module_call(self, args, kwargs):
         """A call whose outputs are differentiated outside: the function as a compiled
@@ -937,6 +939,18 @@ def _describe_key(fn, key, args, kwargs, full=False):
     return out if full else ", ".join(out)
 
 
+def _plain_numbers(r):
+    """The capture call's result with each number read from a tensor (a
+    ``capture.ReadNumber``: ``return loss.item()``) as the plain number it is."""
+    if type(r) is _capture.ReadNumber:
+        return r._v
+    if type(r) in (tuple, list):
+        return type(r)(_plain_numbers(x) for x in r)
+    if type(r) is dict:
+        return {k: _plain_numbers(v) for k, v in r.items()}
+    return r
+
+
 def _describe_batch(sig):
     """A batch argument's key entry in words (``{'x': float32[32, 10], 'n': 3}``)."""
     if sig[0] == "T":
@@ -976,6 +990,8 @@ def _walk(o, it):  # (a module-level function: a recursive closure is a referenc
         return t
     if tag == "lit":
         return v
+    if tag == "item":  # (a number the function returned: read from its tensor again)
+        return next(it).item()
     if tag is dict:
         return {k: _walk(x, it) for k, x in v}
     return tag(_walk(x, it) for x in v)

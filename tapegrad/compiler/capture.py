@@ -152,6 +152,11 @@ class Recorder:
         self.numbers = []        # (guard step, ReadNumber) of the numbers Python read
         self.factory_consts = {}  # value a factory made during the call -> its copy step
         self.factory_constants = False  # take them as constants (tg.compile sets it)
+        # a number read from a tensor that the function returns: an output of the
+        # program, its tensor's value read again each replay (tg.compile's function
+        # path sets it; a module's forward keeps the exact value guarded)
+        self.item_outputs = False
+        self.returned = set()    # ids of the ReadNumbers returned as outputs
         self.draws = []          # (generator state before, after) of each random step
 
     # ------------------------------------------------------------ in-place writes
@@ -562,6 +567,8 @@ class Recorder:
             uses, n._uses = n._uses, None
             if uses:
                 step.attrs["preds"] = uses
+            elif uses is not None and id(n) in self.returned:  # returned, no other use:
+                step.attrs["preds"] = [("any", None, True)]    # no condition
         for leaf in self.leaves.values():
             st = self.leaf_state[id(leaf)]
             if leaf.grad is not None:
@@ -619,6 +626,11 @@ class Recorder:
                           "or run it under no_grad)")
             return ("tensor", self.ids[id(r._data)])
         if isinstance(r, ReadNumber):
+            if self.item_outputs and r._uses is not None:  # (only compared so far)
+                for step, n in self.numbers:
+                    if n is r:
+                        self.returned.add(id(r))
+                        return ("item", step.ins[0])
             return ("lit", r._exact())
         if isinstance(r, (tuple, list)):
             return (type(r), [self._outputs(x) for x in r])

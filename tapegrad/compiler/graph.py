@@ -92,7 +92,7 @@ class Graph:
 
         def walk(o):
             tag, v = o
-            if tag == "tensor":
+            if tag == "tensor" or tag == "item":  # (item: its number, read again)
                 out.append(v)
             elif tag in (tuple, list):
                 for x in v:

@@ -133,6 +133,8 @@ class _Joint(Compiled):
     def _result(self, prog, res):
         return _Replayed(prog, res)
 
+    _ITEM_OUTPUTS = False  # (its outputs are the forward's tensors and the gradients)
+
     def _capture(self, key, args, kwargs, why):
         rng = raw_rng_state()
         kept = [(b, buffer(b).copy()) for b in self.module.buffers()]

@@ -842,3 +842,41 @@ def test_a_tensor_made_from_a_tensors_values_stays_guarded():
     for v in ([1.0, 2.0], [1.0, 2.0], [3.0, 4.0], [3.0, 4.0], [1.0, 2.0]):
         x = tg.tensor(v)
         np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+
+
+def _train_step(m, opt):
+    def step(x, y):
+        opt.zero_grad()
+        loss = tg.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        with tg.no_grad():
+            acc = (m(x).argmax(1) == y).float().mean()
+        return loss.item(), {"acc": acc.item(), "high": loss.item() > 1.0}
+    return step
+
+
+def test_a_returned_item_is_read_again_each_replay():
+    """``return loss.item()`` (PyTorch's training-step idiom, here with an accuracy
+    read after the optimizer step): the number is an output of the program, read from
+    its tensor each replay, not a guard on its value (before, every call captured again,
+    then ran eagerly for good); a returned comparison stays guarded on its outcome; the
+    capture call returns plain numbers too."""
+    tg.manual_seed(0)
+    m, m2 = tg.nn.Linear(4, 3), tg.nn.Linear(4, 3)
+    m2.load_state_dict(m.state_dict())
+    cf = tg.compile(_train_step(m, tg.optim.SGD(m.parameters(), lr=0.5)))
+    eager = _train_step(m2, tg.optim.SGD(m2.parameters(), lr=0.5))
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        x = tg.tensor(rng.standard_normal((6, 4)).astype(np.float32))
+        y = tg.tensor(rng.integers(0, 3, 6))
+        got, want = cf(x, y), eager(x, y)
+        assert type(got[0]) is float and type(got[1]["acc"]) is float
+        assert type(got[1]["high"]) is bool and got[1]["high"] == want[1]["high"]
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        assert got[1]["acc"] == want[1]["acc"]
+    s = cf.stats()
+    assert s["eager_calls"] == 0 and s["replays"] >= 8, s
+    assert all("item() ==" not in r for r in s["recaptures"]), s["recaptures"]
+    assert any("returned" in w or "> 1.0" in w for w in s["guards"]), s["guards"]
