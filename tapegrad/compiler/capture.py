@@ -628,7 +628,7 @@ class Recorder:
         if isinstance(r, ReadNumber):
             if self.item_outputs and r._uses is not None:  # (only compared so far)
                 for step, n in self.numbers:
-                    if n is r:
+                    if n is r and self._unwritten(step):
                         self.returned.add(id(r))
                         return ("item", step.ins[0])
             return ("lit", r._exact())
@@ -640,6 +640,18 @@ class Recorder:
             return ("lit", r)
         self.fail(f"the function returns a {type(r).__name__}")
         return ("lit", r)
+
+    def _unwritten(self, guard):
+        """Whether the value ``guard`` read keeps, to the end of the program, the
+        values it had when read: computed by the program (not a view of a parameter,
+        an argument or other outside memory, which a later step or the optimizer may
+        write) and written by no later step (``s.add_(1)`` after ``s.item()``)."""
+        g = self.g
+        r = g.root(guard.ins[0])
+        if g.source[r] != "node":
+            return False
+        k = g.steps.index(guard)
+        return not any(st.into is not None and g.root(st.into) == r for st in g.steps[k:])
 
     def _check_factory_consts(self):
         """A factory's value the program only reads is the constant itself (its copy

@@ -880,3 +880,38 @@ def test_a_returned_item_is_read_again_each_replay():
     assert s["eager_calls"] == 0 and s["replays"] >= 8, s
     assert all("item() ==" not in r for r in s["recaptures"]), s["recaptures"]
     assert any("returned" in w or "> 1.0" in w for w in s["guards"]), s["guards"]
+
+
+def test_a_returned_item_whose_tensor_is_written_later_keeps_its_value():
+    """The number is the value when read: a returned ``item()`` of a tensor the step
+    then writes in place (``s.add_``), or of a view of a parameter the optimizer then
+    updates, stays guarded on its value instead of being read again at the end (which
+    would give the written value)."""
+    w = tg.ones(3)
+
+    def f(x):
+        s = (x * w).sum()
+        v = s.item()
+        s.add_(100.0)
+        return v, s
+    cf = tg.compile(f)
+    for i in range(5):
+        x = tg.tensor([1.0, 2.0, float(i)])
+        got, want = cf(x), f(x)
+        assert got[0] == want[0] and float(got[1]) == float(want[1])
+
+    def make():
+        p = tg.nn.Parameter(tg.ones(3))
+        opt = tg.optim.SGD([p], lr=0.1)
+
+        def h(x):
+            opt.zero_grad()
+            v = p[0].item()
+            (p * x).sum().backward()
+            opt.step()
+            return v
+        return h
+    ch, h = tg.compile(make()), make()
+    for _ in range(6):
+        x = tg.tensor([1.0, 2.0, 3.0])
+        np.testing.assert_allclose(ch(x), h(x), rtol=1e-6)
