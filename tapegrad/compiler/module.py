@@ -48,7 +48,7 @@ from ..ops.creation import raw_rng_state, set_raw_rng_state
 from ..ops_registry.opdef import OpDef, validate
 from ..tensor import Tensor, buffer, mark_written, wrap
 from ..walker import reached_leaves
-from .api import Compiled, store_guards
+from .api import Compiled, _tensor_args, store_guards
 from .capture import capturing
 from .partition import partition
 from .zero_cotangents import backward_for
@@ -138,6 +138,11 @@ class _Joint(Compiled):
     def _capture(self, key, args, kwargs, why):
         rng = raw_rng_state()
         kept = [(b, buffer(b).copy()) for b in self.module.buffers()]
+        # (and the argument tensors: a forward that writes one in place, x.mul_(2),
+        # would otherwise write it twice, in the capture and in the replay after it)
+        seen = {id(b) for b, _ in kept}
+        kept += [(t, buffer(t).copy()) for _, t in _tensor_args(args, kwargs)
+                 if id(t) not in seen and not seen.add(id(t)) and buffer(t) is not None]
         info = self._info
         info[:] = []
         replayable = False

@@ -915,3 +915,49 @@ def test_a_returned_item_whose_tensor_is_written_later_keeps_its_value():
     for _ in range(6):
         x = tg.tensor([1.0, 2.0, 3.0])
         np.testing.assert_allclose(ch(x), h(x), rtol=1e-6)
+
+
+class _Doubler(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = tg.nn.Parameter(tg.tensor([0.5, -1.0, 2.0]))
+
+    def forward(self, x):
+        x.mul_(2.0)  # an in-place write into the argument
+        return (x * self.w).sum()
+
+
+@pytest.mark.parametrize("how", ["function", "batch", "module"])
+def test_an_argument_written_in_place_is_written_once_per_call(how):
+    """A step whose outputs are differentiated outside (a compiled module, or a
+    function run as one) and that writes its argument in place: the call that captures
+    writes it once, as eager does (before, the capture's run and the replay after it
+    both wrote it: the second call's result and argument were doubled twice)."""
+    w = tg.tensor([0.5, -1.0, 2.0], requires_grad=True)
+
+    def wrap(t):
+        return {"x": t} if how == "batch" else t
+    if how == "module":
+        m = _Doubler()
+        cf, eager, leaf = tg.compile(m), m, m.w
+    else:
+        def f(a):
+            x = a["x"] if how == "batch" else a
+            x.mul_(2.0)
+            return (x * w).sum()
+        cf, eager, leaf = tg.compile(f), f, w
+    rng = np.random.default_rng(1)
+    for i in range(5):
+        a = tg.tensor(rng.standard_normal(3).astype(np.float32))
+        b = a.clone()
+        got = cf(wrap(a))
+        got.backward()
+        g = leaf.grad.numpy().copy()
+        leaf.grad = None
+        want = eager(wrap(b))
+        want.backward()
+        np.testing.assert_allclose(float(got), float(want), rtol=1e-6)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_allclose(g, leaf.grad.numpy(), rtol=1e-6)
+        leaf.grad = None
+    assert cf.stats()["replays"] >= 2
