@@ -1269,6 +1269,10 @@ def _write(op, t, new):
     if new.shape != t._data.shape:
         raise RuntimeError(f"{op.name}_: output with shape {t.shape} doesn't match the "
                            f"broadcast shape {tuple(new.shape)}")
+    for obs in _state.observers:  # (tg.compile's capture keeps what it overwrites)
+        bw = getattr(obs, "before_write", None)
+        if bw is not None:
+            bw(t._data)
     t._data[...] = new
     for obs in _state.observers:  # tg.compile's capture records the write
         w = getattr(obs, "write", None)

@@ -139,6 +139,7 @@ class Compiled:
     node_outside = False  # (tg.compile(fn): outputs differentiated outside go through
     #                       the function as a compiled module)
     _ITEM_OUTPUTS = True  # (a returned loss.item(): an output; a module's joint: not)
+    _UNDO_WRITES = False  # (keep what the capture writes in place: a module's joint)
 
     def __init__(self, fn, fuse=True, max_captures=MAX_CAPTURES, fullgraph=False):
         self.fn = fn
@@ -275,6 +276,8 @@ class Compiled:
         rec = Recorder()
         rec.factory_constants = True
         rec.item_outputs = self._ITEM_OUTPUTS
+        if self._UNDO_WRITES:  # (what the capture overwrites outside: _Joint puts it back)
+            rec.undo = self._undo = []
         argpos = {}
         for pos, a in _tensor_args(args, kwargs):
             vid = rec.ids.get(id(a._data))

@@ -157,6 +157,11 @@ class Recorder:
         # path sets it; a module's forward keeps the exact value guarded)
         self.item_outputs = False
         self.returned = set()    # ids of the ReadNumbers returned as outputs
+        # (array, its values before the capture's first in-place write into it) of each
+        # array from outside the call written in place: a compiled module's capture,
+        # which a replay follows, puts them back (``before_write``)
+        self.undo = None  # (a list where kept: tg.compile's module path sets it)
+        self._undone = set()
         self.draws = []          # (generator state before, after) of each random step
 
     # ------------------------------------------------------------ in-place writes
@@ -480,6 +485,20 @@ class Recorder:
         n = ReadNumber(v)
         self.numbers.append((step, n))
         return n
+
+    def before_write(self, dst):
+        """``dst`` is about to be written in place: its values kept (once) where it is
+        not an array the call computed."""
+        if self.undo is None:
+            return
+        base = dst if getattr(dst, "base", None) is None else dst.base
+        if id(base) in self._undone or not isinstance(base, np.ndarray):
+            return
+        vid = self.ids.get(id(base))
+        if vid is not None and self.g.source[self.g.root(vid)] == "node":
+            return
+        self._undone.add(id(base))
+        self.undo.append((base, base.copy()))
 
     def write(self, dst, src):
         """``dst[...] = src`` (an in-place op's result written into its tensor)."""

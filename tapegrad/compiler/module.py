@@ -48,7 +48,7 @@ from ..ops.creation import raw_rng_state, set_raw_rng_state
 from ..ops_registry.opdef import OpDef, validate
 from ..tensor import Tensor, buffer, mark_written, wrap
 from ..walker import reached_leaves
-from .api import Compiled, _tensor_args, store_guards
+from .api import Compiled, store_guards
 from .capture import capturing
 from .partition import partition
 from .zero_cotangents import backward_for
@@ -134,15 +134,11 @@ class _Joint(Compiled):
         return _Replayed(prog, res)
 
     _ITEM_OUTPUTS = False  # (its outputs are the forward's tensors and the gradients)
+    _UNDO_WRITES = True  # (a replay follows the capture: its in-place writes undone)
 
     def _capture(self, key, args, kwargs, why):
         rng = raw_rng_state()
         kept = [(b, buffer(b).copy()) for b in self.module.buffers()]
-        # (and the argument tensors: a forward that writes one in place, x.mul_(2),
-        # would otherwise write it twice, in the capture and in the replay after it)
-        seen = {id(b) for b, _ in kept}
-        kept += [(t, buffer(t).copy()) for _, t in _tensor_args(args, kwargs)
-                 if id(t) not in seen and not seen.add(id(t)) and buffer(t) is not None]
         info = self._info
         info[:] = []
         replayable = False
@@ -156,6 +152,12 @@ class _Joint(Compiled):
                 for b, v in kept:
                     buffer(b)[...] = v
                     mark_written(b)
+                # (and what it wrote in place outside: an argument, x.mul_(2), a global
+                # tensor, a parameter; else the capture and the replay after it would
+                # both write it)
+                for a, v in reversed(self.__dict__.get("_undo") or ()):
+                    a[...] = v
+            self.__dict__.pop("_undo", None)
         if replayable:
             del info[4:]  # (the capture's outputs, and the graph behind them, let go)
             return _CAPTURED
