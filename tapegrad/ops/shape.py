@@ -985,6 +985,12 @@ def _cat_infer(*xs, dim):
 
 def _cat_kernel(*xs, dim, out=None):
     _cat_infer(*xs, dim=dim)
+    if out is None and xs and all(type(x) is np.ndarray for x in xs):
+        # C-contiguous, as PyTorch's (NumPy's follows its inputs' layout: the cat of
+        # transposed views is one too, and .view() of it then fails where PyTorch's works)
+        shape = list(xs[0].shape)
+        shape[dim] = sum(x.shape[dim] for x in xs)
+        out = np.empty(shape, np.result_type(*xs))
     return np.concatenate(xs, axis=dim, out=out)
 
 

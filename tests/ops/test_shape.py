@@ -122,3 +122,18 @@ def test_an_inplace_write_through_the_view_of_a_non_leaf_as_torch():
         grads.append((y.detach().numpy(), x.grad.numpy()))
     for a, b in zip(*grads):
         np.testing.assert_array_equal(a, b)
+
+
+def test_cat_of_transposed_views_is_contiguous_as_torch():
+    """NumPy's concatenate follows its inputs' layout; PyTorch's cat is C-contiguous, so
+    ``.view`` of the cat of transposed views works there (the differential fuzzer found
+    ``tg.cat([x.mT, x.mT]).view(-1, 12)`` raising)."""
+    x = np.arange(6.0).reshape(1, 2, 3)
+    t = tg.tensor(x, requires_grad=True)
+    c = tg.cat([t.mT, t.mT], dim=0)
+    ref = torch.cat([torch.tensor(x).mT] * 2, dim=0)
+    assert c.is_contiguous() and ref.is_contiguous()
+    np.testing.assert_array_equal(c.view(-1, 1, 1, 12).detach().numpy(),
+                                  ref.view(-1, 1, 1, 12).numpy())
+    c.view(-1).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), np.full((1, 2, 3), 2.0))
