@@ -16,10 +16,9 @@ import math
 import numpy as np
 
 from ..._util import NoKernelError, broadcast_shapes, dtype_kind, op_error, require_floating
-from ...devices import cpu as _cpu, xp_of
+from ...devices import xp_of
 from ...dispatch import autocast_call, bind
 from ...dtypes import get_default_dtype as tg_float, is_float as _isf
-from ...fusion import approx as _approx
 from ...ops_registry.opdef import OpDef, validate
 from ...tape import name_call, state as _state
 from ...tensor import Tensor, wrap
@@ -43,6 +42,7 @@ from ..elementwise import (
 from ..indexing import gather
 from ..reduce import mean, sum as _sum
 from ..shape import movedim, unsqueeze
+from . import softmax_rows as _fused_rows
 from ._common import np_dtype, raw, torch_functional as _torch, whole
 from .activation import _log_softmax_kernel, _softmax_kernel, log_softmax, softmax
 from .affine import linear
@@ -266,93 +266,17 @@ def _xent_vjp(ctx, g):
     return (p, None)
 
 
-# The fused row passes (NumPy float32/float64, C-contiguous): the forward one pass per
-# row (max, the exponentials, their sum, the picked logit), the vjp one more
-# (exp(x - lse) * g, the target's -g), float32's exponentials vectorised
-# (``fusion/approx.py``); NumPy's passes over the whole (N, C) array (max, subtract,
-# exp, sum, log, subtract; then softmax again for the vjp) took 3.5x the time on
-# (2048, 65) float32.
-_XENT_SOURCE = """
-import numpy as np
-from tapegrad.devices.cpu import jit_helpers as _jit_helpers
-{head}
-_h = _jit_helpers()
-_zero = {t}(0.0)
-
-
-def _rowsum(a):
-    s = _zero
-    for j in range(a.shape[0]):
-        s += a[j]
-    return s
-
-
-# (the sum reassociated, so that it vectorises; nothing else: (x - max) - log(sum)
-# must stay in that order, as PyTorch's)
-_rowsum = _h.helper(_rowsum, fastmath=("reassoc", "contract", "nsz"))
-
-
-def fwd(x, tgt, lse):
-    # lse (N, 2): each row's max and the log of its sum of exponentials
-    N, C = x.shape
-    buf = np.empty(C, x.dtype)
-    total = 0.0
-    for r in range(N):
-        m = x[r, 0]
-        for j in range(1, C):
-            if x[r, j] > m:
-                m = x[r, j]
-        for j in range(C):
-            buf[j] = {exp}(x[r, j] - m)
-        ls = np.log(_rowsum(buf))
-        lse[r, 0] = m
-        lse[r, 1] = ls
-        t = tgt[r]
-        if t >= 0:
-            total -= (x[r, t] - m) - ls
-    return total
-
-
-def bwd(x, tgt, lse, gs, out):
-    N, C = x.shape
-    for r in range(N):
-        t = tgt[r]
-        m = lse[r, 0]
-        ls = lse[r, 1]
-        w = gs if t >= 0 else _zero  # (an ignored row: zeros, NaNs where its
-        for j in range(C):           # log-softmax is NaN, as PyTorch)
-            out[r, j] = {exp}((x[r, j] - m) - ls) * w
-        if t >= 0:
-            out[r, t] -= gs
-"""
-_XENT_KERNELS = {}
-
-
 def _row_kernels(x):
-    """(fwd, bwd) of the fused cross-entropy row passes for ``x``'s dtype, or None
-    (not a C-contiguous NumPy float32/float64 array with classes, or no Numba)."""
+    """(forward, backward) of the fused cross-entropy row passes for ``x``
+    (``softmax_rows.py``'s ``xent_forward``/``xent_backward``: one pass per row for the
+    loss and each row's max and log-sum-exp, one more for the gradient; NumPy's passes
+    over the whole (N, C) array took 3.5x the time on (2048, 65) float32), or None (not
+    a C-contiguous NumPy float32/float64 array with classes, or no Numba)."""
     if type(x) is not np.ndarray or x.dtype not in _XENT_DTYPES or not x.flags.c_contiguous \
             or x.shape[1] == 0:
         return None
-    key = x.dtype.char
-    if key not in _XENT_KERNELS:
-        _XENT_KERNELS[key] = None
-        f32 = key == "f"
-        if f32:  # (x - max and x - lse are <= 0: the exponential of a non-positive)
-            head = "\n".join([f"from tapegrad.fusion.approx import helpers as _approx  "
-                              f"# {_approx.tag()}", "_A = _approx()"] +
-                             [f"{h} = _A.{h}" for h in _approx.needed(["_expneg"])])
-        src = _XENT_SOURCE.format(head=head if f32 else "", t="np.float32" if f32 else
-                                  "np.float64", exp="_expneg_f32" if f32 else "np.exp")
-        try:
-            _XENT_KERNELS[key] = tuple(
-                _cpu.compile_source(("cross_entropy_rows", name, src), src, name,
-                                    parallel=False, fastmath=("contract", "nsz"),
-                                    error_model="numpy")
-                for name in ("fwd", "bwd"))
-        except Exception:  # no Numba: NumPy's passes
-            _XENT_KERNELS[key] = None
-    return _XENT_KERNELS[key]
+    ks = _fused_rows.kernels(x.dtype)
+    return None if ks is None else ks[2:]
 
 
 _XENT = OpDef(name="nll_loss", kernel=_xent_kernel, infer=lambda *s, **k: None,

@@ -1,6 +1,8 @@
 """Softmax and log-softmax over the last dim of C-contiguous NumPy float32/float64
 arrays, forward and backward, one compiled pass per row (max, exponentials, their sum,
-the outputs while the row is in cache), the rows split over the CPU threads.
+the outputs while the row is in cache), the rows split over the CPU threads; and the
+same row pass for cross-entropy's one-node path (``loss.py``: the loss and each row's
+max and log-sum-exp, then the gradient ``(softmax - onehot) * g``).
 
 NumPy's passes over the whole array (max, subtract, exp, sum, divide: five reads and
 writes of it) and Numba's scalar ``expf`` took 6.5x PyTorch's time on attention's
@@ -10,7 +12,9 @@ log-probability are); float64's are libm's.
 
 A row holding a NaN gives NaNs (its sum is NaN), a row of -inf NaNs, as PyTorch.
 
-    kernels(dtype) -> (forward(n, x, out, log), backward(n, y, g, out, log)) or None
+    kernels(dtype) -> (forward(n, x, out, log), backward(n, y, g, out, log),
+                       xent_forward(x, tgt, lse), xent_backward(x, tgt, lse, g, out))
+                      or None
     forward / backward: serial nogil loops over ``n`` rows of 2-D arrays
     run(kernel, rows, *arrays, flag): the rows split over the threads (``cpu.run_rows``)
 """
@@ -42,22 +46,30 @@ def _rowdot(a, b, r):
 
 
 # (the sums reassociated, so that they vectorise; nothing else: x - max - log(sum)
-# must stay in that order)
+# must stay in that order, as PyTorch's)
 _rowsum = _h.helper(_rowsum, fastmath=("reassoc", "contract", "nsz"))
 _rowdot = _h.helper(_rowdot, fastmath=("reassoc", "contract", "nsz"))
+
+
+def _shifted_exp(x, r, buf):
+    # buf[0] = exp(x[r] - max(x[r])); returns (the max, the sum of buf[0])
+    m = x[r, 0]
+    for j in range(1, x.shape[1]):
+        if x[r, j] > m:
+            m = x[r, j]
+    for j in range(x.shape[1]):
+        buf[0, j] = {exp}(x[r, j] - m)
+    return m, _rowsum(buf, 0)
+
+
+_shifted_exp = _h.helper(_shifted_exp, fastmath=("contract", "nsz"))
 
 
 def forward(n, x, out, log):
     C = x.shape[1]
     buf = np.empty((1, C), x.dtype)  # (the exponentials: out may be x)
     for r in range(n):
-        m = x[r, 0]
-        for j in range(1, C):
-            if x[r, j] > m:
-                m = x[r, j]
-        for j in range(C):
-            buf[0, j] = {exp}(x[r, j] - m)
-        s = _rowsum(buf, 0)
+        m, s = _shifted_exp(x, r, buf)
         if log:
             ls = np.log(s)
             for j in range(C):
@@ -79,6 +91,36 @@ def backward(n, y, g, out, log):
             s = _rowdot(g, y, r)
             for j in range(C):
                 out[r, j] = y[r, j] * (g[r, j] - s)
+
+
+def xent_forward(x, tgt, lse):
+    # cross-entropy of class tgt[r] per row (-1: ignored), summed; lse (N, 2): each
+    # row's max and the log of its sum of exponentials, for xent_backward
+    buf = np.empty((1, x.shape[1]), x.dtype)
+    total = 0.0
+    for r in range(x.shape[0]):
+        m, s = _shifted_exp(x, r, buf)
+        ls = np.log(s)
+        lse[r, 0] = m
+        lse[r, 1] = ls
+        t = tgt[r]
+        if t >= 0:
+            total -= (x[r, t] - m) - ls
+    return total
+
+
+def xent_backward(x, tgt, lse, gs, out):
+    # (softmax - onehot) * gs; an ignored row zeros, NaNs where its log-softmax is NaN,
+    # as PyTorch's
+    for r in range(x.shape[0]):
+        t = tgt[r]
+        m = lse[r, 0]
+        ls = lse[r, 1]
+        w = gs if t >= 0 else _zero
+        for j in range(x.shape[1]):
+            out[r, j] = {exp}((x[r, j] - m) - ls) * w
+        if t >= 0:
+            out[r, t] -= gs
 """
 
 _KERNELS = {}
@@ -86,8 +128,8 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def kernels(dtype):
-    """(forward, backward) compiled for ``dtype`` (float32/float64), or None (another
-    dtype, or Numba unusable)."""
+    """(forward, backward, xent_forward, xent_backward) compiled for ``dtype``
+    (float32/float64), or None (another dtype, or Numba unusable)."""
     dt = np.dtype(dtype)
     if dt not in _DTYPES:
         return None
@@ -105,7 +147,7 @@ def kernels(dtype):
             _KERNELS[dt.char] = tuple(
                 cpu.compile_source(("softmax_rows", name, src), src, name, parallel=False,
                                    fastmath=("contract", "nsz"), error_model="numpy")
-                for name in ("forward", "backward"))
+                for name in ("forward", "backward", "xent_forward", "xent_backward"))
         except Exception:  # no Numba: the callers' NumPy passes
             _KERNELS[dt.char] = None
     return _KERNELS[dt.char]
