@@ -436,7 +436,8 @@ def _sum_to_kernel(x, shape, out=None):
     if x.shape == shape:
         return x
     dims, lead = _sum_to_dims(x.shape, shape)
-    if len(shape) and int(np.prod(shape)) == x.shape[-1]:  # (..., n) to (n,) or (1, n)
+    if len(shape) and shape[-1] == x.shape[-1] and _builtins.all(s == 1 for s in shape[:-1]):
+        # (..., n) to (n,) or (1, n): a sum over every dim but the last
         r = _leading_sum(x, dims if lead == 0 else tuple(range(x.ndim - 1)))
         if r is not None:
             return r.reshape(shape)
