@@ -754,7 +754,7 @@ def _batch_key(a):
     """The key entry of batch argument ``a``, or None where ``a`` is not one."""
     count = [0]
     sig = _batch_sig(a, _BATCH_DEPTH, count)
-    if sig is None or not count[0] or count[0] < 0:
+    if sig is None or not count[0]:
         return None
     return ("B", sig)
 

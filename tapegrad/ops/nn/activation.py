@@ -12,7 +12,7 @@ the PyTorch export runs it on torch.Tensors too. A function of PyTorch's with an
 import numpy as np
 
 from ..._util import NoKernelError, normalize_dim, op_error
-from ...devices import cpu as _cpu, cuda as _cuda, cuda_kernels as _cuda_kernels, xp_of
+from ...devices import cuda as _cuda, cuda_kernels as _cuda_kernels, xp_of
 from ...dispatch import bind
 from ...dtypes import is_float as _isf
 from .. import _vmap
@@ -37,64 +37,6 @@ def _softmax_infer(name):
                            NoKernelError)  # NotImplementedError as PyTorch's, TypeError
         return TensorSpec(tuple(x.shape), x.dtype)
     return infer
-
-
-def _log_softmax_rows(x, out):
-    for r in range(x.shape[0]):
-        m = x[r, 0]
-        for j in range(1, x.shape[1]):
-            v = x[r, j]
-            if v > m or v != v:
-                m = v
-                if v != v:
-                    break
-        s = 0.0
-        for j in range(x.shape[1]):
-            s += np.exp(x[r, j] - m)
-        lse = np.log(s)
-        for j in range(x.shape[1]):
-            out[r, j] = (x[r, j] - m) - lse
-
-
-def _softmax_rows(x, out):
-    for r in range(x.shape[0]):
-        m = x[r, 0]
-        for j in range(1, x.shape[1]):
-            v = x[r, j]
-            if v > m or v != v:
-                m = v
-                if v != v:
-                    break
-        s = 0.0
-        for j in range(x.shape[1]):
-            e = np.exp(x[r, j] - m)
-            out[r, j] = e
-            s += e
-        for j in range(x.shape[1]):
-            out[r, j] = out[r, j] / s
-
-
-_LOG_SOFTMAX_ROWS = _cpu.njit(_log_softmax_rows, error_model="numpy")
-_SOFTMAX_ROWS = _cpu.njit(_softmax_rows, error_model="numpy")
-
-
-# Above this many elements NumPy's vectorized passes (its SIMD exp) beat the row
-# loop's scalar exp, extra passes and all (~2x on a million float32)
-_ROWS_MAX = 1 << 14
-
-
-def _rows_into(k, x, dim, out):
-    """``out=``: the row loop ``k`` over the last dim (one pass per row, no
-    temporaries) where it applies (C-contiguous float NumPy arrays, the last dim,
-    non-empty rows, up to ``_ROWS_MAX`` elements); returns ``out``, or None."""
-    if (type(x) is np.ndarray and type(out) is np.ndarray and _isf(x.dtype)
-            and x.dtype == out.dtype and 0 < x.size <= _ROWS_MAX
-            and dim % x.ndim == x.ndim - 1 and x.flags.c_contiguous
-            and out.flags.c_contiguous):
-        n = x.shape[-1]
-        k(x.reshape(-1, n), out.reshape(-1, n))
-        return out
-    return None
 
 
 def _numpy_into(x, out):
@@ -132,7 +74,7 @@ def _log_sum_exp_rows(z):
 
 
 def _rows_fused(x, dim, out, log):
-    """The fused row kernels (``devices/cpu_kernels/softmax.py``) into ``out`` (a
+    """The fused row kernels (``softmax_rows.py``) into ``out`` (a
     fresh array where it is None or does not fit); None where they do not apply."""
     if not _fused_rows.applies(x, dim):
         return None
@@ -155,8 +97,6 @@ def _log_softmax_kernel(x, dim, out=None):
     if y is not None:
         return y
     if out is not None:
-        if _rows_into(_LOG_SOFTMAX_ROWS, x, dim, out) is not None:
-            return out
         if _numpy_into(x, out) and dim % x.ndim == x.ndim - 1 and out.flags.c_contiguous:
             np.subtract(x, np.max(x, axis=dim, keepdims=True), out=out)
             _log_sum_exp_rows(out.reshape(-1, x.shape[-1]))
@@ -234,8 +174,6 @@ def _softmax_kernel(x, dim, out=None):
     if y is not None:
         return y
     if out is not None:
-        if _rows_into(_SOFTMAX_ROWS, x, dim, out) is not None:
-            return out
         if _numpy_into(x, out):
             np.subtract(x, np.max(x, axis=dim, keepdims=True), out=out)
             np.exp(out, out=out)
