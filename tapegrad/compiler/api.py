@@ -298,8 +298,11 @@ class Compiled:
         _capture.begin(rec)
         try:
             with observe(rec):
-                watch.start(zip(_arg_names(self.fn, args, kwargs),
-                                list(args) + [kwargs[k] for k in sorted(kwargs)]))
+                names = _arg_names(self.fn, args, kwargs)
+                values = list(args) + [kwargs[k] for k in sorted(kwargs)]
+                watch.start(zip(names, values), batches={
+                    n for n, v in zip(names, values)
+                    if type(v) in _BATCHES and _batch_key(v) is not None})
                 try:
                     result = self.fn(*args, **kwargs)
                 finally:

@@ -507,15 +507,20 @@ class Watch:
         return tuple(g for g in guards if (id(_underlying(g[0])), g[1]) not in gone
                      and not (type(g[0]) is _Contents and id(g[0].c) in touched))
 
-    def start(self, args=()):
+    def start(self, args=(), batches=()):
         """Start watching a call with ``args`` (``(name, value)`` for each argument:
         the plain values and containers inside a user object, a list, a dict or a
-        NumPy array it is given are noted as those it names are)."""
+        NumPy array it is given are noted as those it names are). ``batches``: the
+        names of batch arguments, which the key holds by structure and value, not by
+        identity: no guard names them (a guard would test, and keep alive, the
+        capturing call's container and tensors), though what the call assigns in them
+        is still found."""
         self.args = []
         for name, v in args:
             if isinstance(v, _Tensor) or plain(v) or _is_module(v):
                 continue
-            self.args.append((name, v))
+            if name not in batches:
+                self.args.append((name, v))
             self._snap(v, name)
             if _user_object(v):
                 d = v.__dict__

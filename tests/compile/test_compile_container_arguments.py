@@ -127,3 +127,27 @@ def test_a_batch_holding_a_tensor_that_requires_grad_is_one_object():
     assert _batch_key({"x": tg.ones(2, requires_grad=True)}) is None
     assert _batch_key([tg.ones(2), np.ones(2)]) is None
     assert _batch_key((1, 2.0, "a")) is None  # (no tensor: a plain value)
+
+
+@pytest.mark.parametrize("kind", ["dict", "list"])
+def test_a_program_keeps_no_batch_alive(kind):
+    """A batch argument is found by its structure and specs, never by identity: once
+    the caller drops it, its container and tensors are freed, though the program that
+    captured on it lives on (before, a guard "batch holds the same items" kept the
+    capturing call's batch, and what it held, alive as long as the program)."""
+    import gc
+    import weakref
+    w = tg.ones(3, requires_grad=True)
+    step = _dict_step(w) if kind == "dict" else _pair_step(tg.ones((3, 2), requires_grad=True))
+    cf = tg.compile(step)
+    refs = []
+    for i in range(4):
+        x, y = tg.ones(3) * i, tg.ones(2)
+        b = {"x": x, "y": y, "scale": 2.0} if kind == "dict" else [x, y]
+        refs.append(weakref.ref(x._data))
+        float(cf(b))
+        del b, x, y
+    gc.collect()
+    assert cf.stats()["replays"] >= 2
+    assert all(r() is None for r in refs), [r() is None for r in refs]
+    assert not any("(argument of step)" in g for g in cf.stats()["guards"])
