@@ -53,6 +53,7 @@ for _name in _ops.__all__:  # the public functions check their input first
 del _name
 from .devices import cpu as _cpu  # noqa: E402
 _cpu.tune_malloc()  # training-step temporaries reuse freed memory (see its docstring)
+_cpu.tune_blas()  # OpenBLAS's idle workers sleep instead of spinning for ~0.1 s
 
 from .tensor import Size  # noqa: E402
 from . import legacy as _legacy  # noqa: E402,F401  (installs tg.Tensor(3, 4)'s legacy forms)

@@ -53,6 +53,67 @@ def tune_malloc():
     return ok
 
 
+# log2 of the CPU cycles OpenBLAS's idle workers spin before they sleep, set by
+# ``tune_blas`` (OpenBLAS's own default is 28: ~0.1 s)
+BLAS_SPIN = 18
+blas_tuned = []  # [True] once the workers were restarted with BLAS_SPIN
+
+
+def tune_blas():
+    """Let NumPy's OpenBLAS workers sleep ~0.1 ms after a call instead of ~0.1 s.
+
+    OpenBLAS's idle workers spin (``sched_yield`` in a loop) for ``2**28`` cycles after
+    each multi-threaded call before they sleep, so between GEMMs they hold the cores
+    that tapegrad's own kernels (Numba's threads, ``run_chunked``) need: on a 2-core
+    machine a Transformer step's elementwise and row kernels ran ~2x slower than
+    alone, and an LSTM run as one loop per thread on its block of rows 1.7x slower.
+    OpenBLAS reads its ``OPENBLAS_THREAD_TIMEOUT`` (log2 cycles) when it starts its
+    workers: this sets it to ``BLAS_SPIN`` for a moment, has OpenBLAS read its
+    environment again (``openblas_read_env``) and stops the workers
+    (``blas_thread_shutdown_``, what OpenBLAS itself does before each ``fork``); its
+    next threaded call starts them again with the new timeout. Back-to-back GEMMs
+    still find them awake. Only for the pthreads build that NumPy's wheel ships (not
+    an OpenMP one, not another BLAS); an environment that sets
+    ``OPENBLAS_THREAD_TIMEOUT`` itself, or ``TAPEGRAD_TUNE_BLAS=0``, is left alone.
+    Call it when no other thread is inside BLAS (tapegrad calls it at import).
+    Returns whether the workers now use ``BLAS_SPIN``.
+    """
+    import os
+    import sys
+    if blas_tuned or not sys.platform.startswith("linux"):
+        return bool(blas_tuned)
+    if os.environ.get("TAPEGRAD_TUNE_BLAS", "1") == "0" or \
+            "OPENBLAS_THREAD_TIMEOUT" in os.environ:
+        return False
+    try:
+        import ctypes
+
+        from .cpu_kernels.blas import numpy_openblas
+        path = numpy_openblas()
+        if path is None:
+            return False
+        lib = ctypes.CDLL(path)
+        parallel = next((getattr(lib, n) for n in (
+            "scipy_openblas_get_parallel64_", "openblas_get_parallel64_",
+            "openblas_get_parallel") if hasattr(lib, n)), None)
+        read_env, shutdown, timeout = (lib.openblas_read_env, lib.blas_thread_shutdown_,
+                                       lib.openblas_thread_timeout)
+    except (OSError, AttributeError):  # another BLAS, or an OpenBLAS without them
+        return False
+    if parallel is None or parallel() != 1:  # (1: OpenBLAS's own pthreads pool)
+        return False
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(BLAS_SPIN)
+    try:
+        read_env()
+    finally:  # (child processes inherit the user's environment, not this)
+        del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+    if timeout() != BLAS_SPIN:
+        return False
+    shutdown()
+    blas_tuned.append(True)
+    return True
+
+
 def numba():
     import numba as _numba
     return _numba

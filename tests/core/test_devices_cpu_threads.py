@@ -120,3 +120,66 @@ def test_run_chunked_in_a_forked_child_starts_its_own_workers(monkeypatch):
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _blas_spin_in_child(**env_vars):
+    """In a new process with ``env_vars``: whether importing tapegrad tuned OpenBLAS,
+    the timeout OpenBLAS now holds, whether a threaded GEMM after the import equals
+    the one before it bitwise, whether the variable stayed out of the environment,
+    and the CPU milliseconds the process burns in a 50 ms sleep right after a GEMM
+    (OpenBLAS's idle workers spinning)."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_THREAD_TIMEOUT", "TAPEGRAD_TUNE_BLAS")}
+    env.update(env_vars)
+    code = (
+        "import ctypes, os, time, numpy as np\n"
+        "a = np.random.default_rng(0).standard_normal((600, 600))\n"
+        "ref = a @ a\n"
+        "import tapegrad\n"
+        "from tapegrad.devices import cpu\n"
+        "from tapegrad.devices.cpu_kernels.blas import numpy_openblas\n"
+        "lib = ctypes.CDLL(numpy_openblas())\n"
+        "same = bool(np.array_equal(a @ a, ref))\n"
+        "c0 = time.process_time(); time.sleep(0.05); c1 = time.process_time()\n"
+        "print(bool(cpu.blas_tuned), lib.openblas_thread_timeout(), same,\n"
+        "      'OPENBLAS_THREAD_TIMEOUT' in os.environ, (c1 - c0) * 1e3)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    return out[0] == "True", int(out[1]), out[2] == "True", out[3] == "True", float(out[4])
+
+
+def _numpy_openblas_pthreads():
+    import ctypes
+
+    from tapegrad.devices.cpu_kernels.blas import numpy_openblas
+    path = numpy_openblas()
+    if path is None:
+        return False
+    lib = ctypes.CDLL(path)
+    return any(getattr(lib, n)() == 1 for n in (
+        "scipy_openblas_get_parallel64_", "openblas_get_parallel64_",
+        "openblas_get_parallel") if hasattr(lib, n))
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux") or
+                    not _numpy_openblas_pthreads(),
+                    reason="NumPy's BLAS is not its wheel's OpenBLAS (pthreads)")
+def test_blas_workers_sleep_soon_after_import_and_its_opt_outs():
+    """Importing tapegrad has NumPy's OpenBLAS restart its workers with a short spin
+    (``cpu.BLAS_SPIN``): GEMMs give the same bits as before, the variable it set for
+    OpenBLAS is gone from the environment, and an idle process burns next to no CPU
+    after a GEMM (with OpenBLAS's default, its worker spins through the whole sleep).
+    ``TAPEGRAD_TUNE_BLAS=0`` or the user's own ``OPENBLAS_THREAD_TIMEOUT`` is left
+    alone."""
+    tuned, timeout, same, leaked, spun = _blas_spin_in_child()
+    assert (tuned, timeout, same, leaked) == (True, cpu.BLAS_SPIN, True, False)
+    off = _blas_spin_in_child(TAPEGRAD_TUNE_BLAS="0")
+    assert off[:3] == (False, 0, True)
+    mine = _blas_spin_in_child(OPENBLAS_THREAD_TIMEOUT="22")
+    assert mine[:3] == (False, 22, True)
+    import os
+    if (os.cpu_count() or 1) > 1:  # (one CPU: OpenBLAS has no worker to spin)
+        assert spun < 0.5 * off[4], (spun, off[4])

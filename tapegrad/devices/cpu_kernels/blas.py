@@ -18,7 +18,7 @@ count it has (``devices.cpu.blas_single_thread`` sets one).
 import ctypes
 import os
 
-__all__ = ["load", "gemm32", "gemm64", "VERSION"]
+__all__ = ["load", "gemm32", "gemm64", "VERSION", "numpy_openblas"]
 
 VERSION = 2  # (generated kernels that call gemm32/gemm64 name it: a new one recompiles them)
 
@@ -52,7 +52,7 @@ def _gemm64(a, b, c, trans_b):
            b.ctypes.data, _ld(b, 8), 0.0, c.ctypes.data, _ld(c, 8))
 
 
-def _numpy_openblas():
+def numpy_openblas():
     """The path of the OpenBLAS that NumPy's wheel ships (mapped into this process),
     or None."""
     import numpy
@@ -95,7 +95,7 @@ def load():
     try:
         import numpy as np
         np.dot(np.ones((2, 2)), np.ones((2, 2)))  # (NumPy's BLAS is mapped by now)
-        path = _numpy_openblas()
+        path = numpy_openblas()
         if path is None:
             return False
         lib = ctypes.CDLL(path)
