@@ -724,9 +724,11 @@ def _flip_kernel(x, dims, out=None):
     if out is not None:  # (the flipped view copied in: NumPy buffers it when out is x)
         out[...] = x if x.ndim == 0 or not dims else np.flip(x, axis=dims)
         return out
+    # PyTorch's flip copies, keeping the input's layout (a flip of a transposed view is
+    # transposed too): NumPy's order "K"
     if x.ndim == 0 or not dims:
-        return x.copy()
-    return np.flip(x, axis=dims).copy()  # PyTorch's flip copies
+        return x.copy(order="K")
+    return np.flip(x, axis=dims).copy(order="K")
 
 
 FLIP = register(name="flip", onnx=_onnx_flip, vmap=_vmap.dim_attrs("dims"), kernel=_flip_kernel,
@@ -1081,6 +1083,11 @@ def _stack_infer(*xs, dim):
 
 def _stack_kernel(*xs, dim, out=None):
     _stack_infer(*xs, dim=dim)
+    if out is None and xs and all(type(x) is np.ndarray for x in xs):
+        # C-contiguous, as PyTorch's (see _cat_kernel)
+        shape = list(xs[0].shape)
+        shape.insert(dim % (len(shape) + 1), len(xs))
+        out = np.empty(shape, np.result_type(*xs))
     return np.stack(xs, axis=dim, out=out)
 
 

@@ -124,6 +124,41 @@ def test_an_inplace_write_through_the_view_of_a_non_leaf_as_torch():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
+def test_stack_of_transposed_views_is_contiguous_as_torch(dim):
+    """``np.stack`` follows its inputs' layout as ``concatenate`` does; PyTorch's stack
+    is C-contiguous (the differential fuzzer found ``tg.stack([x.mT, x.mT]).view(-1,
+    1, 1, 12)`` raising)."""
+    x = np.arange(6.0).reshape(2, 3)
+    t = tg.tensor(x, requires_grad=True)
+    s = tg.stack([t.mT, t.mT], dim=dim)
+    ref = torch.stack([torch.tensor(x).mT] * 2, dim=dim)
+    assert s.is_contiguous() and ref.is_contiguous()
+    np.testing.assert_array_equal(s.view(-1, 1, 1, 12).detach().numpy(),
+                                  ref.view(-1, 1, 1, 12).numpy())
+    s.view(-1).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), np.full((2, 3), 2.0))
+
+
+@pytest.mark.parametrize("view", ["plain", "mT", "step"])
+def test_flip_and_rot90_keep_the_input_layout_as_torch(view):
+    """PyTorch's flip copies into the input's layout (preserve_format), and rot90 is a
+    flip and a transpose: the strides match PyTorch's, so ``.view`` works (or raises)
+    where PyTorch's does. Before, flip was C-contiguous, and ``tg.rot90(x.mT).view(-1)``
+    raised where PyTorch's worked."""
+    x = np.arange(12.0).reshape(3, 4)
+    t, r = tg.tensor(x), torch.tensor(x)
+    t, r = {"plain": (t, r), "mT": (t.mT, r.mT), "step": (t[:, ::2], r[:, ::2])}[view]
+    pairs = [(tg.flip(t, (0,)), torch.flip(r, (0,))), (tg.flip(t, (0, 1)), torch.flip(r, (0, 1))),
+             (tg.fliplr(t), torch.fliplr(r))]
+    pairs += [(tg.rot90(t, k), torch.rot90(r, k)) for k in (1, 2, 3)]
+    for a, b in pairs:
+        assert tuple(a.stride()) == b.stride()
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        if b.is_contiguous():
+            a.view(-1)
+
+
 def test_cat_of_transposed_views_is_contiguous_as_torch():
     """NumPy's concatenate follows its inputs' layout; PyTorch's cat is C-contiguous, so
     ``.view`` of the cat of transposed views works there (the differential fuzzer found
