@@ -208,3 +208,50 @@ def test_gather_scatter_spread_and_general_indices_match_torch():
     ids = rng.integers(0, 40, (6, 7))
     _check(lambda w: tg.nn.functional.embedding(tg.tensor(ids), w),
            lambda w: torch.nn.functional.embedding(torch.from_numpy(ids), w), [x])
+
+
+# ---------------------------------------------------------------- stacked small matmuls
+@pytest.mark.parametrize("case", ["qk", "pv", "f64", "out_view", "grad"])
+def test_stacked_small_matmuls_on_threads_equal_numpy_bitwise(monkeypatch, case):
+    """A stack of small matrix products (attention's per-head QK^T and PV), which
+    OpenBLAS runs one thread per GEMM, is split along the leading dim over tapegrad's
+    threads (``ops/linalg.py``'s ``_stacked_matmul``): each matrix the same GEMM as
+    NumPy's loop, so the same bits, into a planned ``out`` view too; the gradients
+    through it equal PyTorch's."""
+    from tapegrad.devices import cpu
+    from tapegrad.ops import linalg as L
+    monkeypatch.setattr(cpu, "_pool", [2])  # (two threads, whatever this machine has)
+    calls = []
+    chunked = cpu.run_chunked
+    monkeypatch.setattr(cpu, "run_chunked", lambda *a, **k: (calls.append(a[1]),
+                                                             chunked(*a, **k))[1])
+    rng = np.random.default_rng(0)
+    dt = np.float64 if case == "f64" else np.float32
+    q = rng.standard_normal((16, 4, 64, 32)).astype(dt)
+    k = rng.standard_normal((16, 4, 64, 32)).astype(dt)
+    p = rng.standard_normal((16, 4, 64, 64)).astype(dt)
+    if case == "grad":
+        tq, tk = tg.tensor(q, requires_grad=True), tg.tensor(k, requires_grad=True)
+        (tq @ tk.mT).pow(2).sum().backward()
+        rq, rk = torch.tensor(q, requires_grad=True), torch.tensor(k, requires_grad=True)
+        (rq @ rk.mT).pow(2).sum().backward()
+        np.testing.assert_allclose(tq.grad.numpy(), rq.grad.numpy(), rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(tk.grad.numpy(), rk.grad.numpy(), rtol=1e-4, atol=1e-3)
+        assert len(calls) >= 3  # (the forward and both input gradients)
+        return
+    a, b = (p, q) if case == "pv" else (q, k.swapaxes(-1, -2))
+    want = np.matmul(a, b)
+    if case == "out_view":  # (a compiled program's buffer: heads merged afterwards)
+        buf = np.empty((16, 64, 4, 64), dt)
+        got = L._matmul_kernel(a, b, out=buf.transpose(0, 2, 1, 3))
+        assert np.shares_memory(got, buf)
+    else:
+        got = L._matmul_kernel(a, b)
+        assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+    assert calls == [16]
+    # one big product per matrix (OpenBLAS threads it itself): NumPy's call
+    calls.clear()
+    big = rng.standard_normal((2, 512, 512)).astype(np.float32)
+    np.testing.assert_array_equal(L._matmul_kernel(big, big), np.matmul(big, big))
+    assert calls == []
