@@ -867,7 +867,8 @@ def _asarray(o):
 def _make_view(res, base, op, attrs):
     """A view op's output shares its base's buffer, version counter and base, and
     remembers the view ops that derive it from that base (for in-place ops on it)."""
-    if type(base) in _TT and (res._data.base is not None or res._data is base._data):
+    if type(base) in _TT and (res._data is base._data or res._data.base is not None and
+                              _devices.owner(res._data) is _devices.owner(base._data)):
         res._vc = base._vc
         if base._inference:  # (a view of an inference tensor is one, as PyTorch's)
             res._inference = True

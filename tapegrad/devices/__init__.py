@@ -97,6 +97,17 @@ def xp_of(array):
     return cuda.cupy() if cuda.is_cupy(array) else np
 
 
+def owner(array):
+    """The array that owns ``array``'s memory (its ``.base`` chain followed to the
+    end; NumPy and CuPy): two arrays share memory only if their owners are one. A
+    NumPy reshape that had to copy returns a view of its fresh copy, so a result's
+    ``.base`` alone does not say it aliases its input."""
+    base = getattr(array, "base", None)
+    while base is not None:
+        array, base = base, getattr(base, "base", None)
+    return array
+
+
 def check_same(op, devs):
     """RuntimeError naming both devices if an op mixes them."""
     first = devs[0]

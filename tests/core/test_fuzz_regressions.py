@@ -68,3 +68,16 @@ def test_advanced_index_on_dim_0_then_view():
 def test_index_select_result_is_contiguous():
     _agrees("v1 = tg.index_select(x0, 1, tg.tensor([1, 0]))\nv2 = v1 * 1.0\n"
             "v3 = v2.reshape(-1)\nv2.div_(-2.0)\noutputs = [v2]")
+
+
+def test_reshape_that_copies_is_not_a_view():
+    """``flatten`` (``reshape``) of a transposed tensor copies; a later write into that
+    tensor must not rewrite the copy's history as a view's (before, the copy took the
+    written base's new history: x0's gradient lost the overwritten elements' share)."""
+    _agrees("v1 = x0 * 1.0\nv2 = v1.transpose(0, 1) * 1.0\nv3 = v2.flatten()\n"
+            "v2[1] = 0.5\noutputs = [v3, v2]")
+
+
+def test_stack_and_flip_layouts_allow_torchs_views():
+    _agrees("v1 = tg.stack([x0.mT, x0.mT], dim=0)\nv2 = v1.view(-1, 1, 1, 8)\n"
+            "v3 = tg.rot90(x0.mT, 1).reshape(4) * 1.0\noutputs = [v2, v3]")
