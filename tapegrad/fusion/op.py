@@ -67,6 +67,9 @@ class ExprOp:
             raise ValueError(f"elementwise {name}: 'out' cannot be an input name")
         self.name, self.inputs, self.build, self.nout = name, tuple(inputs), build, nout
         self.attr_names = tuple(attr_names)
+        # the outputs' layout: the inputs' (PyTorch's elementwise ops), or row-major
+        # where PyTorch's kernel makes it so (logsigmoid)
+        self.contiguous_out = False
         self._graphs, self._kernels, self._grads = {}, {}, {}
         self.saves = self._derived_saves()
         self.op = register(
@@ -131,10 +134,23 @@ class ExprOp:
             outs = None
             if (config.use_numba and not _numba_broken and n >= config.min_numel and n > 0
                     and dtype in _NUMBA_DTYPES):
-                outs = self._run_numba(arrays, attrs, dtype, shape, n, into=out)
+                perm = None if out is not None or self.contiguous_out else \
+                    _common_layout(arrs, shape)
+                if perm is None:
+                    outs = self._run_numba(arrays, attrs, dtype, shape, n, into=out)
+                else:  # (the loop over the inputs' memory order; results in that layout)
+                    outs = self._run_numba(
+                        [a.transpose(perm) if hasattr(a, "shape") and a.ndim else a
+                         for a in arrays], attrs, dtype, tuple(shape[d] for d in perm), n)
+                    if outs is not None:
+                        inv = np.argsort(perm)
+                        outs = [o.transpose(inv) for o in outs]
             if outs is None:
                 outs = self._evaluate(arrays, attrs, dtype, shape)
         if out is None:
+            if self.contiguous_out:
+                outs = [o if not hasattr(o, "flags") or o.flags.c_contiguous else
+                        _devices.xp_of(o).ascontiguousarray(o) for o in outs]
             return outs[0] if self.nout == 1 else tuple(outs)
         given = (out,) if self.nout == 1 else tuple(out)
         for o, r in zip(given, outs):
@@ -532,6 +548,32 @@ class _InnerCtx:
 
 
 _UNARY = {}
+
+
+def layout_perm(x):
+    """The dim order ``p`` in which ``x`` is row-major (``x.transpose(p)`` is
+    C-contiguous: a transposed or permuted dense array), or None where ``x`` is
+    row-major already or not dense in any order."""
+    if x.ndim < 2 or x.flags.c_contiguous:
+        return None
+    p = tuple(sorted(range(x.ndim), key=lambda d: (-abs(x.strides[d]), d)))
+    return p if x.transpose(p).flags.c_contiguous else None
+
+
+def _common_layout(arrs, shape):
+    """The dim order in which every full-shape input of an elementwise op is
+    row-major, where it is not the natural one (PyTorch's elementwise results keep the
+    inputs' layout: the result of a transposed input is transposed), else None.
+    Inputs of fewer dims or broadcast along some dim (the scalars, a bias) go with it;
+    0-d inputs too."""
+    full = [a for a in arrs if type(a) is np.ndarray and a.shape == tuple(shape)]
+    if not full or len(shape) < 2:
+        return None
+    perm = layout_perm(full[0])
+    if perm is None or any(a.ndim not in (0, len(shape)) for a in arrs) or \
+            any(not a.transpose(perm).flags.c_contiguous for a in full[1:]):
+        return None
+    return perm
 
 
 def run_unary(expr, x, out=None):

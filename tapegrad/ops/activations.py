@@ -65,6 +65,7 @@ _LOGSIGMOID = _elementwise("logsigmoid", "-softplus(-x)",
                            samples=_samples(avoid=(0.0,)), error_samples=_errors,
                            torch=lambda torch, x: torch.nn.functional.logsigmoid(x))
 _LOGSIGMOID.op.grad_fn_name = "LogSigmoidBackward0"
+_LOGSIGMOID.op.fusion.contiguous_out = True  # (PyTorch's log_sigmoid writes row-major)
 # NOTE: the gradient at x == 0 is alpha (the x <= 0 branch), as PyTorch's; a
 # minimum(x, 0) here would split it in half at the tie
 # at x == 0 the value is 0, the slope alpha and the curvature 0, as PyTorch's (its

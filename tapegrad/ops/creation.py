@@ -788,23 +788,33 @@ def _cast_infer_checked(x, dtype):
 CAST.infer = _cast_infer_checked
 
 
-def _clone_kernel(x, out=None):
+def _clone_kernel(x, contiguous=False, out=None):
+    # PyTorch's clone keeps the input's layout (preserve_format: a clone of a transposed
+    # view is transposed, so a reshape of it copies), NumPy's order "K";
+    # ``contiguous``: row-major (what ``contiguous()`` makes)
     if out is None:
-        return x.copy()
+        return x.copy(order="C" if contiguous else "K")
     out[...] = x
     return out
 
 
 CLONE = register(name="clone", onnx=_onnx_identity, vmap=_vmap.leading, jvp=_jvp.linear,
-                 kernel=_clone_kernel, infer=lambda x: TensorSpec(tuple(x.shape), x.dtype),
+                 kernel=_clone_kernel,
+                 infer=lambda x, contiguous=False: TensorSpec(tuple(x.shape), x.dtype),
                  vjp=lambda ctx, g: (g,),
-                 samples=lambda dtype=np.float64: [Sample((_rand((3, 4), dtype),), {})],
+                 samples=lambda dtype=np.float64: [
+                     Sample((_rand((3, 4), dtype),), {}),
+                     Sample((_rand((4, 3), dtype).T,), {}),
+                     Sample((_rand((4, 3), dtype).T,), {"contiguous": True})],
                  error_samples=lambda: [(("x",), {}, TypeError)],
-                 torch=lambda torch, x: x.clone())
+                 torch=lambda torch, x, contiguous=False:
+                     x.contiguous().clone() if contiguous else x.clone())
 
 
 def clone(input, *, memory_format=None):
-    """A copy of ``input`` that gradients flow through, as ``torch.clone``."""
+    """A copy of ``input`` that gradients flow through, in its layout (PyTorch's
+    ``preserve_format``: the clone of a transposed view is transposed), as
+    ``torch.clone``."""
     return bind(CLONE, input)
 
 
@@ -859,7 +869,7 @@ def contiguous(input):
     ``torch.contiguous``."""
     if input._data.flags.c_contiguous:
         return input
-    return clone(input)
+    return bind(CLONE, input, contiguous=True)
 
 
 def _to_args(args, dtype, device):

@@ -607,6 +607,10 @@ TANH = _u("tanh", np.tanh, lambda ctx, g: (bind(TANH_BACKWARD, g, ctx.out),), sa
 
 
 def _sigmoid(x, out=None):
+    if out is None and type(x) is np.ndarray:  # (the result in the input's layout, as
+        perm = _fusion_op.layout_perm(x)      # PyTorch's: a transposed one transposed)
+        if perm is not None:
+            return _sigmoid(x.transpose(perm)).transpose(np.argsort(perm))
     # float32: one compiled loop over the vectorisable approximation (fusion/approx.py,
     # within about 2 ulp, as PyTorch's); 5-10x faster than the NumPy passes below
     r = _fusion_op.run_unary("sigmoid(x)", x, out=out)

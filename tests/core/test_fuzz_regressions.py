@@ -81,3 +81,16 @@ def test_reshape_that_copies_is_not_a_view():
 def test_stack_and_flip_layouts_allow_torchs_views():
     _agrees("v1 = tg.stack([x0.mT, x0.mT], dim=0)\nv2 = v1.view(-1, 1, 1, 8)\n"
             "v3 = tg.rot90(x0.mT, 1).reshape(4) * 1.0\noutputs = [v2, v3]")
+
+
+def test_clone_keeps_the_layout_so_a_flatten_copies():
+    """PyTorch's clone of a transposed view is transposed, so flattening it copies and
+    a later in-place add leaves the flat copy alone (before, tapegrad's row-major clone
+    made the flatten a view that saw the add)."""
+    _agrees("v1 = x0[None, :, :]\nv2 = v1.mT\nv3 = v2.clone()\nv4 = v3.flatten()\n"
+            "v3.add_(v2)\noutputs = [v3, v4]")
+
+
+def test_logsigmoid_is_row_major_so_a_flatten_is_a_view():
+    _agrees("v1 = x0.mT * 1.0\nv2 = F.logsigmoid(v1)\nv3 = v2 + 1.0\nv4 = v3.flatten()\n"
+            "v3[0:] = -2.0\noutputs = [v3, v4]")

@@ -52,3 +52,36 @@ def test_relu_and_its_gradient_large_and_small_equal_torch(shape):
         y.backward(tg.tensor(g0))
         ty.backward(torch.tensor(g0))
         np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+_LAYOUT_UNARY = ["neg", "tanh", "sigmoid", "sin", "exp", "square", "erf", "log", "sqrt",
+                 "rsqrt", "reciprocal", "log1p", "abs", "relu"]
+_LAYOUT_F = ["softplus", "silu", "gelu", "logsigmoid", "leaky_relu", "elu", "mish",
+             "hardtanh", "softmax", "log_softmax"]
+
+
+@pytest.mark.parametrize("size", [(2, 3, 4), (20, 30, 40)])  # (NumPy's passes; a loop)
+@pytest.mark.parametrize("view", ["mT", "permute", "step"])
+def test_results_have_torchs_layout(view, size):
+    """Each result's strides are PyTorch's: elementwise ops keep a transposed or permuted
+    input's layout (at every size: the compiled loop runs in the input's memory order),
+    clone too; softmax, log_softmax and logsigmoid write row-major. A ``reshape`` of the
+    result then copies, or is a view, where PyTorch's is: what a later in-place write
+    changes (the differential fuzzer found clone, logsigmoid and sigmoid apart)."""
+    import tapegrad.nn.functional as F
+    a = np.abs(np.random.default_rng(0).standard_normal(size)) + 0.1
+    x, t = tg.tensor(a), torch.tensor(a)
+    x, t = {"mT": (x.mT, t.mT), "permute": (x.permute(2, 0, 1), t.permute(2, 0, 1)),
+            "step": (x[:, :, ::2], t[:, :, ::2])}[view]
+
+    def strides(v):  # (a dim of size 1 may have any stride)
+        return tuple(s for s, d in zip(v.stride(), v.shape) if d > 1)
+    pairs = [(getattr(tg, n)(x), getattr(torch, n)(t), n) for n in _LAYOUT_UNARY]
+    pairs += [(getattr(F, n)(x, **({"dim": -1} if "softmax" in n else {})),
+               getattr(torch.nn.functional, n)(t, **({"dim": -1} if "softmax" in n else {})),
+               "F." + n) for n in _LAYOUT_F]
+    pairs += [(x.clone(), t.clone(), "clone"), (x * x, t * t, "mul"),
+              (x + 2.0, t + 2.0, "add"), (tg.pow(x, x), torch.pow(t, t), "pow")]
+    for got, want, name in pairs:
+        assert strides(got) == strides(want), name
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, err_msg=name)

@@ -92,7 +92,19 @@ def _rows_fused(x, dim, out, log):
     return out
 
 
+def _c_order(y):
+    """``y`` row-major (PyTorch's softmax and log_softmax write their results so,
+    whatever the input's layout)."""
+    return y if y.flags.c_contiguous else xp_of(y).ascontiguousarray(y)
+
+
 def _log_softmax_kernel(x, dim, out=None):
+    if out is None:
+        return _c_order(_log_softmax_into(x, dim))
+    return _log_softmax_into(x, dim, out)
+
+
+def _log_softmax_into(x, dim, out=None):
     y = _rows_fused(x, dim, out, True)
     if y is not None:
         return y
@@ -170,6 +182,12 @@ LOG_SOFTMAX = register(name="log_softmax", autocast={"cuda": "fp32_unless_dtype"
 
 
 def _softmax_kernel(x, dim, out=None):
+    if out is None:
+        return _c_order(_softmax_into(x, dim))
+    return _softmax_into(x, dim, out)
+
+
+def _softmax_into(x, dim, out=None):
     y = _rows_fused(x, dim, out, False)
     if y is not None:
         return y
