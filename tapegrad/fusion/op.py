@@ -564,8 +564,8 @@ def _common_layout(arrs, shape):
     """The dim order in which every full-shape input of an elementwise op is
     row-major, where it is not the natural one (PyTorch's elementwise results keep the
     inputs' layout: the result of a transposed input is transposed), else None.
-    Inputs of fewer dims or broadcast along some dim (the scalars, a bias) go with it;
-    0-d inputs too."""
+    Inputs broadcast along some dim are transposed with them and 0-d ones pass; an
+    input of fewer dims keeps the natural order (None)."""
     full = [a for a in arrs if type(a) is np.ndarray and a.shape == tuple(shape)]
     if not full or len(shape) < 2:
         return None
