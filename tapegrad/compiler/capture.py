@@ -625,11 +625,42 @@ class Recorder:
                 except TypeError:
                     pass
         if self.why is None:
+            self._check_layouts()
+        if self.why is None:
             self._check_externals()
         if self.why is not None:
             raise Unsupported(self.why)
         g.check()
         return g
+
+    def _check_layouts(self):
+        """A replay writes the values it computes into row-major buffers, where the
+        call's own arrays kept their inputs' layout (an elementwise result of a
+        transposed input is transposed). A ``reshape`` is a view or a copy by that
+        layout: one that copied when captured is copied again on replay (program.py's
+        ``_fresh``); one that was a view of such a value might copy on replay, so a
+        write into either would no longer reach the other: refused where the program
+        writes into that memory."""
+        g = self.g
+        loose = set()
+        for a in self.keep:
+            vid = self.ids.get(id(a))
+            if vid is not None and g.source[vid] == "node" and vid not in g.alias and \
+                    type(a) is np.ndarray and a.ndim > 1 and not a.flags.c_contiguous:
+                loose.add(vid)
+        if not loose:
+            return
+        written = {g.root(st.into) for st in g.steps
+                   if type(getattr(st, "into", None)) is int}
+        for st in g.steps:
+            if st.kind == "op" and getattr(st.op, "name", None) == "reshape" and st.outs \
+                    and st.outs[0] in g.alias:
+                r = g.root(st.outs[0])
+                if r in loose and r in written:
+                    self.fail("a reshape viewed a result whose layout followed a transposed "
+                              "input, and the function writes into that memory in place: a "
+                              "replay's row-major buffer might make the reshape a copy")
+                    return
 
     def _outputs(self, r):
         if isinstance(r, Tensor):

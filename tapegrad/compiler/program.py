@@ -44,7 +44,7 @@ import sys
 
 import numpy as np
 
-from .. import dtypes as _dt
+from .. import devices as _devices, dtypes as _dt
 from ..devices import cpu as _cpu
 from ..fusion import codegen_numba, expr as E, tables as _tables
 from ..fusion.op import config as _fusion_config
@@ -1111,6 +1111,14 @@ def _codegen(prog, g, steps):
                         (b if b is not None else f"_empty({g.shapes[o]!r}, "
                          f"_np.{g.dtypes[o].name})") + ", " for b, o in zip(bufs, st.outs)) + ")"
             call = f"K{k}({ins}{extra})"
+            if st.op.kind == "view" and len(st.outs) == 1 and st.outs[0] not in g.alias \
+                    and st.ins and type(st.ins[0]) is int:
+                # a view op that copied when captured (a reshape of a value whose layout
+                # was not row-major): a fresh array here too, where this replay's buffer
+                # of its input (row-major) lets it come out a view, which a later write
+                # into the input would reach
+                glb["_fresh"] = _fresh
+                call = f"_fresh({call}, {name(st.ins[0])})"
             if len(st.outs) == 1:
                 lines.append(f"    {outs} = _aa({call})")
             else:
@@ -1187,6 +1195,12 @@ def _codegen(prog, g, steps):
     src = "\n".join(lines) + "\n"
     exec(compile(src, "<tg.compile replay>", "exec"), glb)
     return glb["replay"], src
+
+
+def _fresh(res, x):
+    """``res`` (a view op's result from input ``x``), copied if it shares ``x``'s
+    memory."""
+    return res.copy() if _devices.owner(res) is _devices.owner(x) else res
 
 
 def _alloc(shape, dtype):

@@ -476,3 +476,48 @@ def test_a_check_of_changed_state_is_refused():
         c(tg.ones(1))
     outs = [c(tg.ones(1)).item() for _ in range(3)]
     assert outs == [2.0, 0.0, 0.0] and state.item() == 4.0
+
+
+def _copy_then_write(x):  # the reshape copies in eager (its input is transposed)
+    v = (x * 1.0).mT.clone()
+    w = v.flatten()
+    v.add_(1.0)
+    return w * 1.0, v * 1.0
+
+
+def _sigmoid_copy_then_write(x):
+    v = tg.sigmoid((x * 1.0).mT)
+    w = v.reshape(2, -1)
+    v.mul_(2.0)
+    return w * 1.0
+
+
+def _view_then_write(x):  # the reshape is a view in eager (of a transposed result's .mT)
+    v = (x * 1.0).mT * 2.0
+    w = v.mT.reshape(-1)
+    v.add_(1.0)
+    return w * 1.0
+
+
+@pytest.mark.parametrize("n", [4, 400])  # (NumPy's passes; a compiled loop)
+@pytest.mark.parametrize("fn", [_copy_then_write, _sigmoid_copy_then_write, _view_then_write])
+def test_a_reshape_copies_or_views_on_replay_as_it_did_when_captured(fn, n):
+    """An elementwise result keeps its input's layout, so a reshape of it copies (or
+    is a view) by that layout, and a later in-place write reaches the reshape's result
+    or not. A replay computes into row-major buffers: a reshape that copied when
+    captured copies again; one that was a view of such a result, where the function
+    writes into it, is refused (the call runs eagerly, saying why). Before, replays
+    returned the written values where eager did not (or the other way round)."""
+    cf = tg.compile(fn)
+    x = tg.randn(3, n)
+    for _ in range(4):
+        got, want = cf(x), fn(x)
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    s = cf.stats()
+    if fn is _view_then_write:
+        assert s["replays"] == 0 and "reshape viewed" in s["eager_reason"], s
+    else:
+        assert s["replays"] >= 3 and s["eager_reason"] is None, s
