@@ -33,7 +33,7 @@ import weakref
 
 import numpy as np
 
-from .. import tape as _tape
+from .. import devices as _devices, tape as _tape
 from ..ops.creation import raw_rng_state
 from ..tensor import Tensor, last_write
 from .graph import Graph, Step
@@ -121,9 +121,12 @@ def _plain_view(a):
 
 
 def _root(a):
-    while isinstance(a, np.ndarray) and a.base is not None and isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
+    """The object that owns ``a``'s memory: its ``.base`` chain followed to the end,
+    through the non-array holders (``as_strided``'s, which ``diagonal`` returns: a
+    view whose base is not an ndarray is still a view of its input)."""
+    if not isinstance(a, np.ndarray):
+        return a
+    return _devices.owner(a)
 
 
 class Recorder:

@@ -80,7 +80,8 @@ def test_results_have_torchs_layout(view, size):
     pairs += [(getattr(F, n)(x, **({"dim": -1} if "softmax" in n else {})),
                getattr(torch.nn.functional, n)(t, **({"dim": -1} if "softmax" in n else {})),
                "F." + n) for n in _LAYOUT_F]
-    pairs += [(x.clone(), t.clone(), "clone"), (x * x, t * t, "mul"),
+    pairs += [(x.clone(), t.clone(), "clone"), (x.contiguous(), t.contiguous(), "contiguous"),
+              (x * x, t * t, "mul"),
               (x + 2.0, t + 2.0, "add"), (tg.pow(x, x), torch.pow(t, t), "pow")]
     for got, want, name in pairs:
         assert strides(got) == strides(want), name
