@@ -373,6 +373,8 @@ def _fuse(g, steps, remat):
     recompute = choose_recomputed(g, steps, sources, member_gid, home,
                                   {gid: gr["key"] for gid, gr in groups.items()}, escapes,
                                   _reads_all) if remat else {}
+    if recompute:
+        recompute = _not_across_writes(g, steps, recompute, sources)
     made = {steps[m].outs[0]: m for ms in sources.values() for m in ms}
     for i, st in enumerate(steps):
         mg = member_gid.get(i)
@@ -423,6 +425,29 @@ def _fuse(g, steps, remat):
     if recompute:  # a single step whose value every reader recomputes is dead now
         out = dce(g, out)
     return out, len(fused_at)
+
+
+def _not_across_writes(g, steps, recompute, sources):
+    """``recompute`` less each step whose input or result some in-place write changes
+    between the step and the kernel that would compute it again (which would read the
+    written memory, or make the value from before the write, where the step saw the
+    other): that value is stored where it is made."""
+    writes = [(i, g.root(st.into)) for i, st in enumerate(steps)
+              if type(getattr(st, "into", None)) is int]
+    if not writes:
+        return recompute
+    out = {}
+    for gid, ms in recompute.items():
+        at = max(sources[gid])
+        keep = set()
+        for m in ms:
+            st = steps[m]
+            touched = {g.root(v) for v in st.reads()} | \
+                {g.root(o) for o in st.outs if o is not None}
+            if not any(m < w < at and r in touched for w, r in writes):
+                keep.add(m)
+        out[gid] = keep
+    return out
 
 
 def _make_fused(g, members, escapes, outside, key, red=None, again=()):

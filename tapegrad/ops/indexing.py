@@ -851,7 +851,9 @@ def _same_memory(a, b):
 
 
 def _ptr(a):
-    return a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
+    if isinstance(a, (np.ndarray, np.generic)):  # (a NumPy scalar: a replay's 0-d value)
+        return a.__array_interface__["data"][0]
+    return a.data.ptr
 
 
 def _overlaps(out, *arrays):

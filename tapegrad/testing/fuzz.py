@@ -24,6 +24,7 @@ bug, not rounding at a kink (kinks are tested in ``tests/ops``).
 Offline: ``python -m tapegrad.testing.fuzz --programs 2000 --seed 0``.
 """
 import argparse
+import builtins
 import re
 import sys
 import time
@@ -37,8 +38,8 @@ from .. import dtypes as _dtypes, ops as _ops
 from ..autodiff import grad as _tg_grad
 from ..tensor import Tensor
 
-__all__ = ["Step", "Program", "Mismatch", "programs", "compare", "check", "fuzz",
-           "TOLERANCE"]
+__all__ = ["Step", "Program", "Mismatch", "programs", "compare", "compare_compiled", "check",
+           "fuzz", "TOLERANCE"]
 
 # (rtol, atol); atol is scaled by max(1, max |expected|) of the compared tensor
 TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (2e-3, 2e-4)}
@@ -227,7 +228,7 @@ class Mismatch(NamedTuple):
         return "\n".join(["differs: " + w for w in self.what] + ["program:", self.source])
 
 
-def _close(got, want, tol):
+def _close(got, want, tol, names=("tapegrad", "torch")):
     rtol, atol = tol
     if got.shape != want.shape:
         return f"shape {got.shape} != {want.shape}"
@@ -238,7 +239,7 @@ def _close(got, want, tol):
         return None
     i = tuple(int(v) for v in np.argwhere(bad)[0])
     return (f"max |diff| {float(np.nanmax(np.abs(got - want))):.3g}, first at {i}: "
-            f"tapegrad {got[i]!r}, torch {want[i]!r}")
+            f"{names[0]} {got[i]!r}, {names[1]} {want[i]!r}")
 
 
 def compare(source, tolerance=None):
@@ -289,6 +290,70 @@ def check(program):
     source = program if isinstance(program, str) else program.source()
     what = compare(source)
     return Mismatch(source, what) if what else None
+
+
+def compare_compiled(program, compile, calls=3):  # noqa: A002
+    """``program``'s steps as one function of its inputs, called ``calls`` times through
+    ``compile`` (``tg.compile``: the capture, then replays; passed in, as this module
+    sits below the compiler) and eagerly, on fresh copies of the inputs: the list of
+    differences in the outputs' values and the inputs' first-order gradients
+    (``compare``'s loss), or where only the compiled calls raised. A program that raises
+    eagerly is skipped (``compare`` judges it against PyTorch)."""
+    import warnings
+    tg_compile = compile
+    source = program if isinstance(program, str) else program.source()
+    lines = source.strip().split("\n")
+    inputs = [ln for ln in lines if re.match(r"x\d+ = ", ln)]
+    body = [ln for ln in lines if ln not in inputs and not ln.startswith("outputs")]
+    outs = next(ln for ln in lines if ln.startswith("outputs")).split("=", 1)[1].strip()
+    names = [ln.split(" = ")[0] for ln in inputs]
+    fn_source = f"def step({', '.join(names)}):\n" + "".join(
+        f"    {ln}\n" for ln in body) + f"    return {outs}\n"
+    ns = _tapegrad_namespace()
+    exec(builtins.compile("\n".join(inputs) + "\n" + fn_source, _FILENAME, "exec"), ns)
+    step = ns["step"]
+
+    def run(fn):
+        xs = [ns[n].detach().clone().requires_grad_(ns[n].requires_grad) for n in names]
+        outputs = fn(*xs)
+        values = [_numpy(o) for o in outputs]
+        loss = 0
+        for k, o in enumerate(outputs):
+            loss = loss + (o * ns["tg"].tensor(_weights(k, tuple(o.shape)),
+                                               dtype=o.dtype)).sum()
+        grads = []
+        if getattr(loss, "requires_grad", False):
+            grads = [None if g is None else _numpy(g)
+                     for g in _tg_grad(loss, xs, allow_unused=True)]
+        return values, grads
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a call the compiler runs eagerly says why)
+        try:
+            want = run(step)
+        except Exception:  # noqa: BLE001
+            return []
+        dts = {str(ns[n].dtype).split(".")[-1] for n in names}
+        tol = TOLERANCE["float32" if "float32" in dts else "float64"]
+        compiled = tg_compile(step)
+        what = []
+        for call in range(calls):
+            try:
+                got = run(compiled)
+            except Exception as exc:  # noqa: BLE001
+                return [f"compiled call {call} raised {type(exc).__name__}: {exc}"]
+            for kind, gs, ws in (("value of output", got[0], want[0]),
+                                 ("gradient of input", got[1], want[1])):
+                for k, (g, w) in enumerate(zip(gs, ws)):
+                    if (g is None) != (w is None):
+                        what.append(f"compiled call {call}: {kind} {k}: None on one side")
+                        continue
+                    d = None if g is None else _close(g, w, tol, ("compiled", "eager"))
+                    if d:
+                        what.append(f"compiled call {call}: {kind} {k}: {d}")
+            if what:
+                return what + [f"(replays so far: {compiled.stats()['replays']})",
+                               "function:", fn_source]
+    return []
 
 
 # ------------------------------------------------------------------ the generator
