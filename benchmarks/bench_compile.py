@@ -565,8 +565,8 @@ def charlm_contenders(kind):
     the rewrite's share of the speed-up, and the step's ``lstm_layer`` op alone (its
     forward and backward kernels on the step's shapes, the same in eager and compiled
     steps): the part of the step no rewrite of the program around it changes; and that
-    op run as a loop per thread over its block of batch rows (off by default) instead of
-    one loop over all rows with BLAS on its threads."""
+    op run as one loop over all rows with BLAS on its threads instead of its default, a
+    loop per thread over its block of batch rows."""
     from tapegrad.compiler import embedding_projection as EP, zero_cotangents as ZC
     from tapegrad.examples import charlm as CL
     data = CL.CharData(CL.load_text())
@@ -603,19 +603,19 @@ def charlm_contenders(kind):
         out[name] = step
     if kind == "lstm":
         out[LSTM_ALONE] = _lstm_layer_alone(d["batch_size"], d["seq_len"])
-        out[LSTM_BLOCKS] = _lstm_layer_alone(d["batch_size"], d["seq_len"], blocks=True)
+        out[LSTM_ONE_LOOP] = _lstm_layer_alone(d["batch_size"], d["seq_len"], one_loop=True)
     return out, cmodel
 
 
 LSTM_ALONE = "tapegrad lstm_layer op alone"
-LSTM_BLOCKS = "tapegrad lstm_layer op, batch blocks"
+LSTM_ONE_LOOP = "tapegrad lstm_layer op, one loop"
 
 
-def _lstm_layer_alone(B, T, H=256, blocks=False):
+def _lstm_layer_alone(B, T, H=256, one_loop=False):
     """The charlm LSTM's recurrence, forward and backward (the gradients of the input
-    gates and W_hh, as the step's), on raw float32 arrays. ``blocks=True``: a loop per
-    thread over its block of rows (``ops/nn/rnn.py``'s ``_parts``, off by default)
-    instead of one loop over all batch rows with BLAS on its threads."""
+    gates and W_hh, as the step's), on raw float32 arrays. ``one_loop=True``: one loop
+    over all batch rows with BLAS on its threads instead of a loop per thread over its
+    block of rows (``ops/nn/rnn.py``'s ``_seq_parts``, the default at these shapes)."""
     from tapegrad.ops.nn import rnn as R
     from tapegrad.ops_registry import get
     op = get("lstm_layer")
@@ -632,13 +632,13 @@ def _lstm_layer_alone(B, T, H=256, blocks=False):
         Ctx.out = op.kernel(xg, h0, h0, w)
         return op.vjp(Ctx, (gy, np.zeros_like(gy), None))
 
-    def in_blocks():
-        keep, R.PART_MIN = R.PART_MIN, 0
+    def in_one_loop():
+        keep, R.SEQ_PART_MIN = R.SEQ_PART_MIN, float("inf")
         try:
             return run()
         finally:
-            R.PART_MIN = keep
-    return in_blocks if blocks else run
+            R.SEQ_PART_MIN = keep
+    return in_one_loop if one_loop else run
 
 
 NO_PROJECTION = "tapegrad compiled (no emb proj)"

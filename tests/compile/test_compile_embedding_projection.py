@@ -247,7 +247,7 @@ def test_lstm_rows_backward_equals_adjoint_then_scatter(dtype, reverse, path, mo
     from tapegrad.ops.nn import rnn as ops_rnn
     from tapegrad.ops.nn.rnn import LSTM_ROWS, LSTM_ROWS_GRAD, lstm_layer
     if path == "blocks":
-        for name, v in (("SEQ_PART_ROWS", 1), ("PART_MIN", 0), ("PARTS", 3)):
+        for name, v in (("SEQ_PART_ROWS", 1), ("SEQ_PART_MIN", 0), ("PARTS", 3)):
             monkeypatch.setattr(ops_rnn, name, v)
     rng = np.random.default_rng(8)
     T, B, Hs, n = 6, 5, 4, 7
@@ -324,8 +324,9 @@ def test_lstm_rows_over_batch_blocks(batch_first, monkeypatch):
     """The recurrence reading the table's rows, split into blocks of batch rows (one
     loop per thread; forced here on small shapes: three blocks of uneven sizes)."""
     from tapegrad.ops.nn import rnn as ops_rnn
-    monkeypatch.setattr(ops_rnn, "PART_ROWS", 1)
-    monkeypatch.setattr(ops_rnn, "PART_MIN", 0)
+    monkeypatch.setattr(ops_rnn, "SEQ_PART_ROWS", 1)
+    monkeypatch.setattr(ops_rnn, "SEQ_PART_MIN", 0)
     monkeypatch.setattr(ops_rnn, "PARTS", 3)
+    assert len(ops_rnn._seq_parts(4, 8, 4)) == 3
     s = _compare(lambda: LM(batch_first), (4, 5) if batch_first else (5, 4))
     assert s["embedding_projections"] == 1

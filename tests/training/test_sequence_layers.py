@@ -426,6 +426,7 @@ def test_recurrent_layers_over_batch_blocks(kind, kw, states, monkeypatch):
     monkeypatch.setattr(ops_rnn, "PART_MIN", 0)
     monkeypatch.setattr(ops_rnn, "PARTS", 3)
     monkeypatch.setattr(ops_rnn, "SEQ_PART_ROWS", 1)
+    monkeypatch.setattr(ops_rnn, "SEQ_PART_MIN", 0)
     assert ops_rnn._parts(5, 8, 4) == [slice(0, 1), slice(1, 3), slice(3, 5)]
     assert ops_rnn._seq_parts(5, 8, 4) == [slice(0, 1), slice(1, 3), slice(3, 5)]
     T, B, D, H = 4, 5, 3, 4

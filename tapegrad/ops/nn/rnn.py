@@ -41,7 +41,9 @@ The LSTM (the op and ``lstm_layer_rows``) runs its whole sequence as one compile
 loop each way instead (``_SEQ``), each step's matmul a call into NumPy's OpenBLAS from
 the loop (``devices/cpu_kernels/blas.py``; ``h @ W_hh^T`` against a contiguous copy of
 ``W_hh^T``, as fast as the transposed orientation without its copy back), no Python
-per step; where that BLAS is not found, the Python step loops above.
+per step, one such loop per thread on its block of batch rows where a step has enough
+work (``_seq_parts``, on by default: the loops hold no GIL); where that BLAS is not
+found, the Python step loops above.
 Float32 kernels use the fusion module's vectorisable ``exp``/``tanh``. Other arrays
 (CuPy, float16) run one written-once step (``_cell``) as whole-array code; the same
 step, with PyTorch as the library, is the ops' oracle, and with the ops namespace the
@@ -494,17 +496,22 @@ def _fast_forward(w, h0, out, reverse, step):
 
 # The LSTM's compiled sequence loops in blocks of batch rows, one per worker thread
 # (BLAS on one thread inside), each at least SEQ_PART_ROWS rows, where a step has
-# PART_MIN multiply-adds (B x 4H x H): off by default as the Python loops' blocks are.
-# Those loops hold no GIL, yet on 2 idle cores (charlm's LSTM layer, B 32, H 256) the
-# two 16-row blocks gained nothing on the forward (8.9 ms either way) and lost on the
-# backward (13.4 against 12.6 ms for one loop with BLAS on both threads); with the
-# cores oversubscribed by other processes they were 3-4x faster (spinning BLAS threads).
+# SEQ_PART_MIN multiply-adds (B x 4H x H). These loops hold no GIL, and each thread
+# runs its own steps' cell arithmetic as well as its GEMMs, with no synchronisation
+# between steps. On 2 cores of an AMD EPYC (Zen 3), with OpenBLAS's idle workers
+# sleeping (``devices.cpu.tune_blas``), forward and backward in ms, one loop with BLAS
+# on both threads against the blocks: B 32, H 64, T 16: 0.37/0.46 against 0.34/0.45;
+# charlm's layer (B 32, H 256, T 64): 11.1/16.8 against 11.2/15.8 (on a busier VM
+# 16.4/23.0 against 12.5/19.3); B 256, H 256, T 16: 17.0/30.8 against 15.4/28.1; only
+# H 1024 (B 32) lost 4%, and below the threshold (B 32, H 32) the threads' start cost
+# more than they gained.
 SEQ_PART_ROWS = 16
+SEQ_PART_MIN = 1 << 19
 
 
 def _seq_parts(B, G, H):
     nt = min(PARTS or _cpu.threads(), B // max(SEQ_PART_ROWS, 1))
-    if nt < 2 or B * G * H < PART_MIN:
+    if nt < 2 or B * G * H < SEQ_PART_MIN:
         return None
     cut = [B * i // nt for i in range(nt + 1)]
     return [slice(lo, hi) for lo, hi in zip(cut, cut[1:])]
