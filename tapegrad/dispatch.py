@@ -813,7 +813,7 @@ def _infer(op, arrays, attrs):
     if op.kind != "view":  # a view allocates nothing (a huge broadcast is fine)
         for s in (spec if type(spec) is tuple else (spec,)):
             if isinstance(s, TensorSpec) and s.shape is not None and None not in s.shape \
-                    and type(arrays[0]) is _NDARRAY:
+                    and arrays and type(arrays[0]) is _NDARRAY:
                 _devices.check_alloc(op.name, s.shape, s.dtype)  # before the kernel allocates
     if key is not None:
         if len(_valid) >= _VALID_MAX:
@@ -1186,7 +1186,7 @@ def apply_inplace(op, t, *args, **attrs):
     if record and base is not None and t._view_ops:
         return _inplace_on_view(op, t, base, args, attrs)
     if record:
-        old_data = t._data.copy() if _keeps_first(op, t, args) else t._data
+        old_data = _old_copy(t) if _keeps_first(op, t, args) else t._data
         old = wrap(old_data, t._node, t._idx) if t._node is not None else Tensor(old_data)
         old._requires_grad = t._requires_grad
         if t._fw:
@@ -1209,6 +1209,16 @@ def apply_inplace(op, t, *args, **attrs):
         if t._views:
             _rederive_views(t, None)
     return t
+
+
+def _old_copy(t):
+    """A copy of ``t``'s values before an in-place op writes them (the recorded op
+    reads it); an observer (tg.compile's capture) hears ``copy``: the copy is a step
+    of the program, made afresh by each replay."""
+    c = t._data.copy()
+    if _state._observers:
+        notify("copy", t._data, c)
+    return c
 
 
 def _keeps_first(op, t, args):
@@ -1289,7 +1299,7 @@ def _inplace_on_view(op, t, base, args, attrs):
     result" (``_COPY_SLICES``), and the view is derived afresh from the new base."""
     vops = t._view_ops
     cur = _view_of(base, vops)
-    old_data = cur._data.copy() if _keeps_first(op, cur, args) else cur._data
+    old_data = _old_copy(cur) if _keeps_first(op, cur, args) else cur._data
     old = wrap(old_data, cur._node, cur._idx) if cur._node is not None else Tensor(old_data)
     if cur._fw:
         old._fw = dict(cur._fw)

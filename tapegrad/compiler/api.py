@@ -950,8 +950,9 @@ def _plain_numbers(r):
     ``capture.ReadNumber``: ``return loss.item()``) as the plain number it is."""
     if type(r) is _capture.ReadNumber:
         return r._v
-    if type(r) in (tuple, list):
-        return type(r)(_plain_numbers(x) for x in r)
+    if isinstance(r, (tuple, list)):
+        items = [_plain_numbers(x) for x in r]
+        return type(r)(*items) if hasattr(r, "_fields") else type(r)(items)
     if type(r) is dict:
         return {k: _plain_numbers(v) for k, v in r.items()}
     return r
@@ -1000,4 +1001,5 @@ def _walk(o, it):  # (a module-level function: a recursive closure is a referenc
         return next(it).item()
     if tag is dict:
         return {k: _walk(x, it) for k, x in v}
-    return tag(_walk(x, it) for x in v)
+    items = [_walk(x, it) for x in v]
+    return tag(*items) if hasattr(tag, "_fields") else tag(items)  # (a named tuple)

@@ -34,7 +34,7 @@ import weakref
 import numpy as np
 
 from .. import devices as _devices, tape as _tape
-from ..ops.creation import raw_rng_state
+from ..ops.creation import generator_given, raw_rng_state
 from ..tensor import Tensor, last_write
 from .graph import Graph, Step
 
@@ -62,6 +62,57 @@ def _same_state(a, b):
         return a == b
     except ValueError:
         return str(a) == str(b)
+
+
+class ArrayInput:
+    """In a recorded step's attrs: the array at position ``j`` of the step's extra
+    inputs (``with_array_inputs``)."""
+    __slots__ = ("j",)
+
+    def __init__(self, j):
+        self.j = j
+
+    def __repr__(self):
+        return f"<input {self.j}>"
+
+
+def _filled(attrs, arrays):
+    out = {}
+    for k, v in attrs.items():
+        if type(v) is tuple:
+            v = tuple(arrays[a.j] if type(a) is ArrayInput else a for a in v)
+        elif type(v) is ArrayInput:
+            v = arrays[v.j]
+        out[k] = v
+    return out
+
+
+_WITH_ARRAYS = {}
+
+
+def with_array_inputs(op, n):
+    """``op`` taking ``n`` more array inputs that fill the ``ArrayInput`` places of its
+    attrs (an index array read afresh by each replay; the step's other passes see
+    plain inputs). Not differentiable and writes into no ``out=`` (the capture records
+    the adjoint's ops as they run); no ONNX form (the exporter bakes index arrays)."""
+    key = (op, n)
+    w = _WITH_ARRAYS.get(key)
+    if w is None:
+        from ..ops_registry.opdef import OpDef
+        m = len(op.args)
+
+        def kernel(*arrays, **attrs):
+            return op.kernel(*arrays[:m], **_filled(attrs, arrays[m:]))
+
+        def infer(*specs, **attrs):
+            return op.infer(*specs[:m], **_filled(attrs, specs[m:]))
+        w = OpDef(name=op.name, kernel=kernel, infer=infer,
+                  args=tuple(op.args) + tuple(f"index{j}" for j in range(n)), kind=op.kind,
+                  differentiable=False, nout=op.nout, draws=getattr(op, "draws", False),
+                  onnx=f"{op.name} with an index tensor computed from the inputs: the "
+                       f"exporter takes index arrays as constants")
+        _WITH_ARRAYS[key] = w
+    return w
 
 
 def capturing():
@@ -273,8 +324,10 @@ class Recorder:
         attrs = {k: v for k, v in kw.items() if k not in ("workspace", "alloc")}
         if "out" in attrs:
             self.fail(f"{op.name} was called with out=")
-        draw = op.kind == "random"
+        draw = getattr(op, "draws", False)
         if draw:  # it draws from the global generator: the states around the draw
+            if generator_given():
+                self.fail(f"{op.name} draws from a generator it was given")
             before = raw_rng_state()
         self.in_kernel += 1
         try:
@@ -286,6 +339,9 @@ class Recorder:
         single = not isinstance(out, tuple)
         outs = [np.asarray(o) if not isinstance(o, np.ndarray) else o
                 for o in ((out,) if single else out)]
+        refs = self._array_attrs(attrs)
+        if refs:  # an index array the program made or was given: an input of the step
+            op, ins, attrs = with_array_inputs(op, len(refs)), ins + refs[0], refs[1]
         step = Step("op", op, ins, attrs)
         if op.kind == "workspace":
             step.workspace = int(kw["workspace"].nbytes)
@@ -295,6 +351,29 @@ class Recorder:
         if _tape.state.raw and not _tape.state._grad:  # the walker's raw path
             outs = [self.traced(o, v) for o, v in zip(outs, step.outs)]
         return outs[0] if single else tuple(outs)
+
+    def _array_attrs(self, attrs):
+        """None, or (the value ids, the attrs with ``ArrayInput`` in their places) of
+        the arrays inside ``attrs`` (an index's arrays: ``x[i]``, ``x[x > 0]``) that
+        are values of the program (an argument, a step's result): a replay reads them
+        afresh instead of the captured arrays."""
+        vids, new = [], None
+        for k, v in attrs.items():
+            items = v if type(v) is tuple else (v,) if isinstance(v, np.ndarray) else ()
+            found = False
+            out = []
+            for a in items:
+                vid = self.ids.get(id(a)) if isinstance(a, np.ndarray) else None
+                if vid is None or self.g.source[vid] not in ("arg", "node"):
+                    out.append(a)  # (the attrs hold it: read live, as an external)
+                    continue
+                found = True
+                out.append(ArrayInput(len(vids)))
+                vids.append(vid)
+            if found:
+                new = dict(attrs) if new is None else new
+                new[k] = tuple(out) if type(v) is tuple else out[0]
+        return None if new is None else (vids, new)
 
     def vjp(self, node, vjp, ctx, g):
         self._writes()
@@ -383,6 +462,9 @@ class Recorder:
         if out is not None:
             out = tuple(self.val(o, node.op.name) for o in out) if isinstance(out, tuple) \
                 else self.val(out, node.op.name)
+        if self._array_attrs(ctx.attrs):
+            self.fail(f"the adjoint of {node.op.name}, replayed whole, reads an index "
+                      f"array the program computes")
         step = Step("vjp", node.op, g_ins, dict(ctx.attrs))
         step.ctx = (inputs, out, tuple(ctx.shapes), tuple(ctx.dtypes),
                     tuple(ctx.needs_input_grad), ctx.m)
@@ -558,6 +640,20 @@ class Recorder:
     def on_random_step(self):
         """A random op asks whether its draw may be a step of the program (dropout's
         mask: yes, an op of kind ``random`` the replay runs again)."""
+
+    def on_copy(self, src, dst):
+        """An in-place op recorded with grad copied its input's old values (``dst``, a
+        copy of ``src``) for the op to read: a step of the program, a fresh copy on
+        every replay. (A copy of an array the capture does not know is left to the
+        externals' check.)"""
+        if self.in_kernel:
+            return
+        vid = self.ids.get(id(src))
+        if vid is None:
+            return
+        step = Step("copy", None, [vid], {})
+        step.outs = [self.new(dst, "node", len(self.g.steps))]
+        self.g.steps.append(step)
 
     def on_constant(self, array):
         """A factory made ``array`` from Python values alone (zeros, ones, full, arange,

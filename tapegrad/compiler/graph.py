@@ -16,9 +16,19 @@ living outside the function, ``externals``, read live), ``"const"`` (``consts``)
 shares (a view, or a step writing into its input).
 """
 
-__all__ = ["Step", "Graph"]
+__all__ = ["Step", "Graph", "draws"]
 
 EFFECTS = ("write", "update", "cleargrad", "zerograd", "setgrad", "guard")
+
+
+def draws(op):
+    """Whether a step's op draws from the global generator (an OpDef's ``draws``)."""
+    return getattr(op, "draws", False)
+
+
+def _sequence(tag):
+    """Whether an output tag is a tuple, list or named tuple type."""
+    return isinstance(tag, type) and issubclass(tag, (tuple, list))
 
 
 class Step:
@@ -94,7 +104,7 @@ class Graph:
             tag, v = o
             if tag == "tensor" or tag == "item":  # (item: its number, read again)
                 out.append(v)
-            elif tag in (tuple, list):
+            elif _sequence(tag):
                 for x in v:
                     walk(x)
             elif tag is dict:
@@ -109,7 +119,7 @@ class Graph:
             tag, v = o
             if tag == "tensor":
                 return tag, rename.get(v, v)
-            if tag in (tuple, list):
+            if _sequence(tag):
                 return tag, [walk(x) for x in v]
             if tag is dict:
                 return tag, [(k, walk(x)) for k, x in v]

@@ -18,6 +18,8 @@ globals (``H<v>``) that the recomputation rebinds.
 """
 import numpy as np
 
+from .graph import draws as _draws
+
 __all__ = ["hoist_invariants", "Hoisted", "MAX_BYTES"]
 
 MAX_BYTES = 1 << 16
@@ -103,7 +105,7 @@ def hoist_invariants(g, steps, reads_all):
         if st.into is not None or not st.outs or any(o is None for o in st.outs):
             continue
         if st.kind == "op":
-            if st.op.kind not in ("basic", "view"):
+            if st.op.kind not in ("basic", "view") or _draws(st.op):
                 continue
         elif st.kind != "ufunc":
             continue

@@ -548,7 +548,7 @@ def _unflatten(spec, it):
     vals = [_unflatten(s, it) for s in specs]
     if keys is not None:
         return tp(zip(keys, vals))
-    return tp(vals)
+    return tp(*vals) if hasattr(tp, "_fields") else tp(vals)  # (a named tuple)
 
 
 def _tensors(args, kwargs):

@@ -52,7 +52,7 @@ from ..tensor import LEAF_HOOKS, mark_written, wrap
 from .capture import Unsupported
 from .embedding_projection import fold_embedding_projections
 from .epilogue import fuse_epilogues, join_slice_grads
-from .graph import Step, splice
+from .graph import Step, draws as _draws, splice
 from .hoist import hoist_invariants
 from .remat import choose as choose_recomputed, siblings
 from .rows import fuse_rows
@@ -84,7 +84,7 @@ def dce(g, steps):
     for st in reversed(steps):
         needed = st.kind in ("write", "update", "cleargrad", "zerograd", "setgrad", "guard") \
             or (st.kind == "ufunc" and st.into is not None) \
-            or (st.kind == "op" and st.op.kind in ("dynamic", "random")) \
+            or (st.kind == "op" and (st.op.kind == "dynamic" or _draws(st.op))) \
             or any(o is not None and o in live for o in st.outs)
         if not needed:
             continue
@@ -120,8 +120,8 @@ def fold_constants(g, steps):
     out = []
     escapes = set(g.output_values())
     for st in steps:
-        if (st.kind == "op" and st.op.kind in ("basic", "view") and st.ins
-                and all(type(i) is not int or g.source[i] == "const" for i in st.ins)
+        if (st.kind == "op" and st.op.kind in ("basic", "view") and not _draws(st.op)
+                and st.ins and all(type(i) is not int or g.source[i] == "const" for i in st.ins)
                 and not any(o in escapes for o in st.outs)):
             args = [g.consts[i] if type(i) is int else i[1] for i in st.ins]
             try:
@@ -555,10 +555,10 @@ def _whole_lookup(g, ins, kernel, src, pattern, dtype, k, half, nout):
 # ---------------------------------------------------------------- effects order
 def _state_change(g, st):
     """A step that changes state outside the program: an optimizer step, zeroing a
-    .grad, a draw from the global generator (an op of kind ``random``), a write into
+    .grad, a draw from the global generator (an op that ``draws``), a write into
     a buffer the program did not make (a parameter, a module's buffer, a .grad
     accumulated into, an argument)."""
-    if st.kind in ("update", "zerograd") or (st.kind == "op" and st.op.kind == "random"):
+    if st.kind in ("update", "zerograd") or (st.kind == "op" and _draws(st.op)):
         return True  # (a random step advances the global generator)
     return st.into is not None and g.source[g.root(st.into)] in ("ext", "arg")
 
@@ -874,7 +874,7 @@ class Program:
         steps = order_effects(g, steps)
         steps = direct_writes(g, steps)
         self.steps = steps
-        self.draws = sum(1 for st in steps if st.kind == "op" and st.op.kind == "random")
+        self.draws = sum(1 for st in steps if st.kind == "op" and _draws(st.op))
         self.plan = Plan(g, steps)
         self.arena = np.empty(max(self.plan.arena_bytes, 1), np.uint8)
         self.kernels = sum(1 for st in steps if st.kind not in
@@ -1135,7 +1135,7 @@ def _codegen(prog, g, steps):
                     extra += ", out=(" + "".join(
                         (b if b is not None else f"_empty({g.shapes[o]!r}, "
                          f"_np.{g.dtypes[o].name})") + ", " for b, o in zip(bufs, st.outs)) + ")"
-            call = f"K{k}({ins}{extra})"
+            call = f"K{k}({ins}{extra})" if ins else f"K{k}({extra[2:]})"  # (a factory)
             if st.op.kind == "view" and len(st.outs) == 1 and st.outs[0] not in g.alias \
                     and st.ins and type(st.ins[0]) is int:
                 # a view op that copied when captured (a reshape of a value whose layout

@@ -201,10 +201,13 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     if p == 1.0:
         mask = xp.zeros(shape, dtype=dt)
     else:
-        keep = C.generator().random(shape) >= p
-        mask = xp.asarray((keep / (1.0 - p)).astype(dt))
+        mask = C.draw_step(dist="scaled_keep", shape=shape, dtype=np.dtype(dt),
+                           device=input.device, low=float(p))
+        if mask is None:
+            keep = C.generator().random(shape) >= p
+            mask = xp.asarray((keep / (1.0 - p)).astype(dt))
     if inplace:
-        input.mul_(Tensor(mask))
+        input.mul_(mask if isinstance(mask, Tensor) else Tensor(mask))
         return input
     return input * mask
 

@@ -15,6 +15,7 @@ from .. import devices as _devices, dtypes as _dt
 from .._util import NoKernelError, op_error, shape_arg
 from ..devices.cpu_kernels import halfwidth as _cpu_halfwidth
 from ..dispatch import bind, notify
+from ..ops_registry.opdef import OpDef
 from ..tape import state as _state
 from ..tensor import Tensor, wrap
 from . import _jvp, _vmap
@@ -530,6 +531,12 @@ def _rng(gen):
     raise TypeError(f"generator must be a tg.Generator, got {type(gen).__name__}")
 
 
+def generator_given():
+    """Whether a random op on this thread draws from a generator it was given
+    (``drawing_from``) instead of the global one."""
+    return getattr(_drawing_from, "g", None) is not None
+
+
 @contextlib.contextmanager
 def drawing_from(gen):
     """Within the block, random kernels draw from ``gen`` (None: no change)."""
@@ -651,6 +658,48 @@ def set_rng_state(new_state):
     _gen["np"].bit_generator.state = _state_dict("set_rng_state", new_state)
 
 
+# A factory's draw as an op of kind "random", not registered: bound only while an
+# observer that hears ``random_step`` watches (tg.compile's capture), which records it
+# as a step that draws from the global generator on every replay (never folded,
+# hoisted or recomputed), as dropout's mask. ``dist``: "uniform" (rand), "normal"
+# (randn), "integers" in [low, high) (randint), "permutation" of ``shape[0]``
+# (randperm), "keep" (uniform >= low: a dropout's keep mask; "scaled_keep" divided by
+# 1 - low), "between" (uniform in [low, high): rrelu's slopes); the draw is made as
+# the eager function makes it, then cast and placed.
+_DRAWS = {"uniform": lambda g, s, lo, hi: g.random(s, dtype=np.float64),
+          "normal": lambda g, s, lo, hi: g.standard_normal(s),
+          "integers": lambda g, s, lo, hi: g.integers(lo, hi, size=s),
+          "permutation": lambda g, s, lo, hi: g.permutation(s[0]),
+          "keep": lambda g, s, lo, hi: g.random(s) >= lo,
+          "scaled_keep": lambda g, s, lo, hi: (g.random(s) >= lo) / (1.0 - lo),
+          "between": lambda g, s, lo, hi: lo + (hi - lo) * g.random(s)}
+
+
+def _draw_kernel(*, dist, shape, dtype, device=None, low=0, high=0):
+    arr = _DRAWS[dist](_gen["np"], shape, low, high).astype(dtype, copy=False)
+    return _place(arr, device)
+
+
+RANDOM_DRAW = OpDef(name="random_draw", kernel=_draw_kernel,
+                    infer=lambda *, dist, shape, dtype, device=None, low=0, high=0:
+                    TensorSpec(tuple(shape), np.dtype(dtype)),
+                    args=(), kind="random", differentiable=False, draws=True,
+                    onnx="a draw from tapegrad's random generator (rand, randn, randint, "
+                         "randperm, a dropout's mask): no ONNX operator reproduces it")
+
+
+def draw_step(gen=None, requires_grad=False, **attrs):
+    """The tensor a ``random_draw`` step draws, where a capture watches (and the draw
+    is the global generator's, outside vmap, of a tensor that needs no grad); else None
+    (the caller draws itself)."""
+    if not _state._observers or gen is not None or requires_grad or _state.vmap_levels \
+            or generator_given() or not notify("random_step"):
+        return None
+    if attrs.get("device") is not None:
+        attrs["device"] = str(_devices.device(attrs["device"]))
+    return _finish(bind(RANDOM_DRAW, **attrs), False)
+
+
 def _random(name, draw):
     def f(*size, dtype=None, device=None, requires_grad=False, generator=None, **kwargs):
         """A tensor of shape ``size`` drawn from the seeded generator: ``rand`` uniform in
@@ -668,12 +717,17 @@ def _random(name, draw):
             if mode == "different":
                 return _state.vmap_random(lambda n: _finish(_place(
                     draw(g, (n,) + shape).astype(dt, copy=False), device), requires_grad))
+        arr = draw_step(generator, requires_grad, dist=_DIST[name], shape=shape,
+                         dtype=np.dtype(dt), device=device)
+        if arr is not None:
+            return arr
         arr = draw(g, shape).astype(dt, copy=False)
         return _finish(_place(arr, device), requires_grad)
     f.__name__ = name
     return f
 
 
+_DIST = {"rand": "uniform", "randn": "normal"}
 rand = _takes_out(_random("rand", lambda g, s: g.random(s, dtype=np.float64)))
 
 
@@ -699,9 +753,14 @@ def randint(low, high=None, size=None, *, dtype=None, device=None, generator=Non
         raise op_error("randint", f"expects low < high, got low={low} and high={high}",
                        RuntimeError)
     _devices.check_alloc("randint", shape, np.int64)
+    dt = _np_dtype(dtype) or np.dtype(np.int64)
+    arr = draw_step(generator, False, dist="integers", shape=shape, dtype=dt,
+                     device=device, low=int(low), high=int(high))
+    if arr is not None:
+        return arr
     g = _rng(generator)
     arr = g.integers(low, high, size=shape)
-    return wrap(_place(arr.astype(_np_dtype(dtype) or np.int64), device))
+    return wrap(_place(arr.astype(dt), device))
 
 
 def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
@@ -719,8 +778,13 @@ def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
 def randperm(n, *, dtype=None, device=None, generator=None):
     """A random permutation of ``0 .. n - 1`` (int64 by default), as ``torch.randperm``."""
     n = _count("randperm", n, "n")
+    dt = _np_dtype(dtype) or np.dtype(np.int64)
+    arr = draw_step(generator, False, dist="permutation", shape=(n,), dtype=dt,
+                     device=device)
+    if arr is not None:
+        return arr
     g = _rng(generator)
-    return wrap(_place(g.permutation(n).astype(_np_dtype(dtype) or np.int64), device))
+    return wrap(_place(g.permutation(n).astype(dt), device))
 
 
 # ---------------------------------------------------------------- casts, copies, devices

@@ -86,7 +86,7 @@ def _bernoulli_infer(x, p=None):
 
 
 BERNOULLI = register(
-    name="bernoulli", kernel=_bernoulli_kernel, infer=_bernoulli_infer, args=("x",),
+    name="bernoulli", draws=True, kernel=_bernoulli_kernel, infer=_bernoulli_infer, args=("x",),
     differentiable=False,
     # (probabilities up to 0.95: the compile test scales its inputs by 1.01)
     samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype, 0.0, 0.95, seed=1),), {}),
@@ -160,7 +160,8 @@ def _mn_kernel(x, num_samples, replacement=False):
 
 
 MULTINOMIAL = register(
-    name="multinomial", kernel=_mn_kernel, infer=_mn_infer, args=("x",), differentiable=False,
+    name="multinomial", draws=True, kernel=_mn_kernel, infer=_mn_infer, args=("x",),
+    differentiable=False,
     samples=lambda dtype=np.float64: [
         Sample((rand((5,), dtype, 0.1, 1.0, seed=1),), {"num_samples": 3}),
         Sample((rand((2, 4), dtype, 0.0, 1.0, seed=2),), {"num_samples": 6, "replacement": True}),
@@ -193,7 +194,7 @@ def _poisson_kernel(x, out=None):
 
 
 POISSON = register(
-    name="poisson", kernel=_poisson_kernel,
+    name="poisson", draws=True, kernel=_poisson_kernel,
     infer=lambda x: TensorSpec(tuple(x.shape), _floating("poisson", x.dtype)), args=("x",),
     differentiable=False,
     samples=lambda dtype=np.float64: [Sample((rand((3, 4), dtype, 0.0, 5.0, seed=1),), {}),

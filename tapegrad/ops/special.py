@@ -168,7 +168,7 @@ def _gamma_samples(dtype=np.float64):
 
 
 GAMMA = register(
-    name="_standard_gamma", kernel=_gamma_kernel, infer=_gamma_infer, args=("x",),
+    name="_standard_gamma", draws=True, kernel=_gamma_kernel, infer=_gamma_infer, args=("x",),
     saves=("x", "out"), vjp=_gamma_vjp, jvp=_diagonal, samples=_gamma_samples,
     error_samples=lambda: [((np.arange(3),), {}, RuntimeError)],
     reference=_next_draw(lambda g, a: np.asarray(g.standard_gamma(a.astype(np.float64)))

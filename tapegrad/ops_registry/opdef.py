@@ -94,6 +94,12 @@ An ``OpDef`` holds everything about one operator:
     float32 copies of such inputs and rounds its outputs.
 ``differentiable``
     False for comparisons, argmax and friends: nothing is recorded.
+``draws``
+    True for an op whose kernel draws from tapegrad's global generator (bernoulli,
+    poisson, multinomial; and the unregistered ops of kind ``"random"``: dropout's
+    mask, the random factories' draws, bound only while tg.compile's capture watches):
+    the capture records its call as a step that draws again on every replay, in the
+    program's order, never folded, hoisted or recomputed.
 ``samples(dtype)``
     a list of ``Sample(args, attrs)`` of NumPy arrays for tests.
 ``error_samples()``
@@ -159,6 +165,7 @@ class OpDef:
     autocast_when: Optional[Callable] = None
     widen: bool = False
     differentiable: bool = True
+    draws: bool = False
     nout: int = 1
     samples: Optional[Callable] = None
     error_samples: Optional[Callable] = None

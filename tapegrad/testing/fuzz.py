@@ -295,10 +295,12 @@ def check(program):
 def compare_compiled(program, compile, calls=3):  # noqa: A002
     """``program``'s steps as one function of its inputs, called ``calls`` times through
     ``compile`` (``tg.compile``: the capture, then replays; passed in, as this module
-    sits below the compiler) and eagerly, on fresh copies of the inputs: the list of
-    differences in the outputs' values and the inputs' first-order gradients
-    (``compare``'s loss), or where only the compiled calls raised. A program that raises
-    eagerly is skipped (``compare`` judges it against PyTorch)."""
+    sits below the compiler) and eagerly, on fresh copies of the inputs (the program's
+    values at the first call, each later call's values scaled by random factors and
+    signs: a replay that kept a value of the capture shows): the list of differences
+    in the outputs' values and the inputs' first-order gradients (``compare``'s loss),
+    or where only the compiled calls raised. A program that raises eagerly is skipped
+    (``compare`` judges it against PyTorch)."""
     import warnings
     tg_compile = compile
     source = program if isinstance(program, str) else program.source()
@@ -313,8 +315,20 @@ def compare_compiled(program, compile, calls=3):  # noqa: A002
     exec(builtins.compile("\n".join(inputs) + "\n" + fn_source, _FILENAME, "exec"), ns)
     step = ns["step"]
 
-    def run(fn):
-        xs = [ns[n].detach().clone().requires_grad_(ns[n].requires_grad) for n in names]
+    def inputs(call):
+        rng = np.random.default_rng(call)
+        xs = []
+        for n in names:
+            x = ns[n].detach().clone()
+            if call:
+                f = rng.uniform(0.5, 1.5, tuple(x.shape)) * rng.choice([-1.0, 1.0],
+                                                                     tuple(x.shape))
+                x = x * ns["tg"].tensor(f, dtype=x.dtype)
+            xs.append(x.requires_grad_(ns[n].requires_grad))
+        return xs
+
+    def run(fn, call):
+        xs = inputs(call)
         outputs = fn(*xs)
         values = [_numpy(o) for o in outputs]
         loss = 0
@@ -328,17 +342,17 @@ def compare_compiled(program, compile, calls=3):  # noqa: A002
         return values, grads
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a call the compiler runs eagerly says why)
-        try:
-            want = run(step)
-        except Exception:  # noqa: BLE001
-            return []
         dts = {str(ns[n].dtype).split(".")[-1] for n in names}
         tol = TOLERANCE["float32" if "float32" in dts else "float64"]
         compiled = tg_compile(step)
         what = []
         for call in range(calls):
             try:
-                got = run(compiled)
+                want = run(step, call)
+            except Exception:  # noqa: BLE001
+                return []
+            try:
+                got = run(compiled, call)
             except Exception as exc:  # noqa: BLE001
                 return [f"compiled call {call} raised {type(exc).__name__}: {exc}"]
             for kind, gs, ws in (("value of output", got[0], want[0]),

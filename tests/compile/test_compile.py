@@ -233,12 +233,28 @@ def test_grad_accumulation_across_calls_is_guarded():
 
 
 # ---------------------------------------------------------------- refused programs
-def test_random_generator_runs_eagerly_with_warning():
-    # a draw outside the ops (a factory's) cannot be replayed: eager, with a warning
+def test_random_factory_replays_drawing_fresh_values():
+    # a factory's draw is a step of the program: each replay draws the next values
     tg.manual_seed(0)
     lin = nn.Linear(4, 4)
     c = tg.compile(lambda x: (lin(x) + tg.randn(4)).sum())
-    with pytest.warns(RuntimeWarning, match="random generator"):
+    with tg.no_grad():
+        tg.manual_seed(1)
+        got = [c(tg.ones(3, 4)).item() for _ in range(3)]
+        tg.manual_seed(1)
+        want = [(lin(tg.ones(3, 4)) + tg.randn(4)).sum().item() for _ in range(3)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert len(set(got)) == 3  # fresh draws, not frozen ones
+    assert c.stats()["replays"] == 2
+
+
+def test_draw_from_a_given_generator_runs_eagerly_with_warning():
+    # a draw from another generator than the global one cannot be replayed: eager
+    lin = nn.Linear(4, 4)
+    gen = tg.Generator().manual_seed(0)
+    c = tg.compile(lambda x: (lin(x) + tg.randn(4, generator=gen)).sum())
+    with pytest.warns(RuntimeWarning, match="computed outside tapegrad's ops"):
+        c(tg.ones(3, 4))
         c(tg.ones(3, 4))
     a, b = c(tg.ones(3, 4)).item(), c(tg.ones(3, 4)).item()
     assert a != b      # fresh draws, not frozen ones

@@ -49,3 +49,31 @@ def test_a_zero_dim_gradient_into_a_planned_buffer():
            "v4 = tg.amax(x0, dim=0, keepdim=True)\nv5 = v1.clone()\nv5.copy_(v1)\n"
            "outputs = [v1, v2, v3, v4, v5]\n")
     assert fuzz.compare_compiled(src, tg.compile) == []
+
+
+def test_an_in_place_op_on_a_clone_reads_this_calls_values():
+    """Found once each call got new input values: ``v.mul_(x0)`` recorded with grad
+    reads a copy of ``v``'s old values that the in-place path made with NumPy; the
+    capture took the copy (kept alive by the graph) for an external array, and every
+    replay multiplied the first call's ``x1`` (a cast made it survive: float32 times
+    float64). The copy is now a step of the program."""
+    src = ("x0 = tg.tensor([1.359375], dtype=tg.float64, requires_grad=True)\n"
+           "x1 = tg.tensor([1.359375], dtype=tg.float32, requires_grad=True)\n"
+           "v1 = x1.clone()\nv1.mul_(x0)\noutputs = [v1]\n")
+    assert fuzz.compare_compiled(src, tg.compile) == []
+
+
+def test_an_in_place_op_on_a_clone_replays():
+    """The same program in one dtype ran eagerly on every call (the copy died with
+    the call); it replays now, with the values and gradients of each call."""
+    def f(x0, x1):
+        v = x1.clone()
+        v.mul_(x0)
+        return v
+    c = tg.compile(f)
+    for k in range(4):
+        a = tg.tensor([1.0 + k], requires_grad=True)
+        b = tg.tensor([2.0 + k], requires_grad=True)
+        c(a, b).sum().backward()
+        assert a.grad.tolist() == [2.0 + k] and b.grad.tolist() == [1.0 + k]
+    assert c.stats()["replays"] == 2 and c.stats()["eager_calls"] == 0

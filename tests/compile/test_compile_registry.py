@@ -18,30 +18,28 @@ PACKAGE = os.path.dirname(tg.__file__)
 VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # composites whose programs tg.compile runs eagerly (correct, not compiled): the
 # factories that make their tensor from data (tensor, as_tensor, from_numpy, ...) or
-# leave its values unspecified (empty, empty_like), and the random factories;
-# dropout's p=1 sample multiplies by zeros made in the function, adaptive_avg_pool2d's
-# bin matrices are arrays made in the function (and it reads its input's values to
-# keep NaN and inf in their bins; dropout's mask is a random step: it replays);
-# matrix_exp picks its number of squarings from the values. The set is exact: one
-# that starts replaying must leave it.
+# leave its values unspecified (empty, empty_like); adaptive_avg_pool2d's bin matrices
+# are arrays made in the function (and it reads its input's values to keep NaN and inf
+# in their bins); matrix_exp picks its number of squarings from the values. The set is
+# exact: one that starts replaying must leave it. (The random factories and sampling
+# ops, dropouts and rrelu replay: each draw is a step of the program that draws from
+# the global generator again.)
 EAGER = set("""empty empty_like
-tensor as_tensor asarray from_numpy from_dlpack rand randn randint
-rand_like randn_like randperm dropout dropout2d adaptive_avg_pool2d
-_standard_gamma matrix_exp rrelu dropout1d dropout3d alpha_dropout
-feature_alpha_dropout adaptive_avg_pool1d adaptive_avg_pool3d multi_margin_loss
-multilabel_margin_loss embedding_bag ctc_loss fractional_max_pool2d
-fractional_max_pool3d bernoulli multinomial poisson normal randint_like
-linalg_svdvals linalg_pinv pinverse linalg_lu_factor lu svd_lowrank pca_lowrank lobpcg
+tensor as_tensor asarray from_numpy from_dlpack adaptive_avg_pool2d matrix_exp
+adaptive_avg_pool1d adaptive_avg_pool3d multi_margin_loss multilabel_margin_loss
+embedding_bag ctc_loss
+fractional_max_pool2d fractional_max_pool3d linalg_svdvals linalg_pinv pinverse
+linalg_lu_factor lu svd_lowrank pca_lowrank lobpcg
 """.split())
-# (the second group above: random draws, adaptive_avg_pool2d's bin matrices, and
-# constants made in the function from its arguments' values (new_tensor/new_zeros of
-# class ranges, position tables); ctc_loss reads its lengths
+# (the second group above: adaptive_avg_pool2d's bin matrices, and constants made
+# in the function from its arguments' values (new_tensor/new_zeros of class ranges,
+# position tables); ctc_loss reads its lengths
 # and labels to check them and builds its label positions with new_tensor; the
 # fractional max pools build their window offsets with new_tensor; svdvals, pinv,
 # pinverse: the capture does not replay a program that reads the singular values of
 # linalg_svd's three outputs; lu_factor and lu read lu_factor's int32 pivots likewise;
-# svd_lowrank and pca_lowrank draw their random
-# directions; lobpcg, as svdvals: it reads one of linalg_eigh's two outputs. A factory
+# svd_lowrank and pca_lowrank, as svdvals; lobpcg, as svdvals: it reads one of
+# linalg_eigh's two outputs. A factory
 # of Python values alone (zeros, ones, full and their _like forms, arange, range,
 # linspace, logspace, eye, tril_indices, triu_indices; sdpa's causal mask,
 # affine_grid's base grid) is a constant of the program, copied afresh by each replay

@@ -17,7 +17,7 @@ from ...dispatch import bind
 from ...dtypes import is_float as _isf
 from .. import _vmap
 from .._decl import Sample, TensorSpec, away_from, composite, rand, rand as _rand, register
-from ..creation import _next_draw, generator
+from ..creation import _next_draw, draw_step, generator
 from ..elementwise import abs as _abs, clamp, expm1, log, mul, sigmoid, tanh, where
 from ..shape import reshape
 from . import softmax_rows as _fused_rows
@@ -397,9 +397,12 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
                                 f"bound, got lower={lower} > upper={upper}", RuntimeError)
     if not training:
         return where(input >= 0, input, input * ((lower + upper) / 2.0))
-    xp = xp_of(_whole(input))
-    slopes = lower + (upper - lower) * generator().random(tuple(input.shape))
-    a = xp.asarray(slopes.astype(_np_dtype(input)))
+    a = draw_step(dist="between", shape=tuple(input.shape), dtype=_np_dtype(input),
+                  device=input.device, low=float(lower), high=float(upper))
+    if a is None:
+        xp = xp_of(_whole(input))
+        slopes = lower + (upper - lower) * generator().random(tuple(input.shape))
+        a = xp.asarray(slopes.astype(_np_dtype(input)))
     return where(input >= 0, input, mul(input, a))
 
 

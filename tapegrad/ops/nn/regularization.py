@@ -11,7 +11,7 @@ from ...dtypes import is_float as _isf
 from ...ops_registry.opdef import OpDef
 from ...tape import state as _state
 from .._decl import Sample, TensorSpec, composite, rand
-from ..creation import _drawing_from, _next_draw, generator
+from ..creation import _drawing_from, _next_draw, draw_step, generator, zeros
 from ._common import (
     need_floating as _need_floating,
     np_dtype,
@@ -35,7 +35,7 @@ def dropout(input, p=0.5, training=True):
     shape, dt, xp = tuple(input.shape), np_dtype(input), xp_of(whole(input))
     _devices.check_alloc("dropout", shape, dt)  # the mask, before drawing it
     if p == 1.0:
-        return input * xp.zeros((), dtype=dt)
+        return input * 0.0
     if observing() and not _state.vmap_levels and getattr(_drawing_from, "g", None) is None \
             and notify("random_step"):
         # (tg.compile's capture watching, which hears random_step: the draw is a step
@@ -60,7 +60,9 @@ def _mask_kernel(x, p):
 # hoisted or recomputed).
 DROPOUT_MASK = OpDef(name="dropout_mask", kernel=_mask_kernel,
                      infer=lambda x, p=0.5: TensorSpec(tuple(x.shape), x.dtype),
-                     args=("x",), kind="random", differentiable=False)
+                     args=("x",), kind="random", differentiable=False, draws=True,
+                     onnx="dropout in training mode draws its mask from tapegrad's random "
+                          "generator: no ONNX operator reproduces it (eval mode exports)")
 
 
 def _dropout_infer(x, p=0.5, training=True):
@@ -117,8 +119,10 @@ def _keep_mask(name, input, shape, p):
     xp = xp_of(_whole(input))
     _devices.check_alloc(name, xs, dt)
     if p == 1.0:
-        return xp.zeros(shape, dtype=dt)
-    return xp.asarray((generator().random(shape) >= p).astype(dt))
+        return zeros(shape, dtype=input.dtype, device=input.device)
+    keep = draw_step(dist="keep", shape=tuple(shape), dtype=np.dtype(dt), device=input.device,
+                     low=float(p))  # (a Tensor where tg.compile's capture watches)
+    return xp.asarray((generator().random(shape) >= p).astype(dt)) if keep is None else keep
 
 
 def _channel_dropout(name, input, p, training, inplace, batched_ndim):
@@ -131,7 +135,9 @@ def _channel_dropout(name, input, p, training, inplace, batched_ndim):
     if p < 1.0:
         mask = mask / (1.0 - p)
     from ...tensor import Tensor
-    return input.mul_(Tensor(mask)) if inplace else input * mask
+    if not isinstance(mask, Tensor):
+        mask = Tensor(mask)
+    return input.mul_(mask) if inplace else input * mask
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
