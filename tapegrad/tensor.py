@@ -275,6 +275,10 @@ class Tensor:
         if self._data.dtype.kind not in "iub" or self._data.size != 1:
             raise TypeError(f"only integer tensors of a single element can be converted "
                             f"to an index, got {self.dtype} of shape {tuple(self.shape)}")
+        if _tape.state._observers:  # (x[:n]: a capture guards the value)
+            n = _read(self, "int")
+            if n is not None:
+                return int(n)
         return int(self._one("index"))
 
     def _one(self, what):

@@ -277,6 +277,13 @@ class Recorder:
             return ("lit", a)
         if self.in_vjp:
             self.opaque = True  # an adjoint computed something outside the ops
+        else:
+            base = self.roots.get(id(_root(a)))
+            if base is not None and self.g.source[base] in ("arg", "node"):
+                # a NumPy view of a tensor the call has (an argument, a result), made
+                # outside the ops: a replay would read the captured call's buffer
+                self.fail(f"{reader} read a view of a tensor of the call made outside "
+                          f"tapegrad's ops (NumPy on its buffer); it cannot be replayed")
         vid = self.new(a, "ext")
         self.g.externals[vid] = a
         if owner is not None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .._util import normalize_dim, op_error
+from ..tape import state as _state
 from ..tensor import Tensor, buffer, wrap as _wrap
 from . import creation as C, elementwise as E, indexing as I, reduce as R, shape as SH
 from ._decl import S, Sample, TensorSpec, composite, decl, rand
@@ -364,9 +365,9 @@ def _spread(index, shape, d):
 def _spread_plain(index, shape, d, n):
     """``_spread`` with the negatives wrapped to ``n``, built on the raw array (a
     broadcast view, no op dispatched), or None for an index vmap batches (a
-    Tensor subclass): the ops path then runs."""
-    if isinstance(index, Tensor) and type(index) is not Tensor:
-        return None
+    Tensor subclass) or where an observer watches: the ops path then runs."""
+    if isinstance(index, Tensor) and type(index) is not Tensor or _state.observers:
+        return None  # (an observed call, tg.compile's capture: the ops path, which it sees)
     ix = _index_array(index).reshape(-1)
     xp = _xp_of(ix)
     if ix.size and int(ix.min()) < 0:

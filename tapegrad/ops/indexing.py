@@ -6,6 +6,8 @@ masks and nonzero.
 
 Layering: indexing sits above shape (it imports ``reshape`` from ``shape``, which
 imports nothing from here)."""
+import operator
+
 import numpy as np
 
 from .. import devices as _devices
@@ -51,6 +53,11 @@ def _raw_index_item(i):
         return i._data if i._vlevel is None else i
     if isinstance(i, list):
         return np.asarray(i)
+    if isinstance(i, slice) and any(isinstance(b, Tensor) for b in (i.start, i.stop, i.step)):
+        # (x[:n] with a one-element tensor n: its value read here, as Python ints, which
+        # tg.compile guards; not inside the kernel)
+        return slice(*(operator.index(b) if isinstance(b, Tensor) else b
+                       for b in (i.start, i.stop, i.step)))
     return i
 
 
@@ -723,7 +730,7 @@ def tensor_split(input, indices_or_sections, dim=0):
     shape, d = _split_dim("tensor_split", input, dim)
     n = shape[d]
     if isinstance(indices_or_sections, Tensor):  # PyTorch: 0-d sections or 1-d indices
-        data = _raw(indices_or_sections)
+        data = indices_or_sections._host()  # (a read of its values: tg.compile guards it)
         if data.ndim > 1 or data.dtype.kind not in "iu":
             raise op_error("tensor_split", f"a tensor of indices or sections must be an "
                                            f"integer tensor of 0 or 1 dims, got {data.dtype} of "

@@ -1742,7 +1742,8 @@ def _repeats_arg(repeats, n):
     is read (a huge broadcast tensor is refused, not converted)."""
     if isinstance(repeats, (int, np.integer)) and not isinstance(repeats, bool):
         return int(repeats)
-    data = np.asarray(getattr(repeats, "_data", repeats))
+    # (a tensor's values read through _host: tg.compile guards them)
+    data = np.asarray(repeats._host() if hasattr(repeats, "_host") else repeats)
     if data.ndim > 1:
         raise op_error("repeat_interleave", f"repeats must be an int or a tensor of 0 or 1 "
                                             f"dims, got shape {data.shape}", RuntimeError)

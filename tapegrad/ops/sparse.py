@@ -25,7 +25,7 @@ import re
 import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
-from .._util import op_error
+from .._util import op_error, value_range
 from ..dispatch import bind
 from ..tape import state as _state
 from ..tensor import Tensor, subclasses as _tensor_types
@@ -61,7 +61,20 @@ def _dense_to_dense(self):
 
 
 # ------------------------------------------------------------------ registry ops
+def _indices_in_range(name, indices, size):
+    """The kernels' own check of the index values (a replay runs a kernel without the
+    shape rule; the compiled loops index without bounds checks): each row of
+    ``indices`` within its dim of ``size``, IndexError otherwise."""
+    for d in range(indices.shape[0]):
+        r = value_range(indices[d])
+        if r is not None and (r[0] < 0 or r[1] >= size[d]):
+            bad = r[0] if r[0] < 0 else r[1]
+            raise op_error(name, f"index {bad} is out of bounds for dimension {d} with size "
+                                 f"{size[d]}", IndexError)
+
+
 def _sparse_mm_kernel(indices, values, mat2, *, size, out=None):
+    _indices_in_range("sparse_mm", indices, size)
     if out is None:
         xp = _devices.xp_of(mat2)
         out = xp.zeros((size[0], mat2.shape[1]),
@@ -163,6 +176,7 @@ SPARSE_MM = register(
 
 
 def _to_dense_kernel(indices, values, *, size, out=None):
+    _indices_in_range("sparse_coo_to_dense", indices, size)
     if out is None:
         out = _devices.xp_of(values).zeros(tuple(size), dtype=values.dtype)
     else:

@@ -124,3 +124,21 @@ def test_onnx_refuses_an_index_computed_from_the_inputs(tmp_path):
     with pytest.raises(tg.onnx.UnsupportedOperatorError, match="index tensor computed"):
         tg.onnx.export(lambda x, i: x[i], (tg.randn(4), tg.tensor([0, 2])),
                        str(tmp_path / "i.onnx"))
+
+
+def test_python_numbers_read_from_index_tensors_are_guarded():
+    # x[:n] with a one-element tensor n, tensor_split at tensor indices, repeats given
+    # as a tensor: each value is read as Python ints, which the capture guards (a new
+    # value captures again, never replays the old one)
+    x = tg.arange(10.0)
+    ns = [tg.tensor(k) for k in (3, 5, 3, 3)]
+    for fn, calls in (
+            (lambda x, n: x[:n] * 2.0, [(x, n) for n in ns]),
+            (lambda x, n: tg.tensor_split(x, tg.stack([n, n + 1]))[0] * 2.0,
+             [(x, n) for n in ns]),
+            (lambda x, r: tg.repeat_interleave(x[:3], r) * 2.0,
+             [(x, tg.tensor([1, k % 3 + 1, 2])) for k in (0, 1, 0, 0)])):
+        c = tg.compile(fn)
+        for args in calls:
+            np.testing.assert_array_equal(c(*args).numpy(), fn(*args).numpy())
+        assert c.stats()["replays"] >= 1 and c.stats()["recaptures"]

@@ -327,3 +327,20 @@ def test_gcn_training_matches_pytorch():
     theirs = _gcn_losses(torch, torch.nn.functional, (idx, vals, n), feats, labels, weights)
     np.testing.assert_allclose(ours, theirs, rtol=1e-5)
     assert ours[-1] < ours[0]
+
+
+@pytest.mark.parametrize("name, args", [
+    ("sparse_mm", (np.array([[1, 0, 2], [1, 3, 0]]), np.ones(3), np.ones((3, 2)))),
+    ("sparse_coo_to_dense", (np.array([[1, 4, 2], [1, 0, 0]]), np.ones(3))),
+    ("sparse_mm", (np.array([[-1, 0], [0, 1]]), np.ones(2), np.ones((3, 2)))),
+])
+def test_the_kernels_check_their_index_values(name, args):
+    """The kernels check the index values themselves (a compiled replay runs them
+    without the shape rule, and the COO product's compiled loop indexes without bounds
+    checks: an index past the end wrote outside the output)."""
+    from tapegrad.dispatch import bind
+    op = tg.ops_registry.get(name)
+    with pytest.raises(IndexError, match="out of bounds for dimension"):
+        bind(op, *[tg.tensor(a) for a in args], size=(4, 3))
+    with pytest.raises(Exception, match="out of bounds for dimension"):
+        op.kernel(*args, size=(4, 3))
