@@ -106,11 +106,13 @@ def with_array_inputs(op, n):
 
         def infer(*specs, **attrs):
             return op.infer(*specs[:m], **_filled(attrs, specs[m:]))
+        from ..ops.indexing import onnx_index_from_input
         w = OpDef(name=op.name, kernel=kernel, infer=infer,
                   args=tuple(op.args) + tuple(f"index{j}" for j in range(n)), kind=op.kind,
                   differentiable=False, nout=op.nout, draws=getattr(op, "draws", False),
-                  onnx=f"{op.name} with an index tensor computed from the inputs: the "
-                       f"exporter takes index arrays as constants")
+                  onnx=onnx_index_from_input if op.name == "index" and n == 1 else
+                  f"{op.name} with an index tensor computed from the inputs: the "
+                  f"exporter takes index arrays as constants")
         _WITH_ARRAYS[key] = w
     return w
 
@@ -348,7 +350,7 @@ class Recorder:
                 for o in ((out,) if single else out)]
         refs = self._array_attrs(attrs)
         if refs:  # an index array the program made or was given: an input of the step
-            op, ins, attrs = with_array_inputs(op, len(refs)), ins + refs[0], refs[1]
+            op, ins, attrs = with_array_inputs(op, len(refs[0])), ins + refs[0], refs[1]
         step = Step("op", op, ins, attrs)
         if op.kind == "workspace":
             step.workspace = int(kw["workspace"].nbytes)

@@ -120,10 +120,29 @@ def test_compiled_module_with_an_index_argument_backward_outside():
     assert c.stats()["eager_calls"] == 0
 
 
-def test_onnx_refuses_an_index_computed_from_the_inputs(tmp_path):
+@pytest.mark.parametrize("fn", [lambda x, i: x[i] * 2.0, lambda x, i: x[:, i],
+                                lambda x, i: x[..., i], lambda x, i: x[:, i, ...],
+                                lambda x, i: x[i[0, 0]] + 1.0],
+                         ids=["rows", "columns", "last-dim", "middle-dim", "0-d"])
+def test_onnx_exports_an_index_input_as_a_gather(fn, tmp_path):
+    # the exported model reads the index it is given, not the one exported with
+    ort = pytest.importorskip("onnxruntime")
+    x = _x(0, (4, 5, 3)).float()
+    path = str(tmp_path / "g.onnx")
+    tg.onnx.export(fn, (x, tg.tensor([[2, 1], [0, 0]])), path)
+    sess = ort.InferenceSession(path)
+    names = [n.name for n in sess.get_inputs()]
+    i2 = tg.tensor([[0, 2], [1, 1]])
+    got = sess.run(None, {names[0]: x.numpy(), names[1]: i2.numpy()})[0]
+    np.testing.assert_allclose(got, fn(x, i2).numpy(), rtol=1e-6)
+
+
+def test_onnx_refuses_masks_and_several_index_inputs(tmp_path):
+    x = tg.randn(4, 5)
     with pytest.raises(tg.onnx.UnsupportedOperatorError, match="index tensor computed"):
-        tg.onnx.export(lambda x, i: x[i], (tg.randn(4), tg.tensor([0, 2])),
-                       str(tmp_path / "i.onnx"))
+        tg.onnx.export(lambda x: x[x > 0], (x,), str(tmp_path / "m.onnx"))
+    with pytest.raises(tg.onnx.UnsupportedOperatorError, match="index tensor computed"):
+        tg.onnx.export(lambda x, i: x[i, i], (x, tg.tensor([0, 2])), str(tmp_path / "i.onnx"))
 
 
 def test_python_numbers_read_from_index_tensors_are_guarded():
