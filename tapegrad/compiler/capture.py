@@ -164,6 +164,33 @@ class _Traced(np.ndarray):
             rec.opaque_event(f"np.{func.__name__}")
         return super().__array_function__(func, types, args, kwargs)
 
+    # A Python value read from a traced array (``if (x == 0).any():`` in an adjoint)
+    # decides what the adjoint computes: the adjoint is replayed whole, its branch
+    # taken afresh on each replay's values.
+    def _python_read(self, what):
+        rec = capturing()
+        if rec is not None and not rec.in_kernel:
+            rec.opaque_event(f"a Python {what} read from an array")
+        return _plain_view(self)
+
+    def __bool__(self):
+        return bool(self._python_read("bool"))
+
+    def __int__(self):
+        return int(self._python_read("int"))
+
+    def __float__(self):
+        return float(self._python_read("float"))
+
+    def __index__(self):
+        return operator.index(self._python_read("index"))
+
+    def item(self, *args):
+        return self._python_read("number").item(*args)
+
+    def tolist(self):
+        return self._python_read("list").tolist()
+
 
 def _write_code():
     from ..dispatch import _write

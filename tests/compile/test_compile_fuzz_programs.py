@@ -77,3 +77,15 @@ def test_an_in_place_op_on_a_clone_replays():
         c(a, b).sum().backward()
         assert a.grad.tolist() == [2.0 + k] and b.grad.tolist() == [1.0 + k]
     assert c.stats()["replays"] == 2 and c.stats()["eager_calls"] == 0
+
+
+def test_an_adjoints_branch_on_its_values_is_taken_afresh():
+    """Found by the fuzzer once later calls got new values: prod's adjoint branches on
+    whether its input holds a zero (``out / x`` without, the product of the others
+    with); the capture took the first call's branch, and a replay with a zero (relu of
+    a negative) gave NaN. A Python value read from a traced array now makes the
+    adjoint replay whole, its branch taken on each replay's values."""
+    src = ("x0 = tg.tensor([[-0.5, -1.40625, 1.1875, -0.6875]], dtype=tg.float64, "
+           "requires_grad=True)\nv1 = x0.mT\nv2 = F.relu(v1)\n"
+           "v3 = tg.prod(v2, dim=0, keepdim=False)\noutputs = [v1, v2, v3]\n")
+    assert fuzz.compare_compiled(src, tg.compile) == []
