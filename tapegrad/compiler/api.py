@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from .. import dtypes as _dtypes, tape as _tape
+from .. import devices as _devices, dtypes as _dtypes, tape as _tape
 from .._util import loud_numpy, quiet_numpy
 from ..dispatch import observe
 from ..grad_mode import is_grad_enabled
@@ -343,7 +343,7 @@ class Compiled:
                     graph.ext_grad[v] = ("arg", argpos[id(leaf)])
             prog = self._program(graph)
             prog.swaps, prog.refs, prog.leaf_hooks = swaps, refs, hooks
-            prog.ext_roots = frozenset(id(_root(arr)) for _, arr, _ in graph.owners)
+            prog.ext_roots = frozenset(id(_devices.owner(arr)) for _, arr, _ in graph.owners)
             prog.paths = _paths(self.fn, [ref() for ref, *_ in graph.owners])
         except Unsupported as e:
             node = self.node_outside and str(e).startswith(_OUTSIDE)
@@ -703,25 +703,20 @@ def _rg_ok(owners):
     return True
 
 
-def _root(arr):
-    base = getattr(arr, "base", None)
-    return arr if base is None else base
-
-
 def _outside_roots(refs):
     """The buffers (their roots) of the tensors ``_references`` found."""
     out = set()
     for _, _, obj, tensors in refs:
         for t in (obj,) if tensors is None else tensors:
             if isinstance(t, Tensor) and t._data is not None:
-                out.add(id(_root(t._data)))
+                out.add(id(_devices.owner(t._data)))
     return out
 
 
 def _shares(args, kwargs, roots):
     """Whether a tensor argument's buffer (its root) is one of ``roots``."""
     for _, a in _tensor_args(args, kwargs):
-        if a._data is not None and id(_root(a._data)) in roots:
+        if a._data is not None and id(_devices.owner(a._data)) in roots:
             return True
     return False
 

@@ -108,6 +108,15 @@ def owner(array):
     return array
 
 
+def address(array):
+    """The address of ``array``'s first element (a NumPy array or scalar, or a CuPy
+    array): two arrays of one shape, strides and dtype at one address are the same
+    elements."""
+    if isinstance(array, (np.ndarray, np.generic)):
+        return array.__array_interface__["data"][0]
+    return int(array.data.ptr)
+
+
 def check_same(op, devs):
     """RuntimeError naming both devices if an op mixes them."""
     first = devs[0]

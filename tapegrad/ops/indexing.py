@@ -885,13 +885,7 @@ composite(unbind, infer=_unbind_infer, nout=2,
 def _same_memory(a, b):
     """``a`` and ``b`` are the same elements (an in-place call: out is the input)."""
     return a is b or (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
-                      and _ptr(a) == _ptr(b))
-
-
-def _ptr(a):
-    if isinstance(a, (np.ndarray, np.generic)):  # (a NumPy scalar: a replay's 0-d value)
-        return a.__array_interface__["data"][0]
-    return a.data.ptr
+                      and _devices.address(a) == _devices.address(b))
 
 
 def _overlaps(out, *arrays):

@@ -1780,15 +1780,11 @@ def _storage(name, a):
                              "input.clone() first", RuntimeError)
     flat = root.reshape(-1) if root.flags.c_contiguous else root.T.reshape(-1)
     flat = flat.view(a.dtype)
-    start = (_address(a) - _address(root)) // item
+    start = (_devices.address(a) - _devices.address(root)) // item
     if any(s % item for s in a.strides):
         raise op_error(name, f"the input's strides {a.strides} (bytes) are not whole elements "
                              f"of {a.dtype}", RuntimeError)
     return flat, (tuple(a.shape), tuple(s // item for s in a.strides), start)
-
-
-def _address(a):
-    return a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else int(a.data.ptr)
 
 
 def _positions(xp, geometry):
