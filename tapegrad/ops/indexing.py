@@ -213,23 +213,21 @@ def onnx_index_from_input(b, st):
     along one dim, every other item a full slice (or an Ellipsis standing for them),
     as a ``Gather`` on that axis (negative indices count from the end, as NumPy's);
     any other index is refused with the reason."""
-    from ..onnx import UnsupportedOperatorError
     index = st.attrs["index"]
     index = index if isinstance(index, tuple) else (index,)
     shape = b.shape(st, 0)
     refs = [k for k, i in enumerate(index) if hasattr(i, "j")]  # (ArrayInput places)
     rest = [i for k, i in enumerate(index) if k not in refs]
     if len(refs) != 1 or sum(i is Ellipsis for i in rest) > 1 or \
-            any(i is not Ellipsis and i != slice(None) for i in rest):
-        raise UnsupportedOperatorError(
-            "onnx.export: index with an index tensor computed from the inputs exports as "
-            "one integer tensor along one dim, the other items full slices; got "
-            f"{index!r}")
+            any(i is not Ellipsis and not (isinstance(i, slice) and i == slice(None))
+                for i in rest):
+        b.refuse(st, "an index tensor computed from the inputs exports as one integer "
+                     f"tensor along one dim, the other items full slices; got {index!r}")
     k = refs[0]
     pos = 1 + index[k].j  # (the step's inputs: x, then the index arrays)
     if np.dtype(b.dtype(st, pos)).kind not in "iu":
-        raise UnsupportedOperatorError("onnx.export: a mask computed from the inputs "
-                                       "selects a data-dependent number of elements")
+        b.refuse(st, "a mask (an index tensor computed from the inputs) selects a "
+                     "data-dependent number of elements")
     width = len(shape) - (len(index) - (Ellipsis in index))  # (the dims an Ellipsis spans)
     axis = sum(width if i is Ellipsis else 1 for i in index[:k])
     idx = b.input(st, pos)
