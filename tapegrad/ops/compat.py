@@ -16,11 +16,12 @@ from ..devices import xp_of
 from ..grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from . import creation as C, elementwise as E
+from ._checks import whole as _whole
 from ._decl import Sample, TensorSpec, composite, rand
 from .joining import narrow, t
 from .linalg import mm
 from .nn import loss as _loss
-from .nn._common import np_dtype as _np_dtype, whole as _whole
+from .nn._common import np_dtype as _np_dtype
 
 __all__ = []
 

@@ -224,17 +224,31 @@ def _ints(shape, lo, hi, seed=0):
     return np.random.default_rng(seed).integers(lo, hi, shape)
 
 
+def _bincount_values(x, weights, minlength):
+    """The checks on bincount's values, in the kernel (a replay runs it, not the
+    function's), PyTorch's errors."""
+    if int(minlength) < 0:
+        raise op_error("bincount", f"minlength should be >= 0, got {int(minlength)}",
+                       RuntimeError)
+    if weights is not None and tuple(weights.shape) != tuple(x.shape):
+        raise op_error("bincount", f"weights should be 1-d and have the same length as "
+                                   f"input: {tuple(weights.shape)} against {tuple(x.shape)}",
+                       RuntimeError)
+    if x.size and int(x.min()) < 0:
+        raise op_error("bincount", "bincount only supports 1-d non-negative integral inputs.",
+                       RuntimeError)
+
+
 def _bincount_kernel(x, weights=None, minlength=0, alloc=None):
     if alloc is not None and type(x) is np.ndarray:  # sized first, counted in place
         _bincount_infer(x, weights, minlength)  # infer_first=False: the kernel checks
-        if x.size and int(x.min()) < 0 or int(minlength) < 0 or \
-                weights is not None and tuple(weights.shape) != tuple(x.shape):
-            np.bincount(x, weights, minlength=minlength)  # NumPy's error for these
+        _bincount_values(x, weights, minlength)
         n = max(int(x.max()) + 1 if x.size else 0, int(minlength))
         dt = np.dtype(np.int64) if weights is None else (
             weights.dtype if _isf(weights.dtype) else np.dtype(np.float64))
         from ..devices.cpu_kernels.scatter import bincount_into
         return bincount_into(x, weights, alloc((n,), dt))
+    _bincount_values(x, weights, minlength)
     counts = np.bincount(x, weights, minlength=minlength)
     if weights is not None and _isf(weights.dtype):
         counts = counts.astype(weights.dtype)
@@ -265,9 +279,6 @@ BINCOUNT = register(name="bincount", kernel=_bincount_kernel, infer=_bincount_in
 def bincount(input, weights=None, minlength=0):
     """Counts of each non-negative integer in a 1-D int tensor (``weights`` summed)."""
     if input.dtype.is_floating_point or input.dtype == _dt.bool or input.ndim != 1:
-        raise op_error("bincount", "bincount only supports 1-d non-negative integral inputs.",
-                       RuntimeError)
-    if input.numel() and int(_index_array(input).min()) < 0:
         raise op_error("bincount", "bincount only supports 1-d non-negative integral inputs.",
                        RuntimeError)
     return bind(BINCOUNT, input, weights, minlength=int(minlength))

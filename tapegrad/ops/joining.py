@@ -13,6 +13,7 @@ from .._util import normalize_dim, op_error
 from ..tape import name_call
 from ..tensor import Tensor
 from . import creation as C, elementwise as E, indexing as I, shape as SH
+from ._checks import any_value, host
 from ._decl import S, Sample, TensorSpec, composite, decl, rand
 
 __all__ = ["dsplit", "hsplit", "vsplit", "column_stack", "dstack", "row_stack", "narrow_copy",
@@ -133,9 +134,10 @@ def take(input, index):
     """``input`` read as 1-D at ``index`` (the result has ``index``'s shape)."""
     flat = SH.reshape(input, (-1,))
     n = flat.shape[0]
-    ix = _index_array(index)
-    if ix.size and (ix.max() >= n or ix.min() < -n):
-        raise op_error("take", f"out of range: tried to access index {int(ix.max())} on a "
+    if any_value(index, lambda i: (i >= n) | (i < -n)):
+        ix = host(index).reshape(-1)
+        bad = ix[(ix >= n) | (ix < -n)]
+        raise op_error("take", f"out of range: tried to access index {int(bad[0])} on a "
                                f"tensor of {n} elements.", IndexError)
     ix = E.remainder(SH.reshape(index, (-1,)), max(n, 1))
     return SH.reshape(I.gather(flat, 0, ix), tuple(index.shape))

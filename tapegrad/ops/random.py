@@ -13,10 +13,11 @@ not PyTorch's (the distributions are the same). The factories ``rand``, ``randn`
 import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
-from .._util import distinct_values, op_error
+from .._util import op_error
 from ..dispatch import bind
 from ..dtypes import is_float as _isf
 from . import creation as C
+from ._checks import any_value
 from ._decl import Sample, TensorSpec, composite, rand, register
 from .creation import (
     _draw_into,
@@ -248,8 +249,7 @@ def _normal(mean, std, size, dtype, device, requires_grad):
     if ts and not std.dtype.is_floating_point:  # as PyTorch: std takes mean's dtype
         std = C.cast(std, mean.dtype if tm else _dt.get_default_dtype())
     if ts:
-        lo = distinct_values(_raw(std))
-        if lo.size and bool((lo < 0).any()):
+        if any_value(std, lambda s: s < 0):
             raise op_error("normal", "normal expects all elements of std >= 0.0",
                            RuntimeError)
     elif std < 0:

@@ -19,7 +19,9 @@ mat2, size)`` (a compiled loop over the stored elements, never densifying) and
 ``sparse_coo_to_dense(indices, values, size)``; their adjoints are ops, so every
 order differentiates.
 """
+import functools
 import math
+import operator
 import re
 
 import numpy as np
@@ -30,6 +32,7 @@ from ..dispatch import bind
 from ..tape import state as _state
 from ..tensor import Tensor, subclasses as _tensor_types
 from . import _jvp, creation as _C, indexed_update as _IU, reduce as _R
+from ._checks import any_value, int_value
 from ._decl import Sample, TensorSpec, rand, register
 
 __all__ = []  # the public names are reached as tg.sparse.* and tg.sparse_coo_tensor
@@ -579,14 +582,17 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
     if indices.ndim != 2:
         raise op_error("sparse_coo_tensor", f"indices must be 2-D (sparse_dim, nnz), got "
                                             f"shape {tuple(indices.shape)}", RuntimeError)
-    idx = _host(indices)
-    if size is None:
-        size = tuple(int(m) + 1 for m in idx.max(1)) if idx.shape[1] else (0,) * idx.shape[0]
-        size = size + tuple(values.shape[1:])
+    sd, nnz = tuple(indices.shape)
+    if size is None:  # (the indices' values read as guarded numbers: see ops/_checks.py)
+        size = tuple(int_value(indices, lambda v, d=d: v[d].max(), by_position=True) + 1
+                     if nnz else 0
+                     for d in range(sd)) + tuple(values.shape[1:])
     size = tuple(int(s) for s in size)
     _check_coo("sparse_coo_tensor", indices._data, values._data, size)
-    sd = idx.shape[0]
-    if idx.shape[1]:
+    if nnz and any_value(indices, lambda v: functools.reduce(
+            operator.or_, [(v[d] < 0) | (v[d] >= size[d]) for d in range(sd)]),
+            by_position=True):
+        idx = _host(indices)
         lo, hi = idx.min(1), idx.max(1)
         for d in range(sd):
             if lo[d] < 0:
@@ -601,7 +607,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None,
             raise RuntimeError("sparse_coo_tensor: requires_grad=True makes a leaf; the values "
                                "already require grad (leave requires_grad unset)")
         values = values.detach().requires_grad_(True)
-    coalesced = idx.shape[1] <= 1 if is_coalesced is None else bool(is_coalesced)
+    coalesced = nnz <= 1 if is_coalesced is None else bool(is_coalesced)
     return SparseTensor(indices, values, size, coalesced)
 
 

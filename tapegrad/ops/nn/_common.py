@@ -43,12 +43,6 @@ def np_dtype(t):
     return None if dt is None else np.dtype(getattr(dt, "np", dt))
 
 
-def whole(t):
-    """The array of all of ``t``'s values: inside vmap, the whole batch's (a check
-    over every example, e.g. "all finite", "all in [0, 1]", reads it)."""
-    while getattr(t, "_vlevel", None) is not None:
-        t = t._value
-    return raw(t)
 
 
 def need_float(name, allow_bool=False, **tensors):

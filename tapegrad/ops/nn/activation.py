@@ -16,6 +16,7 @@ from ...devices import cuda as _cuda, cuda_kernels as _cuda_kernels, xp_of
 from ...dispatch import bind
 from ...dtypes import is_float as _isf
 from .. import _vmap
+from .._checks import whole as _whole
 from .._decl import Sample, TensorSpec, away_from, composite, rand, rand as _rand, register
 from ..creation import _next_draw, draw_step, generator
 from ..elementwise import abs as _abs, clamp, expm1, log, mul, sigmoid, tanh, where
@@ -25,7 +26,6 @@ from ._common import (
     need_floating as _need_floating,
     np_dtype as _np_dtype,
     same_infer as _same_infer,
-    whole as _whole,
 )
 
 

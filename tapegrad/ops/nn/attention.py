@@ -12,6 +12,7 @@ from ...dispatch import autocast_call
 from ...dtypes import is_float as _isf
 from ...ops_registry import get as get_op
 from ...tensor import wrap
+from .._checks import whole
 from .._decl import Sample, TensorSpec, composite, rand
 from ..creation import _constant
 from ..elementwise import where
@@ -19,7 +20,7 @@ from ..linalg import matmul
 from ..reduce import all as all_
 from ..shape import mT
 from ..ufuncs import isneginf
-from ._common import np_dtype, whole
+from ._common import np_dtype
 from .activation import softmax
 from .regularization import dropout
 

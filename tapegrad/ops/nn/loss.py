@@ -22,9 +22,10 @@ from ...dtypes import get_default_dtype as tg_float, is_float as _isf
 from ...ops_registry.opdef import OpDef, validate
 from ...tape import name_call, state as _state
 from ...tensor import Tensor, wrap
+from .._checks import any_value, host
 from .._decl import Sample, TensorSpec, composite, composite_op, rand, rand as _rand
 from ..activations import logsigmoid
-from ..creation import from_dlpack
+from ..creation import _constant, from_dlpack
 from ..elementwise import (
     abs as _abs,
     clamp_min,
@@ -43,7 +44,7 @@ from ..indexing import gather
 from ..reduce import mean, sum as _sum
 from ..shape import movedim, unsqueeze
 from . import softmax_rows as _fused_rows
-from ._common import np_dtype, raw, torch_functional as _torch, whole
+from ._common import np_dtype, raw, torch_functional as _torch
 from .activation import _log_softmax_kernel, _softmax_kernel, log_softmax, softmax
 from .affine import linear
 from .distance import pairwise_distance
@@ -127,7 +128,12 @@ def _class_coef(name, input, target, weight, ignore_index, label_smoothing):
         return _class_coef_data(name, input, target, w, ignore_index, label_smoothing, C)
     # batched targets or input (inside vmap), or an observed call (tg.compile's capture,
     # which must see the coefficients come from the targets; tg.profile): the same with
-    # ops; an out-of-range class is one_hot's IndexError
+    # ops, the range check too (a guarded read that each replay repeats)
+    if any_value(target, lambda t: (t != ignore_index) & ((t < 0) | (t >= C))):
+        t = host(target).reshape(-1)
+        bad = t[(t != ignore_index) & ((t < 0) | (t >= C))]
+        raise op_error(name, f"target {int(bad[0])} is out of bounds for {C} classes",
+                       IndexError)
     valid = ne(target, ignore_index)
     onehot = one_hot(where(valid, target, 0), C)  # classes last
     dt = input.dtype
@@ -421,9 +427,9 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                                                f"match input {tuple(input.shape)}")
     require_floating("binary_cross_entropy", input, cls=RuntimeError)
     _float_target("binary_cross_entropy", input, target)
-    for what, v in (("input", whole(input)), ("target", whole(target))):
+    for what, v in (("input", input), ("target", target)):
         # NaN is out of range too (PyTorch checks both)
-        if v.size and not bool(((v >= 0) & (v <= 1)).all()):
+        if any_value(v, lambda a: ~((a >= 0) & (a <= 1))):
             raise op_error("binary_cross_entropy", f"all elements of {what} should be "
                                                    f"between 0 and 1", RuntimeError)
     loss = -(target * maximum(log(input), -100.0) + (1 - target) * maximum(log(1 - input), -100.0))
@@ -695,7 +701,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     if _is_bool(var):
         raise op_error("gaussian_nll_loss", f"expected a numeric var, got {var.dtype}",
                        RuntimeError)
-    if bool((whole(var) < 0).any()):
+    if any_value(var, lambda v: v < 0):
         raise op_error("gaussian_nll_loss", "var has negative entry/entries", ValueError)
     vs, xs = tuple(var.shape), tuple(input.shape)
     if vs != xs:
@@ -799,9 +805,11 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 
 
 def _arange_like(n, t):
-    """``arange(n)`` as a constant of ``t``'s framework (tapegrad or torch)."""
-    idx = t.new_tensor(np.arange(n)) if hasattr(t, "new_tensor") else np.arange(n)
-    return idx
+    """``arange(n)`` as a constant of ``t``'s framework (tapegrad or torch): a
+    tapegrad one marked so (``creation._constant``: a capture keeps it)."""
+    if isinstance(t, Tensor):
+        return _constant(t.new_tensor(np.arange(n)))
+    return t.new_tensor(np.arange(n)) if hasattr(t, "new_tensor") else np.arange(n)
 
 
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):

@@ -11,12 +11,13 @@ log_softmax both give the same (tests/ops/nn/test_conv_nd_grid_sample_ctc.py che
 import numpy as np
 
 from ..._util import op_error
+from .._checks import host as _host
 from .._decl import Sample, TensorSpec, composite, rand
 from ..elementwise import clamp, where
 from ..indexing import gather
 from ..reduce import cumsum, logsumexp, mean, sum as _sum
 from ..shape import cat, expand, reshape, squeeze, stack, unsqueeze
-from ._common import np_dtype, whole
+from ._common import np_dtype
 
 __all__ = ["ctc_loss"]
 
@@ -36,12 +37,6 @@ def _as_lengths(v, like, what):
         raise op_error("ctc_loss", f"{what} must be a tensor or a tuple of ints, not "
                                    f"{type(v).__name__} {v!r}"[:200], TypeError)
     return like.new_tensor(np.asarray(v, dtype=np.int64))
-
-
-def _host(t):
-    """All of ``t``'s values on the host (inside vmap, the whole batch's)."""
-    a = whole(t)
-    return np.asarray(a.get() if hasattr(a, "get") else a)
 
 
 def _check_ctc(lp_shape, targets, il, tl):

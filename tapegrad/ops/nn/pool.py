@@ -17,12 +17,14 @@ from ...dispatch import bind
 from ...dtypes import is_float as _isf
 from ...tensor import wrap
 from .. import _jvp, _vmap
+from .._checks import any_value, whole
 from .._decl import Sample, TensorSpec, composite, rand as _rand, register
+from ..creation import _constant
 from ..linalg import matmul
 from ..onnx_forms import _planes as _onnx_planes
 from ..reduce import mean
 from ..shape import cat, unsqueeze
-from ._common import pair, tap_slices as _valid, whole
+from ._common import pair, tap_slices as _valid
 
 
 # ================================================================ attributes and geometry
@@ -676,7 +678,7 @@ def adaptive_avg_pool2d(input, output_size):
     data = whole(input)  # inside vmap the batch's: all finite iff each example's are
     xp, dt = xp_of(data), data.dtype
     out = input
-    if not bool(xp.isfinite(data).all()):
+    if any_value(input, lambda v: ~(abs(v) < np.inf)):  # (NaN, inf)
         # NaN and inf stay in their own bins (a matmul would spread them: 0 * inf)
         if oh != H:
             out = cat([mean(out[..., lo:hi, :], dim=-2, keepdim=True)
@@ -688,9 +690,9 @@ def adaptive_avg_pool2d(input, output_size):
     # the bin matrices are constants, as Tensors (vmap's matmul rule reads its
     # operands' shapes from Tensors)
     if oh != H:
-        out = matmul(wrap(_adaptive_matrix(xp, H, oh, dt)), out)
+        out = matmul(_constant(wrap(_adaptive_matrix(xp, H, oh, dt))), out)
     if ow != W:
-        out = matmul(out, wrap(_adaptive_matrix(xp, W, ow, dt).T))
+        out = matmul(out, _constant(wrap(_adaptive_matrix(xp, W, ow, dt).T)))
     return out
 
 

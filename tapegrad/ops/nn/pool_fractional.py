@@ -17,7 +17,7 @@ from ... import dtypes as _dt
 from ..._util import op_error
 from ...dtypes import int64
 from .._decl import Sample, TensorSpec, composite, rand
-from ..creation import rand as _rand_op
+from ..creation import _constant, rand as _rand_op
 from ..indexing import gather
 from ..reduce import argmax
 from ..shape import cat, expand, reshape, squeeze, unsqueeze
@@ -65,11 +65,11 @@ def _geometry(name, nd, shape, kernel_size, output_size, output_ratio):
 def _starts(u, n, m, k):
     """The window starts (N, C, m), int64, for samples ``u`` (N, C) of one dim."""
     dt = np_dtype(u)
-    last = u.new_tensor(np.full((1, 1, 1), n - k, dtype=np.int64), dtype=int64)
+    last = _constant(u.new_tensor(np.full((1, 1, 1), n - k, dtype=np.int64), dtype=int64))
     if m == 1:
         return expand(last, tuple(u.shape) + (1,))
     a = dt.type(n - k) / dt.type(m - 1)  # in the input's dtype, as PyTorch's kernel
-    i = u.new_tensor(np.arange(m - 1, dtype=dt)[None, None, :])
+    i = _constant(u.new_tensor(np.arange(m - 1, dtype=dt)[None, None, :]))
     uu = unsqueeze(u, 2)
     seq = ((i + uu) * a).long() - (uu * a).long()  # the casts truncate (non-negative)
     return cat([seq, expand(last, tuple(u.shape) + (1,))], 2)
@@ -99,8 +99,8 @@ def _pool(name, nd, input, kernel_size, output_size, output_ratio, return_indice
     lin = None
     for d in range(nd):
         st = _starts(samples[:, :, order[d]], sizes[d], out[d], k[d])  # (N, C, m)
-        pos = unsqueeze(st, 3) + st.new_tensor(np.arange(k[d], dtype=np.int64)[None, None, None],
-                                               dtype=int64)
+        pos = unsqueeze(st, 3) + _constant(st.new_tensor(
+            np.arange(k[d], dtype=np.int64)[None, None, None], dtype=int64))
         shape = [N, C] + [1] * nd + [1] * nd
         shape[2 + d], shape[2 + nd + d] = out[d], k[d]
         pos = reshape(pos, tuple(shape))

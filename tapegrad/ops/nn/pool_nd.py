@@ -15,6 +15,7 @@ import numpy as np
 
 from ..._util import op_error
 from .._decl import Sample, TensorSpec, composite, rand
+from ..creation import _constant
 from ..elementwise import abs as _abs, relu, sign, where
 from ..indexing import scatter
 from ..reduce import amax, argmax
@@ -240,7 +241,7 @@ def _max3d_indices(x, out, k, s, p, d):
                                  o[2]:o[2] + s[2] * osz[2]:s[2]])
                 offsets.append(o)
     r = argmax(stack(pieces, 2), 2)  # which offset, (N, C, D', H', W')
-    off = r.new_tensor(np.array(offsets, dtype=np.int64))  # int64, as r
+    off = _constant(r.new_tensor(np.array(offsets, dtype=np.int64)))  # int64, as r
     pos = []
     for axis in range(3):
         base = np.arange(osz[axis], dtype=np.int64) * s[axis] - p[axis]
@@ -250,8 +251,8 @@ def _max3d_indices(x, out, k, s, p, d):
     D, H, W = sizes
     # the chosen offset per axis, read from the table with the argmax
     oa, ob, oc = off[:, 0][r], off[:, 1][r], off[:, 2][r]
-    idx = ((oa + r.new_tensor(pos[0])) * H + (ob + r.new_tensor(pos[1]))) * W + \
-        (oc + r.new_tensor(pos[2]))
+    pos = [_constant(r.new_tensor(p)) for p in pos]
+    idx = ((oa + pos[0]) * H + (ob + pos[1])) * W + (oc + pos[2])
     return idx[0] if one else idx
 
 

@@ -10,6 +10,7 @@ from ...dispatch import bind, notify, observing
 from ...dtypes import is_float as _isf
 from ...ops_registry.opdef import OpDef
 from ...tape import state as _state
+from .._checks import whole, whole as _whole
 from .._decl import Sample, TensorSpec, composite, rand
 from ..creation import _drawing_from, _next_draw, draw_step, generator, zeros
 from ._common import (
@@ -17,8 +18,6 @@ from ._common import (
     np_dtype,
     np_dtype as _np_dtype,
     same_infer as _same_infer,
-    whole,
-    whole as _whole,
 )
 
 

@@ -7,11 +7,12 @@ from ..._util import op_error, value_range
 from ...devices import add_at, xp_of
 from ...dispatch import bind
 from .. import _jvp, _vmap
+from .._checks import any_value, host, int_value
 from .._decl import Sample, TensorSpec, composite, rand, rand as _rand, register
+from ..creation import _constant
 from ..elementwise import where
 from ..reduce import amax, sum as _sum
 from ..shape import cat, unsqueeze
-from ._common import raw, whole
 
 
 def _embedding_kernel(input, weight, *, padding_idx, mask_padding, out=None):
@@ -257,15 +258,15 @@ ONE_HOT = register(name="one_hot", vmap=_vmap.leading, kernel=_one_hot_kernel, i
 def one_hot(tensor, num_classes=-1):
     """int64 one-hot encoding with a new last dim of ``num_classes`` (-1: max + 1)."""
     if num_classes == -1:
-        data = raw(tensor)
-        if data.dtype.kind not in "iu":
-            raise op_error("one_hot", f"is only applicable to index tensors, got {data.dtype}",
+        dt = np.dtype(getattr(tensor.dtype, "np", tensor.dtype))
+        if dt.kind not in "iu":
+            raise op_error("one_hot", f"is only applicable to index tensors, got {dt}",
                            RuntimeError)
-        span = value_range(data)
-        if span is None:
+        if not tensor.shape or 0 not in tuple(tensor.shape):
+            num_classes = int_value(tensor, lambda v: v.max()) + 1
+        else:
             raise op_error("one_hot", "can not infer the number of classes from an empty "
                                       "tensor: pass num_classes", RuntimeError)
-        num_classes = span[1] + 1
     return bind(ONE_HOT, tensor, num_classes=num_classes)
 
 
@@ -323,18 +324,17 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                              f"{input.ndim}", ValueError)
     if offsets is None or offsets.ndim != 1:
         raise op_error(name, "offsets has to be a 1D Tensor when input is 1D", ValueError)
-    first = whole(offsets).reshape(-1)[:1]
-    if len(first) and int(first[0]) != 0:
+    if any_value(offsets, lambda v: v.reshape(-1)[:1] != 0, by_position=True):
         raise op_error(name, f"offsets[0] has to be 0, i.e., the first sequence in the "
                              f"mini-batch has to start from position 0. However, got "
-                             f"{int(first[0])}", RuntimeError)
+                             f"{int(host(offsets).reshape(-1)[0])}", RuntimeError)
     # bag b holds positions starts[b] <= k < ends[b]: a (B, n) membership mask, with ops
     # (so it runs under vmap and compiled, and on torch.Tensors)
     n = input.shape[0]
-    tail = offsets.new_tensor(np.array([n], np.int64))
+    tail = _constant(offsets.new_tensor(np.array([n], np.int64)))
     starts = offsets[:-1] if include_last_offset else offsets
     ends = offsets[1:] if include_last_offset else cat([offsets[1:], tail])
-    pos = unsqueeze(offsets.new_tensor(np.arange(n, dtype=np.int64)), 0)
+    pos = unsqueeze(_constant(offsets.new_tensor(np.arange(n, dtype=np.int64))), 0)
     member = (pos >= unsqueeze(starts, 1)) & (pos < unsqueeze(ends, 1))
     if padding_idx is not None:
         member = member & unsqueeze(input != padding_idx, 0)
