@@ -463,7 +463,10 @@ class Recorder:
         finally:
             self.in_vjp -= 1
             ctx.inputs, ctx.out = old_in, old_out
-        res = [np.asarray(r) if isinstance(r, (np.generic, float)) else r for r in res]
+        # (a raw adjoint that mixed in a factory's Tensor, ``m.eye``, returns Tensors:
+        # their arrays are the values its recorded ops made)
+        res = [np.asarray(r) if isinstance(r, (np.generic, float)) else
+               r._data if isinstance(r, Tensor) else r for r in res]
         if not self.opaque and any(r is not None and id(r) not in self.ids for r in res):
             self.opaque = True
         if self.opaque:  # replay the adjoint as a whole, on its saved values

@@ -27,21 +27,13 @@ VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # ops, dropouts and rrelu replay: each draw is a step of the program that draws from
 # the global generator again.)
 EAGER = set("""empty empty_like
-tensor as_tensor asarray from_numpy from_dlpack adaptive_avg_pool2d
-adaptive_avg_pool1d adaptive_avg_pool3d multi_margin_loss multilabel_margin_loss
-embedding_bag ctc_loss
-fractional_max_pool2d fractional_max_pool3d linalg_svdvals linalg_pinv pinverse
-linalg_lu_factor lu svd_lowrank pca_lowrank lobpcg
+tensor as_tensor asarray from_numpy from_dlpack ctc_loss
 """.split())
-# (the second group above: adaptive_avg_pool2d's bin matrices, and constants made
-# in the function from its arguments' values (new_tensor/new_zeros of class ranges,
-# position tables); ctc_loss reads its lengths
-# and labels to check them and builds its label positions with new_tensor; the
-# fractional max pools build their window offsets with new_tensor; svdvals, pinv,
-# pinverse: the capture does not replay a program that reads the singular values of
-# linalg_svd's three outputs; lu_factor and lu read lu_factor's int32 pivots likewise;
-# svd_lowrank and pca_lowrank, as svdvals; lobpcg, as svdvals: it reads one of
-# linalg_eigh's two outputs. A factory
+# (ctc_loss reads its lengths and labels to check them and builds its label positions
+# from them: each new set of lengths would capture again. Constants a composite makes
+# from Python values (class ranges, position tables, adaptive pooling's bin matrices)
+# are marked so (``creation._constant``), and its checks on argument values read
+# through ops under a capture (``ops/_checks.py``), so those replay. A factory
 # of Python values alone (zeros, ones, full and their _like forms, arange, range,
 # linspace, logspace, eye, tril_indices, triu_indices; sdpa's causal mask,
 # affine_grid's base grid) is a constant of the program, copied afresh by each replay
