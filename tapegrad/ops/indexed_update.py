@@ -14,11 +14,12 @@ import numpy as np
 from .. import dtypes as _dt
 from .._util import normalize_dim, op_error
 from ..tape import state as _state
-from ..tensor import Tensor, buffer, wrap as _wrap
+from ..tensor import Tensor, wrap as _wrap
 from . import creation as C, elementwise as E, indexing as I, reduce as R, shape as SH
+from ._checks import any_value
 from ._decl import S, Sample, TensorSpec, composite, decl, rand
-from .histograms import _host, _np_dt
-from .indexing import _check_reduce, _raw, scatter_reduce
+from .histograms import _np_dt
+from .indexing import _check_reduce, scatter_reduce
 from .joining import _index_array
 
 __all__ = ["index_reduce", "segment_reduce", "select_scatter", "slice_scatter", "diagonal_scatter",
@@ -36,7 +37,7 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     _check_reduce("index_reduce", reduce, _IR)
     d = normalize_dim("index_reduce", dim, max(input.ndim, 1))
     _index_check("index_reduce", input, d, index, source)
-    if _raw(index).size and int(_raw(index).min()) < 0:  # no wrapping, as PyTorch
+    if any_value(index, lambda i: i < 0):  # no wrapping, as PyTorch
         raise op_error("index_reduce", "index out of range in self", IndexError)
     if input.ndim == 0:
         return scatter_reduce(input, 0, SH.reshape(index, ()), SH.reshape(source, ()), reduce,
@@ -117,10 +118,9 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
                   f"{axis}, data {tuple(data.shape)})")
     N, S = data.shape[axis], lengths.shape[-1]
     if not unsafe and getattr(lengths, "_vlevel", None) is None:  # (its values: not in vmap)
-        lv = np.asarray(_host(buffer(lengths)))
-        if (lv < 0).any():
+        if any_value(lengths, lambda v: v < 0):
             _seg_fail("lengths contains negative value!")
-        if lv.size and not (lv.sum(-1) == N).all():
+        if S and any_value(lengths, lambda v: v.sum(-1) != N, by_position=True):
             _seg_fail("Expected all rows of lengths along axis to sum to data.size(lengths."
                       "dim()-1) when !unsafe.")
     # each position's segment: how many segment ends are at or before it

@@ -431,8 +431,7 @@ def unravel_index(indices, shape):
         raise op_error("unravel_index", f"expected 'indices' to be integer dtype, but got "
                                         f"{indices.dtype}", TypeError)
     total = int(np.prod(shape))
-    ix = _index_array(indices)
-    if ix.size and (ix.max() >= total or ix.min() < -total):
+    if any_value(indices, lambda i: (i >= total) | (i < -total)):
         raise op_error("unravel_index", "'indices' must be in range [-prod(shape), "
                                         "prod(shape) - 1]", RuntimeError)
     rem = E.remainder(indices, total) if total else indices
