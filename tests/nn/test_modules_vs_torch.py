@@ -236,3 +236,26 @@ def test_reassigned_members_keep_their_place():
                 [n for n, _ in net.named_parameters()], [n for n, _ in net.named_buffers()],
                 kept[0].in_channels)
     assert orders(tg) == orders(torch)
+
+
+def test_batchnorm_cumulative_average_matches_torch_eager_and_compiled():
+    """``momentum=None``: the running statistics are the cumulative average of the
+    batches' (PyTorch's), and a compiled training step replays with the count of
+    each call (the factor is computed with ops, not read by Python)."""
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((6, 3)) * (k + 1) + k for k in range(4)]
+    ref = torch.nn.BatchNorm1d(3, momentum=None).double()
+    for x in xs:
+        ref(torch.tensor(x))
+    for compiled in (False, True):
+        bn = tg.nn.BatchNorm1d(3, momentum=None).double()
+        run = tg.compile(bn) if compiled else bn
+        for x in xs:
+            run(tg.tensor(x))
+        np.testing.assert_allclose(bn.running_mean.numpy(), ref.running_mean.numpy(),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(bn.running_var.numpy(), ref.running_var.numpy(),
+                                   rtol=1e-12)
+        assert int(bn.num_batches_tracked) == 4
+        if compiled:
+            assert run.stats()["replays"] >= 2, run.stats()["eager_reason"]

@@ -104,6 +104,15 @@ class _BatchNorm(Module):
         return F.batch_norm(input, self.running_mean, self.running_var, self.weight,
                             self.bias, False, 0.0, self.eps)
 
+    def _factor(self):
+        """The running statistics' weight of the new batch: ``momentum``, or with
+        ``momentum=None`` one over the batches seen, a float64 0-d tensor computed with
+        ops from ``num_batches_tracked`` (not read by Python: a compiled step replays
+        it with the count of each call)."""
+        if self.momentum is not None:
+            return self.momentum
+        return 1.0 / self.num_batches_tracked.to(float64)
+
     def _update_running_stats(self, input):
         """PyTorch's running statistics: an exponential average (or, with
         ``momentum=None``, a cumulative one) of the batch mean and unbiased variance,
@@ -115,8 +124,7 @@ class _BatchNorm(Module):
                              f"input size {shape}")
         with no_grad():
             self.num_batches_tracked.add_(1)
-            factor = (1.0 / int(self.num_batches_tracked) if self.momentum is None
-                      else self.momentum)
+            factor = self._factor()
             dims = (0,) + tuple(range(2, len(shape)))
             x = input.detach()
             mean = x.mean(dim=dims)
@@ -243,8 +251,7 @@ class SyncBatchNorm(_BatchNorm):
         with ``momentum=None``, a cumulative one) of the mean and unbiased variance."""
         with no_grad():
             self.num_batches_tracked.add_(1)
-            factor = (1.0 / int(self.num_batches_tracked) if self.momentum is None
-                      else self.momentum)
+            factor = self._factor()
             for buf, stat in ((self.running_mean, mean), (self.running_var, var)):
                 buf.mul_(1 - factor).add_((stat.detach() * factor).to(buf.dtype))
 
