@@ -11,8 +11,11 @@ import numpy as np
 xp = np
 _compiled = {}
 
-# fastmath flags safe for anomaly detection: no nnan/ninf, so NaN/inf propagate.
-FASTMATH = frozenset({"contract", "reassoc", "afn", "arcp", "nsz"})
+# fastmath flags that keep special values IEEE's: no nnan/ninf, so NaN and inf
+# propagate; no arcp, with which LLVM turns ``1 / sqrt(x)`` into an rsqrt estimate and
+# a Newton step (NaN at 0 and inf, -inf at a float32 subnormal, where 1/sqrt gives inf,
+# 0 and 1e20); no afn, which lets it swap library calls for approximations
+FASTMATH = frozenset({"contract", "reassoc", "nsz"})
 
 # glibc malloc thresholds set by ``tune_malloc`` (bytes)
 MMAP_THRESHOLD = 32 << 20
@@ -136,7 +139,10 @@ def compile_source(key, source, func_name, *, parallel=True, fastmath=FASTMATH, 
         if fn is not None:
             return fn
         nb = numba()
-        py = getattr(load_source(source), func_name)
+        # (the flags in the source: a module named by its digest, so that Numba's
+        # on-disk cache, which keys on the code, never returns one built with others)
+        flags = f"# fastmath {sorted(fastmath)}, error_model {error_model}\n"
+        py = getattr(load_source(flags + source), func_name)
         if vectorize is not None:
             fn = nb.vectorize(vectorize, target="parallel" if parallel else "cpu",
                               fastmath=set(fastmath), cache=True)(py)

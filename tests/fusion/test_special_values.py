@@ -1,0 +1,47 @@
+"""Fused kernels keep IEEE's special values: a chain run by ``@tg.fuse`` or a
+``tg.compile`` program gives what the ops give one by one at 0, inf, NaN, a
+negative and a float32 subnormal (the compiled kernels' fastmath flags may not turn
+``1 / sqrt(x)`` into an estimate, which gave NaN at 0 and inf and -inf at 1e-40)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+# (not -0.0: the kernels' nsz flag leaves the sign of a zero unspecified)
+SPECIAL = [-1.5, 0.0, 2.0, np.inf, -np.inf, np.nan, 1e-40, 3.0e38]
+CHAINS = {
+    "rsqrt": lambda x: tg.rsqrt(x * 1.0),
+    "rsqrt of relu": lambda x: tg.rsqrt(tg.relu(x)),
+    "divided by sqrt": lambda x: (x + 1.0) / tg.sqrt(x * 1.0),
+    "pow -0.5": lambda x: (x * 1.0) ** -0.5,
+    "pow 0.5": lambda x: (x * 1.0) ** 0.5,
+    "reciprocal": lambda x: 1.0 / (x * 1.0),
+    "divided by a sum": lambda x: x / (x + x),
+    "sqrt": lambda x: tg.sqrt(x * 1.0) * 2.0,
+}
+
+
+@pytest.mark.parametrize("dtype", [tg.float32, tg.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_fused_chains_keep_special_values(name, dtype):
+    fn = CHAINS[name]
+    # long enough for the compiled kernels (not the small-array path)
+    x = tg.tensor(np.tile(np.array(SPECIAL), 512), dtype=dtype)
+    want = fn(x).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fused = tg.fuse(fn)(x).numpy()
+        c = tg.compile(fn)
+        c(x)
+        compiled = c(x).numpy()
+        assert c.stats()["replays"] == 1
+    for got in (fused, compiled):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+        np.testing.assert_array_equal(np.signbit(got[np.isinf(want)]),
+                                      np.signbit(want[np.isinf(want)]))
+        fin = np.isfinite(want)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=4e-7 if dtype == tg.float32
+                                   else 1e-15)
