@@ -7,6 +7,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 import types
 import warnings
 import weakref
@@ -146,6 +147,7 @@ class Compiled:
         self.fuse = fuse
         self.max_captures = max_captures
         self.fullgraph = fullgraph
+        self._lock = threading.Lock()
         self._reset()
         _ALL.add(self)
         try:
@@ -172,6 +174,19 @@ class Compiled:
         if self._given_up or capturing() is not None:
             self._eager += 1
             return self._eager_call(args, kwargs)
+        # one call at a time replays or captures: a program's buffers (its arena, the
+        # rings of what it returns and saves) serve one call; a call that finds another
+        # thread in them runs eagerly (no wait: a capture runs the function's Python,
+        # which may wait on that thread)
+        if not self._lock.acquire(blocking=False):
+            self._eager += 1
+            return self._eager_call(args, kwargs)
+        try:
+            return self._call(args, kwargs)
+        finally:
+            self._lock.release()
+
+    def _call(self, args, kwargs):
         key = _key(args, kwargs)
         if key is None:
             return self._give_up("an argument is neither a tensor nor hashable", args, kwargs)

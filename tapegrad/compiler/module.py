@@ -34,6 +34,7 @@ the forward alone.
 """
 import builtins
 import inspect
+import threading
 import warnings
 from collections import OrderedDict
 
@@ -490,6 +491,9 @@ class CompiledModule(Module):
 _LOCAL = frozenset(vars(CompiledModule)) | frozenset(_OWN)
 
 
+_BACKWARD = threading.Lock()
+
+
 def _replayed_vjp(call, saved, gs):
     """The backward program on the saved values and the output gradients."""
     prog = call.prog
@@ -506,7 +510,8 @@ def _replayed_vjp(call, saved, gs):
     back = backward_for(prog, tuple(gs[k] is None for k in prog.cot_outputs))
     token = quiet_numpy()  # (floating-point exceptions silent, as eager adjoints)
     try:
-        res = back.fn(tuple(saved) + tuple(cots), (), {})
+        with _BACKWARD:  # (its arena serves one replay at a time: threads take turns)
+            res = back.fn(tuple(saved) + tuple(cots), (), {})
     finally:
         loud_numpy(token)
     grads = [None if s is None else res[s] for s in prog.grad_slots]
