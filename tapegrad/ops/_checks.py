@@ -45,13 +45,16 @@ def any_value(t, test, by_position=False):
     batch's): ``test`` maps an array, or a tensor, to a bool one (``lambda v: v < 0``).
     Under a capture, read through ops as a guarded outcome. An eager read scans the
     distinct memory of a broadcast array (``distinct_values``), not its broadcast
-    size, unless ``by_position`` (``test`` picks values by their place)."""
-    t = _unbatched(t)
-    if isinstance(t, Tensor) and _state.observers:
+    size, unless ``by_position`` (``test`` picks values by their place). ``t`` may be
+    a tuple of tensors, ``test`` then taking one value of each (by position)."""
+    ts = tuple(_unbatched(x) for x in t) if isinstance(t, tuple) else (_unbatched(t),)
+    if _state.observers and all(isinstance(x, Tensor) for x in ts):
         with no_grad():
-            return bool(test(t).any())
-    a = whole(t)
-    return bool(test(a if by_position else distinct_values(a)).any())
+            return bool(test(*ts).any())
+    arrays = [whole(x) for x in ts]
+    if len(arrays) == 1 and not by_position:
+        arrays = [distinct_values(arrays[0])]
+    return bool(test(*arrays).any())
 
 
 def int_value(t, reduce, by_position=False):

@@ -18,19 +18,16 @@ PACKAGE = os.path.dirname(tg.__file__)
 VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # composites whose programs tg.compile runs eagerly (correct, not compiled): the
 # factories that make their tensor from data (tensor, as_tensor, from_numpy, ...) or
-# leave its values unspecified (empty, empty_like); adaptive_avg_pool2d's bin matrices
-# are arrays made in the function (and it reads its input's values to keep NaN and inf
-# in their bins). The set is exact: one that starts replaying must leave it. (The
+# leave its values unspecified (empty, empty_like). The set is exact: one that starts replaying must leave it. (The
 # second replay gets new values: floats scaled, integer and bool arrays reversed; a
 # guard that fails there, as matrix_exp's on the norm that picks its squarings,
 # captures again.) (The random factories and sampling
 # ops, dropouts and rrelu replay: each draw is a step of the program that draws from
 # the global generator again.)
 EAGER = set("""empty empty_like
-tensor as_tensor asarray from_numpy from_dlpack ctc_loss
+tensor as_tensor asarray from_numpy from_dlpack
 """.split())
-# (ctc_loss reads its lengths and labels to check them and builds its label positions
-# from them: each new set of lengths would capture again. Constants a composite makes
+# (Constants a composite makes
 # from Python values (class ranges, position tables, adaptive pooling's bin matrices)
 # are marked so (``creation._constant``), and its checks on argument values read
 # through ops under a capture (``ops/_checks.py``), so those replay. A factory

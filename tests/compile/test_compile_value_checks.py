@@ -23,6 +23,7 @@ def _i(*v):
 
 
 W = _r(10, 3)
+LP = tg.tensor(np.log(np.random.default_rng(3).dirichlet(np.ones(5), (6, 2))))
 # name: (fn, arguments that pass the check, arguments that fail it, replays expected)
 CASES = {
     "gaussian_nll_loss negative var": (
@@ -76,6 +77,22 @@ CASES = {
     "multi_margin_loss target out of range": (
         lambda x, t: F.multi_margin_loss(x, t), (_r(3, 4), _i(0, 1, 2)), (_r(3, 4), _i(0, 1, 7)),
         True),
+    "ctc_loss new target lengths": (
+        lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl), (LP, _i([1, 2], [3, 4]), _i(6, 6),
+                                                          _i(2, 2)),
+        (LP, _i([1, 2], [3, 4]), _i(6, 5), _i(2, 1)), True),
+    "ctc_loss input length beyond the input": (
+        lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl), (LP, _i([1, 2], [3, 4]), _i(6, 6),
+                                                          _i(2, 2)),
+        (LP, _i([1, 2], [3, 4]), _i(7, 6), _i(2, 2)), True),
+    "ctc_loss label out of range": (
+        lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl), (LP, _i([1, 2], [3, 4]), _i(6, 6),
+                                                          _i(2, 2)),
+        (LP, _i([1, 2], [3, 9]), _i(6, 6), _i(2, 2)), True),
+    "ctc_loss concatenated targets, a longer one": (
+        lambda lp, t, il, tl: F.ctc_loss(lp, t, il, tl), (LP, _i(1, 2, 3, 4), _i(6, 6),
+                                                          _i(2, 2)),
+        (LP, _i(1, 2, 3, 4), _i(6, 6), _i(3, 1)), True),
     # a branch on the values: adaptive pooling keeps NaN and inf in their own bins
     "adaptive_avg_pool2d with a NaN": (
         lambda x: F.adaptive_avg_pool2d(x, (4, 4)), (_r(1, 1, 6, 6),),

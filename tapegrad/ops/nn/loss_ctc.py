@@ -11,8 +11,11 @@ log_softmax both give the same (tests/ops/nn/test_conv_nd_grid_sample_ctc.py che
 import numpy as np
 
 from ..._util import op_error
-from .._checks import host as _host
+from ...tape import state as _state
+from ...tensor import Tensor
+from .._checks import any_value, host as _host, int_value
 from .._decl import Sample, TensorSpec, composite, rand
+from ..creation import _constant
 from ..elementwise import clamp, where
 from ..indexing import gather
 from ..reduce import cumsum, logsumexp, mean, sum as _sum
@@ -36,7 +39,21 @@ def _as_lengths(v, like, what):
     if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in vals):
         raise op_error("ctc_loss", f"{what} must be a tensor or a tuple of ints, not "
                                    f"{type(v).__name__} {v!r}"[:200], TypeError)
-    return like.new_tensor(np.asarray(v, dtype=np.int64))
+    return _constant(like.new_tensor(np.asarray(v, dtype=np.int64)))  # (of Python ints)
+
+
+def _any_bad(lp_shape, targets, il, tl):
+    """Whether a value fails ``_check_ctc``'s checks, read with ops."""
+    T, N, C = lp_shape
+    n = targets.shape[-1]
+    pos = _constant(targets.new_tensor(np.arange(n, dtype=np.int64)))
+    if any_value(il, lambda v: (v < 0) | (v > T)) or any_value(tl, lambda v: v < 0):
+        return True
+    if targets.ndim == 1:  # concatenated: the first sum(lengths) are read
+        return any_value(tl, lambda v: v.sum() > n) or any_value(
+            (targets, tl), lambda t, v: ((t < 0) | (t >= C)) & (pos < v.sum()))
+    return any_value(tl, lambda v: v > n) or any_value(
+        (targets, tl), lambda t, v: ((t < 0) | (t >= C)) & (pos < unsqueeze(v, 1)))
 
 
 def _check_ctc(lp_shape, targets, il, tl):
@@ -52,6 +69,13 @@ def _check_ctc(lp_shape, targets, il, tl):
         raise op_error(name, f"input_lengths and target_lengths must have one entry per batch "
                              f"element ({N}), got shapes {tuple(il.shape)} and "
                              f"{tuple(tl.shape)}", RuntimeError)
+    if _state.observers and all(type(t) is Tensor for t in (targets, il, tl)):
+        # (a capture: the checks read through ops, guarded outcomes each replay
+        # repeats; the values that fail are then read and named below)
+        if not _any_bad(lp_shape, targets, il, tl):
+            if targets.ndim == 1 and tl.shape[0]:
+                return int_value(tl, lambda v: v.max())
+            return 0  # (padded targets: the caller reads S from their shape)
     ils, tls, tv = _host(il), _host(tl), _host(targets).astype(np.int64)
     if ils.size and (ils.min() < 0 or ils.max() > T):
         raise op_error(name, f"Expected input_lengths to have value at most {T} (and at least "
@@ -107,7 +131,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     if targets.ndim == 1:
         # concatenated targets (or one unbatched target): gathered into (N, S) rows,
         # the blank past each length (S, the longest, read from every example inside vmap)
-        j = unsqueeze(tl.new_tensor(np.arange(S, dtype=np.int64)), 0)
+        j = unsqueeze(_constant(tl.new_tensor(np.arange(S, dtype=np.int64))), 0)
         start = unsqueeze(cumsum(tl, 0) - tl, 1)
         idx = clamp(start + j, 0, max(targets.shape[0] - 1, 0))
         rows = gather(expand(unsqueeze(targets, 0), (N, targets.shape[0])), 1, idx) \
@@ -119,21 +143,21 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
             raise op_error(name, f"targets of shape {tuple(targets.shape)} do not fit a batch "
                                  f"of {N}", RuntimeError)
         # the padding past each target's length may hold anything (-1): the blank there
-        spos = unsqueeze(tg_.new_tensor(np.arange(tg_.shape[1], dtype=np.int64)), 0)
+        spos = unsqueeze(_constant(tg_.new_tensor(np.arange(tg_.shape[1], dtype=np.int64))), 0)
         tg_ = where(spos < unsqueeze(tl, 1), tg_, blank)
     S = tg_.shape[1]
     L = 2 * S + 1
     # the extended labels: blank, l1, blank, l2, ..., blank
     blanks = tg_ * 0 + blank
     ext = cat([reshape(stack([blanks, tg_], 2), (N, 2 * S)), blanks[:, :1] if S else
-               tg_.new_tensor(np.full((N, 1), blank, np.int64))], 1)
-    pos = unsqueeze(ext.new_tensor(np.arange(L, dtype=np.int64)), 0)
+               _constant(tg_.new_tensor(np.full((N, 1), blank, np.int64)))], 1)
+    pos = unsqueeze(_constant(ext.new_tensor(np.arange(L, dtype=np.int64))), 0)
     valid_s = pos < unsqueeze(2 * tl + 1, 1)  # positions inside this example's labels
     # the skip from s - 2 is allowed onto a label that differs from the one before
     prev2 = cat([ext[:, :2] * 0 + blank, ext[:, :-2]], 1) if L > 2 else ext * 0 + blank
     skip = (ext != blank) & (ext != prev2) & (pos >= 2)
     # (N, 1): log 0 in the input's dtype, on its device (whatever values it holds)
-    neg = lp.new_tensor(np.full((N, 1), _NEG, dtype=np_dtype(lp)))
+    neg = _constant(lp.new_tensor(np.full((N, 1), _NEG, dtype=np_dtype(lp))))
     emit = [gather(lp[t], 1, ext) for t in range(T)]  # (N, L) each
     alpha = where((pos < 2) & valid_s, emit[0], neg)
     for t in range(1, T):
