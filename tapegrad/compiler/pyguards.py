@@ -279,6 +279,19 @@ def _user_object(obj):
     return not (a.startswith(_STD) or a.startswith(_PKG))
 
 
+def _user_class(obj):
+    """A class defined outside the library and the standard library (a namespace of
+    settings, ``class Config: lr = 0.1``, or a user's class whose attributes the
+    function reads)."""
+    if not isinstance(obj, type):
+        return False
+    f = getattr(sys.modules.get(obj.__module__), "__file__", None)
+    if f is None:
+        return obj.__module__ == "__main__"
+    a = os.path.abspath(f)
+    return not (a.startswith(_STD) or a.startswith(_PKG))
+
+
 def _codes_within(code):
     """``code`` and the code objects defined in it, as deep as they go: its
     comprehensions, generator expressions and lambdas, which read what it hands them
@@ -635,6 +648,24 @@ class Watch:
                 elif depth > 1:
                     inside(v, f"{oname}.{a}", code, where, depth - 1, d, a)
 
+        def class_attrs_of(cls, oname, code, where):
+            """Guards on the plain class attributes ``code`` reads from ``cls`` (found
+            along its MRO, as Python finds them: none may appear on a class before)."""
+            for a in _names(code):
+                if a.startswith("__"):
+                    continue
+                for k in cls.__mro__:
+                    if a in k.__dict__:
+                        v = k.__dict__[a]
+                        if plain(v) and k.__module__ != "builtins":
+                            for kk in cls.__mro__:
+                                if kk is k:
+                                    break
+                                add(kk.__dict__, a, _MISSING,
+                                    f"{kk.__qualname__}.{a} not set{where}")
+                            add(k.__dict__, a, v, f"{oname}.{a} == {v!r}{where}")
+                        break
+
         def items_of(c, oname, code, where, depth):
             tp = type(c)
             keyed = tp in _DICT_TYPES
@@ -737,6 +768,8 @@ class Watch:
                     and type(getattr(obj, "__dict__", None)) is dict):
                 attrs_of(obj, oname, code, where, 1 if isinstance(obj, types.ModuleType)
                          else _DEEP)
+            elif _user_class(obj):
+                class_attrs_of(obj, oname, code, where)
             else:
                 values_of(obj, oname, where)
                 advanced(obj, oname, where)

@@ -68,6 +68,38 @@ def test_a_global_read_by_a_called_function_is_guarded():
     assert cf(x).tolist() == [3.0, 3.0, 3.0]
 
 
+class _Base:
+    scale = 1.0
+
+
+class Settings(_Base):
+    """A class used as a namespace of settings (its attributes read by the function)."""
+    shift = 0.0
+
+
+def test_class_attributes_read_from_a_global_class_are_guarded():
+    def f(x):
+        return x * Settings.scale + Settings.shift
+    cf = tg.compile(f)
+    x = tg.tensor([1.0, 2.0])
+    try:
+        for change in (None, "base", "shift", "shadow"):
+            if change == "base":      # on the class the attribute comes from
+                _Base.scale = 3.0
+            elif change == "shift":
+                Settings.shift = 1.0
+            elif change == "shadow":  # set on the class itself, before the base in the MRO
+                Settings.scale = 5.0
+            np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+            np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+        assert "Settings.scale == 5.0 (global of " \
+            "test_class_attributes_read_from_a_global_class_are_guarded.<locals>.f)" \
+            in cf.stats()["guards"]
+    finally:
+        _Base.scale, Settings.shift = 1.0, 0.0
+        del Settings.scale
+
+
 def test_tuples_strings_and_attributes_of_objects_and_python_modules():
     global MODE
 
