@@ -23,7 +23,7 @@ from ..tensor import DATA_SWAPS, LEAF_HOOKS, Tensor, wrap
 from . import capture as _capture
 from .capture import Recorder, Unsupported, capturing
 from .program import GuardFailed, Program
-from .pyguards import Watch, checker, optimizer_guards
+from .pyguards import Watch, _is_module, checker, optimizer_guards
 
 __all__ = ["compile", "Compiled"]
 
@@ -277,6 +277,7 @@ class Compiled:
         return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
 
     def _give_up(self, why, args, kwargs):
+        """Run eagerly from now on, saying why; and this call (``args`` None: it ran)."""
         if self.fullgraph:
             raise RuntimeError(f"tg.compile(fullgraph=True): {self._name()} cannot be "
                                f"captured as one program: {why}")
@@ -284,6 +285,8 @@ class Compiled:
         self._given_up = True
         warnings.warn(f"tg.compile: {getattr(self.fn, '__qualname__', self.fn)} runs "
                       f"eagerly from now on: {why}", RuntimeWarning, stacklevel=3)
+        if args is None:
+            return None
         self._eager += 1
         return self._eager_call(args, kwargs)
 
@@ -303,7 +306,10 @@ class Compiled:
         rng = raw_rng_state()
         swaps = DATA_SWAPS[0]
         hooks = LEAF_HOOKS[0]
-        refs = _references(self.fn)
+        try:
+            refs = _references(self.fn)
+        except Exception as e:  # noqa: BLE001  (a user object whose __getattr__ raises)
+            return self._give_up(_inspection_failed(e), args, kwargs)
         if _shares(args, kwargs, _outside_roots(refs)):  # (a capture would take the
             self._eager += 1  # tensor read from outside for the argument, or apart)
             self._eager_reason = "an argument shares memory with a tensor the function " \
@@ -325,7 +331,11 @@ class Compiled:
         finally:
             _capture.end()
         self._captures += 1
-        pyg = watch.guards()
+        try:
+            pyg = watch.guards()
+        except Exception as e:  # noqa: BLE001  (as above: this call's result stands)
+            self._give_up(_inspection_failed(e), None, None)
+            return _plain_numbers(result)
         words = [w[3] for w in pyg]
         changed = watch.changed()
         if changed:
@@ -569,9 +579,9 @@ def _same_tensors(m, tensors):
     return len(cur) == len(tensors) and all(a is b for a, b in zip(cur, tensors))
 
 
-def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
-    return callable(getattr(obj, "named_parameters", None)) and \
-        callable(getattr(obj, "named_buffers", None)) and not isinstance(obj, type)
+def _inspection_failed(e):
+    return (f"finding the Python values it reads raised {type(e).__name__}: {e} (an object "
+            f"whose __getattr__ raises something other than AttributeError?)")
 
 
 def _module_tensors(m):

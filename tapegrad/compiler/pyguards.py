@@ -91,6 +91,16 @@ def plain(v):
     return tp is tuple and len(v) <= 16 and all(plain(x) for x in v)
 
 
+def _namespace(obj):
+    """An object of attributes in a plain dict that is not callable: a
+    ``types.SimpleNamespace``, an ``argparse.Namespace``."""
+    try:
+        return not callable(obj) and not isinstance(obj, type) and \
+            type(getattr(obj, "__dict__", None)) is dict
+    except Exception:  # noqa: BLE001
+        return False
+
+
 class _Attrs:
     """An object seen as a holder of guards: ``get(name, default)`` is its attribute
     (a function's ``__defaults__``)."""
@@ -265,20 +275,6 @@ _ARRAY_BYTES = 1 << 16  # a NumPy array at most this large is guarded on its val
 _KEYS = 32     # at most this many constant keys of one code tried on one container
 
 
-def _user_object(obj):
-    """An instance of a class defined outside the library and the standard library
-    whose attributes are a plain dict (a config object, a dataclass, a user's model;
-    not a function or a class)."""
-    if isinstance(obj, (type, types.FunctionType, types.MethodType)) or \
-            type(getattr(obj, "__dict__", None)) is not dict:
-        return False
-    f = getattr(sys.modules.get(type(obj).__module__), "__file__", None)
-    if f is None:
-        return type(obj).__module__ == "__main__" or type(obj).__module__ is None
-    a = os.path.abspath(f)
-    return not (a.startswith(_STD) or a.startswith(_PKG))
-
-
 def _user_class(obj):
     """A class defined outside the library and the standard library (a namespace of
     settings, ``class Config: lr = 0.1``, or a user's class whose attributes the
@@ -287,9 +283,49 @@ def _user_class(obj):
         return False
     f = getattr(sys.modules.get(obj.__module__), "__file__", None)
     if f is None:
-        return obj.__module__ == "__main__"
+        return obj.__module__ in ("__main__", None)
     a = os.path.abspath(f)
     return not (a.startswith(_STD) or a.startswith(_PKG))
+
+
+def _user_object(obj):
+    """An instance of a user's class (``_user_class``) whose attributes are a plain
+    dict (a config object, a dataclass, a user's model; not a function or a class)."""
+    if isinstance(obj, (type, types.FunctionType, types.MethodType)) or \
+            type(getattr(obj, "__dict__", None)) is not dict:
+        return False
+    return _user_class(type(obj))
+
+
+def _slotted(obj):
+    """An instance of a user's class whose attributes live in ``__slots__`` alone."""
+    try:
+        return not isinstance(obj, type) and not hasattr(obj, "__dict__") and \
+            _user_class(type(obj))
+    except Exception:  # noqa: BLE001  (a __getattr__ that raises something else)
+        return False
+
+
+def _namespace(obj):
+    """An object of attributes in a plain dict that is not callable: a
+    ``types.SimpleNamespace``, an ``argparse.Namespace``."""
+    try:
+        return not callable(obj) and not isinstance(obj, type) and \
+            type(getattr(obj, "__dict__", None)) is dict
+    except Exception:  # noqa: BLE001
+        return False
+
+
+class _Attrs:
+    """An object seen as a holder of guards: ``get(name, default)`` is its attribute
+    (a slot's value)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def get(self, name, default):
+        return getattr(self.obj, name, default)
 
 
 def _codes_within(code):
@@ -319,9 +355,17 @@ def _const_keys(code):
     return out
 
 
-def _is_module(obj):  # (tg.nn sits above the compiler: a Module by what it has)
-    return callable(getattr(obj, "named_parameters", None)) and \
-        callable(getattr(obj, "named_modules", None)) and not isinstance(obj, type)
+def _is_module(obj):
+    """Whether ``obj`` is a Module (tg.nn sits above the compiler: one by what it has).
+    An object whose ``__getattr__`` raises anything for the names is not one."""
+    if isinstance(obj, type):
+        return False
+    try:
+        return callable(getattr(obj, "named_parameters", None)) and \
+            callable(getattr(obj, "named_buffers", None)) and \
+            callable(getattr(obj, "named_modules", None))
+    except Exception:  # noqa: BLE001  (a user's __getattr__: KeyError, say)
+        return False
 
 
 def _held(obj):
@@ -625,6 +669,8 @@ class Watch:
         def attrs_of(obj, oname, code, where, depth=_DEEP):
             d = getattr(obj, "__dict__", None)
             if type(d) is not dict:
+                if _slotted(obj):
+                    slots_of(obj, oname, code, where, depth)
                 return
             cls = None if isinstance(obj, types.ModuleType) else type(obj)
             for a in _names(code):
@@ -645,8 +691,31 @@ class Watch:
                     continue
                 if plain(v):
                     add(d, a, v, f"{oname}.{a} == {v!r}{where}")
+                elif v is os.environ:  # (os.environ[...]: a Python module's mapping)
+                    environ_of(f"{oname}.{a}", code, where)
                 elif depth > 1:
                     inside(v, f"{oname}.{a}", code, where, depth - 1, d, a)
+
+        def environ_of(oname, code, where):
+            """Guards on the environment variables ``code`` reads by constant names."""
+            for k in _const_keys(code):
+                if type(k) is str:
+                    v = os.environ.get(k, _MISSING)
+                    add(os.environ, k, v, f"{oname}[{k!r}] == {v!r}{where}"
+                        if v is not _MISSING else f"{oname}[{k!r}] not set{where}")
+
+        def slots_of(obj, oname, code, where, depth):
+            holder = _Attrs(obj)
+            for a in _names(code):
+                if not isinstance(getattr(type(obj), a, None), types.MemberDescriptorType):
+                    continue
+                v = getattr(obj, a, _MISSING)
+                if v is _MISSING:
+                    continue
+                if plain(v):
+                    add(holder, a, v, f"{oname}.{a} == {v!r}{where}")
+                elif depth > 1:
+                    inside(v, f"{oname}.{a}", code, where, depth - 1, holder, a)
 
         def class_attrs_of(cls, oname, code, where):
             """Guards on the plain class attributes ``code`` reads from ``cls`` (found
@@ -711,7 +780,8 @@ class Watch:
             """Guards on what ``code`` can read inside ``obj``, a non-plain value held
             by ``holder[key]`` (which must keep holding it)."""
             container = type(obj) in _CONTAINER_TYPES
-            if not (container or _user_object(obj) or _is_module(obj)):
+            if not (container or _user_object(obj) or _slotted(obj) or _is_module(obj)
+                    or _namespace(obj)):
                 if holder is not None and _held(obj):  # (a function, a tensor, an array)
                     add(holder, key, obj, f"{oname} is the same object{where}")
                 values_of(obj, oname, where)
@@ -763,13 +833,14 @@ class Watch:
                 return True
             if type(obj) in _CONTAINER_TYPES:
                 items_of(obj, oname, code, where, _DEEP)
-            elif isinstance(obj, types.ModuleType) or _is_module(obj) or _user_object(obj) or (
-                    not callable(obj) and not isinstance(obj, type)
-                    and type(getattr(obj, "__dict__", None)) is dict):
+            elif isinstance(obj, types.ModuleType) or _is_module(obj) or _user_object(obj) \
+                    or _slotted(obj) or _namespace(obj):
                 attrs_of(obj, oname, code, where, 1 if isinstance(obj, types.ModuleType)
                          else _DEEP)
             elif _user_class(obj):
                 class_attrs_of(obj, oname, code, where)
+            elif obj is os.environ:
+                environ_of(oname, code, where)
             else:
                 values_of(obj, oname, where)
                 advanced(obj, oname, where)

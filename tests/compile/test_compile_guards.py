@@ -100,6 +100,68 @@ def test_class_attributes_read_from_a_global_class_are_guarded():
         del Settings.scale
 
 
+class _Slotted:
+    __slots__ = ("lr", "inner")
+
+    def __init__(self):
+        self.lr = 1.0
+        self.inner = types.SimpleNamespace(shift=0.0)
+
+
+SLOTTED = _Slotted()
+
+
+def test_attributes_of_an_object_with_slots_are_guarded():
+    def f(x):
+        return x * SLOTTED.lr + SLOTTED.inner.shift
+    cf = tg.compile(f)
+    x = tg.tensor([1.0, 2.0])
+    for change in (None, "lr", "inner", "rebind"):
+        if change == "lr":
+            SLOTTED.lr = 3.0
+        elif change == "inner":
+            SLOTTED.inner.shift = 1.0
+        elif change == "rebind":
+            SLOTTED.inner = types.SimpleNamespace(shift=-1.0)
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+
+
+def test_environment_variables_read_by_name_are_guarded(monkeypatch):
+    import os
+    monkeypatch.setenv("TAPEGRAD_TEST_SCALE", "1")
+    monkeypatch.delenv("TAPEGRAD_TEST_SHIFT", raising=False)
+
+    def f(x):
+        return x * float(os.environ["TAPEGRAD_TEST_SCALE"]) + \
+            float(os.environ.get("TAPEGRAD_TEST_SHIFT", "0"))
+    cf = tg.compile(f)
+    x = tg.tensor([1.0, 2.0])
+    for change in (None, "scale", "shift"):
+        if change == "scale":
+            monkeypatch.setenv("TAPEGRAD_TEST_SCALE", "3")
+        elif change == "shift":
+            monkeypatch.setenv("TAPEGRAD_TEST_SHIFT", "1")
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+
+
+def test_an_object_whose_getattr_raises_runs_eagerly_with_the_reason():
+    class Lookup:  # (raises KeyError, not AttributeError, for a name it lacks)
+        def __init__(self):
+            self.d = {"lr": 2.0}
+
+        def __getattr__(self, name):
+            return self.d[name]
+    cfg_ = Lookup()
+    cf = tg.compile(lambda x: x * cfg_.lr)
+    x = tg.tensor([1.0, 2.0])
+    with pytest.warns(RuntimeWarning, match="finding the Python values it reads raised"):
+        assert cf(x).tolist() == [2.0, 4.0]
+    cfg_.d["lr"] = 3.0
+    assert cf(x).tolist() == [3.0, 6.0]
+
+
 def test_tuples_strings_and_attributes_of_objects_and_python_modules():
     global MODE
 
