@@ -91,19 +91,9 @@ def plain(v):
     return tp is tuple and len(v) <= 16 and all(plain(x) for x in v)
 
 
-def _namespace(obj):
-    """An object of attributes in a plain dict that is not callable: a
-    ``types.SimpleNamespace``, an ``argparse.Namespace``."""
-    try:
-        return not callable(obj) and not isinstance(obj, type) and \
-            type(getattr(obj, "__dict__", None)) is dict
-    except Exception:  # noqa: BLE001
-        return False
-
-
 class _Attrs:
     """An object seen as a holder of guards: ``get(name, default)`` is its attribute
-    (a function's ``__defaults__``)."""
+    (a function's ``__defaults__``, a slot's value)."""
     __slots__ = ("obj",)
 
     def __init__(self, obj):
@@ -314,18 +304,6 @@ def _namespace(obj):
             type(getattr(obj, "__dict__", None)) is dict
     except Exception:  # noqa: BLE001
         return False
-
-
-class _Attrs:
-    """An object seen as a holder of guards: ``get(name, default)`` is its attribute
-    (a slot's value)."""
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def get(self, name, default):
-        return getattr(self.obj, name, default)
 
 
 def _codes_within(code):

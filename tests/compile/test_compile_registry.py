@@ -18,12 +18,12 @@ PACKAGE = os.path.dirname(tg.__file__)
 VALUES_UNSPECIFIED = {"empty", "empty_like"}
 # composites whose programs tg.compile runs eagerly (correct, not compiled): the
 # factories that make their tensor from data (tensor, as_tensor, from_numpy, ...) or
-# leave its values unspecified (empty, empty_like). The set is exact: one that starts replaying must leave it. (The
-# second replay gets new values: floats scaled, integer and bool arrays reversed; a
-# guard that fails there, as matrix_exp's on the norm that picks its squarings,
-# captures again.) (The random factories and sampling
-# ops, dropouts and rrelu replay: each draw is a step of the program that draws from
-# the global generator again.)
+# leave its values unspecified (empty, empty_like). The set is exact: one that starts
+# replaying must leave it. (The second replay gets new values: floats scaled, integer
+# and bool arrays reversed; a guard that fails there, as matrix_exp's on the norm that
+# picks its squarings, captures again.) (The random factories and sampling ops,
+# dropouts and rrelu replay: each draw is a step of the program that draws from the
+# global generator again.)
 EAGER = set("""empty empty_like
 tensor as_tensor asarray from_numpy from_dlpack
 """.split())
