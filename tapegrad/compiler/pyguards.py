@@ -57,6 +57,7 @@ import builtins
 import collections
 import copy
 import enum
+import functools
 import gc
 import io
 import logging
@@ -798,6 +799,12 @@ class Watch:
                                     f"loop advance it)")
 
         def values_of(obj, oname, where):
+            if type(obj) is functools.partial and id(obj.keywords) not in whole:
+                # (its keywords dict can change in place; its args cannot)
+                whole.add(id(obj.keywords))
+                if len(obj.keywords) <= _ITEMS:
+                    out.append((_Contents(obj.keywords), "items", True,
+                                f"{oname}.keywords holds the same items{where}"))
             if type(obj) is np.ndarray and id(obj) not in whole:
                 whole.add(id(obj))
                 if obj.nbytes <= _ARRAY_BYTES:
@@ -846,6 +853,12 @@ class Watch:
                     v = getattr(f, attr, None)
                     if v is not None:
                         add(_Attrs(f), attr, v, f"{code.co_qualname}.{attr} == {v!r}")
+                        # (a mutable default's contents: ``def f(x, s=[1.0])``)
+                        for i, dv in (v.items() if attr == "__kwdefaults__" else
+                                      enumerate(v)):
+                            if not plain(dv):
+                                inside(dv, f"{code.co_qualname}'s default {i}", code, "",
+                                       _DEEP - 1)
                 add(_Attrs(f), "__code__", code,
                     f"{code.co_qualname}.__code__ is the same object")
             if code.co_freevars:

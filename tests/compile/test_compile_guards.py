@@ -146,6 +146,23 @@ def test_environment_variables_read_by_name_are_guarded(monkeypatch):
         np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
 
 
+def test_a_partials_keywords_and_a_mutable_defaults_contents_are_guarded():
+    import functools
+    scaled = functools.partial(lambda x, s: x * s, s=1.0)
+
+    def f(x, shift=[0.0]):  # noqa: B006  (the mutable default is the point)
+        return scaled(x) + shift[0]
+    cf = tg.compile(f)
+    x = tg.tensor([1.0, 2.0])
+    for change in (None, "keywords", "default"):
+        if change == "keywords":
+            scaled.keywords["s"] = 3.0
+        elif change == "default":
+            f.__defaults__[0][0] = 1.0
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+
+
 def test_an_object_whose_getattr_raises_runs_eagerly_with_the_reason():
     class Lookup:  # (raises KeyError, not AttributeError, for a name it lacks)
         def __init__(self):
