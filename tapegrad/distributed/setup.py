@@ -2,7 +2,9 @@
 backend, PyTorch's group objects)."""
 import atexit
 import datetime
+import os
 import sys
+import traceback
 
 from ..devices import nccl as _nccl
 from .process_group import _DEFAULT_TIMEOUT, _ArgumentError, _Group, _mpi, is_available
@@ -19,9 +21,19 @@ def _excepthook(tp, value, tb):
     if g is None or g.closed:
         return hook(tp, value, tb)
     sys.stdout.flush()
-    sys.stderr.write(f"[tapegrad.distributed] rank {g.rank} of {g.size}: uncaught "
-                     f"{tp.__name__}; telling the other ranks and exiting\n")
-    hook(tp, value, tb)
+    head = (f"[tapegrad.distributed] rank {g.rank} of {g.size}: uncaught {tp.__name__}; "
+            f"telling the other ranks and exiting\n")
+    if hook is sys.__excepthook__:  # the report in one write: the ranks share a stderr
+        # pipe, and a write up to PIPE_BUF bytes is not interleaved with the others'
+        sys.stderr.flush()
+        text = head + "".join(traceback.format_exception(tp, value, tb))
+        try:
+            os.write(sys.stderr.fileno(), text.encode(errors="replace"))
+        except (OSError, ValueError, AttributeError):  # (no file descriptor: pytest's)
+            sys.stderr.write(text)
+    else:
+        sys.stderr.write(head)
+        hook(tp, value, tb)
     sys.stderr.flush()
     g.die(f"{tp.__name__}: {value}")
 
