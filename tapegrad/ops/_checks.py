@@ -22,8 +22,7 @@ __all__ = ["whole", "host", "any_value", "int_value"]
 def whole(t):
     """The array of all of ``t``'s values: inside vmap, the whole batch's (a check
     over every example, e.g. "all finite", "all in [0, 1]", reads it)."""
-    while getattr(t, "_vlevel", None) is not None:
-        t = t._value
+    t = _unbatched(t)
     return buffer(t) if isinstance(t, Tensor) else t
 
 
@@ -35,6 +34,7 @@ def host(t):
 
 
 def _unbatched(t):
+    """The tensor under ``t``'s vmap levels (``t`` outside vmap)."""
     while getattr(t, "_vlevel", None) is not None:
         t = t._value
     return t
