@@ -8,18 +8,17 @@ import math
 import os
 import re
 import select
-import signal
 import struct
+import subprocess
 import sys
-import warnings
 import zipfile
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import serialization
 
 resource = pytest.importorskip("resource")   # POSIX only, like fork
 
@@ -28,82 +27,42 @@ pytestmark = pytest.mark.skipif(not (hasattr(os, "fork") and os.path.exists("/pr
 
 _BUDGET = 64 * 2**20
 _WATCHDOG_S = 60
+_SERVER = Path(__file__).with_name("_bounded_load.py")
 
 
-class _CountingFile:
-    """A binary file that counts the bytes read through it."""
-
-    def __init__(self, path):
-        self.f = open(path, "rb")
-        self.name = str(path)
-        self.bytes_read = 0
-
-    def read(self, n=-1):
-        data = self.f.read(n)
-        self.bytes_read += len(data)
-        return data
-
-    def seek(self, *args):
-        return self.f.seek(*args)
-
-    def tell(self):
-        return self.f.tell()
-
-    def seekable(self):
-        return True
+_LOADER = {}
 
 
-def _child_load(path, count_reads, setup):
-    vm = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
-    resource.setrlimit(resource.RLIMIT_AS,
-                       (vm + _BUDGET, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    f = _CountingFile(path) if count_reads else path
-    try:
-        setup()
-        tg.load(f)
-        kind, msg = "ok", ""
-    except BaseException as e:   # reported to the parent, whatever it is
-        kind, msg = type(e).__name__, str(e)[:2000]
-    return [kind, msg, f.bytes_read if count_reads else -1]
+@pytest.fixture(scope="module", autouse=True)
+def _loader_process():
+    """The process that forks each load (tests/training/_bounded_load.py): single-threaded,
+    so a child never inherits a lock that another thread held at the fork (a fork of the
+    threaded test worker hung in the child, twice in a row, in a whole-suite run)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               NUMBA_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, str(_SERVER)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env, text=True)
+    _LOADER["proc"] = proc
+    yield
+    del _LOADER["proc"]
+    proc.stdin.close()
+    proc.wait(timeout=60)
 
 
-def _load_bounded(path, count_reads=False, setup=lambda: None):
-    """tg.load(path) in a forked child; (exception class name or 'ok', message, bytes read).
-    A child that gives no answer in time is forked once more: a fork of this threaded
-    process can deadlock in the child on a lock another thread held at the fork (seen
-    once in a full run, the test passing alone), which a second fork does not repeat; a
-    load that really hangs hangs twice."""
-    res = _load_forked(path, count_reads, setup)
-    return _load_forked(path, count_reads, setup) if res[0] == "watchdog" else res
-
-
-def _load_forked(path, count_reads, setup):
-    r, w = os.pipe()
-    with warnings.catch_warnings():
-        # JAX (an oracle elsewhere in the suite) and Python 3.12 warn that a fork of a
-        # threaded process may deadlock; the child only reads a file with NumPy and leaves
-        # with os._exit, and the watchdog turns a deadlock into a failure
-        warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
-        warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:   # pragma: no cover - the child
-        try:
-            os.close(r)
-            os.write(w, json.dumps(_child_load(path, count_reads, setup)).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    try:
-        if not select.select([r], [], [], _WATCHDOG_S)[0]:
-            os.kill(pid, signal.SIGKILL)
-            return ["watchdog", f"no answer in {_WATCHDOG_S} s", -1]
-        data = b""
-        while chunk := os.read(r, 65536):
-            data += chunk
-        return json.loads(data) if data else ["died", "", -1]
-    finally:
-        os.close(r)
-        os.waitpid(pid, 0)
+def _load_bounded(path, count_reads=False, setup=None):
+    """tg.load(path) in a forked child of the loader process, bounded in memory and time:
+    (exception class name or 'ok', message, bytes read or -1). ``setup`` is a
+    (name, argument) the child applies first (the loader's SETUPS)."""
+    req = {"path": str(path), "count_reads": count_reads, "setup": setup,
+           "budget": _BUDGET, "watchdog_s": _WATCHDOG_S}
+    proc = _LOADER["proc"]
+    proc.stdin.write(json.dumps(req) + "\n")
+    proc.stdin.flush()
+    assert select.select([proc.stdout], [], [], _WATCHDOG_S + 60)[0], \
+        "the loader process gave no answer"
+    line = proc.stdout.readline()
+    assert line, f"the loader process exited ({proc.poll()})"
+    return json.loads(line)
 
 
 def _refused(path, match, **kw):
@@ -191,16 +150,10 @@ def test_a_real_file_loads_under_the_same_bounds(tmp_path):
 
 
 def test_the_harness_catches_an_allocation_over_budget(tmp_path):
-    def allocate():
-        # new address space, as a large array's buffer takes when the heap has no free
-        # block for it (an anonymous map: a free block the forked worker's heap happens to
-        # hold, after the tests it ran, would serve np.ones without any)
-        import mmap
-        try:
-            mmap.mmap(-1, 2 * _BUDGET)
-        except OSError as e:
-            raise MemoryError(str(e)) from None
-    assert _load_bounded(tmp_path / "missing", setup=allocate)[0] == "MemoryError"
+    # an anonymous map of twice the budget: new address space, as a large array's buffer
+    # takes when the heap has no free block for it
+    assert _load_bounded(tmp_path / "missing", setup=("allocate", 2 * _BUDGET))[0] \
+        == "MemoryError"
 
 
 # ---------------------------------------------------------------- the signature comes first
@@ -364,11 +317,10 @@ def test_a_zip_of_100000_members_that_declares_two_is_refused_by_its_directory_s
     _refused(path, "the zip directory declares [0-9]+ bytes, over the [0-9]+ limit")
 
 
-def test_too_many_members_are_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(serialization, "_MAX_ARRAYS", 2)
+def test_too_many_members_are_refused(tmp_path):
     path = _tapegrad_zip(tmp_path / "many.tg", None,
                          *[(f"a{i}.npy", _npy()) for i in range(3)])
-    _refused(path, "4 members, over the 2 arrays limit")
+    _refused(path, "4 members, over the 2 arrays limit", setup=("max_arrays", 2))
 
 
 # ---------------------------------------------------------------- the manifest
@@ -400,7 +352,7 @@ def test_manifests_of_the_wrong_shape_are_refused(tmp_path, raw, match):
 def test_a_huge_json_integer_is_refused_even_with_the_int_limit_off(tmp_path):
     raw = b'{"format": "tapegrad.save", "version": ' + b"7" * 4_000_000 + b', "tree": null}'
     path = _zip(tmp_path / "int.tg", ("__tapegrad__.npy", _raw_manifest(raw)))
-    _refused(path, "integer literal of 4000000 digits", setup=lambda: sys.set_int_max_str_digits(0))
+    _refused(path, "integer literal of 4000000 digits", setup=("int_max_str_digits", 0))
 
 
 def test_a_manifest_that_is_not_a_byte_string_is_refused_from_its_header(tmp_path):
