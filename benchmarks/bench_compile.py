@@ -554,10 +554,11 @@ def cnn_contenders(torch_compile, jax=None):
 
 
 # ---------------------------------------------------------------- charlm training steps
-def charlm_contenders(kind):
+def charlm_contenders(kind, torch_compile=False):
     """The training step of ``tapegrad.examples.charlm`` (its default model sizes, AdamW
     and gradient clipping outside the model), eager against ``model = tg.compile(model)``,
-    each on its own copy of the model, the same batch. The LSTM also races the compiled
+    each on its own copy of the model, the same batch; and the same step in PyTorch,
+    eager and ``torch.compile(model)`` (``_torch_charlm``). The LSTM also races the compiled
     model whose backward is the general program (the zeros of the unused ``h_n``,
     ``c_n`` carried through it: ``compiler/zero_cotangents.py`` off), the compiled
     model without the embedding-projection rewrite (``compiler/embedding_projection.py``:
@@ -572,7 +573,11 @@ def charlm_contenders(kind):
     data = CL.CharData(CL.load_text())
     d = CL.DEFAULTS[kind]
     xb, yb = data.batch(np.random.default_rng(0), d["batch_size"], d["seq_len"])
-    out = {}
+    torch = _torch()
+    out = {} if torch is None else _torch_charlm(torch, kind, data.vocab, d["seq_len"], xb, yb,
+                                                 torch_compile)
+    if "tapegrad" not in LIBS:
+        return out, None
     cmodel = None
     names = ["tapegrad eager", "tapegrad compiled model"]
     if kind == "lstm":
@@ -605,6 +610,63 @@ def charlm_contenders(kind):
         out[LSTM_ALONE] = _lstm_layer_alone(d["batch_size"], d["seq_len"])
         out[LSTM_ONE_LOOP] = _lstm_layer_alone(d["batch_size"], d["seq_len"], one_loop=True)
     return out, cmodel
+
+
+def _torch_charlm(torch, kind, vocab, context, xb, yb, torch_compile):
+    """charlm's model and training step written in PyTorch (the same modules and sizes as
+    ``charlm.make_model``), eager and with ``model = torch.compile(model)``."""
+    nn = torch.nn
+
+    class TransformerLM(nn.Module):
+        def __init__(self, d_model=128, nhead=4, num_layers=2, dim_feedforward=512):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, d_model), nn.Embedding(context, d_model)
+            layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, 0.0,
+                                               activation="gelu", batch_first=True,
+                                               norm_first=True)
+            self.encoder = nn.TransformerEncoder(layer, num_layers, norm=nn.LayerNorm(d_model),
+                                                 enable_nested_tensor=False)
+            self.head = nn.Linear(d_model, vocab)
+            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(
+                context), persistent=False)
+
+        def forward(self, x):
+            T = x.shape[1]
+            h = self.tok(x) + self.pos(torch.arange(T))
+            return self.head(self.encoder(h, mask=self.mask[:T, :T], is_causal=True))
+
+    class LSTMLM(nn.Module):
+        def __init__(self, embed=64, hidden=256):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, embed)
+            self.lstm = nn.LSTM(embed, hidden, batch_first=True)
+            self.head = nn.Linear(hidden, vocab)
+
+        def forward(self, x):
+            return self.head(self.lstm(self.tok(x))[0])
+
+    def contender(compiled):
+        torch.manual_seed(0)
+        model = TransformerLM() if kind == "transformer" else LSTMLM()
+        run = torch.compile(model) if compiled else model
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def step():
+            logits = run(torch.tensor(xb))
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab),
+                                                     torch.tensor(yb.reshape(-1)))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss
+        return step
+    out = {"pytorch eager": contender(False)}
+    if torch_compile:
+        cs = _compile_first(contender(True), f"charlm {kind}")
+        if cs is not None:
+            out["torch.compile"] = cs
+    return out
 
 
 LSTM_ALONE = "tapegrad lstm_layer op alone"
@@ -828,10 +890,12 @@ def _section(name, args, jax):
                 print("   compiled model's step in parts (median ms): " +
                       ", ".join(f"{k} {v:.3f}" for k, v in parts().items()))
     elif name.startswith("charlm-"):
-        cont, cmodel = charlm_contenders(name[len("charlm-"):])
-        t0 = time.perf_counter()
-        cont["tapegrad compiled model"]()
-        first = time.perf_counter() - t0
+        cont, cmodel = charlm_contenders(name[len("charlm-"):], tc)
+        first = None
+        if cmodel is not None:
+            t0 = time.perf_counter()
+            cont["tapegrad compiled model"]()
+            first = time.perf_counter() - t0
         inner, rounds = 1, max(3, args.rounds // 2)
 
         def after():
@@ -873,9 +937,9 @@ def _tables(args):
            ("cnn", all4[1:], "CNN step of bench_cnn_step.py (target: compiled <= 1.0x "
             "pytorch eager; compiled model <= 0.85x pytorch eager and <= 1.0x "
             "torch.compile)", "ms", ("pytorch eager", "tapegrad eager"))]
-    out += [(f"charlm-{kind}", ("tapegrad",), f"charlm {kind} training step (AdamW and "
-             f"clipping outside; target: compiled model <= 0.8x eager)", "ms",
-             ("tapegrad eager",)) for kind in ("transformer", "lstm")]
+    out += [(f"charlm-{kind}", ("tapegrad", "torch"), f"charlm {kind} training step (AdamW "
+             f"and clipping outside; target: compiled model <= 0.8x eager)", "ms",
+             ("tapegrad eager", "pytorch eager")) for kind in ("transformer", "lstm")]
     out += [("ew", ("tapegrad", "jax"), f"elementwise chain of bench_fusion.py, {args.n} "
              f"float32 (target: compiled <= 1.5x hand-fused)", "ms",
              ("@tg.fuse (hand-fused)",)),
