@@ -1,5 +1,6 @@
 """Shape helpers and the one error formatter every op uses."""
 import functools
+import operator
 
 import numpy as np
 
@@ -116,14 +117,29 @@ def shape_arg(op, shape, what="shape"):
     the error)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    elif len(shape) == 1 and hasattr(shape[0], "__index__") is False and shape[0] is not None:
+    elif (len(shape) == 1 and not hasattr(shape[0], "__index__")
+          and hasattr(shape[0], "__iter__")):
         shape = tuple(shape[0])
     out = []
     for s in shape:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+        n = _size_element(s)
+        if n is None:
             raise op_error(op, f"{what} must be ints, got {shape!r}", TypeError)
-        out.append(int(s))
+        out.append(n)
     return tuple(out)
+
+
+def _size_element(s):
+    """An element of a size as an int: an int, or (as PyTorch takes them) an integer
+    tensor or array of one element; None for anything else (bools included). A tensor is
+    read through ``__index__``, so a capture guards the value."""
+    if isinstance(s, (int, np.integer)):
+        return None if isinstance(s, bool) else int(s)
+    a = getattr(s, "_data", s)
+    kind = getattr(getattr(a, "dtype", None), "kind", None)
+    if kind not in ("i", "u") or getattr(a, "size", 0) != 1:
+        return None
+    return operator.index(s) if a is not s else int(a.reshape(()))
 
 
 def fmt_spec(x):

@@ -273,3 +273,44 @@ def test_factories_take_size_by_keyword(name):
         getattr(tg, name)(2, size=(3,))
     with pytest.raises(TypeError, match="unexpected keyword argument 'shape'"):
         getattr(tg, name)(shape=(3,))
+
+
+SIZE_ELEMENTS = [
+    ("a 0-d integer tensor", lambda m: (m.tensor(2),)),
+    ("a 0-d tensor beside an int", lambda m: (m.tensor(2), 3)),
+    ("a tuple holding a tensor", lambda m: ((m.tensor(2), 3),)),
+    ("a one-element integer tensor", lambda m: (m.tensor([2]),)),
+    ("a uint8 tensor", lambda m: (m.tensor(3, dtype=m.uint8),)),
+    ("a 0-d NumPy integer array", lambda m: (np.array(2),)),
+]
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "randn"])
+@pytest.mark.parametrize("case, args", SIZE_ELEMENTS, ids=[c for c, _ in SIZE_ELEMENTS])
+def test_a_size_takes_integer_tensors_of_one_element_as_torch(name, case, args):
+    torch = pytest.importorskip("torch")
+    assert tuple(getattr(tg, name)(*args(tg)).shape) == \
+        tuple(getattr(torch, name)(*args(torch)).shape)
+
+
+@pytest.mark.parametrize("bad", [lambda m: m.tensor(2.0), lambda m: m.tensor([2, 3]),
+                                 lambda m: m.tensor(True), lambda m: 2.0],
+                         ids=["float tensor", "two elements", "bool tensor", "float"])
+def test_a_size_refuses_other_tensors_as_torch(bad):
+    torch = pytest.importorskip("torch")
+    with pytest.raises((TypeError, RuntimeError)):
+        torch.zeros(bad(torch))
+    with pytest.raises(TypeError, match="zeros: size must be ints"):
+        tg.zeros(bad(tg))
+
+
+def test_views_take_tensor_sizes_and_a_capture_guards_them():
+    x = tg.arange(6.0)
+    assert x.view(tg.tensor(3), -1).shape == (3, 2)
+    assert x.reshape(tg.tensor(6)).shape == (6,)
+    assert x.reshape(2, 3).expand(tg.tensor(2), 3).shape == (2, 3)
+    f = tg.compile(lambda x, n: tg.zeros(n, 2) + x)
+    one = tg.ones(2)
+    for k in (3, 3, 4, 4):
+        assert f(one, tg.tensor(k)).shape == (k, 2)
+    assert f.stats()["captures"] == 2 and f.stats()["replays"] == 2
