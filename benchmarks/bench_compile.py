@@ -613,41 +613,14 @@ def charlm_contenders(kind, torch_compile=False):
 
 
 def _torch_charlm(torch, kind, vocab, context, xb, yb, torch_compile):
-    """charlm's model and training step written in PyTorch (the same modules and sizes as
-    ``charlm.make_model``), eager and with ``model = torch.compile(model)``."""
-    nn = torch.nn
-
-    class TransformerLM(nn.Module):
-        def __init__(self, d_model=128, nhead=4, num_layers=2, dim_feedforward=512):
-            super().__init__()
-            self.tok, self.pos = nn.Embedding(vocab, d_model), nn.Embedding(context, d_model)
-            layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, 0.0,
-                                               activation="gelu", batch_first=True,
-                                               norm_first=True)
-            self.encoder = nn.TransformerEncoder(layer, num_layers, norm=nn.LayerNorm(d_model),
-                                                 enable_nested_tensor=False)
-            self.head = nn.Linear(d_model, vocab)
-            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(
-                context), persistent=False)
-
-        def forward(self, x):
-            T = x.shape[1]
-            h = self.tok(x) + self.pos(torch.arange(T))
-            return self.head(self.encoder(h, mask=self.mask[:T, :T], is_causal=True))
-
-    class LSTMLM(nn.Module):
-        def __init__(self, embed=64, hidden=256):
-            super().__init__()
-            self.tok = nn.Embedding(vocab, embed)
-            self.lstm = nn.LSTM(embed, hidden, batch_first=True)
-            self.head = nn.Linear(hidden, vocab)
-
-        def forward(self, x):
-            return self.head(self.lstm(self.tok(x))[0])
+    """charlm's model (``charlm_vs_torch.build``: the same modules and sizes as
+    ``charlm.make_model``) and training step in PyTorch, eager and with
+    ``model = torch.compile(model)``."""
+    build = _bench("charlm_vs_torch").build
 
     def contender(compiled):
         torch.manual_seed(0)
-        model = TransformerLM() if kind == "transformer" else LSTMLM()
+        model = build(torch, kind, vocab, context)
         run = torch.compile(model) if compiled else model
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
