@@ -12,9 +12,9 @@ def elementwise(name, expr, inputs=None, *, attrs=(), samples=None, error_sample
     Args:
         name: the op's registry name.
         expr: a Python-syntax scalar expression: arithmetic, comparisons,
-            ``a if c else b`` / ``where(c, a, b)``, and ``exp log log1p expm1 sqrt
-            rsqrt tanh sigmoid erf sin cos abs sign maximum minimum pow square`` (plus
-            ``relu softplus logsigmoid silu logaddexp exp2 log2 log10 tan sinh cosh``).
+            ``a if c else b`` / ``where(c, a, b)``, and ``exp exp2 log log2 log10 log1p
+            expm1 sqrt rsqrt tanh sigmoid erf sin cos abs sign maximum minimum pow
+            square`` (plus ``relu softplus logsigmoid silu logaddexp tan sinh cosh``).
         inputs: input names in order; default: the free names by first appearance.
         attrs: names in ``expr`` that are keyword attributes (compile-time constants,
             one kernel per value), e.g. ``alpha``.

@@ -21,6 +21,10 @@ S. L. Moshier; the exp polynomial is a minimax fit):
   through them (x86 min/max return their second operand on NaN): no NaN select.
 - log: exponent and mantissa from the bits (denormals pre-scaled by ``2**23``),
   mantissa in ``[sqrt(1/2), sqrt(2))``, degree-9 polynomial.
+- log2, log10: the same reduction, ``e + log(m) log2(e)`` and ``e log10(2) + log(m)
+  log10(e)`` (``log10(2)`` in two parts): log2 exact at powers of two, log10 at the
+  float32 nearest each power of ten, as NumPy's; 1.75 and 1.83 ulp at most.
+- exp2: ``k = round(x)`` by the same trick, ``2**k exp((x - k) ln2)``: exact at integers.
 - log1p: ``u = 1 + x``; ``log(u) * x / (u - 1)`` (Goldberg's trick; exact ``u - 1``).
 - expm1: ``2**k (exp(r) - 1) + (2**k - 1)`` with ``exp(r) - 1 = r + r**2 q(r)``, as
   ``2 (h u + (h - 1/2))``, ``h = 2**(k-1)`` (no overflow before the last step); no
@@ -58,6 +62,9 @@ _F2 = np.float32(2.0)
 _FH = np.float32(0.5)
 _F_MAGIC = np.float32(12582912.0)  # 1.5 * 2**23: (v + _F_MAGIC) - _F_MAGIC rounds v
 _F_LN2 = np.float32(0.693147180559945309)
+_F_LOG10E = np.float32(0.434294481903251828)
+_F_LOG10_2HI = np.float32(0.301025390625)  # 0x3e9a2000: 11 significant bits
+_F_LOG10_2LO = np.float32(4.6050389811980175e-06)  # log10(2) - _F_LOG10_2HI
 
 
 _Q = (1.3814539415761828e-3, 8.36874544620514e-3, 4.166838899254799e-2,
@@ -109,7 +116,9 @@ def _expneg_f32(x):  # exp for x <= 0 (or NaN): k in [-150, 0], one scaling step
 
 
 @_helper
-def _log_f32(x):
+def _log_reduce(x):
+    # x = 2**ef * (1 + f), 1 + f in [sqrt(1/2), sqrt(2)); y: the polynomial part of
+    # log(1 + f) - f + f**2 / 2, z = f**2
     sub = x < np.float32(1.17549435e-38)
     xs = x * np.float32(8388608.0) if sub else x
     ef = _f32_exponent(xs) - (np.float32(149.0) if sub else np.float32(126.0))
@@ -127,7 +136,12 @@ def _log_f32(x):
     y = y * f + np.float32(2.0000714765e-1)
     y = y * f - np.float32(2.4999993993e-1)
     y = y * f + np.float32(3.3333331174e-1)
-    y = y * f * z
+    return ef, f, y * f * z, z
+
+
+@_helper
+def _log_f32(x):
+    ef, f, y, z = _log_reduce(x)
     y = y + _F_C2 * ef
     y = y - _FH * z
     r = f + y
@@ -136,6 +150,39 @@ def _log_f32(x):
     r = -_F_INF if x == _F0 else r
     r = _F_NAN if x < _F0 else r
     return x if x != x else r
+
+
+@_helper
+def _log2_f32(x):
+    # ef + log(1 + f) log2(e): exactly ef at a power of two (f == 0)
+    ef, f, y, z = _log_reduce(x)
+    r = ef + (f + (y - _FH * z)) * _F_LOG2E
+    r = _F_INF if x == _F_INF else r
+    r = -_F_INF if x == _F0 else r
+    r = _F_NAN if x < _F0 else r
+    return x if x != x else r
+
+
+@_helper
+def _log10_f32(x):
+    # ef log10(2) (in two parts: the first exact for |ef| < 2**11) + log(1 + f) log10(e)
+    ef, f, y, z = _log_reduce(x)
+    r = ef * _F_LOG10_2HI + (ef * _F_LOG10_2LO + (f + (y - _FH * z)) * _F_LOG10E)
+    r = _F_INF if x == _F_INF else r
+    r = -_F_INF if x == _F0 else r
+    r = _F_NAN if x < _F0 else r
+    return x if x != x else r
+
+
+@_helper
+def _exp2_f32(x):
+    # 2**k exp(f ln2), k = round(x), |f| <= 1/2: exactly 2**k at an integer
+    xc = np.float32(-152.0) if x < np.float32(-152.0) else x
+    xc = np.float32(129.0) if xc > np.float32(129.0) else xc
+    t = xc + _F_MAGIC
+    r = (xc - (t - _F_MAGIC)) * _F_LN2
+    y = (_exp_poly(r) * r + _F1) * r + _F1
+    return _f32_ldexp_magic(y, t)
 
 
 @_helper
@@ -225,7 +272,10 @@ def _erf_f32(x):
 # op -> (helper function, helpers it calls)
 HELPERS = {
     "exp": ("_exp_f32", ("_exp_poly",)),
-    "log": ("_log_f32", ()),
+    "log": ("_log_f32", ("_log_reduce",)),
+    "log2": ("_log2_f32", ("_log_reduce",)),
+    "log10": ("_log10_f32", ("_log_reduce",)),
+    "exp2": ("_exp2_f32", ("_exp_poly",)),
     "log1p": ("_log1p_f32", ("log",)),
     "expm1": ("_expm1_f32", ("_exp_poly",)),
     "tanh": ("_tanh_f32", ("_exp_poly",)),
@@ -233,6 +283,7 @@ HELPERS = {
     # not IR ops: exp of a non-positive argument; the shared polynomial
     "_expneg": ("_expneg_f32", ("_exp_poly",)),
     "_exp_poly": ("_exp_poly", ()),
+    "_log_reduce": ("_log_reduce", ()),
     "erf": ("_erf_f32", ("_expneg",)),
     "softplus": ("_softplus_f32", ("log1p", "_expneg")),
 }

@@ -25,7 +25,8 @@ from .expr import topo
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
           "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||"}
 _FN = {"exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1", "sqrt": "sqrt",
-       "tanh": "tanh", "sin": "sin", "cos": "cos", "abs": "fabs", "erf": "erf"}
+       "tanh": "tanh", "sin": "sin", "cos": "cos", "abs": "fabs", "erf": "erf", "exp2": "exp2",
+       "log2": "log2", "log10": "log10"}
 
 # bit patterns, as CuPy's own cupy/math_constants.h spells CUDART_INF/CUDART_NAN
 PREAMBLE = ("#define TG_INF __longlong_as_double(0x7ff0000000000000ULL)\n"

@@ -25,7 +25,8 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=",
           "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|"}
 _NP = {"exp": "np.exp", "log": "np.log", "log1p": "np.log1p", "expm1": "np.expm1",
        "sqrt": "np.sqrt", "tanh": "np.tanh", "sin": "np.sin", "cos": "np.cos",
-       "abs": "np.abs", "erf": "_math.erf"}
+       "abs": "np.abs", "erf": "_math.erf", "exp2": "np.exp2", "log2": "np.log2",
+       "log10": "np.log10"}
 
 
 _BLOCK = 1024  # elements per float32 partial sum of a reduction kernel

@@ -17,7 +17,7 @@ import itertools
 import math
 
 UNARY = ("neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "softplus",
-         "erf", "sin", "cos", "abs", "sign", "not")
+         "erf", "sin", "cos", "abs", "sign", "not", "exp2", "log2", "log10")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
           "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
 BOOL_OPS = ("lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not")
@@ -94,7 +94,8 @@ _FOLD = {"neg": lambda a: -a, "exp": math.exp, "log": math.log, "log1p": math.lo
          "expm1": math.expm1, "sqrt": math.sqrt, "rsqrt": lambda a: 1 / math.sqrt(a),
          "tanh": math.tanh, "sigmoid": lambda a: 1 / (1 + math.exp(-a)), "erf": math.erf,
          "softplus": lambda a: max(a, 0.0) + math.log1p(math.exp(-abs(a))),
-         "sin": math.sin, "cos": math.cos, "abs": abs,
+         "sin": math.sin, "cos": math.cos, "abs": abs, "exp2": lambda a: 2.0 ** a,
+         "log2": math.log2, "log10": math.log10,
          "sign": lambda a: float((a > 0) - (a < 0)),
          "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "div": lambda a, b: a / b, "pow": lambda a, b: a ** b, "maximum": max,
@@ -200,9 +201,6 @@ MACROS = {
     "square": ("x", "x * x"),
     "reciprocal": ("x", "1 / x"),
     "relu": ("x", "maximum(x, 0)"),
-    "exp2": ("x", "exp(x * 0.6931471805599453)"),
-    "log2": ("x", "log(x) * 1.4426950408889634"),
-    "log10": ("x", "log(x) * 0.4342944819032518"),
     "tan": ("x", "sin(x) / cos(x)"),
     "sinh": ("x", "0.5 * (expm1(x) - expm1(-x))"),
     "cosh": ("x", "0.5 * (exp(x) + exp(-x))"),
@@ -361,6 +359,7 @@ def substitute(outputs, mapping):
 # ---------------------------------------------------------------- derivative
 _HALF, _ZERO = 0.5, 0.0
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 
 def _maxmin_rule(n, a, pick):
@@ -395,6 +394,9 @@ RULES = {
     "log": lambda n, a: (div(a, n.args[0]),),
     "log1p": lambda n, a: (div(a, add(n.args[0], 1.0)),),
     "expm1": lambda n, a: (mul(a, add(n, 1.0)),),
+    "exp2": lambda n, a: (mul(a, mul(n, _LN2)),),
+    "log2": lambda n, a: (div(a, mul(n.args[0], _LN2)),),
+    "log10": lambda n, a: (div(a, mul(n.args[0], _LN10)),),
     "sqrt": lambda n, a: (div(mul(a, _HALF), n),),
     "rsqrt": lambda n, a: (mul(mul(a, -0.5), mul(n, mul(n, n))),),
     "tanh": lambda n, a: (mul(a, sub(1.0, mul(n, n))),),

@@ -870,7 +870,8 @@ def _loaded_from_cache(fn):
 
 _NP_UNARY = {"neg": "negative", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
              "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos", "abs": "abs",
-             "sign": "sign", "not": "logical_not"}
+             "sign": "sign", "not": "logical_not", "exp2": "exp2", "log2": "log2",
+             "log10": "log10"}
 _NP_BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
               "pow": "power", "maximum": "maximum", "minimum": "minimum", "lt": "less",
               "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal",

@@ -17,6 +17,8 @@ Pure data movement with a static pattern (advanced indexing, diagonals,
 ``unfold``) becomes one Gather of the flattened input at indices computed at export
 by running the op's kernel on the element positions (``_static_take``).
 """
+import math
+
 import numpy as np
 
 from ..fusion import expr as E
@@ -159,6 +161,11 @@ def lower_expression(b, st):
             b.node("Sub", [b.node("Exp", [a[0]]), one], [res])
         elif n.op == "rsqrt":
             b.node("Reciprocal", [b.node("Sqrt", [a[0]])], [res])
+        elif n.op == "exp2":
+            b.node("Pow", [b.const(np.asarray(2, dtype=dtype)), a[0]], [res])
+        elif n.op in ("log2", "log10"):
+            base = b.const(np.asarray(math.log(2.0 if n.op == "log2" else 10.0), dtype=dtype))
+            b.node("Div", [b.node("Log", [a[0]]), base], [res])
         else:
             b.refuse(st, f"{n.op!r} in its scalar expression has no ONNX node")
         vals[n] = res

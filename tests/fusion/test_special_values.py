@@ -45,3 +45,27 @@ def test_fused_chains_keep_special_values(name, dtype):
         fin = np.isfinite(want)
         np.testing.assert_allclose(got[fin], want[fin], rtol=4e-7 if dtype == tg.float32
                                    else 1e-15)
+
+
+EXACT = {  # (chain, inputs, its exact results): what the ops give one by one, and fused
+    "floor of log2": (lambda x: tg.floor(tg.log2(x * 1.0)), 2.0 ** np.arange(-60, 60),
+                      np.arange(-60.0, 60.0)),
+    "exp2 of integers": (lambda x: tg.exp2(x * 1.0) - 0.0, np.arange(-60.0, 60.0),
+                         2.0 ** np.arange(-60, 60)),
+    # powers of ten that float32 holds exactly
+    "log10 of powers of ten": (lambda x: tg.log10(x * 1.0) * 1.0, 10.0 ** np.arange(0, 11),
+                               np.arange(0.0, 11.0)),
+}
+
+
+@pytest.mark.parametrize("dtype", [tg.float32, tg.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(EXACT))
+def test_fused_exp2_log2_log10_are_exact_where_the_ops_are(name, dtype):
+    fn, values, exact = EXACT[name]
+    x = tg.tensor(np.tile(values, 64), dtype=dtype)
+    want = fn(x).numpy()
+    np.testing.assert_array_equal(want, np.tile(exact, 64).astype(want.dtype))
+    c = tg.compile(fn)
+    c(x)
+    for got in (tg.fuse(fn)(x).numpy(), c(x).numpy()):
+        np.testing.assert_array_equal(got, want)
