@@ -314,3 +314,71 @@ def test_views_take_tensor_sizes_and_a_capture_guards_them():
     for k in (3, 3, 4, 4):
         assert f(one, tg.tensor(k)).shape == (k, 2)
     assert f.stats()["captures"] == 2 and f.stats()["replays"] == 2
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0])
+def test_embedding_max_norm_renormalizes_the_rows_it_reads_as_torch(norm_type):
+    torch = pytest.importorskip("torch")
+    w = np.random.default_rng(0).standard_normal((6, 4))
+    idx = np.array([[0, 2, 2], [5, 1, 0]])
+    tw, gw = torch.tensor(w, requires_grad=True), tg.tensor(w, requires_grad=True)
+    to = torch.nn.functional.embedding(torch.tensor(idx), tw, max_norm=1.0, norm_type=norm_type)
+    go = tg.nn.functional.embedding(tg.tensor(idx), gw, max_norm=1.0, norm_type=norm_type)
+    (to ** 2).sum().backward()
+    (go ** 2).sum().backward()
+    np.testing.assert_allclose(go.detach().numpy(), to.detach().numpy(), rtol=1e-12)
+    # the rows read are rescaled in place; row 3 and 4, not read, keep their norms
+    np.testing.assert_allclose(gw.detach().numpy(), tw.detach().numpy(), rtol=1e-12)
+    assert np.array_equal(gw.detach().numpy()[3:5], w[3:5])
+    np.testing.assert_allclose(gw.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+    assert gw._version == tw._version == 1
+
+
+def test_embedding_bag_max_norm_as_torch():
+    torch = pytest.importorskip("torch")
+    w = np.random.default_rng(1).standard_normal((8, 3)) * 3
+    idx, offsets = np.array([1, 2, 4, 5, 4, 3, 2, 7]), np.array([0, 3, 5])
+    t = torch.nn.EmbeddingBag.from_pretrained(torch.tensor(w), freeze=False, max_norm=2.0,
+                                              mode="sum")
+    g = tg.nn.EmbeddingBag.from_pretrained(tg.tensor(w), freeze=False, max_norm=2.0,
+                                           mode="sum")
+    assert repr(g) == repr(t)
+    to, go = t(torch.tensor(idx), torch.tensor(offsets)), g(tg.tensor(idx), tg.tensor(offsets))
+    np.testing.assert_allclose(go.detach().numpy(), to.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g.weight.detach().numpy(), t.weight.detach().numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_embedding_from_pretrained_as_torch(freeze):
+    torch = pytest.importorskip("torch")
+    w = np.random.default_rng(2).standard_normal((5, 2))
+    t = torch.nn.Embedding.from_pretrained(torch.tensor(w), freeze=freeze, padding_idx=1,
+                                           max_norm=1.5, norm_type=3)
+    g = tg.nn.Embedding.from_pretrained(tg.tensor(w), freeze=freeze, padding_idx=1,
+                                        max_norm=1.5, norm_type=3)
+    assert repr(g) == repr(t)
+    assert g.weight.requires_grad is t.weight.requires_grad is (not freeze)
+    idx = np.array([4, 1, 0, 4])
+    np.testing.assert_allclose(g(tg.tensor(idx)).detach().numpy(),
+                               t(torch.tensor(idx)).detach().numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="2-dimensional"):
+        tg.nn.Embedding.from_pretrained(tg.ones(3))
+
+
+def test_a_compiled_model_renormalizes_embedding_rows_on_every_replay():
+    def make():
+        tg.manual_seed(0)
+        return tg.nn.Sequential(tg.nn.Embedding(10, 4, max_norm=1.0), tg.nn.Linear(4, 2))
+    eager, model = make(), make()
+    compiled = tg.compile(model)
+    opts = [tg.optim.SGD(m.parameters(), lr=0.05) for m in (eager, model)]
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x = tg.tensor(rng.integers(0, 10, (3, 5)))
+        for run, opt in zip((eager, compiled), opts):
+            opt.zero_grad()
+            (run(x) ** 2).sum().backward()
+            opt.step()
+        for a, b in zip(eager.parameters(), model.parameters()):
+            np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), atol=1e-6)
+    assert compiled.stats()["replays"] == 4

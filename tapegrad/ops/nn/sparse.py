@@ -6,6 +6,7 @@ import numpy as np
 from ..._util import op_error, value_range
 from ...devices import add_at, xp_of
 from ...dispatch import bind
+from ...grad_mode import no_grad
 from .. import _jvp, _vmap
 from .._checks import any_value, host, int_value
 from .._decl import Sample, TensorSpec, composite, rand, rand as _rand, register
@@ -185,10 +186,12 @@ EMBEDDING_BACKWARD = register(
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of ``weight`` picked by integer ``input``; the gradient scatter-adds into
-    the rows (the ``padding_idx`` row gets none)."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise op_error("embedding", "max_norm, scale_grad_by_freq and sparse are not "
-                                    "supported", NotImplementedError)
+    the rows (the ``padding_idx`` row gets none). ``max_norm``: first, each picked row
+    whose ``norm_type``-norm exceeds it is scaled in place to ``max_norm / (norm +
+    1e-7)`` times itself, as PyTorch's ``embedding_renorm_``."""
+    if scale_grad_by_freq or sparse:
+        raise op_error("embedding", "scale_grad_by_freq and sparse are not supported",
+                       NotImplementedError)
     if padding_idx is not None:
         n = weight.shape[0]
         if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
@@ -198,7 +201,23 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
             raise op_error("embedding", f"padding_idx {padding_idx} out of range for {n} "
                                         f"embeddings", ValueError)
         padding_idx = int(padding_idx) % n
+    if max_norm is not None:
+        renorm_rows_(weight, input, max_norm, norm_type)
     return bind(EMBEDDING, input, weight, padding_idx=padding_idx, mask_padding=False)
+
+
+def renorm_rows_(weight, input, max_norm, norm_type=2.0):
+    """PyTorch's ``embedding_renorm_``: each row of ``weight`` that ``input`` picks,
+    whose ``norm_type``-norm exceeds ``max_norm``, scaled in place by ``max_norm /
+    (norm + 1e-7)``; not recorded (as PyTorch's, under no_grad)."""
+    from ..linalg import vector_norm
+    with no_grad():
+        idx = input.reshape(-1)
+        rows = weight[idx]
+        norms = vector_norm(rows, norm_type, dim=1, keepdim=True)
+        weight.index_copy_(0, idx, where(norms > max_norm, rows * (max_norm / (norms + 1e-7)),
+                                         rows))
+    return weight
 
 
 def _numel(shape):
@@ -282,9 +301,11 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                        RuntimeError)
     if mode not in ("sum", "mean", "max"):
         raise op_error(name, f"mode has to be one of sum, mean or max, got {mode!r}", ValueError)
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise op_error(name, "max_norm, scale_grad_by_freq and sparse are not supported",
+    if scale_grad_by_freq or sparse:
+        raise op_error(name, "scale_grad_by_freq and sparse are not supported",
                        NotImplementedError)
+    if max_norm is not None:
+        renorm_rows_(weight, input, max_norm, norm_type)
     if per_sample_weights is not None:
         if mode != "sum":
             raise op_error(name, f"embedding_bag: per_sample_weights was not None. "
