@@ -44,10 +44,10 @@ _UFUNCS = {
     "logical_or": "or", "negative": "neg", "exp": "exp", "log": "log", "log1p": "log1p",
     "expm1": "expm1", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos",
     "absolute": "abs", "fabs": "abs", "sign": "sign", "logical_not": "not", "erf": "erf",
-    "exp2": "exp2", "log2": "log2", "log10": "log10",
+    "exp2": "exp2", "log2": "log2", "log10": "log10", "logaddexp": "logaddexp",
 }
 _MACRO_UFUNCS = {"square": "square", "reciprocal": "reciprocal", "tan": "tan", "sinh": "sinh",
-                 "cosh": "cosh", "logaddexp": "logaddexp"}
+                 "cosh": "cosh"}
 _REFUSED = ("reshape", "transpose", "swapaxes", "ravel", "flatten", "squeeze", "prod", "max", "min",
             "cumsum", "cumprod", "argmax", "argmin", "std", "var",
             "repeat", "take", "dot", "__getitem__", "__setitem__", "__matmul__", "__rmatmul__")

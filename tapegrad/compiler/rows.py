@@ -429,7 +429,7 @@ def _build(g, members, base, escapes, readers, member_idx, expr_of):
     text = "\n".join(src) + "\n"
     try:
         fn = _cpu.compile_source(("rows", text), text, "kernel", parallel=False,
-                                 fastmath=_cpu.FASTMATH, error_model="numpy")
+                                 fastmath=_cpu.FASTMATH_SUM, error_model="numpy")
     except Exception:  # Numba missing or failing: the members run as they are
         return None
     shapes = [g.shapes[v] for v in out_vals]

@@ -14,8 +14,12 @@ _compiled = {}
 # fastmath flags that keep special values IEEE's: no nnan/ninf, so NaN and inf
 # propagate; no arcp, with which LLVM turns ``1 / sqrt(x)`` into an rsqrt estimate and
 # a Newton step (NaN at 0 and inf, -inf at a float32 subnormal, where 1/sqrt gives inf,
-# 0 and 1e20); no afn, which lets it swap library calls for approximations
-FASTMATH = frozenset({"contract", "reassoc", "nsz"})
+# 0 and 1e20); no afn, which lets it swap library calls for approximations; no reassoc,
+# with which it folds ``x - (x + 1)`` to -1 and ``x - x * 0`` to x (NaN at inf and NaN)
+FASTMATH = frozenset({"contract", "nsz"})
+# for a kernel that sums: reassoc too, without which LLVM keeps a loop's additions in
+# order and does not vectorise it (the folds above may then happen in its terms)
+FASTMATH_SUM = FASTMATH | {"reassoc"}
 
 # glibc malloc thresholds set by ``tune_malloc`` (bytes)
 MMAP_THRESHOLD = 32 << 20
@@ -863,6 +867,7 @@ def jit_helpers():
         f16_load=f16[0], f16_store=f16[1], f16_load_int=f16_int[0], f16_store_int=f16_int[1],
         f16_round=_f32_op(1, _f16_round),
         gather16=gather16, prange=nb.prange, helper=helper, version=HELPERS_VERSION,
+        sum_add=helper(lambda s, v: s + v, fastmath=FASTMATH_SUM),
         f32_ldexp=_f32_op(2, _ldexp), f32_ldexp_magic=_f32_op(2, _ldexp_magic),
         f32_pow2_magic=f32_pow2_magic, f32_select_sign=f32_select_sign,
         f32_exponent=_f32_op(1, _exponent),

@@ -175,6 +175,15 @@ def _log10_f32(x):
 
 
 @_helper
+def _logaddexp_f32(x, y):
+    # as NumPy's: x + log 2 where x == y (two equal infinities give that infinity), else
+    # the larger plus log1p(exp(-|x - y|)); a NaN passes through the difference
+    m = x if x > y else y
+    r = m + _log1p_f32(_expneg_f32(-np.abs(x - y)))
+    return x + _F_LN2 if x == y else r
+
+
+@_helper
 def _exp2_f32(x):
     # 2**k exp(f ln2), k = round(x), |f| <= 1/2: exactly 2**k at an integer
     xc = np.float32(-152.0) if x < np.float32(-152.0) else x
@@ -286,6 +295,7 @@ HELPERS = {
     "_log_reduce": ("_log_reduce", ()),
     "erf": ("_erf_f32", ("_expneg",)),
     "softplus": ("_softplus_f32", ("log1p", "_expneg")),
+    "logaddexp": ("_logaddexp_f32", ("log1p", "_expneg")),
 }
 
 

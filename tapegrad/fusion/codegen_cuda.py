@@ -170,6 +170,10 @@ def _expr(n, a, ctype):
         return f"{_fn('pow', ctype)}({a[0]}, {a[1]})"
     if op == "rsqrt":
         return f"({one} / {_fn('sqrt', ctype)}({a[0]}))"
+    if op == "logaddexp":  # as NumPy's: x + log 2 where x == y, equal infinities included
+        return (f"(({a[0]} == {a[1]}) ? ({a[0]} + ({ctype})0.6931471805599453) : "
+                f"((({a[0]} > {a[1]}) ? {a[0]} : {a[1]}) + {_fn('log1p', ctype)}("
+                f"{_fn('exp', ctype)}(-{_fn('fabs', ctype)}({a[0]} - {a[1]})))))")
     if op == "sigmoid":
         return f"({one} / ({one} + {_fn('exp', ctype)}(-{a[0]})))"
     if op == "softplus":  # max(x, 0) + log1p(exp(-|x|)): no overflow; NaN stays NaN

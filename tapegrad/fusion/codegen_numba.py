@@ -130,8 +130,8 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
         if write and j not in wide and o.op == f"round_{store}" and o not in looked:
             o = o.args[0]  # the store rounds it: the same value
         val = names[o] if not o.is_bool else f"(_one if {names[o]} else _zero)"
-        if reduce and j == 0:
-            body.append(f"s += {val}")
+        if reduce and j == 0:  # an addition LLVM may reassociate; the terms it may not
+            body.append(f"s = _sum_add(s, {val})")
         else:
             body.append(f"o{j}[i] = _store({val})" if write and j not in wide
                         else f"o{j}[i] = {val}")
@@ -154,6 +154,10 @@ def kernel_source(inputs, outputs, dtype, pattern, approximate=True, reduce=Fals
             lines.append("_round = _jit().f16_round" if store == "float16" else
                          f"_rload, _rstore = _jit().{load}, _jit().{write}")
     lines += module_globals(used_ops, use_approx, tname, consts)
+    if reduce:
+        from ..devices.cpu import HELPERS_VERSION
+        lines += [f"from tapegrad.devices.cpu import jit_helpers as _jit_s  # v{HELPERS_VERSION}",
+                  "_sum_add = _jit_s().sum_add"]
     if tables:
         lines.append("_gather = _jit().gather16")
     params = ", ".join([f"a{k}" for k in range(len(inputs))] +
@@ -274,7 +278,11 @@ def _expr(n, a, use_approx, tname):
     if op == "rsqrt":
         return f"_one / np.sqrt({a[0]})"
     if use_approx and op in approx.HELPERS:
-        return f"{approx.HELPERS[op][0]}({a[0]})"
+        return f"{approx.HELPERS[op][0]}({', '.join(a)})"
+    if op == "logaddexp":  # as NumPy's: x + log 2 where x == y, equal infinities included
+        return (f"(({a[0]} + {tname}(0.6931471805599453)) if {a[0]} == {a[1]} else "
+                f"(({a[0]} if {a[0]} > {a[1]} else {a[1]}) + "
+                f"np.log1p(np.exp(-np.abs({a[0]} - {a[1]})))))")
     if op == "sigmoid":
         return f"_one / (_one + np.exp(-{a[0]}))"
     if op == "softplus":  # max(x, 0) + log1p(exp(-|x|)): no overflow; NaN stays NaN

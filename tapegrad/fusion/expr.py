@@ -18,10 +18,10 @@ import math
 
 UNARY = ("neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "softplus",
          "erf", "sin", "cos", "abs", "sign", "not", "exp2", "log2", "log10")
-BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "logaddexp",
           "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
 BOOL_OPS = ("lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not")
-COMMUTATIVE = ("add", "mul", "maximum", "minimum", "eq", "ne", "and", "or")
+COMMUTATIVE = ("add", "mul", "maximum", "minimum", "logaddexp", "eq", "ne", "and", "or")
 
 _counter = itertools.count()
 _TABLE = {}
@@ -99,7 +99,8 @@ _FOLD = {"neg": lambda a: -a, "exp": math.exp, "log": math.log, "log1p": math.lo
          "sign": lambda a: float((a > 0) - (a < 0)),
          "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "div": lambda a, b: a / b, "pow": lambda a, b: a ** b, "maximum": max,
-         "minimum": min}
+         "minimum": min, "logaddexp": lambda a, b: (
+             a + math.log(2.0) if a == b else max(a, b) + math.log1p(math.exp(-abs(a - b))))}
 
 
 def unary(op, a):
@@ -202,11 +203,18 @@ MACROS = {
     "reciprocal": ("x", "1 / x"),
     "relu": ("x", "maximum(x, 0)"),
     "tan": ("x", "sin(x) / cos(x)"),
-    "sinh": ("x", "0.5 * (expm1(x) - expm1(-x))"),
-    "cosh": ("x", "0.5 * (exp(x) + exp(-x))"),
+    # above |x| = 20 (exp(-|x|) below an ulp of the result): e^|x| / 2 as exp(|x| - c)
+    # times exp(c - log 2), c = 0.693359375 (|x| - c is exact): no overflow before the
+    # result's own (float32 cosh(89.4) is 3.4e38); below, formulas without cancellation
+    # (cosh(x) = 1 + u^2 / (2 (1 + u)), u = expm1(|x|)) on an argument kept in range, so
+    # that the unused branch's gradient is not 0 * inf
+    "sinh": ("x", "where(abs(x) > 20, sign(x) * (exp(abs(x) - 0.693359375) * 1.0002122169548875),"
+                  " 0.5 * (expm1(where(abs(x) > 20, 0, x)) - expm1(-where(abs(x) > 20, 0, x))))"),
+    "cosh": ("x", "where(abs(x) > 20, exp(abs(x) - 0.693359375) * 1.0002122169548875,"
+                  " 1 + expm1(where(abs(x) > 20, 0, abs(x))) * expm1(where(abs(x) > 20, 0, abs(x)))"
+                  " / (2 * (1 + expm1(where(abs(x) > 20, 0, abs(x))))))"),
     "silu": ("x", "x * sigmoid(x)"),
     "logsigmoid": ("x", "-softplus(-x)"),
-    "logaddexp": ("x y", "maximum(x, y) + log1p(exp(-abs(x - y)))"),
     "clamp": ("x lo hi", "minimum(maximum(x, lo), hi)"),
 }
 _ALIASES = {"max": "maximum", "min": "minimum", "fabs": "abs", "absolute": "abs"}
@@ -410,6 +418,10 @@ RULES = {
     "cos": lambda n, a: (neg(mul(a, unary("sin", n.args[0]))),),
     "abs": lambda n, a: (mul(a, unary("sign", n.args[0])),),
     "maximum": lambda n, a: _maxmin_rule(n, a, "gt"),
+    # sigmoid(x - y), as the op's own adjoint: no cancellation, and NaN at two equal
+    # infinities, as PyTorch's
+    "logaddexp": lambda n, a: (mul(a, unary("sigmoid", sub(n.args[0], n.args[1]))),
+                               mul(a, unary("sigmoid", sub(n.args[1], n.args[0])))),
     "minimum": lambda n, a: _maxmin_rule(n, a, "lt"),
     "where": lambda n, a: (None, where(n.args[0], a, _ZERO), where(n.args[0], _ZERO, a)),
 }

@@ -873,7 +873,8 @@ _NP_UNARY = {"neg": "negative", "exp": "exp", "log": "log", "log1p": "log1p", "e
              "sign": "sign", "not": "logical_not", "exp2": "exp2", "log2": "log2",
              "log10": "log10"}
 _NP_BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
-              "pow": "power", "maximum": "maximum", "minimum": "minimum", "lt": "less",
+              "pow": "power", "maximum": "maximum", "minimum": "minimum",
+              "logaddexp": "logaddexp", "lt": "less",
               "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal",
               "ne": "not_equal", "and": "logical_and", "or": "logical_or"}
 

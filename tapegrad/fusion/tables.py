@@ -41,7 +41,7 @@ from . import codegen_numba, expr as E
 # a float16 rounding inside a chain, ``jit_helpers.f16_round``'s integer lanes, 7)
 COST = {"exp": 5, "_expneg": 5, "exp2": 5, "expm1": 8, "sigmoid": 7, "tanh": 10, "log": 15,
         "log2": 15, "log10": 15, "log1p": 20, "erf": 20, "softplus": 40, "sin": 300,
-        "cos": 300, "pow": 300, "round_float16": 7}
+        "cos": 300, "pow": 300, "logaddexp": 30, "round_float16": 7}
 # the least cost a lookup replaces (``MIN_COST``) and the least ``COST`` of a whole
 # kernel replaced by its table of output patterns (``WHOLE_MIN_COST``), by dtype and
 # CPU; ``thresholds()`` fills the two from the CPU Numba compiles for on first use

@@ -163,6 +163,13 @@ def lower_expression(b, st):
             b.node("Reciprocal", [b.node("Sqrt", [a[0]])], [res])
         elif n.op == "exp2":
             b.node("Pow", [b.const(np.asarray(2, dtype=dtype)), a[0]], [res])
+        elif n.op == "logaddexp":  # max + (log 2 where equal, else log1p(exp(-|x - y|)))
+            one = b.const(np.asarray(1, dtype=dtype))
+            tail = b.node("Log", [b.node("Add", [one, b.node("Exp", [b.node("Neg", [
+                b.node("Abs", [b.node("Sub", a)])])])])])
+            tail = b.node("Where", [b.node("Equal", a), b.const(np.asarray(math.log(2.0), dtype)),
+                                    tail])
+            b.node("Add", [b.node("Max", a), tail], [res])
         elif n.op in ("log2", "log10"):
             base = b.const(np.asarray(math.log(2.0 if n.op == "log2" else 10.0), dtype=dtype))
             b.node("Div", [b.node("Log", [a[0]]), base], [res])

@@ -84,7 +84,8 @@ def _channel_sum_loop(x, acc):
             acc[c] += s
 
 
-_CHANNEL_SUM = _cpu.njit(_channel_sum_loop, fastmath=set(_cpu.FASTMATH))  # compiled on first call
+# compiled on first call
+_CHANNEL_SUM = _cpu.njit(_channel_sum_loop, fastmath=set(_cpu.FASTMATH_SUM))
 
 
 def _channel_sum(x, dims, keepdim):

@@ -311,10 +311,11 @@ def _seq_kernels(kind, dtype):
                     f"from tapegrad.devices.cpu_kernels.blas import gemm{32 if f32 else 64}"
                     f" as _gemm  # blas v{blas.VERSION}",
                     "_h = _jit_helpers()",
-                    f"_FM = {tuple(sorted(_cpu.FASTMATH))!r}"]), 1)
+                    f"_FM = {tuple(sorted(_cpu.FASTMATH_SUM))!r}"]), 1)
                 _SEQ_KERNELS[key] = tuple(
                     _cpu.compile_source((f"{kind}_layer", name, src), src, name,
-                                        parallel=False, error_model="numpy")
+                                        parallel=False, fastmath=_cpu.FASTMATH_SUM,
+                                        error_model="numpy")
                     for name in ("fwd_seq", "bwd_seq") if f"def {name}(" in src)
         except Exception:  # a kernel that does not compile: the Python step loops
             _SEQ_KERNELS[key] = None
@@ -333,7 +334,8 @@ def _kernels(kind, dtype):
             src = _source(kind, dtype)
             _KERNELS[key] = tuple(
                 _cpu.compile_source((f"{kind}_layer", name, src), src, name, parallel=False,
-                                    error_model="numpy") for name in ("fwd", "bwd")
+                                    fastmath=_cpu.FASTMATH_SUM, error_model="numpy")
+                for name in ("fwd", "bwd")
                 if f"def {name}(" in src)
         except Exception:  # numba missing or broken: whole-array code instead
             _KERNELS[key] = None
