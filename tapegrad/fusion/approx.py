@@ -140,38 +140,37 @@ def _log_reduce(x):
 
 
 @_helper
+def _log_special(x, r):
+    # a logarithm's result r, or its value at inf, 0, a negative x and NaN
+    r = _F_INF if x == _F_INF else r
+    r = -_F_INF if x == _F0 else r
+    r = _F_NAN if x < _F0 else r
+    return x if x != x else r
+
+
+@_helper
 def _log_f32(x):
     ef, f, y, z = _log_reduce(x)
     y = y + _F_C2 * ef
     y = y - _FH * z
     r = f + y
     r = r + _F_C1 * ef
-    r = _F_INF if x == _F_INF else r
-    r = -_F_INF if x == _F0 else r
-    r = _F_NAN if x < _F0 else r
-    return x if x != x else r
+    return _log_special(x, r)
 
 
 @_helper
 def _log2_f32(x):
     # ef + log(1 + f) log2(e): exactly ef at a power of two (f == 0)
     ef, f, y, z = _log_reduce(x)
-    r = ef + (f + (y - _FH * z)) * _F_LOG2E
-    r = _F_INF if x == _F_INF else r
-    r = -_F_INF if x == _F0 else r
-    r = _F_NAN if x < _F0 else r
-    return x if x != x else r
+    return _log_special(x, ef + (f + (y - _FH * z)) * _F_LOG2E)
 
 
 @_helper
 def _log10_f32(x):
     # ef log10(2) (in two parts: the first exact for |ef| < 2**11) + log(1 + f) log10(e)
     ef, f, y, z = _log_reduce(x)
-    r = ef * _F_LOG10_2HI + (ef * _F_LOG10_2LO + (f + (y - _FH * z)) * _F_LOG10E)
-    r = _F_INF if x == _F_INF else r
-    r = -_F_INF if x == _F0 else r
-    r = _F_NAN if x < _F0 else r
-    return x if x != x else r
+    return _log_special(x, ef * _F_LOG10_2HI + (ef * _F_LOG10_2LO + (f + (y - _FH * z))
+                                                * _F_LOG10E))
 
 
 @_helper
@@ -281,9 +280,9 @@ def _erf_f32(x):
 # op -> (helper function, helpers it calls)
 HELPERS = {
     "exp": ("_exp_f32", ("_exp_poly",)),
-    "log": ("_log_f32", ("_log_reduce",)),
-    "log2": ("_log2_f32", ("_log_reduce",)),
-    "log10": ("_log10_f32", ("_log_reduce",)),
+    "log": ("_log_f32", ("_log_reduce", "_log_special")),
+    "log2": ("_log2_f32", ("_log_reduce", "_log_special")),
+    "log10": ("_log10_f32", ("_log_reduce", "_log_special")),
     "exp2": ("_exp2_f32", ("_exp_poly",)),
     "log1p": ("_log1p_f32", ("log",)),
     "expm1": ("_expm1_f32", ("_exp_poly",)),
@@ -293,6 +292,7 @@ HELPERS = {
     "_expneg": ("_expneg_f32", ("_exp_poly",)),
     "_exp_poly": ("_exp_poly", ()),
     "_log_reduce": ("_log_reduce", ()),
+    "_log_special": ("_log_special", ()),
     "erf": ("_erf_f32", ("_expneg",)),
     "softplus": ("_softplus_f32", ("log1p", "_expneg")),
     "logaddexp": ("_logaddexp_f32", ("log1p", "_expneg")),
