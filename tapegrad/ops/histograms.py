@@ -26,6 +26,7 @@ __all__ = ["histogramdd", "bincount", "histc", "histogram"]
 
 
 _HISTDD = namedtuple("histogramdd", ("hist", "bin_edges"))
+_HIST = namedtuple("histogram", ("hist", "bin_edges"))
 
 
 def _np_dt(x):
@@ -69,8 +70,8 @@ def _histdd_check(x, weight, bins, range, density):  # noqa: A002
     counts = []
     for d, b in enumerate(bins):
         if hasattr(b, "shape"):
-            if len(b.shape) != 1 or b.shape[0] < 1:
-                raise op_error(name, f"bins[{d}] must be a 1-D tensor of at least one edge, "
+            if len(b.shape) != 1 or b.shape[0] < 2:  # (PyTorch: one edge is 0 bins)
+                raise op_error(name, f"bins[{d}] must be a 1-D tensor of at least two edges, "
                                      f"got shape {tuple(b.shape)}", RuntimeError)
             if _np_dt(b) != dt:
                 raise op_error(name, f"bins[{d}] dtype {_np_dt(b).name} does not match input "
@@ -333,10 +334,20 @@ HISTOGRAM = register(name="histogram", kernel=_histogram_kernel, args=("input",)
 
 
 def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
-    """``(hist, bin_edges)`` of ``bins`` equal bins (an int count only)."""
-    if not isinstance(bins, int):
-        raise op_error("histogram", "bins as a tensor of edges is not supported; pass a count",
-                       NotImplementedError)
+    """``(hist, bin_edges)``, as ``torch.histogram``: ``bins`` equal bins over ``range``
+    (the data's by default), or the bins between the increasing edges of a 1-D tensor
+    ``bins`` (``histogramdd``'s, on one dim)."""
+    if isinstance(bins, Tensor):
+        if range is not None:
+            raise op_error("histogram", "range cannot be given with a tensor of bin edges",
+                           TypeError)
+        h = histogramdd(input.reshape(-1, 1), (bins,), density=density,
+                        weight=None if weight is None else weight.reshape(-1))
+        return _HIST(h.hist, h.bin_edges[0])
+    if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool):
+        raise op_error("histogram", f"bins must be an int or a 1-D tensor of edges, got "
+                                    f"{type(bins).__name__}", TypeError)
+    bins = int(bins)
     if not input.dtype.is_floating_point:
         raise op_error("histogram", f"\"histogram_cpu\" not implemented for '{input.dtype}'",
                        RuntimeError)
@@ -347,5 +358,5 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
         kw["weight"] = _index_array(weight)
     if density:
         kw["density"] = True
-    return tuple(bind(HISTOGRAM, input, **kw))
+    return _HIST(*bind(HISTOGRAM, input, **kw))
 

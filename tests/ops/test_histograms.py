@@ -87,3 +87,38 @@ def test_errors_are_pytorchs(call, exc, words):
     for L, d in ((tg, tg.float64), (torch, torch.float64)):
         with pytest.raises(exc, match=words):
             call(L, d)
+
+
+@pytest.mark.parametrize("kw", [{}, {"density": True}, {"weight": True},
+                                {"weight": True, "density": True}])
+@pytest.mark.parametrize("shape", [(56,), (7, 8)])
+def test_histogram_of_tensor_edges_matches_torch(kw, shape):
+    r = np.random.default_rng(0)
+    x = r.uniform(-1, 5, shape)
+    x.flat[:6] = [0.0, 1.0, 2.0, 4.0, -3.0, 7.0]   # on the edges, and outside
+    edges = np.array([0.0, 1.0, 2.0, 4.0])
+    w = r.uniform(0, 2, shape)
+    got = tg.histogram(tg.tensor(x), tg.tensor(edges), density=kw.get("density", False),
+                       weight=tg.tensor(w) if kw.get("weight") else None)
+    want = torch.histogram(torch.tensor(x), torch.tensor(edges),
+                           density=kw.get("density", False),
+                           weight=torch.tensor(w) if kw.get("weight") else None)
+    assert type(got).__name__ == "histogram"
+    np.testing.assert_allclose(_np(got.hist), want.hist.numpy(), rtol=1e-12)
+    np.testing.assert_array_equal(_np(got.bin_edges), want.bin_edges.numpy())
+
+
+@pytest.mark.parametrize("call,exc", [
+    (lambda L: L.histogram(L.tensor([0.5, 1.5]), L.tensor([[0.0, 1.0], [2.0, 3.0]])),
+     RuntimeError),
+    (lambda L: L.histogram(L.tensor([0.5, 1.5]), L.tensor([1.0])), RuntimeError),
+    (lambda L: L.histogram(L.tensor([0.5, 1.5]), L.tensor([0.0, 1.0], dtype=L.float64)),
+     RuntimeError),
+    (lambda L: L.histogram(L.tensor([0.5, 1.5]), L.tensor([0.0, 1.0]), range=(0.0, 1.0)),
+     TypeError),
+    (lambda L: L.histogram(L.tensor([0.5, 1.5]), 2.5), TypeError),
+])
+def test_histogram_refuses_what_torch_refuses(call, exc):
+    for L in (tg, torch):
+        with pytest.raises(exc):
+            call(L)
