@@ -10,7 +10,7 @@ from ..grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import tensor as _tensor
 from ..tensor import Tensor, buffer, mark_written
 from .hooks import BackwardHook
-from .parameter import Buffer, is_parameter
+from .parameter import Buffer, UninitializedParameter, is_parameter
 
 
 def zero_grads(params, set_to_none=True):
@@ -479,6 +479,8 @@ class Module:
                 continue
             src = state_dict[key]
             arr = buffer(src) if isinstance(src, Tensor) else np.asarray(src)
+            if isinstance(dst, UninitializedParameter):  # a lazy module's: the checkpoint's
+                dst.materialize(arr.shape)
             if tuple(arr.shape) != tuple(dst.shape):
                 errors.append(f"size mismatch for {key}: copying a param with shape "
                               f"{tuple(arr.shape)} from checkpoint, the shape in current "

@@ -4,7 +4,7 @@ import numpy as np
 from ..ops import as_tensor, empty
 from ..tensor import Tensor, buffer
 
-__all__ = ["Parameter", "Buffer", "is_parameter"]
+__all__ = ["Parameter", "UninitializedParameter", "Buffer", "is_parameter"]
 
 
 def is_parameter(t):
@@ -46,6 +46,39 @@ class Parameter(Tensor):
         new = memo.get(id(self))
         if new is None:
             new = memo[id(self)] = Parameter(Tensor(buffer(self).copy()), self.requires_grad)
+        return new
+
+
+class UninitializedParameter(Parameter):
+    """A lazy module's parameter before its first forward has shown it its shape, as
+    ``torch.nn.UninitializedParameter``: empty until ``materialize(shape)`` gives it
+    values (uninitialized, as ``empty``) and makes it a ``Parameter``, the same object,
+    so an optimizer made before that holds it."""
+    __slots__ = ()
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        return Parameter.__new__(cls, empty(0, dtype=dtype, device=device), requires_grad)
+
+    def __init__(self, requires_grad=True, device=None, dtype=None):
+        pass  # all done in __new__
+
+    def materialize(self, shape, device=None, dtype=None):
+        self.data = empty(tuple(shape), dtype=dtype or self.dtype,
+                          device=device or self.device)
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self):
+        return "<UninitializedParameter>"
+
+    def __reduce_ex__(self, proto):
+        return (UninitializedParameter, (self.requires_grad,))
+
+    def __deepcopy__(self, memo):
+        new = memo.get(id(self))
+        if new is None:
+            new = memo[id(self)] = UninitializedParameter(self.requires_grad, self.device,
+                                                          self.dtype)
         return new
 
 

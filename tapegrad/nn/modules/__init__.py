@@ -25,6 +25,7 @@ from . import (
     flatten,
     fold,
     instancenorm,
+    lazy,  # noqa: F401 - LazyModuleMixin's module, not a family tg.nn re-exports (as torch.nn)
     linear,
     loss,
     module,

@@ -1,0 +1,78 @@
+"""Lazy modules (``nn.LazyLinear``): parameters shaped by the first input, as PyTorch's."""
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_lazy_linear_becomes_a_linear_on_its_first_call_as_torch(bias):
+    g, t = tg.nn.LazyLinear(3, bias=bias), torch.nn.LazyLinear(3, bias=bias)
+    assert repr(g) == repr(t)
+    assert repr(g.weight) == repr(t.weight) == "<UninitializedParameter>"
+    assert isinstance(g.weight, tg.nn.UninitializedParameter) and g.has_uninitialized_params()
+    g(tg.ones(2, 7, 5))
+    t(torch.ones(2, 7, 5))
+    assert type(g) is tg.nn.Linear and type(t) is torch.nn.Linear
+    assert repr(g) == repr(t)
+    assert type(g.weight) is tg.nn.Parameter and tuple(g.weight.shape) == (3, 5)
+    assert (g.bias is None) == (not bias)
+
+
+def test_materialized_parameters_are_drawn_as_a_linear_s():
+    tg.manual_seed(0)
+    lazy = tg.nn.LazyLinear(4)
+    lazy(tg.ones(1, 6))
+    tg.manual_seed(0)
+    eager = tg.nn.Linear(6, 4)
+    for a, b in zip(lazy.parameters(), eager.parameters()):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+def test_an_optimizer_made_before_the_first_call_trains_the_materialized_parameters():
+    model = tg.nn.Sequential(tg.nn.LazyLinear(8), tg.nn.ReLU(), tg.nn.LazyLinear(2))
+    opt = tg.optim.Adam(model.parameters(), lr=0.01)
+    x = tg.tensor(np.random.default_rng(0).standard_normal((16, 5)), dtype=tg.float32)
+    y = tg.zeros(16, 2)
+    losses = []
+    for _ in range(20):
+        loss = tg.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert [type(m).__name__ for m in model] == ["Linear", "ReLU", "Linear"]
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_load_state_dict_materializes_from_the_checkpoint():
+    src = tg.nn.Linear(6, 4)
+    lazy = tg.nn.LazyLinear(4)
+    lazy.load_state_dict(src.state_dict())
+    assert not lazy.has_uninitialized_params()
+    np.testing.assert_array_equal(lazy.weight.detach().numpy(), src.weight.detach().numpy())
+    x = tg.ones(2, 6)
+    np.testing.assert_array_equal(lazy(x).detach().numpy(), src(x).detach().numpy())
+    assert type(lazy) is tg.nn.Linear
+
+
+def test_copies_of_an_uninitialized_lazy_module_stay_lazy():
+    for other in (copy.deepcopy(tg.nn.LazyLinear(3)),
+                  pickle.loads(pickle.dumps(tg.nn.LazyLinear(3)))):
+        assert other.has_uninitialized_params()
+        assert tuple(other(tg.ones(2, 5)).shape) == (2, 3)
+
+
+def test_a_compiled_model_of_lazy_layers_replays_after_its_first_call():
+    model = tg.nn.Sequential(tg.nn.LazyLinear(4), tg.nn.ReLU(), tg.nn.LazyLinear(2))
+    compiled = tg.compile(model)
+    x = tg.ones(3, 5)
+    for _ in range(3):
+        compiled(x).sum().backward()
+    np.testing.assert_array_equal(compiled(x).detach().numpy(), model(x).detach().numpy())
+    assert compiled.stats()["replays"] >= 1
