@@ -837,9 +837,24 @@ CONV2D_WEIGHT_GRAD = register(
 
 
 # ================================================================ public functions
+def _unbatched_too(n):
+    """A convolution of (N, C, *n spatial dims) inputs that also takes one unbatched
+    (C, *spatial) input, as PyTorch's: run as a batch of one, the batch dim dropped."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def conv(input, weight, *args, **kwargs):
+            if getattr(input, "ndim", None) == n + 1:
+                return squeeze(fn(unsqueeze(input, 0), weight, *args, **kwargs), 0)
+            return fn(input, weight, *args, **kwargs)
+        return conv
+    return wrap
+
+
+@_unbatched_too(2)
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D convolution (cross-correlation, as PyTorch) of an (N, C, H, W) input with an
-    (O, C/groups, kH, kW) weight; ``padding`` is an int, a pair, 'valid' or 'same'.
+    """2-D convolution (cross-correlation, as PyTorch) of an (N, C, H, W) input (or one
+    unbatched (C, H, W)) with an (O, C/groups, kH, kW) weight; ``padding`` is an int, a
+    pair, 'valid' or 'same'.
 
     >>> tg.conv2d(tg.ones(1, 1, 3, 3), tg.ones(1, 1, 2, 2)).shape
     (1, 1, 2, 2)
@@ -869,6 +884,7 @@ def _single(name, v, what, low):
     return (1, int(v))
 
 
+@_unbatched_too(1)
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D convolution of an (N, C, L) input with an (O, C/groups, k) weight (conv2d
     over a height-1 image)."""
@@ -1106,6 +1122,7 @@ CONV_TRANSPOSE2D = register(
     torch=_torch_ct, onnx=_onnx_conv_transpose2d)
 
 
+@_unbatched_too(2)
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1):
     """2-D transposed convolution ("deconvolution") of an (N, C_in, H, W) input with a

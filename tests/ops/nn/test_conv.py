@@ -73,3 +73,24 @@ def test_conv2d_kernels_and_gradients_equal_torch(xs, ws, attrs, dtype):
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
     for got, want in ((out, ref), (px.grad, tx.grad), (pw.grad, tw.grad), (pb.grad, tb.grad)):
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), **tol)
+
+
+@pytest.mark.parametrize("name, x, w", [
+    ("conv1d", (3, 9), (4, 3, 2)), ("conv2d", (3, 9, 9), (4, 3, 2, 2)),
+    ("conv3d", (3, 5, 5, 5), (4, 3, 2, 2, 2)), ("conv_transpose1d", (3, 9), (3, 4, 2)),
+    ("conv_transpose2d", (3, 9, 9), (3, 4, 2, 2)),
+    ("conv_transpose3d", (3, 5, 5, 5), (3, 4, 2, 2, 2))])
+def test_an_unbatched_input_convolves_as_torch(name, x, w):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    xa, wa = rng.standard_normal(x), rng.standard_normal(w)
+    gx, gw = tg.tensor(xa, requires_grad=True), tg.tensor(wa, requires_grad=True)
+    tx, tw = torch.tensor(xa, requires_grad=True), torch.tensor(wa, requires_grad=True)
+    got = getattr(tg.nn.functional, name)(gx, gw, stride=2)
+    want = getattr(torch.nn.functional, name)(tx, tw, stride=2)
+    (got ** 2).sum().backward()
+    (want ** 2).sum().backward()
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gw.grad.numpy(), tw.grad.numpy(), rtol=1e-12, atol=1e-12)
