@@ -15,7 +15,7 @@ Sequential(
 # Import order matters here: Parameter and Module before the modules that use them; the
 # star imports in torch.nn's order, later ones winning.
 # isort: skip_file
-from .parameter import Parameter, UninitializedParameter, Buffer
+from .parameter import Parameter, UninitializedParameter, UninitializedBuffer, Buffer
 from .module import Module
 from . import modules
 from .modules.activation import *  # noqa: F403
@@ -42,7 +42,7 @@ from .modules.upsampling import *  # noqa: F403
 from .modules.transformer import generate_square_subsequent_mask
 from . import functional, init, utils
 
-__all__ = ["Parameter", "UninitializedParameter", "Buffer", "Module",
+__all__ = ["Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer", "Module",
            "generate_square_subsequent_mask", "functional", "init", "utils", "modules"]
 for _family in modules.__all__[1:]:
     __all__ += getattr(modules, _family).__all__

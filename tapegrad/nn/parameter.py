@@ -4,7 +4,8 @@ import numpy as np
 from ..ops import as_tensor, empty
 from ..tensor import Tensor, buffer
 
-__all__ = ["Parameter", "UninitializedParameter", "Buffer", "is_parameter"]
+__all__ = ["Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer",
+           "is_parameter"]
 
 
 def is_parameter(t):
@@ -80,6 +81,29 @@ class UninitializedParameter(Parameter):
             new = memo[id(self)] = UninitializedParameter(self.requires_grad, self.device,
                                                           self.dtype)
         return new
+
+
+class UninitializedBuffer(Tensor):
+    """A lazy module's buffer before its first forward (``torch.nn.UninitializedBuffer``):
+    empty until ``materialize(shape)`` makes it a plain Tensor of that shape."""
+    __slots__ = ()
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None):
+        t = Tensor.__new__(cls)
+        Tensor.__init__(t, buffer(empty(0, dtype=dtype, device=device)),
+                        requires_grad=requires_grad)
+        return t
+
+    def __init__(self, requires_grad=False, device=None, dtype=None):
+        pass  # all done in __new__
+
+    def materialize(self, shape, device=None, dtype=None):
+        self.data = empty(tuple(shape), dtype=dtype or self.dtype,
+                          device=device or self.device)
+        self.__class__ = Tensor
+
+    def __repr__(self):
+        return "<UninitializedBuffer>"
 
 
 class Buffer:

@@ -76,3 +76,55 @@ def test_a_compiled_model_of_lazy_layers_replays_after_its_first_call():
         compiled(x).sum().backward()
     np.testing.assert_array_equal(compiled(x).detach().numpy(), model(x).detach().numpy())
     assert compiled.stats()["replays"] >= 1
+
+
+@pytest.mark.parametrize("name, args, shape", [
+    ("LazyConv1d", (4, 3), (2, 5, 9)), ("LazyConv2d", (4, 3), (2, 6, 9, 9)),
+    ("LazyConv3d", (4, 2), (2, 3, 5, 5, 5)), ("LazyConvTranspose1d", (4, 3), (2, 5, 9)),
+    ("LazyConvTranspose2d", (4, 3), (2, 6, 7, 7)),
+    ("LazyConvTranspose3d", (4, 2), (2, 3, 4, 4, 4)),
+    ("LazyConv2d", (4, 3), (6, 9, 9)),   # unbatched: the channels are dim 0
+    ("LazyConvTranspose2d", (4, 3, 2, 1, 1, 2), (2, 6, 7, 7))])
+def test_lazy_convolutions_become_their_convolution_as_torch(name, args, shape):
+    g, t = getattr(tg.nn, name)(*args), getattr(torch.nn, name)(*args)
+    assert repr(g) == repr(t)
+    yg, yt = g(tg.ones(*shape)), t(torch.ones(*shape))
+    assert type(g).__name__ == type(t).__name__ == name[4:]
+    assert repr(g) == repr(t)
+    assert tuple(g.weight.shape) == tuple(t.weight.shape)
+    assert tuple(g.bias.shape) == tuple(t.bias.shape)
+    assert tuple(yg.shape) == tuple(yt.shape)
+
+
+def test_a_lazy_convolution_refuses_channels_its_groups_do_not_divide():
+    for m in (tg, torch):
+        with pytest.raises(ValueError, match="divisible by groups"):
+            m.nn.LazyConv2d(4, 3, groups=2)(m.ones(1, 3, 5, 5))
+
+
+@pytest.mark.parametrize("name, shape", [("LazyBatchNorm1d", (4, 3)),
+                                         ("LazyBatchNorm1d", (4, 3, 5)),
+                                         ("LazyBatchNorm2d", (4, 3, 5, 5)),
+                                         ("LazyBatchNorm3d", (2, 3, 4, 4, 4))])
+def test_lazy_batch_norms_become_their_batch_norm_as_torch(name, shape):
+    g, t = getattr(tg.nn, name)(), getattr(torch.nn, name)()
+    assert repr(g) == repr(t)
+    assert repr(g.running_mean) == repr(t.running_mean) == "<UninitializedBuffer>"
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    yg, yt = g(tg.tensor(x)), t(torch.tensor(x))
+    assert type(g).__name__ == type(t).__name__ == name[4:]
+    assert repr(g) == repr(t)
+    np.testing.assert_allclose(yg.detach().numpy(), yt.detach().numpy(), atol=1e-6)
+    assert sorted(g.state_dict()) == sorted(t.state_dict())
+    for k, v in t.state_dict().items():
+        np.testing.assert_allclose(g.state_dict()[k].numpy(), v.numpy(), atol=1e-6)
+
+
+def test_a_lazy_batch_norm_without_weight_or_statistics_takes_any_channels_as_torch():
+    g = tg.nn.LazyBatchNorm2d(affine=False, track_running_stats=False)
+    t = torch.nn.LazyBatchNorm2d(affine=False, track_running_stats=False)
+    g(tg.ones(2, 3, 4, 4))
+    t(torch.ones(2, 3, 4, 4))
+    assert repr(g) == repr(t) and type(g) is tg.nn.BatchNorm2d
+    assert tuple(tg.nn.BatchNorm2d(5, affine=False, track_running_stats=False)(
+        tg.ones(2, 3, 4, 4)).shape) == (2, 3, 4, 4)

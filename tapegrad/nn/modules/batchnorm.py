@@ -37,10 +37,11 @@ from ...ops import ones, zeros
 from ...ops.shape import cat
 from .. import functional as F
 from ..module import Module
-from ..parameter import Parameter
-from ._absent import absent
+from ..parameter import Parameter, UninitializedBuffer, UninitializedParameter
+from .lazy import LazyModuleMixin
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+           "LazyBatchNorm3d", "SyncBatchNorm"]
 
 
 class _ChannelsError(ValueError, RuntimeError):
@@ -89,7 +90,10 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__}: expected "
                              f"{' or '.join(f'{n}D' for n in self._ndims)} input "
                              f"(got {input.ndim}D input)")
-        if input.shape[1] != self.num_features:
+        # (without weight or running statistics nothing has a channel count: PyTorch's
+        # layer takes any, as a lazy one's num_features stays 0)
+        if (self.weight is not None or self.running_mean is not None) and \
+                input.shape[1] != self.num_features:
             raise _ChannelsError(f"{type(self).__name__}: expected {self.num_features} channels "
                              f"in dim 1, got input of shape {tuple(input.shape)}")
 
@@ -283,4 +287,48 @@ class SyncBatchNorm(_BatchNorm):
         return out
 
 
-__getattr__ = absent(__name__, ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"])
+
+class _LazyBatchNorm(LazyModuleMixin, _BatchNorm):
+    """The lazy batch norms: ``num_features`` from the first input's dim 1."""
+
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 device=None, dtype=None):
+        super().__init__(0, eps, momentum, False, False, device, dtype)
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = UninitializedParameter(device=device, dtype=dtype)
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+        if track_running_stats:
+            self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
+            self.running_var = UninitializedBuffer(device=device, dtype=dtype)
+            self.num_batches_tracked = zeros((), dtype=int64, device=device)
+
+    def initialize_parameters(self, input):
+        if not self.has_uninitialized_params():
+            return
+        n = self.num_features = input.shape[1]
+        if self.affine:
+            self.weight.materialize((n,))
+            self.weight.fill_(1)
+            self.bias.materialize((n,))
+            self.bias.zero_()
+        if self.track_running_stats:
+            self.running_mean.materialize((n,))
+            self.running_var.materialize((n,))
+            self.reset_running_stats()
+
+
+class LazyBatchNorm1d(_LazyBatchNorm, BatchNorm1d):
+    """A ``BatchNorm1d`` whose ``num_features`` is its first input's dim 1, as
+    ``torch.nn.LazyBatchNorm1d``; it becomes a ``BatchNorm1d`` then."""
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyBatchNorm, BatchNorm2d):
+    """A ``BatchNorm2d`` whose ``num_features`` is its first input's dim 1."""
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyBatchNorm, BatchNorm3d):
+    """A ``BatchNorm3d`` whose ``num_features`` is its first input's dim 1."""
+    cls_to_become = BatchNorm3d

@@ -7,10 +7,12 @@ import math
 from ...ops import empty
 from .. import functional as F, init
 from ..module import Module
-from ..parameter import Parameter
-from ._absent import absent
+from ..parameter import Parameter, UninitializedParameter
+from .lazy import LazyModuleMixin
 
-__all__ = ['Conv1d', 'Conv2d', 'Conv3d', 'ConvTranspose1d', 'ConvTranspose2d', 'ConvTranspose3d']
+__all__ = ['Conv1d', 'Conv2d', 'Conv3d', 'ConvTranspose1d', 'ConvTranspose2d', 'ConvTranspose3d',
+           'LazyConv1d', 'LazyConv2d', 'LazyConv3d', 'LazyConvTranspose1d', 'LazyConvTranspose2d',
+           'LazyConvTranspose3d']
 
 
 def _ntuple(v, n):
@@ -256,6 +258,104 @@ class ConvTranspose3d(_ConvNd):
                                   self.groups, self.dilation)
 
 
-__getattr__ = absent(__name__,
-                     ["LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
-                      "LazyConvTranspose2d", "LazyConvTranspose3d"])
+
+class _LazyConvMixin(LazyModuleMixin):
+    """The lazy convolutions' ``initialize_parameters``: ``in_channels`` from the input's
+    dim 1 (dim 0 unbatched), then the weight and bias of the convolution's shapes."""
+
+    def _lazy_init(self, out_channels, bias, device, dtype):
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input, *args, **kwargs):
+        if not self.has_uninitialized_params():
+            return
+        if input.dim() not in (self._n + 1, self._n + 2):
+            raise ValueError(f"Expected {self._n + 1}D (unbatched) or {self._n + 2}D (batched) "
+                             f"input to {type(self).__name__}, but got input of size: "
+                             f"{list(input.shape)}")
+        self.in_channels = input.shape[1] if input.dim() == self._n + 2 else input.shape[0]
+        if self.in_channels % self.groups:
+            raise ValueError("in_channels must be divisible by groups")
+        g = self.groups
+        self.weight.materialize(
+            ((self.in_channels, self.out_channels // g) if hasattr(self, "output_padding")
+             else (self.out_channels, self.in_channels // g)) + self.kernel_size)
+        if self.bias is not None:
+            self.bias.materialize((self.out_channels,))
+        self.reset_parameters()
+
+class LazyConv1d(_LazyConvMixin, Conv1d):
+    """A ``Conv1d`` whose ``in_channels`` is its first input's channel count, as
+    ``torch.nn.LazyConv1d``; it becomes a ``Conv1d`` then."""
+    cls_to_become = Conv1d
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
+                         padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
+
+class LazyConv2d(_LazyConvMixin, Conv2d):
+    """A ``Conv2d`` whose ``in_channels`` is its first input's channel count, as
+    ``torch.nn.LazyConv2d``; it becomes a ``Conv2d`` then."""
+    cls_to_become = Conv2d
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
+                         padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
+
+class LazyConv3d(_LazyConvMixin, Conv3d):
+    """A ``Conv3d`` whose ``in_channels`` is its first input's channel count, as
+    ``torch.nn.LazyConv3d``; it becomes a ``Conv3d`` then."""
+    cls_to_become = Conv3d
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
+                         padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
+
+class LazyConvTranspose1d(_LazyConvMixin, ConvTranspose1d):
+    """A ``ConvTranspose1d`` whose ``in_channels`` is its first input's channel count, as
+    ``torch.nn.LazyConvTranspose1d``; it becomes a ``ConvTranspose1d`` then."""
+    cls_to_become = ConvTranspose1d
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None,
+                 dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
+                         dilation, padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
+
+class LazyConvTranspose2d(_LazyConvMixin, ConvTranspose2d):
+    """A ``ConvTranspose2d`` whose ``in_channels`` is its first input's channel count, as
+    ``torch.nn.LazyConvTranspose2d``; it becomes a ``ConvTranspose2d`` then."""
+    cls_to_become = ConvTranspose2d
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None,
+                 dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
+                         dilation, padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
+
+class LazyConvTranspose3d(_LazyConvMixin, ConvTranspose3d):
+    """A ``ConvTranspose3d`` whose ``in_channels`` is its first input's channel count, as
+    ``torch.nn.LazyConvTranspose3d``; it becomes a ``ConvTranspose3d`` then."""
+    cls_to_become = ConvTranspose3d
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None,
+                 dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
+                         dilation, padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)

@@ -1,7 +1,7 @@
 """``LazyModuleMixin`` (``torch.nn.modules.lazy``): modules whose parameters take
 their shapes from the first input."""
 from ...grad_mode import no_grad
-from ..parameter import UninitializedParameter
+from ..parameter import UninitializedBuffer, UninitializedParameter
 
 __all__ = ["LazyModuleMixin"]
 
@@ -19,9 +19,10 @@ class LazyModuleMixin:
                                                                with_kwargs=True)
 
     def has_uninitialized_params(self):
-        """Whether a parameter of this module (not its children) has no shape yet."""
-        return any(isinstance(p, UninitializedParameter)
-                   for p in self._parameters.values())
+        """Whether a parameter or buffer of this module (not its children) has no shape
+        yet."""
+        return any(isinstance(p, (UninitializedParameter, UninitializedBuffer))
+                   for p in (*self._parameters.values(), *self._buffers.values()))
 
     def initialize_parameters(self, *args, **kwargs):
         raise NotImplementedError(f"initialize_parameters is not implemented for "
