@@ -260,8 +260,15 @@ class ConvTranspose3d(_ConvNd):
 
 
 class _LazyConvMixin(LazyModuleMixin):
-    """The lazy convolutions' ``initialize_parameters``: ``in_channels`` from the input's
-    dim 1 (dim 0 unbatched), then the weight and bias of the convolution's shapes."""
+    """The lazy convolutions (PyTorch's arguments, without ``in_channels``):
+    ``in_channels`` from the first input's dim 1 (dim 0 unbatched), then the weight and
+    bias of the convolution's shapes."""
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
+                         padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
 
     def _lazy_init(self, out_channels, bias, device, dtype):
         self.weight = UninitializedParameter(device=device, dtype=dtype)
@@ -291,71 +298,31 @@ class _LazyConvMixin(LazyModuleMixin):
             self.bias.materialize((self.out_channels,))
         self.reset_parameters()
 
-class LazyConv1d(_LazyConvMixin, Conv1d):
-    """A ``Conv1d`` whose ``in_channels`` is its first input's channel count, as
-    ``torch.nn.LazyConv1d``; it becomes a ``Conv1d`` then."""
-    cls_to_become = Conv1d
 
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
-                         padding_mode)
-        self._lazy_init(out_channels, bias, device, dtype)
-
-class LazyConv2d(_LazyConvMixin, Conv2d):
-    """A ``Conv2d`` whose ``in_channels`` is its first input's channel count, as
-    ``torch.nn.LazyConv2d``; it becomes a ``Conv2d`` then."""
-    cls_to_become = Conv2d
-
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
-                         padding_mode)
-        self._lazy_init(out_channels, bias, device, dtype)
-
-class LazyConv3d(_LazyConvMixin, Conv3d):
-    """A ``Conv3d`` whose ``in_channels`` is its first input's channel count, as
-    ``torch.nn.LazyConv3d``; it becomes a ``Conv3d`` then."""
-    cls_to_become = Conv3d
-
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False,
-                         padding_mode)
-        self._lazy_init(out_channels, bias, device, dtype)
-
-class LazyConvTranspose1d(_LazyConvMixin, ConvTranspose1d):
-    """A ``ConvTranspose1d`` whose ``in_channels`` is its first input's channel count, as
-    ``torch.nn.LazyConvTranspose1d``; it becomes a ``ConvTranspose1d`` then."""
-    cls_to_become = ConvTranspose1d
+class _LazyConvTransposeMixin(_LazyConvMixin):
+    """The lazy transposed convolutions: their arguments' order (``output_padding``)."""
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
                  groups=1, bias=True, dilation=1, padding_mode="zeros", device=None,
                  dtype=None):
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
-                         dilation, padding_mode)
+        LazyModuleMixin.__init__(self, 0, 0, kernel_size, stride, padding, output_padding,
+                                 groups, False, dilation, padding_mode)
         self._lazy_init(out_channels, bias, device, dtype)
 
-class LazyConvTranspose2d(_LazyConvMixin, ConvTranspose2d):
-    """A ``ConvTranspose2d`` whose ``in_channels`` is its first input's channel count, as
-    ``torch.nn.LazyConvTranspose2d``; it becomes a ``ConvTranspose2d`` then."""
-    cls_to_become = ConvTranspose2d
 
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
-                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None,
-                 dtype=None):
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
-                         dilation, padding_mode)
-        self._lazy_init(out_channels, bias, device, dtype)
 
-class LazyConvTranspose3d(_LazyConvMixin, ConvTranspose3d):
-    """A ``ConvTranspose3d`` whose ``in_channels`` is its first input's channel count, as
-    ``torch.nn.LazyConvTranspose3d``; it becomes a ``ConvTranspose3d`` then."""
-    cls_to_become = ConvTranspose3d
+def _lazy(conv, mixin):
+    """``Lazy<conv>``: a ``conv`` whose ``in_channels`` is its first input's channel
+    count, as PyTorch's; it becomes a ``conv`` then."""
+    name = f"Lazy{conv.__name__}"
+    return type(name, (mixin, conv), {
+        "cls_to_become": conv, "__module__": __name__, "__qualname__": name,
+        "__doc__": f"A ``{conv.__name__}`` whose ``in_channels`` is its first input's "
+                   f"channel count, as ``torch.nn.{name}``; it becomes a "
+                   f"``{conv.__name__}`` then."})
 
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
-                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None,
-                 dtype=None):
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False,
-                         dilation, padding_mode)
-        self._lazy_init(out_channels, bias, device, dtype)
+
+LazyConv1d, LazyConv2d, LazyConv3d = (_lazy(c, _LazyConvMixin) for c in (Conv1d, Conv2d, Conv3d))
+LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d = (
+    _lazy(c, _LazyConvTransposeMixin)
+    for c in (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d))
