@@ -102,12 +102,15 @@ def test_a_lazy_convolution_refuses_channels_its_groups_do_not_divide():
             m.nn.LazyConv2d(4, 3, groups=2)(m.ones(1, 3, 5, 5))
 
 
-@pytest.mark.parametrize("name, shape", [("LazyBatchNorm1d", (4, 3)),
-                                         ("LazyBatchNorm1d", (4, 3, 5)),
-                                         ("LazyBatchNorm2d", (4, 3, 5, 5)),
-                                         ("LazyBatchNorm3d", (2, 3, 4, 4, 4))])
-def test_lazy_batch_norms_become_their_batch_norm_as_torch(name, shape):
-    g, t = getattr(tg.nn, name)(), getattr(torch.nn, name)()
+@pytest.mark.parametrize("name, shape, kw", [
+    ("LazyBatchNorm1d", (4, 3), {}), ("LazyBatchNorm1d", (4, 3, 5), {}),
+    ("LazyBatchNorm2d", (4, 3, 5, 5), {}), ("LazyBatchNorm3d", (2, 3, 4, 4, 4), {}),
+    ("LazyBatchNorm2d", (4, 3, 5, 5), {"bias": False}),
+    ("LazyInstanceNorm1d", (4, 3, 6), {}), ("LazyInstanceNorm2d", (2, 3, 5, 5), {}),
+    ("LazyInstanceNorm3d", (2, 3, 4, 4, 4), {}),
+    ("LazyInstanceNorm2d", (2, 3, 5, 5), {"affine": False})])
+def test_lazy_norms_become_their_norm_as_torch(name, shape, kw):
+    g, t = getattr(tg.nn, name)(**kw), getattr(torch.nn, name)(**kw)
     assert repr(g) == repr(t)
     assert repr(g.running_mean) == repr(t.running_mean) == "<UninitializedBuffer>"
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)

@@ -289,15 +289,17 @@ class SyncBatchNorm(_BatchNorm):
 
 
 class _LazyBatchNorm(LazyModuleMixin, _BatchNorm):
-    """The lazy batch norms: ``num_features`` from the first input's dim 1."""
+    """The lazy batch and instance norms: ``num_features`` from the first input's dim 1
+    (as PyTorch's, an unbatched instance norm's too)."""
 
     def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                 device=None, dtype=None):
+                 device=None, dtype=None, *, bias=True):
         super().__init__(0, eps, momentum, False, False, device, dtype)
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
             self.weight = UninitializedParameter(device=device, dtype=dtype)
-            self.bias = UninitializedParameter(device=device, dtype=dtype)
+            if bias:
+                self.bias = UninitializedParameter(device=device, dtype=dtype)
         if track_running_stats:
             self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
             self.running_var = UninitializedBuffer(device=device, dtype=dtype)
@@ -310,8 +312,9 @@ class _LazyBatchNorm(LazyModuleMixin, _BatchNorm):
         if self.affine:
             self.weight.materialize((n,))
             self.weight.fill_(1)
-            self.bias.materialize((n,))
-            self.bias.zero_()
+            if self.bias is not None:
+                self.bias.materialize((n,))
+                self.bias.zero_()
         if self.track_running_stats:
             self.running_mean.materialize((n,))
             self.running_var.materialize((n,))

@@ -1,10 +1,10 @@
 """Instance normalisation (``torch.nn.modules.instancenorm``): InstanceNorm1d/2d/3d
 over ``_BatchNorm``'s parameters and buffers."""
 from .. import functional as F
-from ._absent import absent
-from .batchnorm import _BatchNorm
+from .batchnorm import _BatchNorm, _LazyBatchNorm
 
-__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d",
+           "LazyInstanceNorm2d", "LazyInstanceNorm3d"]
 
 
 class _InstanceNorm(_BatchNorm):
@@ -49,4 +49,19 @@ class InstanceNorm3d(_InstanceNorm):
     _ndims = (4, 5)
 
 
-__getattr__ = absent(__name__, ["LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"])
+
+class LazyInstanceNorm1d(_LazyBatchNorm, InstanceNorm1d):
+    """An ``InstanceNorm1d`` whose ``num_features`` is its first input's dim 1, as
+    ``torch.nn.LazyInstanceNorm1d`` (whose defaults are ``affine=True`` and
+    ``track_running_stats=True``); it becomes an ``InstanceNorm1d`` then."""
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyBatchNorm, InstanceNorm2d):
+    """An ``InstanceNorm2d`` whose ``num_features`` is its first input's dim 1."""
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyBatchNorm, InstanceNorm3d):
+    """An ``InstanceNorm3d`` whose ``num_features`` is its first input's dim 1."""
+    cls_to_become = InstanceNorm3d
