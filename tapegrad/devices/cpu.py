@@ -658,6 +658,20 @@ def jit_helpers():
         return b.fmul(b.fmul(y, s1), s2)
 
     @intrinsic
+    def sum_add(typingctx, s, v):
+        # s + v as one fadd that LLVM may reassociate (a reduction's accumulation: its
+        # loop vectorises) in a kernel whose other instructions may not be; v cast to
+        # s's type. An intrinsic, so a kernel calling it stays in Numba's disk cache
+        if not (isinstance(s, types.Float) and isinstance(v, (types.Float, types.Integer,
+                                                              types.Boolean))):
+            return None
+
+        def codegen(context, builder, sig, args):
+            w = context.cast(builder, args[1], sig.args[1], sig.args[0])
+            return builder.fadd(args[0], w, flags=tuple(sorted(FASTMATH_SUM)))
+        return s(s, v), codegen
+
+    @intrinsic
     def f32_pow2_magic(typingctx, t, c):
         # 2**(k + c - 127) for t = k + 1.5 * 2**23, c an integer constant: the bits of t
         # shifted into the exponent field ((bits(t) << 23) drops the magic's own bits)
@@ -867,7 +881,7 @@ def jit_helpers():
         f16_load=f16[0], f16_store=f16[1], f16_load_int=f16_int[0], f16_store_int=f16_int[1],
         f16_round=_f32_op(1, _f16_round),
         gather16=gather16, prange=nb.prange, helper=helper, version=HELPERS_VERSION,
-        sum_add=helper(lambda s, v: s + v, fastmath=FASTMATH_SUM),
+        sum_add=sum_add,
         f32_ldexp=_f32_op(2, _ldexp), f32_ldexp_magic=_f32_op(2, _ldexp_magic),
         f32_pow2_magic=f32_pow2_magic, f32_select_sign=f32_select_sign,
         f32_exponent=_f32_op(1, _exponent),
