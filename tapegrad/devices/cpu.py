@@ -512,7 +512,7 @@ _helpers = {}
 _MAGIC_BITS = 0x4B400000  # bits of 1.5 * 2**23: t = x + that rounds x to an integer k
 # bump when an intrinsic below changes: generated kernels embed it in their source, so
 # Numba's disk cache (keyed by the source file) does not serve stale machine code
-HELPERS_VERSION = 7
+HELPERS_VERSION = 8
 GATHER_WIDTH = 16  # elements of one ``gather16``
 
 
