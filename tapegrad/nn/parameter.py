@@ -105,6 +105,16 @@ class UninitializedBuffer(Tensor):
     def __repr__(self):
         return "<UninitializedBuffer>"
 
+    def __reduce_ex__(self, proto):
+        return (UninitializedBuffer, (self.requires_grad,))
+
+    def __deepcopy__(self, memo):
+        new = memo.get(id(self))
+        if new is None:
+            new = memo[id(self)] = UninitializedBuffer(self.requires_grad, self.device,
+                                                       self.dtype)
+        return new
+
 
 class Buffer:
     """Marks a tensor as a module buffer when assigned as an attribute

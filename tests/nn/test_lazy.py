@@ -61,11 +61,15 @@ def test_load_state_dict_materializes_from_the_checkpoint():
     assert type(lazy) is tg.nn.Linear
 
 
-def test_copies_of_an_uninitialized_lazy_module_stay_lazy():
-    for other in (copy.deepcopy(tg.nn.LazyLinear(3)),
-                  pickle.loads(pickle.dumps(tg.nn.LazyLinear(3)))):
+@pytest.mark.parametrize("make, shape", [(lambda: tg.nn.LazyLinear(3), (2, 5)),
+                                         (lambda: tg.nn.LazyBatchNorm2d(), (2, 3, 4, 4))])
+def test_copies_of_an_uninitialized_lazy_module_stay_lazy(make, shape):
+    for other in (copy.deepcopy(make()), pickle.loads(pickle.dumps(make()))):
         assert other.has_uninitialized_params()
-        assert tuple(other(tg.ones(2, 5)).shape) == (2, 3)
+        other(tg.ones(*shape))
+        assert not type(other).__name__.startswith("Lazy")
+        assert all(tuple(v.shape) != (0,) for v in other.state_dict().values()
+                   if v.ndim)
 
 
 def test_a_compiled_model_of_lazy_layers_replays_after_its_first_call():
