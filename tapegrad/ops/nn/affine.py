@@ -10,7 +10,7 @@ from .. import _vmap
 from .._decl import Sample, TensorSpec, composite, one_dtype, rand, rand as _rand, register
 from ..linalg import MATMUL, einsum, matmul
 from ..shape import reshape
-from ._common import torch_functional as _torch
+from ._common import raw, torch_functional as _torch
 
 
 # One op, not the composite matmul(x, mT(w)): the weight gradient is then a fresh
@@ -36,8 +36,24 @@ def _add_bias(out, bias, given):
         out += bias
 
 
+def _swapped(x, n_out):
+    """Whether 3-D NumPy ``x`` is a view of a C-contiguous array with its first two
+    axes swapped (a ``batch_first`` RNN's output: ``out.transpose(0, 1)``), and the
+    linear's result no wider than ``x``: the product then runs on that array, as one
+    GEMM, and the (narrower) result is what gets swapped back, instead of a copy of
+    ``x`` in (batch, time) order before the GEMM."""
+    return (type(x) is np.ndarray and x.ndim == 3 and not x.flags.c_contiguous
+            and n_out <= x.shape[2] and x.transpose(1, 0, 2).flags.c_contiguous)
+
+
 def _linear_kernel(input, weight, bias=None, out=None):
     n_in = weight.shape[-1]
+    if _swapped(input, weight.shape[0]):
+        res = _linear_kernel(input.transpose(1, 0, 2), weight, bias).transpose(1, 0, 2)
+        if out is None:
+            return res
+        out[...] = res
+        return out
     if out is not None and (type(out) is not np.ndarray or not out.flags.c_contiguous
                             or (bias is not None and np.may_share_memory(out, bias))):
         # (a strided or foreign buffer, or the bias's memory: it is added after the product)
@@ -67,9 +83,19 @@ def _linear_vjp(ctx, g):
     rows = 1
     for d in xs[:-1]:
         rows *= d
+    swapped = _swapped(raw(x), n_out)
     if type(g) is np.ndarray and (type(w) is np.ndarray or type(x) is np.ndarray):
         # plain NumPy arrays (nothing records): the same formulas without a bind per
         # transpose and reduction, ~10-20 us each, on every step of every layer
+        if swapped:  # (in the forward's order: x's own array, and g reordered)
+            gt = g.transpose(1, 0, 2)
+            g2 = gt.reshape(rows, n_out)
+            gx = (g2 @ w).reshape(gt.shape[:2] + (n_in,)).transpose(1, 0, 2) if n[0] else None
+            gw = g2.T @ x.transpose(1, 0, 2).reshape(rows, n_in) if n[1] else None
+            gb = None
+            if len(n) > 2 and n[2]:
+                gb = g2.sum(0) if tuple(bs) == (n_out,) else g2.sum().reshape(bs)
+            return gx, gw, gb
         g2 = g.reshape(rows, n_out)
         gx = (g2 @ w).reshape(xs) if n[0] else None
         gw = g2.T @ x.reshape(rows, n_in) if n[1] else None
@@ -77,11 +103,16 @@ def _linear_vjp(ctx, g):
         if len(n) > 2 and n[2]:
             gb = g2.sum(0) if tuple(bs) == (n_out,) else g2.sum().reshape(bs)
         return gx, gw, gb
+    if swapped:
+        g = m.permute(g, (1, 0, 2))
+        x = m.permute(x, (1, 0, 2))
     g2 = g if len(xs) == 2 else m.reshape(g, (rows, n_out))
     gx = gw = gb = None
     if n[0]:
         gx = m.matmul(g2, w)
-        if len(xs) != 2:
+        if swapped:
+            gx = m.permute(m.reshape(gx, (xs[1], xs[0], n_in)), (1, 0, 2))
+        elif len(xs) != 2:
             gx = m.reshape(gx, xs)
     if n[1]:
         x2 = x if len(xs) == 2 else m.reshape(x, (rows, n_in))
@@ -114,7 +145,11 @@ def _linear_samples(dtype=np.float64):
             Sample((r((2, 3, 4), 9), r((2, 4), 10), r((2,), 11)), {}),
             Sample((r((3, 4), 12).T, r((3, 2), 13).T, r((), 14)), {}),
             Sample((r((0, 3), 15), r((2, 3), 16), r((2,), 17)), {}),
-            Sample((r((2, 1, 3), 18), r((4, 3, 2), 19)[:, :, 0], None), {})]
+            Sample((r((2, 1, 3), 18), r((4, 3, 2), 19)[:, :, 0], None), {}),
+            # a batch_first RNN's output, (batch, time) axes swapped over a (time, batch)
+            # array: the product runs in the array's own order
+            Sample((r((3, 4, 5), 20).transpose(1, 0, 2), r((2, 5), 21), r((2,), 22)), {}),
+            Sample((r((3, 4, 5), 23).transpose(1, 0, 2), r((5, 5), 24), r((1,), 25)), {})]
 
 
 def _linear_jvp(ctx, tx, tw, tb):
