@@ -140,6 +140,7 @@ class Compiled:
     node_outside = False  # (tg.compile(fn): outputs differentiated outside go through
     #                       the function as a compiled module)
     _ITEM_OUTPUTS = True  # (a returned loss.item(): an output; a module's joint: not)
+    _LEAF_OUTPUTS = True  # (a returned argument that requires grad: the argument itself)
     _UNDO_WRITES = False  # (keep what the capture writes in place: a module's joint)
 
     def __init__(self, fn, fuse=True, max_captures=MAX_CAPTURES, fullgraph=False):
@@ -171,7 +172,8 @@ class Compiled:
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
-        if self._given_up or capturing() is not None:
+        # (anomaly mode checks every op's values as it runs: eager, as PyTorch's)
+        if self._given_up or capturing() is not None or _tape.state.anomaly:
             self._eager += 1
             return self._eager_call(args, kwargs)
         # one call at a time replays or captures: a program's buffers (its arena, the
@@ -236,7 +238,7 @@ class Compiled:
             self._last = prog
             self._last_guards = prog.guard_list
             self._via_module = False
-            return self._result(prog, res)
+            return self._result(prog, res, args, kwargs)
         why = fails[0] if fails else \
             "a new signature: " + _describe_key(self.fn, key, args, kwargs)
         if self._captures >= self.max_captures:
@@ -270,8 +272,8 @@ class Compiled:
     def _program(self, graph):
         return Program(graph, fuse=self.fuse)
 
-    def _result(self, prog, res):
-        return _rebuild(prog.graph.output, res)
+    def _result(self, prog, res, args, kwargs):
+        return _rebuild(prog.graph.output, res, (args, kwargs))
 
     def _name(self):
         return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
@@ -294,6 +296,7 @@ class Compiled:
         rec = Recorder()
         rec.factory_constants = True
         rec.item_outputs = self._ITEM_OUTPUTS
+        rec.leaf_outputs = self._LEAF_OUTPUTS
         if self._UNDO_WRITES:  # (what the capture overwrites outside: _Joint puts it back)
             rec.undo = self._undo = []
         argpos = {}
@@ -303,6 +306,7 @@ class Compiled:
                 vid = rec.new(a._data, "arg")
                 rec.g.args[vid] = (pos, None)
             argpos[id(a)] = pos
+        rec.arg_tensors = argpos
         rng = raw_rng_state()
         swaps = DATA_SWAPS[0]
         hooks = LEAF_HOOKS[0]
@@ -1003,13 +1007,17 @@ def _arg_names(fn, args, kwargs):
         + sorted(kwargs)
 
 
-def _rebuild(o, res):
-    """The function's output structure with the replay's arrays as Tensors."""
-    return _walk(o, iter(res))
+def _rebuild(o, res, call_args):
+    """The function's output structure with the replay's arrays as Tensors (and the
+    call's own argument where the function returned one that requires grad)."""
+    return _walk(o, iter(res), call_args)
 
 
-def _walk(o, it):  # (a module-level function: a recursive closure is a reference cycle)
+def _walk(o, it, call_args):  # (module-level: a recursive closure is a reference cycle)
     tag, v = o
+    if tag == "arg":
+        args, kwargs = call_args
+        return args[v] if type(v) is int else kwargs[v]
     if tag == "tensor":
         t = wrap(next(it))
         if _tape.state._inference:  # (as dispatch marks an op's outputs)
@@ -1020,6 +1028,6 @@ def _walk(o, it):  # (a module-level function: a recursive closure is a referenc
     if tag == "item":  # (a number the function returned: read from its tensor again)
         return next(it).item()
     if tag is dict:
-        return {k: _walk(x, it) for k, x in v}
-    items = [_walk(x, it) for x in v]
+        return {k: _walk(x, it, call_args) for k, x in v}
+    items = [_walk(x, it, call_args) for x in v]
     return tag(*items) if hasattr(tag, "_fields") else tag(items)  # (a named tuple)

@@ -240,6 +240,8 @@ class Recorder:
         # program, its tensor's value read again each replay (tg.compile's function
         # path sets it; a module's forward keeps the exact value guarded)
         self.item_outputs = False
+        self.leaf_outputs = False
+        self.arg_tensors = {}  # id of each tensor argument -> its position
         self.returned = set()    # ids of the ReadNumbers returned as outputs
         # (array, its values before the capture's first in-place write into it) of each
         # array from outside the call written in place: a compiled module's capture,
@@ -813,7 +815,16 @@ class Recorder:
                 self.fail("the function returns a tensor whose graph is still to be "
                           "differentiated (call backward() inside the compiled function, "
                           "or run it under no_grad)")
-            return ("tensor", self.ids[id(r._data)])
+            vid = self.ids[id(r._data)]
+            if node is None and self.leaf_outputs:  # a tensor returned as it came: the
+                # replay returns that tensor, as eager (a new one over its array would
+                # not reach a leaf's .grad)
+                pos = self.arg_tensors.get(id(r))
+                if type(pos) in (int, str):
+                    return ("arg", pos)
+                if r.requires_grad and self.g.source[vid] == "ext":
+                    return ("lit", r)
+            return ("tensor", vid)
         if isinstance(r, ReadNumber):
             if self.item_outputs and r._uses is not None:  # (only compared so far)
                 for step, n in self.numbers:

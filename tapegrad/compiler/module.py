@@ -40,7 +40,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import dtypes as _dtypes
+from .. import dtypes as _dtypes, tape as _tape
 from .._util import loud_numpy, quiet_numpy
 from ..dispatch import bind
 from ..grad_mode import enable_grad, is_grad_enabled
@@ -131,10 +131,11 @@ class _Joint(Compiled):
         prog.spec, prog.cot_values, prog.cot_outputs = spec, cots, which
         return prog
 
-    def _result(self, prog, res):
+    def _result(self, prog, res, args, kwargs):
         return _Replayed(prog, res)
 
     _ITEM_OUTPUTS = False  # (its outputs are the forward's tensors and the gradients)
+    _LEAF_OUTPUTS = False
     _UNDO_WRITES = True  # (a replay follows the capture: its in-place writes undone)
 
     def _capture(self, key, args, kwargs, why):
@@ -290,6 +291,17 @@ class CompiledModule(Module):
     def __len__(self):
         return len(self._orig_mod)
 
+    def __bool__(self):  # (not len(): a module without one is true, as any object)
+        return True
+
+    def __deepcopy__(self, memo):
+        """A compiled copy of a copy of the module (its programs are captured again)."""
+        import copy
+        d = self.__dict__
+        f = d["_fwd"]
+        return CompiledModule(copy.deepcopy(d["_orig_mod"], memo), fuse=f.fuse,
+                              max_captures=f.max_captures, fullgraph=f.fullgraph)
+
     def __iter__(self):
         return iter(self._orig_mod)
 
@@ -350,7 +362,8 @@ class CompiledModule(Module):
         m = d["_orig_mod"]
         tree = d["_tree"]
         params = tree[1] if tree is not None and tree[0]() else _refresh_tree(d, m)
-        if params is None or capturing() is not None:  # (hooks in the tree)
+        if params is None or capturing() is not None or _tape.state.anomaly:
+            # (hooks in the tree; anomaly mode checks each op as it runs)
             d["_eager_calls"] += 1
             return m(*args, **kwargs)
         tensors = _tensors(args, kwargs)

@@ -559,3 +559,41 @@ def test_a_write_through_a_diagonal_view_replays(shape):
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert cf.stats()["replays"] >= 2
+
+
+def test_an_argument_returned_as_it_is_is_the_argument():
+    # a new tensor over the argument's array would not reach the leaf's .grad
+    a = tg.randn(3, requires_grad=True)
+    pair = tg.compile(lambda a, b: (a, b * 2))
+    ident = tg.compile(lambda x: x)
+    kw = tg.compile(lambda *, k: k)
+    for _ in range(3):
+        out, doubled = pair(a, tg.ones(3))
+        assert out is a and out.requires_grad
+        np.testing.assert_array_equal(doubled.numpy(), [2, 2, 2])
+        ident(a).sum().backward()
+        assert kw(k=a) is a
+    np.testing.assert_array_equal(a.grad.numpy(), [3, 3, 3])
+    assert pair.stats()["replays"] == 2 and ident.stats()["replays"] == 2
+    b = tg.ones(2)
+    bump = tg.compile(lambda x: (x.add_(1), x))
+    for _ in range(3):
+        r = bump(b)
+        assert r[0] is b and r[1] is b
+    np.testing.assert_array_equal(b.numpy(), [4, 4])
+
+
+def test_anomaly_mode_runs_eagerly():
+    f = tg.compile(lambda x: tg.log(x))
+    f(tg.ones(2))
+    f(tg.ones(2))
+    with tg.detect_anomaly():
+        with pytest.raises(RuntimeError, match="log"):
+            f(-tg.ones(2))
+    m = tg.compile(nn.Sequential(nn.Linear(2, 2), nn.LogSigmoid()))
+    x = tg.randn(4, 2)
+    m(x).sum().backward()
+    m(x).sum().backward()
+    with tg.detect_anomaly():
+        m(x).sum().backward()
+    assert m.stats()["eager_calls"] >= 1

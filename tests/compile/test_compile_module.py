@@ -343,3 +343,20 @@ def test_dropout_in_a_compiled_step_function_replays():
         _close(ga, gb)
         assert tg.equal(sa, sb)
     assert c.stats()["replays"] >= 2 and c.stats()["eager_calls"] == 0
+
+
+def test_compiled_module_is_true_and_deep_copies():
+    m = tg.compile(nn.Linear(2, 2))   # (no __len__ on a Linear: still true)
+    assert bool(m) and (m or None) is m
+    x = tg.randn(3, 2)
+    m(x)
+    m(x)
+    import copy
+    c = copy.deepcopy(m)
+    assert type(c) is type(m) and c.weight is not m.weight
+    np.testing.assert_array_equal(c(x).detach().numpy(), m(x).detach().numpy())
+    with tg.no_grad():
+        c.weight.add_(1.0)   # the copy's programs read the copy's parameters
+    np.testing.assert_allclose((c(x) - m(x)).detach().numpy(),
+                               np.broadcast_to(x.sum(1, keepdim=True).numpy(), (3, 2)),
+                               rtol=1e-5, atol=1e-6)
