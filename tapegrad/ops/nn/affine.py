@@ -10,7 +10,7 @@ from .. import _vmap
 from .._decl import Sample, TensorSpec, composite, one_dtype, rand, rand as _rand, register
 from ..linalg import MATMUL, einsum, matmul
 from ..shape import reshape
-from ._common import raw, torch_functional as _torch
+from ._common import torch_functional as _torch
 
 
 # One op, not the composite matmul(x, mT(w)): the weight gradient is then a fresh
@@ -83,7 +83,9 @@ def _linear_vjp(ctx, g):
     rows = 1
     for d in xs[:-1]:
         rows *= d
-    swapped = _swapped(raw(x), n_out)
+    # (a batched tensor under vmap has no one array to look at)
+    swapped = _swapped(getattr(x, "_data", x) if getattr(x, "_vlevel", None) is None
+                       else None, n_out)
     if type(g) is np.ndarray and (type(w) is np.ndarray or type(x) is np.ndarray):
         # plain NumPy arrays (nothing records): the same formulas without a bind per
         # transpose and reduction, ~10-20 us each, on every step of every layer

@@ -93,3 +93,17 @@ def test_batch_first_lstm_head_compiled_equals_eager():
         for a, e in zip(got, want):
             np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-6)
     assert cm.stats()["replays"] >= 2
+
+
+def test_per_sample_gradients_through_linear():
+    # vmap(grad(...)) reaches linear's adjoint with batched tensors (no one array)
+    G = tg.func
+    w, X = tg.randn(2, 3), tg.randn(4, 3)
+    got = G.vmap(G.grad(lambda p, x: F.linear(x, p["w"]).sum()), in_dims=(None, 0))(
+        {"w": w}, X)["w"]
+    want = np.stack([np.ones((2, 1)) * X.numpy()[i][None] for i in range(4)])
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    xs = tg.randn(4, 5, 2, 3).transpose(1, 2)   # (batch, ..) swapped per sample too
+    got = G.vmap(G.grad(lambda w, x: F.linear(x, w).sum()), in_dims=(None, 0))(w, xs)
+    want = np.stack([np.ones((2, 1)) * xs.numpy()[i].sum((0, 1))[None] for i in range(4)])
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
