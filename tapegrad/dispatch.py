@@ -437,7 +437,8 @@ def _autocast_fn(op, args, attrs):
             if hit is not None and hit[0] is a and hit[1]._data.dtype == target:
                 return hit[1]
             out = bind(cast, a, dtype=target)
-            cache[id(a)] = (a, out)
+            if out._node is not None:  # (a cast made under no_grad has no history:
+                cache[id(a)] = (a, out)  # a later use with grad on casts again)
             return out
         return bind(cast, a, dtype=target)
     return fn

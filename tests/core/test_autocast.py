@@ -195,6 +195,21 @@ def test_weight_casts_cached_within_a_region():
         cast.kernel = real
 
 
+def test_weight_cast_under_no_grad_is_not_cached():
+    # a cast made under no_grad has no history: a later use with grad on in the same
+    # region must cast again, or the weight gets no gradient (as PyTorch)
+    w = tg.ones(3, 2, requires_grad=True)
+    x = tg.ones(4, 3)
+    with tg.autocast("cpu"):
+        with tg.no_grad():
+            x @ w
+        y = x @ w
+        z = x @ w
+    assert y.requires_grad and y.dtype == tg.bfloat16
+    (y.float().sum() + z.float().sum()).backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((3, 2), 8.0))
+
+
 def test_bad_arguments_as_torch():
     with pytest.raises(ValueError, match="device_type"):
         tg.autocast(3)
