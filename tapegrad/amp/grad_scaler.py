@@ -153,7 +153,9 @@ class GradScaler:
                                "the last update().")
         if st["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        if _state.observers:  # (a tg.compile capture: in ops, no value read)
+        if not any(True for _ in _grads(optimizer)):  # (no gradient: no check recorded;
+            st["found_inf"] = None                     # step() then refuses, as PyTorch)
+        elif _state.observers:  # (a tg.compile capture: in ops, no value read)
             st["found_inf"] = self._unscale_in_ops(optimizer)
         else:
             st["found_inf"] = _tensor(1.0 if self._unscale_now(optimizer) else 0.0,

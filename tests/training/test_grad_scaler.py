@@ -131,3 +131,15 @@ def test_stage_errors_and_state_dict_as_torch():
     h = gs.scale(tg.ones(2, dtype=tg.float16))
     assert h.dtype == tg.float16
     assert ts.scale(torch.ones(2, dtype=torch.float16)).dtype == torch.float16
+
+
+def test_step_without_gradients_is_refused_as_torch():
+    p = tg.nn.Parameter(tg.ones(2))
+    opt = tg.optim.SGD([p], lr=0.1)
+    sc = tg.amp.GradScaler()
+    sc.scale(tg.ones(1))
+    with pytest.raises(AssertionError, match="No inf checks were recorded for this optimizer"):
+        sc.step(opt)
+    np.testing.assert_array_equal(p.detach().numpy(), [1, 1])   # not stepped
+    with pytest.raises(AssertionError, match="No inf checks were recorded prior to update"):
+        sc.update()
