@@ -1027,7 +1027,7 @@ def _node_general(op, attrs, args, outs, rg, tapes):
                 inputs[i] = a._data
     out = out_version = None
     if save_out:
-        v = outs[0]._vc
+        v = outs[op.out_checked]._vc
         out = _saved_out(outs[0]) if op.nout == 1 else tuple(_saved_out(o) for o in outs)
         out_version = (v, v[0])
     o = outs[0]._data

@@ -770,7 +770,7 @@ def _argext_torch(name):
 
 MAX_DIM = register(name="max", onnx=_onnx_max_min("ReduceMax", "ArgMax"), vmap=_vmap.dim_attrs(),
                    jvp=_jvp.reduction, kernel=_argext_kernel(np.argmax, "max"), nout=2,
-                   infer=_argext_infer("max"), vjp=_argext_vjp, saves=("out",),
+                   infer=_argext_infer("max"), vjp=_argext_vjp, saves=("out",), out_checked=1,
                    doc="max with a dim: (values, indices); max without one is amax",
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("max"))
@@ -787,7 +787,7 @@ def max(input, dim=None, keepdim=False, *, axis=None, keepdims=None):  # noqa: A
 
 MIN_DIM = register(name="min", onnx=_onnx_max_min("ReduceMin", "ArgMin"), vmap=_vmap.dim_attrs(),
                    jvp=_jvp.reduction, kernel=_argext_kernel(np.argmin, "min"), nout=2,
-                   infer=_argext_infer("min"), vjp=_argext_vjp, saves=("out",),
+                   infer=_argext_infer("min"), vjp=_argext_vjp, saves=("out",), out_checked=1,
                    samples=_dim_samples, error_samples=_argext_errors,
                    torch=_argext_torch("min"))
 
@@ -1703,7 +1703,7 @@ def _cumext_samples(dtype=np.float64):
 def _cum_op(name):
     return register(
         name=name, kernel=_cumext_kernel(name), infer=_cumext_infer(name), args=("x",), nout=2,
-        saves=("out",), vjp=_scatter_back_vjp, jvp=_cum_jvp, vmap=_vmap.dim_attrs(),
+        saves=("out",), out_checked=1, vjp=_scatter_back_vjp, jvp=_cum_jvp, vmap=_vmap.dim_attrs(),
         samples=_cumext_samples,
         error_samples=lambda: [((rand((3, 4)),), {"dim": 2}, IndexError)],
         torch=lambda torch, x, dim: getattr(torch, name)(x, dim))

@@ -263,7 +263,7 @@ def _sort_jvp(ctx, t):
 
 SORT = register(
     name="sort", onnx=_onnx_sort, vmap=_vmap.dim_attrs(), jvp=_sort_jvp, kernel=_sort_kernel,
-    infer=_sort_infer, nout=2, saves=("out",),
+    infer=_sort_infer, nout=2, saves=("out",), out_checked=1,
     vjp=_scatter_back_vjp, samples=_sort_samples,
     error_samples=lambda: [((rand((3, 4)),), {"dim": 2, "descending": False, "stable": False},
                             IndexError),
@@ -338,7 +338,7 @@ def _topk_jvp(ctx, t):
 
 TOPK = register(
     name="topk", onnx=_onnx_topk, vmap=_vmap.dim_attrs(), jvp=_topk_jvp, kernel=_topk_kernel,
-    infer=_topk_infer, nout=2, saves=("out",),
+    infer=_topk_infer, nout=2, saves=("out",), out_checked=1,
     vjp=_scatter_back_vjp,
     samples=lambda dtype=np.float64: [
         Sample((_distinct((3, 5), dtype, 1),), {"k": 2, "dim": 1, "largest": True,

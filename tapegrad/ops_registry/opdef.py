@@ -182,6 +182,10 @@ class OpDef:
     # per-input ``saves``, of all inputs together), and per input position the
     # (positions, out) its gradient reads (None: ``saves`` is one tuple for all)
     save_idx: tuple = field(default=(), repr=False)
+    # the output whose version a node that saves "out" checks before its vjp runs: the
+    # one the vjp reads (sort, topk, max(dim): the indices, so that writing into the
+    # values in place, as PyTorch allows, is no error)
+    out_checked: int = 0
     save_out: bool = field(default=False, repr=False)
     save_for: Optional[tuple] = field(default=None, repr=False)
     _saved_by_needs: dict = field(default_factory=dict, repr=False)

@@ -66,6 +66,31 @@ IDX = [[0, 1, 1], [2, 0, 2]]
 VAL = [3.0, 4.0, 5.0]
 
 
+@pytest.mark.parametrize("call", [
+    lambda x: x.sort(), lambda x: x.topk(2), lambda x: x.max(0), lambda x: x.min(0),
+    lambda x: x.cummax(0), lambda x: x.sort(descending=True)])
+def test_values_written_in_place_after_an_op_that_saves_only_indices(call):
+    # sort/topk/max(dim)'s adjoint reads the indices: the values may be written in place
+    torch = pytest.importorskip("torch")
+    data = [3.0, 1.0, 2.0, 5.0]
+    x = tg.tensor(data, requires_grad=True)
+    tx = torch.tensor(data, requires_grad=True)
+    v, _ = call(x * 1)
+    tv, _ = call(tx * 1)
+    v.mul_(2)
+    tv.mul_(2)
+    w = np.arange(1.0, 1 + v.numel())
+    (v * tg.tensor(w).reshape(v.shape)).sum().backward()
+    (tv * torch.tensor(w).reshape(tv.shape)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    # the indices the adjoint reads are still checked
+    x2 = tg.tensor(data, requires_grad=True)
+    v, i = call(x2 * 1)
+    i.add_(0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        v.sum().backward()
+
+
 def test_sparse_coo_basics_as_torch():
     s = tg.sparse_coo_tensor(IDX, VAL, (2, 3))
     t = torch.sparse_coo_tensor(IDX, VAL, (2, 3))
