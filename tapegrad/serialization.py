@@ -149,6 +149,13 @@ def _encode(obj, arrays, seen, path):
         return {"float": repr(obj)}
     if isinstance(obj, np.generic):
         return _encode(obj.item(), arrays, seen, path)
+    if getattr(obj, "is_sparse", False) is True and isinstance(obj, Tensor):
+        d = buffer(obj)   # (a sparse COO tensor: its indices, values and size)
+        # (requires_grad: the values')
+        return {"sparse_coo": {
+            "indices": _encode_array(d.indices, arrays, seen, f"{path}.indices"),
+            "values": _encode_array(d.values, arrays, seen, f"{path}.values"),
+            "size": [int(n) for n in d.shape], "coalesced": bool(d.coalesced)}}
     if isinstance(obj, Tensor) or isinstance(obj, np.ndarray):
         return _encode_array(obj, arrays, seen, path)
     if type(obj) is complex:
@@ -327,15 +334,23 @@ def _is_pickle(head):
     return head[:1] == b"\x80" or head[:1] in (b"(", b"c", b"]", b"}")
 
 
-def _placement(map_location, saved):
-    """The device for a tensor saved from device ``saved`` (a string)."""
+def _placement(map_location, saved, array):
+    """The device for a tensor saved from device ``saved`` (a string), of values
+    ``array``. A callable ``map_location`` is called as PyTorch's, with the values as
+    a CPU tensor (its "storage") and ``saved``: None keeps the saved device, a tensor
+    names the device to load onto."""
     if map_location is None:
         return _device(saved)
     if isinstance(map_location, dict):
         return _device(map_location.get(saved, saved))
     if callable(map_location):
-        raise TypeError("tg.load: map_location as a function is not supported; give a "
-                        "device, a string or a dict")
+        r = map_location(_as_tensor(array), saved)
+        if r is None:
+            return _device(saved)
+        if not hasattr(r, "device"):
+            raise TypeError(f"tg.load: map_location returned a {type(r).__name__}; it "
+                            f"should return None or a tensor (its device is used)")
+        return _device(str(r.device))
     return _device(map_location)
 
 
@@ -349,7 +364,8 @@ def _unpickler(fh, map_location, pickle_module, kwargs):
             return super().find_class(module, name)
 
     def _placed(array, device, requires_grad):
-        return unpickle_tensor(array, str(_placement(map_location, device)), requires_grad)
+        return unpickle_tensor(array, str(_placement(map_location, device, array)),
+                               requires_grad)
     return Unpickler(fh, **kwargs)
 
 
@@ -602,6 +618,8 @@ class _Decoder:
             if arr.dtype != np.uint8 or arr.ndim != 1:
                 self.fail(f"array {value!r}: bytes must be a 1-D uint8 array")
             return bytes(arr) if kind == "bytes" else bytearray(arr.tobytes())
+        if kind == "sparse_coo":
+            return self.sparse(value)
         if kind == "size":
             dims = self.seq(value)
             if not all(type(n) is int and n >= 0 for n in dims):
@@ -613,6 +631,25 @@ class _Decoder:
             except (TypeError, ValueError, RuntimeError):
                 self.fail(f"bad device entry {value!r:.80}")
         self.fail(f"unknown entry kind {kind!r:.80}")
+
+    def sparse(self, node):
+        """A sparse COO tensor from its indices, values and size, checked as
+        ``sparse_coo_tensor`` checks them (a file may say anything)."""
+        from .ops.sparse import sparse_coo_tensor
+        if type(node) is not dict or set(node) - {"indices", "values", "size", "coalesced"}:
+            self.fail("bad sparse entry")
+        indices, values = self.decode(node.get("indices")), self.decode(node.get("values"))
+        size = self.seq(node.get("size"))
+        if not (isinstance(indices, Tensor) and isinstance(values, Tensor)) or \
+                not all(type(n) is int and n >= 0 for n in size):
+            self.fail("bad sparse entry")
+        try:
+            t = sparse_coo_tensor(indices, values, size)
+            if node.get("coalesced") is True:
+                t = t.coalesce()
+        except (RuntimeError, TypeError, ValueError, IndexError) as e:
+            self.fail(f"bad sparse entry: {e}")
+        return t
 
     def seq(self, value):
         if type(value) is not list:
@@ -680,7 +717,7 @@ class _Decoder:
 
     def tensor(self, node, key, arr, share=False):
         try:
-            dev = _placement(self.map_location, node.get("device", "cpu"))
+            dev = _placement(self.map_location, node.get("device", "cpu"), arr)
         except (TypeError, ValueError) as e:
             self.fail(f"array {key!r}: {e}")
         try:

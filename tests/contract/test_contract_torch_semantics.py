@@ -200,6 +200,39 @@ class _Sym(tg.nn.Module):
         return X.triu() + X.triu(1).transpose(-1, -2)
 
 
+def test_sparse_tensors_save_and_load(tmp_path):
+    s = tg.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse()
+    u = tg.sparse_coo_tensor([[0, 0, 2]], [1.0, 2.0, 3.0], (4,))   # uncoalesced
+    w = tg.sparse_coo_tensor([[1]], [5.0], (2,), requires_grad=True)
+    p = tmp_path / "s.pt"
+    tg.save({"s": s, "more": [u, w]}, p)
+    r = tg.load(p)
+    assert r["s"].is_sparse and r["s"].is_coalesced()
+    np.testing.assert_array_equal(r["s"].to_dense().numpy(), [[0, 1], [2, 0]])
+    ru, rw = r["more"]
+    assert not ru.is_coalesced() and tuple(ru.shape) == (4,)
+    np.testing.assert_array_equal(ru.to_dense().numpy(), [3, 0, 3, 0])
+    assert rw.requires_grad
+    np.testing.assert_array_equal(rw.to_dense().detach().numpy(), [0, 5])
+
+
+def test_load_map_location_callable_as_torch(tmp_path):
+    p = tmp_path / "t.pt"
+    tg.save({"w": tg.arange(3.0)}, p)
+    seen = []
+
+    def keep(storage, location):
+        seen.append(location)
+        return storage
+    r = tg.load(p, map_location=keep)
+    assert seen == ["cpu"] and str(r["w"].device) == "cpu"
+    np.testing.assert_array_equal(r["w"].numpy(), [0, 1, 2])
+    r = tg.load(p, map_location=lambda storage, location: None)   # the saved device
+    np.testing.assert_array_equal(r["w"].numpy(), [0, 1, 2])
+    with pytest.raises((TypeError, ValueError), match="map_location"):
+        tg.load(p, map_location=lambda storage, location: "cpu")
+
+
 def test_register_and_remove_parametrization():
     P = tg.nn.utils.parametrize
     m = tg.nn.Linear(3, 3)
