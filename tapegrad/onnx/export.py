@@ -96,6 +96,7 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
                             f"got {kwargs!r}")
         fn = _with_kwargs(model_or_fn, len(args), list(kwargs))
         args = args + tuple(kwargs.values())
+    args = _distinct(args)
     with _mode(model_or_fn, training):
         g, arg_pos = capture(fn, args)
     steps = fold_constants(g, dce(g, g.steps))
@@ -103,7 +104,7 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
         warnings.warn("tg.onnx.export: the forward read a tensor's value in Python "
                       "(item, bool, float); the exported graph follows the branch taken "
                       "for these arguments", RuntimeWarning, stacklevel=2)
-    tensors = [a for a in args if isinstance(a, Tensor)]
+    tensors = _flat_tensors(args)
     input_names = list(input_names or [f"input{i}" for i in range(len(tensors))])
     outs = g.output_values()
     output_names = list(output_names or [f"output{i}" for i in range(len(outs))])
@@ -227,18 +228,51 @@ class ExportRecorder(Recorder):
         return super()._outputs(r)
 
 
+def _map_tensors(a, f):
+    """``a`` with each tensor in it (through tuples and lists) replaced by ``f(t)``."""
+    if isinstance(a, Tensor):
+        return f(a)
+    if type(a) in (tuple, list):
+        return type(a)(_map_tensors(x, f) for x in a)
+    return a
+
+
+def _flat_tensors(args):
+    """The tensors in ``args``, through tuples and lists, in order: the graph's inputs
+    (an LSTM's ``(input, (h0, c0))`` gives three, as ``torch.onnx.export``)."""
+    out = []
+    _map_tensors(args, out.append)
+    return out
+
+
+def _distinct(args):
+    """``args`` with a tensor given more than once (``mha(x, x, x)``, ``f(q, q)``), or
+    sharing memory with an earlier one, copied at each later place: each place is a
+    graph input of its own, as in ``torch.onnx.export``."""
+    from ..tensor import wrap
+    seen = set()
+
+    def one(t):
+        data = buffer(t)
+        root = id(getattr(data, "base", None) if getattr(data, "base", None) is not None
+                  else data)
+        if root in seen:
+            t = wrap(data.copy())
+            root = id(buffer(t))
+        seen.add(root)
+        return t
+    return _map_tensors(tuple(args), one)
+
+
 def _record(fn, args):
     rec = ExportRecorder()
     arg_pos = {}
-    k = 0
-    for i, a in enumerate(args):
-        if isinstance(a, Tensor):
-            vid = rec.ids.get(id(buffer(a)))
-            if vid is None:
-                vid = rec.new(buffer(a), "arg")
-                rec.g.args[vid] = (i, None)
-            arg_pos[i] = k
-            k += 1
+    for k, a in enumerate(_flat_tensors(args)):
+        vid = rec.ids.get(id(buffer(a)))
+        if vid is None:
+            vid = rec.new(buffer(a), "arg")
+            rec.g.args[vid] = (k, None)
+        arg_pos[k] = k
     begin(rec)
     try:
         with no_grad(), observe(rec):
@@ -262,8 +296,9 @@ def capture(fn, args):
     if rec.made:
         # made in the call: constant only if the same on a second run (with other
         # values of the floating arguments: a random draw differs anyway)
-        other = [wrap(buffer(a) + buffer(a).dtype.type(0.5) * (1 + np.abs(buffer(a))))
-                 if _floating(a) else a for a in args]
+        other = _map_tensors(args, lambda a: wrap(
+            buffer(a) + buffer(a).dtype.type(0.5) * (1 + np.abs(buffer(a))))
+            if _floating(a) else a)
         try:
             g2, _, rec2 = _record(fn, other)
         except UnsupportedOperatorError:

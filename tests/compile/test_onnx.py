@@ -94,3 +94,51 @@ def test_names_must_match_the_arguments(tmp_path):
     with pytest.raises(ValueError, match="input names"):
         tg.onnx.export(lambda x: x + 1, (tg.randn(3),), str(tmp_path / "h.onnx"),
                        input_names=["a", "b"])
+
+
+def _inputs(path):
+    return [i.name for i in ort.InferenceSession(
+        str(path), providers=["CPUExecutionProvider"]).get_inputs()]
+
+
+def test_a_tensor_given_for_several_arguments_is_an_input_per_argument(tmp_path):
+    # as torch.onnx.export: f(q, q) and self-attention mha(x, x, x) keep one input each
+    q = tg.randn(2, 3)
+    p = tmp_path / "sub.onnx"
+    tg.onnx.export(lambda a, b: a - b, (q, q), str(p), input_names=["a", "b"])
+    assert _inputs(p) == ["a", "b"]
+    a, b = np.ones((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    np.testing.assert_array_equal(_run(p, {"a": a, "b": b})[0], a - b)
+    tg.manual_seed(0)
+    mha = tg.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    x, y = tg.randn(2, 4, 8), tg.randn(2, 4, 8)
+    p = tmp_path / "mha.onnx"
+    tg.onnx.export(mha, (x, x, x), str(p), input_names=["q", "k", "v"])
+    assert _inputs(p) == ["q", "k", "v"]
+    with tg.no_grad():
+        ref = mha(x, y, y)[0].numpy()
+    out = _run(p, {"q": x.numpy(), "k": y.numpy(), "v": y.numpy()})[0]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    qq = tg.randn(1, 2, 5, 4)
+    p = tmp_path / "sdpa.onnx"
+    tg.onnx.export(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                   (qq, qq, qq), str(p))
+    k2 = tg.randn(1, 2, 5, 4)
+    out = _run(p, dict(zip(_inputs(p), [qq.numpy(), k2.numpy(), k2.numpy()])))[0]
+    ref = F.scaled_dot_product_attention(qq, k2, k2, is_causal=True).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_tensors_in_nested_tuples_are_inputs(tmp_path):
+    # an LSTM's (input, (h0, c0)): three graph inputs, as torch.onnx.export
+    tg.manual_seed(0)
+    lstm = tg.nn.LSTM(4, 5, batch_first=True).eval()
+    x, h0, c0 = tg.randn(2, 6, 4), tg.randn(1, 2, 5), tg.randn(1, 2, 5)
+    p = tmp_path / "lstm.onnx"
+    tg.onnx.export(lstm, (x, (h0, c0)), str(p), input_names=["x", "h0", "c0"])
+    assert _inputs(p) == ["x", "h0", "c0"]
+    h1, c1 = h0 * 2, c0 - 1
+    with tg.no_grad():
+        ref = lstm(x, (h1, c1))[0].numpy()
+    out = _run(p, {"x": x.numpy(), "h0": h1.numpy(), "c0": c1.numpy()})[0]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
