@@ -94,8 +94,9 @@ def with_array_inputs(op, n):
     """``op`` taking ``n`` more array inputs that fill the ``ArrayInput`` places of its
     attrs (an index array read afresh by each replay; the step's other passes see
     plain inputs). Not differentiable and writes into no ``out=`` (the capture records
-    the adjoint's ops as they run). Its ONNX form: ``index`` with one such array is a
-    ``Gather`` (``indexing.onnx_index_from_input``); any other, the reason it is not."""
+    the adjoint's ops as they run). Its ONNX form: ``index``, ``masked_index`` and
+    ``index_put``'s in ``indexing.onnx_index_from_input``; any other, the reason it is
+    not."""
     key = (op, n)
     w = _WITH_ARRAYS.get(key)
     if w is None:
@@ -111,9 +112,10 @@ def with_array_inputs(op, n):
         w = OpDef(name=op.name, kernel=kernel, infer=infer,
                   args=tuple(op.args) + tuple(f"index{j}" for j in range(n)), kind=op.kind,
                   differentiable=False, nout=op.nout, draws=getattr(op, "draws", False),
-                  onnx=onnx_index_from_input if op.name == "index" and n == 1 else
+                  onnx=onnx_index_from_input if op.name in ("index", "masked_index",
+                                                             "index_put") else
                   f"{op.name} with an index tensor computed from the inputs: ONNX export "
-                  f"takes one integer index tensor of x[...] (a Gather), no other form")
+                  f"takes x[...] and its assignment (Gather, Scatter), no other op")
         _WITH_ARRAYS[key] = w
     return w
 

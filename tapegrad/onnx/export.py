@@ -202,10 +202,17 @@ class ExportRecorder(Recorder):
     def __init__(self):
         super().__init__()
         self.made = {}
+        self.first_values = {}  # value id -> a copy of an outside array as first read
+
+    def new(self, arr, src, producer=None):
+        vid = super().new(arr, src, producer)
+        if src == "ext":  # (a tensor made in the call may be written in place later:
+            self.first_values[vid] = np.array(arr)   # its constant is what was read)
+        return vid
 
     def _check_externals(self):
         g = self.g
-        copies = {vid: np.array(a) for vid, a in g.externals.items()
+        copies = {vid: self.first_values.get(vid, a) for vid, a in g.externals.items()
                   if g.source[vid] == "ext"}
         super()._check_externals()
         if self.why is None:
@@ -284,6 +291,9 @@ def _record(fn, args):
     except Unsupported as e:
         raise UnsupportedOperatorError(f"onnx.export: the forward cannot be captured: "
                                        f"{e}") from None
+    for vid, first in rec.first_values.items():  # (the graph's constants: the values
+        if vid in g.externals:                   # read, not what later writes left)
+            g.externals[vid] = first
     return g, arg_pos, rec
 
 

@@ -208,32 +208,107 @@ def _onnx_index(b, st):
 
 
 def onnx_index_from_input(b, st):
-    """The ONNX form of ``index`` whose index array is an input of the step (a tensor
-    of the exported function's: tg.compile's ``with_array_inputs``): one integer array
-    along one dim, every other item a full slice (or an Ellipsis standing for them),
-    as a ``Gather`` on that axis (negative indices count from the end, as NumPy's);
-    any other index is refused with the reason."""
+    """The ONNX form of ``index``, ``masked_index`` or ``index_put`` whose index arrays
+    are inputs of the step (tensors of the exported function's, or computed from them:
+    tg.compile's ``with_array_inputs``), as ``torch.onnx.export`` lowers them:
+
+    - integer arrays at consecutive dims (the other items full slices): their
+      broadcast stacked into the last axis of a ``GatherND`` (``x[i]``, ``x[i, j]``,
+      ``x[:, i]``), or a ``ScatterND`` for an assignment from dim 0 (``y[i] = v``);
+    - one bool mask over leading dims: ``NonZero`` and ``GatherND`` (``x[x > 0]``, a
+      data-dependent count), or a ``Where`` for an assignment of one value
+      (``y[y < 0] = 0``).
+
+    Any other form is refused with the reason."""
     index = st.attrs["index"]
     index = index if isinstance(index, tuple) else (index,)
+    put = st.op.name == "index_put"
+    m = 2 if put else 1  # (the step's inputs: x (and the value), then the index arrays)
     shape = b.shape(st, 0)
-    refs = [k for k, i in enumerate(index) if hasattr(i, "j")]  # (ArrayInput places)
-    rest = [i for k, i in enumerate(index) if k not in refs]
-    if len(refs) != 1 or sum(i is Ellipsis for i in rest) > 1 or \
-            any(i is not Ellipsis and not (isinstance(i, slice) and i == slice(None))
-                for i in rest):
-        b.refuse(st, "an index tensor computed from the inputs exports as one integer "
-                     f"tensor along one dim, the other items full slices; got {index!r}")
-    k = refs[0]
-    pos = 1 + index[k].j  # (the step's inputs: x, then the index arrays)
-    if np.dtype(b.dtype(st, pos)).kind not in "iu":
-        b.refuse(st, "a mask (an index tensor computed from the inputs) selects a "
-                     "data-dependent number of elements")
-    width = len(shape) - (len(index) - (Ellipsis in index))  # (the dims an Ellipsis spans)
-    axis = sum(width if i is Ellipsis else 1 for i in index[:k])
-    idx = b.input(st, pos)
-    if b.dtype(st, pos) != np.int64:
-        idx = b.node("Cast", [idx], to=7)  # (INT64)
-    b.node("Gather", [b.input(st, 0), idx], [b.output(st)], axis=int(axis))
+    if sum(i is Ellipsis for i in index) > 1 or any(i is None for i in index):
+        b.refuse(st, f"an index tensor computed from the inputs exports beside full "
+                     f"slices only; got {index!r}")
+    items, refs = [], []
+    used = sum(len(b.shape(st, m + i.j)) if hasattr(i, "j") and
+               np.dtype(b.dtype(st, m + i.j)) == np.bool_ else 1
+               for i in index if i is not Ellipsis)
+    for i in index:
+        if i is Ellipsis:
+            items += [slice(None)] * (len(shape) - used)
+        else:
+            items.append(i)
+    axis = 0
+    for i in items:
+        if hasattr(i, "j"):
+            pos = m + i.j
+            refs.append((axis, pos, np.dtype(b.dtype(st, pos)) == np.bool_))
+            axis += len(b.shape(st, pos)) if refs[-1][2] else 1
+        elif isinstance(i, slice) and i == slice(None):
+            axis += 1
+        else:
+            b.refuse(st, f"an index tensor computed from the inputs exports beside full "
+                         f"slices only; got {index!r}")
+    masks = [r for r in refs if r[2]]
+    if masks and len(refs) > 1:
+        b.refuse(st, "a mask computed from the inputs exports alone (no other index)")
+    first = refs[0][0]
+    if any(ax != first + k for k, (ax, _, _) in enumerate(refs)):
+        b.refuse(st, "index tensors computed from the inputs export at consecutive dims")
+    x = b.input(st, 0)
+    if masks:
+        pos = masks[0][1]
+        k = len(b.shape(st, pos))
+        if put:
+            if first or b.shape(st, 1) not in ((), (1,)):
+                b.refuse(st, "an assignment through a mask computed from the inputs "
+                             "exports with one value and the mask over the leading dims")
+            cond = b.input(st, pos)
+            if k < len(shape):
+                cond = b.unsqueeze(cond, list(range(k, len(shape))))
+            v = b.input(st, 1, b.out_dtype(st))
+            b.node("Where", [cond, b.reshape(v, []) if b.shape(st, 1) else v, x],
+                   [b.output(st)])
+            return
+        idx = b.node("Transpose", [b.node("NonZero", [b.input(st, pos)])], perm=[1, 0])
+        _gather_nd(b, st, x, idx, shape, first, k, 1)
+        return
+    bshape = np.broadcast_shapes(*[b.shape(st, pos) for _, pos, _ in refs])
+    cols = []
+    for ax, pos, _ in refs:   # (negative indices count from the end, as NumPy's)
+        i = b.input(st, pos, np.int64)
+        size = b.node("Gather", [b.node("Shape", [x]), b.ints([ax])])
+        i = b.node("Where", [b.node("Less", [i, b.const(np.zeros((), np.int64))]),
+                             b.node("Add", [i, b.reshape(size, [])]), i])
+        if b.shape(st, pos) != bshape:
+            i = b.node("Expand", [i, b.ints(bshape)])
+        cols.append(b.unsqueeze(i, [len(bshape)]))
+    idx = cols[0] if len(cols) == 1 else b.node("Concat", cols, axis=-1)
+    k = len(refs)
+    if put:
+        if first:
+            b.refuse(st, "an assignment through index tensors computed from the inputs "
+                         "exports from dim 0")
+        target = tuple(bshape) + tuple(shape[k:])
+        v = b.input(st, 1, b.out_dtype(st))
+        if b.shape(st, 1) != target:
+            v = b.node("Expand", [v, b.ints(target)])
+        b.node("ScatterND", [x, idx, v], [b.output(st)])
+        return
+    _gather_nd(b, st, x, idx, shape, first, k, len(bshape))
+
+
+def _gather_nd(b, st, x, idx, shape, first, k, nb):
+    """``x`` gathered by ``idx`` (..., k) over its dims ``first .. first + k - 1``, the
+    result's ``nb`` index dims where NumPy puts them (in place of those dims)."""
+    if first:
+        dims = list(range(first, first + k)) + list(range(first)) + \
+            list(range(first + k, len(shape)))
+        x = b.node("Transpose", [x], perm=dims)
+    y = b.node("GatherND", [x, idx])
+    if first:
+        y = b.node("Transpose", [y], perm=list(range(nb, nb + first)) + list(range(nb)) +
+                   list(range(nb + first, nb + len(shape) - k)))
+    b.node("Identity", [y], [b.output(st)])
 
 
 def _onnx_getitem(b, st):

@@ -142,3 +142,46 @@ def test_tensors_in_nested_tuples_are_inputs(tmp_path):
         ref = lstm(x, (h1, c1))[0].numpy()
     out = _run(p, {"x": x.numpy(), "h0": h1.numpy(), "c0": c1.numpy()})[0]
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def _put_rows(x, i, v):
+    y = tg.zeros(5, 4)
+    y[i] = v
+    return y
+
+
+def _relu_by_mask(x):
+    y = x * 1
+    y[y < 0] = 0
+    return y
+
+
+_R = np.random.default_rng(0)
+_X = _R.standard_normal((4, 5)).astype(np.float32)
+_X3 = _R.standard_normal((3, 4, 5)).astype(np.float32)
+
+
+@pytest.mark.parametrize("fn, feeds", [
+    (lambda x: x[x > 0], [[_X], [-_X]]),                          # NonZero, GatherND
+    (lambda x: x[x[:, :, 0] > 0], [[_X3], [-_X3]]),               # a mask on leading dims
+    (lambda x, i, j: x[i, j], [[_X, np.array([0, 2, -1]), np.array([1, 4, 0])],
+                               [_X, np.array([3, 3, 1]), np.array([2, -5, 0])]]),
+    (lambda x, i: x[i], [[_X, np.array([[0, 1], [3, -2]])]]),
+    (lambda x, j: x[:, j], [[_X, np.array([1, 4, 0])]]),
+    (lambda x, i, j: x[:, i, j], [[_X3, np.array([0, 3]), np.array([4, 1])]]),
+    (_put_rows, [[np.zeros(1, np.float32), np.array([0, 2, 4]), np.ones((3, 4), np.float32)],
+                 [np.zeros(1, np.float32), np.array([1, 3, 4]),
+                  2 * np.ones((3, 4), np.float32)]]),                # ScatterND
+    (_relu_by_mask, [[_X], [-_X]]),                               # Where
+])
+def test_indexing_by_tensors_of_the_inputs(fn, feeds, tmp_path):
+    # index tensors computed from the inputs (or given): the same results in
+    # onnxruntime at other index values, as torch.onnx.export's forms
+    p = tmp_path / "idx.onnx"
+    tg.onnx.export(fn, tuple(tg.tensor(f) for f in feeds[0]), str(p))
+    names = _inputs(p)
+    for f in feeds:
+        want = fn(*[tg.tensor(a) for a in f]).numpy()
+        (got,) = _run(p, dict(zip(names, f)))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
