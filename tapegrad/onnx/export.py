@@ -147,6 +147,9 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
                               producer_name="tapegrad")
     model.ir_version = min(model.ir_version, 10)
     onnx.checker.check_model(model)
+    if dyn and not any(st.kind == "guard" for st in steps):
+        with _mode(model_or_fn, training):
+            _check_dynamic(model, fn, args, tensors, input_names, dyn)
     if verbose:
         print(helper.printable_graph(model.graph))
     if hasattr(path, "write"):
@@ -154,6 +157,65 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
     else:
         onnx.save(model, path)
     return model
+
+
+def _check_dynamic(model, fn, args, tensors, input_names, dyn):
+    """With ``dynamic_axes``, run the exported model in onnxruntime (if installed) at
+    other sizes of the dynamic input dims (the inputs' values repeated along them) and
+    compare with the forward: a size the forward read in Python (``x.shape[1]``,
+    ``len(x)``) is a constant of the graph, which a model at another size would
+    silently get wrong; refuse it, naming the dim. Sizes the forward itself refuses
+    are not checked."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return
+    from ..tensor import wrap
+    names = dict(zip(map(id, tensors), input_names))
+    axes = {names[id(t)]: dyn[names[id(t)]] for t in tensors if names[id(t)] in dyn}
+    if not axes:
+        return
+    sess = None
+    for grow in (1, 2):
+        def resized(t):
+            a = buffer(t)
+            for ax in axes.get(names[id(t)], ()):
+                n = a.shape[ax]
+                if n:
+                    a = np.take(a, np.arange(n + grow) % n, axis=ax)
+            return wrap(np.ascontiguousarray(a))
+        new = _map_tensors(args, resized)
+        feeds = _flat_tensors(new)
+        try:
+            with no_grad():
+                want = fn(*new)
+        except Exception:  # noqa: BLE001  (a size the model refuses: try another)
+            continue
+        want = [buffer(w) for w in _flat_tensors(want if isinstance(want, (tuple, list))
+                                                 else (want,))]
+        if sess is None:
+            sess = ort.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+        what = ", ".join(f"{n} dim {ax} ({lbl})" for n, d in axes.items()
+                         for ax, lbl in d.items())
+        try:
+            got = sess.run(None, {n: buffer(f) for n, f in zip(input_names, feeds)})
+            ok = len(got) == len(want) and all(
+                np.shape(a) == np.shape(b) and np.allclose(
+                    np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-3,
+                    atol=1e-4, equal_nan=True) for a, b in zip(got, want))
+        except Exception as e:  # noqa: BLE001  (onnxruntime refused the other size)
+            ok, why = False, f" ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+        else:
+            why = ""
+        if not ok:
+            raise UnsupportedOperatorError(
+                f"onnx.export: the exported model does not follow the dynamic axes "
+                f"{what}: at another size it gives other results than the forward{why}. "
+                f"A size the forward read in Python (x.shape[1], len(x), a range over it) "
+                f"is a constant of the graph; compute it with ops, or export without that "
+                f"dynamic axis")
+        return
 
 
 def _with_kwargs(fn, n, names):

@@ -185,3 +185,24 @@ def test_indexing_by_tensors_of_the_inputs(fn, feeds, tmp_path):
         (got,) = _run(p, dict(zip(names, f)))
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn, shape, axes", [
+    (lambda x: x.sum(1) / x.shape[1], (2, 3), {1: "t"}),
+    (lambda x: tg.ones_like(x) * 2, (2, 3), {0: "b"}),
+    (lambda x: x + tg.arange(x.shape[1]), (2, 3), {1: "t"}),
+])
+def test_a_size_read_in_python_on_a_dynamic_axis_is_refused(fn, shape, axes, tmp_path):
+    # the graph would hold the size as a constant, silently wrong at another size
+    with pytest.raises(tg.onnx.UnsupportedOperatorError, match="dynamic axes"):
+        tg.onnx.export(fn, (tg.randn(*shape),), str(tmp_path / "d.onnx"),
+                       input_names=["x"], dynamic_axes={"x": axes})
+    assert not (tmp_path / "d.onnx").exists()
+
+
+def test_sizes_taken_by_ops_stay_dynamic(tmp_path):
+    p = tmp_path / "v.onnx"
+    tg.onnx.export(lambda x: x.view(x.shape[0], -1) * 2, (tg.randn(2, 3, 4),), str(p),
+                   input_names=["x"], dynamic_axes={"x": {0: "b"}})
+    x = np.ones((5, 3, 4), np.float32)
+    np.testing.assert_array_equal(_run(p, {"x": x})[0], np.full((5, 12), 2.0))
