@@ -634,8 +634,49 @@ def _promote(op, arrays):
     if op.promote == "float" and not _isf(target):
         target = _dt.default_float_np()
     cast = _observed_cast if _state._observers else _cast  # (tg.compile's capture: the
-    return [cast(a, target) if a is not None and type(a) not in _SCALARS  # casts are
-            and a.dtype != target else a for a in arrays]  # steps of the program)
+    if (target is _dt.BF16 or target is _F16) and zero_dim:  # casts are steps of it)
+        return _promote_half(op, arrays, target, cast)
+    return [cast(a, target) if a is not None and type(a) not in _SCALARS
+            and a.dtype != target else a for a in arrays]
+
+
+# A bfloat16 or float16 operand with a scalar (a Python number or a 0-d tensor), as
+# PyTorch's CPU kernels: these ops round the scalar to the half-width dtype first
+# (float16(0.1) == 0.1, float16(0.1) - 0.1 == 0); mul, div and floor_divide take it
+# at float32 (float16 values times a float32 0-d tensor of 1e5: no inf from the
+# factor alone), the product computed in float32 and rounded once
+_SCALAR_ROUNDED = frozenset(("add", "sub", "eq", "ne", "lt", "le", "gt", "ge", "fmod",
+                             "remainder", "pow"))
+_SCALAR_WIDE = frozenset(("mul", "div", "floor_divide"))
+
+
+def _promote_half(op, arrays, target, cast):
+    wide = op.name in _SCALAR_WIDE
+    out = []
+    for a in arrays:
+        if a is None or type(a) in _SCALARS or a.dtype == target:
+            out.append(a)
+        elif wide and a.ndim == 0 and _isf(a.dtype) and a.dtype.itemsize >= 4:
+            out.append(cast(a, _F32))   # (a float32 or float64 0-d operand: at float32)
+        else:
+            out.append(cast(a, target))
+    return out
+
+
+def _round_scalars(op, arrays, low):
+    """The Python numbers among ``arrays`` rounded to ``low`` for the ops that do so
+    (``_SCALAR_ROUNDED``)."""
+    if op.name not in _SCALAR_ROUNDED:
+        return arrays
+    out = list(arrays)
+    for i, a in enumerate(arrays):
+        if type(a) in (float, int) and type(a) is not bool:
+            token = _quiet_numpy()
+            try:
+                out[i] = float(np.asarray(float(a), np.float32).astype(low))
+            finally:
+                _loud_numpy(token)
+    return out
 
 
 def _low_in(arrays):
@@ -671,11 +712,15 @@ def _widened(op, args, arrays, attrs):
     float32 copies."""
     low = None
     for a in arrays:
-        if a is not None and type(a) not in _SCALARS and _isf(a.dtype):
+        if a is not None and type(a) not in _SCALARS and _isf(a.dtype) and not (
+                a.ndim == 0 and a.dtype is _F32 and op.name in _SCALAR_WIDE):
             if low is None:
                 low = a.dtype
             elif a.dtype != low:
                 return _compute(op, arrays, attrs)
+    if low is None:
+        return _compute(op, arrays, attrs)
+    arrays = _round_scalars(op, arrays, low)
     if op.elementwise and not attrs and not _state._observers:
         run = halfwidth_elementwise[0]
         out = run(op, arrays) if run is not None else None

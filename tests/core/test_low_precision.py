@@ -332,3 +332,33 @@ def test_relu_and_its_gradient_on_the_16_bits_as_pytorch(name, tdt, pdt):
     got = tg.ops_registry.get("relu").compute(x.contiguous().numpy(), out=buf)
     assert got is buf
     np.testing.assert_array_equal(_np32(tg.tensor(buf)), _np32(torch.relu(px).contiguous()))
+
+
+_SCALAR_OPS = [("add", lambda x, s: x + s), ("sub", lambda x, s: x - s),
+               ("rsub", lambda x, s: s - x), ("mul", lambda x, s: x * s),
+               ("div", lambda x, s: x / s), ("floordiv", lambda x, s: x // s),
+               ("eq", lambda x, s: x == s), ("lt", lambda x, s: x < s),
+               ("ge", lambda x, s: x >= s), ("fmod", lambda x, s: x.fmod(s)),
+               ("remainder", lambda x, s: x % s), ("pow", lambda x, s: x ** s)]
+
+
+@pytest.mark.parametrize("name, fn", _SCALAR_OPS)
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+def test_a_scalar_operand_as_torch(name, fn, half):
+    # PyTorch's CPU kernels round a scalar (a Python number or a 0-d tensor) to the
+    # half-width dtype for add, sub, comparisons, fmod, remainder and pow, and take it
+    # at float32 for mul, div and floor_divide: float16(0.1) == 0.1 is true, and
+    # float16 values times 1e5 overflow only where the product does
+    torch = pytest.importorskip("torch")
+    vals = [0.1, 3.0, 1000.0, -2.5, 65504.0]
+    for s in (0.1, 0.3, 3, 1e5, 65519.9):
+        if name == "pow" and s > 10:
+            continue
+        for wrap in (False, True):
+            want = fn(torch.tensor(vals, dtype=getattr(torch, half)),
+                      torch.tensor(s) if wrap else s)
+            got = fn(tg.tensor(vals, dtype=getattr(tg, half)), tg.tensor(s) if wrap else s)
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+            w = want.numpy() if want.dtype == torch.bool else want.float().numpy()
+            g = got.numpy() if want.dtype == torch.bool else got.float().numpy()
+            np.testing.assert_array_equal(g, w, err_msg=f"{name} {half} {s} {wrap}")
