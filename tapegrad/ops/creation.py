@@ -80,13 +80,17 @@ def _infer_py_dtype(data):
         elif isinstance(d, _Sequence) and not isinstance(d, (str, bytes)):
             for v in d:   # a nested deque or range, as PyTorch (NumPy reads them too)
                 walk(v)
-        elif isinstance(d, Tensor):
-            kinds.add(d._data.dtype.kind)
-        elif isinstance(d, bool) or isinstance(d, np.bool_):
+        elif isinstance(d, (Tensor, np.generic)):  # (its own dtype, as PyTorch's)
+            dt = np.dtype(d._data.dtype if isinstance(d, Tensor) else d.dtype)
+            if dt not in _dt._BY_NP:
+                raise TypeError(f"tensor: could not infer dtype of {type(d).__name__} "
+                                f"({dt})")
+            typed.append(dt)
+        elif isinstance(d, bool):
             kinds.add("b")
-        elif isinstance(d, (int, np.integer)):
+        elif isinstance(d, int):
             kinds.add("i")
-        elif isinstance(d, (float, np.floating)):
+        elif isinstance(d, float):
             kinds.add("f")
         elif isinstance(d, complex):
             raise TypeError("tensor: complex numbers are not supported")
@@ -94,7 +98,12 @@ def _infer_py_dtype(data):
             walk(d.__tg_scalar__())
         else:
             raise TypeError(f"tensor: could not infer dtype of {type(d).__name__}")
+    typed = []
     walk(data)
+    if typed:  # tensors and NumPy scalars with the Python numbers' dtypes, promoted
+        py = {"f": _dt.get_default_dtype().np, "i": np.dtype(np.int64),
+              "b": np.dtype(np.bool_)}
+        return _dt.result_type(*typed, *[py[k] for k in "fib" if k in kinds])
     if "f" in kinds:
         return _dt.get_default_dtype().np
     if "i" in kinds:
@@ -132,9 +141,9 @@ def _to_array(data, dtype, copy):
         return a.copy() if copy else a
     if isinstance(data, _Sequence) and not isinstance(data, (list, tuple, str, bytes)):
         data = list(data)  # a deque, a range: PyTorch takes any sequence
+    inferred = _infer_py_dtype(data) if dtype is None else dtype
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
         data = _untensor(data)
-    inferred = _infer_py_dtype(data) if dtype is None else dtype
     try:
         if inferred in _cpu_halfwidth._NAMES:  # Python floats are doubles: through float32
             return _cpu_halfwidth.astype(np.array(data, dtype=np.float32), inferred)

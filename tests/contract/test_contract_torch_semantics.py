@@ -233,6 +233,24 @@ def test_load_map_location_callable_as_torch(tmp_path):
         tg.load(p, map_location=lambda storage, location: "cpu")
 
 
+@pytest.mark.parametrize("make", [
+    lambda m: [m.tensor(1.5, dtype=m.float16)],
+    lambda m: [np.float16(1.5)], lambda m: [np.float64(1.5)], lambda m: [np.int32(3)],
+    lambda m: [m.tensor(3, dtype=m.int8)], lambda m: [m.tensor(1.5, dtype=m.float16), 2.5],
+    lambda m: [m.tensor(3, dtype=m.int32), 4], lambda m: [np.float32(1), 2.0],
+    lambda m: [np.bool_(True)],
+    lambda m: [m.tensor(3, dtype=m.int32), m.tensor(1.5, dtype=m.float16)],
+    lambda m: [[np.float16(1)], [np.float16(2)]], lambda m: [1, 2.5]])
+def test_tensor_of_a_list_takes_its_elements_dtypes_as_torch(make):
+    # 0-d tensors and NumPy scalars in a list keep their dtypes (promoted together
+    # with the Python numbers' defaults), as torch.tensor
+    torch = pytest.importorskip("torch")
+    got, want = tg.tensor(make(tg)), torch.tensor(make(torch))
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_array_equal(got.numpy().astype(np.float64),
+                                  want.numpy().astype(np.float64))
+
+
 def test_register_and_remove_parametrization():
     P = tg.nn.utils.parametrize
     m = tg.nn.Linear(3, 3)
