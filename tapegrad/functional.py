@@ -399,11 +399,15 @@ def hvp(f, primals, tangents):
 vhp = hvp
 
 
-def functional_call(module, params_and_buffers, args, kwargs=None, *, strict=False):
+def functional_call(module, params_and_buffers, args=None, kwargs=None, *, tie_weights=True,
+                    strict=False):
     """``module(*args, **kwargs)`` with its parameters and buffers replaced by the
     tensors of ``params_and_buffers`` (a dict by dotted name, or a tuple of dicts), as
     ``torch.func.functional_call``: the module is unchanged afterwards. With
-    ``vmap(grad(...))`` over such a call, per-example gradients."""
+    ``vmap(grad(...))`` over such a call, per-example gradients. ``tie_weights``: a
+    tensor the module holds under several names (tied weights) is replaced under all
+    of them when one is given; ``strict``: every parameter and buffer must be given,
+    and nothing else (RuntimeError)."""
     if isinstance(params_and_buffers, (tuple, list)):
         merged = {}
         for d in params_and_buffers:
@@ -413,6 +417,31 @@ def functional_call(module, params_and_buffers, args, kwargs=None, *, strict=Fal
                                  f"dict")
             merged.update(d)
         params_and_buffers = merged
+    params_and_buffers = dict(params_and_buffers)
+    if tie_weights or strict:
+        named = list(module.named_parameters(remove_duplicate=False)) + \
+            list(module.named_buffers(remove_duplicate=False))
+        by_tensor = {}
+        for name, t in named:
+            by_tensor.setdefault(id(t), []).append(name)
+        tied = {name: names for names in by_tensor.values() for name in names}
+        if tie_weights:
+            for name in list(params_and_buffers):
+                for other in tied.get(name, ()):
+                    params_and_buffers.setdefault(other, params_and_buffers[name])
+        if strict:
+            given = set(params_and_buffers)
+            unexpected = [k for k in params_and_buffers if k not in tied]
+            missing = [n for n, _ in named if n not in given]
+            msgs = []
+            if unexpected:
+                msgs.append(f"Unexpected key(s): {', '.join(map(repr, unexpected))}.")
+            if missing:
+                msgs.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
+            if msgs:
+                raise RuntimeError(f"Error(s) in reparametrizing for "
+                                   f"{type(module).__name__}:\n\t" + "\n\t".join(msgs))
+    args = () if args is None else args
     args = args if isinstance(args, tuple) else (args,)
     kwargs = kwargs or {}
     swapped = []

@@ -324,3 +324,38 @@ def test_detect_anomaly_as_decorator_restores_mode():
     with pytest.raises(RuntimeError):
         f(tg.tensor([-1.0], requires_grad=True))
     assert not tg.tape.state.anomaly
+
+
+def test_functional_call_strict_and_tied_weights_as_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (tg, torch):
+        m = lib.nn.Linear(3, 2)
+        fc = lib.func.functional_call
+        msgs = []
+        for d in ({"weight": lib.zeros(2, 3)},
+                  {"weight": lib.zeros(2, 3), "bias": lib.zeros(2), "foo": lib.zeros(1)}):
+            with pytest.raises(RuntimeError) as e:
+                fc(m, d, (lib.ones(1, 3),), strict=True)
+            msgs.append(str(e.value))
+        if lib is tg:
+            got = msgs
+        else:
+            assert got == msgs
+    class Tied(tg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = tg.nn.Linear(2, 2, bias=False)
+            self.b = tg.nn.Linear(2, 2, bias=False)
+            self.b.weight = self.a.weight
+
+        def forward(self, x):
+            return self.b(self.a(x))
+    t = Tied()
+    x = tg.ones(1, 2)
+    two = {"a.weight": tg.eye(2) * 2}
+    np.testing.assert_array_equal(tg.func.functional_call(t, two, (x,)).numpy(), [[4, 4]])
+    np.testing.assert_array_equal(tg.func.functional_call(t, two, (x,), strict=True).numpy(),
+                                  [[4, 4]])
+    untied = tg.func.functional_call(t, two, (x,), tie_weights=False)
+    np.testing.assert_allclose(untied.detach().numpy(), (x @ t.b.weight.T * 2).detach().numpy(),
+                               rtol=1e-6)
