@@ -385,3 +385,4 @@ function = _sys.modules[__name__]
 _sys.modules[__name__ + ".function"] = function
 # ``import torch.autograd.forward_ad as fwAD``: the same module as ``tg.forward_ad``
 _sys.modules[__name__ + ".forward_ad"] = forward_ad
+

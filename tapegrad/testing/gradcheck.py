@@ -113,16 +113,83 @@ def _fail(msg, raise_exception):
     return False
 
 
+def _needs_one(name, inputs):
+    if not any(_wants_grad(t) for t in inputs):
+        raise ValueError(f"{name} expects at least one input tensor to require gradient, "
+                         f"but none of them have requires_grad=True.")
+
+
+def _not_supported(name, **flags):
+    for k, v in flags.items():
+        if v:
+            raise NotImplementedError(f"{name}: {k}=True is not supported (tapegrad's "
+                                      f"batching rules are checked by its registry tests)")
+
+
+def _forward_mismatch(fn, inputs, eps, atol, rtol):
+    """Forward mode against central differences: per input element, the tangent of the
+    outputs (``tg.func.jvp``) is the numerical Jacobian's column. The first mismatch
+    as (input, element, analytic, numerical), or None."""
+    from ..functional import jvp
+    num = _numerical_jacobian(fn, inputs, eps)
+    for i, t in enumerate(inputs):
+        if num[i] is None:
+            continue
+        data = buffer(t)
+        for c in range(data.size):
+            tangents = []
+            for k, u in enumerate(inputs):
+                z = np.zeros(tuple(u.shape), buffer(u).dtype)
+                if k == i:
+                    z.reshape(-1)[c] = 1
+                tangents.append(tensor(z, device=u.device))
+            _, touts = jvp(lambda *a: fn(*a), tuple(inputs), tuple(tangents))
+            col = np.concatenate([_host(o).astype(np.float64).reshape(-1)
+                                  for o in _flat_out(touts)] or [np.zeros(0)])
+            want = num[i][:, c]
+            if col.shape != want.shape or not np.allclose(col, want, atol=atol, rtol=rtol):
+                r = int(np.argmax(np.abs(col - want))) if col.shape == want.shape else 0
+                return i, c, (col[r] if col.size else np.nan), (want[r] if want.size
+                                                                  else np.nan)
+    return None
+
+
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
-              nondet_tol=0.0, check_undefined_grad=True):
+              nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False,
+              check_batched_grad=False, check_batched_forward_grad=False,
+              check_forward_ad=False, check_backward_ad=True, fast_mode=False, masked=None):
     """Compare reverse-mode gradients of ``fn`` with central differences (use float64).
 
     Checks every output element against every input that requires grad; an output
     that does not require grad must have a zero numerical gradient. Returns True, or
     raises ``GradcheckError`` naming the input and the worst entry (returns False
     with ``raise_exception=False``), as ``torch.autograd.gradcheck``.
+    ``check_forward_ad``: forward mode checked too (``check_backward_ad=False``: only
+    it); ``check_grad_dtypes``: each gradient has its input's dtype; ``fast_mode``
+    checks the whole Jacobian all the same.
     """
     inputs = _tensors(inputs)
+    _needs_one("gradcheck", inputs)
+    _not_supported("gradcheck", check_batched_grad=check_batched_grad,
+                   check_batched_forward_grad=check_batched_forward_grad, masked=masked)
+    if check_forward_ad:
+        bad = _forward_mismatch(fn, inputs, eps, atol, rtol)
+        if bad is not None:
+            i, c, ana, num = bad
+            return _fail(f"gradcheck: forward-mode Jacobian mismatch for input {i} (shape "
+                         f"{tuple(inputs[i].shape)}), input element {c}: analytic "
+                         f"{ana:.8g} vs numerical {num:.8g}", raise_exception)
+    if check_grad_dtypes:
+        outs = [o for o in _flat_out(fn(*inputs)) if o.requires_grad]
+        wrt = [t for t in inputs if _wants_grad(t)]
+        if outs:
+            gs = grad([o.sum() for o in outs], wrt, allow_unused=True)
+            for t, g in zip(wrt, gs):
+                if g is not None and g.dtype != t.dtype:
+                    return _fail(f"gradcheck: a gradient of dtype {g.dtype} for an input "
+                                 f"of dtype {t.dtype}", raise_exception)
+    if not check_backward_ad:
+        return True
     bad = _first_mismatch(fn, inputs, eps, atol, rtol)
     if bad is None:
         return True
@@ -138,7 +205,10 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
 
 
 def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
-                  raise_exception=True):
+                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
+                  check_undefined_grad=True, check_grad_dtypes=False,
+                  check_batched_grad=False, check_fwd_over_rev=False,
+                  check_rev_over_rev=True, fast_mode=False, masked=False):
     """Second order: the analytical derivatives of the first-order gradient
     ``(inputs, v) -> v^T d fn / d inputs`` against its central differences (float64).
 
@@ -150,6 +220,11 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     ``torch.autograd.gradgradcheck``.
     """
     inputs = _tensors(inputs)
+    _needs_one("gradgradcheck", inputs)
+    _not_supported("gradgradcheck", check_batched_grad=check_batched_grad,
+                   check_fwd_over_rev=check_fwd_over_rev, masked=masked)
+    if not check_rev_over_rev:
+        return True
     diff_idx = [i for i, t in enumerate(inputs) if _wants_grad(t)]
     outs = [o for o in _flat_out(fn(*inputs)) if o.requires_grad]
     if grad_outputs is None:

@@ -82,3 +82,39 @@ def test_gradgradcheck_given_grad_outputs(fresh_name):
     assert gradgradcheck(f, (x,), grad_outputs=(v,))
     with pytest.raises(ValueError, match="2 grad_outputs for 1 outputs"):
         gradgradcheck(f, (x,), grad_outputs=(v, v))
+
+
+def test_torch_arguments_and_checks():
+    x = tg.tensor([0.3, -1.2, 2.0], dtype=tg.float64, requires_grad=True)
+    f = lambda x: (x * x).sin()  # noqa: E731
+    assert tg.autograd.gradcheck is tg.testing.gradcheck
+    assert tg.testing.gradcheck(f, (x,), check_forward_ad=True, check_grad_dtypes=True,
+                                fast_mode=True, check_undefined_grad=True)
+    assert tg.testing.gradcheck(f, (x,), check_forward_ad=True, check_backward_ad=False)
+    assert tg.autograd.gradgradcheck(f, (x,), check_rev_over_rev=True, fast_mode=True,
+                                     gen_non_contig_grad_outputs=False)
+    with pytest.raises(ValueError, match="at least one input tensor to require gradient"):
+        tg.testing.gradcheck(f, (tg.ones(2, dtype=tg.float64),))
+    with pytest.raises(ValueError, match="at least one input tensor to require gradient"):
+        tg.testing.gradgradcheck(f, (tg.ones(2, dtype=tg.float64),))
+    with pytest.raises(NotImplementedError, match="check_batched_grad"):
+        tg.testing.gradcheck(f, (x,), check_batched_grad=True)
+
+
+def test_forward_mode_check_catches_a_wrong_jvp():
+    class Bad(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * 2   # wrong: the derivative is 3
+    x = tg.tensor([1.0, 2.0], dtype=tg.float64, requires_grad=True)
+    assert tg.testing.gradcheck(Bad.apply, (x,))
+    with pytest.raises(tg.testing.GradcheckError, match="forward-mode"):
+        tg.testing.gradcheck(Bad.apply, (x,), check_forward_ad=True)
