@@ -113,6 +113,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                              allow_unused, materialize_grads)
     outs = _as_list(outputs, "grad")
     ins = _as_list(inputs, "grad")
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
     if retain_graph is None:

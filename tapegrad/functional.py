@@ -27,7 +27,18 @@ __all__ = ["grad", "value_and_grad", "grad_and_value", "vjp", "jvp", "linearize"
 
 
 def _argnums(argnums):
-    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if isinstance(argnums, int) and not isinstance(argnums, bool):
+        return (argnums,)
+    if not isinstance(argnums, tuple) or not argnums or \
+            not all(isinstance(n, int) and not isinstance(n, bool) for n in argnums):
+        raise RuntimeError(f"argnums must be int or Tuple[int, ...], got: {type(argnums)}")
+    return argnums
+
+
+def _check_argnums(nums, args):
+    for n in nums:
+        if not -len(args) <= n < len(args):
+            raise RuntimeError(f"Got argnum={n}, but only {len(args)} positional inputs")
 
 
 _levels = threading.local()
@@ -112,9 +123,13 @@ def value_and_grad(f, argnums=0, has_aux=False):
     nums = _argnums(argnums)
 
     def wrapped(*args, **kwargs):
+        _check_argnums(nums, args)
         with enable_grad(), _level(reverse=True):
             ins = _prep(args, nums)
             out = f(*ins, **kwargs)
+            if has_aux and not (isinstance(out, tuple) and len(out) == 2):
+                raise RuntimeError("grad_and_value(f)(*args): output of function f should "
+                                   "be a tuple: (output, aux) if has_aux is True")
             val, aux = (out if has_aux else (out, None))
             if not isinstance(val, Tensor) or val.numel() != 1:
                 raise RuntimeError("grad: f must return a scalar tensor (one element); "
@@ -135,6 +150,10 @@ def value_and_grad(f, argnums=0, has_aux=False):
                 gs = _grad_walk([val], flat, None, False, True, False, True, True)
             if not create and not tangents:  # (inside vmap the walk records anyway)
                 gs = [g.detach() for g in gs]
+                if aux is not None:  # (as PyTorch's: the aux leaves the transform's level)
+                    leaves, rebuild = _flatten(aux)
+                    aux = rebuild([t.detach() if isinstance(t, Tensor) else t
+                                   for t in leaves])
             gs = back(gs)
         g = gs[0] if isinstance(argnums, int) else tuple(gs)
         return ((val, aux), g) if has_aux else (val, g)
@@ -232,8 +251,8 @@ def jvp(func, primals, tangents, *, has_aux=False):
     t_leaves = [_as_float_tensor(t) for t in t_leaves]
     for p, t in zip(p_leaves, t_leaves):
         if tuple(p.shape) != tuple(t.shape):
-            raise ValueError(f"jvp: tangent shape {tuple(t.shape)} differs from primal shape "
-                             f"{tuple(p.shape)}")
+            raise RuntimeError(f"jvp: tangent shape {tuple(t.shape)} differs from primal "
+                               f"shape {tuple(p.shape)}")
     keep = _nested() or (is_grad_enabled() and any(
         a.requires_grad for a in p_leaves + t_leaves))
     with _level(), _fwad.dual_level():

@@ -5,6 +5,7 @@ writing into preallocated scratch (``out=``), never through the tape; each write
 bumps the parameter's version counter so a stale saved value is caught.
 """
 import copy
+import warnings
 
 from ..devices import xp_of
 from ..dispatch import notify, observing
@@ -58,9 +59,12 @@ class Optimizer:
                 raise ValueError(f"parameter group didn't specify a value of required "
                                  f"optimization parameter {name}")
             group.setdefault(name, default)
+        if len({id(p) for p in group["params"]}) != len(group["params"]):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; "
+                          "in future, this will cause an error (as PyTorch's, each "
+                          "occurrence is stepped)", UserWarning, stacklevel=3)
         seen = {id(p) for g in self.param_groups for p in g["params"]}
-        if any(id(p) in seen for p in group["params"]) or \
-                len({id(p) for p in group["params"]}) != len(group["params"]):
+        if any(id(p) in seen for p in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 

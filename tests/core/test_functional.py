@@ -359,3 +359,30 @@ def test_functional_call_strict_and_tied_weights_as_torch():
     untied = tg.func.functional_call(t, two, (x,), tie_weights=False)
     np.testing.assert_allclose(untied.detach().numpy(), (x @ t.b.weight.T * 2).detach().numpy(),
                                rtol=1e-6)
+
+
+def test_transform_argument_errors_and_aux_as_torch():
+    torch = pytest.importorskip("torch")
+    calls = {
+        "argnum out of range": lambda m: m.func.grad(lambda x, y: (x * y).sum(), argnums=2)(
+            m.ones(2), m.ones(2)),
+        "argnums a list": lambda m: m.func.grad(lambda x, y: (x * y).sum(), argnums=[0, 1])(
+            m.ones(2), m.ones(2)),
+        "aux not a pair": lambda m: m.func.grad(lambda x: (x * 2).sum(), has_aux=True)(
+            m.ones(2)),
+        "tangent shape": lambda m: m.func.jvp(lambda x: x * 2, (m.ones(2),), (m.ones(3),)),
+        "materialize without allow_unused": lambda m: m.autograd.grad(
+            (m.ones(2, requires_grad=True) * 2).sum(), [m.ones(2, requires_grad=True)],
+            allow_unused=False, materialize_grads=True),
+    }
+    for what, call in calls.items():
+        with pytest.raises(Exception) as want:
+            call(torch)
+        with pytest.raises(type(want.value)):
+            call(tg)
+    g, aux = tg.func.grad(lambda x: ((x * 2).sum(), {"a": x * 3}), has_aux=True)(tg.ones(2))
+    assert not aux["a"].requires_grad     # the aux leaves the transform, as PyTorch's
+    np.testing.assert_array_equal(aux["a"].numpy(), [3, 3])
+    np.testing.assert_array_equal(
+        tg.func.grad(lambda x, y: (x * y * 2).sum(), argnums=-1)(tg.ones(2), tg.ones(2)).numpy(),
+        [2, 2])

@@ -81,6 +81,13 @@ def test_param_groups_and_skip_none_grads():
     assert a.grad is None and b.grad is None
     with pytest.raises(ValueError, match="more than one parameter group"):
         tg.optim.SGD([{"params": [a]}, {"params": [a]}], lr=0.1)
+    # within one group, a warning and each occurrence stepped, as PyTorch
+    w = tg.nn.Parameter(tg.ones(2))
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        dup = tg.optim.SGD([w, w], lr=0.1)
+    w.grad = tg.ones(2)
+    dup.step()
+    np.testing.assert_allclose(w.detach().numpy(), [0.8, 0.8], rtol=1e-6)
     with pytest.raises(ValueError, match="empty parameter list"):
         tg.optim.SGD([], lr=0.1)
     with pytest.raises(ValueError, match="Invalid learning rate"):
