@@ -7,10 +7,12 @@ from .autocast_mode import (
     custom_bwd,
     custom_fwd,
     get_autocast_dtype,
+    is_autocast_available,
     is_autocast_cache_enabled,
     is_autocast_enabled,
 )
 from .grad_scaler import GradScaler
 
-__all__ = ["autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype",
+__all__ = ["autocast", "GradScaler", "is_autocast_available", "is_autocast_enabled",
+           "get_autocast_dtype",
            "clear_autocast_cache", "is_autocast_cache_enabled", "custom_fwd", "custom_bwd"]

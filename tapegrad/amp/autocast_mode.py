@@ -86,6 +86,21 @@ def _cuda_available():
     return cuda.is_available()
 
 
+def is_autocast_available(device_type):
+    """Whether autocast can run on ``device_type`` ("cpu" and "cuda"), as
+    ``torch.amp.is_autocast_available``; a device string naming no device type is a
+    RuntimeError."""
+    if not isinstance(device_type, str) or device_type.split(":")[0] not in _KNOWN_TYPES:
+        raise RuntimeError(f"Expected one of {', '.join(_KNOWN_TYPES)} device type at start "
+                           f"of device string: {device_type}")
+    return device_type.split(":")[0] in _DEFAULT
+
+
+_KNOWN_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip",
+                "ve", "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
+                "privateuseone")
+
+
 def is_autocast_enabled(device_type="cuda"):
     """Whether autocast is on for ``device_type`` in this thread."""
     return bool(_state.autocast) and device_type in _state.autocast

@@ -517,3 +517,11 @@ def test_attention_float_mask_under_autocast_as_torch():
             np.testing.assert_allclose(g.float().numpy(), w.float().numpy(), rtol=5e-2, atol=5e-2)
         checked += 1
     assert checked
+
+
+def test_is_autocast_available_as_torch():
+    torch = pytest.importorskip("torch")
+    for dev in ("cpu", "cuda", "meta", "cuda:1"):
+        assert tg.amp.is_autocast_available(dev) == torch.amp.is_autocast_available(dev)
+    with pytest.raises(RuntimeError, match="device type"):
+        tg.amp.is_autocast_available("foo")
