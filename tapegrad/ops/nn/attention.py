@@ -51,6 +51,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal and attn_mask is not None:
         raise op_error("scaled_dot_product_attention", "pass either attn_mask or is_causal",
                        RuntimeError)
+    if attn_mask is not None and np_dtype(attn_mask) not in (np.bool_, q.dtype):
+        # PyTorch's rule: a bool mask, a float32 one (taken in the query's dtype), or one
+        # of the query's dtype
+        if np_dtype(attn_mask) != np.float32:
+            raise op_error("scaled_dot_product_attention",
+                           f"Expected attn_mask dtype to be bool or float or to match query "
+                           f"dtype, but got attn_mask.dtype: {np_dtype(attn_mask)} and "
+                           f"query.dtype: {q.dtype} instead.", RuntimeError)
+        attn_mask = attn_mask.to(query.dtype)
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / float(np.sqrt(query.shape[-1])) if scale is None else float(scale)
     attn = matmul(query, mT(key)) * scale

@@ -30,3 +30,24 @@ def test_fully_masked_rows_match_pytorch(float_mask, dtype):
     for a, b in ((gq, tq), (gk, tk), (gv, tv)):
         assert np.isfinite(a.grad.numpy()).all()
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), **tol)
+
+
+@pytest.mark.parametrize("qdt", ["bfloat16", "float16", "float64"])
+def test_sdpa_float32_mask_takes_the_query_dtype_as_torch(qdt):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 2, 4, 8)).astype(np.float32)
+    m = rng.standard_normal((4, 4)).astype(np.float32)
+    tq = tg.tensor(q).to(getattr(tg, qdt))
+    got = tg.nn.functional.scaled_dot_product_attention(tq, tq, tq, attn_mask=tg.tensor(m))
+    Q = torch.tensor(q).to(getattr(torch, qdt))
+    want = torch.nn.functional.scaled_dot_product_attention(Q, Q, Q, attn_mask=torch.tensor(m))
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    tol = 1e-12 if qdt == "float64" else 2e-2
+    np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=tol, atol=tol)
+    for mdt in ("float64", "int64"):   # neither bool, float32 nor the query's: refused
+        if mdt == qdt:
+            continue
+        with pytest.raises(RuntimeError, match="attn_mask dtype"):
+            tg.nn.functional.scaled_dot_product_attention(
+                tq, tq, tq, attn_mask=tg.tensor(m).to(getattr(tg, mdt)))
