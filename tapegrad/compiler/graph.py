@@ -86,6 +86,8 @@ class Graph:
         self.entry_guards = []
         self.output = None
         self.stats_opaque = 0
+        self.layout_free = frozenset()  # escaping values read only by steps that take
+        #                                 any order (values a forward saves: partition)
 
     def add_value(self, shape, dtype, src, producer=None):
         self.shapes.append(shape)

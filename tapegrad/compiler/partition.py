@@ -19,7 +19,7 @@ not undo the forward that already ran): ``Unsupported`` says why.
 """
 from .capture import Unsupported
 from .embedding_projection import fold_embedding_projections
-from .epilogue import fuse_pool_relu_grads
+from .epilogue import fuse_pool_relu_grads, layout_free
 from .graph import Graph
 from .program import Program, _reads_all
 from .zero_cotangents import snapshot
@@ -86,6 +86,10 @@ def partition(g, mark, cots, fuse=True):
         gf.args.pop(c, None)
     gf.entry_guards = [gd for gd in g.entry_guards if gd[0] == "buffer_is"]
     gf.output = (tuple, [("tensor", v) for v in out_vals + saved])
+    out_roots = {g.root(v) for v in out_vals}
+    gf.layout_free = frozenset(  # (saved values the backward reads in any order)
+        v for v in saved if g.source[v] == "node" and g.root(v) == v and
+        v not in out_roots and layout_free(g, v, bwd, _reads_all))
     gf.check()
 
     gb = _copy(g, bwd)

@@ -67,7 +67,10 @@ def test_linear_relu_and_bias_gradient_fused_equal_eager_and_torch(dtype, bias):
     assert names.count("linear+relu") == 2, names
     # the first layer's input needs no gradient: one masked bias gradient per hidden
     # layer whose bias exists (the first's only with a bias)
-    assert names.count("relu_backward+sum") == (2 if bias else 1), names
+    masked = [n for n in names if n.endswith("relu_backward+sum")]
+    assert len(masked) == (2 if bias else 1), names
+    # each the product of the layer above's gradient, masked where it lands
+    assert names.count("matmul+relu_backward+sum") == len(masked), names
     assert "relu" not in names and "relu_backward" not in names or not bias
     assert comp.stats()["replays"] == 3
 
@@ -99,6 +102,98 @@ def test_fused_loops_bitwise_equal_eager_kernels(dtype):
     want = RELU_BACKWARD.kernel(g, y).sum(axis=0)
     np.testing.assert_array_equal(np.signbit(s), np.signbit(want))
     np.testing.assert_array_equal(s, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_features_major_loops_equal_the_plain_ones(dtype):
+    """The features-major forms (the GEMM run transposed, the result the transpose of a
+    C-contiguous array) give eager's values, in that layout; the masked bias gradients'
+    sums add the rows in NumPy's order."""
+    from tapegrad.compiler import epilogue as E
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((6, 11)).astype(dtype)
+    w = rng.standard_normal((13, 11)).astype(dtype)
+    b = rng.standard_normal(13).astype(dtype)
+    x[0, 0] = np.nan
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    out = np.empty((6, 13), dtype)
+    h = E.LINEAR_RELU.kernel(x, w, b, out=out, features_major=True)
+    assert h.shape == (6, 13) and h.T.flags.c_contiguous and not h.flags.c_contiguous
+    assert np.shares_memory(h, out)
+    want = tg.relu(F.linear(tg.tensor(x), tg.tensor(w), tg.tensor(b))).numpy()
+    np.testing.assert_allclose(h, want, **tol)
+    np.testing.assert_allclose(E.LINEAR_RELU.kernel(x, w, features_major=True),
+                               tg.relu(F.linear(tg.tensor(x), tg.tensor(w))).numpy(), **tol)
+    a = np.asfortranarray(rng.standard_normal((6, 9)).astype(dtype))
+    m = rng.standard_normal((9, 13)).astype(dtype)
+    y = h.copy(order="F")
+    y[:, 1] = 0  # a dead unit
+    mask = ~(y <= 0)  # (a NaN passes the gradient, as eager's relu_backward)
+    for fm in (True, False):
+        d, s = E.MATMUL_RELU_BACKWARD_SUM0.kernel(
+            a, m, y, out=(np.empty((6, 13), dtype), np.empty(13, dtype)), features_major=fm)
+        assert d.flags.c_contiguous != fm
+        d_want = (a @ m) * mask
+        np.testing.assert_allclose(d, d_want, **tol)
+        np.testing.assert_allclose(s, d_want.sum(0), **tol)
+        assert not np.signbit(s[1])  # (a column of -0.0 sums to +0.0, as NumPy's sum)
+    g = np.asfortranarray(rng.standard_normal((6, 13)).astype(dtype))
+    d, s = E.RELU_BACKWARD_SUM0.kernel(g, y, features_major=True)
+    assert not d.flags.c_contiguous
+    np.testing.assert_array_equal(d, g * mask)
+    np.testing.assert_allclose(s, (g * mask).sum(0), **tol)
+    # a C-contiguous y (the plain path): bitwise the eager kernels
+    from tapegrad.ops.elementwise import RELU_BACKWARD
+    yc = np.ascontiguousarray(y)
+    d, s = E.MATMUL_RELU_BACKWARD_SUM0.kernel(np.ascontiguousarray(a), m, yc)
+    d_want = RELU_BACKWARD.kernel(np.ascontiguousarray(a) @ m, yc)
+    np.testing.assert_array_equal(d, d_want)
+    np.testing.assert_array_equal(s, d_want.sum(0))
+
+
+@pytest.mark.parametrize("whole_step", [False, True])
+def test_hidden_layers_features_major_and_nothing_escapes_in_that_order(whole_step):
+    """A batch narrower than the layers: the hidden activations and their gradients run
+    features major inside the program; the outputs, the saved values the caller never
+    sees aside, and the gradients keep eager's C order, and the values equal eager's."""
+    rng = np.random.default_rng(4)
+    x = tg.tensor(rng.standard_normal((8, 20)).astype(np.float32))
+    y = tg.tensor(rng.integers(0, 5, 8))
+
+    def make():
+        tg.manual_seed(1)
+        return nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
+                             nn.Linear(32, 24), nn.ReLU())  # (the output a ReLU's)
+
+    me, mc = make(), make()
+    oe, oc = tg.optim.SGD(me.parameters(), lr=0.1), tg.optim.SGD(mc.parameters(), lr=0.1)
+    cm = tg.compile(mc)
+
+    def step(model, opt):
+        opt.zero_grad()
+        out = model(x)
+        loss = F.cross_entropy(out[:, :5], y)
+        loss.backward()
+        opt.step()
+        return out, loss
+
+    run = tg.compile(lambda: step(mc, oc)) if whole_step else (lambda: step(cm, oc))
+    for _ in range(4):
+        (oute, le), (outc, lc) = step(me, oe), run()
+        assert outc.is_contiguous() and outc.detach().numpy().flags.c_contiguous
+        np.testing.assert_allclose(outc.detach().numpy(), oute.detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(lc.item(), le.item(), rtol=1e-5)
+        for a, b in zip(mc.parameters(), me.parameters()):
+            assert a.grad.numpy().flags.c_contiguous
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-6)
+    prog = run._last if whole_step else cm._joint._last
+    steps = list(prog.steps) + list(getattr(prog, "backward", None).steps
+                                     if getattr(prog, "backward", None) else [])
+    major = [st.name for st in steps if st.attrs.get("features_major")]
+    # the two hidden layers (the last ReLU's result is an output: its own order)
+    assert major.count("linear+relu") == 2, [(st.name, st.attrs) for st in steps]
+    assert any(n.endswith("relu_backward+sum") for n in major), major
 
 
 def test_relu_nan_and_negative_zero_pass_as_eager():
