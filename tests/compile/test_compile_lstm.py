@@ -66,3 +66,36 @@ def test_inplace_op_on_a_gradient_is_a_step():
         w.grad = we.grad = None
         np.testing.assert_array_equal(cs(w, x).numpy(), step(we, x).numpy())
     assert cs.stats()["replays"] == 2
+
+
+def test_head_on_batch_first_output_backward_copies_no_hidden_states():
+    """``model = tg.compile(charlm.LSTMLM)``: the linear head reads the LSTM's
+    (batch, time) view of its (time, batch) output. The captured adjoint takes the
+    swapped-layout path as eager does (its arrays are an ndarray subclass there): the
+    weight gradient reads the hidden states in the order they lie, so no step of the
+    backward copies them (only the narrower head gradient is reordered), and the
+    gradients equal eager."""
+    H = 16
+    tg.manual_seed(0)
+    m = charlm.LSTMLM(V, embed=8, hidden=H)
+    me = copy.deepcopy(m)
+    cm = tg.compile(m)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        xb = tg.tensor(rng.integers(0, V, (3, 5)))
+        yb = tg.tensor(rng.integers(0, V, (3, 5)))
+        for model in (cm, me):
+            model.zero_grad()
+            logits, _ = model(xb)
+            F.cross_entropy(logits.reshape(-1, V), yb.reshape(-1)).backward()
+        for (name, p), q in zip(m.named_parameters(), me.parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5,
+                                       atol=1e-6, err_msg=name)
+    prog = cm._joint._last
+    backs = [prog.backward] + list(prog.__dict__.get("zero_backwards", {}).values())
+    for b in backs:
+        g = b.graph
+        copies = [st for st in b.steps if st.name == "reshape" and
+                  st.outs[0] not in g.alias]
+        assert copies and all(g.shapes[st.outs[0]][-1] == V for st in copies), \
+            [(st.name, [g.shapes[v] for v in st.outs]) for st in copies]

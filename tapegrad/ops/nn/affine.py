@@ -38,11 +38,12 @@ def _add_bias(out, bias, given):
 
 def _swapped(x, n_out):
     """Whether 3-D NumPy ``x`` is a view of a C-contiguous array with its first two
-    axes swapped (a ``batch_first`` RNN's output: ``out.transpose(0, 1)``), and the
+    axes swapped (a ``batch_first`` RNN's output: ``out.transpose(0, 1)``; an ndarray
+    subclass too: tg.compile's capture sees the adjoint's arrays as one), and the
     linear's result no wider than ``x``: the product then runs on that array, as one
     GEMM, and the (narrower) result is what gets swapped back, instead of a copy of
     ``x`` in (batch, time) order before the GEMM."""
-    return (type(x) is np.ndarray and x.ndim == 3 and not x.flags.c_contiguous
+    return (isinstance(x, np.ndarray) and x.ndim == 3 and not x.flags.c_contiguous
             and n_out <= x.shape[2] and x.transpose(1, 0, 2).flags.c_contiguous)
 
 
