@@ -396,3 +396,48 @@ def test_last_axis_sums_and_means_replay_equal_eager(dtype, rtol, rows, monkeypa
     gemv = any(v is _last_axis_sum for v in c._last.fn.__globals__.values())
     fused = any(st.name.startswith("rows[") for st in c._last.steps)
     assert fused == rows and (gemv or rows)
+
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+
+@hypothesis.settings(max_examples=25, deadline=None, derandomize=True, database=None,
+                     suppress_health_check=list(hypothesis.HealthCheck))
+@hypothesis.given(batch=st.integers(1, 9), widths=st.lists(st.integers(1, 12), min_size=2,
+                                                           max_size=4),
+                  bias=st.booleans(), relu_last=st.booleans(), dtype=st.sampled_from(
+                      [tg.float32, tg.float64]), order=st.sampled_from("CF"))
+def test_relu_mlps_of_any_widths_compiled_equal_eager(batch, widths, bias, relu_last, dtype,
+                                                      order):
+    """``model = tg.compile(model)`` of ReLU MLPs, batches narrower and wider than the
+    layers (features-major layers or not), inputs in either order: outputs and
+    gradients equal eager's, in eager's C order."""
+    def make():
+        tg.manual_seed(3)
+        layers = []
+        for k, (a, b) in enumerate(zip(widths, widths[1:])):
+            layers.append(nn.Linear(a, b, bias=bias or k == 0))
+            if k < len(widths) - 2 or relu_last:
+                layers.append(nn.ReLU())
+        return nn.Sequential(*layers).to(dtype)
+
+    me, mc = make(), make()
+    cm = tg.compile(mc)
+    rng = np.random.default_rng(batch)
+    npdt = np.float32 if dtype == tg.float32 else np.float64
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == tg.float32 else dict(rtol=1e-10, atol=1e-12)
+    for _ in range(3):
+        a = rng.standard_normal((batch, widths[0])).astype(npdt)
+        x = tg.tensor(np.asfortranarray(a) if order == "F" else a)
+        w = tg.tensor(rng.standard_normal((batch, widths[-1])).astype(npdt))
+        for m in (me, mc):
+            m.zero_grad()
+        oe, oc = me(x), cm(x)
+        (oe * w).sum().backward()
+        (oc * w).sum().backward()
+        assert oc.is_contiguous()
+        np.testing.assert_allclose(oc.detach().numpy(), oe.detach().numpy(), **tol)
+        for p, q in zip(mc.parameters(), me.parameters()):
+            assert p.grad.numpy().flags.c_contiguous
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), **tol)
