@@ -44,7 +44,7 @@ from .. import dtypes as _dtypes, tape as _tape
 from .._util import loud_numpy, quiet_numpy
 from ..dispatch import bind
 from ..grad_mode import enable_grad, is_grad_enabled
-from ..nn.module import Module
+from ..nn.module import GLOBAL_CALL_HOOKS, Module
 from ..ops.creation import raw_rng_state, set_raw_rng_state
 from ..ops_registry.opdef import OpDef, validate
 from ..tensor import Tensor, buffer, mark_written, wrap
@@ -593,6 +593,8 @@ def _node_saves(prog, args, kwargs, params):
 def _trainable(m):
     """The parameters of module ``m`` that require grad, in ``parameters()`` order, or
     None when a module in its tree has hooks (one walk of the tree, per call)."""
+    if any(GLOBAL_CALL_HOOKS):  # (hooks every module runs)
+        return None
     out, seen, stack = [], set(), [m]
     while stack:
         sub = stack.pop()
@@ -618,7 +620,8 @@ _STORES = ("_parameters", "_modules")
 def _refresh_tree(d, m):
     """``_trainable(m)``, and in ``d["_tree"]`` a generated check that the tree is
     as it was then (each module's parameter and submodule dicts, their entries, no
-    hooks, each parameter's ``requires_grad``) with that result: a call checks the
+    hooks, none registered for every module, each parameter's ``requires_grad``) with
+    that result: a call checks the
     tree in one function instead of walking it."""
     params = _trainable(m)
     d["_tree"] = None if params is None else (_tree_checker(m), params)
@@ -632,7 +635,9 @@ def _tree_checker(m):
         name = f"O{len(glb)}"
         glb[name] = obj
         return name
-    lines = ["def ok():", "    try:"]
+    lines = ["def ok():", "    try:",
+             "        if " + " or ".join(const(d) for d in GLOBAL_CALL_HOOKS) +
+             ": return False"]
     seen, stack, ps = set(), [m], []
     while stack:
         sub = stack.pop()

@@ -138,8 +138,12 @@ class _ModuleCalls:
 
 def _module_calls_guard(mods):
     """The guard that the modules ``mods`` (``(name, module)``) keep the hooks and the
-    instance ``forward`` they have: either changes what a call of one computes."""
+    instance ``forward`` they have, and that the hooks registered for every module
+    stay as they are: either changes what a call of one computes."""
+    from ..nn.module import GLOBAL_CALL_HOOKS  # (the hooks every module runs)
     dicts, mdicts, names = [], [], []
+    if mods:
+        dicts += GLOBAL_CALL_HOOKS
     for name, m in mods:
         d = m.__dict__
         ds = [d.get(k) for k in _HOOKS]

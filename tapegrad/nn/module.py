@@ -29,7 +29,78 @@ def zero_grads(params, set_to_none=True):
             buffer(p.grad)[...] = 0
             mark_written(p.grad)
 
-__all__ = ["Module"]
+__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
+           "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
+           "register_module_buffer_registration_hook",
+           "register_module_module_registration_hook",
+           "register_module_parameter_registration_hook"]
+
+# Hooks every module runs, before its own (``torch.nn.modules.module``'s
+# ``register_module_*_hook``); tg.compile's guards read ``GLOBAL_CALL_HOOKS``.
+_global_forward_pre_hooks = OrderedDict()
+_global_forward_hooks = OrderedDict()
+_global_forward_hooks_with_kwargs = set()
+_global_forward_hooks_always_called = set()
+_global_backward_pre_hooks = OrderedDict()
+_global_backward_hooks = OrderedDict()
+_global_buffer_registration_hooks = OrderedDict()
+_global_module_registration_hooks = OrderedDict()
+_global_parameter_registration_hooks = OrderedDict()
+GLOBAL_CALL_HOOKS = (_global_forward_pre_hooks, _global_forward_hooks,
+                     _global_backward_pre_hooks, _global_backward_hooks)
+
+
+def register_module_forward_pre_hook(hook):
+    """``hook(module, args)`` before every module's forward (before the module's own
+    pre-hooks); a non-None result replaces the positional arguments. Returns a handle
+    with ``remove()``."""
+    return _Handle(_global_forward_pre_hooks, hook)
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """``hook(module, args, output)`` (``with_kwargs``: ``hook(module, args, kwargs,
+    output)``) after every module's forward, before the module's own forward hooks; a
+    non-None result replaces the output; ``always_call``: also when forward raised."""
+    return _Handle(_global_forward_hooks, hook,
+                   extra=(_global_forward_hooks_with_kwargs if with_kwargs else None,
+                          _global_forward_hooks_always_called if always_call else None))
+
+
+def register_module_full_backward_pre_hook(hook):
+    """``hook(module, grad_output)`` for every module, before the module's own."""
+    return _Handle(_global_backward_pre_hooks, hook)
+
+
+def register_module_full_backward_hook(hook):
+    """``hook(module, grad_input, grad_output)`` for every module, before the module's
+    own."""
+    return _Handle(_global_backward_hooks, hook)
+
+
+def register_module_buffer_registration_hook(hook):
+    """``hook(module, name, buffer)`` whenever a module registers a buffer; a non-None
+    result is registered instead."""
+    return _Handle(_global_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook):
+    """``hook(module, name, submodule)`` whenever a module registers a submodule; a
+    non-None result is registered instead."""
+    return _Handle(_global_module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook):
+    """``hook(module, name, param)`` whenever a module registers a parameter; a
+    non-None result is registered instead."""
+    return _Handle(_global_parameter_registration_hooks, hook)
+
+
+def _registered(hooks, module, name, value):
+    for hook in list(hooks.values()):
+        res = hook(module, name, value)
+        if res is not None:
+            value = res
+    return value
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     """``load_state_dict``'s result, as PyTorch's (its repr when all keys matched)."""
@@ -86,15 +157,22 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
-                or self._backward_pre_hooks):
+                or self._backward_pre_hooks or _global_forward_pre_hooks
+                or _global_forward_hooks or _global_backward_pre_hooks
+                or _global_backward_hooks):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args, kwargs):
-        """PyTorch's order: forward pre-hooks, the inputs' backward hook, forward,
-        forward hooks, the outputs' backward hook."""
-        for key, hook in list(self._forward_pre_hooks.items()):
-            if key in self._forward_pre_hooks_with_kwargs:
+        """PyTorch's order: forward pre-hooks (the global ones first), the inputs'
+        backward hook, forward, forward hooks (the global ones first), the outputs'
+        backward hook."""
+        pre = [(key, hook, key in self._forward_pre_hooks_with_kwargs)
+               for key, hook in self._forward_pre_hooks.items()]
+        if _global_forward_pre_hooks:
+            pre[:0] = [(key, hook, False) for key, hook in _global_forward_pre_hooks.items()]
+        for key, hook, with_kwargs in pre:
+            if with_kwargs:
                 res = hook(self, args, kwargs)
                 if res is not None:
                     if not (isinstance(res, tuple) and len(res) == 2):
@@ -106,25 +184,31 @@ class Module:
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
         bw = None
-        if (self._backward_hooks or self._backward_pre_hooks) and _grad_enabled():
-            bw = BackwardHook(self, self._backward_hooks, self._backward_pre_hooks)
+        hooks, pre_hooks = self._backward_hooks, self._backward_pre_hooks
+        if _global_backward_hooks:
+            hooks = OrderedDict([*_global_backward_hooks.items(), *hooks.items()])
+        if _global_backward_pre_hooks:
+            pre_hooks = OrderedDict([*_global_backward_pre_hooks.items(),
+                                     *pre_hooks.items()])
+        if (hooks or pre_hooks) and _grad_enabled():
+            bw = BackwardHook(self, hooks, pre_hooks)
             args = bw.setup_input_hook(args)
         called = set()
         try:
             out = self.forward(*args, **kwargs)
-            for key, hook in list(self._forward_hooks.items()):
+            for key, hook, with_kwargs, _ in self._post_hooks():
                 called.add(key)
-                if key in self._forward_hooks_with_kwargs:
+                if with_kwargs:
                     res = hook(self, args, kwargs, out)
                 else:
                     res = hook(self, args, out)
                 if res is not None:
                     out = res
         except Exception:
-            for key, hook in list(self._forward_hooks.items()):
-                if key in self._forward_hooks_always_called and key not in called:
+            for key, hook, with_kwargs, always in self._post_hooks():
+                if always and key not in called:
                     try:
-                        if key in self._forward_hooks_with_kwargs:
+                        if with_kwargs:
                             hook(self, args, kwargs, None)
                         else:
                             hook(self, args, None)
@@ -134,6 +218,18 @@ class Module:
         if bw is not None:
             out = bw.setup_output_hook(out)
         return out
+
+    def _post_hooks(self):
+        """The forward hooks to run now: (key, hook, with_kwargs, always_call), the
+        global ones first."""
+        post = [(key, hook, key in self._forward_hooks_with_kwargs,
+                 key in self._forward_hooks_always_called)
+                for key, hook in self._forward_hooks.items()]
+        if _global_forward_hooks:
+            post[:0] = [(key, hook, key in _global_forward_hooks_with_kwargs,
+                         key in _global_forward_hooks_always_called)
+                        for key, hook in _global_forward_hooks.items()]
+        return post
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
                               always_call=False):
@@ -176,11 +272,15 @@ class Module:
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
             self._forget(name, "_parameters")
+            if _global_parameter_registration_hooks:
+                value = _registered(_global_parameter_registration_hooks, self, name, value)
             params[name] = value
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             self._forget(name, "_modules")
+            if _global_module_registration_hooks:
+                value = _registered(_global_module_registration_hooks, self, name, value)
             d["_modules"][name] = value
         elif isinstance(value, Buffer):
             self._forget(name, "_buffers")
@@ -199,6 +299,8 @@ class Module:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer "
                                 f"'{name}' (tg.Tensor or None expected)")
+            if _global_buffer_registration_hooks:
+                value = _registered(_global_buffer_registration_hooks, self, name, value)
             d["_buffers"][name] = value
         else:
             object.__setattr__(self, name, value)
@@ -243,6 +345,8 @@ class Module:
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
                             f"'{name}' (tg.nn.Parameter or None required)")
         self._forget(name, "_parameters")
+        if _global_parameter_registration_hooks:
+            param = _registered(_global_parameter_registration_hooks, self, name, param)
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
@@ -253,6 +357,8 @@ class Module:
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
                             f"'{name}' (tg.Tensor or None required)")
         self._forget(name, "_buffers")
+        if _global_buffer_registration_hooks:
+            tensor = _registered(_global_buffer_registration_hooks, self, name, tensor)
         self._buffers[name] = tensor
         if not persistent:
             self._non_persistent_buffers.add(name)
@@ -262,6 +368,8 @@ class Module:
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         _check_name(name, self)
         self._forget(name, "_modules")
+        if _global_module_registration_hooks:
+            module = _registered(_global_module_registration_hooks, self, name, module)
         self._modules[name] = module
 
     register_module = add_module

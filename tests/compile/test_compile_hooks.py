@@ -41,6 +41,15 @@ HOOKS = {
     "post_accumulate_grad": lambda m: m[0].weight.register_post_accumulate_grad_hook(
         lambda p: p.grad.mul_(3.0)),
 }
+# hooks every module runs (registered once, for both twins; each acts on one layer kind)
+GLOBAL = {
+    "global_forward": lambda: tg.nn.modules.module.register_module_forward_hook(
+        lambda mod, args, out: out * 2.0 if isinstance(mod, nn.Tanh) else None),
+    "global_forward_pre": lambda: tg.nn.modules.module.register_module_forward_pre_hook(
+        lambda mod, args: (args[0] * 0.5,) if isinstance(mod, nn.Tanh) else None),
+    "global_full_backward": lambda: tg.nn.modules.module.register_module_full_backward_hook(
+        lambda mod, gin, gout: (gin[0] * 3.0,) if isinstance(mod, nn.Tanh) else None),
+}
 
 
 def _run(hook, order, compiled, calls=3):
@@ -54,16 +63,25 @@ def _run(hook, order, compiled, calls=3):
     else:
         cstep = _step(tg.compile(mc), oc)
     rng = np.random.default_rng(0)
-    handles = None
+    held = []  # (removed whatever happens: a global hook would reach the other tests)
+    try:
+        _phases(hook, order, calls, mc, me, cstep, estep, rng, held)
+    finally:
+        for h in held:
+            h.remove()
+
+
+def _phases(hook, order, calls, mc, me, cstep, estep, rng, held):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a step that cannot be replayed: eager)
         for phase in order:
-            if phase == "hook" and handles is None:
-                handles = [HOOKS[hook](m) for m in (mc, me)]
-            elif phase == "none" and handles is not None:
-                for h in handles:
+            if phase == "hook" and not held:
+                held[:] = [GLOBAL[hook]()] if hook in GLOBAL else \
+                    [HOOKS[hook](m) for m in (mc, me)]
+            elif phase == "none" and held:
+                for h in held:
                     h.remove()
-                handles = None
+                held.clear()
             for _ in range(calls):
                 x = tg.tensor(rng.standard_normal((6, 4)))
                 y = tg.tensor(rng.integers(0, 3, 6))
@@ -76,13 +94,13 @@ def _run(hook, order, compiled, calls=3):
 
 @pytest.mark.parametrize("calls", [1, 3], ids=["after_the_capture", "after_replays"])
 @pytest.mark.parametrize("compiled", ["step", "model"])
-@pytest.mark.parametrize("hook", sorted(HOOKS))
+@pytest.mark.parametrize("hook", sorted(HOOKS) + sorted(GLOBAL))
 def test_a_hook_registered_between_calls_is_run(hook, compiled, calls):
     _run(hook, ("none", "hook"), compiled, calls)
 
 
 @pytest.mark.parametrize("compiled", ["step", "model"])
-@pytest.mark.parametrize("hook", sorted(HOOKS))
+@pytest.mark.parametrize("hook", sorted(HOOKS) + sorted(GLOBAL))
 def test_a_hook_removed_between_calls_is_not_run(hook, compiled):
     _run(hook, ("hook", "none", "hook"), compiled)
 

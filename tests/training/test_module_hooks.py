@@ -211,3 +211,115 @@ def test_always_call_forward_hook_runs_on_error():
     with pytest.raises(ValueError, match="boom"):
         m(tg.ones(1))
     assert got == [None]
+
+
+def _global(lib):
+    return tg.nn.modules.module if lib is tg else torch.nn.modules.module
+
+
+@pytest.mark.parametrize("lib", ["tg", "torch"])
+def test_global_hooks_run_for_every_module_before_its_own(lib):
+    """``register_module_forward_pre_hook``/``forward_hook``/``full_backward_pre_hook``/
+    ``full_backward_hook``: every module runs them, before its own hooks; a result
+    replaces the args, output, grad_output or grad_input; removing the handle stops
+    them. The calls and values are PyTorch's."""
+    calls, results = {}, {}
+    for name, L in (("tg", tg), ("torch", torch)):
+        if name != lib and lib != "torch":
+            continue
+        G = _global(L)
+        log = calls[name] = []
+        L.manual_seed(0)
+        m = L.nn.Sequential(L.nn.Linear(3, 4), L.nn.Tanh(), L.nn.Linear(4, 2)).double()
+        with L.no_grad():
+            for k, p in enumerate(m.parameters()):
+                p.copy_(L.tensor(np.random.default_rng(k).standard_normal(tuple(p.shape))))
+        m[1].register_forward_pre_hook(lambda mod, a: log.append("own pre"))
+        m[1].register_forward_hook(lambda mod, a, o: log.append("own post"))
+        m[1].register_full_backward_hook(lambda mod, gi, go: log.append("own bwd"))
+        hs = [G.register_module_forward_pre_hook(
+                  lambda mod, a: (log.append(f"pre {type(mod).__name__}"),
+                                  (a[0] * 2,) if isinstance(mod, L.nn.Tanh) else None)[1]),
+              G.register_module_forward_hook(
+                  lambda mod, a, o: (log.append(f"post {type(mod).__name__}"),
+                                     o + 1 if isinstance(mod, L.nn.Tanh) else None)[1]),
+              G.register_module_full_backward_pre_hook(
+                  lambda mod, go: (log.append(f"bpre {type(mod).__name__}"),
+                                   (go[0] * 3,) if isinstance(mod, L.nn.Linear) else None)[1]),
+              G.register_module_full_backward_hook(
+                  lambda mod, gi, go: log.append(f"bwd {type(mod).__name__}"))]
+        try:
+            x = L.tensor(np.linspace(-1, 1, 6).reshape(2, 3), requires_grad=True)
+            out = m(x)
+            out.sum().backward()
+            results[name] = (out.detach().numpy().copy(), x.grad.numpy().copy())
+            for h in hs:
+                h.remove()
+            log.append("removed")
+            m(x)
+        finally:
+            for h in hs:
+                h.remove()
+    if lib == "torch":
+        assert calls["tg"] == calls["torch"]
+        for a, b in zip(results["tg"], results["torch"]):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_global_forward_hook_with_kwargs_and_always_call_as_torch():
+    out = {}
+    for name, L in (("tg", tg), ("torch", torch)):
+        log = out[name] = []
+        G = _global(L)
+
+        class Boom(L.nn.Module):
+            def forward(self, x, scale=1.0):
+                if scale < 0:
+                    raise ValueError("negative")
+                return x * scale
+
+        hs = [G.register_module_forward_hook(
+                  lambda mod, a, kw, o: log.append((dict(kw), float(o.sum()))),
+                  with_kwargs=True),
+              G.register_module_forward_hook(
+                  lambda mod, a, o: log.append(None if o is None else float(o.sum())),
+                  always_call=True)]
+        try:
+            b = Boom()
+            b(L.ones(2), scale=2.0)
+            with pytest.raises(ValueError):
+                b(L.ones(2), scale=-1.0)  # (the always_call hook still runs, output None)
+        finally:
+            for h in hs:
+                h.remove()
+    assert out["tg"] == out["torch"]
+
+
+def test_global_registration_hooks_as_torch():
+    """Parameter, buffer and submodule registration hooks run for every registration
+    (attribute assignment, ``register_*``, ``add_module``); a result is registered
+    instead."""
+    out = {}
+    for name, L in (("tg", tg), ("torch", torch)):
+        log = out[name] = []
+        G = _global(L)
+        hs = [G.register_module_parameter_registration_hook(
+                  lambda mod, n, p: log.append(("param", type(mod).__name__, n))),
+              G.register_module_buffer_registration_hook(
+                  lambda mod, n, b: (log.append(("buffer", n)),
+                                     None if b is None else b * 2)[1]),
+              G.register_module_module_registration_hook(
+                  lambda mod, n, sub: log.append(("module", n, type(sub).__name__)))]
+        try:
+            m = L.nn.Module()
+            m.lin = L.nn.Linear(2, 1)
+            m.register_buffer("b", L.ones(2))
+            m.add_module("act", L.nn.ReLU())
+            m.register_parameter("p", L.nn.Parameter(L.zeros(1)))
+            log.append(("b doubled", m.b.tolist()))
+        finally:
+            for h in hs:
+                h.remove()
+        m.register_buffer("c", L.ones(1))
+        log.append("removed")
+    assert out["tg"] == out["torch"]
