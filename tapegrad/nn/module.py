@@ -10,7 +10,7 @@ from ..grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import tensor as _tensor
 from ..tensor import Tensor, buffer, mark_written
 from .hooks import BackwardHook
-from .parameter import Buffer, UninitializedParameter, is_parameter
+from .parameter import Buffer, Parameter as _Parameter, UninitializedParameter, is_parameter
 
 
 def zero_grads(params, set_to_none=True):
@@ -564,7 +564,10 @@ class Module:
         return destination
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Copy ``state_dict``'s tensors into this module's parameters and buffers.
+        """Copy ``state_dict``'s tensors into this module's parameters and buffers
+        (``assign=True``: make them the module's, as PyTorch's: each parameter becomes
+        a Parameter over the state dict's tensor, sharing its memory and keeping its
+        dtype and device, with the ``requires_grad`` the module's had).
 
         With ``strict`` (default) missing or unexpected keys raise ``RuntimeError``;
         a shape mismatch always does. Returns ``(missing_keys, unexpected_keys)``."""
@@ -594,13 +597,33 @@ class Module:
                               f"{tuple(arr.shape)} from checkpoint, the shape in current "
                               f"model is {tuple(dst.shape)}.")
                 continue
-            pending.append((dst, arr))
+            pending.append((key, dst, src if assign and isinstance(src, Tensor) else arr))
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
                                + "\n\t".join(errors))
-        for dst, arr in pending:
-            _copy_into(dst, arr)
+        for key, dst, src in pending:
+            if assign:
+                self._assign(key, dst, src)
+            else:
+                _copy_into(dst, src)
         return _IncompatibleKeys(missing, unexpected)
+
+    def _assign(self, key, dst, src):
+        """``load_state_dict(assign=True)``'s step for one entry."""
+        path, _, name = key.rpartition(".")
+        mod = self.get_submodule(path)
+        if not isinstance(src, Tensor):
+            src = _tensor(src)
+        if is_parameter(dst):
+            if is_parameter(src):
+                src.requires_grad_(dst.requires_grad)
+            else:
+                src = type(dst)(src.detach(), requires_grad=dst.requires_grad) \
+                    if type(dst) is not UninitializedParameter else \
+                    _Parameter(src.detach(), dst.requires_grad)
+            mod._parameters[name] = src
+        else:
+            mod._buffers[name] = src
 
     # ---------------------------------------------------------------- repr
     def extra_repr(self):

@@ -88,6 +88,35 @@ def test_load_state_dict_errors():
         other.load_state_dict(wrong)
 
 
+@pytest.mark.parametrize("lib", ["tg", "torch"])
+def test_load_state_dict_assign_makes_the_tensors_the_modules(lib):
+    """``assign=True``, as PyTorch's: each parameter becomes a Parameter over the state
+    dict's tensor (its memory, its dtype), with the module's requires_grad; a
+    Parameter given is used itself; buffers are the tensors given. Without it the
+    values are copied into the module's own tensors, in their dtype."""
+    L = tg if lib == "tg" else torch
+
+    def shares(a, b):
+        return np.shares_memory(a.detach().numpy(), b.detach().numpy())
+
+    m = L.nn.Sequential(L.nn.Linear(3, 2), L.nn.BatchNorm1d(2))
+    m[0].bias.requires_grad_(False)
+    sd = {k: v.double() + 1 for k, v in m.state_dict().items()}
+    sd["0.weight"] = L.nn.Parameter(sd["0.weight"], requires_grad=False)
+    before = m[0].bias
+    m.load_state_dict(sd, assign=True)
+    assert m[0].weight is sd["0.weight"] and m[0].weight.requires_grad
+    assert isinstance(m[0].bias, L.nn.Parameter) and m[0].bias is not before
+    assert shares(m[0].bias, sd["0.bias"]) and m[0].bias.dtype == L.float64
+    assert not m[0].bias.requires_grad
+    assert m[1].running_mean is sd["1.running_mean"]
+    m2 = L.nn.Linear(3, 2)
+    w = m2.weight
+    m2.load_state_dict({"weight": L.ones(2, 3, dtype=L.float64), "bias": L.zeros(2)})
+    assert m2.weight is w and m2.weight.dtype == L.float32
+    assert float(m2.weight.sum()) == 6.0
+
+
 def test_state_dict_save_load_round_trip_is_exact(tmp_path):
     tg.manual_seed(0)
     net = Net()
