@@ -325,3 +325,21 @@ def test_op_functions_refuse_inplace_instead_of_ignoring_it(name):
     an op that took the flag and ignored it would be silently wrong."""
     with pytest.raises(TypeError, match="inplace"):
         getattr(tg, name)(tg.ones(3), inplace=True)
+
+
+def _legacy_losses():
+    import inspect
+    return [n for n in dir(torch.nn) if n.endswith("Loss") and hasattr(tg.nn, n)
+            and "reduce" in inspect.signature(getattr(torch.nn, n)).parameters]
+
+
+@pytest.mark.parametrize("name", _legacy_losses())
+def test_deprecated_size_average_and_reduce_choose_the_reduction_as_torch(name):
+    import warnings
+    assert len(_legacy_losses()) >= 15
+    for kw in ({"reduce": False}, {"size_average": False}, {"reduce": True},
+               {"size_average": True, "reduce": True}, {"size_average": False, "reduce": False}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (PyTorch's deprecation warning)
+            assert getattr(tg.nn, name)(**kw).reduction == \
+                getattr(torch.nn, name)(**kw).reduction, kw

@@ -298,11 +298,11 @@ class CTCLoss(_Loss):
                           self.reduction, self.zero_infinity)
 
 
-class SmoothL1Loss(_Loss):
+class SmoothL1Loss(_LegacyLoss):
     """Smooth L1 loss: quadratic below ``beta``, linear above, as
     ``torch.nn.SmoothL1Loss``."""
     def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
-        super().__init__(reduction)
+        super().__init__(size_average, reduce, reduction)
         self.beta = beta
 
     def forward(self, input, target):
