@@ -142,6 +142,7 @@ TABLE = dict({"t": t, "mm": mm, "narrow": narrow, "new_zeros": _new(0), "new_one
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input -
     target``); ``beta=0`` is ``l1_loss``, as PyTorch."""
+    reduction = _loss._reduction("smooth_l1_loss", size_average, reduce, reduction)
     if beta < 0:
         raise op_error("smooth_l1_loss", "smooth_l1_loss does not support negative values "
                                          "for beta.", RuntimeError)

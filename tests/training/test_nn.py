@@ -343,3 +343,35 @@ def test_deprecated_size_average_and_reduce_choose_the_reduction_as_torch(name):
             warnings.simplefilter("ignore")  # (PyTorch's deprecation warning)
             assert getattr(tg.nn, name)(**kw).reduction == \
                 getattr(torch.nn, name)(**kw).reduction, kw
+
+
+def _legacy_functional_cases(L):
+    rng = np.random.default_rng(5)
+    x = L.tensor(rng.standard_normal((4, 3)))
+    y = L.tensor(rng.standard_normal((4, 3)))
+    p = L.tensor(rng.uniform(0.1, 0.9, (4, 3)))
+    t = L.tensor(rng.integers(0, 3, 4))
+    F_ = L.nn.functional
+    return {"mse_loss": lambda **kw: F_.mse_loss(x, y, **kw),
+            "l1_loss": lambda **kw: F_.l1_loss(x, y, **kw),
+            "smooth_l1_loss": lambda **kw: F_.smooth_l1_loss(x, y, **kw),
+            "nll_loss": lambda **kw: F_.nll_loss(F_.log_softmax(x, 1), t, **kw),
+            "cross_entropy": lambda **kw: F_.cross_entropy(x, t, **kw),
+            "binary_cross_entropy": lambda **kw: F_.binary_cross_entropy(p, p * 0.5, **kw),
+            "binary_cross_entropy_with_logits":
+                lambda **kw: F_.binary_cross_entropy_with_logits(x, p, **kw)}
+
+
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "smooth_l1_loss", "nll_loss",
+                                  "cross_entropy", "binary_cross_entropy",
+                                  "binary_cross_entropy_with_logits"])
+def test_functional_losses_take_the_deprecated_flags_as_torch(name):
+    import warnings
+    ours, theirs = _legacy_functional_cases(tg)[name], _legacy_functional_cases(torch)[name]
+    for kw in ({"reduce": False}, {"size_average": False}, {"reduce": True},
+               {"size_average": False, "reduce": False}, {}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (PyTorch's deprecation warning)
+            a, b = ours(**kw), theirs(**kw)
+        assert tuple(a.shape) == tuple(b.shape), kw
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, err_msg=str(kw))

@@ -217,6 +217,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
              reduction="mean"):
     """Negative log-likelihood of class indices ``target`` under log-probabilities
     ``input`` (N, C, ...); ``weight`` rescales classes (a constant, as PyTorch)."""
+    reduction = _reduction("nll_loss", size_average, reduce, reduction)
     require_floating("nll_loss", input)
     return _weighted_nll("nll_loss", input, target, weight, ignore_index, reduction, 0.0)
 
@@ -349,6 +350,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     >>> tg.cross_entropy(tg.zeros(2, 4), tg.tensor([0, 3])).item()  # log(4)
     1.3862943611198906
     """
+    reduction = _reduction("cross_entropy", size_average, reduce, reduction)
     label_smoothing = _label_smoothing("cross_entropy", label_smoothing)
     if len(input.shape) == 0 and len(getattr(target, "shape", ())) != 0:
         raise op_error("cross_entropy", "Expected 1 or more dimensions (got 0)", ValueError)
@@ -396,6 +398,7 @@ def _same_shape(name, input, target):
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error (``reduction`` 'mean', 'sum' or 'none')."""
+    reduction = _reduction("mse_loss", size_average, reduce, reduction)
     _same_shape("mse_loss", input, target)
     ki, kt = dtype_kind(input), dtype_kind(target)
     if ki in ("b", "i", "u") and kt in ("b", "i", "u"):
@@ -415,6 +418,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean absolute error (subgradient 0 where input == target, as PyTorch)."""
+    reduction = _reduction("l1_loss", size_average, reduce, reduction)
     _same_shape("l1_loss", input, target)
     return _reduce("l1_loss", _abs(sub(input, target)), reduction)  # sub refuses bools
 
@@ -422,6 +426,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """``-(t log x + (1 - t) log(1 - x))`` with each log clamped at -100, as PyTorch."""
+    reduction = _reduction("binary_cross_entropy", size_average, reduce, reduction)
     if tuple(input.shape) != tuple(target.shape):
         raise op_error("binary_cross_entropy", f"target of shape {tuple(target.shape)} must "
                                                f"match input {tuple(input.shape)}")
@@ -443,6 +448,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                                      reduce=None, reduction="mean", pos_weight=None):
     """Sigmoid + binary cross-entropy in one stable formula:
     ``(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)``."""
+    reduction = _reduction("binary_cross_entropy_with_logits", size_average, reduce, reduction)
     if tuple(input.shape) != tuple(target.shape):
         raise op_error("binary_cross_entropy_with_logits",
                        f"target of shape {tuple(target.shape)} must match input "
