@@ -769,9 +769,27 @@ SEARCHSORTED = register(name="searchsorted", onnx=_onnx_searchsorted(0, 1),
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
                  sorter=None):
     """Where each value of ``input`` would go in ``sorted_sequence`` (sorted along its
-    last dim) to keep it sorted."""
+    last dim) to keep it sorted; ``sorter``: the indices that sort an unsorted
+    ``sorted_sequence`` along its last dim (the result indexes that sorted order)."""
     if side is not None:
+        if side not in ("left", "right"):
+            raise op_error("searchsorted", f"side can only be 'left' or 'right' but got "
+                                           f"{side!r}", RuntimeError)
+        if right and side == "left":
+            raise op_error("searchsorted", "side and right can't be set to opposites, got "
+                                           "side of left while right was True", RuntimeError)
         right = side == "right"
+    if sorter is not None:
+        if tuple(sorter.shape) != tuple(sorted_sequence.shape):
+            raise op_error("searchsorted", f"boundary and sorter must have the same size, but "
+                                           f"got boundary tensor {tuple(sorted_sequence.shape)}"
+                                           f" and got sorter tensor {tuple(sorter.shape)}",
+                           RuntimeError)
+        if sorter.dtype != _dt.int64:
+            raise op_error("searchsorted", f"sorter must be a tensor of long dtype but got "
+                                           f"{sorter.dtype}", RuntimeError)
+        from .indexing import gather
+        sorted_sequence = gather(sorted_sequence, -1, sorter)
     if not isinstance(input, Tensor):
         input = C.full((), input, dtype=sorted_sequence.dtype)
     out = bind(SEARCHSORTED, sorted_sequence, input, right=bool(right))

@@ -32,3 +32,25 @@ def test_unique_consecutive_dim_and_empty_like_pytorch():
             np.testing.assert_array_equal(o.numpy(), t.numpy())
     e = tg.unique_consecutive(tg.tensor(np.zeros(0)))
     assert tuple(e.shape) == (0,)
+
+
+def test_searchsorted_sorter_and_side_as_torch():
+    """``sorter``: indices that sort an unsorted sequence; the result indexes the sorted
+    order. Its shape and dtype, and side against right, are checked as PyTorch's."""
+    rng = np.random.default_rng(0)
+    seq, v = rng.standard_normal((2, 6)), rng.standard_normal((2, 4))
+    srt = np.argsort(seq, -1)
+    for side in ("left", "right"):
+        got = tg.searchsorted(tg.tensor(seq), tg.tensor(v), sorter=tg.tensor(srt), side=side)
+        want = torch.searchsorted(torch.tensor(seq), torch.tensor(v),
+                                  sorter=torch.tensor(srt), side=side)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        got = tg.searchsorted(tg.tensor(seq[1]), tg.tensor(v[1]), sorter=tg.tensor(srt[1]),
+                              side=side)
+        np.testing.assert_array_equal(got.numpy(), np.searchsorted(seq[1], v[1], side=side,
+                                                                   sorter=srt[1]))
+    for bad, match in ((dict(sorter=tg.tensor(srt[:, :3])), "same size"),
+                       (dict(sorter=tg.tensor(srt).int()), "long dtype"),
+                       (dict(side="left", right=True), "opposites")):
+        with pytest.raises(RuntimeError, match=match):
+            tg.searchsorted(tg.tensor(seq), tg.tensor(v), **bad)
