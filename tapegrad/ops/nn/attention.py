@@ -18,7 +18,7 @@ from ..creation import _constant
 from ..elementwise import where
 from ..linalg import matmul
 from ..reduce import all as all_
-from ..shape import mT
+from ..shape import mT, repeat_interleave
 from ..ufuncs import isneginf
 from ._common import np_dtype
 from .activation import softmax
@@ -28,7 +28,9 @@ from .regularization import dropout
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """``softmax(q k^T * scale + mask) v`` with PyTorch's mask rules: a bool mask
-    keeps True positions, a float mask is added, ``is_causal`` keeps j <= i."""
+    keeps True positions, a float mask is added, ``is_causal`` keeps j <= i;
+    ``enable_gqa``: key and value may have fewer heads (dim -3) than the query, each
+    serving a group of query heads."""
     q = whole(query)  # its dtype and array module (inside vmap: the batch's)
     # PyTorch: one floating dtype for all three (no promotion, no integer kernel)
     for name, t in (("key", key), ("value", value)):
@@ -51,6 +53,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal and attn_mask is not None:
         raise op_error("scaled_dot_product_attention", "pass either attn_mask or is_causal",
                        RuntimeError)
+    if enable_gqa and len(query.shape) >= 3 and len(key.shape) >= 3 and \
+            len(value.shape) >= 3:  # grouped-query attention: each key/value head serves
+        #                             a group of query heads, repeated to match them
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hq % hk or hq % hv:
+            raise op_error("scaled_dot_product_attention",
+                           f"Number of heads in key and value must divide the number of "
+                           f"heads in query (query {hq}, key {hk}, value {hv})", RuntimeError)
+        if hk != hq:
+            key = repeat_interleave(key, hq // hk, dim=-3)
+        if hv != hq:
+            value = repeat_interleave(value, hq // hv, dim=-3)
     if attn_mask is not None and np_dtype(attn_mask) not in (np.bool_, q.dtype):
         # PyTorch's rule: a bool mask, a float32 one (taken in the query's dtype), or one
         # of the query's dtype

@@ -51,3 +51,27 @@ def test_sdpa_float32_mask_takes_the_query_dtype_as_torch(qdt):
         with pytest.raises(RuntimeError, match="attn_mask dtype"):
             tg.nn.functional.scaled_dot_product_attention(
                 tq, tq, tq, attn_mask=tg.tensor(m).to(getattr(tg, mdt)))
+
+
+def test_sdpa_grouped_query_attention_as_torch():
+    """``enable_gqa=True``: key and value with fewer heads than the query (each serving
+    a group of query heads): values and gradients as PyTorch's; heads that do not
+    divide the query's raise its RuntimeError; without the flag the shapes must match."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal(s) for s in ((2, 8, 5, 4), (2, 2, 6, 4), (2, 4, 6, 3)))
+    res = []
+    for L in (tg, torch):
+        Q, K, V = (L.tensor(a, requires_grad=True) for a in (q, k, v))
+        o = L.nn.functional.scaled_dot_product_attention(Q, K, V, enable_gqa=True,
+                                                         is_causal=True)
+        (o * o).sum().backward()
+        res.append([o.detach().numpy(), Q.grad.numpy(), K.grad.numpy(), V.grad.numpy()])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    Q = tg.tensor(q)
+    with pytest.raises(RuntimeError, match="must divide"):
+        tg.nn.functional.scaled_dot_product_attention(
+            Q, tg.tensor(rng.standard_normal((2, 3, 6, 4))),
+            tg.tensor(rng.standard_normal((2, 3, 6, 3))), enable_gqa=True)
+    with pytest.raises(RuntimeError):
+        tg.nn.functional.scaled_dot_product_attention(Q, tg.tensor(k), tg.tensor(v))
