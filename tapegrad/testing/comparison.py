@@ -44,7 +44,7 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
                          f"got no {'rtol' if rtol is None else 'atol'}.")
     _compare(actual, expected, "", dict(rtol=rtol, atol=atol, equal_nan=equal_nan,
                                         check_device=check_device, check_dtype=check_dtype,
-                                        msg=msg))
+                                        check_stride=check_stride, msg=msg))
 
 
 def _fail(text, where, opts):
@@ -135,6 +135,15 @@ def _np(x):
     return np.asarray(x)
 
 
+def _stride(x, arr):
+    """``x``'s strides in elements (a tensor's ``stride()``, an array's)."""
+    st = getattr(x, "stride", None)
+    if callable(st):
+        return tuple(st())
+    x = np.asarray(x)
+    return tuple(s // x.itemsize for s in x.strides) if x.itemsize else arr.strides
+
+
 def _dtype_name(x, arr):
     return str(x.dtype) if hasattr(x, "dtype") and not isinstance(x, np.ndarray) \
         else str(arr.dtype)
@@ -152,6 +161,11 @@ def _compare_tensors(actual, expected, where, opts):
             and str(actual.device) != str(expected.device):
         _fail(f"The values for attribute 'device' do not match: {actual.device} != "
               f"{expected.device}.", where, opts)
+    if opts["check_stride"] and a.size > 0:
+        sa, se = _stride(actual, a), _stride(expected, e)
+        if sa != se:
+            _fail(f"The values for attribute 'stride()' do not match: {sa} != {se}.",
+                  where, opts)
     exact = a.dtype.kind in "biu" and e.dtype.kind in "biu"
     if opts["rtol"] is not None:
         rtol, atol = opts["rtol"], opts["atol"]

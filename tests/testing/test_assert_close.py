@@ -86,3 +86,19 @@ def test_errors_as_torch():
     tg.testing.assert_close(T([1.0], dtype=tg.bfloat16),
                             torch.tensor([1.0], dtype=torch.bfloat16))
     tg.testing.assert_close(T([1.0]), np.array([1.0], np.float32))
+
+
+def test_check_stride_as_torch():
+    """``check_stride=True`` compares the strides (in elements), with PyTorch's message;
+    off by default."""
+    pairs = []
+    for L in (tg, torch):
+        a, b = L.ones(2, 3), L.ones(3, 2).t()
+        L.testing.assert_close(a, b)
+        L.testing.assert_close(a, L.ones(2, 3), check_stride=True)
+        with pytest.raises(AssertionError) as info:
+            L.testing.assert_close(a, b, check_stride=True)
+        pairs.append(str(info.value))
+    assert pairs[0] == pairs[1]
+    with pytest.raises(AssertionError, match="stride"):
+        tg.testing.assert_close(np.ones((2, 3)), np.ones((3, 2)).T, check_stride=True)
