@@ -44,8 +44,9 @@ from . import functional, init, utils
 
 __all__ = ["Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer", "Module",
            "generate_square_subsequent_mask", "functional", "init", "utils", "modules"]
-for _family in modules.__all__[1:]:
-    __all__ += getattr(modules, _family).__all__
+for _family in modules.__all__[1:]:  # (the classes; module.py's hook functions stay there,
+    #                                     as in PyTorch)
+    __all__ += [n for n in getattr(modules, _family).__all__ if n in globals()]
 del _family
 __all__ = [n for i, n in enumerate(__all__) if n not in __all__[:i]]  # "Module" once
 

@@ -29,11 +29,8 @@ def zero_grads(params, set_to_none=True):
             buffer(p.grad)[...] = 0
             mark_written(p.grad)
 
-__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
-           "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
-           "register_module_buffer_registration_hook",
-           "register_module_module_registration_hook",
-           "register_module_parameter_registration_hook"]
+__all__ = ["Module"]  # (the register_module_*_hook functions: tg.nn.modules.module's, as
+#                      PyTorch has them only under torch.nn.modules.module)
 
 # Hooks every module runs, before its own (``torch.nn.modules.module``'s
 # ``register_module_*_hook``); tg.compile's guards read ``GLOBAL_CALL_HOOKS``.
