@@ -230,6 +230,8 @@ class Tensor:
     # ---- DLPack
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         from .devices import dlpack
+        if _tape.state._observers:  # (its values read outside tapegrad's ops: a capture
+            _read(self)             # takes them as it takes numpy()'s)
         return dlpack.export(self._data, read_only=self.requires_grad, stream=stream,
                              max_version=max_version, dl_device=dl_device, copy=copy)
 

@@ -172,8 +172,9 @@ class Compiled:
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
-        # (anomaly mode checks every op's values as it runs: eager, as PyTorch's)
-        if self._given_up or capturing() is not None or _tape.state.anomaly:
+        # (anomaly mode checks every op's values as it runs: eager, as PyTorch's; and
+        # where a transform records what a program's replay would not: see transforming)
+        if self._given_up or capturing() is not None or transforming():
             self._eager += 1
             return self._eager_call(args, kwargs)
         # one call at a time replays or captures: a program's buffers (its arena, the
@@ -794,7 +795,7 @@ def _batch_sig(a, depth, count):
         d = a._data
         nd = type(d) is np.ndarray
         count[0] += 1
-        return ("T", d.shape, d.dtype, "cpu" if nd else str(a.device), nd)
+        return ("T", d.shape, d.dtype, "cpu" if nd else str(a.device), nd, d.strides)
     if tp in _PLAIN:
         return (tp, a, str(a)) if tp is float else (tp, a)  # (-0.0 == 0.0)
     if tp not in _BATCHES or depth == 0 or len(a) > _BATCH_ITEMS:
@@ -874,6 +875,16 @@ def _leaf(t, leaves, args, kwargs):
     return args[pos] if type(pos) is int else kwargs[pos]
 
 
+def transforming():
+    """Whether this thread's calls must run eagerly: anomaly mode (it checks every op's
+    values as it runs, as PyTorch's), an open ``tg.Tape`` (it records each op), a
+    forward-mode level (each op carries its inputs' tangents: ``jvp``, ``jacfwd``,
+    dual tensors) or a running ``vmap`` (each op runs its batching rule). A replay runs
+    none of that, so under them a compiled function or module runs as written."""
+    st = _tape.state
+    return st._anomaly or bool(st._tapes) or bool(st._dual) or bool(st._vmap)
+
+
 def _key(args, kwargs):
     key = [is_grad_enabled()]
     roots, aliases = {}, []
@@ -881,21 +892,23 @@ def _key(args, kwargs):
         if isinstance(a, Tensor):
             d = a._data
             nd = type(d) is np.ndarray  # (a NumPy array is on the CPU)
+            # (the strides: a function may read them, is_contiguous() or view(), and a
+            # program's steps are planned for them)
             key.append(("T", d.shape, d.dtype, "cpu" if nd else str(a.device),
-                        a.requires_grad, nd))
+                        a.requires_grad, nd, d.strides))
             base = getattr(d, "base", None)  # (arguments sharing memory: a program
-            j = roots.setdefault(id(d if base is None else base), i)  # captured apart
-            if j != i:  # would not see one's writes through the other)
-                aliases.append((i, j))
+            j = roots.setdefault(id(d if base is None else base), (i, d))  # captured
+            if j[0] != i:  # apart would not see one's writes through the other)
+                aliases.append(_alias(i, d, j))
         else:
             b = _batch_key(a)
             if b is not None:  # (a tuple, list or dict of tensors: a batch)
                 for path, t in _batch_tensors(a, (i,)):
                     d = t._data
                     base = getattr(d, "base", None)
-                    j = roots.setdefault(id(d if base is None else base), i)
-                    if j != i:  # (memory shared with another argument: captured apart)
-                        aliases.append((i, j))
+                    j = roots.setdefault(id(d if base is None else base), (i, d))
+                    if j[0] != i:  # (memory shared with another argument: captured apart)
+                        aliases.append(_alias(i, d, j))
                 key.append(b)
                 continue
             try:
@@ -919,6 +932,22 @@ def _key(args, kwargs):
         return tuple(key)
     except TypeError:
         return None
+
+
+def _alias(i, d, first):
+    """Argument ``i`` (array ``d``) sharing memory with argument ``first[0]`` (array
+    ``first[1]``): the pair and where ``d`` starts from the other's first element, in
+    bytes (shapes and strides are in the key), so that a program captured for one tensor
+    passed twice is not replayed for two views of one buffer that overlap otherwise,
+    or not at all."""
+    return (i, first[0], _address(d) - _address(first[1]))
+
+
+def _address(a):
+    try:
+        return a.__array_interface__["data"][0]
+    except AttributeError:  # (CuPy)
+        return a.data.ptr
 
 
 _PLAIN = (int, float, bool, str, bytes, complex, type(None))
@@ -952,14 +981,17 @@ def _describe_key(fn, key, args, kwargs, full=False):
         out.append("autocast == {" + ", ".join(f"{d!r}: {t}" for d, t in key[-1][1:]) + "}")
     for k in key[len(names) + 2:]:
         if k[0] == "aliases":
-            out += [f"{names[i]} shares memory with {names[j]}" for i, j in k[1:]]
+            out += [f"{names[i]} shares memory with {names[j]}" +
+                    ("" if off == 0 else f" (starting {off:+d} bytes from it)")
+                    for i, j, off in k[1:]]
         elif k[0] == "default dtype":
             out.append(f"default dtype == {k[1]}")
     for name, k in zip(names, key[1:]):
         if k[0] == "T":
             rg = ", requires_grad" if k[4] else ""
             dev = "" if k[3] == "cpu" else f", {k[3]}"
-            out.append(f"{name}: {np.dtype(k[2]).name}{list(k[1])}{dev}{rg}")
+            out.append(f"{name}: {np.dtype(k[2]).name}{list(k[1])}{dev}{rg}"
+                       f"{_layout_words(k[1], k[2], k[6])}")
         elif k[0] == "V":
             out.append(f"{name} == {k[2]!r}")
         elif k[0] == "B":
@@ -982,11 +1014,23 @@ def _plain_numbers(r):
     return r
 
 
+def _layout_words(shape, dtype, strides):
+    """``""`` for a C-contiguous layout, else ``", strides (8, 4)"`` (in elements)."""
+    size = np.dtype(dtype).itemsize
+    c, step = [], size
+    for n in reversed(shape):
+        c.append(step)
+        step *= n
+    if all(n <= 1 or s == cs for n, s, cs in zip(shape, strides, reversed(c))):
+        return ""
+    return f", strides {tuple(s // size for s in strides)}"
+
+
 def _describe_batch(sig):
     """A batch argument's key entry in words (``{'x': float32[32, 10], 'n': 3}``)."""
     if sig[0] == "T":
         dev = "" if sig[3] == "cpu" else f", {sig[3]}"
-        return f"{np.dtype(sig[2]).name}{list(sig[1])}{dev}"
+        return f"{np.dtype(sig[2]).name}{list(sig[1])}{dev}{_layout_words(*sig[1:3], sig[5])}"
     tp = sig[0]
     if tp in _BATCHES:
         if tp is dict:

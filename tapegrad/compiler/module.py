@@ -40,7 +40,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import dtypes as _dtypes, tape as _tape
+from .. import dtypes as _dtypes
 from .._util import loud_numpy, quiet_numpy
 from ..dispatch import bind
 from ..grad_mode import enable_grad, is_grad_enabled
@@ -49,7 +49,7 @@ from ..ops.creation import raw_rng_state, set_raw_rng_state
 from ..ops_registry.opdef import OpDef, validate
 from ..tensor import Tensor, buffer, mark_written, wrap
 from ..walker import reached_leaves
-from .api import Compiled, store_guards
+from .api import Compiled, store_guards, transforming
 from .capture import capturing
 from .partition import partition
 from .zero_cotangents import backward_for
@@ -362,8 +362,9 @@ class CompiledModule(Module):
         m = d["_orig_mod"]
         tree = d["_tree"]
         params = tree[1] if tree is not None and tree[0]() else _refresh_tree(d, m)
-        if params is None or capturing() is not None or _tape.state.anomaly:
-            # (hooks in the tree; anomaly mode checks each op as it runs)
+        if params is None or capturing() is not None or transforming():
+            # (hooks in the tree; anomaly mode, a tg.Tape, forward mode, vmap: see
+            # api.transforming)
             d["_eager_calls"] += 1
             return m(*args, **kwargs)
         tensors = _tensors(args, kwargs)

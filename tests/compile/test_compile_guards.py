@@ -1097,3 +1097,57 @@ def test_a_global_tensor_a_compiled_forward_writes_in_place_is_written_once():
         loss.backward()
         assert float(_COUNT) == i + 1 and float(loss) == 3.0 + i + 1
     assert cm.stats()["replays"] >= 3
+
+
+# ---------------------------------------------------------------- layouts and aliasing
+def _writes_a_reads_b(a, b):
+    a.mul_(2)
+    return b + 1
+
+
+@pytest.mark.parametrize("views", ["disjoint", "overlapping", "same"])
+def test_arguments_sharing_memory_replay_only_for_the_same_overlap(views):
+    c = tg.compile(_writes_a_reads_b)
+    for _ in range(2):  # captured (and replayed) for one tensor passed twice
+        x = tg.ones(4)
+        c(x, x)
+    pick = {"disjoint": lambda b: (b[:4], b[4:]), "overlapping": lambda b: (b[:4], b[2:6]),
+            "same": lambda b: (b[:4], b[:4])}[views]
+    for _ in range(2):
+        base, ref = tg.ones(8), tg.ones(8)
+        got = c(*pick(base))
+        want = _writes_a_reads_b(*pick(ref))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        np.testing.assert_array_equal(base.numpy(), ref.numpy())
+    if views != "same":
+        assert any("shares memory" in r for r in c.stats()["recaptures"])
+
+
+def _by_layout(x):
+    return x.view(-1) * 2 if x.is_contiguous() else x.reshape(-1) * 0
+
+
+def test_an_arguments_strides_are_guarded():
+    c = tg.compile(_by_layout)
+    a = tg.tensor([[1.0, 2.0], [3.0, 4.0]])
+    c(a)
+    c(a)
+    for _ in range(2):
+        np.testing.assert_array_equal(c(a.T).numpy(), [0, 0, 0, 0])
+        np.testing.assert_array_equal(c(a).numpy(), [2, 4, 6, 8])
+    s = c.stats()
+    assert s["replays"] >= 3 and any("strides (1, 2)" in r for r in s["recaptures"]), s
+    f = tg.compile(lambda x: x * x.stride()[0])
+    f(a)
+    f(a)
+    np.testing.assert_array_equal(f(a.T).numpy(), (a.T * 1).numpy())
+
+
+def test_values_read_through_dlpack_are_guarded():
+    def f(x):
+        return x * float(np.from_dlpack(x)[0])
+    c = tg.compile(f)
+    c(tg.ones(3))
+    c(tg.ones(3))
+    x = tg.tensor([5.0, 2.0, 3.0])
+    np.testing.assert_array_equal(c(x).numpy(), f(x).numpy())
