@@ -1,7 +1,7 @@
 """Argument helpers shared by the nn op families."""
 import numpy as np
 
-from ... import dtypes as _dt
+from ... import dtypes as _dt, tape as _tape
 from ..._util import op_error
 from ...tensor import Tensor, buffer
 from .._decl import TensorSpec
@@ -57,6 +57,18 @@ def need_float(name, allow_bool=False, **tensors):
         if kind != "f" and not (allow_bool and kind == "b"):
             raise op_error(name, f"expected a floating point {arg}, got "
                                  f"{getattr(dt, 'name', dt)}", RuntimeError)
+
+
+def same_dtype(name, **tensors):
+    """PyTorch's refusal of a contraction's operands of two dtypes (a bfloat16 input
+    and a float32 weight), before any op computes a half-width input in float32; under
+    ``tg.autocast`` the op's policy casts them to one dtype instead."""
+    (n0, a), (n1, b) = tensors.items()
+    if _tape.state.autocast:
+        return
+    if a is not None and b is not None and a.dtype != b.dtype:
+        raise op_error(name, f"expected {n0} and {n1} to have the same dtype, but got "
+                             f"{a.dtype.name} != {b.dtype.name}", RuntimeError)
 
 
 def tap_slices(k, s, p, L, Lo):

@@ -18,7 +18,7 @@ from ...dtypes import is_float as _isf
 from .. import _jvp, _vmap
 from .._decl import Sample, TensorSpec, composite, one_dtype, rand as _rand, register
 from ..shape import squeeze, unsqueeze
-from ._common import is_int_pair, need_float, pair
+from ._common import is_int_pair, need_float, pair, same_dtype
 
 
 # ================================================================ attributes
@@ -1130,5 +1130,6 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     the output is (N, C_out, (H - 1) * stride - 2 * padding + dilation * (kH - 1) +
     output_padding + 1, ...); ``output_padding`` must be smaller than ``stride``."""
     need_float("conv_transpose2d", input=input, weight=weight)
+    same_dtype("conv_transpose2d", input=input, weight=weight)
     return bind(CONV_TRANSPOSE2D, input, weight, bias,
                 **_ct_attrs(stride, padding, output_padding, groups, dilation))

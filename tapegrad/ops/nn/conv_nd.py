@@ -18,7 +18,7 @@ import numpy as np
 from ..._util import op_error
 from .._decl import Sample, TensorSpec, composite, one_dtype, rand
 from ..shape import pad as _pad, permute, reshape, squeeze, stack, unsqueeze
-from ._common import np_dtype, torch_functional as _torch
+from ._common import np_dtype, same_dtype, torch_functional as _torch
 from .conv import conv1d, conv2d, conv_transpose2d
 
 
@@ -277,6 +277,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if input.ndim not in (2, 3) or weight.ndim != 3:
         raise op_error(name, f"expected a 2-D or 3-D input and a 3-D weight, got "
                              f"{tuple(input.shape)} and {tuple(weight.shape)}", RuntimeError)
+    same_dtype(name, input=input, weight=weight)
     one = input.ndim == 2
     x = unsqueeze(input, 0) if one else input
     out = conv_transpose2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias,

@@ -94,3 +94,20 @@ def test_an_unbatched_input_convolves_as_torch(name, x, w):
                                atol=1e-12)
     np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gw.grad.numpy(), tw.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, ws", [("conv2d", (3, 2, 3, 3)), ("conv_transpose2d", (2, 3, 3, 3)),
+                                      ("conv1d", (3, 2, 3)), ("conv_transpose1d", (2, 3, 3)),
+                                      ("conv_transpose3d", (2, 3, 3, 3, 3))])
+def test_a_half_width_input_with_a_float32_weight_is_refused_as_torch(name, ws):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((1, 2) + (5,) * (len(ws) - 2)).astype(
+        np.float32)
+    w = np.random.default_rng(1).standard_normal(ws).astype(np.float32)
+    with pytest.raises(RuntimeError):
+        getattr(torch.nn.functional, name)(torch.tensor(x).bfloat16(), torch.tensor(w))
+    f = getattr(tg.nn.functional, name)
+    with pytest.raises(RuntimeError, match=f"{name}.*same dtype.*bfloat16 != float32"):
+        f(tg.tensor(x).bfloat16(), tg.tensor(w))
+    with tg.autocast("cpu", dtype=tg.bfloat16):  # (autocast casts both: no error)
+        assert f(tg.tensor(x).bfloat16(), tg.tensor(w)).dtype == tg.bfloat16
