@@ -191,6 +191,9 @@ def test_indexing_by_tensors_of_the_inputs(fn, feeds, tmp_path):
     (lambda x: x.sum(1) / x.shape[1], (2, 3), {1: "t"}),
     (lambda x: tg.ones_like(x) * 2, (2, 3), {0: "b"}),
     (lambda x: x + tg.arange(x.shape[1]), (2, 3), {1: "t"}),
+    # (a forward with a guard: the finite check before the bin matrices, sized H, W)
+    (lambda x: tg.nn.functional.adaptive_avg_pool2d(x, (2, 2)), (1, 3, 8, 8),
+     {2: "h", 3: "w"}),
 ])
 def test_a_size_read_in_python_on_a_dynamic_axis_is_refused(fn, shape, axes, tmp_path):
     # the graph would hold the size as a constant, silently wrong at another size
@@ -206,3 +209,14 @@ def test_sizes_taken_by_ops_stay_dynamic(tmp_path):
                    input_names=["x"], dynamic_axes={"x": {0: "b"}})
     x = np.ones((5, 3, 4), np.float32)
     np.testing.assert_array_equal(_run(p, {"x": x})[0], np.full((5, 12), 2.0))
+
+
+def test_global_adaptive_pooling_stays_dynamic(tmp_path):
+    p = tmp_path / "gap.onnx"
+    pool = tg.nn.AdaptiveAvgPool2d(1)
+    tg.onnx.export(pool, (tg.randn(1, 3, 8, 8),), str(p), input_names=["x"],
+                   dynamic_axes={"x": {0: "b", 2: "h", 3: "w"}})
+    for shape in [(2, 3, 8, 8), (1, 3, 5, 7), (3, 3, 16, 2)]:
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(_run(p, {"x": x})[0], pool(tg.tensor(x)).numpy(),
+                                   rtol=1e-5, atol=1e-6)

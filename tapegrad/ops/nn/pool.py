@@ -688,11 +688,14 @@ def adaptive_avg_pool2d(input, output_size):
                        for lo, hi in _bins(W, ow)] or [out[..., :0]], dim=-1)
         return out
     # the bin matrices are constants, as Tensors (vmap's matmul rule reads its
-    # operands' shapes from Tensors)
+    # operands' shapes from Tensors); one bin is a mean, which holds no size (an ONNX
+    # export with dynamic H and W: global pooling, AdaptiveAvgPool2d(1))
     if oh != H:
-        out = matmul(_constant(wrap(_adaptive_matrix(xp, H, oh, dt))), out)
+        out = mean(out, dim=-2, keepdim=True) if oh == 1 else \
+            matmul(_constant(wrap(_adaptive_matrix(xp, H, oh, dt))), out)
     if ow != W:
-        out = matmul(out, _constant(wrap(_adaptive_matrix(xp, W, ow, dt).T)))
+        out = mean(out, dim=-1, keepdim=True) if ow == 1 else \
+            matmul(out, _constant(wrap(_adaptive_matrix(xp, W, ow, dt).T)))
     return out
 
 
