@@ -16,8 +16,10 @@ import inspect
 import numpy as np
 
 from .dispatch import bind
+from .grad_mode import no_grad
 from .ops_registry import OpDef, TensorSpec, get, register, unregister
 from .ops_registry.opdef import validate
+from .tensor import Tensor, buffer, wrap
 
 __all__ = ["custom_op"]
 
@@ -94,7 +96,16 @@ def _make_op(name, kernel, adjoint, infer, kind, workspace, jvp, nout, samples, 
     vjp = None
     if adjoint is not None:
         def vjp(ctx, g):
-            grads = adjoint(g, *ctx.inputs, **ctx.attrs)
+            gs = g if isinstance(g, tuple) else (g,)
+            if all(x is None or _native(x) for x in gs + tuple(ctx.inputs)) and \
+                    any(x is not None for x in gs):
+                # the walk on raw arrays: the adjoint gets (non-recording) Tensors, so
+                # Tensor methods (a.cos(), g.sum(0)) work as the functions do
+                with no_grad():
+                    grads = adjoint(_tensors(g), *_tensors(tuple(ctx.inputs)), **ctx.attrs)
+                grads = _arrays(grads)
+            else:
+                grads = adjoint(g, *ctx.inputs, **ctx.attrs)
             if not isinstance(grads, (tuple, list)):
                 grads = (grads,)
             if len(grads) != len(args):
@@ -116,6 +127,26 @@ def _make_op(name, kernel, adjoint, infer, kind, workspace, jvp, nout, samples, 
     op._custom = True
     validate(op)
     return op
+
+
+def _native(a):
+    """Whether ``a`` is a NumPy or CuPy array (not a Tensor, not another library's
+    array met through DLPack by ``tapegrad.interop``'s calls, which stay as they are)."""
+    return isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy")
+
+
+def _tensors(v):
+    """Raw arrays (alone or in a tuple) as Tensors that do not record."""
+    if isinstance(v, tuple):
+        return tuple(_tensors(x) for x in v)
+    return v if v is None or isinstance(v, Tensor) else wrap(v)
+
+
+def _arrays(v):
+    """The adjoint's results on the raw walk: each Tensor's array."""
+    if isinstance(v, (tuple, list)):
+        return tuple(_arrays(x) for x in v)
+    return buffer(v) if isinstance(v, Tensor) else v
 
 
 def _input_names(name, kernel):
