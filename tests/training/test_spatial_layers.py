@@ -108,6 +108,9 @@ def test_upsample(kw, shape):
 def test_unfold_fold_modules():
     _compare_module(lambda nn: nn.Unfold(2, dilation=1, padding=1, stride=2), (2, 3, 5, 6))
     _compare_module(lambda nn: nn.Fold((5, 6), 2, padding=1, stride=2), (2, 12, 12))
+    # unbatched: (C, H, W) in, (C * kH * kW, L) out, and back
+    _compare_module(lambda nn: nn.Unfold(2, dilation=1, padding=1, stride=2), (3, 5, 6))
+    _compare_module(lambda nn: nn.Fold((5, 6), 2, padding=1, stride=2), (12, 12))
 
 
 def test_default_inits_in_pytorch_bounds():

@@ -424,7 +424,8 @@ def _blocks(name, hw, kernel_size, dilation, padding, stride):
 def _unfold_infer(input, *, kernel_size, dilation, padding, stride):
     xs = tuple(input.shape)
     if len(xs) != 4:
-        raise op_error("unfold", f"expected a 4-D input (N, C, H, W), got {xs}", RuntimeError)
+        raise op_error("unfold", f"expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got "
+                                 f"{xs}", RuntimeError)
     need_float("unfold", allow_bool=True, input=input)
     Ho, Wo = _blocks("unfold", xs[2:], kernel_size, dilation, padding, stride)
     return TensorSpec((xs[0], xs[1] * kernel_size[0] * kernel_size[1], Ho * Wo),
@@ -486,8 +487,8 @@ def _fold_infer(input, *, output_size, kernel_size, dilation, padding, stride):
         raise op_error("fold", f"kernel_size must be positive, got {kernel_size}",
                        RuntimeError)
     if len(xs) != 3:
-        raise op_error("fold", f"expected a 3-D input (N, C * kH * kW, L), got {xs}",
-                       RuntimeError)
+        raise op_error("fold", f"expected a 2-D (C * kH * kW, L) or 3-D (N, C * kH * kW, L) "
+                               f"input, got {xs}", RuntimeError)
     need_float("fold", allow_bool=True, input=input)
     if xs[1] % (kh * kw):
         raise op_error("fold", f"expected dim 1 of input {xs} to be divisible by the kernel "
@@ -594,15 +595,23 @@ FOLD = register(
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """Sliding blocks of an (N, C, H, W) input as columns, (N, C * kH * kW, L), as
-    ``torch.nn.functional.unfold`` (im2col)."""
+    ``torch.nn.functional.unfold`` (im2col); an unbatched (C, H, W) input gives
+    (C * kH * kW, L)."""
+    if getattr(input, "ndim", None) == 3:
+        return bind(UNFOLD, input[None],
+                    **_patch_attrs(kernel_size, dilation, padding, stride))[0]
     return bind(UNFOLD, input, **_patch_attrs(kernel_size, dilation, padding, stride))
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """Sum (N, C * kH * kW, L) columns back into an (N, C, H, W) image, as
-    ``torch.nn.functional.fold`` (col2im; the adjoint of ``unfold``)."""
-    return bind(FOLD, input, output_size=pair("fold", output_size, "output_size"),
-                **_patch_attrs(kernel_size, dilation, padding, stride, "fold"))
+    ``torch.nn.functional.fold`` (col2im; the adjoint of ``unfold``); unbatched
+    (C * kH * kW, L) columns give a (C, H, W) image."""
+    one = getattr(input, "ndim", None) == 2
+    out = bind(FOLD, input[None] if one else input,
+               output_size=pair("fold", output_size, "output_size"),
+               **_patch_attrs(kernel_size, dilation, padding, stride, "fold"))
+    return out[0] if one else out
 
 
 # ------------------------------------------------------------------ grid_sample
