@@ -896,7 +896,12 @@ def evaluate(outputs, values, dtype, xp=np):
     return [vals[o] if not o.is_bool else xp.asarray(vals[o]).astype(dtype) for o in outputs]
 
 
+_EXACT_IN_FLOAT64 = ("exp2", "log2", "log10")  # (as the ops: ops/elementwise._in_float64)
+
+
 def _np_apply(xp, op, a, dtype):
+    if op in _EXACT_IN_FLOAT64 and xp is np and np.dtype(dtype) == np.float32:
+        return getattr(np, op)(a[0], dtype=np.float64).astype(np.float32)
     if op in _NP_UNARY:
         return getattr(xp, _NP_UNARY[op])(a[0])
     if op in _NP_BINARY:

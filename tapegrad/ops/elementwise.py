@@ -508,16 +508,33 @@ SIGN = _u("sign", _sign, lambda ctx, g: (g * 0,), saves=(), promote="same",
           samples=unary_samples(avoid=(0.0,)), jvp=_diagonal, onnx=_onnx_simple("Sign"))
 EXP = _u("exp", np.exp, lambda ctx, g: (g * ctx.out,), saves=("out",), expr="exp(x)",
          onnx=_onnx_float_simple("Exp"), autocast=_CUDA_FP32)
-EXP2 = _u("exp2", np.exp2, lambda ctx, g: (g * ctx.out * math.log(2.0),), saves=("out",),
-          expr="exp2(x)")
+def _in_float64(fn):
+    """``fn`` (a NumPy ufunc) computing float32 arrays in float64, rounded once: NumPy's
+    float32 loops are not always correctly rounded (its AVX-512 exp2(127.0), log2 and
+    log10 of exact powers were 1 ulp off: log10(100.0) gave 2.0000002 where PyTorch
+    gives 2.0); powers of two and ten then stay exact, as the fused kernels keep them."""
+    def kernel(x, out=None):
+        if type(x) is np.ndarray and x.dtype == np.float32:
+            r = fn(x, dtype=np.float64)
+            if out is None:
+                return r.astype(np.float32)
+            np.copyto(out, r, casting="same_kind")
+            return out
+        return fn(x, out=out)
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
+EXP2 = _u("exp2", _in_float64(np.exp2), lambda ctx, g: (g * ctx.out * math.log(2.0),),
+          saves=("out",), expr="exp2(x)")
 EXPM1 = _u("expm1", np.expm1, lambda ctx, g: (g * (ctx.out + 1),), saves=("out",),
            expr="expm1(x)", autocast=_CUDA_FP32)
 _pos = unary_samples(low=0.2, high=3.0)
 LOG = _u("log", np.log, lambda ctx, g: (g / ctx.inputs[0],), expr="log(x)", samples=_pos,
          onnx=_onnx_float_simple("Log"), autocast=_CUDA_FP32)
-LOG2 = _u("log2", np.log2, lambda ctx, g: (g / (ctx.inputs[0] * math.log(2.0)),),
+LOG2 = _u("log2", _in_float64(np.log2), lambda ctx, g: (g / (ctx.inputs[0] * math.log(2.0)),),
           expr="log2(x)", samples=_pos, autocast=_CUDA_FP32)
-LOG10 = _u("log10", np.log10, lambda ctx, g: (g / (ctx.inputs[0] * math.log(10.0)),),
+LOG10 = _u("log10", _in_float64(np.log10), lambda ctx, g: (g / (ctx.inputs[0] * math.log(10.0)),),
            expr="log10(x)", samples=_pos, autocast=_CUDA_FP32)
 LOG1P = _u("log1p", np.log1p, lambda ctx, g: (g / (ctx.inputs[0] + 1),), expr="log1p(x)",
            samples=unary_samples(low=-0.8, high=3.0), autocast=_CUDA_FP32)

@@ -89,7 +89,9 @@ def test_edge_values(results, op):
 @pytest.mark.parametrize("op, x", [("exp2", np.arange(-160, 140)),
                                    ("log2", 2.0 ** np.arange(-149, 128)),
                                    ("log10", 10.0 ** np.arange(-45, 39))])
-def test_exp2_log2_and_log10_are_exact_where_numpys_are(op, x):
+def test_exp2_log2_and_log10_are_exact_at_powers(op, x):
+    # the float64 result rounded to float32 (NumPy's own float32 loops are not always
+    # correctly rounded: its AVX-512 exp2(127.0) and log10(1e-38) are 1 ulp off)
     x = x.astype(np.float32)
     e = E.var("x")
     fn = ExprOp(f"test_exact_{op}", ["x"], lambda attrs: ([e], [E.unary(op, e)]))._compiled(
@@ -97,4 +99,4 @@ def test_exp2_log2_and_log10_are_exact_where_numpys_are(op, x):
     out = np.empty_like(x)
     fn(x.size, x, out)
     with np.errstate(all="ignore"):
-        assert np.array_equal(out, getattr(np, op)(x))
+        assert np.array_equal(out, getattr(np, op)(x.astype(np.float64)).astype(np.float32))
