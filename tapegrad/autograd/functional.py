@@ -209,7 +209,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     if strategy == "forward-mode":
         if create_graph:
             raise NotImplementedError(
-                'torch.autograd.functional.jacobian: `create_graph=True` and '
+                'tg.autograd.functional.jacobian: `create_graph=True` and '
                 '`strategy="forward-mode"` are not supported together (yet). Please either '
                 'set `create_graph=False` or `strategy="reverse-mode"`.')
         return _jacobian_forward(func, inputs, strict, vectorize)
@@ -220,7 +220,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                                     "jacobian")
         _strict_outputs(outs, strict)
         if vectorize and strict:
-            raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
+            raise RuntimeError("tg.autograd.functional.jacobian: `strict=True` and "
                                "`vectorized=True` are not supported together. Please either "
                                "set `strict=False` or `vectorize=False`.")
         jac = []
@@ -259,7 +259,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
 
 def _jacobian_forward(func, inputs, strict, vectorize):
     if strict:
-        raise RuntimeError('torch.autograd.functional.jacobian: `strict=True` and '
+        raise RuntimeError('tg.autograd.functional.jacobian: `strict=True` and '
                            '`strategy="forward-mode"` are not supported together (yet). '
                            'Please either set `strict=False` or `strategy="reverse-mode"`.')
     if not vectorize:
