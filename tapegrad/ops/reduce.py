@@ -184,8 +184,33 @@ def _onnx_reduce(op_type):
         if axes is None and not shape:
             b.node("Identity", [x], [b.output(st)])
             return
+        if op_type in ("ReduceMax", "ReduceMin") and _isf(b.out_dtype(st)):
+            _onnx_nan_extreme(b, op_type, x, axes, keep, b.out_dtype(st), [b.output(st)])
+            return
         b.reduce(op_type, x, axes, keep, [b.output(st)])
     return lower
+
+
+def _onnx_nan_any(b, x, axes, keep):
+    """Whether the reduced elements hold a NaN, as bool."""
+    return b.cast(b.reduce("ReduceMax", b.cast(b.node("IsNaN", [x]), np.int32), axes, keep),
+                  np.bool_)
+
+
+def _onnx_nan_extreme(b, op_type, x, axes, keep, dt, out=1):
+    """ReduceMax/ReduceMin with PyTorch's NaN: any NaN among the elements gives NaN
+    (onnxruntime's ignore a NaN after the first element)."""
+    y = b.reduce(op_type, x, axes, keep)
+    return b.node("Where", [_onnx_nan_any(b, x, axes, keep),
+                            b.const(np.asarray(np.nan, dt)), y], out)
+
+
+def _onnx_nan_arg(b, op_type, x, axis, keep, out=1):
+    """ArgMax/ArgMin with PyTorch's NaN: the first NaN's index where there is one."""
+    i = b.node(op_type, [x], axis=axis, keepdims=keep)
+    first = b.node("ArgMax", [b.cast(b.node("IsNaN", [x]), np.int32)], axis=axis,
+                   keepdims=keep)
+    return b.node("Where", [_onnx_nan_any(b, x, [axis], keep), first, i], out)
 
 
 def _onnx_reduce_bool(op_type):
@@ -247,9 +272,15 @@ def _onnx_arg(op_type):
         if not shape:
             b.node("Identity", [b.const(np.zeros((), np.int64))], [b.output(st)])
             return
+        nan = _isf(b.dtype(st, 0))
         if d is None:
-            y = b.node(op_type, [b.reshape(x, [-1])], axis=0, keepdims=0)
+            x = b.reshape(x, [-1])
+            y = _onnx_nan_arg(b, op_type, x, 0, 0) if nan else \
+                b.node(op_type, [x], axis=0, keepdims=0)
             b.node("Reshape", [y, b.ints(b.out_shape(st))], [b.output(st)])
+            return
+        if nan:
+            _onnx_nan_arg(b, op_type, x, int(d) % len(shape), keep, [b.output(st)])
             return
         b.node(op_type, [x], [b.output(st)], axis=int(d) % len(shape), keepdims=keep)
     return lower
@@ -266,6 +297,10 @@ def _onnx_max_min(op_type, arg):
             b.node("Identity", [b.const(np.zeros((), np.int64))], [b.output(st, 1)])
             return
         d = int(d) % len(shape)
+        if _isf(b.dtype(st, 0)):  # (PyTorch's NaN: the value and the first NaN's index)
+            _onnx_nan_extreme(b, op_type, x, [d], keep, b.dtype(st, 0), [b.output(st, 0)])
+            _onnx_nan_arg(b, arg, x, d, int(keep), [b.output(st, 1)])
+            return
         xi = b.cast(x, np.int32) if b.dtype(st, 0).kind == "b" else x
         v = b.reduce(op_type, xi, [d], keep)
         b.cast(v, b.out_dtype(st, 0), [b.output(st, 0)])

@@ -220,3 +220,30 @@ def test_global_adaptive_pooling_stays_dynamic(tmp_path):
         x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
         np.testing.assert_allclose(_run(p, {"x": x})[0], pool(tg.tensor(x)).numpy(),
                                    rtol=1e-5, atol=1e-6)
+
+
+_EXTREMES = {"max": lambda x: x.max(), "min": lambda x: x.min(), "amax": lambda x: x.amax(1),
+             "amin": lambda x: x.amin(0), "max_dim": lambda x: x.max(1),
+             "min_dim": lambda x: x.min(0, keepdim=True), "argmax": lambda x: x.argmax(),
+             "argmin_dim": lambda x: x.argmin(1), "argmax_dim": lambda x: x.argmax(0)}
+
+
+@pytest.mark.parametrize("name", sorted(_EXTREMES))
+def test_extremes_propagate_nan_as_torch(name, tmp_path):
+    # onnxruntime's ReduceMax/ArgMax skip a NaN after the first element; PyTorch's don't
+    fn = _EXTREMES[name]
+    nan = np.nan
+    x = np.array([[1.0, nan, 3.0, 2.0], [nan, 0.5, -1.0, 4.0], [2.0, 1.0, 0.0, nan],
+                  [1.0, 2.0, 3.0, 4.0]], np.float32)
+    p = tmp_path / "e.onnx"
+    tg.onnx.export(fn, (tg.tensor(x),), str(p), input_names=["x"])
+    want = fn(tg.tensor(x))
+    want = list(want) if isinstance(want, tuple) else [want]
+    got = _run(p, {"x": x})
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w.numpy())
+    torch = pytest.importorskip("torch")
+    tw = fn(torch.tensor(x))  # the same results as PyTorch
+    tw = list(tw) if isinstance(tw, tuple) else [tw]
+    for g, w in zip(got, tw):
+        np.testing.assert_array_equal(g, w.numpy())
