@@ -140,3 +140,38 @@ def test_errors_are_pytorchs(change, exc, words):
                     torch.from_numpy(v) if lib is torch else tg.tensor(v))
         with pytest.raises(exc, match=words):
             _call(lib, p, **kw)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("kw", [dict(kdim=4, vdim=3), dict(add_bias_kv=True),
+                                dict(add_zero_attn=True),
+                                dict(kdim=4, vdim=3, add_bias_kv=True, add_zero_attn=True,
+                                     bias=False)])
+def test_module_options_match_torch(kw, batch_first):
+    """kdim/vdim (separate q/k/v projection weights), bias_k/bias_v and add_zero_attn:
+    the parameters' names and shapes, outputs, weights and every gradient as PyTorch's."""
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(E, H, batch_first=batch_first, **kw).double()
+    m = tg.nn.MultiheadAttention(E, H, batch_first=batch_first, **kw).double()
+    assert [(n, tuple(p.shape)) for n, p in m.named_parameters()] == \
+        [(n, tuple(p.shape)) for n, p in tm.named_parameters()]
+    m.load_state_dict({k: tg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    r = np.random.default_rng(1)
+    shape = (lambda n, d: (N, n, d)) if batch_first else (lambda n, d: (n, N, d))
+    arrays = [r.standard_normal(shape(L, E)), r.standard_normal(shape(S, kw.get("kdim", E))),
+              r.standard_normal(shape(S, kw.get("vdim", E)))]
+    pad = np.zeros((N, S), bool)
+    pad[0, -1] = True
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    gs = [tg.tensor(a, requires_grad=True) for a in arrays]
+    to, tw = tm(*ts, key_padding_mask=torch.tensor(pad))
+    go, gw = m(*gs, key_padding_mask=tg.tensor(pad))
+    np.testing.assert_allclose(go.detach().numpy(), to.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(gw.detach().numpy(), tw.detach().numpy(), rtol=1e-10)
+    (to.sum() + (tw * tw).sum()).backward()
+    (go.sum() + (gw * gw).sum()).backward()
+    for t, g in zip(ts, gs):
+        np.testing.assert_allclose(g.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-12)
+    for (n, p), tp in zip(m.named_parameters(), tm.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-9, atol=1e-12,
+                                   err_msg=n)

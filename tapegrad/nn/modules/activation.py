@@ -250,43 +250,72 @@ class PReLU(Module):
 
 class MultiheadAttention(Module):
     """``MultiheadAttention(embed_dim, num_heads, dropout=0.0, bias=True,
-    batch_first=False)``; ``forward(query, key, value, key_padding_mask=None,
-    need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False)``
-    returns ``(attn_output, attn_weights or None)`` as PyTorch."""
+    add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None, batch_first=False)``;
+    ``forward(query, key, value, key_padding_mask=None, need_weights=True,
+    attn_mask=None, average_attn_weights=True, is_causal=False)`` returns
+    ``(attn_output, attn_weights or None)`` as PyTorch. Keys and values of other widths
+    (``kdim``, ``vdim``: separate ``q/k/v_proj_weight``), ``bias_k``/``bias_v`` and
+    ``add_zero_attn`` run ``F.multi_head_attention_forward``, as PyTorch's module."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
                  dtype=None):
         super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
+                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
         if embed_dim % num_heads:
             raise AssertionError(f"embed_dim ({embed_dim}) must be divisible by num_heads "
                                  f"({num_heads})")
-        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or \
-                (vdim not in (None, embed_dim)):
-            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and "
-                                      "kdim/vdim different from embed_dim are not supported")
+        kw = dict(dtype=dtype, device=device)
         self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.head_dim = embed_dim // num_heads
         self.dropout, self.batch_first = dropout, batch_first
-        self.kdim = self.vdim = embed_dim
-        self._qkv_same_embed_dim = True
-        self.in_proj_weight = Parameter(empty((3 * embed_dim, embed_dim), dtype=dtype,
-                                                  device=device))
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(empty((3 * embed_dim, embed_dim), **kw))
+            for n in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(n, None)
+        else:
+            self.q_proj_weight = Parameter(empty((embed_dim, embed_dim), **kw))
+            self.k_proj_weight = Parameter(empty((embed_dim, self.kdim), **kw))
+            self.v_proj_weight = Parameter(empty((embed_dim, self.vdim), **kw))
+            self.register_parameter("in_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(empty(3 * embed_dim, dtype=dtype, device=device))
+            self.in_proj_bias = Parameter(empty(3 * embed_dim, **kw))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
+        if add_bias_kv:
+            self.bias_k = Parameter(empty((1, 1, embed_dim), **kw))
+            self.bias_v = Parameter(empty((1, 1, embed_dim), **kw))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self):
-        init.xavier_uniform_(self.in_proj_weight)
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):
+        if not self._qkv_same_embed_dim or self.bias_k is not None or self.add_zero_attn:
+            return self._general(query, key, value, key_padding_mask, need_weights,
+                                 attn_mask, average_attn_weights, is_causal)
         batched = query.ndim == 3
         if not batched:
             query, key, value = (unsqueeze(t, 0) for t in (query, key, value))
@@ -326,6 +355,23 @@ class MultiheadAttention(Module):
         if not batched:
             weights = squeeze(weights, 0)
         return out, weights
+
+    def _general(self, query, key, value, key_padding_mask, need_weights, attn_mask,
+                 average_attn_weights, is_causal):
+        """PyTorch's module's path: ``F.multi_head_attention_forward`` on (L, N, E)."""
+        swap = self.batch_first and query.ndim == 3
+        if swap:
+            query, key, value = (transpose(t, 0, 1) for t in (query, key, value))
+        out, weights = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
+            self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
+            self.out_proj.weight, self.out_proj.bias, training=self.training,
+            key_padding_mask=key_padding_mask, need_weights=need_weights,
+            attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
+            is_causal=is_causal)
+        return (transpose(out, 0, 1) if swap else out), weights
 
     def _project(self, query, key, value):
         e = self.embed_dim
