@@ -97,6 +97,9 @@ def _compare_scalars(a, e, where, opts):
         if a is not e:
             _fail(f"None mismatch: {a} is not {e}", where, opts)
         return
+    if opts["check_dtype"] and type(a) is not type(e) and not (
+            isinstance(a, bool) or isinstance(e, bool)):  # (as PyTorch's number pair)
+        _fail(f"The (d)types do not match: {type(a)} != {type(e)}.", where, opts)
     if isinstance(a, bool) or isinstance(e, bool) or (
             isinstance(a, numbers.Integral) and isinstance(e, numbers.Integral)):
         exact, rtol, atol = True, 0.0, 0.0

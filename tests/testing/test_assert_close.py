@@ -58,6 +58,9 @@ def test_half_width_tolerances(dtype, tdtype):
     ([1, 2], [1, 3]),
     (1.0, 1.5),
     (([1.0], [1.0, 2.0]), ([1.0], [1.0, 2.0])),
+    (1, 1.0),  # (Python numbers of two types: a dtype mismatch)
+    ((1, 2.0), (1.0, 2.0)),
+    ((1, 2), (1, 2)),
 ])
 def test_containers_as_torch(a, e):
     def conv(x, mk):
