@@ -61,11 +61,12 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
     ...]}``: those dims are symbolic. ``opset_version``: the ONNX opset (default 17; 13
     to 25). ``training``: a module is exported in ``eval()`` mode unless
     ``TrainingMode.PRESERVE`` or ``TRAINING`` says otherwise, and its modes are
-    restored after. ``verbose``: print the graph. PyTorch's ``export_params=True``,
-    ``do_constant_folding`` (constants are always folded), ``keep_initializers_as_inputs
-    =False`` and ``dynamo`` (one exporter here) are accepted. The forward runs eagerly
-    under ``no_grad``; Python control flow is recorded as it went (a value read is
-    warned about). Returns the ``onnx.ModelProto`` it wrote.
+    restored after. ``verbose``: print the graph. ``keep_initializers_as_inputs=True``:
+    every initializer (the parameters, the folded constants) is a graph input too, with
+    its value as the default. PyTorch's ``export_params=True``, ``do_constant_folding``
+    (constants are always folded) and ``dynamo`` (one exporter here) are accepted. The
+    forward runs eagerly under ``no_grad``; Python control flow is recorded as it went
+    (a value read is warned about). Returns the ``onnx.ModelProto`` it wrote.
     """
     try:
         import onnx
@@ -77,10 +78,9 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
     if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= MAX_OPSET:
         raise ValueError(f"onnx.export: opset_version must be an int from {MIN_OPSET} to "
                          f"{MAX_OPSET}, got {opset_version!r}")
-    if export_params is not True or keep_initializers_as_inputs is not False:
+    if export_params is not True:
         raise NotImplementedError("onnx.export: the parameters are always written as "
-                                  "initializers (export_params=True, "
-                                  "keep_initializers_as_inputs=False)")
+                                  "initializers (export_params=True)")
     if training not in (TrainingMode.EVAL, TrainingMode.PRESERVE, TrainingMode.TRAINING):
         raise ValueError(f"onnx.export: training must be a TrainingMode, got {training!r}")
     if not isinstance(args, (tuple, list)):
@@ -139,7 +139,10 @@ def export(model_or_fn, args, path, input_names=None, output_names=None, dynamic
     in_infos = [b.info(input_names[arg_pos[pos]], v, dyn.get(input_names[arg_pos[pos]], {}))
                 for v, (pos, _) in sorted(g.args.items(), key=lambda kv: arg_pos[kv[1][0]])]
     nodes, inits = b.nodes, b.inits
-    if not in_infos:  # (onnxruntime wants a graph of constants alone as Constant nodes)
+    if keep_initializers_as_inputs:  # (each also a graph input: a caller may feed it)
+        in_infos += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                     for t in inits]
+    elif not in_infos:  # (onnxruntime wants a graph of constants alone as Constant nodes)
         nodes = [helper.make_node("Constant", [], [t.name], value=t) for t in inits] + nodes
         inits = []
     graph = helper.make_graph(nodes, "tapegrad", in_infos, out_infos, inits)

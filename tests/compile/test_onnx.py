@@ -1,4 +1,6 @@
 """tg.onnx.export: onnx.checker passes and onnxruntime reproduces the outputs."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -247,3 +249,24 @@ def test_extremes_propagate_nan_as_torch(name, tmp_path):
     tw = list(tw) if isinstance(tw, tuple) else [tw]
     for g, w in zip(got, tw):
         np.testing.assert_array_equal(g, w.numpy())
+
+
+def test_keep_initializers_as_inputs(tmp_path):
+    m = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.ReLU(), tg.nn.Linear(4, 2)).eval()
+    x = tg.randn(5, 3)
+    p = tmp_path / "k.onnx"
+    model = tg.onnx.export(m, (x,), str(p), input_names=["x"], keep_initializers_as_inputs=True)
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i.name for i in model.graph.input]
+    assert inputs[0] == "x" and set(inputs[1:]) == inits and len(inits) == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(_run(p, {"x": x.numpy()})[0], m(x).detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        # fed, an initializer's value is the caller's: zero weights and biases give zeros
+        zeros = {i.name: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim],
+                                  np.float32) for i in model.graph.input[1:]}
+        np.testing.assert_array_equal(_run(p, {"x": x.numpy(), **zeros})[0],
+                                      np.zeros((5, 2), np.float32))
+    with pytest.raises(NotImplementedError, match="export_params"):
+        tg.onnx.export(m, (x,), str(p), export_params=False)
