@@ -189,3 +189,34 @@ def test_jvp_rules_match_finite_differences(name):
         minus = f(*[None if a is None else a - h * t if t is not None else a
                     for a, t in zip(arrays, only)]).numpy()
         np.testing.assert_allclose(j0.numpy(), (plus - minus) / (2 * h), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("shape, kw", [
+    ((1, 2, 16, 12), dict(size=(5, 4))), ((2, 1, 9, 7), dict(size=(3, 3))),
+    ((1, 1, 8, 8), dict(size=(16, 12))), ((1, 2, 13, 11), dict(scale_factor=(0.5, 0.3))),
+    ((1, 1, 10, 10), dict(size=(3, 7), align_corners=True)),
+    ((1, 1, 6, 6), dict(scale_factor=0.4, recompute_scale_factor=True))])
+def test_interpolate_antialias_as_torch(mode, shape, kw):
+    x = np.random.default_rng(0).standard_normal(shape)
+    gout = np.random.default_rng(1)
+    tx, gx = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    want = torch.nn.functional.interpolate(tx, mode=mode, antialias=True, **kw)
+    got = F.interpolate(gx, mode=mode, antialias=True, **kw)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), atol=1e-13)
+    g = gout.standard_normal(tuple(want.shape))
+    (want * torch.tensor(g)).sum().backward()
+    (got * tg.tensor(g)).sum().backward()
+    np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), atol=1e-13)
+
+
+def test_interpolate_antialias_keeps_a_nan_local_and_refuses_other_modes():
+    x = np.ones((1, 1, 8, 8))
+    x[0, 0, 0, 0] = np.nan
+    got = F.interpolate(tg.tensor(x), size=(4, 4), mode="bilinear", antialias=True).numpy()
+    want = torch.nn.functional.interpolate(torch.tensor(x), size=(4, 4), mode="bilinear",
+                                           antialias=True).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    for shape, mode in (((1, 2, 8), "linear"), ((1, 2, 8, 8), "nearest")):
+        with pytest.raises(ValueError, match="Anti-alias"):
+            F.interpolate(tg.randn(*shape), size=4, mode=mode, antialias=True)

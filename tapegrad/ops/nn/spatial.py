@@ -358,13 +358,16 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     ``mode`` 'nearest', 'nearest-exact', 'area', 'linear' (3-D), 'bilinear' or
     'bicubic' (4-D), 'trilinear' (5-D); ``align_corners`` for the linear and cubic
     modes (default False); ``recompute_scale_factor``: the coordinates from the
-    output size rather than from ``scale_factor``. Not supported: ``antialias``."""
+    output size rather than from ``scale_factor``; ``antialias`` (bilinear and bicubic,
+    4-D) widens the filter when shrinking, as PyTorch's."""
     nsp = len(input.shape) - 2
     if mode not in _ALL_MODES:
         raise op_error("interpolate", f"mode {mode!r} is not supported "
                                       f"({', '.join(_ALL_MODES)})", NotImplementedError)
-    if antialias:
-        raise op_error("interpolate", "antialias=True is not supported", NotImplementedError)
+    if antialias and (mode not in ("bilinear", "bicubic") or nsp != 2):
+        raise op_error("interpolate", "Anti-alias option is restricted to bilinear and "
+                                      "bicubic modes and requires a 4-D tensor as input",
+                       ValueError)
     if mode not in _LINEAR:
         if align_corners is not None:
             raise op_error("interpolate", "align_corners option can only be set with the "
@@ -394,9 +397,75 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         size = tuple(int(np.floor(float(n) * float(s))) for n, s in zip(input.shape[2:], sf))
         if not recompute_scale_factor and mode != "area":
             scales = tuple(float(s) for s in sf)
+    if antialias:
+        return _antialiased(input, size, scales, mode, bool(align_corners))
     return bind(INTERPOLATE, input, size=size, mode=mode,
                 align_corners=bool(align_corners) if mode in _LINEAR else None,
                 scales=scales)
+
+
+# ---------------------------------------------------------------- antialias
+def _aa_filter(mode, x):
+    """The antialiasing filter (PyTorch's and PIL's): the triangle for bilinear, Keys'
+    cubic with a = -0.5 for bicubic."""
+    x = np.abs(x)
+    if mode == "bilinear":
+        return np.where(x < 1.0, 1.0 - x, 0.0)
+    a = -0.5
+    return np.where(x < 1.0, ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0,
+                    np.where(x < 2.0, (((x - 5.0) * x + 8.0) * x - 4.0) * a, 0.0))
+
+
+def _aa_taps(n_in, n_out, scale, mode, align_corners):
+    """(index, weight), each (n_out, K): the input positions each output reads along one
+    dim and their normalized weights (PyTorch's upsample ``_aa`` kernels: a filter widened
+    by the scale when shrinking, so every input contributes)."""
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        s = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+    half = 1.0 if mode == "bilinear" else 2.0
+    support = half * s if s >= 1.0 else half
+    inv = 1.0 / s if s >= 1.0 else 1.0
+    centers = s * (np.arange(n_out) + 0.5)
+    lo = np.maximum((centers - support + 0.5).astype(np.int64), 0)
+    hi = np.minimum((centers + support + 0.5).astype(np.int64), n_in)
+    k = max(int((hi - lo).max()), 1)
+    idx = lo[:, None] + np.arange(k)
+    w = _aa_filter(mode, (idx - centers[:, None] + 0.5) * inv)
+    w = np.where(idx < hi[:, None], w, 0.0)
+    total = w.sum(1, keepdims=True)
+    w = w / np.where(total == 0.0, 1.0, total)
+    return np.minimum(idx, n_in - 1), w
+
+
+def _antialiased(x, size, scales, mode, align_corners):
+    """``interpolate(..., antialias=True)`` of an (N, C, H, W) input: along W, then H,
+    each output a weighted sum of the input elements under its filter (a gather, a
+    product and a sum: ops, so every order differentiates, and a NaN reaches only the
+    outputs whose filter covers it)."""
+    from ..reduce import sum as _sum
+    dt = np_dtype(x)
+    out = x
+    for dim in (3, 2):
+        n_in, n_out = out.shape[dim], size[dim - 2]
+        sc = None if scales is None else scales[dim - 2]
+        idx, w = _aa_taps(n_in, n_out, sc, mode, align_corners)
+        k = idx.shape[1]
+        xp = xp_of(buffer(x))
+        shape = list(out.shape)
+        shape[dim] = n_out * k
+        ix = _constant(Tensor(xp.asarray(idx.reshape(-1))))
+        wt = _constant(Tensor(xp.asarray(w.astype(dt))))
+        if dim == 3:
+            g = gather(out, 3, expand(ix, tuple(shape)))
+            out = _sum(reshape(g, tuple(shape[:3]) + (n_out, k)) * wt, dim=-1)
+        else:
+            ix = reshape(ix, (n_out * k, 1))
+            g = gather(out, 2, expand(ix, tuple(shape)))
+            g = reshape(g, (shape[0], shape[1], n_out, k, shape[3]))
+            out = _sum(g * reshape(wt, (n_out, k, 1)), dim=3)
+    return out
 
 
 # ================================================================ unfold and fold
