@@ -412,8 +412,33 @@ class SparseTensor(Tensor):
     def __neg__(self):
         return self._scaled(-1)
 
+    def clone(self, *, memory_format=None):
+        """A copy: its own indices and values (the values' graph kept, as ``clone``)."""
+        d = self._data
+        return SparseTensor(d.indices.clone(), d.values.clone(), d.shape, d.coalesced)
+
+    def __getitem__(self, key):
+        """``s[i]``: the sparse tensor of the elements whose first index is ``i`` (an
+        int, negative counting from the end), one dim fewer, as PyTorch's select."""
+        d = self._data
+        if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
+            raise _layout_error("getitem (an index other than an int)")
+        if self.sparse_dim() < 2:
+            raise _layout_error("getitem (of a tensor with one sparse dim)")
+        n = d.shape[0]
+        if not -n <= key < n:
+            raise IndexError(f"index {key} is out of bounds for dimension 0 with size {n}")
+        key = int(key) % n
+        keep = np.nonzero(_host(d.indices)[0] == key)[0]
+        it = _C.tensor(keep, device=d.values.device)
+        return SparseTensor(d.indices[1:][:, it], d.values[it], d.shape[1:], d.coalesced)
+
     def __mul__(self, other):
-        return self._scaled(other) if _scalar(other) else _layout_bind_op("mul", self, other)
+        if _scalar(other):
+            return self._scaled(other)
+        if isinstance(other, Tensor) and not isinstance(other, SparseTensor):
+            return _times_dense(self, other)
+        return _layout_bind_op("mul", self, other)
 
     __rmul__ = __mul__
 
@@ -486,12 +511,27 @@ class SparseTensor(Tensor):
                 return a._scaled(b)
             if isinstance(b, SparseTensor) and _scalar(a):
                 return b._scaled(a)
+            if isinstance(a, SparseTensor) != isinstance(b, SparseTensor) and \
+                    isinstance(a, Tensor) and isinstance(b, Tensor):
+                return _times_dense(a, b) if isinstance(a, SparseTensor) else \
+                    _times_dense(b, a)
         if op.name == "neg" and len(args) == 1 and not attrs:
             return args[0]._scaled(-1)
         raise _layout_error(op.name)
 
 
 _tensor_types.discard(SparseTensor)  # dispatch's Tensor types stay the dense ones
+
+
+def _times_dense(sp, dense):
+    """``sparse * dense`` of one size: sparse, the stored elements times the dense
+    tensor's at their indices (differentiable to both), as PyTorch's."""
+    d = sp._data
+    if tuple(dense.shape) != d.shape:
+        raise RuntimeError(f"mul: a sparse tensor of size {d.shape} times a dense one of size "
+                           f"{tuple(dense.shape)}: the sizes must match")
+    at = dense[tuple(d.indices[k] for k in range(d.indices.shape[0]))]
+    return SparseTensor(d.indices, d.values * at, d.shape, d.coalesced)
 
 
 def _scalar(v):

@@ -344,3 +344,30 @@ def test_the_kernels_check_their_index_values(name, args):
         bind(op, *[tg.tensor(a) for a in args], size=(4, 3))
     with pytest.raises(Exception, match="out of bounds for dimension"):
         op.kernel(*args, size=(4, 3))
+
+
+def test_clone_select_and_product_with_dense_as_torch():
+    idx, vals = [[0, 1, 1, 0], [2, 0, 2, 2]], [3.0, 4.0, 5.0, 1.0]  # (uncoalesced)
+    dense = np.random.default_rng(0).standard_normal((2, 3))
+    results = {}
+    for lib in (torch, tg):
+        s = lib.sparse_coo_tensor(lib.tensor(idx), lib.tensor(vals, dtype=lib.float64),
+                                  (2, 3))
+        d = lib.tensor(dense)
+        got = [s.clone(), s * d, d * s, s[1], s[-2], s.coalesce()[0]]
+        assert all(r.layout == lib.sparse_coo for r in got)
+        results[lib] = [r.to_dense().numpy() for r in got]
+    for a, b in zip(results[tg], results[torch]):
+        np.testing.assert_array_equal(a, b)
+    v = tg.tensor(vals, dtype=tg.float64, requires_grad=True)
+    d = tg.tensor(dense, requires_grad=True)
+    s = tg.sparse_coo_tensor(tg.tensor(idx), v, (2, 3))
+    ((s * d).to_dense().sum() + 10 * s[1].to_dense().sum() + s.clone().to_dense().sum()
+     ).backward()
+    at = dense[tuple(np.array(idx))]
+    np.testing.assert_allclose(v.grad.numpy(), at + 10 * (np.array(idx[0]) == 1) + 1)
+    np.testing.assert_allclose(d.grad.numpy(), [[0, 0, 4], [4, 0, 5]])
+    with pytest.raises(RuntimeError, match="sizes must match"):
+        s * tg.ones(3)
+    with pytest.raises(IndexError):
+        s[2]
