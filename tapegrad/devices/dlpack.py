@@ -75,7 +75,16 @@ def import_array(obj, copy=None):
 
 
 def export(array, *, read_only, stream=None, max_version=None, dl_device=None, copy=None):
-    """Call the buffer's own ``__dlpack__``; a read-only view when ``read_only``."""
+    """Call the buffer's own ``__dlpack__``; a read-only view when ``read_only``. A
+    view with a negative stride (``x.flip``'s, ``[::-1]``) is exported as a contiguous
+    copy, which the DLPack spec allows unless ``copy=False`` (PyTorch's importer aborts
+    the process on a negative stride)."""
+    if any(st < 0 for st in getattr(array, "strides", ())):
+        if copy is False:
+            raise BufferError("__dlpack__: a view with a negative stride cannot be shared "
+                              "without a copy (copy=False); call .contiguous() first")
+        array = array.copy()
+        copy = None
     if read_only and isinstance(array, np.ndarray) and array.flags.writeable:
         array = array.view()
         array.flags.writeable = False

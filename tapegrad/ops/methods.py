@@ -221,6 +221,13 @@ _TABLE = {
     "__getitem__": I.getitem, "__setitem__": I.setitem,
     "__iadd__": _inplace(E.ADD), "__isub__": _inplace(E.SUB), "__imul__": _inplace(E.MUL),
     "__itruediv__": _truediv_inplace,
+    # (the other augmented assignments write in place too, as PyTorch's: not a rebinding)
+    "__ipow__": lambda self, other: self.pow_(other),
+    "__ifloordiv__": lambda self, other: self.floor_divide_(other),
+    "__imod__": lambda self, other: self.remainder_(other),
+    "__iand__": lambda self, other: self.bitwise_and_(other),
+    "__ior__": lambda self, other: self.bitwise_or_(other),
+    "__ixor__": lambda self, other: self.bitwise_xor_(other),
     "add_": _inplace_alpha(E.ADD), "sub_": _inplace_alpha(E.SUB), "mul_": _inplace(E.MUL),
     "div_": _truediv_inplace, "zero_": _zero_, "fill_": _fill_, "copy_": _copy_,
     "neg_": _unary_inplace(E.NEG), "exp_": _unary_inplace(E.EXP), "relu_": _unary_inplace(E.RELU),

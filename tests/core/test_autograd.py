@@ -484,3 +484,33 @@ def test_grad_is_grads_batched_matches_torch():
     np.testing.assert_allclose(h.numpy(), ht.numpy(), rtol=1e-12)
     with pytest.raises(RuntimeError, match="is_grads_batched=True needs grad_outputs"):
         tg.grad(tg.sin(x).sum(), x, is_grads_batched=True)
+
+
+def test_every_augmented_assignment_writes_in_place_as_torch():
+    torch = pytest.importorskip("torch")
+    got = {}
+    for lib in (torch, tg):
+        t = lib.tensor([3.0, 4.0])
+        v = t[:1]
+        t **= 2
+        t //= 2
+        t %= 3
+        i = lib.tensor([6, 5])
+        j = i[:1]
+        i &= 3
+        i |= 8
+        i ^= 1
+        got[lib] = (v.tolist(), t.tolist(), j.tolist(), i.tolist())
+    assert got[tg] == got[torch]
+    w = tg.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        w **= 2
+
+
+def test_a_flipped_view_crosses_dlpack_as_a_copy():
+    torch = pytest.importorskip("torch")
+    x = tg.arange(4.0)[::-1]
+    assert torch.from_dlpack(x).tolist() == [3.0, 2.0, 1.0, 0.0]
+    assert np.from_dlpack(x).tolist() == [3.0, 2.0, 1.0, 0.0]
+    with pytest.raises(BufferError, match="negative stride"):
+        x.__dlpack__(copy=False)
