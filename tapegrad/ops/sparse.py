@@ -8,8 +8,9 @@ types, so the dense path never looks at it: a registry op given one reaches
 dispatch's fallback for arguments that are not arrays, which hands it to
 ``SparseTensor._layout_bind``; that runs the matrix product (``matmul``, so ``a @ b``,
 ``tg.mm``, ``tg.matmul``, ``tg.addmm``; a vector ``b`` through ``mv``), a product with a
-scalar and the negation (on the values) and refuses every other op with an error naming
-it and the layout. ``a + b``/``a - b`` of two sparse tensors of one size is sparse
+scalar and the negation (on the values), a product with a dense tensor of the same size
+(``_times_dense``: sparse) and refuses every other op with an error naming it and the
+layout. ``a + b``/``a - b`` of two sparse tensors of one size is sparse
 (both sets of elements, uncoalesced), ``a.t()`` swaps the index rows. Gradients flow
 through ``values``: ``requires_grad`` and ``grad`` are those of the values (``grad`` as
 a sparse tensor with the same indices).
