@@ -362,6 +362,36 @@ def test_layer_is_one_node_per_direction(kind):
                                    rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.parametrize("B,H", [(34, 70), (5, 9)], ids=["blocks-of-rows", "one-loop"])
+def test_lstm_float32_step_products(B, H):
+    """The float32 LSTM's compiled loops, whose per-step products run in register
+    tiles where the host has AVX-512 (``devices/cpu_kernels/tiled_gemm.py``), else in
+    BLAS: with two blocks of 17 rows (tiles of 8 rows and one row) and 4H = 280
+    columns (tiles of 32 and 16 columns, 8 left over), and in one loop of 5 rows,
+    values and every gradient equal PyTorch's in float32."""
+    from tapegrad.ops.nn import rnn as ops_rnn
+    assert ops_rnn._seq_kernels("lstm", np.float32) is not None
+    torch.manual_seed(0)
+    tm, gm = torch.nn.LSTM(5, H), tg.nn.LSTM(5, H)
+    _load(gm, tm)
+    x = _x(6, B, 5).astype(np.float32)
+    h0, c0 = (_x(1, B, H, seed=s).astype(np.float32) for s in (2, 3))
+    tx, gx = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    th, gh = torch.tensor(h0, requires_grad=True), tg.tensor(h0, requires_grad=True)
+    out, (hn, cn) = gm(gx, (gh, tg.tensor(c0)))
+    tout, (thn, tcn) = tm(tx, (th, torch.tensor(c0)))
+    w = _x(6, B, H, seed=4).astype(np.float32)
+    ((out * tg.tensor(w)).sum() + cn.sum()).backward()
+    ((tout * torch.tensor(w)).sum() + tcn.sum()).backward()
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-4,
+                               atol=1e-5)
+    for a, b in ((gx, tx), (gh, th)):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-4)
+    for name, p in gm.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), dict(tm.named_parameters())[name].grad,
+                                   rtol=1e-4, atol=1e-4, err_msg=name)
+
+
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
 def test_recurrent_layers_under_vmap(kind):
     """tg.vmap over a batch of (sequence, initial state) pairs: the sequence op's

@@ -38,9 +38,10 @@ The batch rows are independent: with several CPU threads and enough work per ste
 (``_parts``), each thread runs both loops over the whole sequence on its own block of
 rows, BLAS on one thread inside, with no synchronisation between steps.
 The LSTM (the op and ``lstm_layer_rows``) runs its whole sequence as one compiled
-loop each way instead (``_SEQ``), each step's matmul a call into NumPy's OpenBLAS from
-the loop (``devices/cpu_kernels/blas.py``; ``h @ W_hh^T`` against a contiguous copy of
-``W_hh^T``, as fast as the transposed orientation without its copy back), no Python
+loop each way instead (``_SEQ``), each step's matmul called from the loop (``h @
+W_hh^T`` against a contiguous copy of ``W_hh^T``): in float32 where the host has
+AVX-512, register tiles (``devices/cpu_kernels/tiled_gemm.py``, twice OpenBLAS's speed
+at these row counts), else NumPy's OpenBLAS (``devices/cpu_kernels/blas.py``); no Python
 per step, one such loop per thread on its block of batch rows where a step has enough
 work (``_seq_parts``, on by default: the loops hold no GIL); where that BLAS is not
 found, the Python step loops above.
@@ -292,14 +293,22 @@ _SEQ_KERNELS = {}
 def _seq_kernels(kind, dtype):
     """(fwd_seq, bwd_seq) of ``kind`` ("lstm"; "lstm_rows": the forward reads its input
     gates as rows ``ix`` of a table, the adjoint adds their gradients into the table's)
-    for ``dtype``, or None (Numba unusable, or no BLAS it can call)."""
+    for ``dtype``, or None (Numba unusable, or no GEMM it can call)."""
     key = (kind, np.dtype(dtype).str)
     if key not in _SEQ_KERNELS:
         _SEQ_KERNELS[key] = None
         try:
-            from ...devices.cpu_kernels import blas
-            if blas.load():
-                f32 = np.dtype(dtype) == np.float32
+            from ...devices.cpu_kernels import blas, tiled_gemm
+            f32 = np.dtype(dtype) == np.float32
+            if f32 and tiled_gemm.load():
+                gemm = (f"from tapegrad.devices.cpu_kernels.tiled_gemm import gemm32 as _gemm"
+                        f"  # tiles v{tiled_gemm.VERSION}")
+            elif blas.load():
+                gemm = (f"from tapegrad.devices.cpu_kernels.blas import gemm{32 if f32 else 64}"
+                        f" as _gemm  # blas v{blas.VERSION}")
+            else:
+                gemm = None
+            if gemm is not None:
                 rows = kind == "lstm_rows"
                 src = _source(kind, dtype) + _SEQ.replace(
                     "{XG}", "xg, ix[t, lo:hi]" if rows else "xg[t, lo:hi]").replace(
@@ -307,9 +316,7 @@ def _seq_kernels(kind, dtype):
                     rows else "ix, gtab unused").replace("{ROWS_ADD}", _ROWS_ADD if rows else "")
                 src = src.replace("import numpy as np", "\n".join([
                     "import numpy as np",
-                    "from tapegrad.devices.cpu import jit_helpers as _jit_helpers",
-                    f"from tapegrad.devices.cpu_kernels.blas import gemm{32 if f32 else 64}"
-                    f" as _gemm  # blas v{blas.VERSION}",
+                    "from tapegrad.devices.cpu import jit_helpers as _jit_helpers", gemm,
                     "_h = _jit_helpers()",
                     f"_FM = {tuple(sorted(_cpu.FASTMATH_SUM))!r}"]), 1)
                 _SEQ_KERNELS[key] = tuple(

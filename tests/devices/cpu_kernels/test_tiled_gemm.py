@@ -1,0 +1,55 @@
+"""Float32 GEMM in register tiles (``devices/cpu_kernels/tiled_gemm.py``), the LSTM's
+per-step product where the host has AVX-512: equal to NumPy's product in float64 for
+every band of rows and columns the tiles leave over, on row slices of wider arrays,
+writing nothing outside ``c``; where the host lacks AVX-512, ``load`` says no and the
+LSTM's loops call BLAS (``tests/devices/cpu_kernels/test_blas.py``)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tapegrad.devices.cpu_kernels import tiled_gemm
+
+
+def _host_avx512():
+    import llvmlite.binding as llvm
+    from numba.core import config
+    return (config.CPU_NAME or "host") == "host" and not config.CPU_FEATURES and \
+        bool(llvm.get_host_cpu_features().get("avx512f"))
+
+
+def test_load_where_the_host_has_avx512():
+    assert tiled_gemm.load() == _host_avx512()
+    assert tiled_gemm.load() == tiled_gemm.load()  # (once per process)
+
+
+def _check(m, k, n, trans_b, seed):
+    rng = np.random.default_rng(seed)
+    wide = rng.standard_normal((m + 2, k + 3)).astype(np.float32)
+    a = wide[1:m + 1, :k]                             # rows of a wider array
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    big = np.full((m + 2, n + 5), 7.0, np.float32)
+    c = big[1:m + 1, 2:n + 2]
+    tiled_gemm.gemm32(a, b, c, trans_b)
+    want = a.astype(np.float64) @ (b.T if trans_b else b)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * max(k, 1) ** 0.5 * 4)
+    c[...] = 7.0
+    assert (big == 7.0).all()                         # nothing outside c written
+
+
+@pytest.mark.parametrize("m,k,n", [(16, 256, 1024), (16, 1024, 256), (32, 64, 96),
+                                   (8, 1, 16), (7, 3, 47), (1, 0, 33), (0, 4, 4)])
+def test_step_shapes_match_numpy(m, k, n):
+    if not tiled_gemm.load():
+        assert not _host_avx512()
+        return
+    _check(m, k, n, False, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 20), k=st.integers(0, 40), n=st.integers(1, 80),
+       trans_b=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_any_shape_matches_numpy(m, k, n, trans_b, seed):
+    if not tiled_gemm.load():
+        assert not _host_avx512()
+        return
+    _check(m, k, n, trans_b, seed)
