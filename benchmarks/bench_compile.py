@@ -145,16 +145,25 @@ def _time(fn, n):
 
 
 def _turn(fn, n):
-    """Seconds per call of ``fn`` in one contender's turn: one call untimed, then ``n``
-    timed, so a turn measures steady state as a training loop runs it (the first call
-    after the others' turns finds caches cold and worker threads asleep, for every
-    library; ``--cold-turns`` times it too)."""
+    """Seconds per call of ``fn`` in one contender's turn: untimed calls for WARM_S
+    seconds (one at least), then ``n`` timed, so a turn measures steady state as a
+    training loop runs it. After the others' turns a process finds caches cold and
+    its worker threads asleep; on a KVM guest it also finds the host's halt polling
+    shrunk by the idle time, so each hand-off to a sleeping thread first pays a full
+    vCPU wake-up: on 2 vCPUs of an AMD EPYC (Zen 5), after 50 ms idle, the compiled CNN
+    model step took 2.5 ms for its first ~10 calls and 1.6-1.7 ms from then on, while
+    PyTorch's, whose OpenMP threads spin between regions, was steady from its second
+    call (2.1 ms). ``--cold-turns`` times every call of the turn instead."""
     if not COLD_TURNS:
+        t0 = time.perf_counter()
         fn()
+        while time.perf_counter() - t0 < WARM_S:
+            fn()
     return _time(fn, n)
 
 
 COLD_TURNS = []  # [True]: time each turn's first call as well
+WARM_S = 0.05  # untimed calls at the start of a turn, in seconds
 
 
 def race(contenders, rounds, inner):
@@ -996,8 +1005,8 @@ def main(argv=None):
                          "interfere: PyTorch's OpenMP threads spin after each op)")
     ap.add_argument("--cold-turns", action="store_true",
                     help="time each turn's first call too (caches cold, worker threads "
-                         "asleep after the other libraries' turns) instead of one untimed "
-                         "call before the timed ones")
+                         "asleep after the other libraries' turns) instead of untimed "
+                         "calls for WARM_S before the timed ones")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     COLD_TURNS[:] = [True] if args.cold_turns else []
@@ -1017,7 +1026,8 @@ def main(argv=None):
         run = ("one process per library (numpy, tapegrad, PyTorch, JAX), each timing its "
                "contenders once per round in turn while the others wait")
     turns = ("each turn's calls all timed, its first one included" if args.cold_turns
-             else "each turn one untimed call, then the timed ones (steady state)")
+             else f"each turn untimed calls for {WARM_S * 1e3:.0f} ms, then the timed ones "
+                  "(steady state)")
     print(f"threads: {how}; clock: {args.clock}; rounds: {args.rounds} (median); run: "
           f"{run}; {turns}; load average: "
           f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}")
