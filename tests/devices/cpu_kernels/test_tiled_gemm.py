@@ -53,3 +53,25 @@ def test_any_shape_matches_numpy(m, k, n, trans_b, seed):
         assert not _host_avx512()
         return
     _check(m, k, n, trans_b, seed)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 40), k=st.integers(0, 300), n=st.integers(1, 70),
+       add=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_transposed_product_matches_numpy(m, k, n, add, seed):
+    """``gemm32_tn(a, b, c, add)``: ``c (+)= a.T @ b`` (the recurrent weights' gradient
+    over all steps), ``a`` columns of a wider array, k past one k-block."""
+    if not tiled_gemm.load():
+        assert not _host_avx512()
+        return
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((k, m + 3)).astype(np.float32)[:, 1:m + 1]
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    big = np.full((m + 2, n + 5), 7.0, np.float32)
+    c = big[1:m + 1, 2:n + 2]
+    c[...] = rng.standard_normal((m, n))
+    want = (c.astype(np.float64) if add else 0) + a.T.astype(np.float64) @ b
+    tiled_gemm.gemm32_tn(a, b, c, add)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * max(k, 1) ** 0.5 * 4)
+    c[...] = 7.0
+    assert (big == 7.0).all()
