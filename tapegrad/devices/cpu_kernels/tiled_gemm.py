@@ -212,8 +212,8 @@ def _build():
 
 
 def load():
-    """Compile (or load) ``gemm32`` and ``gemm32_tn``; whether it can be used (see the module's
-    docstring). Once per process."""
+    """Compile (or load) ``gemm32`` and ``gemm32_tn``; whether they can be used (see the
+    module's docstring). Once per process."""
     if _state:
         return _state[0]
     _state.append(False)
@@ -231,6 +231,12 @@ def load():
             gemm32(a, b, c, False)
             if not np.allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5) or \
                     big[0].any() or big[M + 1].any() or big[:, N:].any():
+                return False
+            t = np.empty((K, N), np.float32)      # (a.T as the (M, K) operand)
+            at = rng.standard_normal((M, K)).astype(np.float32)
+            bt = rng.standard_normal((M, N)).astype(np.float32)
+            gemm32_tn(at, bt, t, False)
+            if not np.allclose(t, at.T.astype(np.float64) @ bt, rtol=1e-5, atol=1e-5):
                 return False
     except Exception:
         return False
