@@ -30,6 +30,7 @@ into the planned buffers (``out=``) like any registry kernel.
 import numpy as np
 
 from ..devices import cpu as _cpu
+from ..devices.cpu_kernels.tiled_gemm import matmul as _gemm
 from .graph import Step
 
 __all__ = ["fuse_epilogues", "Epilogue", "join_slice_grads", "fuse_pool_relu_grads"]
@@ -155,7 +156,7 @@ def _linear_relu(x, w, b=None, out=None, features_major=False):
     transpose; the next layer's ``w2 @ h.T`` then reads that array as it lies)."""
     if features_major:
         res = _transposed_buffer(out, x.shape[0], w.shape[0], x.dtype)
-        np.matmul(w, x.T, out=res)
+        _gemm(w, x.T, res)
         if b is None:
             _RELU(res)
         else:
@@ -163,7 +164,7 @@ def _linear_relu(x, w, b=None, out=None, features_major=False):
         return res.T
     if out is None:
         out = np.empty((x.shape[0], w.shape[0]), x.dtype)
-    np.matmul(x, w.T, out=out)
+    _gemm(x, w.T, out)
     if b is None:
         _RELU(out)
     else:
@@ -193,12 +194,12 @@ def _matmul_relu_backward_sum0(a, b, y, out=None, features_major=False):
                                          np.empty(b.shape[1:], a.dtype))
     if features_major and _features_major(y) and a.shape[0]:
         d_t = _transposed_buffer(d, a.shape[0], b.shape[1], a.dtype)
-        np.matmul(b.T, a.T, out=d_t)
+        _gemm(b.T, a.T, d_t)
         _MASK_ROWS_INPLACE(d_t, y.T)
         return d_t.T, _row_sums(d_t, s)
     if not d.flags.c_contiguous:
         d = np.empty(d.shape, d.dtype)
-    np.matmul(a, b, out=d)
+    _gemm(a, b, d)
     _MASK_COLSUM(d, np.ascontiguousarray(y), s)
     return d, s
 

@@ -46,6 +46,7 @@ import numpy as np
 
 from .. import devices as _devices, dtypes as _dt
 from ..devices import cpu as _cpu
+from ..devices.cpu_kernels.tiled_gemm import matmul as _gemm
 from ..fusion import codegen_numba, expr as E, tables as _tables
 from ..fusion.op import config as _fusion_config
 from ..tensor import LEAF_HOOKS, mark_written, wrap
@@ -1044,7 +1045,7 @@ def _direct(st, g):
         dts = {g.dtypes[i] for i in ins}
         if len(a) == 2 and len(b) == 2 and a[1] != 1 and len(dts) == 1 \
                 and dts <= set(_FLOATS):
-            return np.matmul, ()
+            return _gemm, ()
     return None
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import devices as _devices, dtypes, dtypes as _dt
 from .._util import DtypeError, normalize_dim, normalize_dims, op_error
+from ..devices.cpu_kernels.tiled_gemm import matmul as _gemm
 from ..dispatch import bind, foreign_constant
 from ..dtypes import is_float as _isf
 from ..tape import name_call
@@ -83,9 +84,9 @@ def _matmul_kernel(x, other, out=None):
         k = x.shape[-1]
         rows = int(np.prod(x.shape[:-1]))
         if out is not None and out.flags.c_contiguous:
-            np.matmul(x.reshape(rows, k), other, out=out.reshape(rows, other.shape[-1]))
+            _gemm(x.reshape(rows, k), other, out=out.reshape(rows, other.shape[-1]))
             return out
-        res = (x.reshape(rows, k) @ other).reshape(x.shape[:-1] + other.shape[-1:])
+        res = _gemm(x.reshape(rows, k), other).reshape(x.shape[:-1] + other.shape[-1:])
         if out is None:
             return res
         out[...] = res
@@ -101,6 +102,8 @@ def _matmul_kernel(x, other, out=None):
         if small <= _STACK_SMALL and small * math.prod(x.shape[:-2]) >= _STACK_WORK and \
                 _devices.cpu.threads() > 1:
             return _stacked_matmul(x, other, out)
+    if x.ndim == 2 and other.ndim == 2:
+        return _gemm(x, other, out)
     return np.matmul(x, other) if out is None else np.matmul(x, other, out=out)
 
 

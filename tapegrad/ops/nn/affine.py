@@ -4,6 +4,7 @@ import numpy as np
 
 from ..._util import op_error
 from ...devices import cpu as _cpu
+from ...devices.cpu_kernels.tiled_gemm import matmul as _gemm
 from ...dispatch import bind
 from ...dtypes import is_float as _isf
 from .. import _vmap
@@ -62,15 +63,14 @@ def _linear_kernel(input, weight, bias=None, out=None):
         return out
     given = out is not None
     if input.ndim == 2:
-        out = input @ weight.T if out is None else np.matmul(input, weight.T, out=out)
+        out = _gemm(input, weight.T, out)
     else:
         rows = int(np.prod(input.shape[:-1]))  # not -1: NumPy can't infer it when n_in == 0
         if out is None:
-            out = (input.reshape(rows, n_in) @ weight.T).reshape(input.shape[:-1] +
-                                                                 weight.shape[:1])
+            out = _gemm(input.reshape(rows, n_in), weight.T).reshape(input.shape[:-1] +
+                                                                     weight.shape[:1])
         else:
-            np.matmul(input.reshape(rows, n_in), weight.T,
-                      out=out.reshape(rows, weight.shape[0]))
+            _gemm(input.reshape(rows, n_in), weight.T, out.reshape(rows, weight.shape[0]))
     if bias is not None:
         _add_bias(out, bias, given)
     return out
@@ -93,15 +93,16 @@ def _linear_vjp(ctx, g):
         if swapped:  # (in the forward's order: x's own array, and g reordered)
             gt = g.transpose(1, 0, 2)
             g2 = gt.reshape(rows, n_out)
-            gx = (g2 @ w).reshape(gt.shape[:2] + (n_in,)).transpose(1, 0, 2) if n[0] else None
-            gw = g2.T @ x.transpose(1, 0, 2).reshape(rows, n_in) if n[1] else None
+            gx = _gemm(g2, w).reshape(gt.shape[:2] + (n_in,)).transpose(1, 0, 2) \
+                if n[0] else None
+            gw = _gemm(g2.T, x.transpose(1, 0, 2).reshape(rows, n_in)) if n[1] else None
             gb = None
             if len(n) > 2 and n[2]:
                 gb = g2.sum(0) if tuple(bs) == (n_out,) else g2.sum().reshape(bs)
             return gx, gw, gb
         g2 = g.reshape(rows, n_out)
-        gx = (g2 @ w).reshape(xs) if n[0] else None
-        gw = g2.T @ x.reshape(rows, n_in) if n[1] else None
+        gx = _gemm(g2, w).reshape(xs) if n[0] else None
+        gw = _gemm(g2.T, x.reshape(rows, n_in)) if n[1] else None
         gb = None
         if len(n) > 2 and n[2]:
             gb = g2.sum(0) if tuple(bs) == (n_out,) else g2.sum().reshape(bs)

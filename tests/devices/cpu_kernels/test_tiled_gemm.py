@@ -75,3 +75,56 @@ def test_transposed_product_matches_numpy(m, k, n, add, seed):
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * max(k, 1) ** 0.5 * 4)
     c[...] = 7.0
     assert (big == 7.0).all()
+
+
+def _forms(m, k, n, rng):
+    """(name, a, b) of one product in each layout: rows by columns, columns by columns
+    (``g.T @ x``), columns by rows, rows by rows (``x @ w.T``)."""
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    at, bt = np.ascontiguousarray(a.T).T, np.ascontiguousarray(b.T).T
+    return [("nn", a, b), ("tn", at, b), ("tt", at, bt), ("nt", a, bt)]
+
+
+@pytest.mark.parametrize("m,k,n", [(32, 40, 48), (16, 4096, 16), (1024, 24, 64),
+                                   (96, 300, 1040)])
+def test_product_matches_numpy_and_its_transpose_bit_for_bit(m, k, n):
+    """``product``: NumPy's product to float32 rounding in every layout; the same bits
+    as the transposed product (a compiled program may compute either); ``out``
+    written; rows by rows below ``NT_ROWS`` left to NumPy."""
+    if not tiled_gemm.load():
+        assert tiled_gemm.product(np.ones((16, 16), np.float32),
+                                  np.ones((16, 16), np.float32)) is None
+        return
+    rng = np.random.default_rng(m + k + n)
+    ref = None
+    for name, a, b in _forms(m, k, n, rng):
+        got = tiled_gemm.product(a, b)
+        if m * n * k < tiled_gemm.MIN_WORK or \
+                (name == "nt" and max(m, n) < tiled_gemm.NT_ROWS):
+            assert got is None
+            continue
+        want = a.astype(np.float64) @ b
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * k ** 0.5 * 4)
+        np.testing.assert_array_equal(tiled_gemm.product(b.T, a.T).T, got)
+        if ref is not None:
+            np.testing.assert_array_equal(got, ref)     # (one chain per element)
+        ref = got
+        out = np.full((m, n), 7.0, np.float32)
+        assert tiled_gemm.product(a, b, out) is out
+        np.testing.assert_array_equal(out, got)
+        out_t = np.full((n, m), 7.0, np.float32).T      # (a layout the tiles don't write)
+        assert tiled_gemm.product(a, b, out_t) is out_t
+        np.testing.assert_array_equal(out_t, got)
+
+
+def test_product_leaves_what_it_does_not_apply_to_numpy():
+    """Not float32, fewer than 16 rows or columns, a count not a multiple of 16, too
+    little work: None, and ``matmul`` gives NumPy's product."""
+    rng = np.random.default_rng(0)
+    cases = [((64, 64), (64, 64), np.float64), ((8, 4096), (4096, 64), np.float32),
+             ((64, 4096), (4096, 40), np.float32), ((16, 8), (8, 16), np.float32)]
+    for sa, sb, dt in cases:
+        a, b = rng.standard_normal(sa).astype(dt), rng.standard_normal(sb).astype(dt)
+        assert tiled_gemm.product(a, b) is None
+        np.testing.assert_array_equal(tiled_gemm.matmul(a, b), a @ b)
