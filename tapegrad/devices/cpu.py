@@ -339,7 +339,11 @@ def _forget_workers():
     del _pool[1:]
 
 
+_on_worker = threading.local()  # .yes on the worker threads
+
+
 def _worker_loop(q):
+    _on_worker.yes = True
     while True:
         q.get()()
 
@@ -374,10 +378,12 @@ def run_on_workers(fns):
     recurrent layers' sequence loops): here OpenBLAS called from the main thread while
     a worker called it ran both at about half speed (two 16-row GEMM loops side by
     side: 11.4 ms with the main thread as one of them, 6.0 ms on two workers, 5.9 ms
-    one alone), so ``run_chunked``'s caller-works-too does not suit them."""
-    import threading
-    if len(fns) == 1:
-        fns[0]()
+    one alone), so ``run_chunked``'s caller-works-too does not suit them. Called on a
+    worker thread (a job that runs such work itself), it runs ``fns`` in turn there: a
+    worker waiting for its own queue would wait for ever."""
+    if len(fns) == 1 or getattr(_on_worker, "yes", False):
+        for fn in fns:
+            fn()
         return
     left = [len(fns)]
     done = threading.Lock()

@@ -175,3 +175,25 @@ def test_blas_workers_sleep_soon_after_import_and_its_opt_outs():
     assert off[:3] == (False, 0, True)
     mine = _blas_spin_in_child(OPENBLAS_THREAD_TIMEOUT="22")
     assert mine[:3] == (False, 22, True)
+
+
+def test_run_on_workers_from_a_worker_runs_in_turn():
+    """A job on a worker thread that runs work on the workers itself (a float32 product
+    split over the threads inside a job) runs it in turn on that thread, instead of
+    waiting for its own queue for ever."""
+    import threading
+    cpu.threads()
+    seen, names = [], []
+
+    def inner(i):
+        seen.append(i)
+        names.append(threading.current_thread().name)
+
+    def outer():
+        cpu.run_on_workers([lambda: inner(0), lambda: inner(1)])
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (cpu.run_on_workers([outer, lambda: None]),
+                                         done.set()), daemon=True)
+    t.start()
+    assert done.wait(20), "run_on_workers inside a worker job never returned"
+    assert sorted(seen) == [0, 1] and len(set(names)) == 1
