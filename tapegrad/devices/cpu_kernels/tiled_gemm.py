@@ -30,7 +30,8 @@ one thread); rows of ``c`` left over by the tiles run in a plain loop. Callers s
 """
 import threading
 
-__all__ = ["load", "gemm32", "gemm32_tn", "gemm32_nn", "product", "matmul", "VERSION"]
+__all__ = ["load", "gemm32", "gemm32_tn", "gemm32_nn", "applies", "product", "matmul",
+           "VERSION"]
 
 VERSION = 3  # (generated kernels that call gemm32 name it: a new one recompiles them)
 
@@ -284,11 +285,18 @@ MIN_WORK = 1 << 20       # multiply-adds from which product() runs the tiles
 THREADED_WORK = 1 << 22  # ... and splits the result over the CPU threads
 # Products of rows by rows (``x @ w.T``: both operands contiguous along k) take the
 # tiles only where the result has this many rows or columns: ``w.T`` is copied first
-# (NumPy's transposing copy of a (512, 512) float32 array takes 0.33 ms, a third of the
-# product's time at 128 rows of x; at charlm Transformer's 4096 rows the tiles with the
-# copy take 1.24 against OpenBLAS's 2.20 ms). A shape rule, so that a product and its
-# transpose take one path (and have the same bits).
-NT_ROWS = 1024
+# (``_contiguous``: 0.14 ms for a (512, 784) float32 weight, a third of the product's
+# time at 128 rows of x; at charlm Transformer's 4096 rows the tiles with the copy take
+# 1.24 against OpenBLAS's 2.20 ms). A shape rule, so that a product and its transpose
+# take one path (and have the same bits).
+NT_ROWS = 512
+
+
+def applies(m, k, n):
+    """Whether ``product`` runs an (m, k) by (k, n) product of columns-contiguous
+    operands in the tiles (the shape rule; rows by rows has ``NT_ROWS`` too)."""
+    return m % 16 == 0 and n % 16 == 0 and m * n * k >= MIN_WORK and m > 0 and n > 0 \
+        and load()
 
 
 def product(a, b, out=None):
@@ -314,16 +322,16 @@ def product(a, b, out=None):
         return None
     M, K = a.shape
     N = b.shape[1]
-    if M % 16 or N % 16 or M * N * K < MIN_WORK or b.shape[0] != K or not load():
+    if b.shape[0] != K or not applies(M, K, N):
         return None
     if b.strides[0] == 4 and b.strides[1] != 4 and a.strides[1] == 4 and max(M, N) < NT_ROWS:
         return None   # (x @ w.T, w.T to be copied for too few rows of x to pay for it)
     from ..cpu import run_on_workers, threads
     if b.strides[1] != 4 or b.strides[0] % 4:
-        b = np.ascontiguousarray(b)
+        b = _contiguous(b, 1)
     tn = a.strides[0] == 4 and a.strides[1] % 4 == 0 and a.strides[1] != 4
     if not tn and (a.strides[1] != 4 or a.strides[0] % 4):
-        a = np.ascontiguousarray(a)
+        a = _contiguous(a, 0)
     c = out
     if c is None or type(c) is not np.ndarray or c.dtype != np.float32 or \
             c.shape != (M, N) or c.strides[1] != 4 or c.strides[0] % 4 or \
@@ -348,6 +356,36 @@ def product(a, b, out=None):
         out[...] = c
         return out
     return c
+
+
+_scratch = threading.local()  # .bufs: {(operand, shape): array}, this thread's copies
+SCRATCH_KEEP = 4               # ... at most this many (the last shapes used)
+
+
+def _contiguous(b, which):
+    """A C-contiguous copy of 2-D float32 ``b`` in this thread's scratch buffer of its
+    shape for operand ``which`` (0, 1) of a product (a replay of a compiled step
+    allocates nothing per call); of the transpose of a C-contiguous ``w``, in bands of
+    32 of w's rows (NumPy's one transposing copy of a (512, 512) float32 array took 0.40
+    ms here, the bands 0.14: its rows 2 KB apart map onto few cache sets)."""
+    import numpy as np
+    bufs = getattr(_scratch, "bufs", None)
+    if bufs is None:
+        bufs = _scratch.bufs = {}
+    key = (which, b.shape)
+    out = bufs.pop(key, None)
+    if out is None:
+        out = np.empty(b.shape, np.float32)
+        while len(bufs) >= SCRATCH_KEEP:
+            del bufs[next(iter(bufs))]
+    bufs[key] = out
+    w = b.T
+    if not w.flags.c_contiguous:
+        out[...] = b
+        return out
+    for j in range(0, w.shape[0], 32):
+        out[:, j:j + 32] = w[j:j + 32].T
+    return out
 
 
 def matmul(a, b, out=None):

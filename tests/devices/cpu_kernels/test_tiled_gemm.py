@@ -128,3 +128,16 @@ def test_product_leaves_what_it_does_not_apply_to_numpy():
         a, b = rng.standard_normal(sa).astype(dt), rng.standard_normal(sb).astype(dt)
         assert tiled_gemm.product(a, b) is None
         np.testing.assert_array_equal(tiled_gemm.matmul(a, b), a @ b)
+
+
+def test_product_copies_both_operands_apart():
+    """Operands that both need a contiguous copy, of one shape (each has its own scratch
+    buffer, reused by the next product: no buffer of the result's size per call)."""
+    if not tiled_gemm.load():
+        return
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1024, 1024)).astype(np.float32)[::2, ::2]   # neither way
+    b = rng.standard_normal((512, 512)).astype(np.float32).T            # w.T
+    want = a.astype(np.float64) @ b
+    for _ in range(2):
+        np.testing.assert_allclose(tiled_gemm.product(a, b), want, rtol=1e-5, atol=1e-3)
