@@ -2,6 +2,7 @@
 ``is_grad_enabled``. The state itself is ``tape.state`` (the record layer); ops and
 every layer above may import these without importing ``autodiff``."""
 import functools
+import inspect
 
 from .tape import state as _state
 
@@ -27,6 +28,8 @@ class _GradMode:
 
     def __call__(self, fn):
         mode = self._mode
+        if inspect.isgeneratorfunction(fn):
+            return _generator(fn, mode)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -36,6 +39,34 @@ class _GradMode:
 
     def clone(self):
         return type(self)(self._mode)
+
+
+def _generator(fn, mode):
+    """A generator function decorated: each resumption of the generator runs under
+    ``mode``, and the caller's mode is back at each ``yield`` (PyTorch's decorators on
+    generator functions)."""
+    @functools.wraps(fn)
+    def generator(*args, **kwargs):
+        gen = fn(*args, **kwargs)
+        try:
+            with _GradMode(mode):
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with _GradMode(mode):
+                        gen.close()
+                    raise
+                except BaseException as e:
+                    with _GradMode(mode):
+                        response = gen.throw(e)
+                else:
+                    with _GradMode(mode):
+                        response = gen.send(request)
+        except StopIteration as e:
+            return e.value
+    return generator
 
 
 class no_grad(_GradMode):

@@ -311,6 +311,38 @@ def test_no_grad_and_friends():
     assert (x * 2).requires_grad
 
 
+@pytest.mark.parametrize("lib", ["tapegrad", "torch"])
+def test_grad_mode_decorators_on_generator_functions(lib):
+    """``@no_grad()`` / ``@enable_grad()`` on a generator function: each resumption runs
+    under the mode, the caller's mode is back at each yield, ``send``, ``throw`` and
+    the return value pass through, as PyTorch's."""
+    m = tg if lib == "tapegrad" else torch
+    x = m.ones(2, requires_grad=True)
+
+    @m.no_grad()
+    def gen(a):
+        got = yield (a * 2).requires_grad, m.is_grad_enabled()
+        try:
+            yield got, (a * 2).requires_grad
+        except KeyError:
+            yield "thrown", m.is_grad_enabled()
+        return "done"
+    g = gen(x)
+    assert next(g) == (False, False) and m.is_grad_enabled()
+    assert g.send(7) == (7, False) and (x * 2).requires_grad
+    assert g.throw(KeyError()) == ("thrown", False) and m.is_grad_enabled()
+    with pytest.raises(StopIteration) as stop:
+        next(g)
+    assert stop.value.value == "done"
+
+    @m.enable_grad()
+    def gen2(a):
+        yield (a * 2).requires_grad
+    with m.no_grad():
+        assert list(gen2(x)) == [True]
+        assert not m.is_grad_enabled()
+
+
 def test_no_grad_restored_after_exception():
     with pytest.raises(ValueError):
         with tg.no_grad():
