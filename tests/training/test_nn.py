@@ -375,3 +375,35 @@ def test_functional_losses_take_the_deprecated_flags_as_torch(name):
             a, b = ours(**kw), theirs(**kw)
         assert tuple(a.shape) == tuple(b.shape), kw
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, err_msg=str(kw))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_binary_cross_entropy_at_zero_and_one_as_torch(dtype, reduction):
+    """Predictions at exactly 0 or 1 (a saturated sigmoid in float32) and within 1e-12
+    of them: the loss and the input's gradient equal PyTorch's, ``(x - t) /
+    max(x (1 - x), 1e-12)``, not nan; second derivatives stay finite; the target's
+    gradient at the edges is the clamped logs' difference (finite; PyTorch's is inf)."""
+    x = np.array([0.0, 1.0, 0.3, 1e-13, 1.0, 0.0, 0.5], dtype)
+    t = np.array([0.0, 1.0, 0.5, 1.0, 0.0, 1.0, 0.25], dtype)
+    w = np.linspace(0.5, 2.0, x.size).astype(dtype)
+    a, b = tg.tensor(x, requires_grad=True), tg.tensor(t, requires_grad=True)
+    ta, tb = torch.tensor(x, requires_grad=True), torch.tensor(t)
+    out = F.binary_cross_entropy(a, b, reduction=reduction)
+    tout = torch.nn.functional.binary_cross_entropy(ta, tb, reduction=reduction)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-6)
+    (out * tg.tensor(w[:out.numel()].reshape(out.shape))).sum().backward()
+    (tout * torch.tensor(w[:tout.numel()].reshape(tout.shape))).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-6)
+    assert np.isfinite(b.grad.numpy()).all()
+    mid = slice(2, 3)
+    np.testing.assert_allclose(b.grad.numpy()[mid], -np.log(x[mid] / (1 - x[mid])) *
+                               (w[0] / x.size if reduction == "mean" else w[mid]), rtol=1e-5)
+    a2 = tg.tensor(x, requires_grad=True)
+    g, = tg.autograd.grad(F.binary_cross_entropy(a2, b.detach(), reduction="sum"), a2,
+                          create_graph=True)
+    h, = tg.autograd.grad(g.sum(), a2)
+    assert np.isfinite(h.numpy()).all()
+    np.testing.assert_allclose(h.numpy()[[2, 6]], (1 / x[[2, 6]] ** 2 * t[[2, 6]] +
+                                                   (1 - t[[2, 6]]) / (1 - x[[2, 6]]) ** 2),
+                               rtol=1e-5)

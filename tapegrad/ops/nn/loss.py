@@ -437,11 +437,38 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         if any_value(v, lambda a: ~((a >= 0) & (a <= 1))):
             raise op_error("binary_cross_entropy", f"all elements of {what} should be "
                                                    f"between 0 and 1", RuntimeError)
-    loss = -(target * maximum(log(input), -100.0) + (1 - target) * maximum(log(1 - input), -100.0))
+    if any_value(input, lambda a: a * (1 - a) < _BCE_EPS):
+        loss = _bce_at_edges(input, target)
+    else:
+        loss = -(target * maximum(log(input), -100.0) +
+                 (1 - target) * maximum(log(1 - input), -100.0))
     if weight is not None:
         loss = loss * weight
     return name_call(_reduce("binary_cross_entropy", loss, reduction), input,
                      "BinaryCrossEntropyBackward0")
+
+
+_BCE_EPS = 1e-12  # PyTorch's floor of x (1 - x) in the gradient
+
+
+def _bce_at_edges(x, t):
+    """The elementwise loss where some ``x (1 - x)`` is below ``_BCE_EPS`` (x at or
+    next to 0 or 1), with PyTorch's gradients there: ``(x - t) / max(x (1 - x), eps)``
+    for x (the clamped logs' own gradient is 0 * inf = nan at 0 and 1), and the
+    clamped logs' difference for t. There the value is the clamped logs of x held
+    constant plus ``q(x) - q(x held)``, ``q = (x - t)^2 / (2 eps)``: zero, whose
+    gradient is ``(x - t) / eps`` (and second derivative ``1 / eps``); elsewhere the
+    usual formula, on x moved off the edges so its unused gradient stays finite."""
+    xd = x.detach() if isinstance(x, Tensor) else x
+    edge = xd * (1 - xd) < _BCE_EPS
+    xs = where(edge, 0.5, x)
+    inner = -(t * maximum(log(xs), -100.0) + (1 - t) * maximum(log(1 - xs), -100.0))
+    held = -(t * maximum(log(xd), -100.0) + (1 - t) * maximum(log(1 - xd), -100.0))
+
+    def q(v):
+        d = v - t
+        return d * d * (0.5 / _BCE_EPS)
+    return where(edge, held + (q(x) - q(xd)), inner)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
