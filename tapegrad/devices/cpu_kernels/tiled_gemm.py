@@ -326,7 +326,7 @@ def product(a, b, out=None):
         return None
     if b.strides[0] == 4 and b.strides[1] != 4 and a.strides[1] == 4 and max(M, N) < NT_ROWS:
         return None   # (x @ w.T, w.T to be copied for too few rows of x to pay for it)
-    from ..cpu import run_on_workers, threads
+    from ..cpu import run_chunked, threads
     if b.strides[1] != 4 or b.strides[0] % 4:
         b = _contiguous(b, 1)
     tn = a.strides[0] == 4 and a.strides[1] % 4 == 0 and a.strides[1] != 4
@@ -351,7 +351,11 @@ def product(a, b, out=None):
         if tn:
             return lambda: gemm32_tn(at, b[:, lo:hi], c[:, lo:hi], False)
         return lambda: gemm32_nn(a, b[:, lo:hi], c[:, lo:hi])
-    run_on_workers([job(lo, hi) for lo, hi in zip(cut, cut[1:]) if hi > lo])
+    jobs = [job(lo, hi) for lo, hi in zip(cut, cut[1:]) if hi > lo]
+    if len(jobs) == 1:
+        jobs[0]()
+    else:   # (the caller runs a part too: one hand-off fewer)
+        run_chunked(_run_jobs, len(jobs), np.arange(len(jobs)), jobs, min_chunk=1)
     if out is not None and c is not out:
         out[...] = c
         return out
@@ -360,6 +364,11 @@ def product(a, b, out=None):
 
 _scratch = threading.local()  # .bufs: {(operand, shape): array}, this thread's copies
 SCRATCH_KEEP = 4               # ... at most this many (the last shapes used)
+
+
+def _run_jobs(n, which, jobs):
+    for i in which:
+        jobs[i]()
 
 
 def _contiguous(b, which):
