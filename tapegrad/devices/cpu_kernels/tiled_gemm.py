@@ -33,7 +33,7 @@ import threading
 __all__ = ["load", "gemm32", "gemm32_tn", "gemm32_nn", "applies", "product", "matmul",
            "VERSION"]
 
-VERSION = 3  # (generated kernels that call gemm32 name it: a new one recompiles them)
+VERSION = 4  # (generated kernels that call gemm32 name it: a new one recompiles them)
 
 MR = 8    # rows of a tile
 VW = 16   # float32 lanes of a vector (512 bits)
@@ -41,65 +41,93 @@ _state = []  # [True/False] once load() ran
 _loading = threading.Lock()
 
 # module-level functions (Numba caches them); the tiles they call are set by _build:
-# _t1 .. _t7 (that many rows by 16 columns), _t8x1, _t8x2 (8 rows by 16 or 32)
-_t1 = _t2 = _t3 = _t4 = _t5 = _t6 = _t7 = _t8x1 = _t8x2 = _a8x1 = _a8x2 = None
+# _tr (r < 8 rows by 16 columns, r at run time), _t8x1, _t8x2 (8 rows by 16 or 32
+# columns), _a8x1, _a8x2 (the same, added to c)
+_tr = _t8x1 = _t8x2 = _a8x1 = _a8x2 = None
 gemm32 = gemm32_tn = gemm32_nn = None
 KC = 256  # the k-block of gemm32_tn (its b rows stay in cache across a block's tiles)
+
+
+def _emit(context, builder, mr, nv, add, a, sak, sar, b, ldb, c, ldc, K):
+    """The IR of one tile of ``mr`` rows by ``16 nv`` columns at the builder's
+    position (integer arguments as i64; see ``_tile``)."""
+    import llvmlite.ir as ir
+    from numba.core import cgutils
+    f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
+    vt = ir.VectorType(f32, VW)
+    fma = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{VW}f32")
+    ap, bp, cp = (builder.inttoptr(p, f32.as_pointer()) for p in (a, b, c))
+    zero = ir.Constant(vt, [0.0] * VW)
+    splat0 = ir.Constant(ir.VectorType(i32, VW), [0] * VW)
+    rows = [builder.gep(ap, [builder.mul(ir.Constant(i64, r), sar)]) for r in range(mr)]
+    crows = [builder.gep(cp, [builder.mul(ir.Constant(i64, r), ldc)]) for r in range(mr)]
+
+    def cvec(r, j):
+        return builder.bitcast(builder.gep(crows[r], [ir.Constant(i64, j * VW)]),
+                               vt.as_pointer())
+    # (allocas that LLVM's mem2reg turns into registers)
+    acc = [[cgutils.alloca_once_value(
+        builder, builder.load(cvec(r, j), align=4) if add else zero)
+        for j in range(nv)] for r in range(mr)]
+    with cgutils.for_range(builder, K) as loop:
+        k = loop.index
+        brow = builder.gep(bp, [builder.mul(k, ldb)])
+        bv = [builder.load(builder.bitcast(
+            builder.gep(brow, [ir.Constant(i64, j * VW)]), vt.as_pointer()), align=4)
+              for j in range(nv)]
+        ka = builder.mul(k, sak)
+        for r in range(mr):
+            x = builder.load(builder.gep(rows[r], [ka]))
+            x = builder.shuffle_vector(
+                builder.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(i32, 0)),
+                ir.Constant(vt, ir.Undefined), splat0)
+            for j in range(nv):
+                builder.store(builder.call(fma, [x, bv[j], builder.load(acc[r][j])]),
+                              acc[r][j])
+    for r in range(mr):
+        for j in range(nv):
+            builder.store(builder.load(acc[r][j]), cvec(r, j), align=4)
 
 
 def _tile(mr, nv, add=False):
     """The intrinsic ``tile(a, sak, sar, b, ldb, c, ldc, K)``: ``c[r, j] (+)= sum_k
     a[r * sar + k * sak] b[k * ldb + j]`` for ``r < mr``, ``j < 16 nv`` (``add``: added
     to ``c``); pointers as integers, strides in elements."""
-    import llvmlite.ir as ir
-    from numba.core import cgutils, types
+    from numba.core import types
     from numba.extending import intrinsic
 
     def tile(typingctx, a, sak, sar, b, ldb, c, ldc, K):
         def codegen(context, builder, sig, args):
-            a, sak, sar, b, ldb, c, ldc, K = (context.cast(builder, v, t, types.int64)
-                                               for v, t in zip(args, sig.args))
-            f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
-            vt = ir.VectorType(f32, VW)
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{VW}f32")
-            ap, bp, cp = (builder.inttoptr(p, f32.as_pointer()) for p in (a, b, c))
-            zero = ir.Constant(vt, [0.0] * VW)
-            splat0 = ir.Constant(ir.VectorType(i32, VW), [0] * VW)
-            # (allocas that LLVM's mem2reg turns into registers)
-            rows = [builder.gep(ap, [builder.mul(ir.Constant(i64, r), sar)])
-                    for r in range(mr)]
-            crows = [builder.gep(cp, [builder.mul(ir.Constant(i64, r), ldc)])
-                     for r in range(mr)]
-
-            def cvec(r, j):
-                return builder.bitcast(builder.gep(crows[r], [ir.Constant(i64, j * VW)]),
-                                       vt.as_pointer())
-            acc = [[cgutils.alloca_once_value(
-                builder, builder.load(cvec(r, j), align=4) if add else zero)
-                for j in range(nv)] for r in range(mr)]
-            with cgutils.for_range(builder, K) as loop:
-                k = loop.index
-                brow = builder.gep(bp, [builder.mul(k, ldb)])
-                bv = [builder.load(builder.bitcast(
-                    builder.gep(brow, [ir.Constant(i64, j * VW)]), vt.as_pointer()), align=4)
-                      for j in range(nv)]
-                ka = builder.mul(k, sak)
-                for r in range(mr):
-                    x = builder.load(builder.gep(rows[r], [ka]))
-                    x = builder.shuffle_vector(
-                        builder.insert_element(ir.Constant(vt, ir.Undefined), x,
-                                               ir.Constant(i32, 0)),
-                        ir.Constant(vt, ir.Undefined), splat0)
-                    for j in range(nv):
-                        builder.store(builder.call(fma, [x, bv[j], builder.load(acc[r][j])]),
-                                      acc[r][j])
-            for r in range(mr):
-                for j in range(nv):
-                    builder.store(builder.load(acc[r][j]), cvec(r, j), align=4)
+            _emit(context, builder, mr, nv, add, *(
+                context.cast(builder, v, t, types.int64) for v, t in zip(args, sig.args)))
             return context.get_dummy_value()
         return types.void(a, sak, sar, b, ldb, c, ldc, K), codegen
     tile.__name__ = f"tile_{mr}x{nv}{'_add' if add else ''}"
+    return intrinsic(tile)
+
+
+def _tile_rows():
+    """The intrinsic ``tile(r, a, sak, sar, b, ldb, c, ldc, K)``: ``_tile(r, 1)``'s for a
+    row count ``r`` from 1 to MR - 1 known at run time (a switch over the seven)."""
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    def tile(typingctx, r, a, sak, sar, b, ldb, c, ldc, K):
+        def codegen(context, builder, sig, args):
+            r, *rest = (context.cast(builder, v, t, types.int64)
+                        for v, t in zip(args, sig.args))
+            end = builder.append_basic_block("rows_end")
+            switch = builder.switch(r, end)
+            for m in range(1, MR):
+                block = builder.append_basic_block(f"rows_{m}")
+                switch.add_case(m, block)
+                builder.position_at_end(block)
+                _emit(context, builder, m, 1, False, *rest)
+                builder.branch(end)
+            builder.position_at_end(end)
+            return context.get_dummy_value()
+        return types.void(r, a, sak, sar, b, ldb, c, ldc, K), codegen
     return intrinsic(tile)
 
 
@@ -109,24 +137,9 @@ def _ld(x):
 
 
 def _rows(r, pa, sa, pb, sb, pc, sc, K, N16):
-    # one band of ``r`` (< MR) rows, in tiles of r rows by 16 columns (an intrinsic's
-    # row count is fixed when it compiles, hence the chain)
+    # one band of ``r`` (< MR) rows, in tiles of r rows by 16 columns
     for j0 in range(0, N16, VW):
-        j = 4 * j0
-        if r == 1:
-            _t1(pa, 1, sa, pb + j, sb, pc + j, sc, K)
-        elif r == 2:
-            _t2(pa, 1, sa, pb + j, sb, pc + j, sc, K)
-        elif r == 3:
-            _t3(pa, 1, sa, pb + j, sb, pc + j, sc, K)
-        elif r == 4:
-            _t4(pa, 1, sa, pb + j, sb, pc + j, sc, K)
-        elif r == 5:
-            _t5(pa, 1, sa, pb + j, sb, pc + j, sc, K)
-        elif r == 6:
-            _t6(pa, 1, sa, pb + j, sb, pc + j, sc, K)
-        else:
-            _t7(pa, 1, sa, pb + j, sb, pc + j, sc, K)
+        _tr(r, pa, 1, sa, pb + 4 * j0, sb, pc + 4 * j0, sc, K)
 
 
 def _gemm32(a, b, c, trans_b):
@@ -230,8 +243,7 @@ def _host_has_avx512():
 def _build():
     import numba
     g = globals()
-    for r in range(1, MR):
-        g[f"_t{r}"] = _tile(r, 1)
+    g["_tr"] = _tile_rows()
     g["_t8x1"], g["_t8x2"] = _tile(MR, 1), _tile(MR, 2)
     g["_a8x1"], g["_a8x2"] = _tile(MR, 1, add=True), _tile(MR, 2, add=True)
     jit = numba.njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
