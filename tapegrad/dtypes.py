@@ -197,8 +197,8 @@ def as_dtype(dtype):
     """Turn a DType, NumPy dtype, Python type or name into a tapegrad DType."""
     if isinstance(dtype, DType):
         return dtype
-    if dtype is float:
-        return _default_float[0]
+    if dtype is float:  # (PyTorch's and NumPy's: Python's float is a double)
+        return float64
     if dtype is int:
         return int64
     if dtype is _builtin_bool:

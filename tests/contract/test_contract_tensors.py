@@ -71,6 +71,23 @@ def test_default_dtype_drives_float_creation():
         tg.set_default_dtype(tg.int64)
 
 
+def test_python_types_as_dtypes_as_torch():
+    """``dtype=float`` is float64 whatever the default float dtype (Python's float is a
+    double, in PyTorch and NumPy alike); ``int`` int64; ``bool`` bool."""
+    for default in (tg.float32, tg.float64):
+        tg.set_default_dtype(default)
+        try:
+            for py, want in ((float, torch.float64), (int, torch.int64),
+                             (bool, torch.bool)):
+                got = [tg.ones(2, dtype=py).dtype, tg.tensor([1, 0], dtype=py).dtype,
+                       tg.zeros(2).to(py).dtype, tg.arange(2, dtype=py).dtype]
+                assert [str(d).split(".")[-1] for d in got] == \
+                    [str(want).split(".")[-1]] * 4, (default, py)
+                assert torch.ones(2, dtype=py).dtype == want
+        finally:
+            tg.set_default_dtype(tg.float32)
+
+
 # ---------------------------------------------------------------- factories
 @pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
 def test_factory_shapes_and_keywords(name):
