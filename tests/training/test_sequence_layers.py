@@ -363,16 +363,14 @@ def test_layer_is_one_node_per_direction(kind):
 
 
 @pytest.mark.parametrize("B,H", [(34, 70), (5, 9)], ids=["blocks-of-rows", "one-loop"])
-def test_lstm_float32_step_products(B, H, monkeypatch):
+def test_lstm_float32_step_products(B, H):
     """The float32 LSTM's compiled loops, whose per-step products run in register
     tiles where the host has AVX-512 (``devices/cpu_kernels/tiled_gemm.py``), else in
     BLAS: with two blocks of 17 rows (tiles of 8 rows and one row) and 4H = 280
     columns (tiles of 32 and 16 columns, 8 left over), and in one loop of 5 rows,
-    values and every gradient equal PyTorch's in float32; the ``W_hh`` gradient's
-    product (``_product_tn``) split over the threads at any size here."""
+    values and every gradient equal PyTorch's in float32."""
     from tapegrad.ops.nn import rnn as ops_rnn
     assert ops_rnn._seq_kernels("lstm", np.float32) is not None
-    monkeypatch.setattr(ops_rnn, "TN_THREADED", 0)
     torch.manual_seed(0)
     tm, gm = torch.nn.LSTM(5, H), tg.nn.LSTM(5, H)
     _load(gm, tm)

@@ -25,8 +25,8 @@ plain loop. ``gemm32_tn(a, b, c, add)``: ``c = a.T @ b`` (``add``: ``c += a.T @ 
 ``a`` (K, M) and ``b`` (K, N) with contiguous rows, in blocks of ``KC`` steps of k so
 that a block's rows of ``b`` stay in cache across its tiles (the recurrent weights'
 gradient over all steps: charlm's ``W_hh``, K = 2016, 5.4 against OpenBLAS's 9.2 ms on
-one thread); rows of ``c`` left over by the tiles run in a plain loop. Callers split
-``c``'s rows over threads (``ops/nn/rnn.py`` ``_product_tn``).
+one thread); rows of ``c`` left over by the tiles run in a plain loop. ``product``
+splits ``c`` over the threads.
 """
 import threading
 

@@ -63,6 +63,7 @@ import numpy as np
 
 from ..._util import op_error, value_range
 from ...devices import cpu as _cpu, xp_of
+from ...devices.cpu_kernels.tiled_gemm import matmul as _gemm
 from ...dispatch import bind
 from ...fusion import approx as _approx
 from ...ops_registry.opdef import OpDef, validate
@@ -628,38 +629,14 @@ def _weight_grad(dhg, h0, out, reverse):
     G = dhg.shape[-1]
     d2, o2 = dhg.reshape(T * B, G), out.reshape(T * B, H)
     if reverse:   # step t's previous state: out[t + 1]; the first step (t = T-1): h0
-        gw = _product_tn(d2[:(T - 1) * B], o2[B:])
+        gw = _gemm(d2[:(T - 1) * B].T, o2[B:])
         first = dhg[T - 1]
     else:
-        gw = _product_tn(d2[B:], o2[:(T - 1) * B])
+        gw = _gemm(d2[B:].T, o2[:(T - 1) * B])
         first = dhg[0]
     if h0.any():
         gw += first.T @ h0
     return gw
-
-
-TN_THREADED = 1 << 22  # multiply-adds from which _product_tn splits its rows over threads
-
-
-def _product_tn(a, b):
-    """``a.T @ b``: in float32 where the register tiles load
-    (``devices/cpu_kernels/tiled_gemm.py``: 3.0 against OpenBLAS's 4.7 ms for charlm's
-    ``W_hh`` gradient on 2 cores of a Zen 5), the result's rows in blocks of 8 over the
-    CPU threads; else NumPy's product."""
-    from ...devices.cpu_kernels import tiled_gemm
-    if not (a.dtype == b.dtype == np.float32 and a.strides[1] == b.strides[1] == 4
-            and tiled_gemm.load()):
-        return a.T @ b
-    K, M = a.shape
-    N = b.shape[1]
-    c = np.empty((M, N), np.float32)
-    nt = _cpu.threads() if K * M * N >= TN_THREADED else 1
-    rows = tiled_gemm.MR
-    cut = [(M // rows) * i // nt * rows for i in range(nt)] + [M]
-    _cpu.run_on_workers([lambda lo=lo, hi=hi: tiled_gemm.gemm32_tn(a[:, lo:hi], b, c[lo:hi],
-                                                                   False)
-                         for lo, hi in zip(cut, cut[1:]) if hi > lo])
-    return c
 
 
 def _ops_adjoint(m, h0, w, out, g_out, reverse, step):
